@@ -1,0 +1,95 @@
+"""vspec deit_tiny against timm vit_tiny_patch16_224 with the same weights, on the CPU.
+
+Prints images/s for forward (eval, no grad) and forward+backward (train mode), the vspec/timm ratio
+(> 1 means vspec is faster), the machine's measured fp32 matmul GFLOP/s and each model's achieved
+GFLOP/s (forward = 2 x MACs per image from vspec.profile; forward+backward = 3 x that).
+
+The two models run alternately, round after round, so that drifts in the machine's speed hit both;
+each figure is the median over rounds.
+
+    python benchmarks/models.py [--batch-size 32] [--rounds 7] [--threads N]
+"""
+
+import argparse
+import platform
+import statistics
+import time
+
+import timm
+import torch
+
+import vspec
+from vspec.convert import from_timm
+
+ROOT_SPEC = "specs/deit_tiny.py"
+
+
+def matmul_gflops(n: int = 2048, reps: int = 10) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return 2 * n**3 * reps / (time.perf_counter() - t0) / 1e9
+
+
+def forward(model: torch.nn.Module, x: torch.Tensor) -> None:
+    with torch.no_grad():
+        model(x)
+
+
+def forward_backward(model: torch.nn.Module, x: torch.Tensor) -> None:
+    model.zero_grad(set_to_none=True)
+    model(x).sum().backward()
+
+
+def race(models: dict[str, torch.nn.Module], step, x: torch.Tensor, rounds: int) -> dict[str, float]:
+    """Median seconds per step of each model, the models alternating within every round."""
+    for m in models.values():
+        step(m, x)  # warm-up
+    times: dict[str, list[float]] = {name: [] for name in models}
+    for r in range(rounds):
+        order = list(models.items()) if r % 2 == 0 else list(reversed(models.items()))
+        for name, m in order:
+            t0 = time.perf_counter()
+            step(m, x)
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    spec = vspec.load_spec(ROOT_SPEC)
+    ref = timm.create_model("vit_tiny_patch16_224", pretrained=False)
+    ours = from_timm(ref, spec)
+    macs = vspec.profile(spec, crosscheck=False).macs
+    x = torch.randn(args.batch_size, 3, 224, 224)
+    with torch.no_grad():
+        diff = (ref.eval()(x[:2]) - ours.eval()(x[:2])).abs().max().item()
+
+    peak = matmul_gflops()
+    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
+          f"torch {torch.__version__}, timm {timm.__version__}")
+    print(f"fp32 matmul (2048^3): {peak:.1f} GFLOP/s")
+    print(f"deit_tiny: {macs / 1e9:.4f} GMACs per image (fvcore); same weights, max |logit diff| {diff:.1e}")
+    print(f"batch {args.batch_size}, 224 px, median of {args.rounds} alternating rounds")
+    for label, step, train, flop_factor in (("forward", forward, False, 2), ("forward+backward", forward_backward, True, 6)):
+        for m in (ref, ours):
+            m.train(train)
+        t = race({"timm": ref, "vspec": ours}, step, x, args.rounds)
+        ips = {k: args.batch_size / v for k, v in t.items()}
+        gf = {k: v * macs * flop_factor / 1e9 for k, v in ips.items()}
+        print(f"{label:17s} timm {ips['timm']:7.1f} img/s ({gf['timm']:5.1f} GFLOP/s)  "
+              f"vspec {ips['vspec']:7.1f} img/s ({gf['vspec']:5.1f} GFLOP/s)  "
+              f"ratio vspec/timm {ips['vspec'] / ips['timm']:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""The `vspec` command: outputs, checkpoints, and one-line errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import vspec
+from vspec.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = str(ROOT / "specs/deit_tiny.py")
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_build_reports_parameter_count(capsys):
+    code, out, err = run(capsys, "build", TINY)
+    assert code == 0, err
+    assert "5,717,416 parameters" in out
+    assert "blocks.0-11  12 x 444,864" in out
+    assert "-> (1, 1000)" in out
+
+
+def test_build_json_is_the_spec(capsys):
+    code, out, _ = run(capsys, "build", TINY, "--json", "--set", "head.kind=gap", "--set", "num_classes=7")
+    assert code == 0
+    spec = vspec.from_json(out)
+    assert spec == vspec.override(vspec.load_spec(TINY), {"head.kind": "gap", "num_classes": 7})
+
+
+def test_build_out_writes_a_checkpoint_that_reloads(capsys, tmp_path):
+    ckpt = tmp_path / "tiny.pt"
+    code, _, err = run(capsys, "build", TINY, "--set", "depth=2", "--set", "num_classes=5", "--out", str(ckpt))
+    assert code == 0, err
+    raw = torch.load(ckpt, weights_only=True)
+    model = vspec.load(ckpt).eval()
+    assert model.spec.depth == 2 and model.num_classes == 5
+    reference = vspec.build(vspec.from_json(raw["spec"])).eval()
+    reference.load_state_dict(raw["state_dict"])
+    x = torch.randn(2, 3, 224, 224)
+    with torch.no_grad():
+        assert torch.equal(model(x), reference(x))
+
+
+def test_profile_json_keys_and_values(capsys):
+    code, out, _ = run(capsys, "profile", TINY, "--json")
+    assert code == 0
+    data = json.loads(out)
+    for key in ("params", "params_trainable", "params_weights", "macs", "components", "unsupported_ops", "counter"):
+        assert key in data
+    assert data["params"] == 5_717_416
+    assert abs(data["macs"] - 1.2537e9) / 1.2537e9 < 0.005
+    assert data["unsupported_ops"] == []
+    assert set(data["components"]["blocks.3"]) == {"params", "macs"}
+
+
+def test_profile_table_and_input_size(capsys):
+    code, out, _ = run(capsys, "profile", str(ROOT / "specs/simplevit_s.py"), "--input-size", "112")
+    assert code == 0
+    assert "at 112x112" in out and "total" in out and "counter: fvcore" in out
+
+
+def test_profile_meta_flag(capsys):
+    code, out, _ = run(capsys, "profile", TINY, "--meta", "--json")
+    assert code == 0 and json.loads(out)["counter"].endswith("(meta device)")
+
+
+def test_show_prints_the_tree(capsys):
+    code, out, _ = run(capsys, "show", TINY, "--set", "block.attention.heads=6")
+    assert code == 0
+    assert "attention: MHSA (mhsa)" in out and "heads: 6" in out
+
+
+def test_toml_and_json_files(capsys, tmp_path):
+    spec = vspec.override(vspec.load_spec(TINY), {"depth": 1})
+    (tmp_path / "s.toml").write_text(vspec.to_toml(spec))
+    (tmp_path / "s.json").write_text(vspec.to_json(spec))
+    for name in ("s.toml", "s.json"):
+        code, out, err = run(capsys, "build", str(tmp_path / name))
+        assert code == 0, err
+        assert f"{5_717_416 - 11 * 444_864:,} parameters" in out
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["build", TINY, "--set", "block.attention.heads=5"], "block.attention.heads: 5 does not divide dim 192"),
+    (["build", TINY, "--set", "block.attention.heads=x"], "block.attention.heads: must be int, got str 'x'"),
+    (["build", TINY, "--set", "block.atention.heads=3"], "block.atention: unknown key"),
+    (["build", TINY, "--set", "head.kind=cls"], "head.kind: unknown kind 'cls'; allowed: class_token, gap"),
+    (["build", TINY, "--set", "heads"], "must look like key=value"),
+    (["build", "nope.py"], "nope.py: no such file"),
+    (["build", str(ROOT / "README.md")], "unsupported spec file type '.md'"),
+    (["profile", TINY, "--input-size", "100"], "embedder.patch_size: 16 does not divide the image height 100"),
+    (["profile"], "the following arguments are required: PATH"),
+    (["profile", TINY, "--input-size", "big"], "invalid int value"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_errors_are_one_line_exit_2(capsys, argv, needle):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_bad_spec_file_contents(capsys, tmp_path):
+    (tmp_path / "nospec.py").write_text("X = 1\n")
+    (tmp_path / "typo.py").write_text("from vspec.spec import Model\n\nSPEC = Modle()\n")
+    (tmp_path / "broken.json").write_text("{not json")
+    (tmp_path / "extra.toml").write_text('dim = 192\ncolour = "red"\n')
+    for name, needle in (("nospec.py", "must define SPEC = Model(...)"),
+                         ("typo.py", "typo.py, line 3: NameError: name 'Modle' is not defined"), ("broken.json", "invalid JSON"),
+                         ("extra.toml", "colour: unknown key for Model")):
+        code, _, err = run(capsys, "build", str(tmp_path / name))
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_console_script_entry_point():
+    """The installed `vspec` command: --help everywhere, and errors on stderr with exit code 2."""
+    exe = Path(sys.executable).with_name("vspec")
+    for args in (["--help"], ["build", "--help"], ["profile", "--help"], ["show", "--help"]):
+        done = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and "usage: vspec" in done.stdout
+    done = subprocess.run([str(exe), "show", TINY, "--set", "dim=0"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "vspec: error: dim: must be >= 1, got 0"

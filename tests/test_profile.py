@@ -1,0 +1,122 @@
+"""Profiler: reference numbers for the presets, counters agreeing, meta-device profiling."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+import vspec
+from vspec.profiler import norm_macs, sdpa_macs
+
+ROOT = Path(__file__).resolve().parents[1]
+SPECS = sorted((ROOT / "specs").glob("*.py"))
+
+# (params, analytic MACs with attention matmuls, no norms): timm's parameter counts; MACs from PAPERS.md
+REFERENCE = {
+    "deit_tiny": (5_717_416, 1.2537e9),
+    "deit_small": (22_050_664, 4.599e9),
+    "vit_base": (86_567_656, 17.564e9),
+}
+
+
+def vit_macs(dim: int, depth: int, hidden: int, tokens: int, patch_dim: int, patches: int, classes: int,
+             norms_per_block: int = 2, final_norm: bool = True) -> dict[str, int]:
+    """ViT MACs written out from the architecture (batch 1): linear / conv / attention / norm."""
+    block_linear = tokens * dim * 3 * dim + tokens * dim * dim + 2 * tokens * dim * hidden
+    attention = 2 * tokens * tokens * dim
+    return {
+        "linear": depth * block_linear + dim * classes,
+        "conv": patches * patch_dim * dim,
+        "attention": depth * attention,
+        "norm": 5 * tokens * dim * (depth * norms_per_block + final_norm),
+    }
+
+
+@pytest.fixture(scope="module")
+def profiles():
+    return {p.stem: vspec.profile(vspec.load_spec(p)) for p in SPECS}
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE))
+def test_reference_numbers(profiles, name):
+    params, macs = REFERENCE[name]
+    prof = profiles[name]
+    assert prof.params == params
+    assert abs(prof.macs - macs) / macs < 0.005
+    assert prof.unsupported_ops == []
+
+
+@pytest.mark.parametrize("name,dim", [("deit_tiny", 192), ("deit_small", 384), ("vit_base", 768)])
+def test_vit_macs_by_op_match_formula(profiles, name, dim):
+    expect = vit_macs(dim, 12, 4 * dim, 197, 3 * 16 * 16, 196, 1000)
+    by_op = profiles[name].by_op
+    assert by_op["linear"] == expect["linear"]
+    assert by_op["conv"] == expect["conv"]
+    assert by_op["scaled_dot_product_attention"] == expect["attention"]
+    assert by_op["layer_norm"] == expect["norm"]
+    assert profiles[name].macs == sum(expect.values())
+
+
+def test_simplevit_weight_params_msf_table6(profiles):
+    prof = profiles["simplevit_s"]
+    assert round(prof.params_weights / 1e6, 2) == 21.91  # MSF Table 6, orig S
+    assert abs(2 * prof.macs / 1e9 - 9.16) < 0.01 * 9.16  # Table 6: 9.16 G FLOPs = 2 x MACs
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+def test_every_preset_fully_counted(profiles, path):
+    prof = profiles[path.stem]
+    model = vspec.build(vspec.load_spec(path))
+    assert prof.unsupported_ops == []
+    assert prof.params == sum(p.numel() for p in model.parameters())
+    assert prof.params_weights == sum(p.numel() for p in model.parameters() if p.ndim >= 2)
+    assert sum(c.params for c in prof.components.values()) == prof.params
+    assert sum(c.macs for c in prof.components.values()) == prof.macs
+    assert prof.crosscheck_macs == prof.macs  # FlopCounterMode with the same formulas agrees exactly
+    assert sum(prof.by_op.values()) == prof.macs
+
+
+def test_meta_device_agrees_with_fvcore(profiles):
+    meta = vspec.profile(vspec.load_spec(ROOT / "specs/deit_small.py"), meta=True)
+    real = profiles["deit_small"]
+    assert meta.counter.endswith("(meta device)")
+    assert meta.macs == real.macs and meta.params == real.params
+    assert {k: (c.params, c.macs) for k, c in meta.components.items()} == \
+        {k: (c.params, c.macs) for k, c in real.components.items()}
+
+
+def test_two_billion_parameter_vit_on_meta_device():
+    spec = vspec.override(vspec.load_spec(ROOT / "specs/vit_base.py"),
+                          {"dim": 1920, "depth": 48, "block.attention.heads": 16, "block.ffn.ratio": 5.0})
+    prof = vspec.profile(spec)  # > 300 M parameters: meta path chosen automatically, no weights allocated
+    assert prof.counter.endswith("(meta device)")
+    d, hidden, tokens = 1920, 9600, 197
+    expected_params = (3 * 256 * d + d) + d + tokens * d + 48 * (
+        4 * d * d + 4 * d + 2 * d * hidden + hidden + d + 4 * d) + 2 * d + d * 1000 + 1000
+    assert prof.params == expected_params and prof.params > 2e9
+    expect = vit_macs(d, 48, hidden, tokens, 3 * 256, 196, 1000)
+    assert prof.macs == sum(expect.values())
+
+
+def test_input_size_changes_the_grid():
+    spec = vspec.load_spec(ROOT / "specs/simplevit_s.py")  # fixed sin-cos: any size the patch divides
+    small = vspec.profile(spec, input_size=112)
+    assert small.input_size == (112, 112)
+    assert small.by_op["scaled_dot_product_attention"] == 12 * 2 * 49 * 49 * 384
+    with pytest.raises(vspec.SpecError, match="embedder.patch_size"):
+        vspec.profile(spec, input_size=100)
+
+
+def test_formulas():
+    assert sdpa_macs((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 6)) == 2 * 3 * 5 * 7 * (4 + 6)
+    assert norm_macs((2, 10), True) == 100 and norm_macs((2, 10), False) == 80
+
+
+def test_readme_presets_table_matches_measurement(profiles):
+    """The README's preset table is what the profiler measures (params exactly, MACs to 4 digits)."""
+    rows = re.findall(r"^\| `specs/(\w+)\.py` \|[^|]*\| ([\d,]+)[^|]*\| ([\d.]+) G \|$",
+                      (ROOT / "README.md").read_text(), re.M)
+    assert {name for name, _, _ in rows} == {p.stem for p in SPECS}
+    for name, params, macs in rows:
+        assert int(params.replace(",", "")) == profiles[name].params
+        assert float(macs) == float(f"{profiles[name].macs / 1e9:.4g}")

@@ -1,0 +1,21 @@
+"""vspec: vision-transformer architectures declared as data, compiled into PyTorch modules.
+
+The spec language (`vspec.spec`, re-exported here) is torch-free; `build`, `profile`, `load` and
+`save` import torch when first used.
+"""
+
+from importlib import import_module
+
+from .spec import *  # noqa: F403
+from .spec import __all__ as _spec_all
+
+_LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.checkpoint",
+         "save": "vspec.checkpoint", "Profile": "vspec.profiler"}
+
+__all__ = [*_spec_all, *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'vspec' has no attribute {name!r}")

@@ -1,0 +1,202 @@
+"""The `vspec` command: build, profile and show specs.
+
+Every error is one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import attrs
+
+from .spec import Model, SpecError, load_spec, override, parse_assignment, to_dict, to_json
+
+
+class UsageError(Exception):
+    """A bad command line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # argparse prints usage + error; we want one line
+        raise UsageError(f"{self.prog}: error: {message} (see --help)")
+
+
+def _spec_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", metavar="PATH", help="spec file: .py (defines SPEC), .json or .toml")
+    p.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
+                   help="dotted override, repeatable, e.g. --set block.attention.heads=6 --set head.kind=gap; "
+                        "values are JSON (6, 0.1, true, null, [32, 32]) or bare strings")
+
+
+def _load(args: argparse.Namespace) -> Model:
+    spec = load_spec(args.path)
+    return override(spec, dict(parse_assignment(a) for a in args.overrides)) if args.overrides else spec
+
+
+def parser() -> argparse.ArgumentParser:
+    top = _Parser(prog="vspec", description="Vision-transformer specs: validate, build, profile, show.")
+    sub = top.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+
+    b = sub.add_parser("build", help="validate, build and run one forward pass; print a summary",
+                       description="Validate and build a spec, run one forward pass on a dummy batch and "
+                                   "print per-component parameters and the output shape.")
+    _spec_args(b)
+    b.add_argument("--json", action="store_true", help="print the (overridden) spec as JSON instead of the summary")
+    b.add_argument("--out", metavar="FILE", help="write a checkpoint (spec JSON + weights); reload with vspec.load(FILE)")
+    b.add_argument("--batch-size", type=int, default=1, metavar="N", help="dummy batch size (default 1)")
+
+    p = sub.add_parser("profile", help="parameters and MACs per component",
+                       description="Count parameters and MACs (multiply-adds; FLOPs = 2 x MACs) per component "
+                                   "and per op kind, on one image. Attention matmuls and norms are counted.")
+    _spec_args(p)
+    p.add_argument("--input-size", type=int, metavar="N", help="square input size (default: the spec's img_size)")
+    p.add_argument("--json", action="store_true", help="print the profile as JSON")
+    p.add_argument("--meta", action="store_true",
+                   help="count on the meta device with torch's FlopCounterMode (no weights allocated); "
+                        "chosen automatically above 300 M parameters")
+
+    s = sub.add_parser("show", help="print the spec tree", description="Print the (overridden) spec as a tree.")
+    _spec_args(s)
+    return top
+
+
+# ---------------------------------------------------------------- formatting
+def _grouped(rows: list[tuple[str, tuple[int, ...]]]) -> list[tuple[str, int, tuple[int, ...]]]:
+    """Merge runs of consecutive `blocks.i` rows with equal values: ("blocks.0-11", 12, values)."""
+    out: list[tuple[str, int, tuple[int, ...]]] = []
+    for name, values in rows:
+        prev = out[-1] if out else None
+        if (prev and name.startswith("blocks.") and prev[0].startswith("blocks.") and prev[2] == values):
+            first = prev[0].split(".")[1].split("-")[0]
+            out[-1] = (f"blocks.{first}-{name.split('.')[1]}", prev[1] + 1, values)
+        else:
+            out.append((name, 1, values))
+    return out
+
+
+def _si(x: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.4g} {unit}"
+    return f"{x:.4g}"
+
+
+def _count(n: int, times: int, fmt=lambda v: f"{v:,}") -> str:
+    return f"{times} x {fmt(n)}" if times > 1 else fmt(n)
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+                     for r in rows)
+
+
+def tree(value: Any, indent: int = 0) -> list[str]:
+    """The spec as an indented tree: one line per leaf, a header line per component."""
+    pad = "  " * indent
+    lines = []
+    for f in attrs.fields(type(value)):
+        v = getattr(value, f.name)
+        if attrs.has(type(v)):
+            kind = getattr(type(v), "kind", None)
+            lines.append(f"{pad}{f.name}: {type(v).__name__}" + (f" ({kind})" if isinstance(kind, str) else ""))
+            lines += tree(v, indent + 1)
+        elif isinstance(v, tuple) and v and attrs.has(type(v[0])):
+            lines.append(f"{pad}{f.name}: [{len(v)} items]")
+            for i, item in enumerate(v):
+                lines.append(f"{pad}  [{i}] {type(item).__name__}")
+                lines += tree(item, indent + 2)
+        else:
+            lines.append(f"{pad}{f.name}: {json.dumps(to_dict(v) if isinstance(v, tuple) else v)}")
+    return lines
+
+
+# ---------------------------------------------------------------- commands
+def cmd_build(args: argparse.Namespace) -> None:
+    spec = _load(args)
+    if args.json:
+        print(to_json(spec))
+    import torch
+
+    from .checkpoint import save
+    from .compiler import build
+    from .profiler import count_params, component_names
+
+    t0 = time.perf_counter()
+    model = build(spec).eval()
+    x = torch.randn(args.batch_size, spec.in_chans, *spec.img_size)
+    with torch.no_grad():
+        y = model(x)
+    elapsed = time.perf_counter() - t0
+    if args.out:
+        save(model, args.out)
+    if args.json:
+        return
+    total, trainable, weights, per = count_params(model)
+    rows = [["component", "params"]]
+    for name, times, (n,) in _grouped([(c, (per.get(c, 0),)) for c in component_names(model)]):
+        rows.append([name, _count(n, times)])
+    print(f"{args.path}: {type(model).__name__}, depth {spec.depth}, dim {spec.dim}, "
+          f"{spec.num_classes} classes, {spec.img_size[0]}x{spec.img_size[1]} input")
+    print(_table(rows))
+    print(f"total: {total:,} parameters ({trainable:,} trainable, {weights:,} in weight matrices)")
+    print(f"forward {tuple(x.shape)} -> {tuple(y.shape)}: finite={bool(torch.isfinite(y).all())}, "
+          f"{elapsed:.2f} s to build and run")
+    if args.out:
+        print(f"checkpoint: {args.out}")
+
+
+def cmd_profile(args: argparse.Namespace) -> None:
+    from .profiler import profile
+
+    spec = _load(args)
+    prof = profile(spec, input_size=args.input_size, meta=True if args.meta else None)
+    if args.json:
+        print(json.dumps(prof.to_dict(), indent=2))
+        return
+    rows = [["component", "params", "MACs"]]
+    named = [(k, (c.params, c.macs)) for k, c in prof.components.items()]
+    for name, times, (n, m) in _grouped(named):
+        rows.append([name, _count(n, times), _count(m, times, _si)])
+    rows.append(["total", f"{prof.params:,}", _si(prof.macs)])
+    print(f"{args.path} at {prof.input_size[0]}x{prof.input_size[1]}, batch 1 "
+          "(MACs: multiply-adds, FLOPs = 2 x MACs; attention matmuls and norms counted)")
+    print(_table(rows))
+    print(f"params: {prof.params:,} total, {prof.params_trainable:,} trainable, "
+          f"{prof.params_weights:,} in weight matrices (ndim >= 2)")
+    print("by op: " + ", ".join(f"{op} {_si(v)}" for op, v in sorted(prof.by_op.items(), key=lambda kv: -kv[1])))
+    check = f"; cross-check FlopCounterMode {_si(prof.crosscheck_macs)}" if prof.crosscheck_macs is not None else ""
+    print(f"counter: {prof.counter}{check}")
+    if prof.unsupported_ops:
+        print(f"unsupported ops (counted as 0): {', '.join(prof.unsupported_ops)}")
+
+
+def cmd_show(args: argparse.Namespace) -> None:
+    spec = _load(args)
+    print(f"Model ({args.path})")
+    print("\n".join(tree(spec, 1)))
+
+
+COMMANDS = {"build": cmd_build, "profile": cmd_profile, "show": cmd_show}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
+        COMMANDS[args.command](args)
+    except UsageError as e:
+        print(e, file=sys.stderr)
+        return 2
+    except (SpecError, OSError) as e:
+        print(f"vspec: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

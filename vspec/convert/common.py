@@ -1,0 +1,46 @@
+"""Loading a renamed state dict with every key and shape accounted for."""
+
+from collections.abc import Callable, Mapping
+
+import torch
+from torch import nn
+
+
+class ConversionError(ValueError):
+    """A checkpoint that does not fit the spec; the message lists what does not match."""
+
+
+def _listing(keys: list[str], limit: int = 6) -> str:
+    more = f", ... ({len(keys) - limit} more)" if len(keys) > limit else ""
+    return ", ".join(keys[:limit]) + more
+
+
+def load_mapped(model: nn.Module, state_dict: Mapping[str, torch.Tensor],
+                rename: Callable[[str], str | None]) -> nn.Module:
+    """Load `state_dict` into `model` after renaming its keys (`rename` returns None to drop a key).
+
+    Every model entry must be filled with a tensor of the same shape, and every checkpoint entry must
+    be used, so a wrong spec or a wrong mapping fails loudly instead of leaving random weights."""
+    target = model.state_dict()
+    mapped: dict[str, torch.Tensor] = {}
+    unused = []
+    for key, value in state_dict.items():
+        new = rename(key)
+        if new is None:
+            continue
+        if new not in target:
+            unused.append(key)
+            continue
+        if tuple(value.shape) != tuple(target[new].shape):
+            raise ConversionError(f"{key} -> {new}: checkpoint shape {tuple(value.shape)} does not fit the "
+                                  f"spec's {tuple(target[new].shape)}")
+        mapped[new] = value
+    missing = [k for k in target if k not in mapped]
+    if unused or missing:
+        raise ConversionError("checkpoint does not fit the spec: "
+                              + "; ".join(part for part in (
+                                  f"unused checkpoint keys: {_listing(unused)}" if unused else "",
+                                  f"spec keys not in the checkpoint: {_listing(missing)}" if missing else "")
+                                  if part))
+    model.load_state_dict(mapped)
+    return model

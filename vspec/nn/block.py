@@ -1,0 +1,28 @@
+"""The transformer block."""
+
+import torch
+from torch import nn
+
+from .. import spec as S
+from .context import BuildContext
+from .layers import DropPath, LayerScale, make_norm, maybe
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: x + attn(norm1(x)), then x + ffn(norm2(x)), each branch with
+    optional layer scale and drop path."""
+
+    def __init__(self, spec: S.Block, ctx: BuildContext):
+        super().__init__()
+        d = ctx.dim
+        self.norm1 = make_norm(spec.norm, d)
+        self.attn = ctx.child(spec.attention)
+        self.ls1 = maybe(LayerScale, spec.layer_scale is not None, d, spec.layer_scale)
+        self.norm2 = make_norm(spec.norm, d)
+        self.ffn = ctx.child(spec.ffn)
+        self.ls2 = maybe(LayerScale, spec.layer_scale is not None, d, spec.layer_scale)
+        self.drop_path = maybe(DropPath, ctx.drop_path > 0, ctx.drop_path)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.drop_path(self.ls1(self.attn(self.norm1(x))))
+        return x + self.drop_path(self.ls2(self.ffn(self.norm2(x))))

@@ -1,0 +1,229 @@
+"""Parameters and MACs of a spec, per component and per op kind, before any training.
+
+Convention: MACs, one multiply-add = 1 (fvcore's "flops" are MACs; FLOPs = 2 x MACs, which is what
+torch's FlopCounterMode reports). Attention matmuls are counted (q k^T and attn v: B H N M (d + dv)),
+LayerNorm / BatchNorm count 5 (4 without affine) per element as in fvcore; elementwise ops,
+activations, softmax and reductions count 0.
+
+Two counters share one table of formulas (`MAC_FORMULAS`):
+- fvcore (default): traces the module on real tensors; handles are registered for every op vspec
+  emits, so `unsupported_ops` lists anything new that slipped through.
+- torch's FlopCounterMode on the meta device: for specs too large to instantiate; the weights are
+  never allocated. It is also run beside fvcore as a cross-check.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import torch
+from torch import nn
+
+from .compiler import build
+from .spec import Model
+
+Shape = Sequence[int]
+
+
+def _prod(shape: Shape) -> int:
+    return math.prod(int(s) for s in shape)
+
+
+def sdpa_macs(q: Shape, k: Shape, v: Shape) -> int:
+    """softmax(q k^T) v: q k^T is (..., N, d) x (..., d, M); attn v is (..., N, M) x (..., M, dv)."""
+    n_queries = _prod(q[:-1])
+    return n_queries * int(k[-2]) * (int(q[-1]) + int(v[-1]))
+
+
+def norm_macs(x: Shape, affine: bool) -> int:
+    return _prod(x) * (5 if affine else 4)
+
+
+# ---------------------------------------------------------------- fvcore (JIT trace) handles
+def _shape(value: Any) -> list[int] | None:
+    from fvcore.nn.jit_handles import get_shape
+
+    return get_shape(value)
+
+
+def _fv_sdpa(inputs: list[Any], outputs: list[Any]) -> int:
+    return sdpa_macs(_shape(inputs[0]), _shape(inputs[1]), _shape(inputs[2]))
+
+
+def _fv_zero(inputs: list[Any], outputs: list[Any]) -> int:
+    return 0
+
+
+# ops that cost 0 MACs by convention (elementwise, activations, softmax, reductions, data movement)
+ZERO_COST_OPS = (
+    "aten::add", "aten::add_", "aten::sub", "aten::rsub", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
+    "aten::neg", "aten::pow", "aten::sqrt", "aten::rsqrt", "aten::exp", "aten::log", "aten::sin", "aten::cos",
+    "aten::abs", "aten::sign", "aten::reciprocal", "aten::gelu", "aten::silu", "aten::relu", "aten::relu6",
+    "aten::hardtanh", "aten::sigmoid", "aten::tanh", "aten::softmax", "aten::log_softmax", "aten::mean",
+    "aten::sum", "aten::amax", "aten::max_pool2d", "aten::expand_as", "aten::repeat", "aten::bernoulli_",
+    "aten::dropout_", "aten::feature_dropout", "aten::empty_like", "aten::clone", "aten::fill_",
+    "aten::linalg_vector_norm", "aten::norm", "aten::clamp_min", "aten::sort", "aten::topk",
+)
+
+FVCORE_HANDLES: dict[str, Callable[[list[Any], list[Any]], int]] = {
+    "aten::scaled_dot_product_attention": _fv_sdpa,
+    **{op: _fv_zero for op in ZERO_COST_OPS},
+}
+
+
+# ---------------------------------------------------------------- FlopCounterMode formulas (2 x MACs)
+def _flop_counter_mapping() -> dict[Any, Callable[..., int]]:
+    aten = torch.ops.aten
+
+    def sdpa(q, k, v, *args, out_shape=None, **kwargs):
+        return 2 * sdpa_macs(q, k, v)
+
+    def layer_norm(x, normalized_shape, weight=None, bias=None, *args, out_shape=None, **kwargs):
+        return 2 * norm_macs(x, weight is not None)
+
+    def batch_norm(x, weight=None, *args, out_shape=None, **kwargs):
+        return 2 * norm_macs(x, weight is not None)
+
+    return {
+        aten._scaled_dot_product_flash_attention_for_cpu: sdpa,
+        aten.native_layer_norm: layer_norm,
+        aten.native_batch_norm: batch_norm,
+        aten._native_batch_norm_legit_no_training: batch_norm,
+        aten._native_batch_norm_legit: batch_norm,
+    }
+
+
+# ---------------------------------------------------------------- results
+@attrs.frozen
+class ComponentProfile:
+    params: int
+    macs: int
+
+
+@attrs.frozen
+class Profile:
+    """Counts for one spec at one input size (batch 1).
+
+    params_weights counts parameters with ndim >= 2 (weight matrices and kernels; no biases or norm
+    affines). `components` maps `embedder` (with class token and position embedding), `blocks.i`,
+    `norm` and `head` to their counts; `by_op` maps op kinds to MACs. `crosscheck_macs` is the
+    other counter's total (FlopCounterMode next to fvcore), None when only one ran.
+    """
+
+    params: int
+    params_trainable: int
+    params_weights: int
+    macs: int
+    components: dict[str, ComponentProfile]
+    by_op: dict[str, int]
+    unsupported_ops: list[str]
+    counter: str
+    input_size: tuple[int, int]
+    crosscheck_macs: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = attrs.asdict(self)
+        out["input_size"] = list(self.input_size)
+        return out
+
+
+def _component(name: str, top: set[str]) -> str:
+    parts = name.split(".")
+    if parts[0] == "blocks" and len(parts) > 1:
+        return f"blocks.{parts[1]}"
+    return parts[0] if parts[0] in top else "embedder"  # root parameters: class token, position embedding
+
+
+def component_names(model: nn.Module) -> list[str]:
+    names = []
+    for name, child in model.named_children():
+        if name == "blocks":
+            names += [f"blocks.{i}" for i in range(len(child))]
+        elif any(True for _ in child.parameters()) or name in ("embedder", "head"):
+            names.append(name)
+    return names
+
+
+def count_params(model: nn.Module) -> tuple[int, int, int, dict[str, int]]:
+    """(total, trainable, in weight matrices (ndim >= 2), per component)."""
+    top = {name for name, _ in model.named_children()}
+    per: Counter[str] = Counter()
+    total = trainable = weights = 0
+    for name, p in model.named_parameters():
+        n = p.numel()
+        total += n
+        trainable += n if p.requires_grad else 0
+        weights += n if p.ndim >= 2 else 0
+        per[_component(name, top)] += n
+    return total, trainable, weights, per
+
+
+def _count_fvcore(model: nn.Module, x: torch.Tensor) -> tuple[int, dict[str, int], dict[str, int], list[str]]:
+    with warnings.catch_warnings():  # fvcore imports torch.jit.script, which warns of its deprecation
+        warnings.simplefilter("ignore", FutureWarning)
+        from fvcore.nn import FlopCountAnalysis
+
+    analysis = FlopCountAnalysis(model, x).set_op_handle(**FVCORE_HANDLES)
+    analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
+    total = int(analysis.total())
+    by_module = {k: int(v) for k, v in analysis.by_module().items()}
+    by_op = {k: int(v) for k, v in analysis.by_operator().items() if v}
+    return total, by_module, by_op, sorted(analysis.unsupported_ops())
+
+
+def _count_torch(model: nn.Module, x: torch.Tensor) -> tuple[int, dict[str, int], dict[str, int]]:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    mode = FlopCounterMode(display=False, custom_mapping=_flop_counter_mapping())
+    with mode, torch.no_grad():
+        model(x)
+    counts = mode.get_flop_counts()
+    root = type(model).__name__
+    by_module: dict[str, int] = {}
+    for name, ops in counts.items():
+        key = "" if name in ("Global", root) else name.removeprefix(f"{root}.")
+        by_module[key] = sum(ops.values()) // 2
+    by_op = {str(op).split(".")[1] if "." in str(op) else str(op): v // 2
+             for op, v in counts.get("Global", {}).items() if v}
+    return mode.get_total_flops() // 2, by_module, by_op
+
+
+def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, meta: bool | None = None,
+            crosscheck: bool = True, meta_above: int = 300_000_000) -> Profile:
+    """Profile `spec` on one (1, C, H, W) image (`input_size` defaults to the spec's image size).
+
+    meta: True counts with FlopCounterMode on the meta device (no weights allocated); False
+    instantiates and counts with fvcore; None (default) picks meta above `meta_above` parameters.
+    crosscheck: with fvcore, also run FlopCounterMode and report its total as `crosscheck_macs`.
+    """
+    if input_size is not None and input_size != spec.img_size:
+        spec = attrs.evolve(spec, img_size=input_size)  # re-validated: the patch must divide it
+    model = build(spec, device="meta")
+    total, trainable, weights, per_params = count_params(model)
+    if meta is None:
+        meta = total > meta_above
+    x_shape = (1, spec.in_chans, *spec.img_size)
+    if meta:
+        macs, by_module, by_op = _count_torch(model.eval(), torch.empty(x_shape, device="meta"))
+        unsupported: list[str] = []
+        counter, cross = "torch.utils.flop_counter.FlopCounterMode (meta device)", None
+    else:
+        torch.manual_seed(0)
+        model = build(spec).eval()
+        x = torch.randn(x_shape)
+        macs, by_module, by_op, unsupported = _count_fvcore(model, x)
+        counter = "fvcore.nn.FlopCountAnalysis"
+        cross = _count_torch(model, x)[0] if crosscheck else None
+    components = {name: ComponentProfile(per_params.get(name, 0), by_module.get(name, 0))
+                  for name in component_names(model)}
+    rest = macs - sum(c.macs for c in components.values())
+    if rest:  # ops called on the root module itself (none today), kept visible rather than lost
+        components["(model)"] = ComponentProfile(0, rest)
+    return Profile(params=total, params_trainable=trainable, params_weights=weights, macs=macs,
+                   components=components, by_op=by_op, unsupported_ops=unsupported, counter=counter,
+                   input_size=tuple(spec.img_size), crosscheck_macs=cross)

@@ -1,0 +1,20 @@
+"""The spec language: frozen attrs classes that describe a vision transformer as data.
+
+Importing this package does not import torch.
+"""
+
+from .attention import MHSA
+from .core import SpecError
+from .embedder import PatchEmbed, SimplePatchEmbed
+from .ffn import MLP
+from .head import ClassTokenHead, GAPHead
+from .load import load_spec, override, parse_assignment
+from .model import KINDS, ROLES, Block, Model
+from .norm import Norm
+from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
+
+__all__ = [
+    "MHSA", "MLP", "KINDS", "ROLES", "Block", "ClassTokenHead", "GAPHead", "Model", "Norm", "PatchEmbed",
+    "SimplePatchEmbed", "SpecError", "from_dict", "from_json", "from_toml", "load_spec", "override",
+    "parse_assignment", "to_dict", "to_json", "to_toml",
+]

@@ -1,0 +1,100 @@
+"""What every spec class shares: the error type, field validators and the `kind` tag.
+
+Pure data: attrs and the standard library only (importing this must not import torch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+
+class SpecError(ValueError):
+    """An invalid spec. `path` names the field (`block.attention.heads`), `message` the rule.
+
+    Raised at construction of a spec class (then the path starts with the class name, e.g.
+    `MHSA.heads`, because the object does not yet know where it will sit in the tree) and while
+    structuring JSON / TOML or applying overrides (then the path runs from the model root).
+    """
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}" if path else message)
+
+    def under(self, prefix: str | int) -> SpecError:
+        """The same error seen from one level up the tree."""
+        return SpecError(join(prefix, self.path), self.message)
+
+
+def join(*parts: str | int) -> str:
+    return ".".join(str(p) for p in parts if p != "")
+
+
+def _type_name(types: tuple[type, ...]) -> str:
+    return " or ".join(t.__name__ for t in types)
+
+
+def check(
+    types: type | tuple[type, ...],
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    choices: Iterable[Any] | None = None,
+    optional: bool = False,
+) -> Callable[[Any, Any, Any], None]:
+    """An attrs validator: type check (bools are not ints) plus simple range / choice rules."""
+    types = types if isinstance(types, tuple) else (types,)
+    choices = tuple(choices) if choices is not None else None
+    if float in types and int not in types:
+        types = (*types, int)  # an int is a fine float
+
+    def validate(inst: Any, attribute: Any, value: Any) -> None:
+        path = f"{type(inst).__name__}.{attribute.name}"
+        if value is None:
+            if optional:
+                return
+            raise SpecError(path, f"must be {_type_name(types)}, got None")
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            raise SpecError(path, f"must be {_type_name(types)}, got {type(value).__name__} {value!r}")
+        if choices is not None and value not in choices:
+            raise SpecError(path, f"must be one of {', '.join(map(repr, choices))}; got {value!r}")
+        for bound, ok, word in ((ge, lambda b: value >= b, ">="), (gt, lambda b: value > b, ">"),
+                                (le, lambda b: value <= b, "<="), (lt, lambda b: value < b, "<")):
+            if bound is not None and not ok(bound):
+                raise SpecError(path, f"must be {word} {bound}, got {value!r}")
+
+    return validate
+
+
+def one_of(*classes: type) -> Callable[[Any, Any, Any], None]:
+    """An attrs validator for a union-typed field: the value is an instance of one of `classes`."""
+
+    def validate(inst: Any, attribute: Any, value: Any) -> None:
+        if not isinstance(value, classes):
+            allowed = ", ".join(f"{c.__name__} (kind {c.kind!r})" for c in classes)
+            raise SpecError(f"{type(inst).__name__}.{attribute.name}",
+                            f"must be one of {allowed}; got {type(value).__name__}")
+
+    return validate
+
+
+def pair(value: Any) -> Any:
+    """attrs converter: `224` -> `(224, 224)`; a list of two -> a tuple. Anything else is left to the
+    validator, which reports it."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value, value)
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def check_pair(inst: Any, attribute: Any, value: Any) -> None:
+    path = f"{type(inst).__name__}.{attribute.name}"
+    if not (isinstance(value, tuple) and len(value) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+        raise SpecError(path, f"must be an int or a pair of ints, got {value!r}")
+    if min(value) < 1:
+        raise SpecError(path, f"must be >= 1, got {value!r}")

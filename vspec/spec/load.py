@@ -1,0 +1,102 @@
+"""Reading spec files and applying dotted overrides."""
+
+import ast
+import json
+import runpy
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .core import SpecError, join
+from .model import KINDS, Model
+from .serialize import from_dict, from_json, from_toml, to_dict
+
+SUFFIXES = (".py", ".json", ".toml")
+
+
+def load_spec(path: str | Path) -> Model:
+    """Read a Model spec from a `.py` file (module-level `SPEC`), `.json` or `.toml`."""
+    path = Path(path)
+    if path.suffix not in SUFFIXES:
+        raise SpecError("", f"{path}: unsupported spec file type {path.suffix!r}; allowed: {', '.join(SUFFIXES)}")
+    if not path.is_file():
+        raise SpecError("", f"{path}: no such file")
+    if path.suffix == ".py":
+        try:
+            spec = runpy.run_path(str(path)).get("SPEC")
+        except SpecError:
+            raise
+        except Exception as e:  # noqa: BLE001 - report a broken spec file in one line
+            line = next((f.lineno for f in reversed(traceback.extract_tb(e.__traceback__)) if f.filename == str(path)), "?")
+            raise SpecError("", f"{path}, line {line}: {type(e).__name__}: {e}") from None
+        if not isinstance(spec, Model):
+            raise SpecError("", f"{path}: must define SPEC = Model(...), got {type(spec).__name__}")
+        return spec
+    text = path.read_text()
+    return from_json(text) if path.suffix == ".json" else from_toml(text)
+
+
+def parse_value(text: str) -> Any:
+    """A CLI override value: JSON (6, 0.1, true, null, "x", [224, 224], {"kind": "gap"}), Python
+    literals (True, None), or else the bare string (gap)."""
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            return parse(text)
+        except (ValueError, SyntaxError):
+            pass
+    return text
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """`block.attention.heads=6` -> ("block.attention.heads", 6)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise SpecError("", f"override {text!r} must look like key=value (e.g. block.attention.heads=6)")
+    return key.strip(), parse_value(value.strip())
+
+
+class _Unset(dict):
+    """A component that was None; its keys are checked when the tree is structured."""
+
+
+def _set(tree: Any, keys: list[str], value: Any, done: list[str]) -> Any:
+    """Return a copy of `tree` (unstructured spec) with `value` at `keys`."""
+    key, rest = keys[0], keys[1:]
+    path = join(*done, key)
+    if isinstance(tree, list):
+        if not key.isdigit() or int(key) >= len(tree):
+            raise SpecError(path, f"no such list index; the list has {len(tree)} items")
+        out, index = list(tree), int(key)
+    elif isinstance(tree, Mapping):
+        if key not in tree and not isinstance(tree, _Unset):
+            raise SpecError(path, f"unknown key; allowed here: {', '.join(tree)}")
+        out, index = dict(tree), key
+    else:
+        raise SpecError(join(*done), f"is {tree!r}, which has no field {key!r}")
+    if not rest:
+        out[index] = value
+        if key == "kind" and isinstance(out, dict):  # switching kind: keep only fields the new kind has
+            cls = KINDS.get(value)
+            if cls is not None:
+                out = {**to_dict(cls()), **{k: v for k, v in out.items() if k in attrs.fields_dict(cls)}}
+        return out
+    child = out[index]
+    if child is None:
+        child = _Unset()  # e.g. head.norm.eps=1e-5 while head.norm is None: start from the defaults
+    out[index] = _set(child, rest, value, [*done, key])
+    return out
+
+
+def override(spec: Model, assignments: Mapping[str, Any]) -> Model:
+    """Apply dotted assignments, e.g. `{"block.attention.heads": 6}`, type-checked like a spec file.
+
+    A repeated block (`block` is one Block) is addressed as `block.x`; a listed stack as `block.3.x`.
+    Setting `....kind` switches a component and keeps the fields the new kind shares (the others take the new kind's defaults).
+    """
+    tree = to_dict(spec)
+    for key, value in assignments.items():
+        tree = _set(tree, key.split("."), value, [])
+    return from_dict(tree)

@@ -1,0 +1,200 @@
+"""JSON / TOML forms of a spec, through one cattrs converter.
+
+Union members carry a `kind` tag; unknown keys and unknown kinds are errors that name the field
+path and list what is allowed. Leaf values are type-checked strictly (no "3" -> 3, no 1 -> True).
+TOML has no null: keys whose value is None are left out when writing, which is lossless because
+every optional field defaults to None (a test holds every spec class to that).
+"""
+
+import json
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+import cattrs
+
+from .core import SpecError
+from .model import Model
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+def _is_union(t: Any) -> bool:
+    return typing.get_origin(t) in (typing.Union, types.UnionType)
+
+
+def _is_tagged_union(t: Any) -> bool:
+    return _is_union(t) and all(attrs.has(a) and hasattr(a, "kind") for a in typing.get_args(t))
+
+
+def _tag(cls: type) -> str | None:
+    kind = getattr(cls, "kind", None)
+    return kind if isinstance(kind, str) and "kind" not in attrs.fields_dict(cls) else None
+
+
+def _describe(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"
+
+
+def _strict(t: type):
+    def structure(value: Any, _: Any) -> Any:
+        ok = isinstance(value, t) and not (isinstance(value, bool) and t is not bool)
+        if t is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if not ok:
+            raise SpecError("", f"must be {t.__name__}, got {_describe(value)}")
+        return value
+    return structure
+
+
+def _structure_literal(value: Any, t: Any) -> Any:
+    allowed = typing.get_args(t)
+    if value not in allowed or isinstance(value, bool) != isinstance(allowed[0], bool):
+        raise SpecError("", f"must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+    return value
+
+
+def _structure_attrs_factory(cls: type):
+    fields = attrs.fields_dict(cls)
+    tag = _tag(cls)
+
+    def structure(data: Any, _: Any) -> Any:
+        if isinstance(data, cls):
+            return data
+        if not isinstance(data, Mapping):
+            raise SpecError("", f"must be a table of {cls.__name__} fields, got {_describe(data)}")
+        data = dict(data)
+        if tag is not None and "kind" in data:
+            kind = data.pop("kind")
+            if kind != tag:
+                raise SpecError("kind", f"unknown kind {kind!r}; allowed: {tag!r}")
+        for key in data:
+            if key not in fields:
+                raise SpecError(str(key), f"unknown key for {cls.__name__}; allowed: {', '.join(fields)}")
+        kwargs = {}
+        for name, value in data.items():
+            try:
+                kwargs[name] = converter.structure(value, fields[name].type)
+            except SpecError as e:
+                raise e.under(name) from None
+        try:
+            return cls(**kwargs)
+        except SpecError as e:  # a validator's "Cls.field" path becomes relative to this object
+            prefix = f"{cls.__name__}."
+            raise SpecError(e.path.removeprefix(prefix), e.message) from None
+
+    return structure
+
+
+def _structure_union(value: Any, t: Any) -> Any:
+    members = typing.get_args(t)
+    if type(None) in members and value is None:
+        return None
+    if any(attrs.has(m) and isinstance(value, m) for m in members):
+        return value
+    if _is_tagged_union(t):
+        by_kind = {m.kind: m for m in members}
+        if not isinstance(value, Mapping):
+            raise SpecError("", f"must be a table with a 'kind' ({', '.join(by_kind)}), got {_describe(value)}")
+        if "kind" not in value:
+            raise SpecError("kind", f"missing; allowed: {', '.join(by_kind)}")
+        if value["kind"] not in by_kind:
+            raise SpecError("kind", f"unknown kind {value['kind']!r}; allowed: {', '.join(by_kind)}")
+        return converter.structure(value, by_kind[value["kind"]])
+    rest = [m for m in members if m is not type(None)]
+    if len(rest) == 1:  # Optional[X]
+        return converter.structure(value, rest[0])
+    for m in rest:  # e.g. Block | tuple[Block, ...]: a table is the first, a list the second
+        origin = typing.get_origin(m) or m
+        if isinstance(value, list) and origin is tuple or isinstance(value, Mapping) and attrs.has(m):
+            return converter.structure(value, m)
+    names = " or ".join(getattr(m, "__name__", str(m)) for m in rest)
+    raise SpecError("", f"must be {names}, got {_describe(value)}")
+
+
+def _structure_tuple(value: Any, t: Any) -> Any:
+    args = typing.get_args(t)
+    if isinstance(value, int) and not isinstance(value, bool) and args and all(a is int for a in args):
+        value = [value] * len(args)  # img_size = 224 means (224, 224)
+    if not isinstance(value, (list, tuple)):
+        raise SpecError("", f"must be a list, got {_describe(value)}")
+    if len(args) == 2 and args[1] is Ellipsis:
+        item_types = [args[0]] * len(value)
+    else:
+        if len(value) != len(args):
+            raise SpecError("", f"must have {len(args)} items, got {len(value)}")
+        item_types = list(args)
+    out = []
+    for i, (v, it) in enumerate(zip(value, item_types)):
+        try:
+            out.append(converter.structure(v, it))
+        except SpecError as e:
+            raise e.under(i) from None
+    return tuple(out)
+
+
+def _unstructure_attrs(obj: Any) -> dict[str, Any]:
+    tag = _tag(type(obj))
+    out = {"kind": tag} if tag is not None else {}
+    for f in attrs.fields(type(obj)):
+        out[f.name] = converter.unstructure(getattr(obj, f.name))
+    return out
+
+
+converter = cattrs.Converter(detailed_validation=False)
+for _t in (int, float, bool, str):
+    converter.register_structure_hook(_t, _strict(_t))
+converter.register_structure_hook_func(lambda t: typing.get_origin(t) is Literal, _structure_literal)
+converter.register_structure_hook_func(_is_union, _structure_union)
+converter.register_structure_hook_func(lambda t: typing.get_origin(t) is tuple, _structure_tuple)
+converter.register_structure_hook_factory(attrs.has, _structure_attrs_factory)
+converter.register_unstructure_hook_func(attrs.has, _unstructure_attrs)
+converter.register_unstructure_hook(tuple, lambda t: [converter.unstructure(v) for v in t])
+
+
+def to_dict(spec: Any) -> dict[str, Any]:
+    return converter.unstructure(spec)
+
+
+def from_dict(data: Any, cls: type = Model) -> Any:
+    return converter.structure(data, cls)
+
+
+def to_json(spec: Any, indent: int | None = 2) -> str:
+    return json.dumps(to_dict(spec), indent=indent)
+
+
+def from_json(text: str, cls: type = Model) -> Any:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SpecError("", f"invalid JSON: {e}") from None
+    return from_dict(data, cls)
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def to_toml(spec: Any) -> str:
+    import tomli_w
+
+    return tomli_w.dumps(_drop_none(to_dict(spec)))
+
+
+def from_toml(text: str, cls: type = Model) -> Any:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError("", f"invalid TOML: {e}") from None
+    return from_dict(data, cls)
