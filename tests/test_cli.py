@@ -131,3 +131,22 @@ def test_console_script_entry_point():
     done = subprocess.run([str(exe), "show", TINY, "--set", "dim=0"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip() == "vspec: error: dim: must be >= 1, got 0"
+
+
+def test_readme_error_examples_are_what_the_command_prints(capsys, tmp_path, monkeypatch):
+    """The README's invalid-spec examples: each `$ vspec ...` line prints exactly the line below it."""
+    import re
+    import shlex
+
+    text = (ROOT / "README.md").read_text()
+    block = text.split("### Invalid specs fail at once, in one line")[1].split("```console")[1].split("```")[0]
+    files = dict(re.findall(r"^\$ cat (\S+)\n(.+)$", block, re.M))
+    examples = re.findall(r"^\$ vspec (.+)\n(vspec: error: .+)$", block, re.M)
+    assert len(examples) >= 2 and files
+    for name, content in files.items():
+        (tmp_path / name).write_text(content)
+    monkeypatch.chdir(ROOT)
+    for command, expected in examples:
+        argv = [str(tmp_path / a) if a in files else a for a in shlex.split(command)]
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and err.strip() == expected

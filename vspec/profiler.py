@@ -89,7 +89,11 @@ def _flop_counter_mapping() -> dict[Any, Callable[..., int]]:
     def batch_norm(x, weight=None, *args, out_shape=None, **kwargs):
         return 2 * norm_macs(x, weight is not None)
 
+    def onednn_linear(x, weight, *args, out_shape=None, **kwargs):  # vspec.ops.linear's CPU kernel
+        return 2 * _prod(x[:-1]) * int(weight[0]) * int(weight[1])
+
     return {
+        torch.ops.mkldnn._linear_pointwise: onednn_linear,
         aten._scaled_dot_product_flash_attention_for_cpu: sdpa,
         aten.native_layer_norm: layer_norm,
         aten.native_batch_norm: batch_norm,

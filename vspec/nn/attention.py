@@ -7,6 +7,7 @@ from torch import nn
 
 from .. import spec as S
 from .context import BuildContext
+from .layers import Linear
 
 
 class MHSA(nn.Module):
@@ -18,8 +19,8 @@ class MHSA(nn.Module):
         inner = spec.inner_dim(ctx.dim)
         self.scale = spec.scale  # None: SDPA's default head_dim ** -0.5
         self.attn_drop = spec.attn_drop
-        self.qkv = nn.Linear(ctx.dim, 3 * inner, bias=spec.qkv_bias)
-        self.proj = nn.Linear(inner, ctx.dim, bias=spec.proj_bias)
+        self.qkv = Linear(ctx.dim, 3 * inner, bias=spec.qkv_bias)
+        self.proj = Linear(inner, ctx.dim, bias=spec.proj_bias)
         self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

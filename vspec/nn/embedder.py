@@ -6,7 +6,7 @@ from torch import nn
 
 from .. import spec as S
 from .context import BuildContext
-from .layers import make_norm
+from .layers import Linear, make_norm
 
 
 class PatchEmbed(nn.Module):
@@ -25,7 +25,7 @@ class SimplePatchEmbed(nn.Module):
         self.p = spec.patch_size
         patch_dim = ctx.in_chans * self.p * self.p
         self.norm_in = make_norm(spec.norm, patch_dim)
-        self.proj = nn.Linear(patch_dim, ctx.dim)
+        self.proj = Linear(patch_dim, ctx.dim)
         self.norm_out = make_norm(spec.norm, ctx.dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

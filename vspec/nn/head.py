@@ -7,7 +7,7 @@ from torch import nn
 
 from .. import spec as S
 from .context import BuildContext
-from .layers import make_norm
+from .layers import Linear, make_norm
 
 
 class _PoolHead(nn.Module):
@@ -20,7 +20,7 @@ class _PoolHead(nn.Module):
         self.reset(ctx.num_classes)
 
     def reset(self, num_classes: int) -> None:
-        self.fc = nn.Linear(self.dim, num_classes) if num_classes > 0 else nn.Identity()
+        self.fc = Linear(self.dim, num_classes) if num_classes > 0 else nn.Identity()
 
     @abstractmethod
     def pool(self, x: torch.Tensor) -> torch.Tensor:

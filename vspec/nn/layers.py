@@ -3,14 +3,24 @@
 import torch
 from torch import nn
 
+from ..ops import linear
 from ..spec import Norm
 
-ACTIVATIONS = {
-    "gelu": nn.GELU,
-    "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
-    "relu": nn.ReLU,
-    "silu": nn.SiLU,
-}
+
+
+class Linear(nn.Linear):
+    """nn.Linear (same parameters and state dict) with an optional activation, computed by
+    `vspec.ops.linear`: bias and activation fused into the matmul on the CPU."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, act: str | None = None):
+        super().__init__(in_features, out_features, bias=bias)
+        self.act = act
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias, self.act)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (f", act={self.act}" if self.act else "")
 
 
 def make_norm(spec: Norm | None, dim: int) -> nn.Module:

@@ -1,0 +1,90 @@
+"""The functional core against references written from the definitions."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vspec.ops import linear, sincos_1d, sincos_2d
+from vspec.ops.linear import ACTIVATIONS
+
+REFERENCE_ACTS = {
+    None: lambda y: y,
+    "gelu": lambda y: 0.5 * y * (1 + torch.erf(y / math.sqrt(2))),
+    "gelu_tanh": lambda y: 0.5 * y * (1 + torch.tanh(math.sqrt(2 / math.pi) * (y + 0.044715 * y**3))),
+    "relu": lambda y: y.clamp_min(0),
+    "silu": lambda y: y * torch.sigmoid(y),
+}
+
+
+@given(batch=st.integers(1, 3), tokens=st.integers(1, 9), c_in=st.integers(1, 24), c_out=st.integers(1, 24),
+       bias=st.booleans(), act=st.sampled_from(sorted(ACTIVATIONS, key=str)), seed=st.integers(0, 2**16))
+def test_linear_matches_definition_with_and_without_autograd(batch, tokens, c_in, c_out, bias, act, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, tokens, c_in, generator=g, requires_grad=True)
+    w = torch.randn(c_out, c_in, generator=g, requires_grad=True)
+    b = torch.randn(c_out, generator=g, requires_grad=True) if bias else None
+    params = [t for t in (x, w, b) if t is not None]
+    # reference in float64 from y = act(x W^T + b)
+    x64, w64 = x.detach().double(), w.detach().double()
+    pre = x64 @ w64.T + (b.detach().double() if bias else 0)
+    expected = REFERENCE_ACTS[act](pre)
+    with torch.no_grad():
+        fused = linear(x, w, b, act)  # inference path: bias and activation fused
+    assert torch.allclose(fused.double(), expected, atol=1e-5, rtol=1e-5)
+    y = linear(x, w, b, act)  # autograd path
+    assert torch.allclose(y.double(), expected, atol=1e-5, rtol=1e-5)
+    grad_out = torch.randn(y.shape, generator=g)
+    grads = torch.autograd.grad(y, params, grad_out)
+    ref_params = [t.detach().double().requires_grad_() for t in params]
+    ref = REFERENCE_ACTS[act](F.linear(*ref_params[:2], ref_params[2] if bias else None))
+    ref_grads = torch.autograd.grad(ref, ref_params, grad_out.double())
+    for got, want in zip(grads, ref_grads):
+        assert torch.allclose(got.double(), want, atol=1e-4, rtol=1e-4)
+
+
+def test_linear_gradcheck_float64():
+    x = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda *a: linear(*a, act="gelu"), (x, w, b))
+
+
+def test_linear_autograd_function_backward_against_float64_plain():
+    """The bias-fused autograd.Function (float32) has the gradients of the plain matmuls."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 8, requires_grad=True)
+    w = torch.randn(6, 8, requires_grad=True)
+    b = torch.randn(6, requires_grad=True)
+    y = linear(x, w, b)
+    y.backward(torch.ones_like(y))
+    assert torch.allclose(b.grad, torch.full((6,), 15.0))
+    assert torch.allclose(w.grad, x.detach().sum((0, 1)).expand(6, 8), atol=1e-5)
+    assert torch.allclose(x.grad, w.detach().sum(0).expand(3, 5, 8), atol=1e-5)
+
+
+def test_sincos_1d_definition():
+    length, dim = 7, 10
+    table = sincos_1d(length, dim)
+    for p in range(length):
+        for i in range(dim // 2):
+            angle = p / 10000 ** (2 * i / dim)
+            assert math.isclose(table[p, 2 * i].item(), math.sin(angle), abs_tol=1e-6)
+            assert math.isclose(table[p, 2 * i + 1].item(), math.cos(angle), abs_tol=1e-6)
+
+
+def test_sincos_2d_definition():
+    h, w, dim = 3, 4, 16
+    table = sincos_2d(h, w, dim)
+    quarter = dim // 4
+    assert table.shape == (h * w, dim)
+    for r in range(h):
+        for c in range(w):
+            row = table[r * w + c]
+            for k in range(quarter):
+                omega = 1 / 10000 ** (k / (quarter - 1))
+                want = (math.sin(c * omega), math.cos(c * omega), math.sin(r * omega), math.cos(r * omega))
+                got = [row[j * quarter + k].item() for j in range(4)]
+                assert all(math.isclose(g_, w_, abs_tol=1e-6) for g_, w_ in zip(got, want))

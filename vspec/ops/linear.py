@@ -1,0 +1,67 @@
+"""y = act(x W^T + b), with the bias and the activation fused into the matmul on the CPU.
+
+PyTorch's `F.linear` on a (B, N, C) input first copies the broadcast bias into the output and
+then runs the GEMM, and an activation is one more pass over the result. oneDNN's linear takes the
+bias and the activation as post-ops of one kernel (the op `torch.ops.mkldnn._linear_pointwise`
+that Inductor emits on the CPU). vspec uses it for float32 CPU tensors:
+- without autograd (inference): bias and activation fused;
+- with autograd: the bias-fused forward inside an autograd.Function whose backward is the plain
+  matmuls, the activation left to autograd.
+Anywhere else (CUDA, meta, other dtypes, no oneDNN, JIT tracing as in fvcore) it is
+`act(F.linear(x, w, b))`.
+"""
+
+import torch
+import torch.nn.functional as F
+
+_ONEDNN = getattr(torch.ops.mkldnn, "_linear_pointwise", None) if torch.backends.mkldnn.is_available() else None
+
+# activation name -> (oneDNN post-op, algorithm, eager function)
+ACTIVATIONS = {
+    None: ("none", "", None),
+    "gelu": ("gelu", "none", F.gelu),
+    "gelu_tanh": ("gelu", "tanh", lambda x: F.gelu(x, approximate="tanh")),
+    "relu": ("relu", "", F.relu),
+    "silu": ("swish", "", F.silu),
+}
+
+
+def _onednn_ok(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    return (_ONEDNN is not None and not torch.jit.is_tracing() and x.device.type == "cpu" and x.dtype == torch.float32
+            and weight.dtype == torch.float32 and x.ndim >= 2 and x.numel() > 0)
+
+
+class _BiasFusedLinear(torch.autograd.Function):
+    """x W^T + b with oneDNN's bias-fused forward; backward: dx = g W, dW = g^T x, db = sum g."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return _ONEDNN(x, weight, bias, "none", [], "")
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        g2 = grad.reshape(-1, grad.shape[-1])
+        dx = dw = db = None
+        if ctx.needs_input_grad[0]:
+            dx = grad @ weight
+        if ctx.needs_input_grad[1]:
+            dw = g2.t() @ x.reshape(-1, x.shape[-1])
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            db = g2.sum(0)
+        return dx, dw, db
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, act: str | None = None) -> torch.Tensor:
+    """act(x W^T + b); `act` is None or a key of ACTIVATIONS."""
+    post_op, algorithm, act_fn = ACTIVATIONS[act]
+    if not _onednn_ok(x, weight):
+        y = F.linear(x, weight, bias)
+        return y if act_fn is None else act_fn(y)
+    if not torch.is_grad_enabled() or not (x.requires_grad or weight.requires_grad
+                                           or (bias is not None and bias.requires_grad)):
+        return _ONEDNN(x, weight, bias, post_op, [], algorithm)
+    y = _BiasFusedLinear.apply(x, weight, bias)
+    return y if act_fn is None else act_fn(y)
