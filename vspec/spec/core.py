@@ -5,6 +5,7 @@ Pure data: attrs and the standard library only (importing this must not import t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -59,6 +60,8 @@ def check(
             raise SpecError(path, f"must be {_type_name(types)}, got None")
         if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
             raise SpecError(path, f"must be {_type_name(types)}, got {type(value).__name__} {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SpecError(path, f"must be finite, got {value!r}")
         if choices is not None and value not in choices:
             raise SpecError(path, f"must be one of {', '.join(map(repr, choices))}; got {value!r}")
         for bound, ok, word in ((ge, lambda b: value >= b, ">="), (gt, lambda b: value > b, ">"),

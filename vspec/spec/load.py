@@ -77,9 +77,10 @@ def _set(tree: Any, keys: list[str], value: Any, done: list[str]) -> Any:
     else:
         raise SpecError(join(*done), f"is {tree!r}, which has no field {key!r}")
     if not rest:
+        switching = key == "kind" and isinstance(out, dict) and isinstance(out[index], str) and out[index] in KINDS
         out[index] = value
-        if key == "kind" and isinstance(out, dict):  # switching kind: keep only fields the new kind has
-            cls = KINDS.get(value)
+        if switching:  # a component changes kind: keep the fields the new kind has
+            cls = KINDS.get(value) if isinstance(value, str) else None
             if cls is not None:
                 out = {**to_dict(cls()), **{k: v for k, v in out.items() if k in attrs.fields_dict(cls)}}
         return out
@@ -98,5 +99,7 @@ def override(spec: Model, assignments: Mapping[str, Any]) -> Model:
     """
     tree = to_dict(spec)
     for key, value in assignments.items():
+        if not isinstance(key, str) or "" in key.split("."):
+            raise SpecError("", f"override key {key!r} must be a dotted field path, e.g. block.attention.heads")
         tree = _set(tree, key.split("."), value, [])
     return from_dict(tree)

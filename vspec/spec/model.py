@@ -83,6 +83,8 @@ class Model:
             if size % p:
                 raise SpecError("embedder.patch_size", f"{p} does not divide the image {axis} {size}")
         for path, block in self.named_blocks():
+            if block.ffn.hidden_dim(self.dim) < 1:
+                raise SpecError(join(path, "ffn.ratio"), f"{block.ffn.ratio} x dim {self.dim} leaves no hidden unit")
             heads = block.attention.heads
             if block.attention.head_dim is None and self.dim % heads:
                 raise SpecError(join(path, "attention.heads"), f"{heads} does not divide dim {self.dim} "

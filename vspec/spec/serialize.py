@@ -104,7 +104,7 @@ def _structure_union(value: Any, t: Any) -> Any:
             raise SpecError("", f"must be a table with a 'kind' ({', '.join(by_kind)}), got {_describe(value)}")
         if "kind" not in value:
             raise SpecError("kind", f"missing; allowed: {', '.join(by_kind)}")
-        if value["kind"] not in by_kind:
+        if not isinstance(value["kind"], str) or value["kind"] not in by_kind:
             raise SpecError("kind", f"unknown kind {value['kind']!r}; allowed: {', '.join(by_kind)}")
         return converter.structure(value, by_kind[value["kind"]])
     rest = [m for m in members if m is not type(None)]
@@ -112,7 +112,7 @@ def _structure_union(value: Any, t: Any) -> Any:
         return converter.structure(value, rest[0])
     for m in rest:  # e.g. Block | tuple[Block, ...]: a table is the first, a list the second
         origin = typing.get_origin(m) or m
-        if isinstance(value, list) and origin is tuple or isinstance(value, Mapping) and attrs.has(m):
+        if isinstance(value, (list, tuple)) and origin is tuple or isinstance(value, Mapping) and attrs.has(m):
             return converter.structure(value, m)
     names = " or ".join(getattr(m, "__name__", str(m)) for m in rest)
     raise SpecError("", f"must be {names}, got {_describe(value)}")
