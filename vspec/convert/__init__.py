@@ -1,6 +1,25 @@
 """Checkpoint converters: other projects' weights into vspec modules."""
 
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
 from .common import ConversionError, load_mapped
+from .sot import from_official_sot
 from .timm import from_timm
 
-__all__ = ["ConversionError", "from_timm", "load_mapped"]
+# family -> converter(state_dict, config) for the papers' released code
+OFFICIAL = {"sot": from_official_sot}
+
+
+def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> nn.Module:
+    """Build the vspec model of a paper's released model (`config`: its constructor arguments, as
+    stored in the fixtures) and load `state_dict` (official parameter names) into it."""
+    if family not in OFFICIAL:
+        raise ConversionError(f"unknown family {family!r}; known: {', '.join(OFFICIAL)}")
+    return OFFICIAL[family](state_dict, config)
+
+
+__all__ = ["OFFICIAL", "ConversionError", "from_official", "from_timm", "load_mapped"]

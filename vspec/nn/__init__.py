@@ -7,6 +7,9 @@ from .embedder import PatchEmbed, SimplePatchEmbed
 from .ffn import MLP
 from .head import ClassTokenHead, GAPHead
 from .model import VisionTransformer
+from .second_order import EPN, GCP, MGCrP, GAPPool, LearnableScale, NoNorm, ReprLayerNorm, SecondOrderHead, SvPN
+from .sot_embed import SoTEmbed
 
-__all__ = ["MHSA", "MLP", "Block", "BuildContext", "ClassTokenHead", "GAPHead", "PatchEmbed",
+__all__ = ["EPN", "GCP", "GAPPool", "LearnableScale", "MGCrP", "NoNorm", "ReprLayerNorm", "SecondOrderHead",
+           "SoTEmbed", "SvPN", "MHSA", "MLP", "Block", "BuildContext", "ClassTokenHead", "GAPHead", "PatchEmbed",
            "SimplePatchEmbed", "VisionTransformer"]

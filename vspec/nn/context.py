@@ -15,6 +15,8 @@ class BuildContext:
     the image layout of the tokens. num_prefix_tokens: tokens before the patch tokens (class token).
     index / depth: position of the block being built. drop_path: this block's stochastic-depth rate.
     num_classes: classifier width (heads). build: the compiler, to build child component specs.
+    in_shape: per-sample shape of what the component receives when that is not tokens (a head's
+    normalisation receives the pooled representation).
     """
 
     dim: int
@@ -26,6 +28,7 @@ class BuildContext:
     build: Callable[[Any, "BuildContext"], nn.Module]
     index: int = 0
     drop_path: float = 0.0
+    in_shape: tuple[int, ...] = ()
 
     def child(self, spec: Any, **changes: Any) -> nn.Module:
         ctx = replace(self, **changes) if changes else self

@@ -19,8 +19,10 @@ class _PoolHead(nn.Module):
         self.drop = nn.Dropout(drop) if drop else nn.Identity()
         self.reset(ctx.num_classes)
 
-    def reset(self, num_classes: int) -> None:
+    def reset(self, num_classes: int) -> list[nn.Module]:
+        """A new classifier for `num_classes` (an identity for 0); returns it."""
         self.fc = Linear(self.dim, num_classes) if num_classes > 0 else nn.Identity()
+        return [self.fc]
 
     @abstractmethod
     def pool(self, x: torch.Tensor) -> torch.Tensor:

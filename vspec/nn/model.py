@@ -53,24 +53,25 @@ class VisionTransformer(nn.Module):
         if self.cls_token is not None:
             nn.init.normal_(self.cls_token, std=1e-6)
         for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+            _init_linear(m)
 
     def no_weight_decay(self) -> set[str]:
         return {name for name in ("pos_embed", "cls_token") if isinstance(getattr(self, name), nn.Parameter)}
 
     def get_classifier(self) -> nn.Module:
-        return self.head.fc
+        """The classifier layer (a ModuleDict of the two for heads with a class-token and a word-token
+        classifier)."""
+        if hasattr(self.head, "fc"):
+            return self.head.fc
+        return nn.ModuleDict(dict(cls_fc=self.head.cls_fc, word_fc=self.head.word_fc))
 
     def reset_classifier(self, num_classes: int) -> None:
-        self.head.reset(num_classes)
+        new = self.head.reset(num_classes)
         self.num_classes = num_classes
         self.spec = attrs.evolve(self.spec, num_classes=num_classes)
-        if self.spec.init == "timm" and isinstance(self.head.fc, nn.Linear):
-            nn.init.trunc_normal_(self.head.fc.weight, std=0.02)
-            nn.init.zeros_(self.head.fc.bias)
+        if self.spec.init == "timm":
+            for fc in new:
+                _init_linear(fc)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         x = self.embedder(x)
@@ -85,3 +86,11 @@ class VisionTransformer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
+
+
+@torch.no_grad()
+def _init_linear(m: nn.Module) -> None:
+    if isinstance(m, nn.Linear):
+        nn.init.trunc_normal_(m.weight, std=0.02)
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)

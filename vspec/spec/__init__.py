@@ -5,16 +5,18 @@ Importing this package does not import torch.
 
 from .attention import MHSA
 from .core import SpecError
-from .embedder import PatchEmbed, SimplePatchEmbed
+from .embedder import PatchEmbed, SimplePatchEmbed, SoTEmbed
 from .ffn import MLP
 from .head import ClassTokenHead, GAPHead
 from .load import load_spec, override, parse_assignment
 from .model import KINDS, ROLES, Block, Model
 from .norm import Norm
+from .second_order import EPN, GCP, MGCrP, GAPPool, LearnableScale, NoNorm, ReprLayerNorm, SecondOrderHead, SvPN
 from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
 
 __all__ = [
-    "MHSA", "MLP", "KINDS", "ROLES", "Block", "ClassTokenHead", "GAPHead", "Model", "Norm", "PatchEmbed",
+    "EPN", "GCP", "GAPPool", "LearnableScale", "MGCrP", "NoNorm", "ReprLayerNorm", "SecondOrderHead", "SoTEmbed",
+    "SvPN", "MHSA", "MLP", "KINDS", "ROLES", "Block", "ClassTokenHead", "GAPHead", "Model", "Norm", "PatchEmbed",
     "SimplePatchEmbed", "SpecError", "from_dict", "from_json", "from_toml", "load_spec", "override",
     "parse_assignment", "to_dict", "to_json", "to_toml",
 ]

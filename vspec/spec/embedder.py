@@ -1,6 +1,6 @@
 """Token embedders: image (B, C, H, W) -> tokens (B, N, dim) on a (H / p, W / p) grid."""
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from attrs import field, frozen
 
@@ -32,4 +32,29 @@ class SimplePatchEmbed:
         return (img_size[0] // self.patch_size, img_size[1] // self.patch_size)
 
 
-Embedder = PatchEmbed | SimplePatchEmbed
+
+@frozen
+class SoTEmbed:
+    """SoT's convolutional token embedding (supplement A): a stem (3x3 conv, 3x3 max-pool stride 2),
+    three blocks that each halve the resolution, and a 1x1 conv to the token width; 224 px -> 14 x 14.
+
+    block: dense (released default) | resnet | inception | nonlocal. `downsample_last = false` keeps
+    the last block at stride 1: the 7-layer ablation model (112 px -> 14 x 14).
+    """
+
+    kind: ClassVar[str] = "sot_conv"
+    block: Literal["dense", "resnet", "inception", "nonlocal"] = field(
+        default="dense", validator=check(str, choices=("dense", "resnet", "inception", "nonlocal")))
+    stem_dim: int = field(default=64, validator=check(int, ge=1))
+    downsample_last: bool = field(default=True, validator=check(bool))
+
+    @property
+    def patch_size(self) -> int:
+        """The embedding's total stride: stem 2 x three blocks 2 (x 1 for the last without downsampling)."""
+        return 16 if self.downsample_last else 8
+
+    def grid(self, img_size: tuple[int, int]) -> tuple[int, int]:
+        return (img_size[0] // self.patch_size, img_size[1] // self.patch_size)
+
+
+Embedder = PatchEmbed | SimplePatchEmbed | SoTEmbed

@@ -13,6 +13,7 @@ class ClassTokenHead:
     """Classify from the class token (ViT / DeiT)."""
 
     kind: ClassVar[str] = "class_token"
+    needs_class_token: ClassVar[bool] = True
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
 
 
@@ -22,8 +23,7 @@ class GAPHead:
     normalised (SimpleViT: mean -> LayerNorm -> Linear)."""
 
     kind: ClassVar[str] = "gap"
+    needs_class_token: ClassVar[bool] = False
     norm: Norm | None = field(default=None, validator=check(Norm, optional=True))
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
 
-
-Head = ClassTokenHead | GAPHead

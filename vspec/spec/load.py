@@ -12,7 +12,7 @@ import attrs
 
 from .core import SpecError, join
 from .model import KINDS, Model
-from .serialize import from_dict, from_json, from_toml, to_dict
+from .serialize import converter, from_dict, from_json, from_toml, to_dict
 
 SUFFIXES = (".py", ".json", ".toml")
 
@@ -58,6 +58,15 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     return key.strip(), parse_value(value.strip())
 
 
+def _fits(value: Any, field_type: Any) -> bool:
+    """Whether a field value of the old kind is valid for the new kind's field of the same name."""
+    try:
+        converter.structure(value, field_type)
+    except SpecError:
+        return False
+    return True
+
+
 class _Unset(dict):
     """A component that was None; its keys are checked when the tree is structured."""
 
@@ -82,7 +91,8 @@ def _set(tree: Any, keys: list[str], value: Any, done: list[str]) -> Any:
         if switching:  # a component changes kind: keep the fields the new kind has
             cls = KINDS.get(value) if isinstance(value, str) else None
             if cls is not None:
-                out = {**to_dict(cls()), **{k: v for k, v in out.items() if k in attrs.fields_dict(cls)}}
+                fields = attrs.fields_dict(cls)
+                out = {**to_dict(cls()), **{k: v for k, v in out.items() if k in fields and _fits(v, fields[k].type)}}
         return out
     child = out[index]
     if child is None:
@@ -95,7 +105,7 @@ def override(spec: Model, assignments: Mapping[str, Any]) -> Model:
     """Apply dotted assignments, e.g. `{"block.attention.heads": 6}`, type-checked like a spec file.
 
     A repeated block (`block` is one Block) is addressed as `block.x`; a listed stack as `block.3.x`.
-    Setting `....kind` switches a component and keeps the fields the new kind shares (the others take the new kind's defaults).
+    Setting `....kind` switches a component and keeps the fields the new kind shares where their values fit it (the others take the new kind's defaults).
     """
     tree = to_dict(spec)
     for key, value in assignments.items():

@@ -6,9 +6,10 @@ from attrs import field, frozen
 
 from .attention import MHSA, Attention
 from .core import SpecError, check, check_pair, join, one_of, pair
-from .embedder import Embedder, PatchEmbed, SimplePatchEmbed
+from .embedder import Embedder, PatchEmbed, SimplePatchEmbed, SoTEmbed
 from .ffn import FFN, MLP
-from .head import ClassTokenHead, GAPHead, Head
+from .head import ClassTokenHead, GAPHead
+from .second_order import EPN, GCP, MGCrP, GAPPool, LearnableScale, NoNorm, ReprLayerNorm, SecondOrderHead, SvPN
 from .norm import Norm
 
 POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
@@ -16,12 +17,18 @@ INITS = ("timm", "torch")
 
 # The component kinds each role accepts; the union annotations below name the same classes.
 ROLES: dict[str, tuple[type, ...]] = {
-    "embedder": (PatchEmbed, SimplePatchEmbed),
+    "embedder": (PatchEmbed, SimplePatchEmbed, SoTEmbed),
     "attention": (MHSA,),
     "ffn": (MLP,),
-    "head": (ClassTokenHead, GAPHead),
+    "head": (ClassTokenHead, GAPHead, SecondOrderHead),
+    "pool": (GAPPool, GCP, MGCrP),  # inside SecondOrderHead
+    "repr_norm": (SvPN, EPN, LearnableScale, ReprLayerNorm, NoNorm),  # inside SecondOrderHead
 }
 KINDS: dict[str, type] = {c.kind: c for classes in ROLES.values() for c in classes}
+
+
+def _fusion(head) -> str:
+    return f" with {head.fusion} fusion" if hasattr(head, "fusion") else ""
 
 
 @frozen
@@ -70,7 +77,7 @@ class Model:
     pos_embed: Literal["none", "learned", "sincos1d", "sincos2d"] = field(
         default="learned", validator=check(str, choices=POS_EMBEDS))
     final_norm: bool = field(default=True, validator=check(bool))
-    head: Head = field(default=ClassTokenHead(), validator=one_of(*ROLES["head"]))
+    head: ClassTokenHead | GAPHead | SecondOrderHead = field(default=ClassTokenHead(), validator=one_of(*ROLES["head"]))
     drop_path: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     init: Literal["timm", "torch"] = field(default="timm", validator=check(str, choices=INITS))
 
@@ -89,8 +96,8 @@ class Model:
             if block.attention.head_dim is None and self.dim % heads:
                 raise SpecError(join(path, "attention.heads"), f"{heads} does not divide dim {self.dim} "
                                 "(set attention.head_dim to use an inner width other than dim)")
-        if isinstance(self.head, ClassTokenHead) and not self.class_token:
-            raise SpecError("head", "class_token head needs class_token = true (or use the gap head)")
+        if self.head.needs_class_token and not self.class_token:
+            raise SpecError("head", f"the {self.head.kind} head{_fusion(self.head)} needs class_token = true")
         if self.pos_embed == "sincos2d" and self.dim % 4:
             raise SpecError("pos_embed", f"sincos2d needs dim divisible by 4, got {self.dim}")
         if self.pos_embed == "sincos1d" and self.dim % 2:

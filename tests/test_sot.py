@@ -1,0 +1,227 @@
+"""SoT: released checkpoints reproduced, released sizes, the head's fusion algebra, composition."""
+
+from pathlib import Path
+
+import attrs
+import pytest
+import torch
+
+import vspec
+from vspec.convert import ConversionError, from_official
+from vspec.spec import (
+    EPN,
+    GCP,
+    MGCrP,
+    GAPPool,
+    LearnableScale,
+    NoNorm,
+    ReprLayerNorm,
+    SecondOrderHead,
+    SoTEmbed,
+    SpecError,
+    SvPN,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "official"
+SOT_FIXTURES = ["sot_densenet_sum_fc", "sot_resnet_concat", "sot_inception_aggre_all", "sot_densenet_sum_loss"]
+
+# released code: trainable parameters (M) and MACs of conv + linear layers (G, the paper's convention)
+RELEASED = {"sot_tiny": (7.990, 2.529), "sot_small": (27.017, 5.797), "sot_base": (76.781, 14.539)}
+
+
+def fixture(name):
+    return torch.load(FIXTURES / f"{name}.pt", weights_only=True)
+
+
+@pytest.mark.parametrize("name", SOT_FIXTURES)
+def test_released_checkpoints_reproduced(name):
+    data = fixture(name)
+    model = from_official("sot", data["state_dict"], data["config"]).eval()
+    with torch.no_grad():
+        if isinstance(data["y"], list):  # late fusion: [class-token logits, word-token logits]
+            cls, word = model.head.branches(model.forward_features(data["x"]))
+            assert (cls - data["y"][0]).abs().max() <= 1e-5
+            assert (word - data["y"][1]).abs().max() <= 1e-5
+            assert (model(data["x"]) - data["y"][0] - data["y"][1]).abs().max() <= 1e-5
+        else:
+            assert (model(data["x"]) - data["y"]).abs().max() <= 1e-5
+
+
+def test_converter_rejects_a_wrong_config():
+    data = fixture("sot_densenet_sum_fc")
+    with pytest.raises(ConversionError, match="does not fit"):
+        from_official("sot", data["state_dict"], {**data["config"], "wr_dim": 7})
+    with pytest.raises(ConversionError, match="token_type"):
+        from_official("sot", data["state_dict"], {**data["config"], "token_type": "VGG"})
+    with pytest.raises(ConversionError, match="unknown family"):
+        from_official("sott", data["state_dict"], data["config"])
+
+
+@pytest.mark.parametrize("size", ["tiny", "small", "base"])
+def test_full_size_configurations_convert(size):
+    """The same key mapping at full size: a released-layout state dict of the full model loads."""
+    spec = vspec.load_spec(ROOT / f"specs/sot_{size}.py")
+    config = {"token_type": "DenseNet", "fusion_type": "sum_fc", "embed_dim": spec.dim, "depth": spec.depth,
+              "num_heads": spec.block.attention.heads, "mlp_ratio": spec.block.ffn.hidden / spec.dim,
+              "mgcrp_heads": spec.head.pool.heads, "wr_dim": spec.head.pool.m,
+              "svpn": {"alpha": 0.5, "iterNum": 1, "svNum": 1}, "img_size": 224, "num_classes": 1000}
+    assert vspec.spec.from_dict({**vspec.to_dict(spec), "head": {**vspec.to_dict(spec.head), "drop": 0.0}}) == \
+        vspec.convert.sot.spec_from_config(config)
+    ours = vspec.build(spec, device="meta")
+    official = {}  # ours renamed to the released names, as the released model's state_dict() reads
+    for key, value in ours.state_dict().items():
+        key = key.replace("embedder.", "visual_tokens.tokens.").replace(".ffn.", ".mlp.")
+        key = key.replace("head.pool.wr.", "classifier.representation.wr.")
+        key = key.replace("head.norm.v0", "classifier.representation.norm.weight")
+        key = key.replace("head.word_fc.", "classifier.visual_fc.").replace("head.cls_fc.", "classifier.cls_fc.")
+        official[key] = torch.zeros(value.shape)
+    official["pos_embed"] = vspec.ops.sincos_1d(197, spec.dim)[None]
+    model = from_official("sot", official, config)
+    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in ours.parameters())
+
+
+@pytest.mark.parametrize("name", sorted(RELEASED))
+def test_released_sizes(name):
+    params, conv_linear = RELEASED[name]
+    prof = vspec.profile(vspec.load_spec(ROOT / f"specs/{name}.py"))
+    assert abs(prof.params_trainable / 1e6 - params) / params < 0.001
+    assert abs(prof.conventions["conv_linear"] / 1e9 - conv_linear) / conv_linear < 0.01
+    assert prof.unsupported_ops == [] and prof.crosscheck_macs == prof.macs
+
+
+def test_deit_tiny_sot_table_5a():
+    prof = vspec.profile(vspec.load_spec(ROOT / "specs/deit_tiny_sot.py"))
+    assert abs(prof.params_trainable / 1e6 - 7.0) < 0.1  # Table 5a: 7.0 M
+    assert abs(prof.conventions["conv_linear"] / 1e9 - 2.3) < 0.1  # Table 5a: 2.3 G
+
+
+def test_seven_layer_model_grid():
+    spec = vspec.load_spec(ROOT / "specs/sot_7layer.py")
+    model = vspec.build(spec).eval()
+    assert spec.img_size == (112, 112) and spec.grid == (14, 14)
+    with torch.no_grad():
+        assert model.forward_features(torch.randn(1, 3, 112, 112)).shape == (1, 197, 240)
+
+
+def small(**head_changes):
+    """A small ViT body (32 px, 8 px patches, 2 blocks of 192, 5 classes) with the SoT head."""
+    body = vspec.override(vspec.load_spec(ROOT / "specs/deit_tiny.py"),
+                          {"img_size": 32, "depth": 2, "num_classes": 5, "embedder.patch_size": 8})
+    return attrs.evolve(body, head=attrs.evolve(SecondOrderHead(pool=MGCrP(heads=2, m=4, n=3)), **head_changes))
+
+
+def test_sum_fusion_with_zero_word_classifier_is_the_class_token_head():
+    torch.manual_seed(0)
+    sot = vspec.build(small(fusion="sum")).eval()
+    with torch.no_grad():
+        sot.head.word_fc.weight.zero_()
+        sot.head.word_fc.bias.zero_()
+    plain_spec = attrs.evolve(sot.spec, head=vspec.ClassTokenHead())
+    plain = vspec.build(plain_spec).eval()
+    state = {k: v for k, v in sot.state_dict().items() if not k.startswith("head.")}
+    state |= {"head.fc.weight": sot.head.cls_fc.weight, "head.fc.bias": sot.head.cls_fc.bias}
+    plain.load_state_dict(state)
+    x = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.allclose(sot(x), plain(x), atol=1e-6)
+
+
+def test_late_fusion_pair_in_training_sum_in_eval():
+    torch.manual_seed(0)
+    model = vspec.build(small(fusion="late"))
+    x = torch.randn(2, 3, 32, 32)
+    model.train()
+    out = model(x)
+    assert isinstance(out, tuple) and len(out) == 2 and all(o.shape == (2, 5) for o in out)
+    sum(torch.nn.functional.cross_entropy(o, torch.tensor([0, 1])) for o in out).backward()
+    assert all(p.grad is not None for p in model.parameters())
+    model.eval()
+    with torch.no_grad():
+        cls, word = model.head.branches(model.forward_features(x))
+        assert torch.allclose(model(x), cls + word, atol=1e-6)
+
+
+def test_concat_and_aggr_all_use_the_documented_inputs():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 32, 32)
+    for fusion, width in (("concat", 192 + 24), ("aggr_all", 24)):
+        model = vspec.build(small(fusion=fusion)).eval()
+        with torch.no_grad():
+            feats = model.forward_features(x)
+            pre = model.forward_head(feats, pre_logits=True)
+            assert pre.shape == (2, width)
+            if fusion == "concat":
+                assert torch.equal(pre[:, :192], feats[:, 0])
+            assert torch.allclose(model(x), model.head.fc(pre), atol=1e-6)
+
+
+@pytest.mark.parametrize("pool,norm", [
+    (GAPPool(), NoNorm()), (GAPPool(), EPN()), (GAPPool(), ReprLayerNorm()), (GCP(dim=8, iters=3), NoNorm()),
+    (MGCrP(heads=2, m=4, n=3), SvPN(method="exact")), (MGCrP(heads=2, m=4, n=4), SvPN(num_sv=2, iters=3, start="fixed")),
+    (MGCrP(heads=1, m=3, n=5, centering="channel"), LearnableScale(init=0.5)), (MGCrP(centering="none"), EPN()),
+])
+@pytest.mark.parametrize("fusion", ["sum", "concat", "aggr_all", "late"])
+def test_every_pool_norm_fusion_trains_one_step(pool, norm, fusion):
+    torch.manual_seed(0)
+    spec = small(fusion=fusion, pool=pool, norm=norm, drop=0.1)
+    model = vspec.build(spec).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    out = model(torch.randn(4, 3, 32, 32))
+    outs = out if isinstance(out, tuple) else (out,)
+    loss = sum(torch.nn.functional.cross_entropy(o, torch.tensor([0, 1, 2, 3])) for o in outs)
+    loss.backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+    opt.step()
+    prof = vspec.profile(spec)
+    assert prof.unsupported_ops == [] and prof.crosscheck_macs == prof.macs
+    assert prof.params == sum(p.numel() for p in model.parameters())
+
+
+def test_head_validation():
+    with pytest.raises(SpecError, match="needs the mgcrp pool"):
+        SecondOrderHead(pool=GAPPool())
+    with pytest.raises(SpecError, match="num_sv"):
+        SecondOrderHead(pool=MGCrP(m=2, n=3), norm=SvPN(num_sv=3))
+    body = vspec.load_spec(ROOT / "specs/simplevit_s.py")  # no class token
+    with pytest.raises(SpecError, match="head: the second_order head with sum fusion needs class_token"):
+        vspec.override(body, {"head.kind": "second_order"})
+    assert vspec.override(body, {"head.kind": "second_order", "head.fusion": "aggr_all"}).head.fusion == "aggr_all"
+
+
+def test_one_line_head_swap_on_another_body():
+    spec = vspec.override(vspec.load_spec(ROOT / "specs/deit_small.py"), {"head.kind": "second_order"})
+    assert isinstance(spec.head, SecondOrderHead) and spec.head.pool == MGCrP()
+    embed = vspec.override(vspec.load_spec(ROOT / "specs/deit_small.py"), {"embedder.kind": "sot_conv"})
+    assert isinstance(embed.embedder, SoTEmbed) and embed.grid == (14, 14)
+
+
+@pytest.mark.parametrize("block", ["dense", "resnet", "inception", "nonlocal"])
+@pytest.mark.parametrize("downsample_last", [True, False])
+def test_token_embeddings_grid(block, downsample_last):
+    e = SoTEmbed(block=block, downsample_last=downsample_last)
+    spec = vspec.override(vspec.load_spec(ROOT / "specs/deit_tiny.py"), {"depth": 1, "img_size": 64})
+    spec = attrs.evolve(spec, embedder=e)
+    model = vspec.build(spec).eval()
+    with torch.no_grad():
+        tokens = model.embedder(torch.randn(2, 3, 64, 64))
+    side = 64 // (16 if downsample_last else 8)
+    assert tokens.shape == (2, side * side, 192) and spec.grid == (side, side)
+
+
+def test_readme_sot_table_and_the_7_7m_note():
+    """The README's SoT table holds vspec's measured figures; the m = n = 12 remark is measured too."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| (sot_\w+) \| ([\d.]+) M \| [\d.]+ M \| [\d.]+ M \| ([\d.]+) G \| [\d.]+ G \| ([\d.]+) G \|$",
+                      text, re.M)
+    assert {r[0] for r in rows} == set(RELEASED)
+    for name, params, conv_linear, total in rows:
+        prof = vspec.profile(vspec.load_spec(ROOT / f"specs/{name}.py"))
+        assert params == f"{prof.params_trainable / 1e6:.3f}"
+        assert conv_linear == f"{prof.conventions['conv_linear'] / 1e9:.3f}"
+        assert total == f"{prof.macs / 1e9:.3f}"
+    m12 = vspec.override(vspec.load_spec(ROOT / "specs/sot_tiny.py"), {"head.pool.m": 12, "head.pool.n": 12})
+    assert "7.67 M" in text and f"{vspec.profile(m12).params_trainable / 1e6:.2f}" == "7.67"
