@@ -1,10 +1,11 @@
 """Exact svPN (SVD, Eq. 5) against approximate svPN (one power iteration, one singular value, Eq. 8)
-at SoT-Tiny's head size: batch 64, 6 heads, 14 x 14 cross-covariance matrices made by
-`cross_covariance` from random tokens (64 x 196 tokens, 6 heads x 14 channels for X and for Y).
+at SoT-Tiny's head size: batch 64, 6 heads, 14 x 14 cross-covariance matrices.
 
-Times forward + backward of each normalisation alone (Q is a leaf that requires grad), the two
-alternating round after round; each figure is the median over rounds of the mean over `--reps`
-steps. The paper's Table 4c / 4d report whole-network training speed, 110 Hz (svPN) vs 2226 Hz
+Times forward + backward of (1) SoT-Tiny's whole head (`specs/sot_tiny.py`'s SecondOrderHead:
+MGCrP projection and cross-covariance, svPN, both classifiers) on 64 x 197 tokens of width 240,
+and (2) each normalisation alone on Q made by `cross_covariance` from random tokens (Q a leaf that
+requires grad). Exact and approximate alternate round after round; each figure is the median over
+rounds of the mean over `--reps` steps. The paper's Table 4c / 4d report whole-network training speed, 110 Hz (svPN) vs 2226 Hz
 (approximate svPN) on GPUs, i.e. ~20x; an op-level ratio is not the same number.
 
     python benchmarks/svpn.py [--rounds 15] [--reps 10] [--threads N] [--device cpu|cuda] [--dtype float32]
@@ -15,8 +16,12 @@ import platform
 import statistics
 import time
 
+from pathlib import Path
+
 import torch
 
+import vspec
+from vspec.compiler import build_component, context
 from vspec.ops import cross_covariance, svpn_approx, svpn_exact
 
 BATCH, TOKENS, HEADS, DIM = 64, 196, 6, 14
@@ -58,41 +63,57 @@ def main() -> None:
 
     q = make_q(device, dtype)
     grad_out = torch.randn(q.shape, generator=torch.Generator().manual_seed(1), dtype=dtype).to(device)
-    ops = {
-        "svPN exact (SVD)": lambda: svpn_exact(q, 0.5),
-        "svPN approx (1 sv, 1 iter)": lambda: svpn_approx(q, 0.5, num_sv=1, iters=1),
+    spec = vspec.load_spec(Path(__file__).resolve().parents[1] / "specs/sot_tiny.py")
+    heads = {method: build_component(s.head, context(s)).to(device, dtype)
+             for method, s in (("approx", spec), ("exact", vspec.override(spec, {"head.norm.method": "exact"})))}
+    tokens = torch.randn(BATCH, 197, spec.dim, generator=torch.Generator().manual_seed(2), dtype=dtype).to(device)
+
+    def op_step(fn):
+        def step() -> None:
+            q.grad = None
+            fn().backward(grad_out)
+        return step
+
+    def head_step(head):
+        def step() -> None:
+            head.zero_grad(set_to_none=True)
+            head(tokens).sum().backward()
+        return step
+
+    groups = {
+        "SoT-Tiny head, forward+backward": {"exact": head_step(heads["exact"]), "approx": head_step(heads["approx"])},
+        "svPN alone, forward+backward": {"exact": op_step(lambda: svpn_exact(q, 0.5)),
+                                         "approx": op_step(lambda: svpn_approx(q, 0.5, num_sv=1, iters=1))},
     }
-
-    def step(op) -> None:
-        q.grad = None
-        op().backward(grad_out)
-
-    for op in ops.values():  # warm-up
-        for _ in range(3):
-            step(op)
-    sync()
-    times: dict[str, list[float]] = {name: [] for name in ops}
-    for r in range(args.rounds):
-        order = list(ops.items()) if r % 2 == 0 else list(reversed(ops.items()))
-        for name, op in order:
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(args.reps):
-                step(op)
-            sync()
-            times[name].append((time.perf_counter() - t0) / args.reps)
+    medians = {group: race(steps, args.rounds, args.reps, sync) for group, steps in groups.items()}
 
     where = (torch.cuda.get_device_name(device) if device.type == "cuda"
              else f"{cpu_name()}, torch threads {torch.get_num_threads()}")
     print(f"torch {torch.__version__}, {where}, {args.dtype}")
-    print(f"Q: {tuple(q.shape)} (batch, heads, m, n); forward+backward, median of {args.rounds} rounds "
-          f"x {args.reps} steps")
-    medians = {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
-    for name, ms in medians.items():
-        print(f"  {name:28s} {ms:9.3f} ms")
-    exact, approx = medians.values()
-    print(f"  ratio exact / approx        {exact / approx:9.1f}x   (paper, whole network on GPU: 2226 / 110 Hz ~ 20x)")
+    print(f"batch {BATCH}, {HEADS} heads, 14 x 14; median of {args.rounds} rounds x {args.reps} steps; "
+          "exact = SVD (Eq. 5), approx = 1 singular value, 1 iteration (Eq. 8, released form)")
+    for group, ms in medians.items():
+        print(f"  {group:34s} exact {ms['exact']:8.3f} ms  approx {ms['approx']:8.3f} ms  "
+              f"ratio {ms['exact'] / ms['approx']:5.1f}x")
+    print("  (paper, whole-network training speed on GPUs, Table 4c: 2226 / 110 Hz ~ 20x)")
 
+
+def race(steps: dict, rounds: int, reps: int, sync) -> dict[str, float]:
+    """Median milliseconds per step of each entry, the entries alternating round after round."""
+    for step in steps.values():  # warm-up
+        for _ in range(3):
+            step()
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for r in range(rounds):
+        order = list(steps.items()) if r % 2 == 0 else list(reversed(steps.items()))
+        for name, step in order:
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                step()
+            sync()
+            times[name].append((time.perf_counter() - t0) / reps)
+    return {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
 
 if __name__ == "__main__":
     main()
