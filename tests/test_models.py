@@ -12,6 +12,8 @@ from torch import nn
 
 from vspec.compiler import build
 from vspec.spec import (
+    DAFF,
+    SOPE,
     MGCrP,
     SecondOrderHead,
     SoTEmbed,
@@ -64,6 +66,11 @@ def expected_params(spec: Model, num_classes: int | None = None) -> int:
         total += spec.in_chans * p * p * d + (d if e.bias else 0)
     elif isinstance(e, SoTEmbed):
         total += sot_dense_embed_params(e, spec.in_chans, d)
+    elif isinstance(e, SOPE):  # affines (Eq. 1), k units of 3x3 conv (no bias) + BatchNorm (Eq. 2)
+        k = e.patch_size.bit_length() - 1
+        channels = [spec.in_chans] + [d // 2 ** (k - 1 - i) for i in range(k)]
+        total += 2 * spec.in_chans * e.pre_affine + 2 * d * e.post_affine
+        total += sum(c_in * c_out * 9 + 2 * c_out for c_in, c_out in zip(channels, channels[1:]))
     else:  # patchify -> LN(patch_dim) -> Linear(patch_dim, d) -> LN(d)
         patch_dim = spec.in_chans * p * p
         total += layernorm_params(e.norm, patch_dim) + linear_params(patch_dim, d) + layernorm_params(e.norm, d)
@@ -81,7 +88,16 @@ def expected_params(spec: Model, num_classes: int | None = None) -> int:
         hidden = f.hidden if f.hidden is not None else int(d * f.ratio)
         total += 2 * layernorm_params(b.norm, d)  # norm1, norm2
         total += linear_params(d, 3 * inner, a.qkv_bias) + linear_params(inner, d, a.proj_bias)
-        total += linear_params(d, hidden, f.bias) + linear_params(hidden, d, f.bias)
+        if isinstance(f, DAFF):  # 1x1 conv, depthwise kxk, 1x1 conv (with bias), BatchNorms, SE
+            hidden = f.hidden if f.hidden is not None else int(d * f.ratio)
+            assert f.spatial == "dwconv" and f.norm == "batchnorm" and f.cls == "reweight"
+            r = d // f.se_reduction
+            total += (d * hidden + hidden) + (f.kernel ** 2 * hidden + hidden) + (hidden * d + d)
+            total += 2 * hidden + 2 * hidden + 2 * d + linear_params(d, r) + linear_params(r, d)
+        else:
+            total += linear_params(d, hidden, f.bias) + linear_params(hidden, d, f.bias)
+        if b.head_tokens is not None:  # head embedding, Linear(d / h, d), LayerNorm(d / h)
+            total += a.heads * d + linear_params(d // a.heads, d) + 2 * (d // a.heads)
         if b.layer_scale is not None:
             total += 2 * d  # one gamma per branch
     # final norm: the last block's norm kind
@@ -527,7 +543,7 @@ def test_preset_specs(path):
         assert n_params(model) == expected_params(spec)
     with torch.no_grad():
         out = model(torch.randn(1, 3, *spec.img_size))
-    assert out.shape == (1, 1000)
+    assert out.shape == (1, spec.num_classes)
     assert torch.isfinite(out).all()
 
 

@@ -7,11 +7,12 @@ import torch
 from torch import nn
 
 from .common import ConversionError, load_mapped
+from .dhvt import from_official_dhvt
 from .sot import from_official_sot
 from .timm import from_timm
 
 # family -> converter(state_dict, config) for the papers' released code
-OFFICIAL = {"sot": from_official_sot}
+OFFICIAL = {"sot": from_official_sot, "dhvt": from_official_dhvt}
 
 
 def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> nn.Module:

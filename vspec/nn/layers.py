@@ -29,6 +29,13 @@ def make_norm(spec: Norm | None, dim: int) -> nn.Module:
     return nn.LayerNorm(dim, eps=spec.eps)
 
 
+class LayerNorm2d(nn.LayerNorm):
+    """LayerNorm over the channels of a (B, C, H, W) map, at every position."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
 class LayerScale(nn.Module):
     """Per-channel learnable scale (CaiT), initialised to `init`."""
 

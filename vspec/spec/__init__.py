@@ -3,10 +3,10 @@
 Importing this package does not import torch.
 """
 
-from .attention import MHSA
+from .attention import MHSA, HeadTokens
 from .core import SpecError
-from .embedder import PatchEmbed, SimplePatchEmbed, SoTEmbed
-from .ffn import MLP
+from .embedder import SOPE, PatchEmbed, SimplePatchEmbed, SoTEmbed
+from .ffn import DAFF, MLP
 from .head import ClassTokenHead, GAPHead
 from .load import load_spec, override, parse_assignment
 from .model import KINDS, ROLES, Block, Model
@@ -15,7 +15,7 @@ from .second_order import EPN, GCP, MGCrP, GAPPool, LearnableScale, NoNorm, Repr
 from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
 
 __all__ = [
-    "EPN", "GCP", "GAPPool", "LearnableScale", "MGCrP", "NoNorm", "ReprLayerNorm", "SecondOrderHead", "SoTEmbed",
+    "DAFF", "HeadTokens", "SOPE", "EPN", "GCP", "GAPPool", "LearnableScale", "MGCrP", "NoNorm", "ReprLayerNorm", "SecondOrderHead", "SoTEmbed",
     "SvPN", "MHSA", "MLP", "KINDS", "ROLES", "Block", "ClassTokenHead", "GAPHead", "Model", "Norm", "PatchEmbed",
     "SimplePatchEmbed", "SpecError", "from_dict", "from_json", "from_toml", "load_spec", "override",
     "parse_assignment", "to_dict", "to_json", "to_toml",

@@ -28,3 +28,16 @@ class MHSA:
 
 
 Attention = MHSA
+
+
+@frozen
+class HeadTokens:
+    """DHVT's head tokens (HI-MHSA, Eq. 6-7), a Block option that works with any attention kind.
+
+    Before attention: split every token (class token included) into h channel groups (h = the
+    attention's heads), average each group over the tokens, project each group mean with one shared
+    Linear(dim / h, dim), LayerNorm over dim / h chunks, GELU, add a learnable head embedding; attend
+    over [tokens; head tokens]. After attention: add the mean of the head tokens to the class token
+    and drop them."""
+
+    eps: float = field(default=1e-5, validator=check(float, gt=0))

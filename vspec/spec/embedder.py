@@ -57,4 +57,29 @@ class SoTEmbed:
         return (img_size[0] // self.patch_size, img_size[1] // self.patch_size)
 
 
-Embedder = PatchEmbed | SimplePatchEmbed | SoTEmbed
+
+@frozen
+class SOPE:
+    """DHVT's sequential overlapping patch embedding (Eq. 1-3): affine, log2(P) units of 3x3 conv
+    stride 2 (no bias) + norm, GELU between units, affine; channels dim / 2^(k-1), ..., dim.
+
+    act: released (GELU between units, and after the unit when P = 2, as the released code) | every
+    (GELU after every unit, Eq. 2). norm: batchnorm (released) | layernorm (Table 11). The affines are
+    learnable per-channel scale and shift (Eq. 1; B.2.2 ablates them)."""
+
+    kind: ClassVar[str] = "sope"
+    patch_size: int = field(default=16, validator=check(int, choices=(2, 4, 8, 16)))
+    pre_affine: bool = field(default=True, validator=check(bool))
+    post_affine: bool = field(default=True, validator=check(bool))
+    norm: Literal["batchnorm", "layernorm"] = field(default="batchnorm", validator=check(str, choices=("batchnorm", "layernorm")))
+    act: Literal["released", "every"] = field(default="released", validator=check(str, choices=("released", "every")))
+
+    @property
+    def units(self) -> int:
+        return self.patch_size.bit_length() - 1
+
+    def grid(self, img_size: tuple[int, int]) -> tuple[int, int]:
+        return (img_size[0] // self.patch_size, img_size[1] // self.patch_size)
+
+
+Embedder = PatchEmbed | SimplePatchEmbed | SoTEmbed | SOPE

@@ -4,10 +4,10 @@ from typing import Literal
 
 from attrs import field, frozen
 
-from .attention import MHSA, Attention
+from .attention import MHSA, Attention, HeadTokens
 from .core import SpecError, check, check_pair, join, one_of, pair
-from .embedder import Embedder, PatchEmbed, SimplePatchEmbed, SoTEmbed
-from .ffn import FFN, MLP
+from .embedder import SOPE, Embedder, PatchEmbed, SimplePatchEmbed, SoTEmbed
+from .ffn import DAFF, FFN, MLP
 from .head import ClassTokenHead, GAPHead
 from .second_order import EPN, GCP, MGCrP, GAPPool, LearnableScale, NoNorm, ReprLayerNorm, SecondOrderHead, SvPN
 from .norm import Norm
@@ -17,9 +17,9 @@ INITS = ("timm", "torch")
 
 # The component kinds each role accepts; the union annotations below name the same classes.
 ROLES: dict[str, tuple[type, ...]] = {
-    "embedder": (PatchEmbed, SimplePatchEmbed, SoTEmbed),
+    "embedder": (PatchEmbed, SimplePatchEmbed, SoTEmbed, SOPE),
     "attention": (MHSA,),
-    "ffn": (MLP,),
+    "ffn": (MLP, DAFF),
     "head": (ClassTokenHead, GAPHead, SecondOrderHead),
     "pool": (GAPPool, GCP, MGCrP),  # inside SecondOrderHead
     "repr_norm": (SvPN, EPN, LearnableScale, ReprLayerNorm, NoNorm),  # inside SecondOrderHead
@@ -36,12 +36,14 @@ class Block:
     """A pre-norm transformer block: x + attention(norm(x)), then x + ffn(norm(x)).
 
     `layer_scale`, when set, is the initial value of a learnable per-channel scale on each branch.
+    `head_tokens`, when set, adds DHVT's head tokens around the attention (any attention kind).
     """
 
     attention: Attention = field(default=MHSA(), validator=one_of(*ROLES["attention"]))
     ffn: FFN = field(default=MLP(), validator=one_of(*ROLES["ffn"]))
     norm: Norm = field(default=Norm(), validator=check(Norm))
     layer_scale: float | None = field(default=None, validator=check(float, gt=0, optional=True))
+    head_tokens: HeadTokens | None = field(default=None, validator=check(HeadTokens, optional=True))
 
 
 def _check_blocks(inst, attribute, value):
@@ -93,7 +95,7 @@ class Model:
             if block.ffn.hidden_dim(self.dim) < 1:
                 raise SpecError(join(path, "ffn.ratio"), f"{block.ffn.ratio} x dim {self.dim} leaves no hidden unit")
             heads = block.attention.heads
-            if block.attention.head_dim is None and self.dim % heads:
+            if (block.attention.head_dim is None or block.head_tokens is not None) and self.dim % heads:
                 raise SpecError(join(path, "attention.heads"), f"{heads} does not divide dim {self.dim} "
                                 "(set attention.head_dim to use an inner width other than dim)")
         if self.head.needs_class_token and not self.class_token:
