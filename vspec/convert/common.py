@@ -1,6 +1,7 @@
 """Loading a renamed state dict with every key and shape accounted for."""
 
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -8,6 +9,20 @@ from torch import nn
 
 class ConversionError(ValueError):
     """A checkpoint that does not fit the spec; the message lists what does not match."""
+
+
+def renamer(rules: Sequence[tuple[str, str]]) -> Callable[[str], str]:
+    """A key renamer applying the first matching (regex, replacement) rule; other keys keep their name."""
+    compiled = [(re.compile(pattern), replacement) for pattern, replacement in rules]
+
+    def rename(key: str) -> str:
+        for pattern, replacement in compiled:
+            new, n = pattern.subn(replacement, key)
+            if n:
+                return new
+        return key
+
+    return rename
 
 
 def _listing(keys: list[str], limit: int = 6) -> str:

@@ -6,7 +6,6 @@ Released-code facts it encodes: SOPE (no conv bias, BatchNorm), DAFF (conv bias,
 head tokens in every block, no position embedding, qkv bias, LayerNorm eps 1e-6, class-token head.
 """
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,7 +14,7 @@ from torch import nn
 
 from .. import spec as S
 from ..compiler import build
-from .common import ConversionError, load_mapped
+from .common import ConversionError, load_mapped, renamer
 
 
 def spec_from_config(config: Mapping[str, Any]) -> S.Model:
@@ -44,12 +43,7 @@ _RULES = [
 ]
 
 
-def _rename(key: str) -> str:
-    for pattern, replacement in _RULES:
-        key, n = re.subn(pattern, replacement, key)
-        if n:
-            break
-    return key
+_rename = renamer(_RULES)
 
 
 def from_official_dhvt(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> nn.Module:

@@ -8,7 +8,6 @@ position embedding over class token and patches, MGCrP with m = n = wr_dim and s
 approximate svPN from a learnable start vector (eps 1e-5).
 """
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +17,7 @@ from torch import nn
 from .. import spec as S
 from ..compiler import build
 from ..ops import sincos_1d
-from .common import ConversionError, load_mapped
+from .common import ConversionError, load_mapped, renamer
 
 BLOCKS = {"DenseNet": "dense", "ResNet": "resnet", "Inception": "inception", "Non-local": "nonlocal"}
 FUSIONS = {"sum_fc": "sum", "concat": "concat", "aggre_all": "aggr_all", "sum_loss": "late"}
@@ -59,16 +58,14 @@ def _rename(fusion: str):
         (r"^classifier\.visual_fc\.", word_fc),
     ]
 
+    by_rules = renamer(rules)
+
     def rename(key: str) -> str | None:
         if key == "pos_embed":
             return None  # fixed sinusoid, recomputed (checked in from_official_sot)
         if key.startswith("classifier.cls_fc."):
             return "head.cls_fc." + key.rsplit(".", 1)[1] if fusion in ("sum", "late") else None  # built, unused
-        for pattern, replacement in rules:
-            key, n = re.subn(pattern, replacement, key)
-            if n:
-                return key
-        return key
+        return by_rules(key)
 
     return rename
 

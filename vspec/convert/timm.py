@@ -1,6 +1,5 @@
 """timm VisionTransformer (ViT / DeiT) weights -> vspec."""
 
-import re
 from collections.abc import Mapping
 
 import torch
@@ -8,7 +7,7 @@ from torch import nn
 
 from .. import spec as S
 from ..compiler import build
-from .common import load_mapped
+from .common import load_mapped, renamer
 
 # timm name prefix -> vspec name prefix (everything else keeps its name)
 _RENAMES = [
@@ -20,12 +19,7 @@ _RENAMES = [
 ]
 
 
-def timm_key(key: str) -> str:
-    for pattern, replacement in _RENAMES:
-        key, n = re.subn(pattern, replacement, key)
-        if n:
-            break
-    return key
+timm_key = renamer(_RENAMES)
 
 
 def from_timm(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor], spec: S.Model) -> nn.Module:
