@@ -1,0 +1,202 @@
+"""tools/train.py and tools/eval.py: DDP on the CPU, exact resume after SIGKILL and SIGTERM, atomic
+checkpoints, mixup / cutmix, multi-output heads, outputs on disk, one-line errors."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import vspec
+from vspec.train import checkpoints as C
+from vspec.train.cli import eval_main, train_main
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+
+
+@pytest.fixture(scope="module")
+def tiny_spec(tmp_path_factory):
+    """A 2-block, 32-wide ViT on 16 px images (4 px patches), 4 classes, with BatchNorm (SOPE + DAFF)."""
+    spec = vspec.override(vspec.load_spec(ROOT / "specs/dhvt_tiny_cifar_p4.py"),
+                          {"depth": 2, "dim": 32, "img_size": 16, "num_classes": 4})
+    path = tmp_path_factory.mktemp("spec") / "tiny.json"
+    path.write_text(vspec.to_json(spec))
+    return path
+
+
+def args(spec, out, *extra):
+    return [str(spec), "--data", "synthetic", "--synthetic-size", "64", "--out", str(out), "--batch-size", "16",
+            "--device", "cpu", "--seed", "3", *extra]
+
+
+def env():
+    e = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    return e
+
+
+def weights(path):
+    return C.load(path)["state_dict"]
+
+
+def assert_same_weights(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def test_outputs_metrics_curves_and_eval(tiny_spec, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train_main(args(tiny_spec, out, "--epochs", "2")) == 0
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in lines] == [1, 2]
+    for key in ("epoch", "train_loss", "val_loss", "val_top1", "val_top5", "lr", "images_per_s"):
+        assert all(key in r for r in lines)
+    assert (out / "curves.png").stat().st_size > 1000 and (out / "best.pt").is_file()
+    ckpt = C.load(out / "last.pt")
+    assert ckpt["epoch"] == 2 and ckpt["batches_done"] == 0 and ckpt["global_step"] == 8
+    model = vspec.load(out / "last.pt")  # a training checkpoint rebuilds like any vspec checkpoint
+    assert model.spec.num_classes == 4
+    capsys.readouterr()
+    assert eval_main([str(out / "last.pt"), "--data", "synthetic", "--synthetic-size", "64", "--seed", "3",
+                      "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert abs(result["top1"] - lines[-1]["val_top1"]) < 1e-6 and result["images"] == 16
+
+
+def test_ddp_two_processes_end_in_sync(tiny_spec, tmp_path):
+    out = tmp_path / "ddp"
+    cmd = [TORCHRUN, "--standalone", "--nproc_per_node=2", str(ROOT / "tools/train.py"),
+           *args(tiny_spec, out, "--epochs", "2")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["ranks_in_sync"] is True
+    # the global batch of 16 is split over the two ranks: 64 images / 16 = 4 steps an epoch
+    assert C.load(out / "last.pt")["global_step"] == 8
+
+
+def _wait_for(path, predicate, proc, timeout=240):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if path.is_file():
+            try:
+                if predicate(C.load(path)):
+                    return True
+            except Exception:  # noqa: BLE001 - the file may be replaced while we read it
+                pass
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.parametrize("how", ["sigkill_after_epoch", "sigterm_mid_epoch"])
+def test_interrupted_then_resumed_equals_uninterrupted(tiny_spec, tmp_path, how):
+    extra = ("--epochs", "4", "--synthetic-size", "256")
+    ref = tmp_path / "ref"
+    assert subprocess.run([PY, str(ROOT / "tools/train.py"), *args(tiny_spec, ref, *extra)], env=env(),
+                          capture_output=True, timeout=300).returncode == 0
+    out = tmp_path / "cut"
+    proc = subprocess.Popen([PY, str(ROOT / "tools/train.py"), *args(tiny_spec, out, *extra)], env=env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if how == "sigkill_after_epoch":
+        assert _wait_for(out / "last.pt", lambda c: c["epoch"] >= 1, proc), "no checkpoint before the run ended"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    else:
+        assert _wait_for(out / "last.pt", lambda c: c["epoch"] >= 1, proc), "no checkpoint before the run ended"
+        time.sleep(0.3)  # somewhere inside epoch 2
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 128 + signal.SIGTERM
+    cut = C.load(out / "last.pt")
+    assert cut["epoch"] < 4  # the run was really interrupted
+    resumed = subprocess.run([PY, str(ROOT / "tools/train.py"), *args(tiny_spec, out, *extra), "--resume"],
+                             env=env(), capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))
+    assert C.load(out / "last.pt")["global_step"] == C.load(ref / "last.pt")["global_step"]
+
+
+def test_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / "last.pt"
+    C.atomic_save({"format": C.FORMAT, "value": torch.tensor([1.0])}, path)
+
+    def torn_save(obj, f):
+        f.write(b"half a checkpoint")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(C.torch, "save", torn_save)
+    with pytest.raises(OSError, match="disk full"):
+        C.atomic_save({"format": C.FORMAT, "value": torch.tensor([2.0])}, path)
+    assert torch.equal(C.load(path)["value"], torch.tensor([1.0]))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]  # no temporary file left behind
+
+
+def test_rng_state_round_trip_through_weights_only(tmp_path):
+    C.seed_everything(5)
+    state = C.rng_state()
+    C.atomic_save({"format": C.FORMAT, "rng": state}, tmp_path / "r.pt")
+    expected = (torch.rand(3), __import__("numpy").random.rand(2), __import__("random").random())
+    C.seed_everything(99)
+    C.set_rng_state(C.load(tmp_path / "r.pt")["rng"])
+    got = (torch.rand(3), __import__("numpy").random.rand(2), __import__("random").random())
+    assert torch.equal(expected[0], got[0]) and (expected[1] == got[1]).all() and expected[2] == got[2]
+
+
+def test_deit_recipe_mixup_cutmix_randaugment_and_accumulation(tiny_spec, tmp_path):
+    out = tmp_path / "deit"
+    code = train_main(args(tiny_spec, out, "--recipe", "deit", "--epochs", "1", "--accum-steps", "2",
+                           "--clip-grad", "1.0", "--ema-decay", "0.9"))
+    assert code == 0
+    ckpt = C.load(out / "last.pt")
+    assert ckpt["recipe"]["mixup"] == 0.8 and ckpt["recipe"]["cutmix"] == 1.0
+    assert ckpt["recipe"]["auto_augment"] == "rand-m9-mstd0.5-inc1" and ckpt["ema"] is not None
+    assert ckpt["global_step"] == 4  # 64 images in micro-batches of 8, two per optimizer step
+    assert vspec.from_json(ckpt["spec"]).drop_path == 0.1  # the recipe's drop path reached the spec
+
+
+def test_late_fusion_head_trains_on_the_sum_of_losses(tmp_path):
+    spec = vspec.override(vspec.load_spec(ROOT / "specs/deit_tiny.py"),
+                          {"depth": 1, "dim": 32, "block.attention.heads": 2, "img_size": 16, "embedder.patch_size": 4,
+                           "num_classes": 4, "head.kind": "second_order", "head.fusion": "late", "head.pool.heads": 2,
+                           "head.pool.m": 4, "head.pool.n": 4})
+    path = tmp_path / "late.json"
+    path.write_text(vspec.to_json(spec))
+    out = tmp_path / "late"
+    assert train_main(args(path, out, "--epochs", "1")) == 0
+    assert json.loads((out / "metrics.jsonl").read_text())["val_top1"] >= 0
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--epochs", "0"], "--epochs must be > 0"),
+    (["--recipe", "sota"], "invalid choice: 'sota'"),
+    (["--data", "mnist"], "invalid choice: 'mnist'"),
+    (["--resume"], "--resume: no"),
+    (["--batch-size", "1000"], "1000 per rank is more than the 64 training samples"),
+    (["--set", "block.attention.heads=5"], "block.attention.heads: 5 does not divide dim 32"),
+    (["--lr", "abc"], "invalid float value"),
+])
+def test_bad_arguments_are_one_line_errors(tiny_spec, tmp_path, capsys, argv, needle):
+    assert train_main(args(tiny_spec, tmp_path / "bad", *argv)) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1 and err.startswith("train.py: error:")
+
+
+def test_eval_errors(tmp_path, capsys):
+    assert eval_main([str(tmp_path / "none.pt"), "--data", "digits"]) == 2
+    assert "no such checkpoint" in capsys.readouterr().err
+
+
+def test_demo_spec_learns_digits(tmp_path):
+    """`make demo`'s spec and data, shortened to 3 epochs: already above 90 % validation top-1."""
+    out = tmp_path / "demo"
+    assert train_main([str(ROOT / "specs/demo_digits.py"), "--data", "digits", "--out", str(out), "--epochs", "3",
+                       "--batch-size", "64", "--device", "cpu"]) == 0
+    assert json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["val_top1"] >= 90.0

@@ -1,0 +1,425 @@
+"""vspec.train.data: datasets read back from files written here, transforms, loaders, the resumable sampler."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from torch.utils.data import TensorDataset
+from torchvision import transforms as T
+
+from vspec.train.data import (
+    DATASETS,
+    DataError,
+    ResumableSampler,
+    build_datasets,
+    build_loaders,
+    build_transforms,
+)
+
+MEAN = torch.tensor(IMAGENET_DEFAULT_MEAN).view(3, 1, 1)
+STD = torch.tensor(IMAGENET_DEFAULT_STD).view(3, 1, 1)
+RAW = T.PILToTensor()  # uint8 (C, H, W): exact pixels
+
+
+def one_line(excinfo) -> str:
+    msg = str(excinfo.value)
+    assert msg and "\n" not in msg
+    return msg
+
+
+def datasets(name, **kw):
+    kw.setdefault("img_size", 32)
+    kw.setdefault("in_chans", 3)
+    kw.setdefault("train_transform", RAW)
+    kw.setdefault("eval_transform", RAW)
+    return build_datasets(name, **kw)
+
+
+# ------------------------------------------------------------------------------------------- digits
+
+
+@pytest.fixture(scope="module")
+def digits():
+    from sklearn.datasets import load_digits
+
+    return load_digits()
+
+
+def test_digits_fixed_split_independent_of_seed(digits):
+    train, val, n = datasets("digits", seed=0)
+    train2, val2, _ = datasets("digits", seed=7)
+    assert (len(train), len(val), n) == (1437, 360, 10)
+    assert train.targets == train2.targets and val.targets == val2.targets
+    assert np.array_equal(train.images, train2.images) and np.array_equal(val.images, val2.images)
+    order = np.random.RandomState(0).permutation(1797)
+    assert val.targets == digits.target[order[1437:]].tolist()
+    # pixels are value * 255 / 16 as 8x8 'L' images
+    img, label = train[0]
+    assert img.shape == (1, 8, 8) and label == digits.target[order[0]]
+    expected = np.round(digits.images[order[0]] * 255 / 16).astype(np.uint8)
+    assert np.array_equal(img[0].numpy(), expected)
+    assert sorted(set(train.targets)) == list(range(10))
+
+
+@pytest.mark.parametrize("in_chans", [1, 3])
+def test_digits_resized_and_normalised(in_chans):
+    tf = build_transforms((32, 32), in_chans, train=False, crop_ratio=1.0)
+    train, val, _ = datasets("digits", in_chans=in_chans, train_transform=tf, eval_transform=tf)
+    x = torch.stack([val[i][0] for i in range(16)])
+    assert x.shape == (16, in_chans, 32, 32) and x.dtype == torch.float32
+    if in_chans == 1:  # mean 0.5, std 0.5: [0, 1] -> [-1, 1]
+        assert x.min() >= -1.0 and x.max() <= 1.0 and x.min() < -0.99 and x.max() > 0.9
+    else:  # ImageNet statistics; a gray image gives three equal channels once un-normalised
+        raw = x * STD + MEAN
+        assert raw.min() >= -1e-5 and raw.max() <= 1 + 1e-5
+        assert torch.allclose(raw[:, 0], raw[:, 1], atol=1e-5) and torch.allclose(raw[:, 0], raw[:, 2], atol=1e-5)
+        assert abs(float(x.mean())) > 0.1  # not [0, 1]: normalisation happened
+
+
+def test_digits_num_classes_must_match():
+    with pytest.raises(DataError) as e:
+        datasets("digits", num_classes=5)
+    assert "10 classes" in one_line(e)
+
+
+# ---------------------------------------------------------------------------------------- synthetic
+
+
+def test_synthetic_sizes_labels_and_determinism():
+    train, val, n = datasets("synthetic", img_size=(12, 20), num_classes=3, synthetic_size=10, seed=1)
+    assert (len(train), len(val), n) == (10, 2, 3)
+    assert [train[i][1] for i in range(10)] == [i % 3 for i in range(10)]
+    assert train[0][0].shape == (3, 12, 20) and train[0][0].dtype == torch.uint8
+    again, _, _ = datasets("synthetic", img_size=(12, 20), num_classes=3, synthetic_size=10, seed=1)
+    other, _, _ = datasets("synthetic", img_size=(12, 20), num_classes=3, synthetic_size=10, seed=2)
+    assert torch.equal(train[4][0], again[4][0])
+    assert not torch.equal(train[4][0], other[4][0]) and not torch.equal(train[0][0], val[0][0])
+    with pytest.raises(DataError) as e:
+        datasets("synthetic")
+    assert "num_classes" in one_line(e)
+
+
+# -------------------------------------------------------------------------------------------- CIFAR
+
+
+def dump(path, obj):
+    with open(path, "wb") as f:
+        pickle.dump(obj, f)
+
+
+def rows(images):  # (N, 32, 32, 3) uint8 -> the CIFAR row layout: 1024 R, 1024 G, 1024 B
+    return images.transpose(0, 3, 1, 2).reshape(len(images), 3072)
+
+
+def write_cifar10(root, per_batch=2, n_test=3):
+    d = root / "cifar-10-batches-py"
+    d.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    train_imgs, train_labels = [], []
+    for b in range(1, 6):
+        imgs = rng.integers(0, 256, (per_batch, 32, 32, 3), dtype=np.uint8)
+        labels = [int(x) for x in rng.integers(0, 10, per_batch)]
+        dump(d / f"data_batch_{b}", {"batch_label": f"training batch {b} of 5", "labels": labels,
+                                      "data": rows(imgs), "filenames": [f"{b}_{i}.png" for i in range(per_batch)]})
+        train_imgs.append(imgs)
+        train_labels += labels
+    test_imgs = rng.integers(0, 256, (n_test, 32, 32, 3), dtype=np.uint8)
+    test_labels = [9, 0, 4][:n_test]
+    dump(d / "test_batch", {"batch_label": "testing batch 1 of 1", "labels": test_labels, "data": rows(test_imgs),
+                            "filenames": [f"t{i}.png" for i in range(n_test)]})
+    names = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+    dump(d / "batches.meta", {"label_names": names, "num_cases_per_batch": per_batch, "num_vis": 3072})
+    return np.concatenate(train_imgs), train_labels, test_imgs, test_labels
+
+
+def test_cifar10_python_batches_read_back(tmp_path):
+    train_imgs, train_labels, test_imgs, test_labels = write_cifar10(tmp_path)
+    train, val, n = datasets("cifar10", data_dir=tmp_path)
+    assert (len(train), len(val), n) == (10, 3, 10)
+    assert train.classes[3] == "cat"
+    assert [train[i][1] for i in range(10)] == train_labels and [val[i][1] for i in range(3)] == test_labels
+    assert torch.equal(train[7][0], torch.from_numpy(train_imgs[7]).permute(2, 0, 1))
+    assert torch.equal(val[2][0], torch.from_numpy(test_imgs[2]).permute(2, 0, 1))
+    # also accepted: the batches folder itself
+    _, val2, _ = datasets("cifar10", data_dir=tmp_path / "cifar-10-batches-py")
+    assert torch.equal(val2[2][0], val[2][0])
+    # through the real eval transform: normalised (3, H, W)
+    tf = build_transforms(16, 3, train=False, crop_ratio=1.0)
+    _, val3, _ = datasets("cifar10", data_dir=tmp_path, eval_transform=tf)
+    assert val3[0][0].shape == (3, 16, 16)
+
+
+def test_cifar100_python_files_read_back(tmp_path):
+    d = tmp_path / "cifar-100-python"
+    d.mkdir()
+    rng = np.random.default_rng(1)
+    train_imgs = rng.integers(0, 256, (4, 32, 32, 3), dtype=np.uint8)
+    test_imgs = rng.integers(0, 256, (2, 32, 32, 3), dtype=np.uint8)
+    dump(d / "train", {"filenames": ["a", "b", "c", "d"], "fine_labels": [99, 0, 57, 3],
+                       "coarse_labels": [1, 2, 3, 4], "data": rows(train_imgs)})
+    dump(d / "test", {"filenames": ["e", "f"], "fine_labels": [12, 98], "coarse_labels": [0, 19],
+                      "data": rows(test_imgs)})
+    dump(d / "meta", {"fine_label_names": [f"class{i}" for i in range(100)],
+                      "coarse_label_names": [f"super{i}" for i in range(20)]})
+    train, val, n = datasets("cifar100", data_dir=tmp_path)
+    assert (len(train), len(val), n) == (4, 2, 100)
+    assert [train[i][1] for i in range(4)] == [99, 0, 57, 3] and [val[i][1] for i in range(2)] == [12, 98]
+    img = datasets("cifar100", data_dir=tmp_path, eval_transform=None)[1][1][0]  # the PIL image itself
+    assert img.mode == "RGB" and np.array_equal(np.asarray(img), test_imgs[1])
+    assert torch.equal(train[2][0], torch.from_numpy(train_imgs[2]).permute(2, 0, 1))
+
+
+def test_cifar_missing_or_corrupt_files(tmp_path):
+    with pytest.raises(DataError) as e:
+        datasets("cifar10", data_dir=tmp_path)
+    msg = one_line(e)
+    assert msg.startswith("cifar10: no CIFAR-10 python batches under") and "cifar-10-batches-py" in msg
+    assert "--download" in msg
+    with pytest.raises(DataError) as e:
+        datasets("cifar100", data_dir=tmp_path)
+    assert "cifar-100-python" in one_line(e)
+    write_cifar10(tmp_path)
+    (tmp_path / "cifar-10-batches-py" / "batches.meta").unlink()
+    with pytest.raises(DataError) as e:
+        datasets("cifar10", data_dir=tmp_path)
+    assert "batches.meta" in one_line(e)
+    (tmp_path / "cifar-10-batches-py" / "batches.meta").write_bytes(b"not a pickle")
+    with pytest.raises(DataError) as e:
+        datasets("cifar10", data_dir=tmp_path)
+    assert "not CIFAR-10 python batches" in one_line(e)
+
+
+# -------------------------------------------------------------------------------------- ImageFolder
+
+
+def write_folder(root, split, counts):
+    rng = np.random.default_rng(len(str(root)) + len(split))
+    for cls, n in counts.items():
+        (root / split / cls).mkdir(parents=True)
+        for i in range(n):
+            Image.fromarray(rng.integers(0, 256, (6, 9, 3), dtype=np.uint8)).save(root / split / cls / f"{i}.png")
+
+
+def test_imagefolder_read_back(tmp_path):
+    write_folder(tmp_path, "train", {"dog": 3, "cat": 2, "emu": 1})
+    write_folder(tmp_path, "val", {"dog": 1, "cat": 2, "emu": 1})
+    train, val, n = datasets("imagefolder", data_dir=str(tmp_path))
+    assert n == 3 and train.classes == val.classes == ["cat", "dog", "emu"]
+    assert (len(train), len(val)) == (6, 4)
+    assert [label for _, label in train.samples] == [0, 0, 1, 1, 1, 2]
+    assert [val[i][1] for i in range(4)] == [0, 0, 1, 2]
+    saved = np.array(Image.open(tmp_path / "train" / "dog" / "2.png"))
+    assert torch.equal(train[4][0], torch.from_numpy(saved).permute(2, 0, 1))
+    tf = build_transforms((10, 14), 1, train=False)
+    x, _ = datasets("imagefolder", data_dir=tmp_path, eval_transform=tf)[1][3]
+    assert x.shape == (1, 10, 14)
+
+
+def test_imagefolder_errors(tmp_path):
+    with pytest.raises(DataError) as e:
+        datasets("imagefolder", data_dir=tmp_path)
+    assert str(tmp_path / "train") in one_line(e)
+    write_folder(tmp_path, "train", {"dog": 1, "cat": 1})
+    with pytest.raises(DataError) as e:
+        datasets("imagefolder", data_dir=tmp_path)
+    assert str(tmp_path / "val") in one_line(e)
+    write_folder(tmp_path, "val", {"dog": 1, "yak": 1})
+    with pytest.raises(DataError) as e:
+        datasets("imagefolder", data_dir=tmp_path)
+    msg = one_line(e)
+    assert "same class folders" in msg and "['cat']" in msg and "['yak']" in msg
+    (tmp_path / "empty" / "train" / "cat").mkdir(parents=True)
+    (tmp_path / "empty" / "val" / "cat").mkdir(parents=True)
+    with pytest.raises(DataError) as e:
+        datasets("imagefolder", data_dir=tmp_path / "empty")
+    assert "imagefolder" in one_line(e)
+
+
+# ------------------------------------------------------------------------------------------- errors
+
+
+def test_unknown_dataset_and_missing_data_dir():
+    with pytest.raises(DataError) as e:
+        datasets("imagenet")
+    msg = one_line(e)
+    assert "'imagenet'" in msg and all(name in msg for name in DATASETS)
+    for name in ("cifar10", "cifar100", "imagefolder"):
+        with pytest.raises(DataError) as e:
+            datasets(name)
+        assert "--data-dir" in one_line(e)
+    assert issubclass(DataError, ValueError)
+
+
+def test_bad_transform_arguments():
+    for kwargs, word in [
+        (dict(img_size=(32,), in_chans=3), "img_size"),
+        (dict(img_size=32, in_chans=2), "in_chans"),
+        (dict(img_size=32, in_chans=3, mean=(0.5,)), "mean"),
+        (dict(img_size=32, in_chans=3, crop_ratio=0), "crop_ratio"),
+        (dict(img_size=32, in_chans=3, auto_augment="rand-m9-bogus"), "auto_augment"),
+        (dict(img_size=32, in_chans=3, auto_augment="rand-m9-q1"), "auto_augment"),
+        (dict(img_size=32, in_chans=3, auto_augment="bogus"), "auto_augment"),
+    ]:
+        with pytest.raises(DataError) as e:
+            build_transforms(train="auto_augment" in kwargs, **kwargs)
+        assert one_line(e).startswith(word)
+
+
+# --------------------------------------------------------------------------------------- transforms
+
+
+def white(w, h, mode="RGB"):
+    return Image.new(mode, (w, h), 255 if mode == "L" else (255, 255, 255))
+
+
+def test_eval_crop_ratio_above_one_pads_with_zero_pixels():
+    tf = build_transforms(32, 3, train=False, crop_ratio=1.25)  # resized to round(32 / 1.25) = 26, padded 3
+    x = tf(white(32, 32))
+    zero, one = (0 - MEAN) / STD, (1 - MEAN) / STD
+    assert x.shape == (3, 32, 32)
+    assert torch.allclose(x[:, :3, :], zero.expand(3, 3, 32), atol=1e-5)
+    assert torch.allclose(x[:, -3:, :], zero.expand(3, 3, 32), atol=1e-5)
+    assert torch.allclose(x[:, :, :3], zero.expand(3, 32, 3), atol=1e-5)
+    assert torch.allclose(x[:, :, -3:], zero.expand(3, 32, 3), atol=1e-5)
+    assert torch.allclose(x[:, 3:29, 3:29], one.expand(3, 26, 26), atol=1e-5)
+    # grayscale: mean = std = 0.5, the pad is -1
+    g = build_transforms(32, 1, train=False, crop_ratio=1.25)(white(32, 32, "L"))
+    assert g.shape == (1, 32, 32) and torch.all(g[:, 0] == -1) and torch.allclose(g[:, 16, 3:29], torch.ones(1, 26))
+
+
+def test_eval_crop_ratio_below_one_crops():
+    arr = np.zeros((40, 40, 3), np.uint8)
+    arr[4:36, 4:36] = 255  # white square inside a 4-pixel black frame
+    tf = build_transforms(32, 3, train=False, crop_ratio=0.8)  # shorter side -> 40, centre 32 kept
+    x = tf(Image.fromarray(arr))
+    assert x.shape == (3, 32, 32)
+    assert torch.allclose(x, ((1 - MEAN) / STD).expand(3, 32, 32), atol=1e-5)
+    # crop_ratio 1 is a plain resize: the frame survives
+    y = build_transforms(32, 3, train=False, crop_ratio=1.0)(Image.fromarray(arr))
+    assert torch.allclose(y[:, 0, 0], (0 - MEAN[:, 0, 0]) / STD[:, 0, 0], atol=1e-5)
+
+
+def test_non_square_sizes():
+    img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (30, 50, 3), dtype=np.uint8))
+    for crop in (0.875, 1.0, 1.2):
+        assert build_transforms((24, 40), 3, train=False, crop_ratio=crop)(img).shape == (3, 24, 40)
+    assert build_transforms((24, 40), 1, train=True)(img).shape == (1, 24, 40)
+    assert build_transforms((40, 24), 3, train=True, random_resized_crop=True)(img).shape == (3, 40, 24)
+    # padding on the non-square eval path too: a white (h=24, w=40) image at crop_ratio 1.2 -> 20 x 33, padded
+    x = build_transforms((24, 40), 1, train=False, crop_ratio=1.2)(white(40, 24, "L"))
+    assert x.shape == (1, 24, 40) and torch.all(x[:, 0, :] == -1) and torch.all(x[:, :, 0] == -1)
+    assert torch.allclose(x[:, 12, 10:30], torch.ones(1, 20))
+
+
+def test_plain_train_transform_is_deterministic():
+    img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (8, 8), dtype=np.uint8))
+    tf = build_transforms(16, 3, train=True)
+    assert torch.equal(tf(img), tf(img)) and tf(img).shape == (3, 16, 16)
+
+
+@pytest.mark.parametrize("in_chans, size", [(3, (32, 32)), (1, (24, 40))])
+def test_train_transform_randaugment_and_erasing(in_chans, size):
+    torch.manual_seed(0)
+    tf = build_transforms(size, in_chans, train=True, auto_augment="rand-m9-mstd0.5-inc1", re_prob=0.25)
+    img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (36, 44, 3), dtype=np.uint8))
+    outs = [tf(img) for _ in range(20)]
+    assert all(o.shape == (in_chans, *size) and o.dtype == torch.float32 for o in outs)
+    assert not torch.equal(outs[0], outs[1])  # random
+
+
+def test_posterize_to_zero_bits_does_not_raise():
+    # 'inc1' + magnitude noise can ask for 0 bits kept, which Pillow >= 13 rejects; the op must give black.
+    tf = build_transforms(32, 3, train=True, auto_augment="rand-m9-mstd0.5-inc1")
+    ra = next(t for t in tf.transforms if hasattr(t, "ops"))
+    op = next(o for o in ra.ops if o.name == "PosterizeIncreasing")
+    op.prob, op.magnitude, op.magnitude_std = 1.0, 10, 0
+    out = op(white(8, 8))
+    assert out.size == (8, 8) and np.asarray(out).max() == 0
+
+
+# ----------------------------------------------------------------------------- sampler and loaders
+
+
+def test_resumable_sampler_order_skip_and_ranks():
+    ds = range(103)
+    s = ResumableSampler(ds, seed=3)
+    s.set_epoch(2)
+    full = list(s)
+    assert sorted(full) == list(range(103)) and len(s) == 103
+    s2 = ResumableSampler(ds, seed=3)
+    s2.set_epoch(2)
+    assert list(s2) == full
+    s2.set_epoch(3)
+    assert list(s2) != full
+    s3 = ResumableSampler(ds, seed=4)
+    s3.set_epoch(2)
+    assert list(s3) != full
+    s.set_epoch(2, skip=40)
+    assert list(s) == full[40:] and len(s) == 63
+    s.set_epoch(2)  # skip resets
+    assert list(s) == full
+    with pytest.raises(DataError):
+        s.set_epoch(2, skip=104)
+    # two ranks partition the data (and cover it, padding one repeat when the count is odd)
+    for n in (10, 11):
+        parts = []
+        for rank in range(2):
+            r = ResumableSampler(range(n), num_replicas=2, rank=rank, seed=0)
+            r.set_epoch(5)
+            parts.append(list(r))
+        assert len(parts[0]) == len(parts[1]) == (n + 1) // 2
+        assert set(parts[0]) | set(parts[1]) == set(range(n))
+        if n % 2 == 0:
+            assert not set(parts[0]) & set(parts[1])
+    # skip on a rank yields that rank's tail
+    r = ResumableSampler(range(10), num_replicas=2, rank=1, seed=0)
+    r.set_epoch(1)
+    tail = list(r)[2:]
+    r.set_epoch(1, skip=2)
+    assert list(r) == tail
+
+
+def test_loaders_resume_mid_epoch():
+    ds = TensorDataset(torch.arange(22))
+    train, val = build_loaders(ds, ds, batch_size=4, seed=9)
+    train.sampler.set_epoch(3)
+    epoch = [b[0].tolist() for b in train]
+    assert len(epoch) == 5 and sorted(sum(epoch, [])) != list(range(20))  # shuffled, last 2 dropped
+    assert len(set(sum(epoch, []))) == 20
+    resumed, _ = build_loaders(ds, ds, batch_size=4, seed=9)
+    resumed.sampler.set_epoch(3, skip=2 * 4)
+    assert [b[0].tolist() for b in resumed] == epoch[2:]
+    assert [x for b in val for x in b[0].tolist()] == list(range(22))  # val: in order, nothing dropped
+    # two ranks: val split without shuffle, train shards disjoint
+    shards = [build_loaders(ds, ds, batch_size=2, seed=9, rank=r, world_size=2) for r in range(2)]
+    for tr, _ in shards:
+        tr.sampler.set_epoch(0)
+    seen = [sum((b[0].tolist() for b in tr), []) for tr, _ in shards]
+    assert len(seen[0]) == len(seen[1]) == 10 and not set(seen[0]) & set(seen[1])
+    assert [x for b in shards[1][1] for x in b[0].tolist()] == list(range(1, 22, 2))
+
+
+def test_loader_arguments():
+    ds = TensorDataset(torch.arange(6))
+    with pytest.raises(DataError) as e:
+        build_loaders(ds, ds, batch_size=8)
+    assert "batch_size" in one_line(e)
+    train, _ = build_loaders(ds, ds, batch_size=8, drop_last=False)
+    assert [len(b[0]) for b in train] == [6]
+    with pytest.raises(DataError):
+        build_loaders(ds, ds, batch_size=2, rank=2, world_size=2)
+    with pytest.raises(DataError):
+        build_loaders(ds, ds, batch_size=0)
+
+
+def test_loader_with_workers_and_digits():
+    tf = build_transforms(16, 3, train=True)
+    train_ds, val_ds, _ = datasets("digits", train_transform=tf, eval_transform=build_transforms(16, 3, train=False))
+    train, val = build_loaders(train_ds, val_ds, batch_size=64, workers=1, seed=0)
+    train.sampler.set_epoch(0)
+    x, y = next(iter(train))
+    assert x.shape == (64, 3, 16, 16) and y.shape == (64,) and y.dtype == torch.int64
+    assert len(train) == 1437 // 64 and len(val) == -(-360 // 64)

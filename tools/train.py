@@ -1,0 +1,10 @@
+"""Train a vspec spec: `python tools/train.py SPEC --data digits --out runs/x` (see --help).
+
+Several GPUs or machines: `torchrun --nproc_per_node=N tools/train.py ...` (see the README)."""
+
+import sys
+
+from vspec.train.cli import train_main
+
+if __name__ == "__main__":
+    sys.exit(train_main())

@@ -1,0 +1,1 @@
+"""Training: data, recipes, checkpoints and the loop behind tools/train.py."""

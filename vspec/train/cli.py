@@ -1,0 +1,199 @@
+"""Command lines of tools/train.py and tools/eval.py; every error is one line and exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from ..spec import SpecError, load_spec, override, parse_assignment
+from .recipes import RECIPES, resolve
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{self.prog}: error: {message} (see --help)")
+
+
+def _data_args(p: argparse.ArgumentParser) -> None:
+    from .data import DATASETS
+
+    p.add_argument("--data", choices=DATASETS, default="digits",
+                   help="digits (scikit-learn's 8x8 digits, no download; default), cifar10, cifar100, imagefolder "
+                        "(DIR/train and DIR/val), synthetic (random images)")
+    p.add_argument("--data-dir", metavar="DIR", help="dataset folder (cifar*, imagefolder)")
+    p.add_argument("--download", action="store_true", help="download CIFAR into --data-dir when missing")
+    p.add_argument("--workers", type=int, default=0, metavar="N", help="data-loading processes (default 0)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="default: cuda when available")
+    p.add_argument("--synthetic-size", type=int, default=1024, metavar="N",
+                   help="images in the synthetic training set (its validation set has N / 4)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (training, and the synthetic images)")
+
+
+def train_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="train.py", description="Train a vspec spec on a CPU, one GPU, or many under torchrun (DDP). "
+                "Writes OUT/last.pt (every epoch and on SIGTERM / SIGINT), OUT/best.pt, OUT/metrics.jsonl and "
+                "OUT/curves.png.")
+    p.add_argument("spec", metavar="SPEC", help="spec file (.py / .json / .toml)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="dotted spec override, repeatable (e.g. --set block.attention.heads=6)")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder")
+    p.add_argument("--recipe", choices=tuple(RECIPES), default="none",
+                   help="hyper-parameters: deit (DeiT ImageNet: SoT, Refiner, DHVT-ImageNet), dhvt_cifar, msf, none "
+                        "(plain AdamW + cosine; default); the flags below override single fields")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
+    _data_args(p)
+    g = p.add_argument_group("recipe fields")
+    g.add_argument("--epochs", type=int)
+    g.add_argument("--batch-size", type=int, help="global batch (all processes and accumulation steps); "
+                   "rescales the recipe's lr linearly unless --lr is given")
+    g.add_argument("--lr", type=float, help="peak learning rate")
+    g.add_argument("--weight-decay", type=float)
+    g.add_argument("--warmup-epochs", type=int)
+    g.add_argument("--min-lr", type=float)
+    g.add_argument("--drop-path", type=float, help="stochastic depth (applied when the spec sets none)")
+    g.add_argument("--mixup", type=float, help="mixup alpha (0: off)")
+    g.add_argument("--cutmix", type=float, help="cutmix alpha (0: off)")
+    g.add_argument("--smoothing", type=float, help="label smoothing")
+    g.add_argument("--auto-augment", metavar="POLICY", help="timm policy, e.g. rand-m9-mstd0.5-inc1, or none")
+    g.add_argument("--re-prob", type=float, help="random-erasing probability")
+    g.add_argument("--ema-decay", type=float, help="EMA of weights (0: off)")
+    g.add_argument("--clip-grad", type=float, help="gradient-norm clipping (0: off)")
+    s = p.add_argument_group("execution")
+    s.add_argument("--accum-steps", type=int, default=1, help="gradient accumulation steps")
+    s.add_argument("--amp", choices=("auto", "none", "bf16", "fp16"), default="auto",
+                   help="autocast dtype (auto: bf16 on CUDA, none on CPU)")
+    s.add_argument("--compile", action="store_true", help="torch.compile the model")
+    s.add_argument("--max-steps", type=int, help="stop after N optimizer steps (smoke tests, benchmarks)")
+    return p
+
+
+def _positive(name: str, value, allow_zero: bool = False) -> None:
+    if value is not None and (value < 0 or (value == 0 and not allow_zero)):
+        raise UsageError(f"train.py: error: --{name.replace('_', '-')} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+
+
+def config_from_args(args: argparse.Namespace):
+    from .engine import TrainConfig
+
+    for name in ("epochs", "batch_size", "lr", "accum_steps", "warmup_epochs", "max_steps", "synthetic_size"):
+        _positive(name, getattr(args, name), allow_zero=name == "warmup_epochs")
+    for name in ("weight_decay", "drop_path", "mixup", "cutmix", "smoothing", "re_prob", "ema_decay", "clip_grad"):
+        _positive(name, getattr(args, name), allow_zero=True)
+    if args.workers < 0:
+        raise UsageError(f"train.py: error: --workers must be >= 0, got {args.workers}")
+    spec = load_spec(args.spec)
+    if args.overrides:
+        spec = override(spec, dict(parse_assignment(a) for a in args.overrides))
+    fields = {k: getattr(args, k) for k in ("epochs", "batch_size", "lr", "weight_decay", "warmup_epochs", "min_lr",
+                                            "drop_path", "mixup", "cutmix", "smoothing", "re_prob")}
+    recipe = resolve(args.recipe, **fields)
+    changes = {}
+    if args.auto_augment is not None:
+        changes["auto_augment"] = None if args.auto_augment == "none" else args.auto_augment
+    if args.ema_decay is not None:
+        changes["ema_decay"] = args.ema_decay or None
+    if args.clip_grad is not None:
+        changes["clip_grad"] = args.clip_grad or None
+    if changes:
+        from dataclasses import replace
+
+        recipe = replace(recipe, **changes)
+    return TrainConfig(spec=spec, recipe=recipe, data=args.data, data_dir=args.data_dir, download=args.download,
+                       out=args.out, resume=args.resume, seed=args.seed, workers=args.workers, device=args.device,
+                       amp=args.amp, compile=args.compile, accum_steps=args.accum_steps, max_steps=args.max_steps,
+                       synthetic_size=args.synthetic_size)
+
+
+def _errors():
+    from .data import DataError
+
+    return (SpecError, DataError, UsageError, ValueError, OSError)
+
+
+def train_main(argv=None) -> int:
+    try:
+        cfg = config_from_args(train_parser().parse_args(argv))
+        from .engine import run
+
+        run(cfg)
+    except _errors() as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(msg if msg.startswith("train.py:") else f"train.py: error: {msg}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def eval_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="eval.py", description="Evaluate a checkpoint (from tools/train.py or vspec build --out): "
+                "top-1 / top-5 and images/s on the validation split.")
+    p.add_argument("checkpoint", type=Path, metavar="CHECKPOINT")
+    _data_args(p)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--ema", action="store_true", help="evaluate the EMA weights of a training checkpoint")
+    p.add_argument("--crop-ratio", type=float, default=0.875,
+                   help="test-time resize = size / ratio, then a center crop to the spec's size; a ratio > 1 pads "
+                        "instead of cropping (Refiner's receptive-field calibration). Default 0.875")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    return p
+
+
+def eval_main(argv=None) -> int:
+    try:
+        args = eval_parser().parse_args(argv)
+        if args.crop_ratio <= 0 or args.batch_size <= 0:
+            raise UsageError("eval.py: error: --crop-ratio and --batch-size must be > 0")
+        result = evaluate_checkpoint(args)
+    except _errors() as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(msg if msg.startswith("eval.py:") else f"eval.py: error: {msg}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{args.checkpoint}: top-1 {result['top1']:.2f} %  top-5 {result['top5']:.2f} %  "
+              f"loss {result['loss']:.4f}  {result['images_per_s']:.1f} img/s on {result['images']} images "
+              f"({result['data']}, crop ratio {result['crop_ratio']})")
+    return 0
+
+
+def evaluate_checkpoint(args: argparse.Namespace) -> dict:
+    from contextlib import nullcontext
+
+    import torch
+
+    from ..checkpoint import load_checkpoint
+    from ..compiler import build
+    from ..spec import from_json
+    from .data import build_datasets, build_loaders, build_transforms
+    from .engine import Dist, evaluate
+
+    ckpt = load_checkpoint(args.checkpoint)
+    spec = from_json(ckpt["spec"])
+    model = build(spec)
+    weights = ckpt.get("ema") if args.ema else ckpt["state_dict"]
+    if weights is None:
+        raise UsageError("eval.py: error: --ema: the checkpoint has no EMA weights")
+    model.load_state_dict(weights)
+    device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
+    model.to(device)
+    eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False, crop_ratio=args.crop_ratio)
+    _, val_ds, num_classes = build_datasets(args.data, img_size=spec.img_size, in_chans=spec.in_chans,
+                                            train_transform=eval_tf, eval_transform=eval_tf, data_dir=args.data_dir,
+                                            download=args.download, num_classes=spec.num_classes,
+                                            synthetic_size=args.synthetic_size, seed=args.seed)
+    if num_classes != spec.num_classes:
+        raise UsageError(f"eval.py: error: {args.data} has {num_classes} classes, the checkpoint's model "
+                         f"{spec.num_classes}")
+    _, loader = build_loaders(val_ds, val_ds, batch_size=args.batch_size, workers=args.workers, drop_last=False)
+    t0 = time.perf_counter()
+    metrics = evaluate(model, loader, device, nullcontext, Dist())
+    elapsed = time.perf_counter() - t0
+    return {**metrics, "images": len(val_ds), "images_per_s": len(val_ds) / elapsed, "data": args.data,
+            "crop_ratio": args.crop_ratio}
