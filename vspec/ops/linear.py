@@ -7,8 +7,8 @@ that Inductor emits on the CPU). vspec uses it for float32 CPU tensors:
 - without autograd (inference): bias and activation fused;
 - with autograd: the bias-fused forward inside an autograd.Function whose backward is the plain
   matmuls, the activation left to autograd.
-Anywhere else (CUDA, meta, other dtypes, no oneDNN, JIT tracing as in fvcore) it is
-`act(F.linear(x, w, b))`.
+Anywhere else (CUDA, meta, other dtypes, no oneDNN, JIT tracing as in fvcore, torch.compile, which
+fuses by itself) it is `act(F.linear(x, w, b))`.
 """
 
 import torch
@@ -27,7 +27,8 @@ ACTIVATIONS = {
 
 
 def _onednn_ok(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    return (_ONEDNN is not None and not torch.jit.is_tracing() and x.device.type == "cpu" and x.dtype == torch.float32
+    return (_ONEDNN is not None and not torch.jit.is_tracing() and not torch.compiler.is_compiling()
+            and x.device.type == "cpu" and x.dtype == torch.float32
             and weight.dtype == torch.float32 and x.ndim >= 2 and x.numel() > 0)
 
 

@@ -126,12 +126,23 @@ def evaluate(model: nn.Module, loader, device, amp_ctx, d: Dist) -> dict[str, fl
 
 # ---------------------------------------------------------------- signals
 class StopFlag:
-    """SIGTERM / SIGINT set a flag; the loop checkpoints at the next step boundary and exits."""
+    """While active, SIGTERM / SIGINT set a flag (the loop checkpoints at the next step boundary and
+    exits); the previous handlers come back on exit."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self):
         self.signum: int | None = None
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._handle)
+        self.previous = {}
+
+    def __enter__(self):
+        for sig in self.SIGNALS:
+            self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
 
     def _handle(self, signum, frame):
         self.signum = signum
@@ -229,7 +240,6 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
     if cfg.compile:
         train_model = torch.compile(train_model)
 
-    stop = StopFlag()
     writer = _tensorboard(out) if d.main else None
 
     def save(epoch: int, batches_done: int, name: str = "last.pt") -> None:
@@ -243,80 +253,81 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
         C.atomic_save(state, out / name)
 
     final: dict[str, Any] = {}
-    for epoch in range(start_epoch, r.epochs):
-        train_model.train()
-        skip = skip_batches if epoch == start_epoch else 0
-        train_loader.sampler.set_epoch(epoch, skip=skip * local_batch)
-        if skip and ckpt is not None:
-            C.set_rng_state(ckpt["rng"])  # mid-epoch resume: continue the interrupted RNG streams
-        else:
-            C.seed_everything(cfg.seed * 100_003 + epoch * 1009 + d.rank)
-            train_loader.generator.manual_seed(cfg.seed * 100_003 + epoch)
-        progress = Progress(len(train_loader), f"epoch {epoch + 1}/{r.epochs}", enabled=d.main, every=cfg.log_every)
-        t0, seen, loss_sum, loss_n = time.perf_counter(), 0, 0.0, 0
-        batches_done = skip
-        for i, (images, target) in enumerate(train_loader, start=skip):
-            images, target = images.to(device, non_blocking=True), target.to(device, non_blocking=True)
-            if device.type == "cuda" and cfg.channels_last:
-                images = images.contiguous(memory_format=torch.channels_last)
-            if mixup is not None:
-                images, target = mixup(images, target)
-            last_micro = (i + 1) % cfg.accum_steps == 0
-            sync = nullcontext() if last_micro or d.world == 1 else train_model.no_sync()
-            with sync, amp_ctx():
-                loss = total_loss(criterion, train_model(images), target)
-            scaler.scale(loss / cfg.accum_steps).backward()
-            if last_micro:
-                if r.clip_grad:
-                    scaler.unscale_(optimizer)
-                    nn.utils.clip_grad_norm_(core.parameters(), r.clip_grad)
-                scaler.step(optimizer)
-                scaler.update()
-                optimizer.zero_grad(set_to_none=True)
-                global_step += 1
-                scheduler.step_update(global_step)
-                if ema is not None:
-                    ema.update(core, step=global_step)
-            batches_done = i + 1
-            seen += len(images) * d.world
-            loss_sum, loss_n = loss_sum + loss.item(), loss_n + 1
-            lr = optimizer.param_groups[0]["lr"]
-            progress.update(i + 1, loss=loss_sum / loss_n, lr=lr, ips=seen / (time.perf_counter() - t0))
-            if stop.signum is not None or (cfg.max_steps and global_step >= cfg.max_steps):
-                break
-        progress.close()
-        elapsed = time.perf_counter() - t0
-        if stop.signum is not None:
-            save(epoch, batches_done)
+    with StopFlag() as stop:
+        for epoch in range(start_epoch, r.epochs):
+            train_model.train()
+            skip = skip_batches if epoch == start_epoch else 0
+            train_loader.sampler.set_epoch(epoch, skip=skip * local_batch)
+            if skip and ckpt is not None:
+                C.set_rng_state(ckpt["rng"])  # mid-epoch resume: continue the interrupted RNG streams
+            else:
+                C.seed_everything(cfg.seed * 100_003 + epoch * 1009 + d.rank)
+                train_loader.generator.manual_seed(cfg.seed * 100_003 + epoch)
+            progress = Progress(len(train_loader), f"epoch {epoch + 1}/{r.epochs}", enabled=d.main, every=cfg.log_every)
+            t0, seen, loss_sum, loss_n = time.perf_counter(), 0, 0.0, 0
+            batches_done = skip
+            for i, (images, target) in enumerate(train_loader, start=skip):
+                images, target = images.to(device, non_blocking=True), target.to(device, non_blocking=True)
+                if device.type == "cuda" and cfg.channels_last:
+                    images = images.contiguous(memory_format=torch.channels_last)
+                if mixup is not None:
+                    images, target = mixup(images, target)
+                last_micro = (i + 1) % cfg.accum_steps == 0
+                sync = nullcontext() if last_micro or d.world == 1 else train_model.no_sync()
+                with sync, amp_ctx():
+                    loss = total_loss(criterion, train_model(images), target)
+                scaler.scale(loss / cfg.accum_steps).backward()
+                if last_micro:
+                    if r.clip_grad:
+                        scaler.unscale_(optimizer)
+                        nn.utils.clip_grad_norm_(core.parameters(), r.clip_grad)
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer.zero_grad(set_to_none=True)
+                    global_step += 1
+                    scheduler.step_update(global_step)
+                    if ema is not None:
+                        ema.update(core, step=global_step)
+                batches_done = i + 1
+                seen += len(images) * d.world
+                loss_sum, loss_n = loss_sum + loss.item(), loss_n + 1
+                lr = optimizer.param_groups[0]["lr"]
+                progress.update(i + 1, loss=loss_sum / loss_n, lr=lr, ips=seen / (time.perf_counter() - t0))
+                if stop.signum is not None or (cfg.max_steps and global_step >= cfg.max_steps):
+                    break
+            progress.close()
+            elapsed = time.perf_counter() - t0
+            if stop.signum is not None:
+                save(epoch, batches_done)
+                if d.main:
+                    print(f"signal {stop.signum}: saved {out / 'last.pt'} at epoch {epoch + 1}, batch {batches_done}; "
+                          "continue with --resume", file=sys.stderr)
+                _finish(d)
+                sys.exit(128 + stop.signum)
+            val = evaluate(core, val_loader, device, amp_ctx, d)
+            record = {"epoch": epoch + 1, "train_loss": loss_sum / max(loss_n, 1), "val_loss": val["loss"],
+                      "val_top1": val["top1"], "val_top5": val["top5"], "lr": optimizer.param_groups[0]["lr"],
+                      "images_per_s": seen / elapsed, "epoch_time_s": elapsed, "step": global_step}
+            if ema is not None:
+                record["ema_val_top1"] = evaluate(ema.module, val_loader, device, amp_ctx, d)["top1"]
+            history.append(record)
+            finished = cfg.max_steps and global_step >= cfg.max_steps
             if d.main:
-                print(f"signal {stop.signum}: saved {out / 'last.pt'} at epoch {epoch + 1}, batch {batches_done}; "
-                      "continue with --resume", file=sys.stderr)
-            _finish(d)
-            sys.exit(128 + stop.signum)
-        val = evaluate(core, val_loader, device, amp_ctx, d)
-        record = {"epoch": epoch + 1, "train_loss": loss_sum / max(loss_n, 1), "val_loss": val["loss"],
-                  "val_top1": val["top1"], "val_top5": val["top5"], "lr": optimizer.param_groups[0]["lr"],
-                  "images_per_s": seen / elapsed, "epoch_time_s": elapsed, "step": global_step}
-        if ema is not None:
-            record["ema_val_top1"] = evaluate(ema.module, val_loader, device, amp_ctx, d)["top1"]
-        history.append(record)
-        finished = cfg.max_steps and global_step >= cfg.max_steps
-        if d.main:
-            with open(out / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(record) + "\n")
-            if writer is not None:
-                for k, v in record.items():
-                    writer.add_scalar(k, v, epoch + 1)
-            print(f"epoch {epoch + 1}: train_loss {record['train_loss']:.4f}  val_loss {val['loss']:.4f}  "
-                  f"val_top1 {val['top1']:.2f}  val_top5 {val['top5']:.2f}  {record['images_per_s']:.1f} img/s",
-                  file=sys.stderr)
-        if val["top1"] > best:
-            best = val["top1"]
-            save(epoch + 1, 0, "best.pt")
-        save(epoch + 1, 0)
-        final = record
-        if finished:
-            break
+                with open(out / "metrics.jsonl", "a") as f:
+                    f.write(json.dumps(record) + "\n")
+                if writer is not None:
+                    for k, v in record.items():
+                        writer.add_scalar(k, v, epoch + 1)
+                print(f"epoch {epoch + 1}: train_loss {record['train_loss']:.4f}  val_loss {val['loss']:.4f}  "
+                      f"val_top1 {val['top1']:.2f}  val_top5 {val['top5']:.2f}  {record['images_per_s']:.1f} img/s",
+                      file=sys.stderr)
+            if val["top1"] > best:
+                best = val["top1"]
+                save(epoch + 1, 0, "best.pt")
+            save(epoch + 1, 0)
+            final = record
+            if finished:
+                break
     in_sync = _ranks_in_sync(core, d)
     if d.main and history:
         with open(out / "summary.json", "w") as f:
