@@ -4,10 +4,10 @@ Prints images/s for forward (eval, no grad) and forward+backward (train mode), t
 (> 1 means vspec is faster), the machine's measured fp32 matmul GFLOP/s and each model's achieved
 GFLOP/s (forward = 2 x MACs per image from vspec.profile; forward+backward = 3 x that).
 
-The two models run alternately, round after round, so that drifts in the machine's speed hit both;
-each figure is the median over rounds.
+The two models run back to back in every round (order alternating), so that drifts in the machine's
+speed hit both; images/s are medians over rounds, the ratio is the median of the rounds' ratios.
 
-    python benchmarks/models.py [--batch-size 32] [--rounds 7] [--threads N]
+    python benchmarks/models.py [--batch-size 32] [--rounds 15] [--threads N]
 """
 
 import argparse
@@ -43,8 +43,9 @@ def forward_backward(model: torch.nn.Module, x: torch.Tensor) -> None:
     model(x).sum().backward()
 
 
-def race(models: dict[str, torch.nn.Module], step, x: torch.Tensor, rounds: int) -> dict[str, float]:
-    """Median seconds per step of each model, the models alternating within every round."""
+def race(models: dict[str, torch.nn.Module], step, x: torch.Tensor, rounds: int) -> dict[str, list[float]]:
+    """Seconds per step of each model, round after round; within a round the models run back to back
+    (order alternating), so a round's ratio compares them under the same machine conditions."""
     for m in models.values():
         step(m, x)  # warm-up
     times: dict[str, list[float]] = {name: [] for name in models}
@@ -54,13 +55,13 @@ def race(models: dict[str, torch.nn.Module], step, x: torch.Tensor, rounds: int)
             t0 = time.perf_counter()
             step(m, x)
             times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+    return times
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     args = ap.parse_args()
     if args.threads:
@@ -79,16 +80,17 @@ def main() -> None:
           f"torch {torch.__version__}, timm {timm.__version__}")
     print(f"fp32 matmul (2048^3): {peak:.1f} GFLOP/s")
     print(f"deit_tiny: {macs / 1e9:.4f} GMACs per image (fvcore); same weights, max |logit diff| {diff:.1e}")
-    print(f"batch {args.batch_size}, 224 px, median of {args.rounds} alternating rounds")
+    print(f"batch {args.batch_size}, 224 px, {args.rounds} rounds")
     for label, step, train, flop_factor in (("forward", forward, False, 2), ("forward+backward", forward_backward, True, 6)):
         for m in (ref, ours):
             m.train(train)
         t = race({"timm": ref, "vspec": ours}, step, x, args.rounds)
-        ips = {k: args.batch_size / v for k, v in t.items()}
+        ips = {k: args.batch_size / statistics.median(v) for k, v in t.items()}
         gf = {k: v * macs * flop_factor / 1e9 for k, v in ips.items()}
+        ratios = sorted(a / b for a, b in zip(t["timm"], t["vspec"]))  # per round: vspec img/s / timm img/s
         print(f"{label:17s} timm {ips['timm']:7.1f} img/s ({gf['timm']:5.1f} GFLOP/s)  "
               f"vspec {ips['vspec']:7.1f} img/s ({gf['vspec']:5.1f} GFLOP/s)  "
-              f"ratio vspec/timm {ips['vspec'] / ips['timm']:.3f}")
+              f"ratio vspec/timm {statistics.median(ratios):.3f} (median of rounds; range {ratios[0]:.3f}-{ratios[-1]:.3f})")
 
 
 if __name__ == "__main__":
