@@ -1,6 +1,7 @@
 """DHVT: released checkpoints reproduced, released sizes, each part against its equation, every
 ablation row as a spec, and the parts composed with the other kinds."""
 
+import os
 from pathlib import Path
 
 import attrs
@@ -15,7 +16,7 @@ from vspec.convert import from_official
 from vspec.spec import DAFF, MLP, SOPE, Block, GAPHead, HeadTokens, Norm, SecondOrderHead
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "official"
+FIXTURES = Path(os.environ.get("VSPEC_FIXTURES", ROOT.parent / "shared" / "fixtures" / "official"))
 
 # released code: total params (M); MACs without attention matmuls (G, the paper's convention)
 RELEASED = {

@@ -1,5 +1,6 @@
 """SoT: released checkpoints reproduced, released sizes, the head's fusion algebra, composition."""
 
+import os
 from pathlib import Path
 
 import attrs
@@ -23,7 +24,7 @@ from vspec.spec import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "official"
+FIXTURES = Path(os.environ.get("VSPEC_FIXTURES", ROOT.parent / "shared" / "fixtures" / "official"))
 SOT_FIXTURES = ["sot_densenet_sum_fc", "sot_resnet_concat", "sot_inception_aggre_all", "sot_densenet_sum_loss"]
 
 # released code: trainable parameters (M) and MACs of conv + linear layers (G, the paper's convention)
