@@ -21,8 +21,10 @@ class UsageError(Exception):
     """A bad command line."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # argparse prints usage + error; we want one line
+class OneLineParser(argparse.ArgumentParser):
+    """argparse prints usage + error over several lines; vspec's commands report one line."""
+
+    def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: error: {message} (see --help)")
 
 
@@ -39,8 +41,8 @@ def _load(args: argparse.Namespace) -> Model:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = _Parser(prog="vspec", description="Vision-transformer specs: validate, build, profile, show.")
-    sub = top.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    top = OneLineParser(prog="vspec", description="Vision-transformer specs: validate, build, profile, show.")
+    sub = top.add_subparsers(dest="command", required=True, parser_class=OneLineParser, metavar="COMMAND")
 
     b = sub.add_parser("build", help="validate, build and run one forward pass; print a summary",
                        description="Validate and build a spec, run one forward pass on a dummy batch and "

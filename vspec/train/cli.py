@@ -8,17 +8,12 @@ import sys
 import time
 from pathlib import Path
 
+from ..cli import OneLineParser
+from ..cli import UsageError
 from ..spec import SpecError, load_spec, override, parse_assignment
 from .recipes import RECIPES, resolve
 
 
-class UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(f"{self.prog}: error: {message} (see --help)")
 
 
 def _data_args(p: argparse.ArgumentParser) -> None:
@@ -37,7 +32,7 @@ def _data_args(p: argparse.ArgumentParser) -> None:
 
 
 def train_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="train.py", description="Train a vspec spec on a CPU, one GPU, or many under torchrun (DDP). "
+    p = OneLineParser(prog="train.py", description="Train a vspec spec on a CPU, one GPU, or many under torchrun (DDP). "
                 "Writes OUT/last.pt (every epoch and on SIGTERM / SIGINT), OUT/best.pt, OUT/metrics.jsonl and "
                 "OUT/curves.png.")
     p.add_argument("spec", metavar="SPEC", help="spec file (.py / .json / .toml)")
@@ -131,7 +126,7 @@ def train_main(argv=None) -> int:
 
 
 def eval_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="eval.py", description="Evaluate a checkpoint (from tools/train.py or vspec build --out): "
+    p = OneLineParser(prog="eval.py", description="Evaluate a checkpoint (from tools/train.py or vspec build --out): "
                 "top-1 / top-5 and images/s on the validation split.")
     p.add_argument("checkpoint", type=Path, metavar="CHECKPOINT")
     _data_args(p)

@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,6 @@ class TrainConfig:
     synthetic_size: int = 1024
     max_steps: int | None = None  # stop after this many optimizer steps (benchmarks, smoke tests)
     log_every: int = 0  # progress lines when not on a TTY: every N steps (0: ~10 per epoch)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- distributed setup
