@@ -76,21 +76,29 @@ def main() -> None:
         diff = (ref.eval()(x[:2]) - ours.eval()(x[:2])).abs().max().item()
 
     peak = matmul_gflops()
-    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
-          f"torch {torch.__version__}, timm {timm.__version__}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
+        f"torch {torch.__version__}, timm {timm.__version__}"
+    )
     print(f"fp32 matmul (2048^3): {peak:.1f} GFLOP/s")
     print(f"deit_tiny: {macs / 1e9:.4f} GMACs per image (fvcore); same weights, max |logit diff| {diff:.1e}")
     print(f"batch {args.batch_size}, 224 px, {args.rounds} rounds")
-    for label, step, train, flop_factor in (("forward", forward, False, 2), ("forward+backward", forward_backward, True, 6)):
+    for label, step, train, flop_factor in (
+        ("forward", forward, False, 2),
+        ("forward+backward", forward_backward, True, 6),
+    ):
         for m in (ref, ours):
             m.train(train)
         t = race({"timm": ref, "vspec": ours}, step, x, args.rounds)
         ips = {k: args.batch_size / statistics.median(v) for k, v in t.items()}
         gf = {k: v * macs * flop_factor / 1e9 for k, v in ips.items()}
         ratios = sorted(a / b for a, b in zip(t["timm"], t["vspec"]))  # per round: vspec img/s / timm img/s
-        print(f"{label:17s} timm {ips['timm']:7.1f} img/s ({gf['timm']:5.1f} GFLOP/s)  "
-              f"vspec {ips['vspec']:7.1f} img/s ({gf['vspec']:5.1f} GFLOP/s)  "
-              f"ratio vspec/timm {statistics.median(ratios):.3f} (median of rounds; range {ratios[0]:.3f}-{ratios[-1]:.3f})")
+        print(
+            f"{label:17s} timm {ips['timm']:7.1f} img/s ({gf['timm']:5.1f} GFLOP/s)  "
+            f"vspec {ips['vspec']:7.1f} img/s ({gf['vspec']:5.1f} GFLOP/s)  "
+            f"ratio vspec/timm {statistics.median(ratios):.3f} "
+            f"(median of rounds; range {ratios[0]:.3f}-{ratios[-1]:.3f})"
+        )
 
 
 if __name__ == "__main__":

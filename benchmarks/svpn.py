@@ -5,7 +5,8 @@ Times forward + backward of (1) SoT-Tiny's whole head (`specs/sot_tiny.py`'s Sec
 MGCrP projection and cross-covariance, svPN, both classifiers) on 64 x 197 tokens of width 240,
 and (2) each normalisation alone on Q made by `cross_covariance` from random tokens (Q a leaf that
 requires grad). Exact and approximate alternate round after round; each figure is the median over
-rounds of the mean over `--reps` steps. The paper's Table 4c / 4d report whole-network training speed, 110 Hz (svPN) vs 2226 Hz
+rounds of the mean over `--reps` steps. The paper's Table 4c / 4d report whole-network training
+speed, 110 Hz (svPN) vs 2226 Hz
 (approximate svPN) on GPUs, i.e. ~20x; an op-level ratio is not the same number.
 
     python benchmarks/svpn.py [--rounds 15] [--reps 10] [--threads N] [--device cpu|cuda] [--dtype float32]
@@ -64,37 +65,50 @@ def main() -> None:
     q = make_q(device, dtype)
     grad_out = torch.randn(q.shape, generator=torch.Generator().manual_seed(1), dtype=dtype).to(device)
     spec = vspec.load_spec(Path(__file__).resolve().parents[1] / "specs/sot_tiny.py")
-    heads = {method: build_component(s.head, context(s)).to(device, dtype)
-             for method, s in (("approx", spec), ("exact", vspec.override(spec, {"head.norm.method": "exact"})))}
+    heads = {
+        method: build_component(s.head, context(s)).to(device, dtype)
+        for method, s in (("approx", spec), ("exact", vspec.override(spec, {"head.norm.method": "exact"})))
+    }
     tokens = torch.randn(BATCH, 197, spec.dim, generator=torch.Generator().manual_seed(2), dtype=dtype).to(device)
 
     def op_step(fn):
         def step() -> None:
             q.grad = None
             fn().backward(grad_out)
+
         return step
 
     def head_step(head):
         def step() -> None:
             head.zero_grad(set_to_none=True)
             head(tokens).sum().backward()
+
         return step
 
     groups = {
         "SoT-Tiny head, forward+backward": {"exact": head_step(heads["exact"]), "approx": head_step(heads["approx"])},
-        "svPN alone, forward+backward": {"exact": op_step(lambda: svpn_exact(q, 0.5)),
-                                         "approx": op_step(lambda: svpn_approx(q, 0.5, num_sv=1, iters=1))},
+        "svPN alone, forward+backward": {
+            "exact": op_step(lambda: svpn_exact(q, 0.5)),
+            "approx": op_step(lambda: svpn_approx(q, 0.5, num_sv=1, iters=1)),
+        },
     }
     medians = {group: race(steps, args.rounds, args.reps, sync) for group, steps in groups.items()}
 
-    where = (torch.cuda.get_device_name(device) if device.type == "cuda"
-             else f"{cpu_name()}, torch threads {torch.get_num_threads()}")
+    where = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"{cpu_name()}, torch threads {torch.get_num_threads()}"
+    )
     print(f"torch {torch.__version__}, {where}, {args.dtype}")
-    print(f"batch {BATCH}, {HEADS} heads, 14 x 14; median of {args.rounds} rounds x {args.reps} steps; "
-          "exact = SVD (Eq. 5), approx = 1 singular value, 1 iteration (Eq. 8, released form)")
+    print(
+        f"batch {BATCH}, {HEADS} heads, 14 x 14; median of {args.rounds} rounds x {args.reps} steps; "
+        "exact = SVD (Eq. 5), approx = 1 singular value, 1 iteration (Eq. 8, released form)"
+    )
     for group, ms in medians.items():
-        print(f"  {group:34s} exact {ms['exact']:8.3f} ms  approx {ms['approx']:8.3f} ms  "
-              f"ratio {ms['exact'] / ms['approx']:5.1f}x")
+        print(
+            f"  {group:34s} exact {ms['exact']:8.3f} ms  approx {ms['approx']:8.3f} ms  "
+            f"ratio {ms['exact'] / ms['approx']:5.1f}x"
+        )
     print("  (paper, whole-network training speed on GPUs, Table 4c: 2226 / 110 Hz ~ 20x)")
 
 
@@ -114,6 +128,7 @@ def race(steps: dict, rounds: int, reps: int, sync) -> dict[str, float]:
             sync()
             times[name].append((time.perf_counter() - t0) / reps)
     return {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
+
 
 if __name__ == "__main__":
     main()

@@ -4,5 +4,7 @@ from pathlib import Path
 
 from vspec.spec import load_spec, override
 
-SPEC = override(load_spec(Path(__file__).with_name("dhvt_tiny_cifar_p4.py")),
-                {"img_size": 224, "embedder.patch_size": 16, "num_classes": 1000, "dim": 384, "block.attention.heads": 6})
+SPEC = override(
+    load_spec(Path(__file__).with_name("dhvt_tiny_cifar_p4.py")),
+    {"img_size": 224, "embedder.patch_size": 16, "num_classes": 1000, "dim": 384, "block.attention.heads": 6},
+)

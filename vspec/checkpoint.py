@@ -28,7 +28,9 @@ def load_checkpoint(path: str | Path) -> dict:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - any unreadable file is reported the same way
-        raise SpecError("", f"{path}: not a readable checkpoint ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+        raise SpecError(
+            "", f"{path}: not a readable checkpoint ({type(e).__name__}: {str(e).splitlines()[0]})"
+        ) from None
     if not isinstance(ckpt, dict) or "spec" not in ckpt or "state_dict" not in ckpt:
         raise SpecError("", f"{path}: not a vspec checkpoint (needs 'spec' and 'state_dict' entries)")
     return ckpt

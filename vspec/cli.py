@@ -49,7 +49,8 @@ def parser() -> argparse.ArgumentParser:
                                    "print per-component parameters and the output shape.")
     _spec_args(b)
     b.add_argument("--json", action="store_true", help="print the (overridden) spec as JSON instead of the summary")
-    b.add_argument("--out", metavar="FILE", help="write a checkpoint (spec JSON + weights); reload with vspec.load(FILE)")
+    b.add_argument("--out", metavar="FILE",
+                   help="write a checkpoint (spec JSON + weights); reload with vspec.load(FILE)")
     b.add_argument("--batch-size", type=int, default=1, metavar="N", help="dummy batch size (default 1)")
 
     p = sub.add_parser("profile", help="parameters and MACs per component",

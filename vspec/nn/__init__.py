@@ -11,6 +11,27 @@ from .model import VisionTransformer
 from .second_order import EPN, GCP, MGCrP, GAPPool, LearnableScale, NoNorm, ReprLayerNorm, SecondOrderHead, SvPN
 from .sot_embed import SoTEmbed
 
-__all__ = ["DAFF", "SOPE", "HeadTokens", "EPN", "GCP", "GAPPool", "LearnableScale", "MGCrP", "NoNorm", "ReprLayerNorm", "SecondOrderHead",
-           "SoTEmbed", "SvPN", "MHSA", "MLP", "Block", "BuildContext", "ClassTokenHead", "GAPHead", "PatchEmbed",
-           "SimplePatchEmbed", "VisionTransformer"]
+__all__ = [
+    "DAFF",
+    "SOPE",
+    "HeadTokens",
+    "EPN",
+    "GCP",
+    "GAPPool",
+    "LearnableScale",
+    "MGCrP",
+    "NoNorm",
+    "ReprLayerNorm",
+    "SecondOrderHead",
+    "SoTEmbed",
+    "SvPN",
+    "MHSA",
+    "MLP",
+    "Block",
+    "BuildContext",
+    "ClassTokenHead",
+    "GAPHead",
+    "PatchEmbed",
+    "SimplePatchEmbed",
+    "VisionTransformer",
+]

@@ -11,8 +11,9 @@ from torch import nn
 class BuildContext:
     """Context values for building one component.
 
-    dim: token width. in_chans: image channels. grid: (height, width) of the patch-token grid, for components that work on
-    the image layout of the tokens. num_prefix_tokens: tokens before the patch tokens (class token).
+    dim: token width. in_chans: image channels. grid: (height, width) of the patch-token grid, for
+    components that work on the image layout of the tokens. num_prefix_tokens: tokens before the
+    patch tokens (class token).
     index / depth: position of the block being built. drop_path: this block's stochastic-depth rate.
     num_classes: classifier width (heads). build: the compiler, to build child component specs.
     in_shape: per-sample shape of what the component receives when that is not tokens (a head's

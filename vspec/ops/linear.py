@@ -27,9 +27,16 @@ ACTIVATIONS = {
 
 
 def _onednn_ok(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    return (_ONEDNN is not None and not torch.jit.is_tracing() and not torch.compiler.is_compiling()
-            and x.device.type == "cpu" and x.dtype == torch.float32
-            and weight.dtype == torch.float32 and x.ndim >= 2 and x.numel() > 0)
+    return (
+        _ONEDNN is not None
+        and not torch.jit.is_tracing()
+        and not torch.compiler.is_compiling()
+        and x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and weight.dtype == torch.float32
+        and x.ndim >= 2
+        and x.numel() > 0
+    )
 
 
 class _BiasFusedLinear(torch.autograd.Function):
@@ -55,14 +62,17 @@ class _BiasFusedLinear(torch.autograd.Function):
         return dx, dw, db
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, act: str | None = None) -> torch.Tensor:
+def linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, act: str | None = None
+) -> torch.Tensor:
     """act(x W^T + b); `act` is None or a key of ACTIVATIONS."""
     post_op, algorithm, act_fn = ACTIVATIONS[act]
     if not _onednn_ok(x, weight):
         y = F.linear(x, weight, bias)
         return y if act_fn is None else act_fn(y)
-    if not torch.is_grad_enabled() or not (x.requires_grad or weight.requires_grad
-                                           or (bias is not None and bias.requires_grad)):
+    if not torch.is_grad_enabled() or not (
+        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+    ):
         return _ONEDNN(x, weight, bias, post_op, [], algorithm)
     y = _BiasFusedLinear.apply(x, weight, bias)
     return y if act_fn is None else act_fn(y)

@@ -32,7 +32,6 @@ class SimplePatchEmbed:
         return (img_size[0] // self.patch_size, img_size[1] // self.patch_size)
 
 
-
 @frozen
 class SoTEmbed:
     """SoT's convolutional token embedding (supplement A): a stem (3x3 conv, 3x3 max-pool stride 2),
@@ -44,7 +43,8 @@ class SoTEmbed:
 
     kind: ClassVar[str] = "sot_conv"
     block: Literal["dense", "resnet", "inception", "nonlocal"] = field(
-        default="dense", validator=check(str, choices=("dense", "resnet", "inception", "nonlocal")))
+        default="dense", validator=check(str, choices=("dense", "resnet", "inception", "nonlocal"))
+    )
     stem_dim: int = field(default=64, validator=check(int, ge=1))
     downsample_last: bool = field(default=True, validator=check(bool))
 
@@ -55,7 +55,6 @@ class SoTEmbed:
 
     def grid(self, img_size: tuple[int, int]) -> tuple[int, int]:
         return (img_size[0] // self.patch_size, img_size[1] // self.patch_size)
-
 
 
 @frozen
@@ -71,7 +70,9 @@ class SOPE:
     patch_size: int = field(default=16, validator=check(int, choices=(2, 4, 8, 16)))
     pre_affine: bool = field(default=True, validator=check(bool))
     post_affine: bool = field(default=True, validator=check(bool))
-    norm: Literal["batchnorm", "layernorm"] = field(default="batchnorm", validator=check(str, choices=("batchnorm", "layernorm")))
+    norm: Literal["batchnorm", "layernorm"] = field(
+        default="batchnorm", validator=check(str, choices=("batchnorm", "layernorm"))
+    )
     act: Literal["released", "every"] = field(default="released", validator=check(str, choices=("released", "every")))
 
     @property

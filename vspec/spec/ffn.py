@@ -24,7 +24,6 @@ class MLP:
         return self.hidden or int(dim * self.ratio)
 
 
-
 @frozen
 class DAFF:
     """DHVT's dynamic aggregation feed-forward (Eq. 4-5, Fig. 2, appendix A.1), on the token grid.
@@ -41,19 +40,27 @@ class DAFF:
     hidden: int | None = field(default=None, validator=check(int, ge=1, optional=True))
     ratio: float = field(default=4.0, validator=check(float, gt=0))
     kernel: int = field(default=3, validator=check(int, ge=1))
-    spatial: Literal["dwconv", "avgpool", "none"] = field(default="dwconv", validator=check(str, choices=("dwconv", "avgpool", "none")))
+    spatial: Literal["dwconv", "avgpool", "none"] = field(
+        default="dwconv", validator=check(str, choices=("dwconv", "avgpool", "none"))
+    )
     shortcut: bool = field(default=True, validator=check(bool))
-    cls: Literal["reweight", "identity", "all"] = field(default="reweight", validator=check(str, choices=("reweight", "identity", "all")))
+    cls: Literal["reweight", "identity", "all"] = field(
+        default="reweight", validator=check(str, choices=("reweight", "identity", "all"))
+    )
     split_cls: bool = field(default=True, validator=check(bool))
-    norm: Literal["batchnorm", "layernorm", "none"] = field(default="batchnorm", validator=check(str, choices=("batchnorm", "layernorm", "none")))
+    norm: Literal["batchnorm", "layernorm", "none"] = field(
+        default="batchnorm", validator=check(str, choices=("batchnorm", "layernorm", "none"))
+    )
     se_reduction: int = field(default=4, validator=check(int, ge=1))
 
     def __attrs_post_init__(self):
         if self.kernel % 2 == 0:
             raise SpecError("DAFF.kernel", f"must be odd (same padding), got {self.kernel}")
         if not self.split_cls and (self.spatial != "none" or self.cls != "identity"):
-            raise SpecError("DAFF.split_cls", "false needs spatial = none and cls = identity "
-                            "(the class token has no place on the grid)")
+            raise SpecError(
+                "DAFF.split_cls",
+                "false needs spatial = none and cls = identity (the class token has no place on the grid)",
+            )
 
     def hidden_dim(self, dim: int) -> int:
         return self.hidden or int(dim * self.ratio)

@@ -30,7 +30,9 @@ def load_spec(path: str | Path) -> Model:
         except SpecError:
             raise
         except Exception as e:  # noqa: BLE001 - report a broken spec file in one line
-            line = next((f.lineno for f in reversed(traceback.extract_tb(e.__traceback__)) if f.filename == str(path)), "?")
+            line = next(
+                (f.lineno for f in reversed(traceback.extract_tb(e.__traceback__)) if f.filename == str(path)), "?"
+            )
             raise SpecError("", f"{path}, line {line}: {type(e).__name__}: {e}") from None
         if not isinstance(spec, Model):
             raise SpecError("", f"{path}: must define SPEC = Model(...), got {type(spec).__name__}")
@@ -105,7 +107,8 @@ def override(spec: Model, assignments: Mapping[str, Any]) -> Model:
     """Apply dotted assignments, e.g. `{"block.attention.heads": 6}`, type-checked like a spec file.
 
     A repeated block (`block` is one Block) is addressed as `block.x`; a listed stack as `block.3.x`.
-    Setting `....kind` switches a component and keeps the fields the new kind shares where their values fit it (the others take the new kind's defaults).
+    Setting `....kind` switches a component and keeps the fields the new kind shares where their
+    values fit it (the others take the new kind's defaults).
     """
     tree = to_dict(spec)
     for key, value in assignments.items():

@@ -68,8 +68,9 @@ class Model:
     """
 
     embedder: Embedder = field(default=PatchEmbed(), validator=one_of(*ROLES["embedder"]))
-    block: Block | tuple[Block, ...] = field(default=Block(), converter=lambda v: tuple(v) if isinstance(v, list) else v,
-                                             validator=_check_blocks)
+    block: Block | tuple[Block, ...] = field(
+        default=Block(), converter=lambda v: tuple(v) if isinstance(v, list) else v, validator=_check_blocks
+    )
     depth: int = field(default=12, validator=check(int, ge=1))
     dim: int = field(default=768, validator=check(int, ge=1))
     num_classes: int = field(default=1000, validator=check(int, ge=0))
@@ -77,7 +78,8 @@ class Model:
     in_chans: int = field(default=3, validator=check(int, ge=1))
     class_token: bool = field(default=True, validator=check(bool))
     pos_embed: Literal["none", "learned", "sincos1d", "sincos2d"] = field(
-        default="learned", validator=check(str, choices=POS_EMBEDS))
+        default="learned", validator=check(str, choices=POS_EMBEDS)
+    )
     final_norm: bool = field(default=True, validator=check(bool))
     head: ClassTokenHead | GAPHead | SecondOrderHead = field(default=ClassTokenHead(), validator=one_of(*ROLES["head"]))
     drop_path: float = field(default=0.0, validator=check(float, ge=0, lt=1))
@@ -96,8 +98,11 @@ class Model:
                 raise SpecError(join(path, "ffn.ratio"), f"{block.ffn.ratio} x dim {self.dim} leaves no hidden unit")
             heads = block.attention.heads
             if (block.attention.head_dim is None or block.head_tokens is not None) and self.dim % heads:
-                raise SpecError(join(path, "attention.heads"), f"{heads} does not divide dim {self.dim} "
-                                "(set attention.head_dim to use an inner width other than dim)")
+                raise SpecError(
+                    join(path, "attention.heads"),
+                    f"{heads} does not divide dim {self.dim} "
+                    "(set attention.head_dim to use an inner width other than dim)",
+                )
         if self.head.needs_class_token and not self.class_token:
             raise SpecError("head", f"the {self.head.kind} head{_fusion(self.head)} needs class_token = true")
         if self.pos_embed == "sincos2d" and self.dim % 4:

@@ -40,7 +40,8 @@ class MGCrP:
     m: int = field(default=14, validator=check(int, ge=1))
     n: int = field(default=14, validator=check(int, ge=1))
     centering: Literal["none", "scalar", "channel"] = field(
-        default="scalar", validator=check(str, choices=("none", "scalar", "channel")))
+        default="scalar", validator=check(str, choices=("none", "scalar", "channel"))
+    )
 
 
 Pool = GAPPool | GCP | MGCrP
@@ -62,7 +63,9 @@ class SvPN:
     method: Literal["approx", "exact"] = field(default="approx", validator=check(str, choices=("approx", "exact")))
     num_sv: int = field(default=1, validator=check(int, ge=1))
     iters: int = field(default=1, validator=check(int, ge=1))
-    start: Literal["learnable", "fixed"] = field(default="learnable", validator=check(str, choices=("learnable", "fixed")))
+    start: Literal["learnable", "fixed"] = field(
+        default="learnable", validator=check(str, choices=("learnable", "fixed"))
+    )
     eps: float = field(default=1e-5, validator=check(float, ge=0))
 
 
@@ -121,8 +124,10 @@ class SecondOrderHead:
             if not isinstance(self.pool, MGCrP):
                 raise SpecError("SecondOrderHead.norm", "svpn normalises a matrix: it needs the mgcrp pool")
             if self.norm.num_sv > min(self.pool.m, self.pool.n):
-                raise SpecError("SecondOrderHead.norm.num_sv",
-                                f"{self.norm.num_sv} exceeds min(m, n) = {min(self.pool.m, self.pool.n)}")
+                raise SpecError(
+                    "SecondOrderHead.norm.num_sv",
+                    f"{self.norm.num_sv} exceeds min(m, n) = {min(self.pool.m, self.pool.n)}",
+                )
 
     @property
     def needs_class_token(self) -> bool:

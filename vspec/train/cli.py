@@ -32,7 +32,8 @@ def _data_args(p: argparse.ArgumentParser) -> None:
 
 
 def train_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="train.py", description="Train a vspec spec on a CPU, one GPU, or many under torchrun (DDP). "
+    p = OneLineParser(prog="train.py", description="Train a vspec spec on a CPU, one GPU, or many under torchrun "
+                      "(DDP). "
                 "Writes OUT/last.pt (every epoch and on SIGTERM / SIGINT), OUT/best.pt, OUT/metrics.jsonl and "
                 "OUT/curves.png.")
     p.add_argument("spec", metavar="SPEC", help="spec file (.py / .json / .toml)")
@@ -71,7 +72,8 @@ def train_parser() -> argparse.ArgumentParser:
 
 def _positive(name: str, value, allow_zero: bool = False) -> None:
     if value is not None and (value < 0 or (value == 0 and not allow_zero)):
-        raise UsageError(f"train.py: error: --{name.replace('_', '-')} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+        rule = ">= 0" if allow_zero else "> 0"
+        raise UsageError(f"train.py: error: --{name.replace('_', '-')} must be {rule}, got {value}")
 
 
 def config_from_args(args: argparse.Namespace):

@@ -198,7 +198,8 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
     model = build(spec).to(device)
     if device.type == "cuda" and cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    if d.world > 1 and device.type == "cuda" and any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+    has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+    if d.world > 1 and device.type == "cuda" and has_bn:
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     core = model
 
@@ -208,7 +209,8 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
 
     optimizer = create_optimizer_v2(core, "adamw", lr=r.lr, weight_decay=r.weight_decay)
     total_steps = r.epochs * steps_per_epoch
-    scheduler = CosineLRScheduler(optimizer, t_initial=total_steps, lr_min=r.min_lr, warmup_t=r.warmup_epochs * steps_per_epoch,
+    scheduler = CosineLRScheduler(optimizer, t_initial=total_steps, lr_min=r.min_lr,
+                                  warmup_t=r.warmup_epochs * steps_per_epoch,
                                   warmup_lr_init=r.warmup_lr, t_in_epochs=False)
     ema = ModelEmaV3(core, decay=r.ema_decay) if r.ema_decay else None
     amp = cfg.amp if cfg.amp != "auto" else ("bf16" if device.type == "cuda" else "none")
@@ -234,8 +236,10 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
         start_epoch, skip_batches = ckpt["epoch"], ckpt["batches_done"]
         global_step, history, best = ckpt["global_step"], ckpt["metrics"], ckpt["best_top1"]
 
-    train_model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
-        if d.world > 1 else model
+    train_model = model
+    if d.world > 1:
+        ids = [device.index] if device.type == "cuda" else None
+        train_model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
     if cfg.compile:
         train_model = torch.compile(train_model)
 
