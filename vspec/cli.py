@@ -93,7 +93,8 @@ def _count(n: int, times: int, fmt=lambda v: f"{v:,}") -> str:
     return f"{times} x {fmt(n)}" if times > 1 else fmt(n)
 
 
-def _table(rows: list[list[str]]) -> str:
+def format_table(rows: list[list[str]]) -> str:
+    """Columns padded to their widest cell: the first left-aligned, the others right-aligned."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
                      for r in rows)
@@ -146,7 +147,7 @@ def cmd_build(args: argparse.Namespace) -> None:
         rows.append([name, _count(n, times)])
     print(f"{args.path}: {type(model).__name__}, depth {spec.depth}, dim {spec.dim}, "
           f"{spec.num_classes} classes, {spec.img_size[0]}x{spec.img_size[1]} input")
-    print(_table(rows))
+    print(format_table(rows))
     print(f"total: {total:,} parameters ({trainable:,} trainable, {weights:,} in weight matrices)")
     print(f"forward {tuple(x.shape)} -> {tuple(y.shape)}: finite={bool(torch.isfinite(y).all())}, "
           f"{elapsed:.2f} s to build and run")
@@ -169,7 +170,7 @@ def cmd_profile(args: argparse.Namespace) -> None:
     rows.append(["total", f"{prof.params:,}", _si(prof.macs)])
     print(f"{args.path} at {prof.input_size[0]}x{prof.input_size[1]}, batch 1 "
           "(MACs: multiply-adds, FLOPs = 2 x MACs; attention matmuls and norms counted)")
-    print(_table(rows))
+    print(format_table(rows))
     print(f"params: {prof.params:,} total, {prof.params_trainable:,} trainable, "
           f"{prof.params_weights:,} in weight matrices (ndim >= 2)")
     print("by op: " + ", ".join(f"{op} {_si(v)}" for op, v in sorted(prof.by_op.items(), key=lambda kv: -kv[1])))

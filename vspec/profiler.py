@@ -245,18 +245,20 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
     """
     if input_size is not None and input_size != spec.img_size:
         spec = attrs.evolve(spec, img_size=input_size)  # re-validated: the patch must divide it
-    model = build(spec, device="meta")
+    if meta is not False:  # the meta build costs no memory and decides the path
+        model = build(spec, device="meta")
+        meta = meta or count_params(model)[0] > meta_above
+    if not meta:
+        torch.manual_seed(0)
+        model = build(spec)
     total, trainable, weights, per_params = count_params(model)
-    if meta is None:
-        meta = total > meta_above
+    model.eval()
     x_shape = (1, spec.in_chans, *spec.img_size)
     if meta:
-        macs, by_module, by_op = _count_torch(model.eval(), torch.empty(x_shape, device="meta"))
+        macs, by_module, by_op = _count_torch(model, torch.empty(x_shape, device="meta"))
         unsupported: list[str] = []
         counter, cross = "torch.utils.flop_counter.FlopCounterMode (meta device)", None
     else:
-        torch.manual_seed(0)
-        model = build(spec).eval()
         x = torch.randn(x_shape)
         macs, by_module, by_op, unsupported = _count_fvcore(model, x)
         counter = "fvcore.nn.FlopCountAnalysis"
