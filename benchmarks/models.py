@@ -1,4 +1,5 @@
-"""vspec deit_tiny against timm vit_tiny_patch16_224 with the same weights, on the CPU.
+"""vspec presets against their timm twins with the same weights, on the CPU: deit_tiny against
+vit_tiny_patch16_224 and swin_tiny against swin_tiny_patch4_window7_224.
 
 Prints images/s for forward (eval, no grad) and forward+backward (train mode), the vspec/timm ratio
 (> 1 means vspec is faster), the machine's measured fp32 matmul GFLOP/s and each model's achieved
@@ -7,13 +8,14 @@ GFLOP/s (forward = 2 x MACs per image from vspec.profile; forward+backward = 3 x
 The two models run back to back in every round (order alternating), so that drifts in the machine's
 speed hit both; images/s are medians over rounds, the ratio is the median of the rounds' ratios.
 
-    python benchmarks/models.py [--batch-size 32] [--rounds 15] [--threads N]
+    python benchmarks/models.py [--models deit_tiny swin_tiny] [--batch-size N] [--rounds 15] [--threads N]
 """
 
 import argparse
 import platform
 import statistics
 import time
+from pathlib import Path
 
 import timm
 import torch
@@ -21,7 +23,9 @@ import torch
 import vspec
 from vspec.convert import from_timm
 
-ROOT_SPEC = "specs/deit_tiny.py"
+ROOT = Path(__file__).resolve().parents[1]
+# vspec preset -> (timm model, default batch size)
+PAIRS = {"deit_tiny": ("vit_tiny_patch16_224", 32), "swin_tiny": ("swin_tiny_patch4_window7_224", 16)}
 
 
 def matmul_gflops(n: int = 2048, reps: int = 10) -> float:
@@ -58,47 +62,53 @@ def race(models: dict[str, torch.nn.Module], step, x: torch.Tensor, rounds: int)
     return times
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+def compare(name: str, batch_size: int, rounds: int) -> None:
+    timm_name, default_batch = PAIRS[name]
+    batch = batch_size or default_batch
     torch.manual_seed(0)
-    spec = vspec.load_spec(ROOT_SPEC)
-    ref = timm.create_model("vit_tiny_patch16_224", pretrained=False)
+    spec = vspec.load_spec(ROOT / f"specs/{name}.py")
+    ref = timm.create_model(timm_name, pretrained=False)
     ours = from_timm(ref, spec)
     macs = vspec.profile(spec, crosscheck=False).macs
-    x = torch.randn(args.batch_size, 3, 224, 224)
+    x = torch.randn(batch, 3, 224, 224)
     with torch.no_grad():
         diff = (ref.eval()(x[:2]) - ours.eval()(x[:2])).abs().max().item()
-
-    peak = matmul_gflops()
-    print(
-        f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
-        f"torch {torch.__version__}, timm {timm.__version__}"
-    )
-    print(f"fp32 matmul (2048^3): {peak:.1f} GFLOP/s")
-    print(f"deit_tiny: {macs / 1e9:.4f} GMACs per image (fvcore); same weights, max |logit diff| {diff:.1e}")
-    print(f"batch {args.batch_size}, 224 px, {args.rounds} rounds")
+    print(f"{name} vs timm {timm_name}: {macs / 1e9:.4f} GMACs per image (fvcore); same weights, "
+          f"max |logit diff| {diff:.1e}; batch {batch}, 224 px, {rounds} rounds")
     for label, step, train, flop_factor in (
         ("forward", forward, False, 2),
         ("forward+backward", forward_backward, True, 6),
     ):
         for m in (ref, ours):
             m.train(train)
-        t = race({"timm": ref, "vspec": ours}, step, x, args.rounds)
-        ips = {k: args.batch_size / statistics.median(v) for k, v in t.items()}
+        t = race({"timm": ref, "vspec": ours}, step, x, rounds)
+        ips = {k: batch / statistics.median(v) for k, v in t.items()}
         gf = {k: v * macs * flop_factor / 1e9 for k, v in ips.items()}
         ratios = sorted(a / b for a, b in zip(t["timm"], t["vspec"]))  # per round: vspec img/s / timm img/s
         print(
-            f"{label:17s} timm {ips['timm']:7.1f} img/s ({gf['timm']:5.1f} GFLOP/s)  "
+            f"  {label:17s} timm {ips['timm']:7.1f} img/s ({gf['timm']:5.1f} GFLOP/s)  "
             f"vspec {ips['vspec']:7.1f} img/s ({gf['vspec']:5.1f} GFLOP/s)  "
             f"ratio vspec/timm {statistics.median(ratios):.3f} "
             f"(median of rounds; range {ratios[0]:.3f}-{ratios[-1]:.3f})"
         )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("--models", nargs="+", choices=sorted(PAIRS), default=list(PAIRS))
+    ap.add_argument("--batch-size", type=int, default=0, help="default: 32 for deit_tiny, 16 for swin_tiny")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
+        f"torch {torch.__version__}, timm {timm.__version__}"
+    )
+    print(f"fp32 matmul (2048^3): {matmul_gflops():.1f} GFLOP/s")
+    for name in args.models:
+        compare(name, args.batch_size, args.rounds)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,10 @@ from vspec.spec import (
     Model,
     Norm,
     PatchEmbed,
+    PatchMerging,
     SimplePatchEmbed,
+    Stage,
+    WindowMHSA,
     to_dict,
 )
 
@@ -45,14 +48,24 @@ def drops() -> st.SearchStrategy[float]:
 
 
 def norms() -> st.SearchStrategy[Norm]:
-    return st.builds(Norm, kind=st.sampled_from(("layernorm", "none")), eps=small_floats(1e-7, 1e-2))
+    return st.builds(Norm, kind=st.sampled_from(("layernorm", "batchnorm", "none")), eps=small_floats(1e-7, 1e-2))
 
 
 def embedders(patch_size: int) -> st.SearchStrategy[PatchEmbed | SimplePatchEmbed]:
     return st.one_of(
-        st.builds(PatchEmbed, patch_size=st.just(patch_size), bias=st.booleans()),
+        st.builds(PatchEmbed, patch_size=st.just(patch_size), bias=st.booleans(), norm=st.one_of(st.none(), norms())),
         st.builds(SimplePatchEmbed, patch_size=st.just(patch_size), norm=norms()),
     )
+
+
+@st.composite
+def window_attentions(draw, dim: int, grid: tuple[int, int]) -> WindowMHSA:
+    """Window sizes whose window, clamped to the grid, divides it (larger than the grid included)."""
+    windows = [w for w in range(1, max(grid) + 2) if all(g % min(w, g) == 0 for g in grid)]
+    a = draw(attentions(dim))
+    return WindowMHSA(heads=a.heads, window=draw(st.sampled_from(windows)), shift=draw(st.booleans()),
+                      head_dim=a.head_dim, qkv_bias=a.qkv_bias, proj_bias=a.proj_bias, scale=a.scale,
+                      attn_drop=a.attn_drop, proj_drop=a.proj_drop)
 
 
 @st.composite
@@ -84,17 +97,57 @@ def ffns(draw, dim: int) -> MLP:
 
 
 @st.composite
-def blocks(draw, dim: int) -> Block:
+def blocks(draw, dim: int, grid: tuple[int, int] | None = None) -> Block:
+    """A block; with the token `grid` of a body without class token, its attention may be windowed."""
+    windowed = grid is not None and draw(st.booleans())
     return Block(
-        attention=draw(attentions(dim)),
+        attention=draw(window_attentions(dim, grid) if windowed else attentions(dim)),
         ffn=draw(ffns(dim)),
         norm=draw(norms()),
         layer_scale=draw(st.one_of(st.none(), small_floats(1e-5, 1.0))),
     )
 
 
+def stacks(dim: int, depth: int, grid: tuple[int, int] | None = None):
+    """One block repeated, or an explicit heterogeneous stack of `depth` different blocks."""
+    return st.one_of(blocks(dim, grid), st.lists(blocks(dim, grid), min_size=depth, max_size=depth, unique=True)
+                     .map(tuple))
+
+
+@st.composite
+def hierarchical_models(draw) -> Model:
+    """2-3 stages joined by patch merging (no class token), window or global attention in any stage."""
+    n_stages = draw(st.integers(2, 3))
+    patch = draw(st.integers(1, 4))
+    grid = (draw(st.integers(1, 2)) * 2 ** (n_stages - 1), draw(st.integers(1, 2)) * 2 ** (n_stages - 1))
+    pos_embed = draw(st.sampled_from(POS_EMBEDS))
+    img_size = (patch * grid[0], patch * grid[1])
+    stages = []
+    for i in range(n_stages):
+        dim = 4 * draw(st.integers(1, 6)) if i == 0 and pos_embed.startswith("sincos") else draw(st.integers(2, 24))
+        depth = draw(st.integers(1, 3))
+        entry = PatchMerging(norm=draw(norms()), bias=draw(st.booleans())) if i else None
+        stages.append(Stage(depth=depth, dim=dim, block=draw(stacks(dim, depth, grid)), entry=entry))
+        grid = (grid[0] // 2, grid[1] // 2)
+    head = GAPHead(norm=draw(st.one_of(st.none(), norms())), drop=draw(drops()))
+    return Model(embedder=draw(embedders(patch)), stages=stages, img_size=img_size, class_token=False,
+                 pos_embed=pos_embed, head=head, **draw(model_options()))
+
+
+def model_options() -> st.SearchStrategy[dict[str, Any]]:
+    """The fields of a model that any body takes."""
+    return st.fixed_dictionaries(dict(
+        num_classes=st.integers(1, 10), in_chans=st.integers(1, 3), final_norm=st.booleans(),
+        drop_path=st.one_of(st.just(0.0), st.floats(0.0, 0.3, exclude_max=True)),
+        init=st.sampled_from(("timm", "torch")),
+    ))
+
+
 @st.composite
 def valid_models(draw) -> Model:
+    """Small valid models: one stage (the isotropic ViT family) or, one time in three, several stages."""
+    if draw(st.integers(0, 2)) == 0:
+        return draw(hierarchical_models())
     pos_embed = draw(st.sampled_from(POS_EMBEDS))
     if pos_embed == "sincos2d":
         dim = 4 * draw(st.integers(1, 12))
@@ -103,10 +156,7 @@ def valid_models(draw) -> Model:
     else:
         dim = draw(st.integers(2, 48))
     depth = draw(st.integers(1, 3))
-    if draw(st.booleans()):
-        block: Block | tuple[Block, ...] = draw(blocks(dim))
-    else:  # an explicit heterogeneous stack of `depth` different blocks
-        block = tuple(draw(st.lists(blocks(dim), min_size=depth, max_size=depth, unique=True)))
+    block = draw(stacks(dim, depth))
     patch = draw(st.integers(1, 8))
     gh, gw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
     img_size: int | tuple[int, int] = (patch * gh, patch * gw)
@@ -117,21 +167,8 @@ def valid_models(draw) -> Model:
         head: ClassTokenHead | GAPHead = ClassTokenHead(drop=draw(drops()))
     else:
         head = GAPHead(norm=draw(st.one_of(st.none(), norms())), drop=draw(drops()))
-    return Model(
-        embedder=draw(embedders(patch)),
-        block=block,
-        depth=depth,
-        dim=dim,
-        num_classes=draw(st.integers(1, 10)),
-        img_size=img_size,
-        in_chans=draw(st.integers(1, 3)),
-        class_token=class_token,
-        pos_embed=pos_embed,
-        final_norm=draw(st.booleans()),
-        head=head,
-        drop_path=draw(st.one_of(st.just(0.0), st.floats(0.0, 0.3, exclude_max=True))),
-        init=draw(st.sampled_from(("timm", "torch"))),
-    )
+    return Model(embedder=draw(embedders(patch)), block=block, depth=depth, dim=dim, img_size=img_size,
+                 class_token=class_token, pos_embed=pos_embed, head=head, **draw(model_options()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,23 +207,28 @@ def apply_changes(data: dict[str, Any], changes: list[tuple[str, Any]]) -> dict[
 
 @st.composite
 def breakages(draw, spec: Model) -> tuple[list[tuple[str, Any]], str]:
-    """One way to break `spec`: (changes, expected error path). Each change is (dotted key, value)."""
-    if isinstance(spec.block, tuple):
-        i = draw(st.integers(0, len(spec.block) - 1))
-        bp, blk = f"block.{i}", spec.block[i]
+    """One way to break `spec`: (changes, expected error path). Each change is (dotted key, value).
+    A one-stage model's stage fields sit at the root (block, depth, dim), a hierarchical one's under
+    `stages.s.`."""
+    s = draw(st.integers(0, len(spec.stages) - 1))
+    stage = spec.stages[s]
+    sp = "" if len(spec.stages) == 1 else f"stages.{s}."
+    if isinstance(stage.block, tuple):
+        i = draw(st.integers(0, len(stage.block) - 1))
+        bp, blk = f"{sp}block.{i}", stage.block[i]
     else:
-        bp, blk = "block", spec.block
+        bp, blk = f"{sp}block", stage.block
     h, w = spec.img_size
     p = spec.embedder.patch_size
-    n_blocks = len(spec.block) if isinstance(spec.block, tuple) else 1
+    n_blocks = len(stage.block) if isinstance(stage.block, tuple) else 1
 
     def one(key: str, value: Any, path: str | None = None) -> tuple[list[tuple[str, Any]], str]:
         return [(key, value)], key if path is None else path
 
     options = [
         # negative / zero sizes and out-of-range floats
-        one("depth", draw(st.integers(-3, 0))),
-        one("dim", draw(st.integers(-3, 0))),
+        one(f"{sp}depth", draw(st.integers(-3, 0))),
+        one(f"{sp}dim", draw(st.integers(-3, 0))),
         one("num_classes", draw(st.integers(-3, -1))),
         one("in_chans", draw(st.integers(-3, 0))),
         one("img_size", [draw(st.integers(-3, 0)), w]),
@@ -202,9 +244,9 @@ def breakages(draw, spec: Model) -> tuple[list[tuple[str, Any]], str]:
         one("drop_path", draw(st.sampled_from([1.0, -0.1, 1.5]))),
         one("head.drop", draw(st.sampled_from([1.0, -0.5]))),
         # wrong types
-        one("depth", str(spec.depth)),
-        one("dim", float(spec.dim)),
-        one("depth", True),
+        one(f"{sp}depth", str(stage.depth)),
+        one(f"{sp}dim", float(stage.dim)),
+        one(f"{sp}depth", True),
         one(f"{bp}.attention.heads", str(blk.attention.heads)),
         one(f"{bp}.ffn.hidden", "64"),
         one("drop_path", draw(st.booleans())),
@@ -218,17 +260,17 @@ def breakages(draw, spec: Model) -> tuple[list[tuple[str, Any]], str]:
         one("pos_embed", draw(st.sampled_from(["rope", "LEARNED", True, 1]))),
         one("init", "xavier"),
         one(f"{bp}.ffn.act", draw(st.sampled_from(["tanh", "GELU", 3]))),
-        one(f"{bp}.norm.kind", draw(st.sampled_from(["batchnorm", "rmsnorm", None]))),
+        one(f"{bp}.norm.kind", draw(st.sampled_from(["rms", "rmsnorm", None]))),
         one("img_size", draw(st.sampled_from([str(h), float(h), [h], [h, w, w], True, None]))),
         one("img_size", [h, str(w)], "img_size.1"),
-        one("depth", None),
-        one(f"{bp}.norm", draw(st.sampled_from([1, "layernorm", None]))),
-        one("head", draw(st.sampled_from(["gap", 3, None, []]))),
-        one("embedder", draw(st.sampled_from(["patch", None]))),
-        one("block", draw(st.sampled_from([3, "block", None, []]))),
+        one(f"{sp}depth", None),
+        one(f"{bp}.norm", draw(st.sampled_from([1, [], None]))),
+        one("head", draw(st.sampled_from([3, None, [], True]))),
+        one("embedder", draw(st.sampled_from([None, 7]))),
+        one(f"{sp}block", draw(st.sampled_from([3, "block", None, []]))),
         # unknown keys
         one(draw(st.sampled_from(["foo", "blocks", "num_heads"])), 1),
-        one(f"{bp}.attention.window", 7),
+        one(f"{bp}.attention.windows", 7),
         one(f"{bp}.ffn.gated", True),
         one(f"{bp}.norm.affine", False),
         one("head.pool", "avg"),
@@ -239,14 +281,14 @@ def breakages(draw, spec: Model) -> tuple[list[tuple[str, Any]], str]:
         one(f"{bp}.attention.kind", draw(st.sampled_from(["linear", "mlp"]))),
         one(f"{bp}.ffn.kind", draw(st.sampled_from(["glu", "mhsa"]))),
         # heads not dividing dim (implicit head_dim)
-        ([(f"{bp}.attention.head_dim", None), (f"{bp}.attention.heads", spec.dim + 1)], f"{bp}.attention.heads"),
+        ([(f"{bp}.attention.head_dim", None), (f"{bp}.attention.heads", stage.dim + 1)], f"{bp}.attention.heads"),
         # patch size not dividing the image
         one("embedder.patch_size", h + 1),
         # class-token head without a class token
         ([("class_token", False), ("head", {"kind": "class_token", "drop": 0.0})], "head"),
         # depth not matching the listed blocks
-        ([("block", [to_dict(blk)] * 2), ("depth", 3)], "depth"),
-        one("depth", n_blocks + 1) if isinstance(spec.block, tuple) else one("depth", 0),
+        ([(f"{sp}block", [to_dict(blk)] * 2), (f"{sp}depth", 3)], f"{sp}depth"),
+        one(f"{sp}depth", n_blocks + 1) if isinstance(stage.block, tuple) else one(f"{sp}depth", 0),
     ]
     if p > 1:
         options.append(one("img_size", [h + 1, w], "embedder.patch_size"))
@@ -256,16 +298,27 @@ def breakages(draw, spec: Model) -> tuple[list[tuple[str, Any]], str]:
         options.append(one("embedder.norm.eps", 0.0))
         options.append(one("embedder.norm", None))
     if isinstance(spec.head, GAPHead):
-        options.append(one("head.norm", "layernorm"))
+        options.append(one("head.norm", 3))
         options.append(one("head.norm.eps" if spec.head.norm is not None else "head.norm",
                            -1.0 if spec.head.norm is not None else 1))
-    if isinstance(spec.block, tuple):
+    if isinstance(stage.block, tuple):
         j = draw(st.integers(0, n_blocks - 1))
-        options.append(one(f"block.{j}", draw(st.sampled_from([1, "block", None]))))
-    if spec.pos_embed != "sincos2d" and spec.dim % 4:
+        options.append(one(f"{sp}block.{j}", draw(st.sampled_from([1, "block", None]))))
+    if spec.pos_embed != "sincos2d" and spec.stages[0].dim % 4:
         options.append(one("pos_embed", "sincos2d"))
-    if spec.pos_embed != "sincos1d" and spec.dim % 2:
+    if spec.pos_embed != "sincos1d" and spec.stages[0].dim % 2:
         options.append(one("pos_embed", "sincos1d"))
+    if isinstance(blk.attention, WindowMHSA):
+        options.append(one(f"{bp}.attention.window", draw(st.integers(-2, 0))))
+        options.append(one(f"{bp}.attention.shift", 1))
+    if sp:  # several stages: no root shorthand, a first stage without entry, entries with their own fields
+        options.append(one(draw(st.sampled_from(["depth", "dim", "block"])), 2))
+        options.append(one("stages.0.entry", {"kind": "patch_merging"}))
+        options.append(one("stages.1.entry.norm.eps", 0.0))
+        options.append(one("stages.1.entry.kind", "pixel_shuffle"))
+        options.append(one("stages", []))
+        if spec.stages[1].dim != spec.stages[0].dim:
+            options.append(one("stages.1.entry", None, "stages.1.dim"))
     return draw(st.sampled_from(options))
 
 
@@ -291,3 +344,71 @@ def invalid_overrides(draw) -> tuple[Model, dict[str, Any], str]:
     spec = draw(valid_models())
     changes, path = draw(breakages(spec))
     return spec, dict(changes), path
+
+
+# ---------------------------------------------------------------------------------------------
+# one strategy per component kind: small models that use it, with its options drawn
+
+
+def _isotropic(**changes) -> Model:
+    base = dict(embedder=PatchEmbed(patch_size=4), block=Block(attention=MHSA(heads=2)), depth=2, dim=16,
+                num_classes=3, img_size=16)
+    return Model(**{**base, **changes})
+
+
+def _hierarchical(block: Block | None = None, entry: PatchMerging | None = None, **changes) -> Model:
+    """Two stages on a 4 x 4 grid (16 px, patch 4), the second after a patch merging."""
+    block = block or Block(attention=MHSA(heads=2))
+    stages = [Stage(depth=2, dim=16, block=block), Stage(depth=2, dim=32, block=block, entry=entry or PatchMerging())]
+    return Model(**{**dict(embedder=PatchEmbed(patch_size=4), stages=stages, num_classes=3, img_size=16,
+                           class_token=False, head=GAPHead()), **changes})
+
+
+def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
+    from vspec.spec import (DAFF, EPN, GCP, SOPE, GAPPool, HeadTokens, LearnableScale, MGCrP, NoNorm, ReprLayerNorm,
+                            SecondOrderHead, SoTEmbed, SvPN)
+
+    def head(pool, norm):
+        return st.builds(SecondOrderHead, fusion=st.sampled_from(["sum", "concat", "aggr_all", "late"]), pool=pool,
+                         norm=norm, drop=drops()).map(lambda h: _isotropic(head=h))
+
+    mgcrp = st.builds(MGCrP, heads=st.integers(1, 2), m=st.integers(2, 4), n=st.integers(2, 4),
+                      centering=st.sampled_from(["none", "scalar", "channel"]))
+    daff = st.builds(DAFF, ratio=st.sampled_from([1.0, 2.0]), kernel=st.sampled_from([1, 3, 5]),
+                     spatial=st.sampled_from(["dwconv", "avgpool", "none"]), shortcut=st.booleans(),
+                     cls=st.sampled_from(["reweight", "identity", "all"]), norm=norms(), se_reduction=st.integers(1, 8))
+    return {
+        PatchEmbed: embedders(4).filter(lambda e: isinstance(e, PatchEmbed)).map(lambda e: _isotropic(embedder=e)),
+        SimplePatchEmbed: st.builds(SimplePatchEmbed, patch_size=st.sampled_from([2, 4]), norm=norms())
+        .map(lambda e: _isotropic(embedder=e)),
+        SoTEmbed: st.builds(SoTEmbed, block=st.sampled_from(["dense", "resnet", "inception", "nonlocal"]),
+                            stem_dim=st.sampled_from([8, 16]), downsample_last=st.booleans())
+        .map(lambda e: _isotropic(embedder=e, img_size=2 * e.patch_size)),
+        SOPE: st.builds(SOPE, patch_size=st.sampled_from([2, 4, 8, 16]), pre_affine=st.booleans(),
+                        post_affine=st.booleans(), norm=norms(), act=st.sampled_from(["released", "every"]))
+        .map(lambda e: _isotropic(embedder=e, img_size=max(16, e.patch_size))),
+        MHSA: attentions(16).map(lambda a: _isotropic(block=Block(attention=a))),
+        WindowMHSA: window_attentions(16, (4, 4)).map(lambda a: _hierarchical(Block(attention=a))),
+        MLP: ffns(16).map(lambda f: _isotropic(block=Block(attention=MHSA(heads=2), ffn=f))),
+        DAFF: daff.map(lambda f: _isotropic(block=Block(attention=MHSA(heads=2), ffn=f))),
+        HeadTokens: st.builds(HeadTokens, norm=norms()).map(
+            lambda t: _isotropic(block=Block(attention=MHSA(heads=2), head_tokens=t))),
+        PatchMerging: st.builds(PatchMerging, norm=norms(), bias=st.booleans()).map(lambda e: _hierarchical(entry=e)),
+        ClassTokenHead: st.builds(ClassTokenHead, drop=drops()).map(lambda h: _isotropic(head=h)),
+        GAPHead: st.builds(GAPHead, norm=st.one_of(st.none(), norms()), drop=drops())
+        .map(lambda h: _isotropic(head=h)),
+        SecondOrderHead: head(mgcrp, st.just(SvPN())),
+        GAPPool: head(st.just(GAPPool()), st.sampled_from([NoNorm(), EPN(), LearnableScale(), ReprLayerNorm()])),
+        GCP: head(st.builds(GCP, dim=st.integers(2, 6), iters=st.integers(1, 5)), st.just(NoNorm())),
+        MGCrP: head(mgcrp, st.sampled_from([NoNorm(), EPN(), ReprLayerNorm()])),
+        SvPN: head(mgcrp, st.builds(SvPN, alpha=st.sampled_from([0.25, 0.5, 1.0]),
+                                    method=st.sampled_from(["approx", "exact"]), num_sv=st.just(1),
+                                    iters=st.integers(1, 3), start=st.sampled_from(["learnable", "fixed"]))),
+        EPN: head(mgcrp, st.just(EPN())),
+        LearnableScale: head(st.just(GAPPool()), st.builds(LearnableScale, init=small_floats(0.1, 2.0))),
+        ReprLayerNorm: head(mgcrp, st.builds(ReprLayerNorm, eps=small_floats(1e-7, 1e-3))),
+        NoNorm: head(mgcrp, st.just(NoNorm())),
+    }
+
+
+KIND_MODELS = _kind_models()

@@ -1,6 +1,7 @@
 """The `vspec` command: outputs, checkpoints, and one-line errors with exit code 2."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,8 @@ def test_build_reports_parameter_count(capsys):
     code, out, err = run(capsys, "build", TINY)
     assert code == 0, err
     assert "5,717,416 parameters" in out
-    assert "blocks.0-11  12 x 444,864" in out
+    assert re.search(r"^  stages\.0\.blocks\.0-11 +12 x 444,864$", out, re.M)
+    assert re.search(r"^stage 0: 14x14 \+ 1 tokens x 192 +5,338,368$", out, re.M)
     assert "-> (1, 1000)" in out
 
 
@@ -59,7 +61,9 @@ def test_profile_json_keys_and_values(capsys):
     assert data["params"] == 5_717_416
     assert abs(data["macs"] - 1.2537e9) / 1.2537e9 < 0.005
     assert data["unsupported_ops"] == []
-    assert set(data["components"]["blocks.3"]) == {"params", "macs"}
+    block = data["components"]["stages.0.blocks.3"]
+    assert block == {"params": 444_864, "macs": block["macs"], "role": "block", "stage": 0} and block["macs"] > 0
+    assert [s["grid"] for s in data["stages"]] == [[14, 14]] and data["distinct_parts"] == 4
 
 
 def test_profile_table_and_input_size(capsys):
@@ -133,16 +137,25 @@ def test_console_script_entry_point():
     assert done.stderr.strip() == "vspec: error: dim: must be >= 1, got 0"
 
 
+def test_readme_swin_example_runs():
+    """The README's stages example: the Swin-T it writes out is specs/swin_tiny.py (but drop_path)."""
+    text = (ROOT / "README.md").read_text()
+    code = text.split("### Stages: hierarchical bodies (Swin)")[1].split("```python")[1].split("```")[0]
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert vspec.override(scope["swin_t"], {"drop_path": 0.2}) == vspec.load_spec(ROOT / "specs/swin_tiny.py")
+
+
 def test_readme_error_examples_are_what_the_command_prints(capsys, tmp_path, monkeypatch):
     """The README's invalid-spec examples: each `$ vspec ...` line prints exactly the line below it."""
     import re
     import shlex
 
     text = (ROOT / "README.md").read_text()
-    block = text.split("### Invalid specs fail at once, in one line")[1].split("```console")[1].split("```")[0]
-    files = dict(re.findall(r"^\$ cat (\S+)\n(.+)$", block, re.M))
-    examples = re.findall(r"^\$ vspec (.+)\n(vspec: error: .+)$", block, re.M)
-    assert len(examples) >= 2 and files
+    blocks = [b.split("```")[0] for b in text.split("```console")[1:]]
+    files = dict(kv for b in blocks for kv in re.findall(r"^\$ cat (\S+)\n(.+)$", b, re.M))
+    examples = [e for b in blocks for e in re.findall(r"^\$ vspec (.+)\n(vspec: error: .+)$", b, re.M)]
+    assert len(examples) >= 5 and files
     for name, content in files.items():
         (tmp_path / name).write_text(content)
     monkeypatch.chdir(ROOT)

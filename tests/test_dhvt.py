@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import vspec
 from vspec.convert import from_official
-from vspec.spec import DAFF, MLP, SOPE, Block, GAPHead, HeadTokens, Norm, SecondOrderHead
+from vspec.spec import DAFF, MLP, SOPE, Block, HeadTokens, SecondOrderHead
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("VSPEC_FIXTURES", ROOT.parent / "shared" / "fixtures" / "official"))
@@ -65,7 +65,7 @@ def test_daff_class_token_is_reweighted_by_the_se_weight():
     """Eq. 4-5 written out: W = Linear(GELU(Linear(mean of output patch tokens))), X_c' = X_c * W."""
     torch.manual_seed(0)
     model = vspec.build(tiny()).eval()
-    daff = model.blocks[0].ffn
+    daff = model.stages[0].blocks[0].ffn
     x = torch.randn(2, 1 + 16, 32)
     with torch.no_grad():
         out = daff(x)
@@ -83,7 +83,7 @@ def test_daff_class_token_is_reweighted_by_the_se_weight():
 def test_head_tokens_against_equations_6_7():
     torch.manual_seed(0)
     model = vspec.build(tiny()).eval()
-    block = model.blocks[0]
+    block = model.stages[0].blocks[0]
     ht_mod, attn = block.head_tokens, block.attn
     x = torch.randn(2, 17, 32)
     with torch.no_grad():
@@ -101,7 +101,7 @@ def test_without_head_tokens_the_block_is_an_ordinary_block():
     torch.manual_seed(0)
     spec = vspec.override(tiny(), {"block.head_tokens": None})
     model = vspec.build(spec).eval()
-    block = model.blocks[0]
+    block = model.stages[0].blocks[0]
     assert block.head_tokens is None and not any("head_tokens" in k for k in block.state_dict())
     x = torch.randn(2, 17, 32)
     with torch.no_grad():
@@ -111,6 +111,7 @@ def test_without_head_tokens_the_block_is_an_ordinary_block():
 
 
 # every ablation row of Tables 5, 6, 8, 9 and 11 as a spec (DeiT-T p4 baseline or DHVT-T p4)
+NO_NORM = {"kind": "none"}
 DEIT = {"embedder.kind": "patch", "embedder.patch_size": 4, "block.ffn.kind": "mlp", "block.head_tokens": None,
         "pos_embed": "learned"}
 ABLATIONS = {
@@ -123,10 +124,10 @@ ABLATIONS = {
     # Table 6: head tokens
     "t6 pe ht": {**DEIT, "block.head_tokens": {}}, "t6 dhvt": {},
     # Table 8: minor operations on ViT's FFN
-    "t8 split cls": {**DEIT, "block.ffn": {"kind": "daff", "spatial": "none", "cls": "identity", "norm": "none"}},
-    "t8 agg on cls": {**DEIT, "block.ffn": {"kind": "daff", "spatial": "none", "cls": "reweight", "norm": "none"}},
-    "t8 avgpool": {**DEIT, "block.ffn": {"kind": "daff", "spatial": "avgpool", "cls": "identity", "norm": "none"}},
-    "t8 vit ffn as daff": {**DEIT, "block.ffn": {"kind": "daff", "spatial": "none", "cls": "identity", "norm": "none",
+    "t8 split cls": {**DEIT, "block.ffn": {"kind": "daff", "spatial": "none", "cls": "identity", "norm": NO_NORM}},
+    "t8 agg on cls": {**DEIT, "block.ffn": {"kind": "daff", "spatial": "none", "cls": "reweight", "norm": NO_NORM}},
+    "t8 avgpool": {**DEIT, "block.ffn": {"kind": "daff", "spatial": "avgpool", "cls": "identity", "norm": NO_NORM}},
+    "t8 vit ffn as daff": {**DEIT, "block.ffn": {"kind": "daff", "spatial": "none", "cls": "identity", "norm": NO_NORM,
                                                  "split_cls": False}},
     # Table 9: DAFF variants; B.2.2: affines
     "t9 agg all": {"block.ffn.cls": "all"}, "t9 no shortcut": {"block.ffn.shortcut": False},
@@ -174,16 +175,18 @@ def test_dhvt_parts_compose_with_other_kinds(case):
     simple = vspec.override(vspec.load_spec(ROOT / "specs/simplevit_s.py"),
                             {"depth": 2, "dim": 64, "img_size": 32, "num_classes": 10, "embedder.patch_size": 8,
                              "block.attention.heads": 2, "block.attention.head_dim": 32})
-    if case == "sope+daff+gap":
-        spec = attrs.evolve(tiny(), head=GAPHead(norm=Norm()))
+    if case == "sope+daff+gap":  # no class token: DAFF re-weights every token
+        spec = vspec.override(tiny(), {"head": {"kind": "gap", "norm": {}}, "class_token": False,
+                                       "block.ffn.cls": "all"})
     elif case == "ht on simplevit":
         spec = attrs.evolve(simple, block=attrs.evolve(simple.block, head_tokens=HeadTokens()))
     elif case == "sope+sot head":
         spec = vspec.override(tiny(), {"head.kind": "second_order", "head.pool.m": 4, "head.pool.n": 4,
                                        "head.pool.heads": 2})
         assert isinstance(spec.head, SecondOrderHead)
-    elif case == "daff on simplevit":  # no class token: DAFF re-weights nothing, the grid comes from the context
-        spec = attrs.evolve(simple, block=attrs.evolve(simple.block, ffn=DAFF()), embedder=SOPE(patch_size=8))
+    elif case == "daff on simplevit":  # no class token to re-weight; the grid comes from the context
+        spec = attrs.evolve(simple, block=attrs.evolve(simple.block, ffn=DAFF(cls="identity")),
+                            embedder=SOPE(patch_size=8))
     else:
         base = tiny()
         spec = attrs.evolve(base, block=(base.block, Block(attention=base.block.attention, ffn=MLP())))
@@ -193,10 +196,26 @@ def test_dhvt_parts_compose_with_other_kinds(case):
     assert prof.params == sum(p.numel() for p in model.parameters())
 
 
+@pytest.mark.parametrize("changes,needle", [
+    ({"class_token": False, "head.kind": "gap"}, "the model has none"),
+    ({"head.kind": "gap"}, "gap head never reads"),
+    ({"head.kind": "second_order", "head.z0": "mean_token"}, "second_order head never reads"),
+])
+def test_dead_class_token_reweighting_is_rejected(changes, needle):
+    """DAFF's re-weighting of the class token with no class token, or in the last block before a head that
+    never reads it: parameters that could only get zero gradients are refused at spec time."""
+    with pytest.raises(vspec.SpecError) as info:
+        vspec.override(tiny(), changes)
+    assert info.value.path == "block.ffn.cls" and needle in info.value.message
+    # cls = identity (or all) is what such a model means
+    model = vspec.build(vspec.override(tiny(), {**changes, "block.ffn.cls": "identity"}))
+    assert not any(".compress." in k or ".excitation." in k for k in model.state_dict())
+
+
 def test_non_square_grid_reaches_daff():
     spec = vspec.override(tiny(), {"img_size": [16, 32]})
     model = vspec.build(spec).eval()
-    assert model.blocks[0].ffn.grid == (4, 8)
+    assert model.stages[0].blocks[0].ffn.grid == (4, 8)
     with torch.no_grad():
         assert model(torch.randn(2, 3, 16, 32)).shape == (2, 10)
 

@@ -27,6 +27,7 @@ from vspec.spec import (
     Norm,
     PatchEmbed,
     SimplePatchEmbed,
+    WindowMHSA,
     from_json,
     from_toml,
     load_spec,
@@ -44,69 +45,85 @@ torch.set_num_threads(2)
 # the parameter count, computed from the architecture definitions (independent of vspec.nn)
 
 
-def layernorm_params(norm: Norm | None, width: int) -> int:
-    """LayerNorm(width): weight + bias; kind none (or no norm) is the identity."""
-    return 2 * width if norm is not None and norm.kind == "layernorm" else 0
+def norm_params(norm: Norm | None, width: int) -> int:
+    """LayerNorm / BatchNorm(width): weight + bias (running statistics are buffers); none is the identity."""
+    return 2 * width if norm is not None and norm.kind in ("layernorm", "batchnorm") else 0
 
 
 def linear_params(n_in: int, n_out: int, bias: bool = True) -> int:
     return n_in * n_out + (n_out if bias else 0)
 
 
+def embedder_params(e, in_chans: int, d: int) -> int:
+    p = e.patch_size
+    if isinstance(e, PatchEmbed):  # Conv2d(in_chans, d, kernel p, stride p) [+ norm(d)]
+        return in_chans * p * p * d + (d if e.bias else 0) + norm_params(e.norm, d)
+    if isinstance(e, SoTEmbed):
+        return sot_dense_embed_params(e, in_chans, d)
+    if isinstance(e, SOPE):  # affines (Eq. 1), k units of 3x3 conv (no bias) + norm (Eq. 2)
+        k = e.patch_size.bit_length() - 1
+        channels = [in_chans] + [d // 2 ** (k - 1 - i) for i in range(k)]
+        total = 2 * in_chans * e.pre_affine + 2 * d * e.post_affine
+        return total + sum(c_in * c_out * 9 + norm_params(e.norm, c_out) for c_in, c_out in zip(channels, channels[1:]))
+    patch_dim = in_chans * p * p  # patchify -> norm(patch_dim) -> Linear(patch_dim, d) -> norm(d)
+    return norm_params(e.norm, patch_dim) + linear_params(patch_dim, d) + norm_params(e.norm, d)
+
+
+def block_params(b: Block, d: int, grid: tuple[int, int]) -> int:
+    a, f = b.attention, b.ffn
+    inner = a.heads * (a.head_dim if a.head_dim is not None else d // a.heads)
+    total = 2 * norm_params(b.norm, d)  # norm1, norm2
+    total += linear_params(d, 3 * inner, a.qkv_bias) + linear_params(inner, d, a.proj_bias)
+    if isinstance(a, WindowMHSA):  # relative position bias table: (2 wh - 1)(2 ww - 1) offsets x heads
+        wh, ww = min(a.window, grid[0]), min(a.window, grid[1])
+        total += (2 * wh - 1) * (2 * ww - 1) * a.heads
+    hidden = f.hidden if f.hidden is not None else int(d * f.ratio)
+    if isinstance(f, DAFF):  # 1x1 conv, spatial (depthwise kxk | pool | none), 1x1 conv (with bias), norms, SE
+        total += (d * hidden + hidden) + norm_params(f.norm, hidden) + (hidden * d + d) + norm_params(f.norm, d)
+        if f.spatial == "dwconv":
+            total += f.kernel ** 2 * hidden + hidden
+        if f.spatial != "none":
+            total += norm_params(f.norm, hidden)
+        if f.cls != "identity":
+            r = d // f.se_reduction
+            total += linear_params(d, r) + linear_params(r, d)
+    else:
+        total += linear_params(d, hidden, f.bias) + linear_params(hidden, d, f.bias)
+    if b.head_tokens is not None:  # head embedding, Linear(d / h, d), norm(d / h)
+        total += a.heads * d + linear_params(d // a.heads, d) + norm_params(b.head_tokens.norm, d // a.heads)
+    if b.layer_scale is not None:
+        total += 2 * d  # one gamma per branch
+    return total
+
+
 def expected_params(spec: Model, num_classes: int | None = None) -> int:
-    d = spec.dim
     nc = spec.num_classes if num_classes is None else num_classes
     p = spec.embedder.patch_size
     h, w = spec.img_size
-    n_patches = (h // p) * (w // p)
-    total = 0
-    # embedder
-    e = spec.embedder
-    if isinstance(e, PatchEmbed):  # Conv2d(in_chans, d, kernel p, stride p)
-        total += spec.in_chans * p * p * d + (d if e.bias else 0)
-    elif isinstance(e, SoTEmbed):
-        total += sot_dense_embed_params(e, spec.in_chans, d)
-    elif isinstance(e, SOPE):  # affines (Eq. 1), k units of 3x3 conv (no bias) + BatchNorm (Eq. 2)
-        k = e.patch_size.bit_length() - 1
-        channels = [spec.in_chans] + [d // 2 ** (k - 1 - i) for i in range(k)]
-        total += 2 * spec.in_chans * e.pre_affine + 2 * d * e.post_affine
-        total += sum(c_in * c_out * 9 + 2 * c_out for c_in, c_out in zip(channels, channels[1:]))
-    else:  # patchify -> LN(patch_dim) -> Linear(patch_dim, d) -> LN(d)
-        patch_dim = spec.in_chans * p * p
-        total += layernorm_params(e.norm, patch_dim) + linear_params(patch_dim, d) + layernorm_params(e.norm, d)
+    grid = (h // p, w // p)
+    d = spec.stages[0].dim
+    total = embedder_params(spec.embedder, spec.in_chans, d)
     # class token and position embedding
     if spec.class_token:
         total += d
     if spec.pos_embed == "learned":  # one row per token, class token included
-        total += (n_patches + int(spec.class_token)) * d
-    # blocks
-    stack = list(spec.block) if isinstance(spec.block, tuple) else [spec.block] * spec.depth
-    assert len(stack) == spec.depth
-    for b in stack:
-        a, f = b.attention, b.ffn
-        inner = a.heads * (a.head_dim if a.head_dim is not None else d // a.heads)
-        hidden = f.hidden if f.hidden is not None else int(d * f.ratio)
-        total += 2 * layernorm_params(b.norm, d)  # norm1, norm2
-        total += linear_params(d, 3 * inner, a.qkv_bias) + linear_params(inner, d, a.proj_bias)
-        if isinstance(f, DAFF):  # 1x1 conv, depthwise kxk, 1x1 conv (with bias), BatchNorms, SE
-            hidden = f.hidden if f.hidden is not None else int(d * f.ratio)
-            assert f.spatial == "dwconv" and f.norm == "batchnorm" and f.cls == "reweight"
-            r = d // f.se_reduction
-            total += (d * hidden + hidden) + (f.kernel ** 2 * hidden + hidden) + (hidden * d + d)
-            total += 2 * hidden + 2 * hidden + 2 * d + linear_params(d, r) + linear_params(r, d)
-        else:
-            total += linear_params(d, hidden, f.bias) + linear_params(hidden, d, f.bias)
-        if b.head_tokens is not None:  # head embedding, Linear(d / h, d), LayerNorm(d / h)
-            total += a.heads * d + linear_params(d // a.heads, d) + 2 * (d // a.heads)
-        if b.layer_scale is not None:
-            total += 2 * d  # one gamma per branch
+        total += (grid[0] * grid[1] + int(spec.class_token)) * d
+    # stages: entry (2x2 patch merging: norm(4C) + Linear(4C, D)), then blocks
+    for stage in spec.stages:
+        if stage.entry is not None:
+            total += norm_params(stage.entry.norm, 4 * d) + linear_params(4 * d, stage.dim, stage.entry.bias)
+            grid = (grid[0] // 2, grid[1] // 2)
+        d = stage.dim
+        stack = list(stage.block) if isinstance(stage.block, tuple) else [stage.block] * stage.depth
+        assert len(stack) == stage.depth
+        total += sum(block_params(b, d, grid) for b in stack)
     # final norm: the last block's norm kind
     if spec.final_norm:
-        total += layernorm_params(stack[-1].norm, d)
+        total += norm_params(spec.stages[-1].blocks[-1].norm, d)
     # head
     head = spec.head
     if isinstance(head, GAPHead):
-        total += layernorm_params(head.norm, d)
+        total += norm_params(head.norm, d)
     if isinstance(head, SecondOrderHead):  # MGCrP + svPN (learnable start) heads only
         pool = head.pool
         assert isinstance(pool, MGCrP) and isinstance(head.norm, SvPN) and head.norm.start == "learnable"
@@ -139,9 +156,11 @@ def n_params(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def n_tokens(spec: Model) -> int:
+def n_tokens(spec: Model, after_body: bool = True) -> int:
+    """Tokens after the body (the last stage) or before it (the embedder's): each entry halves the grid."""
     p = spec.embedder.patch_size
-    return (spec.img_size[0] // p) * (spec.img_size[1] // p) + int(spec.class_token)
+    merges = sum(s.entry is not None for s in spec.stages) if after_body else 0
+    return (spec.img_size[0] // p >> merges) * (spec.img_size[1] // p >> merges) + int(spec.class_token)
 
 
 def batch(spec: Model, n: int = 2) -> torch.Tensor:
@@ -188,12 +207,13 @@ def test_parameter_count_matches_spec(spec):
     assert n_params(model) == expected_params(spec)
     # position-embedding tables: a learned parameter, or a fixed buffer outside the state dict
     state = model.state_dict()
+    first = (1, n_tokens(spec, after_body=False), spec.stages[0].dim)
     if spec.pos_embed == "learned":
         assert isinstance(model.pos_embed, nn.Parameter)
-        assert model.pos_embed.shape == (1, n_tokens(spec), spec.dim)
+        assert model.pos_embed.shape == first
     elif spec.pos_embed in ("sincos1d", "sincos2d"):
         assert not isinstance(model.pos_embed, nn.Parameter)
-        assert model.pos_embed.shape == (1, n_tokens(spec), spec.dim)
+        assert model.pos_embed.shape == first
         assert "pos_embed" not in state
     else:
         assert model.pos_embed is None and "pos_embed" not in state
@@ -218,7 +238,9 @@ def test_timm_style_api(spec, seed):
     nwd = model.no_weight_decay()
     assert ("pos_embed" in nwd) == (spec.pos_embed == "learned")
     assert ("cls_token" in nwd) == spec.class_token
-    assert nwd <= {"pos_embed", "cls_token"}
+    tables = {f"stages.{i}.blocks.{j}.attn.relative_position_bias_table" for i, st_ in enumerate(spec.stages)
+              for j, b in enumerate(st_.blocks) if isinstance(b.attention, WindowMHSA)}  # as timm's Swin
+    assert nwd - {"pos_embed", "cls_token"} == tables
     named = dict(model.named_parameters())
     assert all(name in named for name in nwd)
 
@@ -240,6 +262,48 @@ def test_timm_style_api(spec, seed):
         out0 = model(x)
     assert out0.shape == (2, spec.dim)
     assert torch.allclose(out0, pre, atol=1e-6)
+
+
+@settings(max_examples=15)
+@given(spec=valid_models(), data=st.data())
+def test_feature_api(spec, data):
+    """timm's feature_info / forward_intermediates: a tap per block of a one-stage model, per stage of a
+    hierarchical one, with the widths and strides of the spec, and the taps' values are what the
+    blocks compute."""
+    torch.manual_seed(0)
+    model = build(spec).eval()
+    info = model.feature_info
+    p = spec.embedder.patch_size
+    if len(spec.stages) == 1:
+        assert [f["module"] for f in info] == [f"stages.0.blocks.{j}" for j in range(spec.depth)]
+        assert all(f["num_chs"] == spec.dim and f["reduction"] == p for f in info)
+    else:
+        assert [f["module"] for f in info] == [f"stages.{i}" for i in range(len(spec.stages))]
+        assert [f["num_chs"] for f in info] == [s.dim for s in spec.stages]
+        assert [f["reduction"] for f in info] == [p * 2**i for i in range(len(spec.stages))]
+    modules = dict(model.named_modules())
+    assert all(f["module"] in modules for f in info)
+    # every tap: the output of its module, captured by a hook
+    seen = []
+    handles = [modules[f["module"]].register_forward_hook(lambda m, i, o: seen.append(o)) for f in info]
+    x = batch(spec)
+    with torch.no_grad():
+        final, feats = model.forward_intermediates(x, output_fmt="NLC")
+        assert torch.equal(final, model.forward_features(x))
+    for h in handles:
+        h.remove()
+    assert len(feats) == len(info) and all(torch.equal(a, b) for a, b in zip(feats, seen[:len(info)]))
+    # NCHW maps of the patch tokens, a subset of taps, stopping early
+    k = data.draw(st.integers(1, len(info)))
+    with torch.no_grad():
+        maps = model.forward_intermediates(x, indices=k, intermediates_only=True)
+        last = model.forward_intermediates(x, indices=[-1], stop_early=True, intermediates_only=True)
+    assert len(maps) == k and torch.equal(last[0], maps[-1])
+    gh, gw = spec.img_size[0] // p, spec.img_size[1] // p
+    for f, m in zip(info[len(info) - k:], maps):
+        assert m.shape == (2, f["num_chs"], gh * p // f["reduction"], gw * p // f["reduction"])
+    with pytest.raises(ValueError, match="indices"):
+        model.forward_intermediates(x, indices=len(info) + 1)
 
 
 @settings(max_examples=15)
@@ -275,8 +339,12 @@ def ref_linear(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 def ref_norm(layer: nn.Module, norm: Norm | None, x: torch.Tensor) -> torch.Tensor:
+    """LayerNorm over the last axis, or eval-mode BatchNorm over it (running statistics), or nothing."""
     if norm is None or norm.kind == "none":
         return x
+    if norm.kind == "batchnorm":
+        bn = layer.bn
+        return (x - bn.running_mean) / torch.sqrt(bn.running_var + norm.eps) * bn.weight + bn.bias
     mean = x.mean(-1, keepdim=True)
     var = ((x - mean) ** 2).mean(-1, keepdim=True)
     return (x - mean) / torch.sqrt(var + norm.eps) * layer.weight + layer.bias
@@ -286,16 +354,59 @@ def ref_mlp(ffn: nn.Module, act: str, x: torch.Tensor) -> torch.Tensor:
     return ref_linear(ffn.fc2, REF_ACTS[act](ref_linear(ffn.fc1, x)))
 
 
+def ref_softmax_attention(q, k, v, scale, bias=0.0):
+    return torch.softmax(q @ k.transpose(-1, -2) * scale + bias, dim=-1) @ v
+
+
+def ref_window_attention(attn: nn.Module, a: WindowMHSA, t: torch.Tensor, grid, index_in_stage: int):
+    """Swin Sec. 3.2 written out: roll the grid by -window // 2 in odd blocks of a stage (axes longer than
+    the window), attend inside each window with B[h, i, j] = table[(dy + wh - 1)(2 ww - 1) + dx + ww - 1]
+    and -100 between tokens from different regions of the rolled grid, roll back, project."""
+    b, _, c = t.shape
+    (gh, gw), hd = grid, (a.head_dim or c // a.heads)
+    wh, ww = min(a.window, gh), min(a.window, gw)
+    odd = a.shift and index_in_stage % 2 == 1
+    sh, sw = (a.window // 2 if odd and g > a.window else 0 for g in grid)
+    x = ref_linear(attn.qkv, t).reshape(b, gh, gw, -1).roll((-sh, -sw), (1, 2))
+    out = torch.zeros(b, gh, gw, a.heads * hd, dtype=t.dtype)
+
+    def region(i, size, window, shift):
+        return 0 if not shift or i < size - window else (1 if i < size - shift else 2)
+
+    pos = [(i, j) for i in range(wh) for j in range(ww)]
+    bias_index = torch.tensor([[(pi - qi + wh - 1) * (2 * ww - 1) + (pj - qj + ww - 1) for qi, qj in pos]
+                               for pi, pj in pos])
+    bias = attn.relative_position_bias_table[bias_index].permute(2, 0, 1)  # (heads, n, n)
+    for r0 in range(0, gh, wh):
+        for c0 in range(0, gw, ww):
+            labels = torch.tensor([[region(r0 + i, gh, wh, sh), region(c0 + j, gw, ww, sw)] for i, j in pos])
+            mask = (labels[:, None] != labels[None, :]).any(-1) * -100.0
+            q, k, v = x[:, r0:r0 + wh, c0:c0 + ww].reshape(b, wh * ww, 3, a.heads, hd).permute(2, 0, 3, 1, 4)
+            scale = a.scale if a.scale is not None else hd**-0.5
+            o = ref_softmax_attention(q, k, v, scale, bias + mask)
+            out[:, r0:r0 + wh, c0:c0 + ww] = o.transpose(1, 2).reshape(b, wh, ww, -1)
+    return ref_linear(attn.proj, out.roll((sh, sw), (1, 2)).reshape(b, gh * gw, -1))
+
+
+def ref_patch_merging(entry: nn.Module, spec, t: torch.Tensor, grid) -> torch.Tensor:
+    """Swin's 2x2 merge: [x(2i, 2j), x(2i+1, 2j), x(2i, 2j+1), x(2i+1, 2j+1)] -> norm -> Linear."""
+    b, _, c = t.shape
+    x = t.reshape(b, grid[0], grid[1], c)
+    x = torch.cat([x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2], x[:, 1::2, 1::2]], dim=-1)
+    return ref_linear(entry.reduction, ref_norm(entry.norm, spec.norm, x.reshape(b, -1, 4 * c)))
+
+
 def reference_forward(model: nn.Module, spec: Model, x: torch.Tensor) -> torch.Tensor:
     """The architecture as documented in the spec classes, in eval mode."""
     b, c, h, w = x.shape
-    p, d = spec.embedder.patch_size, spec.dim
+    p, d = spec.embedder.patch_size, spec.stages[0].dim
+    grid = (h // p, w // p)
     # patches in raster order, each flattened as (p1 p2 c)
     patches = x.reshape(b, c, h // p, p, w // p, p).permute(0, 2, 4, 3, 5, 1).reshape(b, -1, p * p * c)
     emb = model.embedder
-    if isinstance(spec.embedder, PatchEmbed):  # the p x p stride-p convolution as a matmul
+    if isinstance(spec.embedder, PatchEmbed):  # the p x p stride-p convolution as a matmul, then the norm
         weight = emb.proj.weight.permute(0, 2, 3, 1).reshape(d, -1)
-        t = patches @ weight.t() + (emb.proj.bias if spec.embedder.bias else 0)
+        t = ref_norm(emb.norm, spec.embedder.norm, patches @ weight.t() + (emb.proj.bias if spec.embedder.bias else 0))
     else:
         t = ref_norm(emb.norm_in, spec.embedder.norm, patches)
         t = ref_norm(emb.norm_out, spec.embedder.norm, ref_linear(emb.proj, t))
@@ -303,18 +414,24 @@ def reference_forward(model: nn.Module, spec: Model, x: torch.Tensor) -> torch.T
         t = torch.cat((model.cls_token.expand(b, 1, d), t), dim=1)
     if spec.pos_embed != "none":
         t = t + model.pos_embed
-    n = t.shape[1]
-    for blk, bs in zip(model.blocks, spec.blocks):
-        a = bs.attention
-        hd = a.head_dim if a.head_dim is not None else d // a.heads
-        qkv = ref_linear(blk.attn.qkv, ref_norm(blk.norm1, bs.norm, t))
-        q, k, v = qkv.reshape(b, n, 3, a.heads, hd).permute(2, 0, 3, 1, 4)
-        scale = a.scale if a.scale is not None else hd**-0.5
-        attn = torch.softmax(q @ k.transpose(-1, -2) * scale, dim=-1)
-        o = ref_linear(blk.attn.proj, (attn @ v).transpose(1, 2).reshape(b, n, a.heads * hd))
-        t = t + (o * blk.ls1.gamma if bs.layer_scale is not None else o)
-        f = ref_mlp(blk.ffn, bs.ffn.act, ref_norm(blk.norm2, bs.norm, t))
-        t = t + (f * blk.ls2.gamma if bs.layer_scale is not None else f)
+    for stage, stage_spec in zip(model.stages, spec.stages):
+        if stage_spec.entry is not None:
+            t = ref_patch_merging(stage.entry, stage_spec.entry, t, grid)
+            grid = (grid[0] // 2, grid[1] // 2)
+        d, n = stage_spec.dim, t.shape[1]
+        for j, (blk, bs) in enumerate(zip(stage.blocks, stage_spec.blocks)):
+            a = bs.attention
+            hd = a.head_dim if a.head_dim is not None else d // a.heads
+            u = ref_norm(blk.norm1, bs.norm, t)
+            if isinstance(a, WindowMHSA):
+                o = ref_window_attention(blk.attn, a, u, grid, j)
+            else:
+                q, k, v = ref_linear(blk.attn.qkv, u).reshape(b, n, 3, a.heads, hd).permute(2, 0, 3, 1, 4)
+                o = ref_softmax_attention(q, k, v, a.scale if a.scale is not None else hd**-0.5)
+                o = ref_linear(blk.attn.proj, o.transpose(1, 2).reshape(b, n, a.heads * hd))
+            t = t + (o * blk.ls1.gamma if bs.layer_scale is not None else o)
+            f = ref_mlp(blk.ffn, bs.ffn.act, ref_norm(blk.norm2, bs.norm, t))
+            t = t + (f * blk.ls2.gamma if bs.layer_scale is not None else f)
     if spec.final_norm:
         t = ref_norm(model.norm, spec.blocks[-1].norm, t)
     if isinstance(spec.head, ClassTokenHead):
@@ -456,7 +573,7 @@ def test_build_is_deterministic_under_seed():
 
 def test_drop_path_ramps_linearly_over_depth():
     model = build(tiny(drop_path=0.2))
-    rates = [getattr(b.drop_path, "p", 0.0) for b in model.blocks]
+    rates = [getattr(b.drop_path, "p", 0.0) for b in model.stages[0].blocks]
     assert rates == pytest.approx([0.0, 0.1, 0.2])
     torch.manual_seed(0)
     model.train()
@@ -473,11 +590,11 @@ def test_timm_init_vs_torch_init():
     torch_init = build(tiny(init="torch"))
     for (name, p), (_, q) in zip(timm_init.named_parameters(), torch_init.named_parameters()):
         assert p.shape == q.shape, name
-    fc1 = timm_init.blocks[0].ffn.fc1
+    fc1 = timm_init.stages[0].blocks[0].ffn.fc1
     assert torch.count_nonzero(fc1.bias) == 0  # timm: zero Linear biases
     assert 0.015 < fc1.weight.std().item() < 0.025  # trunc-normal(std 0.02)
     assert timm_init.cls_token.abs().max() < 1e-4  # normal(1e-6)
-    assert torch.count_nonzero(torch_init.blocks[0].ffn.fc1.bias) > 0  # PyTorch default: uniform biases
+    assert torch.count_nonzero(torch_init.stages[0].blocks[0].ffn.fc1.bias) > 0  # PyTorch default: uniform biases
 
 
 def test_components_follow_the_spec():
@@ -489,7 +606,7 @@ def test_components_follow_the_spec():
                 head=GAPHead(norm=Norm(eps=1e-4)), class_token=False, final_norm=True)
     torch.manual_seed(0)
     model = build(spec)
-    b0, b1, b2 = model.blocks
+    b0, b1, b2 = model.stages[0].blocks
     assert b0.attn.qkv.weight.shape == (3 * 16, 32) and b0.attn.qkv.bias is None
     assert b0.attn.proj.weight.shape == (32, 16)
     assert b0.ffn.fc1.out_features == 24
@@ -501,7 +618,7 @@ def test_components_follow_the_spec():
     assert n_params(model) == expected_params(spec)
     # each block's MLP applies its own activation
     x = torch.randn(2, 5, 32)
-    for blk, act in zip(model.blocks, ("relu", "silu", "gelu_tanh")):
+    for blk, act in zip(model.stages[0].blocks, ("relu", "silu", "gelu_tanh")):
         with torch.no_grad():
             assert torch.allclose(blk.ffn(x), ref_mlp(blk.ffn, act, x), atol=1e-5)
 
@@ -534,6 +651,8 @@ def test_simple_patch_embed_uses_patch_major_layout():
 
 @pytest.mark.parametrize("path", SPEC_FILES, ids=[p.stem for p in SPEC_FILES])
 def test_preset_specs(path):
+    """Every preset round-trips, has the parameter count its spec implies, and a backward pass on a random
+    batch gives every parameter a finite, nonzero gradient (eval mode: nothing stochastic hides one)."""
     spec = load_spec(path)
     assert from_json(to_json(spec)) == spec
     assert from_toml(to_toml(spec)) == spec
@@ -541,11 +660,24 @@ def test_preset_specs(path):
     model = build(spec).eval()
     if not isinstance(spec.embedder, SoTEmbed) or spec.embedder.block == "dense":
         assert n_params(model) == expected_params(spec)
-    with torch.no_grad():
-        out = model(torch.randn(1, 3, *spec.img_size))
-    assert out.shape == (1, spec.num_classes)
+    out = model(torch.randn(2, 3, *spec.img_size))
+    assert out.shape == (2, spec.num_classes)
     assert torch.isfinite(out).all()
+    (out * torch.randn_like(out)).sum().backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+        assert p.grad.abs().max() > 0, f"{name}: zero gradient"
+
+
+def test_input_of_another_size_is_a_one_line_error():
+    """A model is built for its spec's image size (position tables, DAFF's grid, Swin's windows)."""
+    model = build(tiny())
+    with pytest.raises(ValueError, match=r"^input of shape \(1, 3, 32, 32\): this model was built for \(B, 3, 16, "
+                                         r"32\) .*img_size") as info:
+        model(torch.randn(1, 3, 32, 32))
+    assert "\n" not in str(info.value)
 
 
 def test_presets_exist():
-    assert {p.stem for p in SPEC_FILES} >= {"deit_tiny", "deit_small", "vit_base", "simplevit_s"}
+    assert {p.stem for p in SPEC_FILES} >= {"deit_tiny", "deit_small", "vit_base", "simplevit_s", "swin_tiny",
+                                            "swin_small", "swin_base"}

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vspec.ops import linear, sincos_1d, sincos_2d
-from vspec.ops.linear import ACTIVATIONS
+from vspec.ops.vit import ACTIVATIONS
 
 REFERENCE_ACTS = {
     None: lambda y: y,

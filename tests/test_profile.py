@@ -1,12 +1,16 @@
-"""Profiler: reference numbers for the presets, counters agreeing, meta-device profiling."""
+"""Profiler: reference numbers for the presets, counters agreeing, meta-device profiling, the parts
+of a model adding up to the whole, conventions attributed by where the MACs sit."""
 
 import re
 from pathlib import Path
 
 import pytest
+import torch
+from torch import nn
 
 import vspec
-from vspec.profiler import norm_macs, sdpa_macs
+from vspec.nn.layers import AttentionCore
+from vspec.profiler import _flop_counter_mapping, norm_macs, sdpa_macs
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted((ROOT / "specs").glob("*.py"))
@@ -63,17 +67,35 @@ def test_simplevit_weight_params_msf_table6(profiles):
     assert abs(2 * prof.macs / 1e9 - 9.16) < 0.01 * 9.16  # Table 6: 9.16 G FLOPs = 2 x MACs
 
 
+def whole_model_macs(model: nn.Module, x: torch.Tensor) -> int:
+    """FlopCounterMode over the whole (untied) model's forward, with the profiler's formulas."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    mode = FlopCounterMode(display=False, custom_mapping=_flop_counter_mapping())
+    with mode, torch.no_grad():
+        model(x)
+    return mode.get_total_flops() // 2
+
+
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
 def test_every_preset_fully_counted(profiles, path):
     prof = profiles[path.stem]
-    model = vspec.build(vspec.load_spec(path))
+    spec = vspec.load_spec(path)
+    model = vspec.build(spec, device="meta").eval()
     assert prof.unsupported_ops == []
     assert prof.params == sum(p.numel() for p in model.parameters())
-    assert prof.params_weights == sum(p.numel() for p in model.parameters() if p.ndim >= 2)
+    # MSF's convention: the weights of linear and convolution layers, nothing else
+    assert prof.params_weights == sum(m.weight.numel() for m in model.modules()
+                                      if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d)))
     assert sum(c.params for c in prof.components.values()) == prof.params
     assert sum(c.macs for c in prof.components.values()) == prof.macs
+    assert sum(s.params for s in prof.stages) + sum(c.params for c in prof.components.values() if c.stage is None) \
+        == prof.params
     assert prof.crosscheck_macs == prof.macs  # FlopCounterMode with the same formulas agrees exactly
     assert sum(prof.by_op.values()) == prof.macs
+    # the parts (each distinct one counted once, times its repeats) add up to the whole forward pass
+    assert whole_model_macs(model, torch.empty(1, spec.in_chans, *spec.img_size, device="meta")) == prof.macs
+    assert prof.distinct_parts < len(prof.components) or len(prof.components) <= 4
 
 
 def test_meta_device_agrees_with_fvcore(profiles):
@@ -96,6 +118,61 @@ def test_two_billion_parameter_vit_on_meta_device():
     assert prof.params == expected_params and prof.params > 2e9
     expect = vit_macs(d, 48, hidden, tokens, 3 * 256, 196, 1000)
     assert prof.macs == sum(expect.values())
+
+
+def swin_macs(dim: int, depths: tuple[int, ...], window: int = 7, tokens: int = 56 * 56, classes: int = 1000):
+    """Swin MACs written out from the architecture (batch 1, 224 px): per block qkv + proj + MLP (ratio 4)
+    + the attention matmuls inside windows of window^2 tokens + two LayerNorms; patch merging between
+    stages; the 4 x 4 patch convolution and its LayerNorm, the final LayerNorm and the classifier."""
+    n = min(window * window, tokens)
+    total = tokens * 48 * dim + 5 * tokens * dim
+    for i, depth in enumerate(depths):
+        if i:
+            tokens //= 4
+            total += tokens * 4 * dim * 2 * dim + 5 * tokens * 4 * dim  # on the merged grid
+            dim *= 2
+        n = min(n, tokens)
+        total += depth * (tokens * dim * 3 * dim + tokens * dim * dim + 2 * tokens * dim * 4 * dim
+                          + 2 * tokens * n * dim + 2 * 5 * tokens * dim)
+    return total + 5 * tokens * dim + dim * classes
+
+
+@pytest.mark.parametrize("name,dim,depths,timm_gmacs", [("swin_tiny", 96, (2, 2, 6, 2), 4.51),
+                                                         ("swin_small", 96, (2, 2, 18, 2), 8.77),
+                                                         ("swin_base", 128, (2, 2, 18, 2), 15.47)])
+def test_swin_macs(profiles, name, dim, depths, timm_gmacs):
+    """The formula exactly; timm's published GMACs (its results tables) to 0.5 %."""
+    prof = profiles[name]
+    assert prof.macs == swin_macs(dim, depths)
+    assert abs(prof.macs / 1e9 - timm_gmacs) / timm_gmacs < 0.005
+    assert [s.grid for s in prof.stages] == [(56, 56), (28, 28), (14, 14), (7, 7)]
+    assert [s.dim for s in prof.stages] == [dim * 2**i for i in range(4)]
+    # blocks of a stage that differ only in their shift are counted once each; stage 4 (7 x 7, one window,
+    # no shift) has one distinct block
+    assert prof.distinct_parts == 1 + 2 + 3 * 2 + 1 + 1 + 1 + 1
+
+
+def test_depth_1000_counts_distinct_blocks_once():
+    spec = vspec.override(vspec.load_spec(ROOT / "specs/deit_tiny.py"), {"depth": 1000})
+    prof = vspec.profile(spec)
+    assert prof.distinct_parts == 4 and len(prof.components) == 1003
+    assert prof.macs == sum(vit_macs(192, 1000, 768, 197, 3 * 16 * 16, 196, 1000).values())
+    assert prof.params == 185_664 + 1000 * 444_864 + 384 + 193_000
+
+
+def test_conventions_follow_where_the_macs_sit(monkeypatch):
+    """An attention core that builds its map with plain matmuls instead of SDPA: the op kinds change,
+    the DHVT convention (everything but the attention matmuls) does not."""
+    spec = vspec.load_spec(ROOT / "specs/dhvt_tiny_cifar_p4.py")
+    before = vspec.profile(spec)
+
+    def matmul_core(self, q, k, v, mask=None):
+        return torch.softmax(q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5, dim=-1) @ v
+
+    monkeypatch.setattr(AttentionCore, "forward", matmul_core)
+    after = vspec.profile(spec)
+    assert "scaled_dot_product_attention" in before.by_op and "scaled_dot_product_attention" not in after.by_op
+    assert after.macs == before.macs and after.conventions == before.conventions
 
 
 def test_input_size_changes_the_grid():

@@ -72,7 +72,7 @@ def test_full_size_configurations_convert(size):
     ours = vspec.build(spec, device="meta")
     official = {}  # ours renamed to the released names, as the released model's state_dict() reads
     for key, value in ours.state_dict().items():
-        key = key.replace("embedder.", "visual_tokens.tokens.").replace(".ffn.", ".mlp.")
+        key = key.replace("embedder.", "visual_tokens.tokens.").replace(".ffn.", ".mlp.").replace("stages.0.", "")
         key = key.replace("head.pool.wr.", "classifier.representation.wr.")
         key = key.replace("head.norm.v0", "classifier.representation.norm.weight")
         key = key.replace("head.word_fc.", "classifier.visual_fc.").replace("head.cls_fc.", "classifier.cls_fc.")
@@ -180,6 +180,19 @@ def test_every_pool_norm_fusion_trains_one_step(pool, norm, fusion):
     assert prof.params == sum(p.numel() for p in model.parameters())
 
 
+@pytest.mark.parametrize("fusion", ["sum", "aggr_all"])
+def test_second_order_pools_need_two_tokens(fusion):
+    """One word token: its (cross-)covariance is zero when centred and rank one otherwise (the power
+    iteration's start is then orthogonal to Q); GAP on one token is fine."""
+    spec = vspec.load_spec(ROOT / "specs/sot_7layer.py")
+    with pytest.raises(SpecError, match="at least 2 tokens") as info:
+        vspec.override(spec, {"img_size": 8, "embedder.kind": "patch", "embedder.patch_size": 8, "head.fusion": fusion,
+                              "class_token": fusion != "aggr_all"})
+    assert info.value.path == "head.pool"
+    vspec.override(spec, {"img_size": 8, "embedder.kind": "patch", "embedder.patch_size": 8,
+                          "head.pool.kind": "gap_pool", "head.norm.kind": "no_norm"})
+
+
 def test_head_validation():
     with pytest.raises(SpecError, match="needs the mgcrp pool"):
         SecondOrderHead(pool=GAPPool())
@@ -226,3 +239,46 @@ def test_readme_sot_table_and_the_7_7m_note():
         assert total == f"{prof.macs / 1e9:.3f}"
     m12 = vspec.override(vspec.load_spec(ROOT / "specs/sot_tiny.py"), {"head.pool.m": 12, "head.pool.n": 12})
     assert "7.67 M" in text and f"{vspec.profile(m12).params_trainable / 1e6:.2f}" == "7.67"
+
+
+def test_sot_head_on_swin_table_holds_the_measurement():
+    """README: SoT's head on Swin (MGCrP in place of GAP, or sum fusion with the mean token as z0) beside
+    SoT Table 5; Swin-B's count is the paper's 95.9 M."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| (swin_\w+_sot)(, sum \+ mean token)? \| ([\d.]+) M \| [\d.]+ M \| ([\d.]+) G \| "
+                      r"([\d.]+) G \| [\d.]+ G \|$", text, re.M)
+    assert len(rows) == 4
+    for name, variant, params, conv_linear, total in rows:
+        spec = vspec.load_spec(ROOT / f"specs/{name}.py")
+        assert spec.class_token is False and spec.head.fusion == "aggr_all"
+        if variant:
+            spec = vspec.override(spec, {"head.fusion": "sum", "head.z0": "mean_token"})
+        prof = vspec.profile(spec)
+        assert params == f"{prof.params / 1e6:.3f}"
+        assert conv_linear == f"{prof.conventions['conv_linear'] / 1e9:.3f}"
+        assert total == f"{prof.macs / 1e9:.3f}"
+        if name == "swin_base_sot" and not variant:
+            assert round(prof.params / 1e6, 1) == 95.9  # SoT Table 5c
+        swin = vspec.profile(vspec.load_spec(ROOT / f"specs/{name.removesuffix('_sot')}.py"))
+        head_macs = {"swin_tiny_sot": 14, "swin_base_sot": 31}[name]  # "vspec's head adds 14 / 31 M MACs"
+        assert round((prof.macs - swin.macs) / 1e6) in (head_macs, head_macs + 1)
+
+
+@pytest.mark.parametrize("fusion", ["sum", "concat", "aggr_all", "late"])
+def test_get_classifier_maps_pre_logits_to_logits(fusion):
+    """timm's contract for every fusion: get_classifier()(forward_head(x, pre_logits=True)) is the logits
+    (for sum and late fusion, one callable over both classifiers)."""
+    spec = vspec.override(vspec.load_spec(ROOT / "specs/sot_7layer.py"),
+                          {"depth": 1, "head.fusion": fusion, "num_classes": 5, "head.pool.m": 4, "head.pool.n": 4})
+    torch.manual_seed(0)
+    model = vspec.build(spec).eval()
+    with torch.no_grad():
+        feats = model.forward_features(torch.randn(2, 3, 112, 112))
+        logits = model.forward_head(feats)
+        classifier = model.get_classifier()
+        assert callable(classifier) and isinstance(classifier, torch.nn.Module)
+        assert torch.allclose(classifier(model.forward_head(feats, pre_logits=True)), logits, atol=1e-5)
+    model.reset_classifier(0)
+    assert isinstance(model.get_classifier(), torch.nn.Identity)

@@ -25,6 +25,7 @@ from vspec.spec import (
     Norm,
     PatchEmbed,
     SimplePatchEmbed,
+    VERSION,
     SpecError,
     from_dict,
     from_json,
@@ -81,8 +82,11 @@ def test_dict_round_trip_and_kind_tags(spec):
     assert from_dict(data) == spec
     assert data["embedder"]["kind"] == spec.embedder.kind
     assert data["head"]["kind"] == spec.head.kind
-    blocks = data["block"] if isinstance(data["block"], list) else [data["block"]]
-    assert all(b["attention"]["kind"] == "mhsa" and b["ffn"]["kind"] == "mlp" for b in blocks)
+    stages = data["stages"] if "stages" in data else [data]  # one stage: block / depth / dim at the root
+    assert ("stages" in data) == (len(spec.stages) > 1) and data["version"] == VERSION
+    blocks = [b for s in stages for b in (s["block"] if isinstance(s["block"], list) else [s["block"]])]
+    assert all(b["attention"]["kind"] in ("mhsa", "window_mhsa") and b["ffn"]["kind"] == "mlp" for b in blocks)
+    assert all((s.get("entry") or {"kind": "patch_merging"})["kind"] == "patch_merging" for s in stages)
     assert isinstance(data["img_size"], list) and len(data["img_size"]) == 2
 
 
@@ -158,7 +162,7 @@ def test_missing_kind_tag(case):
         ([("img_size", [16, 0])], "img_size"),
         ([("img_size", [16, "16"])], "img_size.1"),
         ([("head", {"kind": "gap", "norm": {"eps": 0}})], "head.norm.eps"),
-        ([("head", {"kind": "gap", "norm": {"kind": "batchnorm"}})], "head.norm.kind"),
+        ([("head", {"kind": "gap", "norm": {"kind": "rmsnorm"}})], "head.norm.kind"),
         ([("embedder", {"kind": "simple_patch", "patch_size": 8, "bias": True})], "embedder.bias"),
     ],
 )
@@ -244,6 +248,8 @@ def test_override_switch_embedder_kind_keeps_shared_fields():
     out = override(small_spec(), {"embedder.kind": "simple_patch"})
     assert out.embedder == SimplePatchEmbed(patch_size=8)
     out = override(out, {"embedder.kind": "patch", "embedder.bias": False})
+    assert out.embedder == PatchEmbed(patch_size=8, bias=False, norm=Norm(eps=1e-5))  # both kinds have a norm
+    out = override(out, {"embedder.norm": None})
     assert out.embedder == PatchEmbed(patch_size=8, bias=False)
 
 

@@ -1,4 +1,4 @@
-"""timm conformance: timm ViT weights loaded into the matching vspec spec give timm's logits."""
+"""timm conformance: timm ViT and Swin weights loaded into the matching vspec spec give timm's logits."""
 
 from functools import lru_cache
 from pathlib import Path
@@ -9,13 +9,16 @@ import timm  # vspec[train], part of vspec[dev]
 import torch
 
 from vspec.convert import ConversionError, from_timm
-from vspec.spec import GAPHead, Norm, load_spec
+from vspec.spec import GAPHead, Norm, load_spec, override
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 PAIRS = [
     ("deit_tiny.py", "vit_tiny_patch16_224"),
     ("deit_small.py", "vit_small_patch16_224"),
     ("vit_base.py", "vit_base_patch16_224"),
+    ("swin_tiny.py", "swin_tiny_patch4_window7_224"),
+    ("swin_small.py", "swin_small_patch4_window7_224"),
+    ("swin_base.py", "swin_base_patch4_window7_224"),
 ]
 SHAPE = r"shape \(\d+(, \d+)*\)"
 
@@ -108,3 +111,17 @@ def test_from_timm_global_average_pool_with_fc_norm():
     # the class-token spec does not describe this checkpoint
     with pytest.raises(ConversionError, match="fc_norm"):
         from_timm(ref, load_spec(SPECS / "deit_tiny.py"))
+
+
+def test_swin_t_parameter_count_and_mismatches():
+    ref = timm_model("swin_tiny_patch4_window7_224")
+    assert n_params(ref) == 28_288_354
+    spec = load_spec(SPECS / "swin_tiny.py")
+    # a window of 14: a (2 * 14 - 1)^2-entry bias table where timm's window 7 has 13^2
+    wide = override(spec, {f"stages.{i}.block.attention.window": 14 for i in range(4)})
+    with pytest.raises(ConversionError, match=r"relative_position_bias_table: checkpoint shape \(169, 3\) does not "
+                                              r"fit the spec's \(729, 3\)"):
+        from_timm(ref, wide)
+    # a stage too shallow: the deepest stage's last blocks are left over
+    with pytest.raises(ConversionError, match=r"unused checkpoint keys: layers\.2\.blocks\.5\."):
+        from_timm(ref, override(spec, {"stages.2.depth": 5}))

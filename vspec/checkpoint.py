@@ -1,12 +1,16 @@
-"""Checkpoints that carry their spec: `{"format", "spec" (JSON text), "state_dict"}`."""
+"""Checkpoints that carry their spec: `{"format", "spec" (JSON text), "state_dict"}`; training
+checkpoints add "ema", optimizer state and so on. Those of earlier releases are upgraded on load."""
 
+import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from .compiler import build
-from .spec import Model, SpecError, from_json, to_json
+from .spec import Model, SpecError, from_dict, from_json, to_json
+from .spec.migrate import state_key_upgrade, upgrade, version_of
 
 FORMAT = "vspec-checkpoint-1"
 
@@ -20,8 +24,29 @@ def save(model: nn.Module, path: str | Path, spec: Model | None = None) -> Path:
     return path
 
 
+def migrate_checkpoint(ckpt: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint with its spec in the current format version and its state dicts ("state_dict",
+    "ema") keyed as the current modules are. A current checkpoint is returned as it is."""
+    try:
+        data = json.loads(ckpt["spec"])
+    except (TypeError, json.JSONDecodeError) as e:
+        raise SpecError("", f"the checkpoint's spec is not JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise SpecError("", "the checkpoint's spec is not a JSON table")
+    version = version_of(data)
+    new, dropped = upgrade(data)
+    rename = state_key_upgrade(version, dropped)
+    out = {**ckpt, "spec": to_json(from_dict(new))}
+    for name in ("state_dict", "ema"):
+        if isinstance(ckpt.get(name), dict):
+            out[name] = {new_key: value for key, value in ckpt[name].items()
+                         if (new_key := rename(key)) is not None}
+    return out
+
+
 def load_checkpoint(path: str | Path) -> dict:
-    """The raw checkpoint dict, read with weights_only=True; errors are one-line SpecErrors."""
+    """The checkpoint dict, read with weights_only=True and upgraded to the current format; errors are
+    one-line SpecErrors."""
     path = Path(path)
     if not path.is_file():
         raise SpecError("", f"{path}: no such checkpoint")
@@ -33,7 +58,10 @@ def load_checkpoint(path: str | Path) -> dict:
         ) from None
     if not isinstance(ckpt, dict) or "spec" not in ckpt or "state_dict" not in ckpt:
         raise SpecError("", f"{path}: not a vspec checkpoint (needs 'spec' and 'state_dict' entries)")
-    return ckpt
+    try:
+        return migrate_checkpoint(ckpt)
+    except SpecError as e:
+        raise SpecError("", f"{path}: {e}") from None
 
 
 def load(path: str | Path) -> nn.Module:

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 import attrs
 
-from .spec import Model, SpecError, load_spec, override, parse_assignment, to_dict, to_json
+from .spec import Model, SpecError, Tokens, load_spec, override, parse_assignment, to_dict, to_json
 
 
 class UsageError(Exception):
@@ -69,17 +69,32 @@ def parser() -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------- formatting
-def _grouped(rows: list[tuple[str, tuple[int, ...]]]) -> list[tuple[str, int, tuple[int, ...]]]:
-    """Merge runs of consecutive `blocks.i` rows with equal values: ("blocks.0-11", 12, values)."""
+def _grouped(rows: list[tuple[str, str, int | None, tuple[int, ...]]],
+             stage_labels: Sequence[str]) -> list[tuple[str, int, tuple[int, ...]]]:
+    """(name, role, stage, values) rows of the model's parts -> (label, repeats, values), merging runs of
+    blocks of one stage with equal values ("stages.0.blocks.0-11", 12, values) and putting a row with
+    the stage's sums (labelled `stage_labels[i]`) before each stage's parts."""
     out: list[tuple[str, int, tuple[int, ...]]] = []
-    for name, values in rows:
-        prev = out[-1] if out else None
-        if (prev and name.startswith("blocks.") and prev[0].startswith("blocks.") and prev[2] == values):
-            first = prev[0].split(".")[1].split("-")[0]
-            out[-1] = (f"blocks.{first}-{name.split('.')[1]}", prev[1] + 1, values)
-        else:
-            out.append((name, 1, values))
+    run: tuple[int, int, int] | None = None  # (stage, first block, its row in out) of the current run
+    for k, (name, role, stage, values) in enumerate(rows):
+        if stage is not None and (k == 0 or rows[k - 1][2] != stage):
+            sums = tuple(sum(r[3][i] for r in rows if r[2] == stage) for i in range(len(values)))
+            out.append((stage_labels[stage], 1, sums))
+        index = int(name.rsplit(".", 1)[1]) if role == "block" else -1
+        if role == "block" and run and run[0] == stage and run[2] == len(out) - 1 and out[-1][2] == values:
+            out[run[2]] = (f"  stages.{stage}.blocks.{run[1]}-{index}", out[run[2]][1] + 1, values)
+            continue
+        out.append(("  " * (stage is not None) + name, 1, values))
+        run = (stage, index, len(out) - 1) if role == "block" else None
     return out
+
+
+def describe(spec: Model) -> str:
+    """One line on the body: `12 blocks at width 192` or `4 stages of 2/2/6/2 blocks at widths 96/...`."""
+    if spec.isotropic:
+        return f"{spec.depth} blocks at width {spec.dim}"
+    return (f"{len(spec.stages)} stages of {'/'.join(str(s.depth) for s in spec.stages)} blocks at widths "
+            f"{'/'.join(str(s.dim) for s in spec.stages)}")
 
 
 def _si(x: float) -> str:
@@ -129,7 +144,7 @@ def cmd_build(args: argparse.Namespace) -> None:
 
     from .checkpoint import save
     from .compiler import build
-    from .profiler import count_params, component_names
+    from .profiler import part_params
 
     t0 = time.perf_counter()
     model = build(spec).eval()
@@ -141,14 +156,16 @@ def cmd_build(args: argparse.Namespace) -> None:
         save(model, args.out)
     if args.json:
         return
-    total, trainable, weights, per = count_params(model)
+    parts = model.parts()
+    counts = [part_params(p) for p in parts]
+    total, trainable, weights = (sum(c[i] for c in counts) for i in range(3))
     rows = [["component", "params"]]
-    for name, times, (n,) in _grouped([(c, (per.get(c, 0),)) for c in component_names(model)]):
+    named = [(p.name, p.role, p.stage, (c[0],)) for p, c in zip(parts, counts)]
+    for name, times, (n,) in _grouped(named, [f"stage {s.index}: {s.tokens}" for s in model.layout]):
         rows.append([name, _count(n, times)])
-    print(f"{args.path}: {type(model).__name__}, depth {spec.depth}, dim {spec.dim}, "
-          f"{spec.num_classes} classes, {spec.img_size[0]}x{spec.img_size[1]} input")
+    print(f"{args.path}: {describe(spec)}, {spec.num_classes} classes, {spec.img_size[0]}x{spec.img_size[1]} input")
     print(format_table(rows))
-    print(f"total: {total:,} parameters ({trainable:,} trainable, {weights:,} in weight matrices)")
+    print(f"total: {total:,} parameters ({trainable:,} trainable, {weights:,} in linear / conv weights)")
     print(f"forward {tuple(x.shape)} -> {tuple(y.shape)}: finite={bool(torch.isfinite(y).all())}, "
           f"{elapsed:.2f} s to build and run")
     if args.out:
@@ -159,25 +176,29 @@ def cmd_profile(args: argparse.Namespace) -> None:
     from .profiler import CONVENTIONS, profile
 
     spec = _load(args)
+    t0 = time.perf_counter()
     prof = profile(spec, input_size=args.input_size, meta=True if args.meta else None)
+    elapsed = time.perf_counter() - t0
     if args.json:
         print(json.dumps(prof.to_dict(), indent=2))
         return
     rows = [["component", "params", "MACs"]]
-    named = [(k, (c.params, c.macs)) for k, c in prof.components.items()]
-    for name, times, (n, m) in _grouped(named):
+    named = [(name, c.role, c.stage, (c.params, c.macs)) for name, c in prof.components.items()]
+    labels = [f"stage {s.index}: {Tokens(s.dim, s.grid, s.prefix)}" for s in prof.stages]
+    for name, times, (n, m) in _grouped(named, labels):
         rows.append([name, _count(n, times), _count(m, times, _si)])
     rows.append(["total", f"{prof.params:,}", _si(prof.macs)])
     print(f"{args.path} at {prof.input_size[0]}x{prof.input_size[1]}, batch 1 "
           "(MACs: multiply-adds, FLOPs = 2 x MACs; attention matmuls and norms counted)")
     print(format_table(rows))
     print(f"params: {prof.params:,} total, {prof.params_trainable:,} trainable, "
-          f"{prof.params_weights:,} in weight matrices (ndim >= 2)")
+          f"{prof.params_weights:,} in linear / conv weights (MSF's convention)")
     print("by op: " + ", ".join(f"{op} {_si(v)}" for op, v in sorted(prof.by_op.items(), key=lambda kv: -kv[1])))
     for name, value in prof.conventions.items():
-        print(f"paper convention, {CONVENTIONS[name][0]}: {_si(value)}")
+        print(f"paper convention, {CONVENTIONS[name]}: {_si(value)}")
     check = f"; cross-check FlopCounterMode {_si(prof.crosscheck_macs)}" if prof.crosscheck_macs is not None else ""
-    print(f"counter: {prof.counter}{check}")
+    print(f"counter: {prof.counter}{check}; {prof.distinct_parts} distinct of {len(prof.components)} parts "
+          f"counted in {elapsed:.1f} s")
     if prof.unsupported_ops:
         print(f"unsupported ops (counted as 0): {', '.join(prof.unsupported_ops)}")
 

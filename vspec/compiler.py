@@ -10,15 +10,15 @@ from . import spec as S
 
 # spec class -> module class. Every module takes (spec, ctx).
 MODULES: dict[type, type[nn.Module]] = {
+    # generic (vit)
     S.PatchEmbed: N.PatchEmbed,
     S.SimplePatchEmbed: N.SimplePatchEmbed,
-    S.SoTEmbed: N.SoTEmbed,
-    S.SOPE: N.SOPE,
     S.MHSA: N.MHSA,
     S.MLP: N.MLP,
-    S.DAFF: N.DAFF,
     S.ClassTokenHead: N.ClassTokenHead,
     S.GAPHead: N.GAPHead,
+    # SoT
+    S.SoTEmbed: N.SoTEmbed,
     S.SecondOrderHead: N.SecondOrderHead,
     S.GAPPool: N.GAPPool,
     S.GCP: N.GCP,
@@ -28,6 +28,14 @@ MODULES: dict[type, type[nn.Module]] = {
     S.LearnableScale: N.LearnableScale,
     S.ReprLayerNorm: N.ReprLayerNorm,
     S.NoNorm: N.NoNorm,
+    # DHVT
+    S.SOPE: N.SOPE,
+    S.DAFF: N.DAFF,
+    S.HeadTokens: N.HeadTokens,
+    # Swin
+    S.WindowMHSA: N.WindowMHSA,
+    S.PatchMerging: N.PatchMerging,
+    # assembly
     S.Block: N.Block,
     S.Model: N.VisionTransformer,
 }
@@ -40,15 +48,17 @@ def build_component(spec: object, ctx: N.BuildContext) -> nn.Module:
     return module_cls(spec, ctx)
 
 
-def context(spec: S.Model) -> N.BuildContext:
-    return N.BuildContext(dim=spec.dim, grid=spec.grid, num_prefix_tokens=spec.num_prefix_tokens,
-                          depth=spec.depth, num_classes=spec.num_classes, in_chans=spec.in_chans,
-                          build=build_component)
+def context(spec: S.Model, tie_repeats: bool = False) -> N.BuildContext:
+    """The root context: the tokens the embedder produces (the layout's first stage input)."""
+    return N.BuildContext(tokens=S.embedded(spec), in_chans=spec.in_chans, num_classes=spec.num_classes,
+                          depth=spec.depth, build=build_component, tie_repeats=tie_repeats)
 
 
-def build(spec: S.Model, device: torch.device | str | None = None) -> N.VisionTransformer:
-    """Compile a Model spec into a module (on `device`; `"meta"` allocates no weights)."""
+def build(spec: S.Model, device: torch.device | str | None = None, *, tie_repeats: bool = False) -> N.VisionTransformer:
+    """Compile a Model spec into a module (on `device`; `"meta"` allocates no weights). `tie_repeats`
+    builds one module per distinct block of a stage and repeats it, weights tied: the profiler's
+    model, not one to train."""
     if not isinstance(spec, S.Model):
         raise TypeError(f"build() takes a vspec Model spec, got {type(spec).__name__}")
     with torch.device(device) if device is not None else nullcontext():
-        return build_component(spec, context(spec))
+        return build_component(spec, context(spec, tie_repeats))

@@ -5,8 +5,15 @@ torch's FlopCounterMode reports). Attention matmuls are counted (q k^T and attn 
 LayerNorm / BatchNorm count 5 (4 without affine) per element as in fvcore; elementwise ops,
 activations, softmax and reductions count 0.
 
-Two counters share one table of formulas (`MAC_FORMULAS`):
-- fvcore (default): traces the module on real tensors; handles are registered for every op vspec
+The profiler reads the model's own layout: `VisionTransformer.parts()` lists the steps of the forward
+pass (embedder, each stage's entry and blocks, final norm, head) with the shape each receives. It
+builds the model with repeated blocks tied (`build(..., tie_repeats=True)`), counts each distinct part
+once on a batch of one, and multiplies by its repeats, so its time grows with the distinct blocks, not
+with the depth. The papers' conventions are read by where MACs sit: inside conv / linear layers (SoT),
+inside an attention core (`AttentionCore`, whatever ops compute it; DHVT leaves those out).
+
+Two counters share the formulas (`sdpa_macs`, `norm_macs`):
+- fvcore (default): traces each part on real tensors; handles are registered for every op vspec
   emits, so `unsupported_ops` lists anything new that slipped through.
 - torch's FlopCounterMode on the meta device: for specs too large to instantiate; the weights are
   never allocated. It is also run beside fvcore as a cross-check.
@@ -80,7 +87,7 @@ ZERO_COST_OPS = (
     "aten::linalg_vector_norm", "aten::norm", "aten::clamp_min", "aten::sort", "aten::topk", "aten::avg_pool2d",
     "aten::le", "aten::lt", "aten::ge", "aten::gt", "aten::where", "aten::mT", "aten::mH", "aten::erf",
     "aten::abs_", "aten::max_pool2d_with_indices", "aten::triu", "aten::diag_embed", "aten::eye",
-    "aten::diagonal", "aten::linalg_svd",
+    "aten::diagonal", "aten::linalg_svd", "aten::index_select",
 )
 
 FVCORE_HANDLES: dict[str, Callable[[list[Any], list[Any]], int]] = {
@@ -123,6 +130,23 @@ def _flop_counter_mapping() -> dict[Any, Callable[..., int]]:
 # ---------------------------------------------------------------- results
 @attrs.frozen
 class ComponentProfile:
+    """One part of the forward pass: its role (embedder | entry | block | norm | head) and stage."""
+
+    params: int
+    macs: int
+    role: str
+    stage: int | None
+
+
+@attrs.frozen
+class StageProfile:
+    """One stage: its tokens (width, grid, prefix tokens), depth, and the sums of its entry and blocks."""
+
+    index: int
+    dim: int
+    grid: tuple[int, int]
+    prefix: int
+    depth: int
     params: int
     macs: int
 
@@ -131,11 +155,13 @@ class ComponentProfile:
 class Profile:
     """Counts for one spec at one input size (batch 1).
 
-    params_weights counts parameters with ndim >= 2 (weight matrices and kernels; no biases or norm
-    affines). `components` maps `embedder` (with class token and position embedding), `blocks.i`,
-    `norm` and `head` to their counts; `by_op` maps op kinds to MACs. `crosscheck_macs` is the
-    other counter's total (FlopCounterMode next to fvcore), None when only one ran. `conventions`
-    gives the MACs under the papers' counting conventions (fvcore counter only; see CONVENTIONS).
+    params_weights counts the weights of linear and convolution layers (MSF's convention: no biases,
+    norms, position embeddings, tokens or other parameters). `components` maps each part of the
+    forward pass (`embedder` with class token and position embedding, `stages.i.entry`,
+    `stages.i.blocks.j`, `norm`, `head`) to its counts; `stages` sums them per stage; `by_op` maps op
+    kinds to MACs. `crosscheck_macs` is the other counter's total (FlopCounterMode next to fvcore),
+    None when only one ran. `conventions` gives the MACs under the papers' counting conventions (see
+    CONVENTIONS). `distinct_parts` is how many parts were counted (the others repeat one of them).
     """
 
     params: int
@@ -143,96 +169,85 @@ class Profile:
     params_weights: int
     macs: int
     components: dict[str, ComponentProfile]
+    stages: list[StageProfile]
     by_op: dict[str, int]
     unsupported_ops: list[str]
     counter: str
     input_size: tuple[int, int]
     crosscheck_macs: int | None = None
     conventions: dict[str, int] = attrs.field(factory=dict)
+    distinct_parts: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         out = attrs.asdict(self)
         out["input_size"] = list(self.input_size)
+        for stage in out["stages"]:
+            stage["grid"] = list(stage["grid"])
         return out
 
 
-# Papers' counting conventions, from fvcore's per-op MACs: name -> (description, op kinds counted or,
-# with a leading "-", op kinds left out of the total).
+# Papers' counting conventions: name -> description. Attributed by where the MACs sit (module types).
 CONVENTIONS = {
-    "conv_linear": ("conv and linear layers only (SoT paper, thop)", ("conv", "linear")),
-    "no_attention_matmuls": ("all but the attention matmuls (DHVT paper)", ("-scaled_dot_product_attention",)),
+    "conv_linear": "conv and linear layers only (SoT paper, thop)",
+    "no_attention_matmuls": "all but the attention matmuls (DHVT paper)",
 }
+WEIGHT_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
 
-def conventions(macs: int, by_op: dict[str, int]) -> dict[str, int]:
-    out = {}
-    for name, (_, ops) in CONVENTIONS.items():
-        if ops[0].startswith("-"):
-            out[name] = macs - sum(by_op.get(op[1:], 0) for op in ops)
-        else:
-            out[name] = sum(by_op.get(op, 0) for op in ops)
-    return out
+@attrs.frozen
+class _Count:
+    macs: int
+    by_op: dict[str, int]
+    conv_linear: int
+    attention: int
+    unsupported: tuple[str, ...] = ()
 
 
-def _component(name: str, top: set[str]) -> str:
-    parts = name.split(".")
-    if parts[0] == "blocks" and len(parts) > 1:
-        return f"blocks.{parts[1]}"
-    return parts[0] if parts[0] in top else "embedder"  # root parameters: class token, position embedding
+def _located(module: nn.Module, by_module: dict[str, int]) -> tuple[int, int]:
+    """(MACs inside conv / linear layers, MACs inside attention cores) from per-module counts."""
+    from .nn.layers import AttentionCore
+
+    conv_linear = attention = 0
+    for name, m in module.named_modules():
+        if isinstance(m, WEIGHT_LAYERS):
+            conv_linear += by_module.get(name, 0)
+        elif isinstance(m, AttentionCore):
+            attention += by_module.get(name, 0)
+    return conv_linear, attention
 
 
-def component_names(model: nn.Module) -> list[str]:
-    names = []
-    for name, child in model.named_children():
-        if name == "blocks":
-            names += [f"blocks.{i}" for i in range(len(child))]
-        elif any(True for _ in child.parameters()) or name in ("embedder", "head"):
-            names.append(name)
-    return names
-
-
-def count_params(model: nn.Module) -> tuple[int, int, int, dict[str, int]]:
-    """(total, trainable, in weight matrices (ndim >= 2), per component)."""
-    top = {name for name, _ in model.named_children()}
-    per: Counter[str] = Counter()
-    total = trainable = weights = 0
-    for name, p in model.named_parameters():
-        n = p.numel()
-        total += n
-        trainable += n if p.requires_grad else 0
-        weights += n if p.ndim >= 2 else 0
-        per[_component(name, top)] += n
-    return total, trainable, weights, per
-
-
-def _count_fvcore(model: nn.Module, x: torch.Tensor) -> tuple[int, dict[str, int], dict[str, int], list[str]]:
+def _count_fvcore(module: nn.Module, x: torch.Tensor) -> _Count:
     with warnings.catch_warnings():  # fvcore imports torch.jit.script, which warns of its deprecation
         warnings.simplefilter("ignore", FutureWarning)
         from fvcore.nn import FlopCountAnalysis
 
-    analysis = FlopCountAnalysis(model, x).set_op_handle(**FVCORE_HANDLES)
+    analysis = FlopCountAnalysis(module, x).set_op_handle(**FVCORE_HANDLES)
     analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
-    total = int(analysis.total())
     by_module = {k: int(v) for k, v in analysis.by_module().items()}
     by_op = {k: int(v) for k, v in analysis.by_operator().items() if v}
-    return total, by_module, by_op, sorted(analysis.unsupported_ops())
+    return _Count(int(analysis.total()), by_op, *_located(module, by_module), tuple(analysis.unsupported_ops()))
 
 
-def _count_torch(model: nn.Module, x: torch.Tensor) -> tuple[int, dict[str, int], dict[str, int]]:
+def _count_torch(module: nn.Module, x: torch.Tensor) -> _Count:
     from torch.utils.flop_counter import FlopCounterMode
 
     mode = FlopCounterMode(display=False, custom_mapping=_flop_counter_mapping())
     with mode, torch.no_grad():
-        model(x)
+        module(x)
     counts = mode.get_flop_counts()
-    root = type(model).__name__
-    by_module: dict[str, int] = {}
-    for name, ops in counts.items():
-        key = "" if name in ("Global", root) else name.removeprefix(f"{root}.")
-        by_module[key] = sum(ops.values()) // 2
+    root = type(module).__name__
+    by_module = {("" if name in ("Global", root) else name.removeprefix(f"{root}.")): sum(ops.values()) // 2
+                 for name, ops in counts.items()}
     by_op = {str(op).split(".")[1] if "." in str(op) else str(op): v // 2
              for op, v in counts.get("Global", {}).items() if v}
-    return mode.get_total_flops() // 2, by_module, by_op
+    return _Count(mode.get_total_flops() // 2, by_op, *_located(module, by_module))
+
+
+def part_params(part) -> tuple[int, int, int]:
+    """(total, trainable, in linear / conv weights) of a part, its extra parameters included."""
+    params = [*part.module.parameters(), *part.extra]
+    weights = sum(m.weight.numel() for m in part.module.modules() if isinstance(m, WEIGHT_LAYERS))
+    return sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad), weights
 
 
 def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, meta: bool | None = None,
@@ -246,29 +261,37 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
     if input_size is not None and input_size != spec.img_size:
         spec = attrs.evolve(spec, img_size=input_size)  # re-validated: the patch must divide it
     if meta is not False:  # the meta build costs no memory and decides the path
-        model = build(spec, device="meta")
-        meta = meta or count_params(model)[0] > meta_above
+        model = build(spec, device="meta", tie_repeats=True)
+        meta = meta or sum(part_params(p)[0] for p in model.parts()) > meta_above
     if not meta:
         torch.manual_seed(0)
-        model = build(spec)
-    total, trainable, weights, per_params = count_params(model)
-    model.eval()
-    x_shape = (1, spec.in_chans, *spec.img_size)
-    if meta:
-        macs, by_module, by_op = _count_torch(model, torch.empty(x_shape, device="meta"))
-        unsupported: list[str] = []
-        counter, cross = "torch.utils.flop_counter.FlopCounterMode (meta device)", None
-    else:
-        x = torch.randn(x_shape)
-        macs, by_module, by_op, unsupported = _count_fvcore(model, x)
-        counter = "fvcore.nn.FlopCountAnalysis"
-        cross = _count_torch(model, x)[0] if crosscheck else None
-    components = {name: ComponentProfile(per_params.get(name, 0), by_module.get(name, 0))
-                  for name in component_names(model)}
-    rest = macs - sum(c.macs for c in components.values())
-    if rest:  # ops called on the root module itself (none today), kept visible rather than lost
-        components["(model)"] = ComponentProfile(0, rest)
-    return Profile(params=total, params_trainable=trainable, params_weights=weights, macs=macs,
-                   components=components, by_op=by_op, unsupported_ops=unsupported, counter=counter,
-                   input_size=tuple(spec.img_size), crosscheck_macs=cross,
-                   conventions={} if meta else conventions(macs, by_op))
+        model = build(spec, tie_repeats=True)
+    parts = model.eval().parts()
+    counts: dict[Any, _Count] = {}
+    cross = 0
+    for part in parts:
+        if part.key in counts:
+            continue
+        x = torch.randn(1, *part.in_shape, device="meta" if meta else None)
+        counts[part.key] = _count_torch(part.module, x) if meta else _count_fvcore(part.module, x)
+        if crosscheck and not meta:
+            cross += _count_torch(part.module, x).macs * sum(p.key == part.key for p in parts)
+    totals = [part_params(p) for p in parts]
+    components = {p.name: ComponentProfile(n[0], counts[p.key].macs, p.role, p.stage) for p, n in zip(parts, totals)}
+    by_op: Counter[str] = Counter()
+    for p in parts:
+        by_op.update(counts[p.key].by_op)
+    macs = sum(c.macs for c in components.values())
+    stages = [StageProfile(s.index, s.tokens.dim, s.tokens.grid, s.tokens.prefix, s.depth,
+                           *(sum(getattr(components[p.name], k) for p in parts if p.stage == s.index)
+                             for k in ("params", "macs")))
+              for s in model.layout]
+    conventions = {"conv_linear": sum(counts[p.key].conv_linear for p in parts),
+                   "no_attention_matmuls": macs - sum(counts[p.key].attention for p in parts)}
+    return Profile(
+        params=sum(t[0] for t in totals), params_trainable=sum(t[1] for t in totals),
+        params_weights=sum(t[2] for t in totals), macs=macs, components=components, stages=stages,
+        by_op=dict(by_op), unsupported_ops=sorted({op for c in counts.values() for op in c.unsupported}),
+        counter="torch.utils.flop_counter.FlopCounterMode (meta device)" if meta else "fvcore.nn.FlopCountAnalysis",
+        input_size=tuple(spec.img_size), crosscheck_macs=cross if crosscheck and not meta else None,
+        conventions=conventions, distinct_parts=len(counts))

@@ -35,10 +35,11 @@ def spec_from_config(config: Mapping[str, Any]) -> S.Model:
 
 _RULES = [
     (r"^patch_embed\.", "embedder."),
-    (r"^blocks\.(\d+)\.attn\.pos_embed$", r"blocks.\1.head_tokens.embed"),
-    (r"^blocks\.(\d+)\.attn\.ht_proj\.", r"blocks.\1.head_tokens.proj."),
-    (r"^blocks\.(\d+)\.attn\.ht_norm\.", r"blocks.\1.head_tokens.norm."),
-    (r"^blocks\.(\d+)\.mlp\.", r"blocks.\1.ffn."),
+    (r"^blocks\.(\d+)\.attn\.pos_embed$", r"stages.0.blocks.\1.head_tokens.embed"),
+    (r"^blocks\.(\d+)\.attn\.ht_proj\.", r"stages.0.blocks.\1.head_tokens.proj."),
+    (r"^blocks\.(\d+)\.attn\.ht_norm\.", r"stages.0.blocks.\1.head_tokens.norm."),
+    (r"^blocks\.(\d+)\.mlp\.", r"stages.0.blocks.\1.ffn."),
+    (r"^blocks\.", "stages.0.blocks."),
     (r"^head\.", "head.fc."),
 ]
 

@@ -52,7 +52,8 @@ def _rename(fusion: str):
     word_fc = "head.word_fc." if fusion in ("sum", "late") else "head.fc."
     rules = [
         (r"^visual_tokens\.tokens\.", "embedder."),
-        (r"^blocks\.(\d+)\.mlp\.", r"blocks.\1.ffn."),
+        (r"^blocks\.(\d+)\.mlp\.", r"stages.0.blocks.\1.ffn."),
+        (r"^blocks\.", "stages.0.blocks."),
         (r"^classifier\.representation\.wr\.", "head.pool.wr."),
         (r"^classifier\.representation\.norm\.weight$", "head.norm.v0"),
         (r"^classifier\.visual_fc\.", word_fc),

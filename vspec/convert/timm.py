@@ -1,4 +1,4 @@
-"""timm VisionTransformer (ViT / DeiT) weights -> vspec."""
+"""timm weights -> vspec: VisionTransformer (ViT / DeiT) and SwinTransformer."""
 
 from collections.abc import Mapping
 
@@ -9,11 +9,15 @@ from .. import spec as S
 from ..compiler import build
 from .common import load_mapped, renamer
 
-# timm name prefix -> vspec name prefix (everything else keeps its name)
+# timm name -> vspec name (everything else keeps its name: cls_token, pos_embed, norm.*)
 _RENAMES = [
-    (r"^patch_embed\.proj\.", "embedder.proj."),
-    (r"^blocks\.(\d+)\.mlp\.", r"blocks.\1.ffn."),
-    (r"^blocks\.(\d+)\.ls([12])\.gamma$", r"blocks.\1.ls\2.gamma"),
+    (r"^patch_embed\.", "embedder."),
+    (r"^blocks\.(\d+)\.mlp\.", r"stages.0.blocks.\1.ffn."),  # ViT: one stage
+    (r"^blocks\.", "stages.0.blocks."),
+    (r"^layers\.(\d+)\.downsample\.", r"stages.\1.entry."),  # Swin: a stage per layer
+    (r"^layers\.(\d+)\.blocks\.(\d+)\.mlp\.", r"stages.\1.blocks.\2.ffn."),
+    (r"^layers\.", "stages."),
+    (r"^head\.fc\.", "head.fc."),
     (r"^head\.", "head.fc."),
     (r"^fc_norm\.", "head.norm."),
 ]
@@ -23,7 +27,7 @@ timm_key = renamer(_RENAMES)
 
 
 def from_timm(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor], spec: S.Model) -> nn.Module:
-    """Build `spec` and load a timm ViT's weights (a timm model or its state_dict) into it.
+    """Build `spec` and load a timm ViT's or Swin's weights (a timm model or its state_dict) into it.
 
     Raises ConversionError naming unmatched keys or shapes when the spec does not describe the
     checkpoint's architecture."""

@@ -1,37 +1,20 @@
-"""Modules, one per component kind; each takes its spec and a BuildContext."""
+"""Modules, one per component kind, each taking its spec and a BuildContext. One file per paper:
+`vit.py` (the generic parts), `sot.py`, `dhvt.py`, `swin.py`; `model.py` assembles blocks, stages and
+the model; `layers.py` holds the shared layers and the one norm factory."""
 
-from .attention import MHSA
-from .block import Block
 from .context import BuildContext
 from .dhvt import DAFF, SOPE, HeadTokens
-from .embedder import PatchEmbed, SimplePatchEmbed
-from .ffn import MLP
-from .head import ClassTokenHead, GAPHead
-from .model import VisionTransformer
-from .second_order import EPN, GCP, MGCrP, GAPPool, LearnableScale, NoNorm, ReprLayerNorm, SecondOrderHead, SvPN
-from .sot_embed import SoTEmbed
+from .layers import make_norm
+from .model import Block, Part, Stage, VisionTransformer
+from .sot import EPN, GCP, MGCrP, GAPPool, LearnableScale, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
+from .swin import PatchMerging, WindowMHSA
+from .vit import MHSA, MLP, ClassTokenHead, GAPHead, PatchEmbed, SimplePatchEmbed
 
 __all__ = [
-    "DAFF",
-    "SOPE",
-    "HeadTokens",
-    "EPN",
-    "GCP",
-    "GAPPool",
-    "LearnableScale",
-    "MGCrP",
-    "NoNorm",
-    "ReprLayerNorm",
-    "SecondOrderHead",
-    "SoTEmbed",
+    "ClassTokenHead", "GAPHead", "MHSA", "MLP", "PatchEmbed", "SimplePatchEmbed",
+    "EPN", "GCP", "GAPPool", "LearnableScale", "MGCrP", "NoNorm", "ReprLayerNorm", "SecondOrderHead", "SoTEmbed",
     "SvPN",
-    "MHSA",
-    "MLP",
-    "Block",
-    "BuildContext",
-    "ClassTokenHead",
-    "GAPHead",
-    "PatchEmbed",
-    "SimplePatchEmbed",
-    "VisionTransformer",
+    "DAFF", "HeadTokens", "SOPE",
+    "PatchMerging", "WindowMHSA",
+    "Block", "BuildContext", "Part", "Stage", "VisionTransformer", "make_norm",
 ]

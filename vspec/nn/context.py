@@ -6,30 +6,50 @@ from typing import Any
 
 from torch import nn
 
+from ..spec import Tokens
+
 
 @dataclass(frozen=True)
 class BuildContext:
     """Context values for building one component.
 
-    dim: token width. in_chans: image channels. grid: (height, width) of the patch-token grid, for
-    components that work on the image layout of the tokens. num_prefix_tokens: tokens before the
-    patch tokens (class token).
-    index / depth: position of the block being built. drop_path: this block's stochastic-depth rate.
-    num_classes: classifier width (heads). build: the compiler, to build child component specs.
+    tokens: what the component receives (width, token grid, prefix tokens), from the spec's layout.
+    in_chans: image channels. num_classes: classifier width (heads). depth: blocks in the model.
+    stage / index / index_in_stage: position of the block being built (global index and index in its
+    stage; Swin's shift alternates with the latter). drop_path: this block's stochastic-depth rate.
+    block: the spec of the enclosing block, for components around its attention (head tokens).
+    out_dim: the width to produce, for a component that changes it (a stage's entry).
     in_shape: per-sample shape of what the component receives when that is not tokens (a head's
-    normalisation receives the pooled representation).
+    normalisation receives the pooled representation). build: the compiler, to build child specs.
+    tie_repeats: build one module per distinct block of a stage and repeat it (weights tied): the
+    profiler's model, whose cost grows with the distinct blocks, not with the depth.
     """
 
-    dim: int
+    tokens: Tokens
     in_chans: int
-    grid: tuple[int, int]
-    num_prefix_tokens: int
-    depth: int
     num_classes: int
+    depth: int
     build: Callable[[Any, "BuildContext"], nn.Module]
+    stage: int = 0
     index: int = 0
+    index_in_stage: int = 0
     drop_path: float = 0.0
+    block: Any = None
+    out_dim: int | None = None
     in_shape: tuple[int, ...] = ()
+    tie_repeats: bool = False
+
+    @property
+    def dim(self) -> int:
+        return self.tokens.dim
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        return self.tokens.grid
+
+    @property
+    def num_prefix_tokens(self) -> int:
+        return self.tokens.prefix
 
     def child(self, spec: Any, **changes: Any) -> nn.Module:
         ctx = replace(self, **changes) if changes else self

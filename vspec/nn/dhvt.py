@@ -8,13 +8,7 @@ from torch import nn
 
 from .. import spec as S
 from .context import BuildContext
-from .layers import LayerNorm2d, Linear
-
-
-def norm2d(kind: str, channels: int) -> nn.Module:
-    if kind == "batchnorm":
-        return nn.BatchNorm2d(channels)
-    return LayerNorm2d(channels) if kind == "layernorm" else nn.Identity()
+from .layers import Linear, make_norm
 
 
 class Affine(nn.Module):
@@ -39,7 +33,8 @@ class SOPE(nn.Module):
         layers, c_in = [], ctx.in_chans
         for i in range(k):
             c_out = d // 2 ** (k - 1 - i)
-            layers.append(nn.Sequential(nn.Conv2d(c_in, c_out, 3, 2, 1, bias=False), norm2d(spec.norm, c_out)))
+            conv = nn.Conv2d(c_in, c_out, 3, 2, 1, bias=False)
+            layers.append(nn.Sequential(conv, make_norm(spec.norm, c_out, "map")))
             if i < k - 1 or spec.act == "every" or k == 1:  # released: GELU between units; after a lone unit
                 layers.append(nn.GELU())
             c_in = c_out
@@ -58,15 +53,15 @@ class DAFF(nn.Module):
         d, h, k = ctx.dim, spec.hidden_dim(ctx.dim), spec.kernel
         self.spec, self.grid, self.prefix = spec, ctx.grid, ctx.num_prefix_tokens
         self.conv1 = nn.Conv2d(d, h, 1)
-        self.bn1 = norm2d(spec.norm, h)
+        self.bn1 = make_norm(spec.norm, h, "map")
         if spec.spatial == "dwconv":
             self.conv2 = nn.Conv2d(h, h, k, padding=k // 2, groups=h)
         elif spec.spatial == "avgpool":
             self.conv2 = nn.AvgPool2d(k, 1, k // 2, count_include_pad=False)
         if spec.spatial != "none":
-            self.bn2 = norm2d(spec.norm, h)
+            self.bn2 = make_norm(spec.norm, h, "map")
         self.conv3 = nn.Conv2d(h, d, 1)
-        self.bn3 = norm2d(spec.norm, d)
+        self.bn3 = make_norm(spec.norm, d, "map")
         if spec.cls != "identity":
             self.compress = Linear(d, d // spec.se_reduction)
             self.excitation = Linear(d // spec.se_reduction, d)
@@ -92,12 +87,13 @@ class DAFF(nn.Module):
 class HeadTokens(nn.Module):
     """Eq. 6-7 around any attention module: X_H = GELU(LN(Linear(Average(Reshape(X))))) + E_head."""
 
-    def __init__(self, spec: S.HeadTokens, ctx: BuildContext, heads: int):
+    def __init__(self, spec: S.HeadTokens, ctx: BuildContext):
         super().__init__()
+        heads = ctx.block.attention.heads  # one head token per head of the block's attention
         self.heads, self.prefix = heads, ctx.num_prefix_tokens
         self.embed = nn.Parameter(torch.zeros(1, heads, ctx.dim))  # E_head
         self.proj = Linear(ctx.dim // heads, ctx.dim)
-        self.norm = nn.LayerNorm(ctx.dim // heads, eps=spec.eps)
+        self.norm = make_norm(spec.norm, ctx.dim // heads)
         nn.init.trunc_normal_(self.embed, std=0.02)
 
     def tokens(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,11 +1,11 @@
-"""Small layers shared by the component modules."""
+"""Small layers shared by the component modules, and the one norm factory."""
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..ops import linear
 from ..spec import Norm
-
 
 
 class Linear(nn.Linear):
@@ -23,17 +23,49 @@ class Linear(nn.Linear):
         return super().extra_repr() + (f", act={self.act}" if self.act else "")
 
 
-def make_norm(spec: Norm | None, dim: int) -> nn.Module:
-    if spec is None or spec.kind == "none":
-        return nn.Identity()
-    return nn.LayerNorm(dim, eps=spec.eps)
-
-
 class LayerNorm2d(nn.LayerNorm):
     """LayerNorm over the channels of a (B, C, H, W) map, at every position."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class BatchNormTokens(nn.Module):
+    """BatchNorm over the last (channel) axis of a (..., C) tensor: statistics over every other axis
+    (the batch and all tokens). It wraps a BatchNorm1d on (M, C) rows, so that SyncBatchNorm can
+    replace it under DDP."""
+
+    def __init__(self, channels: int, eps: float):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(channels, eps=eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(x.reshape(-1, x.shape[-1])).view(x.shape)
+
+
+def make_norm(spec: Norm | None, channels: int, layout: str = "tokens") -> nn.Module:
+    """The module of a Norm spec (None: no norm) over `channels`, for tensors laid out as `tokens`
+    (..., C) or as a `map` (B, C, H, W)."""
+    if spec is None or spec.kind == "none":
+        return nn.Identity()
+    if spec.kind == "layernorm":
+        return nn.LayerNorm(channels, eps=spec.eps) if layout == "tokens" else LayerNorm2d(channels, eps=spec.eps)
+    return BatchNormTokens(channels, eps=spec.eps) if layout == "tokens" else nn.BatchNorm2d(channels, eps=spec.eps)
+
+
+class AttentionCore(nn.Module):
+    """softmax(q k^T * scale + mask) v through F.scaled_dot_product_attention, with dropout on the
+    attention in training. A module of its own so that the profiler can tell the attention matmuls
+    (the papers' conventions count or drop them) by where they sit, whatever ops compute them."""
+
+    def __init__(self, drop: float = 0.0, scale: float | None = None):
+        super().__init__()
+        self.drop, self.scale = drop, scale
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
+        drop = self.drop if self.training else 0.0
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop, scale=self.scale)
 
 
 class LayerScale(nn.Module):
@@ -59,7 +91,7 @@ class DropPath(nn.Module):
         if not self.training or self.p == 0.0:
             return x
         keep = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(1 - self.p)
-        return x * keep / (1 - self.p)
+        return x * keep.div_(1 - self.p)  # scale the per-sample mask, not the whole tensor
 
     def extra_repr(self) -> str:
         return f"p={self.p}"

@@ -1,53 +1,128 @@
-"""The vision transformer assembled from a Model spec, with timm's model API."""
+"""The model assembled from a Model spec: blocks, stages and the vision transformer, with timm's model
+API (including its feature API) and the layout that the profiler and the CLI read."""
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
 import attrs
 import torch
+from einops import rearrange
 from torch import nn
 
 from .. import spec as S
 from ..ops import sincos_1d, sincos_2d
 from .context import BuildContext
-from .layers import make_norm
+from .layers import DropPath, LayerScale, make_norm, maybe
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: x + attn(norm1(x)), then x + ffn(norm2(x)), each branch with
+    optional layer scale and drop path; with head tokens, attn runs inside HeadTokens."""
+
+    def __init__(self, spec: S.Block, ctx: BuildContext):
+        super().__init__()
+        d = ctx.dim
+        self.norm1 = make_norm(spec.norm, d)
+        self.attn = ctx.child(spec.attention)
+        self.head_tokens = ctx.child(spec.head_tokens, block=spec) if spec.head_tokens is not None else None
+        self.ls1 = maybe(LayerScale, spec.layer_scale is not None, d, spec.layer_scale)
+        self.norm2 = make_norm(spec.norm, d)
+        self.ffn = ctx.child(spec.ffn)
+        self.ls2 = maybe(LayerScale, spec.layer_scale is not None, d, spec.layer_scale)
+        self.drop_path = maybe(DropPath, ctx.drop_path > 0, ctx.drop_path)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm1(x)
+        h = self.attn(h) if self.head_tokens is None else self.head_tokens(self.attn, h)
+        x = x + self.drop_path(self.ls1(h))
+        return x + self.drop_path(self.ls2(self.ffn(self.norm2(x))))
+
+
+class Stage(nn.Module):
+    """entry (optional) -> blocks. `keys[j]` says which blocks compute the same thing: equal keys for
+    blocks built from one spec entry with one variant (Swin's shift parity)."""
+
+    def __init__(self, spec: S.Stage, shape: S.StageLayout, ctx: BuildContext, rates: Sequence[float]):
+        super().__init__()
+        self.entry = None
+        if spec.entry is not None:
+            self.entry = ctx.child(spec.entry, tokens=shape.entry_in, stage=shape.index, out_dim=shape.tokens.dim)
+        built: dict[Hashable, nn.Module] = {}
+        self.keys: list[Hashable] = []
+        blocks = []
+        for j, block in enumerate(spec.blocks):
+            i = shape.first + j
+            key = (shape.index, j if isinstance(spec.block, tuple) else -1, block.variant(shape.tokens, j))
+            if not (ctx.tie_repeats and key in built):
+                built[key] = ctx.child(block, tokens=shape.tokens, stage=shape.index, index=i, index_in_stage=j,
+                                       drop_path=rates[i])
+            self.keys.append(key)
+            blocks.append(built[key])
+        self.blocks = nn.Sequential(*blocks)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks(x if self.entry is None else self.entry(x))
+
+
+@dataclass(frozen=True)
+class Part:
+    """One step of the forward pass, as the profiler and the CLI read it. `in_shape` is the per-sample
+    input ((C, H, W) for the embedder, (N, C) tokens for the others); parts with equal `key` compute
+    the same thing; `extra` are parameters on the model that belong to the part (the embedder's class
+    token and position embedding)."""
+
+    name: str
+    role: str  # embedder | entry | block | norm | head
+    stage: int | None
+    module: nn.Module
+    in_shape: tuple[int, ...]
+    key: Hashable
+    extra: tuple[nn.Parameter, ...] = ()
 
 
 class VisionTransformer(nn.Module):
-    """embedder -> [class token] -> + position embedding -> blocks -> final norm -> head.
+    """embedder -> [class token] -> + position embedding -> stages -> final norm -> head.
 
-    timm conventions: `forward_features`, `forward_head(x, pre_logits=False)`, `num_classes`,
-    `num_features`, `reset_classifier`, `get_classifier`, `no_weight_decay`. `.spec` is the spec it
-    was built from (kept in step by `reset_classifier`).
+    timm conventions: `forward_features`, `forward_head(x, pre_logits=False)`, `forward_intermediates`,
+    `feature_info`, `num_classes`, `num_features`, `reset_classifier`, `get_classifier`,
+    `no_weight_decay`. `.spec` is the spec it was built from (kept in step by `reset_classifier`),
+    `.layout` its stages' shapes, `.parts()` the steps of its forward pass.
     """
 
     def __init__(self, spec: S.Model, ctx: BuildContext):
         super().__init__()
         self.spec = spec
+        self.layout = S.layout(spec)
         self.num_classes = spec.num_classes
-        self.num_features = self.embed_dim = spec.dim
+        self.num_features = spec.dim
+        self.embed_dim = self.layout[0].tokens.dim
         self.num_prefix_tokens = spec.num_prefix_tokens
-        grid, d = spec.grid, spec.dim
+        first = ctx.tokens  # what the embedder produces
+        d = first.dim
         self.embedder = ctx.child(spec.embedder)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d)) if spec.class_token else None
-        n_tokens = grid[0] * grid[1] + self.num_prefix_tokens
         if spec.pos_embed == "learned":
-            self.pos_embed = nn.Parameter(torch.zeros(1, n_tokens, d))
+            self.pos_embed = nn.Parameter(torch.zeros(1, first.length, d))
         elif spec.pos_embed == "sincos1d":
-            self.register_buffer("pos_embed", sincos_1d(n_tokens, d)[None], persistent=False)
+            self.register_buffer("pos_embed", sincos_1d(first.length, d)[None], persistent=False)
         elif spec.pos_embed == "sincos2d":  # patch tokens only; prefix tokens get zeros
-            table = torch.cat((torch.zeros(self.num_prefix_tokens, d), sincos_2d(*grid, d)))
+            table = torch.cat((torch.zeros(first.prefix, d), sincos_2d(*first.grid, d)))
             self.register_buffer("pos_embed", table[None], persistent=False)
         else:
             self.pos_embed = None
-        rates = [spec.drop_path * i / max(spec.depth - 1, 1) for i in range(spec.depth)]
-        self.blocks = nn.Sequential(*(ctx.child(b, index=i, drop_path=rates[i]) for i, b in enumerate(spec.blocks)))
-        self.norm = make_norm(spec.blocks[-1].norm, d) if spec.final_norm else nn.Identity()
-        self.head = ctx.child(spec.head)
+        rates = [spec.drop_path * i / max(spec.depth - 1, 1) for i in range(spec.depth)]  # one ramp, all stages
+        self.stages = nn.ModuleList(Stage(s, shape, ctx, rates) for s, shape in zip(spec.stages, self.layout))
+        last = self.layout[-1].tokens
+        self.norm = make_norm(spec.stages[-1].blocks[-1].norm, last.dim) if spec.final_norm else nn.Identity()
+        self.head = ctx.child(spec.head, tokens=last)
+        self.feature_info = self._feature_info()
         if spec.init == "timm":
             self.init_weights()
 
     @torch.no_grad()
     def init_weights(self) -> None:
         """timm's ViT init: Linear weights trunc-normal(0.02) with zero bias, learned position
-        embedding trunc-normal(0.02), class token normal(1e-6); other layers keep torch defaults."""
+        embedding trunc-normal(0.02), class token normal(1e-6); other layers keep their own init."""
         if isinstance(self.pos_embed, nn.Parameter):
             nn.init.trunc_normal_(self.pos_embed, std=0.02)
         if self.cls_token is not None:
@@ -55,15 +130,44 @@ class VisionTransformer(nn.Module):
         for m in self.modules():
             _init_linear(m)
 
+    # ---------------------------------------------------------------- layout
+    def parts(self) -> list[Part]:
+        """The forward pass step by step: embedder, each stage's entry and blocks, final norm, head."""
+        c, (h, w) = self.spec.in_chans, self.spec.img_size
+        root = tuple(p for p in (self.cls_token, self.pos_embed) if isinstance(p, nn.Parameter))
+        out = [Part("embedder", "embedder", None, self.embedder, (c, h, w), "embedder", root)]
+        for shape, stage in zip(self.layout, self.stages):
+            i, t = shape.index, shape.tokens
+            if stage.entry is not None:
+                e = shape.entry_in
+                out.append(Part(f"stages.{i}.entry", "entry", i, stage.entry, (e.length, e.dim), (i, "entry")))
+            out += [Part(f"stages.{i}.blocks.{j}", "block", i, block, (t.length, t.dim), key)
+                    for j, (block, key) in enumerate(zip(stage.blocks, stage.keys))]
+        last = self.layout[-1].tokens
+        if self.spec.final_norm:
+            out.append(Part("norm", "norm", None, self.norm, (last.length, last.dim), "norm"))
+        return out + [Part("head", "head", None, self.head, (last.length, last.dim), "head")]
+
+    def _feature_info(self) -> list[dict]:
+        """timm's feature_info: one entry per block of a one-stage model, per stage otherwise."""
+        if len(self.layout) == 1:
+            s = self.layout[0]
+            return [dict(module=f"stages.0.blocks.{j}", num_chs=s.tokens.dim, reduction=s.reduction, stage=0, index=j)
+                    for j in range(s.depth)]
+        return [dict(module=f"stages.{s.index}", num_chs=s.tokens.dim, reduction=s.reduction, stage=s.index,
+                     index=s.depth - 1) for s in self.layout]
+
+    # ---------------------------------------------------------------- timm's model API
     def no_weight_decay(self) -> set[str]:
-        return {name for name in ("pos_embed", "cls_token") if isinstance(getattr(self, name), nn.Parameter)}
+        names = {name for name in ("pos_embed", "cls_token") if isinstance(getattr(self, name), nn.Parameter)}
+        for prefix, m in self.named_modules():
+            names |= {f"{prefix}.{n}" for n in getattr(m, "no_weight_decay_names", ())}
+        return names
 
     def get_classifier(self) -> nn.Module:
-        """The classifier layer (a ModuleDict of the two for heads with a class-token and a word-token
-        classifier)."""
-        if hasattr(self.head, "fc"):
-            return self.head.fc
-        return nn.ModuleDict(dict(cls_fc=self.head.cls_fc, word_fc=self.head.word_fc))
+        """The module that maps `forward_head(x, pre_logits=True)` to the logits (for SoT's sum and late
+        fusions, one callable over both classifiers)."""
+        return self.head.classifier()
 
     def reset_classifier(self, num_classes: int) -> None:
         new = self.head.reset(num_classes)
@@ -73,19 +177,86 @@ class VisionTransformer(nn.Module):
             for fc in new:
                 _init_linear(fc)
 
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+    def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """Image -> the first stage's input: embedder, class token, position embedding."""
+        expected = (self.spec.in_chans, *self.spec.img_size)
+        if tuple(x.shape[1:]) != expected:
+            raise ValueError(f"input of shape {tuple(x.shape)}: this model was built for (B, "
+                             f"{', '.join(map(str, expected))}) (its spec's in_chans and img_size; rebuild the "
+                             "spec at another size, e.g. --set img_size=[H, W])")
         x = self.embedder(x)
         if self.cls_token is not None:
             x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1)
-        if self.pos_embed is not None:
-            x = x + self.pos_embed
-        return self.norm(self.blocks(x))
+        return x if self.pos_embed is None else x + self.pos_embed
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.forward_tokens(x)
+        for stage in self.stages:
+            x = stage(x)
+        return self.norm(x)
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         return self.head(x, pre_logits=pre_logits)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
+
+    # ---------------------------------------------------------------- timm's feature API
+    def forward_intermediates(self, x: torch.Tensor, indices: int | Sequence[int] | None = None, norm: bool = False,
+                              stop_early: bool = False, output_fmt: str = "NCHW", intermediates_only: bool = False,
+                              return_prefix_tokens: bool = False):
+        """The features after each `feature_info` entry (each block of a one-stage model, each stage
+        otherwise), as timm's models give them. indices: None (all), n (the last n) or a list (negative
+        counts from the end). norm: apply the final norm to the features of the last stage (where its
+        width applies). output_fmt: NCHW (patch tokens as a (B, C, h, w) map; with
+        return_prefix_tokens, (map, prefix tokens) pairs) | NLC (the tokens, prefix included). Returns
+        (final features, intermediates), or only the intermediates."""
+        if output_fmt not in ("NCHW", "NLC"):
+            raise ValueError(f"output_fmt must be NCHW or NLC, got {output_fmt!r}")
+        take = _take_indices(len(self.feature_info), indices)
+        taps = {(f["stage"], f["index"]): k for k, f in enumerate(self.feature_info)}
+        last_stage, end = len(self.stages) - 1, max(take) if stop_early else len(self.feature_info) - 1
+        out: dict[int, object] = {}
+        x = self.forward_tokens(x)
+        for shape, stage in zip(self.layout, self.stages):
+            if stage.entry is not None:
+                x = stage.entry(x)
+            for j, block in enumerate(stage.blocks):
+                x = block(x)
+                k = taps.get((shape.index, j))
+                if k in take:
+                    y = self.norm(x) if norm and shape.index == last_stage else x
+                    out[k] = y if output_fmt == "NLC" else _as_map(y, shape.tokens, return_prefix_tokens)
+                if k == end:
+                    break
+            if k == end:
+                break
+        feats = [out[k] for k in take]
+        if intermediates_only:
+            return feats
+        return (self.norm(x) if k == len(self.feature_info) - 1 else x), feats
+
+
+def _take_indices(n: int, indices: int | Sequence[int] | None) -> list[int]:
+    """timm's convention: None -> all, an int -> the last `indices`, a sequence -> those (negatives
+    count from the end)."""
+    if indices is None:
+        return list(range(n))
+    if isinstance(indices, int):
+        if not 0 < indices <= n:
+            raise ValueError(f"indices: the last {indices} of {n} features do not exist")
+        return list(range(n - indices, n))
+    out = []
+    for i in indices:
+        if not -n <= i < n:
+            raise ValueError(f"indices: {i} is out of range for {n} features")
+        out.append(i % n)
+    return out
+
+
+def _as_map(x: torch.Tensor, tokens: S.Tokens, with_prefix: bool):
+    spatial = rearrange(x[:, tokens.prefix:], "b (h w) c -> b c h w", h=tokens.grid[0])
+    return (spatial, x[:, :tokens.prefix]) if with_prefix else spatial
 
 
 @torch.no_grad()

@@ -1,10 +1,10 @@
-"""The functional core: pure tensor functions without parameters, each citing its equation."""
+"""The functional core: pure tensor functions without parameters, each citing its equation. One file
+per paper: `vit.py` (the generic linear kernel and sin-cos tables), `sot.py`, `swin.py`."""
 
-from .linear import linear
-from .posembed import sincos_1d, sincos_2d
-from .covariance import covariance, cross_covariance
-from .isqrt import isqrt_cov
-from .svpn import epn, power_iteration, svpn_approx, svpn_exact
+from .sot import covariance, cross_covariance, epn, isqrt_cov, power_iteration, svpn_approx, svpn_exact
+from .swin import permute_tokens, relative_position_index, shift_mask, window_order
+from .vit import linear, sincos_1d, sincos_2d
 
 __all__ = ["linear", "sincos_1d", "sincos_2d", "covariance", "cross_covariance", "isqrt_cov", "epn",
-           "power_iteration", "svpn_approx", "svpn_exact"]
+           "power_iteration", "svpn_approx", "svpn_exact", "permute_tokens", "relative_position_index", "shift_mask",
+           "window_order"]

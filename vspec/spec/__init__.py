@@ -1,52 +1,33 @@
 """The spec language: frozen attrs classes that describe a vision transformer as data.
 
-Importing this package does not import torch.
+One file per paper (`vit.py` holds the generic parts, then `sot.py`, `dhvt.py`, `swin.py`); `model.py`
+assembles them into stages and a model; `layout.py` works out the shapes. Importing this package does
+not import torch.
 """
 
-from .attention import MHSA, HeadTokens
 from .core import SpecError
-from .embedder import SOPE, PatchEmbed, SimplePatchEmbed, SoTEmbed
-from .ffn import DAFF, MLP
-from .head import ClassTokenHead, GAPHead
+from .dhvt import DAFF, SOPE, HeadTokens
+from .layout import StageLayout, Tokens, embedded, layout
 from .load import load_spec, override, parse_assignment
-from .model import KINDS, ROLES, Block, Model
-from .norm import Norm
-from .second_order import EPN, GCP, MGCrP, GAPPool, LearnableScale, NoNorm, ReprLayerNorm, SecondOrderHead, SvPN
+from .migrate import VERSION
+from .model import KINDS, ROLES, Block, Model, Stage
 from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
+from .sot import EPN, GCP, MGCrP, GAPPool, LearnableScale, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
+from .swin import PatchMerging, WindowMHSA
+from .vit import MHSA, MLP, ClassTokenHead, GAPHead, Norm, PatchEmbed, SimplePatchEmbed
 
 __all__ = [
-    "DAFF",
-    "HeadTokens",
-    "SOPE",
-    "EPN",
-    "GCP",
-    "GAPPool",
-    "LearnableScale",
-    "MGCrP",
-    "NoNorm",
-    "ReprLayerNorm",
-    "SecondOrderHead",
-    "SoTEmbed",
+    # generic parts (vit.py)
+    "ClassTokenHead", "GAPHead", "MHSA", "MLP", "Norm", "PatchEmbed", "SimplePatchEmbed",
+    # SoT
+    "EPN", "GCP", "GAPPool", "LearnableScale", "MGCrP", "NoNorm", "ReprLayerNorm", "SecondOrderHead", "SoTEmbed",
     "SvPN",
-    "MHSA",
-    "MLP",
-    "KINDS",
-    "ROLES",
-    "Block",
-    "ClassTokenHead",
-    "GAPHead",
-    "Model",
-    "Norm",
-    "PatchEmbed",
-    "SimplePatchEmbed",
-    "SpecError",
-    "from_dict",
-    "from_json",
-    "from_toml",
-    "load_spec",
-    "override",
-    "parse_assignment",
-    "to_dict",
-    "to_json",
+    # DHVT
+    "DAFF", "HeadTokens", "SOPE",
+    # Swin
+    "PatchMerging", "WindowMHSA",
+    # assembly, shapes, files
+    "KINDS", "ROLES", "VERSION", "Block", "Model", "Stage", "StageLayout", "Tokens", "SpecError", "embedded", "layout",
+    "from_dict", "from_json", "from_toml", "load_spec", "override", "parse_assignment", "to_dict", "to_json",
     "to_toml",
 ]

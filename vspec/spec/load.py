@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 
 from .core import SpecError, join
-from .model import KINDS, Model
+from .model import KINDS, SHORTHAND, Model
 from .serialize import converter, from_dict, from_json, from_toml, to_dict
 
 SUFFIXES = (".py", ".json", ".toml")
@@ -82,11 +82,15 @@ def _set(tree: Any, keys: list[str], value: Any, done: list[str]) -> Any:
             raise SpecError(path, f"no such list index; the list has {len(tree)} items")
         out, index = list(tree), int(key)
     elif isinstance(tree, Mapping):
+        if not done and key in SHORTHAND and "stages" in tree:
+            raise SpecError(key, f"the model has {len(tree['stages'])} stages: set stages.<i>.{key} instead")
         if key not in tree and not isinstance(tree, _Unset):
             raise SpecError(path, f"unknown key; allowed here: {', '.join(tree)}")
         out, index = dict(tree), key
     else:
         raise SpecError(join(*done), f"is {tree!r}, which has no field {key!r}")
+    if not rest and isinstance(value, str) and isinstance(out[index], Mapping) and "kind" in out[index]:
+        return _set(out, [index, "kind"], value, done)  # `head=gap` means `head.kind=gap`, `...norm=batchnorm` too
     if not rest:
         switching = key == "kind" and isinstance(out, dict) and isinstance(out[index], str) and out[index] in KINDS
         out[index] = value
@@ -106,9 +110,11 @@ def _set(tree: Any, keys: list[str], value: Any, done: list[str]) -> Any:
 def override(spec: Model, assignments: Mapping[str, Any]) -> Model:
     """Apply dotted assignments, e.g. `{"block.attention.heads": 6}`, type-checked like a spec file.
 
-    A repeated block (`block` is one Block) is addressed as `block.x`; a listed stack as `block.3.x`.
+    A repeated block (`block` is one Block) is addressed as `block.x`; a listed stack as `block.3.x`;
+    on a model with several stages, `stages.1.block.x`, `stages.1.depth`.
     Setting `....kind` switches a component and keeps the fields the new kind shares where their
-    values fit it (the others take the new kind's defaults).
+    values fit it (the others take the new kind's defaults); a bare string given to a component or a
+    norm sets its kind (`head=gap`, `block.ffn.norm=layernorm`).
     """
     tree = to_dict(spec)
     for key, value in assignments.items():

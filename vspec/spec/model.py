@@ -1,16 +1,20 @@
-"""The model: an embedder, a stack of blocks and a head, with the shape that ties them together."""
+"""The model: an embedder, a body of stages of blocks, and a head, with the shape that ties them.
 
-from typing import Literal
+Each component checks its own rules against the tokens it will see (`check(tokens)`); the model's
+validator only walks the layout and composes their errors into paths from the model root.
+"""
 
+from typing import Any, Literal
+
+import attrs
 from attrs import field, frozen
 
-from .attention import MHSA, Attention, HeadTokens
 from .core import SpecError, check, check_pair, join, one_of, pair
-from .embedder import SOPE, Embedder, PatchEmbed, SimplePatchEmbed, SoTEmbed
-from .ffn import DAFF, FFN, MLP
-from .head import ClassTokenHead, GAPHead
-from .second_order import EPN, GCP, MGCrP, GAPPool, LearnableScale, NoNorm, ReprLayerNorm, SecondOrderHead, SvPN
-from .norm import Norm
+from .dhvt import DAFF, SOPE, HeadTokens
+from .layout import Tokens, layout
+from .sot import EPN, GCP, MGCrP, GAPPool, LearnableScale, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
+from .swin import PatchMerging, WindowMHSA
+from .vit import MHSA, MLP, ClassTokenHead, GAPHead, Norm, PatchEmbed, SimplePatchEmbed
 
 POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
 INITS = ("timm", "torch")
@@ -18,8 +22,9 @@ INITS = ("timm", "torch")
 # The component kinds each role accepts; the union annotations below name the same classes.
 ROLES: dict[str, tuple[type, ...]] = {
     "embedder": (PatchEmbed, SimplePatchEmbed, SoTEmbed, SOPE),
-    "attention": (MHSA,),
+    "attention": (MHSA, WindowMHSA),
     "ffn": (MLP, DAFF),
+    "entry": (PatchMerging,),
     "head": (ClassTokenHead, GAPHead, SecondOrderHead),
     "pool": (GAPPool, GCP, MGCrP),  # inside SecondOrderHead
     "repr_norm": (SvPN, EPN, LearnableScale, ReprLayerNorm, NoNorm),  # inside SecondOrderHead
@@ -27,52 +32,106 @@ ROLES: dict[str, tuple[type, ...]] = {
 KINDS: dict[str, type] = {c.kind: c for classes in ROLES.values() for c in classes}
 
 
-def _fusion(head) -> str:
-    return f" with {head.fusion} fusion" if hasattr(head, "fusion") else ""
-
-
 @frozen
 class Block:
     """A pre-norm transformer block: x + attention(norm(x)), then x + ffn(norm(x)).
 
     `layer_scale`, when set, is the initial value of a learnable per-channel scale on each branch.
-    `head_tokens`, when set, adds DHVT's head tokens around the attention (any attention kind).
+    `head_tokens`, when set, adds DHVT's head tokens around the attention.
     """
 
-    attention: Attention = field(default=MHSA(), validator=one_of(*ROLES["attention"]))
-    ffn: FFN = field(default=MLP(), validator=one_of(*ROLES["ffn"]))
+    attention: MHSA | WindowMHSA = field(default=MHSA(), validator=one_of(*ROLES["attention"]))
+    ffn: MLP | DAFF = field(default=MLP(), validator=one_of(*ROLES["ffn"]))
     norm: Norm = field(default=Norm(), validator=check(Norm))
     layer_scale: float | None = field(default=None, validator=check(float, gt=0, optional=True))
     head_tokens: HeadTokens | None = field(default=None, validator=check(HeadTokens, optional=True))
 
+    def check(self, tokens: Tokens) -> None:
+        for name in ("attention", "ffn"):
+            try:
+                getattr(self, name).check(tokens)
+            except SpecError as e:
+                raise e.under(name) from None
+        if self.head_tokens is not None:
+            try:
+                self.head_tokens.check(tokens, self.attention)
+            except SpecError as e:
+                raise e.under("head_tokens") from None
+
+    def variant(self, tokens: Tokens, index_in_stage: int) -> Any:
+        """What distinguishes the blocks of one stage built from this spec (Swin's shift), or None."""
+        attention_variant = getattr(self.attention, "variant", None)
+        return attention_variant(tokens, index_in_stage) if attention_variant else None
+
+
+def _tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
 
 def _check_blocks(inst, attribute, value):
+    name = type(inst).__name__
     if isinstance(value, Block):
         return
     if not isinstance(value, tuple) or not value:
-        raise SpecError("Model.block", f"must be a Block or a non-empty list of Blocks, got {value!r}")
+        raise SpecError(f"{name}.block", f"must be a Block or a non-empty list of Blocks, got {value!r}")
     for i, b in enumerate(value):
         if not isinstance(b, Block):
-            raise SpecError(f"Model.block.{i}", f"must be a Block, got {type(b).__name__}")
+            raise SpecError(f"{name}.block.{i}", f"must be a Block, got {type(b).__name__}")
 
 
 @frozen
-class Model:
-    """A vision transformer.
+class Stage:
+    """`depth` blocks at width `dim`: one Block repeated, or a list of `depth` Blocks. `entry`, when
+    set, first changes the grid and the width (PatchMerging); without one the width cannot change."""
 
-    `block` is one Block repeated `depth` times, or a list of `depth` Blocks (heterogeneous stack).
-    `pos_embed`: none | learned (covers class token and patches, timm) | sincos1d (fixed, over all
-    tokens) | sincos2d (fixed, over the patch grid only; SimpleViT). `final_norm` applies the last
-    block's norm kind after the stack. `drop_path` is the stochastic-depth rate of the last block,
-    ramped linearly from 0 over depth. `init`: timm (ViT initialisation) | torch (PyTorch defaults).
-    """
-
-    embedder: Embedder = field(default=PatchEmbed(), validator=one_of(*ROLES["embedder"]))
-    block: Block | tuple[Block, ...] = field(
-        default=Block(), converter=lambda v: tuple(v) if isinstance(v, list) else v, validator=_check_blocks
-    )
     depth: int = field(default=12, validator=check(int, ge=1))
     dim: int = field(default=768, validator=check(int, ge=1))
+    block: Block | tuple[Block, ...] = field(default=Block(), converter=_tuple, validator=_check_blocks)
+    entry: PatchMerging | None = field(default=None, validator=check(ROLES["entry"], optional=True))
+
+    def __attrs_post_init__(self):
+        if isinstance(self.block, tuple) and len(self.block) != self.depth:
+            raise SpecError("Stage.depth",
+                            f"must equal the number of listed blocks ({len(self.block)}), got {self.depth}")
+
+    @property
+    def blocks(self) -> tuple[Block, ...]:
+        return self.block if isinstance(self.block, tuple) else (self.block,) * self.depth
+
+    def named_blocks(self) -> list[tuple[str, Block]]:
+        """(path, block) once per distinct spec entry: `block` or `block.i`."""
+        if isinstance(self.block, Block):
+            return [("block", self.block)]
+        return [(f"block.{i}", b) for i, b in enumerate(self.block)]
+
+
+def _check_stages(inst, attribute, value):
+    if not isinstance(value, tuple) or not value:
+        raise SpecError("Model.stages", f"must be a non-empty list of Stages, got {value!r}")
+    for i, s in enumerate(value):
+        if not isinstance(s, Stage):
+            raise SpecError(f"Model.stages.{i}", f"must be a Stage, got {type(s).__name__}")
+
+
+SHORTHAND = ("block", "depth", "dim")
+
+
+@frozen(init=False)
+class Model:
+    """A vision transformer: embedder -> [class token] -> + position embedding -> stages -> final norm
+    -> head.
+
+    A one-stage (isotropic) model is written with the shorthand `block`, `depth`, `dim` (the stage's
+    fields), and its JSON keeps that form; a hierarchical one lists `stages` (Swin). `pos_embed`: none |
+    learned (covers class token and patches, timm) | sincos1d (fixed, over all tokens) | sincos2d
+    (fixed, over the patch grid only; SimpleViT). `final_norm` applies the last block's norm kind after
+    the last stage. `drop_path` is the stochastic-depth rate of the last block, ramped linearly from 0
+    over all blocks of all stages. `init`: timm (ViT initialisation) | torch (PyTorch defaults).
+    """
+
+    embedder: PatchEmbed | SimplePatchEmbed | SoTEmbed | SOPE = field(
+        default=PatchEmbed(), validator=one_of(*ROLES["embedder"]))
+    stages: tuple[Stage, ...] = field(default=(Stage(),), converter=_tuple, validator=_check_stages)
     num_classes: int = field(default=1000, validator=check(int, ge=0))
     img_size: tuple[int, int] = field(default=(224, 224), converter=pair, validator=check_pair)
     in_chans: int = field(default=3, validator=check(int, ge=1))
@@ -85,43 +144,103 @@ class Model:
     drop_path: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     init: Literal["timm", "torch"] = field(default="timm", validator=check(str, choices=INITS))
 
+    def __init__(self, *, block: Any = None, depth: Any = None, dim: Any = None, **fields: Any):
+        """`block` / `depth` / `dim` set the fields of a one-stage model's stage (also on
+        `attrs.evolve` of a one-stage model); `stages` gives any body."""
+        short = {k: v for k, v in zip(SHORTHAND, (block, depth, dim)) if v is not None}
+        if short:
+            stages = _tuple(fields.get("stages"))
+            if isinstance(stages, tuple) and len(stages) > 1:
+                key = next(iter(short))
+                raise SpecError(f"Model.{key}", f"the model has {len(stages)} stages: set stages.<i>.{key} instead")
+            if isinstance(short.get("block"), (list, tuple)) and "depth" not in short and not stages:
+                short["depth"] = len(short["block"])  # a listed stack: its length is the depth
+            try:
+                base = stages[0] if stages else Stage()
+                fields["stages"] = (attrs.evolve(base, **short),)
+            except SpecError as e:  # the stage's fields are the model's here
+                raise SpecError(e.path.replace("Stage.", "Model.", 1), e.message) from None
+        self.__attrs_init__(**fields)
+
     def __attrs_post_init__(self):
-        """Rules that tie fields together; paths run from the model root."""
-        if isinstance(self.block, tuple) and len(self.block) != self.depth:
-            raise SpecError("depth", f"must equal the number of listed blocks ({len(self.block)}), got {self.depth}")
-        p = self.embedder.patch_size
-        for axis, size in zip(("height", "width"), self.img_size):
-            if size % p:
-                raise SpecError("embedder.patch_size", f"{p} does not divide the image {axis} {size}")
-        for path, block in self.named_blocks():
-            if block.ffn.hidden_dim(self.dim) < 1:
-                raise SpecError(join(path, "ffn.ratio"), f"{block.ffn.ratio} x dim {self.dim} leaves no hidden unit")
-            heads = block.attention.heads
-            if (block.attention.head_dim is None or block.head_tokens is not None) and self.dim % heads:
-                raise SpecError(
-                    join(path, "attention.heads"),
-                    f"{heads} does not divide dim {self.dim} "
-                    "(set attention.head_dim to use an inner width other than dim)",
-                )
-        if self.head.needs_class_token and not self.class_token:
-            raise SpecError("head", f"the {self.head.kind} head{_fusion(self.head)} needs class_token = true")
-        if self.pos_embed == "sincos2d" and self.dim % 4:
-            raise SpecError("pos_embed", f"sincos2d needs dim divisible by 4, got {self.dim}")
-        if self.pos_embed == "sincos1d" and self.dim % 2:
-            raise SpecError("pos_embed", f"sincos1d needs an even dim, got {self.dim}")
+        """Rules that tie components to the shapes they see; paths run from the model root."""
+        try:
+            self.embedder.check_image(self.img_size, self.in_chans)
+        except SpecError as e:
+            raise e.under("embedder") from None
+        stages = layout(self)
+        for stage, shape in zip(self.stages, stages):
+            prefix = self.stage_path(shape.index)
+            if shape.entry_in is None and shape.index > 0 and stages[shape.index - 1].tokens.dim != stage.dim:
+                raise SpecError(join(prefix, "dim"), f"{stage.dim} differs from the previous stage's "
+                                f"{stages[shape.index - 1].tokens.dim}, and the stage has no entry to change it")
+            if stage.entry is not None:
+                if shape.index == 0:
+                    raise SpecError(join(prefix, "entry"), "the first stage takes the embedder's tokens as they are "
+                                                          "(downsample at the start of a later stage)")
+                try:
+                    stage.entry.check(shape.entry_in)
+                except SpecError as e:
+                    raise e.under(join(prefix, "entry")) from None
+            for path, block in stage.named_blocks():
+                try:
+                    block.check(shape.tokens)
+                except SpecError as e:
+                    raise e.under(join(prefix, path)) from None
+        try:
+            self.head.check(stages[-1].tokens)
+        except SpecError as e:
+            raise e.under("head") from None
+        path, last = self.named_blocks()[-1]
+        check_last = getattr(last.ffn, "check_before_head", None)  # a rule about what follows the body
+        if check_last is not None and stages[-1].tokens.prefix:
+            try:
+                check_last(self.head)
+            except SpecError as e:
+                raise e.under(join(path, "ffn")) from None
+        first = stages[0].tokens
+        if self.pos_embed == "sincos2d" and first.dim % 4:
+            raise SpecError("pos_embed", f"sincos2d needs dim divisible by 4, got {first.dim}")
+        if self.pos_embed == "sincos1d" and first.dim % 2:
+            raise SpecError("pos_embed", f"sincos1d needs an even dim, got {first.dim}")
+
+    # ---------------------------------------------------------------- views
+    @property
+    def isotropic(self) -> bool:
+        """One stage: written (and serialised) with the block / depth / dim shorthand."""
+        return len(self.stages) == 1
+
+    def stage_path(self, index: int) -> str:
+        """The path of stage `index`'s fields: `` for a one-stage model (shorthand), else `stages.i`."""
+        return "" if self.isotropic else f"stages.{index}"
+
+    @property
+    def block(self) -> Block | tuple[Block, ...]:
+        if not self.isotropic:
+            raise AttributeError(f"Model.block: the model has {len(self.stages)} stages; use stages[i].block")
+        return self.stages[0].block
+
+    @property
+    def depth(self) -> int:
+        """All blocks of all stages."""
+        return sum(s.depth for s in self.stages)
+
+    @property
+    def dim(self) -> int:
+        """The width of the last stage: what the head sees (timm's num_features)."""
+        return self.stages[-1].dim
 
     @property
     def blocks(self) -> tuple[Block, ...]:
-        return self.block if isinstance(self.block, tuple) else (self.block,) * self.depth
+        return tuple(b for s in self.stages for b in s.blocks)
 
     def named_blocks(self) -> list[tuple[str, Block]]:
-        """(path, block) once per distinct spec entry: `block` or `block.i`."""
-        if isinstance(self.block, Block):
-            return [("block", self.block)]
-        return [(f"block.{i}", b) for i, b in enumerate(self.block)]
+        """(path, block) once per distinct spec entry: `block`, `block.i` or `stages.s.block[.i]`."""
+        return [(join(self.stage_path(i), p), b) for i, s in enumerate(self.stages) for p, b in s.named_blocks()]
 
     @property
     def grid(self) -> tuple[int, int]:
+        """The embedder's token grid."""
         return self.embedder.grid(self.img_size)
 
     @property

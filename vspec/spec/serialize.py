@@ -17,7 +17,8 @@ import attrs
 import cattrs
 
 from .core import SpecError
-from .model import Model
+from .migrate import VERSION, upgrade
+from .model import SHORTHAND, Model, Stage
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -60,8 +61,17 @@ def _structure_literal(value: Any, t: Any) -> Any:
     return value
 
 
+def _init_types(cls: type) -> dict[str, Any]:
+    """The keys a table of `cls` may have, with their types (a Model also takes its stage shorthand)."""
+    types = {name: f.type for name, f in attrs.fields_dict(cls).items()}
+    if cls is Model:
+        stage = attrs.fields_dict(Stage)
+        types = {"embedder": types.pop("embedder"), **{k: stage[k].type for k in SHORTHAND}, **types}
+    return types
+
+
 def _structure_attrs_factory(cls: type):
-    fields = attrs.fields_dict(cls)
+    fields = _init_types(cls)
     tag = _tag(cls)
 
     def structure(data: Any, _: Any) -> Any:
@@ -80,7 +90,7 @@ def _structure_attrs_factory(cls: type):
         kwargs = {}
         for name, value in data.items():
             try:
-                kwargs[name] = converter.structure(value, fields[name].type)
+                kwargs[name] = converter.structure(value, fields[name])
             except SpecError as e:
                 raise e.under(name) from None
         try:
@@ -147,6 +157,17 @@ def _unstructure_attrs(obj: Any) -> dict[str, Any]:
     return out
 
 
+def _unstructure_model(model: Model) -> dict[str, Any]:
+    """The format version first; a one-stage model in its block / depth / dim form."""
+    out: dict[str, Any] = {"version": VERSION}
+    for key, value in _unstructure_attrs(model).items():
+        if key == "stages" and model.isotropic:
+            out.update((k, value[0][k]) for k in SHORTHAND)
+        else:
+            out[key] = value
+    return out
+
+
 converter = cattrs.Converter(detailed_validation=False)
 for _t in (int, float, bool, str):
     converter.register_structure_hook(_t, _strict(_t))
@@ -155,6 +176,7 @@ converter.register_structure_hook_func(_is_union, _structure_union)
 converter.register_structure_hook_func(lambda t: typing.get_origin(t) is tuple, _structure_tuple)
 converter.register_structure_hook_factory(attrs.has, _structure_attrs_factory)
 converter.register_unstructure_hook_func(attrs.has, _unstructure_attrs)
+converter.register_unstructure_hook(Model, _unstructure_model)
 converter.register_unstructure_hook(tuple, lambda t: [converter.unstructure(v) for v in t])
 
 
@@ -163,6 +185,9 @@ def to_dict(spec: Any) -> dict[str, Any]:
 
 
 def from_dict(data: Any, cls: type = Model) -> Any:
+    """Structure a spec; a Model table of an earlier format version is upgraded first."""
+    if cls is Model:
+        data = upgrade(data)[0]
     return converter.structure(data, cls)
 
 

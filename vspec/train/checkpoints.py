@@ -63,7 +63,10 @@ def seed_everything(seed: int) -> None:
 
 
 def load(path: Path) -> dict[str, Any]:
+    """A training checkpoint, upgraded to the current spec format (see vspec.checkpoint)."""
+    from ..checkpoint import migrate_checkpoint
+
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise ValueError(f"{path}: not a vspec training checkpoint")
-    return ckpt
+    return migrate_checkpoint(ckpt) if "spec" in ckpt else ckpt

@@ -1,5 +1,6 @@
-"""SoT's second-order classification head (Xie et al., SoT): pool the word tokens, normalise the
-pooled representation, fuse it with the class token (Eq. 1)."""
+"""SoT (Xie et al., "So-ViT / SoT"): the convolutional token embedding (supplement A) and the
+second-order classification head: pool the word tokens, normalise the pooled representation, fuse it
+with the class token (Eq. 1)."""
 
 import math
 from typing import ClassVar, Literal
@@ -7,6 +8,31 @@ from typing import ClassVar, Literal
 from attrs import field, frozen
 
 from .core import SpecError, check, one_of
+from .layout import Tokens
+from .vit import Patchify
+
+
+@frozen
+class SoTEmbed(Patchify):
+    """SoT's convolutional token embedding (supplement A): a stem (3x3 conv, 3x3 max-pool stride 2),
+    three blocks that each halve the resolution, and a 1x1 conv to the token width; 224 px -> 14 x 14.
+
+    block: dense (released default) | resnet | inception | nonlocal. `downsample_last = false` keeps
+    the last block at stride 1: the 7-layer ablation model (112 px -> 14 x 14).
+    """
+
+    kind: ClassVar[str] = "sot_conv"
+    block: Literal["dense", "resnet", "inception", "nonlocal"] = field(
+        default="dense", validator=check(str, choices=("dense", "resnet", "inception", "nonlocal"))
+    )
+    stem_dim: int = field(default=64, validator=check(int, ge=1))
+    downsample_last: bool = field(default=True, validator=check(bool))
+
+    @property
+    def patch_size(self) -> int:
+        """The embedding's total stride: stem 2 x three blocks 2 (x 1 for the last without downsampling)."""
+        return 16 if self.downsample_last else 8
+
 
 # ---------------------------------------------------------------- pools: word tokens -> representation
 
@@ -111,15 +137,25 @@ class SecondOrderHead:
     fusion: sum, FC(z0) + FC(norm(pool(Z))) | concat, FC([z0, norm(pool(Z))]) | aggr_all,
     FC(norm(pool([z0; Z]))) | late, two classifiers whose logits are added in eval mode and returned
     as a pair in training (the loss is the sum of the two losses). `drop` is dropout on the normalised
-    representation (released: 0 / 0.5 / 0.7 for Tiny / Small / Base)."""
+    representation (released: 0 / 0.5 / 0.7 for Tiny / Small / Base).
+
+    z0: class_token (SoT) | mean_token, the mean of the word tokens in the class token's place, for
+    bodies without a class token (Swin). The released code has no such option; vspec's construction
+    keeps Eq. 1 with z0 = mean_i z_i and changes nothing else."""
 
     kind: ClassVar[str] = "second_order"
     fusion: Literal["sum", "concat", "aggr_all", "late"] = field(default="sum", validator=check(str, choices=FUSIONS))
     pool: Pool = field(default=MGCrP(), validator=one_of(GAPPool, GCP, MGCrP))
     norm: ReprNorm = field(default=SvPN(), validator=one_of(SvPN, EPN, LearnableScale, ReprLayerNorm, NoNorm))
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
+    z0: Literal["class_token", "mean_token"] = field(
+        default="class_token", validator=check(str, choices=("class_token", "mean_token"))
+    )
 
     def __attrs_post_init__(self):
+        if self.fusion == "aggr_all" and self.z0 != "class_token":
+            raise SpecError("SecondOrderHead.z0",
+                            "aggr_all pools every token and has no z0 term; leave z0 = class_token")
         if isinstance(self.norm, SvPN):
             if not isinstance(self.pool, MGCrP):
                 raise SpecError("SecondOrderHead.norm", "svpn normalises a matrix: it needs the mgcrp pool")
@@ -130,8 +166,18 @@ class SecondOrderHead:
                 )
 
     @property
-    def needs_class_token(self) -> bool:
-        return self.fusion != "aggr_all"
+    def reads_prefix(self) -> bool:
+        """Whether the head reads the class token (as z0, or pooled with the word tokens)."""
+        return self.fusion == "aggr_all" or self.z0 == "class_token"
+
+    def check(self, tokens: Tokens) -> None:
+        if self.fusion != "aggr_all" and self.z0 == "class_token" and not tokens.prefix:
+            raise SpecError("", f"the second_order head with {self.fusion} fusion needs class_token = true "
+                                "(or z0 = mean_token: the mean word token in its place)")
+        pooled = tokens.length if self.fusion == "aggr_all" else tokens.patches
+        if pooled < 2 and not isinstance(self.pool, GAPPool):
+            raise SpecError("pool", f"a (cross-)covariance of {pooled} token is degenerate (zero when centred, rank "
+                                    "one otherwise); second-order pools need at least 2 tokens")
 
     def repr_shape(self, dim: int) -> tuple[int, ...]:
         """Shape of the pooled representation (per sample) for token width `dim`."""

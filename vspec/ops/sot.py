@@ -1,15 +1,47 @@
-"""Singular value power normalisation of (cross-)covariance matrices (SoT Sec. 3.3) and EPN.
+"""SoT's functions, each on any leading (batch) dims in float32 or float64:
 
+- `cross_covariance` / `covariance` (Eq. 2-3). The paper stores tokens as columns (X = W Z is m x q,
+  Y = R Z is n x q) and writes Q = (1/q) X Y^T; vspec keeps tokens as rows, so x is (..., N, m), y is
+  (..., N, n) and Q = (1/N) x^T y, (..., m, n). Centering, applied to x and y separately per sample:
+  "none" (the paper's formula), "scalar" (subtract the single mean of all N*m entries: the released
+  code), "channel" (per-channel mean over the tokens: the classical cross-covariance).
 - `svpn_exact`: Eq. 5 via SVD, with its own backward (supplement C).
 - `power_iteration`: Eq. 6, the top singular triple of Q from a start vector.
 - `svpn_approx`: Eq. 6-8, power iteration with deflation; also the released code's form.
 - `epn`: element-wise signed square root + l2 normalisation (the EPN row of Table 4d).
-
-All take Q as (..., m, n) and work on any leading (batch) dims, in float32 or float64.
+- `isqrt_cov`: iSQRT-COV, the matrix square root of an SPD matrix by Newton-Schulz iteration (Li et
+  al. 2018), the MPN of SoT's GCP baseline (Table 3b).
 """
 
 import torch
 from torch.autograd.function import once_differentiable
+
+CENTERINGS = ("none", "scalar", "channel")
+
+
+def _center(x: torch.Tensor, centering: str) -> torch.Tensor:
+    if centering == "none":
+        return x
+    if centering == "scalar":
+        return x - x.mean(dim=(-2, -1), keepdim=True)
+    if centering == "channel":
+        return x - x.mean(dim=-2, keepdim=True)
+    raise ValueError(f"centering: must be one of {', '.join(map(repr, CENTERINGS))}, got {centering!r}")
+
+
+def cross_covariance(x: torch.Tensor, y: torch.Tensor, centering: str = "scalar") -> torch.Tensor:
+    """Q = (1/N) Xc^T Yc (SoT Eq. 2-3, Q = (1/q) X Y^T in the paper's column layout); x (..., N, m),
+    y (..., N, n) -> (..., m, n). `centering` is "none" | "scalar" | "channel" (module docstring)."""
+    if x.shape[-2] != y.shape[-2]:
+        raise ValueError(f"x and y must have the same number of tokens, got {x.shape[-2]} and {y.shape[-2]}")
+    xc, yc = _center(x, centering), _center(y, centering)
+    return xc.transpose(-2, -1) @ yc / x.shape[-2]
+
+
+def covariance(x: torch.Tensor, centering: str = "channel") -> torch.Tensor:
+    """(1/N) Xc^T Xc for x (..., N, m) -> (..., m, m): `cross_covariance(x, x, centering)`; with the
+    default "channel" centering the classical (biased) covariance that GCP / iSQRT-COV pools."""
+    return cross_covariance(x, x, centering)
 
 
 def _floor(dtype: torch.dtype) -> float:
@@ -195,3 +227,24 @@ def epn(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     The norm is clamped below at eps, so an all-zero row stays zero."""
     y = x / (x.abs() + eps).sqrt()
     return y / torch.linalg.vector_norm(y, dim=-1, keepdim=True).clamp_min(eps)
+
+
+def isqrt_cov(sigma: torch.Tensor, iters: int = 5) -> torch.Tensor:
+    """Approximately sigma^(1/2) for SPD sigma (..., n, n), differentiable by plain autograd:
+        pre-normalise  A = sigma / tr(sigma)              (eigenvalues in (0, 1], so it converges)
+        iterate        Y_0 = A, Z_0 = I,  T_k = (3I - Z_k Y_k) / 2,  Y_{k+1} = Y_k T_k,  Z_{k+1} = T_k Z_k
+        post-compensate  sigma^(1/2) ~ sqrt(tr(sigma)) Y_iters.
+    Z_k approaches A^(-1/2); the last step skips it. Accuracy grows with `iters` (>= 1); the iteration
+    is slow on eigenvalues of A near 0, i.e. on ill-conditioned sigma. A zero trace is clamped to the
+    dtype's smallest normal so a zero input gives a zero output."""
+    if iters < 1:
+        raise ValueError(f"iters: must be >= 1, got {iters}")
+    n = sigma.shape[-1]
+    trace = sigma.diagonal(dim1=-2, dim2=-1).sum(-1).clamp_min(torch.finfo(sigma.dtype).tiny)
+    trace = trace.unsqueeze(-1).unsqueeze(-1)
+    eye = torch.eye(n, dtype=sigma.dtype, device=sigma.device)
+    y, z = sigma / trace, eye
+    for k in range(iters):
+        t = (3 * eye - z @ y) / 2
+        y, z = y @ t, (t @ z if k < iters - 1 else z)
+    return y * trace.sqrt()

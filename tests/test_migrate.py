@@ -1,0 +1,121 @@
+"""Spec format versions: the files and checkpoints the first-edition release wrote (tests/data/v1, see its
+README) load in this one; a newer format gets a one-line error."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+import vspec
+from vspec.cli import main
+from vspec.spec import VERSION, SpecError, from_dict, from_json, from_toml, to_dict, to_json
+from vspec.spec.migrate import state_key_upgrade, upgrade
+from vspec.train.cli import eval_main, train_main
+
+ROOT = Path(__file__).resolve().parents[1]
+V1 = ROOT / "tests/data/v1"
+V1_SPECS = sorted(V1.glob("*.json")) + sorted(V1.glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", V1_SPECS, ids=lambda p: p.name)
+def test_first_edition_spec_files_load_as_the_same_models(path):
+    old = from_json(path.read_text()) if path.suffix == ".json" else from_toml(path.read_text())
+    assert old == vspec.load_spec(ROOT / f"specs/{path.stem}.py")
+    data = json.loads(path.read_text()) if path.suffix == ".json" else None
+    if data is not None:
+        assert "version" not in data and "block" in data and "stages" not in data  # really the old format
+    assert to_dict(old)["version"] == VERSION
+
+
+def test_every_first_edition_preset_is_covered():
+    assert {p.stem for p in V1.glob("*.json")} >= {"deit_tiny", "sot_tiny", "dhvt_tiny_cifar_p4", "simplevit_s"}
+    assert len(list(V1.glob("*.json"))) == 19  # every preset of that release
+
+
+@pytest.mark.parametrize("name", ["dhvt_sot", "vit_listed", "train_last"])
+def test_first_edition_checkpoints_reproduce_their_outputs(name):
+    """vspec.load rebuilds the model (spec upgraded, `blocks.i` keys now `stages.0.blocks.i`) and computes
+    exactly what the old release computed."""
+    ref = torch.load(V1 / "outputs.pt", weights_only=True)[name]
+    raw = torch.load(V1 / f"{name}.pt", weights_only=True)
+    assert any(k.startswith("blocks.") for k in raw["state_dict"])
+    model = vspec.load(V1 / f"{name}.pt").eval()
+    assert all(k.startswith(("embedder.", "stages.", "norm.", "head.", "cls_token", "pos_embed"))
+               for k in model.state_dict())
+    with torch.no_grad():
+        assert torch.equal(model(ref["x"]), ref["y"])
+
+
+def test_first_edition_training_checkpoint_evaluates_and_resumes(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    shutil.copy(V1 / "train_last.pt", out / "last.pt")
+    spec = tmp_path / "spec.json"  # the spec the run was started with, as the old release wrote it
+    spec.write_text(torch.load(V1 / "train_last.pt", weights_only=True)["spec"])
+    assert eval_main([str(out / "last.pt"), "--data", "synthetic", "--synthetic-size", "64", "--device", "cpu",
+                      "--ema"]) == 0
+    assert train_main([str(spec), "--data", "synthetic", "--synthetic-size", "64", "--out", str(out), "--epochs", "3",
+                       "--batch-size", "16", "--ema-decay", "0.9", "--device", "cpu", "--resume"]) == 0
+    ckpt = torch.load(out / "last.pt", weights_only=True)
+    assert ckpt["epoch"] == 3 and json.loads(ckpt["spec"])["version"] == VERSION
+    assert [m["epoch"] for m in ckpt["metrics"]] == [1, 2, 3]  # the old run's history goes on
+
+
+def test_newer_format_is_one_line_error(tmp_path, capsys):
+    data = {**to_dict(vspec.load_spec(ROOT / "specs/deit_tiny.py")), "version": VERSION + 1}
+    with pytest.raises(SpecError, match=rf"^version: spec format {VERSION + 1} is newer than this vspec reads"):
+        from_dict(data)
+    path = tmp_path / "future.json"
+    path.write_text(json.dumps(data))
+    assert main(["build", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "newer than this vspec reads" in err
+    for bad in (0, "2", True, 2.0):
+        with pytest.raises(SpecError, match="^version: must be a positive int"):
+            from_dict({**data, "version": bad})
+
+
+def test_current_files_carry_the_version():
+    for name in ("deit_tiny", "swin_tiny"):
+        text = to_json(vspec.load_spec(ROOT / f"specs/{name}.py"))
+        assert json.loads(text)["version"] == VERSION and from_json(text) == vspec.load_spec(ROOT / f"specs/{name}.py")
+
+
+def v1_dhvt(**changes):
+    block = {"attention": {"kind": "mhsa", "heads": 2}, "ffn": {"kind": "daff", "norm": "layernorm"},
+             "head_tokens": {"eps": 1e-4}}
+    return {"embedder": {"kind": "sope", "patch_size": 4, "norm": "batchnorm"}, "block": block, "depth": 3, "dim": 16,
+            "img_size": 16, "num_classes": 3, "pos_embed": "none", **changes}
+
+
+def test_upgrade_of_norms_and_head_tokens():
+    data, dropped = upgrade(v1_dhvt())
+    spec = from_dict(data)
+    assert dropped == []
+    assert spec.embedder.norm == vspec.Norm("batchnorm", 1e-5)
+    assert spec.block.ffn.norm == vspec.Norm("layernorm", 1e-5) and spec.block.ffn.cls == "reweight"
+    assert spec.block.head_tokens.norm == vspec.Norm("layernorm", 1e-4)
+
+
+@pytest.mark.parametrize("changes,blocks_changed", [
+    ({"class_token": False, "head": {"kind": "gap"}}, [0, 1, 2]),  # no class token: every block's re-weighting
+    ({"head": {"kind": "gap"}}, [2]),  # a head that never reads the class token: the last block's
+])
+def test_upgrade_of_dead_class_token_reweighting(changes, blocks_changed):
+    data, dropped = upgrade(v1_dhvt(**changes))
+    spec = from_dict(data)
+    cls = [b.ffn.cls for b in spec.blocks]
+    assert [i for i, c in enumerate(cls) if c == "identity"] == blocks_changed
+    assert all(c == "reweight" for i, c in enumerate(cls) if i not in blocks_changed)
+    rename = state_key_upgrade(1, dropped)
+    for i in range(3):
+        key = f"blocks.{i}.ffn.compress.weight"
+        assert rename(key) == (None if i in blocks_changed else f"stages.0.blocks.{i}.ffn.compress.weight")
+    assert rename("blocks.0.attn.qkv.weight") == "stages.0.blocks.0.attn.qkv.weight"
+    # what is left is exactly what the upgraded model has
+    model = vspec.build(spec, device="meta")
+    assert {k for k in model.state_dict() if ".ffn.compress." in k} == \
+        {f"stages.0.blocks.{i}.ffn.compress.{p}" for i in range(3) if i not in blocks_changed
+         for p in ("weight", "bias")}

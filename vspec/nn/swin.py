@@ -1,0 +1,82 @@
+"""Swin's modules: (shifted) window attention and patch merging, with timm's parameter names
+(`qkv`, `proj`, `relative_position_bias_table`; `norm`, `reduction`)."""
+
+import torch
+from einops import rearrange
+from torch import nn
+
+from .. import spec as S
+from ..ops import permute_tokens, relative_position_index, shift_mask, window_order
+from .context import BuildContext
+from .layers import AttentionCore, Linear, make_norm
+
+
+class WindowMHSA(nn.Module):
+    """Swin Eq. 4 per window: softmax(q k^T * scale + B) v, B gathered from the relative position bias
+    table; a shifted block adds the shift mask (-100 between tokens the roll made neighbours).
+
+    Unshifted, the window partition is a rearrange; shifted, the cyclic shift and the partition are
+    one gather of the tokens (`order`), undone by its inverse after the attention. The bias (and the
+    shift mask, per window) is the attention's float mask; shifted windows fold into the heads axis,
+    (B, windows x heads, n, d), so that the per-window mask broadcasts over the batch."""
+
+    def __init__(self, spec: S.WindowMHSA, ctx: BuildContext):
+        super().__init__()
+        grid, d = ctx.grid, ctx.dim
+        self.window = spec.window_size(grid)
+        shift = spec.shift_size(grid, ctx.index_in_stage)
+        self.heads, self.area = spec.heads, self.window[0] * self.window[1]
+        self.windows = (grid[0] // self.window[0], grid[1] // self.window[1])
+        inner = spec.inner_dim(d)
+        self.qkv = Linear(d, 3 * inner, bias=spec.qkv_bias)
+        self.core = AttentionCore(spec.attn_drop, spec.scale)
+        self.proj = Linear(inner, d, bias=spec.proj_bias)
+        self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
+        table = (2 * self.window[0] - 1) * (2 * self.window[1] - 1)
+        self.relative_position_bias_table = nn.Parameter(torch.zeros(table, spec.heads))
+        nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
+        self.register_buffer("relative_position_index", relative_position_index(*self.window), persistent=False)
+        shifted = shift != (0, 0)
+        order = window_order(grid, self.window, shift) if shifted else None
+        self.register_buffer("order", order, persistent=False)
+        self.register_buffer("inverse", torch.argsort(order) if shifted else None, persistent=False)
+        mask = shift_mask(grid, self.window, shift)[:, None] if shifted else None  # (windows, 1, n, n)
+        self.register_buffer("shift_mask", mask, persistent=False)
+
+    no_weight_decay_names = ("relative_position_bias_table",)
+
+    def bias(self) -> torch.Tensor:
+        """B: (heads, n, n)."""
+        n = self.area
+        return self.relative_position_bias_table[self.relative_position_index.view(-1)].view(n, n, -1).permute(2, 0, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        (nh, nw), (wh, ww) = self.windows, self.window
+        if self.order is None:  # windows of the grid as it is
+            x = rearrange(x, "b (nh wh nw ww) c -> (b nh nw) (wh ww) c", nh=nh, wh=wh, nw=nw, ww=ww)
+            q, k, v = rearrange(self.qkv(x), "b n (three h d) -> three b h n d", three=3, h=self.heads)
+            x = rearrange(self.core(q, k, v, self.bias().unsqueeze(0)), "b h n d -> b n (h d)")
+            x = rearrange(x, "(b nh nw) (wh ww) c -> b (nh wh nw ww) c", nh=nh, wh=wh, nw=nw, ww=ww)
+        else:  # shifted: gather into windows, windows x heads as the heads axis, scatter back
+            x = permute_tokens(x, self.order, self.inverse)
+            q, k, v = rearrange(self.qkv(x), "b (w n) (three h d) -> three b (w h) n d", n=self.area, three=3,
+                                h=self.heads)
+            mask = (self.bias() + self.shift_mask).flatten(0, 1).unsqueeze(0)  # (1, windows x heads, n, n)
+            x = rearrange(self.core(q, k, v, mask), "b (w h) n d -> b (w n) (h d)", h=self.heads)
+            x = permute_tokens(x, self.inverse, self.order)
+        return self.proj_drop(self.proj(x))
+
+
+class PatchMerging(nn.Module):
+    """(B, h w, C) -> (B, h/2 w/2, out): each 2x2 neighbourhood's tokens concatenated as timm orders
+    them ([(0,0), (1,0), (0,1), (1,1)] as (row, column) offsets), norm over 4C, Linear to the width."""
+
+    def __init__(self, spec: S.PatchMerging, ctx: BuildContext):
+        super().__init__()
+        self.grid, c = ctx.grid, ctx.dim  # ctx describes the merging's input; out_dim is the stage's width
+        self.norm = make_norm(spec.norm, 4 * c)
+        self.reduction = Linear(4 * c, ctx.out_dim, bias=spec.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = rearrange(x, "b (h p1 w p2) c -> b (h w) (p2 p1 c)", h=self.grid[0] // 2, p1=2, p2=2)
+        return self.reduction(self.norm(x))

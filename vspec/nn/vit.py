@@ -1,0 +1,114 @@
+"""The generic modules (ViT, DeiT, SimpleViT): patch embeddings, multi-head self-attention, MLP,
+class-token and average-pooling heads. Embedders map (B, C, H, W) -> tokens (B, N, dim); token mixers
+and heads take tokens."""
+
+from abc import abstractmethod
+
+import torch
+from einops import rearrange
+from torch import nn
+
+from .. import spec as S
+from .context import BuildContext
+from .layers import AttentionCore, Linear, make_norm
+
+
+class PatchEmbed(nn.Module):
+    def __init__(self, spec: S.PatchEmbed, ctx: BuildContext):
+        super().__init__()
+        p = spec.patch_size
+        self.proj = nn.Conv2d(ctx.in_chans, ctx.dim, kernel_size=p, stride=p, bias=spec.bias)
+        self.norm = make_norm(spec.norm, ctx.dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(rearrange(self.proj(x), "b d h w -> b (h w) d"))
+
+
+class SimplePatchEmbed(nn.Module):
+    def __init__(self, spec: S.SimplePatchEmbed, ctx: BuildContext):
+        super().__init__()
+        self.p = spec.patch_size
+        patch_dim = ctx.in_chans * self.p * self.p
+        self.norm_in = make_norm(spec.norm, patch_dim)
+        self.proj = Linear(patch_dim, ctx.dim)
+        self.norm_out = make_norm(spec.norm, ctx.dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = rearrange(x, "b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=self.p, p2=self.p)
+        return self.norm_out(self.proj(self.norm_in(x)))
+
+
+class MHSA(nn.Module):
+    """softmax(q k^T * scale) v per head over all tokens."""
+
+    def __init__(self, spec: S.MHSA, ctx: BuildContext):
+        super().__init__()
+        self.heads = spec.heads
+        inner = spec.inner_dim(ctx.dim)
+        self.qkv = Linear(ctx.dim, 3 * inner, bias=spec.qkv_bias)
+        self.core = AttentionCore(spec.attn_drop, spec.scale)  # scale None: head_dim ** -0.5
+        self.proj = Linear(inner, ctx.dim, bias=spec.proj_bias)
+        self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = rearrange(self.qkv(x), "b n (three h d) -> three b h n d", three=3, h=self.heads)
+        x = self.core(q, k, v)
+        return self.proj_drop(self.proj(rearrange(x, "b h n d -> b n (h d)")))
+
+
+class MLP(nn.Module):
+    def __init__(self, spec: S.MLP, ctx: BuildContext):
+        super().__init__()
+        hidden = spec.hidden_dim(ctx.dim)
+        self.fc1 = Linear(ctx.dim, hidden, bias=spec.bias, act=spec.act)  # act(fc1(x)), fused
+        self.fc2 = Linear(hidden, ctx.dim, bias=spec.bias)
+        self.drop = nn.Dropout(spec.drop) if spec.drop else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.fc2(self.drop(self.fc1(x))))
+
+
+# ---------------------------------------------------------------- heads: tokens -> logits
+class PoolHead(nn.Module):
+    """pool -> dropout -> fc; `num_classes = 0` leaves the fc out (features only, as in timm)."""
+
+    def __init__(self, ctx: BuildContext, drop: float):
+        super().__init__()
+        self.dim = ctx.dim
+        self.drop = nn.Dropout(drop) if drop else nn.Identity()
+        self.reset(ctx.num_classes)
+
+    def reset(self, num_classes: int) -> list[nn.Module]:
+        """A new classifier for `num_classes` (an identity for 0); returns it."""
+        self.fc = Linear(self.dim, num_classes) if num_classes > 0 else nn.Identity()
+        return [self.fc]
+
+    def classifier(self) -> nn.Module:
+        """The module that maps `forward(x, pre_logits=True)` to the logits."""
+        return self.fc
+
+    @abstractmethod
+    def pool(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, N, dim) -> (B, dim)."""
+
+    def forward(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        x = self.drop(self.pool(x))
+        return x if pre_logits else self.fc(x)
+
+
+class ClassTokenHead(PoolHead):
+    def __init__(self, spec: S.ClassTokenHead, ctx: BuildContext):
+        super().__init__(ctx, spec.drop)
+
+    def pool(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, 0]
+
+
+class GAPHead(PoolHead):
+    def __init__(self, spec: S.GAPHead, ctx: BuildContext):
+        super().__init__(ctx, spec.drop)
+        self.num_prefix_tokens = ctx.num_prefix_tokens
+        self.norm = make_norm(spec.norm, ctx.dim)
+
+    def pool(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x[:, self.num_prefix_tokens:].mean(dim=1))

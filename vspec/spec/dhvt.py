@@ -1,0 +1,108 @@
+"""DHVT (Lu et al., "Bridging the gap between vision transformers and convolutional neural networks on
+small datasets"): the SOPE embedder, the DAFF feed-forward and head tokens."""
+
+from typing import ClassVar, Literal
+
+from attrs import field, frozen
+
+from .core import SpecError, check
+from .layout import Tokens
+from .vit import Norm, Patchify, check_hidden
+
+DHVT_NORM = Norm(kind="batchnorm", eps=1e-5)  # the released code's BatchNorm2d
+
+
+@frozen
+class SOPE(Patchify):
+    """DHVT's sequential overlapping patch embedding (Eq. 1-3): affine, log2(P) units of 3x3 conv
+    stride 2 (no bias) + norm, GELU between units, affine; channels dim / 2^(k-1), ..., dim.
+
+    act: released (GELU between units, and after the unit when P = 2, as the released code) | every
+    (GELU after every unit, Eq. 2). norm: batchnorm (released) | layernorm (Table 11) | none. The
+    affines are learnable per-channel scale and shift (Eq. 1; B.2.2 ablates them)."""
+
+    kind: ClassVar[str] = "sope"
+    patch_size: int = field(default=16, validator=check(int, choices=(2, 4, 8, 16)))
+    pre_affine: bool = field(default=True, validator=check(bool))
+    post_affine: bool = field(default=True, validator=check(bool))
+    norm: Norm = field(default=DHVT_NORM, validator=check(Norm))
+    act: Literal["released", "every"] = field(default="released", validator=check(str, choices=("released", "every")))
+
+    @property
+    def units(self) -> int:
+        return self.patch_size.bit_length() - 1
+
+
+@frozen
+class DAFF:
+    """DHVT's dynamic aggregation feed-forward (Eq. 4-5, Fig. 2, appendix A.1), on the token grid.
+
+    Patch tokens: 1x1 conv + norm + GELU, then x + GELU(norm(spatial(x))) (the shortcut), then 1x1
+    conv + norm. spatial: dwconv (k x k depthwise) | avgpool (k x k, stride 1, Table 8) | none.
+    Class token (`cls`): reweight, times W = Linear(GELU(Linear(mean of output patch tokens))), no
+    sigmoid (Eq. 4-5) | identity (passed through, Table 8's "Split CLS") | all (W re-weights every
+    token, Table 9). `split_cls = false` sends the class token through the same per-token layers as
+    the patches (Table 8's plain "ViT" row), which needs spatial = none and cls = identity.
+    norm: batchnorm (released) | layernorm (Table 11) | none. Convolutions have bias (released)."""
+
+    kind: ClassVar[str] = "daff"
+    hidden: int | None = field(default=None, validator=check(int, ge=1, optional=True))
+    ratio: float = field(default=4.0, validator=check(float, gt=0))
+    kernel: int = field(default=3, validator=check(int, ge=1))
+    spatial: Literal["dwconv", "avgpool", "none"] = field(
+        default="dwconv", validator=check(str, choices=("dwconv", "avgpool", "none"))
+    )
+    shortcut: bool = field(default=True, validator=check(bool))
+    cls: Literal["reweight", "identity", "all"] = field(
+        default="reweight", validator=check(str, choices=("reweight", "identity", "all"))
+    )
+    split_cls: bool = field(default=True, validator=check(bool))
+    norm: Norm = field(default=DHVT_NORM, validator=check(Norm))
+    se_reduction: int = field(default=4, validator=check(int, ge=1))
+
+    def __attrs_post_init__(self):
+        if self.kernel % 2 == 0:
+            raise SpecError("DAFF.kernel", f"must be odd (same padding), got {self.kernel}")
+        if not self.split_cls and (self.spatial != "none" or self.cls != "identity"):
+            raise SpecError(
+                "DAFF.split_cls",
+                "false needs spatial = none and cls = identity (the class token has no place on the grid)",
+            )
+
+    def hidden_dim(self, dim: int) -> int:
+        return self.hidden or int(dim * self.ratio)
+
+    def check(self, tokens: Tokens) -> None:
+        check_hidden(self, tokens.dim)
+        if self.cls == "reweight" and not tokens.prefix:
+            raise SpecError("cls", "reweight scales the class token, and the model has none: its weights would "
+                                   "only ever get zero gradients (use cls = identity, or all)")
+        if self.cls != "identity" and tokens.dim // self.se_reduction < 1:
+            raise SpecError("se_reduction", f"{self.se_reduction} leaves no hidden unit at width {tokens.dim}")
+
+    def check_before_head(self, head) -> None:
+        """In the last block: re-weighting only the class token is dead when the head never reads it."""
+        if self.cls == "reweight" and not head.reads_prefix:
+            raise SpecError("cls", f"reweight in the last block scales only the class token, which the {head.kind} "
+                                   "head never reads: its weights would only get zero gradients (use cls = identity)")
+
+
+@frozen
+class HeadTokens:
+    """DHVT's head tokens (HI-MHSA, Eq. 6-7), a Block option around an attention over all tokens.
+
+    Before attention: split every token (class token included) into h channel groups (h = the
+    attention's heads), average each group over the tokens, project each group mean with one shared
+    Linear(dim / h, dim), `norm` over dim / h chunks, GELU, add a learnable head embedding; attend
+    over [tokens; head tokens]. After attention: add the mean of the head tokens to the class token
+    and drop them."""
+
+    norm: Norm = field(default=Norm(eps=1e-5), validator=check(Norm))
+
+    def check(self, tokens: Tokens, attention) -> None:
+        if not attention.attends_all:
+            raise SpecError("", f"head tokens join the attention as extra tokens; {attention.kind} attends within "
+                                "windows of the grid and cannot take them (use mhsa)")
+        if tokens.dim % attention.heads:
+            raise SpecError("", f"{attention.heads} attention heads do not divide dim {tokens.dim} "
+                                "(head tokens split the channels into one group per head)")

@@ -1,0 +1,104 @@
+"""Spec format versions. A model's JSON / TOML carries `version`; files without one are version 1
+(vspec before stages). `upgrade` brings any known version to the current one, so that the spec files
+and checkpoints of earlier releases keep loading.
+
+- 1 -> 2 (stages): SOPE / DAFF `norm` strings become Norm tables (eps 1e-5, the BatchNorm2d /
+  LayerNorm defaults they used), HeadTokens `eps` becomes `norm`, and a DAFF that re-weights a class
+  token the model does not have, or (in the last block) one the head never reads, becomes cls =
+  identity: its weights could only ever get zero gradients and are dropped from checkpoints (a
+  repeated block becomes a listed stack when only its last copy changes). The one-stage `block` /
+  `depth` / `dim` form stays valid.
+"""
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .core import SpecError
+
+VERSION = 2
+
+
+def version_of(data: Mapping[str, Any]) -> int:
+    version = data.get("version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise SpecError("version", f"must be a positive int (the spec format), got {version!r}")
+    if version > VERSION:
+        raise SpecError("version", f"spec format {version} is newer than this vspec reads (1 to {VERSION}); "
+                                   "upgrade vspec")
+    return version
+
+
+def _norm(value: Any) -> Any:
+    return {"kind": value, "eps": 1e-5} if isinstance(value, str) else value
+
+
+def _dead_reweight(block: Any) -> bool:
+    ffn = block.get("ffn") if isinstance(block, Mapping) else None
+    return isinstance(ffn, Mapping) and ffn.get("kind") == "daff" and ffn.get("cls", "reweight") == "reweight"
+
+
+def _v1_to_v2(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    dropped: list[str] = []
+    embedder = data.get("embedder")
+    if isinstance(embedder, Mapping) and embedder.get("kind") == "sope" and "norm" in embedder:
+        data["embedder"] = {**embedder, "norm": _norm(embedder["norm"])}
+    block, depth = data.get("block"), data.get("depth", 12)
+    depth = depth if isinstance(depth, int) and not isinstance(depth, bool) and depth > 0 else 1
+    class_token = data.get("class_token", True) is not False
+    head = data.get("head")
+    head_reads_class_token = not (isinstance(head, Mapping) and head.get("kind") == "gap")
+    listed = isinstance(block, list)
+    blocks = list(block) if listed else [block]
+    if class_token and not head_reads_class_token and _dead_reweight(blocks[-1]):
+        # the last block's class-token re-weighting before a head that never reads the class token
+        if not listed:
+            blocks, listed = [block] * depth, True
+        blocks[-1] = {**blocks[-1], "ffn": {**blocks[-1]["ffn"], "cls": "identity"}}
+        dropped += [f"stages.0.blocks.{len(blocks) - 1}.ffn.{name}." for name in ("compress", "excitation")]
+    out = []
+    for i, b in enumerate(blocks):
+        if not isinstance(b, Mapping):
+            out.append(b)
+            continue
+        b = dict(b)
+        ffn = b.get("ffn")
+        if isinstance(ffn, Mapping) and ffn.get("kind") == "daff":
+            ffn = {**ffn, "norm": _norm(ffn["norm"])} if "norm" in ffn else dict(ffn)
+            if not class_token and _dead_reweight(b):  # no class token at all
+                ffn["cls"] = "identity"
+                dropped += [f"stages.0.blocks.{j}.ffn.{name}." for j in ([i] if listed else range(depth))
+                            for name in ("compress", "excitation")]
+            b["ffn"] = ffn
+        tokens = b.get("head_tokens")
+        if isinstance(tokens, Mapping) and "eps" in tokens:
+            b["head_tokens"] = {"norm": {"kind": "layernorm", "eps": tokens["eps"]},
+                                **{k: v for k, v in tokens.items() if k != "eps"}}
+        out.append(b)
+    if block is not None:
+        data["block"] = out if listed else out[0]
+    return data, dropped
+
+
+def upgrade(data: Any) -> tuple[Any, list[str]]:
+    """(the model table in the current format without its `version` key, the checkpoint key prefixes
+    whose weights the upgrade removed). Anything but a table is returned for the structurer to reject."""
+    if not isinstance(data, Mapping):
+        return data, []
+    version = version_of(data)
+    data = {k: v for k, v in data.items() if k != "version"}
+    dropped: list[str] = []
+    if version == 1:
+        data, dropped = _v1_to_v2(data)
+    return data, dropped
+
+
+def state_key_upgrade(version: int, dropped: list[str]) -> Callable[[str], str | None]:
+    """How a checkpoint key of a model written at `version` reads now (None: the weight is gone)."""
+
+    def rename(key: str) -> str | None:
+        if version == 1:
+            key = re.sub(r"^blocks\.", "stages.0.blocks.", key)  # one stack at the root -> stage 0
+        return None if any(key.startswith(p) for p in dropped) else key
+
+    return rename
