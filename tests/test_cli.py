@@ -163,3 +163,33 @@ def test_readme_error_examples_are_what_the_command_prints(capsys, tmp_path, mon
         argv = [str(tmp_path / a) if a in files else a for a in shlex.split(command)]
         code, _, err = run(capsys, *argv)
         assert code == 2 and err.strip() == expected
+
+
+def test_profile_and_build_of_a_hierarchical_body(capsys):
+    code, out, _ = run(capsys, "profile", str(ROOT / "specs/swin_tiny.py"), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["params"] == 28_288_354 and data["unsupported_ops"] == []
+    assert [(s["dim"], s["grid"], s["depth"]) for s in data["stages"]] == \
+        [(96, [56, 56], 2), (192, [28, 28], 2), (384, [14, 14], 6), (768, [7, 7], 2)]
+    assert sum(s["params"] for s in data["stages"]) + sum(
+        c["params"] for c in data["components"].values() if c["stage"] is None) == data["params"]
+    code, out, _ = run(capsys, "build", str(ROOT / "specs/swin_tiny.py"), "--set", "img_size=112",
+                       "--set", "stages.3.entry=null", "--set", "stages.3.dim=384",
+                       *[f"--set=stages.{i}.block.attention.window=7" for i in range(4)])
+    assert code == 0, out
+    assert "4 stages of 2/2/6/2 blocks at widths 96/192/384/384" in out
+    assert re.search(r"^stage 3: 7x7 tokens x 384 ", out, re.M) and "stages.2.entry" in out
+    assert "stages.3.entry" not in out
+
+
+def test_readme_layout_table_matches_the_tree():
+    """Every module file of vspec/spec, nn and ops is named in the README's layout table, and every file
+    the table names exists."""
+    text = (ROOT / "README.md").read_text().split("## Layout")[1]
+    for layer in ("spec", "nn", "ops"):
+        row = next(line for line in text.splitlines() if line.startswith(f"| `vspec/{layer}/`"))
+        named = set(re.findall(r"`(\w+\.py)`", row))
+        files = {p.name for p in (ROOT / "vspec" / layer).glob("*.py")} - {"__init__.py"}
+        assert named == files, (layer, named ^ files)
+    for path in re.findall(r"`((?:vspec|tests)/[\w/]+(?:\.py)?)`", text):
+        assert (ROOT / path).exists(), path

@@ -31,6 +31,7 @@ from vspec.spec import (
     from_json,
     from_toml,
     load_spec,
+    override,
     to_json,
     to_toml,
 )
@@ -581,6 +582,27 @@ def test_drop_path_ramps_linearly_over_depth():
     assert not torch.equal(model(x), model(x))  # stochastic in training
     model.eval()
     assert torch.equal(model(x), model(x))
+
+
+def test_drop_path_ramps_over_all_blocks_of_all_stages():
+    """One linear ramp from 0 to drop_path over the blocks of every stage, in order (timm's Swin)."""
+    spec = override(load_spec(ROOT / "specs/swin_tiny.py"), {"drop_path": 0.3})
+    model = build(spec, device="meta")
+    rates = [getattr(b.drop_path, "p", 0.0) for stage in model.stages for b in stage.blocks]
+    assert rates == pytest.approx([0.3 * i / 11 for i in range(12)])
+
+
+def test_swin_shift_alternates_within_a_stage_and_stops_where_the_grid_fits_one_window():
+    """Swin-T at 224 px: odd blocks of stages 1-3 shift by 3; stage 4's 7 x 7 grid is one window and no
+    block of it shifts (Swin's rule); a window larger than the grid is clamped to it."""
+    model = build(load_spec(ROOT / "specs/swin_tiny.py"), device="meta")
+    shifted = [[b.attn.shift_mask is not None for b in stage.blocks] for stage in model.stages]
+    assert shifted == [[False, True], [False, True], [False, True] * 3, [False, False]]
+    assert [stage.blocks[0].attn.window for stage in model.stages] == [(7, 7)] * 4
+    wide = build(override(load_spec(ROOT / "specs/swin_tiny.py"), {"stages.3.block.attention.window": 12}),
+                 device="meta")
+    assert wide.stages[3].blocks[0].attn.window == (7, 7)
+    assert wide.stages[3].blocks[0].attn.relative_position_bias_table.shape == (13 * 13, 24)
 
 
 def test_timm_init_vs_torch_init():

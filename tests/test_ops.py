@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given
@@ -88,3 +89,23 @@ def test_sincos_2d_definition():
                 want = (math.sin(c * omega), math.cos(c * omega), math.sin(r * omega), math.cos(r * omega))
                 got = [row[j * quarter + k].item() for j in range(4)]
                 assert all(math.isclose(g_, w_, abs_tol=1e-6) for g_, w_ in zip(got, want))
+
+
+@pytest.mark.parametrize("mask_shape", [(1, 3, 5, 5), (2, 3, 5, 5), (3, 5, 5)])
+def test_attention_core_with_a_learnable_mask_is_sdpa(mask_shape):
+    """AttentionCore writes the math out for a mask that needs a gradient on the CPU (Swin's relative
+    position bias): outputs and every gradient equal SDPA's."""
+    from vspec.nn.layers import AttentionCore
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    mask = torch.randn(*mask_shape, dtype=torch.float64, requires_grad=True)
+    core = AttentionCore(scale=0.7)
+    out = core(q, k, v, mask)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.7)
+    assert torch.allclose(out, ref, atol=1e-12)
+    g = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, (q, k, v, mask), g), torch.autograd.grad(ref, (q, k, v, mask), g)):
+        assert torch.allclose(a, b, atol=1e-12)
+    with torch.no_grad():  # no gradient wanted: SDPA itself
+        assert torch.allclose(core(q, k, v, mask), ref, atol=1e-12)

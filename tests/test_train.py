@@ -200,3 +200,23 @@ def test_demo_spec_learns_digits(tmp_path):
     assert train_main([str(ROOT / "specs/demo_digits.py"), "--data", "digits", "--out", str(out), "--epochs", "3",
                        "--batch-size", "64", "--device", "cpu"]) == 0
     assert json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["val_top1"] >= 90.0
+
+
+def test_a_hierarchical_body_trains_and_resumes(tmp_path):
+    """Swin's parts (window attention, patch merging, no class token) through the training engine."""
+    spec = vspec.override(vspec.load_spec(ROOT / "specs/swin_tiny.py"),
+                          {"img_size": 32, "stages": [
+                              {"depth": 2, "dim": 16, "block": {"attention": {"kind": "window_mhsa", "heads": 2,
+                                                                              "window": 4}}},
+                              {"depth": 2, "dim": 32, "block": {"attention": {"kind": "window_mhsa", "heads": 4,
+                                                                              "window": 4}},
+                               "entry": {"kind": "patch_merging"}}], "num_classes": 4})
+    path = tmp_path / "swin.json"
+    path.write_text(vspec.to_json(spec))
+    out = tmp_path / "run"
+    assert train_main(args(path, out, "--epochs", "1")) == 0
+    assert train_main(args(path, out, "--epochs", "2", "--resume")) == 0
+    ckpt = C.load(out / "last.pt")
+    assert ckpt["epoch"] == 2 and vspec.from_json(ckpt["spec"]).stages[1].entry is not None
+    model = vspec.load(out / "last.pt")
+    assert any(k.startswith("stages.1.entry.") for k in model.state_dict())

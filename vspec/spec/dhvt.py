@@ -81,7 +81,9 @@ class DAFF:
             raise SpecError("se_reduction", f"{self.se_reduction} leaves no hidden unit at width {tokens.dim}")
 
     def check_before_head(self, head) -> None:
-        """In the last block: re-weighting only the class token is dead when the head never reads it."""
+        """In the last block, with a class token: the class-token re-weighting must reach the head. (The
+        reverse, cls = identity before a class-token head, leaves that last DAFF unread too; it stays
+        expressible, since DHVT's Table 8 "Split CLS" row is that model.)"""
         if self.cls == "reweight" and not head.reads_prefix:
             raise SpecError("cls", f"reweight in the last block scales only the class token, which the {head.kind} "
                                    "head never reads: its weights would only get zero gradients (use cls = identity)")
