@@ -67,7 +67,7 @@ def compare(name: str, batch_size: int, rounds: int) -> None:
     batch = batch_size or default_batch
     torch.manual_seed(0)
     spec = vspec.load_spec(ROOT / f"specs/{name}.py")
-    ref = timm.create_model(timm_name, pretrained=False)
+    ref = timm.create_model(timm_name, pretrained=False, drop_path_rate=spec.drop_path)  # the same model
     ours = from_timm(ref, spec)
     macs = vspec.profile(spec, crosscheck=False).macs
     x = torch.randn(batch, 3, 224, 224)

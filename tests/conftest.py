@@ -13,3 +13,20 @@ settings.register_profile(
 )
 settings.register_profile("thorough", parent=settings.get_profile("vspec"), max_examples=1000)
 settings.load_profile(os.environ.get("VSPEC_HYPOTHESIS_PROFILE", "vspec"))
+
+
+def assert_every_parameter_learns(model, rel: float | None = None) -> None:
+    """After a backward pass: every parameter has a finite gradient, and none is zero up to rounding:
+    its largest entry is above `rel` times the largest gradient entry of the model (default 1e-8 in
+    float32; 1e-12 in float64, where a gradient that is zero by an invariance stays ~1e-16 and a small
+    real one, behind a layer scale of 1e-5 say, does not)."""
+    import torch
+
+    if rel is None:
+        rel = 1e-12 if next(model.parameters()).dtype == torch.float64 else 1e-8
+    grads = {name: p.grad for name, p in model.named_parameters()}
+    assert all(g is not None and torch.isfinite(g).all() for g in grads.values()), \
+        [n for n, g in grads.items() if g is None or not torch.isfinite(g).all()]
+    top = max(g.abs().max().item() for g in grads.values())
+    dead = [n for n, g in grads.items() if g.abs().max().item() <= rel * top]
+    assert not dead, f"zero gradients: {dead}"

@@ -369,8 +369,11 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
                             SecondOrderHead, SoTEmbed, SvPN)
 
     def head(pool, norm):
+        def centred(h):  # aggr_all over a channel-centred covariance cannot see the final norm's bias
+            return h.fusion == "aggr_all" and (isinstance(h.pool, GCP) or getattr(h.pool, "centering", "") == "channel")
+
         return st.builds(SecondOrderHead, fusion=st.sampled_from(["sum", "concat", "aggr_all", "late"]), pool=pool,
-                         norm=norm, drop=drops()).map(lambda h: _isotropic(head=h))
+                         norm=norm, drop=drops()).filter(lambda h: not centred(h)).map(lambda h: _isotropic(head=h))
 
     mgcrp = st.builds(MGCrP, heads=st.integers(1, 2), m=st.integers(2, 4), n=st.integers(2, 4),
                       centering=st.sampled_from(["none", "scalar", "channel"]))
@@ -388,9 +391,13 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
                         post_affine=st.booleans(), norm=norms(), act=st.sampled_from(["released", "every"]))
         .map(lambda e: _isotropic(embedder=e, img_size=max(16, e.patch_size))),
         MHSA: attentions(16).map(lambda a: _isotropic(block=Block(attention=a))),
-        WindowMHSA: window_attentions(16, (4, 4)).map(lambda a: _hierarchical(Block(attention=a))),
+        WindowMHSA: window_attentions(16, (4, 4)).filter(lambda a: a.window > 1)  # 1 token: nothing to attend
+        .map(lambda a: _hierarchical(Block(attention=a))),
         MLP: ffns(16).map(lambda f: _isotropic(block=Block(attention=MHSA(heads=2), ffn=f))),
-        DAFF: daff.map(lambda f: _isotropic(block=Block(attention=MHSA(heads=2), ffn=f))),
+        # the class-token head reads what DAFF does to the class token; with cls = identity only the patch
+        # tokens change, so a head that reads them
+        DAFF: daff.map(lambda f: _isotropic(block=Block(attention=MHSA(heads=2), ffn=f),
+                                            head=GAPHead() if f.cls == "identity" else ClassTokenHead())),
         HeadTokens: st.builds(HeadTokens, norm=norms()).map(
             lambda t: _isotropic(block=Block(attention=MHSA(heads=2), head_tokens=t))),
         PatchMerging: st.builds(PatchMerging, norm=norms(), bias=st.booleans()).map(lambda e: _hierarchical(entry=e)),
@@ -401,7 +408,7 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
         GAPPool: head(st.just(GAPPool()), st.sampled_from([NoNorm(), EPN(), LearnableScale(), ReprLayerNorm()])),
         GCP: head(st.builds(GCP, dim=st.integers(2, 6), iters=st.integers(1, 5)), st.just(NoNorm())),
         MGCrP: head(mgcrp, st.sampled_from([NoNorm(), EPN(), ReprLayerNorm()])),
-        SvPN: head(mgcrp, st.builds(SvPN, alpha=st.sampled_from([0.25, 0.5, 1.0]),
+        SvPN: head(mgcrp, st.builds(SvPN, alpha=st.sampled_from([0.25, 0.5, 0.75]),
                                     method=st.sampled_from(["approx", "exact"]), num_sv=st.just(1),
                                     iters=st.integers(1, 3), start=st.sampled_from(["learnable", "fixed"]))),
         EPN: head(mgcrp, st.just(EPN())),

@@ -62,7 +62,8 @@ def test_profile_json_keys_and_values(capsys):
     assert abs(data["macs"] - 1.2537e9) / 1.2537e9 < 0.005
     assert data["unsupported_ops"] == []
     block = data["components"]["stages.0.blocks.3"]
-    assert block == {"params": 444_864, "macs": block["macs"], "role": "block", "stage": 0} and block["macs"] > 0
+    assert block == {"params": 444_864, "macs": block["macs"], "role": "block", "stage": 0, "index": 3}
+    assert block["macs"] > 0
     assert [s["grid"] for s in data["stages"]] == [[14, 14]] and data["distinct_parts"] == 4
 
 

@@ -4,14 +4,15 @@ with its options, and full profiler coverage; adding a kind without them fails h
 import attrs
 import pytest
 import torch
+from conftest import assert_every_parameter_learns
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import KIND_MODELS
 
 import vspec
 from vspec.compiler import MODULES
-from vspec.spec import KINDS, Block, HeadTokens, Model
 from vspec.profiler import _flop_counter_mapping
+from vspec.spec import KINDS, Block, HeadTokens, Model
 
 COMPONENTS = sorted({*KINDS.values(), HeadTokens}, key=lambda c: c.__name__)  # HeadTokens: a Block option
 
@@ -36,13 +37,14 @@ def uses(spec, cls) -> bool:
 def test_every_kind_builds_trains_and_is_fully_counted(cls, data):
     spec = data.draw(KIND_MODELS[cls])
     assert uses(spec, cls)
+    assert vspec.from_json(vspec.to_json(spec)) == spec and vspec.from_toml(vspec.to_toml(spec)) == spec
     torch.manual_seed(0)
-    model = vspec.build(spec).eval()
-    x = torch.randn(2, spec.in_chans, *spec.img_size)
-    out = model(x)
+    model = vspec.build(spec).eval().double()
+    out = model(torch.randn(2, spec.in_chans, *spec.img_size, dtype=torch.float64))
     (out * torch.randn_like(out)).sum().backward()
-    for name, p in model.named_parameters():
-        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+    assert_every_parameter_learns(model)
+    model.float()
+    x = torch.randn(2, spec.in_chans, *spec.img_size)
     prof = vspec.profile(spec)
     assert prof.unsupported_ops == [] and prof.crosscheck_macs == prof.macs
     assert prof.params == sum(p.numel() for p in model.parameters())

@@ -34,7 +34,7 @@ def test_every_first_edition_preset_is_covered():
     assert len(list(V1.glob("*.json"))) == 19  # every preset of that release
 
 
-@pytest.mark.parametrize("name", ["dhvt_sot", "vit_listed", "train_last"])
+@pytest.mark.parametrize("name", ["dhvt_sot", "vit_listed", "train_last", "train_dead_reweight"])
 def test_first_edition_checkpoints_reproduce_their_outputs(name):
     """vspec.load rebuilds the model (spec upgraded, `blocks.i` keys now `stages.0.blocks.i`) and computes
     exactly what the old release computed."""
@@ -61,6 +61,24 @@ def test_first_edition_training_checkpoint_evaluates_and_resumes(tmp_path, capsy
     ckpt = torch.load(out / "last.pt", weights_only=True)
     assert ckpt["epoch"] == 3 and json.loads(ckpt["spec"])["version"] == VERSION
     assert [m["epoch"] for m in ckpt["metrics"]] == [1, 2, 3]  # the old run's history goes on
+
+
+def test_training_checkpoint_whose_upgrade_drops_weights_refuses_to_resume(tmp_path, capsys):
+    """Its model loads (the dropped DAFF weights never reached the output), but the optimizer state saved
+    beside them does not fit: --resume says so in one line instead of failing inside torch."""
+    raw = torch.load(V1 / "train_dead_reweight.pt", weights_only=True)
+    assert any(".ffn.compress." in k for k in raw["state_dict"])
+    model = vspec.load(V1 / "train_dead_reweight.pt")
+    assert not any(".ffn.compress." in k for k in model.state_dict())
+    out = tmp_path / "run"
+    out.mkdir()
+    shutil.copy(V1 / "train_dead_reweight.pt", out / "last.pt")
+    spec = tmp_path / "spec.json"
+    spec.write_text(raw["spec"])
+    assert train_main([str(spec), "--data", "synthetic", "--synthetic-size", "32", "--out", str(out), "--epochs", "2",
+                       "--batch-size", "16", "--device", "cpu", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "drops weights that could never learn" in err and "vspec.load" in err
 
 
 def test_newer_format_is_one_line_error(tmp_path, capsys):

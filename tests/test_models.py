@@ -5,8 +5,9 @@ from pathlib import Path
 import attrs
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from conftest import assert_every_parameter_learns
 from strategies import valid_models
 from torch import nn
 
@@ -199,6 +200,40 @@ def test_build_forward_backward(spec, seed):
         assert p.grad is not None, f"{name} got no gradient"
         assert p.grad.shape == p.shape
         assert torch.isfinite(p.grad).all(), f"{name} has a non-finite gradient"
+
+
+def nondegenerate(spec: Model) -> bool:
+    """No parameter of the spec is dead by construction: widths of at least 8, patches of at least 4 values
+    (a LayerNorm over 1 or 2 channels is constant), every attention over at least 2 tokens (softmax over
+    one token is constant)."""
+    p = spec.embedder.patch_size
+    if spec.in_chans * p * p < 4:
+        return False
+    grid = (spec.img_size[0] // p, spec.img_size[1] // p)
+    for stage in spec.stages:
+        if stage.entry is not None:
+            grid = (grid[0] // 2, grid[1] // 2)
+        if stage.dim < 8:
+            return False
+        for b in stage.blocks:
+            a = b.attention
+            seen = min(a.window, grid[0]) * min(a.window, grid[1]) if isinstance(a, WindowMHSA) else \
+                grid[0] * grid[1] + int(spec.class_token)
+            if seen < 2 or (a.head_dim or stage.dim // a.heads) < 2:
+                return False
+    return True
+
+
+@given(spec=valid_models(), seed=st.integers(0, 2**16))
+def test_every_parameter_learns(spec, seed):
+    """A nonzero gradient reaches every parameter on a random batch (eval mode: no dropped paths; every
+    parameter perturbed, so that near-zero inits such as the class token or a 1e-5 layer scale do not
+    shrink a gradient to rounding level)."""
+    assume(nondegenerate(spec))
+    model = perturbed(spec, seed).double()
+    out = model(batch(spec).double())
+    (out * torch.randn_like(out)).sum().backward()
+    assert_every_parameter_learns(model)
 
 
 @given(spec=valid_models())
@@ -686,9 +721,7 @@ def test_preset_specs(path):
     assert out.shape == (2, spec.num_classes)
     assert torch.isfinite(out).all()
     (out * torch.randn_like(out)).sum().backward()
-    for name, p in model.named_parameters():
-        assert p.grad is not None and torch.isfinite(p.grad).all(), name
-        assert p.grad.abs().max() > 0, f"{name}: zero gradient"
+    assert_every_parameter_learns(model)
 
 
 def test_input_of_another_size_is_a_one_line_error():

@@ -93,14 +93,14 @@ def test_sincos_2d_definition():
 
 @pytest.mark.parametrize("mask_shape", [(1, 3, 5, 5), (2, 3, 5, 5), (3, 5, 5)])
 def test_attention_core_with_a_learnable_mask_is_sdpa(mask_shape):
-    """AttentionCore writes the math out for a mask that needs a gradient on the CPU (Swin's relative
-    position bias): outputs and every gradient equal SDPA's."""
-    from vspec.nn.layers import AttentionCore
+    """Swin's attention core writes the math out for a mask that needs a gradient on the CPU (the
+    relative position bias): outputs and every gradient equal SDPA's."""
+    from vspec.nn.swin import BiasedAttentionCore
 
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 3, 5, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
     mask = torch.randn(*mask_shape, dtype=torch.float64, requires_grad=True)
-    core = AttentionCore(scale=0.7)
+    core = BiasedAttentionCore(scale=0.7)
     out = core(q, k, v, mask)
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.7)
     assert torch.allclose(out, ref, atol=1e-12)

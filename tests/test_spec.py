@@ -313,8 +313,11 @@ def test_override_with_own_values_is_identity(spec, data):
             flat[prefix] = value
 
     walk("", to_dict(spec))
+    assert flat.pop("version") == VERSION  # the format, not a field: no override sets it
     keys = data.draw(st.lists(st.sampled_from(sorted(flat)), min_size=1, max_size=5, unique=True))
     assert override(spec, {k: flat[k] for k in keys}) == spec
+    with pytest.raises(SpecError, match="^version: unknown key"):
+        override(spec, {"version": VERSION})
 
 
 @pytest.mark.parametrize(

@@ -25,8 +25,10 @@ def save(model: nn.Module, path: str | Path, spec: Model | None = None) -> Path:
 
 
 def migrate_checkpoint(ckpt: dict[str, Any]) -> dict[str, Any]:
-    """The checkpoint with its spec in the current format version and its state dicts ("state_dict",
-    "ema") keyed as the current modules are. A current checkpoint is returned as it is."""
+    """A copy of the checkpoint with its spec in the current format version and its state dicts
+    ("state_dict", "ema") keyed as the current modules are (unchanged for a current checkpoint). An
+    upgrade that dropped weights lists their key prefixes under "dropped": an optimizer state saved
+    beside them no longer fits the model."""
     try:
         data = json.loads(ckpt["spec"])
     except (TypeError, json.JSONDecodeError) as e:
@@ -36,7 +38,7 @@ def migrate_checkpoint(ckpt: dict[str, Any]) -> dict[str, Any]:
     version = version_of(data)
     new, dropped = upgrade(data)
     rename = state_key_upgrade(version, dropped)
-    out = {**ckpt, "spec": to_json(from_dict(new))}
+    out = {**ckpt, "spec": to_json(from_dict(new)), "dropped": dropped}
     for name in ("state_dict", "ema"):
         if isinstance(ckpt.get(name), dict):
             out[name] = {new_key: value for key, value in ckpt[name].items()

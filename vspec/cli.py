@@ -69,23 +69,23 @@ def parser() -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------- formatting
-def _grouped(rows: list[tuple[str, str, int | None, tuple[int, ...]]],
+def _grouped(rows: list[tuple[str, str, int | None, int | None, tuple[int, ...]]],
              stage_labels: Sequence[str]) -> list[tuple[str, int, tuple[int, ...]]]:
-    """(name, role, stage, values) rows of the model's parts -> (label, repeats, values), merging runs of
-    blocks of one stage with equal values ("stages.0.blocks.0-11", 12, values) and putting a row with
-    the stage's sums (labelled `stage_labels[i]`) before each stage's parts."""
+    """(name, role, stage, index in stage, values) rows of the model's parts -> (label, repeats, values),
+    merging runs of blocks of one stage with equal values ("stages.0.blocks.0-11", 12, values) and
+    putting a row with the stage's sums (labelled `stage_labels[i]`) before each stage's parts."""
     out: list[tuple[str, int, tuple[int, ...]]] = []
-    run: tuple[int, int, int] | None = None  # (stage, first block, its row in out) of the current run
-    for k, (name, role, stage, values) in enumerate(rows):
+    run: tuple[int, int] | None = None  # (stage, first block) of the run in out[-1]
+    for k, (name, role, stage, index, values) in enumerate(rows):
         if stage is not None and (k == 0 or rows[k - 1][2] != stage):
-            sums = tuple(sum(r[3][i] for r in rows if r[2] == stage) for i in range(len(values)))
+            sums = tuple(sum(r[4][i] for r in rows if r[2] == stage) for i in range(len(values)))
             out.append((stage_labels[stage], 1, sums))
-        index = int(name.rsplit(".", 1)[1]) if role == "block" else -1
-        if role == "block" and run and run[0] == stage and run[2] == len(out) - 1 and out[-1][2] == values:
-            out[run[2]] = (f"  stages.{stage}.blocks.{run[1]}-{index}", out[run[2]][1] + 1, values)
+            run = None
+        if role == "block" and run and run[0] == stage and out[-1][2] == values:
+            out[-1] = (f"  stages.{stage}.blocks.{run[1]}-{index}", out[-1][1] + 1, values)
             continue
         out.append(("  " * (stage is not None) + name, 1, values))
-        run = (stage, index, len(out) - 1) if role == "block" else None
+        run = (stage, index) if role == "block" else None
     return out
 
 
@@ -115,23 +115,32 @@ def format_table(rows: list[list[str]]) -> str:
                      for r in rows)
 
 
+def _fields(value: Any) -> list[tuple[str, Any]]:
+    """(name, value) of a spec's fields, as its JSON has them (a one-stage model: block / depth / dim)."""
+    items = [(f.name, getattr(value, f.name)) for f in attrs.fields(type(value))]
+    if isinstance(value, Model) and value.isotropic:
+        i = [name for name, _ in items].index("stages")
+        stage = value.stages[0]
+        items[i:i + 1] = [("block", stage.block), ("depth", stage.depth), ("dim", stage.dim)]
+    return items
+
+
 def tree(value: Any, indent: int = 0) -> list[str]:
     """The spec as an indented tree: one line per leaf, a header line per component."""
     pad = "  " * indent
     lines = []
-    for f in attrs.fields(type(value)):
-        v = getattr(value, f.name)
+    for name, v in _fields(value):
         if attrs.has(type(v)):
             kind = getattr(type(v), "kind", None)
-            lines.append(f"{pad}{f.name}: {type(v).__name__}" + (f" ({kind})" if isinstance(kind, str) else ""))
+            lines.append(f"{pad}{name}: {type(v).__name__}" + (f" ({kind})" if isinstance(kind, str) else ""))
             lines += tree(v, indent + 1)
         elif isinstance(v, tuple) and v and attrs.has(type(v[0])):
-            lines.append(f"{pad}{f.name}: [{len(v)} items]")
+            lines.append(f"{pad}{name}: [{len(v)} items]")
             for i, item in enumerate(v):
                 lines.append(f"{pad}  [{i}] {type(item).__name__}")
                 lines += tree(item, indent + 2)
         else:
-            lines.append(f"{pad}{f.name}: {json.dumps(to_dict(v) if isinstance(v, tuple) else v)}")
+            lines.append(f"{pad}{name}: {json.dumps(to_dict(v) if isinstance(v, tuple) else v)}")
     return lines
 
 
@@ -160,7 +169,7 @@ def cmd_build(args: argparse.Namespace) -> None:
     counts = [part_params(p) for p in parts]
     total, trainable, weights = (sum(c[i] for c in counts) for i in range(3))
     rows = [["component", "params"]]
-    named = [(p.name, p.role, p.stage, (c[0],)) for p, c in zip(parts, counts)]
+    named = [(p.name, p.role, p.stage, p.index, (c[0],)) for p, c in zip(parts, counts)]
     for name, times, (n,) in _grouped(named, [f"stage {s.index}: {s.tokens}" for s in model.layout]):
         rows.append([name, _count(n, times)])
     print(f"{args.path}: {describe(spec)}, {spec.num_classes} classes, {spec.img_size[0]}x{spec.img_size[1]} input")
@@ -183,7 +192,7 @@ def cmd_profile(args: argparse.Namespace) -> None:
         print(json.dumps(prof.to_dict(), indent=2))
         return
     rows = [["component", "params", "MACs"]]
-    named = [(name, c.role, c.stage, (c.params, c.macs)) for name, c in prof.components.items()]
+    named = [(name, c.role, c.stage, c.index, (c.params, c.macs)) for name, c in prof.components.items()]
     labels = [f"stage {s.index}: {Tokens(s.dim, s.grid, s.prefix)}" for s in prof.stages]
     for name, times, (n, m) in _grouped(named, labels):
         rows.append([name, _count(n, times), _count(m, times, _si)])

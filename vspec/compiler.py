@@ -51,7 +51,7 @@ def build_component(spec: object, ctx: N.BuildContext) -> nn.Module:
 def context(spec: S.Model, tie_repeats: bool = False) -> N.BuildContext:
     """The root context: the tokens the embedder produces (the layout's first stage input)."""
     return N.BuildContext(tokens=S.embedded(spec), in_chans=spec.in_chans, num_classes=spec.num_classes,
-                          depth=spec.depth, build=build_component, tie_repeats=tie_repeats)
+                          build=build_component, tie_repeats=tie_repeats)
 
 
 def build(spec: S.Model, device: torch.device | str | None = None, *, tie_repeats: bool = False) -> N.VisionTransformer:

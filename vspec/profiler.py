@@ -130,12 +130,14 @@ def _flop_counter_mapping() -> dict[Any, Callable[..., int]]:
 # ---------------------------------------------------------------- results
 @attrs.frozen
 class ComponentProfile:
-    """One part of the forward pass: its role (embedder | entry | block | norm | head) and stage."""
+    """One part of the forward pass: its role (embedder | entry | block | norm | head), stage and (for
+    a block) index in the stage."""
 
     params: int
     macs: int
     role: str
     stage: int | None
+    index: int | None
 
 
 @attrs.frozen
@@ -277,7 +279,8 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
         if crosscheck and not meta:
             cross += _count_torch(part.module, x).macs * sum(p.key == part.key for p in parts)
     totals = [part_params(p) for p in parts]
-    components = {p.name: ComponentProfile(n[0], counts[p.key].macs, p.role, p.stage) for p, n in zip(parts, totals)}
+    components = {p.name: ComponentProfile(n[0], counts[p.key].macs, p.role, p.stage, p.index)
+                  for p, n in zip(parts, totals)}
     by_op: Counter[str] = Counter()
     for p in parts:
         by_op.update(counts[p.key].by_op)

@@ -74,7 +74,8 @@ def _rename(fusion: str):
 def from_official_sot(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> nn.Module:
     spec = spec_from_config(config)
     if "pos_embed" in state_dict:
-        table = sincos_1d(spec.grid[0] * spec.grid[1] + 1, spec.dim)[None]
+        tokens = S.embedded(spec)
+        table = sincos_1d(tokens.length, tokens.dim)[None]
         if tuple(state_dict["pos_embed"].shape) != tuple(table.shape) or \
                 not torch.allclose(state_dict["pos_embed"].float(), table, atol=1e-5):
             raise ConversionError("pos_embed is not the fixed 1-D sinusoid table the released SoT uses")

@@ -6,7 +6,7 @@ from .context import BuildContext
 from .dhvt import DAFF, SOPE, HeadTokens
 from .layers import make_norm
 from .model import Block, Part, Stage, VisionTransformer
-from .sot import EPN, GCP, MGCrP, GAPPool, LearnableScale, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
+from .sot import EPN, GCP, GAPPool, LearnableScale, MGCrP, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
 from .swin import PatchMerging, WindowMHSA
 from .vit import MHSA, MLP, ClassTokenHead, GAPHead, PatchEmbed, SimplePatchEmbed
 

@@ -14,9 +14,9 @@ class BuildContext:
     """Context values for building one component.
 
     tokens: what the component receives (width, token grid, prefix tokens), from the spec's layout.
-    in_chans: image channels. num_classes: classifier width (heads). depth: blocks in the model.
-    stage / index / index_in_stage: position of the block being built (global index and index in its
-    stage; Swin's shift alternates with the latter). drop_path: this block's stochastic-depth rate.
+    in_chans: image channels. num_classes: classifier width (heads). index_in_stage: the position of
+    the block being built in its stage (Swin's shift alternates with it). drop_path: this block's
+    stochastic-depth rate.
     block: the spec of the enclosing block, for components around its attention (head tokens).
     out_dim: the width to produce, for a component that changes it (a stage's entry).
     in_shape: per-sample shape of what the component receives when that is not tokens (a head's
@@ -28,10 +28,7 @@ class BuildContext:
     tokens: Tokens
     in_chans: int
     num_classes: int
-    depth: int
     build: Callable[[Any, "BuildContext"], nn.Module]
-    stage: int = 0
-    index: int = 0
     index_in_stage: int = 0
     drop_path: float = 0.0
     block: Any = None

@@ -56,12 +56,7 @@ def make_norm(spec: Norm | None, channels: int, layout: str = "tokens") -> nn.Mo
 class AttentionCore(nn.Module):
     """softmax(q k^T * scale + mask) v through F.scaled_dot_product_attention, with dropout on the
     attention in training. A module of its own so that the profiler can tell the attention matmuls
-    (the papers' conventions count or drop them) by where they sit, whatever ops compute them.
-
-    One exception: on the CPU, a float mask that needs a gradient (Swin's learnable relative position
-    bias) leaves SDPA no fused kernel, and its generic fallback spends extra passes (q and k both scaled,
-    a "safe" softmax); there the same math is written out, which `benchmarks/models.py` measures as the
-    faster Swin training step. Everywhere else (inference, GPUs, masks without gradient) it is SDPA."""
+    (the papers' conventions count or drop them) by where they sit, whatever ops compute them."""
 
     def __init__(self, drop: float = 0.0, scale: float | None = None):
         super().__init__()
@@ -70,11 +65,6 @@ class AttentionCore(nn.Module):
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 mask: torch.Tensor | None = None) -> torch.Tensor:
         drop = self.drop if self.training else 0.0
-        if (mask is not None and mask.requires_grad and q.device.type == "cpu" and torch.is_grad_enabled()
-                and not torch.jit.is_tracing()):
-            scale = self.scale if self.scale is not None else q.shape[-1] ** -0.5
-            attn = ((q * scale) @ k.transpose(-2, -1) + mask).softmax(dim=-1)
-            return (F.dropout(attn, drop) if drop else attn) @ v
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop, scale=self.scale)
 
 

@@ -40,22 +40,21 @@ class Block(nn.Module):
 
 class Stage(nn.Module):
     """entry (optional) -> blocks. `keys[j]` says which blocks compute the same thing: equal keys for
-    blocks built from one spec entry with one variant (Swin's shift parity)."""
+    blocks of one spec with one variant (Swin's shift parity), repeated or listed."""
 
     def __init__(self, spec: S.Stage, shape: S.StageLayout, ctx: BuildContext, rates: Sequence[float]):
         super().__init__()
         self.entry = None
         if spec.entry is not None:
-            self.entry = ctx.child(spec.entry, tokens=shape.entry_in, stage=shape.index, out_dim=shape.tokens.dim)
+            self.entry = ctx.child(spec.entry, tokens=shape.entry_in, out_dim=shape.tokens.dim)
         built: dict[Hashable, nn.Module] = {}
         self.keys: list[Hashable] = []
         blocks = []
         for j, block in enumerate(spec.blocks):
             i = shape.first + j
-            key = (shape.index, j if isinstance(spec.block, tuple) else -1, block.variant(shape.tokens, j))
+            key = (shape.index, block, block.variant(shape.tokens, j))
             if not (ctx.tie_repeats and key in built):
-                built[key] = ctx.child(block, tokens=shape.tokens, stage=shape.index, index=i, index_in_stage=j,
-                                       drop_path=rates[i])
+                built[key] = ctx.child(block, tokens=shape.tokens, index_in_stage=j, drop_path=rates[i])
             self.keys.append(key)
             blocks.append(built[key])
         self.blocks = nn.Sequential(*blocks)
@@ -66,14 +65,16 @@ class Stage(nn.Module):
 
 @dataclass(frozen=True)
 class Part:
-    """One step of the forward pass, as the profiler and the CLI read it. `in_shape` is the per-sample
-    input ((C, H, W) for the embedder, (N, C) tokens for the others); parts with equal `key` compute
-    the same thing; `extra` are parameters on the model that belong to the part (the embedder's class
-    token and position embedding)."""
+    """One step of the forward pass, as the profiler and the CLI read it. `stage` and `index` (the
+    block's position in its stage) are None where they do not apply; `in_shape` is the per-sample input
+    ((C, H, W) for the embedder, (N, C) tokens for the others); parts with equal `key` compute the same
+    thing; `extra` are parameters on the model that belong to the part (the embedder's class token and
+    position embedding)."""
 
     name: str
     role: str  # embedder | entry | block | norm | head
     stage: int | None
+    index: int | None
     module: nn.Module
     in_shape: tuple[int, ...]
     key: Hashable
@@ -135,18 +136,18 @@ class VisionTransformer(nn.Module):
         """The forward pass step by step: embedder, each stage's entry and blocks, final norm, head."""
         c, (h, w) = self.spec.in_chans, self.spec.img_size
         root = tuple(p for p in (self.cls_token, self.pos_embed) if isinstance(p, nn.Parameter))
-        out = [Part("embedder", "embedder", None, self.embedder, (c, h, w), "embedder", root)]
+        out = [Part("embedder", "embedder", None, None, self.embedder, (c, h, w), "embedder", root)]
         for shape, stage in zip(self.layout, self.stages):
             i, t = shape.index, shape.tokens
             if stage.entry is not None:
                 e = shape.entry_in
-                out.append(Part(f"stages.{i}.entry", "entry", i, stage.entry, (e.length, e.dim), (i, "entry")))
-            out += [Part(f"stages.{i}.blocks.{j}", "block", i, block, (t.length, t.dim), key)
+                out.append(Part(f"stages.{i}.entry", "entry", i, None, stage.entry, (e.length, e.dim), (i, "entry")))
+            out += [Part(f"stages.{i}.blocks.{j}", "block", i, j, block, (t.length, t.dim), key)
                     for j, (block, key) in enumerate(zip(stage.blocks, stage.keys))]
         last = self.layout[-1].tokens
         if self.spec.final_norm:
-            out.append(Part("norm", "norm", None, self.norm, (last.length, last.dim), "norm"))
-        return out + [Part("head", "head", None, self.head, (last.length, last.dim), "head")]
+            out.append(Part("norm", "norm", None, None, self.norm, (last.length, last.dim), "norm"))
+        return out + [Part("head", "head", None, None, self.head, (last.length, last.dim), "head")]
 
     def _feature_info(self) -> list[dict]:
         """timm's feature_info: one entry per block of a one-stage model, per stage otherwise."""
@@ -206,35 +207,36 @@ class VisionTransformer(nn.Module):
                               stop_early: bool = False, output_fmt: str = "NCHW", intermediates_only: bool = False,
                               return_prefix_tokens: bool = False):
         """The features after each `feature_info` entry (each block of a one-stage model, each stage
-        otherwise), as timm's models give them. indices: None (all), n (the last n) or a list (negative
-        counts from the end). norm: apply the final norm to the features of the last stage (where its
-        width applies). output_fmt: NCHW (patch tokens as a (B, C, h, w) map; with
-        return_prefix_tokens, (map, prefix tokens) pairs) | NLC (the tokens, prefix included). Returns
-        (final features, intermediates), or only the intermediates."""
+        otherwise), as timm's models give them, in forward order. indices: None (all), n (the last n) or
+        a list (negative counts from the end). norm: apply the final norm to the taps of the last stage
+        (where its width applies). stop_early: run no further than the last tap taken. output_fmt: NCHW
+        (patch tokens as a (B, C, h, w) map; with return_prefix_tokens, (map, prefix tokens) pairs) |
+        NLC (the tokens, prefix included). Returns (final features, intermediates) or the
+        intermediates only; the final features have the final norm once the last stage was run."""
         if output_fmt not in ("NCHW", "NLC"):
             raise ValueError(f"output_fmt must be NCHW or NLC, got {output_fmt!r}")
-        take = _take_indices(len(self.feature_info), indices)
+        take = set(_take_indices(len(self.feature_info), indices))
         taps = {(f["stage"], f["index"]): k for k, f in enumerate(self.feature_info)}
-        last_stage, end = len(self.stages) - 1, max(take) if stop_early else len(self.feature_info) - 1
-        out: dict[int, object] = {}
-        x = self.forward_tokens(x)
+        end = max(take, default=-1) if stop_early else len(self.feature_info) - 1
+        feats, last_stage, reached, x = [], len(self.stages) - 1, -1, self.forward_tokens(x)
         for shape, stage in zip(self.layout, self.stages):
-            if stage.entry is not None:
-                x = stage.entry(x)
+            if end < 0:
+                break
+            reached = shape.index
+            x = x if stage.entry is None else stage.entry(x)
             for j, block in enumerate(stage.blocks):
                 x = block(x)
                 k = taps.get((shape.index, j))
                 if k in take:
                     y = self.norm(x) if norm and shape.index == last_stage else x
-                    out[k] = y if output_fmt == "NLC" else _as_map(y, shape.tokens, return_prefix_tokens)
+                    feats.append(y if output_fmt == "NLC" else _as_map(y, shape.tokens, return_prefix_tokens))
                 if k == end:
                     break
             if k == end:
                 break
-        feats = [out[k] for k in take]
         if intermediates_only:
             return feats
-        return (self.norm(x) if k == len(self.feature_info) - 1 else x), feats
+        return (self.norm(x) if reached == last_stage else x), feats
 
 
 def _take_indices(n: int, indices: int | Sequence[int] | None) -> list[int]:

@@ -13,8 +13,8 @@ stem: 3x3 conv (bias) + 3x3 max-pool stride 2 -> three blocks, each halving the 
   1x1 -> 16, each conv without bias + BN (eps 1e-3) + ReLU, stride 2 on each branch's last layer;
 - nonlocal: not in the released code and its figure (S-1) is not in our copy of the paper; vspec's
   construction: 3x3 conv stride 2 to 128 + BN + ReLU, then an embedded-Gaussian non-local block
-  (Wang et al. 2018: theta / phi / g 1x1 convs to 64, softmax(theta^T phi) g, 1x1 conv back + BN,
-  residual).
+  (Wang et al. 2018: theta / phi / g 1x1 convs to 64, phi without bias since softmax over the keys
+  cannot see one, softmax(theta^T phi) g, 1x1 conv back + BN, residual).
 
 The head: pool (GAP | GCP | MGCrP) -> normalisation -> fusion with the class token (Eq. 1).
 """
@@ -105,7 +105,7 @@ class NonLocalBlock(nn.Module):
         inner = c_out // 2
         self.down = conv_bn_relu(c_in, c_out, 3, stride, eps=1e-5)
         self.theta = nn.Conv2d(c_out, inner, 1)
-        self.phi = nn.Conv2d(c_out, inner, 1)
+        self.phi = nn.Conv2d(c_out, inner, 1, bias=False)  # a key bias shifts a query's scores alike
         self.g = nn.Conv2d(c_out, inner, 1)
         self.out = nn.Sequential(nn.Conv2d(inner, c_out, 1), nn.BatchNorm2d(c_out))
         self.core = AttentionCore(scale=1.0)  # softmax(theta^T phi) g, unscaled
@@ -275,7 +275,7 @@ class SecondOrderHead(nn.Module):
 
     def first_order(self, x: torch.Tensor) -> torch.Tensor:
         """z0: the class token, or the mean word token."""
-        return x[:, 0] if self.z0 == "class_token" else x[:, self.num_prefix_tokens:].mean(dim=1)
+        return x[:, 0] if self.z0 is None else x[:, self.num_prefix_tokens:].mean(dim=1)
 
     def representation(self, x: torch.Tensor) -> torch.Tensor:
         """norm(pool(tokens)) flattened; aggr_all pools every token, the others the word tokens."""

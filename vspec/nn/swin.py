@@ -2,6 +2,7 @@
 (`qkv`, `proj`, `relative_position_bias_table`; `norm`, `reduction`)."""
 
 import torch
+import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
@@ -9,6 +10,22 @@ from .. import spec as S
 from ..ops import permute_tokens, relative_position_index, shift_mask, window_order
 from .context import BuildContext
 from .layers import AttentionCore, Linear, make_norm
+
+
+class BiasedAttentionCore(AttentionCore):
+    """The attention core with a learnable float mask (the relative position bias). Through SDPA, but
+    for training on the CPU: there SDPA has no fused kernel for a mask that needs a gradient, and its
+    generic fallback spends extra passes (q and k both scaled, a "safe" softmax), so the same math is
+    written out (tests/test_ops.py: equal to SDPA; benchmarks/models.py: the faster Swin training)."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if not (mask.requires_grad and q.device.type == "cpu" and torch.is_grad_enabled()
+                and not torch.jit.is_tracing()):
+            return super().forward(q, k, v, mask)
+        scale = self.scale if self.scale is not None else q.shape[-1] ** -0.5
+        attn = ((q * scale) @ k.transpose(-2, -1) + mask).softmax(dim=-1)
+        drop = self.drop if self.training else 0.0
+        return (F.dropout(attn, drop) if drop else attn) @ v
 
 
 class WindowMHSA(nn.Module):
@@ -29,7 +46,7 @@ class WindowMHSA(nn.Module):
         self.windows = (grid[0] // self.window[0], grid[1] // self.window[1])
         inner = spec.inner_dim(d)
         self.qkv = Linear(d, 3 * inner, bias=spec.qkv_bias)
-        self.core = AttentionCore(spec.attn_drop, spec.scale)
+        self.core = BiasedAttentionCore(spec.attn_drop, spec.scale)
         self.proj = Linear(inner, d, bias=spec.proj_bias)
         self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
         table = (2 * self.window[0] - 1) * (2 * self.window[1] - 1)

@@ -12,7 +12,7 @@ from .load import load_spec, override, parse_assignment
 from .migrate import VERSION
 from .model import KINDS, ROLES, Block, Model, Stage
 from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
-from .sot import EPN, GCP, MGCrP, GAPPool, LearnableScale, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
+from .sot import EPN, GCP, GAPPool, LearnableScale, MGCrP, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
 from .swin import PatchMerging, WindowMHSA
 from .vit import MHSA, MLP, ClassTokenHead, GAPHead, Norm, PatchEmbed, SimplePatchEmbed
 

@@ -6,6 +6,7 @@ Pure data: attrs and the standard library only (importing this must not import t
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -72,8 +73,9 @@ def check(
     return validate
 
 
-def one_of(*classes: type) -> Callable[[Any, Any, Any], None]:
-    """An attrs validator for a union-typed field: the value is an instance of one of `classes`."""
+def one_of(union: Any) -> Callable[[Any, Any, Any], None]:
+    """An attrs validator for a field typed with a union of kinds: the value is an instance of one."""
+    classes = typing.get_args(union) or (union,)
 
     def validate(inst: Any, attribute: Any, value: Any) -> None:
         if not isinstance(value, classes):

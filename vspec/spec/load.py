@@ -114,11 +114,17 @@ def override(spec: Model, assignments: Mapping[str, Any]) -> Model:
     on a model with several stages, `stages.1.block.x`, `stages.1.depth`.
     Setting `....kind` switches a component and keeps the fields the new kind shares where their
     values fit it (the others take the new kind's defaults); a bare string given to a component or a
-    norm sets its kind (`head=gap`, `block.ffn.norm=layernorm`).
+    norm sets its kind (`head=gap`, `block.ffn.norm=layernorm`). A stack given as a list without a
+    depth of its own sets the depth to its length.
     """
     tree = to_dict(spec)
+    version = tree.pop("version")  # the format, not a field to set
     for key, value in assignments.items():
         if not isinstance(key, str) or "" in key.split("."):
             raise SpecError("", f"override key {key!r} must be a dotted field path, e.g. block.attention.heads")
         tree = _set(tree, key.split("."), value, [])
-    return from_dict(tree)
+    for key, value in assignments.items():
+        stage = key.removesuffix("block")
+        if key.endswith("block") and isinstance(value, list) and f"{stage}depth" not in assignments:
+            tree = _set(tree, f"{stage}depth".split("."), len(value), [])
+    return from_dict({"version": version, **tree})

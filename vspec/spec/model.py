@@ -4,6 +4,7 @@ Each component checks its own rules against the tokens it will see (`check(token
 validator only walks the layout and composes their errors into paths from the model root.
 """
 
+import typing
 from typing import Any, Literal
 
 import attrs
@@ -11,23 +12,24 @@ from attrs import field, frozen
 
 from .core import SpecError, check, check_pair, join, one_of, pair
 from .dhvt import DAFF, SOPE, HeadTokens
-from .layout import Tokens, layout
-from .sot import EPN, GCP, MGCrP, GAPPool, LearnableScale, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
+from .layout import Tokens, embedded, layout
+from .sot import Pool, ReprNorm, SecondOrderHead, SoTEmbed
 from .swin import PatchMerging, WindowMHSA
 from .vit import MHSA, MLP, ClassTokenHead, GAPHead, Norm, PatchEmbed, SimplePatchEmbed
 
 POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
 INITS = ("timm", "torch")
 
-# The component kinds each role accepts; the union annotations below name the same classes.
+# The component kinds of each role: one union each, the field annotations and the validators use it.
+Embedder = PatchEmbed | SimplePatchEmbed | SoTEmbed | SOPE
+Attention = MHSA | WindowMHSA
+FFN = MLP | DAFF
+Entry = PatchMerging
+Head = ClassTokenHead | GAPHead | SecondOrderHead
 ROLES: dict[str, tuple[type, ...]] = {
-    "embedder": (PatchEmbed, SimplePatchEmbed, SoTEmbed, SOPE),
-    "attention": (MHSA, WindowMHSA),
-    "ffn": (MLP, DAFF),
-    "entry": (PatchMerging,),
-    "head": (ClassTokenHead, GAPHead, SecondOrderHead),
-    "pool": (GAPPool, GCP, MGCrP),  # inside SecondOrderHead
-    "repr_norm": (SvPN, EPN, LearnableScale, ReprLayerNorm, NoNorm),  # inside SecondOrderHead
+    role: typing.get_args(union) or (union,)
+    for role, union in (("embedder", Embedder), ("attention", Attention), ("ffn", FFN), ("entry", Entry),
+                        ("head", Head), ("pool", Pool), ("repr_norm", ReprNorm))  # pool, repr_norm: SoT's head
 }
 KINDS: dict[str, type] = {c.kind: c for classes in ROLES.values() for c in classes}
 
@@ -40,8 +42,8 @@ class Block:
     `head_tokens`, when set, adds DHVT's head tokens around the attention.
     """
 
-    attention: MHSA | WindowMHSA = field(default=MHSA(), validator=one_of(*ROLES["attention"]))
-    ffn: MLP | DAFF = field(default=MLP(), validator=one_of(*ROLES["ffn"]))
+    attention: Attention = field(default=MHSA(), validator=one_of(Attention))
+    ffn: FFN = field(default=MLP(), validator=one_of(FFN))
     norm: Norm = field(default=Norm(), validator=check(Norm))
     layer_scale: float | None = field(default=None, validator=check(float, gt=0, optional=True))
     head_tokens: HeadTokens | None = field(default=None, validator=check(HeadTokens, optional=True))
@@ -87,7 +89,7 @@ class Stage:
     depth: int = field(default=12, validator=check(int, ge=1))
     dim: int = field(default=768, validator=check(int, ge=1))
     block: Block | tuple[Block, ...] = field(default=Block(), converter=_tuple, validator=_check_blocks)
-    entry: PatchMerging | None = field(default=None, validator=check(ROLES["entry"], optional=True))
+    entry: Entry | None = field(default=None, validator=check(ROLES["entry"], optional=True))
 
     def __attrs_post_init__(self):
         if isinstance(self.block, tuple) and len(self.block) != self.depth:
@@ -129,8 +131,7 @@ class Model:
     over all blocks of all stages. `init`: timm (ViT initialisation) | torch (PyTorch defaults).
     """
 
-    embedder: PatchEmbed | SimplePatchEmbed | SoTEmbed | SOPE = field(
-        default=PatchEmbed(), validator=one_of(*ROLES["embedder"]))
+    embedder: Embedder = field(default=PatchEmbed(), validator=one_of(Embedder))
     stages: tuple[Stage, ...] = field(default=(Stage(),), converter=_tuple, validator=_check_stages)
     num_classes: int = field(default=1000, validator=check(int, ge=0))
     img_size: tuple[int, int] = field(default=(224, 224), converter=pair, validator=check_pair)
@@ -140,7 +141,7 @@ class Model:
         default="learned", validator=check(str, choices=POS_EMBEDS)
     )
     final_norm: bool = field(default=True, validator=check(bool))
-    head: ClassTokenHead | GAPHead | SecondOrderHead = field(default=ClassTokenHead(), validator=one_of(*ROLES["head"]))
+    head: Head = field(default=ClassTokenHead(), validator=one_of(Head))
     drop_path: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     init: Literal["timm", "torch"] = field(default="timm", validator=check(str, choices=INITS))
 
@@ -241,7 +242,7 @@ class Model:
     @property
     def grid(self) -> tuple[int, int]:
         """The embedder's token grid."""
-        return self.embedder.grid(self.img_size)
+        return embedded(self).grid
 
     @property
     def num_prefix_tokens(self) -> int:

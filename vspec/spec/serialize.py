@@ -30,10 +30,6 @@ def _is_union(t: Any) -> bool:
     return typing.get_origin(t) in (typing.Union, types.UnionType)
 
 
-def _is_tagged_union(t: Any) -> bool:
-    return _is_union(t) and all(attrs.has(a) and hasattr(a, "kind") for a in typing.get_args(t))
-
-
 def _tag(cls: type) -> str | None:
     kind = getattr(cls, "kind", None)
     return kind if isinstance(kind, str) and "kind" not in attrs.fields_dict(cls) else None
@@ -108,8 +104,9 @@ def _structure_union(value: Any, t: Any) -> Any:
         return None
     if any(attrs.has(m) and isinstance(value, m) for m in members):
         return value
-    if _is_tagged_union(t):
-        by_kind = {m.kind: m for m in members}
+    rest = [m for m in members if m is not type(None)]
+    if len(rest) > 1 and all(attrs.has(m) and _tag(m) for m in rest):  # kinds of one role (or None)
+        by_kind = {m.kind: m for m in rest}
         if not isinstance(value, Mapping):
             raise SpecError("", f"must be a table with a 'kind' ({', '.join(by_kind)}), got {_describe(value)}")
         if "kind" not in value:
@@ -117,7 +114,6 @@ def _structure_union(value: Any, t: Any) -> Any:
         if not isinstance(value["kind"], str) or value["kind"] not in by_kind:
             raise SpecError("kind", f"unknown kind {value['kind']!r}; allowed: {', '.join(by_kind)}")
         return converter.structure(value, by_kind[value["kind"]])
-    rest = [m for m in members if m is not type(None)]
     if len(rest) == 1:  # Optional[X]
         return converter.structure(value, rest[0])
     for m in rest:  # e.g. Block | tuple[Block, ...]: a table is the first, a list the second

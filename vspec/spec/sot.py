@@ -85,7 +85,7 @@ class SvPN:
     The released head is approx, 1 singular value, 1 iteration, learnable start, eps 1e-5."""
 
     kind: ClassVar[str] = "svpn"
-    alpha: float = field(default=0.5, validator=check(float, gt=0, le=1))
+    alpha: float = field(default=0.5, validator=check(float, gt=0, lt=1))  # Eq. 5: 0 < alpha < 1; 1 is Q itself
     method: Literal["approx", "exact"] = field(default="approx", validator=check(str, choices=("approx", "exact")))
     num_sv: int = field(default=1, validator=check(int, ge=1))
     iters: int = field(default=1, validator=check(int, ge=1))
@@ -139,23 +139,20 @@ class SecondOrderHead:
     as a pair in training (the loss is the sum of the two losses). `drop` is dropout on the normalised
     representation (released: 0 / 0.5 / 0.7 for Tiny / Small / Base).
 
-    z0: class_token (SoT) | mean_token, the mean of the word tokens in the class token's place, for
-    bodies without a class token (Swin). The released code has no such option; vspec's construction
-    keeps Eq. 1 with z0 = mean_i z_i and changes nothing else."""
+    z0: None, the class token (SoT) | mean_token, the mean of the word tokens in the class token's
+    place, for bodies without a class token (Swin); aggr_all has no z0 term. The released code has no
+    such option; vspec's construction keeps Eq. 1 with z0 = mean_i z_i and changes nothing else."""
 
     kind: ClassVar[str] = "second_order"
     fusion: Literal["sum", "concat", "aggr_all", "late"] = field(default="sum", validator=check(str, choices=FUSIONS))
-    pool: Pool = field(default=MGCrP(), validator=one_of(GAPPool, GCP, MGCrP))
-    norm: ReprNorm = field(default=SvPN(), validator=one_of(SvPN, EPN, LearnableScale, ReprLayerNorm, NoNorm))
+    pool: Pool = field(default=MGCrP(), validator=one_of(Pool))
+    norm: ReprNorm = field(default=SvPN(), validator=one_of(ReprNorm))
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
-    z0: Literal["class_token", "mean_token"] = field(
-        default="class_token", validator=check(str, choices=("class_token", "mean_token"))
-    )
+    z0: Literal["mean_token"] | None = field(default=None, validator=check(str, choices=("mean_token",), optional=True))
 
     def __attrs_post_init__(self):
-        if self.fusion == "aggr_all" and self.z0 != "class_token":
-            raise SpecError("SecondOrderHead.z0",
-                            "aggr_all pools every token and has no z0 term; leave z0 = class_token")
+        if self.fusion == "aggr_all" and self.z0 is not None:
+            raise SpecError("SecondOrderHead.z0", "aggr_all pools every token and has no z0 term; leave z0 unset")
         if isinstance(self.norm, SvPN):
             if not isinstance(self.pool, MGCrP):
                 raise SpecError("SecondOrderHead.norm", "svpn normalises a matrix: it needs the mgcrp pool")
@@ -168,10 +165,10 @@ class SecondOrderHead:
     @property
     def reads_prefix(self) -> bool:
         """Whether the head reads the class token (as z0, or pooled with the word tokens)."""
-        return self.fusion == "aggr_all" or self.z0 == "class_token"
+        return self.fusion == "aggr_all" or self.z0 is None
 
     def check(self, tokens: Tokens) -> None:
-        if self.fusion != "aggr_all" and self.z0 == "class_token" and not tokens.prefix:
+        if self.fusion != "aggr_all" and self.z0 is None and not tokens.prefix:
             raise SpecError("", f"the second_order head with {self.fusion} fusion needs class_token = true "
                                 "(or z0 = mean_token: the mean word token in its place)")
         pooled = tokens.length if self.fusion == "aggr_all" else tokens.patches

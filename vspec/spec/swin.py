@@ -62,11 +62,11 @@ class PatchMerging:
     bias: bool = field(default=False, validator=check(bool))
 
     def output(self, tokens: Tokens, dim: int) -> Tokens:
-        return Tokens(dim, (tokens.grid[0] // 2, tokens.grid[1] // 2), tokens.prefix)
+        return Tokens(dim, (tokens.grid[0] // self.stride, tokens.grid[1] // self.stride), tokens.prefix)
 
     def check(self, tokens: Tokens) -> None:
         if tokens.prefix:
             raise SpecError("", "patch merging concatenates 2x2 neighbourhoods of the grid; a class token cannot "
                                 "pass through it (set class_token = false)")
-        if tokens.grid[0] % 2 or tokens.grid[1] % 2:
+        if tokens.grid[0] % self.stride or tokens.grid[1] % self.stride:
             raise SpecError("", f"needs an even token grid, got {tokens.grid[0]}x{tokens.grid[1]}")

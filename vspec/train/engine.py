@@ -159,6 +159,11 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
     if cfg.resume and not (out / "last.pt").is_file():
         raise ValueError(f"--resume: no {out / 'last.pt'}")
     ckpt = C.load(out / "last.pt") if cfg.resume else None
+    if ckpt is not None and ckpt.get("dropped"):
+        raise ValueError(f"--resume: {out / 'last.pt'} comes from a release before spec format 2, and upgrading it "
+                         "drops weights that could never learn (DAFF re-weighting a class token nothing reads), so "
+                         "its optimizer state no longer fits: evaluate it or load it with vspec.load, but start a "
+                         "new run to train")
     if d.main:
         out.mkdir(parents=True, exist_ok=True)
         if ckpt is None:  # a fresh run: no metrics of an earlier one
