@@ -16,7 +16,6 @@ import argparse
 import platform
 import statistics
 import time
-
 from pathlib import Path
 
 import torch

@@ -365,8 +365,21 @@ def _hierarchical(block: Block | None = None, entry: PatchMerging | None = None,
 
 
 def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
-    from vspec.spec import (DAFF, EPN, GCP, SOPE, GAPPool, HeadTokens, LearnableScale, MGCrP, NoNorm, ReprLayerNorm,
-                            SecondOrderHead, SoTEmbed, SvPN)
+    from vspec.spec import (
+        DAFF,
+        EPN,
+        GCP,
+        SOPE,
+        GAPPool,
+        HeadTokens,
+        LearnableScale,
+        MGCrP,
+        NoNorm,
+        ReprLayerNorm,
+        SecondOrderHead,
+        SoTEmbed,
+        SvPN,
+    )
 
     def head(pool, norm):
         def centred(h):  # aggr_all over a channel-centred covariance cannot see the final norm's bias

@@ -5,29 +5,29 @@ from pathlib import Path
 import attrs
 import pytest
 import torch
+from conftest import assert_every_parameter_learns
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from conftest import assert_every_parameter_learns
 from strategies import valid_models
 from torch import nn
 
 from vspec.compiler import build
 from vspec.spec import (
     DAFF,
-    SOPE,
-    MGCrP,
-    SecondOrderHead,
-    SoTEmbed,
-    SvPN,
     MHSA,
     MLP,
+    SOPE,
     Block,
     ClassTokenHead,
     GAPHead,
+    MGCrP,
     Model,
     Norm,
     PatchEmbed,
+    SecondOrderHead,
     SimplePatchEmbed,
+    SoTEmbed,
+    SvPN,
     WindowMHSA,
     from_json,
     from_toml,
@@ -140,15 +140,15 @@ def expected_params(spec: Model, num_classes: int | None = None) -> int:
 
 def sot_dense_embed_params(e: SoTEmbed, in_chans: int, d: int) -> int:
     """SoT's DenseNet embedding (supplement A, released configuration): stem conv 3x3 (bias); three
-    rounds of a 6-layer dense block (BN, 1x1 conv to 32, BN, 3x3 conv to 16) and a transition
-    (BN, 1x1 conv to 128); a final 1x1 conv (bias) to d."""
+    rounds of a 6-layer dense block (norm, 1x1 conv to 32, norm, 3x3 conv to 16; the norms BatchNorm, or
+    none as under timm 0.3.4) and a transition (BN, 1x1 conv to 128); a final 1x1 conv (bias) to d."""
     assert e.block == "dense"
     total = in_chans * e.stem_dim * 9 + e.stem_dim
     c = e.stem_dim
     for _ in range(3):
         for i in range(6):
             ci = c + 16 * i
-            total += 2 * ci + ci * 32 + 2 * 32 + 32 * 16 * 9
+            total += norm_params(e.dense_norm, ci) + ci * 32 + norm_params(e.dense_norm, 32) + 32 * 16 * 9
         total += 2 * (c + 96) + (c + 96) * 128
         c = 128
     return total + 128 * d + d

@@ -1,6 +1,7 @@
 """SoT: released checkpoints reproduced, released sizes, the head's fusion algebra, composition."""
 
 import os
+import warnings
 from pathlib import Path
 
 import attrs
@@ -12,9 +13,9 @@ from vspec.convert import ConversionError, from_official
 from vspec.spec import (
     EPN,
     GCP,
-    MGCrP,
     GAPPool,
     LearnableScale,
+    MGCrP,
     NoNorm,
     ReprLayerNorm,
     SecondOrderHead,
@@ -25,7 +26,9 @@ from vspec.spec import (
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("VSPEC_FIXTURES", ROOT.parent / "shared" / "fixtures" / "official"))
-SOT_FIXTURES = ["sot_densenet_sum_fc", "sot_resnet_concat", "sot_inception_aggre_all", "sot_densenet_sum_loss"]
+SOT_FIXTURES = ["sot_densenet_sum_fc", "sot_resnet_concat", "sot_inception_aggre_all", "sot_densenet_sum_loss",
+                "sot_7layer_densenet_112", "sot_7layer_resnet_112", "sot_7layer_inception_112", "sot_densenet_timm034",
+                "sot_qkscale_largeout"]
 
 # released code: trainable parameters (M) and MACs of conv + linear layers (G, the paper's convention)
 RELEASED = {"sot_tiny": (7.990, 2.529), "sot_small": (27.017, 5.797), "sot_base": (76.781, 14.539)}
@@ -38,7 +41,11 @@ def fixture(name):
 @pytest.mark.parametrize("name", SOT_FIXTURES)
 def test_released_checkpoints_reproduced(name):
     data = fixture(name)
-    model = from_official("sot", data["state_dict"], data["config"]).eval()
+    with warnings.catch_warnings(record=True) as notes:
+        warnings.simplefilter("always")
+        model = from_official("sot", data["state_dict"], data["config"]).eval()
+    unused = data["config"]["fusion_type"] in ("concat", "aggre_all")  # their class-token classifier
+    assert [type(n.message) for n in notes] == [vspec.convert.ConversionNote] * unused
     with torch.no_grad():
         if isinstance(data["y"], list):  # late fusion: [class-token logits, word-token logits]
             cls, word = model.head.branches(model.forward_features(data["x"]))
@@ -49,12 +56,131 @@ def test_released_checkpoints_reproduced(name):
             assert (model(data["x"]) - data["y"]).abs().max() <= 1e-5
 
 
+def test_released_options_are_honoured():
+    """What each of the newer fixtures exercises shows in the converted model."""
+    for name in ("sot_7layer_densenet_112", "sot_7layer_resnet_112", "sot_7layer_inception_112"):
+        data = fixture(name)
+        spec = vspec.convert.sot.spec_from_config(data["config"], data["state_dict"])
+        assert spec.img_size == (112, 112) and spec.embedder.downsample_last is False and spec.grid == (14, 14)
+    data = fixture("sot_7layer_resnet_112")
+    resnet = from_official("sot", data["state_dict"], data["config"])
+    assert [type(b.downsample).__name__ for b in resnet.embedder.stage] == ["Sequential", "Sequential", "Identity"]
+    old = fixture("sot_densenet_timm034")
+    assert old["config"]["timm_version"] == "0.3.4"
+    spec = vspec.convert.sot.spec_from_config(old["config"], old["state_dict"])
+    assert spec.embedder.dense_norm == vspec.Norm(kind="none")
+    assert vspec.convert.sot.spec_from_config(old["config"]).embedder.dense_norm.kind == "none"  # by timm_version
+    data = fixture("sot_qkscale_largeout")
+    spec = vspec.convert.sot.spec_from_config(data["config"], data["state_dict"])
+    assert spec.block.attention.scale == 0.0625 and spec.embedder.large_output
+    assert spec.grid == (56, 56) and vspec.layout(spec)[0].tokens.length == 3136 + 1
+
+
+def test_unused_class_token_classifier_is_reported():
+    """concat / aggre_all: the released model builds cls_fc and never uses it; vspec leaves it out and
+    says so (SoT-Tiny at 1000 classes: 241,000 parameters)."""
+    data = fixture("sot_resnet_concat")
+    with pytest.warns(vspec.convert.ConversionNote, match=r"classifier.cls_fc \(490 parameters\) .* never used"):
+        from_official("sot", data["state_dict"], data["config"])
+    tiny = vspec.load_spec(ROOT / "specs/sot_tiny.py")
+    assert tiny.dim * 1000 + 1000 == 241_000 and "241,000 parameters in SoT-Tiny" in (ROOT / "README.md").read_text()
+
+
+@pytest.mark.parametrize("changes,needle", [
+    ({"img_size": 160}, "img_size 160: the released SoT hard-codes a 14 x 14 token grid .* gives 20 x 20 tokens; "
+                        "it builds at 112 and 224 px only"),
+    ({"img_size": 112, "large_output": True}, "builds at 224 px only"),
+    ({"token_type": "ResNet", "large_output": True}, "large_output with ResNet"),
+    ({"token_type": "Non-local"}, "token_type 'Non-local'"),
+    ({"token_type": "VGG"}, "token_type 'VGG'"),
+    ({"drop_rate": 0.1}, "drop_rate 0.1"),
+    ({"patch_size": 16}, "unknown argument 'patch_size'"),
+    ({"svpn": {"alpha": 0.5, "beta": 1}}, "unknown argument 'svpn.beta'"),
+])
+def test_what_the_released_code_cannot_build_or_vspec_does_not_convert_is_one_line(changes, needle):
+    data = fixture("sot_densenet_sum_fc")
+    with pytest.raises(ConversionError, match=needle) as info:
+        from_official("sot", data["state_dict"], {**flat(data["config"]), **changes})
+    assert "\n" not in str(info.value)
+
+
+def flat(config):
+    """A fixture's configuration without its constructor snapshot (the flat arguments alone)."""
+    return {k: v for k, v in config.items() if k != "cfg_snapshot"}
+
+
+def test_the_snapshot_and_the_flat_arguments_must_agree():
+    data = fixture("sot_densenet_sum_fc")
+    with pytest.raises(ConversionError, match=r"^SoT config: qk_scale is 0.1 but cfg_snapshot.ViTConfig.qk_scale is "
+                                              r"None$"):
+        from_official("sot", data["state_dict"], {**data["config"], "qk_scale": 0.1})
+
+
+@pytest.mark.parametrize("snapshot,needle", [
+    ({"representationConfig": {"type": "GCP"}}, "representation 'GCP'"),
+    ({"representationConfig": {"args": {"normalization": {"type": "ePN"}}}}, "normalization 'ePN'"),
+    ({"ViTConfig": {"act_layer": "<class 'torch.nn.modules.activation.ReLU'>"}}, "act_layer"),
+    ({"ViTConfig": {"window": 7}}, "cfg_snapshot.ViTConfig.window is not an argument"),
+])
+def test_snapshot_arguments_are_honoured_or_rejected_by_name(snapshot, needle):
+    data = fixture("sot_densenet_sum_fc")
+    with pytest.raises(ConversionError, match=needle):
+        from_official("sot", data["state_dict"], {**flat(data["config"]), "cfg_snapshot": snapshot})
+
+
+def test_naive_linear_embedding_converts():
+    """Table 3a's baseline embedding: the released PatchEmbed with img_size // 14 px patches."""
+    data = fixture("sot_densenet_sum_fc")
+    config = {**data["config"], "token_type": "Naive_linear", "cfg_snapshot": {}}
+    spec = vspec.convert.sot.spec_from_config(config)
+    assert isinstance(spec.embedder, vspec.PatchEmbed) and spec.embedder.patch_size == 16 and spec.grid == (14, 14)
+    torch.manual_seed(0)
+    ours = vspec.build(spec).eval()
+    official = {"pos_embed": vspec.ops.sincos_1d(197, 48)[None]}
+    for key, value in ours.state_dict().items():  # ours renamed to the released names
+        key = key.replace("embedder.", "visual_tokens.tokens.").replace(".ffn.", ".mlp.").replace("stages.0.", "")
+        key = key.replace("head.pool.wr.", "classifier.representation.wr.")
+        key = key.replace("head.word_fc.", "classifier.visual_fc.").replace("head.cls_fc.", "classifier.cls_fc.")
+        official[key.replace("head.norm.v0", "classifier.representation.norm.weight")] = value
+    model = from_official("sot", official, config).eval()
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        assert torch.equal(model(x), ours(x))
+
+
+def test_both_dense_layouts_and_their_counts():
+    """SoT-Tiny as released with timm >= 0.4 (BatchNorm in the dense layers) and with timm 0.3.4, the
+    version SoT's README pins and its released weights were trained with (no BatchNorm there); the 7-layer
+    DenseNet model at 112 px is specs/sot_7layer.py."""
+    tiny = vspec.load_spec(ROOT / "specs/sot_tiny.py")
+    assert vspec.profile(tiny).params_trainable == 7_989_982
+    old = vspec.override(tiny, {"embedder.dense_norm.kind": "none"})
+    assert vspec.profile(old).params_trainable == 7_983_550
+    config = {"token_type": "DenseNet", "fusion_type": "sum_fc", "embed_dim": 240, "depth": 7, "num_heads": 4,
+              "mlp_ratio": 2.5, "mgcrp_heads": 6, "wr_dim": 14, "img_size": 112, "num_classes": 1000}
+    seven = vspec.convert.sot.spec_from_config(config)
+    assert seven == vspec.load_spec(ROOT / "specs/sot_7layer.py")
+    assert vspec.profile(seven).params_trainable == 5_387_782
+    readme = (ROOT / "README.md").read_text()
+    assert all(f in readme for f in ("5,387,782", "7,989,982", "7,983,550", "3,136 word tokens"))
+
+
+def test_dense_embedding_options_are_dense_only():
+    with pytest.raises(SpecError, match="SoTEmbed.large_output: applies to the dense embedding only"):
+        SoTEmbed(block="resnet", large_output=True)
+    with pytest.raises(SpecError, match="SoTEmbed.dense_norm: applies to the dense embedding only"):
+        SoTEmbed(block="inception", dense_norm=vspec.Norm(kind="none"))
+    with pytest.raises(SpecError, match="downsample_last = false would change nothing"):
+        SoTEmbed(large_output=True, downsample_last=False)
+    assert SoTEmbed(large_output=True).patch_size == 4 and SoTEmbed(downsample_last=False).patch_size == 8
+
+
 def test_converter_rejects_a_wrong_config():
     data = fixture("sot_densenet_sum_fc")
     with pytest.raises(ConversionError, match="does not fit"):
-        from_official("sot", data["state_dict"], {**data["config"], "wr_dim": 7})
+        from_official("sot", data["state_dict"], {**flat(data["config"]), "wr_dim": 7})
     with pytest.raises(ConversionError, match="token_type"):
-        from_official("sot", data["state_dict"], {**data["config"], "token_type": "VGG"})
+        from_official("sot", data["state_dict"], {**flat(data["config"]), "token_type": "VGG"})
     with pytest.raises(ConversionError, match="unknown family"):
         from_official("sott", data["state_dict"], data["config"])
 
@@ -261,6 +387,9 @@ def test_sot_head_on_swin_table_holds_the_measurement():
         assert total == f"{prof.macs / 1e9:.3f}"
         if name == "swin_base_sot" and not variant:
             assert round(prof.params / 1e6, 1) == 95.9  # SoT Table 5c
+        if name == "swin_tiny_sot" and not variant:  # "an MGCrP of 25 x 25 would give 31.5 M"
+            m25 = vspec.override(spec, {"head.pool.m": 25, "head.pool.n": 25})
+            assert round(vspec.profile(m25).params / 1e6, 1) == 31.5 and "31.5 M" in text
         swin = vspec.profile(vspec.load_spec(ROOT / f"specs/{name.removesuffix('_sot')}.py"))
         head_macs = {"swin_tiny_sot": 14, "swin_base_sot": 31}[name]  # "vspec's head adds 14 / 31 M MACs"
         assert round((prof.macs - swin.macs) / 1e6) in (head_macs, head_macs + 1)

@@ -6,7 +6,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .common import ConversionError, load_mapped
+from .common import ConversionError, ConversionNote, load_mapped
 from .dhvt import from_official_dhvt
 from .sot import from_official_sot
 from .timm import from_timm
@@ -23,4 +23,4 @@ def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: M
     return OFFICIAL[family](state_dict, config)
 
 
-__all__ = ["OFFICIAL", "ConversionError", "from_official", "from_timm", "load_mapped"]
+__all__ = ["OFFICIAL", "ConversionError", "ConversionNote", "from_official", "from_timm", "load_mapped"]

@@ -11,6 +11,10 @@ class ConversionError(ValueError):
     """A checkpoint that does not fit the spec; the message lists what does not match."""
 
 
+class ConversionNote(UserWarning):
+    """Something a converted model does differently from the released one, on purpose (a warning)."""
+
+
 def renamer(rules: Sequence[tuple[str, str]]) -> Callable[[str], str]:
     """A key renamer applying the first matching (regex, replacement) rule; other keys keep their name."""
     compiled = [(re.compile(pattern), replacement) for pattern, replacement in rules]

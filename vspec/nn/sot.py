@@ -5,16 +5,19 @@ SoT's convolutional token embedding (supplement A), with the released code's mod
 
 stem: 3x3 conv (bias) + 3x3 max-pool stride 2 -> three blocks, each halving the resolution ->
 1x1 conv (bias) to the token width. Block kinds and their released configurations:
-- dense: dense block of 6 layers (BN-ReLU-1x1 conv to 32, BN-ReLU-3x3 conv to 16, growth 16), then a
-  transition BN - 1x1 conv to 128 - 2x2 avg-pool (no ReLU), convs without bias;
-- resnet: bottleneck (planes 64, expansion 4, stride 2 on the 3x3 conv), BN eps 1e-3 in the main
-  path and 1e-5 in the projection shortcut;
+- dense: dense block of 6 layers (norm-ReLU-1x1 conv to 32, norm-ReLU-3x3 conv to 16, growth 16; the
+  norm is BatchNorm, or none under timm 0.3.4), then a transition BN - 1x1 conv to 128 - 2x2 avg-pool
+  (no ReLU; no pool at stride 1), convs without bias;
+- resnet: bottleneck (planes 64, expansion 4, stride on the 3x3 conv), BN eps 1e-3 in the main path
+  and 1e-5 in the projection shortcut, which a stride-1 bottleneck does not have (identity);
 - inception: branches 1x1 -> 32 | 1x1 -> 32, 3x3 -> 64 | 1x1 -> 16, 5x5 -> 16 | 3x3 max-pool,
-  1x1 -> 16, each conv without bias + BN (eps 1e-3) + ReLU, stride 2 on each branch's last layer;
-- nonlocal: not in the released code and its figure (S-1) is not in our copy of the paper; vspec's
-  construction: 3x3 conv stride 2 to 128 + BN + ReLU, then an embedded-Gaussian non-local block
-  (Wang et al. 2018: theta / phi / g 1x1 convs to 64, phi without bias since softmax over the keys
-  cannot see one, softmax(theta^T phi) g, 1x1 conv back + BN, residual).
+  1x1 -> 16, each conv without bias + BN (eps 1e-3) + ReLU, stride on each branch's last layer;
+- nonlocal: vspec's own construction, not the released code's "Non-local" embedding (two strided convs
+  each followed by a non-local block with normalised theta / phi / g and a projection shortcut: 28 x 28
+  tokens at 224 px, which the released model's 14 x 14 grid cannot take). vspec's: 3x3 conv stride 2 to
+  128 + BN + ReLU, then an embedded-Gaussian non-local block (Wang et al. 2018: theta / phi / g 1x1
+  convs to 64, phi without bias since softmax over the keys cannot see one, softmax(theta^T phi) g,
+  1x1 conv back + BN, residual).
 
 The head: pool (GAP | GCP | MGCrP) -> normalisation -> fusion with the class token (Eq. 1).
 """
@@ -30,7 +33,7 @@ from torch import nn
 from .. import spec as S
 from ..ops import cross_covariance, epn, isqrt_cov, svpn_approx, svpn_exact
 from .context import BuildContext
-from .layers import AttentionCore, Linear
+from .layers import AttentionCore, Linear, make_norm
 
 
 def conv_bn_relu(c_in: int, c_out: int, k: int, stride: int = 1, eps: float = 1e-3) -> nn.Sequential:
@@ -40,11 +43,14 @@ def conv_bn_relu(c_in: int, c_out: int, k: int, stride: int = 1, eps: float = 1e
 
 
 class DenseLayer(nn.Module):
-    def __init__(self, c_in: int, growth: int = 16, bottleneck: int = 32):
+    """norm - ReLU - 1x1 conv - norm - ReLU - 3x3 conv, concatenated to its input; `norm` BatchNorm
+    (timm >= 0.4) or none (timm 0.3.4: the ReLUs alone)."""
+
+    def __init__(self, c_in: int, norm: S.Norm, growth: int = 16, bottleneck: int = 32):
         super().__init__()
-        self.norm1 = nn.BatchNorm2d(c_in)
+        self.norm1 = make_norm(norm, c_in, "map")
         self.conv1 = nn.Conv2d(c_in, bottleneck, 1, bias=False)
-        self.norm2 = nn.BatchNorm2d(bottleneck)
+        self.norm2 = make_norm(norm, bottleneck, "map")
         self.conv2 = nn.Conv2d(bottleneck, growth, 3, padding=1, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -53,10 +59,10 @@ class DenseLayer(nn.Module):
 
 
 class DenseBlock(nn.Sequential):
-    def __init__(self, c_in: int, layers: int = 6, growth: int = 16):
+    def __init__(self, c_in: int, norm: S.Norm, layers: int = 6, growth: int = 16):
         super().__init__()
         for i in range(layers):
-            self.add_module(f"denselayer{i + 1}", DenseLayer(c_in + i * growth, growth))
+            self.add_module(f"denselayer{i + 1}", DenseLayer(c_in + i * growth, norm, growth))
 
 
 class Transition(nn.Sequential):
@@ -77,7 +83,9 @@ class Bottleneck(nn.Module):
         self.bn2 = nn.BatchNorm2d(planes, eps=1e-3, momentum=0.01)
         self.conv3 = nn.Conv2d(planes, out, 1, bias=False)
         self.bn3 = nn.BatchNorm2d(out, eps=1e-3, momentum=0.01)
-        self.downsample = nn.Sequential(nn.Conv2d(c_in, out, 1, stride, bias=False), nn.BatchNorm2d(out))
+        # a projection shortcut where the block downsamples; at stride 1 the released code has none
+        self.downsample = nn.Sequential(nn.Conv2d(c_in, out, 1, stride, bias=False), nn.BatchNorm2d(out)) \
+            if stride != 1 else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = F.relu(self.bn1(self.conv1(x)))
@@ -118,13 +126,13 @@ class NonLocalBlock(nn.Module):
         return x + self.out(rearrange(y, "b (h w) c -> b c h w", h=h, w=w))
 
 
-def _stage(block: str, c_in: int, downsample_last: bool) -> tuple[nn.Sequential, int]:
+def _stage(spec: S.SoTEmbed) -> tuple[nn.Sequential, int]:
     """The three resolution-halving blocks and their output channels."""
-    strides = [2, 2, 2 if downsample_last else 1]
+    block, c_in, strides = spec.block, spec.stem_dim, spec.strides
     if block == "dense":
         mods, c = [], c_in
         for s in strides:
-            mods += [DenseBlock(c), Transition(c + 6 * 16, 128, downsample=s == 2)]
+            mods += [DenseBlock(c, spec.dense_norm), Transition(c + 6 * 16, 128, downsample=s == 2)]
             c = 128
         return nn.Sequential(*mods), 128
     if block == "resnet":
@@ -138,7 +146,7 @@ class SoTEmbed(nn.Module):
     def __init__(self, spec: S.SoTEmbed, ctx: BuildContext):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(ctx.in_chans, spec.stem_dim, 3, padding=1), nn.MaxPool2d(3, 2, 1))
-        self.stage, c = _stage(spec.block, spec.stem_dim, spec.downsample_last)
+        self.stage, c = _stage(spec)
         self.transition = nn.Conv2d(c, ctx.dim, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

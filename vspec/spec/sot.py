@@ -9,7 +9,7 @@ from attrs import field, frozen
 
 from .core import SpecError, check, one_of
 from .layout import Tokens
-from .vit import Patchify
+from .vit import Norm, Patchify
 
 
 @frozen
@@ -18,7 +18,10 @@ class SoTEmbed(Patchify):
     three blocks that each halve the resolution, and a 1x1 conv to the token width; 224 px -> 14 x 14.
 
     block: dense (released default) | resnet | inception | nonlocal. `downsample_last = false` keeps
-    the last block at stride 1: the 7-layer ablation model (112 px -> 14 x 14).
+    the last block at stride 1: the 7-layer ablation model (112 px -> 14 x 14; the released code picks
+    it at 112 px). dense only: `large_output` pools in the first transition alone (224 px -> 56 x 56,
+    the released option); `dense_norm` is the norm before each dense layer's ReLUs: BatchNorm (timm
+    >= 0.4) or none (timm 0.3.4, which SoT's README pins and its released weights were trained with).
     """
 
     kind: ClassVar[str] = "sot_conv"
@@ -27,11 +30,28 @@ class SoTEmbed(Patchify):
     )
     stem_dim: int = field(default=64, validator=check(int, ge=1))
     downsample_last: bool = field(default=True, validator=check(bool))
+    large_output: bool = field(default=False, validator=check(bool))
+    dense_norm: Norm = field(default=Norm(kind="batchnorm", eps=1e-5), validator=check(Norm))
+
+    def __attrs_post_init__(self):
+        if self.block != "dense" and (self.large_output or self.dense_norm != Norm(kind="batchnorm", eps=1e-5)):
+            option = "large_output" if self.large_output else "dense_norm"
+            raise SpecError(f"SoTEmbed.{option}", f"applies to the dense embedding only, not {self.block}")
+        if self.large_output and not self.downsample_last:
+            raise SpecError("SoTEmbed.large_output", "pools in the first transition only: downsample_last = false "
+                                                     "would change nothing (leave it true)")
+
+    @property
+    def strides(self) -> tuple[int, int, int]:
+        """The three blocks' strides."""
+        if self.large_output:
+            return (2, 1, 1)
+        return (2, 2, 2 if self.downsample_last else 1)
 
     @property
     def patch_size(self) -> int:
-        """The embedding's total stride: stem 2 x three blocks 2 (x 1 for the last without downsampling)."""
-        return 16 if self.downsample_last else 8
+        """The embedding's total stride: the stem's 2 times the blocks'."""
+        return 2 * self.strides[0] * self.strides[1] * self.strides[2]
 
 
 # ---------------------------------------------------------------- pools: word tokens -> representation

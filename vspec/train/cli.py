@@ -8,12 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli import OneLineParser
-from ..cli import UsageError
+from ..cli import OneLineParser, UsageError
 from ..spec import SpecError, load_spec, override, parse_assignment
 from .recipes import RECIPES, resolve
-
-
 
 
 def _data_args(p: argparse.ArgumentParser) -> None:
