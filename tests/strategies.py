@@ -245,6 +245,12 @@ def breakages(draw, spec: Model) -> tuple[list[tuple[str, Any]], str]:
         one(f"{bp}.layer_scale", draw(st.sampled_from([0.0, -0.1]))),
         one("drop_path", draw(st.sampled_from([1.0, -0.1, 1.5]))),
         one("head.drop", draw(st.sampled_from([1.0, -0.5]))),
+        # sizes torch cannot take, floats that are not finite
+        one(draw(st.sampled_from([f"{sp}depth", f"{sp}dim", "num_classes", "in_chans", "embedder.patch_size",
+                                  f"{bp}.attention.heads", f"{bp}.ffn.hidden"])),
+            draw(st.sampled_from([2**31, 10**40]))),
+        one(draw(st.sampled_from([f"{bp}.ffn.ratio", f"{bp}.norm.eps", "drop_path", f"{bp}.attention.proj_drop"])),
+            draw(st.sampled_from([float("nan"), float("inf"), -float("inf"), 10**400]))),
         # wrong types
         one(f"{sp}depth", str(stage.depth)),
         one(f"{sp}dim", float(stage.dim)),

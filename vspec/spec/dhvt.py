@@ -15,7 +15,7 @@ DHVT_NORM = Norm(kind="batchnorm", eps=1e-5)  # the released code's BatchNorm2d
 @frozen
 class SOPE(Patchify):
     """DHVT's sequential overlapping patch embedding (Eq. 1-3): affine, log2(P) units of 3x3 conv
-    stride 2 (no bias) + norm, GELU between units, affine; channels dim / 2^(k-1), ..., dim.
+    stride 2 (no bias) + norm, GELU between units, affine; channels dim / 2^(k-1), ..., dim (so dim >= 2^(k-1)).
 
     act: released (GELU between units, and after the unit when P = 2, as the released code) | every
     (GELU after every unit, Eq. 2). norm: batchnorm (released) | layernorm (Table 11) | none. The
