@@ -9,8 +9,10 @@ to `to_dict(spec)` (feed the result to `from_dict`); `invalid_overrides()` gives
 
 from __future__ import annotations
 
-from typing import Any
+import typing
+from typing import Any, Literal
 
+import attrs
 from hypothesis import strategies as st
 
 from vspec.spec import (
@@ -243,6 +245,12 @@ def breakages(draw, spec: Model) -> tuple[list[tuple[str, Any]], str]:
         one(f"{bp}.layer_scale", draw(st.sampled_from([0.0, -0.1]))),
         one("drop_path", draw(st.sampled_from([1.0, -0.1, 1.5]))),
         one("head.drop", draw(st.sampled_from([1.0, -0.5]))),
+        # sizes torch cannot take, floats that are not finite
+        one(draw(st.sampled_from([f"{sp}depth", f"{sp}dim", "num_classes", "in_chans", "embedder.patch_size",
+                                  f"{bp}.attention.heads", f"{bp}.ffn.hidden"])),
+            draw(st.sampled_from([2**31, 10**40]))),
+        one(draw(st.sampled_from([f"{bp}.ffn.ratio", f"{bp}.norm.eps", "drop_path", f"{bp}.attention.proj_drop"])),
+            draw(st.sampled_from([float("nan"), float("inf"), -float("inf"), 10**400]))),
         # wrong types
         one(f"{sp}depth", str(stage.depth)),
         one(f"{sp}dim", float(stage.dim)),
@@ -421,9 +429,10 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
         GAPPool: head(st.just(GAPPool()), st.sampled_from([NoNorm(), EPN(), LearnableScale(), ReprLayerNorm()])),
         GCP: head(st.builds(GCP, dim=st.integers(2, 6), iters=st.integers(1, 5)), st.just(NoNorm())),
         MGCrP: head(mgcrp, st.sampled_from([NoNorm(), EPN(), ReprLayerNorm()])),
-        SvPN: head(mgcrp, st.builds(SvPN, alpha=st.sampled_from([0.25, 0.5, 0.75]),
-                                    method=st.sampled_from(["approx", "exact"]), num_sv=st.just(1),
-                                    iters=st.integers(1, 3), start=st.sampled_from(["learnable", "fixed"]))),
+        SvPN: head(mgcrp, st.one_of(  # the exact SVD takes alpha alone
+            st.builds(SvPN, alpha=st.sampled_from([0.25, 0.5, 0.75]), method=st.just("approx"), num_sv=st.just(1),
+                      iters=st.integers(1, 3), start=st.sampled_from(["learnable", "fixed"])),
+            st.builds(SvPN, alpha=st.sampled_from([0.25, 0.5, 0.75]), method=st.just("exact")))),
         EPN: head(mgcrp, st.just(EPN())),
         LearnableScale: head(st.just(GAPPool()), st.builds(LearnableScale, init=small_floats(0.1, 2.0))),
         ReprLayerNorm: head(mgcrp, st.builds(ReprLayerNorm, eps=small_floats(1e-7, 1e-3))),
@@ -432,3 +441,164 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
 
 
 KIND_MODELS = _kind_models()
+
+
+# ---------------------------------------------------------------------------------------------
+# one way to break a model of KIND_MODELS[cls], for every kind: any field given a value of the wrong type
+# or range, an unknown key or kind, or a rule that ties the kind to the rest of the model
+
+
+def component_paths(spec: Any, cls: type, prefix: str = "") -> list[str]:
+    """The dotted paths (in `to_dict(spec)`) of every instance of `cls` in the spec tree."""
+    out = [prefix] if isinstance(spec, cls) else []
+    if isinstance(spec, Model):
+        items = [(f, getattr(spec, f)) for f in ("embedder", "head")]
+        items += [("block", spec.block)] if spec.isotropic else [("stages", spec.stages)]
+    elif isinstance(spec, tuple):
+        items = list(enumerate(spec))
+    elif attrs.has(type(spec)):
+        items = [(f.name, getattr(spec, f.name)) for f in attrs.fields(type(spec))]
+    else:
+        items = []
+    for key, value in items:
+        out += component_paths(value, cls, f"{prefix}.{key}" if prefix else str(key))
+    return out
+
+
+def _bad_values(field_type: Any) -> list[Any]:
+    """Values that no field of this type takes (every size field is >= 0 and <= 2**31 - 1, every float
+    field finite and >= 0)."""
+    args = [t for t in typing.get_args(field_type) if t is not type(None)] or [field_type]
+    if typing.get_origin(field_type) is Literal:
+        return ["bogus", 7]
+    if args[0] is int:
+        return [-1, 2**31, 10**40, "2", "9" * 10_000, True, 1.5]
+    if args[0] is float:
+        return [-1.0, float("nan"), float("inf"), -float("inf"), 10**400, "0.1", True]
+    if args[0] is bool:
+        return [1, "yes", None]
+    if typing.get_origin(args[0]) is Literal:
+        return ["bogus", 7]
+    return [3, [1]]  # a component or a norm (a string would set its kind, in an override)
+
+
+@st.composite
+def field_breakages(draw, spec: Model, cls: type) -> tuple[list[tuple[str, Any]], str]:
+    """One field of one `cls` in `spec` given a value it does not take, or an unknown key or kind."""
+    path = draw(st.sampled_from(component_paths(spec, cls)))
+    options = [([(f"{path}.no_such_option", 1)], f"{path}.no_such_option")]
+    if isinstance(getattr(cls, "kind", None), str) and "kind" not in attrs.fields_dict(cls):
+        options.append(([(f"{path}.kind", "bogus")], f"{path}.kind"))
+    for f in attrs.fields(cls):
+        options += [([(f"{path}.{f.name}", v)], f"{path}.{f.name}") for v in _bad_values(f.type)]
+    return draw(st.sampled_from(options))
+
+
+def _kind_rules() -> dict[type, Any]:
+    """For every kind, `rules(spec)`: changes to a model of KIND_MODELS[kind] that break a rule tying the
+    kind to the rest of the model (all fields valid on their own): a derived width of zero or above
+    2**31 - 1, a shape that does not fit, an option that would do nothing. [(changes, path), ...]"""
+    from vspec.spec import (
+        DAFF,
+        EPN,
+        GCP,
+        SOPE,
+        GAPPool,
+        HeadTokens,
+        LearnableScale,
+        MGCrP,
+        NoNorm,
+        ReprLayerNorm,
+        SecondOrderHead,
+        SoTEmbed,
+        SvPN,
+    )
+
+    def embedder(spec):
+        (h, w), p = spec.img_size, spec.embedder.patch_size
+        out = [([("img_size", [h + 1, w])], "embedder.patch_size")]
+        if isinstance(spec.embedder, SimplePatchEmbed):  # a patch of in_chans x p^2 values past the largest size
+            out.append(([("embedder.patch_size", 2**16), ("img_size", 2**16), ("in_chans", 3)], "embedder.patch_size"))
+        if isinstance(spec.embedder, SOPE) and p > 2:  # the first of log2(p) units: dim / 2^(units - 1) < 1 channel
+            out.append(([("dim", p // 2 - 1), ("block.attention.heads", 1)], "embedder.patch_size"))
+        if isinstance(spec.embedder, SoTEmbed):
+            out.append(([("embedder.block", "resnet"), ("embedder.large_output", True)], "embedder.large_output"))
+        return out
+
+    def attention(cls):
+        def rules(spec):
+            path = component_paths(spec, cls)[0]
+            out = [([(f"{path}.heads", 3), (f"{path}.head_dim", None)], f"{path}.heads"),
+                   ([(f"{path}.heads", 2**16), (f"{path}.head_dim", 2**16)], f"{path}.head_dim")]
+            if cls is WindowMHSA:
+                out += [([(f"{path}.window", 3)], f"{path}.window"), ([("class_token", True)], path)]
+            return out
+        return rules
+
+    def ffn(cls):
+        def rules(spec):
+            path = component_paths(spec, cls)[0]
+            out = [([(f"{path}.hidden", None), (f"{path}.ratio", 0.01)], f"{path}.ratio"),
+                   ([(f"{path}.hidden", None), (f"{path}.ratio", 1e300)], f"{path}.ratio")]
+            if cls is DAFF:
+                out.append(([(f"{path}.kernel", 4)], f"{path}.kernel"))
+                out.append(([(f"{path}.split_cls", False), (f"{path}.spatial", "dwconv")], f"{path}.split_cls"))
+                if spec.block.ffn.cls != "identity":  # the re-weighting's hidden width dim // se_reduction is 0
+                    out.append(([(f"{path}.se_reduction", spec.dim + 1)], f"{path}.se_reduction"))
+            return out
+        return rules
+
+    def head(extra):
+        """Second-order heads: one word token gives a degenerate (cross-)covariance, then `extra(head)`."""
+        def rules(spec):
+            one_token = [] if isinstance(spec.head.pool, GAPPool) else [([("img_size", spec.embedder.patch_size)],
+                                                                         "head.pool")]
+            return one_token + extra(spec.head)
+        return rules
+
+    constant = [  # one value: EPN gives its sign, a LayerNorm 0 (of two values, their order)
+        ([("head.pool", {"kind": "gcp", "dim": 1}), ("head.norm", {"kind": n})], "head.norm")
+        for n in ("epn", "repr_layernorm")
+    ] + [([("head.pool", {"kind": "mgcrp", "heads": 1, "m": 1, "n": 2}), ("head.norm", {"kind": "repr_layernorm"})],
+          "head.norm")]
+    return {
+        PatchEmbed: embedder, SimplePatchEmbed: embedder, SoTEmbed: embedder, SOPE: embedder,
+        MHSA: attention(MHSA), WindowMHSA: attention(WindowMHSA), MLP: ffn(MLP), DAFF: ffn(DAFF),
+        HeadTokens: lambda spec: [  # one channel group per attention head; extra tokens need global attention
+            ([("block.attention.heads", 3), ("block.attention.head_dim", 4)], "block.head_tokens"),
+            ([("block.attention.kind", "window_mhsa"), ("class_token", False), ("head", {"kind": "gap"})],
+             "block.head_tokens")],
+        PatchMerging: lambda spec: [
+            ([("img_size", [spec.img_size[0] + spec.embedder.patch_size, spec.img_size[1]])], "stages.1.entry"),
+            ([("class_token", True)], "stages.1.entry"),
+            ([("stages.0.entry", {"kind": "patch_merging"})], "stages.0.entry")],
+        ClassTokenHead: lambda spec: [([("class_token", False)], "head")],
+        GAPHead: lambda spec: [([("head.norm", {"kind": "layernorm", "eps": 0.0})], "head.norm.eps")],
+        SecondOrderHead: head(lambda h: [
+            ([("class_token", False), ("head.fusion", "sum"), ("head.z0", None)], "head"),
+            ([("head.fusion", "aggr_all"), ("head.z0", "mean_token")], "head.z0")]),
+        GAPPool: head(lambda h: [([("head.norm", {"kind": "svpn"})], "head.norm")]),
+        GCP: head(lambda h: [([("head.pool.dim", 2**16 + 1)], "head.pool"), *constant]),
+        MGCrP: head(lambda h: [([("head.pool.heads", 2**11), ("head.pool.m", 2**11), ("head.pool.n", 2**11)],
+                                 "head.pool"), *constant]),
+        SvPN: head(lambda h: [
+            ([("head.norm.num_sv", min(h.pool.m, h.pool.n) + 1), ("head.norm.method", "approx")], "head.norm.num_sv"),
+            *[([("head.norm", {"kind": "svpn", "method": "exact", k: v})], f"head.norm.{k}")  # approx's options
+              for k, v in (("num_sv", 2), ("iters", 3), ("start", "fixed"), ("eps", 0.0))]]),
+        EPN: head(lambda h: constant[:1]),
+        ReprLayerNorm: head(lambda h: constant[1:]),
+        LearnableScale: head(lambda h: [([("head.norm.init", 0.0)], "head.norm.init")]),
+        NoNorm: head(lambda h: [([("head.norm.eps", 1e-5)], "head.norm.eps")]),
+    }
+
+
+KIND_RULES = _kind_rules()
+
+
+@st.composite
+def kind_breakages(draw, spec: Model, cls: type) -> tuple[list[tuple[str, Any]], str]:
+    """A field breakage or a rule breakage of `cls` in `spec`."""
+    rules = KIND_RULES[cls](spec)
+    if rules and draw(st.booleans()):
+        return draw(st.sampled_from(rules))
+    return draw(field_breakages(spec, cls))

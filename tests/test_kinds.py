@@ -1,5 +1,6 @@
 """Every component kind has a module in the compiler's table, a test strategy that draws models using it
-with its options, and full profiler coverage; adding a kind without them fails here."""
+with its options, one that breaks them (tests/test_hardening_spec.py), and full profiler coverage; adding a
+kind without them fails here."""
 
 import attrs
 import pytest
@@ -7,7 +8,7 @@ import torch
 from conftest import assert_every_parameter_learns
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import KIND_MODELS
+from strategies import KIND_MODELS, KIND_RULES
 
 import vspec
 from vspec.compiler import MODULES
@@ -20,6 +21,7 @@ COMPONENTS = sorted({*KINDS.values(), HeadTokens}, key=lambda c: c.__name__)  # 
 def test_every_kind_has_a_module_and_a_strategy():
     assert set(COMPONENTS) | {Block, Model} <= set(MODULES), "a kind without a module in vspec.compiler.MODULES"
     assert set(KIND_MODELS) == set(COMPONENTS), "a kind without a strategy in tests/strategies.py:KIND_MODELS"
+    assert set(KIND_RULES) == set(COMPONENTS), "a kind without invalid specs in tests/strategies.py:KIND_RULES"
 
 
 def uses(spec, cls) -> bool:

@@ -10,6 +10,28 @@ import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
+MAX_SIZE = 2**31 - 1  # the largest size (width, count, pixels) a spec may give or imply: torch's int32 kernels
+SHOWN = 80  # at most this many characters of a user's value are echoed in an error message
+
+
+def show(value: Any) -> str:
+    """`repr(value)`, cut to SHOWN characters: a 1 MB value must not be echoed whole in an error line."""
+    if isinstance(value, int) and value.bit_length() > 64:  # also past Python's int-to-text digit limit
+        return f"an int of {value.bit_length()} bits"
+    return cut(repr(value))
+
+
+def cut(text: str) -> str:
+    return text if len(text) <= SHOWN else f"{text[:SHOWN - 3]}... ({len(text)} characters)"
+
+
+def check_size(path: str, size: int, what: str) -> None:
+    """A width (or count) that a spec implies: at least 1 (no zero-sized layer) and at most MAX_SIZE."""
+    if size < 1:
+        raise SpecError(path, f"{what} is {size}: no layer may be zero-sized")
+    if size > MAX_SIZE:
+        raise SpecError(path, f"{what} is {size}, above the largest size {MAX_SIZE} (2**31 - 1)")
+
 
 class SpecError(ValueError):
     """An invalid spec. `path` names the field (`block.attention.heads`), `message` the rule.
@@ -37,6 +59,13 @@ def _type_name(types: tuple[type, ...]) -> str:
     return " or ".join(t.__name__ for t in types)
 
 
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond the largest float
+        return False
+
+
 def check(
     types: type | tuple[type, ...],
     *,
@@ -47,9 +76,12 @@ def check(
     choices: Iterable[Any] | None = None,
     optional: bool = False,
 ) -> Callable[[Any, Any, Any], None]:
-    """An attrs validator: type check (bools are not ints) plus simple range / choice rules."""
+    """An attrs validator: type check (bools are not ints) plus simple range / choice rules. An int is
+    at most MAX_SIZE unless `le` / `lt` says otherwise; a float must be finite."""
     types = types if isinstance(types, tuple) else (types,)
     choices = tuple(choices) if choices is not None else None
+    if int in types and le is None and lt is None:
+        le = MAX_SIZE
     if float in types and int not in types:
         types = (*types, int)  # an int is a fine float
 
@@ -60,15 +92,15 @@ def check(
                 return
             raise SpecError(path, f"must be {_type_name(types)}, got None")
         if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
-            raise SpecError(path, f"must be {_type_name(types)}, got {type(value).__name__} {value!r}")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise SpecError(path, f"must be finite, got {value!r}")
+            raise SpecError(path, f"must be {_type_name(types)}, got {type(value).__name__} {show(value)}")
+        if float in types and isinstance(value, (int, float)) and not _finite(value):
+            raise SpecError(path, f"must be a finite float, got {show(value)}")
         if choices is not None and value not in choices:
-            raise SpecError(path, f"must be one of {', '.join(map(repr, choices))}; got {value!r}")
+            raise SpecError(path, f"must be one of {', '.join(map(repr, choices))}; got {show(value)}")
         for bound, ok, word in ((ge, lambda b: value >= b, ">="), (gt, lambda b: value > b, ">"),
                                 (le, lambda b: value <= b, "<="), (lt, lambda b: value < b, "<")):
             if bound is not None and not ok(bound):
-                raise SpecError(path, f"must be {word} {bound}, got {value!r}")
+                raise SpecError(path, f"must be {word} {bound}, got {show(value)}")
 
     return validate
 
@@ -100,6 +132,8 @@ def check_pair(inst: Any, attribute: Any, value: Any) -> None:
     path = f"{type(inst).__name__}.{attribute.name}"
     if not (isinstance(value, tuple) and len(value) == 2
             and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
-        raise SpecError(path, f"must be an int or a pair of ints, got {value!r}")
+        raise SpecError(path, f"must be an int or a pair of ints, got {show(value)}")
     if min(value) < 1:
-        raise SpecError(path, f"must be >= 1, got {value!r}")
+        raise SpecError(path, f"must be >= 1, got {show(value)}")
+    if max(value) > MAX_SIZE:
+        raise SpecError(path, f"must be <= {MAX_SIZE}, got {show(value)}")

@@ -5,7 +5,7 @@ from typing import ClassVar, Literal
 
 from attrs import field, frozen
 
-from .core import SpecError, check
+from .core import SpecError, check, check_size
 from .layout import Tokens
 from .vit import Norm, Patchify, check_hidden
 
@@ -15,7 +15,7 @@ DHVT_NORM = Norm(kind="batchnorm", eps=1e-5)  # the released code's BatchNorm2d
 @frozen
 class SOPE(Patchify):
     """DHVT's sequential overlapping patch embedding (Eq. 1-3): affine, log2(P) units of 3x3 conv
-    stride 2 (no bias) + norm, GELU between units, affine; channels dim / 2^(k-1), ..., dim.
+    stride 2 (no bias) + norm, GELU between units, affine; channels dim / 2^(k-1), ..., dim (so dim >= 2^(k-1)).
 
     act: released (GELU between units, and after the unit when P = 2, as the released code) | every
     (GELU after every unit, Eq. 2). norm: batchnorm (released) | layernorm (Table 11) | none. The
@@ -31,6 +31,14 @@ class SOPE(Patchify):
     @property
     def units(self) -> int:
         return self.patch_size.bit_length() - 1
+
+    def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
+        """Patchify's rule, and a first unit of at least one channel (unit i has dim / 2^(units - 1 - i))."""
+        Patchify.check_input(self, img_size, in_chans, dim)
+        if dim < 2 ** (self.units - 1):
+            raise SpecError("patch_size", f"{self.patch_size} needs {self.units} conv units, the first of width dim / "
+                                          f"{2 ** (self.units - 1)}: dim {dim} leaves it no channel (dim must be "
+                                          f">= {2 ** (self.units - 1)})")
 
 
 @frozen
@@ -77,8 +85,9 @@ class DAFF:
         if self.cls == "reweight" and not tokens.prefix:
             raise SpecError("cls", "reweight scales the class token, and the model has none: its weights would "
                                    "only ever get zero gradients (use cls = identity, or all)")
-        if self.cls != "identity" and tokens.dim // self.se_reduction < 1:
-            raise SpecError("se_reduction", f"{self.se_reduction} leaves no hidden unit at width {tokens.dim}")
+        if self.cls != "identity":
+            check_size("se_reduction", tokens.dim // self.se_reduction,
+                       f"the re-weighting's hidden width dim // se_reduction = {tokens.dim} // {self.se_reduction}")
 
     def check_before_head(self, head) -> None:
         """In the last block, with a class token: the class-token re-weighting must reach the head. (The

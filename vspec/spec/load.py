@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from .core import SpecError, join
+from .core import SpecError, cut, join, show
 from .model import KINDS, SHORTHAND, Model
 from .serialize import converter, from_dict, from_json, from_toml, to_dict
 
@@ -56,7 +56,7 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     """`block.attention.heads=6` -> ("block.attention.heads", 6)."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise SpecError("", f"override {text!r} must look like key=value (e.g. block.attention.heads=6)")
+        raise SpecError("", f"override {show(text)} must look like key=value (e.g. block.attention.heads=6)")
     return key.strip(), parse_value(value.strip())
 
 
@@ -76,7 +76,7 @@ class _Unset(dict):
 def _set(tree: Any, keys: list[str], value: Any, done: list[str]) -> Any:
     """Return a copy of `tree` (unstructured spec) with `value` at `keys`."""
     key, rest = keys[0], keys[1:]
-    path = join(*done, key)
+    path = join(*done, cut(key))
     if isinstance(tree, list):
         if not key.isdigit() or int(key) >= len(tree):
             raise SpecError(path, f"no such list index; the list has {len(tree)} items")
@@ -88,7 +88,7 @@ def _set(tree: Any, keys: list[str], value: Any, done: list[str]) -> Any:
             raise SpecError(path, f"unknown key; allowed here: {', '.join(tree)}")
         out, index = dict(tree), key
     else:
-        raise SpecError(join(*done), f"is {tree!r}, which has no field {key!r}")
+        raise SpecError(join(*done), f"is {show(tree)}, which has no field {show(key)}")
     if not rest and isinstance(value, str) and isinstance(out[index], Mapping) and "kind" in out[index]:
         return _set(out, [index, "kind"], value, done)  # `head=gap` means `head.kind=gap`, `...norm=batchnorm` too
     if not rest:
@@ -121,7 +121,7 @@ def override(spec: Model, assignments: Mapping[str, Any]) -> Model:
     version = tree.pop("version")  # the format, not a field to set
     for key, value in assignments.items():
         if not isinstance(key, str) or "" in key.split("."):
-            raise SpecError("", f"override key {key!r} must be a dotted field path, e.g. block.attention.heads")
+            raise SpecError("", f"override key {show(key)} must be a dotted field path, e.g. block.attention.heads")
         tree = _set(tree, key.split("."), value, [])
     for key, value in assignments.items():
         stage = key.removesuffix("block")

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .core import SpecError
+from .core import SpecError, show
 
 VERSION = 2
 
@@ -22,9 +22,9 @@ VERSION = 2
 def version_of(data: Mapping[str, Any]) -> int:
     version = data.get("version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise SpecError("version", f"must be a positive int (the spec format), got {version!r}")
+        raise SpecError("version", f"must be a positive int (the spec format), got {show(version)}")
     if version > VERSION:
-        raise SpecError("version", f"spec format {version} is newer than this vspec reads (1 to {VERSION}); "
+        raise SpecError("version", f"spec format {show(version)} is newer than this vspec reads (1 to {VERSION}); "
                                    "upgrade vspec")
     return version
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import attrs
 from attrs import field, frozen
 
-from .core import SpecError, check, check_pair, join, one_of, pair
+from .core import SpecError, check, check_pair, check_size, join, one_of, pair, show
 from .dhvt import DAFF, SOPE, HeadTokens
 from .layout import Tokens, embedded, layout
 from .sot import Pool, ReprNorm, SecondOrderHead, SoTEmbed
@@ -75,7 +75,7 @@ def _check_blocks(inst, attribute, value):
     if isinstance(value, Block):
         return
     if not isinstance(value, tuple) or not value:
-        raise SpecError(f"{name}.block", f"must be a Block or a non-empty list of Blocks, got {value!r}")
+        raise SpecError(f"{name}.block", f"must be a Block or a non-empty list of Blocks, got {show(value)}")
     for i, b in enumerate(value):
         if not isinstance(b, Block):
             raise SpecError(f"{name}.block.{i}", f"must be a Block, got {type(b).__name__}")
@@ -109,7 +109,7 @@ class Stage:
 
 def _check_stages(inst, attribute, value):
     if not isinstance(value, tuple) or not value:
-        raise SpecError("Model.stages", f"must be a non-empty list of Stages, got {value!r}")
+        raise SpecError("Model.stages", f"must be a non-empty list of Stages, got {show(value)}")
     for i, s in enumerate(value):
         if not isinstance(s, Stage):
             raise SpecError(f"Model.stages.{i}", f"must be a Stage, got {type(s).__name__}")
@@ -166,9 +166,10 @@ class Model:
     def __attrs_post_init__(self):
         """Rules that tie components to the shapes they see; paths run from the model root."""
         try:
-            self.embedder.check_image(self.img_size, self.in_chans)
+            self.embedder.check_input(self.img_size, self.in_chans, self.stages[0].dim)
         except SpecError as e:
             raise e.under("embedder") from None
+        check_size("img_size", embedded(self).length, "the number of tokens")
         stages = layout(self)
         for stage, shape in zip(self.stages, stages):
             prefix = self.stage_path(shape.index)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import attrs
 import cattrs
 
-from .core import SpecError
+from .core import SpecError, cut, show
 from .migrate import VERSION, upgrade
 from .model import SHORTHAND, Model, Stage
 
@@ -36,14 +36,17 @@ def _tag(cls: type) -> str | None:
 
 
 def _describe(value: Any) -> str:
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {show(value)}"
 
 
 def _strict(t: type):
     def structure(value: Any, _: Any) -> Any:
         ok = isinstance(value, t) and not (isinstance(value, bool) and t is not bool)
         if t is float and isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:
+                raise SpecError("", f"must be a finite float, got {show(value)}") from None
         if not ok:
             raise SpecError("", f"must be {t.__name__}, got {_describe(value)}")
         return value
@@ -53,7 +56,7 @@ def _strict(t: type):
 def _structure_literal(value: Any, t: Any) -> Any:
     allowed = typing.get_args(t)
     if value not in allowed or isinstance(value, bool) != isinstance(allowed[0], bool):
-        raise SpecError("", f"must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+        raise SpecError("", f"must be one of {', '.join(map(repr, allowed))}; got {show(value)}")
     return value
 
 
@@ -79,10 +82,10 @@ def _structure_attrs_factory(cls: type):
         if tag is not None and "kind" in data:
             kind = data.pop("kind")
             if kind != tag:
-                raise SpecError("kind", f"unknown kind {kind!r}; allowed: {tag!r}")
+                raise SpecError("kind", f"unknown kind {show(kind)}; allowed: {tag!r}")
         for key in data:
             if key not in fields:
-                raise SpecError(str(key), f"unknown key for {cls.__name__}; allowed: {', '.join(fields)}")
+                raise SpecError(cut(str(key)), f"unknown key for {cls.__name__}; allowed: {', '.join(fields)}")
         kwargs = {}
         for name, value in data.items():
             try:
@@ -112,7 +115,7 @@ def _structure_union(value: Any, t: Any) -> Any:
         if "kind" not in value:
             raise SpecError("kind", f"missing; allowed: {', '.join(by_kind)}")
         if not isinstance(value["kind"], str) or value["kind"] not in by_kind:
-            raise SpecError("kind", f"unknown kind {value['kind']!r}; allowed: {', '.join(by_kind)}")
+            raise SpecError("kind", f"unknown kind {show(value['kind'])}; allowed: {', '.join(by_kind)}")
         return converter.structure(value, by_kind[value["kind"]])
     if len(rest) == 1:  # Optional[X]
         return converter.structure(value, rest[0])
@@ -194,8 +197,8 @@ def to_json(spec: Any, indent: int | None = 2) -> str:
 def from_json(text: str, cls: type = Model) -> Any:
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SpecError("", f"invalid JSON: {e}") from None
+    except ValueError as e:  # a JSONDecodeError, or an int past Python's digit limit
+        raise SpecError("", f"invalid JSON: {cut(str(e))}") from None
     return from_dict(data, cls)
 
 
@@ -216,6 +219,6 @@ def to_toml(spec: Any) -> str:
 def from_toml(text: str, cls: type = Model) -> Any:
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError("", f"invalid TOML: {e}") from None
+    except ValueError as e:  # a TOMLDecodeError, or an int past Python's digit limit
+        raise SpecError("", f"invalid TOML: {cut(str(e))}") from None
     return from_dict(data, cls)

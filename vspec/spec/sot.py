@@ -5,9 +5,10 @@ with the class token (Eq. 1)."""
 import math
 from typing import ClassVar, Literal
 
+import attrs
 from attrs import field, frozen
 
-from .core import SpecError, check, one_of
+from .core import SpecError, check, check_size, one_of
 from .layout import Tokens
 from .vit import Norm, Patchify
 
@@ -99,9 +100,10 @@ Pool = GAPPool | GCP | MGCrP
 class SvPN:
     """Singular-value power normalisation of each head's Q (Eq. 5): sum_i lambda_i^alpha u_i v_i^T.
 
-    method: exact (SVD) | approx (Eq. 6-8: `num_sv` singular values by `iters` power iterations with
-    deflation, the rest of the spectrum divided by lambda_r^(1-alpha) + eps). start: the power
-    iteration's start vector, learnable (released code, shared by batch and heads) or fixed (ones).
+    method: exact (SVD; num_sv, iters, start and eps are approx's and must keep their defaults) | approx
+    (Eq. 6-8: `num_sv` singular values by `iters` power iterations with deflation, the rest of the
+    spectrum divided by lambda_r^(1-alpha) + eps). start: the power iteration's start vector, learnable
+    (released code, shared by batch and heads) or fixed (ones).
     The released head is approx, 1 singular value, 1 iteration, learnable start, eps 1e-5."""
 
     kind: ClassVar[str] = "svpn"
@@ -113,6 +115,12 @@ class SvPN:
         default="learnable", validator=check(str, choices=("learnable", "fixed"))
     )
     eps: float = field(default=1e-5, validator=check(float, ge=0))
+
+    def __attrs_post_init__(self):
+        if self.method == "exact":  # the SVD takes none of the power iteration's options: refuse them, unused
+            for f in attrs.fields(SvPN):
+                if f.name in ("num_sv", "iters", "start", "eps") and getattr(self, f.name) != f.default:
+                    raise SpecError(f"SvPN.{f.name}", "applies to method = approx only; the exact SVD does not use it")
 
 
 @frozen
@@ -191,10 +199,17 @@ class SecondOrderHead:
         if self.fusion != "aggr_all" and self.z0 is None and not tokens.prefix:
             raise SpecError("", f"the second_order head with {self.fusion} fusion needs class_token = true "
                                 "(or z0 = mean_token: the mean word token in its place)")
-        pooled = tokens.length if self.fusion == "aggr_all" else tokens.patches
-        if pooled < 2 and not isinstance(self.pool, GAPPool):
-            raise SpecError("pool", f"a (cross-)covariance of {pooled} token is degenerate (zero when centred, rank "
-                                    "one otherwise); second-order pools need at least 2 tokens")
+        if tokens.patches < 2 and not isinstance(self.pool, GAPPool):  # aggr_all's class token included
+            raise SpecError("pool", "a (cross-)covariance of 1 word token is degenerate (zero when centred, rank one "
+                                    "otherwise); second-order pools need at least 2 tokens (2 word tokens)")
+        if isinstance(self.pool, MGCrP):
+            check_size("pool", self.pool.heads * (self.pool.m + self.pool.n), "the projection width heads x (m + n)")
+        size = self.repr_dim(tokens.dim)
+        check_size("pool", size, "the representation size")
+        least = {EPN: 2, ReprLayerNorm: 3}.get(type(self.norm), 1)
+        if size < least:  # EPN of one value is its sign; a LayerNorm of one value is 0, of two their order
+            raise SpecError("norm", f"{self.norm.kind} of a representation of {size} value{'s' * (size > 1)} is "
+                                    f"constant: it needs at least {least} (enlarge the pool)")
 
     def repr_shape(self, dim: int) -> tuple[int, ...]:
         """Shape of the pooled representation (per sample) for token width `dim`."""

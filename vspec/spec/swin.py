@@ -5,7 +5,7 @@ from typing import ClassVar
 
 from attrs import field, frozen
 
-from .core import SpecError, check
+from .core import SpecError, check, check_size
 from .layout import Tokens
 from .vit import MultiHead, Norm
 
@@ -70,3 +70,4 @@ class PatchMerging:
                                 "pass through it (set class_token = false)")
         if tokens.grid[0] % self.stride or tokens.grid[1] % self.stride:
             raise SpecError("", f"needs an even token grid, got {tokens.grid[0]}x{tokens.grid[1]}")
+        check_size("", 4 * tokens.dim, f"the merged width 4 x {tokens.dim}")

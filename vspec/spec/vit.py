@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 
 from attrs import field, frozen
 
-from .core import SpecError, check
+from .core import MAX_SIZE, SpecError, check, check_size
 from .layout import Tokens
 
 NORM_KINDS = ("layernorm", "batchnorm", "none")
@@ -34,7 +34,8 @@ class Patchify:
     def grid(self, img_size: tuple[int, int]) -> tuple[int, int]:
         return (img_size[0] // self.patch_size, img_size[1] // self.patch_size)
 
-    def check_image(self, img_size: tuple[int, int], in_chans: int) -> None:
+    def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
+        """The rules that tie the embedder to the image it reads and the width `dim` it writes."""
         for axis, size in zip(("height", "width"), img_size):
             if size % self.patch_size:
                 raise SpecError("patch_size", f"{self.patch_size} does not divide the image {axis} {size}")
@@ -57,6 +58,10 @@ class SimplePatchEmbed(Patchify):
     kind: ClassVar[str] = "simple_patch"
     patch_size: int = field(default=16, validator=check(int, ge=1))
     norm: Norm = field(default=Norm(eps=1e-5), validator=check(Norm))
+
+    def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
+        Patchify.check_input(self, img_size, in_chans, dim)
+        check_size("patch_size", in_chans * self.patch_size**2, f"a patch's {in_chans} x {self.patch_size}^2 values")
 
 
 def check_heads(heads: int, head_dim: int | None, dim: int) -> None:
@@ -84,6 +89,8 @@ class MultiHead:
 
     def check(self, tokens: Tokens) -> None:
         check_heads(self.heads, self.head_dim, tokens.dim)
+        check_size("head_dim" if self.head_dim else "heads", self.inner_dim(tokens.dim),
+                   f"the inner width heads x head_dim = {self.heads} x {self.head_dim or tokens.dim // self.heads}")
 
 
 @frozen
@@ -95,8 +102,10 @@ class MHSA(MultiHead):
 
 
 def check_hidden(ffn, dim: int) -> None:
-    if ffn.hidden_dim(dim) < 1:
-        raise SpecError("ratio", f"{ffn.ratio} x dim {dim} leaves no hidden unit")
+    """An FFN's hidden width, `hidden` or int(dim x ratio), is a real layer's (no float overflow in int())."""
+    if ffn.hidden is None:
+        wide = dim * ffn.ratio
+        check_size("ratio", int(wide) if wide <= MAX_SIZE else wide, f"the hidden width int({ffn.ratio} x dim {dim})")
 
 
 @frozen

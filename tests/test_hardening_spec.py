@@ -1,0 +1,182 @@
+"""Issue 11 (hardening), the spec language's part: no spec that validates builds a zero-sized layer or
+a size torch cannot take, options that would do nothing are refused, and error lines stay short. The
+fuzz tests here draw models of every component kind (tests/strategies.py: KIND_MODELS) and break them."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import assert_every_parameter_learns
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import KIND_MODELS, apply_changes, kind_breakages
+from test_kinds import COMPONENTS
+
+import vspec
+from vspec.spec import SpecError, from_dict, override, to_dict
+from vspec.spec.core import show
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("cls", COMPONENTS, ids=lambda c: c.__name__)
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_invalid_specs_of_every_kind_name_the_field(cls, data):
+    """A random model using `cls`, broken at one of its fields or rules: from_dict and override both
+    refuse it with a SpecError naming the field, in a short line."""
+    spec = data.draw(KIND_MODELS[cls])
+    changes, path = data.draw(kind_breakages(spec, cls))
+    for make in (lambda: from_dict(apply_changes(to_dict(spec), changes)), lambda: override(spec, dict(changes))):
+        with pytest.raises(SpecError) as info:
+            make()
+        assert info.value.path == path, f"{show(changes)}: expected {path!r}, got {info.value}"
+        assert len(str(info.value)) < 400, str(info.value)
+
+
+@pytest.mark.parametrize("cls", COMPONENTS, ids=lambda c: c.__name__)
+@settings(max_examples=3, deadline=None)
+@given(data=st.data(), seed=st.integers(0, 2**16))
+def test_valid_specs_of_every_kind_train(cls, data, seed):
+    """A random model using `cls` trains a few AdamW steps (train mode) with a finite loss and finite
+    gradients, and afterwards every parameter still gets a nonzero gradient (eval mode: in train mode a
+    bias before a BatchNorm rightly gets none)."""
+    spec = data.draw(KIND_MODELS[cls])
+    torch.manual_seed(seed)
+    model = vspec.build(spec).train()
+    assert all(p.numel() > 0 for p in model.parameters())  # no zero-sized layer
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = torch.randn(4, spec.in_chans, *spec.img_size), torch.randint(0, spec.num_classes, (4,))
+    for _ in range(3):
+        opt.zero_grad(set_to_none=True)
+        out = model(x)
+        loss = sum(F.cross_entropy(o, y) for o in (out if isinstance(out, tuple) else (out,)))  # late fusion: a pair
+        assert torch.isfinite(loss), loss
+        loss.backward()
+        assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+        opt.step()
+    model.eval().zero_grad(set_to_none=True)
+    out = model(x)
+    (out * torch.randn_like(out)).sum().backward()
+    assert_every_parameter_learns(model)
+
+
+# ---------------------------------------------------------------------------------------------
+# regression tests, one per defect of issue 11's spec items
+
+
+def preset(name):
+    return vspec.load_spec(ROOT / "specs" / f"{name}.py")
+
+
+def refused(spec, changes, path, match=None):
+    with pytest.raises(SpecError, match=match) as info:
+        override(spec, changes)
+    assert info.value.path == path, str(info.value)
+    return info.value
+
+
+def test_daff_se_reduction_beyond_the_width_is_refused():
+    """Item 1: dim // se_reduction = 0 built a zero-width re-weighting ("cannot reshape tensor of 0 elements")."""
+    refused(preset("demo_digits"), {"block.ffn.se_reduction": 128}, "block.ffn.se_reduction", "zero-sized")
+    override(preset("demo_digits"), {"block.ffn.se_reduction": 96})  # a hidden width of 1 is a real layer
+
+
+def test_sope_needs_a_channel_in_its_first_unit():
+    """Item 2: SOPE's first of log2(P) units has dim / 2^(units - 1) channels; below 1 it built convolutions
+    with 0 output channels. The refusal names the rule; the smallest width that has one builds."""
+    spec = override(preset("dhvt_tiny_imagenet"), {"block.ffn.cls": "identity", "class_token": False,
+                                                   "head": {"kind": "gap"}, "block.attention.heads": 1,
+                                                   "block.head_tokens": None, "img_size": 32})
+    refused(spec, {"dim": 7}, "embedder.patch_size", "dim must be >= 8")
+    model = vspec.build(override(spec, {"dim": 8}))
+    assert all(p.numel() > 0 for p in model.parameters())
+
+
+def test_second_order_pools_need_two_word_tokens_with_any_fusion():
+    """Item 3: aggr_all with a class token and one word token pooled two tokens and passed."""
+    spec = preset("sot_7layer")
+    one_word = {"img_size": 8, "embedder.kind": "patch", "embedder.patch_size": 8}
+    for fusion in ("sum", "concat", "late", "aggr_all"):
+        refused(spec, {**one_word, "head.fusion": fusion}, "head.pool", "at least 2 tokens")
+
+
+@pytest.mark.parametrize("pool, norm, path", [
+    ({"kind": "gcp", "dim": 1}, {"kind": "epn"}, "head.norm"),
+    ({"kind": "gcp", "dim": 1}, {"kind": "repr_layernorm"}, "head.norm"),
+    ({"kind": "mgcrp", "heads": 1, "m": 1, "n": 2}, {"kind": "repr_layernorm"}, "head.norm"),
+    ({"kind": "mgcrp", "heads": 1, "m": 1, "n": 1}, {"kind": "epn"}, "head.norm"),
+    ({"kind": "mgcrp"}, {"kind": "svpn", "method": "exact", "iters": 3}, "head.norm.iters"),
+    ({"kind": "mgcrp"}, {"kind": "svpn", "method": "exact", "start": "fixed"}, "head.norm.start"),
+])
+def test_options_that_do_nothing_are_refused(pool, norm, path):
+    """Item 4: EPN of one value is its sign and a LayerNorm of one value 0 (of two, their order): the
+    representation is constant; the exact SVD uses none of the power iteration's options."""
+    refused(preset("deit_tiny_sot"), {"head.pool": pool, "head.norm": norm}, path)
+
+
+def test_the_smallest_representations_that_vary_are_accepted():
+    spec = preset("deit_tiny_sot")
+    override(spec, {"head.pool": {"kind": "gcp", "dim": 1}, "head.norm": {"kind": "no_norm"}})
+    override(spec, {"head.pool": {"kind": "mgcrp", "heads": 1, "m": 1, "n": 2}, "head.norm": {"kind": "epn"}})
+    override(spec, {"head.pool": {"kind": "gcp", "dim": 2}, "head.norm": {"kind": "repr_layernorm"}})
+    override(spec, {"head.norm": {"kind": "svpn", "method": "exact", "alpha": 0.25}})
+
+
+@pytest.mark.parametrize("changes, path", [
+    ({"dim": 10**40}, "dim"),
+    ({"dim": 2**31}, "dim"),
+    ({"num_classes": 2**63}, "num_classes"),
+    ({"img_size": [2**31, 28]}, "img_size"),
+    ({"block.ffn.ratio": 10**400}, "block.ffn.ratio"),  # an int no float holds
+    ({"block.ffn.ratio": 1e300}, "block.ffn.ratio"),  # a finite float, an infinite hidden width
+    ({"block.ffn.ratio": float("nan")}, "block.ffn.ratio"),
+    ({"block.norm.eps": float("inf")}, "block.norm.eps"),
+    ({"block.attention.scale": -float("inf")}, "block.attention.scale"),
+    ({"block.attention.heads": 2**16, "block.attention.head_dim": 2**16}, "block.attention.head_dim"),
+    ({"head": {"kind": "second_order", "pool": {"kind": "gcp", "dim": 2**16 + 1}, "norm": {"kind": "no_norm"}}},
+     "head.pool"),
+    ({"embedder": {"kind": "simple_patch", "patch_size": 2**16}, "img_size": 2**16}, "embedder.patch_size"),
+    ({"embedder": {"kind": "patch", "patch_size": 1}, "img_size": 2**16}, "img_size"),  # 2**32 tokens
+])
+def test_sizes_and_floats_torch_cannot_take_are_refused(changes, path):
+    """Item 6: integers past int64 passed validation and then torch raised TypeError; every size a spec
+    gives or implies is now at most 2**31 - 1 and every float finite."""
+    refused(preset("demo_digits"), changes, path)
+
+
+def test_direct_construction_bounds_sizes_and_floats():
+    from vspec.spec import MLP, LearnableScale, Model
+
+    for make in (lambda: MLP(ratio=10**400), lambda: LearnableScale(init=10**400), lambda: MLP(hidden=2**31),
+                 lambda: Model(dim=2**40)):
+        with pytest.raises(SpecError, match="finite|<= 2147483647"):
+            make()
+
+
+def test_huge_ints_in_json_and_toml_are_spec_errors():
+    """Python refuses to parse ints of more than 4300 digits (a ValueError, not a JSONDecodeError)."""
+    with pytest.raises(SpecError, match="invalid JSON"):
+        vspec.from_json('{"dim": ' + "9" * 5000 + "}")
+    with pytest.raises(SpecError, match="invalid TOML"):
+        vspec.from_toml("dim = " + "9" * 5000)
+
+
+@pytest.mark.parametrize("make", [
+    lambda big: override(preset("demo_digits"), {"head.kind": big}),
+    lambda big: override(preset("demo_digits"), {big: 1}),
+    lambda big: override(preset("demo_digits"), {"dim": big}),
+    lambda big: override(preset("demo_digits"), {"block": [big]}),
+    lambda big: override(preset("demo_digits"), {"head.norm": {"kind": big}}),
+    lambda big: vspec.parse_assignment(big),
+    lambda big: vspec.from_dict({**to_dict(preset("demo_digits")), big: 1}),
+    lambda big: vspec.from_dict({**to_dict(preset("demo_digits")), "version": big}),
+    lambda big: vspec.from_dict({**to_dict(preset("demo_digits")), "pos_embed": big}),
+    lambda big: vspec.from_dict({**to_dict(preset("demo_digits")), "stages": big}),
+    lambda big: vspec.from_dict({**to_dict(preset("demo_digits")), "version": 10**5000}),
+    lambda big: vspec.from_json('{"dim": "' + big + '"}'),
+], ids=range(12))
+def test_long_values_are_cut_in_error_lines(make):
+    """Item 10: a 1 MB value was echoed whole in the error line."""
+    with pytest.raises(SpecError) as info:
+        make("x" * 2**20)
+    assert len(str(info.value)) < 400, str(info.value)[:500]
