@@ -94,7 +94,7 @@ def data_args(cfg) -> dict[str, Any]:
     args = {"data": cfg.data, "seed": cfg.seed}
     if cfg.data == "synthetic":
         args["synthetic_size"] = cfg.synthetic_size
-    elif cfg.data not in ("digits",):
+    elif cfg.data != "digits":
         args["data_dir"] = str(Path(cfg.data_dir).resolve()) if cfg.data_dir else None
     return args
 

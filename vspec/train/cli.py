@@ -40,7 +40,8 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--recipe", choices=tuple(RECIPES), default="none",
                    help="hyper-parameters: deit (DeiT ImageNet: SoT, Refiner, DHVT-ImageNet), dhvt_cifar, msf, none "
                         "(plain AdamW + cosine; default); the flags below override single fields")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from OUT/last.pt (with the same spec and data flags: a run that differs is refused)")
     _data_args(p)
     g = p.add_argument_group("recipe fields")
     g.add_argument("--epochs", type=int)
