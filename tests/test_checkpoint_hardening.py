@@ -76,6 +76,9 @@ def _flip_tensor_bytes(data: bytes, ckpt: dict) -> bytes:
     return data[:start] + bytes(b ^ 0xFF for b in data[start:start + 64]) + data[start + 64:]
 
 
+DROP = object()  # an entry edited() leaves out
+
+
 def craft(folder: Path, good: Path) -> dict[str, tuple[Path, str, bool]]:
     """Bad checkpoints made from the good training checkpoint `good`: name -> (file, needle the error line
     must contain, whether a model consumer (vspec.load, eval) must refuse it too; a training-only defect
@@ -83,8 +86,7 @@ def craft(folder: Path, good: Path) -> dict[str, tuple[Path, str, bool]]:
     folder.mkdir(parents=True, exist_ok=True)
     data = good.read_bytes()
     ckpt = torch.load(good, map_location="cpu", weights_only=True)
-    plain = {k: v for k, v in ckpt.items() if k != "tensor_sha256"}
-    cases: dict[str, tuple[object, str, bool]] = {}
+    plain = {k: v for k, v in ckpt.items() if k != CHECKSUM}
 
     def edited(**changes):
         out = {**plain, **changes}
@@ -126,9 +128,6 @@ def craft(folder: Path, good: Path) -> dict[str, tuple[Path, str, bool]]:
             torch.save(content, path)
         files[name] = (path, needle, for_models)
     return files
-
-
-DROP = object()
 
 
 def _outcome(call, path: Path, capsys) -> tuple[str, str]:
