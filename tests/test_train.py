@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import vspec
+from vspec.checkpoint import read
 from vspec.train import checkpoints as C
 from vspec.train.cli import eval_main, train_main
 
@@ -135,7 +136,7 @@ def test_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeypatch
     monkeypatch.setattr(C.torch, "save", torn_save)
     with pytest.raises(OSError, match="disk full"):
         C.atomic_save({"format": C.FORMAT, "value": torch.tensor([2.0])}, path)
-    assert torch.equal(C.load(path)["value"], torch.tensor([1.0]))
+    assert torch.equal(read(path)["value"], torch.tensor([1.0]))
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]  # no temporary file left behind
 
 
@@ -145,7 +146,7 @@ def test_rng_state_round_trip_through_weights_only(tmp_path):
     C.atomic_save({"format": C.FORMAT, "rng": state}, tmp_path / "r.pt")
     expected = (torch.rand(3), __import__("numpy").random.rand(2), __import__("random").random())
     C.seed_everything(99)
-    C.set_rng_state(C.load(tmp_path / "r.pt")["rng"])
+    C.set_rng_state(read(tmp_path / "r.pt")["rng"])
     got = (torch.rand(3), __import__("numpy").random.rand(2), __import__("random").random())
     assert torch.equal(expected[0], got[0]) and (expected[1] == got[1]).all() and expected[2] == got[2]
 

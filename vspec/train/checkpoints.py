@@ -1,5 +1,7 @@
-"""Training checkpoints: atomic writes, RNG states that survive `weights_only=True` loading."""
+"""Training checkpoints: atomic writes, RNG states that survive `weights_only=True` loading, the loader
+(vspec.checkpoint's, with the training fields) and the checks of a resume."""
 
+import json
 import os
 import random
 from pathlib import Path
@@ -7,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from ..checkpoint import CheckpointError, cause, check_fields, load_checkpoint, load_weights
 
 FORMAT = "vspec-train-1"
 
@@ -62,11 +66,96 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def load(path: Path) -> dict[str, Any]:
-    """A training checkpoint, upgraded to the current spec format (see vspec.checkpoint)."""
-    from ..checkpoint import migrate_checkpoint
+# what a training checkpoint holds beside the model fields (see vspec.checkpoint), and the types
+FIELDS: dict[str, tuple] = {"optimizer": (dict,), "scheduler": (dict,), "scaler": (dict,), "epoch": (int,),
+                            "batches_done": (int,), "global_step": (int,), "rng": (dict,), "metrics": (list,),
+                            "best_top1": (float, int)}
+OPTIONAL_FIELDS: dict[str, tuple] = {"data": (str,), "data_args": (dict,), "recipe": (dict,)}
 
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a vspec training checkpoint")
-    return migrate_checkpoint(ckpt) if "spec" in ckpt else ckpt
+
+def load(path: Path) -> dict[str, Any]:
+    """A training checkpoint, read, validated and upgraded by vspec.checkpoint's loader; errors are one-line
+    CheckpointErrors naming the file."""
+    ckpt = load_checkpoint(path, FIELDS, formats=(FORMAT,))
+    check_fields(ckpt, OPTIONAL_FIELDS, path, required=False)
+    for name in ("epoch", "batches_done", "global_step"):
+        if ckpt[name] < 0:
+            raise CheckpointError(path, f"the checkpoint's '{name}' is negative ({ckpt[name]})")
+    rng = ckpt["rng"]
+    if not (isinstance(rng.get("torch"), torch.Tensor) and isinstance(rng.get("numpy"), dict)
+            and isinstance(rng.get("python"), (tuple, list)) and len(rng["python"]) == 3):
+        raise CheckpointError(path, "the checkpoint's 'rng' is not the RNG states vspec saves")
+    return ckpt
+
+
+def data_args(cfg) -> dict[str, Any]:
+    """What decides a run's data (a TrainConfig's fields that matter for its dataset): stored in training
+    checkpoints, compared on --resume."""
+    args = {"data": cfg.data, "seed": cfg.seed}
+    if cfg.data == "synthetic":
+        args["synthetic_size"] = cfg.synthetic_size
+    elif cfg.data != "digits":
+        args["data_dir"] = str(Path(cfg.data_dir).resolve()) if cfg.data_dir else None
+    return args
+
+
+def _flat(value: Any, key: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {k: v for name, sub in value.items() for k, v in _flat(sub, f"{key}.{name}" if key else name).items()}
+    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):  # stages, not img_size
+        return {k: v for i, sub in enumerate(value) for k, v in _flat(sub, f"{key}.{i}").items()}
+    return {key: value}
+
+
+_ABSENT = object()
+
+
+def _show(value: Any) -> str:
+    text = "(none)" if value is _ABSENT else value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _run_view(spec_json: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A run as flat `key: value` pairs: spec fields as --set keys, data arguments as flags."""
+    flags = {f"--{k.replace('_', '-')}": v for k, v in data.items() if v is not None or k == "data_dir"}
+    return {**_flat(json.loads(spec_json)), **flags}
+
+
+def check_resume(ckpt: dict[str, Any], file: Path, spec, data: dict[str, Any]) -> None:
+    """Refuse to resume from `ckpt` a run whose spec or data (`data_args`) differ from the checkpoint's,
+    listing the differences (this run != the checkpoint) in one line. Checkpoints that predate `data_args`
+    are compared on their "data" alone. `spec` is the run's spec before its num_classes follows the dataset,
+    so num_classes is compared only for synthetic data (otherwise the dataset decides it, compared as data)."""
+    from ..spec import to_json
+
+    saved = _run_view(ckpt["spec"], ckpt.get("data_args") or {"data": ckpt.get("data")})
+    now = _run_view(to_json(spec), data)
+    if data["data"] != "synthetic" and "num_classes" in saved:
+        now["num_classes"] = saved["num_classes"]
+    now = {k: v for k, v in now.items() if not k.startswith("--") or k in saved}  # what the checkpoint records
+    diffs = [f"{k} {_show(now.get(k, _ABSENT))} != {_show(saved.get(k, _ABSENT))}" for k in {**now, **saved}
+             if now.get(k, _ABSENT) != saved.get(k, _ABSENT)]
+    if diffs:
+        shown = ", ".join(diffs[:6]) + (f" and {len(diffs) - 6} more" if len(diffs) > 6 else "")
+        raise CheckpointError(file, f"--resume of a different run (this run != the checkpoint): {shown}; resume "
+                                    "with the checkpoint's spec and data flags, or train into a new --out")
+
+
+def restore(ckpt: dict[str, Any], file: Path, model, optimizer, scheduler, scaler, ema) -> None:
+    """Load a training checkpoint's states into the run's objects; what does not fit is a CheckpointError."""
+    load_weights(model, ckpt["state_dict"], file)
+    if ema is not None and ckpt.get("ema") is not None:
+        load_weights(ema.module, ckpt["ema"], file, "EMA weights")
+    try:
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        scaler.load_state_dict(ckpt["scaler"])
+    except Exception as e:  # noqa: BLE001 - torch and timm raise anything on a foreign state
+        raise CheckpointError(file, f"its optimizer / scheduler / scaler state does not fit this run ({cause(e)})") \
+            from None
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            for name, v in optimizer.state.get(p, {}).items():
+                if isinstance(v, torch.Tensor) and v.dim() and v.shape != p.shape:
+                    raise CheckpointError(file, f"its optimizer state '{name}' has shape {list(v.shape)} for a "
+                                                f"parameter of shape {list(p.shape)}")

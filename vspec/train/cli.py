@@ -40,7 +40,8 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--recipe", choices=tuple(RECIPES), default="none",
                    help="hyper-parameters: deit (DeiT ImageNet: SoT, Refiner, DHVT-ImageNet), dhvt_cifar, msf, none "
                         "(plain AdamW + cosine; default); the flags below override single fields")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from OUT/last.pt (with the same spec and data flags: a run that differs is refused)")
     _data_args(p)
     g = p.add_argument_group("recipe fields")
     g.add_argument("--epochs", type=int)
@@ -111,6 +112,11 @@ def _errors():
     return (SpecError, DataError, UsageError, ValueError, OSError)
 
 
+def _first_line(e: BaseException) -> str:
+    """The message's first non-empty line; the exception's type when it has none."""
+    return next((line for line in str(e).splitlines() if line.strip()), "") or type(e).__name__
+
+
 def train_main(argv=None) -> int:
     try:
         cfg = config_from_args(train_parser().parse_args(argv))
@@ -118,7 +124,7 @@ def train_main(argv=None) -> int:
 
         run(cfg)
     except _errors() as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        msg = _first_line(e)
         print(msg if msg.startswith("train.py:") else f"train.py: error: {msg}", file=sys.stderr)
         return 2
     return 0
@@ -145,7 +151,7 @@ def eval_main(argv=None) -> int:
             raise UsageError("eval.py: error: --crop-ratio and --batch-size must be > 0")
         result = evaluate_checkpoint(args)
     except _errors() as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        msg = _first_line(e)
         print(msg if msg.startswith("eval.py:") else f"eval.py: error: {msg}", file=sys.stderr)
         return 2
     if args.json:
@@ -162,7 +168,7 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict:
 
     import torch
 
-    from ..checkpoint import load_checkpoint
+    from ..checkpoint import load_checkpoint, load_weights
     from ..compiler import build
     from ..spec import from_json
     from .data import build_datasets, build_loaders, build_transforms
@@ -174,7 +180,7 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict:
     weights = ckpt.get("ema") if args.ema else ckpt["state_dict"]
     if weights is None:
         raise UsageError("eval.py: error: --ema: the checkpoint has no EMA weights")
-    model.load_state_dict(weights)
+    load_weights(model, weights, args.checkpoint, "EMA weights" if args.ema else "weights")
     device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     model.to(device)
     eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False, crop_ratio=args.crop_ratio)

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import spec as S
+from ..checkpoint import with_checksum
 from ..compiler import build
 from . import checkpoints as C
 from .data import build_datasets, build_loaders, build_transforms
@@ -173,6 +174,8 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
     spec = cfg.spec
     if spec.drop_path == 0.0 and r.drop_path > 0:
         spec = attrs.evolve(spec, drop_path=r.drop_path)
+    if ckpt is not None:  # a resume goes on with the same spec and data, or not at all
+        C.check_resume(ckpt, out / "last.pt", spec, C.data_args(cfg))
     train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
                                 re_prob=r.re_prob, random_resized_crop=r.random_resized_crop)
     eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False)
@@ -232,12 +235,7 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
 
     start_epoch, skip_batches, global_step, history, best = 0, 0, 0, [], -1.0
     if ckpt is not None:
-        core.load_state_dict(ckpt["state_dict"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        scheduler.load_state_dict(ckpt["scheduler"])
-        scaler.load_state_dict(ckpt["scaler"])
-        if ema is not None and ckpt.get("ema") is not None:
-            ema.module.load_state_dict(ckpt["ema"])
+        C.restore(ckpt, out / "last.pt", core, optimizer, scheduler, scaler, ema)
         start_epoch, skip_batches = ckpt["epoch"], ckpt["batches_done"]
         global_step, history, best = ckpt["global_step"], ckpt["metrics"], ckpt["best_top1"]
 
@@ -257,8 +255,8 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
                  "ema": ema.module.state_dict() if ema is not None else None, "optimizer": optimizer.state_dict(),
                  "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "epoch": epoch,
                  "batches_done": batches_done, "global_step": global_step, "rng": C.rng_state(), "metrics": history,
-                 "best_top1": best, "recipe": asdict(r), "data": cfg.data}
-        C.atomic_save(state, out / name)
+                 "best_top1": best, "recipe": asdict(r), "data": cfg.data, "data_args": C.data_args(cfg)}
+        C.atomic_save(with_checksum(state), out / name)
 
     final: dict[str, Any] = {}
     with StopFlag() as stop:

@@ -1,0 +1,322 @@
+"""Bad checkpoints fed to every consumer (vspec.load, tools/eval.py, tools/train.py --resume): each is
+refused in one line naming the file, or (for a defect the consumer does not read) used; none gives a
+traceback or runs code. Checksums catch flipped bytes; a resume refuses a run that differs from its
+checkpoint. `python tests/test_checkpoint_hardening.py` prints the survey's figures."""
+
+import io
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import vspec
+from vspec.spec import SpecError
+from vspec.train.cli import eval_main, train_main
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKSUM = "tensor_sha256"
+# The survey (down to `figures`) uses only what every release has, so that it also measures an older one:
+# `PYTHONPATH=OLD_CHECKOUT python tests/test_checkpoint_hardening.py`.
+
+
+class Evil:
+    """Unpickling this would create the file `marker` (weights_only loading must refuse it)."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def _tiny_spec(folder: Path) -> Path:
+    spec = vspec.override(vspec.load_spec(ROOT / "specs/deit_tiny.py"),
+                          {"depth": 1, "dim": 16, "block.attention.heads": 2, "img_size": 8, "embedder.patch_size": 4,
+                           "num_classes": 4})
+    path = folder / "tiny.json"
+    path.write_text(vspec.to_json(spec))
+    return path
+
+
+def train_args(spec, out, *extra):
+    return [str(spec), "--data", "synthetic", "--synthetic-size", "32", "--out", str(out), "--batch-size", "16",
+            "--device", "cpu", "--seed", "1", "--epochs", "1", *extra]
+
+
+def eval_args(path):
+    return [str(path), "--data", "synthetic", "--synthetic-size", "32", "--seed", "1", "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory):
+    return train_run(tmp_path_factory.mktemp("good"))
+
+
+def train_run(folder: Path) -> tuple[Path, Path]:
+    """A spec file and the `last.pt` of a one-epoch run on it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = _tiny_spec(folder)
+    out = folder / "run"
+    assert train_main(train_args(spec, out)) == 0
+    return spec, out / "last.pt"
+
+
+def _flip_tensor_bytes(data: bytes, ckpt: dict) -> bytes:
+    """64 bytes inside the largest weight tensor's data, inverted."""
+    big = max(ckpt["state_dict"].values(), key=lambda t: t.numel())
+    raw = big.contiguous().view(torch.uint8).numpy().tobytes()
+    at = data.find(raw)
+    assert at >= 0 and len(raw) >= 128
+    start = at + len(raw) // 2 - 32
+    return data[:start] + bytes(b ^ 0xFF for b in data[start:start + 64]) + data[start + 64:]
+
+
+DROP = object()  # an entry edited() leaves out
+
+
+def craft(folder: Path, good: Path) -> dict[str, tuple[Path, str, bool]]:
+    """Bad checkpoints made from the good training checkpoint `good`: name -> (file, needle the error line
+    must contain, whether a model consumer (vspec.load, eval) must refuse it too; a training-only defect
+    does not concern them). Edited dicts drop their checksum, as an older or foreign writer would."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = good.read_bytes()
+    ckpt = torch.load(good, map_location="cpu", weights_only=True)
+    plain = {k: v for k, v in ckpt.items() if k != CHECKSUM}
+
+    def edited(**changes):
+        out = {**plain, **changes}
+        return {k: v for k, v in out.items() if v is not DROP}
+
+    sd = dict(plain["state_dict"])
+    first, second = list(sd)[:2]
+    misfit = {k: v for k, v in sd.items() if k != first}
+    misfit[second] = torch.zeros(3, 5)
+    misfit["surplus.weight"] = torch.zeros(2)
+    opt = {**plain["optimizer"], "state": {i: {**st, "exp_avg": st["exp_avg"].reshape(-1)[:1]}
+                                           for i, st in plain["optimizer"]["state"].items()}}
+    cases = {
+        "empty": (b"", "empty file", True),
+        "random_bytes": (bytes(torch.randint(0, 256, (4096,), generator=torch.Generator().manual_seed(0)).tolist()),
+                         "not a readable checkpoint", True),
+        "truncated_half": (data[: len(data) // 2], "not a readable checkpoint", True),
+        "malicious_reduce": ({**plain, "state_dict": Evil(folder / "pwned")}, "nothing of it was run", True),
+        "malicious_plain_pickle": (pickle.dumps(Evil(folder / "pwned"), protocol=2), "nothing of it was run", True),
+        "not_a_dict": ([1, 2, 3], "not a vspec checkpoint", True),
+        "no_spec": (edited(spec=DROP), "'spec'", True),
+        "spec_not_string": (edited(spec=123), "spec", True),
+        "spec_not_json": (edited(spec="{not json"), "spec", True),
+        "state_dict_not_tensors": (edited(state_dict={"a": "b"}), "state_dict", True),
+        "weights_do_not_fit": (edited(state_dict=misfit), "do not fit", True),
+        "ema_not_a_dict": (edited(ema=[1, 2]), "ema", True),
+        "no_optimizer": (edited(optimizer=DROP), "optimizer", False),
+        "epoch_as_text": (edited(epoch="1"), "epoch", False),
+        "optimizer_state_misfit": (edited(optimizer=opt), "optimizer state", False),
+        "flipped_bytes": (_flip_tensor_bytes(data, ckpt), "checksum", True),
+    }
+    files = {}
+    for name, (content, needle, for_models) in cases.items():
+        path = folder / name / "last.pt"
+        path.parent.mkdir()
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            torch.save(content, path)
+        files[name] = (path, needle, for_models)
+    return files
+
+
+def _outcome(call, path: Path, capsys) -> tuple[str, str]:
+    """('refused' | 'unclear' | 'accepted' | 'traceback', detail) of one consumer on one file: refused is
+    one line naming the file (a SpecError from vspec.load; exit 2 and stderr from the CLIs), unclear a
+    refusal that is not, traceback anything else escaping."""
+    capsys.readouterr()
+    try:
+        code = call()
+    except SpecError as e:
+        if call.__name__ != "via_load":
+            return "traceback", f"{type(e).__name__}: {e}"[:300]
+        code, err = 2, f"{e}\n"
+    except BaseException as e:  # noqa: BLE001 - anything escaping the consumer is a traceback
+        return "traceback", f"{type(e).__name__}: {e}"[:300]
+    else:
+        err = capsys.readouterr().err
+    if code == 0:
+        return "accepted", ""
+    ok = code == 2 and err.count("\n") == 1 and str(path) in err and "Traceback" not in err
+    return ("refused" if ok else "unclear"), err.strip()[:300]
+
+
+def survey(tmp: Path, capsys, spec: Path, good: Path) -> tuple[dict, dict]:
+    """Every crafted checkpoint (made from the training run `spec`, `good`) x every consumer: (counts,
+    failures)."""
+    files = craft(tmp / "bad", good)
+    counts = {"tries": 0, "clean": 0, "tracebacks": 0, "accepted": 0}
+    failures = {}
+    for name, (path, needle, for_models) in files.items():
+        def via_load():
+            vspec.load(path)
+            return 0
+
+        def via_eval():
+            return eval_main(eval_args(path))
+
+        def via_resume():
+            return train_main(train_args(spec, path.parent, "--epochs", "2", "--resume"))
+
+        for consumer, must_refuse in ((via_load, for_models), (via_eval, for_models), (via_resume, True)):
+            outcome, detail = _outcome(consumer, path, capsys)
+            counts["tries"] += 1
+            counts["tracebacks"] += outcome == "traceback"
+            counts["accepted"] += outcome == "accepted" and must_refuse
+            clean = outcome == ("refused" if must_refuse else "accepted") and (outcome != "refused" or needle in detail)
+            counts["clean"] += clean
+            if not clean:
+                failures[f"{name} / {consumer.__name__[4:]}"] = f"{outcome}: {detail}"
+        assert not (tmp / "bad" / "pwned").exists(), "the malicious checkpoint ran code"
+    return counts, failures
+
+
+def figures(counts: dict, consumers: int = 3) -> str:
+    n = counts["tries"] // consumers
+    return (f"crafted checkpoints {n} x consumers {consumers} = {counts['tries']} tries / {counts['clean']} clean / "
+            f"{counts['tracebacks']} tracebacks ({counts['accepted']} bad ones used silently)")
+
+
+def test_every_crafted_checkpoint_is_refused_in_one_line_by_every_consumer(good_run, tmp_path, capsys):
+    counts, failures = survey(tmp_path, capsys, *good_run)
+    with capsys.disabled():
+        print("\n" + figures(counts))
+    assert failures == {}
+    assert counts["clean"] == counts["tries"] == 16 * 3 and counts["tracebacks"] == 0
+
+
+def test_the_command_lines_refuse_without_traceback_or_running_code(good_run, tmp_path):
+    """tools/eval.py on a malicious pickle, tools/train.py --resume on a 0-byte last.pt, as processes."""
+    spec, good = good_run
+    files = craft(tmp_path / "bad", good)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    for tool, argv, path in (
+            ("eval.py", eval_args(files["malicious_reduce"][0]), files["malicious_reduce"][0]),
+            ("train.py", train_args(spec, files["empty"][0].parent, "--resume"), files["empty"][0])):
+        done = subprocess.run([sys.executable, str(ROOT / "tools" / tool), *argv], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(f"{tool}: error: {path}: ") and "Traceback" not in done.stderr
+    assert not (tmp_path / "bad" / "pwned").exists()
+
+
+def test_first_lines_of_empty_and_blank_messages_name_the_error():
+    from vspec.checkpoint import cause
+    from vspec.train.cli import _first_line
+
+    assert _first_line(EOFError()) == "EOFError" and _first_line(ValueError("\n  \nsecond\nthird")) == "second"
+    assert cause(EOFError()) == "EOFError" and cause(OSError("\x1b[1mbold\x1b[0m\nmore")) == "OSError: bold"
+    assert len(cause(ValueError("x" * 1000))) == 160
+
+
+def test_checksum_covers_every_tensor_in_a_fixed_order():
+    from vspec.checkpoint import tensor_checksum
+
+    state = {"b": torch.arange(4.0), "a": {"x": [torch.ones(2, 2), 3]}, "spec": "{}"}
+    reordered = {"spec": "{}", "a": {"x": [torch.ones(2, 2), 3]}, "b": torch.arange(4.0)}
+    assert tensor_checksum(state) == tensor_checksum(reordered)
+    changed = {**state, "b": torch.tensor([0.0, 1.0, 2.0, 3.5])}
+    reshaped = {**state, "b": torch.arange(4.0).reshape(2, 2)}
+    assert len({tensor_checksum(state), tensor_checksum(changed), tensor_checksum(reshaped)}) == 3
+
+
+def test_written_checkpoints_carry_a_checksum_that_load_verifies(good_run, tmp_path):
+    from vspec.checkpoint import read, tensor_checksum
+
+    spec, good = good_run
+    model = vspec.build(vspec.load_spec(spec))
+    saved = vspec.save(model, tmp_path / "m.pt")
+    for path in (saved, good, good.with_name("best.pt")):
+        raw = torch.load(path, weights_only=True)
+        assert raw[CHECKSUM] == tensor_checksum({k: v for k, v in raw.items() if k != CHECKSUM})
+        assert read(path)[CHECKSUM] == raw[CHECKSUM]
+    edited = torch.load(saved, weights_only=True)
+    edited["state_dict"]["cls_token"] += 1
+    torch.save(edited, tmp_path / "edited.pt")
+    with pytest.raises(SpecError, match=r"edited\.pt: checksum mismatch"):
+        vspec.load(tmp_path / "edited.pt")
+    del edited[CHECKSUM]  # as an older release wrote it: loads
+    torch.save(edited, tmp_path / "old.pt")
+    assert torch.equal(vspec.load(tmp_path / "old.pt").state_dict()["cls_token"], edited["state_dict"]["cls_token"])
+
+
+def _resume(good_run, tmp_path, capsys, *extra, spec=None, drop=()):
+    """train.py --resume of a copy of the good run with `extra` flags; (exit code, stderr)."""
+    spec_path, good = good_run
+    out = tmp_path / "run"
+    shutil.copytree(good.parent, out)
+    if drop:  # a checkpoint of an earlier release, without these fields
+        raw = torch.load(out / "last.pt", weights_only=True)
+        torch.save({k: v for k, v in raw.items() if k not in (*drop, CHECKSUM)}, out / "last.pt")
+    capsys.readouterr()
+    code = train_main(train_args(spec or spec_path, out, *extra, "--resume"))
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, differences", [
+    (("--set", "dim=32"), ["dim 32 != 16"]),
+    (("--set", "img_size=16", "--seed", "2"), ["img_size [16, 16] != [8, 8]", "--seed 2 != 1"]),
+    (("--synthetic-size", "48", "--set", "num_classes=3"), ["num_classes 3 != 4", "--synthetic-size 48 != 32"]),
+    (("--data", "digits"), ["--data digits != synthetic"]),
+])
+def test_resume_of_a_different_run_is_refused_listing_the_differences(good_run, tmp_path, capsys, extra,
+                                                                        differences):
+    code, err = _resume(good_run, tmp_path, capsys, *extra)
+    assert code == 2 and err.count("\n") == 1 and str(tmp_path / "run" / "last.pt") in err
+    assert all(d in err for d in differences), err
+    assert torch.load(tmp_path / "run" / "last.pt", weights_only=True)["epoch"] == 1  # untouched
+
+
+def test_resume_from_another_spec_file_lists_its_fields(good_run, tmp_path, capsys):
+    other = tmp_path / "other.json"
+    other.write_text(vspec.to_json(vspec.override(vspec.load_spec(good_run[0]), {"depth": 2, "dim": 24})))
+    code, err = _resume(good_run, tmp_path, capsys, spec=other)
+    assert code == 2 and err.count("\n") == 1 and "dim 24 != 16" in err and "depth 2 != 1" in err
+
+
+def test_resume_with_the_same_arguments_goes_on(good_run, tmp_path, capsys):
+    code, err = _resume(good_run, tmp_path, capsys, "--epochs", "2")
+    assert code == 0, err
+    from vspec.train.checkpoints import load
+
+    ckpt = load(tmp_path / "run" / "last.pt")
+    assert ckpt["epoch"] == 2 and ckpt["data_args"] == {"data": "synthetic", "seed": 1, "synthetic_size": 32}
+
+
+def test_resume_of_a_checkpoint_without_data_args_compares_what_it_has(good_run, tmp_path, capsys):
+    code, err = _resume(good_run, tmp_path / "a", capsys, "--epochs", "2", drop=("data_args",))
+    assert code == 0, err
+    code, err = _resume(good_run, tmp_path / "b", capsys, "--data", "digits", drop=("data_args",))
+    assert code == 2 and "--data digits != synthetic" in err and "--seed" not in err
+
+
+if __name__ == "__main__":  # the survey's figures, for the issue's closing note
+    import tempfile
+
+    class _Capture:  # the part of pytest's capsys the survey uses
+        def readouterr(self):
+            err = sys.stderr.getvalue()
+            sys.stderr.seek(0)
+            sys.stderr.truncate()
+            return type("Captured", (), {"err": err, "out": ""})()
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    real_err, sys.stderr = sys.stderr, io.StringIO()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            counts, failures = survey(Path(tmp), _Capture(), *train_run(Path(tmp) / "good"))
+    finally:
+        sys.stderr = real_err
+    print(figures(counts))
+    for key, detail in failures.items():
+        print(f"  {key}: {detail[:200]}")
