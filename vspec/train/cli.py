@@ -41,7 +41,8 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--recipe", choices=tuple(RECIPES), default="none",
                    help="hyper-parameters: deit (DeiT ImageNet: SoT, Refiner, DHVT-ImageNet), dhvt_cifar, msf, none "
                         "(plain AdamW + cosine; default); the flags below override single fields")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from OUT/last.pt (a finished run says so and changes nothing)")
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh in an OUT that holds an earlier run, removing its files (without it such an "
                         "OUT is refused)")
