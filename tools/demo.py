@@ -38,7 +38,7 @@ def train_demo() -> int:
 
     out = ROOT / "runs" / "demo_digits"
     argv = [str(ROOT / "specs/demo_digits.py"), "--data", "digits", "--out", str(out), "--recipe", "none",
-            "--epochs", "10", "--batch-size", "64", "--device", "cpu"]
+            "--epochs", "10", "--batch-size", "64", "--device", "cpu", "--overwrite"]
     print("python tools/train.py " + " ".join(argv[:1] + argv[1:]), flush=True)
     t0 = time.perf_counter()
     code = train_main(argv)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -42,6 +43,9 @@ def train_parser() -> argparse.ArgumentParser:
                         "(plain AdamW + cosine; default); the flags below override single fields")
     p.add_argument("--resume", action="store_true",
                    help="continue from OUT/last.pt (with the same spec and data flags: a run that differs is refused)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start afresh in an OUT that holds an earlier run, removing its files (without it such an "
+                        "OUT is refused)")
     _data_args(p)
     g = p.add_argument_group("recipe fields")
     g.add_argument("--epochs", type=int)
@@ -68,21 +72,31 @@ def train_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _positive(name: str, value, allow_zero: bool = False) -> None:
-    if value is not None and (value < 0 or (value == 0 and not allow_zero)):
-        rule = ">= 0" if allow_zero else "> 0"
-        raise UsageError(f"train.py: error: --{name.replace('_', '-')} must be {rule}, got {value}")
+# The range of every numeric flag of train.py and eval.py (a float must also be finite).
+RULES = {"> 0": lambda v: v > 0, ">= 0": lambda v: v >= 0, "in [0, 1)": lambda v: 0 <= v < 1,
+         "in [0, 1]": lambda v: 0 <= v <= 1, "in [0, 2**32)": lambda v: 0 <= v < 2**32}
+DATA_RANGES = {"workers": ">= 0", "synthetic_size": "> 0", "seed": "in [0, 2**32)"}
+TRAIN_RANGES = {**DATA_RANGES, "epochs": "> 0", "batch_size": "> 0", "lr": "> 0", "weight_decay": ">= 0",
+                "warmup_epochs": ">= 0", "min_lr": ">= 0", "drop_path": "in [0, 1)", "mixup": ">= 0",
+                "cutmix": ">= 0", "smoothing": "in [0, 1)", "re_prob": "in [0, 1]", "ema_decay": "in [0, 1)",
+                "clip_grad": ">= 0", "accum_steps": "> 0", "max_steps": "> 0"}
+EVAL_RANGES = {**DATA_RANGES, "batch_size": "> 0", "crop_ratio": "> 0"}
+
+
+def check_ranges(args: argparse.Namespace, ranges: dict[str, str], prog: str) -> None:
+    for name, rule in ranges.items():
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and RULES[rule](value)):
+            finite = "finite and " if isinstance(value, float) else ""
+            raise UsageError(f"{prog}: error: --{name.replace('_', '-')} must be {finite}{rule}, got {value}")
 
 
 def config_from_args(args: argparse.Namespace):
     from .engine import TrainConfig
 
-    for name in ("epochs", "batch_size", "lr", "accum_steps", "warmup_epochs", "max_steps", "synthetic_size"):
-        _positive(name, getattr(args, name), allow_zero=name == "warmup_epochs")
-    for name in ("weight_decay", "drop_path", "mixup", "cutmix", "smoothing", "re_prob", "ema_decay", "clip_grad"):
-        _positive(name, getattr(args, name), allow_zero=True)
-    if args.workers < 0:
-        raise UsageError(f"train.py: error: --workers must be >= 0, got {args.workers}")
+    check_ranges(args, TRAIN_RANGES, "train.py")
+    if args.resume and args.overwrite:
+        raise UsageError("train.py: error: --resume continues the run in OUT, --overwrite replaces it: give one")
     spec = load_spec(args.spec)
     if args.overrides:
         spec = override(spec, dict(parse_assignment(a) for a in args.overrides))
@@ -103,13 +117,14 @@ def config_from_args(args: argparse.Namespace):
     return TrainConfig(spec=spec, recipe=recipe, data=args.data, data_dir=args.data_dir, download=args.download,
                        out=args.out, resume=args.resume, seed=args.seed, workers=args.workers, device=args.device,
                        amp=args.amp, compile=args.compile, accum_steps=args.accum_steps, max_steps=args.max_steps,
-                       synthetic_size=args.synthetic_size)
+                       synthetic_size=args.synthetic_size, overwrite=args.overwrite)
 
 
 def _errors():
     from .data import DataError
+    from .engine import TrainingStopped
 
-    return (SpecError, DataError, UsageError, ValueError, OSError)
+    return (SpecError, DataError, UsageError, ValueError, OSError, TrainingStopped)
 
 
 def _first_line(e: BaseException) -> str:
@@ -147,8 +162,7 @@ def eval_parser() -> argparse.ArgumentParser:
 def eval_main(argv=None) -> int:
     try:
         args = eval_parser().parse_args(argv)
-        if args.crop_ratio <= 0 or args.batch_size <= 0:
-            raise UsageError("eval.py: error: --crop-ratio and --batch-size must be > 0")
+        check_ranges(args, EVAL_RANGES, "eval.py")
         result = evaluate_checkpoint(args)
     except _errors() as e:
         msg = _first_line(e)

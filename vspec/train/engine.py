@@ -2,7 +2,10 @@
 
 Resumable to the step: the data order depends only on (seed, epoch), every RNG state is saved, and
 `last.pt` is written atomically at the end of every epoch and when SIGTERM / SIGINT arrives (then
-mid-epoch: the resumed run skips the samples already seen).
+mid-epoch: the resumed run skips the samples already seen). `last.pt` is the truth after a kill at any
+moment: at the end of an epoch it is written first, then `best.pt` (a copy) and `metrics.jsonl` (rewritten
+from the history inside `last.pt`), and `--resume` rewrites both from it and removes the temporary files
+of killed saves.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import sys
 import time
@@ -52,6 +56,11 @@ class TrainConfig:
     synthetic_size: int = 1024
     max_steps: int | None = None  # stop after this many optimizer steps (benchmarks, smoke tests)
     log_every: int = 0  # progress lines when not on a TTY: every N steps (0: ~10 per epoch)
+    overwrite: bool = False  # a fresh run may replace the files of an earlier run in `out`
+
+
+class TrainingStopped(RuntimeError):
+    """The loss turned non-finite: the run stops without saving, keeping the last good checkpoint."""
 
 
 # ---------------------------------------------------------------- distributed setup
@@ -165,17 +174,23 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
                          "drops weights that could never learn (DAFF re-weighting a class token nothing reads), so "
                          "its optimizer state no longer fits: evaluate it or load it with vspec.load, but start a "
                          "new run to train")
+    if ckpt is None:
+        _check_fresh_folder(out, cfg.overwrite)
     if d.main:
-        out.mkdir(parents=True, exist_ok=True)
-        if ckpt is None:  # a fresh run: no metrics of an earlier one
-            (out / "metrics.jsonl").unlink(missing_ok=True)
-
+        _prepare_folder(out, ckpt)
     C.seed_everything(cfg.seed + d.rank)
     spec = cfg.spec
     if spec.drop_path == 0.0 and r.drop_path > 0:
         spec = attrs.evolve(spec, drop_path=r.drop_path)
     if ckpt is not None:  # a resume goes on with the same spec and data, or not at all
         C.check_resume(ckpt, out / "last.pt", spec, C.data_args(cfg))
+    if ckpt is not None and ckpt["batches_done"] == 0 and (
+            ckpt["epoch"] >= r.epochs or (cfg.max_steps and ckpt["global_step"] >= cfg.max_steps)):
+        if d.main:
+            print(f"{out}: the run is finished ({ckpt['epoch']} epochs, {ckpt['global_step']} steps); nothing to "
+                  "resume, summary.json is left as it was")
+        _finish(d)
+        return ckpt["metrics"][-1] if ckpt["metrics"] else {}
     train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
                                 re_prob=r.re_prob, random_resized_crop=r.random_resized_crop)
     eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False)
@@ -233,11 +248,12 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
         torch.backends.cudnn.allow_tf32 = True
     mixup, criterion = make_criterion(r, num_classes)
 
-    start_epoch, skip_batches, global_step, history, best = 0, 0, 0, [], -1.0
+    start_epoch, skip_batches, global_step, history, best, best_epoch = 0, 0, 0, [], -1.0, 0
     if ckpt is not None:
         C.restore(ckpt, out / "last.pt", core, optimizer, scheduler, scaler, ema)
         start_epoch, skip_batches = ckpt["epoch"], ckpt["batches_done"]
         global_step, history, best = ckpt["global_step"], ckpt["metrics"], ckpt["best_top1"]
+        best_epoch = ckpt.get("best_epoch", 0)
 
     train_model = model
     if d.world > 1:
@@ -248,15 +264,17 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
 
     writer = _tensorboard(out) if d.main else None
 
-    def save(epoch: int, batches_done: int, name: str = "last.pt") -> None:
+    def save(epoch: int, batches_done: int, epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
+        """last.pt; `epoch_loss` (sum, count) of a part-done epoch lets a resumed run average all of it."""
         if not d.main:
             return
         state = {"format": C.FORMAT, "spec": S.to_json(spec), "state_dict": core.state_dict(),
                  "ema": ema.module.state_dict() if ema is not None else None, "optimizer": optimizer.state_dict(),
                  "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "epoch": epoch,
                  "batches_done": batches_done, "global_step": global_step, "rng": C.rng_state(), "metrics": history,
-                 "best_top1": best, "recipe": asdict(r), "data": cfg.data, "data_args": C.data_args(cfg)}
-        C.atomic_save(with_checksum(state), out / name)
+                 "best_top1": best, "best_epoch": best_epoch, "epoch_loss": list(epoch_loss), "recipe": asdict(r),
+                 "data": cfg.data, "data_args": C.data_args(cfg)}
+        C.atomic_save(with_checksum(state), out / "last.pt")
 
     final: dict[str, Any] = {}
     with StopFlag() as stop:
@@ -269,8 +287,11 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
             else:
                 C.seed_everything(cfg.seed * 100_003 + epoch * 1009 + d.rank)
                 train_loader.generator.manual_seed(cfg.seed * 100_003 + epoch)
-            progress = Progress(len(train_loader), f"epoch {epoch + 1}/{r.epochs}", enabled=d.main, every=cfg.log_every)
+            progress = Progress(skip + len(train_loader), f"epoch {epoch + 1}/{r.epochs}", enabled=d.main,
+                                every=cfg.log_every)
             t0, seen, loss_sum, loss_n = time.perf_counter(), 0, 0.0, 0
+            if skip and ckpt is not None:
+                loss_sum, loss_n = ckpt.get("epoch_loss", (0.0, 0))
             batches_done = skip
             for i, (images, target) in enumerate(train_loader, start=skip):
                 images, target = images.to(device, non_blocking=True), target.to(device, non_blocking=True)
@@ -294,9 +315,17 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
                     scheduler.step_update(global_step)
                     if ema is not None:
                         ema.update(core, step=global_step)
+                    C.kill_point("step")
                 batches_done = i + 1
                 seen += len(images) * d.world
-                loss_sum, loss_n = loss_sum + loss.item(), loss_n + 1
+                loss_value = loss.item()
+                if not math.isfinite(loss_value):
+                    kept = f"the last good checkpoint is {out / 'last.pt'}" if (out / "last.pt").is_file() else \
+                        "no checkpoint was written"
+                    step = global_step if last_micro else global_step + 1
+                    raise TrainingStopped(f"the loss is {loss_value} at step {step} (epoch {epoch + 1}, "
+                                          f"batch {i + 1}): stopped; {kept}")
+                loss_sum, loss_n = loss_sum + loss_value, loss_n + 1
                 lr = optimizer.param_groups[0]["lr"]
                 progress.update(i + 1, loss=loss_sum / loss_n, lr=lr, ips=seen / (time.perf_counter() - t0))
                 if stop.signum is not None or (cfg.max_steps and global_step >= cfg.max_steps):
@@ -304,7 +333,7 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
             progress.close()
             elapsed = time.perf_counter() - t0
             if stop.signum is not None:
-                save(epoch, batches_done)
+                save(epoch, batches_done, (loss_sum, loss_n))
                 if d.main:
                     print(f"signal {stop.signum}: saved {out / 'last.pt'} at epoch {epoch + 1}, batch {batches_done}; "
                           "continue with --resume", file=sys.stderr)
@@ -318,27 +347,27 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
                 record["ema_val_top1"] = evaluate(ema.module, val_loader, device, amp_ctx, d)["top1"]
             history.append(record)
             finished = cfg.max_steps and global_step >= cfg.max_steps
+            improved = val["top1"] > best
+            if improved:
+                best, best_epoch = val["top1"], epoch + 1
+            save(epoch + 1, 0)  # last.pt first: a kill after it loses nothing that --resume cannot rewrite
             if d.main:
-                with open(out / "metrics.jsonl", "a") as f:
-                    f.write(json.dumps(record) + "\n")
+                if improved:
+                    C.atomic_copy(out / "last.pt", out / "best.pt")
+                C.atomic_write_text(_jsonl(history), out / "metrics.jsonl")
                 if writer is not None:
                     for k, v in record.items():
                         writer.add_scalar(k, v, epoch + 1)
                 print(f"epoch {epoch + 1}: train_loss {record['train_loss']:.4f}  val_loss {val['loss']:.4f}  "
                       f"val_top1 {val['top1']:.2f}  val_top5 {val['top5']:.2f}  {record['images_per_s']:.1f} img/s",
                       file=sys.stderr)
-            if val["top1"] > best:
-                best = val["top1"]
-                save(epoch + 1, 0, "best.pt")
-            save(epoch + 1, 0)
             final = record
             if finished:
                 break
     in_sync = _ranks_in_sync(core, d)
     if d.main and history:
-        with open(out / "summary.json", "w") as f:
-            json.dump({"final": final, "best_top1": best, "epochs": len(history), "world_size": d.world,
-                       "ranks_in_sync": in_sync}, f)
+        C.atomic_write_text(json.dumps({"final": final, "best_top1": best, "epochs": len(history),
+                                        "world_size": d.world, "ranks_in_sync": in_sync}), out / "summary.json")
         _plot(history, out / "curves.png")
         print(f"done: {len(history)} epochs, val top-1 {final.get('val_top1', float('nan')):.2f} % "
               f"(best {best:.2f} %); checkpoint {out / 'last.pt'}, best {out / 'best.pt'}, "
@@ -348,6 +377,36 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
         writer.close()
     _finish(d)
     return final
+
+
+def _jsonl(history: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(record) + "\n" for record in history)
+
+
+def _check_fresh_folder(out: Path, overwrite: bool) -> None:
+    used = [name for name in C.RUN_FILES[:4] if (out / name).exists()]
+    if used and not overwrite:
+        raise ValueError(f"{out} holds an earlier run ({', '.join(used)}): continue it with --resume, or replace it "
+                         "with --overwrite")
+
+
+def _prepare_folder(out: Path, ckpt: dict[str, Any] | None) -> None:
+    """Rank 0 before training: remove the temporary files of killed saves; a fresh run clears the files of
+    an earlier one; a resumed run rewrites metrics.jsonl and best.pt from last.pt (a kill may have landed
+    between their writes)."""
+    out.mkdir(parents=True, exist_ok=True)
+    C.clean_stale_temps(out)
+    if ckpt is None:
+        for name in C.RUN_FILES:
+            (out / name).unlink(missing_ok=True)
+        shutil.rmtree(out / "tb", ignore_errors=True)
+        return
+    C.atomic_write_text(_jsonl(ckpt["metrics"]), out / "metrics.jsonl")
+    last, best = out / "last.pt", out / "best.pt"
+    if ckpt["batches_done"] == 0 and ckpt.get("best_epoch") == ckpt["epoch"] and (
+            not best.is_file() or best.stat().st_size != last.stat().st_size
+            or best.stat().st_mtime_ns < last.stat().st_mtime_ns):
+        C.atomic_copy(last, best)  # killed after last.pt, before its copy to best.pt
 
 
 def _ranks_in_sync(model: nn.Module, d: Dist) -> bool:
