@@ -1,5 +1,6 @@
 """The functional core: pure tensor functions without parameters, each citing its equation. One file
-per paper: `vit.py` (the generic linear kernel and sin-cos tables), `sot.py`, `swin.py`."""
+per paper: `vit.py` (the generic linear kernel and sin-cos tables), `sot.py`, `swin.py`; `precision.py`
+keeps SoT's numerically sensitive functions in float32 under autocast."""
 
 from .sot import covariance, cross_covariance, epn, isqrt_cov, power_iteration, svpn_approx, svpn_exact
 from .swin import permute_tokens, relative_position_index, shift_mask, window_order

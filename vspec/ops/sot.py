@@ -1,4 +1,5 @@
-"""SoT's functions, each on any leading (batch) dims in float32 or float64:
+"""SoT's functions, each on any leading (batch) dims in float32 or float64 (under autocast they compute
+in float32 whatever the inputs' dtype, `vspec.ops.precision.float32`):
 
 - `cross_covariance` / `covariance` (Eq. 2-3). The paper stores tokens as columns (X = W Z is m x q,
   Y = R Z is n x q) and writes Q = (1/q) X Y^T; vspec keeps tokens as rows, so x is (..., N, m), y is
@@ -16,6 +17,8 @@
 import torch
 from torch.autograd.function import once_differentiable
 
+from .precision import float32
+
 CENTERINGS = ("none", "scalar", "channel")
 
 
@@ -29,6 +32,7 @@ def _center(x: torch.Tensor, centering: str) -> torch.Tensor:
     raise ValueError(f"centering: must be one of {', '.join(map(repr, CENTERINGS))}, got {centering!r}")
 
 
+@float32
 def cross_covariance(x: torch.Tensor, y: torch.Tensor, centering: str = "scalar") -> torch.Tensor:
     """Q = (1/N) Xc^T Yc (SoT Eq. 2-3, Q = (1/q) X Y^T in the paper's column layout); x (..., N, m),
     y (..., N, n) -> (..., m, n). `centering` is "none" | "scalar" | "channel" (module docstring)."""
@@ -60,6 +64,7 @@ def _mv(q: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 # exact svPN (Eq. 5) and its backward (supplement C)
 
 
+@float32
 def _svpn_backward(g, u, s, vh, alpha: float, eps: float):
     """dl/dQ for svPN(Q) = U f(S) V^T, f(l) = l^alpha, given dl/dsvPN(Q) = g.
 
@@ -128,6 +133,7 @@ class _SvPN(torch.autograd.Function):
         return _svpn_backward(g, u, s, vh, ctx.alpha, ctx.eps), None, None
 
 
+@float32
 def svpn_exact(q: torch.Tensor, alpha: float = 0.5, eps: float = 1e-5) -> torch.Tensor:
     """svPN(Q) = sum_i l_i^alpha u_i v_i^T over the SVD Q = sum_i l_i u_i v_i^T (SoT Eq. 5), for
     Q (..., m, n). alpha = 1 gives Q back; zero singular values stay zero (also for alpha = 0).
@@ -146,6 +152,7 @@ def _normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
     return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(eps)
 
 
+@float32
 def power_iteration(q: torch.Tensor, v0: torch.Tensor, iters: int = 1, eps: float | None = None):
     """Top singular triple of Q (..., m, n) by SoT Eq. 6, started from v0 ((n,) or (..., n),
     broadcast against Q's leading dims), `iters` >= 1 times:
@@ -168,6 +175,7 @@ def _outer(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return u.unsqueeze(-1) * v.unsqueeze(-2)
 
 
+@float32
 def svpn_approx(q: torch.Tensor, alpha: float = 0.5, num_sv: int = 1, iters: int = 1,
                 v0: torch.Tensor | None = None, eps: float = 0.0, released_form: bool = False) -> torch.Tensor:
     """Approximate svPN of Q (..., m, n) with r = `num_sv` power-iterated singular triples (SoT Eq. 6-8).
@@ -220,6 +228,7 @@ def svpn_approx(q: torch.Tensor, alpha: float = 0.5, num_sv: int = 1, iters: int
 # EPN (Table 4d)
 
 
+@float32
 def epn(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     """Element-wise power normalisation (Table 4d, "EPN"): signed square root sign(x) sqrt|x|, then
     l2 normalisation over the last dim (flatten a matrix first). The root is x / sqrt(|x| + eps):
@@ -229,6 +238,7 @@ def epn(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     return y / torch.linalg.vector_norm(y, dim=-1, keepdim=True).clamp_min(eps)
 
 
+@float32
 def isqrt_cov(sigma: torch.Tensor, iters: int = 5) -> torch.Tensor:
     """Approximately sigma^(1/2) for SPD sigma (..., n, n), differentiable by plain autograd:
         pre-normalise  A = sigma / tr(sigma)              (eigenvalues in (0, 1], so it converges)

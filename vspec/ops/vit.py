@@ -10,12 +10,14 @@ that Inductor emits on the CPU). vspec uses it for float32 CPU tensors:
 - without autograd (inference): bias and activation fused;
 - with autograd: the bias-fused forward inside an autograd.Function whose backward is the plain
   matmuls, the activation left to autograd.
-Anywhere else (CUDA, meta, other dtypes, no oneDNN, JIT tracing as in fvcore, torch.compile, which
-fuses by itself) it is `act(F.linear(x, w, b))`.
+Anywhere else (CUDA, meta, other dtypes, autocast, which picks the matmul's dtype, no oneDNN, JIT
+tracing as in fvcore, torch.compile, which fuses by itself) it is `act(F.linear(x, w, b))`.
 """
 
 import torch
 import torch.nn.functional as F
+
+from .precision import autocast_on
 
 _ONEDNN = getattr(torch.ops.mkldnn, "_linear_pointwise", None) if torch.backends.mkldnn.is_available() else None
 
@@ -35,6 +37,7 @@ def _onednn_ok(x: torch.Tensor, weight: torch.Tensor) -> bool:
         and not torch.jit.is_tracing()
         and not torch.compiler.is_compiling()
         and x.device.type == "cpu"
+        and not autocast_on("cpu")
         and x.dtype == torch.float32
         and weight.dtype == torch.float32
         and x.ndim >= 2

@@ -65,8 +65,9 @@ def train_parser() -> argparse.ArgumentParser:
     g.add_argument("--clip-grad", type=float, help="gradient-norm clipping (0: off)")
     s = p.add_argument_group("execution")
     s.add_argument("--accum-steps", type=int, default=1, help="gradient accumulation steps")
-    s.add_argument("--amp", choices=("auto", "none", "bf16", "fp16"), default="auto",
-                   help="autocast dtype (auto: bf16 on CUDA, none on CPU)")
+    s.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
+                   help="fp32, or mixed precision: bf16 / fp16 autocast (fp16 with a grad scaler), on the CPU too; "
+                        "auto (default): bf16 on CUDA, fp32 on the CPU")
     s.add_argument("--compile", action="store_true", help="torch.compile the model")
     s.add_argument("--max-steps", type=int, help="stop after N optimizer steps (smoke tests, benchmarks)")
     return p
@@ -116,8 +117,8 @@ def config_from_args(args: argparse.Namespace):
         recipe = replace(recipe, **changes)
     return TrainConfig(spec=spec, recipe=recipe, data=args.data, data_dir=args.data_dir, download=args.download,
                        out=args.out, resume=args.resume, seed=args.seed, workers=args.workers, device=args.device,
-                       amp=args.amp, compile=args.compile, accum_steps=args.accum_steps, max_steps=args.max_steps,
-                       synthetic_size=args.synthetic_size, overwrite=args.overwrite)
+                       precision=args.precision, compile=args.compile, accum_steps=args.accum_steps,
+                       max_steps=args.max_steps, synthetic_size=args.synthetic_size, overwrite=args.overwrite)
 
 
 def _errors():

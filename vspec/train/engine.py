@@ -49,7 +49,7 @@ class TrainConfig:
     seed: int = 0
     workers: int = 0
     device: str = "auto"  # auto | cpu | cuda
-    amp: str = "auto"  # auto (bf16 on CUDA, off on CPU) | none | bf16 | fp16
+    precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16 | fp16 (the last two: autocast)
     compile: bool = False
     accum_steps: int = 1
     channels_last: bool = True
@@ -236,9 +236,9 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
                                   warmup_t=r.warmup_epochs * steps_per_epoch,
                                   warmup_lr_init=r.warmup_lr, t_in_epochs=False)
     ema = ModelEmaV3(core, decay=r.ema_decay) if r.ema_decay else None
-    amp = cfg.amp if cfg.amp != "auto" else ("bf16" if device.type == "cuda" else "none")
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
-    scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
+    precision = cfg.precision if cfg.precision != "auto" else ("bf16" if device.type == "cuda" else "fp32")
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
 
     def amp_ctx():
         return torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
