@@ -192,8 +192,8 @@ def _block_activations(spec: Block, tokens: Tokens, batch: int) -> int:
 
 def _embedder_activations(spec: Any, in_chans: int, size: tuple[int, int], first: Tokens, batch: int) -> int:
     pixels = size[0] * size[1]
-    if isinstance(spec, SoTEmbed):  # the stem's map at full resolution, twice (conv and pool)
-        wide = 2 * spec.stem_dim * pixels
+    if isinstance(spec, SoTEmbed):  # the stem's map at full resolution; the first block's, up to 352 wide, at half
+        wide = 2 * spec.stem_dim * pixels + 2 * (spec.stem_dim + 352) * (pixels // 4)
     elif isinstance(spec, SOPE):  # the first unit's map at half resolution
         wide = 2 * (first.dim // 2 ** (spec.units - 1)) * (pixels // 4)
     else:
