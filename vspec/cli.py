@@ -1,6 +1,6 @@
 """The `vspec` command: build, profile and show specs.
 
-Every error is one line on stderr and exit code 2.
+Every error is one line on stderr (cut to MAX_LINE characters) and exit code 2.
 """
 
 from __future__ import annotations
@@ -10,11 +10,14 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 import attrs
 
-from .spec import Model, SpecError, Tokens, load_spec, override, parse_assignment, to_dict, to_json
+from .spec import Model, SpecError, Tokens, budget, load_spec, override, parse_assignment, to_dict, to_json
+
+MAX_LINE = 500  # characters of an error line; a longer message is cut
 
 
 class UsageError(Exception):
@@ -35,6 +38,21 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
                         "values are JSON (6, 0.1, true, null, [32, 32]) or bare strings")
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _memory_flag(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--no-memory-check", dest="memory_check", action="store_false",
+                   help=f"skip the size guard: by default {what}")
+
+
 def _load(args: argparse.Namespace) -> Model:
     spec = load_spec(args.path)
     return override(spec, dict(parse_assignment(a) for a in args.overrides)) if args.overrides else spec
@@ -50,18 +68,25 @@ def parser() -> argparse.ArgumentParser:
     _spec_args(b)
     b.add_argument("--json", action="store_true", help="print the (overridden) spec as JSON instead of the summary")
     b.add_argument("--out", metavar="FILE",
-                   help="write a checkpoint (spec JSON + weights); reload with vspec.load(FILE)")
-    b.add_argument("--batch-size", type=int, default=1, metavar="N", help="dummy batch size (default 1)")
+                   help="write a checkpoint (spec JSON + weights); reload with vspec.load(FILE); missing "
+                        "folders are created")
+    b.add_argument("--batch-size", type=_positive, default=1, metavar="N", help="dummy batch size (default 1)")
+    _memory_flag(b, "a spec whose weights and forward pass (estimated from the spec) need more than the "
+                    "memory available now is refused before anything is allocated")
 
     p = sub.add_parser("profile", help="parameters and MACs per component",
                        description="Count parameters and MACs (multiply-adds; FLOPs = 2 x MACs) per component "
                                    "and per op kind, on one image. Attention matmuls and norms are counted.")
     _spec_args(p)
-    p.add_argument("--input-size", type=int, metavar="N", help="square input size (default: the spec's img_size)")
+    p.add_argument("--input-size", type=_positive, metavar="N",
+                   help="square input size (default: the spec's img_size)")
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
     p.add_argument("--meta", action="store_true",
                    help="count on the meta device with torch's FlopCounterMode (no weights allocated); "
-                        "chosen automatically above 300 M parameters")
+                        "chosen automatically above 300 M parameters, or when the weights would not fit in the "
+                        "memory available now")
+    _memory_flag(p, "the count moves to the meta device when the weights would not fit in the memory "
+                    "available now, and a spec whose blocks would not fit even there is refused")
 
     s = sub.add_parser("show", help="print the spec tree", description="Print the (overridden) spec as a tree.")
     _spec_args(s)
@@ -145,24 +170,47 @@ def tree(value: Any, indent: int = 0) -> list[str]:
 
 
 # ---------------------------------------------------------------- commands
+def _out_path(out: str) -> Path:
+    """Where `--out` writes: refused when it names a folder or lies under a file (before any build)."""
+    path = Path(out)
+    if not out or path.is_dir() or out.endswith(("/", "\\")):
+        raise SpecError("", f"--out {out!r}: is a folder; give a file name, e.g. {Path(out or '.') / 'model.pt'}")
+    blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise SpecError("", f"--out {out}: {blocking} is a file, not a folder")
+    return path
+
+
+def _save(model: Any, path: Path) -> None:
+    from .checkpoint import save
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save(model, path)
+    except (OSError, RuntimeError) as e:  # torch.save reports write failures as RuntimeError
+        raise SpecError("", f"--out {path}: could not write the checkpoint ({one_line(e)})") from None
+
+
 def cmd_build(args: argparse.Namespace) -> None:
     spec = _load(args)
+    out = _out_path(args.out) if args.out is not None else None
+    if args.memory_check:
+        budget.check(spec, args.batch_size, what="building it and running a forward pass")
     if args.json:
         print(to_json(spec))
     import torch
 
-    from .checkpoint import save
     from .compiler import build
     from .profiler import part_params
 
     t0 = time.perf_counter()
-    model = build(spec).eval()
+    model = build(spec, check_memory=args.memory_check).eval()
     x = torch.randn(args.batch_size, spec.in_chans, *spec.img_size)
     with torch.no_grad():
         y = model(x)
     elapsed = time.perf_counter() - t0
-    if args.out:
-        save(model, args.out)
+    if out is not None:
+        _save(model, out)
     if args.json:
         return
     parts = model.parts()
@@ -177,16 +225,31 @@ def cmd_build(args: argparse.Namespace) -> None:
     print(f"total: {total:,} parameters ({trainable:,} trainable, {weights:,} in linear / conv weights)")
     print(f"forward {tuple(x.shape)} -> {tuple(y.shape)}: finite={bool(torch.isfinite(y).all())}, "
           f"{elapsed:.2f} s to build and run")
-    if args.out:
-        print(f"checkpoint: {args.out}")
+    if out is not None:
+        print(f"checkpoint: {out}")
 
 
 def cmd_profile(args: argparse.Namespace) -> None:
     from .profiler import CONVENTIONS, profile
 
     spec = _load(args)
+    if args.input_size is not None:
+        spec = attrs.evolve(spec, img_size=args.input_size)  # re-validated: the patch must divide it
+    free = budget.available() if args.memory_check else None
+    meta = args.meta
+    if not meta:
+        try:
+            budget.check(spec, weights="distinct", free=free, what="profiling it")
+        except budget.MemoryBudgetError:  # too large to instantiate: count on the meta device
+            meta = True
+    budget.check(spec, batch=0, weights=None, free=free, what="profiling it on the meta device")
     t0 = time.perf_counter()
-    prof = profile(spec, input_size=args.input_size, meta=True if args.meta else None)
+    try:
+        prof = profile(spec, meta=True if meta else None, check_memory=args.memory_check)
+    except RuntimeError as e:  # what the estimate missed: torch's own size limit
+        if "overflow" not in str(e):
+            raise
+        raise budget.MemoryBudgetError("", f"too large for torch, even on the meta device ({one_line(e)})") from None
     elapsed = time.perf_counter() - t0
     if args.json:
         print(json.dumps(prof.to_dict(), indent=2))
@@ -221,16 +284,30 @@ def cmd_show(args: argparse.Namespace) -> None:
 COMMANDS = {"build": cmd_build, "profile": cmd_profile, "show": cmd_show}
 
 
+def one_line(e: BaseException, limit: int = MAX_LINE) -> str:
+    """An exception as one line: its message with line breaks folded, cut to `limit` characters; the
+    type's name when the message is empty."""
+    try:
+        text = " ".join(str(e).split())
+    except Exception:  # noqa: BLE001 - a message that cannot be rendered
+        text = ""
+    text = text or type(e).__name__
+    return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit:,} more characters]"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
         COMMANDS[args.command](args)
     except UsageError as e:
-        print(e, file=sys.stderr)
+        print(one_line(e), file=sys.stderr)
         return 2
-    except (SpecError, OSError) as e:
-        print(f"vspec: error: {e}", file=sys.stderr)
+    except (SpecError, OSError, MemoryError) as e:
+        print(f"vspec: error: {one_line(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("vspec: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

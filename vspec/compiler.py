@@ -54,11 +54,23 @@ def context(spec: S.Model, tie_repeats: bool = False) -> N.BuildContext:
                           build=build_component, tie_repeats=tie_repeats)
 
 
-def build(spec: S.Model, device: torch.device | str | None = None, *, tie_repeats: bool = False) -> N.VisionTransformer:
+def build(spec: S.Model, device: torch.device | str | None = None, *, tie_repeats: bool = False,
+          check_memory: bool = True) -> N.VisionTransformer:
     """Compile a Model spec into a module (on `device`; `"meta"` allocates no weights). `tie_repeats`
     builds one module per distinct block of a stage and repeats it, weights tied: the profiler's
-    model, not one to train."""
+    model, not one to train.
+
+    `check_memory` compares the weights' size and the modules' host memory, estimated from the spec
+    (`vspec.spec.budget`), with the memory free (CPU and meta: MemAvailable; CUDA: the device's) and raises
+    `MemoryBudgetError` (a SpecError and a MemoryError) instead of allocating what does not fit. A
+    model with a tensor beyond torch's size limit is refused on any device."""
     if not isinstance(spec, S.Model):
         raise TypeError(f"build() takes a vspec Model spec, got {type(spec).__name__}")
+    target = torch.device(device) if device is not None else torch.get_default_device()
+    free = None
+    if check_memory:
+        free = torch.cuda.mem_get_info(target)[0] if target.type == "cuda" else S.budget.available()
+    weights = None if target.type == "meta" else "distinct" if tie_repeats else "all"
+    S.budget.check(spec, batch=0, weights=weights, free=free, what=f"building it on {target.type}")
     with torch.device(device) if device is not None else nullcontext():
         return build_component(spec, context(spec, tie_repeats))

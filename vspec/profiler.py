@@ -253,12 +253,13 @@ def part_params(part) -> tuple[int, int, int]:
 
 
 def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, meta: bool | None = None,
-            crosscheck: bool = True, meta_above: int = 300_000_000) -> Profile:
+            crosscheck: bool = True, meta_above: int = 300_000_000, check_memory: bool = True) -> Profile:
     """Profile `spec` on one (1, C, H, W) image (`input_size` defaults to the spec's image size).
 
     meta: True counts with FlopCounterMode on the meta device (no weights allocated); False
     instantiates and counts with fvcore; None (default) picks meta above `meta_above` parameters.
     crosscheck: with fvcore, also run FlopCounterMode and report its total as `crosscheck_macs`.
+    check_memory: refuse to instantiate weights that do not fit in free memory (`build`'s guard).
     """
     if input_size is not None and input_size != spec.img_size:
         spec = attrs.evolve(spec, img_size=input_size)  # re-validated: the patch must divide it
@@ -267,7 +268,7 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
         meta = meta or sum(part_params(p)[0] for p in model.parts()) > meta_above
     if not meta:
         torch.manual_seed(0)
-        model = build(spec, tie_repeats=True)
+        model = build(spec, tie_repeats=True, check_memory=check_memory)
     parts = model.eval().parts()
     counts: dict[Any, _Count] = {}
     cross = 0

@@ -5,6 +5,8 @@ assembles them into stages and a model; `layout.py` works out the shapes. Import
 not import torch.
 """
 
+from . import budget  # noqa: F401 - the size guard, vspec.spec.budget
+from .budget import MemoryBudgetError
 from .core import SpecError
 from .dhvt import DAFF, SOPE, HeadTokens
 from .layout import StageLayout, Tokens, embedded, layout
@@ -27,7 +29,8 @@ __all__ = [
     # Swin
     "PatchMerging", "WindowMHSA",
     # assembly, shapes, files
-    "KINDS", "ROLES", "VERSION", "Block", "Model", "Stage", "StageLayout", "Tokens", "SpecError", "embedded", "layout",
+    "KINDS", "ROLES", "VERSION", "Block", "MemoryBudgetError", "Model", "Stage", "StageLayout", "Tokens", "SpecError",
+    "embedded", "layout",
     "from_dict", "from_json", "from_toml", "load_spec", "override", "parse_assignment", "to_dict", "to_json",
     "to_toml",
 ]

@@ -17,28 +17,59 @@ from .serialize import converter, from_dict, from_json, from_toml, to_dict
 SUFFIXES = (".py", ".json", ".toml")
 
 
+def _text(value: object) -> str:
+    """str(value), or its type's name where that is empty or fails (a hostile __str__)."""
+    try:
+        text = str(value)
+    except Exception:  # noqa: BLE001 - any failure: say what it was instead
+        text = ""
+    return text or type(value).__name__
+
+
+def _run(path: Path) -> object:
+    """Execute a .py spec file and return its SPEC; whatever it raises (sys.exit and
+    KeyboardInterrupt too) becomes a SpecError naming the file and the line."""
+    try:
+        return runpy.run_path(str(path)).get("SPEC")
+    except SpecError:
+        raise
+    except BaseException as e:  # noqa: BLE001 - a spec file reports in one line, never exits or interrupts
+        line = next(
+            (f.lineno for f in reversed(traceback.extract_tb(e.__traceback__)) if f.filename == str(path)), "?"
+        )
+        if isinstance(e, SystemExit):
+            what = f"called sys.exit({'' if e.code is None else repr(e.code)}) instead of defining SPEC"
+        elif isinstance(e, SyntaxError) and e.lineno:
+            line, what = e.lineno, f"SyntaxError: {e.msg}"
+        else:
+            what = f"{type(e).__name__}: {_text(e)}" if _text(e) != type(e).__name__ else type(e).__name__
+        raise SpecError("", f"{path}, line {line}: {what}") from None
+
+
 def load_spec(path: str | Path) -> Model:
     """Read a Model spec from a `.py` file (module-level `SPEC`), `.json` or `.toml`."""
     path = Path(path)
     if path.suffix not in SUFFIXES:
         raise SpecError("", f"{path}: unsupported spec file type {path.suffix!r}; allowed: {', '.join(SUFFIXES)}")
+    if path.is_dir():
+        raise SpecError("", f"{path}: is a folder, not a spec file")
     if not path.is_file():
         raise SpecError("", f"{path}: no such file")
     if path.suffix == ".py":
-        try:
-            spec = runpy.run_path(str(path)).get("SPEC")
-        except SpecError:
-            raise
-        except Exception as e:  # noqa: BLE001 - report a broken spec file in one line
-            line = next(
-                (f.lineno for f in reversed(traceback.extract_tb(e.__traceback__)) if f.filename == str(path)), "?"
-            )
-            raise SpecError("", f"{path}, line {line}: {type(e).__name__}: {e}") from None
+        spec = _run(path)
         if not isinstance(spec, Model):
             raise SpecError("", f"{path}: must define SPEC = Model(...), got {type(spec).__name__}")
         return spec
-    text = path.read_text()
-    return from_json(text) if path.suffix == ".json" else from_toml(text)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError("", f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    try:
+        return from_json(text) if path.suffix == ".json" else from_toml(text)
+    except SpecError as e:
+        if e.path:
+            raise
+        raise SpecError("", f"{path}: {e.message}") from None
 
 
 def parse_value(text: str) -> Any:
@@ -47,7 +78,7 @@ def parse_value(text: str) -> Any:
     for parse in (json.loads, ast.literal_eval):
         try:
             return parse(text)
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):  # e.g. {[]: 1}, [[[...]]]
             pass
     return text
 

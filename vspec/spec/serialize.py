@@ -194,12 +194,25 @@ def to_json(spec: Any, indent: int | None = 2) -> str:
     return json.dumps(to_dict(spec), indent=indent)
 
 
-def from_json(text: str, cls: type = Model) -> Any:
+def _parsed(parse: Any, text: str, errors: tuple[type[Exception], ...], cls: type, fmt: str) -> Any:
+    """Parse `text` and structure it; syntax errors, nesting beyond the recursion limit and integers
+    beyond Python's digit limit (ValueError) are SpecErrors."""
     try:
-        data = json.loads(text)
-    except ValueError as e:  # a JSONDecodeError, or an int past Python's digit limit
-        raise SpecError("", f"invalid JSON: {cut(str(e))}") from None
-    return from_dict(data, cls)
+        data = parse(text)
+    except errors as e:
+        raise SpecError("", f"invalid {fmt}: {cut(str(e))}") from None
+    except RecursionError:
+        raise SpecError("", f"invalid {fmt}: nested too deeply") from None
+    except ValueError as e:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
+        raise SpecError("", f"invalid {fmt}: {cut(str(e).split(';')[0])}") from None
+    try:
+        return from_dict(data, cls)
+    except RecursionError:
+        raise SpecError("", f"{fmt} value nested too deeply") from None
+
+
+def from_json(text: str, cls: type = Model) -> Any:
+    return _parsed(json.loads, text, (json.JSONDecodeError,), cls, "JSON")
 
 
 def _drop_none(value: Any) -> Any:
@@ -217,8 +230,4 @@ def to_toml(spec: Any) -> str:
 
 
 def from_toml(text: str, cls: type = Model) -> Any:
-    try:
-        data = tomllib.loads(text)
-    except ValueError as e:  # a TOMLDecodeError, or an int past Python's digit limit
-        raise SpecError("", f"invalid TOML: {cut(str(e))}") from None
-    return from_dict(data, cls)
+    return _parsed(tomllib.loads, text, (tomllib.TOMLDecodeError,), cls, "TOML")

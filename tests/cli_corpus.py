@@ -1,0 +1,374 @@
+"""Malformed inputs to the `vspec` command, written into a folder: the corpus that
+tests/test_cli_hardening.py and tools/fuzz_cli.py run through `vspec.cli.main`.
+
+Every case is bad input: the command must answer with one line on stderr and exit code 2. The specs
+start from tiny valid ones (width 16, one or two blocks, 16 px images), so that a case that wrongly
+validates builds in a moment and shows up as a failure rather than a long run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import random
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from vspec.spec import (
+    DAFF,
+    MHSA,
+    SOPE,
+    Block,
+    GAPHead,
+    HeadTokens,
+    MGCrP,
+    Model,
+    PatchEmbed,
+    PatchMerging,
+    SecondOrderHead,
+    SoTEmbed,
+    Stage,
+    SvPN,
+    WindowMHSA,
+    to_dict,
+    to_json,
+    to_toml,
+)
+
+
+class Case(NamedTuple):
+    name: str
+    argv: list[str]
+
+
+class Outcome(NamedTuple):
+    code: int | None  # None: main raised
+    stderr: str
+
+    @property
+    def clean(self) -> bool:
+        """Exit 2 with exactly one non-empty line on stderr, and no traceback."""
+        lines = self.stderr.splitlines()
+        return self.code == 2 and len(lines) == 1 and bool(lines[0].strip()) and "Traceback" not in self.stderr
+
+
+def bases() -> dict[str, Model]:
+    """Tiny valid specs of every family: ViT, Swin (two stages), DHVT, SoT."""
+    vit = Model(embedder=PatchEmbed(patch_size=8), dim=16, depth=1, block=Block(attention=MHSA(heads=2)),
+                img_size=16, num_classes=3)
+    swin = Model(embedder=PatchEmbed(patch_size=2), img_size=16, class_token=False, pos_embed="none", head=GAPHead(),
+                 num_classes=3,
+                 stages=[Stage(depth=1, dim=16, block=Block(attention=WindowMHSA(heads=2, window=4))),
+                         Stage(depth=1, dim=32, block=Block(attention=WindowMHSA(heads=2, window=2)),
+                               entry=PatchMerging())])
+    dhvt = Model(embedder=SOPE(patch_size=4), dim=16, depth=1, img_size=16, num_classes=3, pos_embed="none",
+                 block=Block(attention=MHSA(heads=2), ffn=DAFF(), head_tokens=HeadTokens()))
+    sot = Model(embedder=SoTEmbed(stem_dim=8), dim=16, depth=1, img_size=32, num_classes=3,
+                block=Block(attention=MHSA(heads=2)),
+                head=SecondOrderHead(pool=MGCrP(heads=2, m=4, n=4), norm=SvPN()))
+    return {"vit": vit, "swin": swin, "dhvt": dhvt, "sot": sot}
+
+
+# field path (on the vit base unless prefixed `family:`) -> wrong values, as --set text
+BAD_VALUES = {
+    "dim": ["0", "-1", "-16", "1.5", "true", "null", '"16"', "[]", "{}", "x", "nan", "NaN", "1e40", "Infinity"],
+    "depth": ["0", "-3", "2.0", "false", "[1]", "deep"],
+    "img_size": ["0", "-16", "[16]", "[16, 16, 16]", "[16, 0]", "17", '"16"', "[true, 16]"],
+    "num_classes": ["-1", "3.5", "[3]", "many"],
+    "in_chans": ["0", "-3", "rgb"],
+    "class_token": ["1", "yes", "null"],
+    "pos_embed": ["sincos3d", "0", "[]"],
+    "drop_path": ["1", "-0.1", "NaN", "Infinity", "-Infinity", "1e400", "nan", "inf", "half"],
+    "init": ["jax", "1"],
+    "head": ["5", "[]", "mlp"],
+    "embedder.patch_size": ["0", "-8", "3", "8.0", "big"],
+    "embedder.kind": ["conv", "5", "null"],
+    "block.attention.heads": ["0", "-2", "3", "2.5", "[2]", "many"],
+    "block.attention.head_dim": ["0", "-1", "x"],
+    "block.attention.scale": ["0", "-1", "NaN", "Infinity"],
+    "block.attention.attn_drop": ["1", "-1", "2"],
+    "block.attention.kind": ["attention", "0"],
+    "block.ffn.ratio": ["0", "-4", "0.01", "NaN", "Infinity"],
+    "block.ffn.hidden": ["0", "-1", "1.5"],
+    "block.ffn.act": ["swish", "1"],
+    "block.ffn.kind": ["moe", "[]"],
+    "block.norm.eps": ["0", "-1e-6", "NaN"],
+    "block.norm.kind": ["rmsnorm", "0"],
+    "block.layer_scale": ["0", "-1", "NaN"],
+    "block": ["5", "[]", '"mhsa"'],
+    "stages": ["5", "[]", '"x"'],
+    "swin:stages.0.block.attention.window": ["0", "-7", "3", "seven"],
+    "swin:stages.1.dim": ["0", "-32"],
+    "swin:stages.1.entry.kind": ["merge"],
+    "swin:class_token": ["true"],
+    "swin:stages.9.dim": ["1"],
+    "dhvt:embedder.patch_size": ["3", "32", "0"],
+    "dhvt:block.ffn.kernel": ["2", "0", "-3"],
+    "dhvt:block.ffn.se_reduction": ["0", "-1"],
+    "dhvt:block.ffn.spatial": ["conv"],
+    "dhvt:block.ffn.cls": ["drop"],
+    "dhvt:block.attention.heads": ["3"],
+    "sot:head.pool.heads": ["0", "-6"],
+    "sot:head.pool.m": ["0", "x"],
+    "sot:head.norm.num_sv": ["0", "99"],
+    "sot:head.norm.alpha": ["0", "1", "NaN"],
+    "sot:head.fusion": ["product"],
+    "sot:head.pool.kind": ["max"],
+    "sot:embedder.block": ["vgg"],
+    "sot:embedder.stem_dim": ["0"],
+}
+
+BAD_SETS = ["dim", "=16", "", "=", ".dim=16", "dim.=16", "block..attention.heads=2", "block.attention.heads.x=2",
+            "block.7.attention.heads=2", "colour=red", "block.attention.colour=red", "stages.-1.dim=1",
+            "version=3", "head.kind.x=1", "dim={[]: 1}", "dim={1, 2}", "dim=(", "block.attention=[1, 2]"]
+
+PY_SPECS = {
+    "raises.py": "raise ValueError('bad spec')\n",
+    "raises_empty.py": "raise RuntimeError()\n",
+    "raises_multiline.py": "raise ValueError('first\\nsecond\\nthird')\n",
+    "raises_long.py": "raise ValueError('x' * 1_000_000)\n",
+    "exit0.py": "import sys\nsys.exit(0)\n",
+    "exit3.py": "import sys\nsys.exit(3)\n",
+    "exit_msg.py": "import sys\nsys.exit('stop here')\n",
+    "raise_systemexit.py": "raise SystemExit\n",
+    "keyboard.py": "raise KeyboardInterrupt\n",
+    "base_exception.py": "raise BaseException('odd')\n",
+    "generator_exit.py": "raise GeneratorExit\n",
+    "bad_str.py": "class E(Exception):\n    def __str__(self):\n        raise RuntimeError('no')\n\nraise E()\n",
+    "syntax.py": "SPEC = Model(\n",
+    "indent.py": "if True:\nSPEC = 1\n",
+    "import.py": "import no_such_module_for_vspec\n",
+    "recursion.py": "def f():\n    return f()\n\nSPEC = f()\n",
+    "memory.py": "raise MemoryError\n",
+    "no_spec.py": "X = 1\n",
+    "empty.py": "",
+    "spec_int.py": "SPEC = 5\n",
+    "spec_none.py": "SPEC = None\n",
+    "spec_str.py": "SPEC = 'deit_tiny'\n",
+    "spec_dict.py": "SPEC = {'dim': 16}\n",
+    "spec_block.py": "from vspec.spec import Block\nSPEC = Block()\n",
+    "spec_class.py": "from vspec.spec import Model\nSPEC = Model\n",
+    "spec_invalid.py": "from vspec.spec import Model\nSPEC = Model(dim=0)\n",
+    "spec_list.py": "from vspec.spec import Model\nSPEC = [Model()]\n",
+    "null_byte.py": "SPEC = 1\x00\n",
+}
+
+
+def _write(folder: Path, name: str, data: str | bytes) -> str:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data)
+    return str(path)
+
+
+def _with(tree: dict, key: str, value) -> dict:
+    """A copy of an unstructured spec with `value` at the dotted `key` (created where missing)."""
+    out = json.loads(json.dumps(tree))
+    node = out
+    *parents, last = key.split(".")
+    for k in parents:
+        node = node[int(k)] if isinstance(node, list) else node.setdefault(k, {})
+    node[last] = value
+    return out
+
+
+def corpus(folder: Path) -> list[Case]:
+    """Write the corpus' files under `folder` and return its cases (name, argv)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(11)
+    specs = bases()
+    files = {family: _write(folder, f"{family}.json", to_json(spec)) for family, spec in specs.items()}
+    vit_json, vit_toml = to_json(specs["vit"]), to_toml(specs["vit"])
+    vit_tree = to_dict(specs["vit"])
+    cases: list[Case] = []
+
+    def add(name: str, *argv: str) -> None:
+        cases.append(Case(name, list(argv)))
+
+    # ---------------------------------------------------------------- paths
+    (folder / "dir.json").mkdir(exist_ok=True)
+    (folder / "dir.py").mkdir(exist_ok=True)
+    loop = folder / "loop.json"
+    if not loop.is_symlink():
+        loop.symlink_to(loop)
+    dangling = folder / "dangling.toml"
+    if not dangling.is_symlink():
+        dangling.symlink_to(folder / "nowhere.toml")
+    for name, path in [("missing .py", "no/such/spec.py"), ("missing .json", str(folder / "missing.json")),
+                       ("missing .toml", str(folder / "missing.toml")), ("no suffix", str(folder)),
+                       ("suffix .txt", _write(folder, "spec.txt", vit_json)),
+                       ("suffix .yaml", _write(folder, "spec.yaml", "dim: 16\n")),
+                       ("suffix .PY", _write(folder, "upper.PY", "SPEC = 1\n")),
+                       ("folder named .json", str(folder / "dir.json")), ("folder named .py", str(folder / "dir.py")),
+                       ("empty path", ""), ("dot", "."), ("trailing slash", str(folder) + "/x.json/"),
+                       ("symlink loop", str(loop)), ("dangling symlink", str(dangling)),
+                       ("name too long", str(folder / ("x" * 300 + ".json"))), ("/dev/null", "/dev/null"),
+                       ("device .json", "/dev/zero.json")]:
+        add(f"path: {name}", "show", path)
+        add(f"path: {name} (build)", "build", path)
+
+    # ---------------------------------------------------------------- empty, binary, non-UTF-8, truncated
+    for suffix in (".py", ".json"):  # an empty TOML is the default model: valid
+        add(f"empty {suffix}", "build", _write(folder, f"empty{suffix}", ""))
+    add("whitespace .json", "build", _write(folder, "blank.json", " \n\t\n"))
+    for suffix in (".py", ".json", ".toml"):
+        add(f"random bytes {suffix}", "show", _write(folder, f"random{suffix}", rng.randbytes(512)))
+        add(f"latin-1 {suffix}", "show", _write(folder, f"latin1{suffix}",
+                                                  ("# caf\u00e9\n" if suffix != ".json" else '{"x": "caf\u00e9"}')
+                                                  .encode("latin-1")))
+        add(f"UTF-16 {suffix}", "show", _write(folder, f"utf16{suffix}", vit_json.encode("utf-16")))
+        add(f"NUL bytes {suffix}", "show", _write(folder, f"nul{suffix}", b"\x00" * 64))
+    add("UTF-8 BOM .json", "show", _write(folder, "bom.json", b"\xef\xbb\xbf" + vit_json.encode()))
+    add("gzip .json", "show", _write(folder, "gz.json", b"\x1f\x8b\x08\x00" + rng.randbytes(100)))
+    for cut in (1, 2, len(vit_json) // 4, len(vit_json) // 2, len(vit_json) - 30, len(vit_json) - 1):
+        add(f"truncated JSON at {cut}", "show", _write(folder, f"cut{cut}.json", vit_json[:cut]))
+    quotes = [i + 2 for i, c in enumerate(vit_toml) if c == '"' and vit_toml[i - 2:i] == "= "]
+    for cut in quotes[:4]:
+        add(f"truncated TOML at {cut}", "show", _write(folder, f"cut{cut}.toml", vit_toml[:cut]))
+    add("TOML as JSON", "show", _write(folder, "toml.json", vit_toml))
+    add("JSON as TOML", "show", _write(folder, "json.toml", vit_json))
+    add("JSON list", "show", _write(folder, "list.json", "[1, 2]"))
+    add("JSON string", "show", _write(folder, "string.json", '"vit"'))
+    add("JSON null", "show", _write(folder, "null.json", "null"))
+    add("JSON duplicate-free junk", "show", _write(folder, "junk.json", "{} {}"))
+
+    # ---------------------------------------------------------------- deep nesting
+    for depth in (1_000, 100_000):
+        nested, objects = "[" * depth + "]" * depth, '{"a":' * depth + "1" + "}" * depth
+        add(f"JSON [ x{depth}", "show", _write(folder, f"deep{depth}.json", nested))
+        add(f"JSON object x{depth}", "show", _write(folder, f"deepobj{depth}.json", objects))
+        add(f"JSON field nested x{depth}", "show",
+            _write(folder, f"deepdim{depth}.json", f'{vit_json[:-2]}, "dim": {nested}}}'))
+        add(f"TOML array x{depth}", "show", _write(folder, f"deep{depth}.toml", f"dim = {nested}"))
+        add(f"TOML table x{depth}", "show",
+            _write(folder, f"deeptab{depth}.toml", "dim = " + "{a = " * depth + "1" + "}" * depth))
+        add(f"--set nested x{depth}", "show", files["vit"], "--set", f"dim={nested}")
+
+    # ---------------------------------------------------------------- wrong types, ranges, kinds (JSON and --set)
+    for key, values in BAD_VALUES.items():
+        family, _, field = key.rpartition(":")
+        family = family or "vit"
+        for value in values:
+            add(f"{family} --set {field}={value}", "build", files[family], "--set", f"{field}={value}")
+        if family == "vit":  # the same values in a spec file
+            try:
+                parsed = json.loads(values[0])
+            except ValueError:
+                parsed = values[0]
+            add(f"JSON {field}={values[0]}", "show",
+                _write(folder, f"field_{field}.json", json.dumps(_with(vit_tree, field, parsed))))
+    for text in ("NaN", "Infinity", "-Infinity", "1e999"):
+        add(f"JSON drop_path {text}", "build", _write(folder, f"float_{text}.json",
+                                                      vit_json[:-2] + f', "drop_path": {text}}}'))
+    for text in ("nan", "inf", "-inf", "+inf"):
+        add(f"TOML drop_path {text}", "build", _write(folder, f"float_{text}.toml", f"{vit_toml}drop_path = {text}\n"))
+    for key in ("colour", "block.colour", "block.attention.colour", "head.colour", "embedder.colour"):
+        add(f"unknown key {key}", "show", _write(folder, f"unknown_{key}.json", json.dumps(_with(vit_tree, key, 1))))
+    add("unknown TOML table", "show", _write(folder, "unknown.toml", vit_toml + "\n[extra]\nx = 1\n"))
+    add("version 99", "show", _write(folder, "v99.json", json.dumps({**vit_tree, "version": 99})))
+    add("version string", "show", _write(folder, "vstr.json", json.dumps({**vit_tree, "version": "2"})))
+    for name, value in (("head kind", {"kind": "mlp"}), ("embedder kind", {"kind": "conv", "patch_size": 8}),
+                        ("attention kind", {"kind": "linear"}), ("head no kind", {"drop": 0.1})):
+        field = {"head kind": "head", "embedder kind": "embedder", "attention kind": "block.attention",
+                 "head no kind": "head"}[name]
+        add(f"unknown {name}", "show", _write(folder, f"kind_{name.replace(' ', '_')}.json",
+                                               json.dumps(_with(vit_tree, field, value))))
+
+    # ---------------------------------------------------------------- --set syntax
+    for text in BAD_SETS:
+        add(f"--set {text!r}", "show", files["vit"], "--set", text)
+    add("--set without value", "show", files["vit"], "--set")
+
+    # ---------------------------------------------------------------- huge ints and long values
+    for key in ("dim", "depth", "num_classes", "img_size", "block.attention.heads", "block.ffn.hidden",
+                "embedder.patch_size", "in_chans"):
+        add(f"--set {key}=10**40", "build", files["vit"], "--set", f"{key}={10**40}")
+        add(f"--set {key}=2**63", "profile", files["vit"], "--set", f"{key}={2**63}")
+    add("JSON 5000-digit int", "show", _write(folder, "digits.json", vit_json[:-2] + ', "dim": ' + "7" * 5000 + "}"))
+    add("TOML 5000-digit int", "show", _write(folder, "digits.toml", vit_toml + "dim = " + "7" * 5000 + "\n"))
+    add("--set 5000-digit int", "show", files["vit"], "--set", "dim=" + "7" * 5000)
+    mb = "k" * 1_000_000
+    add("1 MB --set value", "show", files["vit"], "--set", f"head.kind={mb}")
+    add("1 MB --set int field", "show", files["vit"], "--set", f"dim={mb}")
+    add("1 MB --set key", "show", files["vit"], "--set", f"{mb}=1")
+    add("1 MB multi-line value", "show", files["vit"], "--set", "dim=" + "a\n" * 500_000)
+    add("1 MB JSON value", "show", _write(folder, "mb.json", json.dumps({**vit_tree, "pos_embed": mb})))
+    add("1 MB JSON key", "show", _write(folder, "mbkey.json", json.dumps({**vit_tree, mb: 1})))
+    add("1 MB path", "show", "/" + mb + ".json")
+
+    # ---------------------------------------------------------------- .py specs
+    for name, source in PY_SPECS.items():
+        add(f".py {name}", "show", _write(folder, f"py/{name}", source))
+    add(".py non-UTF-8", "show", _write(folder, "py/latin1.py", "SPEC = 'caf\u00e9'\n".encode("latin-1")))
+
+    # ---------------------------------------------------------------- --out targets
+    _write(folder, "a_file", "x")
+    for name, out in (("a folder", str(folder)), ("an existing folder with slash", str(folder) + "/"),
+                      ("under a file", str(folder / "a_file" / "m.pt")), ("empty", ""),
+                      ("/dev/full (disk full)", "/dev/full"), ("/proc", "/proc/vspec_model.pt")):
+        add(f"--out {name}", "build", files["vit"], "--out", out)
+
+    # ---------------------------------------------------------------- size guard
+    for name, sets in (("dim 20000 x depth 4", ["dim=20000", "depth=4"]),
+                       ("dim 10**6", ["dim=1000000"]),
+                       ("10**12 classes", ["num_classes=1000000000000"]),
+                       ("hidden 10**11", ["block.ffn.hidden=100000000000"]),
+                       ("4096 px at patch 1", ["img_size=4096", "embedder.patch_size=1"]),
+                       ("depth 10**7", ["depth=10000000"])):
+        argv = [a for s in sets for a in ("--set", s)]
+        add(f"size guard build: {name}", "build", files["vit"], *argv)
+    add("size guard build: batch 10**9", "build", files["vit"], "--batch-size", str(10**9))
+    add("size guard profile --meta: dim 10**9", "profile", files["vit"], "--meta", "--set", "dim=1000000000")
+    add("size guard profile: dim 10**9", "profile", files["vit"], "--set", "dim=1000000000")
+    add("size guard profile --meta: 2**20 px at patch 1", "profile", files["vit"], "--meta",
+        "--input-size", str(2**20), "--set", "embedder.patch_size=1")
+
+    # ---------------------------------------------------------------- flags
+    for argv in (["--frobnicate"], ["build", files["vit"], "--frobnicate"], ["-x"], [], ["build"], ["show"],
+                 ["profile", files["vit"], "--input-size", "0"], ["profile", files["vit"], "--input-size", "-16"],
+                 ["profile", files["vit"], "--input-size", "abc"], ["profile", files["vit"], "--input-size", "1e3"],
+                 ["profile", files["vit"], "--input-size", "17"], ["build", files["vit"], "--batch-size", "0"],
+                 ["build", files["vit"], "--batch-size", "-1"], ["build", files["vit"], "--batch-size", "x"],
+                 ["show", files["vit"], files["vit"]], ["build", files["vit"], "--json=3"],
+                 ["build", files["vit"], "--out"], ["BUILD", files["vit"]], ["show", files["vit"], "--meta"],
+                 ["profile", files["vit"], "--input-size"], ["--", "build"]):
+        add(f"flags: {' '.join(a if len(a) < 30 else Path(a).name for a in argv) or '(none)'}", *argv)
+    return cases
+
+
+def run_case(argv: Sequence[str]) -> Outcome:
+    """Run `vspec.cli.main(argv)` in this process, stdout and stderr captured. A SystemExit gives its
+    code; any other exception out of main counts as a traceback (its text is the stderr)."""
+    from vspec.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code: int | None
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:  # noqa: BLE001 - what the user would see as a traceback
+            traceback.print_exc(file=err)
+            code = None
+    return Outcome(code, err.getvalue())
+
+
+def run_corpus(folder: Path, cases: Sequence[Case] | None = None) -> list[tuple[Case, Outcome]]:
+    limit = sys.getrecursionlimit()
+    results = []
+    for case in cases if cases is not None else corpus(folder):
+        cwd = os.getcwd()
+        results.append((case, run_case(case.argv)))
+        os.chdir(cwd)
+        sys.setrecursionlimit(limit)
+    return results
