@@ -156,6 +156,6 @@ def override(spec: Model, assignments: Mapping[str, Any]) -> Model:
         tree = _set(tree, key.split("."), value, [])
     for key, value in assignments.items():
         stage = key.removesuffix("block")
-        if key.endswith("block") and isinstance(value, list) and f"{stage}depth" not in assignments:
+        if key.endswith("block") and isinstance(value, list) and value and f"{stage}depth" not in assignments:
             tree = _set(tree, f"{stage}depth".split("."), len(value), [])
     return from_dict({"version": version, **tree})
