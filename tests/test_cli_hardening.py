@@ -135,9 +135,9 @@ def test_build_refuses_a_model_that_does_not_fit(monkeypatch):
 
 
 def test_huge_specs_are_refused_before_torch_sees_them():
-    """dim 10**9: its weights exceed what one torch tensor can hold, even on the meta device (where
-    the old code ended in "Storage size calculation overflowed")."""
-    spec = vspec.override(bases()["vit"], {"dim": 10**9})
+    """Every size within the spec's bound (2**31 - 1) and still a weight beyond what one torch tensor can
+    hold, even on the meta device (where the old code ended in "Storage size calculation overflowed")."""
+    spec = vspec.override(bases()["vit"], {"dim": 2**31 - 1, "block.attention.heads": 1, "block.ffn.ratio": 1.0})
     with pytest.raises(MemoryBudgetError, match="too large for torch: its largest tensor would take"):
         vspec.build(spec, device="meta")
 
