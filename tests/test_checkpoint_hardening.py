@@ -212,9 +212,9 @@ def test_the_command_lines_refuse_without_traceback_or_running_code(good_run, tm
 
 def test_first_lines_of_empty_and_blank_messages_name_the_error():
     from vspec.checkpoint import cause
-    from vspec.train.cli import _first_line
+    from vspec.cli import one_line
 
-    assert _first_line(EOFError()) == "EOFError" and _first_line(ValueError("\n  \nsecond\nthird")) == "second"
+    assert one_line(EOFError()) == "EOFError" and one_line(ValueError("\n  \nsecond\nthird")) == "second third"
     assert cause(EOFError()) == "EOFError" and cause(OSError("\x1b[1mbold\x1b[0m\nmore")) == "OSError: bold"
     assert len(cause(ValueError("x" * 1000))) == 160
 

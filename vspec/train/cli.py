@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli import OneLineParser, UsageError
+from ..cli import OneLineParser, UsageError, one_line
 from ..spec import SpecError, load_spec, override, parse_assignment
 from .recipes import RECIPES, resolve
 
@@ -128,11 +128,6 @@ def _errors():
     return (SpecError, DataError, UsageError, ValueError, OSError, TrainingStopped)
 
 
-def _first_line(e: BaseException) -> str:
-    """The message's first non-empty line; the exception's type when it has none."""
-    return next((line for line in str(e).splitlines() if line.strip()), "") or type(e).__name__
-
-
 def train_main(argv=None) -> int:
     try:
         cfg = config_from_args(train_parser().parse_args(argv))
@@ -140,7 +135,7 @@ def train_main(argv=None) -> int:
 
         run(cfg)
     except _errors() as e:
-        msg = _first_line(e)
+        msg = one_line(e)
         print(msg if msg.startswith("train.py:") else f"train.py: error: {msg}", file=sys.stderr)
         return 2
     return 0
@@ -166,7 +161,7 @@ def eval_main(argv=None) -> int:
         check_ranges(args, EVAL_RANGES, "eval.py")
         result = evaluate_checkpoint(args)
     except _errors() as e:
-        msg = _first_line(e)
+        msg = one_line(e)
         print(msg if msg.startswith("eval.py:") else f"eval.py: error: {msg}", file=sys.stderr)
         return 2
     if args.json:
