@@ -20,6 +20,7 @@ from vspec.spec import (
     Block,
     ClassTokenHead,
     GAPHead,
+    MeanShiftAttention,
     MGCrP,
     Model,
     Norm,
@@ -71,11 +72,24 @@ def embedder_params(e, in_chans: int, d: int) -> int:
     return norm_params(e.norm, patch_dim) + linear_params(patch_dim, d) + norm_params(e.norm, d)
 
 
+def attention_params(a, d: int, inner: int) -> int:
+    """Fused qkv + proj, or (MSF's projections) one matrix per distinct letter of the roles QKV[P]W:
+    QUERY, KEY, VALUE, PROBE inner x d / groups (eq14's P~: d x d / groups), WEIGHT d x inner;
+    biases per role (qkv_bias: the input roles, proj_bias: WEIGHT)."""
+    if getattr(a, "projections", None) is None:
+        return linear_params(d, 3 * inner, a.qkv_bias) + linear_params(inner, d, a.proj_bias)
+    roles = "QKVPW" if isinstance(a, MeanShiftAttention) and a.form != "gauss_orig" else "QKVW"
+    letters, g = a.projections.roles or roles, a.projections.groups
+    rows = {r: (d if r == "P" and a.form == "eq14" else inner) for r in roles[:-1]}
+    total = sum(d * inner if r == "W" else rows[r] * d // g for r in set(letters))
+    return total + sum(rows.values()) * a.qkv_bias + d * a.proj_bias
+
+
 def block_params(b: Block, d: int, grid: tuple[int, int]) -> int:
     a, f = b.attention, b.ffn
     inner = a.heads * (a.head_dim if a.head_dim is not None else d // a.heads)
     total = 2 * norm_params(b.norm, d)  # norm1, norm2
-    total += linear_params(d, 3 * inner, a.qkv_bias) + linear_params(inner, d, a.proj_bias)
+    total += attention_params(a, d, inner)
     if isinstance(a, WindowMHSA):  # relative position bias table: (2 wh - 1)(2 ww - 1) offsets x heads
         wh, ww = min(a.window, grid[0]), min(a.window, grid[1])
         total += (2 * wh - 1) * (2 * ww - 1) * a.heads

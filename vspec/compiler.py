@@ -35,6 +35,8 @@ MODULES: dict[type, type[nn.Module]] = {
     # Swin
     S.WindowMHSA: N.WindowMHSA,
     S.PatchMerging: N.PatchMerging,
+    # MSF
+    S.MeanShiftAttention: N.MeanShiftAttention,
     # assembly
     S.Block: N.Block,
     S.Model: N.VisionTransformer,
