@@ -69,7 +69,7 @@ def window_attentions(draw, dim: int, grid: tuple[int, int]) -> WindowMHSA:
     a = draw(attentions(dim))
     return WindowMHSA(heads=a.heads, window=draw(st.sampled_from(windows)), shift=draw(st.booleans()),
                       head_dim=a.head_dim, qkv_bias=a.qkv_bias, proj_bias=a.proj_bias, scale=a.scale,
-                      attn_drop=a.attn_drop, proj_drop=a.proj_drop)
+                      attn_drop=a.attn_drop, proj_drop=a.proj_drop, projections=a.projections)
 
 
 # the MSF paper's projection tyings (roles QUERY KEY VALUE [PROBE] WEIGHT; equal letters share a matrix)

@@ -156,3 +156,24 @@ class RoleProjections(nn.Module):
         letter = self.letters[-1]
         weight = self.matrices["W"].weight if letter == "W" else self.matrices[letter].dense().t()
         return linear(z, weight.contiguous(), self.out_bias)
+
+
+class ProjectedAttention(nn.Module):
+    """What the attention modules share: their projections. Without `projections` in the spec, the
+    fused `qkv` Linear and the output `proj` (timm's names and layout); with it, RoleProjections."""
+
+    def init_projections(self, spec, dim: int, inner: int, probe: int | None = None) -> None:
+        self.projections = None
+        if spec.projections is None:
+            self.qkv = Linear(dim, 3 * inner, bias=spec.qkv_bias)
+            self.proj = Linear(inner, dim, bias=spec.proj_bias)
+        else:
+            self.projections = RoleProjections(spec.projections, spec.roles, dim, inner, spec.qkv_bias,
+                                               spec.proj_bias, probe)
+
+    def project(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """The input roles' projections of x, (B, N, inner) each: q, k, v (and the probe)."""
+        return list(self.qkv(x).chunk(3, dim=-1)) if self.projections is None else self.projections(x)
+
+    def output(self, z: torch.Tensor) -> torch.Tensor:
+        return self.proj(z) if self.projections is None else self.projections.output(z)

@@ -8,7 +8,7 @@ from torch import nn
 from .. import spec as S
 from ..ops import gaussian_attention
 from .context import BuildContext
-from .layers import AttentionCore, RoleProjections
+from .layers import AttentionCore, ProjectedAttention
 
 
 class GaussianAttentionCore(AttentionCore):
@@ -19,7 +19,7 @@ class GaussianAttentionCore(AttentionCore):
         return gaussian_attention(q, k, v, self.scale, self.drop if self.training else 0.0)
 
 
-class MeanShiftAttention(nn.Module):
+class MeanShiftAttention(ProjectedAttention):
     """Eq. 12: W [concat_h (sum_i a_i v_i) - p] with p = P^T x; eq14: W concat_h (sum_i a_i v_i) - P~ x;
     gauss_orig: W concat_h (sum_i a_i v_i); a the Gaussian attention of q, k per head. The released
     code's MSF attention (vit_pytorch/simple_vit_flexatt.py, att = "msf") is eq12 without biases."""
@@ -29,18 +29,17 @@ class MeanShiftAttention(nn.Module):
         self.heads, self.form = spec.heads, spec.form
         inner = spec.inner_dim(ctx.dim)
         probe = ctx.dim if spec.form == "eq14" else None
-        self.projections = RoleProjections(spec.projections, spec.roles, ctx.dim, inner, spec.qkv_bias,
-                                           spec.proj_bias, probe)
+        self.init_projections(spec, ctx.dim, inner, probe)
         self.core = GaussianAttentionCore(spec.attn_drop, spec.scale)
         self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q, k, v, *probe = self.projections(x)
+        q, k, v, *probe = self.project(x)
         q, k, v = (rearrange(y, "b n (h d) -> b h n d", h=self.heads) for y in (q, k, v))
         z = rearrange(self.core(q, k, v), "b h n d -> b n (h d)")
         if self.form == "eq12":
             z = z - probe[0]
-        out = self.projections.output(z)
+        out = self.output(z)
         if self.form == "eq14":
             out = out - probe[0]
         return self.proj_drop(out)

@@ -10,7 +10,7 @@ from torch import nn
 
 from .. import spec as S
 from .context import BuildContext
-from .layers import AttentionCore, Linear, RoleProjections, make_norm
+from .layers import AttentionCore, Linear, ProjectedAttention, make_norm
 
 
 class PatchEmbed(nn.Module):
@@ -38,33 +38,21 @@ class SimplePatchEmbed(nn.Module):
         return self.norm_out(self.proj(self.norm_in(x)))
 
 
-class MHSA(nn.Module):
-    """softmax(q k^T * scale) v per head over all tokens. Without `projections` in the spec q, k, v come
-    from one fused Linear `qkv` and the output from `proj` (timm's names); with it, from `projections`
-    (RoleProjections: tied / grouped roles QKVW)."""
+class MHSA(ProjectedAttention):
+    """softmax(q k^T * scale) v per head over all tokens; q, k, v from the fused `qkv` (timm) or from
+    tied / grouped `projections` (ProjectedAttention)."""
 
     def __init__(self, spec: S.MHSA, ctx: BuildContext):
         super().__init__()
         self.heads = spec.heads
-        inner = spec.inner_dim(ctx.dim)
-        self.projections = None
-        if spec.projections is None:
-            self.qkv = Linear(ctx.dim, 3 * inner, bias=spec.qkv_bias)
-        else:
-            self.projections = RoleProjections(spec.projections, spec.roles, ctx.dim, inner, spec.qkv_bias,
-                                               spec.proj_bias)
+        self.init_projections(spec, ctx.dim, spec.inner_dim(ctx.dim))
         self.core = AttentionCore(spec.attn_drop, spec.scale)  # scale None: head_dim ** -0.5
-        if spec.projections is None:
-            self.proj = Linear(inner, ctx.dim, bias=spec.proj_bias)
         self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.projections is None:
-            q, k, v = rearrange(self.qkv(x), "b n (three h d) -> three b h n d", three=3, h=self.heads)
-        else:
-            q, k, v = (rearrange(y, "b n (h d) -> b h n d", h=self.heads) for y in self.projections(x))
+        q, k, v = (rearrange(y, "b n (h d) -> b h n d", h=self.heads) for y in self.project(x))
         x = rearrange(self.core(q, k, v), "b h n d -> b n (h d)")
-        return self.proj_drop(self.proj(x) if self.projections is None else self.projections.output(x))
+        return self.proj_drop(self.output(x))
 
 
 class MLP(nn.Module):

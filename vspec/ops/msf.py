@@ -34,16 +34,18 @@ def grouped_linear(x: torch.Tensor, weight: torch.Tensor, groups: int, grouping:
     """x W_G^T for the grouped weight `weight` (out, in / groups): the input's channels in `groups`
     contiguous groups, each output channel reading one. interleaved: output o reads group o mod G (the
     released code's mode); block: outputs in G contiguous blocks, block j reads group j. One batched
-    matmul over the groups; `groups` = 1 is a plain linear map."""
+    matmul over the groups (a matmul, which both MAC counters count exactly; fvcore's einsum handle
+    does not); `groups` = 1 is a plain linear map."""
     if groups == 1:
         return linear(x, weight)
     out, width = weight.shape
-    xg = x.unflatten(-1, (groups, width))  # (..., G, in / G)
+    xg = x.reshape(-1, groups, width).transpose(0, 1)  # (G, M, in / G)
     if grouping == "interleaved":  # rows o = j G + g: group g's rows are weight[g::G]
-        w = weight.unflatten(0, (out // groups, groups)).transpose(0, 1)  # (G, out / G, in / G)
-        return torch.einsum("...gi,goi->...og", xg, w).flatten(-2)
-    w = weight.unflatten(0, (groups, out // groups))  # rows o = g (out / G) + j
-    return torch.einsum("...gi,goi->...go", xg, w).flatten(-2)
+        y = xg @ weight.view(out // groups, groups, width).permute(1, 2, 0)  # (G, M, out / G)
+        y = y.permute(1, 2, 0)  # (M, out / G, G): output j G + g
+    else:  # rows o = g (out / G) + j
+        y = (xg @ weight.view(groups, out // groups, width).transpose(1, 2)).transpose(0, 1)  # (M, G, out / G)
+    return y.reshape(*x.shape[:-1], out)
 
 
 def structured(weight: torch.Tensor, groups: int, grouping: str) -> torch.Tensor:

@@ -40,10 +40,6 @@ class MeanShiftAttention(MultiHead):
 
     def check(self, tokens: Tokens) -> None:
         MultiHead.check(self, tokens)
-        try:
-            self.projections.check(self.roles, tokens.dim, self.inner_dim(tokens.dim))
-        except SpecError as e:
-            raise e.under("projections") from None
         letters = self.projections.letters(self.roles)
         if self.form == "eq14" and (letters[3] != "P" or letters.count("P") > 1):
             raise SpecError("projections.roles", f"eq14's P~ is a dim x dim matrix of its own: PROBE must be 'P' "

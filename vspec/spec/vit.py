@@ -135,7 +135,13 @@ def check_heads(heads: int, head_dim: int | None, dim: int) -> None:
 class MultiHead:
     """What the attention kinds share: `heads` heads of `head_dim` channels (default dim / heads), q, k, v
     from one Linear (`qkv_bias`), the output projection (`proj_bias`), `scale` (default head_dim ** -0.5),
-    dropout on the attention and on the output."""
+    dropout on the attention and on the output.
+
+    `projections`: None (default) projects q, k, v with one fused Linear (`qkv`, timm's layout) and the
+    output with `proj`; a Projections value ties or groups the roles QUERY KEY VALUE WEIGHT (MSF Table 2,
+    Table 4)."""
+
+    roles: ClassVar[str] = "QKVW"
 
     heads: int = field(default=12, validator=check(int, ge=1))
     head_dim: int | None = field(default=None, validator=check(int, ge=1, optional=True))
@@ -144,6 +150,7 @@ class MultiHead:
     scale: float | None = field(default=None, validator=check(float, gt=0, optional=True))
     attn_drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     proj_drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
+    projections: Projections | None = field(default=None, validator=check(Projections, optional=True))
 
     def inner_dim(self, dim: int) -> int:
         return self.heads * (self.head_dim or dim // self.heads)
@@ -152,27 +159,19 @@ class MultiHead:
         check_heads(self.heads, self.head_dim, tokens.dim)
         check_size("head_dim" if self.head_dim else "heads", self.inner_dim(tokens.dim),
                    f"the inner width heads x head_dim = {self.heads} x {self.head_dim or tokens.dim // self.heads}")
-
-
-@frozen
-class MHSA(MultiHead):
-    """Multi-head self-attention over all tokens: softmax(q k^T * scale) v per head.
-
-    `projections`: None (default) projects q, k, v with one fused Linear (`qkv`, timm's layout);
-    a Projections value ties or groups the roles QUERY KEY VALUE WEIGHT (MSF Table 2, Table 4)."""
-
-    kind: ClassVar[str] = "mhsa"
-    attends_all: ClassVar[bool] = True  # any token set: extra tokens (head tokens) may join
-    roles: ClassVar[str] = "QKVW"
-    projections: Projections | None = field(default=None, validator=check(Projections, optional=True))
-
-    def check(self, tokens: Tokens) -> None:
-        MultiHead.check(self, tokens)
         if self.projections is not None:
             try:
                 self.projections.check(self.roles, tokens.dim, self.inner_dim(tokens.dim))
             except SpecError as e:
                 raise e.under("projections") from None
+
+
+@frozen
+class MHSA(MultiHead):
+    """Multi-head self-attention over all tokens: softmax(q k^T * scale) v per head."""
+
+    kind: ClassVar[str] = "mhsa"
+    attends_all: ClassVar[bool] = True  # any token set: extra tokens (head tokens) may join
 
 
 def check_hidden(ffn, dim: int) -> None:
