@@ -29,6 +29,7 @@ from vspec.spec import (
     Projections,
     SimplePatchEmbed,
     Stage,
+    WindowMeanShiftAttention,
     WindowMHSA,
     to_dict,
 )
@@ -87,17 +88,21 @@ def projections(draw, rows: tuple[str, ...], dim: int, inner: int) -> Projection
 
 
 @st.composite
-def mean_shift_attentions(draw, dim: int) -> MeanShiftAttention:
-    a = draw(attentions(dim, tied=False))
+def mean_shift_attentions(draw, dim: int, grid: tuple[int, int] | None = None):
+    """MeanShiftAttention, or with a token `grid` WindowMeanShiftAttention, with a form and a tying."""
+    a = draw(attentions(dim, tied=False) if grid is None else window_attentions(dim, grid))
     form = draw(st.sampled_from(("eq12", "eq14", "gauss_orig")))
     rows = TABLE2 if form == "gauss_orig" else TABLE1
     if form == "eq14":  # P~ is a matrix of its own
         rows = tuple(r for r in rows if r[3] == "P" and r.count("P") == 1)
     if form == "eq12":  # QUERY = KEY and VALUE = PROBE: a mean shift, blind to a shift of all tokens (the norm's
         rows = tuple(r for r in rows if r[0] != r[1] or r[2] != r[3])  # bias before it would never learn)
-    return MeanShiftAttention(heads=a.heads, head_dim=a.head_dim, qkv_bias=a.qkv_bias, proj_bias=a.proj_bias,
-                              scale=a.scale, attn_drop=a.attn_drop, proj_drop=a.proj_drop, form=form,
-                              projections=draw(projections(rows, dim, a.inner_dim(dim))))
+    fields = dict(heads=a.heads, head_dim=a.head_dim, qkv_bias=a.qkv_bias, proj_bias=a.proj_bias, scale=a.scale,
+                  attn_drop=a.attn_drop, proj_drop=a.proj_drop, form=form,
+                  projections=draw(projections(rows, dim, a.inner_dim(dim))))
+    if grid is None:
+        return MeanShiftAttention(**fields)
+    return WindowMeanShiftAttention(**fields, window=a.window, shift=a.shift)
 
 
 @st.composite
@@ -445,6 +450,8 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
         .map(lambda e: _isotropic(embedder=e, img_size=max(16, e.patch_size))),
         MHSA: attentions(16).map(lambda a: _isotropic(block=Block(attention=a))),
         MeanShiftAttention: mean_shift_attentions(16).map(lambda a: _isotropic(block=Block(attention=a))),
+        WindowMeanShiftAttention: mean_shift_attentions(16, (4, 4)).filter(lambda a: a.window > 1)
+        .map(lambda a: _hierarchical(Block(attention=a))),
         WindowMHSA: window_attentions(16, (4, 4)).filter(lambda a: a.window > 1)  # 1 token: nothing to attend
         .map(lambda a: _hierarchical(Block(attention=a))),
         MLP: ffns(16).map(lambda f: _isotropic(block=Block(attention=MHSA(heads=2), ffn=f))),
@@ -563,9 +570,9 @@ def _kind_rules() -> dict[type, Any]:
             path = component_paths(spec, cls)[0]
             out = [([(f"{path}.heads", 3), (f"{path}.head_dim", None)], f"{path}.heads"),
                    ([(f"{path}.heads", 2**16), (f"{path}.head_dim", 2**16)], f"{path}.head_dim")]
-            if cls is WindowMHSA:
+            if cls in (WindowMHSA, WindowMeanShiftAttention):
                 out += [([(f"{path}.window", 3)], f"{path}.window"), ([("class_token", True)], path)]
-            if cls is MeanShiftAttention:  # groups not dividing the widths, roles not fitting the form
+            if cls in (MeanShiftAttention, WindowMeanShiftAttention):  # groups or roles that do not fit
                 proj = f"{path}.projections"
                 out += [([(f"{path}.heads", 1), (f"{path}.head_dim", 3), (f"{proj}.groups", 2)], f"{proj}.groups"),
                         ([(f"{proj}.groups", 3)], f"{proj}.groups"),
@@ -610,7 +617,9 @@ def _kind_rules() -> dict[type, Any]:
     return {
         PatchEmbed: embedder, SimplePatchEmbed: embedder, SoTEmbed: embedder, SOPE: embedder,
         MHSA: attention(MHSA), WindowMHSA: attention(WindowMHSA),
-        MeanShiftAttention: attention(MeanShiftAttention), MLP: ffn(MLP), DAFF: ffn(DAFF),
+        MeanShiftAttention: attention(MeanShiftAttention),
+        WindowMeanShiftAttention: attention(WindowMeanShiftAttention),
+        MLP: ffn(MLP), DAFF: ffn(DAFF),
         HeadTokens: lambda spec: [  # one channel group per attention head; extra tokens need global attention
             ([("block.attention.heads", 3), ("block.attention.head_dim", 4)], "block.head_tokens"),
             ([("block.attention.kind", "window_mhsa"), ("class_token", False), ("head", {"kind": "gap"})],

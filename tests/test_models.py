@@ -20,7 +20,6 @@ from vspec.spec import (
     Block,
     ClassTokenHead,
     GAPHead,
-    MeanShiftAttention,
     MGCrP,
     Model,
     Norm,
@@ -78,9 +77,9 @@ def attention_params(a, d: int, inner: int) -> int:
     biases per role (qkv_bias: the input roles, proj_bias: WEIGHT)."""
     if getattr(a, "projections", None) is None:
         return linear_params(d, 3 * inner, a.qkv_bias) + linear_params(inner, d, a.proj_bias)
-    roles = "QKVPW" if isinstance(a, MeanShiftAttention) and a.form != "gauss_orig" else "QKVW"
+    roles = "QKVW" if getattr(a, "form", "gauss_orig") == "gauss_orig" else "QKVPW"  # MSF's forms have PROBE
     letters, g = a.projections.roles or roles, a.projections.groups
-    rows = {r: (d if r == "P" and a.form == "eq14" else inner) for r in roles[:-1]}
+    rows = {r: (d if r == "P" and getattr(a, "form", None) == "eq14" else inner) for r in roles[:-1]}
     total = sum(d * inner if r == "W" else rows[r] * d // g for r in set(letters))
     return total + sum(rows.values()) * a.qkv_bias + d * a.proj_bias
 

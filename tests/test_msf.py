@@ -16,7 +16,16 @@ import vspec
 from vspec.compiler import build_component, context
 from vspec.convert import ConversionError, from_official
 from vspec.ops import gaussian_attention, grouped_linear, structured
-from vspec.spec import MHSA, Block, MeanShiftAttention, Model, PatchEmbed, Projections, SpecError
+from vspec.spec import (
+    MHSA,
+    Block,
+    MeanShiftAttention,
+    Model,
+    PatchEmbed,
+    Projections,
+    SpecError,
+    WindowMeanShiftAttention,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("VSPEC_FIXTURES", ROOT.parent / "shared" / "fixtures" / "official"))
@@ -98,6 +107,24 @@ def test_eq14_is_eq12_with_the_reparameterised_probe(heads, head_dim, dim, seed)
         m14["P"].weight.copy_(p_tilde)
     x = torch.randn(2, 5, dim, generator=torch.Generator().manual_seed(seed), dtype=F64)
     torch.testing.assert_close(eq14(x), eq12(x))
+
+
+@settings(max_examples=10, deadline=None)
+@given(form=st.sampled_from(["eq12", "eq14", "gauss_orig"]), heads=st.integers(1, 2), seed=st.integers(0, 2**16))
+def test_one_window_over_the_whole_grid_is_global_mean_shift_attention(form, heads, seed):
+    """WindowMeanShiftAttention with one unshifted window covering the grid and a zero relative position
+    bias computes MeanShiftAttention with the same projections."""
+    common = dict(heads=heads, head_dim=3, form=form, projections=Projections(groups=1))
+    spec = Model(embedder=PatchEmbed(patch_size=4), block=Block(attention=WindowMeanShiftAttention(**common, window=4)),
+                 depth=1, dim=8, num_classes=3, img_size=16, class_token=False, head=vspec.spec.GAPHead())
+    torch.manual_seed(seed)
+    window = build_component(spec.block.attention, context(spec)).double()
+    plain = attention_module(MeanShiftAttention(**common), 8)
+    with torch.no_grad():
+        plain.load_state_dict(window.state_dict(), strict=False)
+        window.relative_position_bias_table.zero_()
+    x = torch.randn(2, 16, 8, dtype=F64)
+    torch.testing.assert_close(window(x), plain(x))
 
 
 # ---------------------------------------------------------------- grouping (Sec. 2.3)
@@ -234,10 +261,14 @@ TABLE6 = {"ti": ((5.65, 2.50), (6.09, 2.67), (5.20, 2.32)), "ss": ((11.30, 4.64)
           "s": ((21.91, 9.16), (23.68, 9.85), (20.14, 8.46)), "b": ((86.29, 34.96), (93.37, 37.73), (79.21, 32.18))}
 PRESETS = [(f"{stem}{size}{suffix}", TABLE6[size][i]) for size in TABLE6
            for i, (stem, suffix) in enumerate((("simplevit_", ""), ("msf_vit_", ""), ("msf_vit_", "_g2")))]
+SWIN6 = {"tiny": ((28.20, 8.99), (30.36, 9.68), (26.04, 8.29)),
+         "small": ((49.43, 17.49), (53.36, 18.88), (45.51, 16.10))}
+PRESETS += [(f"{stem}{size}{suffix}", SWIN6[size][i]) for size in SWIN6
+            for i, (stem, suffix) in enumerate((("swin_", ""), ("msf_swin_", ""), ("msf_swin_", "_g2")))]
 
 
 @pytest.mark.parametrize("name,figures", PRESETS, ids=[p[0] for p in PRESETS])
-def test_every_simplevit_preset_matches_table6(name, figures):
+def test_every_table6_preset_matches_its_row(name, figures):
     prof = vspec.profile(vspec.load_spec(ROOT / "specs" / f"{name}.py"), meta=True)
     params, flops = figures
     assert abs(prof.params_weights / 1e6 - params) <= 0.005 * params

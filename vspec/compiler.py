@@ -37,6 +37,7 @@ MODULES: dict[type, type[nn.Module]] = {
     S.PatchMerging: N.PatchMerging,
     # MSF
     S.MeanShiftAttention: N.MeanShiftAttention,
+    S.WindowMeanShiftAttention: N.WindowMeanShiftAttention,
     # assembly
     S.Block: N.Block,
     S.Model: N.VisionTransformer,

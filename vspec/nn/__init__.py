@@ -6,7 +6,7 @@ from .context import BuildContext
 from .dhvt import DAFF, SOPE, HeadTokens
 from .layers import make_norm
 from .model import Block, Part, Stage, VisionTransformer
-from .msf import MeanShiftAttention
+from .msf import MeanShiftAttention, WindowMeanShiftAttention
 from .sot import EPN, GCP, GAPPool, LearnableScale, MGCrP, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
 from .swin import PatchMerging, WindowMHSA
 from .vit import MHSA, MLP, ClassTokenHead, GAPHead, PatchEmbed, SimplePatchEmbed
@@ -17,6 +17,6 @@ __all__ = [
     "SvPN",
     "DAFF", "HeadTokens", "SOPE",
     "PatchMerging", "WindowMHSA",
-    "MeanShiftAttention",
+    "MeanShiftAttention", "WindowMeanShiftAttention",
     "Block", "BuildContext", "Part", "Stage", "VisionTransformer", "make_norm",
 ]

@@ -162,7 +162,8 @@ class ProjectedAttention(nn.Module):
     """What the attention modules share: their projections. Without `projections` in the spec, the
     fused `qkv` Linear and the output `proj` (timm's names and layout); with it, RoleProjections."""
 
-    def init_projections(self, spec, dim: int, inner: int, probe: int | None = None) -> None:
+    def init_projections(self, spec, dim: int, inner: int) -> None:
+        probe = dim if getattr(spec, "form", None) == "eq14" else None  # MSF Eq. 14's P~ is dim x dim
         self.projections = None
         if spec.projections is None:
             self.qkv = Linear(dim, 3 * inner, bias=spec.qkv_bias)
@@ -177,3 +178,8 @@ class ProjectedAttention(nn.Module):
 
     def output(self, z: torch.Tensor) -> torch.Tensor:
         return self.proj(z) if self.projections is None else self.projections.output(z)
+
+    def finish(self, z: torch.Tensor, probe: list[torch.Tensor]) -> torch.Tensor:
+        """The heads' merged output z (B, N, inner) -> the attention's output (B, N, dim): WEIGHT;
+        mean-shift attention also subtracts the probe."""
+        return self.output(z)

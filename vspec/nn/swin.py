@@ -69,17 +69,21 @@ class WindowMHSA(ProjectedAttention):
         (nh, nw), (wh, ww) = self.windows, self.window
         if self.order is None:  # windows of the grid as it is
             x = rearrange(x, "b (nh wh nw ww) c -> (b nh nw) (wh ww) c", nh=nh, wh=wh, nw=nw, ww=ww)
-            q, k, v = (rearrange(y, "b n (h d) -> b h n d", h=self.heads) for y in self.project(x))
-            x = rearrange(self.core(q, k, v, self.bias().unsqueeze(0)), "b h n d -> b n (h d)")
+            x = self.attend(x, "b n (h d) -> b h n d", "b h n d -> b n (h d)", self.bias().unsqueeze(0))
             x = rearrange(x, "(b nh nw) (wh ww) c -> b (nh wh nw ww) c", nh=nh, wh=wh, nw=nw, ww=ww)
         else:  # shifted: gather into windows, windows x heads as the heads axis, scatter back
             x = permute_tokens(x, self.order, self.inverse)
-            q, k, v = (rearrange(y, "b (w n) (h d) -> b (w h) n d", n=self.area, h=self.heads)
-                       for y in self.project(x))
             mask = (self.bias() + self.shift_mask).flatten(0, 1).unsqueeze(0)  # (1, windows x heads, n, n)
-            x = rearrange(self.core(q, k, v, mask), "b (w h) n d -> b (w n) (h d)", h=self.heads)
+            x = self.attend(x, "b (w n) (h d) -> b (w h) n d", "b (w h) n d -> b (w n) (h d)", mask)
             x = permute_tokens(x, self.inverse, self.order)
-        return self.proj_drop(self.output(x))
+        return self.proj_drop(x)
+
+    def attend(self, x: torch.Tensor, split: str, merge: str, mask: torch.Tensor) -> torch.Tensor:
+        """Projections, the attention core and the output on tokens in windows (`split` / `merge`: how
+        the windows and heads sit in them)."""
+        q, k, v, *probe = self.project(x)
+        q, k, v = (rearrange(y, split, n=self.area, h=self.heads) for y in (q, k, v))
+        return self.finish(rearrange(self.core(q, k, v, mask), merge, n=self.area, h=self.heads), probe)
 
 
 class PatchMerging(nn.Module):

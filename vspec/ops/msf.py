@@ -20,14 +20,19 @@ def gaussian_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale:
     dropped from the output. A float mask of -1/2 |k|^2 would be the same softmax, but a mask that needs
     a gradient sends SDPA to its math fallback (the n x n map, held for backward): benchmarks/msf.py
     measures both. On CUDA the width is padded to a multiple of 8, as its fused kernels want."""
-    d = q.shape[-1]
-    scale = d**-0.5 if scale is None else scale
-    pad = (-(d + 1)) % 8 if q.is_cuda else 0
-    ones = q.new_full((*q.shape[:-1], 1), -0.5)
-    q2 = torch.cat([q, ones] + ([q.new_zeros(*q.shape[:-1], pad)] if pad else []), dim=-1)
-    k2 = torch.cat([k, k.square().sum(-1, keepdim=True)] + ([k.new_zeros(*k.shape[:-1], pad)] if pad else []), -1)
-    v2 = F.pad(v, (0, 1 + pad))
+    q2, k2, v2 = gaussian_channels(q, k, v)
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
     return F.scaled_dot_product_attention(q2, k2, v2, dropout_p=dropout_p, scale=scale)[..., :v.shape[-1]]
+
+
+def gaussian_channels(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """q' = [q, -1/2], k' = [k, |k|^2], v' = [v, 0] (padded with zeros to a multiple of 8 on CUDA):
+    q'.k' = q.k - 1/2 |k|^2, and the attention of q', k', v' is that of the Gaussian kernel in its
+    first v.shape[-1] channels (pass the scale of the original width)."""
+    pad = (-(q.shape[-1] + 1)) % 8 if q.is_cuda else 0
+    q2 = F.pad(torch.cat([q, q.new_full((*q.shape[:-1], 1), -0.5)], dim=-1), (0, pad))
+    k2 = F.pad(torch.cat([k, k.square().sum(-1, keepdim=True)], dim=-1), (0, pad))
+    return q2, k2, F.pad(v, (0, q2.shape[-1] - v.shape[-1]))
 
 
 def grouped_linear(x: torch.Tensor, weight: torch.Tensor, groups: int, grouping: str) -> torch.Tensor:

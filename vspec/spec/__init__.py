@@ -13,7 +13,7 @@ from .layout import StageLayout, Tokens, embedded, layout
 from .load import load_spec, override, parse_assignment
 from .migrate import VERSION
 from .model import KINDS, ROLES, Block, Model, Stage
-from .msf import MeanShiftAttention
+from .msf import MeanShiftAttention, WindowMeanShiftAttention
 from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
 from .sot import EPN, GCP, GAPPool, LearnableScale, MGCrP, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
 from .swin import PatchMerging, WindowMHSA
@@ -30,7 +30,7 @@ __all__ = [
     # Swin
     "PatchMerging", "WindowMHSA",
     # MSF
-    "MeanShiftAttention",
+    "MeanShiftAttention", "WindowMeanShiftAttention",
     # assembly, shapes, files
     "KINDS", "ROLES", "VERSION", "Block", "MemoryBudgetError", "Model", "Stage", "StageLayout", "Tokens", "SpecError",
     "embedded", "layout",

@@ -10,6 +10,7 @@ from attrs import field, frozen
 
 from .core import SpecError, check
 from .layout import Tokens
+from .swin import WindowMHSA
 from .vit import MultiHead, Projections
 
 FORMS = ("eq12", "eq14", "gauss_orig")
@@ -40,7 +41,31 @@ class MeanShiftAttention(MultiHead):
 
     def check(self, tokens: Tokens) -> None:
         MultiHead.check(self, tokens)
-        letters = self.projections.letters(self.roles)
-        if self.form == "eq14" and (letters[3] != "P" or letters.count("P") > 1):
-            raise SpecError("projections.roles", f"eq14's P~ is a dim x dim matrix of its own: PROBE must be 'P' "
-                                                 f"and used by no other role, got {letters!r}")
+        check_form(self)
+
+
+def check_form(attention) -> None:
+    letters = attention.projections.letters(attention.roles)
+    if attention.form == "eq14" and (letters[3] != "P" or letters.count("P") > 1):
+        raise SpecError("projections.roles", f"eq14's P~ is a dim x dim matrix of its own: PROBE must be 'P' "
+                                             f"and used by no other role, got {letters!r}")
+
+
+@frozen
+class WindowMeanShiftAttention(WindowMHSA):
+    """Mean-shift attention within Swin's (shifted) windows: MeanShiftAttention's `form` and
+    `projections`, WindowMHSA's windows, shift and relative position bias B, added to the Gaussian
+    scores: softmax_i((q.k_i - 1/2 |k_i|^2) * scale + B_i). The released MSF code has no Swin; this is
+    vspec's construction for the paper's Swin rows (Table 6)."""
+
+    kind: ClassVar[str] = "window_mean_shift"
+    form: Literal["eq12", "eq14", "gauss_orig"] = field(default="eq12", validator=check(str, choices=FORMS))
+    projections: Projections = field(default=Projections(), validator=check(Projections))
+
+    @property
+    def roles(self) -> str:
+        return "QKVW" if self.form == "gauss_orig" else "QKVPW"
+
+    def check(self, tokens: Tokens) -> None:
+        WindowMHSA.check(self, tokens)
+        check_form(self)
