@@ -289,3 +289,75 @@ def test_an_unknown_released_attention_is_one_line():
     with pytest.raises(ConversionError, match="att must be 'orig' or 'msf'") as info:
         from_official("msf", data["state_dict"], {**data["config"], "att": "msf-gx"})
     assert "\n" not in str(info.value)
+
+
+# ---------------------------------------------------------------- training
+def test_a_tiny_msf_model_trains_with_the_msf_recipe(tmp_path):
+    """The `msf` recipe (mixup / cutmix 0.2, no EMA) on a tiny 2-group MSF SimpleViT, a few steps on digits."""
+    from vspec.checkpoint import read
+    from vspec.train.cli import train_main
+
+    spec = vspec.override(vspec.load_spec(ROOT / "specs" / "msf_vit_ti_g2.py"),
+                          {"depth": 2, "dim": 32, "block.attention.heads": 2, "block.attention.head_dim": 16,
+                           "img_size": 32, "embedder.patch_size": 8, "num_classes": 10})
+    path = tmp_path / "msf.json"
+    path.write_text(vspec.to_json(spec))
+    out = tmp_path / "run"
+    assert train_main([str(path), "--data", "digits", "--recipe", "msf", "--epochs", "1", "--max-steps", "3",
+                       "--batch-size", "32", "--device", "cpu", "--out", str(out)]) == 0
+    ckpt = read(out / "last.pt")
+    assert ckpt["recipe"]["mixup"] == 0.2 and ckpt["global_step"] == 3
+    assert vspec.from_json(ckpt["spec"]) == spec
+
+
+# ---------------------------------------------------------------- analysis (Eq. 13, Fig. 3, Fig. 4)
+@settings(max_examples=20, deadline=None)
+@given(d=st.integers(2, 12), seed=st.integers(0, 2**16), data=st.data())
+def test_subspace_similarity_reads_the_subspaces(d, seed, data):
+    """Eq. 13 is 1 for two bases of one subspace, 0 for orthogonal subspaces, symmetric, in [0, 1]."""
+    from vspec.analysis import subspace_similarity
+
+    k = data.draw(st.integers(1, d // 2))
+    g = torch.Generator().manual_seed(seed)
+    q, _ = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=F64))
+    x, y = q[:, :k] @ torch.randn(k, k, generator=g, dtype=F64), q[:, k:2 * k]
+    assert abs(subspace_similarity(x, x @ torch.randn(k, k, generator=g, dtype=F64)) - 1) < 1e-9
+    assert abs(subspace_similarity(x, y)) < 1e-9
+    z = torch.randn(d, k, generator=g, dtype=F64)
+    assert abs(subspace_similarity(x, z) - subspace_similarity(z, x)) < 1e-9 and 0 <= subspace_similarity(x, z) <= 1
+
+
+def test_analyze_writes_both_plots_and_reads_tied_roles_and_norms(tmp_path, capsys):
+    """`vspec analyze` on a spec (random init) and on a checkpoint: the PNG and the JSON; roles sharing a
+    matrix (Table 1i: VALUE = KEY, PROBE = QUERY) have similarity 1; the feature norms are those of the
+    tokens after the embedding and after each block, computed here block by block."""
+    from vspec.cli import main
+
+    spec = vspec.override(vspec.load_spec(ROOT / "specs" / "msf_vit_ti.py"),
+                          {"depth": 2, "dim": 32, "block.attention.heads": 2, "block.attention.head_dim": 8,
+                           "img_size": 32, "num_classes": 4, "block.attention.projections.roles": "QKKQW"})
+    path = tmp_path / "tiny.json"
+    path.write_text(vspec.to_json(spec))
+    assert main(["analyze", str(path), "--batch-size", "3", "--seed", "5"]) == 0
+    png, out = tmp_path / "tiny.analysis.png", tmp_path / "tiny.analysis.json"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = __import__("json").loads(out.read_text())
+    assert [layer["roles"] for layer in result["layers"]] == ["QKVPW"] * 2
+    for layer in result["layers"]:
+        sim = torch.tensor(layer["similarity"])
+        assert torch.allclose(sim, sim.T, atol=1e-9) and torch.allclose(sim.diagonal(), torch.ones(5), atol=1e-9)
+        assert abs(sim[1, 2] - 1) < 1e-9 and abs(sim[0, 3] - 1) < 1e-9 and sim[0, 1] < 0.99
+    torch.manual_seed(5)
+    model = vspec.build(spec).eval()
+    x = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        feats = [model.forward_tokens(x)]
+        for block in model.stages[0].blocks:
+            feats.append(block(feats[-1]))
+    assert result["feature_norms"] == pytest.approx([float(f.norm(dim=-1).mean()) for f in feats], rel=1e-5)
+    ckpt = tmp_path / "model.pt"
+    assert main(["build", str(path), "--out", str(ckpt)]) == 0
+    assert main(["analyze", str(ckpt), "--out-dir", str(tmp_path / "from_ckpt")]) == 0
+    assert (tmp_path / "from_ckpt" / "model.analysis.png").exists()
+    assert main(["analyze", str(ckpt), "--set", "depth=1"]) == 2  # --set is for specs: one line
+    assert capsys.readouterr().err.count("\n") == 1
