@@ -403,6 +403,38 @@ def ref_mlp(ffn: nn.Module, act: str, x: torch.Tensor) -> torch.Tensor:
     return ref_linear(ffn.fc2, REF_ACTS[act](ref_linear(ffn.fc1, x)))
 
 
+def ref_grouped(m: nn.Module, groups: int, grouping: str) -> torch.Tensor:
+    """A grouped role matrix (out, in / G) as its dense (out, in) weight: output o reads input group
+    o mod G (interleaved) or o // (out / G) (block), zeros elsewhere (MSF Sec. 2.3)."""
+    out, width = m.weight.shape
+    dense = m.weight.new_zeros(out, width * groups)
+    for o in range(out):
+        g = o % groups if grouping == "interleaved" else o // (out // groups)
+        dense[o, g * width:(g + 1) * width] = m.weight[o]
+    return dense
+
+
+def ref_qkv(attn: nn.Module, a, x: torch.Tensor) -> torch.Tensor:
+    """[q, k, v] along the channels: the fused qkv, or each role's (tied: shared) matrix and its own bias."""
+    if a.projections is None:
+        return ref_linear(attn.qkv, x)
+    p, roles = attn.projections, a.projections.roles or "QKVW"
+    out = torch.cat([x @ ref_grouped(p.matrices[r], a.projections.groups, a.projections.grouping).t()
+                     for r in roles[:3]], dim=-1)
+    return out if p.in_bias is None else out + p.in_bias
+
+
+def ref_out(attn: nn.Module, a, z: torch.Tensor) -> torch.Tensor:
+    """The output projection: `proj`, WEIGHT's own matrix, or the transpose of the role WEIGHT is tied to."""
+    if a.projections is None:
+        return ref_linear(attn.proj, z)
+    p, letter = attn.projections, (a.projections.roles or "QKVW")[3]
+    w = p.matrices["W"].weight if letter == "W" else \
+        ref_grouped(p.matrices[letter], a.projections.groups, a.projections.grouping).t()
+    y = z @ w.t()
+    return y if p.out_bias is None else y + p.out_bias
+
+
 def ref_softmax_attention(q, k, v, scale, bias=0.0):
     return torch.softmax(q @ k.transpose(-1, -2) * scale + bias, dim=-1) @ v
 
@@ -416,7 +448,7 @@ def ref_window_attention(attn: nn.Module, a: WindowMHSA, t: torch.Tensor, grid, 
     wh, ww = min(a.window, gh), min(a.window, gw)
     odd = a.shift and index_in_stage % 2 == 1
     sh, sw = (a.window // 2 if odd and g > a.window else 0 for g in grid)
-    x = ref_linear(attn.qkv, t).reshape(b, gh, gw, -1).roll((-sh, -sw), (1, 2))
+    x = ref_qkv(attn, a, t).reshape(b, gh, gw, -1).roll((-sh, -sw), (1, 2))
     out = torch.zeros(b, gh, gw, a.heads * hd, dtype=t.dtype)
 
     def region(i, size, window, shift):
@@ -434,7 +466,7 @@ def ref_window_attention(attn: nn.Module, a: WindowMHSA, t: torch.Tensor, grid, 
             scale = a.scale if a.scale is not None else hd**-0.5
             o = ref_softmax_attention(q, k, v, scale, bias + mask)
             out[:, r0:r0 + wh, c0:c0 + ww] = o.transpose(1, 2).reshape(b, wh, ww, -1)
-    return ref_linear(attn.proj, out.roll((sh, sw), (1, 2)).reshape(b, gh * gw, -1))
+    return ref_out(attn, a, out.roll((sh, sw), (1, 2)).reshape(b, gh * gw, -1))
 
 
 def ref_patch_merging(entry: nn.Module, spec, t: torch.Tensor, grid) -> torch.Tensor:
@@ -475,9 +507,9 @@ def reference_forward(model: nn.Module, spec: Model, x: torch.Tensor) -> torch.T
             if isinstance(a, WindowMHSA):
                 o = ref_window_attention(blk.attn, a, u, grid, j)
             else:
-                q, k, v = ref_linear(blk.attn.qkv, u).reshape(b, n, 3, a.heads, hd).permute(2, 0, 3, 1, 4)
+                q, k, v = ref_qkv(blk.attn, a, u).reshape(b, n, 3, a.heads, hd).permute(2, 0, 3, 1, 4)
                 o = ref_softmax_attention(q, k, v, a.scale if a.scale is not None else hd**-0.5)
-                o = ref_linear(blk.attn.proj, o.transpose(1, 2).reshape(b, n, a.heads * hd))
+                o = ref_out(blk.attn, a, o.transpose(1, 2).reshape(b, n, a.heads * hd))
             t = t + (o * blk.ls1.gamma if bs.layer_scale is not None else o)
             f = ref_mlp(blk.ffn, bs.ffn.act, ref_norm(blk.norm2, bs.norm, t))
             t = t + (f * blk.ls2.gamma if bs.layer_scale is not None else f)

@@ -275,6 +275,15 @@ def test_every_table6_preset_matches_its_row(name, figures):
     assert abs(2 * prof.conventions["no_norms"] / 1e9 - flops) <= 0.005 * flops
 
 
+def test_the_projections_macs_sit_in_linear_layers():
+    """SoT's conv_linear convention finds every projection of a grouped MSF model (WEIGHT included): on
+    SimpleViT all MACs but the attention core's and the norms' are linear layers'."""
+    prof = vspec.profile(vspec.load_spec(ROOT / "specs" / "msf_vit_ti_g2.py"), meta=True)
+    norms = prof.macs - prof.conventions["no_norms"]
+    attention = prof.macs - prof.conventions["no_attention_matmuls"]
+    assert prof.conventions["conv_linear"] == prof.macs - norms - attention
+
+
 # ---------------------------------------------------------------- released checkpoints
 @pytest.mark.parametrize("name", ["msf_orig", "msf_msf", "msf_msf-g2", "msf_orig-g2"])
 def test_released_checkpoints_reproduced(name):
