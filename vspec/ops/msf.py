@@ -30,8 +30,9 @@ def gaussian_channels(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tupl
     q'.k' = q.k - 1/2 |k|^2, and the attention of q', k', v' is that of the Gaussian kernel in its
     first v.shape[-1] channels (pass the scale of the original width)."""
     pad = (-(q.shape[-1] + 1)) % 8 if q.is_cuda else 0
-    q2 = F.pad(torch.cat([q, q.new_full((*q.shape[:-1], 1), -0.5)], dim=-1), (0, pad))
-    k2 = F.pad(torch.cat([k, k.square().sum(-1, keepdim=True)], dim=-1), (0, pad))
+    zeros = [q.new_zeros((*q.shape[:-1], pad))] if pad else []
+    q2 = torch.cat([q, q.new_full((*q.shape[:-1], 1), -0.5), *zeros], dim=-1)  # one copy each
+    k2 = torch.cat([k, k.square().sum(-1, keepdim=True), *zeros], dim=-1)
     return q2, k2, F.pad(v, (0, q2.shape[-1] - v.shape[-1]))
 
 
