@@ -21,12 +21,15 @@ from vspec.spec import (
     Block,
     ClassTokenHead,
     GAPHead,
+    MeanShiftAttention,
     Model,
     Norm,
     PatchEmbed,
     PatchMerging,
+    Projections,
     SimplePatchEmbed,
     Stage,
+    WindowMeanShiftAttention,
     WindowMHSA,
     to_dict,
 )
@@ -67,17 +70,50 @@ def window_attentions(draw, dim: int, grid: tuple[int, int]) -> WindowMHSA:
     a = draw(attentions(dim))
     return WindowMHSA(heads=a.heads, window=draw(st.sampled_from(windows)), shift=draw(st.booleans()),
                       head_dim=a.head_dim, qkv_bias=a.qkv_bias, proj_bias=a.proj_bias, scale=a.scale,
-                      attn_drop=a.attn_drop, proj_drop=a.proj_drop)
+                      attn_drop=a.attn_drop, proj_drop=a.proj_drop, projections=a.projections)
+
+
+# the MSF paper's projection tyings (roles QUERY KEY VALUE [PROBE] WEIGHT; equal letters share a matrix)
+TABLE1 = ("QQQQQ", "QKKQQ", "QQVVV", "QQVVQ", "QQQPP", "QKKKQ", "QKKQK", "QKKKW", "QKKQW", "QKKPP", "QKKPQ",
+          "QQVPW", "QKKPW", "QKVVW", "QKVPP", "QKVQW", "QKVPQ", "QKVPW")
+TABLE2 = ("QQQQ", "QKKQ", "QQQW", "QQVQ", "QQVV", "QQVW", "QKKW", "QKVV", "QKVW")
 
 
 @st.composite
-def attentions(draw, dim: int) -> MHSA:
+def projections(draw, rows: tuple[str, ...], dim: int, inner: int) -> Projections:
+    """A tying of `rows` (or all untied) and groups dividing both widths, either grouping."""
+    groups = draw(st.sampled_from([g for g in (1, 2, 4) if dim % g == 0 and inner % g == 0]))
+    return Projections(roles=draw(st.one_of(st.none(), st.sampled_from(rows))), groups=groups,
+                       grouping=draw(st.sampled_from(("interleaved", "block"))))
+
+
+@st.composite
+def mean_shift_attentions(draw, dim: int, grid: tuple[int, int] | None = None):
+    """MeanShiftAttention, or with a token `grid` WindowMeanShiftAttention, with a form and a tying."""
+    a = draw(attentions(dim, tied=False) if grid is None else window_attentions(dim, grid))
+    form = draw(st.sampled_from(("eq12", "eq14", "gauss_orig")))
+    rows = TABLE2 if form == "gauss_orig" else TABLE1
+    if form == "eq14":  # P~ is a matrix of its own
+        rows = tuple(r for r in rows if r[3] == "P" and r.count("P") == 1)
+    if form == "eq12":  # QUERY = KEY and VALUE = PROBE: a mean shift, blind to a shift of all tokens (the norm's
+        rows = tuple(r for r in rows if r[0] != r[1] or r[2] != r[3])  # bias before it would never learn)
+    fields = dict(heads=a.heads, head_dim=a.head_dim, qkv_bias=a.qkv_bias, proj_bias=a.proj_bias, scale=a.scale,
+                  attn_drop=a.attn_drop, proj_drop=a.proj_drop, form=form,
+                  projections=draw(projections(rows, dim, a.inner_dim(dim))))
+    if grid is None:
+        return MeanShiftAttention(**fields)
+    return WindowMeanShiftAttention(**fields, window=a.window, shift=a.shift)
+
+
+@st.composite
+def attentions(draw, dim: int, tied: bool = True) -> MHSA:
     if draw(st.booleans()):  # heads dividing dim, implicit head_dim
         heads = draw(st.sampled_from([h for h in range(1, min(dim, 8) + 1) if dim % h == 0]))
         head_dim = None
     else:  # explicit head_dim: any number of heads
         heads = draw(st.integers(1, 4))
         head_dim = draw(st.integers(1, 16))
+    inner = heads * (head_dim or dim // heads)
     return MHSA(
         heads=heads,
         head_dim=head_dim,
@@ -86,6 +122,7 @@ def attentions(draw, dim: int) -> MHSA:
         scale=draw(st.one_of(st.none(), small_floats(0.05, 2.0))),
         attn_drop=draw(drops()),
         proj_drop=draw(drops()),
+        projections=draw(st.one_of(st.none(), projections(TABLE2, dim, inner))) if tied else None,
     )
 
 
@@ -412,6 +449,9 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
                         post_affine=st.booleans(), norm=norms(), act=st.sampled_from(["released", "every"]))
         .map(lambda e: _isotropic(embedder=e, img_size=max(16, e.patch_size))),
         MHSA: attentions(16).map(lambda a: _isotropic(block=Block(attention=a))),
+        MeanShiftAttention: mean_shift_attentions(16).map(lambda a: _isotropic(block=Block(attention=a))),
+        WindowMeanShiftAttention: mean_shift_attentions(16, (4, 4)).filter(lambda a: a.window > 1)
+        .map(lambda a: _hierarchical(Block(attention=a))),
         WindowMHSA: window_attentions(16, (4, 4)).filter(lambda a: a.window > 1)  # 1 token: nothing to attend
         .map(lambda a: _hierarchical(Block(attention=a))),
         MLP: ffns(16).map(lambda f: _isotropic(block=Block(attention=MHSA(heads=2), ffn=f))),
@@ -530,8 +570,21 @@ def _kind_rules() -> dict[type, Any]:
             path = component_paths(spec, cls)[0]
             out = [([(f"{path}.heads", 3), (f"{path}.head_dim", None)], f"{path}.heads"),
                    ([(f"{path}.heads", 2**16), (f"{path}.head_dim", 2**16)], f"{path}.head_dim")]
-            if cls is WindowMHSA:
+            if cls in (WindowMHSA, WindowMeanShiftAttention):
                 out += [([(f"{path}.window", 3)], f"{path}.window"), ([("class_token", True)], path)]
+            if cls in (MeanShiftAttention, WindowMeanShiftAttention):  # groups or roles that do not fit
+                proj = f"{path}.projections"
+                out += [([(f"{path}.heads", 1), (f"{path}.head_dim", 3), (f"{proj}.groups", 2)], f"{proj}.groups"),
+                        ([(f"{proj}.groups", 3)], f"{proj}.groups"),
+                        ([(f"{path}.form", "gauss_orig"), (f"{proj}.roles", "QKVPW")], f"{proj}.roles"),
+                        ([(f"{path}.form", "eq12"), (f"{proj}.roles", "QKVW")], f"{proj}.roles"),
+                        ([(f"{path}.form", "eq14"), (f"{proj}.roles", "QKVPP")], f"{proj}.roles"),
+                        ([(f"{proj}.roles", "QKPVW")], f"{proj}.roles"),
+                        ([(f"{proj}.roles", "KKVPW")], f"{proj}.roles"),
+                        ([(f"{proj}.grouping", "shuffled")], f"{proj}.grouping")]
+            if cls is MHSA:
+                out += [([(f"{path}.projections", {"roles": "QKVPW"})], f"{path}.projections.roles"),
+                        ([(f"{path}.projections", {"groups": 3})], f"{path}.projections.groups")]
             return out
         return rules
 
@@ -563,7 +616,10 @@ def _kind_rules() -> dict[type, Any]:
           "head.norm")]
     return {
         PatchEmbed: embedder, SimplePatchEmbed: embedder, SoTEmbed: embedder, SOPE: embedder,
-        MHSA: attention(MHSA), WindowMHSA: attention(WindowMHSA), MLP: ffn(MLP), DAFF: ffn(DAFF),
+        MHSA: attention(MHSA), WindowMHSA: attention(WindowMHSA),
+        MeanShiftAttention: attention(MeanShiftAttention),
+        WindowMeanShiftAttention: attention(WindowMeanShiftAttention),
+        MLP: ffn(MLP), DAFF: ffn(DAFF),
         HeadTokens: lambda spec: [  # one channel group per attention head; extra tokens need global attention
             ([("block.attention.heads", 3), ("block.attention.head_dim", 4)], "block.head_tokens"),
             ([("block.attention.kind", "window_mhsa"), ("class_token", False), ("head", {"kind": "gap"})],

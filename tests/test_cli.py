@@ -130,7 +130,7 @@ def test_bad_spec_file_contents(capsys, tmp_path):
 def test_console_script_entry_point():
     """The installed `vspec` command: --help everywhere, and errors on stderr with exit code 2."""
     exe = Path(sys.executable).with_name("vspec")
-    for args in (["--help"], ["build", "--help"], ["profile", "--help"], ["show", "--help"]):
+    for args in (["--help"], ["build", "--help"], ["profile", "--help"], ["show", "--help"], ["analyze", "--help"]):
         done = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0 and "usage: vspec" in done.stdout
     done = subprocess.run([str(exe), "show", TINY, "--set", "dim=0"], capture_output=True, text=True, timeout=120)

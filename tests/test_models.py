@@ -71,11 +71,24 @@ def embedder_params(e, in_chans: int, d: int) -> int:
     return norm_params(e.norm, patch_dim) + linear_params(patch_dim, d) + norm_params(e.norm, d)
 
 
+def attention_params(a, d: int, inner: int) -> int:
+    """Fused qkv + proj, or (MSF's projections) one matrix per distinct letter of the roles QKV[P]W:
+    QUERY, KEY, VALUE, PROBE inner x d / groups (eq14's P~: d x d / groups), WEIGHT d x inner;
+    biases per role (qkv_bias: the input roles, proj_bias: WEIGHT)."""
+    if getattr(a, "projections", None) is None:
+        return linear_params(d, 3 * inner, a.qkv_bias) + linear_params(inner, d, a.proj_bias)
+    roles = "QKVW" if getattr(a, "form", "gauss_orig") == "gauss_orig" else "QKVPW"  # MSF's forms have PROBE
+    letters, g = a.projections.roles or roles, a.projections.groups
+    rows = {r: (d if r == "P" and getattr(a, "form", None) == "eq14" else inner) for r in roles[:-1]}
+    total = sum(d * inner if r == "W" else rows[r] * d // g for r in set(letters))
+    return total + sum(rows.values()) * a.qkv_bias + d * a.proj_bias
+
+
 def block_params(b: Block, d: int, grid: tuple[int, int]) -> int:
     a, f = b.attention, b.ffn
     inner = a.heads * (a.head_dim if a.head_dim is not None else d // a.heads)
     total = 2 * norm_params(b.norm, d)  # norm1, norm2
-    total += linear_params(d, 3 * inner, a.qkv_bias) + linear_params(inner, d, a.proj_bias)
+    total += attention_params(a, d, inner)
     if isinstance(a, WindowMHSA):  # relative position bias table: (2 wh - 1)(2 ww - 1) offsets x heads
         wh, ww = min(a.window, grid[0]), min(a.window, grid[1])
         total += (2 * wh - 1) * (2 * ww - 1) * a.heads
@@ -390,6 +403,38 @@ def ref_mlp(ffn: nn.Module, act: str, x: torch.Tensor) -> torch.Tensor:
     return ref_linear(ffn.fc2, REF_ACTS[act](ref_linear(ffn.fc1, x)))
 
 
+def ref_grouped(m: nn.Module, groups: int, grouping: str) -> torch.Tensor:
+    """A grouped role matrix (out, in / G) as its dense (out, in) weight: output o reads input group
+    o mod G (interleaved) or o // (out / G) (block), zeros elsewhere (MSF Sec. 2.3)."""
+    out, width = m.weight.shape
+    dense = m.weight.new_zeros(out, width * groups)
+    for o in range(out):
+        g = o % groups if grouping == "interleaved" else o // (out // groups)
+        dense[o, g * width:(g + 1) * width] = m.weight[o]
+    return dense
+
+
+def ref_qkv(attn: nn.Module, a, x: torch.Tensor) -> torch.Tensor:
+    """[q, k, v] along the channels: the fused qkv, or each role's (tied: shared) matrix and its own bias."""
+    if a.projections is None:
+        return ref_linear(attn.qkv, x)
+    p, roles = attn.projections, a.projections.roles or "QKVW"
+    out = torch.cat([x @ ref_grouped(p.matrices[r], a.projections.groups, a.projections.grouping).t()
+                     for r in roles[:3]], dim=-1)
+    return out if p.in_bias is None else out + p.in_bias
+
+
+def ref_out(attn: nn.Module, a, z: torch.Tensor) -> torch.Tensor:
+    """The output projection: `proj`, WEIGHT's own matrix, or the transpose of the role WEIGHT is tied to."""
+    if a.projections is None:
+        return ref_linear(attn.proj, z)
+    p, letter = attn.projections, (a.projections.roles or "QKVW")[3]
+    w = p.matrices["W"].weight if letter == "W" else \
+        ref_grouped(p.matrices[letter], a.projections.groups, a.projections.grouping).t()
+    y = z @ w.t()
+    return y if p.out_bias is None else y + p.out_bias
+
+
 def ref_softmax_attention(q, k, v, scale, bias=0.0):
     return torch.softmax(q @ k.transpose(-1, -2) * scale + bias, dim=-1) @ v
 
@@ -403,7 +448,7 @@ def ref_window_attention(attn: nn.Module, a: WindowMHSA, t: torch.Tensor, grid, 
     wh, ww = min(a.window, gh), min(a.window, gw)
     odd = a.shift and index_in_stage % 2 == 1
     sh, sw = (a.window // 2 if odd and g > a.window else 0 for g in grid)
-    x = ref_linear(attn.qkv, t).reshape(b, gh, gw, -1).roll((-sh, -sw), (1, 2))
+    x = ref_qkv(attn, a, t).reshape(b, gh, gw, -1).roll((-sh, -sw), (1, 2))
     out = torch.zeros(b, gh, gw, a.heads * hd, dtype=t.dtype)
 
     def region(i, size, window, shift):
@@ -421,7 +466,7 @@ def ref_window_attention(attn: nn.Module, a: WindowMHSA, t: torch.Tensor, grid, 
             scale = a.scale if a.scale is not None else hd**-0.5
             o = ref_softmax_attention(q, k, v, scale, bias + mask)
             out[:, r0:r0 + wh, c0:c0 + ww] = o.transpose(1, 2).reshape(b, wh, ww, -1)
-    return ref_linear(attn.proj, out.roll((sh, sw), (1, 2)).reshape(b, gh * gw, -1))
+    return ref_out(attn, a, out.roll((sh, sw), (1, 2)).reshape(b, gh * gw, -1))
 
 
 def ref_patch_merging(entry: nn.Module, spec, t: torch.Tensor, grid) -> torch.Tensor:
@@ -462,9 +507,9 @@ def reference_forward(model: nn.Module, spec: Model, x: torch.Tensor) -> torch.T
             if isinstance(a, WindowMHSA):
                 o = ref_window_attention(blk.attn, a, u, grid, j)
             else:
-                q, k, v = ref_linear(blk.attn.qkv, u).reshape(b, n, 3, a.heads, hd).permute(2, 0, 3, 1, 4)
+                q, k, v = ref_qkv(blk.attn, a, u).reshape(b, n, 3, a.heads, hd).permute(2, 0, 3, 1, 4)
                 o = ref_softmax_attention(q, k, v, a.scale if a.scale is not None else hd**-0.5)
-                o = ref_linear(blk.attn.proj, o.transpose(1, 2).reshape(b, n, a.heads * hd))
+                o = ref_out(blk.attn, a, o.transpose(1, 2).reshape(b, n, a.heads * hd))
             t = t + (o * blk.ls1.gamma if bs.layer_scale is not None else o)
             f = ref_mlp(blk.ffn, bs.ffn.act, ref_norm(blk.norm2, bs.norm, t))
             t = t + (f * blk.ls2.gamma if bs.layer_scale is not None else f)

@@ -25,6 +25,7 @@ from vspec.spec import (
     Model,
     Norm,
     PatchEmbed,
+    Projections,
     SimplePatchEmbed,
     SpecError,
     from_dict,
@@ -242,6 +243,10 @@ def test_override_switch_head_kind_and_set_nested_none_field():
     with pytest.raises(SpecError) as info:
         override(spec, {"head.norm.eps": 1e-5})
     assert_spec_error(info.value, "head.norm")
+    # a string into an unset component (it used to raise KeyError: a traceback from the CLI)
+    assert override(spec, {"head.kind": "gap", "head.norm.kind": "batchnorm"}).head.norm == Norm(kind="batchnorm")
+    tied = override(small_spec(), {"block.attention.projections.roles": "QKKW"})
+    assert tied.block.attention.projections == Projections(roles="QKKW")
 
 
 def test_override_switch_embedder_kind_keeps_shared_fields():

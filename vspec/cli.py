@@ -1,4 +1,4 @@
-"""The `vspec` command: build, profile and show specs.
+"""The `vspec` command: build, profile, show and analyze specs.
 
 Every error is one line on stderr (cut to MAX_LINE characters) and exit code 2.
 """
@@ -90,6 +90,21 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("show", help="print the spec tree", description="Print the (overridden) spec as a tree.")
     _spec_args(s)
+
+    a = sub.add_parser("analyze", help="the MSF paper's analyses: projection subspaces and feature norms",
+                       description="Analyze a model (a vspec checkpoint, .pt, or a spec, randomly initialised) "
+                                   "as the MSF paper does and write PATH_STEM.analysis.png and .json beside it "
+                                   "(or in --out-dir): (1) the subspace similarity (Eq. 13: the mean cos^2 of "
+                                   "the canonical angles, 0..1) of every pair of projection roles QUERY, KEY, "
+                                   "VALUE, PROBE, WEIGHT, per layer and averaged over the heads; the PNG shows "
+                                   "its mean over the layers as a heatmap (Fig. 3); (2) the mean L2 norm of the "
+                                   "token features after the embedding and after each layer (Fig. 4), read "
+                                   "through forward_intermediates on a batch of random N(0, 1) images.")
+    _spec_args(a)
+    a.add_argument("--batch-size", type=_positive, default=8, metavar="N",
+                   help="images in the batch for the feature norms (default 8)")
+    a.add_argument("--seed", type=int, default=0, help="seed of the initialisation (specs) and the batch")
+    a.add_argument("--out-dir", metavar="DIR", help="where to write the PNG and the JSON (default: beside PATH)")
     return top
 
 
@@ -281,7 +296,42 @@ def cmd_show(args: argparse.Namespace) -> None:
     print("\n".join(tree(spec, 1)))
 
 
-COMMANDS = {"build": cmd_build, "profile": cmd_profile, "show": cmd_show}
+def cmd_analyze(args: argparse.Namespace) -> None:
+    import torch
+
+    from .analysis import analyze, plot
+
+    source = Path(args.path)
+    torch.manual_seed(args.seed)
+    if source.suffix in (".pt", ".pth"):
+        from .checkpoint import load_checkpoint, load_weights
+        from .compiler import build
+        from .spec import from_json
+
+        if args.overrides:
+            raise SpecError("", "--set applies to spec files, not to a checkpoint's trained model")
+        ckpt = load_checkpoint(source)
+        spec = from_json(ckpt["spec"])
+        budget.check(spec, args.batch_size, what="analyzing it")
+        model = build(spec)
+        load_weights(model, ckpt["state_dict"], source)
+    else:
+        from .compiler import build
+
+        spec = _load(args)
+        budget.check(spec, args.batch_size, what="analyzing it")
+        model = build(spec)
+    x = torch.randn(args.batch_size, spec.in_chans, *spec.img_size, generator=torch.Generator().manual_seed(args.seed))
+    result = analyze(model, x)
+    folder = Path(args.out_dir) if args.out_dir else source.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    png, out = folder / f"{source.stem}.analysis.png", folder / f"{source.stem}.analysis.json"
+    plot(result, png, f"{source.name} ({'checkpoint' if source.suffix in ('.pt', '.pth') else 'random init'})")
+    out.write_text(json.dumps({"source": str(source), **result}, indent=1))
+    print(f"{png}\n{out}")
+
+
+COMMANDS = {"build": cmd_build, "profile": cmd_profile, "show": cmd_show, "analyze": cmd_analyze}
 
 
 def one_line(e: BaseException, limit: int = MAX_LINE) -> str:

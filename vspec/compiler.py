@@ -35,6 +35,9 @@ MODULES: dict[type, type[nn.Module]] = {
     # Swin
     S.WindowMHSA: N.WindowMHSA,
     S.PatchMerging: N.PatchMerging,
+    # MSF
+    S.MeanShiftAttention: N.MeanShiftAttention,
+    S.WindowMeanShiftAttention: N.WindowMeanShiftAttention,
     # assembly
     S.Block: N.Block,
     S.Model: N.VisionTransformer,

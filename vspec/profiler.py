@@ -87,7 +87,8 @@ ZERO_COST_OPS = (
     "aten::linalg_vector_norm", "aten::norm", "aten::clamp_min", "aten::sort", "aten::topk", "aten::avg_pool2d",
     "aten::le", "aten::lt", "aten::ge", "aten::gt", "aten::where", "aten::mT", "aten::mH", "aten::erf",
     "aten::abs_", "aten::max_pool2d_with_indices", "aten::triu", "aten::diag_embed", "aten::eye",
-    "aten::diagonal", "aten::linalg_svd", "aten::index_select",
+    "aten::diagonal", "aten::linalg_svd", "aten::index_select", "aten::square", "aten::pad", "aten::unflatten",
+    "aten::repeat_interleave", "aten::eq",
 )
 
 FVCORE_HANDLES: dict[str, Callable[[list[Any], list[Any]], int]] = {
@@ -192,8 +193,10 @@ class Profile:
 CONVENTIONS = {
     "conv_linear": "conv and linear layers only (SoT paper, thop)",
     "no_attention_matmuls": "all but the attention matmuls (DHVT paper)",
+    "no_norms": "all but the normalisation layers (MSF paper, Table 6)",
 }
 WEIGHT_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+NORM_LAYERS = (nn.LayerNorm, nn.modules.batchnorm._BatchNorm)
 
 
 @attrs.frozen
@@ -202,20 +205,23 @@ class _Count:
     by_op: dict[str, int]
     conv_linear: int
     attention: int
+    norms: int
     unsupported: tuple[str, ...] = ()
 
 
-def _located(module: nn.Module, by_module: dict[str, int]) -> tuple[int, int]:
-    """(MACs inside conv / linear layers, MACs inside attention cores) from per-module counts."""
+def _located(module: nn.Module, by_module: dict[str, int]) -> tuple[int, int, int]:
+    """(MACs inside conv / linear layers, inside attention cores, inside norms) from per-module counts."""
     from .nn.layers import AttentionCore
 
-    conv_linear = attention = 0
+    conv_linear = attention = norms = 0
     for name, m in module.named_modules():
         if isinstance(m, WEIGHT_LAYERS):
             conv_linear += by_module.get(name, 0)
         elif isinstance(m, AttentionCore):
             attention += by_module.get(name, 0)
-    return conv_linear, attention
+        elif isinstance(m, NORM_LAYERS):
+            norms += by_module.get(name, 0)
+    return conv_linear, attention, norms
 
 
 def _count_fvcore(module: nn.Module, x: torch.Tensor) -> _Count:
@@ -291,7 +297,8 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
                              for k in ("params", "macs")))
               for s in model.layout]
     conventions = {"conv_linear": sum(counts[p.key].conv_linear for p in parts),
-                   "no_attention_matmuls": macs - sum(counts[p.key].attention for p in parts)}
+                   "no_attention_matmuls": macs - sum(counts[p.key].attention for p in parts),
+                   "no_norms": macs - sum(counts[p.key].norms for p in parts)}
     return Profile(
         params=sum(t[0] for t in totals), params_trainable=sum(t[1] for t in totals),
         params_weights=sum(t[2] for t in totals), macs=macs, components=components, stages=stages,

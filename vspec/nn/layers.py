@@ -4,8 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..ops import linear
-from ..spec import Norm
+from ..ops import grouped_linear, linear, structured
+from ..spec import Norm, Projections
 
 
 class Linear(nn.Linear):
@@ -100,3 +100,88 @@ class DropPath(nn.Module):
 def maybe(module_cls, enabled: bool, *args, **kwargs) -> nn.Module:
     """`module_cls(*args)` when enabled, else an identity (keeps forward code branch-free)."""
     return module_cls(*args, **kwargs) if enabled else nn.Identity()
+
+
+class RoleMatrix(nn.Linear):
+    """One projection matrix of `Projections`, grouped: weight (out, in / groups), no bias. An nn.Linear
+    for its parameter, so that initialisation and the profiler's weight-matrix count see it as one;
+    `forward` applies it as a grouped linear map (vspec.ops.grouped_linear)."""
+
+    def __init__(self, in_features: int, out_features: int, groups: int = 1, grouping: str = "interleaved"):
+        super().__init__(in_features // groups, out_features, bias=False)
+        self.groups, self.grouping = groups, grouping
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return grouped_linear(x, self.weight, self.groups, self.grouping)
+
+    def dense(self) -> torch.Tensor:
+        """The (out, in) matrix, zeros where an output does not read a group."""
+        return structured(self.weight, self.groups, self.grouping)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (f", groups={self.groups}, grouping={self.grouping}" if self.groups > 1 else "")
+
+
+class RoleProjections(nn.Module):
+    """An attention's projections (spec: `Projections`): `roles` names its roles in order (QKVW or
+    QKVPW), the last one WEIGHT. One RoleMatrix per distinct matrix (`matrices`, keyed by letter);
+    `forward(x)` returns the input roles' projections (a shared matrix is applied once), `output(z)`
+    applies WEIGHT (a tied WEIGHT: the transpose of its matrix, densified when grouped). Biases, per
+    role and never shared: one vector over the input roles (`in_bias`), one for WEIGHT (`out_bias`)."""
+
+    def __init__(self, spec: Projections | None, roles: str, dim: int, inner: int, in_bias: bool, out_bias: bool,
+                 probe: int | None = None):
+        super().__init__()
+        spec = spec or Projections()
+        self.letters = spec.letters(roles)
+        self.matrices = nn.ModuleDict({
+            letter: RoleMatrix(i * (1 if letter == "W" else spec.groups), o, 1 if letter == "W" else spec.groups,
+                               spec.grouping)
+            for letter, (o, i) in spec.matrices(roles, dim, inner, probe).items()})
+        self.widths = [probe if name == "P" and probe else inner for name in roles[:-1]]
+        self.in_bias = nn.Parameter(torch.zeros(sum(self.widths))) if in_bias else None
+        self.out_bias = nn.Parameter(torch.zeros(dim)) if out_bias else None
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        done: dict[str, torch.Tensor] = {}
+        for letter in self.letters[:-1]:
+            if letter not in done:
+                done[letter] = self.matrices[letter](x)
+        outs = [done[letter] for letter in self.letters[:-1]]
+        if self.in_bias is not None:
+            outs = [y + b for y, b in zip(outs, self.in_bias.split(self.widths))]
+        return outs
+
+    def output(self, z: torch.Tensor) -> torch.Tensor:
+        letter = self.letters[-1]
+        if letter == "W":  # through the module, so that the profiler finds its MACs in a linear layer
+            y = self.matrices["W"](z)
+            return y if self.out_bias is None else y + self.out_bias
+        return linear(z, self.matrices[letter].dense().t().contiguous(), self.out_bias)
+
+
+class ProjectedAttention(nn.Module):
+    """What the attention modules share: their projections. Without `projections` in the spec, the
+    fused `qkv` Linear and the output `proj` (timm's names and layout); with it, RoleProjections."""
+
+    def init_projections(self, spec, dim: int, inner: int) -> None:
+        probe = dim if getattr(spec, "form", None) == "eq14" else None  # MSF Eq. 14's P~ is dim x dim
+        self.projections = None
+        if spec.projections is None:
+            self.qkv = Linear(dim, 3 * inner, bias=spec.qkv_bias)
+            self.proj = Linear(inner, dim, bias=spec.proj_bias)
+        else:
+            self.projections = RoleProjections(spec.projections, spec.roles, dim, inner, spec.qkv_bias,
+                                               spec.proj_bias, probe)
+
+    def project(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """The input roles' projections of x, (B, N, inner) each: q, k, v (and the probe)."""
+        return list(self.qkv(x).chunk(3, dim=-1)) if self.projections is None else self.projections(x)
+
+    def output(self, z: torch.Tensor) -> torch.Tensor:
+        return self.proj(z) if self.projections is None else self.projections.output(z)
+
+    def finish(self, z: torch.Tensor, probe: list[torch.Tensor]) -> torch.Tensor:
+        """The heads' merged output z (B, N, inner) -> the attention's output (B, N, dim): WEIGHT;
+        mean-shift attention also subtracts the probe."""
+        return self.output(z)

@@ -9,7 +9,7 @@ from torch import nn
 from .. import spec as S
 from ..ops import permute_tokens, relative_position_index, shift_mask, window_order
 from .context import BuildContext
-from .layers import AttentionCore, Linear, make_norm
+from .layers import AttentionCore, Linear, ProjectedAttention, make_norm
 
 
 class BiasedAttentionCore(AttentionCore):
@@ -28,7 +28,7 @@ class BiasedAttentionCore(AttentionCore):
         return (F.dropout(attn, drop) if drop else attn) @ v
 
 
-class WindowMHSA(nn.Module):
+class WindowMHSA(ProjectedAttention):
     """Swin Eq. 4 per window: softmax(q k^T * scale + B) v, B gathered from the relative position bias
     table; a shifted block adds the shift mask (-100 between tokens the roll made neighbours).
 
@@ -44,10 +44,8 @@ class WindowMHSA(nn.Module):
         shift = spec.shift_size(grid, ctx.index_in_stage)
         self.heads, self.area = spec.heads, self.window[0] * self.window[1]
         self.windows = (grid[0] // self.window[0], grid[1] // self.window[1])
-        inner = spec.inner_dim(d)
-        self.qkv = Linear(d, 3 * inner, bias=spec.qkv_bias)
+        self.init_projections(spec, d, spec.inner_dim(d))  # fused qkv / proj, or tied / grouped projections
         self.core = BiasedAttentionCore(spec.attn_drop, spec.scale)
-        self.proj = Linear(inner, d, bias=spec.proj_bias)
         self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
         table = (2 * self.window[0] - 1) * (2 * self.window[1] - 1)
         self.relative_position_bias_table = nn.Parameter(torch.zeros(table, spec.heads))
@@ -71,17 +69,21 @@ class WindowMHSA(nn.Module):
         (nh, nw), (wh, ww) = self.windows, self.window
         if self.order is None:  # windows of the grid as it is
             x = rearrange(x, "b (nh wh nw ww) c -> (b nh nw) (wh ww) c", nh=nh, wh=wh, nw=nw, ww=ww)
-            q, k, v = rearrange(self.qkv(x), "b n (three h d) -> three b h n d", three=3, h=self.heads)
-            x = rearrange(self.core(q, k, v, self.bias().unsqueeze(0)), "b h n d -> b n (h d)")
+            x = self.attend(x, "b n (h d) -> b h n d", "b h n d -> b n (h d)", self.bias().unsqueeze(0))
             x = rearrange(x, "(b nh nw) (wh ww) c -> b (nh wh nw ww) c", nh=nh, wh=wh, nw=nw, ww=ww)
         else:  # shifted: gather into windows, windows x heads as the heads axis, scatter back
             x = permute_tokens(x, self.order, self.inverse)
-            q, k, v = rearrange(self.qkv(x), "b (w n) (three h d) -> three b (w h) n d", n=self.area, three=3,
-                                h=self.heads)
             mask = (self.bias() + self.shift_mask).flatten(0, 1).unsqueeze(0)  # (1, windows x heads, n, n)
-            x = rearrange(self.core(q, k, v, mask), "b (w h) n d -> b (w n) (h d)", h=self.heads)
+            x = self.attend(x, "b (w n) (h d) -> b (w h) n d", "b (w h) n d -> b (w n) (h d)", mask)
             x = permute_tokens(x, self.inverse, self.order)
-        return self.proj_drop(self.proj(x))
+        return self.proj_drop(x)
+
+    def attend(self, x: torch.Tensor, split: str, merge: str, mask: torch.Tensor) -> torch.Tensor:
+        """Projections, the attention core and the output on tokens in windows (`split` / `merge`: how
+        the windows and heads sit in them)."""
+        q, k, v, *probe = self.project(x)
+        q, k, v = (rearrange(y, split, n=self.area, h=self.heads) for y in (q, k, v))
+        return self.finish(rearrange(self.core(q, k, v, mask), merge, n=self.area, h=self.heads), probe)
 
 
 class PatchMerging(nn.Module):

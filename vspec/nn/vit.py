@@ -10,7 +10,7 @@ from torch import nn
 
 from .. import spec as S
 from .context import BuildContext
-from .layers import AttentionCore, Linear, make_norm
+from .layers import AttentionCore, Linear, ProjectedAttention, make_norm
 
 
 class PatchEmbed(nn.Module):
@@ -38,22 +38,21 @@ class SimplePatchEmbed(nn.Module):
         return self.norm_out(self.proj(self.norm_in(x)))
 
 
-class MHSA(nn.Module):
-    """softmax(q k^T * scale) v per head over all tokens."""
+class MHSA(ProjectedAttention):
+    """softmax(q k^T * scale) v per head over all tokens; q, k, v from the fused `qkv` (timm) or from
+    tied / grouped `projections` (ProjectedAttention)."""
 
     def __init__(self, spec: S.MHSA, ctx: BuildContext):
         super().__init__()
         self.heads = spec.heads
-        inner = spec.inner_dim(ctx.dim)
-        self.qkv = Linear(ctx.dim, 3 * inner, bias=spec.qkv_bias)
+        self.init_projections(spec, ctx.dim, spec.inner_dim(ctx.dim))
         self.core = AttentionCore(spec.attn_drop, spec.scale)  # scale None: head_dim ** -0.5
-        self.proj = Linear(inner, ctx.dim, bias=spec.proj_bias)
         self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q, k, v = rearrange(self.qkv(x), "b n (three h d) -> three b h n d", three=3, h=self.heads)
-        x = self.core(q, k, v)
-        return self.proj_drop(self.proj(rearrange(x, "b h n d -> b n (h d)")))
+        q, k, v = (rearrange(y, "b n (h d) -> b h n d", h=self.heads) for y in self.project(x))
+        x = rearrange(self.core(q, k, v), "b h n d -> b n (h d)")
+        return self.proj_drop(self.output(x))
 
 
 class MLP(nn.Module):

@@ -1,6 +1,6 @@
 """The spec language: frozen attrs classes that describe a vision transformer as data.
 
-One file per paper (`vit.py` holds the generic parts, then `sot.py`, `dhvt.py`, `swin.py`); `model.py`
+One file per paper (`vit.py` holds the generic parts, then `sot.py`, `dhvt.py`, `swin.py`, `msf.py`); `model.py`
 assembles them into stages and a model; `layout.py` works out the shapes. Importing this package does
 not import torch.
 """
@@ -13,14 +13,15 @@ from .layout import StageLayout, Tokens, embedded, layout
 from .load import load_spec, override, parse_assignment
 from .migrate import VERSION
 from .model import KINDS, ROLES, Block, Model, Stage
+from .msf import MeanShiftAttention, WindowMeanShiftAttention
 from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
 from .sot import EPN, GCP, GAPPool, LearnableScale, MGCrP, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
 from .swin import PatchMerging, WindowMHSA
-from .vit import MHSA, MLP, ClassTokenHead, GAPHead, Norm, PatchEmbed, SimplePatchEmbed
+from .vit import MHSA, MLP, ClassTokenHead, GAPHead, Norm, PatchEmbed, Projections, SimplePatchEmbed
 
 __all__ = [
     # generic parts (vit.py)
-    "ClassTokenHead", "GAPHead", "MHSA", "MLP", "Norm", "PatchEmbed", "SimplePatchEmbed",
+    "ClassTokenHead", "GAPHead", "MHSA", "MLP", "Norm", "PatchEmbed", "Projections", "SimplePatchEmbed",
     # SoT
     "EPN", "GCP", "GAPPool", "LearnableScale", "MGCrP", "NoNorm", "ReprLayerNorm", "SecondOrderHead", "SoTEmbed",
     "SvPN",
@@ -28,6 +29,8 @@ __all__ = [
     "DAFF", "HeadTokens", "SOPE",
     # Swin
     "PatchMerging", "WindowMHSA",
+    # MSF
+    "MeanShiftAttention", "WindowMeanShiftAttention",
     # assembly, shapes, files
     "KINDS", "ROLES", "VERSION", "Block", "MemoryBudgetError", "Model", "Stage", "StageLayout", "Tokens", "SpecError",
     "embedded", "layout",

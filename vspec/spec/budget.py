@@ -117,6 +117,11 @@ def _attention(spec: Any, tokens: Tokens) -> tuple[int, int]:
     """(weight elements, index bytes) of an attention."""
     d, inner = tokens.dim, spec.inner_dim(tokens.dim)
     weights = _linear(d, 3 * inner, spec.qkv_bias) + _linear(inner, d, spec.proj_bias)
+    if getattr(spec, "projections", None) is not None:  # tied / grouped roles: the distinct matrices
+        probe = d if getattr(spec, "form", None) == "eq14" else None
+        shapes = spec.projections.matrices(spec.roles, d, inner, probe)
+        inputs = (len(spec.roles) - 1) * inner + (probe or inner) - inner
+        weights = sum(o * i for o, i in shapes.values()) + inputs * spec.qkv_bias + d * spec.proj_bias
     if not isinstance(spec, WindowMHSA):
         return weights, 0
     wh, ww = spec.window_size(tokens.grid)

@@ -120,10 +120,11 @@ def _set(tree: Any, keys: list[str], value: Any, done: list[str]) -> Any:
         out, index = dict(tree), key
     else:
         raise SpecError(join(*done), f"is {show(tree)}, which has no field {show(key)}")
-    if not rest and isinstance(value, str) and isinstance(out[index], Mapping) and "kind" in out[index]:
+    current = out.get(index) if isinstance(out, dict) else out[index]  # a key new to an unset component: none
+    if not rest and isinstance(value, str) and isinstance(current, Mapping) and "kind" in current:
         return _set(out, [index, "kind"], value, done)  # `head=gap` means `head.kind=gap`, `...norm=batchnorm` too
     if not rest:
-        switching = key == "kind" and isinstance(out, dict) and isinstance(out[index], str) and out[index] in KINDS
+        switching = key == "kind" and isinstance(out, dict) and isinstance(current, str) and current in KINDS
         out[index] = value
         if switching:  # a component changes kind: keep the fields the new kind has
             cls = KINDS.get(value) if isinstance(value, str) else None

@@ -13,6 +13,7 @@ from attrs import field, frozen
 from .core import SpecError, check, check_pair, check_size, join, one_of, pair, show
 from .dhvt import DAFF, SOPE, HeadTokens
 from .layout import Tokens, embedded, layout
+from .msf import MeanShiftAttention, WindowMeanShiftAttention
 from .sot import Pool, ReprNorm, SecondOrderHead, SoTEmbed
 from .swin import PatchMerging, WindowMHSA
 from .vit import MHSA, MLP, ClassTokenHead, GAPHead, Norm, PatchEmbed, SimplePatchEmbed
@@ -22,7 +23,7 @@ INITS = ("timm", "torch")
 
 # The component kinds of each role: one union each, the field annotations and the validators use it.
 Embedder = PatchEmbed | SimplePatchEmbed | SoTEmbed | SOPE
-Attention = MHSA | WindowMHSA
+Attention = MHSA | WindowMHSA | MeanShiftAttention | WindowMeanShiftAttention
 FFN = MLP | DAFF
 Entry = PatchMerging
 Head = ClassTokenHead | GAPHead | SecondOrderHead

@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 
 from attrs import field, frozen
 
-from .core import MAX_SIZE, SpecError, check, check_size
+from .core import MAX_SIZE, SpecError, check, check_size, show
 from .layout import Tokens
 
 NORM_KINDS = ("layernorm", "batchnorm", "none")
@@ -64,6 +64,67 @@ class SimplePatchEmbed(Patchify):
         check_size("patch_size", in_chans * self.patch_size**2, f"a patch's {in_chans} x {self.patch_size}^2 values")
 
 
+ROLE_NAMES = {"Q": "QUERY", "K": "KEY", "V": "VALUE", "P": "PROBE", "W": "WEIGHT"}
+GROUPINGS = ("interleaved", "block")
+
+
+@frozen
+class Projections:
+    """How an attention projects x into its roles (MSF, Tables 1, 2 and 4): which roles share a matrix,
+    and grouping.
+
+    `roles` spells, in the order QUERY KEY VALUE [PROBE] WEIGHT, the matrix each role uses, in the MSF
+    paper's notation: equal letters are one shared matrix, e.g. "QKKQW" (Table 1i: VALUE uses KEY's
+    matrix, PROBE uses QUERY's) or "QKVW" (the original attention, untied). A role uses its own letter
+    or that of an earlier role; WEIGHT tied to an input role uses that matrix's transpose. None: every
+    role its own matrix.
+
+    `groups` G splits the input of the input roles (QUERY, KEY, VALUE, PROBE) into G channel groups:
+    each output channel reads one group, parameters / G (Sec. 2.3). `grouping`: interleaved (output
+    channel o reads group o mod G; the released code's only mode) | block (output channels in G
+    contiguous blocks, block j reads group j). WEIGHT stays dense, as in the released code (Table 4:
+    "Q, K, V, P grouped"). Biases (the attention's qkv_bias / proj_bias) belong to roles, never shared."""
+
+    roles: str | None = field(default=None, validator=check(str, optional=True))
+    groups: int = field(default=1, validator=check(int, ge=1))
+    grouping: Literal["interleaved", "block"] = field(default="interleaved", validator=check(str, choices=GROUPINGS))
+
+    def __attrs_post_init__(self):
+        roles = self.roles
+        if roles is None:
+            return
+        if len(roles) not in (4, 5):
+            raise SpecError("Projections.roles", f"spells 4 (QKVW) or 5 (QKVPW) roles, got {show(roles)}")
+        names = "QKVPW" if len(roles) == 5 else "QKVW"
+        for i, (name, letter) in enumerate(zip(names, roles)):
+            if letter != name and letter not in roles[:i]:
+                raise SpecError("Projections.roles", f"{ROLE_NAMES[name]} (letter {i + 1} of {roles!r}) uses "
+                                f"{letter!r}: a role uses its own letter {name!r} or an earlier role's")
+
+    def letters(self, names: str) -> str:
+        """The matrix letter of each role in `names` (QKVW or QKVPW)."""
+        return self.roles if self.roles is not None else names
+
+    def matrices(self, names: str, dim: int, inner: int, probe: int | None = None) -> dict[str, tuple[int, int]]:
+        """The (out, in) shape of each distinct matrix, by letter: an input role's (inner, dim / groups)
+        (PROBE's out `probe` if given: eq14's P~), WEIGHT's (dim, inner)."""
+        out = {}
+        for name, letter in zip(names, self.letters(names)):
+            if letter == name:
+                rows = probe if name == "P" and probe else inner
+                out[name] = (dim, inner) if name == "W" else (rows, dim // self.groups)
+        return out
+
+    def check(self, names: str, dim: int, inner: int) -> None:
+        """The rules tying the projections to their attention: as many roles as it has, and groups
+        that divide the input width and the inner width."""
+        if self.roles is not None and len(self.roles) != len(names):
+            raise SpecError("roles", f"this attention has {len(names)} roles ({names}), got {self.roles!r}")
+        for width, what in ((dim, "the input width"), (inner, "the inner width heads x head_dim")):
+            if width % self.groups:
+                raise SpecError("groups", f"{self.groups} does not divide {what} {width}")
+
+
 def check_heads(heads: int, head_dim: int | None, dim: int) -> None:
     if head_dim is None and dim % heads:
         raise SpecError("heads", f"{heads} does not divide dim {dim} "
@@ -74,7 +135,13 @@ def check_heads(heads: int, head_dim: int | None, dim: int) -> None:
 class MultiHead:
     """What the attention kinds share: `heads` heads of `head_dim` channels (default dim / heads), q, k, v
     from one Linear (`qkv_bias`), the output projection (`proj_bias`), `scale` (default head_dim ** -0.5),
-    dropout on the attention and on the output."""
+    dropout on the attention and on the output.
+
+    `projections`: None (default) projects q, k, v with one fused Linear (`qkv`, timm's layout) and the
+    output with `proj`; a Projections value ties or groups the roles QUERY KEY VALUE WEIGHT (MSF Table 2,
+    Table 4)."""
+
+    roles: ClassVar[str] = "QKVW"
 
     heads: int = field(default=12, validator=check(int, ge=1))
     head_dim: int | None = field(default=None, validator=check(int, ge=1, optional=True))
@@ -83,6 +150,7 @@ class MultiHead:
     scale: float | None = field(default=None, validator=check(float, gt=0, optional=True))
     attn_drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     proj_drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
+    projections: Projections | None = field(default=None, validator=check(Projections, optional=True))
 
     def inner_dim(self, dim: int) -> int:
         return self.heads * (self.head_dim or dim // self.heads)
@@ -91,6 +159,11 @@ class MultiHead:
         check_heads(self.heads, self.head_dim, tokens.dim)
         check_size("head_dim" if self.head_dim else "heads", self.inner_dim(tokens.dim),
                    f"the inner width heads x head_dim = {self.heads} x {self.head_dim or tokens.dim // self.heads}")
+        if self.projections is not None:
+            try:
+                self.projections.check(self.roles, tokens.dim, self.inner_dim(tokens.dim))
+            except SpecError as e:
+                raise e.under("projections") from None
 
 
 @frozen
