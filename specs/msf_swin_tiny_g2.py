@@ -4,19 +4,11 @@ G FLOPs. The released MSF code has no Swin: this is vspec's construction (Window
 Swin's windows, shift and relative position bias, added to the Gaussian scores; Swin's qkv / proj
 biases kept)."""
 
-from vspec.spec import Block, GAPHead, Model, Norm, PatchEmbed, PatchMerging, Projections, Stage
-from vspec.spec import WindowMeanShiftAttention as MSF
+from vspec.spec import load_spec, override
 
-LN = Norm(eps=1e-5)
-
-SPEC = Model(
-    embedder=PatchEmbed(patch_size=4, norm=LN),
-    stages=[Stage(depth=depth, dim=96 * 2**i,
-                  block=Block(attention=MSF(heads=heads, window=7, projections=Projections(groups=2)), norm=LN),
-                  entry=PatchMerging(norm=LN) if i else None)
-            for i, (depth, heads) in enumerate(zip((2, 2, 6, 2), (3, 6, 12, 24)))],
-    class_token=False,
-    pos_embed="none",
-    head=GAPHead(),
-    drop_path=0.2,
-)
+SPEC = override(load_spec(__file__.replace("msf_swin_tiny_g2.py", "msf_swin_tiny.py")), {
+    "stages.0.block.attention.projections.groups": 2,
+    "stages.1.block.attention.projections.groups": 2,
+    "stages.2.block.attention.projections.groups": 2,
+    "stages.3.block.attention.projections.groups": 2,
+})

@@ -1,16 +1,8 @@
 """SimpleViT-S/16 MSF (Eq. 12, projections QKVPW untied): the released
 model (MSFtransformer, simple_vit_flexatt.py, att = "msf"); Table 6: 23.68/9.85 M weight-matrix params / G FLOPs."""
 
-from vspec.spec import MLP, Block, GAPHead, MeanShiftAttention, Model, Norm, SimplePatchEmbed
+from vspec.spec import load_spec, override
 
-SPEC = Model(
-    embedder=SimplePatchEmbed(patch_size=16, norm=Norm(eps=1e-5)),
-    block=Block(attention=MeanShiftAttention(heads=6, head_dim=64, qkv_bias=False, proj_bias=False),
-                ffn=MLP(ratio=4.0), norm=Norm(eps=1e-5)),
-    depth=12,
-    dim=384,
-    class_token=False,
-    pos_embed="sincos2d",
-    final_norm=False,
-    head=GAPHead(norm=Norm(eps=1e-5)),
-)
+SPEC = override(load_spec(__file__.replace("msf_vit_s.py", "simplevit_s.py")), {
+    "block.attention.kind": "mean_shift",
+})

@@ -1,17 +1,8 @@
 """SimpleViT-SS/16 MSF with 2-group interleaved projections (QUERY, KEY, VALUE, PROBE grouped): the released
 model (MSFtransformer, simple_vit_flexatt.py, att = "msf-g2"); Table 6: 10.41/4.29 M weight-matrix params / G FLOPs."""
 
-from vspec.spec import MLP, Block, GAPHead, MeanShiftAttention, Model, Norm, Projections, SimplePatchEmbed
+from vspec.spec import load_spec, override
 
-SPEC = Model(
-    embedder=SimplePatchEmbed(patch_size=16, norm=Norm(eps=1e-5)),
-    block=Block(attention=MeanShiftAttention(heads=6, head_dim=64, qkv_bias=False, proj_bias=False,
-                                             projections=Projections(groups=2)),
-                ffn=MLP(ratio=4.0), norm=Norm(eps=1e-5)),
-    depth=6,
-    dim=384,
-    class_token=False,
-    pos_embed="sincos2d",
-    final_norm=False,
-    head=GAPHead(norm=Norm(eps=1e-5)),
-)
+SPEC = override(load_spec(__file__.replace("msf_vit_ss_g2.py", "msf_vit_ss.py")), {
+    "block.attention.projections.groups": 2,
+})

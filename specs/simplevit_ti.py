@@ -1,16 +1,9 @@
 """SimpleViT-Ti/16, the MSF paper's "orig" Ti backbone (Table 5; Table 6: 5.65/2.50 M weight-matrix params / G
 FLOPs): 12 x 192, 3 heads of 64 channels. Released-code structure as in simplevit_s.py."""
 
-from vspec.spec import MHSA, MLP, Block, GAPHead, Model, Norm, SimplePatchEmbed
+from vspec.spec import load_spec, override
 
-SPEC = Model(
-    embedder=SimplePatchEmbed(patch_size=16, norm=Norm(eps=1e-5)),
-    block=Block(attention=MHSA(heads=3, head_dim=64, qkv_bias=False, proj_bias=False),
-                ffn=MLP(ratio=4.0), norm=Norm(eps=1e-5)),
-    depth=12,
-    dim=192,
-    class_token=False,
-    pos_embed="sincos2d",
-    final_norm=False,
-    head=GAPHead(norm=Norm(eps=1e-5)),
-)
+SPEC = override(load_spec(__file__.replace("simplevit_ti.py", "simplevit_s.py")), {
+    "dim": 192,
+    "block.attention.heads": 3,
+})
