@@ -16,19 +16,32 @@ import attrs
 from hypothesis import strategies as st
 
 from vspec.spec import (
+    DAFF,
+    EPN,
+    GCP,
     MHSA,
     MLP,
+    SOPE,
     Block,
     ClassTokenHead,
     GAPHead,
+    GAPPool,
+    HeadTokens,
+    LearnableScale,
     MeanShiftAttention,
+    MGCrP,
     Model,
+    NoNorm,
     Norm,
     PatchEmbed,
     PatchMerging,
     Projections,
+    ReprLayerNorm,
+    SecondOrderHead,
     SimplePatchEmbed,
+    SoTEmbed,
     Stage,
+    SvPN,
     WindowMeanShiftAttention,
     WindowMHSA,
     to_dict,
@@ -410,22 +423,6 @@ def _hierarchical(block: Block | None = None, entry: PatchMerging | None = None,
 
 
 def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
-    from vspec.spec import (
-        DAFF,
-        EPN,
-        GCP,
-        SOPE,
-        GAPPool,
-        HeadTokens,
-        LearnableScale,
-        MGCrP,
-        NoNorm,
-        ReprLayerNorm,
-        SecondOrderHead,
-        SoTEmbed,
-        SvPN,
-    )
-
     def head(pool, norm):
         def centred(h):  # aggr_all over a channel-centred covariance cannot see the final norm's bias
             return h.fusion == "aggr_all" and (isinstance(h.pool, GCP) or getattr(h.pool, "centering", "") == "channel")
@@ -538,22 +535,6 @@ def _kind_rules() -> dict[type, Any]:
     """For every kind, `rules(spec)`: changes to a model of KIND_MODELS[kind] that break a rule tying the
     kind to the rest of the model (all fields valid on their own): a derived width of zero or above
     2**31 - 1, a shape that does not fit, an option that would do nothing. [(changes, path), ...]"""
-    from vspec.spec import (
-        DAFF,
-        EPN,
-        GCP,
-        SOPE,
-        GAPPool,
-        HeadTokens,
-        LearnableScale,
-        MGCrP,
-        NoNorm,
-        ReprLayerNorm,
-        SecondOrderHead,
-        SoTEmbed,
-        SvPN,
-    )
-
     def embedder(spec):
         (h, w), p = spec.img_size, spec.embedder.patch_size
         out = [([("img_size", [h + 1, w])], "embedder.patch_size")]

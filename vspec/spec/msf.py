@@ -16,8 +16,26 @@ from .vit import MultiHead, Projections
 FORMS = ("eq12", "eq14", "gauss_orig")
 
 
+class MeanShiftForm:
+    """What the mean-shift kinds share beside their fields `form` and `projections`: the roles a form
+    uses, and Eq. 14's own P~."""
+
+    __slots__ = ()
+
+    @property
+    def roles(self) -> str:
+        return "QKVW" if self.form == "gauss_orig" else "QKVPW"
+
+    def check(self, tokens: Tokens) -> None:
+        super().check(tokens)
+        letters = self.projections.letters(self.roles)
+        if self.form == "eq14" and (letters[3] != "P" or letters.count("P") > 1):
+            raise SpecError("projections.roles", f"eq14's P~ is a dim x dim matrix of its own: PROBE must be 'P' "
+                                                 f"and used by no other role, got {letters!r}")
+
+
 @frozen
-class MeanShiftAttention(MultiHead):
+class MeanShiftAttention(MeanShiftForm, MultiHead):
     """Mean-shift attention over all tokens. Per head h, with q = Q_h^T x, k_i = K_h^T x_i, v_i = V_h^T x_i:
     a_i = softmax_i((q.k_i - 1/2 |k_i|^2) * scale), the Gaussian kernel softmax_i(-1/2 |k_i - q|^2 * scale)
     (the |q|^2 term is one per query; `scale` defaults to head_dim ** -0.5, as the released code does).
@@ -35,24 +53,10 @@ class MeanShiftAttention(MultiHead):
     form: Literal["eq12", "eq14", "gauss_orig"] = field(default="eq12", validator=check(str, choices=FORMS))
     projections: Projections = field(default=Projections(), validator=check(Projections))
 
-    @property
-    def roles(self) -> str:
-        return "QKVW" if self.form == "gauss_orig" else "QKVPW"
-
-    def check(self, tokens: Tokens) -> None:
-        MultiHead.check(self, tokens)
-        check_form(self)
-
-
-def check_form(attention) -> None:
-    letters = attention.projections.letters(attention.roles)
-    if attention.form == "eq14" and (letters[3] != "P" or letters.count("P") > 1):
-        raise SpecError("projections.roles", f"eq14's P~ is a dim x dim matrix of its own: PROBE must be 'P' "
-                                             f"and used by no other role, got {letters!r}")
 
 
 @frozen
-class WindowMeanShiftAttention(WindowMHSA):
+class WindowMeanShiftAttention(MeanShiftForm, WindowMHSA):
     """Mean-shift attention within Swin's (shifted) windows: MeanShiftAttention's `form` and
     `projections`, WindowMHSA's windows, shift and relative position bias B, added to the Gaussian
     scores: softmax_i((q.k_i - 1/2 |k_i|^2) * scale + B_i). The released MSF code has no Swin; this is
@@ -62,10 +66,3 @@ class WindowMeanShiftAttention(WindowMHSA):
     form: Literal["eq12", "eq14", "gauss_orig"] = field(default="eq12", validator=check(str, choices=FORMS))
     projections: Projections = field(default=Projections(), validator=check(Projections))
 
-    @property
-    def roles(self) -> str:
-        return "QKVW" if self.form == "gauss_orig" else "QKVPW"
-
-    def check(self, tokens: Tokens) -> None:
-        WindowMHSA.check(self, tokens)
-        check_form(self)
