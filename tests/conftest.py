@@ -1,6 +1,7 @@
 """Shared test settings: small Hypothesis runs, no example database written into the checkout."""
 
 import os
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
@@ -13,6 +14,10 @@ settings.register_profile(
 )
 settings.register_profile("thorough", parent=settings.get_profile("vspec"), max_examples=1000)
 settings.load_profile(os.environ.get("VSPEC_HYPOTHESIS_PROFILE", "vspec"))
+
+# the authors' reference outputs (../shared/fixtures/official beside the checkout, or $VSPEC_FIXTURES)
+FIXTURES = Path(os.environ.get("VSPEC_FIXTURES",
+                               Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "official"))
 
 
 def assert_every_parameter_learns(model, rel: float | None = None) -> None:

@@ -1,13 +1,13 @@
 """DHVT: released checkpoints reproduced, released sizes, each part against its equation, every
 ablation row as a spec, and the parts composed with the other kinds."""
 
-import os
 from pathlib import Path
 
 import attrs
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,7 +16,6 @@ from vspec.convert import from_official
 from vspec.spec import DAFF, MLP, SOPE, Block, HeadTokens, SecondOrderHead
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(os.environ.get("VSPEC_FIXTURES", ROOT.parent / "shared" / "fixtures" / "official"))
 
 # released code: total params (M); MACs without attention matmuls (G, the paper's convention)
 RELEASED = {

@@ -2,12 +2,12 @@
 references written from the paper's equations), projection tying and grouping, every parameter count of
 Tables 1, 2, 4 and 6, and the released checkpoints."""
 
-import os
 from pathlib import Path
 
 import attrs
 import pytest
 import torch
+from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import TABLE1, TABLE2
@@ -28,7 +28,6 @@ from vspec.spec import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(os.environ.get("VSPEC_FIXTURES", ROOT.parent / "shared" / "fixtures" / "official"))
 F64 = torch.float64
 
 

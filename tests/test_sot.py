@@ -1,12 +1,12 @@
 """SoT: released checkpoints reproduced, released sizes, the head's fusion algebra, composition."""
 
-import os
 import warnings
 from pathlib import Path
 
 import attrs
 import pytest
 import torch
+from conftest import FIXTURES
 
 import vspec
 from vspec.convert import ConversionError, from_official
@@ -25,7 +25,6 @@ from vspec.spec import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(os.environ.get("VSPEC_FIXTURES", ROOT.parent / "shared" / "fixtures" / "official"))
 SOT_FIXTURES = ["sot_densenet_sum_fc", "sot_resnet_concat", "sot_inception_aggre_all", "sot_densenet_sum_loss",
                 "sot_7layer_densenet_112", "sot_7layer_resnet_112", "sot_7layer_inception_112", "sot_densenet_timm034",
                 "sot_qkscale_largeout"]
