@@ -24,6 +24,7 @@ from vspec.spec import (
     SOPE,
     Block,
     ClassTokenHead,
+    ConvStem,
     GAPHead,
     GAPPool,
     HeadTokens,
@@ -36,6 +37,8 @@ from vspec.spec import (
     PatchEmbed,
     PatchMerging,
     Projections,
+    Refine,
+    RefinerAttention,
     ReprLayerNorm,
     SecondOrderHead,
     SimplePatchEmbed,
@@ -145,7 +148,36 @@ def ffns(draw, dim: int) -> MLP:
     # keep int(dim * ratio) >= 1 so that an unset `hidden` gives a real layer
     ratio = draw(small_floats(max(0.25, 1.0 / dim), 4.0))
     return MLP(hidden=hidden, ratio=ratio, act=draw(st.sampled_from(ACTS)), bias=draw(st.booleans()),
-               drop=draw(drops()))
+               drop=draw(drops()), layer_scale=draw(st.one_of(st.none(), small_floats(1e-5, 1.0))))
+
+
+def refines(grid: tuple[int, int], released: bool = True) -> st.SearchStrategy[Refine]:
+    """The paper's pipeline with any expansion, kernel (even ones too), constraint and reduction, or (with
+    `released`) the released DLA."""
+    kernels = st.integers(1, min(grid))
+    paper = st.builds(Refine, expansion=st.integers(1, 3), kernel=st.one_of(st.just(0), kernels),
+                      constraint=st.sampled_from(("none", "spatial", "row_col")), reduction=st.booleans())
+    return st.one_of(paper, st.builds(Refine, expansion=st.integers(1, 3), kernel=kernels, form=st.just("released"))
+                     ) if released else paper
+
+
+@st.composite
+def refiner_stacks(draw, dim: int, depth: int, grid: tuple[int, int]) -> tuple[Block, ...]:
+    """`depth` blocks of refiner attention, each after the first free to reuse the maps handed on or add
+    them to its own when their count fits its heads (Table 13, Refined-ViT)."""
+    heads = draw(st.sampled_from((1, 2, 4)))
+    out: list[Block] = []
+    for j in range(depth):
+        fits = j > 0 and out[-1].attention.maps_handed_on == heads
+        link = draw(st.sampled_from(("none", "reuse", "add_incoming"))) if fits else "none"
+        # the released DLA's ReLU6s on its own softmax maps (>= 0): on a handed-on map of any sign, a unit of
+        # the eval-mode model at init may be dead, so that its parameters would not learn in this test
+        attention = RefinerAttention(heads=heads, refine=draw(st.one_of(st.none(), refines(grid, link == "none"))),
+                                     reuse=link == "reuse", add_incoming=link == "add_incoming",
+                                     form=draw(st.sampled_from(("paper", "released"))), qkv_bias=draw(st.booleans()))
+        out.append(Block(attention=attention, ffn=MLP(ratio=2.0, layer_scale=draw(st.one_of(st.none(), st.just(0.5)))),
+                         adjust_ratio=draw(st.sampled_from((1.0, 0.5)))))
+    return tuple(out)
 
 
 @st.composite
@@ -451,6 +483,12 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
         .map(lambda a: _hierarchical(Block(attention=a))),
         WindowMHSA: window_attentions(16, (4, 4)).filter(lambda a: a.window > 1)  # 1 token: nothing to attend
         .map(lambda a: _hierarchical(Block(attention=a))),
+        RefinerAttention: st.one_of(
+            refiner_stacks(16, 3, (4, 4)).map(lambda b: _isotropic(block=b, depth=3)),
+            refiner_stacks(16, 2, (2, 2)).map(lambda b: _hierarchical(Block(), stages=[
+                Stage(depth=2, dim=16, block=b), Stage(depth=2, dim=32, block=b, entry=PatchMerging())]))),
+        ConvStem: st.builds(ConvStem, patch_size=st.sampled_from([2, 4]), width=st.integers(1, 4))
+        .map(lambda e: _isotropic(embedder=e, img_size=4 * e.patch_size)),
         MLP: ffns(16).map(lambda f: _isotropic(block=Block(attention=MHSA(heads=2), ffn=f))),
         # the class-token head reads what DAFF does to the class token; with cls = identity only the patch
         # tokens change, so a head that reads them
@@ -596,7 +634,20 @@ def _kind_rules() -> dict[type, Any]:
     ] + [([("head.pool", {"kind": "mgcrp", "heads": 1, "m": 1, "n": 2}), ("head.norm", {"kind": "repr_layernorm"})],
           "head.norm")]
     return {
-        PatchEmbed: embedder, SimplePatchEmbed: embedder, SoTEmbed: embedder, SOPE: embedder,
+        PatchEmbed: embedder, SimplePatchEmbed: embedder, SoTEmbed: embedder, SOPE: embedder, ConvStem: embedder,
+        RefinerAttention: lambda spec: [  # maps handed on within a stage, as many as the taker's heads
+            ([("block.0.attention.reuse", True), ("block.0.attention.add_incoming", False)], "block.0.attention"),
+            ([("block.0.attention.kind", "mhsa"), ("block.1.attention.reuse", True),
+              ("block.1.attention.add_incoming", False)], "block.1.attention"),
+            ([("block.1.attention.reuse", True), ("block.1.attention.add_incoming", True)],
+             "block.1.attention.add_incoming"),
+            ([("block.0.attention.refine", {"expansion": 2, "reduction": False, "kernel": 0}),
+              ("block.1.attention.reuse", True), ("block.1.attention.add_incoming", False)], "block.1.attention"),
+            ([("block.0.attention.refine", {"kernel": 7})], "block.0.attention.refine.kernel"),
+            ([("block.0.attention.refine", {"form": "released", "reduction": False})], "block.0.attention.refine.form"),
+            ([("block.0.attention.projections", {"groups": 2})], "block.0.attention.projections"),
+            ([("block.0.attention.heads", 3), ("block.0.attention.head_dim", None)], "block.0.attention.heads")]
+        if spec.isotropic else [([("stages.0.block.0.attention.reuse", True)], "stages.0.block.0.attention")],
         MHSA: attention(MHSA), WindowMHSA: attention(WindowMHSA),
         MeanShiftAttention: attention(MeanShiftAttention),
         WindowMeanShiftAttention: attention(WindowMeanShiftAttention),

@@ -147,7 +147,7 @@ SWIN = vspec.load_spec(__file__.replace("tests/test_compose.py", "specs/swin_tin
     ({"head.kind": "class_token"}, "head", "needs class_token = true"),
     ({"head.kind": "second_order"}, "head", "z0 = mean_token"),
     ({"stages.1.block.ffn.kind": "daff"}, "stages.1.block.ffn.cls", "has none"),
-    ({"stages.1.block.head_tokens": {}}, "stages.1.block.head_tokens", "within windows"),
+    ({"stages.1.block.head_tokens": {}}, "stages.1.block.head_tokens", "windows of the grid"),
     ({"stages.0.entry": {"kind": "patch_merging"}}, "stages.0.entry", "first stage"),
     ({"stages.2.entry": None}, "stages.2.dim", "no entry"),
     ({"stages.2.block.attention.window": 5}, "stages.2.block.attention.window", "does not divide"),

@@ -12,6 +12,7 @@ from strategies import valid_models
 from torch import nn
 
 from vspec.compiler import build
+from vspec.nn.layers import LayerScale
 from vspec.spec import (
     DAFF,
     MHSA,
@@ -104,6 +105,7 @@ def block_params(b: Block, d: int, grid: tuple[int, int]) -> int:
             total += linear_params(d, r) + linear_params(r, d)
     else:
         total += linear_params(d, hidden, f.bias) + linear_params(hidden, d, f.bias)
+        total += d * (f.layer_scale is not None)  # the output scale
     if b.head_tokens is not None:  # head embedding, Linear(d / h, d), norm(d / h)
         total += a.heads * d + linear_params(d // a.heads, d) + norm_params(b.head_tokens.norm, d // a.heads)
     if b.layer_scale is not None:
@@ -400,7 +402,8 @@ def ref_norm(layer: nn.Module, norm: Norm | None, x: torch.Tensor) -> torch.Tens
 
 
 def ref_mlp(ffn: nn.Module, act: str, x: torch.Tensor) -> torch.Tensor:
-    return ref_linear(ffn.fc2, REF_ACTS[act](ref_linear(ffn.fc1, x)))
+    y = ref_linear(ffn.fc2, REF_ACTS[act](ref_linear(ffn.fc1, x)))
+    return y * ffn.ls.gamma if isinstance(ffn.ls, LayerScale) else y
 
 
 def ref_grouped(m: nn.Module, groups: int, grouping: str) -> torch.Tensor:

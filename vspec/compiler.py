@@ -38,6 +38,9 @@ MODULES: dict[type, type[nn.Module]] = {
     # MSF
     S.MeanShiftAttention: N.MeanShiftAttention,
     S.WindowMeanShiftAttention: N.WindowMeanShiftAttention,
+    # Refiner
+    S.ConvStem: N.ConvStem,
+    S.RefinerAttention: N.RefinerAttention,
     # assembly
     S.Block: N.Block,
     S.Model: N.VisionTransformer,

@@ -10,7 +10,8 @@ pass (embedder, each stage's entry and blocks, final norm, head) with the shape 
 builds the model with repeated blocks tied (`build(..., tie_repeats=True)`), counts each distinct part
 once on a batch of one, and multiplies by its repeats, so its time grows with the distinct blocks, not
 with the depth. The papers' conventions are read by where MACs sit: inside conv / linear layers (SoT),
-inside an attention core (`AttentionCore`, whatever ops compute it; DHVT leaves those out).
+inside an attention core (`AttentionCoreBase`: SDPA, or Refiner's materialised maps with their
+refiner; DHVT leaves those out).
 
 Two counters share the formulas (`sdpa_macs`, `norm_macs`):
 - fvcore (default): traces each part on real tensors; handles are registered for every op vspec
@@ -211,20 +212,20 @@ class _Count:
 
 def _located(module: nn.Module, by_module: dict[str, int]) -> tuple[int, int, int]:
     """(MACs inside conv / linear layers, inside attention cores, inside norms) from per-module counts."""
-    from .nn.layers import AttentionCore
+    from .nn.layers import AttentionCoreBase
 
     conv_linear = attention = norms = 0
     for name, m in module.named_modules():
         if isinstance(m, WEIGHT_LAYERS):
             conv_linear += by_module.get(name, 0)
-        elif isinstance(m, AttentionCore):
+        elif isinstance(m, AttentionCoreBase):
             attention += by_module.get(name, 0)
         elif isinstance(m, NORM_LAYERS):
             norms += by_module.get(name, 0)
     return conv_linear, attention, norms
 
 
-def _count_fvcore(module: nn.Module, x: torch.Tensor) -> _Count:
+def _count_fvcore(module: nn.Module, x: tuple[torch.Tensor, ...]) -> _Count:
     with warnings.catch_warnings():  # fvcore imports torch.jit.script, which warns of its deprecation
         warnings.simplefilter("ignore", FutureWarning)
         from fvcore.nn import FlopCountAnalysis
@@ -236,12 +237,12 @@ def _count_fvcore(module: nn.Module, x: torch.Tensor) -> _Count:
     return _Count(int(analysis.total()), by_op, *_located(module, by_module), tuple(analysis.unsupported_ops()))
 
 
-def _count_torch(module: nn.Module, x: torch.Tensor) -> _Count:
+def _count_torch(module: nn.Module, x: tuple[torch.Tensor, ...]) -> _Count:
     from torch.utils.flop_counter import FlopCounterMode
 
     mode = FlopCounterMode(display=False, custom_mapping=_flop_counter_mapping())
     with mode, torch.no_grad():
-        module(x)
+        module(*x)
     counts = mode.get_flop_counts()
     root = type(module).__name__
     by_module = {("" if name in ("Global", root) else name.removeprefix(f"{root}.")): sum(ops.values()) // 2
@@ -281,7 +282,9 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
     for part in parts:
         if part.key in counts:
             continue
-        x = torch.randn(1, *part.in_shape, device="meta" if meta else None)
+        device = "meta" if meta else None
+        x = (torch.randn(1, *part.in_shape, device=device),)  # and the maps a block takes (Refiner)
+        x += (torch.rand(1, *part.maps_in, device=device),) if part.maps_in else ()
         counts[part.key] = _count_torch(part.module, x) if meta else _count_fvcore(part.module, x)
         if crosscheck and not meta:
             cross += _count_torch(part.module, x).macs * sum(p.key == part.key for p in parts)

@@ -9,11 +9,13 @@ from torch import nn
 from .common import ConversionError, ConversionNote, load_mapped
 from .dhvt import from_official_dhvt
 from .msf import from_official_msf
+from .refiner import from_official_refiner
 from .sot import from_official_sot
 from .timm import from_timm
 
 # family -> converter(state_dict, config) for the papers' released code
-OFFICIAL = {"sot": from_official_sot, "dhvt": from_official_dhvt, "msf": from_official_msf}
+OFFICIAL = {"sot": from_official_sot, "dhvt": from_official_dhvt, "msf": from_official_msf,
+            "refiner": from_official_refiner}
 
 
 def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> nn.Module:

@@ -1,5 +1,6 @@
 """Modules, one per component kind, each taking its spec and a BuildContext. One file per paper:
-`vit.py` (the generic parts), `sot.py`, `dhvt.py`, `swin.py`, `msf.py`; `model.py` assembles blocks, stages and
+`vit.py` (the generic parts), `sot.py`, `dhvt.py`, `swin.py`, `msf.py`,
+`refiner.py`; `model.py` assembles blocks, stages and
 the model; `layers.py` holds the shared layers and the one norm factory."""
 
 from .context import BuildContext
@@ -7,6 +8,7 @@ from .dhvt import DAFF, SOPE, HeadTokens
 from .layers import make_norm
 from .model import Block, Part, Stage, VisionTransformer
 from .msf import MeanShiftAttention, WindowMeanShiftAttention
+from .refiner import ConvStem, RefinerAttention
 from .sot import EPN, GCP, GAPPool, LearnableScale, MGCrP, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
 from .swin import PatchMerging, WindowMHSA
 from .vit import MHSA, MLP, ClassTokenHead, GAPHead, PatchEmbed, SimplePatchEmbed
@@ -18,5 +20,6 @@ __all__ = [
     "DAFF", "HeadTokens", "SOPE",
     "PatchMerging", "WindowMHSA",
     "MeanShiftAttention", "WindowMeanShiftAttention",
+    "ConvStem", "RefinerAttention",
     "Block", "BuildContext", "Part", "Stage", "VisionTransformer", "make_norm",
 ]

@@ -23,6 +23,7 @@ class BuildContext:
     normalisation receives the pooled representation). build: the compiler, to build child specs.
     tie_repeats: build one module per distinct block of a stage and repeat it (weights tied): the
     profiler's model, whose cost grows with the distinct blocks, not with the depth.
+    hands_on_maps: the next block of the stage takes this block's attention maps (Refiner).
     """
 
     tokens: Tokens
@@ -35,6 +36,7 @@ class BuildContext:
     out_dim: int | None = None
     in_shape: tuple[int, ...] = ()
     tie_repeats: bool = False
+    hands_on_maps: bool = False
 
     @property
     def dim(self) -> int:

@@ -53,10 +53,15 @@ def make_norm(spec: Norm | None, channels: int, layout: str = "tokens") -> nn.Mo
     return BatchNormTokens(channels, eps=spec.eps) if layout == "tokens" else nn.BatchNorm2d(channels, eps=spec.eps)
 
 
-class AttentionCore(nn.Module):
+class AttentionCoreBase(nn.Module):
+    """Where an attention's token mixing sits (its maps, or the fused kernel that hides them): the
+    profiler tells the attention's MACs (the papers' conventions count or drop them) by this location,
+    whatever ops compute them."""
+
+
+class AttentionCore(AttentionCoreBase):
     """softmax(q k^T * scale + mask) v through F.scaled_dot_product_attention, with dropout on the
-    attention in training. A module of its own so that the profiler can tell the attention matmuls
-    (the papers' conventions count or drop them) by where they sit, whatever ops compute them."""
+    attention in training."""
 
     def __init__(self, drop: float = 0.0, scale: float | None = None):
         super().__init__()

@@ -17,11 +17,19 @@ from .layers import DropPath, LayerScale, make_norm, maybe
 
 class Block(nn.Module):
     """Pre-norm residual block: x + attn(norm1(x)), then x + ffn(norm2(x)), each branch with
-    optional layer scale and drop path; with head tokens, attn runs inside HeadTokens."""
+    optional layer scale and drop path (with adjust_ratio a: x + f(norm(a x)) / a); with head tokens,
+    attn runs inside HeadTokens.
+
+    The side channel (Refiner): a block whose attention takes the previous block's maps (`consumes`)
+    is called as block(x, maps); one whose maps the next block takes (`hands_on`) returns (x, maps).
+    Other blocks take and return x alone."""
 
     def __init__(self, spec: S.Block, ctx: BuildContext):
         super().__init__()
         d = ctx.dim
+        self.ratio = spec.adjust_ratio
+        self.carries = getattr(spec.attention, "produces_maps", False)  # the attention returns (x, maps)
+        self.consumes, self.hands_on = spec.consumes_maps, ctx.hands_on_maps
         self.norm1 = make_norm(spec.norm, d)
         self.attn = ctx.child(spec.attention)
         self.head_tokens = ctx.child(spec.head_tokens, block=spec) if spec.head_tokens is not None else None
@@ -31,11 +39,23 @@ class Block(nn.Module):
         self.ls2 = maybe(LayerScale, spec.layer_scale is not None, d, spec.layer_scale)
         self.drop_path = maybe(DropPath, ctx.drop_path > 0, ctx.drop_path)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.norm1(x)
-        h = self.attn(h) if self.head_tokens is None else self.head_tokens(self.attn, h)
-        x = x + self.drop_path(self.ls1(h))
-        return x + self.drop_path(self.ls2(self.ffn(self.norm2(x))))
+    def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None):
+        r = self.ratio
+        h = self.norm1(x if r == 1 else x * r)
+        if self.carries:
+            h, maps = self.attn(h, maps)
+        else:
+            h = self.attn(h) if self.head_tokens is None else self.head_tokens(self.attn, h)
+        x = x + self.drop_path(self.ls1(h if r == 1 else h / r))
+        f = self.ffn(self.norm2(x if r == 1 else x * r))
+        x = x + self.drop_path(self.ls2(f if r == 1 else f / r))
+        return (x, maps) if self.hands_on else x
+
+
+def step(block: Block, x: torch.Tensor, maps: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One block with the side channel: the maps it takes go in, the maps it hands on (or None) come out."""
+    out = block(x, maps) if block.consumes else block(x)
+    return out if block.hands_on else (out, None)
 
 
 class Stage(nn.Module):
@@ -52,15 +72,23 @@ class Stage(nn.Module):
         blocks = []
         for j, block in enumerate(spec.blocks):
             i = shape.first + j
-            key = (shape.index, block, block.variant(shape.tokens, j))
+            key = (shape.index, block, block.variant(shape.tokens, j), spec.hands_on(j))
             if not (ctx.tie_repeats and key in built):
-                built[key] = ctx.child(block, tokens=shape.tokens, index_in_stage=j, drop_path=rates[i])
+                built[key] = ctx.child(block, tokens=shape.tokens, index_in_stage=j, drop_path=rates[i],
+                                       hands_on_maps=spec.hands_on(j))
             self.keys.append(key)
             blocks.append(built[key])
         self.blocks = nn.Sequential(*blocks)
+        self.carries = any(b.hands_on for b in blocks)  # maps pass between blocks: not a plain chain
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.blocks(x if self.entry is None else self.entry(x))
+        x = x if self.entry is None else self.entry(x)
+        if not self.carries:
+            return self.blocks(x)
+        maps = None
+        for block in self.blocks:
+            x, maps = step(block, x, maps)
+        return x
 
 
 @dataclass(frozen=True)
@@ -69,7 +97,8 @@ class Part:
     block's position in its stage) are None where they do not apply; `in_shape` is the per-sample input
     ((C, H, W) for the embedder, (N, C) tokens for the others); parts with equal `key` compute the same
     thing; `extra` are parameters on the model that belong to the part (the embedder's class token and
-    position embedding)."""
+    position embedding); `maps_in` is the per-sample shape (H, N, N) of the attention maps a block takes
+    from the block before it (Refiner), None for the others."""
 
     name: str
     role: str  # embedder | entry | block | norm | head
@@ -79,6 +108,7 @@ class Part:
     in_shape: tuple[int, ...]
     key: Hashable
     extra: tuple[nn.Parameter, ...] = ()
+    maps_in: tuple[int, ...] | None = None
 
 
 class VisionTransformer(nn.Module):
@@ -137,13 +167,14 @@ class VisionTransformer(nn.Module):
         c, (h, w) = self.spec.in_chans, self.spec.img_size
         root = tuple(p for p in (self.cls_token, self.pos_embed) if isinstance(p, nn.Parameter))
         out = [Part("embedder", "embedder", None, None, self.embedder, (c, h, w), "embedder", root)]
-        for shape, stage in zip(self.layout, self.stages):
+        for shape, stage, stage_spec in zip(self.layout, self.stages, self.spec.stages):
             i, t = shape.index, shape.tokens
             if stage.entry is not None:
                 e = shape.entry_in
                 out.append(Part(f"stages.{i}.entry", "entry", i, None, stage.entry, (e.length, e.dim), (i, "entry")))
-            out += [Part(f"stages.{i}.blocks.{j}", "block", i, j, block, (t.length, t.dim), key)
-                    for j, (block, key) in enumerate(zip(stage.blocks, stage.keys))]
+            out += [Part(f"stages.{i}.blocks.{j}", "block", i, j, block, (t.length, t.dim), key,
+                         maps_in=(spec.attention.heads, t.length, t.length) if spec.consumes_maps else None)
+                    for j, (block, key, spec) in enumerate(zip(stage.blocks, stage.keys, stage_spec.blocks))]
         last = self.layout[-1].tokens
         if self.spec.final_norm:
             out.append(Part("norm", "norm", None, None, self.norm, (last.length, last.dim), "norm"))
@@ -223,9 +254,9 @@ class VisionTransformer(nn.Module):
             if end < 0:
                 break
             reached = shape.index
-            x = x if stage.entry is None else stage.entry(x)
+            x, maps = (x if stage.entry is None else stage.entry(x)), None
             for j, block in enumerate(stage.blocks):
-                x = block(x)
+                x, maps = step(block, x, maps)
                 k = taps.get((shape.index, j))
                 if k in take:
                     y = self.norm(x) if norm and shape.index == last_stage else x

@@ -10,7 +10,7 @@ from torch import nn
 
 from .. import spec as S
 from .context import BuildContext
-from .layers import AttentionCore, Linear, ProjectedAttention, make_norm
+from .layers import AttentionCore, LayerScale, Linear, ProjectedAttention, make_norm, maybe
 
 
 class PatchEmbed(nn.Module):
@@ -61,10 +61,11 @@ class MLP(nn.Module):
         hidden = spec.hidden_dim(ctx.dim)
         self.fc1 = Linear(ctx.dim, hidden, bias=spec.bias, act=spec.act)  # act(fc1(x)), fused
         self.fc2 = Linear(hidden, ctx.dim, bias=spec.bias)
+        self.ls = maybe(LayerScale, spec.layer_scale is not None, ctx.dim, spec.layer_scale)
         self.drop = nn.Dropout(spec.drop) if spec.drop else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.drop(self.fc2(self.drop(self.fc1(x))))
+        return self.drop(self.ls(self.fc2(self.drop(self.fc1(x)))))
 
 
 # ---------------------------------------------------------------- heads: tokens -> logits

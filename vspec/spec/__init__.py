@@ -1,6 +1,7 @@
 """The spec language: frozen attrs classes that describe a vision transformer as data.
 
-One file per paper (`vit.py` holds the generic parts, then `sot.py`, `dhvt.py`, `swin.py`, `msf.py`); `model.py`
+One file per paper (`vit.py` holds the generic parts, then `sot.py`, `dhvt.py`, `swin.py`, `msf.py`,
+`refiner.py`); `model.py`
 assembles them into stages and a model; `layout.py` works out the shapes. Importing this package does
 not import torch.
 """
@@ -14,6 +15,7 @@ from .load import load_spec, override, parse_assignment
 from .migrate import VERSION
 from .model import KINDS, ROLES, Block, Model, Stage
 from .msf import MeanShiftAttention, WindowMeanShiftAttention
+from .refiner import ConvStem, Refine, RefinerAttention
 from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
 from .sot import EPN, GCP, GAPPool, LearnableScale, MGCrP, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
 from .swin import PatchMerging, WindowMHSA
@@ -31,6 +33,8 @@ __all__ = [
     "PatchMerging", "WindowMHSA",
     # MSF
     "MeanShiftAttention", "WindowMeanShiftAttention",
+    # Refiner
+    "ConvStem", "Refine", "RefinerAttention",
     # assembly, shapes, files
     "KINDS", "ROLES", "VERSION", "Block", "MemoryBudgetError", "Model", "Stage", "StageLayout", "Tokens", "SpecError",
     "embedded", "layout",

@@ -22,6 +22,7 @@ from .core import SpecError
 from .dhvt import SOPE
 from .layout import Tokens, embedded, layout
 from .model import Block, Model
+from .refiner import ConvStem, Refine, RefinerAttention
 from .sot import EPN, GCP, GAPPool, LearnableScale, MGCrP, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
 from .swin import WindowMHSA
 from .vit import MLP, ClassTokenHead, GAPHead, Norm, PatchEmbed, SimplePatchEmbed
@@ -109,14 +110,29 @@ def _embedder(spec: Any, in_chans: int, dim: int) -> int:
             total += c * out * 9 + _norm(spec.norm, out)
             c = out
         return total
+    if isinstance(spec, ConvStem):
+        w, p = spec.width, spec.patch_size // 2
+        return in_chans * w * 49 + 18 * w * w + 72 * w * w + 7 * w * 4 + _linear(4 * w * p * p, dim)
     raise TypeError(f"no estimate for embedder {type(spec).__name__}")
 
 
 # ---------------------------------------------------------------- blocks
+def _refine(spec: Refine, heads: int) -> int:
+    wide, k = heads * spec.expansion, spec.kernel
+    if spec.form == "released":
+        return heads * wide + _bn(wide) + wide * k * k + _bn(wide) + wide * heads + 2 * _bn(heads)
+    dla = wide * k * (2 if spec.constraint == "row_col" else k)
+    return heads * wide + dla + wide * heads * spec.reduction
+
+
 def _attention(spec: Any, tokens: Tokens) -> tuple[int, int]:
     """(weight elements, index bytes) of an attention."""
     d, inner = tokens.dim, spec.inner_dim(tokens.dim)
     weights = _linear(d, 3 * inner, spec.qkv_bias) + _linear(inner, d, spec.proj_bias)
+    if isinstance(spec, RefinerAttention):  # q, k unless reused; values and output for every map used
+        values = spec.maps_used * inner // spec.heads
+        refine = _refine(spec.refine, spec.heads) if spec.refine is not None else 0
+        return _linear(d, 2 * inner * (not spec.reuse) + values, spec.qkv_bias) + _linear(values, d) + refine, 0
     if getattr(spec, "projections", None) is not None:  # tied / grouped roles: the distinct matrices
         probe = d if getattr(spec, "form", None) == "eq14" else None
         shapes = spec.projections.matrices(spec.roles, d, inner, probe)
@@ -134,7 +150,7 @@ def _attention(spec: Any, tokens: Tokens) -> tuple[int, int]:
 def _ffn(spec: Any, dim: int) -> int:
     h = spec.hidden_dim(dim)
     if isinstance(spec, MLP):
-        return _linear(dim, h, spec.bias) + _linear(h, dim, spec.bias)
+        return _linear(dim, h, spec.bias) + _linear(h, dim, spec.bias) + dim * (spec.layer_scale is not None)
     total = _linear(dim, h) + _norm(spec.norm, h) + _linear(h, dim) + _norm(spec.norm, dim)
     if spec.spatial != "none":
         total += (h * spec.kernel**2 + h) * (spec.spatial == "dwconv") + _norm(spec.norm, h)
@@ -192,6 +208,8 @@ def _block_activations(spec: Block, tokens: Tokens, batch: int) -> int:
         wh, ww = spec.attention.window_size(tokens.grid)
         keys = wh * ww
     scores = spec.attention.heads * n * keys
+    if isinstance(spec.attention, RefinerAttention) and spec.attention.refine is not None:
+        scores *= 2 * spec.attention.refine.expansion  # the expanded maps, before and after DLA
     return batch * (n * (4 * d + 4 * inner + 2 * spec.ffn.hidden_dim(d)) + 2 * scores)
 
 

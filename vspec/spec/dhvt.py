@@ -112,8 +112,9 @@ class HeadTokens:
 
     def check(self, tokens: Tokens, attention) -> None:
         if not attention.attends_all:
-            raise SpecError("", f"head tokens join the attention as extra tokens; {attention.kind} attends within "
-                                "windows of the grid and cannot take them (use mhsa)")
+            raise SpecError("", f"head tokens join the attention as extra tokens; {attention.kind} attention works on "
+                                "a fixed token set (windows of the grid, or maps handed between blocks) and cannot "
+                                "take them (use mhsa)")
         if tokens.dim % attention.heads:
             raise SpecError("", f"{attention.heads} attention heads do not divide dim {tokens.dim} "
                                 "(head tokens split the channels into one group per head)")

@@ -14,6 +14,7 @@ from .core import SpecError, check, check_pair, check_size, join, one_of, pair, 
 from .dhvt import DAFF, SOPE, HeadTokens
 from .layout import Tokens, embedded, layout
 from .msf import MeanShiftAttention, WindowMeanShiftAttention
+from .refiner import ConvStem, RefinerAttention
 from .sot import Pool, ReprNorm, SecondOrderHead, SoTEmbed
 from .swin import PatchMerging, WindowMHSA
 from .vit import MHSA, MLP, ClassTokenHead, GAPHead, Norm, PatchEmbed, SimplePatchEmbed
@@ -22,8 +23,8 @@ POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
 INITS = ("timm", "torch")
 
 # The component kinds of each role: one union each, the field annotations and the validators use it.
-Embedder = PatchEmbed | SimplePatchEmbed | SoTEmbed | SOPE
-Attention = MHSA | WindowMHSA | MeanShiftAttention | WindowMeanShiftAttention
+Embedder = PatchEmbed | SimplePatchEmbed | SoTEmbed | SOPE | ConvStem
+Attention = MHSA | WindowMHSA | MeanShiftAttention | WindowMeanShiftAttention | RefinerAttention
 FFN = MLP | DAFF
 Entry = PatchMerging
 Head = ClassTokenHead | GAPHead | SecondOrderHead
@@ -40,7 +41,8 @@ class Block:
     """A pre-norm transformer block: x + attention(norm(x)), then x + ffn(norm(x)).
 
     `layer_scale`, when set, is the initial value of a learnable per-channel scale on each branch.
-    `head_tokens`, when set, adds DHVT's head tokens around the attention.
+    `head_tokens`, when set, adds DHVT's head tokens around the attention. `adjust_ratio` a: each
+    branch reads norm(a x) and adds f / a (Refined-ViT: x + 2 attn(LN(x / 2)), a = 0.5; 1: plain).
     """
 
     attention: Attention = field(default=MHSA(), validator=one_of(Attention))
@@ -48,6 +50,12 @@ class Block:
     norm: Norm = field(default=Norm(), validator=check(Norm))
     layer_scale: float | None = field(default=None, validator=check(float, gt=0, optional=True))
     head_tokens: HeadTokens | None = field(default=None, validator=check(HeadTokens, optional=True))
+    adjust_ratio: float = field(default=1.0, validator=check(float, gt=0))
+
+    @property
+    def consumes_maps(self) -> bool:
+        """Whether the attention takes the previous block's attention maps (Refiner)."""
+        return getattr(self.attention, "consumes_maps", False)
 
     def check(self, tokens: Tokens) -> None:
         for name in ("attention", "ffn"):
@@ -106,6 +114,27 @@ class Stage:
         if isinstance(self.block, Block):
             return [("block", self.block)]
         return [(f"block.{i}", b) for i, b in enumerate(self.block)]
+
+    def hands_on(self, index: int) -> bool:
+        """Whether block `index` hands its attention maps on: the next block of the stage takes them."""
+        return index + 1 < self.depth and self.blocks[index + 1].consumes_maps
+
+    def check_maps(self) -> None:
+        """The side channel: a block that takes maps follows, in its stage, a block that hands on as many."""
+        for j, block in enumerate(self.blocks):
+            if not block.consumes_maps:
+                continue
+            path = "block.attention" if isinstance(self.block, Block) else f"block.{j}.attention"
+            if j == 0:
+                raise SpecError(path, f"block {j} needs the attention maps of the block before it, but it is the "
+                                      "first of its stage (maps are handed on within a stage)")
+            before = self.blocks[j - 1].attention
+            if not getattr(before, "produces_maps", False):
+                raise SpecError(path, f"block {j} needs the attention maps of block {j - 1}, whose {before.kind} "
+                                      "attention hands none on (make it refiner attention)")
+            if before.maps_handed_on != block.attention.heads:
+                raise SpecError(path, f"block {j} takes {block.attention.heads} maps (its heads), block {j - 1} "
+                                      f"hands on {before.maps_handed_on}")
 
 
 def _check_stages(inst, attribute, value):
@@ -190,6 +219,10 @@ class Model:
                     block.check(shape.tokens)
                 except SpecError as e:
                     raise e.under(join(prefix, path)) from None
+            try:
+                stage.check_maps()
+            except SpecError as e:
+                raise e.under(prefix) from None
         try:
             self.head.check(stages[-1].tokens)
         except SpecError as e:

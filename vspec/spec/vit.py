@@ -183,7 +183,9 @@ def check_hidden(ffn, dim: int) -> None:
 
 @frozen
 class MLP:
-    """fc1 -> activation -> fc2. The hidden width is `hidden` if set, else int(dim * ratio)."""
+    """fc1 -> activation -> fc2. The hidden width is `hidden` if set, else int(dim * ratio).
+    `layer_scale`, when set, is the initial value of a learnable per-channel scale on the output
+    (Refined-ViT's `scale_channel`, 1e-5)."""
 
     kind: ClassVar[str] = "mlp"
     hidden: int | None = field(default=None, validator=check(int, ge=1, optional=True))
@@ -191,6 +193,7 @@ class MLP:
     act: Literal["gelu", "gelu_tanh", "relu", "silu"] = field(default="gelu", validator=check(str, choices=ACTIVATIONS))
     bias: bool = field(default=True, validator=check(bool))
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
+    layer_scale: float | None = field(default=None, validator=check(float, gt=0, optional=True))
 
     def hidden_dim(self, dim: int) -> int:
         return self.hidden or int(dim * self.ratio)

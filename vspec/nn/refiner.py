@@ -1,0 +1,184 @@
+"""Refiner's modules: the CNN patch stem, the map pipelines (the paper's Fig. 3a and Refined-ViT's
+released DLA) and the attention whose maps are materialised and handed from block to block."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from .. import spec as S
+from .context import BuildContext
+from .layers import AttentionCore, AttentionCoreBase, Linear
+
+
+class ConvStem(nn.Module):
+    """(conv -> BN -> ReLU) x 3, the first with stride 2, then the patch_size / 2 projection. Names as
+    the released PatchEmbed_cnn."""
+
+    def __init__(self, spec: S.ConvStem, ctx: BuildContext):
+        super().__init__()
+        w, p = spec.width, spec.patch_size // 2
+        self.conv1 = nn.Conv2d(ctx.in_chans, w, 7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(w)
+        self.conv2 = nn.Conv2d(w, 2 * w, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(2 * w)
+        self.conv3 = nn.Conv2d(2 * w, 4 * w, 3, padding=1, bias=False)
+        self.bn3 = nn.BatchNorm2d(4 * w)
+        self.proj = nn.Conv2d(4 * w, ctx.dim, p, stride=p)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for conv, bn in ((self.conv1, self.bn1), (self.conv2, self.bn2), (self.conv3, self.bn3)):
+            x = F.relu(bn(conv(x)))
+        return rearrange(self.proj(x), "b d h w -> b (h w) d")
+
+
+class SameConv2d(nn.Conv2d):
+    """A stride-1 conv, no bias, whose output keeps the input size: (k - 1) / 2 zeros on each side of
+    each axis, the odd one after (TensorFlow's "same", the released Conv2dSamePadding)."""
+
+    def __init__(self, channels_in: int, channels_out: int, kernel: int | tuple[int, int], groups: int = 1):
+        kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+        self.pad = (0, 0, 0, 0) if kh % 2 and kw % 2 else ((kw - 1) // 2, kw // 2, (kh - 1) // 2, kh // 2)
+        padding = (kh // 2, kw // 2) if kh % 2 and kw % 2 else 0
+        super().__init__(channels_in, channels_out, (kh, kw), padding=padding, groups=groups, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(F.pad(x, self.pad) if any(self.pad) else x)
+
+
+class DLA(nn.Module):
+    """Distributed local attention (Sec. 3.3): a k x k head-wise convolution of each map (no bias),
+    A*_ij = sum_ab w_ab A_{i - k/2 + a, j - k/2 + b}, under a constraint (Table 4): none (the N x N map
+    as an image) | spatial (each query's row of keys laid on the token grid; prefix keys pass) |
+    row_col (a 1 x k conv along the keys plus a k x 1 conv along the queries)."""
+
+    def __init__(self, maps: int, kernel: int, constraint: str, tokens: S.Tokens):
+        super().__init__()
+        self.constraint, self.grid, self.prefix = constraint, tokens.grid, tokens.prefix
+        if constraint == "row_col":
+            self.row = SameConv2d(maps, maps, (1, kernel), groups=maps)
+            self.col = SameConv2d(maps, maps, (kernel, 1), groups=maps)
+        else:
+            self.conv = SameConv2d(maps, maps, kernel, groups=maps)
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        if self.constraint == "none":
+            return self.conv(a)
+        if self.constraint == "row_col":
+            return self.row(a) + self.col(a)
+        p, (h, w), n = self.prefix, self.grid, a.shape[2]
+        keys = rearrange(a[..., p:], "b c n (h w) -> (b n) c h w", h=h, w=w)
+        keys = rearrange(self.conv(keys), "(b n) c h w -> b c n (h w)", n=n)
+        return torch.cat((a[..., :p], keys), dim=-1) if p else keys
+
+
+class Refiner(nn.Module):
+    """The paper's refiner (Fig. 3a), linear in the maps: expansion W_A (H -> rH maps, Sec. 3.2), DLA
+    on each expanded map, reduction (rH -> H, Sec. 3.4), each a convolution over the head axis."""
+
+    refines_maps = True  # read by `vspec analyze`: input = maps before, output = maps after
+
+    def __init__(self, spec: S.Refine, heads: int, tokens: S.Tokens):
+        super().__init__()
+        wide = heads * spec.expansion
+        self.expand = nn.Conv2d(heads, wide, 1, bias=False)
+        self.dla = DLA(wide, spec.kernel, spec.constraint, tokens) if spec.kernel else None
+        self.reduce = nn.Conv2d(wide, heads, 1, bias=False) if spec.reduction else None
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        a = self.expand(a)
+        if self.dla is not None:
+            a = self.dla(a)
+        return a if self.reduce is None else self.reduce(a)
+
+
+class ConvExpandDLA(nn.Module):
+    """Refined-ViT's DLA ("conv_exapnd") and the BatchNorm after it: A' = BN_H(A + bn3(conv_pro(
+    relu6(bn2(dw(relu6(bn1(conv_exp(A))))))))), conv_exp a 1x1 conv H -> rH (left out when r = 1), dw a
+    depthwise k x k conv with "same" padding, conv_pro a 1x1 conv rH -> H; no biases. Names as released."""
+
+    refines_maps = True
+
+    def __init__(self, spec: S.Refine, heads: int, tokens: S.Tokens):
+        super().__init__()
+        wide = heads * spec.expansion
+        self.conv_exp = nn.Conv2d(heads, wide, 1, bias=False) if spec.expansion != 1 else None
+        self.bn1 = nn.BatchNorm2d(wide) if spec.expansion != 1 else None
+        self.depth_sep_conv = SameConv2d(wide, wide, spec.kernel, groups=wide)
+        self.bn2 = nn.BatchNorm2d(wide)
+        self.conv_pro = nn.Conv2d(wide, heads, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(heads)
+        self.adapt_bn = nn.BatchNorm2d(heads)
+        with torch.no_grad():  # non-negative kernels on non-negative maps: no expanded map starts dead at a ReLU6
+            for conv in (self.conv_exp, self.depth_sep_conv):
+                if conv is not None:
+                    conv.weight.abs_()
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        x = a if self.conv_exp is None else F.relu6(self.bn1(self.conv_exp(a)))
+        x = F.relu6(self.bn2(self.depth_sep_conv(x)))
+        return self.adapt_bn(a + self.bn3(self.conv_pro(x)))
+
+
+REFINERS = {"paper": Refiner, "released": ConvExpandDLA}
+
+
+class MapAttention(AttentionCoreBase):
+    """The attention with its maps materialised (B, H, N, N): A = softmax(q k^T * scale) (+ scale x the
+    incoming maps), or the incoming maps themselves when the block reuses them (q, k None); then the
+    refiner, if any; then A v. Returns (A v, the maps handed on: the incoming ones when reused, else A)."""
+
+    def __init__(self, spec: S.RefinerAttention, tokens: S.Tokens, scale: float):
+        super().__init__()
+        self.scale, self.released = scale, spec.form == "released"
+        self.add_incoming = spec.add_incoming
+        self.refine = REFINERS[spec.refine.form](spec.refine, spec.heads, tokens) if spec.refine else None
+        self.drop = nn.Dropout(spec.attn_drop) if spec.attn_drop else nn.Identity()
+
+    def forward(self, q: torch.Tensor | None, k: torch.Tensor | None, v: torch.Tensor,
+                maps: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        if q is None:  # reuse (Table 13)
+            a = maps
+        else:
+            if self.released:  # q and k each scaled by sqrt(scale), as released
+                s = math.sqrt(self.scale)
+                a = torch.matmul(q * s, (k * s).transpose(-2, -1))
+            else:
+                a = torch.matmul(q, k.transpose(-2, -1)) * self.scale
+            a = a.softmax(dim=-1)
+            if self.add_incoming:
+                a = a + self.scale * maps
+        if self.refine is not None:
+            a = self.refine(a)
+            if q is None and self.released:
+                a = a * self.scale
+        return torch.matmul(self.drop(a), v), (maps if q is None else a)
+
+
+class RefinerAttention(nn.Module):
+    """Attention that hands its maps on (spec: RefinerAttention). `qkv` projects q, k and the values
+    (values only when the block reuses the incoming maps); the value heads are the maps it aggregates
+    with (more than `heads` when the refiner has no reduction). `forward(x, maps)` returns (output,
+    maps handed on or None). A block with nothing to do with maps stays on SDPA (AttentionCore)."""
+
+    def __init__(self, spec: S.RefinerAttention, ctx: BuildContext):
+        super().__init__()
+        inner = spec.inner_dim(ctx.dim)
+        self.heads, self.value_heads = spec.heads, spec.maps_used
+        head_dim = inner // spec.heads
+        self.widths = ([] if spec.reuse else [inner, inner]) + [self.value_heads * head_dim]
+        self.qkv = Linear(ctx.dim, sum(self.widths), bias=spec.qkv_bias)
+        self.proj = Linear(self.widths[-1], ctx.dim, bias=spec.proj_bias)
+        self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
+        scale = spec.scale or head_dim**-0.5
+        self.sdpa = not (spec.refine or spec.consumes_maps or ctx.hands_on_maps)
+        self.core = AttentionCore(spec.attn_drop, scale) if self.sdpa else MapAttention(spec, ctx.tokens, scale)
+
+    def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        *qk, v = self.qkv(x).split(self.widths, dim=-1)
+        q, k = (rearrange(y, "b n (h d) -> b h n d", h=self.heads) for y in qk) if qk else (None, None)
+        v = rearrange(v, "b n (h d) -> b h n d", h=self.value_heads)
+        z, maps = (self.core(q, k, v), None) if self.sdpa else self.core(q, k, v, maps)
+        return self.proj_drop(self.proj(rearrange(z, "b h n d -> b n (h d)"))), maps
