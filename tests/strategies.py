@@ -25,6 +25,7 @@ from vspec.spec import (
     Block,
     ClassTokenHead,
     ConvStem,
+    DenseAux,
     GAPHead,
     GAPPool,
     HeadTokens,
@@ -497,7 +498,9 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
         HeadTokens: st.builds(HeadTokens, norm=norms()).map(
             lambda t: _isotropic(block=Block(attention=MHSA(heads=2), head_tokens=t))),
         PatchMerging: st.builds(PatchMerging, norm=norms(), bias=st.booleans()).map(lambda e: _hierarchical(entry=e)),
-        ClassTokenHead: st.builds(ClassTokenHead, drop=drops()).map(lambda h: _isotropic(head=h)),
+        ClassTokenHead: st.builds(ClassTokenHead, drop=drops(), dense=st.one_of(st.none(), st.builds(
+            DenseAux, loss_weight=small_floats(0.1, 2.0), eval_weight=small_floats(0.1, 2.0))))
+        .map(lambda h: _isotropic(head=h)),
         GAPHead: st.builds(GAPHead, norm=st.one_of(st.none(), norms()), drop=drops())
         .map(lambda h: _isotropic(head=h)),
         SecondOrderHead: head(mgcrp, st.just(SvPN())),
@@ -660,7 +663,10 @@ def _kind_rules() -> dict[type, Any]:
             ([("img_size", [spec.img_size[0] + spec.embedder.patch_size, spec.img_size[1]])], "stages.1.entry"),
             ([("class_token", True)], "stages.1.entry"),
             ([("stages.0.entry", {"kind": "patch_merging"})], "stages.0.entry")],
-        ClassTokenHead: lambda spec: [([("class_token", False)], "head")],
+        ClassTokenHead: lambda spec: [([("class_token", False)], "head"),  # and a dense head's weights
+                                      ([("head.dense", {"loss_weight": 0.0})], "head.dense.loss_weight"),
+                                      ([("head.dense", {"eval_weight": 0.0})], "head.dense.eval_weight"),
+                                      ([("head.dense", {"weight": 0.5})], "head.dense.weight")],
         GAPHead: lambda spec: [([("head.norm", {"kind": "layernorm", "eps": 0.0})], "head.norm.eps")],
         SecondOrderHead: head(lambda h: [
             ([("class_token", False), ("head.fusion", "sum"), ("head.z0", None)], "head"),

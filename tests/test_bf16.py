@@ -17,6 +17,7 @@ from strategies import KIND_MODELS
 
 import vspec
 from vspec import ops
+from vspec.nn.heads import as_outputs
 from vspec.spec import SpecError, WindowMHSA
 from vspec.train import engine
 from vspec.train.cli import train_main
@@ -67,7 +68,7 @@ def assert_trains_under_bf16(spec: vspec.Model) -> None:
     x = torch.randn(2, spec.in_chans, *spec.img_size)
     with bf16():
         out = model(x)
-    outs = out if isinstance(out, tuple) else (out,)
+    outs = [o.logits for o in as_outputs(out)]
     assert all(o.dtype == torch.bfloat16 and torch.isfinite(o).all() for o in outs)
     sum((o.float() * torch.randn_like(o, dtype=torch.float32)).sum() for o in outs).backward()
     bad = [n for n, p in model.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()]

@@ -87,6 +87,7 @@ def _specs():
     kinds |= {f"sot {b}": vspec.override(kinds["sot"], {"embedder.block": b}) for b in ("resnet", "inception")}
     kinds["gcp head"] = vspec.override(kinds["sot"], {"head.pool.kind": "gcp", "head.norm.kind": "repr_layernorm",
                                                       "head.fusion": "concat"})
+    kinds["dense head"] = vspec.override(kinds["vit"], {"head.dense": {}})
     return [(p.name, vspec.load_spec(p)) for p in PRESETS] + list(kinds.items())
 
 

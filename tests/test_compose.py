@@ -10,6 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import vspec
+from vspec.nn.heads import as_outputs
 from vspec.spec import (
     DAFF,
     EPN,
@@ -19,6 +20,7 @@ from vspec.spec import (
     SOPE,
     Block,
     ClassTokenHead,
+    DenseAux,
     GAPHead,
     GAPPool,
     HeadTokens,
@@ -78,7 +80,7 @@ def composed_models(draw):
     heads_ = [st.builds(GAPHead, norm=st.one_of(st.none(), st.sampled_from(NORMS))),
               st.just(SecondOrderHead(fusion=fusion, pool=pool_norm[0], norm=pool_norm[1], z0=z0))]
     if class_token:
-        heads_.append(st.just(ClassTokenHead()))
+        heads_.append(st.builds(ClassTokenHead, dense=st.one_of(st.none(), st.just(DenseAux()))))
     side = 2 * embedder.patch_size  # at least 2 x 2 tokens: attention over one token would leave q, k unused
     scale = draw(st.integers(1, 2))
     if hierarchical:  # two stages, the second after a patch merging: a grid of 4 x 4 (x scale) then 2 x 2
@@ -122,9 +124,11 @@ def test_any_composition_builds_trains_and_profiles(spec, seed):
     assert vspec.from_toml(vspec.to_toml(spec)) == spec
     torch.manual_seed(seed)
     model = vspec.build(spec).train()
-    out = model(torch.randn(2, 3, *spec.img_size))
-    outs = out if isinstance(out, tuple) else (out,)
-    assert all(o.shape == (2, 3) and torch.isfinite(o).all() for o in outs)
+    outs = as_outputs(model(torch.randn(2, 3, *spec.img_size)))
+    assert [(o.name, o.target, o.weight) for o in outs] == list(spec.head.outputs())  # the declared outputs
+    n = model.layout[-1].tokens.patches
+    assert all(o.logits.shape == ((2, n, 3) if o.target == "tokens" else (2, 3)) for o in outs)
+    assert all(torch.isfinite(o.logits).all() for o in outs)
     model.eval().double()  # the gradient check in float64, with nothing stochastic that could hide a parameter
     model.zero_grad(set_to_none=True)
     out = model(torch.randn(4, 3, *spec.img_size, dtype=torch.float64))

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import vspec
 from vspec.convert import from_official
+from vspec.nn.heads import as_outputs, head_loss
 from vspec.spec import DAFF, MLP, SOPE, Block, HeadTokens, SecondOrderHead
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,15 +146,14 @@ def train_one_step(spec):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x, y = torch.randn(4, 3, *spec.img_size), torch.arange(4) % spec.num_classes
     out = model(x)
-    outs = out if isinstance(out, tuple) else (out,)
-    loss = sum(F.cross_entropy(o, y) for o in outs)
+    loss = head_loss(F.cross_entropy, out, y)
     loss.backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), name
     opt.step()
     with torch.no_grad():
         after = model(x)
-    assert all(torch.isfinite(o).all() for o in (after if isinstance(after, tuple) else (after,)))
+    assert all(torch.isfinite(o.logits).all() for o in as_outputs(after))
     return model
 
 

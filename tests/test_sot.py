@@ -10,6 +10,7 @@ from conftest import FIXTURES
 
 import vspec
 from vspec.convert import ConversionError, from_official
+from vspec.nn.heads import as_outputs, head_loss
 from vspec.spec import (
     EPN,
     GCP,
@@ -259,8 +260,12 @@ def test_late_fusion_pair_in_training_sum_in_eval():
     x = torch.randn(2, 3, 32, 32)
     model.train()
     out = model(x)
-    assert isinstance(out, tuple) and len(out) == 2 and all(o.shape == (2, 5) for o in out)
-    sum(torch.nn.functional.cross_entropy(o, torch.tensor([0, 1])) for o in out).backward()
+    assert [(o.name, o.target, o.weight) for o in out] == [("cls", "image", 1.0), ("word", "image", 1.0)]
+    assert all(o.logits.shape == (2, 5) for o in out)
+    y, ce = torch.tensor([0, 1]), torch.nn.functional.cross_entropy
+    loss = head_loss(ce, out, y)
+    assert torch.allclose(loss, ce(out[0].logits, y) + ce(out[1].logits, y))  # late fusion: the sum of the two
+    loss.backward()
     assert all(p.grad is not None for p in model.parameters())
     model.eval()
     with torch.no_grad():
@@ -294,8 +299,8 @@ def test_every_pool_norm_fusion_trains_one_step(pool, norm, fusion):
     model = vspec.build(spec).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     out = model(torch.randn(4, 3, 32, 32))
-    outs = out if isinstance(out, tuple) else (out,)
-    loss = sum(torch.nn.functional.cross_entropy(o, torch.tensor([0, 1, 2, 3])) for o in outs)
+    loss = head_loss(torch.nn.functional.cross_entropy, out, torch.tensor([0, 1, 2, 3]))
+    assert len(as_outputs(out)) == (2 if fusion == "late" else 1)
     loss.backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), name

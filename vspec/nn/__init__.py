@@ -1,10 +1,11 @@
 """Modules, one per component kind, each taking its spec and a BuildContext. One file per paper:
-`vit.py` (the generic parts), `sot.py`, `dhvt.py`, `swin.py`, `msf.py`,
-`refiner.py`; `model.py` assembles blocks, stages and
-the model; `layers.py` holds the shared layers and the one norm factory."""
+`vit.py` (the generic parts), `sot.py`, `dhvt.py`, `swin.py`, `msf.py`, `refiner.py`; `model.py` assembles
+blocks, stages and the model; `layers.py` holds the shared layers and the one norm factory; `heads.py` the
+contract between heads and training (HeadOutput, head_loss)."""
 
 from .context import BuildContext
 from .dhvt import DAFF, SOPE, HeadTokens
+from .heads import HeadOutput, head_loss
 from .layers import make_norm
 from .model import Block, Part, Stage, VisionTransformer
 from .msf import MeanShiftAttention, WindowMeanShiftAttention
@@ -21,5 +22,6 @@ __all__ = [
     "PatchMerging", "WindowMHSA",
     "MeanShiftAttention", "WindowMeanShiftAttention",
     "ConvStem", "RefinerAttention",
+    "HeadOutput", "head_loss",
     "Block", "BuildContext", "Part", "Stage", "VisionTransformer", "make_norm",
 ]

@@ -198,7 +198,8 @@ class VisionTransformer(nn.Module):
 
     def get_classifier(self) -> nn.Module:
         """The module that maps `forward_head(x, pre_logits=True)` to the logits (for SoT's sum and late
-        fusions, one callable over both classifiers)."""
+        fusions, one callable over both classifiers; with a dense auxiliary head, the class-token
+        classifier: the auxiliary term reads the patch tokens, as in timm's VOLO)."""
         return self.head.classifier()
 
     def reset_classifier(self, num_classes: int) -> None:

@@ -33,6 +33,7 @@ from torch import nn
 from .. import spec as S
 from ..ops import cross_covariance, epn, isqrt_cov, svpn_approx, svpn_exact
 from .context import BuildContext
+from .heads import HeadOutput
 from .layers import AttentionCore, Linear, make_norm
 
 
@@ -249,12 +250,12 @@ class NoNorm(nn.Identity):
 class SecondOrderHead(nn.Module):
     """Eq. 1. Classifiers: `cls_fc` (z0) and `word_fc` (representation) for sum and late fusion; `fc`
     for concat ([z0, r]) and aggr_all. z0 is the class token, or the mean word token (`z0 =
-    mean_token`). Late fusion returns (z0, word) logits in training and their sum in eval;
-    `branches(x)` gives the pair in either mode."""
+    mean_token`). Late fusion returns HeadOutputs cls and word (z0 and word logits, weight 1 each:
+    vspec/nn/heads.py) in training and their sum in eval; `branches(x)` gives the pair in either mode."""
 
     def __init__(self, spec: S.SecondOrderHead, ctx: BuildContext):
         super().__init__()
-        self.fusion, self.z0 = spec.fusion, spec.z0
+        self.fusion, self.z0, self.outputs = spec.fusion, spec.z0, spec.outputs()
         self.num_prefix_tokens = ctx.num_prefix_tokens
         self.pool = ctx.child(spec.pool)
         self.repr_dim = spec.repr_dim(ctx.dim)
@@ -296,10 +297,12 @@ class SecondOrderHead(nn.Module):
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False):
         if self.fusion in ("sum", "late"):
-            if pre_logits:
+            if pre_logits or isinstance(self.cls_fc, nn.Identity):  # num_classes 0: the features
                 return torch.cat((self.first_order(x), self.representation(x)), dim=1)
             cls, word = self.branches(x)
-            return (cls, word) if self.fusion == "late" and self.training else cls + word
+            if self.fusion == "late" and self.training:
+                return tuple(HeadOutput.of(o, d) for o, d in zip((cls, word), self.outputs))
+            return cls + word
         r = self.representation(x)
         features = torch.cat((self.first_order(x), r), dim=1) if self.fusion == "concat" else r
         return features if pre_logits else self.fc(features)

@@ -1,6 +1,6 @@
 """The generic modules (ViT, DeiT, SimpleViT): patch embeddings, multi-head self-attention, MLP,
-class-token and average-pooling heads. Embedders map (B, C, H, W) -> tokens (B, N, dim); token mixers
-and heads take tokens."""
+class-token (with the dense auxiliary head) and average-pooling heads. Embedders map (B, C, H, W) ->
+tokens (B, N, dim); token mixers and heads take tokens."""
 
 from abc import abstractmethod
 
@@ -10,6 +10,7 @@ from torch import nn
 
 from .. import spec as S
 from .context import BuildContext
+from .heads import HeadOutput
 from .layers import AttentionCore, LayerScale, Linear, ProjectedAttention, make_norm, maybe
 
 
@@ -97,11 +98,36 @@ class PoolHead(nn.Module):
 
 
 class ClassTokenHead(PoolHead):
+    """Class token -> dropout -> fc. With `dense` (Refined-ViT's auxiliary head), `aux` classifies every
+    patch token (after the same dropout): training returns HeadOutputs cls (B, C) and aux (B, N, C)
+    (vspec/nn/heads.py); eval returns fc(class token) + eval_weight x the max over tokens of aux. As in
+    timm's VOLO, `pre_logits` is the class token and `classifier()` is fc: the aux term reads the patch
+    tokens. With num_classes 0 both classifiers are identities and the head returns the class token."""
+
     def __init__(self, spec: S.ClassTokenHead, ctx: BuildContext):
+        self.dense, self.outputs = spec.dense, spec.outputs()  # read by reset, which PoolHead calls
         super().__init__(ctx, spec.drop)
+        self.num_prefix_tokens = ctx.num_prefix_tokens
+
+    def reset(self, num_classes: int) -> list[nn.Module]:
+        new = super().reset(num_classes)
+        if self.dense is None:
+            return new
+        self.aux = Linear(self.dim, num_classes) if num_classes > 0 else nn.Identity()
+        return new + [self.aux]
 
     def pool(self, x: torch.Tensor) -> torch.Tensor:
         return x[:, 0]
+
+    def forward(self, x: torch.Tensor, pre_logits: bool = False):
+        features_only = pre_logits or isinstance(self.fc, nn.Identity)  # num_classes 0: the class token
+        if self.dense is None or features_only:
+            return super().forward(x, pre_logits=features_only)
+        cls = self.fc(self.drop(self.pool(x)))
+        aux = self.aux(self.drop(x[:, self.num_prefix_tokens:]))  # (B, N, C)
+        if self.training:
+            return tuple(HeadOutput.of(o, d) for o, d in zip((cls, aux), self.outputs))
+        return cls + self.dense.eval_weight * aux.amax(dim=1)
 
 
 class GAPHead(PoolHead):

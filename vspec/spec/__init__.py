@@ -19,11 +19,12 @@ from .refiner import ConvStem, Refine, RefinerAttention
 from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
 from .sot import EPN, GCP, GAPPool, LearnableScale, MGCrP, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
 from .swin import PatchMerging, WindowMHSA
-from .vit import MHSA, MLP, ClassTokenHead, GAPHead, Norm, PatchEmbed, Projections, SimplePatchEmbed
+from .vit import MHSA, MLP, ClassTokenHead, DenseAux, GAPHead, Norm, Output, PatchEmbed, Projections, SimplePatchEmbed
 
 __all__ = [
     # generic parts (vit.py)
-    "ClassTokenHead", "GAPHead", "MHSA", "MLP", "Norm", "PatchEmbed", "Projections", "SimplePatchEmbed",
+    "ClassTokenHead", "DenseAux", "GAPHead", "MHSA", "MLP", "Norm", "Output", "PatchEmbed", "Projections",
+    "SimplePatchEmbed",
     # SoT
     "EPN", "GCP", "GAPPool", "LearnableScale", "MGCrP", "NoNorm", "ReprLayerNorm", "SecondOrderHead", "SoTEmbed",
     "SvPN",

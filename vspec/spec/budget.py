@@ -181,7 +181,8 @@ def _head(spec: Any, dim: int, classes: int) -> int:
     """Bytes of the head."""
     if isinstance(spec, (ClassTokenHead, GAPHead)):
         norm = _norm(spec.norm, dim) if isinstance(spec, GAPHead) else 0
-        return (norm + _linear(dim, classes) * (classes > 0)) * F32
+        fcs = 1 + (getattr(spec, "dense", None) is not None)  # the dense head's aux classifier
+        return (norm + fcs * _linear(dim, classes) * (classes > 0)) * F32
     assert isinstance(spec, SecondOrderHead)
     r = spec.repr_dim(dim)
     pool, index = 0, 0
@@ -226,6 +227,8 @@ def _embedder_activations(spec: Any, in_chans: int, size: tuple[int, int], first
 
 def _head_activations(spec: Any, tokens: Tokens, classes: int, batch: int) -> int:
     size = tokens.dim + classes
+    if getattr(spec, "dense", None) is not None:  # the aux logits of every patch token
+        size += tokens.patches * (tokens.dim + classes)
     if isinstance(spec, SecondOrderHead):
         pool = spec.pool
         inner = pool.heads * (pool.m + pool.n) if isinstance(pool, MGCrP) else getattr(pool, "dim", 0)

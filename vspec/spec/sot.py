@@ -10,7 +10,7 @@ from attrs import field, frozen
 
 from .core import SpecError, check, check_size, one_of
 from .layout import Tokens
-from .vit import Norm, Patchify
+from .vit import LOGITS, Norm, Output, Patchify
 
 
 @frozen
@@ -163,9 +163,9 @@ class SecondOrderHead:
     """Class token and pooled word tokens together (Eq. 1, Fig. 2).
 
     fusion: sum, FC(z0) + FC(norm(pool(Z))) | concat, FC([z0, norm(pool(Z))]) | aggr_all,
-    FC(norm(pool([z0; Z]))) | late, two classifiers whose logits are added in eval mode and returned
-    as a pair in training (the loss is the sum of the two losses). `drop` is dropout on the normalised
-    representation (released: 0 / 0.5 / 0.7 for Tiny / Small / Base).
+    FC(norm(pool([z0; Z]))) | late, two classifiers whose logits are added in eval mode and trained as
+    two outputs (`outputs()`: cls and word, weight 1 each; the loss is the sum of the two losses).
+    `drop` is dropout on the normalised representation (released: 0 / 0.5 / 0.7 for Tiny / Small / Base).
 
     z0: None, the class token (SoT) | mean_token, the mean of the word tokens in the class token's
     place, for bodies without a class token (Swin); aggr_all has no z0 term. The released code has no
@@ -210,6 +210,10 @@ class SecondOrderHead:
         if size < least:  # EPN of one value is its sign; a LayerNorm of one value is 0, of two their order
             raise SpecError("norm", f"{self.norm.kind} of a representation of {size} value{'s' * (size > 1)} is "
                                     f"constant: it needs at least {least} (enlarge the pool)")
+
+    def outputs(self) -> tuple[Output, ...]:
+        """What the head returns in training and the loss each output takes."""
+        return (Output("cls"), Output("word")) if self.fusion == "late" else LOGITS
 
     def repr_shape(self, dim: int) -> tuple[int, ...]:
         """Shape of the pooled representation (per sample) for token width `dim`."""

@@ -1,11 +1,12 @@
 """The generic parts (ViT, DeiT, SimpleViT): norm, patch embeddings, multi-head self-attention, MLP,
-class-token and average-pooling heads.
+class-token (with the dense auxiliary head) and average-pooling heads, and `Output`: what a head declares
+it returns in training.
 
 Every component class may have `check(tokens)`: the rules that concern it given the shape it will
 see (`Tokens`: width, grid, prefix tokens), raising SpecError with a path relative to itself.
 """
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, NamedTuple
 
 from attrs import field, frozen
 
@@ -202,17 +203,52 @@ class MLP:
         check_hidden(self, tokens.dim)
 
 
+class Output(NamedTuple):
+    """What a head declares about one of its training outputs (the contract with the training engine,
+    `vspec/nn/heads.py`): its `name`, its `target` (image: logits (B, C) against the image label;
+    tokens: logits (B, N, C), the image label at every token) and its loss `weight`."""
+
+    name: str
+    target: Literal["image", "tokens"] = "image"
+    weight: float = 1.0
+
+
+LOGITS = (Output("logits"),)  # a one-output head: its logits against the image label, weight 1
+
+
+@frozen
+class DenseAux:
+    """The dense auxiliary head of Refined-ViT (Refiner released code: `aux_head`, from LV-ViT's token
+    labelling): a Linear classifier on every patch token (prefix tokens excluded) beside the class-token
+    classifier. Training: its logits (B, N, C) take `loss_weight` x the loss against the image label at
+    every token (the class token's weight is 1; 0.5 is the released training's dense weight). Token-level
+    labels, MixToken and token relabelling are not implemented. Eval: class logits + `eval_weight` x the
+    max over patch tokens of its logits (the released 0.5). Both weights are > 0: at 0 the classifier
+    would go untrained, or unread at eval."""
+
+    loss_weight: float = field(default=0.5, validator=check(float, gt=0))
+    eval_weight: float = field(default=0.5, validator=check(float, gt=0))
+
+
 @frozen
 class ClassTokenHead:
-    """Classify from the class token (ViT / DeiT)."""
+    """Classify from the class token (ViT / DeiT); `dense` adds the dense auxiliary head (Refined-ViT)."""
 
     kind: ClassVar[str] = "class_token"
     reads_prefix: ClassVar[bool] = True  # whether the head reads the class token
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
+    dense: DenseAux | None = field(default=None, validator=check(DenseAux, optional=True))
 
     def check(self, tokens: Tokens) -> None:
+        """A class token is needed; the dense head always has patch tokens (at least one)."""
         if not tokens.prefix:
             raise SpecError("", "the class_token head needs class_token = true")
+
+    def outputs(self) -> tuple[Output, ...]:
+        """What the head returns in training and the loss each output takes."""
+        if self.dense is None:
+            return LOGITS
+        return Output("cls"), Output("aux", "tokens", self.dense.loss_weight)
 
 
 @frozen
@@ -227,3 +263,6 @@ class GAPHead:
 
     def check(self, tokens: Tokens) -> None:
         """Any tokens will do: there is always at least one patch token."""
+
+    def outputs(self) -> tuple[Output, ...]:
+        return LOGITS

@@ -31,6 +31,7 @@ from torch import nn
 from .. import spec as S
 from ..checkpoint import with_checksum
 from ..compiler import build
+from ..nn.heads import head_loss
 from . import checkpoints as C
 from .data import build_datasets, build_loaders, build_transforms
 from .progress import Progress
@@ -108,9 +109,10 @@ def make_criterion(recipe: Recipe, num_classes: int):
 
 
 def total_loss(criterion, outputs, target) -> torch.Tensor:
-    """Multi-output heads (SoT late fusion) return a tuple in training: the loss is the sum."""
-    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    return sum(criterion(o, target) for o in outputs)
+    """The loss of a training forward under the heads' contract (vspec/nn/heads.py): the sum of weight x
+    criterion over the outputs the head declares; a tokens output (the dense auxiliary head) is trained on
+    the image label at every token."""
+    return head_loss(criterion, outputs, target)
 
 
 @torch.no_grad()
@@ -247,6 +249,11 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     mixup, criterion = make_criterion(r, num_classes)
+    outputs = spec.head.outputs()  # what the head declares it returns in training (vspec/nn/heads.py)
+    if d.main and len(outputs) > 1:
+        label = {"image": "the image label", "tokens": "the image label at every token"}
+        terms = " + ".join(f"{o.weight:g} x loss({o.name}, {label[o.target]})" for o in outputs)
+        print(f"note: the {spec.head.kind} head trains on {len(outputs)} outputs: {terms}", file=sys.stderr)
 
     start_epoch, skip_batches, global_step, history, best, best_epoch = 0, 0, 0, [], -1.0, 0
     if ckpt is not None:

@@ -1,0 +1,60 @@
+"""The contract between heads and training (DESIGN: heads declare their outputs).
+
+Every head spec declares what it returns in training, `spec.head.outputs()`: one `vspec.spec.Output`
+(name, target, weight) per output, readable without building or running the model. In eval mode every
+head returns one logits tensor. In training mode a head that declares one image output of weight 1
+returns its logits tensor; any other head returns a tuple of `HeadOutput`, one per declared output, in
+order. The loss of a training forward is the sum of weight x criterion over the outputs (`head_loss`).
+
+Targets: "image", logits (B, C) against the image label; "tokens", logits (B, N, C) against the image
+label at every token (flattened to (B * N, C), the label repeated N times: hard labels and mixup /
+cutmix soft targets alike). Without token-level labels this is all the dense auxiliary head learns
+from; token labels, MixToken and token relabelling (LV-ViT, Refiner's released training) are not
+implemented.
+"""
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+
+from .. import spec as S
+
+
+class HeadOutput(NamedTuple):
+    """One training output of a head: its logits and its declaration (`vspec.spec.Output`'s fields)."""
+
+    logits: torch.Tensor
+    name: str = "logits"
+    target: str = "image"
+    weight: float = 1.0
+
+    @classmethod
+    def of(cls, logits: torch.Tensor, output: S.Output) -> "HeadOutput":
+        return cls(logits, *output)
+
+
+def as_outputs(out: torch.Tensor | tuple[HeadOutput, ...]) -> tuple[HeadOutput, ...]:
+    """A training forward's result as HeadOutputs: a tensor is the one image output of weight 1."""
+    if isinstance(out, torch.Tensor):
+        return (HeadOutput(out),)
+    if not out or not all(isinstance(o, HeadOutput) for o in out):
+        raise TypeError("a head returns a logits tensor or a tuple of HeadOutput in training "
+                        f"(vspec/nn/heads.py), got {type(out).__name__}")
+    return tuple(out)
+
+
+def output_loss(criterion: Callable, output: HeadOutput, target: torch.Tensor) -> torch.Tensor:
+    """criterion(logits, target) for an image output; for a tokens output (B, N, C), over every token
+    with the image target (B,) or soft target (B, C) repeated N times."""
+    if output.target == "image":
+        return criterion(output.logits, target)
+    if output.target != "tokens":
+        raise ValueError(f"head output {output.name!r}: unknown target {output.target!r} (image | tokens)")
+    b, n, c = output.logits.shape
+    return criterion(output.logits.reshape(b * n, c), target.repeat_interleave(n, dim=0))
+
+
+def head_loss(criterion: Callable, out: torch.Tensor | tuple[HeadOutput, ...], target: torch.Tensor) -> torch.Tensor:
+    """The loss of a training forward: the sum of weight x criterion over the head's outputs."""
+    return sum(o.weight * output_loss(criterion, o, target) for o in as_outputs(out))
