@@ -229,7 +229,7 @@ def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] 
     for b in blocks:
         if not 0 <= b < len(parts):
             raise IndexError(f"block {b} is out of range: the model has {len(parts)} blocks (0..{len(parts) - 1})")
-    seen: dict[int, tuple[str, torch.Tensor, torch.Tensor]] = {}
+    seen: dict[int, tuple] = {}  # block -> (kind, the core's q shape or the maps' shape, its map or maps)
 
     def keep_core(b: int, core: AttentionCore, args: tuple, kwargs: dict) -> None:
         if b not in seen:

@@ -390,7 +390,10 @@ def cmd_analyze(args: argparse.Namespace) -> None:
                 png, out = folder / f"{source.stem}.cka.png", folder / f"{source.stem}.cka.json"
                 A.plot_cka(result, png, title)
             else:
-                maps = A.attention_maps(model, images(1, 1)[0], args.blocks, args.heads)
+                try:
+                    maps = A.attention_maps(model, images(1, 1)[0], args.blocks, args.heads)
+                except IndexError as e:  # a block or head out of range
+                    raise UsageError(f"vspec analyze: error: --heads / --blocks: {e}") from None
                 result = {"maps": A.maps_summary(maps)}
                 png, out = folder / f"{source.stem}.maps.png", folder / f"{source.stem}.maps.json"
                 A.plot_maps(maps, png, title)
@@ -399,8 +402,6 @@ def cmd_analyze(args: argparse.Namespace) -> None:
                 raise UsageError(f"vspec analyze: error: {name}: {e}") from None
             print(f"{name}: skipped: {one_line(e)}")
             continue
-        except IndexError as e:
-            raise UsageError(f"vspec analyze: error: --heads / --blocks: {e}") from None
         out.write_text(json.dumps({"source": str(source), **result}, indent=1))
         print(f"{png}\n{out}")
 
