@@ -48,6 +48,30 @@ def _positive(text: str) -> int:
     return value
 
 
+ANALYSES = ("msf", "cka", "maps")
+
+
+def _analyses(text: str) -> tuple[str, ...]:
+    names = [t.strip() for t in text.split(",")]
+    if names == ["all"]:
+        return ANALYSES
+    bad = [n for n in names if n not in ANALYSES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"expected all or a comma-separated list of {', '.join(ANALYSES)}; "
+                                         f"got {text!r}")
+    return tuple(n for n in ANALYSES if n in names)
+
+
+def _indices(text: str) -> list[int]:
+    try:
+        values = [int(t) for t in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated ints such as 0,5,11; got {text!r}") from None
+    if any(v < 0 for v in values) or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"expected distinct ints >= 0; got {text!r}")
+    return values
+
+
 def _memory_flag(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--no-memory-check", dest="memory_check", action="store_false",
                    help=f"skip the size guard: by default {what}")
@@ -91,20 +115,43 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("show", help="print the spec tree", description="Print the (overridden) spec as a tree.")
     _spec_args(s)
 
-    a = sub.add_parser("analyze", help="the MSF paper's analyses: projection subspaces and feature norms",
+    a = sub.add_parser("analyze", help="the MSF and Refiner papers' analyses: projection subspaces, feature "
+                                       "norms, CKA feature evolution, attention maps",
                        description="Analyze a model (a vspec checkpoint, .pt, or a spec, randomly initialised) "
-                                   "as the MSF paper does and write PATH_STEM.analysis.png and .json beside it "
-                                   "(or in --out-dir): (1) the subspace similarity (Eq. 13: the mean cos^2 of "
-                                   "the canonical angles, 0..1) of every pair of projection roles QUERY, KEY, "
-                                   "VALUE, PROBE, WEIGHT, per layer and averaged over the heads; the PNG shows "
-                                   "its mean over the layers as a heatmap (Fig. 3); (2) the mean L2 norm of the "
-                                   "token features after the embedding and after each layer (Fig. 4), read "
-                                   "through forward_intermediates on a batch of random N(0, 1) images.")
+                                   "and write a PNG and a JSON per analysis beside PATH (or in --out-dir). "
+                                   "msf -> PATH_STEM.analysis.png/.json: (1) the subspace similarity (MSF Eq. 13: "
+                                   "the mean cos^2 of the canonical angles, 0..1) of every pair of projection "
+                                   "roles QUERY, KEY, VALUE, PROBE, WEIGHT, per layer and averaged over the "
+                                   "heads, shown as its mean over the layers (Fig. 3); (2) the mean L2 norm of "
+                                   "the token features after the embedding and after each layer (Fig. 4). "
+                                   "cka -> PATH_STEM.cka.png/.json: Refiner's feature evolution (appendix Eq. 2, "
+                                   "Fig. 2): F_k = CKA(f_k, f_out) / CKA(f_1, f_out), linear CKA between the "
+                                   "tokens after block k (each stage of a multi-stage model) and the final "
+                                   "features, every token of the batch one example, averaged over --batches. "
+                                   "maps -> PATH_STEM.maps.png/.json: the attention maps of one image (the first "
+                                   "drawn) in --blocks and --heads, N x N over all tokens (class token first), "
+                                   "before and after refinement where a block refines its maps (Fig. 1, "
+                                   "Fig. 5); the JSON keeps each map's mean row entropy; window attention is "
+                                   "refused. Images: random N(0, 1), or --data's validation images.")
     _spec_args(a)
-    a.add_argument("--batch-size", type=_positive, default=8, metavar="N",
-                   help="images in the batch for the feature norms (default 8)")
-    a.add_argument("--seed", type=int, default=0, help="seed of the initialisation (specs) and the batch")
-    a.add_argument("--out-dir", metavar="DIR", help="where to write the PNG and the JSON (default: beside PATH)")
+    a.add_argument("--what", type=_analyses, default=("msf", "cka", "maps"), metavar="LIST",
+                   help="comma-separated analyses among msf, cka, maps, or all (default: all, skipping with a "
+                        "note those that do not apply to the model; one named that does not apply is an error)")
+    a.add_argument("--batch-size", type=_positive, metavar="N",
+                   help="images per batch (default: 8 for the feature norms, 32 for CKA as in the paper)")
+    a.add_argument("--batches", type=_positive, default=1, metavar="N",
+                   help="batches the CKA curve is averaged over (default 1; the paper: 10)")
+    a.add_argument("--blocks", type=_indices, metavar="I,J,...",
+                   help="blocks whose maps are shown, indices over all blocks in forward order from 0 (default: "
+                        "4 evenly spaced from the first to the last)")
+    a.add_argument("--heads", type=_indices, metavar="I,J,...", help="heads shown per block (default: the first 4)")
+    a.add_argument("--data", metavar="NAME",
+                   help="read the images from this dataset's validation split (as tools/eval.py: digits, cifar10, "
+                        "cifar100, imagefolder, synthetic), resized and centre-cropped to the spec's input size "
+                        "(default: random N(0, 1) images)")
+    a.add_argument("--data-dir", metavar="DIR", help="the dataset's folder (cifar10, cifar100, imagefolder)")
+    a.add_argument("--seed", type=int, default=0, help="seed of the initialisation (specs) and the images")
+    a.add_argument("--out-dir", metavar="DIR", help="where to write the PNGs and JSONs (default: beside PATH)")
     return top
 
 
@@ -299,36 +346,93 @@ def cmd_show(args: argparse.Namespace) -> None:
 def cmd_analyze(args: argparse.Namespace) -> None:
     import torch
 
-    from .analysis import analyze, plot
+    from . import analysis as A
+    from .compiler import build
 
     source = Path(args.path)
+    what, everything = args.what, args.what == ANALYSES
+    sizes = {"msf": args.batch_size or 8, "cka": args.batch_size or 32, "maps": 1}
     torch.manual_seed(args.seed)
     if source.suffix in (".pt", ".pth"):
         from .checkpoint import load_checkpoint, load_weights
-        from .compiler import build
         from .spec import from_json
 
         if args.overrides:
             raise SpecError("", "--set applies to spec files, not to a checkpoint's trained model")
         ckpt = load_checkpoint(source)
         spec = from_json(ckpt["spec"])
-        budget.check(spec, args.batch_size, what="analyzing it")
+        budget.check(spec, max(sizes[w] for w in what), what="analyzing it")
         model = build(spec)
         load_weights(model, ckpt["state_dict"], source)
     else:
-        from .compiler import build
-
         spec = _load(args)
-        budget.check(spec, args.batch_size, what="analyzing it")
+        budget.check(spec, max(sizes[w] for w in what), what="analyzing it")
         model = build(spec)
-    x = torch.randn(args.batch_size, spec.in_chans, *spec.img_size, generator=torch.Generator().manual_seed(args.seed))
-    result = analyze(model, x)
+    depth = sum(len(stage.blocks) for stage in model.stages)
+    if "maps" in what and args.blocks and max(args.blocks) >= depth:
+        raise UsageError(f"vspec analyze: error: --blocks: {max(args.blocks)} is out of range: the model has "
+                         f"{depth} blocks (0..{depth - 1})")
+    images = _images(args, spec)
     folder = Path(args.out_dir) if args.out_dir else source.parent
     folder.mkdir(parents=True, exist_ok=True)
-    png, out = folder / f"{source.stem}.analysis.png", folder / f"{source.stem}.analysis.json"
-    plot(result, png, f"{source.name} ({'checkpoint' if source.suffix in ('.pt', '.pth') else 'random init'})")
-    out.write_text(json.dumps({"source": str(source), **result}, indent=1))
-    print(f"{png}\n{out}")
+    title = f"{source.name} ({'checkpoint' if source.suffix in ('.pt', '.pth') else 'random init'})"
+    for name in what:
+        try:
+            if name == "msf":
+                problem = A.msf_problem(model)
+                if problem:
+                    raise A.AnalysisError(problem)
+                result = A.analyze(model, images(1, sizes["msf"])[0])
+                png, out = folder / f"{source.stem}.analysis.png", folder / f"{source.stem}.analysis.json"
+                A.plot(result, png, title)
+            elif name == "cka":
+                result = A.feature_evolution(model, images(args.batches, sizes["cka"]))
+                png, out = folder / f"{source.stem}.cka.png", folder / f"{source.stem}.cka.json"
+                A.plot_cka(result, png, title)
+            else:
+                try:
+                    maps = A.attention_maps(model, images(1, 1)[0], args.blocks, args.heads)
+                except IndexError as e:  # a block or head out of range
+                    raise UsageError(f"vspec analyze: error: --heads / --blocks: {e}") from None
+                result = {"maps": A.maps_summary(maps)}
+                png, out = folder / f"{source.stem}.maps.png", folder / f"{source.stem}.maps.json"
+                A.plot_maps(maps, png, title)
+        except A.AnalysisError as e:
+            if not everything:
+                raise UsageError(f"vspec analyze: error: {name}: {e}") from None
+            print(f"{name}: skipped: {one_line(e)}")
+            continue
+        out.write_text(json.dumps({"source": str(source), **result}, indent=1))
+        print(f"{png}\n{out}")
+
+
+def _images(args: argparse.Namespace, spec: Model):
+    """images(count, size): `count` batches of `size` images, the same for every call: random N(0, 1)
+    from --seed, or --data's validation images in an order drawn from --seed."""
+    import torch
+
+    if args.data is None:
+        def random(count: int, size: int) -> list[torch.Tensor]:
+            g = torch.Generator().manual_seed(args.seed)
+            return [torch.randn(size, spec.in_chans, *spec.img_size, generator=g) for _ in range(count)]
+        return random
+    from .train.data import DataError, build_datasets, build_transforms
+
+    try:
+        tf = build_transforms(spec.img_size, spec.in_chans, train=False)
+        _, val, _ = build_datasets(args.data, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=tf,
+                                   eval_transform=tf, data_dir=args.data_dir, seed=args.seed,
+                                   num_classes=max(spec.num_classes, 1) if args.data == "synthetic" else None)
+    except DataError as e:
+        raise UsageError(f"vspec analyze: error: --data: {one_line(e)}") from None
+    order = torch.randperm(len(val), generator=torch.Generator().manual_seed(args.seed)).tolist()
+
+    def data(count: int, size: int) -> list[torch.Tensor]:
+        if count * size > len(val):
+            raise UsageError(f"vspec analyze: error: --data {args.data} has {len(val)} validation images, "
+                             f"{count} x {size} asked for")
+        return [torch.stack([val[i][0] for i in order[b * size:(b + 1) * size]]) for b in range(count)]
+    return data
 
 
 COMMANDS = {"build": cmd_build, "profile": cmd_profile, "show": cmd_show, "analyze": cmd_analyze}
