@@ -130,15 +130,3 @@ class RefinerAttention(MultiHead):
             except SpecError as e:
                 raise e.under("refine") from None
 
-
-def released_attention(heads: int, share: bool, first: bool, transform: bool = False, head_expand: int = 3,
-                       expansion: int = 3, qkv_bias: bool = True) -> RefinerAttention:
-    """A Refined-ViT block's attention, as the released constructor builds it: a shared block (`share`)
-    reuses the incoming maps and refines them (DLA with `expansion`, 3 in every released block); a
-    compute block adds scale x the incoming maps (all but the `first`) and, with `transform`
-    (`apply_transform`, on in no released factory), refines its own maps with `head_expand`."""
-    if share:
-        return RefinerAttention(heads=heads, qkv_bias=qkv_bias, form="released", reuse=True,
-                                refine=Refine(expansion=expansion, form="released"))
-    refine = Refine(expansion=head_expand, form="released") if transform else None
-    return RefinerAttention(heads=heads, qkv_bias=qkv_bias, form="released", refine=refine, add_incoming=not first)
