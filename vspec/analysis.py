@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from .nn.layers import AttentionCore
+from .nn.refiner import MapAttention
 
 ROLES = "QKVPW"
 
@@ -204,10 +205,11 @@ def default_blocks(depth: int, count: int = 4) -> list[int]:
     return sorted({round(i * (depth - 1) / max(n - 1, 1)) for i in range(n)})
 
 
-def _map_sources(block: nn.Module) -> tuple[nn.Module | None, AttentionCore | None]:
-    """The block's first map-refining module (class attribute `refines_maps = True`) and its first core."""
+def _map_sources(block: nn.Module) -> tuple[nn.Module | None, AttentionCore | MapAttention | None]:
+    """The block's first map-refining module (class attribute `refines_maps = True`) and its first core
+    (SDPA's, or one that materialises its maps)."""
     refiner = next((m for m in block.modules() if getattr(m, "refines_maps", False)), None)
-    core = next((m for m in block.modules() if isinstance(m, AttentionCore)), None)
+    core = next((m for m in block.modules() if isinstance(m, (AttentionCore, MapAttention))), None)
     return refiner, core
 
 
@@ -219,7 +221,7 @@ def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] 
     after refinement, read through forward hooks on a forward pass. A block with a map-refining module
     (`refines_maps`; forward(maps (B, H, N, N)) -> (B, H', N, N)): its input (before) and output
     (after). Any other block: the map of its AttentionCore, recomputed in float64 from the core's
-    inputs (before = after). Only a block's first such module counts, on its first call. Each map is
+    inputs, or the maps a MapAttention (Refiner's materialised maps) used (before = after). Only a block's first such module counts, on its first call. Each map is
     N x N over all the tokens the attention sees, prefix tokens included (a class token is row and
     column 0). Attention within windows (Swin) is refused. Returns per block: index, module, refined,
     tokens, the shown heads and their maps (H_shown, N, N) before and after."""
@@ -236,6 +238,10 @@ def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] 
             inputs = dict(zip(("q", "k", "v", "mask"), args)) | kwargs
             seen[b] = ("core", inputs["q"].shape, core_map(core, inputs["q"], inputs["k"], inputs.get("mask")))
 
+    def keep_materialised(b: int, module: MapAttention, args: tuple, kwargs: dict, out: tuple) -> None:
+        if b not in seen:  # out: (A v, the maps handed on), which are the maps it used when it refines none
+            seen[b] = ("core", out[1].shape, out[1].double())
+
     def keep_refined(b: int, module: nn.Module, args: tuple, kwargs: dict, out: torch.Tensor) -> None:
         if b not in seen:
             maps = args[0] if args else next(iter(kwargs.values()))
@@ -248,6 +254,9 @@ def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] 
             if refiner is not None:
                 hook = lambda m, a, kw, o, b=b: keep_refined(b, m, a, kw, o)  # noqa: E731
                 handles.append(refiner.register_forward_hook(hook, with_kwargs=True))
+            elif isinstance(core, MapAttention):
+                hook = lambda m, a, kw, o, b=b: keep_materialised(b, m, a, kw, o)  # noqa: E731
+                handles.append(core.register_forward_hook(hook, with_kwargs=True))
             elif core is not None:
                 hook = lambda m, a, kw, b=b: keep_core(b, m, a, kw)  # noqa: E731
                 handles.append(core.register_forward_pre_hook(hook, with_kwargs=True))
