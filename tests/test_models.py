@@ -20,11 +20,13 @@ from vspec.spec import (
     SOPE,
     Block,
     ClassTokenHead,
+    ConvStem,
     GAPHead,
     MGCrP,
     Model,
     Norm,
     PatchEmbed,
+    RefinerAttention,
     SecondOrderHead,
     SimplePatchEmbed,
     SoTEmbed,
@@ -68,14 +70,34 @@ def embedder_params(e, in_chans: int, d: int) -> int:
         channels = [in_chans] + [d // 2 ** (k - 1 - i) for i in range(k)]
         total = 2 * in_chans * e.pre_affine + 2 * d * e.post_affine
         return total + sum(c_in * c_out * 9 + norm_params(e.norm, c_out) for c_in, c_out in zip(channels, channels[1:]))
+    if isinstance(e, ConvStem):  # conv 7x7 (w), 3x3 (2w), 3x3 (4w), no bias, each + BN; conv p/2 (bias) to d
+        w = e.width
+        convs = in_chans * w * 49 + w * 2 * w * 9 + 2 * w * 4 * w * 9 + linear_params(4 * w * (p // 2) ** 2, d)
+        return convs + 2 * (w + 2 * w + 4 * w)
     patch_dim = in_chans * p * p  # patchify -> norm(patch_dim) -> Linear(patch_dim, d) -> norm(d)
     return norm_params(e.norm, patch_dim) + linear_params(patch_dim, d) + norm_params(e.norm, d)
+
+
+def refine_params(r, heads: int) -> int:
+    """Refiner's map pipeline: expansion H -> rH (1x1, no bias), DLA (depthwise k x k, or 1 x k + k x 1 for
+    row_col), reduction rH -> H; released: the same convolutions (no expansion conv at r = 1) + 4 BNs."""
+    wide, k = heads * r.expansion, r.kernel
+    if r.form == "released":
+        return heads * wide * (r.expansion != 1) + 2 * wide * (r.expansion != 1) + wide * k * k + 2 * wide \
+            + wide * heads + 2 * heads + 2 * heads
+    dla = wide * k * (2 if r.constraint == "row_col" else k)
+    return heads * wide + dla + wide * heads * r.reduction
 
 
 def attention_params(a, d: int, inner: int) -> int:
     """Fused qkv + proj, or (MSF's projections) one matrix per distinct letter of the roles QKV[P]W:
     QUERY, KEY, VALUE, PROBE inner x d / groups (eq14's P~: d x d / groups), WEIGHT d x inner;
     biases per role (qkv_bias: the input roles, proj_bias: WEIGHT)."""
+    if isinstance(a, RefinerAttention):  # q, k unless the maps are reused; a value head per map used
+        maps = a.heads if a.refine is None or a.refine.reduction else a.heads * a.refine.expansion
+        values = maps * inner // a.heads
+        refine = refine_params(a.refine, a.heads) if a.refine is not None else 0
+        return linear_params(d, 2 * inner * (not a.reuse) + values, a.qkv_bias) + linear_params(values, d) + refine
     if getattr(a, "projections", None) is None:
         return linear_params(d, 3 * inner, a.qkv_bias) + linear_params(inner, d, a.proj_bias)
     roles = "QKVW" if getattr(a, "form", "gauss_orig") == "gauss_orig" else "QKVPW"  # MSF's forms have PROBE
@@ -141,6 +163,8 @@ def expected_params(spec: Model, num_classes: int | None = None) -> int:
     head = spec.head
     if isinstance(head, GAPHead):
         total += norm_params(head.norm, d)
+    if isinstance(head, ClassTokenHead) and head.dense is not None and nc > 0:  # the classifier on every token
+        total += linear_params(d, nc)
     if isinstance(head, SecondOrderHead):  # MGCrP + svPN (learnable start) heads only
         pool = head.pool
         assert isinstance(pool, MGCrP) and isinstance(head.norm, SvPN) and head.norm.start == "learnable"

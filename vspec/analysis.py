@@ -221,10 +221,11 @@ def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] 
     after refinement, read through forward hooks on a forward pass. A block with a map-refining module
     (`refines_maps`; forward(maps (B, H, N, N)) -> (B, H', N, N)): its input (before) and output
     (after). Any other block: the map of its AttentionCore, recomputed in float64 from the core's
-    inputs, or the maps a MapAttention (Refiner's materialised maps) used (before = after). Only a block's first such module counts, on its first call. Each map is
-    N x N over all the tokens the attention sees, prefix tokens included (a class token is row and
-    column 0). Attention within windows (Swin) is refused. Returns per block: index, module, refined,
-    tokens, the shown heads and their maps (H_shown, N, N) before and after."""
+    inputs, or the maps its MapAttention (Refiner's materialised maps) used (before = after). Only a
+    block's first such module counts, on its first call. Each map is N x N over all the tokens the
+    attention sees, prefix tokens included (a class token is row and column 0). Attention within
+    windows (Swin) is refused. Returns per block: index, module, refined, tokens, the shown heads and
+    their maps (H_shown, N, N) before and after."""
     parts = [(f"stages.{i}.blocks.{j}", shape.tokens.length, block) for i, (shape, stage)
              in enumerate(zip(model.layout, model.stages)) for j, block in enumerate(stage.blocks)]
     blocks = default_blocks(len(parts)) if blocks is None else list(blocks)
