@@ -113,3 +113,27 @@ def test_receptive_field_calibration_on_a_refiner_checkpoint(tmp_path, capsys):
     padded = build_transforms(32, 3, train=False, crop_ratio=1.25)(Image.new("RGB", (32, 32), "white"))
     assert torch.equal(padded[:, :3], padded[:, :1].expand(-1, 3, -1))  # a constant frame: the zero pixels
     assert not torch.equal(padded[:, 3:29, 3:29].mean(), padded[:, 0, 0].mean())
+
+
+def test_analyze_reads_the_maps_that_blocks_hand_on():
+    """`vspec analyze`'s maps on Refined-ViT: a compute block shows its softmax map (from its own q, k);
+    the shared block after it refines exactly that map (before), and a block that adds the incoming maps
+    shows softmax + scale x them."""
+    from vspec.analysis import attention_maps
+
+    spec = vspec.override(vspec.load_spec(ROOT / "specs" / "refined_vit_s.py"), {"img_size": 32, "dim": 48})
+    torch.manual_seed(0)
+    model = vspec.build(spec).eval()
+    image = torch.randn(1, 3, 32, 32)
+    taps = {}
+    hook = model.stages[0].blocks[0].norm1.register_forward_hook(lambda m, a, o: taps.setdefault(0, o))
+    shown = attention_maps(model, image, blocks=[0, 1, 2], heads=[0, 1])
+    hook.remove()
+    attn = model.stages[0].blocks[0].attn
+    q, k, _ = attn.qkv(taps[0]).double().chunk(3, dim=-1)
+    q, k = (t.reshape(1, -1, 12, 4).transpose(1, 2) for t in (q, k))
+    expected = torch.softmax(q @ k.transpose(-2, -1) * 4**-0.5, dim=-1)[0, :2]
+    assert torch.allclose(shown[0]["before"], expected, atol=1e-6) and torch.equal(shown[0]["after"], shown[0]["before"])
+    assert shown[1]["refined"] and torch.allclose(shown[1]["before"], shown[0]["before"], atol=1e-6)
+    assert not torch.allclose(shown[1]["after"], shown[1]["before"])
+    assert torch.allclose(shown[2]["before"].sum(-1), 1 + 4**-0.5 * shown[0]["before"].sum(-1), atol=1e-5)
