@@ -133,7 +133,8 @@ def test_analyze_reads_the_maps_that_blocks_hand_on():
     q, k, _ = attn.qkv(taps[0]).double().chunk(3, dim=-1)
     q, k = (t.reshape(1, -1, 12, 4).transpose(1, 2) for t in (q, k))
     expected = torch.softmax(q @ k.transpose(-2, -1) * 4**-0.5, dim=-1)[0, :2]
-    assert torch.allclose(shown[0]["before"], expected, atol=1e-6) and torch.equal(shown[0]["after"], shown[0]["before"])
+    assert torch.allclose(shown[0]["before"], expected, atol=1e-6)
+    assert torch.equal(shown[0]["after"], shown[0]["before"])
     assert shown[1]["refined"] and torch.allclose(shown[1]["before"], shown[0]["before"], atol=1e-6)
     assert not torch.allclose(shown[1]["after"], shown[1]["before"])
     assert torch.allclose(shown[2]["before"].sum(-1), 1 + 4**-0.5 * shown[0]["before"].sum(-1), atol=1e-5)
