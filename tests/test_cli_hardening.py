@@ -6,11 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 import torch
 from cli_corpus import bases, corpus, run_case, run_corpus
 
 import vspec
+from vspec import spec as S
 from vspec.cli import MAX_LINE, one_line
 from vspec.spec import MemoryBudgetError, SpecError, budget
 
@@ -88,6 +90,11 @@ def _specs():
     kinds["gcp head"] = vspec.override(kinds["sot"], {"head.pool.kind": "gcp", "head.norm.kind": "repr_layernorm",
                                                       "head.fusion": "concat"})
     kinds["dense head"] = vspec.override(kinds["vit"], {"head.dense": {}})
+    refined = vspec.load_spec(Path(__file__).parents[1] / "specs" / "refined_vit_s.py")  # refiner options
+    paper = [S.RefinerAttention(heads=12, refine=S.Refine(expansion=2, constraint="row_col")),
+             S.RefinerAttention(heads=12, reuse=True, refine=S.Refine(reduction=False, constraint="spatial"))]
+    blocks = (*refined.block[:2], *(attrs.evolve(refined.block[0], attention=a) for a in paper))
+    kinds["refiner"] = attrs.evolve(refined, stages=(S.Stage(depth=4, dim=48, block=blocks),))
     return [(p.name, vspec.load_spec(p)) for p in PRESETS] + list(kinds.items())
 
 

@@ -112,7 +112,8 @@ def _embedder(spec: Any, in_chans: int, dim: int) -> int:
         return total
     if isinstance(spec, ConvStem):
         w, p = spec.width, spec.patch_size // 2
-        return in_chans * w * 49 + 18 * w * w + 72 * w * w + 7 * w * 4 + _linear(4 * w * p * p, dim)
+        convs = in_chans * w * 49 + 18 * w * w + 72 * w * w + _linear(4 * w * p * p, dim)
+        return convs + _bn(w) + _bn(2 * w) + _bn(4 * w)
     raise TypeError(f"no estimate for embedder {type(spec).__name__}")
 
 
@@ -259,13 +260,18 @@ def estimate(spec: Model, batch: int = 1) -> Budget:
             params, distinct = params + entry, distinct + entry
             work = max(work, batch * (2 * e.length * e.dim + 4 * t.length * (e.dim + t.dim)) * F32)
             largest = max(largest, entry, work)
-        for _, block in stage.named_blocks():
-            repeats = stage.depth if isinstance(stage.block, Block) else 1
-            size = _block(block, t)
-            params += size * repeats
-            distinct += size * len({block.variant(t, j) for j in range(min(repeats, 2))})  # Swin's shift parity
+        # the profiler's tied model builds one block per (spec, variant: Swin's shift parity, handing maps on)
+        listed = isinstance(stage.block, tuple)
+        indices = range(stage.depth) if listed else sorted({0, min(1, stage.depth - 1), stage.depth - 1})
+        keys: dict[Any, int] = {}
+        for j in indices:
+            block = stage.block[j] if listed else stage.block
+            size = keys.setdefault((block, block.variant(t, j), stage.hands_on(j)), _block(block, t))
+            params += size if listed else 0
             work = max(work, _block_activations(block, t, batch) * F32)
             largest = max(largest, size, work)
+        params += 0 if listed else _block(stage.block, t) * stage.depth
+        distinct += sum(keys.values())
     return Budget(params, distinct, image + work, largest, spec.depth)
 
 

@@ -117,12 +117,14 @@ class Stage:
 
     def hands_on(self, index: int) -> bool:
         """Whether block `index` hands its attention maps on: the next block of the stage takes them."""
-        return index + 1 < self.depth and self.blocks[index + 1].consumes_maps
+        if index + 1 >= self.depth:
+            return False
+        return (self.block if isinstance(self.block, Block) else self.block[index + 1]).consumes_maps
 
     def check_maps(self) -> None:
         """The side channel: a block that takes maps follows, in its stage, a block that hands on as many."""
-        for j, block in enumerate(self.blocks):
-            if not block.consumes_maps:
+        for j, block in enumerate((self.block,) if isinstance(self.block, Block) else self.block):
+            if not block.consumes_maps:  # (a repeated block that takes maps fails at its first)
                 continue
             path = "block.attention" if isinstance(self.block, Block) else f"block.{j}.attention"
             if j == 0:
