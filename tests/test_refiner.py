@@ -401,7 +401,7 @@ def test_ablation_row_builds_and_trains_one_step(spec):
     """Each ablation row of Tables 1-4, 13 and the kernel sizes of Fig. 6 is a spec that builds, gives a
     finite loss, a gradient to every parameter, and one AdamW step changes every parameter. The one
     exception, by an invariance of the released DLA: in training, adapt_bn subtracts each map's batch mean,
-    which cancels the bias of the bn3 before it (its gradient is zero up to rounding)."""
+    which cancels the bias of the bn3 before it (its gradient is zero up to rounding, which Adam may follow)."""
     torch.manual_seed(0)
     model = vspec.build(spec).train()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -413,7 +413,8 @@ def test_ablation_row_builds_and_trains_one_step(spec):
     assert all(torch.isfinite(g).all() for g in grads.values())
     top = max(g.abs().max().item() for g in grads.values())
     cancelled = [n for n in grads if n.endswith(".attn.core.refine.bn3.bias")]
-    assert [n for n, g in grads.items() if g.abs().max().item() <= 1e-8 * top] == cancelled
+    dead = [n for n, g in grads.items() if g.abs().max().item() <= 1e-8 * top]
+    assert set(dead) <= set(cancelled), dead  # a cancelled bias keeps its rounding noise
     opt.step()
     unchanged = [n for n, p in model.named_parameters() if torch.equal(p, before[n])]
-    assert set(unchanged) <= set(cancelled), unchanged  # Adam may move a cancelled bias by its rounding noise
+    assert set(unchanged) <= set(cancelled), unchanged  # Adam may move a cancelled bias by that noise
