@@ -158,8 +158,10 @@ def refines(grid: tuple[int, int], released: bool = True) -> st.SearchStrategy[R
     kernels = st.integers(1, min(grid))
     paper = st.builds(Refine, expansion=st.integers(1, 3), kernel=st.one_of(st.just(0), kernels),
                       constraint=st.sampled_from(("none", "spatial", "row_col")), reduction=st.booleans())
-    return st.one_of(paper, st.builds(Refine, expansion=st.integers(1, 3), kernel=kernels, form=st.just("released"))
-                     ) if released else paper
+    alone = st.builds(Refine, expansion=st.just(1), kernel=kernels, reduction=st.just(False), expand=st.just(False),
+                      constraint=st.sampled_from(("none", "spatial", "row_col")))  # DLA alone (Table 2)
+    released_dla = st.builds(Refine, expansion=st.integers(1, 3), kernel=kernels, form=st.just("released"))
+    return st.one_of(paper, alone, released_dla) if released else st.one_of(paper, alone)
 
 
 @st.composite

@@ -86,7 +86,7 @@ def refine_params(r, heads: int) -> int:
         return heads * wide * (r.expansion != 1) + 2 * wide * (r.expansion != 1) + wide * k * k + 2 * wide \
             + wide * heads + 2 * heads + 2 * heads
     dla = wide * k * (2 if r.constraint == "row_col" else k)
-    return heads * wide + dla + wide * heads * r.reduction
+    return heads * wide * r.expand + dla + wide * heads * r.reduction
 
 
 def attention_params(a, d: int, inner: int) -> int:

@@ -63,10 +63,24 @@ def dla_reference(a: torch.Tensor, dla: DLA, constraint: str, tokens: Tokens) ->
 
 def refine_reference(a: torch.Tensor, refiner: Refiner, spec: Refine, tokens: Tokens) -> torch.Tensor:
     """Fig. 3a: A~^h = sum_i W_A(h, i) A^i (Sec. 3.2), DLA on each expanded map, reduction back to H."""
-    a = torch.einsum("oi,bijk->bojk", refiner.expand.weight[:, :, 0, 0], a)
+    if spec.expand:
+        a = torch.einsum("oi,bijk->bojk", refiner.expand.weight[:, :, 0, 0], a)
     if spec.kernel:
         a = dla_reference(a, refiner.dla, spec.constraint, tokens)
     return a if not spec.reduction else torch.einsum("oi,bijk->bojk", refiner.reduce.weight[:, :, 0, 0], a)
+
+
+def test_dla_alone_has_no_map_over_the_heads():
+    """Table 2's "+ DLA" (no attention expansion): `expand` false convolves the H maps as they are."""
+    tokens = Tokens(8, (3, 3), 1)
+    spec = Refine(expansion=1, kernel=3, reduction=False, expand=False)
+    refiner = Refiner(spec, 4, tokens).double()
+    assert [n for n, _ in refiner.named_parameters()] == ["dla.conv.weight"]
+    a = torch.rand(2, 4, 10, 10, dtype=torch.float64)
+    torch.testing.assert_close(refiner(a), dla_reference(a, refiner.dla, "none", tokens), rtol=1e-12, atol=1e-12)
+    for bad in (dict(expansion=2), dict(reduction=True), dict(form="released")):
+        with pytest.raises(SpecError, match="Refine.expand"):
+            Refine(**{**attrs.asdict(spec), **bad})
 
 
 # ---------------------------------------------------------------- DLA (Sec. 3.3)
@@ -383,7 +397,7 @@ def shared(n: int, refine: Refine | None, depth: int = 8) -> Model:
 
 ABLATIONS = {
     **{f"table1-expansion{r}": refined(Refine(expansion=r, kernel=3)) for r in (1, 2, 3, 4, 6)},
-    **{f"table2-vit{d}-dla3": refined(Refine(expansion=1, kernel=3, reduction=False), depth=d, dim=16)
+    **{f"table2-vit{d}-dla3": refined(Refine(expansion=1, kernel=3, reduction=False, expand=False), depth=d, dim=16)
        for d in (12, 16, 24, 32)},
     **{f"table3-reduction-{'on' if red else 'off'}": refined(Refine(expansion=3, kernel=3, reduction=red))
        for red in (True, False)},

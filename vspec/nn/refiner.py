@@ -75,20 +75,21 @@ class DLA(nn.Module):
 
 
 class Refiner(nn.Module):
-    """The paper's refiner (Fig. 3a), linear in the maps: expansion W_A (H -> rH maps, Sec. 3.2), DLA
-    on each expanded map, reduction (rH -> H, Sec. 3.4), each a convolution over the head axis."""
+    """The paper's refiner (Fig. 3a), linear in the maps: expansion W_A (H -> rH maps, Sec. 3.2; left out
+    without `expand`), DLA on each expanded map, reduction (rH -> H, Sec. 3.4), 1x1 convolutions over heads."""
 
     refines_maps = True  # read by `vspec analyze`: input = maps before, output = maps after
 
     def __init__(self, spec: S.Refine, heads: int, tokens: S.Tokens):
         super().__init__()
         wide = heads * spec.expansion
-        self.expand = nn.Conv2d(heads, wide, 1, bias=False)
+        self.expand = nn.Conv2d(heads, wide, 1, bias=False) if spec.expand else None
         self.dla = DLA(wide, spec.kernel, spec.constraint, tokens) if spec.kernel else None
         self.reduce = nn.Conv2d(wide, heads, 1, bias=False) if spec.reduction else None
 
     def forward(self, a: torch.Tensor) -> torch.Tensor:
-        a = self.expand(a)
+        if self.expand is not None:
+            a = self.expand(a)
         if self.dla is not None:
             a = self.dla(a)
         return a if self.reduce is None else self.reduce(a)

@@ -123,7 +123,7 @@ def _refine(spec: Refine, heads: int) -> int:
     if spec.form == "released":
         return heads * wide + _bn(wide) + wide * k * k + _bn(wide) + wide * heads + 2 * _bn(heads)
     dla = wide * k * (2 if spec.constraint == "row_col" else k)
-    return heads * wide + dla + wide * heads * spec.reduction
+    return heads * wide * spec.expand + dla + wide * heads * spec.reduction
 
 
 def _attention(spec: Any, tokens: Tokens) -> tuple[int, int]:

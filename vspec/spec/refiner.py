@@ -46,6 +46,8 @@ class Refine:
     row of the map laid on the token grid, conv over the keys' 2-D neighbours; prefix keys untouched) |
     row_col (a 1-D conv along the keys plus one along the queries). reduction (Sec. 3.4): a linear map
     back to H maps; without it (Table 3) the H' maps aggregate H' value heads of head_dim each.
+    `expand` false leaves the maps as they are, no linear map over the heads at all (expansion 1, no
+    reduction): DLA on the attention maps alone (Table 2).
 
     `form`: paper (the three steps, linear, no bias: Fig. 3a) | released (Refined-ViT's DLA
     "conv_exapnd": 1x1 conv H -> rH + BN + ReLU6, depthwise k x k + BN + ReLU6, 1x1 conv rH -> H + BN,
@@ -56,8 +58,12 @@ class Refine:
     constraint: Literal["none", "spatial", "row_col"] = field(default="none", validator=check(str, choices=CONSTRAINTS))
     reduction: bool = field(default=True, validator=check(bool))
     form: Literal["paper", "released"] = field(default="paper", validator=check(str, choices=FORMS))
+    expand: bool = field(default=True, validator=check(bool))
 
     def __attrs_post_init__(self):
+        if not self.expand and (self.expansion != 1 or self.reduction or self.form == "released"):
+            raise SpecError("Refine.expand", "false keeps the H maps without a linear map over the heads: it needs "
+                                             "expansion 1, reduction false and the paper form")
         if self.form == "released":
             if not self.kernel or self.constraint != "none" or not self.reduction:
                 raise SpecError("Refine.form", "the released DLA has a kernel, no constraint and the reduction "
