@@ -792,6 +792,11 @@ def test_preset_specs(path):
     out = model(torch.randn(2, 3, *spec.img_size))
     assert out.shape == (2, spec.num_classes)
     assert torch.isfinite(out).all()
+    with torch.no_grad():  # layer scales at 1: a 1e-5 init (Refined-ViT's MLPs) would shrink gradients to rounding
+        for m in model.modules():
+            if isinstance(m, LayerScale):
+                m.gamma.fill_(1.0)
+    out = model(torch.randn(2, 3, *spec.img_size))
     (out * torch.randn_like(out)).sum().backward()
     assert_every_parameter_learns(model)
 
