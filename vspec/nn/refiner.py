@@ -3,10 +3,11 @@ released DLA) and the attention whose maps are materialised and handed from bloc
 
 Speed (eager CPU, see `eager_cpu`): the stem and the released DLA run channels-last (oneDNN's
 convolutions reorder NCHW inputs, which costs more than the depthwise and 1x1 convolutions themselves
-on the (B, H, N, N) maps), and in eval the DLA's BatchNorms (running statistics) are folded into its
+on the (B, H, N, N) maps). In eval the DLA's BatchNorms (running statistics) are folded into its
 convolutions, the last two with the identity into one 1x1 convolution plus a per-head scale of the
-input. Traced (fvcore), compiled or under a dispatch mode (FlopCounterMode) they run the plain ops,
-so that the profiler sees and counts every BatchNorm."""
+input; in training its BatchNorms take accurate batch statistics (`vspec.ops.refiner`). Traced
+(fvcore), compiled or under a dispatch mode (FlopCounterMode) the modules run their plain ops, so
+that the profiler sees and counts every BatchNorm."""
 
 
 import torch
@@ -15,6 +16,7 @@ from einops import rearrange
 from torch import nn
 
 from .. import spec as S
+from ..ops.refiner import batch_norm_train
 from .context import BuildContext
 from .layers import AttentionCore, AttentionCoreBase, Linear
 
@@ -144,16 +146,19 @@ class ConvExpandDLA(nn.Module):
                     conv.weight.abs_()
 
     def forward(self, a: torch.Tensor) -> torch.Tensor:
-        if not eager_cpu(a):
-            return self.plain(a)
-        x = a.contiguous(memory_format=torch.channels_last)
         bns = [bn for bn in (self.bn1, self.bn2, self.bn3, self.adapt_bn) if bn is not None]
-        return (self.folded(x, a) if on_running_stats(bns) else self.plain(x)).contiguous()
+        if eager_cpu(a) and on_running_stats(bns):
+            return self.folded(a.contiguous(memory_format=torch.channels_last), a)
+        if eager_cpu(a) and all(bn.training for bn in bns):
+            return self.plain(a.contiguous(memory_format=torch.channels_last), batch_norm_train).contiguous()
+        return self.plain(a)
 
-    def plain(self, a: torch.Tensor) -> torch.Tensor:
-        x = a if self.conv_exp is None else F.relu6(self.bn1(self.conv_exp(a)))
-        x = F.relu6(self.bn2(self.depth_sep_conv(x)))
-        return self.adapt_bn(a + self.bn3(self.conv_pro(x)))
+    def plain(self, a: torch.Tensor, bn=None) -> torch.Tensor:
+        """The module as written; `bn(x, module)` in place of each BatchNorm module's forward."""
+        bn = bn or (lambda x, module: module(x))
+        x = a if self.conv_exp is None else F.relu6(bn(self.conv_exp(a), self.bn1))
+        x = F.relu6(bn(self.depth_sep_conv(x), self.bn2))
+        return bn(a + bn(self.conv_pro(x), self.bn3), self.adapt_bn)
 
     def folded(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
         """`plain` with the BatchNorms on their running statistics folded into the convolutions:
