@@ -3,11 +3,11 @@ released DLA) and the attention whose maps are materialised and handed from bloc
 
 Speed (eager CPU, see `eager_cpu`): the stem and the released DLA run channels-last (oneDNN's
 convolutions reorder NCHW inputs, which costs more than the depthwise and 1x1 convolutions themselves
-on the (B, H, N, N) maps). In eval the DLA's BatchNorms (running statistics) are folded into its
-convolutions, the last two with the identity into one 1x1 convolution plus a per-head scale of the
-input; in training its BatchNorms take accurate batch statistics (`vspec.ops.refiner`). Traced
-(fvcore), compiled or under a dispatch mode (FlopCounterMode) the modules run their plain ops, so
-that the profiler sees and counts every BatchNorm."""
+on the (B, H, N, N) maps). In eval their BatchNorms (running statistics) are folded into the
+convolutions; the DLA's last two with the identity become one 1x1 convolution plus a per-head scale
+of the input. In training the DLA's BatchNorms take accurate batch statistics (`vspec.ops.refiner`).
+Traced (fvcore), compiled or under a dispatch mode (FlopCounterMode) the modules run their plain
+ops, so that the profiler sees and counts every BatchNorm."""
 
 
 import torch
@@ -53,10 +53,16 @@ class ConvStem(nn.Module):
         self.proj = nn.Conv2d(4 * w, ctx.dim, p, stride=p)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if eager_cpu(x):  # channels-last: faster convolutions, and the tokens come out without a copy
+        layers = ((self.conv1, self.bn1), (self.conv2, self.bn2), (self.conv3, self.bn3))
+        fast = eager_cpu(x)
+        if fast:  # channels-last: faster convolutions, and the tokens come out without a copy
             x = x.contiguous(memory_format=torch.channels_last)
-        for conv, bn in ((self.conv1, self.bn1), (self.conv2, self.bn2), (self.conv3, self.bn3)):
-            x = F.relu(bn(conv(x)))
+        for conv, bn in layers:
+            if fast and on_running_stats([bn]):  # eval: the BatchNorm folded into the convolution
+                s, c = bn_affine(bn)
+                x = F.relu(conv._conv_forward(x, conv.weight * s[:, None, None, None], c), inplace=True)
+            else:
+                x = F.relu(bn(conv(x)))
         return rearrange(self.proj(x), "b d h w -> b (h w) d")
 
 

@@ -3,13 +3,12 @@
 PyTorch's CPU batch_norm on channels-last input (2.14) computes the batch variance in a way that
 loses ~1e-3 relative on maps such as Refiner's (B, H, N, N) attention maps (small variance against
 the mean), where its NCHW kernel is exact to float32 rounding. Here the statistics come from
-`torch.var_mean` (accurate), the normalisation is batch_norm with those statistics (one channels-last
-pass), and the backward is aten's native_batch_norm_backward given the same statistics. The running
-statistics are updated as nn.BatchNorm2d does.
+`torch.var_mean` (accurate), the normalisation is one channels-last pass (batch_norm given the
+statistics would return NCHW), and the backward is aten's native_batch_norm_backward given the same
+statistics. The running statistics are updated as nn.BatchNorm2d does.
 """
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 
@@ -21,7 +20,9 @@ class _BatchNormTrain(torch.autograd.Function):
         ctx.save_for_backward(x, weight, mean, invstd)
         ctx.eps = eps
         ctx.mark_non_differentiable(mean, var)
-        return F.batch_norm(x, mean, var, weight, bias, False, 0.0, eps), mean, var
+        s = weight * invstd
+        y = torch.addcmul((bias - mean * s)[:, None, None], x, s[:, None, None])  # keeps x's channels-last
+        return y, mean, var
 
     @staticmethod
     def backward(ctx, grad, _mean, _var):
