@@ -1,7 +1,14 @@
 """Refiner's modules: the CNN patch stem, the map pipelines (the paper's Fig. 3a and Refined-ViT's
-released DLA) and the attention whose maps are materialised and handed from block to block."""
+released DLA) and the attention whose maps are materialised and handed from block to block.
 
-import math
+Speed (eager CPU, see `eager_cpu`): the stem and the released DLA run channels-last (oneDNN's
+convolutions reorder NCHW inputs, which costs more than the depthwise and 1x1 convolutions themselves
+on the (B, H, N, N) maps). In eval their BatchNorms (running statistics) are folded into the
+convolutions; the DLA's last two with the identity become one 1x1 convolution plus a per-head scale
+of the input. In training the DLA's BatchNorms take accurate batch statistics (`vspec.ops.refiner`).
+Traced (fvcore), compiled or under a dispatch mode (FlopCounterMode) the modules run their plain
+ops, so that the profiler sees and counts every BatchNorm."""
+
 
 import torch
 import torch.nn.functional as F
@@ -9,8 +16,25 @@ from einops import rearrange
 from torch import nn
 
 from .. import spec as S
+from ..ops.refiner import batch_norm_train
 from .context import BuildContext
 from .layers import AttentionCore, AttentionCoreBase, Linear
+
+
+def eager_cpu(x: torch.Tensor) -> bool:
+    """True where the fast paths run: an eager (not traced, compiled or dispatch-mode) CPU forward."""
+    return (x.device.type == "cpu" and not torch.jit.is_tracing() and not torch.compiler.is_compiling()
+            and torch._C._len_torch_dispatch_stack() == 0)
+
+
+def bn_affine(bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
+    """(s, c) with bn(x) = s x + c per channel, from the running statistics (eval)."""
+    s = bn.weight * torch.rsqrt(bn.running_var + bn.eps)
+    return s, bn.bias - bn.running_mean * s
+
+
+def on_running_stats(bns) -> bool:
+    return all(not bn.training and bn.running_mean is not None for bn in bns)
 
 
 class ConvStem(nn.Module):
@@ -29,8 +53,16 @@ class ConvStem(nn.Module):
         self.proj = nn.Conv2d(4 * w, ctx.dim, p, stride=p)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for conv, bn in ((self.conv1, self.bn1), (self.conv2, self.bn2), (self.conv3, self.bn3)):
-            x = F.relu(bn(conv(x)))
+        layers = ((self.conv1, self.bn1), (self.conv2, self.bn2), (self.conv3, self.bn3))
+        fast = eager_cpu(x)
+        if fast:  # channels-last: faster convolutions, and the tokens come out without a copy
+            x = x.contiguous(memory_format=torch.channels_last)
+        for conv, bn in layers:
+            if fast and on_running_stats([bn]):  # eval: the BatchNorm folded into the convolution
+                s, c = bn_affine(bn)
+                x = F.relu(conv._conv_forward(x, conv.weight * s[:, None, None, None], c), inplace=True)
+            else:
+                x = F.relu(bn(conv(x)))
         return rearrange(self.proj(x), "b d h w -> b (h w) d")
 
 
@@ -44,8 +76,11 @@ class SameConv2d(nn.Conv2d):
         padding = (kh // 2, kw // 2) if kh % 2 and kw % 2 else 0
         super().__init__(channels_in, channels_out, (kh, kw), padding=padding, groups=groups, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return super().forward(F.pad(x, self.pad) if any(self.pad) else x)
+    def forward(self, x: torch.Tensor, weight: torch.Tensor | None = None,
+                bias: torch.Tensor | None = None) -> torch.Tensor:
+        """The convolution, or with `weight` (and `bias`) in place of its own (a folded BatchNorm)."""
+        x = F.pad(x, self.pad) if any(self.pad) else x
+        return super().forward(x) if weight is None else self._conv_forward(x, weight, bias)
 
 
 class DLA(nn.Module):
@@ -118,9 +153,32 @@ class ConvExpandDLA(nn.Module):
                     conv.weight.abs_()
 
     def forward(self, a: torch.Tensor) -> torch.Tensor:
-        x = a if self.conv_exp is None else F.relu6(self.bn1(self.conv_exp(a)))
-        x = F.relu6(self.bn2(self.depth_sep_conv(x)))
-        return self.adapt_bn(a + self.bn3(self.conv_pro(x)))
+        bns = [bn for bn in (self.bn1, self.bn2, self.bn3, self.adapt_bn) if bn is not None]
+        if eager_cpu(a) and on_running_stats(bns):
+            return self.folded(a.contiguous(memory_format=torch.channels_last), a)
+        if eager_cpu(a) and all(bn.training for bn in bns):
+            return self.plain(a.contiguous(memory_format=torch.channels_last), batch_norm_train).contiguous()
+        return self.plain(a)
+
+    def plain(self, a: torch.Tensor, bn=None) -> torch.Tensor:
+        """The module as written; `bn(x, module)` in place of each BatchNorm module's forward."""
+        bn = bn or (lambda x, module: module(x))
+        x = a if self.conv_exp is None else F.relu6(bn(self.conv_exp(a), self.bn1))
+        x = F.relu6(bn(self.depth_sep_conv(x), self.bn2))
+        return bn(a + bn(self.conv_pro(x), self.bn3), self.adapt_bn)
+
+    def folded(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        """`plain` with the BatchNorms on their running statistics folded into the convolutions:
+        adapt_bn(a + bn3(conv_pro x)) = sa a + (sa s3 conv_pro) x + sa c3 + ca. `x`: `a` channels-last."""
+        if self.conv_exp is not None:
+            s, c = bn_affine(self.bn1)
+            x = F.relu6(F.conv2d(x, self.conv_exp.weight * s[:, None, None, None], c), inplace=True)
+        s, c = bn_affine(self.bn2)
+        x = F.relu6(self.depth_sep_conv(x, self.depth_sep_conv.weight * s[:, None, None, None], c), inplace=True)
+        s3, c3 = bn_affine(self.bn3)
+        sa, ca = bn_affine(self.adapt_bn)
+        y = F.conv2d(x, self.conv_pro.weight * (s3 * sa)[:, None, None, None], c3 * sa + ca)
+        return y.contiguous().addcmul_(sa[:, None, None], a)
 
 
 REFINERS = {"paper": Refiner, "released": ConvExpandDLA}
@@ -142,20 +200,16 @@ class MapAttention(AttentionCoreBase):
                 maps: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         if q is None:  # reuse (Table 13)
             a = maps
-        else:
-            if self.released:  # q and k each scaled by sqrt(scale), as released
-                s = math.sqrt(self.scale)
-                a = torch.matmul(q * s, (k * s).transpose(-2, -1))
-            else:
-                a = torch.matmul(q, k.transpose(-2, -1)) * self.scale
-            a = a.softmax(dim=-1)
-            if self.add_incoming:
-                a = a + self.scale * maps
+        else:  # the released q * sqrt(scale) . k * sqrt(scale), as (q * scale) . k (equal up to rounding)
+            a = torch.matmul(q * self.scale, k.transpose(-2, -1)).softmax(dim=-1)
+            if self.add_incoming:  # in place where no autograd keeps the softmax for backward
+                a = a.add_(maps, alpha=self.scale) if not torch.is_grad_enabled() else a.add(maps, alpha=self.scale)
         if self.refine is not None:
             a = self.refine(a)
-            if q is None and self.released:
-                a = a * self.scale
-        return torch.matmul(self.drop(a), v), (maps if q is None else a)
+        z = torch.matmul(self.drop(a), v)
+        if q is None and self.refine is not None and self.released:  # (A' scale) v, as (A' v) scale
+            z = z * self.scale
+        return z, (maps if q is None else a)
 
 
 class RefinerAttention(nn.Module):

@@ -1,0 +1,108 @@
+"""benchmarks/refiner.py's reference is the released Refined-ViT (it reproduces the released fixtures),
+vspec agrees with it, and the released DLA's fast paths (channels-last, BatchNorm folded in eval,
+accurate batch statistics in training) compute what the module as written computes."""
+
+import copy
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import FIXTURES
+
+import vspec
+from vspec import spec as S
+from vspec.convert.refiner import released_blocks
+from vspec.nn.refiner import ConvExpandDLA
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench():
+    spec = importlib.util.spec_from_file_location("refiner_bench", ROOT / "benchmarks" / "refiner.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["refiner_cls", "refiner_s_pattern"])
+def test_reference_reproduces_released_fixture(name):
+    d = torch.load(FIXTURES / f"{name}.pt", weights_only=True)
+    ref = bench().Reference(d["config"])
+    ref.load_state_dict(d["state_dict"], strict=True)  # the released parameter names, every one
+    with torch.no_grad():
+        assert (ref.eval()(d["x"]) - d["y"]).abs().max().item() <= 1e-5
+
+
+def test_vspec_equals_reference_tiny():
+    b = bench()
+    config = dict(b.CONFIG, img_size=32, embed_dim=32, num_heads=4, depth=[False, True] * 2,
+                  apply_transform=[False] * 4, num_classes=5)
+    ref, ours = b.pair(config)
+    rows = b.check(ref, ours, torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3)))
+    assert {r[0] for r in rows} >= {"eval logits", "train logits", "grad blocks.1.attn.DLA.conv_exp.weight"}
+    for _, big, _, _, err64 in rows:
+        assert err64 <= 1e-9 * big
+
+
+def dla(expansion: int, kernel: int, seed: int = 0) -> ConvExpandDLA:
+    torch.manual_seed(seed)
+    m = ConvExpandDLA(S.Refine(expansion=expansion, kernel=kernel, form="released"), 3, S.Tokens(8, (3, 3), 1))
+    with torch.no_grad():
+        for bn in (x for x in m.modules() if isinstance(x, torch.nn.BatchNorm2d)):
+            bn.running_mean.normal_(0, 0.2), bn.running_var.uniform_(0.3, 2)
+            bn.weight.normal_(1, 0.3), bn.bias.normal_(0, 0.3)
+    return m.double()
+
+
+def maps(seed: int = 1) -> torch.Tensor:
+    return torch.randn(2, 3, 10, 10, generator=torch.Generator().manual_seed(seed)).softmax(-1).double()
+
+
+@pytest.mark.parametrize("expansion,kernel", [(3, 3), (1, 3), (2, 4)])
+def test_folded_eval_equals_module(expansion, kernel):
+    m, a = dla(expansion, kernel).eval(), maps().requires_grad_()
+    fast = m(a)
+    assert fast.is_contiguous()
+    plain = m.plain(a)
+    torch.testing.assert_close(fast, plain, rtol=1e-12, atol=1e-12)
+    g = torch.randn_like(plain)
+    grads = [torch.autograd.grad(y, [a, *m.parameters()], g) for y in (fast, plain)]  # eval with autograd
+    for x, y in zip(*grads):
+        torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("expansion,kernel", [(3, 3), (1, 2)])
+def test_train_batch_statistics_equal_module(expansion, kernel):
+    fast_m = dla(expansion, kernel).train()
+    plain_m = copy.deepcopy(fast_m)
+    a1, a2 = maps().requires_grad_(), maps().requires_grad_()
+    y1, y2 = fast_m(a1), plain_m.plain(a2)
+    torch.testing.assert_close(y1, y2, rtol=1e-10, atol=1e-12)
+    g = torch.randn_like(y1)
+    y1.backward(g), y2.backward(g)
+    torch.testing.assert_close(a1.grad, a2.grad, rtol=1e-9, atol=1e-10)
+    for p1, p2 in zip(fast_m.parameters(), plain_m.parameters()):
+        torch.testing.assert_close(p1.grad, p2.grad, rtol=1e-9, atol=1e-10)
+    for b1, b2 in zip(fast_m.buffers(), plain_m.buffers()):  # running statistics, batches tracked
+        torch.testing.assert_close(b1, b2, rtol=1e-12, atol=1e-14)
+
+
+def test_train_batch_statistics_accurate_in_float32():
+    """Maps with a small variance against their mean: the batch statistics stay exact to float32
+    rounding (PyTorch's channels-last CPU kernel is off by ~1e-3 relative on such input)."""
+    m = dla(3, 3).train().float()
+    a = (torch.rand(2, 3, 40, 40, generator=torch.Generator().manual_seed(2)) * 1e-2 + 1).contiguous()
+    exact = copy.deepcopy(m).double().plain(a.double())
+    err = (m(a).double() - exact).abs().max().item()
+    assert err <= 1e-4 * exact.abs().max().item()
+
+
+def test_profiler_counts_every_batchnorm():
+    """fvcore (tracing) and FlopCounterMode (a dispatch mode) both see the plain ops: equal totals, the
+    DLA's BatchNorms among them (the folded eval path would hide them from FlopCounterMode)."""
+    spec = S.Model(embedder=S.ConvStem(patch_size=8), block=released_blocks([False, True], heads=2), dim=16,
+                   img_size=32, num_classes=5)
+    p = vspec.profile(spec)
+    assert p.crosscheck_macs == p.macs
+    assert p.by_op.get("batch_norm", 0) > 0
