@@ -30,7 +30,7 @@ import copy
 import math
 import platform
 import statistics
-import time
+import sys
 from pathlib import Path
 
 import attrs
@@ -40,6 +40,9 @@ from torch import nn
 
 import vspec
 from vspec.convert import from_official
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from models import forward_backward, race  # noqa: E402 - benchmarks/models.py: the paired-round race
 
 ROOT = Path(__file__).resolve().parents[1]
 # Refined-ViT-S as the released factory builds it (apply_transform off: every shared block's DLA has expansion 3)
@@ -222,25 +225,6 @@ def check(ref: nn.Module, ours: nn.Module, x: torch.Tensor) -> list[tuple[str, f
 def forward(model: nn.Module, x: torch.Tensor) -> None:
     with torch.no_grad():
         model(x)
-
-
-def forward_backward(model: nn.Module, x: torch.Tensor) -> None:
-    model.zero_grad(set_to_none=True)
-    model(x).sum().backward()
-
-
-def race(models: dict[str, nn.Module], step, x: torch.Tensor, rounds: int) -> dict[str, list[float]]:
-    """Seconds per step of each model, round after round, back to back within a round (order alternating)."""
-    for m in models.values():
-        step(m, x)  # warm-up
-    times: dict[str, list[float]] = {name: [] for name in models}
-    for r in range(rounds):
-        order = list(models.items()) if r % 2 == 0 else list(reversed(models.items()))
-        for name, m in order:
-            t0 = time.perf_counter()
-            step(m, x)
-            times[name].append(time.perf_counter() - t0)
-    return times
 
 
 def main() -> None:
