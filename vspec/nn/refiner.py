@@ -156,8 +156,8 @@ class ConvExpandDLA(nn.Module):
         bns = [bn for bn in (self.bn1, self.bn2, self.bn3, self.adapt_bn) if bn is not None]
         if eager_cpu(a) and on_running_stats(bns):
             return self.folded(a.contiguous(memory_format=torch.channels_last), a)
-        exact = a.dtype == torch.float32 and not torch.is_autocast_enabled(a.device.type)  # fp32 statistics
-        if eager_cpu(a) and exact and all(bn.training and type(bn) is nn.BatchNorm2d for bn in bns):
+        if eager_cpu(a) and a.dtype == torch.float32 and not torch.is_autocast_enabled("cpu") \
+                and all(bn.training and type(bn) is nn.BatchNorm2d for bn in bns):  # float32 batch statistics
             return self.plain(a.contiguous(memory_format=torch.channels_last), batch_norm_train).contiguous()
         return self.plain(a)
 
