@@ -6,9 +6,5 @@ biases kept)."""
 
 from vspec.spec import load_spec, override
 
-SPEC = override(load_spec(__file__.replace("msf_swin_small_g2.py", "msf_swin_small.py")), {
-    "stages.0.block.attention.projections.groups": 2,
-    "stages.1.block.attention.projections.groups": 2,
-    "stages.2.block.attention.projections.groups": 2,
-    "stages.3.block.attention.projections.groups": 2,
-})
+SPEC = override(load_spec(__file__.replace("msf_swin_small_g2.py", "msf_swin_small.py")),
+                {f"stages.{i}.block.attention.projections.groups": 2 for i in range(4)})

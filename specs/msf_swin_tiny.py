@@ -5,9 +5,5 @@ added to the Gaussian scores; Swin's qkv / proj biases kept)."""
 
 from vspec.spec import load_spec, override
 
-SPEC = override(load_spec(__file__.replace("msf_swin_tiny.py", "swin_tiny.py")), {
-    "stages.0.block.attention.kind": "window_mean_shift",
-    "stages.1.block.attention.kind": "window_mean_shift",
-    "stages.2.block.attention.kind": "window_mean_shift",
-    "stages.3.block.attention.kind": "window_mean_shift",
-})
+SPEC = override(load_spec(__file__.replace("msf_swin_tiny.py", "swin_tiny.py")),
+                {f"stages.{i}.block.attention.kind": "window_mean_shift" for i in range(4)})

@@ -192,13 +192,13 @@ def test_train_cli_precision_on_the_cpu(exact_svpn_spec, tmp_path, monkeypatch, 
     """`--precision bf16` trains under CPU autocast with a finite loss; auto and fp32 do not autocast on the
     CPU."""
     seen = []
-    loss_fn = engine.total_loss
+    loss_fn = engine.head_loss
 
     def spy(criterion, outputs, target):
         seen.append(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None)
         return loss_fn(criterion, outputs, target)
 
-    monkeypatch.setattr(engine, "total_loss", spy)
+    monkeypatch.setattr(engine, "head_loss", spy)
     out = tmp_path / "run"
     assert train_main([str(exact_svpn_spec), "--data", "digits", "--out", str(out), "--batch-size", "16",
                        "--max-steps", "2", "--epochs", "1", "--device", "cpu", "--precision", precision]) == 0

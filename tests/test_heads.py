@@ -94,7 +94,7 @@ def test_dense_loss_is_cls_loss_plus_weight_times_mean_token_loss(criterion, sof
     outs = model(x)
     cls, tokens = outs[0].logits, outs[1].logits
     expected = soft(cls, probs) + 0.5 * torch.stack([soft(tokens[:, n], probs) for n in range(TOKENS)]).mean()
-    loss = engine.total_loss(criterion, outs, target)
+    loss = engine.head_loss(criterion, outs, target)
     assert torch.allclose(loss, expected, rtol=1e-12)
     loss.backward()
     assert model.head.aux.weight.grad.abs().max() > 0
@@ -178,7 +178,7 @@ def test_a_dense_head_trains_on_digits_with_mixup(tmp_path, monkeypatch, capsys)
         checked.append(torch.allclose(loss, expected, rtol=1e-5))
         return loss
 
-    monkeypatch.setattr(engine, "total_loss", spy)
+    monkeypatch.setattr(engine, "head_loss", spy)
     out = tmp_path / "run"
     assert train_main([str(path), "--data", "digits", "--out", str(out), "--batch-size", "16", "--max-steps", "3",
                        "--epochs", "1", "--device", "cpu", "--recipe", "deit"]) == 0

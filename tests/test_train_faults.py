@@ -161,13 +161,13 @@ def test_full_disk_during_training_is_one_line(tiny_spec, tmp_path, monkeypatch,
 def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tiny_spec, tmp_path, monkeypatch,
                                                                              capsys):
     calls = []
-    real = engine.total_loss
+    real = engine.head_loss
 
     def diverging(criterion, outputs, target):  # finite for epoch 1 (4 steps), then NaN from step 6 on
         calls.append(1)
         return real(criterion, outputs, target) * (math.nan if len(calls) >= 6 else 1.0)
 
-    monkeypatch.setattr(engine, "total_loss", diverging)
+    monkeypatch.setattr(engine, "head_loss", diverging)
     out = tmp_path / "run"
     assert train_main(args(tiny_spec, out, "--epochs", "3")) == 2
     err = errors(capsys.readouterr().err)

@@ -5,7 +5,7 @@ apply_transform (a list of booleans), num_heads, mlp_ratio, qkv_bias, head_expan
 return_dense (the dense auxiliary head, `DenseAux`), mix_token (MixToken acts in training only; eval is
 unchanged, and vspec does not implement it). Released-code
 facts it encodes: the CNN patch stem, LayerNorm eps 1e-6, blocks x + 2 f(LN(x / 2)), an MLP output scale,
-shared blocks refining the incoming maps with DLA expansion 3 (`vspec.spec.refiner.released_attention`).
+shared blocks refining the incoming maps with DLA expansion 3 (`released_attention`).
 """
 
 from collections.abc import Mapping, Sequence
@@ -20,21 +20,20 @@ from .common import ConversionError, load_mapped, renamer
 
 
 def released_attention(heads: int, share: bool, first: bool, transform: bool = False, head_expand: int = 3,
-                       expansion: int = 3, qkv_bias: bool = True) -> S.RefinerAttention:
+                       qkv_bias: bool = True) -> S.RefinerAttention:
     """A Refined-ViT block's attention as the released constructor builds it: a shared block (`share`)
     reuses the incoming maps and refines them (DLA expansion 3 in every released block, whatever
-    `head_expand` says; `expansion` makes another one expressible); a compute block adds scale x the
-    incoming maps (all but the `first`) and, with `transform` (`apply_transform`, on in no released
-    factory), refines its own maps with `head_expand`."""
+    `head_expand` says); a compute block adds scale x the incoming maps (all but the `first`) and, with
+    `transform` (`apply_transform`, on in no released factory), refines its own maps with `head_expand`."""
     if share:
         return S.RefinerAttention(heads=heads, qkv_bias=qkv_bias, form="released", reuse=True,
-                                  refine=S.Refine(expansion=expansion, form="released"))
+                                  refine=S.Refine(expansion=3, form="released"))
     refine = S.Refine(expansion=head_expand, form="released") if transform else None
     return S.RefinerAttention(heads=heads, qkv_bias=qkv_bias, form="released", refine=refine, add_incoming=not first)
 
 
 def released_blocks(pattern: Sequence[bool], heads: int, transform: Sequence[bool] | None = None,
-                    head_expand: int = 3, expansion: int = 3, qkv_bias: bool = True,
+                    head_expand: int = 3, qkv_bias: bool = True,
                     mlp_ratio: float = 3.0) -> tuple[S.Block, ...]:
     """Refined-ViT's blocks: `pattern[i]` True for a shared block (the released factories alternate
     [False, True]), LayerNorm eps 1e-6, x + 2 f(LN(x / 2)), an MLP (ratio 3) with output scale 1e-5."""
@@ -42,7 +41,7 @@ def released_blocks(pattern: Sequence[bool], heads: int, transform: Sequence[boo
     if len(transform) != len(pattern):
         raise ConversionError(f"Refiner config: depth has {len(pattern)} blocks, apply_transform {len(transform)}")
     ffn = S.MLP(ratio=float(mlp_ratio), layer_scale=1e-5)
-    return tuple(S.Block(attention=released_attention(heads, share, i == 0, t, head_expand, expansion, qkv_bias),
+    return tuple(S.Block(attention=released_attention(heads, share, i == 0, t, head_expand, qkv_bias),
                          ffn=ffn, norm=S.Norm(eps=1e-6), adjust_ratio=0.5)
                  for i, (share, t) in enumerate(zip(pattern, transform)))
 

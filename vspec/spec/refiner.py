@@ -94,8 +94,9 @@ class RefinerAttention(MultiHead):
     maps (Refined-ViT's compute blocks). A block that does either needs the previous block of its stage
     to be a RefinerAttention with as many heads; the model checks it.
 
-    form: paper | released (Refined-ViT: q and k each scaled by sqrt(scale) before their product, and a
-    reusing block's refined maps multiplied by scale). `refine`'s own form says which DLA it is.
+    form: paper | released (Refined-ViT: a reusing block's refined maps multiplied by scale; its q and k
+    each scaled by sqrt(scale) are computed as scale on q, equal up to rounding). `refine`'s own form says
+    which DLA it is.
     Without refine, reuse or add_incoming, and when no later block takes its maps, the block runs on
     F.scaled_dot_product_attention like MHSA. `projections` (MSF's roles) are not available here."""
 

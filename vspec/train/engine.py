@@ -108,13 +108,6 @@ def make_criterion(recipe: Recipe, num_classes: int):
     return None, nn.CrossEntropyLoss()
 
 
-def total_loss(criterion, outputs, target) -> torch.Tensor:
-    """The loss of a training forward under the heads' contract (vspec/nn/heads.py): the sum of weight x
-    criterion over the outputs the head declares; a tokens output (the dense auxiliary head) is trained on
-    the image label at every token."""
-    return head_loss(criterion, outputs, target)
-
-
 @torch.no_grad()
 def evaluate(model: nn.Module, loader, device, amp_ctx, d: Dist) -> dict[str, float]:
     model.eval()
@@ -309,7 +302,7 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
                 last_micro = (i + 1) % cfg.accum_steps == 0
                 sync = nullcontext() if last_micro or d.world == 1 else train_model.no_sync()
                 with sync, amp_ctx():
-                    loss = total_loss(criterion, train_model(images), target)
+                    loss = head_loss(criterion, train_model(images), target)  # the head's declared outputs
                 scaler.scale(loss / cfg.accum_steps).backward()
                 if last_micro:
                     if r.clip_grad:
