@@ -642,13 +642,15 @@ def _kind_rules() -> dict[type, Any]:
         PatchEmbed: embedder, SimplePatchEmbed: embedder, SoTEmbed: embedder, SOPE: embedder, ConvStem: embedder,
         RefinerAttention: lambda spec: [  # maps handed on within a stage, as many as the taker's heads
             ([("block.0.attention.reuse", True), ("block.0.attention.add_incoming", False)], "block.0.attention"),
-            ([("block.0.attention.kind", "mhsa"), ("block.1.attention.reuse", True),
+            ([("block.0.attention", {"kind": "mhsa", "heads": 2}), ("block.1.attention.reuse", True),
               ("block.1.attention.add_incoming", False)], "block.1.attention"),
             ([("block.1.attention.reuse", True), ("block.1.attention.add_incoming", True)],
              "block.1.attention.add_incoming"),
             ([("block.0.attention.refine", {"expansion": 2, "reduction": False, "kernel": 0}),
               ("block.1.attention.reuse", True), ("block.1.attention.add_incoming", False)], "block.1.attention"),
-            ([("block.0.attention.refine", {"kernel": 7})], "block.0.attention.refine.kernel"),
+            ([("block.0.attention.refine", {"kernel": 18})], "block.0.attention.refine.kernel"),  # 17 tokens
+            ([("block.0.attention.refine", {"kernel": 5, "constraint": "spatial"})],  # a 4 x 4 grid
+             "block.0.attention.refine.kernel"),
             ([("block.0.attention.refine", {"form": "released", "reduction": False})], "block.0.attention.refine.form"),
             ([("block.0.attention.projections", {"groups": 2})], "block.0.attention.projections"),
             ([("block.0.attention.heads", 3), ("block.0.attention.head_dim", None)], "block.0.attention.heads")]
