@@ -2,6 +2,7 @@
 references written from the paper's equations), projection tying and grouping, every parameter count of
 Tables 1, 2, 4 and 6, and the released checkpoints."""
 
+import contextlib
 from pathlib import Path
 
 import attrs
@@ -11,6 +12,7 @@ from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import TABLE1, TABLE2
+from torch.utils.flop_counter import FlopCounterMode
 
 import vspec
 from vspec.compiler import build_component, context
@@ -58,13 +60,66 @@ def test_gaussian_softmax_is_a_dot_product_softmax_with_a_per_key_bias(n, m, d, 
     torch.testing.assert_close(gaussian_attention(q + offset, k + offset, v, scale), expected, atol=1e-8, rtol=1e-6)
 
 
-def test_gaussian_attention_keeps_no_map_for_backward():
-    """What autograd saves for the backward of the fused construction grows with n, not n^2."""
+@pytest.mark.parametrize("path", ["cpu_flash", "sdpa"])
+def test_gaussian_attention_keeps_no_map_for_backward(path):
+    """What autograd saves for the backward of the fused construction grows with n, not n^2: on the eager
+    CPU path (the kernel called directly) and on SDPA under autograd (here: under a dispatch mode)."""
     saved = []
     q, k, v = (torch.randn(1, 1, 256, 8, requires_grad=True) for _ in range(3))
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
-        gaussian_attention(q, k, v).sum().backward()
+    mode = FlopCounterMode(display=False) if path == "sdpa" else contextlib.nullcontext()
+    with mode, torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
+        out = gaussian_attention(q, k, v)
+        assert ("CpuFlashGaussian" in type(out.grad_fn).__name__) == (path == "cpu_flash")
+        out.sum().backward()
     assert max(saved) < 256 * 256 / 4
+
+
+@settings(max_examples=25, deadline=None)
+@given(b=st.integers(1, 2), h=st.integers(1, 3), n=st.integers(1, 40), m=st.integers(1, 40), d=st.integers(1, 9),
+       seed=st.integers(0, 2**16), strided=st.booleans(), scale=st.floats(0.05, 2.0))
+def test_cpu_flash_path_equals_the_gaussian_kernel_forward_and_backward(b, h, n, m, d, seed, strided, scale):
+    """The eager CPU path (flash kernel called directly, hand-written backward) against softmax_i(-1/2
+    |k_i - q|^2 s) v written out in float64: outputs and the gradients of q, k, v, for contiguous inputs
+    and for the (b, n, h, d) views that a projection's rearrange hands over, queries and keys of
+    different lengths."""
+    g = torch.Generator().manual_seed(seed)
+
+    def leaf(rows):
+        t = torch.randn(b, rows, h, d, generator=g, dtype=F64).transpose(1, 2)
+        return (t if strided else t.contiguous()).requires_grad_()
+
+    q, k, v = leaf(n), leaf(m), leaf(m)
+    grad = torch.randn(b, h, n, d, generator=g, dtype=F64)
+    out = gaussian_attention(q, k, v, scale)
+    assert "CpuFlashGaussian" in type(out.grad_fn).__name__
+    got = [out, *torch.autograd.grad(out, (q, k, v), grad)]
+    dist = (q[..., :, None, :] - k[..., None, :, :]).square().sum(-1)
+    expected = (-0.5 * dist * scale).softmax(-1) @ v
+    want = [expected, *torch.autograd.grad(expected, (q, k, v), grad)]
+    for a, e in zip(got, want):
+        torch.testing.assert_close(a, e)
+
+
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning", "ignore::FutureWarning")
+def test_gaussian_attention_steps_off_the_cpu_flash_path_where_it_must():
+    """Dropout, autocast, tracing (fvcore) and dispatch modes (FlopCounterMode) run SDPA on q', k', v' under
+    autograd, and the two paths agree in float32."""
+    q, k, v = (torch.randn(2, 3, 17, 8, requires_grad=True) for _ in range(3))
+
+    def node(*args):
+        return type(gaussian_attention(q, k, v, *args).grad_fn).__name__
+
+    assert "CpuFlashGaussian" in node()
+    assert "CpuFlashGaussian" not in node(None, 0.5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert "CpuFlashGaussian" not in node()
+    traced = torch.jit.trace(lambda q, k, v: gaussian_attention(q, k, v), (q, k, v))
+    assert "scaled_dot_product_attention" in str(traced.graph)
+    with torch.no_grad():
+        fast = gaussian_attention(q, k, v)
+    with FlopCounterMode(display=False):
+        plain = gaussian_attention(q, k, v)
+    torch.testing.assert_close(fast, plain)
 
 
 @settings(max_examples=20, deadline=None)

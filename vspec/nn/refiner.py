@@ -17,14 +17,9 @@ from torch import nn
 
 from .. import spec as S
 from ..ops.refiner import batch_norm_train
+from ..ops.vit import eager_cpu
 from .context import BuildContext
 from .layers import AttentionCore, AttentionCoreBase, Linear
-
-
-def eager_cpu(x: torch.Tensor) -> bool:
-    """True where the fast paths run: an eager (not traced, compiled or dispatch-mode) CPU forward."""
-    return (x.device.type == "cpu" and not torch.jit.is_tracing() and not torch.compiler.is_compiling()
-            and torch._C._len_torch_dispatch_stack() == 0)
 
 
 def bn_affine(bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:

@@ -3,8 +3,13 @@ fused dot-product kernel (footnote 2), and grouped projections (Sec. 2.3)."""
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
-from .vit import linear
+from .precision import autocast_on
+from .vit import eager_cpu, linear
+
+_FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+_FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
 
 
 def gaussian_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None,
@@ -14,14 +19,18 @@ def gaussian_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale:
     |q|^2 term is one per query (footnote 2).
 
     The per-key bias -1/2 |k_i|^2 rides in one extra channel, q' = [q, -1/2], k' = [k, |k|^2], so that
-    q'.k' = q.k - 1/2 |k|^2 and the whole of it is one F.scaled_dot_product_attention without a mask:
-    the fused (flash) kernels run forward and backward, no n x n map is held, and autograd takes the
-    bias's gradient through |k|^2. v gets a zero channel (the CPU flash kernel wants equal widths),
-    dropped from the output. A float mask of -1/2 |k|^2 would be the same softmax, but a mask that needs
-    a gradient sends SDPA to its math fallback (the n x n map, held for backward): benchmarks/msf.py
-    measures both. On CUDA the width is padded to a multiple of 8, as its fused kernels want."""
-    q2, k2, v2 = gaussian_channels(q, k, v)
+    q'.k' = q.k - 1/2 |k|^2 and the whole of it is one fused (flash) attention without a mask: no n x n
+    map is held, and the bias's gradient flows through |k|^2. v gets a zero channel (the CPU flash kernel
+    wants equal widths), dropped from the output. A float mask of -1/2 |k|^2 would be the same softmax,
+    but a mask that needs a gradient sends SDPA to its math fallback (the n x n map, held for backward):
+    benchmarks/msf.py measures both. On an eager CPU (`eager_cpu`) without dropout the kernel is called
+    directly (`_CpuFlashGaussian`, a hand-written backward); elsewhere (CUDA, where the width is padded
+    to a multiple of 8 for the fused kernels; tracing, compiling, profiling) it is
+    F.scaled_dot_product_attention on q', k', v' under autograd."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
+    if dropout_p == 0.0 and _cpu_flash_ok(q, k, v):
+        return _CpuFlashGaussian.apply(q, k, v, scale)
+    q2, k2, v2 = gaussian_channels(q, k, v)
     return F.scaled_dot_product_attention(q2, k2, v2, dropout_p=dropout_p, scale=scale)[..., :v.shape[-1]]
 
 
@@ -34,6 +43,48 @@ def gaussian_channels(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tupl
     q2 = torch.cat([q, q.new_full((*q.shape[:-1], 1), -0.5), *zeros], dim=-1)  # one copy each
     k2 = torch.cat([k, k.square().sum(-1, keepdim=True), *zeros], dim=-1)
     return q2, k2, F.pad(v, (0, q2.shape[-1] - v.shape[-1]))
+
+
+def _cpu_flash_ok(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    return (eager_cpu(q) and q.ndim == 4 and q.dtype in (torch.float32, torch.float64)
+            and q.dtype == k.dtype == v.dtype and q.shape[-1] == v.shape[-1] and not autocast_on("cpu"))
+
+
+def _widened(x: torch.Tensor, last) -> torch.Tensor:
+    """[x, last] for x (b, h, n, d), laid out (b, n, h, d + 1) in memory like the flash kernel's output:
+    one copy; `last` a number or a (b, h, n) tensor."""
+    b, h, n, d = x.shape
+    out = x.new_empty(b, n, h, d + 1).transpose(1, 2)
+    out[..., :d] = x
+    out[..., d] = last
+    return out
+
+
+class _CpuFlashGaussian(torch.autograd.Function):
+    """gaussian_attention on PyTorch's CPU flash kernel, called directly: q', k', v' built with one copy
+    each, and the backward written out, so that none of the widening's own autograd nodes (the
+    concatenations, the slice, |k|^2) costs a pass: grad' = [grad, 0]; the kernel's backward gives
+    dq', dk', dv'; dk = dk'[:d] + 2 k dk'[d] (the |k|^2 channel). Not twice differentiable (nor is SDPA's
+    flash backward)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, scale):
+        d = q.shape[-1]
+        q2, k2, v2 = _widened(q, -0.5), _widened(k, 0.0), _widened(v, 0.0)
+        k2[..., d] = k2[..., :d].square().sum(-1)
+        out, lse = _FLASH(q2, k2, v2, 0.0, False, attn_mask=None, scale=scale)
+        ctx.save_for_backward(q2, k2, v2, out, lse)
+        ctx.scale = scale
+        return out[..., :d]
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        q2, k2, v2, out, lse = ctx.saved_tensors
+        d = grad.shape[-1]
+        dq, dk, dv = _FLASH_BACKWARD(_widened(grad, 0.0), q2, k2, v2, out, lse, 0.0, False, attn_mask=None,
+                                     scale=ctx.scale)
+        return dq[..., :d], dk[..., :d].addcmul_(k2[..., :d], dk[..., d:], value=2.0), dv[..., :d], None
 
 
 def grouped_linear(x: torch.Tensor, weight: torch.Tensor, groups: int, grouping: str) -> torch.Tensor:

@@ -31,6 +31,14 @@ ACTIVATIONS = {
 }
 
 
+def eager_cpu(x: torch.Tensor) -> bool:
+    """True where vspec's hand-written CPU paths run: an eager CPU forward, not traced (fvcore), compiled,
+    under a dispatch mode (FlopCounterMode) or a functorch transform; elsewhere the plain ops run, so
+    that the profilers see and count every op."""
+    return (x.device.type == "cpu" and not torch.jit.is_tracing() and not torch.compiler.is_compiling()
+            and torch._C._len_torch_dispatch_stack() == 0 and not torch._C._are_functorch_transforms_active())
+
+
 def _onednn_ok(x: torch.Tensor, weight: torch.Tensor) -> bool:
     return (
         _ONEDNN is not None
