@@ -1,5 +1,5 @@
 """The generic functions (ViT): a linear layer with the bias and activation fused into the matmul,
-and fixed sin-cos position tables.
+fixed sin-cos position tables, and `eager_cpu` (where vspec's hand-written CPU paths may run).
 
 y = act(x W^T + b), with the bias and the activation fused into the matmul on the CPU.
 
