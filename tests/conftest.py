@@ -1,5 +1,6 @@
 """Shared test settings: small Hypothesis runs, no example database written into the checkout."""
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -18,6 +19,15 @@ settings.load_profile(os.environ.get("VSPEC_HYPOTHESIS_PROFILE", "vspec"))
 # the authors' reference outputs (../shared/fixtures/official beside the checkout, or $VSPEC_FIXTURES)
 FIXTURES = Path(os.environ.get("VSPEC_FIXTURES",
                                Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "official"))
+
+
+def load_benchmark(name: str):
+    """benchmarks/<name>.py as a module (the benchmarks are scripts, not a package)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def assert_every_parameter_learns(model, rel: float | None = None) -> None:

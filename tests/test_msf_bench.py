@@ -2,21 +2,14 @@
 races equals it (outputs and gradients), and the memory claim holds: vspec's attention keeps no n x n map,
 so its peak is a small fraction of the reference's (bytes, not time)."""
 
-import importlib.util
-from pathlib import Path
-
 import torch
+from conftest import load_benchmark
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def bench():
-    spec = importlib.util.spec_from_file_location("msf_bench", ROOT / "benchmarks" / "msf.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("msf")
 
 
 @settings(max_examples=10, deadline=None)

@@ -3,26 +3,19 @@ vspec agrees with it, and the released DLA's fast paths (channels-last, BatchNor
 accurate batch statistics in training) compute what the module as written computes."""
 
 import copy
-import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
-from conftest import FIXTURES
+from conftest import FIXTURES, load_benchmark
 
 import vspec
 from vspec import spec as S
 from vspec.convert.refiner import released_blocks
 from vspec.nn.refiner import ConvExpandDLA
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def bench():
-    spec = importlib.util.spec_from_file_location("refiner_bench", ROOT / "benchmarks" / "refiner.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("refiner")
 
 
 @pytest.mark.parametrize("name", ["refiner_cls", "refiner_s_pattern"])
