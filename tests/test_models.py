@@ -242,9 +242,9 @@ def test_build_forward_backward(spec, seed):
 
 
 def nondegenerate(spec: Model) -> bool:
-    """No parameter of the spec is dead by construction: widths of at least 8, patches of at least 4 values
-    (a LayerNorm over 1 or 2 channels is constant), every attention over at least 2 tokens (softmax over
-    one token is constant)."""
+    """No parameter of the spec is dead by construction: widths of at least 8, FFN hidden widths too (a
+    single ReLU unit can be off for the whole batch), patches of at least 4 values (a LayerNorm over 1 or 2
+    channels is constant), every attention over at least 2 tokens (softmax over one token is constant)."""
     p = spec.embedder.patch_size
     if spec.in_chans * p * p < 4:
         return False
@@ -255,6 +255,8 @@ def nondegenerate(spec: Model) -> bool:
         if stage.dim < 8:
             return False
         for b in stage.blocks:
+            if hasattr(b.ffn, "hidden_dim") and b.ffn.hidden_dim(stage.dim) < 8:
+                return False
             a = b.attention
             seen = min(a.window, grid[0]) * min(a.window, grid[1]) if isinstance(a, WindowMHSA) else \
                 grid[0] * grid[1] + int(spec.class_token)
