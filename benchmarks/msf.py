@@ -6,8 +6,9 @@ Four ways to compute softmax_i((q.k_i - 1/2 |k_i|^2) * d^-1/2) v (MSF Eq. 12's a
   q k^T - 1/2 |k|^2, softmax, matmul (autograd holds the map and its softmax for backward);
 - mask: F.scaled_dot_product_attention with the per-key bias -1/2 |k|^2 as a float mask (it needs a
   gradient, so SDPA takes its math fallback, which holds the map too);
-- channel: one extra q / k channel carrying -1/2 and |k|^2 (vspec.ops.gaussian_channels), no mask, so
-  SDPA's fused flash kernel runs forward and backward and keeps no n x n map; the widening under autograd;
+- channel (vspec.ops.gaussian_attention_sdpa, vspec's path off the eager CPU): one extra q / k channel
+  carrying -1/2 and |k|^2, no mask, so SDPA's fused flash kernel runs forward and backward and keeps no
+  n x n map; the widening under autograd;
 - vspec (vspec.ops.gaussian_attention, what MeanShiftAttention uses): the same channels, the CPU flash
   kernel called directly with a hand-written backward (no autograd nodes for the widening).
 A fifth line, kernel, times SDPA's flash kernel alone on leaves that are already q', k', v' (width 65):
@@ -33,7 +34,7 @@ import torch.nn.functional as F
 
 import vspec
 from vspec.compiler import build_component, context
-from vspec.ops import gaussian_attention, gaussian_channels
+from vspec.ops import gaussian_attention, gaussian_attention_sdpa, gaussian_channels
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import race  # noqa: E402 - benchmarks/models.py: the paired-round race
@@ -52,16 +53,13 @@ def mask(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias * q.shape[-1] ** -0.5)
 
 
-def channel(q, k, v):
-    return F.scaled_dot_product_attention(*gaussian_channels(q, k, v), scale=q.shape[-1] ** -0.5)[..., :v.shape[-1]]
-
-
 class ReferenceCore(torch.nn.Module):
     def forward(self, q, k, v):
         return reference(q, k, v)
 
 
-CORES = {"reference": reference, "mask": mask, "channel": channel, "vspec": gaussian_attention}
+CORES = {"reference": reference, "mask": mask,
+         "channel": lambda q, k, v: gaussian_attention_sdpa(q, k, v, HEAD_DIM ** -0.5), "vspec": gaussian_attention}
 
 
 def step(fn, inputs, grad):

@@ -30,6 +30,13 @@ def gaussian_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale:
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     if dropout_p == 0.0 and _cpu_flash_ok(q, k, v):
         return _CpuFlashGaussian.apply(q, k, v, scale)
+    return gaussian_attention_sdpa(q, k, v, scale, dropout_p)
+
+
+def gaussian_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
+                            dropout_p: float = 0.0) -> torch.Tensor:
+    """gaussian_attention as F.scaled_dot_product_attention on q', k', v' (gaussian_channels) under
+    autograd: the path wherever the CPU kernel is not called directly."""
     q2, k2, v2 = gaussian_channels(q, k, v)
     return F.scaled_dot_product_attention(q2, k2, v2, dropout_p=dropout_p, scale=scale)[..., :v.shape[-1]]
 
@@ -50,7 +57,7 @@ def _cpu_flash_ok(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
             and q.dtype == k.dtype == v.dtype and q.shape[-1] == v.shape[-1] and not autocast_on("cpu"))
 
 
-def _widened(x: torch.Tensor, last) -> torch.Tensor:
+def _widened(x: torch.Tensor, last: float | torch.Tensor) -> torch.Tensor:
     """[x, last] for x (b, h, n, d), laid out (b, n, h, d + 1) in memory like the flash kernel's output:
     one copy; `last` a number or a (b, h, n) tensor."""
     b, h, n, d = x.shape
@@ -70,8 +77,7 @@ class _CpuFlashGaussian(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, scale):
         d = q.shape[-1]
-        q2, k2, v2 = _widened(q, -0.5), _widened(k, 0.0), _widened(v, 0.0)
-        k2[..., d] = k2[..., :d].square().sum(-1)
+        q2, k2, v2 = _widened(q, -0.5), _widened(k, k.square().sum(-1)), _widened(v, 0.0)
         out, lse = _FLASH(q2, k2, v2, 0.0, False, attn_mask=None, scale=scale)
         ctx.save_for_backward(q2, k2, v2, out, lse)
         ctx.scale = scale
