@@ -1,11 +1,15 @@
-# make test: create .venv if missing, install the pinned torch + vspec[dev], run the tests.
+# make test: create .venv if missing, install the pinned torch + vspec[dev], run the tests (all but the
+#   `slow` marker), printing the 15 slowest.
+# make test-slow: the tests marked slow (largest presets, kill-and-resume training).
+# make test-avx2: `make test` on torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2), as on a CPU without AVX-512.
 # make demo: build and profile every preset in specs/ and print one table.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider --durations=15
 STAMP := $(VENV)/.installed-stamp
 PINS := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: test demo bench clean
+.PHONY: test test-slow test-avx2 demo bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -14,7 +18,13 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PYTEST) -m "not slow"
+
+test-slow: $(STAMP)
+	$(PYTEST) -m slow
+
+test-avx2: $(STAMP)
+	ATEN_CPU_CAPABILITY=avx2 $(PYTEST) -m "not slow"
 
 demo: $(STAMP)
 	$(PY) tools/demo.py

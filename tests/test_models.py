@@ -780,7 +780,12 @@ def test_simple_patch_embed_uses_patch_major_layout():
 # the preset specs
 
 
-@pytest.mark.parametrize("path", SPEC_FILES, ids=[p.stem for p in SPEC_FILES])
+# the largest presets (100 M+ parameters, or Swin-B's 88 M with its many window shapes): `make test-slow`
+SLOW_PRESETS = {"refined_vit_l", "refined_vit_l_dense", "refined_vit_m_dense", "swin_base"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW_PRESETS else p
+                                  for p in SPEC_FILES], ids=[p.stem for p in SPEC_FILES])
 def test_preset_specs(path):
     """Every preset round-trips, has the parameter count its spec implies, and a backward pass on a random
     batch gives every parameter a finite, nonzero gradient (eval mode: nothing stochastic hides one)."""

@@ -98,6 +98,7 @@ def _wait_for(path, predicate, proc, timeout=240):
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["sigkill_after_epoch", "sigterm_mid_epoch"])
 def test_interrupted_then_resumed_equals_uninterrupted(tiny_spec, tmp_path, how):
     extra = ("--epochs", "4", "--synthetic-size", "256")

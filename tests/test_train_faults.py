@@ -42,6 +42,7 @@ def train(spec, out, *extra, kill_at=None):
                             env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_sigkill_anywhere_then_resume_equals_an_uninterrupted_run(tiny_spec, tmp_path):
     """Killed inside the first best.pt write, mid-epoch, between last.pt and metrics.jsonl, and inside a
     last.pt write: each --resume goes on, and the end equals the uninterrupted run."""
