@@ -4,7 +4,8 @@
 those left out). Every one is honoured or refused by name; none is ignored:
 
 - honoured: img_size, patch_size, in_chans, num_classes (0: no classifier, as released), embed_dim,
-  depth (a list of booleans, True = a shared block; an int: that many compute blocks), num_heads,
+  depth (a list of booleans, True = a shared block; an int: that many compute blocks, for which the
+  released constructor reads neither apply_transform nor head_expand), num_heads,
   mlp_ratio, qkv_bias, qk_scale (the attention scale, `qk_scale or head_dim ** -0.5`), norm_layer
   (LayerNorm, its eps), use_cnn_embed (the CNN stem, or a plain p x p convolution), apply_transform
   and head_expand (compute blocks refining their own maps), return_dense (the dense auxiliary head);
