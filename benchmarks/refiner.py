@@ -45,9 +45,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import forward_backward, race  # noqa: E402 - benchmarks/models.py: the paired-round race
 
 ROOT = Path(__file__).resolve().parents[1]
-# Refined-ViT-S as the released factory builds it (apply_transform off: every shared block's DLA has expansion 3)
+# Refined-ViT-S as the released factory builds it (apply_transform off: every shared block's DLA has expansion 3),
+# with the class-token head alone (return_dense and MixToken off)
 CONFIG = dict(img_size=224, patch_size=16, embed_dim=384, depth=[False, True] * 8, apply_transform=[False] * 16,
-              num_heads=12, mlp_ratio=3, qkv_bias=True, head_expand=6, num_classes=1000, return_dense=False)
+              num_heads=12, mlp_ratio=3, qkv_bias=True, norm_layer="LayerNorm(eps=1e-6)", share_atten=True,
+              head_expand=6, num_classes=1000, return_dense=False, mix_token=False)
 
 
 class PatchStem(nn.Module):

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import vspec
-from vspec.convert import from_official
+from vspec.convert import ConversionError, from_official
 from vspec.nn.heads import as_outputs, head_loss
 from vspec.spec import DAFF, MLP, SOPE, Block, HeadTokens, SecondOrderHead
 
@@ -31,6 +31,84 @@ BASE = ROOT / "specs/dhvt_tiny_cifar_p4.py"
 def test_released_checkpoints_reproduced(name):
     data = torch.load(FIXTURES / f"{name}.pt", weights_only=True)
     model = from_official("dhvt", data["state_dict"], data["config"]).eval()
+    with torch.no_grad():
+        assert (model(data["x"]) - data["y"]).abs().max() <= 1e-5
+
+
+
+# VisionTransformer.__init__'s arguments (ArieSeirack/DHVT @ a86feda, vision_transformer.py)
+DHVT_CONSTRUCTOR = (
+    "img_size", "patch_size", "in_chans", "num_classes", "embed_dim", "depth", "num_heads", "mlp_ratio", "qkv_bias",
+    "representation_size", "distilled", "drop_rate", "attn_drop_rate", "drop_path_rate", "embed_layer", "norm_layer",
+    "act_layer", "weight_init", "apply_dhvt",
+)
+
+
+def dhvt_p4():
+    return torch.load(FIXTURES / "dhvt_p4.pt", weights_only=True)  # 32 px, patch 4, dim 64, depth 2, 4 heads
+
+
+def attentions(spec):
+    return [b.attention for b in spec.stages[0].blocks]
+
+
+def as_p4(spec):
+    return spec == vspec.convert.dhvt.spec_from_config(dhvt_p4()["config"])
+
+
+# argument -> [(changes to dhvt_p4's config, the converted spec's expected property or the refusal's text)]
+DHVT_CASES = {
+    "img_size": [({"img_size": 64}, lambda s: s.img_size == (64, 64)), ({"img_size": [32, 32]}, as_p4),
+                 ({"img_size": (32, 48)}, r"img_size \(32, 48\): DAFF lays the tokens on a square grid")],
+    "patch_size": [({"patch_size": 2}, lambda s: s.embedder == SOPE(patch_size=2)),
+                   ({"patch_size": 8}, r"patch_size 8: the released SOPE builds for patch 2, 4 and 16 only")],
+    "in_chans": [({"in_chans": 3}, as_p4), ({"in_chans": 1}, r"in_chans 1: the released SOPE reads 3 channels")],
+    "num_classes": [({"num_classes": 0}, lambda s: s.num_classes == 0)],
+    "embed_dim": [({"embed_dim": 32}, lambda s: s.dim == 32 and s.block.ffn.hidden == 128)],
+    "depth": [({"depth": 3}, lambda s: s.depth == 3)],
+    "num_heads": [({"num_heads": 2}, lambda s: {a.heads for a in attentions(s)} == {2})],
+    "mlp_ratio": [({"mlp_ratio": 2}, lambda s: s.block.ffn.hidden == 128)],
+    "qkv_bias": [({"qkv_bias": False}, lambda s: {a.qkv_bias for a in attentions(s)} == {False})],
+    "representation_size": [({"representation_size": 32}, r"representation_size 32: the pre-logits layer")],
+    "distilled": [({"distilled": True}, r"distilled True: the released constructor cannot build it")],
+    "drop_rate": [({"drop_rate": 0.1}, lambda s: {a.proj_drop for a in attentions(s)} == {0.1})],
+    "attn_drop_rate": [({"attn_drop_rate": 0.1}, lambda s: {a.attn_drop for a in attentions(s)} == {0.1})],
+    "drop_path_rate": [({"drop_path_rate": 0.1}, lambda s: s.drop_path == 0.1)],
+    "embed_layer": [({"embed_layer": "<class 'vision_transformer.PatchEmbed'>"}, as_p4)],  # unread with apply_dhvt
+    "norm_layer": [({"norm_layer": "LayerNorm"}, lambda s: s.block.norm.eps == 1e-5),
+                   ({"norm_layer": "functools.partial(<class 'torch.nn.modules.normalization.LayerNorm'>, eps=1e-06)"},
+                    as_p4),
+                   ({"norm_layer": "RMSNorm"}, r"norm_layer 'RMSNorm': only LayerNorm")],
+    "act_layer": [({"act_layer": "GELU"}, as_p4), ({"act_layer": "ReLU"}, r"act_layer 'ReLU': only GELU")],
+    "weight_init": [({"weight_init": "jax"}, as_p4),
+                    ({"weight_init": "xavier"}, r"weight_init 'xavier': the released constructor asserts one of")],
+    "apply_dhvt": [({"apply_dhvt": True}, as_p4),
+                   ({"apply_dhvt": False}, r"apply_dhvt False: the released constructor cannot build it")],
+    "unknown keys": [({"qk_scale": 0.1}, r"unknown argument 'qk_scale'; the released constructor takes img_size, ")],
+}
+
+
+def test_the_dhvt_cases_cover_every_constructor_argument():
+    assert tuple(vspec.convert.dhvt.ARGUMENTS) == DHVT_CONSTRUCTOR
+    assert list(DHVT_CASES) == [*DHVT_CONSTRUCTOR, "unknown keys"]
+
+
+@pytest.mark.parametrize("changes,expect", [case for cases in DHVT_CASES.values() for case in cases],
+                         ids=[f"{arg}-{i}" for arg, cases in DHVT_CASES.items() for i in range(len(cases))])
+def test_every_dhvt_argument_is_honoured_or_refused_by_name(changes, expect):
+    config = {**dhvt_p4()["config"], **changes}
+    if isinstance(expect, str):
+        with pytest.raises(ConversionError, match=f"^DHVT config: {expect}") as info:
+            from_official("dhvt", dhvt_p4()["state_dict"], config)
+        assert "\n" not in str(info.value)
+    else:
+        assert expect(vspec.convert.dhvt.spec_from_config(config))
+
+
+def test_dhvt_training_only_arguments_leave_the_eval_output_as_released():
+    data = dhvt_p4()
+    changes = {"drop_rate": 0.1, "attn_drop_rate": 0.1, "drop_path_rate": 0.1, "weight_init": "jax"}
+    model = from_official("dhvt", data["state_dict"], {**data["config"], **changes}).eval()
     with torch.no_grad():
         assert (model(data["x"]) - data["y"]).abs().max() <= 1e-5
 

@@ -354,6 +354,62 @@ def test_an_unknown_released_attention_is_one_line():
     assert "\n" not in str(info.value)
 
 
+
+# SimpleViTflexAtt.__init__'s arguments (tk1980/MSFtransformer @ ce23d1f, vit_pytorch/simple_vit_flexatt.py)
+MSF_CONSTRUCTOR = ("image_size", "patch_size", "num_classes", "dim", "depth", "heads", "mlp_dim", "channels",
+                   "dim_head", "att")
+
+
+def msf_fixture():
+    return torch.load(FIXTURES / "msf_msf.pt", weights_only=True)  # 64 px, patch 16, dim 64, 2 heads of 32
+
+
+def as_msf(spec):
+    return spec == vspec.convert.msf.spec_from_config(msf_fixture()["config"])
+
+
+# argument -> [(changes to msf_msf's config, the converted spec's expected property or the refusal's text)]
+MSF_CASES = {
+    "image_size": [({"image_size": (64, 32)}, lambda s: s.img_size == (64, 32) and s.grid == (4, 2)),
+                   ({"image_size": "64"}, r"image_size '64': an int or a \(height, width\) pair")],
+    "patch_size": [({"patch_size": 8}, lambda s: s.embedder.patch_size == 8), ({"patch_size": (16, 16)}, as_msf),
+                   ({"patch_size": (16, 8)}, r"patch_size \(16, 8\): an int or an equal pair")],
+    "num_classes": [({"num_classes": 5}, lambda s: s.num_classes == 5),
+                    ({"num_classes": 0}, r"num_classes 0: the released head is a Linear with no outputs")],
+    "dim": [({"dim": 32}, lambda s: s.dim == 32)],
+    "depth": [({"depth": 3}, lambda s: s.depth == 3)],
+    "heads": [({"heads": 4}, lambda s: s.block.attention.heads == 4)],
+    "mlp_dim": [({"mlp_dim": 64}, lambda s: s.block.ffn.hidden == 64)],
+    "channels": [({"channels": 1}, lambda s: s.in_chans == 1)],
+    "dim_head": [({"dim_head": 16}, lambda s: s.block.attention.head_dim == 16),
+                 ({"dim_head": None}, lambda s: s.block.attention.head_dim == 64)],  # None: left out, the default
+    "att": [({"att": "orig-g2"}, lambda s: isinstance(s.block.attention, MHSA) and
+             s.block.attention.projections.groups == 2),
+            ({"att": None}, r"att must be 'orig' or 'msf', optionally with '-gN'; got 'origAtt' \(the constructor's "
+                            r"default, for which get_attention_module returns no module\)")],
+    "required": [({"dim": None}, r"missing dim \(the released constructor has no default for it\)")],
+    "unknown keys": [({"pool": "cls"}, r"unknown argument 'pool'; the released constructor takes image_size, ")],
+}
+
+
+def test_the_msf_cases_cover_every_constructor_argument():
+    assert tuple(vspec.convert.msf.ARGUMENTS) == MSF_CONSTRUCTOR
+    assert list(MSF_CASES) == [*MSF_CONSTRUCTOR, "required", "unknown keys"]
+
+
+@pytest.mark.parametrize("changes,expect", [case for cases in MSF_CASES.values() for case in cases],
+                         ids=[f"{arg}-{i}" for arg, cases in MSF_CASES.items() for i in range(len(cases))])
+def test_every_msf_argument_is_honoured_or_refused_by_name(changes, expect):
+    config = {**msf_fixture()["config"], **changes}
+    config = {k: v for k, v in config.items() if v is not None}  # None: the argument left out
+    if isinstance(expect, str):
+        with pytest.raises(ConversionError, match=f"^MSF config: {expect}") as info:
+            from_official("msf", msf_fixture()["state_dict"], config)
+        assert "\n" not in str(info.value)
+    else:
+        assert expect(vspec.convert.msf.spec_from_config(config))
+
+
 # ---------------------------------------------------------------- training
 def test_a_tiny_msf_model_trains_with_the_msf_recipe(tmp_path):
     """The `msf` recipe (mixup / cutmix 0.2, no EMA) on a tiny 2-group MSF SimpleViT, a few steps on digits."""

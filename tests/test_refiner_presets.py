@@ -3,16 +3,18 @@ issue: PAPERS.md's figures), the map pipeline counted as attention, and receptiv
 (Sec. 4.4) through tools/eval.py on a Refiner checkpoint."""
 
 import json
+import re
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import FIXTURES
+from conftest import FIXTURES, load_benchmark
 from PIL import Image
 
 import vspec
-from vspec.convert import ConversionError, from_official
+from vspec.convert import ConversionError, ConversionNote, from_official
 from vspec.nn.refiner import MapAttention
 from vspec.train.cli import eval_main, train_main
 from vspec.train.data import build_datasets, build_transforms
@@ -34,6 +36,146 @@ def test_a_config_that_does_not_fit_is_refused():
         from_official("refiner", data["state_dict"], {**data["config"], "return_dense": True})
     with pytest.raises(ConversionError, match="apply_transform"):
         from_official("refiner", data["state_dict"], {**data["config"], "apply_transform": [False]})
+
+
+
+# ---------------------------------------------------------------- every constructor argument
+# Refiner_ViT.__init__'s arguments (zhoudaquan/Refiner_ViT @ b3e8cb0, models/refined_transformer.py)
+REFINER_CONSTRUCTOR = (
+    "img_size", "patch_size", "in_chans", "num_classes", "embed_dim", "depth", "num_heads", "mlp_ratio", "qkv_bias",
+    "qk_scale", "drop_rate", "attn_drop_rate", "drop_path_rate", "hybrid_backbone", "norm_layer", "group",
+    "share_atten", "cos_reg", "use_cnn_embed", "apply_transform", "interpolate_pos_embedding", "head_expand",
+    "mix_token", "return_dense",
+)
+
+
+def refiner_fixture(name="refiner_cls"):
+    return torch.load(FIXTURES / f"{name}.pt", weights_only=True)
+
+
+def attentions(spec):
+    return [b.attention for b in spec.stages[0].blocks]
+
+
+def base():
+    """refiner_cls's config: 224 px, patch 16, dim 96, [compute, shared] x 2, 4 heads, no dense head."""
+    return refiner_fixture()["config"]
+
+
+def as_base(spec):
+    return spec == vspec.convert.refiner.spec_from_config(base())
+
+
+# argument -> [(changes to the fixture's config, the converted spec's expected property or the refusal's text)]
+REFINER_CASES = {
+    "img_size": [({"img_size": 112}, lambda s: s.img_size == (112, 112)),
+                 ({"img_size": (112, 96)}, r"img_size \(112, 96\): the released CNN stem takes one int")],
+    "patch_size": [({"patch_size": 32}, lambda s: s.embedder == vspec.ConvStem(patch_size=32))],
+    "in_chans": [({"in_chans": 1}, lambda s: s.in_chans == 1)],
+    "num_classes": [({"num_classes": 0}, lambda s: s.num_classes == 0)],
+    "embed_dim": [({"embed_dim": 48}, lambda s: s.dim == 48)],
+    "depth": [({"depth": 3}, lambda s: [(a.reuse, a.add_incoming) for a in attentions(s)] ==
+               [(False, False), (False, True), (False, True)]),
+              ({"depth": [False, True], "apply_transform": [False, False]},
+               lambda s: [a.reuse for a in attentions(s)] == [False, True]),
+              ({"depth": "ffff"}, r"depth 'ffff': an int, or a list of booleans")],
+    "num_heads": [({"num_heads": 2}, lambda s: {a.heads for a in attentions(s)} == {2})],
+    "mlp_ratio": [({"mlp_ratio": 2}, lambda s: {b.ffn.ratio for b in s.stages[0].blocks} == {2.0})],
+    "qkv_bias": [({"qkv_bias": False}, lambda s: {a.qkv_bias for a in attentions(s)} == {False})],
+    "qk_scale": [({"qk_scale": 0.125}, lambda s: {a.scale for a in attentions(s)} == {0.125}),
+                 ({"qk_scale": 0}, lambda s: {a.scale for a in attentions(s)} == {None}),  # `qk_scale or default`
+                 ({"qk_scale": "x"}, r"qk_scale 'x': a number, or None")],
+    "drop_rate": [({"drop_rate": 0.1}, r"drop_rate 0.1: the released model also drops after the position embedding")],
+    "attn_drop_rate": [({"attn_drop_rate": 0.1}, lambda s: {a.attn_drop for a in attentions(s)} == {0.1})],
+    "drop_path_rate": [({"drop_path_rate": 0.1}, lambda s: s.drop_path == 0.1)],
+    "hybrid_backbone": [({"hybrid_backbone": "resnet50"}, r"hybrid_backbone: the CNN-backbone embedding")],
+    "norm_layer": [({"norm_layer": "<class 'torch.nn.modules.normalization.LayerNorm'>"},
+                    lambda s: {b.norm.eps for b in s.stages[0].blocks} == {1e-5}),
+                   ({"norm_layer": "BatchNorm1d"}, r"norm_layer 'BatchNorm1d': only LayerNorm")],
+    "group": [({"group": True}, as_base)],
+    "share_atten": [({"share_atten": False}, as_base)],
+    "cos_reg": [({"cos_reg": True}, as_base)],  # + a note
+    "use_cnn_embed": [({"use_cnn_embed": False}, lambda s: s.embedder == vspec.PatchEmbed(patch_size=16))],
+    "apply_transform": [({"apply_transform": [True, False, True, False]},
+                         lambda s: [a.refine and a.refine.expansion for a in attentions(s)] == [6, 3, 6, 3]),
+                        ({"apply_transform": None}, r"apply_transform None with a listed depth")],
+    "interpolate_pos_embedding": [
+        ({"interpolate_pos_embedding": True}, as_base),
+        ({"interpolate_pos_embedding": True, "img_size": 112}, r"interpolate_pos_embedding with a 7 x 7 grid")],
+    "head_expand": [({"head_expand": 2}, as_base),  # transform off
+                    ({"head_expand": 2, "apply_transform": [True] * 4},
+                     lambda s: [a.refine.expansion for a in attentions(s)] == [2, 3, 2, 3])],
+    "mix_token": [({"mix_token": True, "return_dense": True}, lambda s: s.head.dense is not None),  # + a note
+                  ({"mix_token": True}, r"mix_token without return_dense: the released constructor asserts")],
+    "return_dense": [({"return_dense": True}, lambda s: s.head.dense == vspec.spec.DenseAux())],
+    "unknown keys": [({"window": 7}, r"unknown argument 'window'; the released constructor takes img_size, ")],
+}
+
+
+def test_the_refiner_cases_cover_every_constructor_argument():
+    assert tuple(vspec.convert.refiner.ARGUMENTS) == REFINER_CONSTRUCTOR
+    assert list(REFINER_CASES) == [*REFINER_CONSTRUCTOR, "unknown keys"]
+
+
+@pytest.mark.parametrize("changes,expect", [case for cases in REFINER_CASES.values() for case in cases],
+                         ids=[f"{arg}-{i}" for arg, cases in REFINER_CASES.items() for i in range(len(cases))])
+def test_every_refiner_argument_is_honoured_or_refused_by_name(changes, expect):
+    config = {**base(), **changes}
+    if isinstance(expect, str):
+        with pytest.raises(ConversionError, match=f"^Refiner config: {expect}") as info:
+            from_official("refiner", refiner_fixture()["state_dict"], config)
+        assert "\n" not in str(info.value)
+    else:
+        assert expect(vspec.convert.refiner.spec_from_config(config))
+
+
+def test_refiner_qk_scale_sets_the_attention_scale_as_released():
+    """Refiner_ViT_S(qk_scale=0.125) used to convert at head_dim ** -0.5: here the released model's scale
+    (benchmarks/refiner.py's reference, which reproduces the released fixtures, with its scale set as the
+    released `qk_scale or head_dim ** -0.5` does) is what the converted model computes."""
+    data = refiner_fixture()
+    reference = load_benchmark("refiner").Reference(data["config"])
+    reference.load_state_dict(data["state_dict"], strict=True)
+    for block in reference.blocks:
+        block.attn.scale = 0.125
+    model = from_official("refiner", data["state_dict"], {**data["config"], "qk_scale": 0.125}).eval()
+    with torch.no_grad():
+        expected = reference.eval()(data["x"])
+        assert (expected - data["y"]).abs().max() > 1e-2  # the scale moves the logits
+        assert (model(data["x"]) - expected).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("changes,note", [
+    ({"attn_drop_rate": 0.1, "drop_path_rate": 0.1, "group": True, "share_atten": False,
+      "interpolate_pos_embedding": True}, None),
+    ({"cos_reg": True}, r"^Refiner config: cos_reg: .* eval outputs are the released ones$"),
+])
+def test_refiner_training_only_arguments_leave_the_eval_output_as_released(changes, note):
+    data = refiner_fixture()
+    with warnings.catch_warnings(record=True) as notes:
+        warnings.simplefilter("always")
+        model = from_official("refiner", data["state_dict"], {**data["config"], **changes}).eval()
+    messages = [str(n.message) for n in notes]
+    assert messages == [] if note is None else len(messages) == 1 and re.match(note, messages[0])
+    with torch.no_grad():
+        assert (model(data["x"]) - data["y"]).abs().max() <= 1e-5
+
+
+def test_refiner_mix_token_converts_with_a_note():
+    data = refiner_fixture("refiner_dense")
+    with pytest.warns(ConversionNote, match=r"^Refiner config: mix_token: MixToken .* not implemented in vspec"):
+        model = from_official("refiner", data["state_dict"], {**data["config"], "mix_token": True}).eval()
+    with torch.no_grad():
+        assert (model(data["x"]) - data["y"]).abs().max() <= 1e-5
+
+
+def test_refiner_without_a_classifier_converts():
+    """num_classes 0: the released head and aux_head are identities, so the state dict has none."""
+    data = refiner_fixture("refiner_dense")
+    state = {k: v for k, v in data["state_dict"].items() if not k.startswith(("head.", "aux_head."))}
+    model = from_official("refiner", state, {**data["config"], "num_classes": 0}).eval()
+    with torch.no_grad():
+        assert model(data["x"]).shape == (2, 96)
 
 
 # preset -> (parameters, fvcore MACs at 224 px): PAPERS.md, Refiner (the released factories' counts)

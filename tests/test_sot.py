@@ -128,6 +128,89 @@ def test_snapshot_arguments_are_honoured_or_rejected_by_name(snapshot, needle):
         from_official("sot", data["state_dict"], {**flat(data["config"]), "cfg_snapshot": snapshot})
 
 
+
+# SoT.__init__'s arguments (jiangtaoxie/SoT @ 5da3c37, sot_src/sot.py) under the converter's flat names: img_size,
+# in_chans, num_classes, drop_rate, drop_path_rate, norm_layer, and the fields of its visualTokenConfig, ViTConfig and
+# representationConfig dicts (`vspec.convert.sot.SNAPSHOT` names each), plus timm_version (which timm built it)
+SOT_CONSTRUCTOR = (
+    "token_type", "fusion_type", "embed_dim", "depth", "num_heads", "mlp_ratio", "mgcrp_heads", "wr_dim", "svpn.alpha",
+    "svpn.iterNum", "svpn.svNum", "img_size", "in_chans", "num_classes", "qkv_bias", "qk_scale", "attn_drop",
+    "drop_rate", "drop_path_rate", "token_dim", "large_output", "dropout", "norm_layer", "act_layer", "representation",
+    "representation_dim", "wr_bias", "normalization", "svpn_input_dim", "timm_version",
+)
+
+
+def sot_base():
+    return flat(fixture("sot_densenet_sum_fc")["config"])  # DenseNet, sum_fc, dim 48, 2 blocks of 4 heads, m = 6
+
+
+def as_sot_base(spec):
+    return spec == vspec.convert.sot.spec_from_config(sot_base())
+
+
+SVPN = {"alpha": 0.5, "iterNum": 1, "svNum": 1}
+# argument -> [(changes to the fixture's flat config, the converted spec's expected property or the refusal's text)]
+SOT_CASES = {
+    "token_type": [({"token_type": "ResNet"}, lambda s: s.embedder.block == "resnet"),
+                   ({"token_type": "Non-local"}, r"token_type 'Non-local': the released non-local embedding")],
+    "fusion_type": [({"fusion_type": "concat"}, lambda s: s.head.fusion == "concat"),
+                    ({"fusion_type": "max"}, r"fusion_type 'max'; known: sum_fc, concat, aggre_all, sum_loss")],
+    "embed_dim": [({"embed_dim": 96}, lambda s: s.dim == 96)],
+    "depth": [({"depth": 3}, lambda s: s.depth == 3)],
+    "num_heads": [({"num_heads": 2}, lambda s: s.block.attention.heads == 2)],
+    "mlp_ratio": [({"mlp_ratio": 3.0}, lambda s: s.block.ffn.hidden == 144)],
+    "mgcrp_heads": [({"mgcrp_heads": 3}, lambda s: s.head.pool.heads == 3)],
+    "wr_dim": [({"wr_dim": 8}, lambda s: (s.head.pool.m, s.head.pool.n) == (8, 8))],
+    "svpn.alpha": [({"svpn": {**SVPN, "alpha": 0.25}}, lambda s: s.head.norm.alpha == 0.25)],
+    "svpn.iterNum": [({"svpn": {**SVPN, "iterNum": 2}}, lambda s: s.head.norm.iters == 2)],
+    "svpn.svNum": [({"svpn": {**SVPN, "svNum": 2}}, lambda s: s.head.norm.num_sv == 2)],
+    "img_size": [({"img_size": 112}, lambda s: not s.embedder.downsample_last),
+                 ({"img_size": 160}, r"img_size 160: the released SoT hard-codes a 14 x 14 token grid")],
+    "in_chans": [({"in_chans": 1}, lambda s: s.in_chans == 1)],
+    "num_classes": [({"num_classes": 5}, lambda s: s.num_classes == 5)],
+    "qkv_bias": [({"qkv_bias": True}, lambda s: s.block.attention.qkv_bias)],
+    "qk_scale": [({"qk_scale": 0.1}, lambda s: s.block.attention.scale == 0.1)],
+    "attn_drop": [({"attn_drop": 0.1}, lambda s: s.block.attention.attn_drop == 0.1)],
+    "drop_rate": [({"drop_rate": 0.1}, r"drop_rate 0.1: the released model also drops after the position embedding")],
+    "drop_path_rate": [({"drop_path_rate": 0.1}, lambda s: s.drop_path == 0.1)],
+    "token_dim": [({"token_dim": 32}, lambda s: s.embedder.stem_dim == 32)],
+    "large_output": [({"large_output": True}, lambda s: s.embedder.large_output and s.grid == (56, 56))],
+    "dropout": [({"dropout": 0.5}, lambda s: s.head.drop == 0.5)],
+    "norm_layer": [({"norm_layer": "LayerNorm(eps=1e-6)"}, lambda s: s.block.norm.eps == 1e-6),
+                   ({"norm_layer": "<class 'torch.nn.modules.normalization.LayerNorm'>"}, as_sot_base),
+                   ({"norm_layer": "LayerNorm(eps=1e-6, elementwise_affine=False)"}, r"norm_layer .*: only LayerNorm")],
+    "act_layer": [({"act_layer": "<class 'torch.nn.modules.activation.GELU'>"}, as_sot_base),
+                  ({"act_layer": "GELU(approximate='tanh')"}, r"act_layer \"GELU\(approximate='tanh'\)\": only GELU")],
+    "representation": [({"representation": "GCP"}, r"representation 'GCP': only the released models' MGCrP")],
+    "representation_dim": [({"representation_dim": 48}, as_sot_base),
+                           ({"representation_dim": 32}, r"MGCrP dim 32 differs from embed_dim 48")],
+    "wr_bias": [({"wr_bias": True}, r"MGCrP qkv_bias=True: vspec's MGCrP projection has no bias")],
+    "normalization": [({"normalization": "ePN"}, r"normalization 'ePN': only svPN is converted")],
+    "svpn_input_dim": [({"svpn_input_dim": 6}, as_sot_base),
+                       ({"svpn_input_dim": 7}, r"svPN input_dim 7 differs from wr_dim 6")],
+    "timm_version": [({"timm_version": "0.3.4"}, lambda s: s.embedder.dense_norm.kind == "none")],
+    "unknown keys": [({"pos_drop": 0.1}, r"unknown argument 'pos_drop'; known: token_type, ")],
+}
+
+
+def test_the_sot_cases_cover_every_constructor_argument():
+    assert tuple(vspec.convert.sot.ARGUMENTS) == SOT_CONSTRUCTOR
+    assert list(SOT_CASES) == [*SOT_CONSTRUCTOR, "unknown keys"]
+    assert set(vspec.convert.sot.SNAPSHOT.values()) <= set(SOT_CONSTRUCTOR)
+
+
+@pytest.mark.parametrize("changes,expect", [case for cases in SOT_CASES.values() for case in cases],
+                         ids=[f"{arg}-{i}" for arg, cases in SOT_CASES.items() for i in range(len(cases))])
+def test_every_sot_argument_is_honoured_or_refused_by_name(changes, expect):
+    config = {**sot_base(), **changes}
+    if isinstance(expect, str):
+        with pytest.raises(ConversionError, match=f"^SoT config: {expect}") as info:
+            from_official("sot", fixture("sot_densenet_sum_fc")["state_dict"], config)
+        assert "\n" not in str(info.value)
+    else:
+        assert expect(vspec.convert.sot.spec_from_config(config))
+
+
 def test_naive_linear_embedding_converts():
     """Table 3a's baseline embedding: the released PatchEmbed with img_size // 14 px patches."""
     data = fixture("sot_densenet_sum_fc")

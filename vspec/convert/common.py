@@ -1,7 +1,10 @@
-"""Loading a renamed state dict with every key and shape accounted for."""
+"""Loading a renamed state dict with every key and shape accounted for, and reading a released
+constructor's arguments with every one accounted for (honoured or refused by name, never ignored)."""
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -63,3 +66,68 @@ def load_mapped(model: nn.Module, state_dict: Mapping[str, torch.Tensor],
                                   if part))
     model.load_state_dict(mapped)
     return model
+
+
+REQUIRED = object()  # marks a released constructor argument that has no default
+
+
+def read_arguments(family: str, config: Mapping[str, Any], known: Mapping[str, Any]) -> dict[str, Any]:
+    """Every argument of a released constructor (`known`: name -> its default, or REQUIRED), defaults
+    filled in. An argument the constructor does not take, or a required one left out, is an error naming
+    it: a converter honours or refuses every argument, and never ignores one."""
+    if not isinstance(config, Mapping):
+        raise ConversionError(f"{family} config: must be a table of constructor arguments, got {type(config).__name__}")
+    for key in config:
+        if key not in known:
+            raise ConversionError(f"{family} config: unknown argument {key!r}; the released constructor takes "
+                                  f"{', '.join(known)}")
+    missing = [k for k, default in known.items() if default is REQUIRED and k not in config]
+    if missing:
+        raise ConversionError(f"{family} config: missing {', '.join(missing)} (the released constructor has no "
+                              "default for it)")
+    return {**known, **config}
+
+
+def refuse(family: str, rules: Sequence[tuple[bool, str]]) -> None:
+    """Raise the first refused rule's reason as one line: `<family> config: <argument> ...: why`."""
+    for refused, why in rules:
+        if refused:
+            raise ConversionError(f"{family} config: {why}")
+
+
+_NUMBER = r"([0-9.]+(?:[eE][-+]?[0-9]+)?)"
+_LAYER_NORM = r"(?:<class 'torch\.nn\.modules\.normalization\.LayerNorm'>|(?:torch\.)?(?:nn\.)?LayerNorm)"
+_LAYER_NORM_FORMS = [re.compile(p) for p in (
+    _LAYER_NORM,
+    rf"{_LAYER_NORM}\(eps={_NUMBER}\)",
+    rf"(?:functools\.)?partial\({_LAYER_NORM}, eps={_NUMBER}\)",
+)]
+
+
+def layer_norm_eps(value: Any) -> float | None:
+    """The eps of a `norm_layer` argument that is torch's LayerNorm: the class itself (eps 1e-5, torch's
+    default), `partial(LayerNorm, eps=...)`, or either written out as text, as configs store them
+    ("<class 'torch.nn.modules.normalization.LayerNorm'>", "LayerNorm(eps=1e-6)",
+    "functools.partial(<class '...LayerNorm'>, eps=1e-06)"). None for anything else."""
+    if value is nn.LayerNorm:
+        return 1e-5
+    if isinstance(value, functools.partial):
+        if value.func is nn.LayerNorm and not value.args and set(value.keywords) <= {"eps"}:
+            return float(value.keywords.get("eps", 1e-5))
+        return None
+    if not isinstance(value, str):
+        return None
+    for form in _LAYER_NORM_FORMS:
+        match = form.fullmatch(value.strip())
+        if match:
+            return float(match[1]) if match.groups() else 1e-5
+    return None
+
+
+_GELU = re.compile(r"<class 'torch\.nn\.modules\.activation\.GELU'>"
+                   r"|(?:torch\.)?(?:nn\.)?GELU(?:\(approximate='none'\))?")
+
+
+def is_gelu(value: Any) -> bool:
+    """Whether an `act_layer` argument is torch's exact (erf) GELU: the class, or its text."""
+    return value is nn.GELU or (isinstance(value, str) and _GELU.fullmatch(value.strip()) is not None)

@@ -1,9 +1,14 @@
 """The MSF authors' released models (MSFtransformer, vit_pytorch/simple_vit_flexatt.py:SimpleViTflexAtt)
 -> vspec.
 
-`config`: image_size, patch_size, num_classes, dim, depth, heads, mlp_dim, dim_head, att. `att` is
-`orig` or `msf`, optionally with `-gN` (N-group interleaved projections, the only grouping that code
-reaches). Released-code facts it encodes: SimpleViT (patchify -> LayerNorm -> Linear -> LayerNorm,
+`config` holds the released constructor's arguments (`ARGUMENTS`; image_size, patch_size, num_classes,
+dim, depth, heads and mlp_dim have no default there). Every one is honoured or refused by name; none is
+ignored: image_size (an int or a (height, width) pair), patch_size (an int or an equal pair), num_classes
+(at least 1: the released head is a Linear), dim, depth, heads, mlp_dim, channels (`Model.in_chans`),
+dim_head (default 64) and att: `orig` or `msf`, optionally with `-gN` (N-group interleaved projections,
+the only grouping that code reaches); the constructor's default `origAtt` builds no attention (refused).
+
+Released-code facts it encodes: SimpleViT (patchify -> LayerNorm -> Linear -> LayerNorm,
 fixed 2-D sin-cos position embedding, no class token, mean -> LayerNorm -> Linear head), attention
 without biases, LayerNorm eps 1e-5. Its fused `to_qkv` / `to_qkvp` weight is split into one matrix per
 role; the untied, ungrouped original keeps timm's fused `qkv`.
@@ -23,13 +28,21 @@ from torch import nn
 
 from .. import spec as S
 from ..compiler import build
-from .common import ConversionError, load_mapped, renamer
+from .common import REQUIRED, ConversionError, load_mapped, read_arguments, refuse, renamer
+
+# the released constructor's arguments (keyword-only) with its defaults
+ARGUMENTS: dict[str, Any] = {
+    "image_size": REQUIRED, "patch_size": REQUIRED, "num_classes": REQUIRED, "dim": REQUIRED, "depth": REQUIRED,
+    "heads": REQUIRED, "mlp_dim": REQUIRED, "channels": 3, "dim_head": 64, "att": "origAtt",
+}
 
 
 def _attention(att: Any, heads: int, head_dim: int) -> S.MHSA | S.MeanShiftAttention:
     m = re.fullmatch(r"(orig|msf)(?:-g(\d+))?", att) if isinstance(att, str) else None
     if m is None:
-        raise ConversionError(f"MSF config: att must be 'orig' or 'msf', optionally with '-gN'; got {att!r}")
+        default = " (the constructor's default, for which get_attention_module returns no module)" \
+            if att == ARGUMENTS["att"] else ""
+        raise ConversionError(f"MSF config: att must be 'orig' or 'msf', optionally with '-gN'; got {att!r}{default}")
     groups = int(m.group(2) or 1)
     common = dict(heads=heads, head_dim=head_dim, qkv_bias=False, proj_bias=False)
     if m.group(1) == "msf":
@@ -37,19 +50,37 @@ def _attention(att: Any, heads: int, head_dim: int) -> S.MHSA | S.MeanShiftAtten
     return S.MHSA(**common, projections=S.Projections(groups=groups) if groups > 1 else None)
 
 
+def _side(value: Any) -> int | None:
+    """An int, or the side of an equal pair."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] == value[1]:
+        value = value[0]
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _image(value: Any) -> tuple[int, int] | None:
+    """An int, or a (height, width) pair of ints (the released `pair`)."""
+    pair = tuple(value) if isinstance(value, (list, tuple)) else (value, value)
+    ok = len(pair) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
+    return pair if ok else None
+
+
 def spec_from_config(config: Mapping[str, Any]) -> S.Model:
-    try:
-        ln = S.Norm(eps=1e-5)
-        attention = _attention(config["att"], config["heads"], config["dim_head"])
-        return S.Model(
-            embedder=S.SimplePatchEmbed(patch_size=config["patch_size"], norm=ln),
-            block=S.Block(attention=attention, ffn=S.MLP(hidden=config["mlp_dim"]), norm=ln),
-            depth=config["depth"], dim=config["dim"], num_classes=config["num_classes"],
-            img_size=config["image_size"], class_token=False, pos_embed="sincos2d", final_norm=False,
-            head=S.GAPHead(norm=ln),
-        )
-    except KeyError as e:
-        raise ConversionError(f"MSF config: missing {e}") from None
+    a = read_arguments("MSF", config, ARGUMENTS)
+    refuse("MSF", [
+        (_image(a["image_size"]) is None, f"image_size {a['image_size']!r}: an int or a (height, width) pair"),
+        (_side(a["patch_size"]) is None, f"patch_size {a['patch_size']!r}: an int or an equal pair (vspec's patches "
+                                         "are square)"),
+        (a["num_classes"] == 0, "num_classes 0: the released head is a Linear with no outputs (vspec's 0 means no "
+                                "classifier)"),
+    ])
+    ln = S.Norm(eps=1e-5)
+    attention = _attention(a["att"], a["heads"], a["dim_head"])
+    return S.Model(
+        embedder=S.SimplePatchEmbed(patch_size=_side(a["patch_size"]), norm=ln),
+        block=S.Block(attention=attention, ffn=S.MLP(hidden=a["mlp_dim"]), norm=ln),
+        depth=a["depth"], dim=a["dim"], num_classes=a["num_classes"], img_size=_image(a["image_size"]),
+        in_chans=a["channels"], class_token=False, pos_embed="sincos2d", final_norm=False, head=S.GAPHead(norm=ln),
+    )
 
 
 _RULES = [

@@ -6,11 +6,13 @@ representationConfig; `SNAPSHOT` says which argument each field is). Where both 
 must agree. Every argument is honoured or rejected by name; none is ignored.
 
 Released-code facts it encodes: qkv without bias unless asked, attention scale `qk_scale or
-head_dim ** -0.5`, torch's LayerNorm (eps 1e-5), a fixed 1-D sinusoid position embedding over class
-token and patches, MGCrP with m = n = wr_dim and scalar centering, approximate svPN from a learnable
-start vector (eps 1e-5). The token grid is hard-coded (14 x 14, or 56 x 56 with large_output) and the
-convolutional embeddings take their last stride as img_size // 112: they build at 112 and 224 px only.
-The dense layers' layout (BatchNorm, or none under timm 0.3.4) is read from the weights.
+head_dim ** -0.5`, torch's LayerNorm (eps 1e-5 unless `norm_layer` gives another; the flat argument
+stands for both the constructor's own norm_layer, the final norm, and ViTConfig's, the blocks'), a
+fixed 1-D sinusoid position embedding over class token and patches, MGCrP with m = n = wr_dim and
+scalar centering, approximate svPN from a learnable start vector (eps 1e-5). The token grid is
+hard-coded (14 x 14, or 56 x 56 with large_output) and the convolutional embeddings take their last
+stride as img_size // 112: they build at 112 and 224 px only. The dense layers' layout (BatchNorm, or
+none under timm 0.3.4) is read from the weights.
 """
 
 import re
@@ -24,7 +26,7 @@ from torch import nn
 from .. import spec as S
 from ..compiler import build
 from ..ops import sincos_1d
-from .common import ConversionError, ConversionNote, load_mapped, renamer
+from .common import ConversionError, ConversionNote, is_gelu, layer_norm_eps, load_mapped, renamer
 
 BLOCKS = {"DenseNet": "dense", "ResNet": "resnet", "Inception": "inception"}
 TOKEN_TYPES = (*BLOCKS, "Naive_linear", "Non-local")
@@ -121,8 +123,9 @@ def _refuse(args: dict[str, Any]) -> None:
                                             "models' MGCrP head is converted"),
         (args["normalization"] != "svPN", f"normalization {args['normalization']!r}: only svPN is converted"),
         (bool(args["wr_bias"]), "MGCrP qkv_bias=True: vspec's MGCrP projection has no bias"),
-        ("LayerNorm" not in str(args["norm_layer"]), f"norm_layer {args['norm_layer']!r}: only LayerNorm"),
-        ("GELU" not in str(args["act_layer"]), f"act_layer {args['act_layer']!r}: only GELU"),
+        (layer_norm_eps(args["norm_layer"]) is None, f"norm_layer {args['norm_layer']!r}: only LayerNorm "
+                                                     "(nn.LayerNorm or partial(nn.LayerNorm, eps=...))"),
+        (not is_gelu(args["act_layer"]), f"act_layer {args['act_layer']!r}: only GELU"),
         (args["drop_rate"] != 0, f"drop_rate {args['drop_rate']}: the released model also drops after the position "
                                  "embedding, which vspec has no place for"),
         (args["representation_dim"] not in (None, args["embed_dim"]),
@@ -169,7 +172,7 @@ def spec_from_config(config: Mapping[str, Any], state_dict: Mapping[str, torch.T
         embedder=embedder,
         block=S.Block(attention=S.MHSA(heads=a["num_heads"], qkv_bias=a["qkv_bias"], scale=a["qk_scale"],
                                        attn_drop=a["attn_drop"]),
-                      ffn=S.MLP(hidden=int(dim * a["mlp_ratio"])), norm=S.Norm(eps=1e-5)),
+                      ffn=S.MLP(hidden=int(dim * a["mlp_ratio"])), norm=S.Norm(eps=layer_norm_eps(a["norm_layer"]))),
         depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=img, in_chans=a["in_chans"],
         pos_embed="sincos1d", drop_path=float(a["drop_path_rate"]),
         head=S.SecondOrderHead(
