@@ -459,6 +459,8 @@ def hostile(folder: Path, vit: str, add) -> list[Case]:
         case(f"name {label}: build prints it, then --out is a folder", "build", named, "--out", str(folder))
         case(f"name {label}: analyze prints it, then --heads is out of range", "analyze", named, "--what", "cka,maps",
              "--batch-size", "2", "--heads", "7", "--out-dir", str(folder / f"names/{stem}_out"))
+        case(f"name {label}: analyze prints its --out-dir, then --heads is out of range", "analyze", vit, "--what",
+             "cka,maps", "--batch-size", "2", "--heads", "7", "--out-dir", str(folder / f"names/{stem}_dir"))
 
     # ---------------------------------------------------------------- unknown keys holding escapes
     tree = json.loads(Path(vit).read_text())
