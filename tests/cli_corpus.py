@@ -1,9 +1,11 @@
 """Malformed inputs to the `vspec` command, written into a folder: the corpus that
 tests/test_cli_hardening.py and tools/fuzz_cli.py run through `vspec.cli.main`.
 
-Every case is bad input: the command must answer with one line on stderr and exit code 2. The specs
-start from tiny valid ones (width 16, one or two blocks, 16 px images), so that a case that wrongly
-validates builds in a moment and shows up as a failure rather than a long run.
+Every case is bad input: the command must answer with one line on stderr and exit code 2, within a
+time limit, printing nothing that a terminal would act on (escape sequences, other control characters)
+and nothing that a strict UTF-8 stdout could not encode. The specs start from tiny valid ones (width 16,
+one or two blocks, 16 px images), so that a case that wrongly validates builds in a moment and shows up
+as a failure rather than a long run.
 """
 
 from __future__ import annotations
@@ -13,8 +15,12 @@ import io
 import json
 import os
 import random
+import signal
+import socket
 import sys
+import threading
 import traceback
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -44,17 +50,33 @@ from vspec.spec import (
 class Case(NamedTuple):
     name: str
     argv: list[str]
+    env: dict[str, str] | None = None  # environment variables set while the case runs
 
 
 class Outcome(NamedTuple):
-    code: int | None  # None: main raised
+    code: int | None  # None: main raised, or was stopped at the time limit
     stderr: str
+    stdout: str = ""
+    hung: bool = False  # still running at the time limit
+
+    @property
+    def traceback(self) -> bool:
+        return not self.hung and (self.code is None or "Traceback" in self.stderr)
 
     @property
     def clean(self) -> bool:
-        """Exit 2 with exactly one non-empty line on stderr, and no traceback."""
+        """Exit 2 with exactly one non-empty line on stderr, no traceback, within the time limit, and
+        nothing printed (stdout or stderr) that a terminal would act on: no control character but the
+        line breaks, no lone surrogate (an undecodable byte of a file name)."""
         lines = self.stderr.splitlines()
-        return self.code == 2 and len(lines) == 1 and bool(lines[0].strip()) and "Traceback" not in self.stderr
+        return (not self.hung and self.code == 2 and len(lines) == 1 and bool(lines[0].strip())
+                and "Traceback" not in self.stderr and printable(self.stderr) and printable(self.stdout))
+
+
+def printable(text: str) -> bool:
+    """No control or format character (category Cc, Cf: ESC, BEL, bidi overrides, ...) but \\n and \\t, and
+    no lone surrogate (Cs)."""
+    return all(c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cf", "Cs") for c in text)
 
 
 def bases() -> dict[str, Model]:
@@ -342,33 +364,282 @@ def corpus(folder: Path) -> list[Case]:
                  ["build", files["vit"], "--out"], ["BUILD", files["vit"]], ["show", files["vit"], "--meta"],
                  ["profile", files["vit"], "--input-size"], ["--", "build"]):
         add(f"flags: {' '.join(a if len(a) < 30 else Path(a).name for a in argv) or '(none)'}", *argv)
+    cases += hostile(folder, files["vit"], add)
     return cases
 
 
-def run_case(argv: Sequence[str]) -> Outcome:
-    """Run `vspec.cli.main(argv)` in this process, stdout and stderr captured. A SystemExit gives its
-    code; any other exception out of main counts as a traceback (its text is the stderr)."""
+def _v1_daff(**changes) -> dict:
+    """A first-edition (version 1, no `version` key) DHVT spec with DAFF feed-forwards."""
+    block = {"attention": {"kind": "mhsa", "heads": 2}, "ffn": {"kind": "daff", "norm": "layernorm"}}
+    return {"embedder": {"kind": "sope", "patch_size": 4}, "block": block, "depth": 2, "dim": 16, "img_size": 16,
+            "num_classes": 3, "pos_embed": "none", **changes}
+
+
+def _checkpoints(folder: Path) -> dict[str, str]:
+    """Checkpoint files: a tiny ViT's, the same with NaN, inf and huge (overflowing) weights, and first-edition
+    specs that the upgrade must refuse in one line."""
+    import torch
+
+    from vspec import build
+    from vspec.checkpoint import save, with_checksum
+
+    out = {}
+    torch.manual_seed(0)
+    model = build(bases()["vit"])
+    out["ok"] = str(save(model, folder / "ckpt" / "ok.pt"))
+    for name, fill in (("nan", float("nan")), ("inf", float("inf"))):
+        bad = build(bases()["vit"])
+        bad.load_state_dict(model.state_dict())
+        with torch.no_grad():
+            bad.stages[0].blocks[0].attn.qkv.weight[0, 0] = fill
+        out[name] = str(save(bad, folder / "ckpt" / f"{name}.pt"))
+    huge = build(bases()["vit"])
+    with torch.no_grad():
+        for p in huge.parameters():
+            p.fill_(1e30)  # finite, but the features overflow to inf and NaN
+    out["huge"] = str(save(huge, folder / "ckpt" / "huge.pt"))
+    for name, spec in (("v1 empty stack", {"block": [], "head": {"kind": "gap"}}),
+                       ("v1 DAFF depth 2**31-1", _v1_daff(depth=2**31 - 1, head={"kind": "gap"}))):
+        path = folder / "ckpt" / f"{name.replace(' ', '_').replace('*', '')}.pt"
+        torch.save(with_checksum({"spec": json.dumps(spec), "state_dict": {}}), path)
+        out[name] = str(path)
+    return out
+
+
+def hostile(folder: Path, vit: str, add) -> list[Case]:
+    """Issue 19's cases (an outside fuzz of hostile invocations) and more of their kinds: first-edition specs
+    the upgrade must size before it loops, non-UTF-8 and control characters in file names and keys, analyze's
+    flags and environment, checkpoints with non-finite weights, special files as output targets."""
+    cases: list[Case] = []
+
+    def case(name: str, *argv: str, env: dict[str, str] | None = None) -> None:
+        cases.append(Case(name, list(argv), env))
+
+    # ---------------------------------------------------------------- format-1 upgrade
+    v1 = {"empty stack": {"block": [], "head": {"kind": "gap"}},
+          "empty stack, no class token": {"block": [], "class_token": False},
+          "DAFF depth 2**31-1, gap head": _v1_daff(depth=2**31 - 1, head={"kind": "gap"}),
+          "DAFF depth 2**31-1, no class token": _v1_daff(depth=2**31 - 1, class_token=False),
+          "DAFF depth 2**40, gap head": _v1_daff(depth=2**40, head={"kind": "gap"}),
+          "DAFF depth 10**7, no class token": _v1_daff(depth=10**7, class_token=False),
+          "DAFF depth -1, gap head": _v1_daff(depth=-1, head={"kind": "gap"}),
+          "DAFF listed stack of a non-table": _v1_daff(block=[5], head={"kind": "gap"})}
+    for name, tree in v1.items():
+        file = _write(folder, f"v1/{name.replace(' ', '_').replace(',', '').replace('*', '')}.json", json.dumps(tree))
+        case(f"v1 {name}", "show", file)
+    case("v1 empty stack (TOML)", "build", _write(folder, "v1/empty.toml", 'block = []\nhead = {kind = "gap"}\n'))
+    v1_ok = _write(folder, "v1/ok.json", json.dumps(_v1_daff()))
+    case("v1 --set empty stack", "show", v1_ok, "--set", "block=[]", "--set", "head=gap")
+    case("v1 --set depth 2**31-1", "build", v1_ok, "--set", f"depth={2**31 - 1}", "--set", "head=gap")
+    ckpts = _checkpoints(folder)
+    for name in ("v1 empty stack", "v1 DAFF depth 2**31-1"):
+        case(f"checkpoint: {name}", "analyze", ckpts[name], "--out-dir", str(folder / "analysis"))
+
+    # ---------------------------------------------------------------- non-UTF-8 and control characters in names
+    tiny = _write(folder, "names/tiny.json", (Path(vit)).read_text())
+    for label, stem in (("\\xff", "\udcff"), ("latin-1 caf\\xe9", "caf\udce9"), ("ESC [2J", "\x1b[2J"),
+                        ("BEL", "a\x07b"), ("bidi override", "a\u202eb"), ("newline", "a\nb")):
+        case(f"name {label}: missing .json", "show", str(folder / "names" / f"{stem}_missing.json"))
+        case(f"name {label}: missing .py", "build", str(folder / "names" / f"{stem}_missing.py"))
+        bad = _write(folder, f"names/{stem}_bad.json", '{"dim": 0}')
+        for command in ("show", "build", "profile", "analyze"):
+            case(f"name {label}: {command} of an invalid spec", command, bad)
+        case(f"name {label}: a .py spec that raises", "show", _write(folder, f"names/{stem}_raises.py",
+                                                                       "raise ValueError('no')\n"))
+        case(f"name {label}: --out under a file", "build", tiny, "--out", str(folder / "a_file" / f"{stem}.pt"))
+        case(f"name {label}: --set key", "show", tiny, "--set", f"{stem}=1")
+        case(f"name {label}: --set value", "show", tiny, "--set", f"head.kind={stem}")
+        case(f"name {label}: --what", "analyze", tiny, "--what", stem)
+        case(f"name {label}: --data", "analyze", tiny, "--data", stem)
+        case(f"name {label}: unknown flag", "build", tiny, f"--{stem}")
+        case(f"name {label}: subcommand", stem, tiny)
+    # a valid spec under such a name: every path the command prints, then an error it reports
+    for label, stem in (("\\xff", "\udcff"), ("ESC [2J", "\x1b[2J")):
+        named = _write(folder, f"names/{stem}.json", Path(vit).read_text())
+        case(f"name {label}: build prints it, then --out is a folder", "build", named, "--out", str(folder))
+        case(f"name {label}: analyze prints it, then --heads is out of range", "analyze", named, "--what", "cka,maps",
+             "--batch-size", "2", "--heads", "7", "--out-dir", str(folder / f"names/{stem}_out"))
+        case(f"name {label}: analyze prints its --out-dir, then --heads is out of range", "analyze", vit, "--what",
+             "cka,maps", "--batch-size", "2", "--heads", "7", "--out-dir", str(folder / f"names/{stem}_dir"))
+
+    # ---------------------------------------------------------------- unknown keys holding escapes
+    tree = json.loads(Path(vit).read_text())
+    for label, key in (("ESC [2J", "\x1b[2J"), ("ESC ]0; title", "\x1b]0;pwned\x07"), ("NUL", "a\x00b"),
+                       ("newline", "a\nb"), ("CR", "a\rb"), ("bidi override", "\u202ekey"), ("DEL", "\x7f"),
+                       ("C1 CSI", "\x9b31m")):
+        for where in ("", "block.", "block.attention.", "head.", "embedder."):
+            file = _write(folder, f"keys/{label.replace(' ', '_')}_{where or 'root'}.json",
+                          json.dumps(_with(tree, where + key, 1)))
+            case(f"unknown key {label} at {where or 'the root'}", "show", file)
+        case(f"unknown key {label} (TOML)", "show",
+             _write(folder, f"keys/{label.replace(' ', '_')}.toml", f"dim = 16\n{json.dumps(key)} = 1\n"))
+        case(f"unknown key {label} (--set)", "show", vit, "--set", f"{key}=1")
+        case(f"unknown key {label} (--set, nested)", "show", vit, "--set", f"block.{key}.x=1")
+        case(f"kind {label}", "show", vit, "--set", f"head.kind={key}")
+
+    # ---------------------------------------------------------------- analyze: flags, environment, weights
+    out = ["--out-dir", str(folder / "analysis")]
+    # MPLBACKEND first: matplotlib reads it when first imported (cka plots, then --heads fails)
+    for backend in ("bogus", "", "module://no_such_backend_module"):
+        case(f"analyze MPLBACKEND={backend!r}", "analyze", vit, "--what", "cka,maps", "--batch-size", "2", "--heads",
+             "7", *out, env={"MPLBACKEND": backend})
+    for flag, values in (("--seed", [str(2**64), str(2**63), str(2**32), "-1", str(-2**63 - 1), str(10**40),
+                                     "7" * 5000, "1e3", "nan", "inf", ""]),
+                         ("--batches", [str(10**9), str(2**63), "1001", "0", "-1", "1e9", "nan"]),
+                         ("--batch-size", [str(10**9), str(2**63), str(10**40), "0", "-1", "inf"]),
+                         ("--blocks", [str(10**40), str(2**63), "0," + str(2**64), "nan", "", ",", "0,0"]),
+                         ("--heads", [str(10**40), str(2**63), "-1", "inf", ""])):
+        for value in values:
+            what = "cka,maps" if flag in ("--blocks", "--heads") else "cka"
+            size = [] if flag == "--batch-size" else ["--batch-size", "2"]
+            case(f"analyze {flag} {value[:20]}", "analyze", vit, "--what", what, *size, *out, flag, value)
+    for name in ("nan", "inf", "huge"):
+        for what in ("msf", "cka", "maps", "all"):
+            case(f"analyze checkpoint with {name} weights --what {what}", "analyze", ckpts[name], "--what", what,
+                 "--batch-size", "2", *out)
+    case("analyze checkpoint --set", "analyze", ckpts["ok"], "--set", "dim=32", *out)
+    case("analyze --out-dir is a file", "analyze", vit, "--what", "cka", "--batch-size", "2", "--out-dir",
+         str(folder / "a_file"))
+    case("analyze --out-dir under a file", "analyze", vit, "--what", "cka", "--batch-size", "2", "--out-dir",
+         str(folder / "a_file" / "x"))
+
+    # ---------------------------------------------------------------- special files as outputs
+    special = folder / "special"
+    special.mkdir(exist_ok=True)
+    fifo = special / "fifo.pt"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    sock = special / "s.sock"
+    if not sock.exists():
+        cwd = os.getcwd()
+        os.chdir(special)  # a relative name: a socket path is limited to 108 bytes
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.bind("s.sock")
+        finally:
+            os.chdir(cwd)
+    links = {"to_fifo.pt": fifo, "dangling.pt": special / "nowhere" / "m.pt", "loop.pt": special / "loop.pt",
+             "to_dir.pt": folder}
+    for name, target in links.items():
+        if not (special / name).is_symlink():
+            (special / name).symlink_to(target)
+    for name, target in (("a FIFO", fifo), ("a socket", sock), ("a symlink to a FIFO", special / "to_fifo.pt"),
+                         ("a dangling symlink", special / "dangling.pt"), ("a symlink loop", special / "loop.pt"),
+                         ("a symlink to a folder", special / "to_dir.pt"), ("/dev/null", "/dev/null"),
+                         ("/dev/zero", "/dev/zero"), ("/dev/full", "/dev/full"), ("/dev/random", "/dev/random")):
+        case(f"--out {name}", "build", vit, "--out", str(target))
+        case(f"--out {name} (--json)", "build", vit, "--json", "--out", str(target))
+    stuck = folder / "stuck"  # the files analyze would write already exist as FIFOs
+    stuck.mkdir(exist_ok=True)
+    for name in ("vit.cka.json", "vit.cka.png", "vit.maps.png", "vit.analysis.json"):
+        if not (stuck / name).exists():
+            os.mkfifo(stuck / name)
+    for what in ("cka", "maps", "msf"):
+        case(f"analyze output {what} is a FIFO", "analyze", vit, "--what", what, "--batch-size", "2",
+             "--out-dir", str(stuck))
+    case("analyze --out-dir is a FIFO", "analyze", vit, "--what", "cka", "--batch-size", "2", "--out-dir", str(fifo))
+    case("analyze --out-dir is /dev/null", "analyze", vit, "--what", "cka", "--batch-size", "2", "--out-dir",
+         "/dev/null")
+    # a checkpoint or spec that is not a regular file (reading must not block either)
+    case("analyze a FIFO checkpoint", "analyze", str(fifo), *out)
+    case("show a FIFO spec", "show", _fifo(special / "spec.json"))
+    case("build a FIFO .py spec", "build", _fifo(special / "spec.py"))
+
+    # ---------------------------------------------------------------- huge and negative flags of build / profile
+    for value in (str(2**63), str(10**40), "7" * 5000, "-" + str(2**63)):
+        case(f"build --batch-size {value[:20]}", "build", vit, "--batch-size", value)
+        case(f"profile --input-size {value[:20]}", "profile", vit, "--input-size", value)
+        case(f"profile --meta --input-size {value[:20]}", "profile", vit, "--meta", "--input-size", value)
+    return cases
+
+
+def _fifo(path: Path) -> str:
+    if not path.exists():
+        os.mkfifo(path)
+    return str(path)
+
+
+TIME_LIMIT = 20.0  # seconds a case may run before it counts as a hang
+
+
+class _Stopped(BaseException):
+    """Raised in a case's code when its time limit passes (a BaseException: `except Exception` and the
+    CLI's handlers do not swallow it; where something swallows it, it is raised again every second)."""
+
+
+@contextlib.contextmanager
+def _environment(env: dict[str, str] | None):
+    saved = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update(env or {})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _stream() -> io.TextIOWrapper:
+    """A captured stream as strict as a real stdout under PYTHONIOENCODING=utf-8: an undecodable byte of
+    a file name (a lone surrogate) cannot be written to it."""
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict", write_through=True)
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    return stream.buffer.getvalue().decode("utf-8")
+
+
+def run_case(argv: Sequence[str], env: dict[str, str] | None = None, limit: float | None = TIME_LIMIT) -> Outcome:
+    """Run `vspec.cli.main(argv)` in this process with `env` set, stdout and stderr captured (stdout a strict
+    UTF-8 stream, stderr as Python's own: UTF-8 with backslashreplace). A SystemExit gives its code; any
+    other exception out of main counts as a traceback (its text is the stderr). Past `limit` seconds the
+    case is stopped (SIGALRM, in the main thread of a POSIX process; elsewhere it runs unlimited) and
+    counts as a hang."""
     from vspec.cli import main
 
-    out, err = io.StringIO(), io.StringIO()
+    out, err = _stream(), io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace",
+                                           write_through=True)
     code: int | None
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(argv))
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        except BaseException:  # noqa: BLE001 - what the user would see as a traceback
-            traceback.print_exc(file=err)
-            code = None
-    return Outcome(code, err.getvalue())
+    fired = []
+
+    def stop(signum, frame):
+        fired.append(True)
+        raise _Stopped
+
+    timed = limit is not None and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGALRM, stop) if timed else None
+    try:
+        with _environment(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                if timed:
+                    signal.setitimer(signal.ITIMER_REAL, limit, 1.0)
+                code = main(list(argv))
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else 1
+            except BaseException:  # noqa: BLE001 - what the user would see as a traceback
+                if timed:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                if not fired:
+                    traceback.print_exc(file=err)
+                code = None
+            finally:
+                if timed:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:
+        if timed:
+            signal.signal(signal.SIGALRM, previous)
+    return Outcome(None if fired else code, _text(err), _text(out), hung=bool(fired))
 
 
-def run_corpus(folder: Path, cases: Sequence[Case] | None = None) -> list[tuple[Case, Outcome]]:
-    limit = sys.getrecursionlimit()
+def run_corpus(folder: Path, cases: Sequence[Case] | None = None,
+               limit: float | None = TIME_LIMIT) -> list[tuple[Case, Outcome]]:
+    limit_ = sys.getrecursionlimit()
     results = []
     for case in cases if cases is not None else corpus(folder):
         cwd = os.getcwd()
-        results.append((case, run_case(case.argv)))
+        results.append((case, run_case(case.argv, case.env, limit)))
         os.chdir(cwd)
-        sys.setrecursionlimit(limit)
+        sys.setrecursionlimit(limit_)
     return results

@@ -1,31 +1,43 @@
-"""Bad input to `vspec` (issue 11, items 5, 7-10): one line on stderr, exit 2, never a traceback; and
-the size guard's estimate against the models torch really builds."""
+"""Bad input to `vspec` (issue 11, items 5, 7-10; issue 19): one line on stderr, exit 2, never a traceback,
+a hang or a terminal escape; and the size guard's estimate against the models torch really builds."""
 
+import importlib.util
+import json
+import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import attrs
 import pytest
 import torch
-from cli_corpus import bases, corpus, run_case, run_corpus
+from cli_corpus import Case, Outcome, bases, corpus, run_case, run_corpus
 
 import vspec
+import vspec.checkpoint
 from vspec import spec as S
-from vspec.cli import MAX_LINE, one_line
+from vspec.cli import MAX_LINE, one_line, output_file, output_folder, printable
 from vspec.spec import MemoryBudgetError, SpecError, budget
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = sorted(ROOT.glob("specs/*.py"))
 
 
+def _env(**changes: str) -> dict[str, str]:
+    """The environment of a `vspec` process that runs this checkout's package (not an installed copy)."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, **changes}
+
+
 def test_every_malformed_input_is_one_line_exit_2(tmp_path):
     """The whole corpus (tests/cli_corpus.py: paths, encodings, nesting, types, kinds, huge sizes,
     .py specs that raise or exit, --out targets, flags) through vspec.cli.main."""
     results = run_corpus(tmp_path)
-    assert len(results) >= 300
-    bad = [(case.name, outcome.code, outcome.stderr[:300]) for case, outcome in results if not outcome.clean]
+    assert len(results) >= 600
+    bad = [(case.name, outcome.code, outcome.hung, outcome.stderr[:300]) for case, outcome in results
+           if not outcome.clean]
     assert bad == []
     assert all(len(o.stderr) <= MAX_LINE + 100 for _, o in results)  # "vspec: error: " and the cut notice
 
@@ -35,10 +47,14 @@ def test_the_real_entry_point_on_corpus_samples(tmp_path):
     exe = Path(sys.executable).with_name("vspec")
     cases = {c.name: c for c in corpus(tmp_path)}
     for name in (".py exit3.py", ".py keyboard.py", "random bytes .json", "JSON [ x100000", "--out a folder",
-                 "size guard profile --meta: dim 10**9", "1 MB JSON value"):
-        done = subprocess.run([str(exe), *cases[name].argv], capture_output=True, text=True, timeout=120)
-        lines = done.stderr.splitlines()
-        assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("vspec: error: "), (name, done.stderr)
+                 "size guard profile --meta: dim 10**9", "1 MB JSON value", "v1 DAFF depth 2**31-1, gap head",
+                 "name \\xff: missing .json", "unknown key ESC [2J at block.", "--out a FIFO",
+                 "analyze --seed 18446744073709551616", "analyze MPLBACKEND='bogus'"):
+        env = _env(PYTHONIOENCODING="utf-8", **(cases[name].env or {}))  # a strict UTF-8 stdout
+        done = subprocess.run([str(exe), *cases[name].argv], capture_output=True, timeout=120, env=env)
+        lines = done.stderr.decode().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("vspec"), (name, done.stderr)
+        assert lines[0].isascii() and lines[0].isprintable(), (name, lines)
 
 
 @pytest.mark.parametrize("source,needle", [
@@ -166,7 +182,7 @@ def test_cli_size_guard_and_its_override(capsys, monkeypatch, tmp_path):
         assert "--no-memory-check" in vspec.cli.parser()._subparsers._group_actions[0].choices[command].format_help()
 
 
-def test_out_creates_missing_folders_and_refuses_a_folder(capsys, tmp_path):
+def test_out_creates_missing_folders_and_refuses_a_folder(capsys, tmp_path, monkeypatch):
     path = tmp_path / "vit.json"
     path.write_text(vspec.to_json(bases()["vit"]))
     out = tmp_path / "new" / "deeper" / "m.pt"
@@ -176,5 +192,185 @@ def test_out_creates_missing_folders_and_refuses_a_folder(capsys, tmp_path):
     assert vspec.cli.main(["build", str(path), "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err == f"vspec: error: --out '{tmp_path}': is a folder; give a file name, e.g. " \
                                       f"{tmp_path / 'model.pt'}\n"
-    outcome = run_case(["build", str(path), "--out", "/dev/full"])
-    assert outcome.clean and "--out /dev/full: could not write the checkpoint" in outcome.stderr
+    out = tmp_path / "full.pt"  # a disk that fills up while the checkpoint is written
+
+    def disk_full(model, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(vspec.checkpoint, "save", disk_full)
+    outcome = run_case(["build", str(path), "--out", str(out)])
+    assert outcome.clean and f"--out {out}: could not write the checkpoint ([Errno 28] No space left on device)" \
+        in outcome.stderr
+
+
+# ---------------------------------------------------------------- issue 19
+def test_the_runner_stops_a_hang_and_counts_it(tmp_path):
+    """A case still running at the limit (here a .py spec that loops, whose loader turns any exception into
+    a SpecError) is stopped and counted as a hang; tools/fuzz_cli.py prints the counts in one line."""
+    loop = tmp_path / "loop.py"
+    loop.write_text("while True:\n    pass\n")
+    t0 = time.perf_counter()
+    outcome = run_case(["show", str(loop)], limit=0.5)
+    assert outcome.hung and not outcome.clean and not outcome.traceback and time.perf_counter() - t0 < 10
+    spec = importlib.util.spec_from_file_location("fuzz_cli", ROOT / "tools" / "fuzz_cli.py")
+    fuzz = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fuzz)
+    results = [(Case("ok", []), Outcome(2, "vspec: error: x\n")), (Case("tb", []), Outcome(None, "Traceback ...\n")),
+               (Case("hang", []), Outcome(None, "", hung=True)),
+               (Case("escape", []), Outcome(2, "vspec: error: \x1b[2J\n"))]
+    lines = fuzz.report(results, 0.5)
+    assert lines[0] == "tried 4 / clean one-line errors 1 / tracebacks 1 / hangs 1"
+    assert lines[1:] == ["FAIL 'tb': exit None, 1 lines: 'Traceback ...'",
+                         "FAIL 'hang': hung past 0.5 s, 1 lines: '(nothing on stderr)'",
+                         "FAIL 'escape': exit 2, 1 lines: 'vspec: error: \\x1b[2J'"]
+
+
+def test_printable_escapes_what_a_terminal_acts_on():
+    assert printable("deit_tiny.py caf\u00e9 \u4e2d") == "deit_tiny.py caf\u00e9 \u4e2d"
+    assert printable("\udcff\udce9.json") == "\\xff\\xe9.json"  # the bytes of a non-UTF-8 file name
+    assert printable("a\x1b[2Jb\x07\n\r\t\x00\x7f\x9b\u202e\ud800") == \
+        "a\\x1b[2Jb\\x07\\n\\r\\t\\x00\\x7f\\x9b\\u202e\\ud800"
+    assert one_line(ValueError("key \x1b]0;title\x07")) == "key \\x1b]0;title\\x07"
+
+
+@pytest.mark.parametrize("where", ["", "block.", "block.attention.", "head."])
+def test_unknown_keys_are_escaped_like_values(tmp_path, where):
+    """A key holding a terminal escape is shown as its repr (as values are, vspec.spec.core.show); a plain
+    key as written."""
+    tree = vspec.to_dict(bases()["vit"])
+    node = tree
+    for k in where.split(".")[:-1]:
+        node = node[k]
+    node["\x1b[2J"] = 1
+    with pytest.raises(SpecError) as e:
+        vspec.from_dict(tree)
+    assert str(e.value).startswith(f"{where}'\\x1b[2J': unknown key for ") and "\x1b" not in str(e.value)
+    with pytest.raises(SpecError) as e:
+        vspec.override(bases()["vit"], {f"{where}\x9bx": 1})
+    assert str(e.value).startswith(f"{where}'\\x9bx': unknown key; allowed here: ")
+    with pytest.raises(SpecError, match=r"^block\.colour: unknown key"):
+        vspec.override(bases()["vit"], {"block.colour": 1})
+
+
+def test_non_utf8_names_print_on_a_strict_utf8_stdout(tmp_path):
+    """`PYTHONIOENCODING=utf-8 vspec show $'\xff.json'` and every command that prints its PATH: the byte is
+    shown as \xff, on stdout and on stderr."""
+    exe = Path(sys.executable).with_name("vspec")
+    folder = os.fsencode(tmp_path)
+    name = folder + b"/\xff.json"
+    with open(name, "w") as f:
+        f.write(vspec.to_json(bases()["vit"]))
+    env = _env(PYTHONIOENCODING="utf-8")
+    shown = os.fsdecode(folder) + "/\\xff.json"
+    for argv, stream, text in ((["show", name], "stdout", f"Model ({shown})"),
+                               (["build", name, "--out", folder + b"/\xfe.pt"], "stdout", "/\\xfe.pt"),
+                               (["profile", name], "stdout", f"{shown} at 16x16"),
+                               (["show", folder + b"/\xff\xfe.json"], "stderr", "/\\xff\\xfe.json: no such file")):
+        done = subprocess.run([exe, *argv], capture_output=True, timeout=120, env=env)
+        out = getattr(done, stream).decode("utf-8")
+        assert done.returncode == (2 if stream == "stderr" else 0) and text in out, (argv, done.stderr)
+        assert b"Traceback" not in done.stderr
+    # an encoding without the character: escaped, not a UnicodeEncodeError
+    done = subprocess.run([exe, "show", name], capture_output=True, timeout=120,
+                          env={**env, "PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0 and f"Model ({shown})" in done.stdout.decode("ascii")
+
+
+@pytest.mark.parametrize("make,kind", [
+    (lambda p: os.mkfifo(p), "is a named pipe (FIFO), not a regular file"),
+    (lambda p: p.symlink_to(p.parent / "gone" / "x.pt"), "a symbolic link to "),
+    (lambda p: p.symlink_to(p), "Too many levels of symbolic links"),
+])
+def test_out_refuses_what_is_not_a_regular_file_before_building(tmp_path, make, kind):
+    """A named pipe would block the write until a reader comes (the old code hung); a dangling link would
+    write somewhere else; a device is refused too (/dev/null, /dev/full)."""
+    path = tmp_path / "vit.json"
+    path.write_text(vspec.to_json(bases()["vit"]))
+    out = tmp_path / "m.pt"
+    make(out)
+    outcome = run_case(["build", str(path), "--out", str(out)], limit=30)
+    assert outcome.clean and f"vspec: error: --out {out}: {kind}" in outcome.stderr and outcome.stdout == ""
+    for device in ("/dev/null", "/dev/full"):
+        with pytest.raises(SpecError, match=f"^--out {device}: is a character device, not a regular file"):
+            output_file("--out", device)
+    assert output_file("--out", path) == path  # a regular file is overwritten
+    assert output_file("--out", tmp_path / "new" / "m.pt") == tmp_path / "new" / "m.pt"
+    with pytest.raises(SpecError, match=f"^--out-dir {re.escape(str(path))}: is a regular file, not a folder"):
+        output_folder("--out-dir", path)
+    with pytest.raises(SpecError, match="is a regular file, not a folder$"):
+        output_folder("--out-dir", path / "sub")
+
+
+def _tiny_checkpoint(tmp_path, fill=None) -> Path:
+    torch.manual_seed(0)
+    model = vspec.build(bases()["vit"])
+    if fill is not None:
+        with torch.no_grad():
+            if fill == "huge":
+                for p in model.parameters():
+                    p.fill_(1e30)  # finite weights, features beyond float32
+            else:
+                model.stages[0].blocks[0].ffn.fc2.bias[3] = fill
+    return vspec.save(model, tmp_path / f"{fill}.pt")
+
+
+@pytest.mark.parametrize("what", ["msf", "cka", "maps", "all"])
+def test_analyze_refuses_non_finite_weights_and_results(tmp_path, capsys, what):
+    """NaN / inf weights: one line naming the file and a weight (the old code: a LinAlgError traceback for
+    msf, NaN written into the JSON for cka, nulls for maps, exit 0). Finite weights whose features overflow:
+    one line naming the analysis; no JSON is written, and every JSON written is strict."""
+    for fill in (float("nan"), float("-inf")):
+        ckpt = _tiny_checkpoint(tmp_path, fill)
+        assert vspec.cli.main(["analyze", str(ckpt), "--what", what, "--batch-size", "2"]) == 2
+        assert capsys.readouterr().err == f"vspec: error: {ckpt}: weight stages.0.blocks.0.ffn.fc2.bias holds NaN or " \
+                                          "infinite values; the analyses need finite weights\n"
+    ckpt = _tiny_checkpoint(tmp_path, "huge")
+    assert vspec.cli.main(["analyze", str(ckpt), "--what", what, "--batch-size", "2"]) == 2
+    err = capsys.readouterr().err
+    assert re.fullmatch(r"vspec analyze: error: (msf|cka|maps): .+ is NaN or infinite: the model's activations "
+                        r"overflow\n", err), err
+    assert not list(tmp_path.glob("*.json"))
+    ckpt = _tiny_checkpoint(tmp_path)
+    assert vspec.cli.main(["analyze", str(ckpt), "--what", what, "--batch-size", "2"]) == 0
+    for out in tmp_path.glob("*.json"):
+        json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{out} holds {c}"))
+
+
+@pytest.mark.parametrize("flag,value,message", [
+    ("--seed", str(2**64), "argument --seed: must be in [0, 2**32 - 1], got an int of 65 bits"),
+    ("--seed", str(2**32), "argument --seed: must be in [0, 2**32 - 1], got 4294967296"),
+    ("--seed", "-1", "argument --seed: must be in [0, 2**32 - 1], got -1"),
+    ("--batches", str(10**9), "argument --batches: must be in [1, 1000], got 1000000000"),
+    ("--batches", "0", "argument --batches: must be in [1, 1000], got 0"),
+    ("--batch-size", str(10**9), "analyzing it needs about"),
+])
+def test_analyze_flags_are_range_checked(tmp_path, capsys, flag, value, message):
+    """Like tools/train.py's flags: the old code raised ValueError for a seed beyond int64 and allocated
+    --batches 10**9 batches of images up front until the memory ran out."""
+    path = tmp_path / "vit.json"
+    path.write_text(vspec.to_json(bases()["vit"]))
+    outcome = run_case(["analyze", str(path), "--what", "cka", flag, value], limit=60)
+    assert outcome.clean and message in outcome.stderr, outcome
+
+
+def test_analyze_ignores_a_bogus_mplbackend(tmp_path):
+    """The plots are files (Agg): MPLBACKEND=bogus, which fails matplotlib's import, is not read. In a
+    process of its own, since matplotlib reads it when first imported."""
+    path = tmp_path / "vit.json"
+    path.write_text(vspec.to_json(bases()["vit"]))
+    exe = Path(sys.executable).with_name("vspec")
+    done = subprocess.run([str(exe), "analyze", str(path), "--what", "cka", "--batch-size", "2"], capture_output=True,
+                          text=True, timeout=300, env=_env(MPLBACKEND="bogus"))
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert (tmp_path / "vit.cka.png").read_bytes()[:4] == b"\x89PNG"
+    assert done.stdout.splitlines() == [str(tmp_path / "vit.cka.png"), str(tmp_path / "vit.cka.json")]
+
+
+def test_analyze_output_files_that_are_fifos_are_refused_before_any_work(tmp_path):
+    path = tmp_path / "vit.json"
+    path.write_text(vspec.to_json(bases()["vit"]))
+    os.mkfifo(tmp_path / "vit.cka.json")
+    outcome = run_case(["analyze", str(path), "--what", "cka", "--batch-size", "2"], limit=30)
+    assert outcome.clean and outcome.stderr == f"vspec: error: output {tmp_path / 'vit.cka.json'}: is a named pipe " \
+                                               "(FIFO), not a regular file; give a new path or a file to overwrite\n"
+    assert not (tmp_path / "vit.cka.png").exists()

@@ -3,6 +3,7 @@ README) load in this one; a newer format gets a one-line error."""
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,52 @@ def test_upgrade_of_dead_class_token_reweighting(changes, blocks_changed):
     assert {k for k in model.state_dict() if ".ffn.compress." in k} == \
         {f"stages.0.blocks.{i}.ffn.compress.{p}" for i in range(3) if i not in blocks_changed
          for p in ("weight", "bias")}
+
+
+# ---------------------------------------------------------------- issue 19: the upgrade sizes before it loops
+@pytest.mark.parametrize("data,message", [
+    ({"block": [], "head": {"kind": "gap"}}, "depth: must be >= 1, got 0"),
+    ({"block": [], "class_token": False}, "depth: must be >= 1, got 0"),
+    (v1_dhvt(block=[], head={"kind": "gap"}), "block: must be a Block or a non-empty list of Blocks, got ()"),
+])
+def test_upgrade_of_an_empty_listed_stack_is_a_spec_error(data, message, tmp_path, capsys):
+    """The old upgrade read the last block of the list: a raw IndexError from a file, --set or a checkpoint."""
+    upgraded, dropped = upgrade(data)
+    assert upgraded["block"] == [] and dropped == []
+    with pytest.raises(SpecError) as e:
+        from_dict(data)
+    assert str(e.value) == message
+    path = tmp_path / "empty.pt"
+    torch.save({"spec": json.dumps(data), "state_dict": {}}, path)
+    assert main(["analyze", str(path)]) == 2
+    assert capsys.readouterr().err == f"vspec: error: {path}: {message}\n"
+
+
+@pytest.mark.parametrize("changes", [{"head": {"kind": "gap"}}, {"class_token": False, "head": {"kind": "gap"}}])
+def test_upgrade_refuses_a_huge_dhvt_depth_before_looping(changes):
+    """depth 2**31 - 1: the old upgrade listed (gap head) or renamed (no class token) every block before the
+    spec was validated, and ran until memory ran out. Now a one-line error in well under a second; depths
+    the validators refuse anyway are left to them."""
+    from vspec.spec.migrate import MAX_UPGRADE_DEPTH
+
+    t0 = time.perf_counter()
+    for depth in (2**31 - 1, MAX_UPGRADE_DEPTH + 1):
+        with pytest.raises(SpecError, match=rf"^depth: {depth} blocks of a format-1 spec whose DAFF class-token "
+                                            rf"re-weighting the upgrade removes block by block; it does so for at "
+                                            rf"most {MAX_UPGRADE_DEPTH} \(give the spec in format 2\)$"):
+            upgrade(v1_dhvt(depth=depth, **changes))
+    for depth, message in ((2**40, "must be <= 2147483647"), (0, "must be >= 1"), (True, "must be int")):
+        with pytest.raises(SpecError, match=f"^depth: {message}"):
+            from_dict(v1_dhvt(depth=depth, **changes))
+    assert time.perf_counter() - t0 < 5
+    data, dropped = upgrade(v1_dhvt(depth=40, **changes))  # a deep model within the bound upgrades as before
+    spec = from_dict(data)
+    changed = [i for i, b in enumerate(spec.blocks) if b.ffn.cls == "identity"]
+    assert changed == ([39] if "class_token" not in changes else list(range(40)))
+    assert len(dropped) == 2 * len(changed)
+
+
+def test_upgrade_of_a_huge_depth_without_dead_weights_stays_repeated():
+    """Nothing to change per block (a DAFF whose class token the head reads): no bound, no list."""
+    data, dropped = upgrade(v1_dhvt(depth=2**31 - 1))
+    assert data["depth"] == 2**31 - 1 and isinstance(data["block"], dict) and dropped == []

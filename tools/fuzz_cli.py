@@ -1,10 +1,12 @@
 """Run the malformed-input corpus (tests/cli_corpus.py) through `vspec.cli.main` and count the answers.
 
-    python tools/fuzz_cli.py [-v]
+    python tools/fuzz_cli.py [-v] [--limit SECONDS]
 
-Prints `tried N / clean one-line errors C / tracebacks T`, then every case that was not a clean one-line
-error (exit 2, one non-empty line on stderr): with its exit code and the first and last lines it printed.
-Exit status 1 when any case failed.
+Each case runs in this process, on this checkout's vspec, under a time limit (default 20 s, by SIGALRM),
+with stdout a strict UTF-8 stream. Prints `tried N / clean one-line errors C / tracebacks T / hangs H`,
+then every case that was not a clean one-line error (exit 2, one non-empty line on stderr, within the
+limit, no control character or undecodable byte printed): its exit code, or that it hung, and the first
+and last lines it printed. Exit status 1 when any case failed.
 """
 
 import argparse
@@ -12,28 +14,41 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's vspec, not an installed one
 
-from cli_corpus import run_corpus  # noqa: E402
+from cli_corpus import TIME_LIMIT, Case, Outcome, run_corpus  # noqa: E402
+
+
+def report(results: list[tuple[Case, Outcome]], limit: float, verbose: bool = False) -> list[str]:
+    """The summary line, then a line per case that was not a clean one-line error (every case: verbose)."""
+    clean = sum(o.clean for _, o in results)
+    tracebacks = sum(o.traceback for _, o in results)
+    hangs = sum(o.hung for _, o in results)
+    lines = [f"tried {len(results)} / clean one-line errors {clean} / tracebacks {tracebacks} / hangs {hangs}"]
+    for case, outcome in results:
+        printed = outcome.stderr.strip().splitlines() or ["(nothing on stderr)"]
+        if not outcome.clean:
+            what = f"hung past {limit:g} s" if outcome.hung else f"exit {outcome.code}"
+            tail = f" ... {ascii(printed[-1][:200])}" if len(printed) > 1 else ""
+            lines.append(f"FAIL {ascii(case.name)}: {what}, {len(printed)} lines: {ascii(printed[0][:200])}{tail}")
+        elif verbose:
+            lines.append(f"ok   {ascii(case.name)}: {ascii(printed[0][:200])}")
+    return lines
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-v", "--verbose", action="store_true", help="print every case's stderr line")
+    p.add_argument("--limit", type=float, default=TIME_LIMIT, metavar="SECONDS",
+                   help=f"time limit per case; a case still running then counts as a hang (default {TIME_LIMIT:g})")
     args = p.parse_args()
+    if not args.limit > 0:
+        p.error(f"--limit must be > 0, got {args.limit}")
     with tempfile.TemporaryDirectory() as folder:
-        results = run_corpus(Path(folder))
-    clean = [(c, o) for c, o in results if o.clean]
-    tracebacks = [(c, o) for c, o in results if "Traceback" in o.stderr or o.code is None]
-    print(f"tried {len(results)} / clean one-line errors {len(clean)} / tracebacks {len(tracebacks)}")
-    for case, outcome in results:
-        lines = outcome.stderr.strip().splitlines() or ["(nothing on stderr)"]
-        if not outcome.clean:
-            tail = f" ... {lines[-1][:200]}" if len(lines) > 1 else ""
-            print(f"FAIL {case.name}: exit {outcome.code}, {len(lines)} lines: {lines[0][:200]}{tail}")
-        elif args.verbose:
-            print(f"ok   {case.name}: {lines[0][:200]}")
-    return 0 if len(clean) == len(results) else 1
+        results = run_corpus(Path(folder), limit=args.limit)
+    print("\n".join(report(results, args.limit, args.verbose)))
+    return 0 if all(o.clean for _, o in results) else 1
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ forward hooks; none edits a module."""
 
 from __future__ import annotations
 
+import math
+import os
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -96,7 +99,7 @@ def analyze(model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
 def plot(result: dict[str, Any], path: Path, title: str) -> None:
     """Fig. 3 (the similarity of every role pair, averaged over layers, as a heatmap) beside Fig. 4 (the
     mean feature norm per layer)."""
-    plt = _pyplot()
+    plt = pyplot()
 
     layers = [layer for layer in result["layers"] if layer["roles"] == result["layers"][0]["roles"]]
     roles = layers[0]["roles"]
@@ -169,7 +172,7 @@ def feature_evolution(model: nn.Module, batches: Iterable[torch.Tensor]) -> dict
 
 def plot_cka(result: dict[str, Any], path: Path, title: str) -> None:
     """Fig. 2 / Fig. 4: F_k over depth."""
-    plt = _pyplot()
+    plt = pyplot()
     f = result["F"]
     fig, ax = plt.subplots(figsize=(5.5, 4))
     ax.plot(range(len(f)), f, marker="o")
@@ -305,7 +308,7 @@ def maps_summary(maps: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def plot_maps(maps: list[dict[str, Any]], path: Path, title: str) -> None:
     """Fig. 1 / Fig. 5 as a grid: a row per block, a column per head (and, when a shown block refines its
     maps, a before / after pair of columns per head); each panel on its own colour scale."""
-    plt = _pyplot()
+    plt = pyplot()
     pair = any(m["refined"] for m in maps)
     cols = max(len(m["heads"]) for m in maps) * (2 if pair else 1)
     fig, axes = plt.subplots(len(maps), cols, figsize=(1.9 * cols, 1.9 * len(maps)), squeeze=False)
@@ -324,10 +327,45 @@ def plot_maps(maps: list[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (files only). MPLBACKEND is hidden while matplotlib is first
+    imported: the plots never use the backend it names, and a bogus one would fail the import."""
+    if "matplotlib" not in sys.modules:
+        saved = os.environ.pop("MPLBACKEND", None)
+        try:
+            import matplotlib
+        finally:
+            if saved is not None:
+                os.environ["MPLBACKEND"] = saved
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
+
+
+# ---------------------------------------------------------------- finiteness
+def nonfinite(weights: dict[str, torch.Tensor]) -> str | None:
+    """The name of the first floating-point tensor in `weights` with a NaN or infinite entry, or None."""
+    return next((k for k, v in weights.items() if v.is_floating_point() and not bool(v.isfinite().all())), None)
+
+
+def nonfinite_result(result: Any, where: str = "") -> str | None:
+    """Where an analysis' result (dicts, lists, floats, tensors) holds a NaN or an infinity, as a path such as
+    `F[3]` or `[0].before`, or None. (A null entropy is no such value: a map whose rows are not
+    distributions.)"""
+    if isinstance(result, float):
+        return None if math.isfinite(result) else where or "the result"
+    if isinstance(result, torch.Tensor):
+        return None if not result.is_floating_point() or bool(result.isfinite().all()) else where or "the result"
+    items = result.items() if isinstance(result, dict) else enumerate(result) if isinstance(result, list) else ()
+    for key, value in items:
+        if isinstance(key, str):
+            path = f"{where}.{key}" if where else key
+        else:
+            path = f"{where}[{key}]"
+        found = nonfinite_result(value, path)
+        if found is not None:
+            return found
+    return None

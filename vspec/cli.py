@@ -1,14 +1,21 @@
 """The `vspec` command: build, profile, show and analyze specs.
 
-Every error is one line on stderr (cut to MAX_LINE characters) and exit code 2.
+Every error is one line on stderr (cut to MAX_LINE characters) and exit code 2. Whatever the command
+prints from its input (paths, keys, messages) goes through `printable`: an undecodable byte of a file
+name or a terminal escape reaches neither the terminal nor a strict UTF-8 stream raw. Every output path
+goes through `output_file` / `output_folder`: only a new path or a regular file (a folder) is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import stat
 import sys
 import time
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -16,8 +23,10 @@ from typing import Any, NoReturn
 import attrs
 
 from .spec import Model, SpecError, Tokens, budget, load_spec, override, parse_assignment, to_dict, to_json
+from .spec.core import show
 
 MAX_LINE = 500  # characters of an error line; a longer message is cut
+MAX_BATCHES = 1000  # analyze --batches (the Refiner paper averages over 10)
 
 
 class UsageError(Exception):
@@ -38,14 +47,24 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
                         "values are JSON (6, 0.1, true, null, [32, 32]) or bare strings")
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _int_in(low: int, high: int | None = None, label: str | None = None):
+    """An argparse type: an int in [low, high] (high None: no bound but the memory guard's)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {show(text)}") from None
+        if value < low or high is not None and value > high:
+            rule = f">= {low}" if high is None else f"in [{low}, {label or high}]"
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {show(value)}")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type in its own messages
+    return parse
+
+
+_positive = _int_in(1)
 
 
 ANALYSES = ("msf", "cka", "maps")
@@ -93,7 +112,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print the (overridden) spec as JSON instead of the summary")
     b.add_argument("--out", metavar="FILE",
                    help="write a checkpoint (spec JSON + weights); reload with vspec.load(FILE); missing "
-                        "folders are created")
+                        "folders are created; a new path or a regular file (overwritten), nothing else")
     b.add_argument("--batch-size", type=_positive, default=1, metavar="N", help="dummy batch size (default 1)")
     _memory_flag(b, "a spec whose weights and forward pass (estimated from the spec) need more than the "
                     "memory available now is refused before anything is allocated")
@@ -139,8 +158,9 @@ def parser() -> argparse.ArgumentParser:
                         "note those that do not apply to the model; one named that does not apply is an error)")
     a.add_argument("--batch-size", type=_positive, metavar="N",
                    help="images per batch (default: 8 for the feature norms, 32 for CKA as in the paper)")
-    a.add_argument("--batches", type=_positive, default=1, metavar="N",
-                   help="batches the CKA curve is averaged over (default 1; the paper: 10)")
+    a.add_argument("--batches", type=_int_in(1, MAX_BATCHES), default=1, metavar="N",
+                   help=f"batches the CKA curve is averaged over, 1 to {MAX_BATCHES} (default 1; the paper: 10); "
+                        "drawn one at a time")
     a.add_argument("--blocks", type=_indices, metavar="I,J,...",
                    help="blocks whose maps are shown, indices over all blocks in forward order from 0 (default: "
                         "4 evenly spaced from the first to the last)")
@@ -150,8 +170,10 @@ def parser() -> argparse.ArgumentParser:
                         "cifar100, imagefolder, synthetic), resized and centre-cropped to the spec's input size "
                         "(default: random N(0, 1) images)")
     a.add_argument("--data-dir", metavar="DIR", help="the dataset's folder (cifar10, cifar100, imagefolder)")
-    a.add_argument("--seed", type=int, default=0, help="seed of the initialisation (specs) and the images")
-    a.add_argument("--out-dir", metavar="DIR", help="where to write the PNGs and JSONs (default: beside PATH)")
+    a.add_argument("--seed", type=_int_in(0, 2**32 - 1, "2**32 - 1"), default=0, metavar="N",
+                   help="seed of the initialisation (specs) and the images, 0 to 2**32 - 1 (default 0)")
+    a.add_argument("--out-dir", metavar="DIR", help="where to write the PNGs and JSONs (default: beside PATH); "
+                                                    "a folder or a new path")
     return top
 
 
@@ -231,18 +253,70 @@ def tree(value: Any, indent: int = 0) -> list[str]:
     return lines
 
 
-# ---------------------------------------------------------------- commands
-def _out_path(out: str) -> Path:
-    """Where `--out` writes: refused when it names a folder or lies under a file (before any build)."""
-    path = Path(out)
-    if not out or path.is_dir() or out.endswith(("/", "\\")):
-        raise SpecError("", f"--out {out!r}: is a folder; give a file name, e.g. {Path(out or '.') / 'model.pt'}")
-    blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+# ---------------------------------------------------------------- output paths
+FILE_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+              (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"))
+
+
+def _kind(path: Path) -> str | None:
+    """None for a new path (nothing there, not even a dangling link), else what is there: "a regular file",
+    "a folder", "a named pipe (FIFO)", ... (following symbolic links); a link that leads nowhere or in a
+    circle is a SpecError."""
+    try:
+        mode = os.stat(path).st_mode
+    except NotADirectoryError:  # a file above it: `_parents` names it
+        return None
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise SpecError("", f"{path}: a symbolic link to {os.readlink(path)}, which does not exist") from None
+        return None
+    except OSError as e:  # a symlink loop, a name too long, no permission
+        raise SpecError("", f"{path}: {e.strerror or one_line(e)}") from None
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return next((name for test, name in FILE_KINDS if test(mode)), "not a regular file")
+
+
+def _parents(flag: str, path: Path) -> None:
+    blocking = next((p for p in path.parents if _kind(p) not in (None, "a folder")), None)
     if blocking is not None:
-        raise SpecError("", f"--out {out}: {blocking} is a file, not a folder")
+        raise SpecError("", f"{flag} {path}: {blocking} is {_kind(blocking)}, not a folder")
+
+
+def output_file(flag: str, out: str | Path) -> Path:
+    """Where an output file goes (`flag` names the option in the message): a new path or an existing regular
+    file (overwritten), never a folder, a named pipe (writing to one blocks until a reader comes), a socket, a
+    device or a dangling link; refused before any work is done. Missing folders above it are created when
+    it is written."""
+    text = str(out)
+    path = Path(text)
+    try:
+        kind = "a folder" if not text or text.endswith(("/", "\\")) else _kind(path)
+        if kind == "a folder":
+            example = Path(text or ".") / "model.pt"
+            raise SpecError("", f"{flag} {text!r}: is a folder; give a file name, e.g. {example}")
+        if kind not in (None, "a regular file"):
+            raise SpecError("", f"{flag} {path}: is {kind}, not a regular file; give a new path or a file to overwrite")
+        _parents(flag, path)
+    except SpecError as e:
+        raise SpecError("", e.message if e.message.startswith(flag) else f"{flag} {e.message}") from None
     return path
 
 
+def output_folder(flag: str, out: str | Path) -> Path:
+    """A folder to write into: an existing folder or a new path (created when written), nothing else."""
+    path = Path(out)
+    try:
+        kind = _kind(path)
+        if kind not in (None, "a folder"):
+            raise SpecError("", f"{flag} {path}: is {kind}, not a folder")
+        _parents(flag, path)
+    except SpecError as e:
+        raise SpecError("", e.message if e.message.startswith(flag) else f"{flag} {e.message}") from None
+    return path
+
+
+# ---------------------------------------------------------------- commands
 def _save(model: Any, path: Path) -> None:
     from .checkpoint import save
 
@@ -255,7 +329,7 @@ def _save(model: Any, path: Path) -> None:
 
 def cmd_build(args: argparse.Namespace) -> None:
     spec = _load(args)
-    out = _out_path(args.out) if args.out is not None else None
+    out = output_file("--out", args.out) if args.out is not None else None
     if args.memory_check:
         budget.check(spec, args.batch_size, what="building it and running a forward pass")
     if args.json:
@@ -282,13 +356,14 @@ def cmd_build(args: argparse.Namespace) -> None:
     named = [(p.name, p.role, p.stage, p.index, (c[0],)) for p, c in zip(parts, counts)]
     for name, times, (n,) in _grouped(named, [f"stage {s.index}: {s.tokens}" for s in model.layout]):
         rows.append([name, _count(n, times)])
-    print(f"{args.path}: {describe(spec)}, {spec.num_classes} classes, {spec.img_size[0]}x{spec.img_size[1]} input")
+    print(f"{printable(args.path)}: {describe(spec)}, {spec.num_classes} classes, "
+          f"{spec.img_size[0]}x{spec.img_size[1]} input")
     print(format_table(rows))
     print(f"total: {total:,} parameters ({trainable:,} trainable, {weights:,} in linear / conv weights)")
     print(f"forward {tuple(x.shape)} -> {tuple(y.shape)}: finite={bool(torch.isfinite(y).all())}, "
           f"{elapsed:.2f} s to build and run")
     if out is not None:
-        print(f"checkpoint: {out}")
+        print(f"checkpoint: {printable(str(out))}")
 
 
 def cmd_profile(args: argparse.Namespace) -> None:
@@ -322,7 +397,7 @@ def cmd_profile(args: argparse.Namespace) -> None:
     for name, times, (n, m) in _grouped(named, labels):
         rows.append([name, _count(n, times), _count(m, times, _si)])
     rows.append(["total", f"{prof.params:,}", _si(prof.macs)])
-    print(f"{args.path} at {prof.input_size[0]}x{prof.input_size[1]}, batch 1 "
+    print(f"{printable(args.path)} at {prof.input_size[0]}x{prof.input_size[1]}, batch 1 "
           "(MACs: multiply-adds, FLOPs = 2 x MACs; attention matmuls and norms counted)")
     print(format_table(rows))
     print(f"params: {prof.params:,} total, {prof.params_trainable:,} trainable, "
@@ -339,8 +414,11 @@ def cmd_profile(args: argparse.Namespace) -> None:
 
 def cmd_show(args: argparse.Namespace) -> None:
     spec = _load(args)
-    print(f"Model ({args.path})")
+    print(f"Model ({printable(args.path)})")
     print("\n".join(tree(spec, 1)))
+
+
+OUTPUTS = {"msf": "analysis", "cka": "cka", "maps": "maps"}  # analysis -> the middle of its files' names
 
 
 def cmd_analyze(args: argparse.Namespace) -> None:
@@ -352,6 +430,14 @@ def cmd_analyze(args: argparse.Namespace) -> None:
     source = Path(args.path)
     what, everything = args.what, args.what == ANALYSES
     sizes = {"msf": args.batch_size or 8, "cka": args.batch_size or 32, "maps": 1}
+    folder = output_folder("--out-dir", args.out_dir) if args.out_dir else source.parent
+    files = {name: (output_file("output", folder / f"{source.stem}.{OUTPUTS[name]}.png"),
+                    output_file("output", folder / f"{source.stem}.{OUTPUTS[name]}.json")) for name in what}
+    try:
+        A.pyplot()  # before any work: matplotlib is there and imports
+    except ImportError as e:
+        raise UsageError(f"vspec analyze: error: the plots need matplotlib ({one_line(e)}); "
+                         "pip install 'vspec[train]'") from None
     torch.manual_seed(args.seed)
     if source.suffix in (".pt", ".pth"):
         from .checkpoint import load_checkpoint, load_weights
@@ -360,6 +446,10 @@ def cmd_analyze(args: argparse.Namespace) -> None:
         if args.overrides:
             raise SpecError("", "--set applies to spec files, not to a checkpoint's trained model")
         ckpt = load_checkpoint(source)
+        bad = A.nonfinite(ckpt["state_dict"])
+        if bad is not None:
+            raise SpecError("", f"{source}: weight {bad} holds NaN or infinite values; the analyses need finite "
+                                "weights")
         spec = from_json(ckpt["spec"])
         budget.check(spec, max(sizes[w] for w in what), what="analyzing it")
         model = build(spec)
@@ -373,48 +463,57 @@ def cmd_analyze(args: argparse.Namespace) -> None:
         raise UsageError(f"vspec analyze: error: --blocks: {max(args.blocks)} is out of range: the model has "
                          f"{depth} blocks (0..{depth - 1})")
     images = _images(args, spec)
-    folder = Path(args.out_dir) if args.out_dir else source.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    title = f"{source.name} ({'checkpoint' if source.suffix in ('.pt', '.pth') else 'random init'})"
+    title = f"{printable(source.name)} ({'checkpoint' if source.suffix in ('.pt', '.pth') else 'random init'})"
     for name in what:
+        png, out = files[name]
         try:
             if name == "msf":
                 problem = A.msf_problem(model)
                 if problem:
                     raise A.AnalysisError(problem)
-                result = A.analyze(model, images(1, sizes["msf"])[0])
-                png, out = folder / f"{source.stem}.analysis.png", folder / f"{source.stem}.analysis.json"
-                A.plot(result, png, title)
+                result = A.analyze(model, next(images(1, sizes["msf"])))
+                plot = lambda: A.plot(result, png, title)  # noqa: E731
             elif name == "cka":
                 result = A.feature_evolution(model, images(args.batches, sizes["cka"]))
-                png, out = folder / f"{source.stem}.cka.png", folder / f"{source.stem}.cka.json"
-                A.plot_cka(result, png, title)
+                plot = lambda: A.plot_cka(result, png, title)  # noqa: E731
             else:
                 try:
-                    maps = A.attention_maps(model, images(1, 1)[0], args.blocks, args.heads)
+                    maps = A.attention_maps(model, next(images(1, 1)), args.blocks, args.heads)
                 except IndexError as e:  # a block or head out of range
                     raise UsageError(f"vspec analyze: error: --heads / --blocks: {e}") from None
                 result = {"maps": A.maps_summary(maps)}
-                png, out = folder / f"{source.stem}.maps.png", folder / f"{source.stem}.maps.json"
-                A.plot_maps(maps, png, title)
+                plot = lambda: A.plot_maps(maps, png, title)  # noqa: E731
+            if name == "maps":
+                where = next((f"the attention map of block {m['block']}" for m in maps
+                              if A.nonfinite_result([m["before"], m["after"]]) is not None), None)
+            else:
+                where = A.nonfinite_result(result)
         except A.AnalysisError as e:
             if not everything:
                 raise UsageError(f"vspec analyze: error: {name}: {e}") from None
             print(f"{name}: skipped: {one_line(e)}")
             continue
-        out.write_text(json.dumps({"source": str(source), **result}, indent=1))
-        print(f"{png}\n{out}")
+        except torch.linalg.LinAlgError as e:
+            raise UsageError(f"vspec analyze: error: {name}: {one_line(e)}") from None
+        if where is not None:
+            raise UsageError(f"vspec analyze: error: {name}: {where} is NaN or infinite: the model's activations "
+                             "overflow")
+        folder.mkdir(parents=True, exist_ok=True)
+        plot()
+        out.write_text(json.dumps({"source": str(source), **result}, indent=1, allow_nan=False))
+        print(f"{printable(str(png))}\n{printable(str(out))}")
 
 
 def _images(args: argparse.Namespace, spec: Model):
-    """images(count, size): `count` batches of `size` images, the same for every call: random N(0, 1)
-    from --seed, or --data's validation images in an order drawn from --seed."""
+    """images(count, size): an iterator over `count` batches of `size` images, each made when it is asked
+    for and the same for every call: random N(0, 1) from --seed, or --data's validation images in an order
+    drawn from --seed."""
     import torch
 
     if args.data is None:
-        def random(count: int, size: int) -> list[torch.Tensor]:
+        def random(count: int, size: int):
             g = torch.Generator().manual_seed(args.seed)
-            return [torch.randn(size, spec.in_chans, *spec.img_size, generator=g) for _ in range(count)]
+            return (torch.randn(size, spec.in_chans, *spec.img_size, generator=g) for _ in range(count))
         return random
     from .train.data import DataError, build_datasets, build_transforms
 
@@ -427,11 +526,11 @@ def _images(args: argparse.Namespace, spec: Model):
         raise UsageError(f"vspec analyze: error: --data: {one_line(e)}") from None
     order = torch.randperm(len(val), generator=torch.Generator().manual_seed(args.seed)).tolist()
 
-    def data(count: int, size: int) -> list[torch.Tensor]:
+    def data(count: int, size: int):
         if count * size > len(val):
             raise UsageError(f"vspec analyze: error: --data {args.data} has {len(val)} validation images, "
                              f"{count} x {size} asked for")
-        return [torch.stack([val[i][0] for i in order[b * size:(b + 1) * size]]) for b in range(count)]
+        return (torch.stack([val[i][0] for i in order[b * size:(b + 1) * size]]) for b in range(count))
     return data
 
 
@@ -439,29 +538,63 @@ COMMANDS = {"build": cmd_build, "profile": cmd_profile, "show": cmd_show, "analy
 
 
 def one_line(e: BaseException, limit: int = MAX_LINE) -> str:
-    """An exception as one line: its message with line breaks folded, cut to `limit` characters; the
-    type's name when the message is empty."""
+    """An exception as one line: its message with line breaks folded, cut to `limit` characters, what a
+    terminal would act on escaped (`printable`); the type's name when the message is empty."""
     try:
         text = " ".join(str(e).split())
     except Exception:  # noqa: BLE001 - a message that cannot be rendered
         text = ""
     text = text or type(e).__name__
-    return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit:,} more characters]"
+    return printable(text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit:,} more characters]")
+
+
+def printable(text: str) -> str:
+    """`text` safe to print: an undecodable byte of a file name (a lone surrogate, as Python decodes it) as
+    \\xNN, control and format characters (ESC, BEL, line breaks, bidi overrides) as Python escapes them
+    (\\x1b, \\n, \\u202e); everything else as it is."""
+    if text.isprintable():
+        return text
+    out = []
+    for c in text:
+        if "\udc80" <= c <= "\udcff":
+            out.append(f"\\x{ord(c) - 0xDC00:02x}")
+        elif unicodedata.category(c) in ("Cc", "Cf", "Cs"):
+            out.append(c.encode("unicode_escape").decode("ascii"))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+@contextlib.contextmanager
+def _tolerant_stdout():
+    """While the command runs, a character the stdout's encoding lacks (an ASCII PYTHONIOENCODING and an
+    accented file name) is printed as a backslash escape instead of raising UnicodeEncodeError."""
+    stdout = sys.stdout
+    errors = getattr(stdout, "errors", None)
+    if errors != "strict" or not hasattr(stdout, "reconfigure"):
+        yield
+        return
+    stdout.reconfigure(errors="backslashreplace")
+    try:
+        yield
+    finally:
+        stdout.reconfigure(errors=errors)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        args = parser().parse_args(argv)
-        COMMANDS[args.command](args)
-    except UsageError as e:
-        print(one_line(e), file=sys.stderr)
-        return 2
-    except (SpecError, OSError, MemoryError) as e:
-        print(f"vspec: error: {one_line(e)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("vspec: interrupted", file=sys.stderr)
-        return 130
+    with _tolerant_stdout():
+        try:
+            args = parser().parse_args(argv)
+            COMMANDS[args.command](args)
+        except UsageError as e:
+            print(one_line(e), file=sys.stderr)
+            return 2
+        except (SpecError, OSError, MemoryError) as e:
+            print(f"vspec: error: {one_line(e)}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("vspec: interrupted", file=sys.stderr)
+            return 130
     return 0
 
 

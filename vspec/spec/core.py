@@ -21,6 +21,12 @@ def show(value: Any) -> str:
     return cut(repr(value))
 
 
+def show_key(key: Any) -> str:
+    """A key as an error's field path gives it: as written when it is a printable string, else like a value
+    (`show`: its repr, cut), so that a key holding terminal escapes or line breaks reaches no terminal raw."""
+    return cut(key) if isinstance(key, str) and key.isprintable() else show(key)
+
+
 def cut(text: str) -> str:
     return text if len(text) <= SHOWN else f"{text[:SHOWN - 3]}... ({len(text)} characters)"
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from .core import SpecError, cut, join, show
+from .core import SpecError, join, show, show_key
 from .model import KINDS, SHORTHAND, Model
 from .serialize import converter, from_dict, from_json, from_toml, to_dict
 
@@ -53,8 +53,8 @@ def load_spec(path: str | Path) -> Model:
         raise SpecError("", f"{path}: unsupported spec file type {path.suffix!r}; allowed: {', '.join(SUFFIXES)}")
     if path.is_dir():
         raise SpecError("", f"{path}: is a folder, not a spec file")
-    if not path.is_file():
-        raise SpecError("", f"{path}: no such file")
+    if not path.is_file():  # (a named pipe would block the read)
+        raise SpecError("", f"{path}: {'not a regular file' if path.exists() else 'no such file'}")
     if path.suffix == ".py":
         spec = _run(path)
         if not isinstance(spec, Model):
@@ -107,7 +107,7 @@ class _Unset(dict):
 def _set(tree: Any, keys: list[str], value: Any, done: list[str]) -> Any:
     """Return a copy of `tree` (unstructured spec) with `value` at `keys`."""
     key, rest = keys[0], keys[1:]
-    path = join(*done, cut(key))
+    path = join(*done, show_key(key))
     if isinstance(tree, list):
         if not key.isdigit() or int(key) >= len(tree):
             raise SpecError(path, f"no such list index; the list has {len(tree)} items")

@@ -7,16 +7,20 @@ and checkpoints of earlier releases keep loading.
   token the model does not have, or (in the last block) one the head never reads, becomes cls =
   identity: its weights could only ever get zero gradients and are dropped from checkpoints (a
   repeated block becomes a listed stack when only its last copy changes). The one-stage `block` /
-  `depth` / `dim` form stays valid.
+  `depth` / `dim` form stays valid. The sizes are checked before anything is done per block: a depth
+  that is no int in 1..MAX_SIZE is left for the structurer to reject, and an upgrade that would list or
+  rename more than MAX_UPGRADE_DEPTH blocks is refused (a 200-byte file must not make it loop 2**31
+  times).
 """
 
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .core import SpecError, show
+from .core import MAX_SIZE, SpecError, show
 
 VERSION = 2
+MAX_UPGRADE_DEPTH = 10_000  # blocks an upgrade may list or rename one by one (deep ViTs have under 100)
 
 
 def version_of(data: Mapping[str, Any]) -> int:
@@ -44,13 +48,19 @@ def _v1_to_v2(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     if isinstance(embedder, Mapping) and embedder.get("kind") == "sope" and "norm" in embedder:
         data["embedder"] = {**embedder, "norm": _norm(embedder["norm"])}
     block, depth = data.get("block"), data.get("depth", 12)
-    depth = depth if isinstance(depth, int) and not isinstance(depth, bool) and depth > 0 else 1
+    if not (isinstance(depth, int) and not isinstance(depth, bool) and 0 < depth <= MAX_SIZE):
+        depth = 1  # the structurer rejects it
     class_token = data.get("class_token", True) is not False
     head = data.get("head")
     head_reads_class_token = not (isinstance(head, Mapping) and head.get("kind") == "gap")
     listed = isinstance(block, list)
     blocks = list(block) if listed else [block]
-    if class_token and not head_reads_class_token and _dead_reweight(blocks[-1]):
+    if not listed and depth > MAX_UPGRADE_DEPTH and _dead_reweight(block) and (
+            not class_token or not head_reads_class_token):
+        raise SpecError("depth", f"{depth} blocks of a format-1 spec whose DAFF class-token re-weighting the "
+                                 f"upgrade removes block by block; it does so for at most {MAX_UPGRADE_DEPTH} "
+                                 f"(give the spec in format {VERSION})")
+    if blocks and class_token and not head_reads_class_token and _dead_reweight(blocks[-1]):
         # the last block's class-token re-weighting before a head that never reads the class token
         if not listed:
             blocks, listed = [block] * depth, True

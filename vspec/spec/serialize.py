@@ -16,7 +16,7 @@ from typing import Any, Literal
 import attrs
 import cattrs
 
-from .core import SpecError, cut, show
+from .core import SpecError, cut, show, show_key
 from .migrate import VERSION, upgrade
 from .model import SHORTHAND, Model, Stage
 
@@ -85,7 +85,7 @@ def _structure_attrs_factory(cls: type):
                 raise SpecError("kind", f"unknown kind {show(kind)}; allowed: {tag!r}")
         for key in data:
             if key not in fields:
-                raise SpecError(cut(str(key)), f"unknown key for {cls.__name__}; allowed: {', '.join(fields)}")
+                raise SpecError(show_key(key), f"unknown key for {cls.__name__}; allowed: {', '.join(fields)}")
         kwargs = {}
         for name, value in data.items():
             try:
