@@ -21,7 +21,8 @@ class WindowMHSA(MultiHead):
     The other fields are MHSA's (MultiHead).
 
     A window larger than the grid is clamped to the grid (per axis), and an axis that fits in one
-    window is not shifted, as Swin does. The grid must be a multiple of the (clamped) window."""
+    window is not shifted, as Swin does. The grid must be a multiple of the (clamped) window, and a
+    window must hold at least 2 tokens (`check_keys`)."""
 
     kind: ClassVar[str] = "window_mhsa"
     attends_all: ClassVar[bool] = False
