@@ -226,11 +226,6 @@ def hierarchical_drafts(draw, single_token: bool = False) -> dict[str, Any]:
                 pos_embed=pos_embed, head=head, **draw(model_options()))
 
 
-def hierarchical_models() -> st.SearchStrategy[Model]:
-    """Valid hierarchical models (hierarchical_drafts that attend over 2 tokens or more)."""
-    return hierarchical_drafts().filter(lambda kw: single_token_path(kw) is None).map(lambda kw: Model(**kw))
-
-
 def single_token_path(fields: dict[str, Any]) -> str | None:
     """The field path that the SpecError of a model with these (otherwise valid) fields must name because a
     softmax in it runs over 1 token, or None: the tests' own count, from the fields alone. Each query
