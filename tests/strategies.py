@@ -1,6 +1,8 @@
 """Hypothesis strategies for vspec specs.
 
-`valid_models()` draws small valid `Model` specs covering every component kind and option.
+`valid_models()` draws small valid `Model` specs covering every component kind and option: the
+`model_drafts()` (model fields) that `single_token_path` finds no attention over 1 token in; drafts
+that have one (`model_drafts(single_token=True)` always does) must be refused naming that path.
 `breakages(spec)` draws one way to break a valid spec: a sequence of dotted assignments (or key
 deletions) plus the field path the resulting SpecError must name. `invalid_specs()` applies a breakage
 to `to_dict(spec)` (feed the result to `from_dict`); `invalid_overrides()` gives the same breakages as
@@ -202,11 +204,14 @@ def stacks(dim: int, depth: int, grid: tuple[int, int] | None = None):
 
 
 @st.composite
-def hierarchical_models(draw) -> Model:
-    """2-3 stages joined by patch merging (no class token), window or global attention in any stage."""
+def hierarchical_drafts(draw, single_token: bool = False) -> dict[str, Any]:
+    """Model fields of 2-3 stages joined by patch merging (no class token), window or global attention in
+    any stage. Some attend over 1 token (a window of 1, or a last stage on a 1x1 grid), which the spec
+    refuses: `single_token_path` says where; with `single_token` the last stage is always on a 1x1 grid."""
     n_stages = draw(st.integers(2, 3))
     patch = draw(st.integers(1, 4))
-    grid = (draw(st.integers(1, 2)) * 2 ** (n_stages - 1), draw(st.integers(1, 2)) * 2 ** (n_stages - 1))
+    scale = (1, 1) if single_token else (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    grid = (scale[0] * 2 ** (n_stages - 1), scale[1] * 2 ** (n_stages - 1))
     pos_embed = draw(st.sampled_from(POS_EMBEDS))
     img_size = (patch * grid[0], patch * grid[1])
     stages = []
@@ -217,8 +222,43 @@ def hierarchical_models(draw) -> Model:
         stages.append(Stage(depth=depth, dim=dim, block=draw(stacks(dim, depth, grid)), entry=entry))
         grid = (grid[0] // 2, grid[1] // 2)
     head = GAPHead(norm=draw(st.one_of(st.none(), norms())), drop=draw(drops()))
-    return Model(embedder=draw(embedders(patch)), stages=stages, img_size=img_size, class_token=False,
-                 pos_embed=pos_embed, head=head, **draw(model_options()))
+    return dict(embedder=draw(embedders(patch)), stages=stages, img_size=img_size, class_token=False,
+                pos_embed=pos_embed, head=head, **draw(model_options()))
+
+
+def single_token_path(fields: dict[str, Any]) -> str | None:
+    """The field path that the SpecError of a model with these (otherwise valid) fields must name because a
+    softmax in it runs over 1 token, or None: the tests' own count, from the fields alone. Each query
+    of global attention sees the grid, the class token and a block's head tokens (one per head); of window
+    attention, its window clamped to the grid; SoT's nonlocal embedding attends over the token grid."""
+    embedder, size = fields["embedder"], fields["img_size"]
+    h, w = (size, size) if isinstance(size, int) else size
+    grid = (h // embedder.patch_size, w // embedder.patch_size)
+    if isinstance(embedder, SoTEmbed) and embedder.block == "nonlocal" and grid == (1, 1):
+        return "embedder.block"
+    if "stages" in fields:
+        stages, where = fields["stages"], [f"stages.{s}." for s in range(len(fields["stages"]))]
+        if len(stages) == 1:
+            where = [""]
+    else:
+        stages, where = [Stage(depth=fields["depth"], dim=fields["dim"], block=fields["block"])], [""]
+    for stage, prefix in zip(stages, where):
+        if stage.entry is not None:
+            grid = (grid[0] // 2, grid[1] // 2)
+        listed = [("block", stage.block)] if isinstance(stage.block, Block) else \
+            [(f"block.{i}", b) for i, b in enumerate(stage.block)]
+        for path, block in listed:
+            a = block.attention
+            if isinstance(a, WindowMHSA):
+                if a.window == 1:
+                    return f"{prefix}{path}.attention.window"
+                keys = min(a.window, grid[0]) * min(a.window, grid[1])
+            else:
+                keys = grid[0] * grid[1] + int(fields.get("class_token", True))
+                keys += a.heads if block.head_tokens is not None else 0
+            if keys == 1 and not getattr(a, "reuse", False):  # a reusing block has no query or key weights
+                return f"{prefix}{path}.attention"
+    return None
 
 
 def model_options() -> st.SearchStrategy[dict[str, Any]]:
@@ -231,10 +271,9 @@ def model_options() -> st.SearchStrategy[dict[str, Any]]:
 
 
 @st.composite
-def valid_models(draw) -> Model:
-    """Small valid models: one stage (the isotropic ViT family) or, one time in three, several stages."""
-    if draw(st.integers(0, 2)) == 0:
-        return draw(hierarchical_models())
+def isotropic_drafts(draw, single_token: bool = False) -> dict[str, Any]:
+    """Model fields of one stage (the isotropic ViT family); with `single_token`, on a 1x1 grid without
+    class token (refused: attention over 1 token)."""
     pos_embed = draw(st.sampled_from(POS_EMBEDS))
     if pos_embed == "sincos2d":
         dim = 4 * draw(st.integers(1, 12))
@@ -245,17 +284,30 @@ def valid_models(draw) -> Model:
     depth = draw(st.integers(1, 3))
     block = draw(stacks(dim, depth))
     patch = draw(st.integers(1, 8))
-    gh, gw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    gh, gw = (1, 1) if single_token else (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
     img_size: int | tuple[int, int] = (patch * gh, patch * gw)
     if gh == gw and draw(st.booleans()):
         img_size = patch * gh  # the int shorthand
-    class_token = draw(st.booleans())
+    class_token = not single_token and draw(st.booleans())
     if class_token and draw(st.booleans()):
         head: ClassTokenHead | GAPHead = ClassTokenHead(drop=draw(drops()))
     else:
         head = GAPHead(norm=draw(st.one_of(st.none(), norms())), drop=draw(drops()))
-    return Model(embedder=draw(embedders(patch)), block=block, depth=depth, dim=dim, img_size=img_size,
-                 class_token=class_token, pos_embed=pos_embed, head=head, **draw(model_options()))
+    return dict(embedder=draw(embedders(patch)), block=block, depth=depth, dim=dim, img_size=img_size,
+                class_token=class_token, pos_embed=pos_embed, head=head, **draw(model_options()))
+
+
+@st.composite
+def model_drafts(draw, single_token: bool = False) -> tuple[dict[str, Any], str | None]:
+    """(model fields, `single_token_path` of them): one stage or, one time in three, several stages. The
+    fields are valid but for attention over 1 token, which the drafts may (with `single_token`, do) have."""
+    fields = draw(hierarchical_drafts(single_token) if draw(st.integers(0, 2)) == 0 else isotropic_drafts(single_token))
+    return fields, single_token_path(fields)
+
+
+def valid_models() -> st.SearchStrategy[Model]:
+    """Small valid models: the drafts whose every attention sees 2 tokens or more."""
+    return model_drafts().filter(lambda case: case[1] is None).map(lambda case: Model(**case[0]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -404,6 +456,8 @@ def breakages(draw, spec: Model) -> tuple[list[tuple[str, Any]], str]:
     if isinstance(blk.attention, WindowMHSA):
         options.append(one(f"{bp}.attention.window", draw(st.integers(-2, 0))))
         options.append(one(f"{bp}.attention.shift", 1))
+    if not sp:  # the one-stage shorthand beside an empty stages list (which it would ignore)
+        options.append(one("stages", []))
     if sp:  # several stages: no root shorthand, a first stage without entry, entries with their own fields
         options.append(one(draw(st.sampled_from(["depth", "dim", "block"])), 2))
         options.append(one("stages.0.entry", {"kind": "patch_merging"}))
@@ -482,9 +536,10 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
         .map(lambda e: _isotropic(embedder=e, img_size=max(16, e.patch_size))),
         MHSA: attentions(16).map(lambda a: _isotropic(block=Block(attention=a))),
         MeanShiftAttention: mean_shift_attentions(16).map(lambda a: _isotropic(block=Block(attention=a))),
+        # a window of 1 token is refused (KIND_RULES: nothing to attend)
         WindowMeanShiftAttention: mean_shift_attentions(16, (4, 4)).filter(lambda a: a.window > 1)
         .map(lambda a: _hierarchical(Block(attention=a))),
-        WindowMHSA: window_attentions(16, (4, 4)).filter(lambda a: a.window > 1)  # 1 token: nothing to attend
+        WindowMHSA: window_attentions(16, (4, 4)).filter(lambda a: a.window > 1)
         .map(lambda a: _hierarchical(Block(attention=a))),
         RefinerAttention: st.one_of(
             refiner_stacks(16, 3, (4, 4)).map(lambda b: _isotropic(block=b, depth=3)),
@@ -574,6 +629,10 @@ def field_breakages(draw, spec: Model, cls: type) -> tuple[list[tuple[str, Any]]
     return draw(st.sampled_from(options))
 
 
+# an isotropic model of KIND_MODELS (16 px, patch 4) on a 1x1 grid without class token: 1 token to attend
+SINGLE_TOKEN = [("img_size", 4), ("class_token", False), ("head", {"kind": "gap"})]
+
+
 def _kind_rules() -> dict[type, Any]:
     """For every kind, `rules(spec)`: changes to a model of KIND_MODELS[kind] that break a rule tying the
     kind to the rest of the model (all fields valid on their own): a derived width of zero or above
@@ -587,6 +646,7 @@ def _kind_rules() -> dict[type, Any]:
             out.append(([("dim", p // 2 - 1), ("block.attention.heads", 1)], "embedder.patch_size"))
         if isinstance(spec.embedder, SoTEmbed):
             out.append(([("embedder.block", "resnet"), ("embedder.large_output", True)], "embedder.large_output"))
+            out.append(([("embedder.block", "nonlocal"), ("img_size", p)], "embedder.block"))  # attends 1 position
         return out
 
     def attention(cls):
@@ -595,7 +655,11 @@ def _kind_rules() -> dict[type, Any]:
             out = [([(f"{path}.heads", 3), (f"{path}.head_dim", None)], f"{path}.heads"),
                    ([(f"{path}.heads", 2**16), (f"{path}.head_dim", 2**16)], f"{path}.head_dim")]
             if cls in (WindowMHSA, WindowMeanShiftAttention):
-                out += [([(f"{path}.window", 3)], f"{path}.window"), ([("class_token", True)], path)]
+                out += [([(f"{path}.window", 3)], f"{path}.window"), ([("class_token", True)], path),
+                        ([(f"{path}.window", 1)], f"{path}.window"),  # 1 token per window: nothing to attend
+                        ([("img_size", 8)], "stages.1.block.attention")]  # a 1x1 grid after the merging
+            else:  # a 1x1 grid, no class token: 1 token, nothing to attend
+                out.append((SINGLE_TOKEN, path))
             if cls in (MeanShiftAttention, WindowMeanShiftAttention):  # groups or roles that do not fit
                 proj = f"{path}.projections"
                 out += [([(f"{path}.heads", 1), (f"{path}.head_dim", 3), (f"{proj}.groups", 2)], f"{proj}.groups"),
@@ -653,8 +717,10 @@ def _kind_rules() -> dict[type, Any]:
              "block.0.attention.refine.kernel"),
             ([("block.0.attention.refine", {"form": "released", "reduction": False})], "block.0.attention.refine.form"),
             ([("block.0.attention.projections", {"groups": 2})], "block.0.attention.projections"),
-            ([("block.0.attention.heads", 3), ("block.0.attention.head_dim", None)], "block.0.attention.heads")]
-        if spec.isotropic else [([("stages.0.block.0.attention.reuse", True)], "stages.0.block.0.attention")],
+            ([("block.0.attention.heads", 3), ("block.0.attention.head_dim", None)], "block.0.attention.heads"),
+            (SINGLE_TOKEN, "block.0.attention")]  # a 1x1 grid, no class token: 1 token, nothing to attend
+        if spec.isotropic else [([("stages.0.block.0.attention.reuse", True)], "stages.0.block.0.attention"),
+                                ([("img_size", 8)], "stages.1.block.0.attention")],  # a 1x1 grid after the merging
         MHSA: attention(MHSA), WindowMHSA: attention(WindowMHSA),
         MeanShiftAttention: attention(MeanShiftAttention),
         WindowMeanShiftAttention: attention(WindowMeanShiftAttention),

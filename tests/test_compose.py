@@ -8,6 +8,7 @@ import torch
 from conftest import assert_every_parameter_learns
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from strategies import single_token_path
 
 import vspec
 from vspec.nn.heads import as_outputs
@@ -65,7 +66,8 @@ def composed_models(draw):
                   norm=st.sampled_from(NORMS)),
     ))
     windowed = hierarchical and draw(st.booleans())
-    attention = WindowMHSA(heads=heads, window=2) if windowed else MHSA(heads=heads, qkv_bias=draw(st.booleans()))
+    attention = WindowMHSA(heads=heads, window=draw(st.sampled_from([1, 2, 4]))) if windowed else \
+        MHSA(heads=heads, qkv_bias=draw(st.booleans()))
     block = Block(attention=attention, ffn=ffn, norm=draw(st.sampled_from(NORMS[:2])),
                   head_tokens=None if windowed else draw(st.one_of(st.none(), st.just(HeadTokens()))),
                   layer_scale=draw(st.one_of(st.none(), st.just(0.1))))
@@ -81,10 +83,11 @@ def composed_models(draw):
               st.just(SecondOrderHead(fusion=fusion, pool=pool_norm[0], norm=pool_norm[1], z0=z0))]
     if class_token:
         heads_.append(st.builds(ClassTokenHead, dense=st.one_of(st.none(), st.just(DenseAux()))))
-    side = 2 * embedder.patch_size  # at least 2 x 2 tokens: attention over one token would leave q, k unused
+    # grids down to 1 x 1 (no class token: attention over one token, refused; single_token_path says where)
+    side = embedder.patch_size * draw(st.sampled_from([1, 2]))
     scale = draw(st.integers(1, 2))
-    if hierarchical:  # two stages, the second after a patch merging: a grid of 4 x 4 (x scale) then 2 x 2
-        side, scale = 4 * embedder.patch_size, 1
+    if hierarchical:  # two stages, the second after a patch merging: a grid of 4 x 4 or 2 x 2, then halved
+        side, scale = embedder.patch_size * draw(st.sampled_from([2, 4])), 1
         stages = [Stage(depth=1, dim=32, block=block),
                   Stage(depth=draw(st.integers(1, 2)), dim=48, block=Block(attention=attention, ffn=ffn),
                         entry=PatchMerging(norm=draw(st.sampled_from(NORMS))))]
@@ -106,20 +109,35 @@ def composed_models(draw):
     # the class path never receives them
     assume(not (split_cls_row and class_token and block.norm.kind == "batchnorm" and centred
                 and isinstance(head, SecondOrderHead)))
+    fields = dict(embedder=embedder, **body, num_classes=3, img_size=(side * scale, side * draw(st.integers(1, 2))),
+                  class_token=class_token, head=head, pos_embed=draw(st.sampled_from(["none", "learned", "sincos1d",
+                                                                                       "sincos2d"])),
+                  drop_path=draw(st.sampled_from([0.0, 0.1])))
+    return fields, single_token_path(fields)
+
+
+def composed(fields: dict, single_token: str | None) -> Model | None:
+    """The model, or None when the spec refuses it as it must: attention over one token (naming the
+    attention, or the nonlocal embedder), a second-order pool over one token (tests/test_sot.py), a DAFF
+    re-weighting the class token for a head that never reads it (tests/test_dhvt.py)."""
     try:
-        return Model(embedder=embedder, **body, num_classes=3, img_size=(side * scale, side * draw(st.integers(1, 2))),
-                     class_token=class_token, head=head,
-                     pos_embed=draw(st.sampled_from(["none", "learned", "sincos1d", "sincos2d"])),
-                     drop_path=draw(st.sampled_from([0.0, 0.1])))
-    except SpecError as e:  # rejected on purpose: a second-order pool over one token (tests/test_sot.py), a
-        # DAFF re-weighting the class token for a head that never reads it (tests/test_dhvt.py)
+        spec = Model(**fields)
+    except SpecError as e:
+        if single_token is not None:
+            assert e.path == single_token, str(e)
+            return None
         assume(e.path not in ("head.pool", "block.ffn.cls"))
         raise
+    assert single_token is None, f"accepted with 1 token to attend at {single_token}"
+    return spec
 
 
 @settings(max_examples=30)
-@given(spec=composed_models(), seed=st.integers(0, 1000))
-def test_any_composition_builds_trains_and_profiles(spec, seed):
+@given(case=composed_models(), seed=st.integers(0, 1000))
+def test_any_composition_builds_trains_and_profiles(case, seed):
+    spec = composed(*case)
+    if spec is None:  # refused, naming the attention over one token
+        return
     assert vspec.from_json(vspec.to_json(spec)) == spec
     assert vspec.from_toml(vspec.to_toml(spec)) == spec
     torch.manual_seed(seed)

@@ -1,6 +1,9 @@
 """Issue 11 (hardening), the spec language's part: no spec that validates builds a zero-sized layer or
-a size torch cannot take, options that would do nothing are refused, and error lines stay short. The
+a size torch cannot take, options that would do nothing are refused, and error lines stay short; issue 19:
+nor one with attention over a single token. The
 fuzz tests here draw models of every component kind (tests/strategies.py: KIND_MODELS) and break them."""
+
+import json
 
 import pytest
 import torch
@@ -8,12 +11,32 @@ import torch.nn.functional as F
 from conftest import assert_every_parameter_learns
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import KIND_MODELS, apply_changes, kind_breakages
+from strategies import KIND_MODELS, apply_changes, kind_breakages, model_drafts
 from test_kinds import COMPONENTS
 
 import vspec
 from vspec.nn.heads import head_loss
-from vspec.spec import SpecError, from_dict, override, to_dict
+from vspec.spec import (
+    MHSA,
+    Block,
+    GAPHead,
+    HeadTokens,
+    MeanShiftAttention,
+    Model,
+    PatchEmbed,
+    PatchMerging,
+    Projections,
+    Refine,
+    RefinerAttention,
+    SoTEmbed,
+    SpecError,
+    Stage,
+    WindowMeanShiftAttention,
+    WindowMHSA,
+    from_dict,
+    override,
+    to_dict,
+)
 from vspec.spec.core import show
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -181,3 +204,122 @@ def test_long_values_are_cut_in_error_lines(make):
     with pytest.raises(SpecError) as info:
         make("x" * 2**20)
     assert len(str(info.value)) < 400, str(info.value)[:500]
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 19: specs that validate but can never learn. A softmax over one token is 1 whatever the scores,
+# so an attention whose queries each see one token has query / key weights (and a relative position bias
+# table, or SoT's nonlocal theta / phi) that only ever get zero gradients; and a `stages` list beside
+# the one-stage shorthand was ignored.
+
+
+def _one_stage(attention, img_size=16, head_tokens=None, class_token=False):
+    return dict(embedder=PatchEmbed(patch_size=4), img_size=img_size, class_token=class_token, pos_embed="none",
+                head=GAPHead(), num_classes=3,
+                stages=[Stage(depth=1, dim=16, block=Block(attention=attention, head_tokens=head_tokens))])
+
+
+def _two_stages(first, second, img_size=8):
+    return dict(embedder=PatchEmbed(patch_size=4), img_size=img_size, class_token=False, head=GAPHead(),
+                num_classes=3, stages=[Stage(depth=1, dim=16, block=Block(attention=first)),
+                                       Stage(depth=1, dim=32, block=Block(attention=second), entry=PatchMerging())])
+
+
+SINGLE_TOKEN_CASES = {  # model fields, the path the SpecError names, a word of its message
+    "window of 1 (the issue's example)": (_one_stage(WindowMHSA(heads=2, window=1)), "block.attention.window",
+                                          "1 token per window"),
+    "window of 1 in a later stage": (_two_stages(WindowMHSA(heads=2, window=2), WindowMHSA(heads=2, window=1),
+                                                 img_size=16), "stages.1.block.attention.window", "per window"),
+    "window clamped to a 1x1 grid after merging": (_two_stages(WindowMHSA(heads=2, window=2),
+                                                               WindowMHSA(heads=2, window=7)),
+                                                   "stages.1.block.attention", "clamps the window"),
+    "window mean shift clamped to a 1x1 grid": (_one_stage(WindowMeanShiftAttention(heads=2, window=7), img_size=4),
+                                                "block.attention", "clamps the window"),
+    "mhsa on a 1x1 grid after merging": (_two_stages(MHSA(heads=2), MHSA(heads=2)), "stages.1.block.attention",
+                                         "nothing to attend"),
+    "mhsa on a 1x1 grid": (_one_stage(MHSA(heads=2), img_size=4), "block.attention", "no class token"),
+    "mean shift on a 1x1 grid": (_one_stage(MeanShiftAttention(heads=2, form="eq14"), img_size=4), "block.attention",
+                                 "nothing to attend"),
+    "refiner on a 1x1 grid": (_one_stage(RefinerAttention(heads=2, refine=Refine(kernel=1)), img_size=4),
+                              "block.attention", "nothing to attend"),
+    "sot nonlocal on a 1x1 grid": (dict(embedder=SoTEmbed(block="nonlocal", stem_dim=8), img_size=16, dim=16,
+                                        block=Block(attention=MHSA(heads=2)), num_classes=3), "embedder.block",
+                                   "theta / phi"),
+}
+
+
+@pytest.mark.parametrize("name", SINGLE_TOKEN_CASES)
+def test_attention_over_one_token_is_refused(name):
+    """Each of these validated, built and trained with weights that never learn (the 36 of 300 random
+    compositions in issue 19); now the kind concerned refuses the shape it would see, in one line."""
+    fields, path, word = SINGLE_TOKEN_CASES[name]
+    with pytest.raises(SpecError) as info:
+        Model(**fields)
+    assert info.value.path == path and word in info.value.message, str(info.value)
+    assert "\n" not in str(info.value) and len(str(info.value)) < 400
+
+
+def test_attention_over_one_token_is_refused_from_json_and_override():
+    """The same rule through the spec file forms and --set: the path runs from the model root."""
+    fields = {"embedder": {"kind": "patch", "patch_size": 4}, "img_size": 16, "class_token": False,
+              "head": {"kind": "gap"}, "pos_embed": "none", "num_classes": 3, "depth": 1, "dim": 16,
+              "block": {"attention": {"kind": "window_mhsa", "heads": 2, "window": 1}}}
+    with pytest.raises(SpecError, match=r"^block\.attention\.window: 1 token per window: nothing to attend"):
+        vspec.from_json(json.dumps(fields))
+    refused(preset("swin_tiny"), {"stages.3.block.attention.window": 1}, "stages.3.block.attention.window")
+    refused(preset("sot_7layer"), {"embedder.block": "nonlocal", "img_size": 8}, "embedder.block")
+    refused(preset("deit_tiny"), {"img_size": 16, "class_token": False, "head": {"kind": "gap"}}, "block.attention")
+
+
+def _learns(spec, seed=0):
+    torch.manual_seed(seed)
+    model = vspec.build(spec).eval().double()
+    with torch.no_grad():  # every parameter away from its init (a zero class token, say)
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    out = model(torch.randn(4, spec.in_chans, *spec.img_size, dtype=torch.float64))
+    (out * torch.randn_like(out)).sum().backward()
+    assert_every_parameter_learns(model)
+
+
+@pytest.mark.parametrize("fields", [
+    # one patch and the class token: 2 tokens (separate Q and K matrices, so that a dead one would show)
+    _one_stage(MHSA(heads=2, projections=Projections()), img_size=4, class_token=True),
+    # one patch and a head token per head (DHVT): 3 tokens
+    _one_stage(MHSA(heads=2, projections=Projections()), img_size=4, head_tokens=HeadTokens()),
+    _one_stage(MeanShiftAttention(heads=2), img_size=4, class_token=True),
+    # windows of 1 x 2 tokens on a 1 x 4 grid
+    _one_stage(WindowMeanShiftAttention(heads=2, window=2), img_size=(4, 16)),
+], ids=["class token", "head tokens", "mean shift with class token", "window 1x2"])
+def test_the_fewest_tokens_that_attend_are_accepted_and_learn(fields):
+    _learns(Model(**fields))
+
+
+@settings(max_examples=20, deadline=None)
+@given(case=st.one_of(model_drafts(), model_drafts(single_token=True)))
+def test_random_models_are_refused_exactly_where_one_token_is_attended(case):
+    """The composition fuzz draws shapes that attend over one token (windows of 1, grids that shrink to
+    1 x 1) instead of avoiding them: the spec refuses exactly those, naming the first such attention
+    that the tests' own count (strategies.single_token_path) finds, and accepts the rest."""
+    fields, path = case
+    if path is None:
+        Model(**fields)
+        return
+    with pytest.raises(SpecError) as info:
+        Model(**fields)
+    assert info.value.path == path, str(info.value)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: vspec.from_dict({**to_dict(preset("demo_digits")), "stages": []}),
+    lambda: vspec.from_json(json.dumps({**to_dict(preset("demo_digits")), "stages": []})),
+    lambda: vspec.from_toml("stages = []\n" + vspec.to_toml(preset("demo_digits"))),
+    lambda: Model(dim=16, block=Block(attention=MHSA(heads=2)), stages=[]),
+])
+def test_an_empty_stages_list_beside_the_shorthand_is_refused(make):
+    """`"stages": []` next to block / depth / dim was silently ignored (the shorthand built the stage).
+    (`--set stages=[]` on a one-stage model was already refused: an unknown key there.)"""
+    with pytest.raises(SpecError) as info:
+        make()
+    assert info.value.path in ("stages", "Model.stages") and "shorthand" in info.value.message, str(info.value)
+    assert "\n" not in str(info.value)

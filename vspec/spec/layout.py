@@ -17,11 +17,13 @@ if TYPE_CHECKING:
 @frozen
 class Tokens:
     """What a component receives: `prefix` tokens (the class token) and then one token per cell of a
-    `grid` (height, width) in raster order, each `dim` wide."""
+    `grid` (height, width) in raster order, each `dim` wide; then `joined` tokens that join for this
+    component alone (DHVT's head tokens in the attention of their block; never in a stage's layout)."""
 
     dim: int
     grid: tuple[int, int]
     prefix: int = 0
+    joined: int = 0
 
     @property
     def patches(self) -> int:
@@ -29,10 +31,10 @@ class Tokens:
 
     @property
     def length(self) -> int:
-        return self.prefix + self.patches
+        return self.prefix + self.patches + self.joined
 
     def __str__(self) -> str:
-        extra = f" + {self.prefix}" if self.prefix else ""
+        extra = "".join(f" + {n}" for n in (self.prefix, self.joined) if n)
         return f"{self.grid[0]}x{self.grid[1]}{extra} tokens x {self.dim}"
 
 

@@ -58,9 +58,10 @@ class Block:
         return getattr(self.attention, "consumes_maps", False)
 
     def check(self, tokens: Tokens) -> None:
+        seen = {"attention": self.attended(tokens), "ffn": tokens}
         for name in ("attention", "ffn"):
             try:
-                getattr(self, name).check(tokens)
+                getattr(self, name).check(seen[name])
             except SpecError as e:
                 raise e.under(name) from None
         if self.head_tokens is not None:
@@ -68,6 +69,13 @@ class Block:
                 self.head_tokens.check(tokens, self.attention)
             except SpecError as e:
                 raise e.under("head_tokens") from None
+
+    def attended(self, tokens: Tokens) -> Tokens:
+        """What the attention sees: the stage's tokens, and the head tokens (one per head) that join an
+        attention over all tokens. (Head tokens on any other attention are refused by their own rule.)"""
+        if self.head_tokens is None or not self.attention.attends_all:
+            return tokens
+        return attrs.evolve(tokens, joined=self.attention.heads)
 
     def variant(self, tokens: Tokens, index_in_stage: int) -> Any:
         """What distinguishes the blocks of one stage built from this spec (Swin's shift), or None."""
@@ -183,6 +191,10 @@ class Model:
         short = {k: v for k, v in zip(SHORTHAND, (block, depth, dim)) if v is not None}
         if short:
             stages = _tuple(fields.get("stages"))
+            if "stages" in fields and not (isinstance(stages, tuple) and stages):
+                key, given = next(iter(short)), "an empty list" if stages == () else show(fields["stages"])
+                raise SpecError("Model.stages", f"{given} beside the one-stage shorthand ({key}), which would "
+                                                "ignore it: give the body as block / depth / dim or as stages")
             if isinstance(stages, tuple) and len(stages) > 1:
                 key = next(iter(short))
                 raise SpecError(f"Model.{key}", f"the model has {len(stages)} stages: set stages.<i>.{key} instead")

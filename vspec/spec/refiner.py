@@ -137,3 +137,9 @@ class RefinerAttention(MultiHead):
             except SpecError as e:
                 raise e.under("refine") from None
 
+    def check_keys(self, tokens: Tokens) -> None:
+        """MultiHead's rule (at least 2 keys per query) for a block that computes its maps; a reusing block
+        has no query or key weights (the block whose maps it reuses sees the same tokens and is held to it)."""
+        if not self.reuse:
+            MultiHead.check_keys(self, tokens)
+

@@ -20,7 +20,8 @@ class SoTEmbed(Patchify):
 
     block: dense (released default) | resnet | inception | nonlocal. `downsample_last = false` keeps
     the last block at stride 1: the 7-layer ablation model (112 px -> 14 x 14; the released code picks
-    it at 112 px). dense only: `large_output` pools in the first transition alone (224 px -> 56 x 56,
+    it at 112 px); nonlocal needs a token grid of at least 2 positions (its last non-local block attends
+    over them). dense only: `large_output` pools in the first transition alone (224 px -> 56 x 56,
     the released option); `dense_norm` is the norm before each dense layer's ReLUs: BatchNorm (timm
     >= 0.4) or none (timm 0.3.4, which SoT's README pins and its released weights were trained with).
     """
@@ -41,6 +42,16 @@ class SoTEmbed(Patchify):
         if self.large_output and not self.downsample_last:
             raise SpecError("SoTEmbed.large_output", "pools in the first transition only: downsample_last = false "
                                                      "would change nothing (leave it true)")
+
+    def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
+        """Patchify's rule; nonlocal's last non-local block attends over the token grid (its stride is the
+        last), which must hold at least 2 positions: a softmax over one is 1, and theta / phi would only
+        ever get zero gradients."""
+        Patchify.check_input(self, img_size, in_chans, dim)
+        if self.block == "nonlocal" and self.grid(img_size) == (1, 1):
+            raise SpecError("block", f"nonlocal on a 1x1 token grid ({img_size[0]}x{img_size[1]} px, patch_size "
+                                     f"{self.patch_size}): its last non-local block has 1 position, nothing to "
+                                     "attend, and theta / phi would only ever get zero gradients")
 
     @property
     def strides(self) -> tuple[int, int, int]:

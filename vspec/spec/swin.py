@@ -7,7 +7,7 @@ from attrs import field, frozen
 
 from .core import SpecError, check, check_size
 from .layout import Tokens
-from .vit import MultiHead, Norm
+from .vit import ZERO_GRADIENTS, MultiHead, Norm
 
 SWIN_NORM = Norm(eps=1e-5)  # torch's LayerNorm default, as Swin uses
 
@@ -21,7 +21,8 @@ class WindowMHSA(MultiHead):
     The other fields are MHSA's (MultiHead).
 
     A window larger than the grid is clamped to the grid (per axis), and an axis that fits in one
-    window is not shifted, as Swin does. The grid must be a multiple of the (clamped) window."""
+    window is not shifted, as Swin does. The grid must be a multiple of the (clamped) window, and a
+    window must hold at least 2 tokens (`check_keys`)."""
 
     kind: ClassVar[str] = "window_mhsa"
     attends_all: ClassVar[bool] = False
@@ -49,6 +50,17 @@ class WindowMHSA(MultiHead):
         window = self.window_size(tokens.grid)
         if tokens.grid[0] % window[0] or tokens.grid[1] % window[1]:
             raise SpecError("window", f"{self.window} does not divide the {tokens.grid[0]}x{tokens.grid[1]} token grid")
+
+    def check_keys(self, tokens: Tokens) -> None:
+        """At least 2 tokens per window (MultiHead's rule, within a window): else the relative position
+        bias table, too, would only ever get zero gradients."""
+        if self.window == 1:
+            raise SpecError("window", f"1 token per window: nothing to attend, {ZERO_GRADIENTS} (and the "
+                                      "relative position bias too)")
+        window = self.window_size(tokens.grid)
+        if window == (1, 1):
+            raise SpecError("", f"the {tokens.grid[0]}x{tokens.grid[1]} token grid clamps the window to 1 token: "
+                                f"nothing to attend, {ZERO_GRADIENTS} (and the relative position bias too)")
 
 
 @frozen

@@ -126,6 +126,9 @@ class Projections:
                 raise SpecError("groups", f"{self.groups} does not divide {what} {width}")
 
 
+ZERO_GRADIENTS = "the query and key weights would only ever get zero gradients"
+
+
 def check_heads(heads: int, head_dim: int | None, dim: int) -> None:
     if head_dim is None and dim % heads:
         raise SpecError("heads", f"{heads} does not divide dim {dim} "
@@ -140,7 +143,11 @@ class MultiHead:
 
     `projections`: None (default) projects q, k, v with one fused Linear (`qkv`, timm's layout) and the
     output with `proj`; a Projections value ties or groups the roles QUERY KEY VALUE WEIGHT (MSF Table 2,
-    Table 4)."""
+    Table 4).
+
+    Every query attends to at least 2 tokens (`check_keys`): over one token the attention is constant
+    and its query and key weights could not learn, so a 1x1 grid without class token (or head tokens)
+    is refused, and so is a window of 1 token."""
 
     roles: ClassVar[str] = "QKVW"
 
@@ -165,6 +172,14 @@ class MultiHead:
                 self.projections.check(self.roles, tokens.dim, self.inner_dim(tokens.dim))
             except SpecError as e:
                 raise e.under("projections") from None
+        self.check_keys(tokens)
+
+    def check_keys(self, tokens: Tokens) -> None:
+        """Each query must see at least 2 keys: a softmax over one key is 1 whatever the scores, so the
+        query and key weights (and any score bias) would only ever get zero gradients."""
+        if tokens.length == 1:
+            raise SpecError("", f"1 token ({tokens.grid[0]}x{tokens.grid[1]} grid, no class token): nothing to attend, "
+                                f"{ZERO_GRADIENTS} (a larger image, a class token or head tokens give it more)")
 
 
 @frozen
