@@ -374,3 +374,17 @@ def test_analyze_output_files_that_are_fifos_are_refused_before_any_work(tmp_pat
     assert outcome.clean and outcome.stderr == f"vspec: error: output {tmp_path / 'vit.cka.json'}: is a named pipe " \
                                                "(FIFO), not a regular file; give a new path or a file to overwrite\n"
     assert not (tmp_path / "vit.cka.png").exists()
+
+
+def test_a_reader_that_goes_away_gets_no_error_line(tmp_path):
+    """`vspec show spec | head -1`: the pipe closes before vspec writes; it ends quietly (exit 141, as a
+    command SIGPIPE ended), with no `Broken pipe` line on stderr."""
+    exe = Path(sys.executable).with_name("vspec")
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    try:
+        done = subprocess.run([str(exe), "show", str(ROOT / "specs/swin_tiny.py")], stdout=write,
+                              stderr=subprocess.PIPE, timeout=120, env=_env())
+    finally:
+        os.close(write)
+    assert done.returncode == 141 and done.stderr == b"", done.stderr

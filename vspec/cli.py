@@ -586,6 +586,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             args = parser().parse_args(argv)
             COMMANDS[args.command](args)
+            sys.stdout.flush()  # here, so that a reader that went away is answered below
+        except BrokenPipeError:  # `vspec show spec.py | head -1`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            return 141  # 128 + SIGPIPE, as a command the signal ended
         except UsageError as e:
             print(one_line(e), file=sys.stderr)
             return 2
