@@ -1,14 +1,20 @@
-"""Bad checkpoints fed to every consumer (vspec.load, tools/eval.py, tools/train.py --resume): each is
-refused in one line naming the file, or (for a defect the consumer does not read) used; none gives a
-traceback or runs code. Checksums catch flipped bytes; a resume refuses a run that differs from its
-checkpoint. `python tests/test_checkpoint_hardening.py` prints the survey's figures."""
+"""Bad checkpoints fed to every consumer (vspec.load, tools/eval.py, vspec analyze, tools/train.py
+--resume): each is refused in one line naming the file, or (for a defect the consumer does not read)
+used; none gives a traceback, hangs, allocates what its file does not hold, or runs code. Checksums catch
+flipped bytes and edited fields; a resume refuses a run that differs from its checkpoint.
+`python tests/test_checkpoint_hardening.py` prints the survey's figures (tried / clean / tracebacks /
+hangs)."""
 
 import io
+import json
 import os
 import pickle
 import shutil
+import signal
+import struct
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -19,7 +25,8 @@ from vspec.spec import SpecError
 from vspec.train.cli import eval_main, train_main
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKSUM = "tensor_sha256"
+CHECKSUM = "tensor_sha256"  # the previous release's checksum (of the tensors)
+CHECKSUMS = (CHECKSUM, "sha256")  # and today's (of everything)
 # The survey (down to `figures`) uses only what every release has, so that it also measures an older one:
 # `PYTHONPATH=OLD_CHECKOUT python tests/test_checkpoint_hardening.py`.
 
@@ -77,6 +84,49 @@ def _flip_tensor_bytes(data: bytes, ckpt: dict) -> bytes:
 
 
 DROP = object()  # an entry edited() leaves out
+N_CRAFTED = 47  # the checkpoints craft() makes
+ANY_SUM = "0" * 64  # a checksum entry of the older kind (any value makes the loader walk the file)
+
+
+def _nested(leaf, levels: int, pair=lambda x: [x, x]):
+    """`levels` levels of `pair` around `leaf`: 2**levels paths to one object in a file of a few KB."""
+    for _ in range(levels):
+        leaf = pair(leaf)
+    return leaf
+
+
+def _big_spec(spec_json: str, **changes) -> str:
+    """The spec with top-level fields changed (e.g. a ~400 M-parameter model)."""
+    return json.dumps({**json.loads(spec_json), **changes})
+
+
+def _expanded(spec_json: str, **changes) -> dict[str, torch.Tensor]:
+    """The state dict of the spec (with `changes`), every tensor a stride-0 view of one element."""
+    model = vspec.build(vspec.from_json(_big_spec(spec_json, **changes)), device="meta")
+    return {k: torch.zeros((1,) * v.dim(), dtype=v.dtype).expand(v.shape) for k, v in model.state_dict().items()}
+
+
+def _deflated_bomb(spec_json: str, gib: int = 1) -> bytes:
+    """A torch.save zip whose one weight's record is `gib` GiB of zeros deflated to ~1 MB per GiB (torch.save
+    never compresses; a reader that inflates the record allocates all of it)."""
+    small = 70_000  # a numel pickled as BININT ('J' + 4 bytes), patched to the big one
+    buf = io.BytesIO()
+    torch.save({"format": "vspec-checkpoint-1", "spec": spec_json, "state_dict": {"w": torch.zeros(small)}}, buf)
+    src, out = zipfile.ZipFile(io.BytesIO(buf.getvalue())), io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith("data.pkl"):
+                data = data.replace(b"J" + struct.pack("<i", small), b"J" + struct.pack("<i", gib * 2**28))
+            if not info.filename.endswith("/data/0"):
+                dst.writestr(info, data)
+                continue
+            record = zipfile.ZipInfo(info.filename)
+            record.compress_type = zipfile.ZIP_DEFLATED
+            with dst.open(record, "w", force_zip64=True) as f:
+                for _ in range(gib * 16):
+                    f.write(bytes(64 * 2**20))
+    return out.getvalue()
 
 
 def craft(folder: Path, good: Path) -> dict[str, tuple[Path, str, bool]]:
@@ -86,7 +136,7 @@ def craft(folder: Path, good: Path) -> dict[str, tuple[Path, str, bool]]:
     folder.mkdir(parents=True, exist_ok=True)
     data = good.read_bytes()
     ckpt = torch.load(good, map_location="cpu", weights_only=True)
-    plain = {k: v for k, v in ckpt.items() if k != CHECKSUM}
+    plain = {k: v for k, v in ckpt.items() if k not in CHECKSUMS}
 
     def edited(**changes):
         out = {**plain, **changes}
@@ -99,6 +149,9 @@ def craft(folder: Path, good: Path) -> dict[str, tuple[Path, str, bool]]:
     misfit["surplus.weight"] = torch.zeros(2)
     opt = {**plain["optimizer"], "state": {i: {**st, "exp_avg": st["exp_avg"].reshape(-1)[:1]}
                                            for i, st in plain["optimizer"]["state"].items()}}
+    loop, cycle = [], {}
+    loop.append(loop)
+    cycle["me"] = cycle
     cases = {
         "empty": (b"", "empty file", True),
         "random_bytes": (bytes(torch.randint(0, 256, (4096,), generator=torch.Generator().manual_seed(0)).tolist()),
@@ -117,6 +170,52 @@ def craft(folder: Path, good: Path) -> dict[str, tuple[Path, str, bool]]:
         "epoch_as_text": (edited(epoch="1"), "epoch", False),
         "optimizer_state_misfit": (edited(optimizer=opt), "optimizer state", False),
         "flipped_bytes": (_flip_tensor_bytes(data, ckpt), "checksum", True),
+        # fields edited in place, the checksum kept: a different model (or run) must not load silently
+        "spec_edited_in_place": (data.replace(b'"gelu"', b'"relu"', 1), "checksum", True),
+        "data_edited_in_place": (data.replace(b"synthetic", b"Synthetic"), "checksum", True),
+        # spec texts the JSON reader chokes on
+        "spec_nested_1e5_deep": (edited(spec="[" * 100_000 + "]" * 100_000), "spec", True),
+        "spec_object_nested_1e5_deep": (edited(spec='{"a": ' * 100_000 + "1" + "}" * 100_000), "spec", True),
+        "spec_5000_digit_int": (edited(spec='{"big": ' + "9" * 5000 + ", " + plain["spec"].lstrip()[1:]), "spec",
+                                True),
+        "spec_5000_digit_dim": (edited(spec=_big_spec(plain["spec"], dim="DIM").replace('"DIM"', "1" * 5000)),
+                                "spec", True),
+        # weights of a kind load_state_dict cannot copy
+        "weight_sparse_coo": (edited(state_dict={**sd, first: sd[first].to_sparse()}), "sparse", True),
+        "weight_sparse_csr": (edited(state_dict={**sd, second: sd[second].reshape(sd[second].shape[0], -1)
+                                                 .to_sparse_csr()}), "sparse", True),
+        "weight_on_meta": (edited(state_dict={**sd, first: torch.empty_like(sd[first], device="meta")}), "meta",
+                           True),
+        "weight_complex": (edited(state_dict={**sd, first: sd[first].to(torch.complex64)}), "complex", True),
+        # containers that contain themselves or are reached by 2**40 paths (a 2 KB file)
+        "list_contains_itself": (edited(junk=loop, **{CHECKSUM: ANY_SUM}), "contains itself", True),
+        "dict_contains_itself": (edited(junk=cycle, **{CHECKSUM: ANY_SUM}), "contains itself", True),
+        "metrics_contain_themselves": (edited(metrics=[*plain["metrics"], loop]), "contains itself", True),
+        "list_2_40_paths": (edited(junk=_nested(torch.zeros(1), 40), **{CHECKSUM: ANY_SUM}), "paths", True),
+        "dict_2_40_paths": (edited(junk=_nested(torch.zeros(1), 40, lambda x: {"a": x, "b": x}),
+                                   **{CHECKSUM: ANY_SUM}), "paths", True),
+        "list_2_40_paths_unsummed": (edited(junk=_nested(torch.zeros(1), 40)), "paths", True),
+        "one_tensor_under_1e5_keys": (edited(junk=dict.fromkeys(map(str, range(10**5)), torch.zeros(2**18)),
+                                             **{CHECKSUM: ANY_SUM}), "paths", True),
+        # a resume's own fields, malformed
+        "rng_python_short": (edited(rng={**plain["rng"], "python": (3, (1, 2, 3), None)}), "rng", False),
+        "rng_numpy_keys_text": (edited(rng={**plain["rng"], "numpy": {**plain["rng"]["numpy"], "keys": "k"}}), "rng",
+                                False),
+        "rng_torch_short": (edited(rng={**plain["rng"], "torch": torch.zeros(3, dtype=torch.uint8)}), "rng", False),
+        "rng_python_text": (edited(rng={**plain["rng"], "python": ("a", "b", "c")}), "rng", False),
+        "epoch_loss_text": (edited(epoch_loss=["a", 1]), "epoch_loss", False),
+        "epoch_loss_short": (edited(epoch_loss=[1.0]), "epoch_loss", False),
+        "metrics_not_records": (edited(metrics=[1, 2]), "metrics", False),
+        "metrics_record_text": (edited(metrics=[{**plain["metrics"][0], "val_top1": "x"}]), "metrics", False),
+        "best_epoch_text": (edited(best_epoch="1"), "best_epoch", False),
+        "data_args_tensor": (edited(data_args={**plain["data_args"], "seed": torch.ones(1)}), "data_args", False),
+        # a spec far bigger than the weights: refused before anything is allocated
+        "spec_400M_params_tiny_weights": (edited(spec=_big_spec(plain["spec"], depth=20, dim=1280)), "spec", True),
+        "spec_depth_1e6_tiny_weights": (edited(spec=_big_spec(plain["spec"], depth=10**6)), "spec", True),
+        "weights_stride0_over_4_bytes": (edited(spec=_big_spec(plain["spec"], depth=20, dim=1280),
+                                                state_dict=_expanded(plain["spec"], depth=20, dim=1280)),
+                                         "overlap", True),
+        "record_1gib_deflated": (_deflated_bomb(plain["spec"]), "compressed", True),
     }
     files = {}
     for name, (content, needle, for_models) in cases.items():
@@ -130,13 +229,28 @@ def craft(folder: Path, good: Path) -> dict[str, tuple[Path, str, bool]]:
     return files
 
 
+HANG_S = 60  # a try that runs longer is counted as a hang (and stopped)
+
+
+class Hang(BaseException):
+    """Raised in a try that outlived HANG_S."""
+
+
+def _alarm(signum, frame):
+    raise Hang
+
+
 def _outcome(call, path: Path, capsys) -> tuple[str, str]:
-    """('refused' | 'unclear' | 'accepted' | 'traceback', detail) of one consumer on one file: refused is
-    one line naming the file (a SpecError from vspec.load; exit 2 and stderr from the CLIs), unclear a
-    refusal that is not, traceback anything else escaping."""
+    """('refused' | 'unclear' | 'accepted' | 'traceback' | 'hang', detail) of one consumer on one file: refused
+    is one line naming the file (a SpecError from vspec.load; exit 2 and stderr from the CLIs), unclear a
+    refusal that is not, traceback anything else escaping, hang a try stopped after HANG_S seconds."""
     capsys.readouterr()
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(HANG_S)
     try:
         code = call()
+    except Hang:
+        return "hang", f"stopped after {HANG_S} s"
     except SpecError as e:
         if call.__name__ != "via_load":
             return "traceback", f"{type(e).__name__}: {e}"[:300]
@@ -145,19 +259,30 @@ def _outcome(call, path: Path, capsys) -> tuple[str, str]:
         return "traceback", f"{type(e).__name__}: {e}"[:300]
     else:
         err = capsys.readouterr().err
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
     if code == 0:
         return "accepted", ""
     ok = code == 2 and err.count("\n") == 1 and str(path) in err and "Traceback" not in err
     return ("refused" if ok else "unclear"), err.strip()[:300]
 
 
-def survey(tmp: Path, capsys, spec: Path, good: Path) -> tuple[dict, dict]:
-    """Every crafted checkpoint (made from the training run `spec`, `good`) x every consumer: (counts,
-    failures)."""
+CONSUMERS = ("load", "eval", "analyze", "resume")
+
+
+def survey(tmp: Path, capsys, spec: Path, good: Path, only: str | None = None) -> tuple[dict, dict]:
+    """Every crafted checkpoint (made from the training run `spec`, `good`; `only`: the names containing it)
+    x every consumer: (counts, failures)."""
+    from vspec.cli import main as vspec_main
+
     files = craft(tmp / "bad", good)
-    counts = {"tries": 0, "clean": 0, "tracebacks": 0, "accepted": 0}
+    counts = {"tries": 0, "clean": 0, "tracebacks": 0, "hangs": 0, "accepted": 0}
     failures = {}
     for name, (path, needle, for_models) in files.items():
+        if only and only not in name:
+            continue
+
         def via_load():
             vspec.load(path)
             return 0
@@ -165,13 +290,18 @@ def survey(tmp: Path, capsys, spec: Path, good: Path) -> tuple[dict, dict]:
         def via_eval():
             return eval_main(eval_args(path))
 
+        def via_analyze():
+            return vspec_main(["analyze", str(path), "--what", "maps", "--out-dir", str(tmp / "analyzed")])
+
         def via_resume():
             return train_main(train_args(spec, path.parent, "--epochs", "2", "--resume"))
 
-        for consumer, must_refuse in ((via_load, for_models), (via_eval, for_models), (via_resume, True)):
+        for consumer, must_refuse in ((via_load, for_models), (via_eval, for_models), (via_analyze, for_models),
+                                      (via_resume, True)):
             outcome, detail = _outcome(consumer, path, capsys)
             counts["tries"] += 1
             counts["tracebacks"] += outcome == "traceback"
+            counts["hangs"] += outcome == "hang"
             counts["accepted"] += outcome == "accepted" and must_refuse
             clean = outcome == ("refused" if must_refuse else "accepted") and (outcome != "refused" or needle in detail)
             counts["clean"] += clean
@@ -181,10 +311,11 @@ def survey(tmp: Path, capsys, spec: Path, good: Path) -> tuple[dict, dict]:
     return counts, failures
 
 
-def figures(counts: dict, consumers: int = 3) -> str:
+def figures(counts: dict, consumers: int = len(CONSUMERS)) -> str:
     n = counts["tries"] // consumers
-    return (f"crafted checkpoints {n} x consumers {consumers} = {counts['tries']} tries / {counts['clean']} clean / "
-            f"{counts['tracebacks']} tracebacks ({counts['accepted']} bad ones used silently)")
+    return (f"crafted checkpoints {n} x consumers {consumers} = {counts['tries']} tried / {counts['clean']} clean / "
+            f"{counts['tracebacks']} tracebacks / {counts['hangs']} hangs ({counts['accepted']} bad ones used "
+            "silently)")
 
 
 def test_every_crafted_checkpoint_is_refused_in_one_line_by_every_consumer(good_run, tmp_path, capsys):
@@ -192,7 +323,8 @@ def test_every_crafted_checkpoint_is_refused_in_one_line_by_every_consumer(good_
     with capsys.disabled():
         print("\n" + figures(counts))
     assert failures == {}
-    assert counts["clean"] == counts["tries"] == 16 * 3 and counts["tracebacks"] == 0
+    assert counts["clean"] == counts["tries"] == N_CRAFTED * len(CONSUMERS)
+    assert counts["tracebacks"] == counts["hangs"] == 0
 
 
 def test_the_command_lines_refuse_without_traceback_or_running_code(good_run, tmp_path):
@@ -312,11 +444,13 @@ if __name__ == "__main__":  # the survey's figures, for the issue's closing note
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     real_err, sys.stderr = sys.stderr, io.StringIO()
+    real_out, sys.stdout = sys.stdout, io.StringIO()  # the consumers' own reports
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            counts, failures = survey(Path(tmp), _Capture(), *train_run(Path(tmp) / "good"))
+            counts, failures = survey(Path(tmp), _Capture(), *train_run(Path(tmp) / "good"),
+                                      only=sys.argv[1] if len(sys.argv) > 1 else None)
     finally:
-        sys.stderr = real_err
+        sys.stderr, sys.stdout = real_err, real_out
     print(figures(counts))
     for key, detail in failures.items():
         print(f"  {key}: {detail[:200]}")
