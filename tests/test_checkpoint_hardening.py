@@ -214,8 +214,9 @@ def craft(folder: Path, good: Path) -> dict[str, tuple[Path, str, bool]]:
         "batches_done_beyond_the_epoch": (edited(batches_done=2**62), "batches_done", False),
         "data_args_tensor": (edited(data_args={**plain["data_args"], "seed": torch.ones(1)}), "data_args", False),
         # a spec far bigger than the weights: refused before anything is allocated
-        "spec_400M_params_tiny_weights": (edited(spec=_big_spec(plain["spec"], depth=20, dim=1280)), "spec", True),
-        "spec_depth_1e6_tiny_weights": (edited(spec=_big_spec(plain["spec"], depth=10**6)), "spec", True),
+        "spec_400M_params_tiny_weights": (edited(spec=_big_spec(plain["spec"], depth=20, dim=1280)), "describes",
+                                          True),
+        "spec_depth_1e6_tiny_weights": (edited(spec=_big_spec(plain["spec"], depth=10**6)), "describes", True),
         "weights_stride0_over_4_bytes": (edited(spec=_big_spec(plain["spec"], depth=20, dim=1280),
                                                 state_dict=_expanded(plain["spec"], depth=20, dim=1280)),
                                          "overlap", True),

@@ -105,11 +105,11 @@ class Scan:
                 elif isinstance(child, CONTAINERS):
                     c = id(child)
                     if c in open_:
-                        self._refuse(c, "contains itself", id(container), key)
+                        self._refuse(id(container), key, f"contains itself ({{here}} is {self.path(c)})")
                     if c in done:
                         if done[c]:
-                            self._refuse(c, "holds tensors and is reached by several paths (also as {other}): not "
-                                            "what torch.save writes of vspec's state", id(container), key)
+                            self._refuse(id(container), key, "reaches a container holding tensors by several paths "
+                                                             f"({self.path(c)} and {{here}}); vspec writes none")
                         continue
                     self.parent[c] = (id(container), key)
                     open_.add(c)
@@ -140,26 +140,27 @@ class Scan:
                 parts.append(str(k))
             node = up
         parts.reverse()
-        return ".".join(parts) if len(parts) <= limit else ".".join([*parts[:3], "...", *parts[-2:]]) + \
-            f" ({len(parts)} levels)"
+        if len(parts) <= limit:
+            return ".".join(parts)
+        return f"{'.'.join(parts[:3])}...{'.'.join(parts[-2:])} [{len(parts)} levels]"
 
-    def _refuse(self, node: int, what: str, parent: int, key: Any) -> None:
+    def _refuse(self, parent: int, key: Any, what: str) -> None:
+        """`what` (with `{here}`: the path to `key` in `parent`) about the top-level field that holds it."""
         here = self.path(parent, key)
-        if "{other}" in what:
-            what = what.format(other=self.path(node))
-        raise CheckpointError(self.file, f"its '{here.split('.')[0]}' {what} (at {here})" if here else what)
+        raise CheckpointError(self.file, f"its '{here.split('.')[0]}' " + what.replace("{here}", here))
 
     def _tensor(self, t: torch.Tensor, parent: int, key: Any) -> None:
         if t.layout != torch.strided:
-            self._refuse(0, f"holds a {str(t.layout).removeprefix('torch.')} tensor; vspec writes dense tensors",
-                         parent, key)
+            self._refuse(parent, key, f"holds a {str(t.layout).removeprefix('torch.')} tensor at {{here}}; vspec "
+                                      "writes dense ones")
         if t.device.type != "cpu":
-            self._refuse(0, f"holds a tensor on the {t.device.type} device, without data", parent, key)
+            self._refuse(parent, key, f"holds a tensor on the {t.device.type} device (no data) at {{here}}")
         if t.is_quantized:
-            self._refuse(0, "holds a quantized tensor; vspec writes plain ones", parent, key)
+            self._refuse(parent, key, "holds a quantized tensor at {here}; vspec writes plain ones")
         if _nbytes(t) > t.untyped_storage().nbytes():
-            self._refuse(0, f"holds a tensor of {_size(_nbytes(t))} over {_size(t.untyped_storage().nbytes())} of "
-                            f"storage (strides {list(t.stride())}: it overlaps itself)", parent, key)
+            storage = _size(t.untyped_storage().nbytes())
+            self._refuse(parent, key, f"holds a tensor of {_size(_nbytes(t))} over {storage} of storage at {{here}} "
+                                      f"(strides {list(t.stride())}: it overlaps itself)")
         self.referenced += _nbytes(t)
         self.tensors.setdefault(id(t), t)
 
