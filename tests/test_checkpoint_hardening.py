@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECKSUM = "tensor_sha256"  # the previous release's checksum (of the tensors)
 CHECKSUMS = (CHECKSUM, "sha256")  # and today's (of everything)
 # The survey (down to `figures`) uses only what every release has, so that it also measures an older one:
-# `PYTHONPATH=OLD_CHECKOUT python tests/test_checkpoint_hardening.py`.
+# `PYTHONPATH=OLD_CHECKOUT python tests/test_checkpoint_hardening.py [NAME]` (this checkout: PYTHONPATH=.; NAME:
+# only the crafted files whose names contain it). A try that outlives HANG_S seconds counts as a hang.
 
 
 class Evil:
