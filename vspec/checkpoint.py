@@ -1,18 +1,29 @@
-"""Checkpoints that carry their spec: `{"format", "spec" (JSON text), "state_dict", "tensor_sha256"}`;
+"""Checkpoints that carry their spec: `{"format", "spec" (JSON text), "state_dict", "sha256"}`;
 training checkpoints add "ema", optimizer state and so on (vspec.train.checkpoints). Those of earlier
 releases are upgraded on load.
 
-`load_checkpoint` is the one loader behind every consumer (`vspec.load`, tools/eval.py,
-tools/train.py --resume): it reads with `weights_only=True` (no code in a file ever runs), checks the
-checksum, validates the structure and upgrades the spec; every problem is a one-line CheckpointError
-that names the file and the cause."""
+`load_checkpoint` is the one loader behind every consumer (`vspec.load`, tools/eval.py, `vspec analyze`,
+tools/train.py --resume): it reads with `weights_only=True` (no code in a file ever runs) and, for a zip
+file (what torch.save writes), memory-maps its records after refusing compressed ones, so that nothing is
+allocated that the file does not hold; it walks the file without recursion (refusing a container that
+contains itself, or one holding tensors reached by several paths), checks the checksum, validates the
+structure, upgrades the spec and compares the weights' keys, shapes and sizes with what the spec builds
+(on the meta device) before any consumer allocates the model. Every problem is a one-line
+CheckpointError that names the file and the cause.
+
+Checksums: "sha256" covers the whole file's content (the spec text, every field, every tensor's dtype,
+shape and bytes), so that an edited spec or field is refused like a flipped weight. Checkpoints of the
+previous release carry "tensor_sha256" instead, which covers the tensors only: it is verified, and the
+rest of such a file is taken as it is (re-save it to cover everything). A checksum is no signature:
+whoever edits a file on purpose can recompute it."""
 
 import hashlib
 import json
 import re
 import warnings
+import zipfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -22,10 +33,16 @@ from .spec import Model, SpecError, from_dict, from_json, to_json
 from .spec.migrate import state_key_upgrade, upgrade, version_of
 
 FORMAT = "vspec-checkpoint-1"
-CHECKSUM = "tensor_sha256"
+CHECKSUM = "sha256"  # of everything in the file (`checksum`)
+TENSOR_CHECKSUM = "tensor_sha256"  # the previous release's: of the tensors alone (`tensor_checksum`)
 # the fields every checkpoint has, and their types (None: the field may be None)
 MODEL_FIELDS: dict[str, tuple] = {"spec": (str,), "state_dict": (dict,)}
-OPTIONAL_FIELDS: dict[str, tuple] = {"format": (str,), "ema": (dict, type(None)), CHECKSUM: (str,)}
+OPTIONAL_FIELDS: dict[str, tuple] = {"format": (str,), "ema": (dict, type(None)), CHECKSUM: (str,),
+                                     TENSOR_CHECKSUM: (str,)}
+CONTAINERS = (dict, list, tuple, set, frozenset)
+# how far the tensors' references may exceed their distinct bytes (one tensor under many keys), and how far
+# the weights a spec describes may exceed those a file holds (half-precision weights are half the size)
+REPEATS, SLACK, SPEC_RATIO = 4, 16 * 2**20, 4
 
 
 class CheckpointError(SpecError):
@@ -46,30 +63,185 @@ def cause(e: BaseException, limit: int = 160) -> str:
     return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
-def _tensors(obj: Any, key: str = "") -> Iterator[tuple[str, torch.Tensor]]:
-    """Every tensor in nested dicts / lists with its key path, in a deterministic order."""
-    if isinstance(obj, torch.Tensor):
-        yield key, obj
-    elif isinstance(obj, dict):
-        for k in sorted(obj, key=str):
-            yield from _tensors(obj[k], f"{key}.{k}")
-    elif isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            yield from _tensors(v, f"{key}.{i}")
+def _size(n: int) -> str:
+    from .spec.budget import size
+
+    return size(n)
+
+
+def _children(obj: Any) -> list[tuple[Any, Any]]:
+    """(key, child) of a container; dict keys are labels, not walked."""
+    if isinstance(obj, dict):
+        return list(obj.items())
+    if isinstance(obj, (set, frozenset)):
+        return [(i, v) for i, v in enumerate(sorted(obj, key=repr))]
+    return list(enumerate(obj))
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+class Scan:
+    """One walk over a checkpoint's objects, without recursion: every distinct tensor once (`tensors`, by id),
+    how many bytes its references add up to (`referenced`), and the path to an object (`path`). A container
+    that contains itself, one that holds tensors and is reached by several paths, a tensor that is not a dense
+    CPU tensor within its storage, and tensors that overlap one another many times over are refused."""
+
+    def __init__(self, obj: Any, file: str | Path):
+        self.file = file
+        self.parent: dict[int, tuple[int | None, Any]] = {id(obj): (None, None)}
+        self.tensors: dict[int, torch.Tensor] = {}
+        self.referenced = 0
+        open_: set[int] = {id(obj)}
+        done: dict[int, bool] = {}  # id -> whether it holds a tensor
+        stack = [(obj, iter(_children(obj)), [False])]
+        while stack:
+            container, items, holds = stack[-1]
+            for key, child in items:
+                if isinstance(child, torch.Tensor):
+                    self._tensor(child, id(container), key)
+                    holds[0] = True
+                elif isinstance(child, CONTAINERS):
+                    c = id(child)
+                    if c in open_:
+                        self._refuse(id(container), key, f"contains itself ({{here}} is {self.path(c)})")
+                    if c in done:
+                        if done[c]:
+                            self._refuse(id(container), key, "reaches a container holding tensors by several paths "
+                                                             f"({self.path(c)} and {{here}}); vspec writes none")
+                        continue
+                    self.parent[c] = (id(container), key)
+                    open_.add(c)
+                    stack.append((child, iter(_children(child)), [False]))
+                    break
+            else:
+                stack.pop()
+                open_.discard(id(container))
+                done[id(container)] = holds[0]
+                if stack:
+                    stack[-1][2][0] |= holds[0]
+        distinct = sum(_nbytes(t) for t in self.tensors.values())
+        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in self.tensors.values()}
+        if self.referenced > REPEATS * distinct + SLACK:
+            raise CheckpointError(file, f"its tensors are reached by paths adding up to {_size(self.referenced)}, "
+                                        f"{self.referenced / max(distinct, 1):.0f} times their "
+                                        f"{_size(distinct)}: not what torch.save writes of vspec's state")
+        if distinct > REPEATS * sum(storages.values()) + SLACK:
+            raise CheckpointError(file, f"its tensors overlap one another: {_size(distinct)} of tensors over "
+                                        f"{_size(sum(storages.values()))} of storage")
+
+    def path(self, node: int, key: Any = None, limit: int = 6) -> str:
+        """The dotted path to `node` (then `key`), its first and last parts where it is long."""
+        parts = [] if key is None else [str(key)]
+        while node is not None:
+            up, k = self.parent[node]
+            if up is not None:
+                parts.append(str(k))
+            node = up
+        parts.reverse()
+        if len(parts) <= limit:
+            return ".".join(parts)
+        return f"{'.'.join(parts[:3])}...{'.'.join(parts[-2:])} [{len(parts)} levels]"
+
+    def _refuse(self, parent: int, key: Any, what: str) -> None:
+        """`what` (with `{here}`: the path to `key` in `parent`) about the top-level field that holds it."""
+        here = self.path(parent, key)
+        raise CheckpointError(self.file, f"its '{here.split('.')[0]}' " + what.replace("{here}", here))
+
+    def _tensor(self, t: torch.Tensor, parent: int, key: Any) -> None:
+        if t.layout != torch.strided:
+            self._refuse(parent, key, f"holds a {str(t.layout).removeprefix('torch.')} tensor at {{here}}; vspec "
+                                      "writes dense ones")
+        if t.device.type != "cpu":
+            self._refuse(parent, key, f"holds a tensor on the {t.device.type} device (no data) at {{here}}")
+        if t.is_quantized:
+            self._refuse(parent, key, "holds a quantized tensor at {here}; vspec writes plain ones")
+        if _nbytes(t) > t.untyped_storage().nbytes():
+            storage = _size(t.untyped_storage().nbytes())
+            self._refuse(parent, key, f"holds a tensor of {_size(_nbytes(t))} over {storage} of storage at {{here}} "
+                                      f"(strides {list(t.stride())}: it overlaps itself)")
+        self.referenced += _nbytes(t)
+        self.tensors.setdefault(id(t), t)
+
+
+def _tensor_bytes(t: torch.Tensor):
+    return t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
 
 
 def tensor_checksum(obj: Any) -> str:
-    """sha256 (hex) over the key path, dtype, shape and bytes of every tensor in `obj`."""
+    """The previous release's checksum: sha256 (hex) over the key path, dtype, shape and bytes of every tensor
+    in `obj`, dict keys in sorted order; containers that hold no tensor are skipped (they add nothing).
+    Walks without recursion; the caller refuses shared or self-containing containers first (`Scan`)."""
     h = hashlib.sha256()
-    for key, t in _tensors(obj):
-        h.update(f"{key}|{t.dtype}|{tuple(t.shape)}\n".encode())
-        h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+    stack: list[tuple[str, Any]] = [("", obj)]
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, torch.Tensor):
+            h.update(f"{key}|{value.dtype}|{tuple(value.shape)}\n".encode())
+            h.update(_tensor_bytes(value))
+        elif isinstance(value, dict):
+            stack.extend((f"{key}.{k}", value[k]) for k in reversed(sorted(value, key=str)))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((f"{key}.{i}", v) for i, v in reversed(list(enumerate(value))))
+    return h.hexdigest()
+
+
+_CLOSE = object()
+
+
+def checksum(obj: Any) -> str:
+    """sha256 (hex) over everything in `obj`: each object's type and value (str, int, float, bool, None,
+    bytes; torch dtypes and devices by name), containers with their lengths and their items in order (dict
+    keys too), tensors with dtype, shape and bytes. An object met again (a shared tuple, one tensor under two
+    keys) is hashed as a reference to its first occurrence, so the walk is as long as the file. No recursion."""
+    h = hashlib.sha256()
+    seen: dict[int, int] = {}
+    stack: list[Any] = [obj]
+    while stack:
+        value = stack.pop()
+        if value is _CLOSE:
+            h.update(b");")
+            continue
+        if isinstance(value, (torch.Tensor, *CONTAINERS)):
+            if id(value) in seen:
+                h.update(f"R{seen[id(value)]};".encode())
+                continue
+            seen[id(value)] = len(seen)
+        kind = type(value).__name__
+        if value is None or isinstance(value, bool):
+            h.update(f"{kind}:{value};".encode())
+        elif isinstance(value, int):
+            h.update(f"{kind}:{value:x};".encode())  # hex: no limit on the digits of an int
+        elif isinstance(value, float):
+            h.update(f"{kind}:{value.hex()};".encode())
+        elif isinstance(value, str):
+            data = value.encode("utf-8", "surrogatepass")
+            h.update(f"{kind}:{len(data)}:".encode())
+            h.update(data)
+        elif isinstance(value, (bytes, bytearray)):
+            h.update(f"{kind}:{len(value)}:".encode())
+            h.update(value)
+        elif isinstance(value, torch.Tensor):
+            h.update(f"{kind}:{value.dtype}|{tuple(value.shape)}:".encode())
+            h.update(_tensor_bytes(value))
+        elif isinstance(value, CONTAINERS):
+            items = _children(value)
+            h.update(f"{kind}:{len(items)}(".encode())
+            stack.append(_CLOSE)  # closes the container after its items
+            for k, v in reversed(items):
+                stack.append(v)
+                if isinstance(value, dict):
+                    stack.append(k)
+        else:  # torch.dtype, torch.device, complex ...
+            h.update(f"{kind}:{value!s};".encode())
     return h.hexdigest()
 
 
 def with_checksum(state: dict[str, Any]) -> dict[str, Any]:
-    """`state` plus the checksum of its tensors, for saving."""
-    return {**{k: v for k, v in state.items() if k != CHECKSUM}, CHECKSUM: tensor_checksum(state)}
+    """`state` plus the checksum of everything in it, for saving."""
+    plain = {k: v for k, v in state.items() if k not in (CHECKSUM, TENSOR_CHECKSUM)}
+    return {**plain, CHECKSUM: checksum(plain)}
 
 
 def save(model: nn.Module, path: str | Path, spec: Model | None = None) -> Path:
@@ -88,8 +260,10 @@ def migrate_checkpoint(ckpt: dict[str, Any]) -> dict[str, Any]:
     beside them no longer fits the model."""
     try:
         data = json.loads(ckpt["spec"])
-    except (TypeError, json.JSONDecodeError) as e:
-        raise SpecError("", f"the checkpoint's spec is not JSON: {e}") from None
+    except (TypeError, ValueError) as e:  # JSONDecodeError, or an int beyond Python's 4300 digits
+        raise SpecError("", f"the checkpoint's spec is not JSON: {cause(e)}") from None
+    except RecursionError:
+        raise SpecError("", "the checkpoint's spec is not JSON vspec reads: nested too deep") from None
     if not isinstance(data, dict):
         raise SpecError("", "the checkpoint's spec is not a JSON table")
     version = version_of(data)
@@ -124,17 +298,42 @@ def check_fields(ckpt: dict, fields: dict[str, tuple], file: str | Path, require
                                         f"{_a(_type_names(types))}")
 
 
+def _zip_records(path: Path) -> bool:
+    """Whether `path` is a zip file (torch.save's format), after refusing records that torch.save never
+    writes: compressed ones (inflating one allocates what the file does not hold: a 1 MB file can declare a
+    GiB) and ones larger than the file."""
+    if not zipfile.is_zipfile(path):
+        return False
+    try:
+        with zipfile.ZipFile(path) as z:
+            records = z.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as e:
+        raise CheckpointError(path, f"not a readable checkpoint (a damaged zip file: {cause(e)})") from None
+    file_size = path.stat().st_size
+    for r in records:
+        if r.compress_type != zipfile.ZIP_STORED:
+            raise CheckpointError(path, f"its record {r.filename!r} is compressed ({_size(r.compress_size)} "
+                                        f"declared to inflate to {_size(r.file_size)}); torch.save writes records "
+                                        "uncompressed, and this one is not read")
+        if r.file_size > file_size:
+            raise CheckpointError(path, f"its record {r.filename!r} declares {_size(r.file_size)}, more than the "
+                                        f"file's {_size(file_size)}")
+    return True
+
+
 def read(path: str | Path) -> dict[str, Any]:
-    """The raw checkpoint dict, read with weights_only=True, its checksum (when it has one) verified."""
+    """The raw checkpoint dict, read with weights_only=True (a zip file memory-mapped, see `_zip_records`),
+    walked (`Scan`) and its checksum (when it has one) verified."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(path, "no such checkpoint" if not path.exists() else "not a file")
     if path.stat().st_size == 0:
         raise CheckpointError(path, "empty file, not a checkpoint")
+    mmap = _zip_records(path)
     try:
         with warnings.catch_warnings():  # a foreign pickle's warnings are no second line of the error
             warnings.simplefilter("ignore")
-            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+            ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:  # noqa: BLE001 - any unreadable file is reported the same way
         refused = "Unsupported global" in str(e)  # not a mere corrupt byte stream
         raise CheckpointError(path, "not a readable checkpoint (" + (
@@ -142,17 +341,52 @@ def read(path: str | Path) -> dict[str, Any]:
             f"truncated, corrupt or not written by torch.save: {cause(e)})")) from None
     if not isinstance(ckpt, dict):
         raise CheckpointError(path, f"not a vspec checkpoint ({_a(type(ckpt).__name__)}, not a dict)")
-    saved = ckpt.get(CHECKSUM)
-    if saved is not None and (not isinstance(saved, str) or saved != tensor_checksum(ckpt)):
-        raise CheckpointError(path, "checksum mismatch: its tensors are not the ones vspec wrote (a corrupt or "
-                                    "edited file)")
+    Scan(ckpt, path)
+    content = {k: v for k, v in ckpt.items() if k not in (CHECKSUM, TENSOR_CHECKSUM)}
+    for key, digest in ((CHECKSUM, checksum), (TENSOR_CHECKSUM, tensor_checksum)):
+        saved = ckpt.get(key)
+        if saved is not None and (not isinstance(saved, str) or saved != digest(content)):
+            raise CheckpointError(path, "checksum mismatch: its content is not what vspec wrote (a corrupt or "
+                                        f"edited file; '{key}' covers " + (
+                                            "all of it)" if key == CHECKSUM else "its tensors)"))
     return ckpt
+
+
+def _weights_fit(ckpt: dict[str, Any], file: Path) -> None:
+    """Compare the weights ("state_dict", "ema") with what the spec builds, before anything is allocated:
+    first the sizes (the spec's estimate, `vspec.spec.budget`, against the bytes the file holds, and its
+    blocks against the weights' keys), then the keys, shapes and kinds of dtype of the model built on the
+    meta device."""
+    from .spec import budget
+
+    spec = from_json(ckpt["spec"])
+    weights = ckpt["state_dict"]
+    held = sum(_nbytes(t) for t in weights.values())
+    try:
+        estimate = budget.estimate(spec)
+    except SpecError:
+        raise
+    except Exception:  # noqa: BLE001 - no estimate for this spec: the meta model decides alone
+        estimate = None
+    if estimate is not None:
+        budget.check_representable(estimate)
+        if estimate.params > SPEC_RATIO * held + 2**16 or estimate.blocks > len(weights):
+            raise CheckpointError(file, f"its spec describes a model of about {_size(estimate.params)} of "
+                                        f"weights in {estimate.blocks:,} blocks, but its 'state_dict' holds "
+                                        f"{_size(held)} in {len(weights):,} tensors: not that model's weights")
+    model = build(spec, device="meta")
+    own = model.state_dict()
+    check_weights(own, weights, file)
+    if isinstance(ckpt.get("ema"), dict):
+        check_weights(own, ckpt["ema"], file, "EMA weights")
 
 
 def load_checkpoint(path: str | Path, fields: dict[str, tuple] | None = None,
                     formats: tuple[str, ...] | None = None) -> dict:
     """The checkpoint dict, read and checked (see `read`), validated (the model fields, plus `fields` with
-    their types; a "format" among `formats` when given) and upgraded to the current spec format."""
+    their types; a "format" among `formats` when given), upgraded to the current spec format, and its
+    weights compared with the spec's model (`_weights_fit`)."""
+    path = Path(path)
     ckpt = read(path)
     if "spec" not in ckpt and "state_dict" not in ckpt:
         raise CheckpointError(path, "not a vspec checkpoint (no 'spec' and 'state_dict' entries)")
@@ -165,22 +399,33 @@ def load_checkpoint(path: str | Path, fields: dict[str, tuple] | None = None,
         weights = ckpt.get(name) or {}
         bad = next((k for k, v in weights.items() if not (isinstance(k, str) and isinstance(v, torch.Tensor))), None)
         if bad is not None:
-            raise CheckpointError(path, f"the checkpoint's '{name}' maps {bad!r} to "
+            raise CheckpointError(path, f"the checkpoint's '{name}' maps {str(bad)[:80]!r} to "
                                         f"{_a(type(weights[bad]).__name__)}, not a tensor")
     try:
-        return migrate_checkpoint(ckpt)
+        ckpt = migrate_checkpoint(ckpt)
+        _weights_fit(ckpt, path)
+    except CheckpointError:
+        raise
     except SpecError as e:
         raise CheckpointError(path, str(e)) from None
+    except (RecursionError, ValueError, OverflowError, MemoryError) as e:  # a spec beyond what its reader takes
+        raise CheckpointError(path, f"its spec cannot be read ({cause(e)})") from None
+    return ckpt
 
 
 def _few(keys: list[str], limit: int = 3) -> str:
     return ", ".join(keys[:limit]) + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
 
 
-def load_weights(module: nn.Module, weights: dict[str, torch.Tensor], file: str | Path, what: str = "weights") -> None:
-    """module.load_state_dict(weights), or a CheckpointError listing (briefly) the missing, unexpected and
-    misshapen keys."""
-    own = module.state_dict()
+def _kind(dtype: torch.dtype) -> str:
+    return "complex" if dtype.is_complex else "floating-point" if dtype.is_floating_point else \
+        "boolean" if dtype == torch.bool else "integer"
+
+
+def check_weights(own: dict[str, torch.Tensor], weights: dict[str, torch.Tensor], file: str | Path,
+                  what: str = "weights") -> None:
+    """A CheckpointError listing (briefly) the missing, unexpected and misshapen keys of `weights`, and
+    those of another kind of dtype (complex for float ...), against the module's state dict `own`."""
     problems = []
     if missing := [k for k in own if k not in weights]:
         problems.append(f"missing {_few(missing)}")
@@ -189,8 +434,17 @@ def load_weights(module: nn.Module, weights: dict[str, torch.Tensor], file: str 
     if shapes := [f"{k} {list(weights[k].shape)} (model {list(v.shape)})" for k, v in own.items()
                   if k in weights and weights[k].shape != v.shape]:
         problems.append(f"shape {_few(shapes, 2)}")
+    if kinds := [f"{k} {str(weights[k].dtype).removeprefix('torch.')} ({_kind(weights[k].dtype)}, model "
+                 f"{_kind(v.dtype)})" for k, v in own.items()
+                 if k in weights and _kind(weights[k].dtype) != _kind(v.dtype)]:
+        problems.append(f"dtype {_few(kinds, 2)}")
     if problems:
         raise CheckpointError(file, f"the {what} do not fit its spec: {'; '.join(problems)}")
+
+
+def load_weights(module: nn.Module, weights: dict[str, torch.Tensor], file: str | Path, what: str = "weights") -> None:
+    """module.load_state_dict(weights), or a CheckpointError (see `check_weights`)."""
+    check_weights(module.state_dict(), weights, file, what)
     module.load_state_dict(weights)
 
 

@@ -67,7 +67,8 @@ def build(spec: S.Model, device: torch.device | str | None = None, *, tie_repeat
     model, not one to train.
 
     `check_memory` compares the weights' size and the modules' host memory, estimated from the spec
-    (`vspec.spec.budget`), with the memory free (CPU and meta: MemAvailable; CUDA: the device's) and raises
+    (`vspec.spec.budget`), with the memory free (CPU and meta: `budget.available()`, the smallest of
+    MemAvailable, ulimits and cgroup limits; CUDA: the device's) and raises
     `MemoryBudgetError` (a SpecError and a MemoryError) instead of allocating what does not fit. A
     model with a tensor beyond torch's size limit is refused on any device."""
     if not isinstance(spec, S.Model):

@@ -275,9 +275,24 @@ def estimate(spec: Model, batch: int = 1) -> Budget:
     return Budget(params, distinct, image + work, largest, spec.depth)
 
 
-def available() -> int | None:
-    """Bytes of memory available now: /proc/meminfo's MemAvailable, else free physical pages; None when
-    neither is known."""
+CGROUP_ROOT = "/sys/fs/cgroup"
+UNLIMITED = 2**62  # a cgroup v1 "limit" at least this large is none (the kernel writes 2**63 - 4096)
+
+
+def available(cgroup_root: str | os.PathLike | None = None) -> int | None:
+    """Bytes of memory this process can still allocate: the smallest of what applies among
+    /proc/meminfo's MemAvailable (else the free physical pages), what an address-space or data limit
+    (`ulimit -v`: RLIMIT_AS over /proc/self/status's VmSize; `ulimit -d`: RLIMIT_DATA over VmData) leaves,
+    and what the memory limit of the process's cgroup and of each of its ancestors leaves (v2: memory.max
+    minus memory.current; v1: memory.limit_in_bytes minus memory.usage_in_bytes; the reclaimable page cache,
+    memory.stat's inactive_file, counted as free). `cgroup_root` (default: $VSPEC_CGROUP_ROOT, else
+    /sys/fs/cgroup) is where the hierarchy is mounted. None when nothing is known."""
+    root = cgroup_root if cgroup_root is not None else os.environ.get("VSPEC_CGROUP_ROOT") or CGROUP_ROOT
+    known = [n for n in (_mem_available(), *_rlimits_left(), *_cgroups_left(str(root))) if n is not None]
+    return max(min(known), 0) if known else None
+
+
+def _mem_available() -> int | None:
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -289,6 +304,79 @@ def available() -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def _rlimits_left() -> list[int]:
+    """What RLIMIT_AS and RLIMIT_DATA (soft limits) leave above the process's address space and data now."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return []
+    try:
+        with open("/proc/self/status") as f:
+            status = {k: v for k, _, v in (line.partition(":") for line in f)}
+    except OSError:
+        status = {}
+    left = []
+    for limit, field in (("RLIMIT_AS", "VmSize"), ("RLIMIT_DATA", "VmData")):
+        try:
+            soft = resource.getrlimit(getattr(resource, limit))[0]
+            used = int(status[field].split()[0]) * 1024
+        except (AttributeError, KeyError, ValueError, IndexError, OSError):
+            continue
+        if soft != resource.RLIM_INFINITY and soft >= 0:
+            left.append(soft - used)
+    return left
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+        return None if text == "max" else int(text)
+    except (OSError, ValueError):
+        return None
+
+
+def _inactive_file(folder: str) -> int:
+    try:
+        with open(os.path.join(folder, "memory.stat")) as f:
+            for line in f:
+                key, _, value = line.partition(" ")
+                if key in ("inactive_file", "total_inactive_file"):
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _cgroups_left(root: str) -> list[int]:
+    """What the memory limits of this process's cgroups (v2 and v1, each folder from the process's own up to
+    the root) leave."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = [line.strip().split(":", 2) for line in f if line.count(":") >= 2]
+    except OSError:
+        lines = []
+    places = []  # (folder of the hierarchy, the process's path in it, limit file, usage file)
+    for _, controllers, path in lines:
+        if controllers == "":  # v2, mounted at the root or (a hybrid hierarchy) at root/unified
+            unified = os.path.join(root, "unified")
+            places.append((unified if os.path.isdir(unified) else root, path, "memory.max", "memory.current"))
+        elif "memory" in controllers.split(","):
+            places.append((os.path.join(root, "memory"), path, "memory.limit_in_bytes", "memory.usage_in_bytes"))
+    if not lines:  # no /proc/self/cgroup (or an empty one): the hierarchy's root alone
+        places = [(root, "/", "memory.max", "memory.current"),
+                  (os.path.join(root, "memory"), "/", "memory.limit_in_bytes", "memory.usage_in_bytes")]
+    left = []
+    for base, path, limit_file, usage_file in places:
+        parts = [p for p in path.split("/") if p and p != ".."]
+        for depth in range(len(parts), -1, -1):
+            folder = os.path.join(base, *parts[:depth])
+            limit, usage = _read_int(os.path.join(folder, limit_file)), _read_int(os.path.join(folder, usage_file))
+            if limit is not None and limit < UNLIMITED and usage is not None:
+                left.append(limit - max(usage - _inactive_file(folder), 0))
+    return left
 
 
 def size(n: int) -> str:

@@ -130,14 +130,36 @@ def rng_state() -> dict[str, Any]:
     return state
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
+def _rng_parts(state: dict[str, Any]) -> tuple[tuple, tuple, torch.Tensor, Any]:
+    """The Python, numpy and torch states as their setters take them, and the CUDA states (or None)."""
     version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
     n = state["numpy"]
-    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    numpy_state = (n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"])
+    return (version, tuple(internal), gauss), numpy_state, state["torch"], state.get("cuda")
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    python, numpy_state, torch_state, cuda = _rng_parts(state)
+    random.setstate(python)
+    np.random.set_state(numpy_state)
+    torch.set_rng_state(torch_state)
+    if cuda is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda)
+
+
+def check_rng_state(state: dict[str, Any], file: Path) -> None:
+    """Refuse RNG states that set_rng_state would fail on: each is set on a scratch generator."""
+    try:
+        python, numpy_state, torch_state, cuda = _rng_parts(state)
+        random.Random().setstate(python)
+        np.random.RandomState().set_state(numpy_state)
+        torch.Generator().set_state(torch_state)
+        if cuda is not None and not (isinstance(cuda, (list, tuple)) and all(
+                isinstance(t, torch.Tensor) and t.dtype == torch.uint8 for t in cuda)):
+            raise TypeError("'cuda' is not a list of byte tensors")
+    except Exception as e:  # noqa: BLE001 - whatever the setters raise on a foreign state
+        raise CheckpointError(file, f"the checkpoint's 'rng' is not the RNG states vspec saves ({cause(e)})") \
+            from None
 
 
 def seed_everything(seed: int) -> None:
@@ -150,7 +172,50 @@ def seed_everything(seed: int) -> None:
 FIELDS: dict[str, tuple] = {"optimizer": (dict,), "scheduler": (dict,), "scaler": (dict,), "epoch": (int,),
                             "batches_done": (int,), "global_step": (int,), "rng": (dict,), "metrics": (list,),
                             "best_top1": (float, int)}
-OPTIONAL_FIELDS: dict[str, tuple] = {"data": (str,), "data_args": (dict,), "recipe": (dict,)}
+OPTIONAL_FIELDS: dict[str, tuple] = {"data": (str,), "data_args": (dict,), "recipe": (dict,), "best_epoch": (int,),
+                                     "epoch_loss": (list, tuple)}
+# what every record of "metrics" holds (the curves and metrics.jsonl are drawn from them)
+RECORD_KEYS = ("epoch", "train_loss", "val_loss", "val_top1", "val_top5")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_run_fields(ckpt: dict[str, Any], path: Path) -> None:
+    """The fields a resume reads beside the model's: counters, RNG states, the part-done epoch's loss, the
+    metrics history and the data arguments."""
+    for name in ("epoch", "batches_done", "global_step", "best_epoch"):
+        if ckpt.get(name, 0) < 0:
+            raise CheckpointError(path, f"the checkpoint's '{name}' is negative ({ckpt[name]})")
+    rng = ckpt["rng"]
+    if not (isinstance(rng.get("torch"), torch.Tensor) and isinstance(rng.get("numpy"), dict)
+            and isinstance(rng.get("python"), (tuple, list)) and len(rng["python"]) == 3):
+        raise CheckpointError(path, "the checkpoint's 'rng' is not the RNG states vspec saves")
+    check_rng_state(rng, path)
+    loss = ckpt.get("epoch_loss", (0.0, 0))
+    if not (len(loss) == 2 and _number(loss[0]) and isinstance(loss[1], int) and not isinstance(loss[1], bool)
+            and loss[1] >= 0):
+        raise CheckpointError(path, "the checkpoint's 'epoch_loss' is not [sum of the losses, count] of its "
+                                    f"part-done epoch: {_brief(loss)}")
+    for i, record in enumerate(ckpt["metrics"]):
+        if not (isinstance(record, dict) and all(isinstance(k, str) and _number(v) for k, v in record.items())
+                and all(k in record for k in RECORD_KEYS)):
+            raise CheckpointError(path, f"the checkpoint's 'metrics' record {i} is not a table of numbers with "
+                                        f"{', '.join(RECORD_KEYS)}: {_brief(record)}")
+    bad = next((k for k, v in (ckpt.get("data_args") or {}).items()
+                if not (isinstance(k, str) and (v is None or isinstance(v, (str, int, float))))), None)
+    if bad is not None:
+        raise CheckpointError(path, f"the checkpoint's 'data_args' {_brief(bad)} is "
+                                    f"{type(ckpt['data_args'][bad]).__name__}, not a flag's value")
+
+
+def _brief(value: Any) -> str:
+    """A short repr of a value from a file (containers by type and length: they may hold themselves)."""
+    if isinstance(value, (dict, list, tuple)):
+        return f"{type(value).__name__} of {len(value)}"
+    text = repr(value) if not isinstance(value, int) or value.bit_length() < 64 else "a big int"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -158,13 +223,7 @@ def load(path: Path) -> dict[str, Any]:
     CheckpointErrors naming the file."""
     ckpt = load_checkpoint(path, FIELDS, formats=(FORMAT,))
     check_fields(ckpt, OPTIONAL_FIELDS, path, required=False)
-    for name in ("epoch", "batches_done", "global_step"):
-        if ckpt[name] < 0:
-            raise CheckpointError(path, f"the checkpoint's '{name}' is negative ({ckpt[name]})")
-    rng = ckpt["rng"]
-    if not (isinstance(rng.get("torch"), torch.Tensor) and isinstance(rng.get("numpy"), dict)
-            and isinstance(rng.get("python"), (tuple, list)) and len(rng["python"]) == 3):
-        raise CheckpointError(path, "the checkpoint's 'rng' is not the RNG states vspec saves")
+    _check_run_fields(ckpt, path)
     return ckpt
 
 

@@ -211,6 +211,9 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
     steps_per_epoch = len(train_loader) // cfg.accum_steps
     if steps_per_epoch == 0:
         raise ValueError(f"--accum-steps {cfg.accum_steps} exceeds the {len(train_loader)} batches of an epoch")
+    if ckpt is not None and ckpt["batches_done"] > len(train_loader):
+        raise C.CheckpointError(out / "last.pt", f"its 'batches_done' ({ckpt['batches_done']}) exceeds the "
+                                                 f"{len(train_loader)} batches of an epoch of this run")
 
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
     model = build(spec).to(device)
