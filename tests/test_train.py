@@ -52,6 +52,15 @@ def assert_same_weights(a, b):
         assert torch.equal(a[k], b[k]), k
 
 
+def test_a_bogus_mplbackend_does_not_stop_the_curves(tiny_spec, tmp_path):
+    """The curves are files (Agg): a MPLBACKEND naming no backend, in train.py's own process, is not read."""
+    out = tmp_path / "run"
+    done = subprocess.run([PY, str(ROOT / "tools/train.py"), *args(tiny_spec, out, "--epochs", "1")],
+                          env=dict(env(), MPLBACKEND="bogus"), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert (out / "curves.png").stat().st_size > 1000
+
+
 def test_outputs_metrics_curves_and_eval(tiny_spec, tmp_path, capsys):
     out = tmp_path / "run"
     assert train_main(args(tiny_spec, out, "--epochs", "2")) == 0

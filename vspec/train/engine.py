@@ -440,11 +440,9 @@ def _tensorboard(out: Path):
 
 
 def _plot(history: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
+    from ..analysis import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     epochs = [h["epoch"] for h in history]
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
     ax_loss.plot(epochs, [h["train_loss"] for h in history], label="train")
