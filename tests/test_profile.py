@@ -160,6 +160,34 @@ def test_depth_1000_counts_distinct_blocks_once():
     assert prof.params == 185_664 + 1000 * 444_864 + 384 + 193_000
 
 
+def test_stages_that_repeat_count_each_distinct_part_once():
+    """Identical blocks in different stages (one spec, one token shape, one shift) are built once, tied,
+    counted once and multiplied (400 one-block stages used to count 403 distinct of 403 parts); the
+    totals are still those of the whole, untied model's forward pass."""
+    ln = vspec.Norm(eps=1e-5)
+    swin = vspec.Block(attention=vspec.WindowMHSA(heads=2, window=4), norm=ln)
+    first = [vspec.Stage(depth=2, dim=32, block=swin)] * 20  # 8 x 8 grid: unshifted and shifted blocks
+    merged = [vspec.Stage(depth=2, dim=64, block=swin, entry=vspec.PatchMerging(norm=ln))]
+    later = [vspec.Stage(depth=2, dim=64, block=swin)] * 20  # 4 x 4 grid, one window: no shift
+    spec = vspec.Model(embedder=vspec.PatchEmbed(patch_size=4, norm=ln), stages=first + merged + later,
+                       img_size=32, class_token=False, pos_embed="none", head=vspec.GAPHead(), num_classes=10)
+    prof = vspec.profile(spec)
+    # embedder, two blocks at 32 wide (shift 0 and 2), the entry, one block at 64 wide, final norm, head
+    assert prof.distinct_parts == 7 and len(prof.components) == 1 + 40 + 1 + 42 + 1 + 1
+    model = vspec.build(spec, device="meta").eval()
+    assert prof.params == sum(p.numel() for p in model.parameters())
+    assert whole_model_macs(model, torch.empty(1, 3, 32, 32, device="meta")) == prof.macs
+    assert prof.crosscheck_macs == prof.macs and sum(prof.by_op.values()) == prof.macs
+    assert len({(s.params, s.macs) for s in prof.stages[:20]}) == 1
+    assert len({(s.params, s.macs) for s in prof.stages[21:]}) == 1
+    assert sum(s.params for s in prof.stages) + sum(c.params for c in prof.components.values() if c.stage is None) \
+        == prof.params
+    assert sum(s.macs for s in prof.stages) + sum(c.macs for c in prof.components.values() if c.stage is None) \
+        == prof.macs
+    meta = vspec.profile(spec, meta=True)
+    assert (meta.macs, meta.params, meta.conventions) == (prof.macs, prof.params, prof.conventions)
+
+
 def test_conventions_follow_where_the_macs_sit(monkeypatch):
     """An attention core that builds its map with plain matmuls instead of SDPA: the op kinds change,
     the DHVT convention (everything but the attention matmuls) does not."""

@@ -63,8 +63,8 @@ def context(spec: S.Model, tie_repeats: bool = False) -> N.BuildContext:
 def build(spec: S.Model, device: torch.device | str | None = None, *, tie_repeats: bool = False,
           check_memory: bool = True) -> N.VisionTransformer:
     """Compile a Model spec into a module (on `device`; `"meta"` allocates no weights). `tie_repeats`
-    builds one module per distinct block of a stage and repeats it, weights tied: the profiler's
-    model, not one to train.
+    builds one module per distinct block (one spec on one token shape, one variant) and repeats it
+    wherever it recurs, in its stage or another, weights tied: the profiler's model, not one to train.
 
     `check_memory` compares the weights' size and the modules' host memory, estimated from the spec
     (`vspec.spec.budget`), with the memory free (CPU and meta: `budget.available()`, the smallest of

@@ -7,9 +7,10 @@ activations, softmax and reductions count 0.
 
 The profiler reads the model's own layout: `VisionTransformer.parts()` lists the steps of the forward
 pass (embedder, each stage's entry and blocks, final norm, head) with the shape each receives. It
-builds the model with repeated blocks tied (`build(..., tie_repeats=True)`), counts each distinct part
-once on a batch of one, and multiplies by its repeats, so its time grows with the distinct blocks, not
-with the depth. The papers' conventions are read by where MACs sit: inside conv / linear layers (SoT),
+builds the model with repeated blocks tied, within a stage and across stages (`build(...,
+tie_repeats=True)`: one module per spec, token shape and variant), counts each distinct part once on a
+batch of one, and multiplies by its repeats, so its time grows with the distinct blocks, not with the
+depth or the number of stages. The papers' conventions are read by where MACs sit: inside conv / linear layers (SoT),
 inside an attention core (`AttentionCoreBase`: SDPA, or Refiner's materialised maps with their
 refiner; DHVT leaves those out).
 
@@ -259,6 +260,15 @@ def part_params(part) -> tuple[int, int, int]:
     return sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad), weights
 
 
+def _sizes(parts: Sequence[Any]) -> list[tuple[int, int, int]]:
+    """part_params of each part, computed once per distinct part (equal keys: one module, one size)."""
+    sizes: dict[Any, tuple[int, int, int]] = {}
+    for p in parts:
+        if p.key not in sizes:
+            sizes[p.key] = part_params(p)
+    return [sizes[p.key] for p in parts]
+
+
 def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, meta: bool | None = None,
             crosscheck: bool = True, meta_above: int = 300_000_000, check_memory: bool = True) -> Profile:
     """Profile `spec` on one (1, C, H, W) image (`input_size` defaults to the spec's image size).
@@ -272,11 +282,12 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
         spec = attrs.evolve(spec, img_size=input_size)  # re-validated: the patch must divide it
     if meta is not False:  # the meta build costs no memory and decides the path
         model = build(spec, device="meta", tie_repeats=True)
-        meta = meta or sum(part_params(p)[0] for p in model.parts()) > meta_above
+        meta = meta or sum(n[0] for n in _sizes(model.parts())) > meta_above
     if not meta:
         torch.manual_seed(0)
         model = build(spec, tie_repeats=True, check_memory=check_memory)
     parts = model.eval().parts()
+    repeats = Counter(p.key for p in parts)  # equal keys compute the same thing: counted once
     counts: dict[Any, _Count] = {}
     cross = 0
     for part in parts:
@@ -287,21 +298,27 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
         x += (torch.rand(1, *part.maps_in, device=device),) if part.maps_in else ()
         counts[part.key] = _count_torch(part.module, x) if meta else _count_fvcore(part.module, x)
         if crosscheck and not meta:
-            cross += _count_torch(part.module, x).macs * sum(p.key == part.key for p in parts)
-    totals = [part_params(p) for p in parts]
+            cross += _count_torch(part.module, x).macs * repeats[part.key]
+    totals = _sizes(parts)
     components = {p.name: ComponentProfile(n[0], counts[p.key].macs, p.role, p.stage, p.index)
                   for p, n in zip(parts, totals)}
     by_op: Counter[str] = Counter()
-    for p in parts:
-        by_op.update(counts[p.key].by_op)
+    for key, n in repeats.items():
+        by_op.update({op: v * n for op, v in counts[key].by_op.items()})
     macs = sum(c.macs for c in components.values())
-    stages = [StageProfile(s.index, s.tokens.dim, s.tokens.grid, s.tokens.prefix, s.depth,
-                           *(sum(getattr(components[p.name], k) for p in parts if p.stage == s.index)
-                             for k in ("params", "macs")))
+    per_stage: dict[int, list[int]] = {s.index: [0, 0] for s in model.layout}
+    for c in components.values():
+        if c.stage is not None:
+            per_stage[c.stage][0] += c.params
+            per_stage[c.stage][1] += c.macs
+    stages = [StageProfile(s.index, s.tokens.dim, s.tokens.grid, s.tokens.prefix, s.depth, *per_stage[s.index])
               for s in model.layout]
-    conventions = {"conv_linear": sum(counts[p.key].conv_linear for p in parts),
-                   "no_attention_matmuls": macs - sum(counts[p.key].attention for p in parts),
-                   "no_norms": macs - sum(counts[p.key].norms for p in parts)}
+
+    def located(field: str) -> int:
+        return sum(getattr(counts[key], field) * n for key, n in repeats.items())
+
+    conventions = {"conv_linear": located("conv_linear"), "no_attention_matmuls": macs - located("attention"),
+                   "no_norms": macs - located("norms")}
     return Profile(
         params=sum(t[0] for t in totals), params_trainable=sum(t[1] for t in totals),
         params_weights=sum(t[2] for t in totals), macs=macs, components=components, stages=stages,

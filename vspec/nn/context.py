@@ -21,8 +21,9 @@ class BuildContext:
     out_dim: the width to produce, for a component that changes it (a stage's entry).
     in_shape: per-sample shape of what the component receives when that is not tokens (a head's
     normalisation receives the pooled representation). build: the compiler, to build child specs.
-    tie_repeats: build one module per distinct block of a stage and repeat it (weights tied): the
-    profiler's model, whose cost grows with the distinct blocks, not with the depth.
+    tie_repeats: build one module per distinct block (or entry) of the model and repeat it, in its
+    stage and in others (weights tied): the profiler's model, whose cost grows with the distinct
+    parts, not with the depth or the number of stages.
     hands_on_maps: the next block of the stage takes this block's attention maps (Refiner).
     """
 

@@ -60,19 +60,27 @@ def step(block: Block, x: torch.Tensor, maps: torch.Tensor | None) -> tuple[torc
 
 class Stage(nn.Module):
     """entry (optional) -> blocks. `keys[j]` says which blocks compute the same thing: equal keys for
-    blocks of one spec with one variant (Swin's shift parity), repeated or listed."""
+    blocks of one spec on the same tokens with one variant (Swin's shift parity) and one side channel,
+    repeated or listed, in this stage or another; `entry_key` does the same for the entry.
 
-    def __init__(self, spec: S.Stage, shape: S.StageLayout, ctx: BuildContext, rates: Sequence[float]):
+    With `ctx.tie_repeats`, a part whose key is in `built` (shared by all stages of the model) is that
+    module again, weights tied; a new one is built and recorded."""
+
+    def __init__(self, spec: S.Stage, shape: S.StageLayout, ctx: BuildContext, rates: Sequence[float],
+                 built: dict[Hashable, nn.Module] | None = None):
         super().__init__()
-        self.entry = None
+        built = {} if built is None else built
+        self.entry = self.entry_key = None
         if spec.entry is not None:
-            self.entry = ctx.child(spec.entry, tokens=shape.entry_in, out_dim=shape.tokens.dim)
-        built: dict[Hashable, nn.Module] = {}
+            self.entry_key = ("entry", spec.entry, shape.entry_in, shape.tokens.dim)
+            if not (ctx.tie_repeats and self.entry_key in built):
+                built[self.entry_key] = ctx.child(spec.entry, tokens=shape.entry_in, out_dim=shape.tokens.dim)
+            self.entry = built[self.entry_key]
         self.keys: list[Hashable] = []
         blocks = []
         for j, block in enumerate(spec.blocks):
             i = shape.first + j
-            key = (shape.index, block, block.variant(shape.tokens, j), spec.hands_on(j))
+            key = ("block", shape.tokens, block, block.variant(shape.tokens, j), spec.hands_on(j))
             if not (ctx.tie_repeats and key in built):
                 built[key] = ctx.child(block, tokens=shape.tokens, index_in_stage=j, drop_path=rates[i],
                                        hands_on_maps=spec.hands_on(j))
@@ -141,8 +149,10 @@ class VisionTransformer(nn.Module):
             self.register_buffer("pos_embed", table[None], persistent=False)
         else:
             self.pos_embed = None
-        rates = [spec.drop_path * i / max(spec.depth - 1, 1) for i in range(spec.depth)]  # one ramp, all stages
-        self.stages = nn.ModuleList(Stage(s, shape, ctx, rates) for s, shape in zip(spec.stages, self.layout))
+        depth = spec.depth  # a sum over the stages: once, not per block
+        rates = [spec.drop_path * i / max(depth - 1, 1) for i in range(depth)]  # one ramp, all stages
+        built: dict[Hashable, nn.Module] = {}  # the tied model's distinct parts, across stages
+        self.stages = nn.ModuleList(Stage(s, shape, ctx, rates, built) for s, shape in zip(spec.stages, self.layout))
         last = self.layout[-1].tokens
         self.norm = make_norm(spec.stages[-1].blocks[-1].norm, last.dim) if spec.final_norm else nn.Identity()
         self.head = ctx.child(spec.head, tokens=last)
@@ -171,7 +181,7 @@ class VisionTransformer(nn.Module):
             i, t = shape.index, shape.tokens
             if stage.entry is not None:
                 e = shape.entry_in
-                out.append(Part(f"stages.{i}.entry", "entry", i, None, stage.entry, (e.length, e.dim), (i, "entry")))
+                out.append(Part(f"stages.{i}.entry", "entry", i, None, stage.entry, (e.length, e.dim), stage.entry_key))
             out += [Part(f"stages.{i}.blocks.{j}", "block", i, j, block, (t.length, t.dim), key,
                          maps_in=(spec.attention.heads, t.length, t.length) if spec.consumes_maps else None)
                     for j, (block, key, spec) in enumerate(zip(stage.blocks, stage.keys, stage_spec.blocks))]

@@ -1,11 +1,14 @@
 """Refiner's modules: the CNN patch stem, the map pipelines (the paper's Fig. 3a and Refined-ViT's
 released DLA) and the attention whose maps are materialised and handed from block to block.
 
-Speed (eager CPU, see `eager_cpu`): the stem and the released DLA run channels-last (oneDNN's
-convolutions reorder NCHW inputs, which costs more than the depthwise and 1x1 convolutions themselves
-on the (B, H, N, N) maps). In eval their BatchNorms (running statistics) are folded into the
-convolutions; the DLA's last two with the identity become one 1x1 convolution plus a per-head scale
-of the input. In training the DLA's BatchNorms take accurate batch statistics (`vspec.ops.refiner`).
+Speed (eager CPU, see `eager_cpu`): the released DLA runs channels-last (oneDNN's convolutions
+reorder NCHW inputs, which costs more than the depthwise and 1x1 convolutions themselves on the
+(B, H, N, N) maps), and so does the stem in eval. In eval their BatchNorms (running statistics) are
+folded into the convolutions; the DLA's last two with the identity become one 1x1 convolution plus a
+per-head scale of the input. In training the DLA's BatchNorms take accurate batch statistics and
+gradients (`vspec.ops.refiner`), and the stem runs as written, NCHW: its channels-last convolutions
+and BatchNorms sum less accurately, which left vspec's float32 gradients ~3x further from float64
+than the released formulation's (issue 19); NCHW, the stem's training step takes ~1.3x as long.
 Traced (fvcore), compiled or under a dispatch mode (FlopCounterMode) the modules run their plain
 ops, so that the profiler sees and counts every BatchNorm."""
 
@@ -32,6 +35,13 @@ def on_running_stats(bns) -> bool:
     return all(not bn.training and bn.running_mean is not None for bn in bns)
 
 
+def accurate_batch_stats(bns, x: torch.Tensor) -> bool:
+    """Whether `batch_norm_train` replaces these BatchNorms on channels-last float32 x (training, plain
+    nn.BatchNorm2d, no autocast): torch's own channels-last kernel sums the statistics in float32."""
+    return x.dtype == torch.float32 and not torch.is_autocast_enabled("cpu") \
+        and all(bn.training and type(bn) is nn.BatchNorm2d for bn in bns)
+
+
 class ConvStem(nn.Module):
     """(conv -> BN -> ReLU) x 3, the first with stride 2, then the patch_size / 2 projection. Names as
     the released PatchEmbed_cnn."""
@@ -49,14 +59,15 @@ class ConvStem(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         layers = ((self.conv1, self.bn1), (self.conv2, self.bn2), (self.conv3, self.bn3))
-        fast = eager_cpu(x)
-        if fast:  # channels-last: faster convolutions, and the tokens come out without a copy
+        if eager_cpu(x) and on_running_stats([bn for _, bn in layers]):
+            # eval: channels-last (faster convolutions; the tokens come out without a copy), each
+            # BatchNorm folded into its convolution
             x = x.contiguous(memory_format=torch.channels_last)
-        for conv, bn in layers:
-            if fast and on_running_stats([bn]):  # eval: the BatchNorm folded into the convolution
+            for conv, bn in layers:
                 s, c = bn_affine(bn)
                 x = F.relu(conv._conv_forward(x, conv.weight * s[:, None, None, None], c), inplace=True)
-            else:
+        else:  # training: as written, NCHW (oneDNN's channels-last convolutions sum less accurately)
+            for conv, bn in layers:
                 x = F.relu(bn(conv(x)))
         return rearrange(self.proj(x), "b d h w -> b (h w) d")
 
@@ -151,8 +162,7 @@ class ConvExpandDLA(nn.Module):
         bns = [bn for bn in (self.bn1, self.bn2, self.bn3, self.adapt_bn) if bn is not None]
         if eager_cpu(a) and on_running_stats(bns):
             return self.folded(a.contiguous(memory_format=torch.channels_last), a)
-        if eager_cpu(a) and a.dtype == torch.float32 and not torch.is_autocast_enabled("cpu") \
-                and all(bn.training and type(bn) is nn.BatchNorm2d for bn in bns):  # float32 batch statistics
+        if eager_cpu(a) and accurate_batch_stats(bns, a):  # float32 batch statistics
             return self.plain(a.contiguous(memory_format=torch.channels_last), batch_norm_train).contiguous()
         return self.plain(a)
 

@@ -1,12 +1,13 @@
-"""BatchNorm in training on a channels-last CPU tensor, with accurate batch statistics.
+"""BatchNorm in training on a channels-last CPU tensor, with accurate batch statistics and gradients.
 
-PyTorch's CPU batch_norm on channels-last input (2.14) accumulates the batch statistics in float32:
-on (8, 36, 197, 197) maps with values near 1 and variance 1e-5 its normalised output is off by ~2e-3
-(NCHW: 3e-6), and Refined-ViT-S's train-mode logits by ~10x the float32 rounding of the NCHW model.
-Here the statistics come from `torch.var_mean` (accurate), the normalisation is one channels-last
-pass (batch_norm given the statistics would return NCHW), and the backward is aten's
-native_batch_norm_backward given the same statistics. The running statistics are updated as
-nn.BatchNorm2d does.
+PyTorch's CPU batch_norm on channels-last input (2.14) sums row after row in float32, forward (the
+batch statistics) and backward (sum dy, sum dy xhat): on (8, 36, 197, 197) maps with values near 1
+and variance 1e-5 its normalised output is off by ~2e-3 (NCHW: 3e-6), and its d/dx and d/dweight by
+~5e-4 relative (NCHW: ~1e-7). Here the statistics come from `torch.var_mean` and the backward's sums
+from `torch.sum` (both accurate in float32: Welford, cascaded sums), the normalisation is one
+channels-last pass (batch_norm given the statistics would return NCHW) and d/dx one fused affine of
+dy and x per channel. The running statistics are updated as nn.BatchNorm2d does. The backward takes
+~2.3x aten's fused kernel (47 vs 20 ms on those maps, 2 cores).
 """
 
 import torch
@@ -27,11 +28,22 @@ class _BatchNormTrain(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad, _mean, _var):
+        """d/dx, d/dweight, d/dbias of weight (x - mean) invstd + bias with batch statistics, over
+        the M values of each channel: db = sum dy, dw = sum dy xhat, dx = weight invstd (dy - db / M
+        - xhat dw / M), written dx = a dy + b x + c per channel. sum dy (x - mean) as torch's NCHW
+        kernel sums it (no cancellation against the mean)."""
         x, weight, mean, invstd = ctx.saved_tensors
         grad = grad.contiguous(memory_format=torch.channels_last)
-        dx, dw, db = torch.ops.aten.native_batch_norm_backward(grad, x, weight, None, None, mean, invstd, True,
-                                                               ctx.eps, list(ctx.needs_input_grad[:3]))
-        return dx, dw, db, None
+        dims, m = (0, 2, 3), x.numel() // x.shape[1]
+        db = grad.sum(dims)
+        dw = (x - mean[:, None, None]).mul_(grad).sum(dims) * invstd
+        dx = None
+        if ctx.needs_input_grad[0]:
+            a = weight * invstd
+            b = -a * invstd * dw / m
+            c = -a * db / m - b * mean
+            dx = torch.addcmul(c[:, None, None], x, b[:, None, None]).addcmul_(grad, a[:, None, None])
+        return dx, dw if ctx.needs_input_grad[1] else None, db if ctx.needs_input_grad[2] else None, None
 
 
 def batch_norm_train(x: torch.Tensor, bn: nn.BatchNorm2d) -> torch.Tensor:
