@@ -121,7 +121,8 @@ def test_bad_spec_file_contents(capsys, tmp_path):
     (tmp_path / "broken.json").write_text("{not json")
     (tmp_path / "extra.toml").write_text('dim = 192\ncolour = "red"\n')
     for name, needle in (("nospec.py", "must define SPEC = Model(...)"),
-                         ("typo.py", "typo.py, line 3: NameError: name 'Modle' is not defined"), ("broken.json", "invalid JSON"),
+                         ("typo.py", "typo.py, line 3: NameError: name 'Modle' is not defined"),
+                         ("broken.json", "invalid JSON"),
                          ("extra.toml", "colour: unknown key for Model")):
         code, _, err = run(capsys, "build", str(tmp_path / name))
         assert code == 2 and needle in err and len(err.strip().splitlines()) == 1

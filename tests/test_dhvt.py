@@ -196,7 +196,8 @@ ABLATIONS = {
     # Table 5: Abs. PE / SOPE / DAFF
     "t5 pe": DEIT, "t5 -": {**DEIT, "pos_embed": "none"},
     "t5 pe sope": {**DEIT, "embedder.kind": "sope"}, "t5 sope": {**DEIT, "embedder.kind": "sope", "pos_embed": "none"},
-    "t5 pe daff": {**DEIT, "block.ffn.kind": "daff"}, "t5 daff": {**DEIT, "block.ffn.kind": "daff", "pos_embed": "none"},
+    "t5 pe daff": {**DEIT, "block.ffn.kind": "daff"},
+    "t5 daff": {**DEIT, "block.ffn.kind": "daff", "pos_embed": "none"},
     "t5 pe sope daff": {**DEIT, "embedder.kind": "sope", "block.ffn.kind": "daff"},
     "t5 sope daff": {**DEIT, "embedder.kind": "sope", "block.ffn.kind": "daff", "pos_embed": "none"},
     # Table 6: head tokens

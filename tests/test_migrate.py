@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import STORED_ATOL, assert_close_to_stored
 
 import vspec
-from conftest import STORED_ATOL, assert_close_to_stored
 from vspec.cli import main
 from vspec.spec import VERSION, SpecError, from_dict, from_json, from_toml, to_dict, to_json
 from vspec.spec.migrate import state_key_upgrade, upgrade

@@ -372,7 +372,8 @@ def test_concat_and_aggr_all_use_the_documented_inputs():
 
 @pytest.mark.parametrize("pool,norm", [
     (GAPPool(), NoNorm()), (GAPPool(), EPN()), (GAPPool(), ReprLayerNorm()), (GCP(dim=8, iters=3), NoNorm()),
-    (MGCrP(heads=2, m=4, n=3), SvPN(method="exact")), (MGCrP(heads=2, m=4, n=4), SvPN(num_sv=2, iters=3, start="fixed")),
+    (MGCrP(heads=2, m=4, n=3), SvPN(method="exact")),
+    (MGCrP(heads=2, m=4, n=4), SvPN(num_sv=2, iters=3, start="fixed")),
     (MGCrP(heads=1, m=3, n=5, centering="channel"), LearnableScale(init=0.5)), (MGCrP(centering="none"), EPN()),
 ])
 @pytest.mark.parametrize("fusion", ["sum", "concat", "aggr_all", "late"])
@@ -442,7 +443,8 @@ def test_readme_sot_table_and_the_7_7m_note():
     import re
 
     text = (ROOT / "README.md").read_text()
-    rows = re.findall(r"^\| (sot_\w+) \| ([\d.]+) M \| [\d.]+ M \| [\d.]+ M \| ([\d.]+) G \| [\d.]+ G \| ([\d.]+) G \|$",
+    rows = re.findall(r"^\| (sot_\w+) \| ([\d.]+) M \| [\d.]+ M \| [\d.]+ M \| ([\d.]+) G \| [\d.]+ G \| "
+                      r"([\d.]+) G \|$",
                       text, re.M)
     assert {r[0] for r in rows} == set(RELEASED)
     for name, params, conv_linear, total in rows:

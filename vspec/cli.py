@@ -283,6 +283,15 @@ def _parents(flag: str, path: Path) -> None:
         raise SpecError("", f"{flag} {path}: {blocking} is {_kind(blocking)}, not a folder")
 
 
+@contextlib.contextmanager
+def _naming(flag: str):
+    """A SpecError raised inside says which option it is about (once)."""
+    try:
+        yield
+    except SpecError as e:
+        raise SpecError("", e.message if e.message.startswith(flag) else f"{flag} {e.message}") from None
+
+
 def output_file(flag: str, out: str | Path) -> Path:
     """Where an output file goes (`flag` names the option in the message): a new path or an existing regular
     file (overwritten), never a folder, a named pipe (writing to one blocks until a reader comes), a socket, a
@@ -290,7 +299,7 @@ def output_file(flag: str, out: str | Path) -> Path:
     it is written."""
     text = str(out)
     path = Path(text)
-    try:
+    with _naming(flag):
         kind = "a folder" if not text or text.endswith(("/", "\\")) else _kind(path)
         if kind == "a folder":
             example = Path(text or ".") / "model.pt"
@@ -298,21 +307,17 @@ def output_file(flag: str, out: str | Path) -> Path:
         if kind not in (None, "a regular file"):
             raise SpecError("", f"{flag} {path}: is {kind}, not a regular file; give a new path or a file to overwrite")
         _parents(flag, path)
-    except SpecError as e:
-        raise SpecError("", e.message if e.message.startswith(flag) else f"{flag} {e.message}") from None
     return path
 
 
 def output_folder(flag: str, out: str | Path) -> Path:
     """A folder to write into: an existing folder or a new path (created when written), nothing else."""
     path = Path(out)
-    try:
+    with _naming(flag):
         kind = _kind(path)
         if kind not in (None, "a folder"):
             raise SpecError("", f"{flag} {path}: is {kind}, not a folder")
         _parents(flag, path)
-    except SpecError as e:
-        raise SpecError("", e.message if e.message.startswith(flag) else f"{flag} {e.message}") from None
     return path
 
 
