@@ -18,7 +18,8 @@ from cli_corpus import Case, Outcome, bases, corpus, run_case, run_corpus
 import vspec
 import vspec.checkpoint
 from vspec import spec as S
-from vspec.cli import MAX_LINE, one_line, output_file, output_folder, printable
+from vspec.cli import output_file, output_folder
+from vspec.cli_common import MAX_LINE, one_line, printable
 from vspec.spec import MemoryBudgetError, SpecError, budget
 
 ROOT = Path(__file__).resolve().parents[1]

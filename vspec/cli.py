@@ -2,7 +2,8 @@
 
 Every error is one line on stderr (cut to MAX_LINE characters) and exit code 2. Whatever the command
 prints from its input (paths, keys, messages) goes through `printable`: an undecodable byte of a file
-name or a terminal escape reaches neither the terminal nor a strict UTF-8 stream raw. Every output path
+name or a terminal escape reaches neither the terminal nor a strict UTF-8 stream raw (both from
+`vspec/cli_common.py`, which tools/train.py and tools/eval.py share). Every output path
 goes through `output_file` / `output_folder`: only a new path or a regular file (a folder) is written.
 """
 
@@ -15,29 +16,17 @@ import os
 import stat
 import sys
 import time
-import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import attrs
 
+from .cli_common import OneLineParser, UsageError, one_line, printable
 from .spec import Model, SpecError, Tokens, budget, load_spec, override, parse_assignment, to_dict, to_json
 from .spec.core import show
 
-MAX_LINE = 500  # characters of an error line; a longer message is cut
 MAX_BATCHES = 1000  # analyze --batches (the Refiner paper averages over 10)
-
-
-class UsageError(Exception):
-    """A bad command line."""
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse prints usage + error over several lines; vspec's commands report one line."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: error: {message} (see --help)")
 
 
 def _spec_args(p: argparse.ArgumentParser) -> None:
@@ -540,34 +529,6 @@ def _images(args: argparse.Namespace, spec: Model):
 
 
 COMMANDS = {"build": cmd_build, "profile": cmd_profile, "show": cmd_show, "analyze": cmd_analyze}
-
-
-def one_line(e: BaseException, limit: int = MAX_LINE) -> str:
-    """An exception as one line: its message with line breaks folded, cut to `limit` characters, what a
-    terminal would act on escaped (`printable`); the type's name when the message is empty."""
-    try:
-        text = " ".join(str(e).split())
-    except Exception:  # noqa: BLE001 - a message that cannot be rendered
-        text = ""
-    text = text or type(e).__name__
-    return printable(text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit:,} more characters]")
-
-
-def printable(text: str) -> str:
-    """`text` safe to print: an undecodable byte of a file name (a lone surrogate, as Python decodes it) as
-    \\xNN, control and format characters (ESC, BEL, line breaks, bidi overrides) as Python escapes them
-    (\\x1b, \\n, \\u202e); everything else as it is."""
-    if text.isprintable():
-        return text
-    out = []
-    for c in text:
-        if "\udc80" <= c <= "\udcff":
-            out.append(f"\\x{ord(c) - 0xDC00:02x}")
-        elif unicodedata.category(c) in ("Cc", "Cf", "Cs"):
-            out.append(c.encode("unicode_escape").decode("ascii"))
-        else:
-            out.append(c)
-    return "".join(out)
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli import OneLineParser, UsageError, one_line
+from ..cli_common import OneLineParser, UsageError, one_line
 from ..spec import SpecError, load_spec, override, parse_assignment
 from .recipes import RECIPES, resolve
 
