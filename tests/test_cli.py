@@ -195,3 +195,13 @@ def test_readme_layout_table_matches_the_tree():
         assert named == files, (layer, named ^ files)
     for path in re.findall(r"`((?:vspec|tests)/[\w/]+(?:\.py)?)`", text):
         assert (ROOT / path).exists(), path
+
+
+@pytest.mark.parametrize("module, other", [("vspec.cli", "vspec.train.cli"), ("vspec.train.cli", "vspec.cli")])
+def test_the_two_command_lines_do_not_import_each_other(module, other):
+    """`vspec` and tools/train.py share their one-line error helpers through vspec/cli_common.py: importing
+    either command line in a fresh interpreter leaves the other unimported."""
+    code = f"import sys, {module}; print({other!r} in sys.modules, 'vspec.cli_common' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]

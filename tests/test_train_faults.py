@@ -6,6 +6,7 @@ import errno
 import json
 import math
 import re
+import signal
 import subprocess
 import sys
 
@@ -83,8 +84,10 @@ def test_sigterm_mid_epoch_keeps_the_whole_epochs_loss_and_progress(tiny_spec, t
     out = tmp_path / "cut"
     monkeypatch.setattr(C, "_passes", {})
     monkeypatch.setenv("VSPEC_TEST_KILL_AT", "step:2:TERM")  # stop after step 2 of 4
-    with pytest.raises(SystemExit):
-        train_main(args(tiny_spec, out, "--epochs", "1"))
+    capsys.readouterr()
+    assert train_main(args(tiny_spec, out, "--epochs", "1")) == 128 + signal.SIGTERM  # returned, not sys.exit
+    assert capsys.readouterr().err.splitlines()[-1] == (f"signal {int(signal.SIGTERM)}: saved {out / 'last.pt'} at "
+                                                        "epoch 1, batch 2; continue with --resume")
     assert C.load(out / "last.pt")["batches_done"] == 2
     monkeypatch.delenv("VSPEC_TEST_KILL_AT")
     capsys.readouterr()
@@ -254,6 +257,24 @@ def test_stale_temp_files_of_our_own_are_removed(tiny_spec, tmp_path):
     assert sorted(p.name for p in out.iterdir() if "tmp" in p.name) == sorted(foreign)
 
 
+def test_a_signal_raises_interrupted_from_run_and_only_the_cli_exits(tiny_spec, tmp_path, monkeypatch):
+    """The engine is library code: SIGINT mid-epoch saves last.pt and raises `Interrupted` out of `run`
+    (with the signal, the message rank 0 reports); no SystemExit. train_main turns it into 128 + N."""
+    from vspec.train.cli import config_from_args
+
+    out = tmp_path / "cut"
+    monkeypatch.setattr(C, "_passes", {})
+    monkeypatch.setenv("VSPEC_TEST_KILL_AT", "step:3:INT")
+    cfg = config_from_args(train_parser().parse_args(args(tiny_spec, out, "--epochs", "1")))
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(engine.Interrupted) as caught:
+        engine.run(cfg)
+    assert caught.value.signum == signal.SIGINT and caught.value.report
+    assert str(caught.value) == (f"signal {int(signal.SIGINT)}: saved {out / 'last.pt'} at epoch 1, batch 3; "
+                                 "continue with --resume")
+    assert C.load(out / "last.pt")["batches_done"] == 3
+    assert signal.getsignal(signal.SIGINT) is before  # the handler is back
+
 def test_a_used_folder_is_refused_unless_resume_or_overwrite(tiny_spec, tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     assert train_main(args(tiny_spec, out, "--epochs", "1")) == 0
@@ -267,7 +288,6 @@ def test_a_used_folder_is_refused_unless_resume_or_overwrite(tiny_spec, tmp_path
     # step, the folder holds only the new run's mid-epoch last.pt
     monkeypatch.setattr(C, "_passes", {})
     monkeypatch.setenv("VSPEC_TEST_KILL_AT", "step:1:TERM")
-    with pytest.raises(SystemExit):
-        train_main(args(tiny_spec, out, "--epochs", "1", "--overwrite"))
+    assert train_main(args(tiny_spec, out, "--epochs", "1", "--overwrite")) == 128 + signal.SIGTERM
     assert sorted(p.name for p in out.iterdir()) == ["last.pt"]
     assert C.load(out / "last.pt")["batches_done"] == 1

@@ -129,15 +129,25 @@ def _errors():
 
 
 def train_main(argv=None) -> int:
+    """tools/train.py: 0 when the run ends; 2 and one line on stderr for what cannot be done (a bad flag,
+    spec, data or checkpoint, a non-finite loss); 128 + N after signal N (SIGTERM, SIGINT), last.pt saved."""
     try:
-        cfg = config_from_args(train_parser().parse_args(argv))
-        from .engine import run
-
-        run(cfg)
+        return _train(config_from_args(train_parser().parse_args(argv)))
     except _errors() as e:
         msg = one_line(e)
         print(msg if msg.startswith("train.py:") else f"train.py: error: {msg}", file=sys.stderr)
         return 2
+
+
+def _train(cfg) -> int:
+    from .engine import Interrupted, run
+
+    try:
+        run(cfg)
+    except Interrupted as e:  # last.pt is saved: end as the signal would have ended the process
+        if e.report:
+            print(e, file=sys.stderr)
+        return 128 + e.signum
     return 0
 
 

@@ -130,8 +130,8 @@ def evaluate(model: nn.Module, loader, device, amp_ctx, d: Dist) -> dict[str, fl
 
 # ---------------------------------------------------------------- signals
 class StopFlag:
-    """While active, SIGTERM / SIGINT set a flag (the loop checkpoints at the next step boundary and
-    exits); the previous handlers come back on exit."""
+    """While active, SIGTERM / SIGINT set a flag (the loop checkpoints at the next step boundary and raises
+    `Interrupted`); the previous handlers come back on exit."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -153,233 +153,348 @@ class StopFlag:
 
 
 # ---------------------------------------------------------------- the run
+class Interrupted(Exception):
+    """SIGTERM / SIGINT arrived: last.pt holds the part-done epoch (continue with --resume). The command
+    line reports `str(self)` (on rank 0, `report`) and ends with exit code 128 + `signum`, as a process
+    the signal had ended."""
+
+    def __init__(self, signum: int, message: str, report: bool = True):
+        super().__init__(message)
+        self.signum, self.report = signum, report
+
+
 def run(cfg: TrainConfig) -> dict[str, Any]:
     """Train `cfg.spec`; returns the final metrics. Writes cfg.out / {last.pt, best.pt, metrics.jsonl,
-    curves.png}."""
-    r = cfg.recipe
-    device_kind = "cuda" if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()) else "cpu"
-    d = init_distributed(device_kind)
-    device = pick_device(cfg, d)
-    out = Path(cfg.out)
-    if cfg.resume and not (out / "last.pt").is_file():
-        raise ValueError(f"--resume: no {out / 'last.pt'}")
-    ckpt = C.load(out / "last.pt") if cfg.resume else None
-    if ckpt is not None and ckpt.get("dropped"):
-        raise ValueError(f"--resume: {out / 'last.pt'} comes from a release before spec format 2, and upgrading it "
-                         "drops weights that could never learn (DAFF re-weighting a class token nothing reads), so "
-                         "its optimizer state no longer fits: evaluate it or load it with vspec.load, but start a "
-                         "new run to train")
-    if ckpt is None:
-        _check_fresh_folder(out, cfg.overwrite)
-    if d.main:
-        _prepare_folder(out, ckpt)
-    C.seed_everything(cfg.seed + d.rank)
-    spec = cfg.spec
-    if spec.drop_path == 0.0 and r.drop_path > 0:
-        spec = attrs.evolve(spec, drop_path=r.drop_path)
-    if ckpt is not None:  # a resume goes on with the same spec and data, or not at all
-        C.check_resume(ckpt, out / "last.pt", spec, C.data_args(cfg))
-    if ckpt is not None and ckpt["batches_done"] == 0 and (
-            ckpt["epoch"] >= r.epochs or (cfg.max_steps and ckpt["global_step"] >= cfg.max_steps)):
+    curves.png}. Raises TrainingStopped (non-finite loss), Interrupted (SIGTERM / SIGINT, after saving
+    last.pt), ValueError / CheckpointError / DataError (what was asked cannot be done)."""
+    t = Training(cfg)
+    t.resolve_resume()
+    if t.finished_before():
+        return t.ckpt["metrics"][-1] if t.ckpt["metrics"] else {}
+    t.make_data()
+    t.make_model()
+    t.make_optimizer()
+    t.make_loss()
+    t.restore()
+    t.wrap_model()
+    return t.train()
+
+
+@dataclass
+class EpochStats:
+    """The running totals of one epoch: its mean loss so far, images seen, batches done."""
+
+    t0: float
+    loss_sum: float = 0.0
+    loss_n: int = 0
+    seen: int = 0
+    batches_done: int = 0
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+
+class Training:
+    """One run of `run`, step by step; each method is one of its steps and sets the attributes the next use."""
+
+    def __init__(self, cfg: TrainConfig):
+        self.cfg, self.r = cfg, cfg.recipe
+        cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+        self.d = init_distributed("cuda" if cuda else "cpu")
+        self.device = pick_device(cfg, self.d)
+        self.out = Path(cfg.out)
+        self.last = self.out / "last.pt"
+        self.ckpt: dict[str, Any] | None = None
+        self.start_epoch, self.skip_batches, self.global_step = 0, 0, 0
+        self.history: list[dict[str, Any]] = []
+        self.best, self.best_epoch = -1.0, 0
+
+    # ------------------------------------------------ before training
+    def resolve_resume(self) -> None:
+        """--resume: load last.pt and check that it continues this run; a fresh run: check that `out` may be
+        used. Then prepare the folder (rank 0), seed, and settle the spec."""
+        cfg, d, last = self.cfg, self.d, self.last
+        if cfg.resume and not last.is_file():
+            raise ValueError(f"--resume: no {last}")
+        self.ckpt = ckpt = C.load(last) if cfg.resume else None
+        if ckpt is not None and ckpt.get("dropped"):
+            raise ValueError(f"--resume: {last} comes from a release before spec format 2, and upgrading it "
+                             "drops weights that could never learn (DAFF re-weighting a class token nothing reads), "
+                             "so its optimizer state no longer fits: evaluate it or load it with vspec.load, but "
+                             "start a new run to train")
+        if ckpt is None:
+            _check_fresh_folder(self.out, cfg.overwrite)
         if d.main:
-            print(f"{out}: the run is finished ({ckpt['epoch']} epochs, {ckpt['global_step']} steps); nothing to "
-                  "resume, summary.json is left as it was")
-        _finish(d)
-        return ckpt["metrics"][-1] if ckpt["metrics"] else {}
-    train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
-                                re_prob=r.re_prob, random_resized_crop=r.random_resized_crop)
-    eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False)
-    train_ds, val_ds, num_classes = build_datasets(
-        cfg.data, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=train_tf, eval_transform=eval_tf,
-        data_dir=cfg.data_dir, download=cfg.download, synthetic_size=cfg.synthetic_size,
-        num_classes=spec.num_classes if cfg.data == "synthetic" else None,
-        seed=cfg.seed)
-    if spec.num_classes != num_classes:
-        if d.main:
-            print(f"note: {cfg.data} has {num_classes} classes; setting num_classes = {num_classes}", file=sys.stderr)
-        spec = attrs.evolve(spec, num_classes=num_classes)
-    if ckpt is not None:
-        spec = S.from_json(ckpt["spec"])
+            _prepare_folder(self.out, ckpt)
+        C.seed_everything(cfg.seed + d.rank)
+        spec = cfg.spec
+        if spec.drop_path == 0.0 and self.r.drop_path > 0:
+            spec = attrs.evolve(spec, drop_path=self.r.drop_path)
+        if ckpt is not None:  # a resume goes on with the same spec and data, or not at all
+            C.check_resume(ckpt, last, spec, C.data_args(cfg))
+        self.spec = spec
 
-    world_batch = r.batch_size
-    if world_batch % (d.world * cfg.accum_steps):
-        raise ValueError(f"--batch-size {world_batch} must be divisible by processes x accumulation steps "
-                         f"({d.world} x {cfg.accum_steps})")
-    local_batch = world_batch // (d.world * cfg.accum_steps)
-    train_loader, val_loader = build_loaders(train_ds, val_ds, batch_size=local_batch, workers=cfg.workers,
-                                             seed=cfg.seed, rank=d.rank, world_size=d.world)
-    steps_per_epoch = len(train_loader) // cfg.accum_steps
-    if steps_per_epoch == 0:
-        raise ValueError(f"--accum-steps {cfg.accum_steps} exceeds the {len(train_loader)} batches of an epoch")
-    if ckpt is not None and ckpt["batches_done"] > len(train_loader):
-        raise C.CheckpointError(out / "last.pt", f"its 'batches_done' ({ckpt['batches_done']}) exceeds the "
-                                                 f"{len(train_loader)} batches of an epoch of this run")
+    def finished_before(self) -> bool:
+        """Whether --resume found a run that is already finished (said on rank 0; nothing more to do)."""
+        ckpt, max_steps = self.ckpt, self.cfg.max_steps
+        if ckpt is None or ckpt["batches_done"] != 0 or not (
+                ckpt["epoch"] >= self.r.epochs or (max_steps and ckpt["global_step"] >= max_steps)):
+            return False
+        if self.d.main:
+            print(f"{self.out}: the run is finished ({ckpt['epoch']} epochs, {ckpt['global_step']} steps); nothing "
+                  "to resume, summary.json is left as it was")
+        _finish(self.d)
+        return True
 
-    torch.manual_seed(cfg.seed)  # identical initial weights on every rank
-    model = build(spec).to(device)
-    if device.type == "cuda" and cfg.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
-    if d.world > 1 and device.type == "cuda" and has_bn:
-        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-    core = model
-
-    from timm.optim import create_optimizer_v2
-    from timm.scheduler import CosineLRScheduler
-    from timm.utils import ModelEmaV3
-
-    optimizer = create_optimizer_v2(core, "adamw", lr=r.lr, weight_decay=r.weight_decay)
-    total_steps = r.epochs * steps_per_epoch
-    scheduler = CosineLRScheduler(optimizer, t_initial=total_steps, lr_min=r.min_lr,
-                                  warmup_t=r.warmup_epochs * steps_per_epoch,
-                                  warmup_lr_init=r.warmup_lr, t_in_epochs=False)
-    ema = ModelEmaV3(core, decay=r.ema_decay) if r.ema_decay else None
-    precision = cfg.precision if cfg.precision != "auto" else ("bf16" if device.type == "cuda" else "fp32")
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-
-    def amp_ctx():
-        return torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
-
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    mixup, criterion = make_criterion(r, num_classes)
-    outputs = spec.head.outputs()  # what the head declares it returns in training (vspec/nn/heads.py)
-    if d.main and len(outputs) > 1:
-        label = {"image": "the image label", "tokens": "the image label at every token"}
-        terms = " + ".join(f"{o.weight:g} x loss({o.name}, {label[o.target]})" for o in outputs)
-        print(f"note: the {spec.head.kind} head trains on {len(outputs)} outputs: {terms}", file=sys.stderr)
-
-    start_epoch, skip_batches, global_step, history, best, best_epoch = 0, 0, 0, [], -1.0, 0
-    if ckpt is not None:
-        C.restore(ckpt, out / "last.pt", core, optimizer, scheduler, scaler, ema)
-        start_epoch, skip_batches = ckpt["epoch"], ckpt["batches_done"]
-        global_step, history, best = ckpt["global_step"], ckpt["metrics"], ckpt["best_top1"]
-        best_epoch = ckpt.get("best_epoch", 0)
-
-    train_model = model
-    if d.world > 1:
-        ids = [device.index] if device.type == "cuda" else None
-        train_model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
-    if cfg.compile:
-        train_model = torch.compile(train_model)
-
-    writer = _tensorboard(out) if d.main else None
-
-    def save(epoch: int, batches_done: int, epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
-        """last.pt; `epoch_loss` (sum, count) of a part-done epoch lets a resumed run average all of it."""
-        if not d.main:
-            return
-        state = {"format": C.FORMAT, "spec": S.to_json(spec), "state_dict": core.state_dict(),
-                 "ema": ema.module.state_dict() if ema is not None else None, "optimizer": optimizer.state_dict(),
-                 "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "epoch": epoch,
-                 "batches_done": batches_done, "global_step": global_step, "rng": C.rng_state(), "metrics": history,
-                 "best_top1": best, "best_epoch": best_epoch, "epoch_loss": list(epoch_loss), "recipe": asdict(r),
-                 "data": cfg.data, "data_args": C.data_args(cfg)}
-        C.atomic_save(with_checksum(state), out / "last.pt")
-
-    final: dict[str, Any] = {}
-    with StopFlag() as stop:
-        for epoch in range(start_epoch, r.epochs):
-            train_model.train()
-            skip = skip_batches if epoch == start_epoch else 0
-            train_loader.sampler.set_epoch(epoch, skip=skip * local_batch)
-            if skip and ckpt is not None:
-                C.set_rng_state(ckpt["rng"])  # mid-epoch resume: continue the interrupted RNG streams
-            else:
-                C.seed_everything(cfg.seed * 100_003 + epoch * 1009 + d.rank)
-                train_loader.generator.manual_seed(cfg.seed * 100_003 + epoch)
-            progress = Progress(skip + len(train_loader), f"epoch {epoch + 1}/{r.epochs}", enabled=d.main,
-                                every=cfg.log_every)
-            t0, seen, loss_sum, loss_n = time.perf_counter(), 0, 0.0, 0
-            if skip and ckpt is not None:
-                loss_sum, loss_n = ckpt.get("epoch_loss", (0.0, 0))
-            batches_done = skip
-            for i, (images, target) in enumerate(train_loader, start=skip):
-                images, target = images.to(device, non_blocking=True), target.to(device, non_blocking=True)
-                if device.type == "cuda" and cfg.channels_last:
-                    images = images.contiguous(memory_format=torch.channels_last)
-                if mixup is not None:
-                    images, target = mixup(images, target)
-                last_micro = (i + 1) % cfg.accum_steps == 0
-                sync = nullcontext() if last_micro or d.world == 1 else train_model.no_sync()
-                with sync, amp_ctx():
-                    loss = head_loss(criterion, train_model(images), target)  # the head's declared outputs
-                scaler.scale(loss / cfg.accum_steps).backward()
-                if last_micro:
-                    if r.clip_grad:
-                        scaler.unscale_(optimizer)
-                        nn.utils.clip_grad_norm_(core.parameters(), r.clip_grad)
-                    scaler.step(optimizer)
-                    scaler.update()
-                    optimizer.zero_grad(set_to_none=True)
-                    global_step += 1
-                    scheduler.step_update(global_step)
-                    if ema is not None:
-                        ema.update(core, step=global_step)
-                    C.kill_point("step")
-                batches_done = i + 1
-                seen += len(images) * d.world
-                loss_value = loss.item()
-                if not math.isfinite(loss_value):
-                    kept = f"the last good checkpoint is {out / 'last.pt'}" if (out / "last.pt").is_file() else \
-                        "no checkpoint was written"
-                    step = global_step if last_micro else global_step + 1
-                    raise TrainingStopped(f"the loss is {loss_value} at step {step} (epoch {epoch + 1}, "
-                                          f"batch {i + 1}): stopped; {kept}")
-                loss_sum, loss_n = loss_sum + loss_value, loss_n + 1
-                lr = optimizer.param_groups[0]["lr"]
-                progress.update(i + 1, loss=loss_sum / loss_n, lr=lr, ips=seen / (time.perf_counter() - t0))
-                if stop.signum is not None or (cfg.max_steps and global_step >= cfg.max_steps):
-                    break
-            progress.close()
-            elapsed = time.perf_counter() - t0
-            if stop.signum is not None:
-                save(epoch, batches_done, (loss_sum, loss_n))
-                if d.main:
-                    print(f"signal {stop.signum}: saved {out / 'last.pt'} at epoch {epoch + 1}, batch {batches_done}; "
-                          "continue with --resume", file=sys.stderr)
-                _finish(d)
-                sys.exit(128 + stop.signum)
-            val = evaluate(core, val_loader, device, amp_ctx, d)
-            record = {"epoch": epoch + 1, "train_loss": loss_sum / max(loss_n, 1), "val_loss": val["loss"],
-                      "val_top1": val["top1"], "val_top5": val["top5"], "lr": optimizer.param_groups[0]["lr"],
-                      "images_per_s": seen / elapsed, "epoch_time_s": elapsed, "step": global_step}
-            if ema is not None:
-                record["ema_val_top1"] = evaluate(ema.module, val_loader, device, amp_ctx, d)["top1"]
-            history.append(record)
-            finished = cfg.max_steps and global_step >= cfg.max_steps
-            improved = val["top1"] > best
-            if improved:
-                best, best_epoch = val["top1"], epoch + 1
-            save(epoch + 1, 0)  # last.pt first: a kill after it loses nothing that --resume cannot rewrite
+    def make_data(self) -> None:
+        """Transforms, datasets (which may change num_classes) and loaders; the batch per process."""
+        cfg, r, d, spec = self.cfg, self.r, self.d, self.spec
+        train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
+                                    re_prob=r.re_prob, random_resized_crop=r.random_resized_crop)
+        eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False)
+        train_ds, val_ds, self.num_classes = build_datasets(
+            cfg.data, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=train_tf,
+            eval_transform=eval_tf, data_dir=cfg.data_dir, download=cfg.download, synthetic_size=cfg.synthetic_size,
+            num_classes=spec.num_classes if cfg.data == "synthetic" else None, seed=cfg.seed)
+        if spec.num_classes != self.num_classes:
             if d.main:
-                if improved:
-                    C.atomic_copy(out / "last.pt", out / "best.pt")
-                C.atomic_write_text(_jsonl(history), out / "metrics.jsonl")
-                if writer is not None:
-                    for k, v in record.items():
-                        writer.add_scalar(k, v, epoch + 1)
-                print(f"epoch {epoch + 1}: train_loss {record['train_loss']:.4f}  val_loss {val['loss']:.4f}  "
-                      f"val_top1 {val['top1']:.2f}  val_top5 {val['top5']:.2f}  {record['images_per_s']:.1f} img/s",
+                print(f"note: {cfg.data} has {self.num_classes} classes; setting num_classes = {self.num_classes}",
                       file=sys.stderr)
-            final = record
-            if finished:
+            spec = attrs.evolve(spec, num_classes=self.num_classes)
+        self.spec = spec if self.ckpt is None else S.from_json(self.ckpt["spec"])
+        if r.batch_size % (d.world * cfg.accum_steps):
+            raise ValueError(f"--batch-size {r.batch_size} must be divisible by processes x accumulation steps "
+                             f"({d.world} x {cfg.accum_steps})")
+        self.local_batch = r.batch_size // (d.world * cfg.accum_steps)
+        self.train_loader, self.val_loader = build_loaders(train_ds, val_ds, batch_size=self.local_batch,
+                                                           workers=cfg.workers, seed=cfg.seed, rank=d.rank,
+                                                           world_size=d.world)
+        batches = len(self.train_loader)
+        self.steps_per_epoch = batches // cfg.accum_steps
+        if self.steps_per_epoch == 0:
+            raise ValueError(f"--accum-steps {cfg.accum_steps} exceeds the {batches} batches of an epoch")
+        if self.ckpt is not None and self.ckpt["batches_done"] > batches:
+            raise C.CheckpointError(self.last, f"its 'batches_done' ({self.ckpt['batches_done']}) exceeds the "
+                                               f"{batches} batches of an epoch of this run")
+
+    def make_model(self) -> None:
+        """The model (`core`: what is saved and evaluated), the same initial weights on every rank; its EMA."""
+        from timm.utils import ModelEmaV3
+
+        torch.manual_seed(self.cfg.seed)  # identical initial weights on every rank
+        model = build(self.spec).to(self.device)
+        if self.device.type == "cuda" and self.cfg.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+        if self.d.world > 1 and self.device.type == "cuda" and has_bn:
+            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        self.core = model
+        self.ema = ModelEmaV3(model, decay=self.r.ema_decay) if self.r.ema_decay else None
+
+    def make_optimizer(self) -> None:
+        """AdamW, the per-step cosine schedule with warmup, the precision (autocast dtype, fp16's grad scaler)."""
+        from timm.optim import create_optimizer_v2
+        from timm.scheduler import CosineLRScheduler
+
+        r, cfg, device = self.r, self.cfg, self.device
+        self.optimizer = create_optimizer_v2(self.core, "adamw", lr=r.lr, weight_decay=r.weight_decay)
+        self.scheduler = CosineLRScheduler(self.optimizer, t_initial=r.epochs * self.steps_per_epoch,
+                                           lr_min=r.min_lr, warmup_t=r.warmup_epochs * self.steps_per_epoch,
+                                           warmup_lr_init=r.warmup_lr, t_in_epochs=False)
+        precision = cfg.precision if cfg.precision != "auto" else ("bf16" if device.type == "cuda" else "fp32")
+        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+
+    def amp_ctx(self):
+        return torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype else nullcontext()
+
+    def make_loss(self) -> None:
+        """Mixup / cutmix and the criterion; a head with several outputs says what it trains on (rank 0)."""
+        self.mixup, self.criterion = make_criterion(self.r, self.num_classes)
+        outputs = self.spec.head.outputs()  # what the head declares it returns in training (vspec/nn/heads.py)
+        if self.d.main and len(outputs) > 1:
+            label = {"image": "the image label", "tokens": "the image label at every token"}
+            terms = " + ".join(f"{o.weight:g} x loss({o.name}, {label[o.target]})" for o in outputs)
+            print(f"note: the {self.spec.head.kind} head trains on {len(outputs)} outputs: {terms}", file=sys.stderr)
+
+    def restore(self) -> None:
+        """--resume: weights, optimizer, schedule, scaler, EMA and the counters from last.pt."""
+        ckpt = self.ckpt
+        if ckpt is None:
+            return
+        C.restore(ckpt, self.last, self.core, self.optimizer, self.scheduler, self.scaler, self.ema)
+        self.start_epoch, self.skip_batches = ckpt["epoch"], ckpt["batches_done"]
+        self.global_step, self.history, self.best = ckpt["global_step"], ckpt["metrics"], ckpt["best_top1"]
+        self.best_epoch = ckpt.get("best_epoch", 0)
+
+    def wrap_model(self) -> None:
+        """The model the loop calls: DDP over the processes (after the restore), compiled on request."""
+        self.train_model = self.core
+        if self.d.world > 1:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.train_model = nn.parallel.DistributedDataParallel(self.core, device_ids=ids)
+        if self.cfg.compile:
+            self.train_model = torch.compile(self.train_model)
+
+    # ------------------------------------------------ training
+    def train(self) -> dict[str, Any]:
+        """The epochs, each trained, evaluated and checkpointed; then the summary. Returns the last record."""
+        self.writer = _tensorboard(self.out) if self.d.main else None
+        final: dict[str, Any] = {}
+        with StopFlag() as stop:
+            for epoch in range(self.start_epoch, self.r.epochs):
+                stats = self.train_epoch(epoch, stop)
+                if stop.signum is not None:
+                    self.interrupt(epoch, stats, stop.signum)
+                final = self.evaluate_epoch(epoch, stats)
+                self.end_epoch(epoch, final)
+                if self.cfg.max_steps and self.global_step >= self.cfg.max_steps:
+                    break
+        self.summarize(final)
+        return final
+
+    def train_epoch(self, epoch: int, stop: StopFlag) -> EpochStats:
+        """One epoch (or its rest, after a mid-epoch resume), until its end, a signal or --max-steps."""
+        skip = self.start_epoch_data(epoch)
+        progress = Progress(skip + len(self.train_loader), f"epoch {epoch + 1}/{self.r.epochs}", enabled=self.d.main,
+                            every=self.cfg.log_every)
+        stats = EpochStats(time.perf_counter(), batches_done=skip)
+        if skip and self.ckpt is not None:
+            stats.loss_sum, stats.loss_n = self.ckpt.get("epoch_loss", (0.0, 0))
+        self.train_model.train()
+        for i, (images, target) in enumerate(self.train_loader, start=skip):
+            loss_value, stepped = self.train_step(i, images, target)
+            stats.batches_done = i + 1
+            stats.seen += len(images) * self.d.world
+            self.check_finite(loss_value, epoch, i, stepped)
+            stats.loss_sum, stats.loss_n = stats.loss_sum + loss_value, stats.loss_n + 1
+            progress.update(i + 1, loss=stats.loss_sum / stats.loss_n, lr=self.optimizer.param_groups[0]["lr"],
+                            ips=stats.seen / stats.elapsed)
+            if stop.signum is not None or (self.cfg.max_steps and self.global_step >= self.cfg.max_steps):
                 break
-    in_sync = _ranks_in_sync(core, d)
-    if d.main and history:
-        C.atomic_write_text(json.dumps({"final": final, "best_top1": best, "epochs": len(history),
-                                        "world_size": d.world, "ranks_in_sync": in_sync}), out / "summary.json")
-        _plot(history, out / "curves.png")
-        print(f"done: {len(history)} epochs, val top-1 {final.get('val_top1', float('nan')):.2f} % "
-              f"(best {best:.2f} %); checkpoint {out / 'last.pt'}, best {out / 'best.pt'}, "
-              f"metrics {out / 'metrics.jsonl'}, curves {out / 'curves.png'}"
-              + (f"; {d.world} processes, weights in sync: {in_sync}" if d.world > 1 else ""))
-    if writer is not None:
-        writer.close()
-    _finish(d)
-    return final
+        progress.close()
+        return stats
+
+    def start_epoch_data(self, epoch: int) -> int:
+        """The epoch's data order and RNG streams (those of the interrupted epoch after a mid-epoch resume);
+        returns the batches to skip."""
+        skip = self.skip_batches if epoch == self.start_epoch else 0
+        self.train_loader.sampler.set_epoch(epoch, skip=skip * self.local_batch)
+        if skip and self.ckpt is not None:
+            C.set_rng_state(self.ckpt["rng"])  # mid-epoch resume: continue the interrupted RNG streams
+        else:
+            C.seed_everything(self.cfg.seed * 100_003 + epoch * 1009 + self.d.rank)
+            self.train_loader.generator.manual_seed(self.cfg.seed * 100_003 + epoch)
+        return skip
+
+    def train_step(self, i: int, images: torch.Tensor, target: torch.Tensor) -> tuple[float, bool]:
+        """Forward and backward of batch `i`; an optimizer step after every `accum_steps` batches (gradients
+        all-reduced only then). Returns the batch's loss and whether a step was taken."""
+        cfg, device, scaler, optimizer = self.cfg, self.device, self.scaler, self.optimizer
+        images, target = images.to(device, non_blocking=True), target.to(device, non_blocking=True)
+        if device.type == "cuda" and cfg.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        if self.mixup is not None:
+            images, target = self.mixup(images, target)
+        last_micro = (i + 1) % cfg.accum_steps == 0
+        sync = nullcontext() if last_micro or self.d.world == 1 else self.train_model.no_sync()
+        with sync, self.amp_ctx():
+            loss = head_loss(self.criterion, self.train_model(images), target)  # the head's declared outputs
+        scaler.scale(loss / cfg.accum_steps).backward()
+        if last_micro:
+            if self.r.clip_grad:
+                scaler.unscale_(optimizer)
+                nn.utils.clip_grad_norm_(self.core.parameters(), self.r.clip_grad)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            self.global_step += 1
+            self.scheduler.step_update(self.global_step)
+            if self.ema is not None:
+                self.ema.update(self.core, step=self.global_step)
+            C.kill_point("step")
+        return loss.item(), last_micro
+
+    def check_finite(self, loss_value: float, epoch: int, i: int, stepped: bool) -> None:
+        if math.isfinite(loss_value):
+            return
+        kept = f"the last good checkpoint is {self.last}" if self.last.is_file() else "no checkpoint was written"
+        step = self.global_step if stepped else self.global_step + 1
+        raise TrainingStopped(f"the loss is {loss_value} at step {step} (epoch {epoch + 1}, batch {i + 1}): stopped; "
+                              f"{kept}")
+
+    def interrupt(self, epoch: int, stats: EpochStats, signum: int):
+        """A signal arrived: save the part-done epoch to last.pt and stop with Interrupted."""
+        self.save(epoch, stats.batches_done, (stats.loss_sum, stats.loss_n))
+        _finish(self.d)
+        raise Interrupted(signum, f"signal {signum}: saved {self.last} at epoch {epoch + 1}, batch "
+                                  f"{stats.batches_done}; continue with --resume", report=self.d.main)
+
+    def evaluate_epoch(self, epoch: int, stats: EpochStats) -> dict[str, Any]:
+        """The epoch's record: training loss and speed, validation loss / top-1 / top-5 (and the EMA's top-1)."""
+        elapsed = stats.elapsed
+        val = evaluate(self.core, self.val_loader, self.device, self.amp_ctx, self.d)
+        record = {"epoch": epoch + 1, "train_loss": stats.loss_sum / max(stats.loss_n, 1), "val_loss": val["loss"],
+                  "val_top1": val["top1"], "val_top5": val["top5"], "lr": self.optimizer.param_groups[0]["lr"],
+                  "images_per_s": stats.seen / elapsed, "epoch_time_s": elapsed, "step": self.global_step}
+        if self.ema is not None:
+            record["ema_val_top1"] = evaluate(self.ema.module, self.val_loader, self.device, self.amp_ctx,
+                                              self.d)["top1"]
+        return record
+
+    def end_epoch(self, epoch: int, record: dict[str, Any]) -> None:
+        """last.pt first (a kill after it loses nothing that --resume cannot rewrite), then best.pt,
+        metrics.jsonl, TensorBoard and the epoch's line (rank 0)."""
+        self.history.append(record)
+        improved = record["val_top1"] > self.best
+        if improved:
+            self.best, self.best_epoch = record["val_top1"], epoch + 1
+        self.save(epoch + 1, 0)
+        if not self.d.main:
+            return
+        if improved:
+            C.atomic_copy(self.last, self.out / "best.pt")
+        C.atomic_write_text(_jsonl(self.history), self.out / "metrics.jsonl")
+        if self.writer is not None:
+            for k, v in record.items():
+                self.writer.add_scalar(k, v, epoch + 1)
+        print(f"epoch {epoch + 1}: train_loss {record['train_loss']:.4f}  val_loss {record['val_loss']:.4f}  "
+              f"val_top1 {record['val_top1']:.2f}  val_top5 {record['val_top5']:.2f}  "
+              f"{record['images_per_s']:.1f} img/s", file=sys.stderr)
+
+    def save(self, epoch: int, batches_done: int, epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
+        """last.pt (rank 0); `epoch_loss` (sum, count) of a part-done epoch lets a resumed run average all of it."""
+        if not self.d.main:
+            return
+        ema = self.ema
+        state = {"format": C.FORMAT, "spec": S.to_json(self.spec), "state_dict": self.core.state_dict(),
+                 "ema": ema.module.state_dict() if ema is not None else None,
+                 "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                 "scaler": self.scaler.state_dict(), "epoch": epoch, "batches_done": batches_done,
+                 "global_step": self.global_step, "rng": C.rng_state(), "metrics": self.history,
+                 "best_top1": self.best, "best_epoch": self.best_epoch, "epoch_loss": list(epoch_loss),
+                 "recipe": asdict(self.r), "data": self.cfg.data, "data_args": C.data_args(self.cfg)}
+        C.atomic_save(with_checksum(state), self.last)
+
+    def summarize(self, final: dict[str, Any]) -> None:
+        """summary.json, curves.png and the closing line (rank 0); whether the ranks ended in sync."""
+        d, out, history = self.d, self.out, self.history
+        in_sync = _ranks_in_sync(self.core, d)
+        if d.main and history:
+            C.atomic_write_text(json.dumps({"final": final, "best_top1": self.best, "epochs": len(history),
+                                            "world_size": d.world, "ranks_in_sync": in_sync}), out / "summary.json")
+            _plot(history, out / "curves.png")
+            print(f"done: {len(history)} epochs, val top-1 {final.get('val_top1', float('nan')):.2f} % "
+                  f"(best {self.best:.2f} %); checkpoint {self.last}, best {out / 'best.pt'}, "
+                  f"metrics {out / 'metrics.jsonl'}, curves {out / 'curves.png'}"
+                  + (f"; {d.world} processes, weights in sync: {in_sync}" if d.world > 1 else ""))
+        if self.writer is not None:
+            self.writer.close()
+        _finish(d)
 
 
 def _jsonl(history: list[dict[str, Any]]) -> str:
