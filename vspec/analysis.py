@@ -20,8 +20,7 @@ from torch import nn
 
 from .nn.layers import AttentionCore
 from .nn.refiner import MapAttention
-
-ROLES = "QKVPW"
+from .spec.vit import PROJECTION_ROLES
 
 
 class AnalysisError(Exception):
@@ -37,15 +36,14 @@ def head_matrices(attn: nn.Module) -> dict[str, list[torch.Tensor]]:
     if proj is None:  # the fused qkv / proj layout
         rows, w = dict(zip("QKV", attn.qkv.weight.chunk(3))), attn.proj.weight
     else:
-        names = "QKVPW" if len(proj.letters) == 5 else "QKVW"
         w_letter = proj.letters[-1]
         w = proj.matrices["W"].weight if w_letter == "W" else proj.matrices[w_letter].dense().T
-        rows = {name: proj.matrices[letter].dense() for name, letter in zip(names[:-1], proj.letters[:-1])}
+        rows = {name: proj.matrices[letter].dense() for name, letter in zip(proj.roles[:-1], proj.letters[:-1])}
         rows = {name: m for name, m in rows.items() if m.shape[0] == w.shape[1]}  # not P~
     dh = w.shape[1] // heads
     out = {r: [m[h * dh:(h + 1) * dh].T for h in range(heads)] for r, m in rows.items()}
     out["W"] = [w[:, h * dh:(h + 1) * dh] for h in range(heads)]
-    return {r: out[r] for r in ROLES if r in out}
+    return {r: out[r] for r in PROJECTION_ROLES if r in out}
 
 
 def subspace_similarity(x: torch.Tensor, y: torch.Tensor) -> float:

@@ -6,6 +6,7 @@ from torch import nn
 
 from ..ops import grouped_linear, linear, structured
 from ..spec import Norm, Projections
+from ..spec.vit import role_widths
 
 
 class Linear(nn.Linear):
@@ -138,12 +139,12 @@ class RoleProjections(nn.Module):
                  probe: int | None = None):
         super().__init__()
         spec = spec or Projections()
-        self.letters = spec.letters(roles)
+        self.roles, self.letters = roles, spec.letters(roles)
         self.matrices = nn.ModuleDict({
             letter: RoleMatrix(i * (1 if letter == "W" else spec.groups), o, 1 if letter == "W" else spec.groups,
                                spec.grouping)
             for letter, (o, i) in spec.matrices(roles, dim, inner, probe).items()})
-        self.widths = [probe if name == "P" and probe else inner for name in roles[:-1]]
+        self.widths = list(role_widths(roles, inner, probe).values())
         self.in_bias = nn.Parameter(torch.zeros(sum(self.widths))) if in_bias else None
         self.out_bias = nn.Parameter(torch.zeros(dim)) if out_bias else None
 
@@ -170,14 +171,13 @@ class ProjectedAttention(nn.Module):
     fused `qkv` Linear and the output `proj` (timm's names and layout); with it, RoleProjections."""
 
     def init_projections(self, spec, dim: int, inner: int) -> None:
-        probe = dim if getattr(spec, "form", None) == "eq14" else None  # MSF Eq. 14's P~ is dim x dim
         self.projections = None
         if spec.projections is None:
             self.qkv = Linear(dim, 3 * inner, bias=spec.qkv_bias)
             self.proj = Linear(inner, dim, bias=spec.proj_bias)
         else:
             self.projections = RoleProjections(spec.projections, spec.roles, dim, inner, spec.qkv_bias,
-                                               spec.proj_bias, probe)
+                                               spec.proj_bias, spec.probe_width(dim))
 
     def project(self, x: torch.Tensor) -> list[torch.Tensor]:
         """The input roles' projections of x, (B, N, inner) each: q, k, v (and the probe)."""

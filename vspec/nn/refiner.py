@@ -229,7 +229,7 @@ class RefinerAttention(nn.Module):
         inner = spec.inner_dim(ctx.dim)
         self.heads, self.value_heads = spec.heads, spec.maps_used
         head_dim = inner // spec.heads
-        self.widths = ([] if spec.reuse else [inner, inner]) + [self.value_heads * head_dim]
+        self.widths = list(spec.role_widths(ctx.dim).values())  # [q, k,] v
         self.qkv = Linear(ctx.dim, sum(self.widths), bias=spec.qkv_bias)
         self.proj = Linear(self.widths[-1], ctx.dim, bias=spec.proj_bias)
         self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()

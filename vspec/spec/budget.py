@@ -131,13 +131,12 @@ def _attention(spec: Any, tokens: Tokens) -> tuple[int, int]:
     d, inner = tokens.dim, spec.inner_dim(tokens.dim)
     weights = _linear(d, 3 * inner, spec.qkv_bias) + _linear(inner, d, spec.proj_bias)
     if isinstance(spec, RefinerAttention):  # q, k unless reused; values and output for every map used
-        values = spec.maps_used * inner // spec.heads
+        widths = spec.role_widths(d)
         refine = _refine(spec.refine, spec.heads) if spec.refine is not None else 0
-        return _linear(d, 2 * inner * (not spec.reuse) + values, spec.qkv_bias) + _linear(values, d) + refine, 0
-    if getattr(spec, "projections", None) is not None:  # tied / grouped roles: the distinct matrices
-        probe = d if getattr(spec, "form", None) == "eq14" else None
-        shapes = spec.projections.matrices(spec.roles, d, inner, probe)
-        inputs = (len(spec.roles) - 1) * inner + (probe or inner) - inner
+        return _linear(d, sum(widths.values()), spec.qkv_bias) + _linear(widths["V"], d) + refine, 0
+    if spec.projections is not None:  # tied / grouped roles: the distinct matrices
+        shapes = spec.projections.matrices(spec.roles, d, inner, spec.probe_width(d))
+        inputs = sum(spec.role_widths(d).values())
         weights = sum(o * i for o, i in shapes.values()) + inputs * spec.qkv_bias + d * spec.proj_bias
     if not isinstance(spec, WindowMHSA):
         return weights, 0

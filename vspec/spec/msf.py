@@ -11,7 +11,7 @@ from attrs import field, frozen
 from .core import SpecError, check
 from .layout import Tokens
 from .swin import WindowMHSA
-from .vit import MultiHead, Projections
+from .vit import PROJECTION_ROLES, UNPROBED_ROLES, MultiHead, Projections
 
 FORMS = ("eq12", "eq14", "gauss_orig")
 
@@ -24,7 +24,10 @@ class MeanShiftForm:
 
     @property
     def roles(self) -> str:
-        return "QKVW" if self.form == "gauss_orig" else "QKVPW"
+        return UNPROBED_ROLES if self.form == "gauss_orig" else PROJECTION_ROLES
+
+    def probe_width(self, dim: int) -> int | None:
+        return dim if self.form == "eq14" else None  # Eq. 14's P~ is dim x dim
 
     def check(self, tokens: Tokens) -> None:
         super().check(tokens)

@@ -117,6 +117,12 @@ class RefinerAttention(MultiHead):
         """How many maps aggregate values: the value heads."""
         return self.heads if self.refine is None else self.refine.maps_out(self.heads)
 
+    def role_widths(self, dim: int) -> dict[str, int]:
+        """q and k inner wide (none when the block reuses the incoming maps), the values one head_dim per
+        map used (`maps_used`)."""
+        inner = self.inner_dim(dim)
+        return ({} if self.reuse else {"Q": inner, "K": inner}) | {"V": self.maps_used * (inner // self.heads)}
+
     @property
     def maps_handed_on(self) -> int:
         """How many maps the block hands on: those it received (reuse) or those it aggregates with."""

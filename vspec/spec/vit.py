@@ -65,7 +65,11 @@ class SimplePatchEmbed(Patchify):
         check_size("patch_size", in_chans * self.patch_size**2, f"a patch's {in_chans} x {self.patch_size}^2 values")
 
 
-ROLE_NAMES = {"Q": "QUERY", "K": "KEY", "V": "VALUE", "P": "PROBE", "W": "WEIGHT"}
+# An attention's projection roles, by letter, in the order Projections.roles spells them (MSF's notation):
+# QUERY, KEY, VALUE and PROBE project x, WEIGHT projects the heads' output back. PROBE is MSF's own.
+PROJECTION_ROLES = "QKVPW"
+UNPROBED_ROLES = PROJECTION_ROLES.replace("P", "")  # QKVW: the original attention's
+ROLE_NAMES = dict(zip(PROJECTION_ROLES, ("QUERY", "KEY", "VALUE", "PROBE", "WEIGHT")))
 GROUPINGS = ("interleaved", "block")
 
 
@@ -96,7 +100,7 @@ class Projections:
             return
         if len(roles) not in (4, 5):
             raise SpecError("Projections.roles", f"spells 4 (QKVW) or 5 (QKVPW) roles, got {show(roles)}")
-        names = "QKVPW" if len(roles) == 5 else "QKVW"
+        names = PROJECTION_ROLES if len(roles) == len(PROJECTION_ROLES) else UNPROBED_ROLES
         for i, (name, letter) in enumerate(zip(names, roles)):
             if letter != name and letter not in roles[:i]:
                 raise SpecError("Projections.roles", f"{ROLE_NAMES[name]} (letter {i + 1} of {roles!r}) uses "
@@ -108,13 +112,10 @@ class Projections:
 
     def matrices(self, names: str, dim: int, inner: int, probe: int | None = None) -> dict[str, tuple[int, int]]:
         """The (out, in) shape of each distinct matrix, by letter: an input role's (inner, dim / groups)
-        (PROBE's out `probe` if given: eq14's P~), WEIGHT's (dim, inner)."""
-        out = {}
-        for name, letter in zip(names, self.letters(names)):
-            if letter == name:
-                rows = probe if name == "P" and probe else inner
-                out[name] = (dim, inner) if name == "W" else (rows, dim // self.groups)
-        return out
+        (PROBE's out `probe` if given: eq14's P~; `role_widths`), WEIGHT's (dim, inner)."""
+        rows = role_widths(names, inner, probe)
+        return {name: (dim, inner) if name == "W" else (rows[name], dim // self.groups)
+                for name, letter in zip(names, self.letters(names)) if letter == name}
 
     def check(self, names: str, dim: int, inner: int) -> None:
         """The rules tying the projections to their attention: as many roles as it has, and groups
@@ -124,6 +125,12 @@ class Projections:
         for width, what in ((dim, "the input width"), (inner, "the inner width heads x head_dim")):
             if width % self.groups:
                 raise SpecError("groups", f"{self.groups} does not divide {what} {width}")
+
+
+def role_widths(roles: str, inner: int, probe: int | None = None) -> dict[str, int]:
+    """The width of each input role of `roles` (all but the last, WEIGHT), by letter: the inner width
+    heads x head_dim, PROBE's `probe` if given (MSF Eq. 14's P~ is dim x dim). WEIGHT maps inner back."""
+    return {name: probe if name == "P" and probe else inner for name in roles[:-1]}
 
 
 ZERO_GRADIENTS = "the query and key weights would only ever get zero gradients"
@@ -149,7 +156,7 @@ class MultiHead:
     and its query and key weights could not learn, so a 1x1 grid without class token (or head tokens)
     is refused, and so is a window of 1 token."""
 
-    roles: ClassVar[str] = "QKVW"
+    roles: ClassVar[str] = UNPROBED_ROLES
 
     heads: int = field(default=12, validator=check(int, ge=1))
     head_dim: int | None = field(default=None, validator=check(int, ge=1, optional=True))
@@ -162,6 +169,15 @@ class MultiHead:
 
     def inner_dim(self, dim: int) -> int:
         return self.heads * (self.head_dim or dim // self.heads)
+
+    def probe_width(self, dim: int) -> int | None:
+        """The width of a PROBE role of its own (MSF Eq. 14's P~), None where PROBE, if any, is inner wide
+        like the other input roles: the default."""
+        return None
+
+    def role_widths(self, dim: int) -> dict[str, int]:
+        """The width of each input role this attention projects x to, by letter (the module's layout)."""
+        return role_widths(self.roles, self.inner_dim(dim), self.probe_width(dim))
 
     def check(self, tokens: Tokens) -> None:
         check_heads(self.heads, self.head_dim, tokens.dim)
