@@ -60,3 +60,26 @@ def assert_every_parameter_learns(model, rel: float | None = None) -> None:
     top = max(g.abs().max().item() for g in grads.values())
     dead = [n for n, g in grads.items() if g.abs().max().item() <= rel * top]
     assert not dead, f"zero gradients: {dead}"
+
+
+def argument_cases(cases: dict) -> dict:
+    """`pytest.mark.parametrize` arguments for a converter's {constructor argument: [(changes, expect), ...]}."""
+    return dict(argnames="changes,expect", argvalues=[case for group in cases.values() for case in group],
+                ids=[f"{arg}-{i}" for arg, group in cases.items() for i in range(len(group))])
+
+
+def check_argument(family: str, label: str, state_dict: dict, config: dict, expect) -> None:
+    """`expect` a regex: converting `config` is refused in one line `<label> config: <expect>...`; otherwise a
+    predicate the spec the converter makes of `config` satisfies (the argument is honoured)."""
+    import importlib
+
+    import pytest
+
+    from vspec.convert import ConversionError, from_official
+
+    if isinstance(expect, str):
+        with pytest.raises(ConversionError, match=f"^{label} config: {expect}") as info:
+            from_official(family, state_dict, config)
+        assert "\n" not in str(info.value)
+    else:
+        assert expect(importlib.import_module(f"vspec.convert.{family}").spec_from_config(config))
