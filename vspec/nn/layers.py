@@ -9,6 +9,13 @@ from ..spec import Norm, Projections
 from ..spec.vit import role_widths
 
 
+class Component(nn.Module):
+    """What a component module may declare: `no_weight_decay_names`, its parameters that weight decay must
+    skip (timm's `no_weight_decay`)."""
+
+    no_weight_decay_names: tuple[str, ...] = ()
+
+
 class Linear(nn.Linear):
     """nn.Linear (same parameters and state dict) with an optional activation, computed by
     `vspec.ops.linear`: bias and activation fused into the matmul on the CPU."""
@@ -166,7 +173,7 @@ class RoleProjections(nn.Module):
         return linear(z, self.matrices[letter].dense().t().contiguous(), self.out_bias)
 
 
-class ProjectedAttention(nn.Module):
+class ProjectedAttention(Component):
     """What the attention modules share: their projections. Without `projections` in the spec, the
     fused `qkv` Linear and the output `proj` (timm's names and layout); with it, RoleProjections."""
 

@@ -12,7 +12,7 @@ from torch import nn
 from .. import spec as S
 from ..ops import sincos_1d, sincos_2d
 from .context import BuildContext
-from .layers import DropPath, LayerScale, make_norm, maybe
+from .layers import Component, DropPath, LayerScale, make_norm, maybe
 
 
 class Block(nn.Module):
@@ -28,7 +28,7 @@ class Block(nn.Module):
         super().__init__()
         d = ctx.dim
         self.ratio = spec.adjust_ratio
-        self.carries = getattr(spec.attention, "produces_maps", False)  # the attention returns (x, maps)
+        self.carries = spec.attention.produces_maps  # the attention returns (x, maps)
         self.consumes, self.hands_on = spec.consumes_maps, ctx.hands_on_maps
         self.norm1 = make_norm(spec.norm, d)
         self.attn = ctx.child(spec.attention)
@@ -203,7 +203,8 @@ class VisionTransformer(nn.Module):
     def no_weight_decay(self) -> set[str]:
         names = {name for name in ("pos_embed", "cls_token") if isinstance(getattr(self, name), nn.Parameter)}
         for prefix, m in self.named_modules():
-            names |= {f"{prefix}.{n}" for n in getattr(m, "no_weight_decay_names", ())}
+            if isinstance(m, Component):
+                names |= {f"{prefix}.{n}" for n in m.no_weight_decay_names}
         return names
 
     def get_classifier(self) -> nn.Module:

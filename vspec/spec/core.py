@@ -6,7 +6,6 @@ Pure data: attrs and the standard library only (importing this must not import t
 from __future__ import annotations
 
 import math
-import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -107,19 +106,6 @@ def check(
                                 (le, lambda b: value <= b, "<="), (lt, lambda b: value < b, "<")):
             if bound is not None and not ok(bound):
                 raise SpecError(path, f"must be {word} {bound}, got {show(value)}")
-
-    return validate
-
-
-def one_of(union: Any) -> Callable[[Any, Any, Any], None]:
-    """An attrs validator for a field typed with a union of kinds: the value is an instance of one."""
-    classes = typing.get_args(union) or (union,)
-
-    def validate(inst: Any, attribute: Any, value: Any) -> None:
-        if not isinstance(value, classes):
-            allowed = ", ".join(f"{c.__name__} (kind {c.kind!r})" for c in classes)
-            raise SpecError(f"{type(inst).__name__}.{attribute.name}",
-                            f"must be one of {allowed}; got {type(value).__name__}")
 
     return validate
 

@@ -6,6 +6,7 @@ from typing import ClassVar, Literal
 from attrs import field, frozen
 
 from .core import SpecError, check, check_size
+from .kinds import FFNKind
 from .layout import Tokens
 from .vit import Norm, Patchify, check_hidden
 
@@ -42,7 +43,7 @@ class SOPE(Patchify):
 
 
 @frozen
-class DAFF:
+class DAFF(FFNKind):
     """DHVT's dynamic aggregation feed-forward (Eq. 4-5, Fig. 2, appendix A.1), on the token grid.
 
     Patch tokens: 1x1 conv + norm + GELU, then x + GELU(norm(spatial(x))) (the shortcut), then 1x1

@@ -4,36 +4,20 @@ Each component checks its own rules against the tokens it will see (`check(token
 validator only walks the layout and composes their errors into paths from the model root.
 """
 
-import typing
 from typing import Any, Literal
 
 import attrs
 from attrs import field, frozen
 
-from .core import SpecError, check, check_pair, check_size, join, one_of, pair, show
-from .dhvt import DAFF, SOPE, HeadTokens
+from . import dhvt, msf, refiner, sot, swin  # noqa: F401 - every paper's kinds, registered (kinds.KINDS)
+from .core import SpecError, check, check_pair, check_size, join, pair, show
+from .dhvt import HeadTokens
+from .kinds import KINDS, ROLES, AttentionKind, EmbedderKind, EntryKind, FFNKind, HeadKind, of_role  # noqa: F401
 from .layout import Tokens, embedded, layout
-from .msf import MeanShiftAttention, WindowMeanShiftAttention
-from .refiner import ConvStem, RefinerAttention
-from .sot import Pool, ReprNorm, SecondOrderHead, SoTEmbed
-from .swin import PatchMerging, WindowMHSA
-from .vit import MHSA, MLP, ClassTokenHead, GAPHead, Norm, PatchEmbed, SimplePatchEmbed
+from .vit import MHSA, MLP, ClassTokenHead, Norm, PatchEmbed
 
 POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
 INITS = ("timm", "torch")
-
-# The component kinds of each role: one union each, the field annotations and the validators use it.
-Embedder = PatchEmbed | SimplePatchEmbed | SoTEmbed | SOPE | ConvStem
-Attention = MHSA | WindowMHSA | MeanShiftAttention | WindowMeanShiftAttention | RefinerAttention
-FFN = MLP | DAFF
-Entry = PatchMerging
-Head = ClassTokenHead | GAPHead | SecondOrderHead
-ROLES: dict[str, tuple[type, ...]] = {
-    role: typing.get_args(union) or (union,)
-    for role, union in (("embedder", Embedder), ("attention", Attention), ("ffn", FFN), ("entry", Entry),
-                        ("head", Head), ("pool", Pool), ("repr_norm", ReprNorm))  # pool, repr_norm: SoT's head
-}
-KINDS: dict[str, type] = {c.kind: c for classes in ROLES.values() for c in classes}
 
 
 @frozen
@@ -45,8 +29,8 @@ class Block:
     branch reads norm(a x) and adds f / a (Refined-ViT: x + 2 attn(LN(x / 2)), a = 0.5; 1: plain).
     """
 
-    attention: Attention = field(default=MHSA(), validator=one_of(Attention))
-    ffn: FFN = field(default=MLP(), validator=one_of(FFN))
+    attention: AttentionKind = field(default=MHSA(), validator=of_role(AttentionKind))
+    ffn: FFNKind = field(default=MLP(), validator=of_role(FFNKind))
     norm: Norm = field(default=Norm(), validator=check(Norm))
     layer_scale: float | None = field(default=None, validator=check(float, gt=0, optional=True))
     head_tokens: HeadTokens | None = field(default=None, validator=check(HeadTokens, optional=True))
@@ -55,7 +39,7 @@ class Block:
     @property
     def consumes_maps(self) -> bool:
         """Whether the attention takes the previous block's attention maps (Refiner)."""
-        return getattr(self.attention, "consumes_maps", False)
+        return self.attention.consumes_maps
 
     def check(self, tokens: Tokens) -> None:
         seen = {"attention": self.attended(tokens), "ffn": tokens}
@@ -79,8 +63,7 @@ class Block:
 
     def variant(self, tokens: Tokens, index_in_stage: int) -> Any:
         """What distinguishes the blocks of one stage built from this spec (Swin's shift), or None."""
-        attention_variant = getattr(self.attention, "variant", None)
-        return attention_variant(tokens, index_in_stage) if attention_variant else None
+        return self.attention.variant(tokens, index_in_stage)
 
 
 def _tuple(value: Any) -> Any:
@@ -106,7 +89,7 @@ class Stage:
     depth: int = field(default=12, validator=check(int, ge=1))
     dim: int = field(default=768, validator=check(int, ge=1))
     block: Block | tuple[Block, ...] = field(default=Block(), converter=_tuple, validator=_check_blocks)
-    entry: Entry | None = field(default=None, validator=check(ROLES["entry"], optional=True))
+    entry: EntryKind | None = field(default=None, validator=check(EntryKind, optional=True))
 
     def __attrs_post_init__(self):
         if isinstance(self.block, tuple) and len(self.block) != self.depth:
@@ -130,21 +113,14 @@ class Stage:
         return (self.block if isinstance(self.block, Block) else self.block[index + 1]).consumes_maps
 
     def check_maps(self) -> None:
-        """The side channel: a block that takes maps follows, in its stage, a block that hands on as many."""
+        """The side channel: each attention's rule for the maps it takes from the block before it (the kinds'
+        `check_maps`; a repeated block fails at its first)."""
         for j, block in enumerate((self.block,) if isinstance(self.block, Block) else self.block):
-            if not block.consumes_maps:  # (a repeated block that takes maps fails at its first)
-                continue
-            path = "block.attention" if isinstance(self.block, Block) else f"block.{j}.attention"
-            if j == 0:
-                raise SpecError(path, f"block {j} needs the attention maps of the block before it, but it is the "
-                                      "first of its stage (maps are handed on within a stage)")
-            before = self.blocks[j - 1].attention
-            if not getattr(before, "produces_maps", False):
-                raise SpecError(path, f"block {j} needs the attention maps of block {j - 1}, whose {before.kind} "
-                                      "attention hands none on (make it refiner attention)")
-            if before.maps_handed_on != block.attention.heads:
-                raise SpecError(path, f"block {j} takes {block.attention.heads} maps (its heads), block {j - 1} "
-                                      f"hands on {before.maps_handed_on}")
+            before = self.blocks[j - 1].attention if j else None
+            try:
+                block.attention.check_maps(before, j)
+            except SpecError as e:
+                raise e.under("block.attention" if isinstance(self.block, Block) else f"block.{j}.attention") from None
 
 
 def _check_stages(inst, attribute, value):
@@ -171,7 +147,7 @@ class Model:
     over all blocks of all stages. `init`: timm (ViT initialisation) | torch (PyTorch defaults).
     """
 
-    embedder: Embedder = field(default=PatchEmbed(), validator=one_of(Embedder))
+    embedder: EmbedderKind = field(default=PatchEmbed(), validator=of_role(EmbedderKind))
     stages: tuple[Stage, ...] = field(default=(Stage(),), converter=_tuple, validator=_check_stages)
     num_classes: int = field(default=1000, validator=check(int, ge=0))
     img_size: tuple[int, int] = field(default=(224, 224), converter=pair, validator=check_pair)
@@ -181,7 +157,7 @@ class Model:
         default="learned", validator=check(str, choices=POS_EMBEDS)
     )
     final_norm: bool = field(default=True, validator=check(bool))
-    head: Head = field(default=ClassTokenHead(), validator=one_of(Head))
+    head: HeadKind = field(default=ClassTokenHead(), validator=of_role(HeadKind))
     drop_path: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     init: Literal["timm", "torch"] = field(default="timm", validator=check(str, choices=INITS))
 
@@ -242,10 +218,9 @@ class Model:
         except SpecError as e:
             raise e.under("head") from None
         path, last = self.named_blocks()[-1]
-        check_last = getattr(last.ffn, "check_before_head", None)  # a rule about what follows the body
-        if check_last is not None and stages[-1].tokens.prefix:
+        if stages[-1].tokens.prefix:  # a rule about what follows the body
             try:
-                check_last(self.head)
+                last.ffn.check_before_head(self.head)
             except SpecError as e:
                 raise e.under(join(path, "ffn")) from None
         first = stages[0].tokens

@@ -9,6 +9,7 @@ from typing import ClassVar, Literal
 from attrs import field, frozen
 
 from .core import SpecError, check, check_size
+from .kinds import AttentionKind
 from .layout import Tokens
 from .vit import MultiHead, Patchify
 
@@ -101,7 +102,6 @@ class RefinerAttention(MultiHead):
     F.scaled_dot_product_attention like MHSA. `projections` (MSF's roles) are not available here."""
 
     kind: ClassVar[str] = "refiner"
-    attends_all: ClassVar[bool] = False  # the maps are N x N over the stage's tokens: no extra tokens join
     produces_maps: ClassVar[bool] = True
     refine: Refine | None = field(default=None, validator=check(Refine, optional=True))
     reuse: bool = field(default=False, validator=check(bool))
@@ -142,6 +142,20 @@ class RefinerAttention(MultiHead):
                 self.refine.check(tokens, self.heads)
             except SpecError as e:
                 raise e.under("refine") from None
+
+    def check_maps(self, before: AttentionKind | None, index: int) -> None:
+        """A block that takes maps (reuse, add_incoming) follows, in its stage, a block that hands on as many."""
+        if not self.consumes_maps:
+            return
+        if before is None:
+            raise SpecError("", f"block {index} needs the attention maps of the block before it, but it is the first "
+                                "of its stage (maps are handed on within a stage)")
+        if not before.produces_maps:
+            raise SpecError("", f"block {index} needs the attention maps of block {index - 1}, whose {before.kind} "
+                                "attention hands none on (make it refiner attention)")
+        if before.maps_handed_on != self.heads:
+            raise SpecError("", f"block {index} takes {self.heads} maps (its heads), block {index - 1} hands on "
+                                f"{before.maps_handed_on}")
 
     def check_keys(self, tokens: Tokens) -> None:
         """MultiHead's rule (at least 2 keys per query) for a block that computes its maps; a reusing block

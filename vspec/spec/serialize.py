@@ -17,6 +17,7 @@ import attrs
 import cattrs
 
 from .core import SpecError, cut, show, show_key
+from .kinds import ROLE_BASES, ROLES, Kind
 from .migrate import VERSION, upgrade
 from .model import SHORTHAND, Model, Stage
 
@@ -31,8 +32,7 @@ def _is_union(t: Any) -> bool:
 
 
 def _tag(cls: type) -> str | None:
-    kind = getattr(cls, "kind", None)
-    return kind if isinstance(kind, str) and "kind" not in attrs.fields_dict(cls) else None
+    return cls.kind if issubclass(cls, Kind) else None
 
 
 def _describe(value: Any) -> str:
@@ -108,15 +108,6 @@ def _structure_union(value: Any, t: Any) -> Any:
     if any(attrs.has(m) and isinstance(value, m) for m in members):
         return value
     rest = [m for m in members if m is not type(None)]
-    if len(rest) > 1 and all(attrs.has(m) and _tag(m) for m in rest):  # kinds of one role (or None)
-        by_kind = {m.kind: m for m in rest}
-        if not isinstance(value, Mapping):
-            raise SpecError("", f"must be a table with a 'kind' ({', '.join(by_kind)}), got {_describe(value)}")
-        if "kind" not in value:
-            raise SpecError("kind", f"missing; allowed: {', '.join(by_kind)}")
-        if not isinstance(value["kind"], str) or value["kind"] not in by_kind:
-            raise SpecError("kind", f"unknown kind {show(value['kind'])}; allowed: {', '.join(by_kind)}")
-        return converter.structure(value, by_kind[value["kind"]])
     if len(rest) == 1:  # Optional[X]
         return converter.structure(value, rest[0])
     for m in rest:  # e.g. Block | tuple[Block, ...]: a table is the first, a list the second
@@ -125,6 +116,20 @@ def _structure_union(value: Any, t: Any) -> Any:
             return converter.structure(value, m)
     names = " or ".join(getattr(m, "__name__", str(m)) for m in rest)
     raise SpecError("", f"must be {names}, got {_describe(value)}")
+
+
+def _structure_kind(value: Any, base: type) -> Any:
+    """A field that holds a kind of `base`'s role: the table's `kind` picks the class (kinds.ROLES)."""
+    if isinstance(value, base):
+        return value
+    by_kind = {m.kind: m for m in ROLES.get(base.role, ())}
+    if not isinstance(value, Mapping):
+        raise SpecError("", f"must be a table with a 'kind' ({', '.join(by_kind)}), got {_describe(value)}")
+    if "kind" not in value:
+        raise SpecError("kind", f"missing; allowed: {', '.join(by_kind)}")
+    if not isinstance(value["kind"], str) or value["kind"] not in by_kind:
+        raise SpecError("kind", f"unknown kind {show(value['kind'])}; allowed: {', '.join(by_kind)}")
+    return converter.structure(value, by_kind[value["kind"]])
 
 
 def _structure_tuple(value: Any, t: Any) -> Any:
@@ -173,6 +178,7 @@ for _t in (int, float, bool, str):
 converter.register_structure_hook_func(lambda t: typing.get_origin(t) is Literal, _structure_literal)
 converter.register_structure_hook_func(_is_union, _structure_union)
 converter.register_structure_hook_func(lambda t: typing.get_origin(t) is tuple, _structure_tuple)
+converter.register_structure_hook_func(lambda t: t in ROLE_BASES.values(), _structure_kind)
 converter.register_structure_hook_factory(attrs.has, _structure_attrs_factory)
 converter.register_unstructure_hook_func(attrs.has, _unstructure_attrs)
 converter.register_unstructure_hook(Model, _unstructure_model)

@@ -8,7 +8,8 @@ from typing import ClassVar, Literal
 import attrs
 from attrs import field, frozen
 
-from .core import SpecError, check, check_size, one_of
+from .core import SpecError, check, check_size
+from .kinds import HeadKind, PoolKind, ReprNormKind, of_role
 from .layout import Tokens
 from .vit import LOGITS, Norm, Output, Patchify
 
@@ -70,14 +71,14 @@ class SoTEmbed(Patchify):
 
 
 @frozen
-class GAPPool:
+class GAPPool(PoolKind):
     """First-order pooling: the mean token (representation size dim)."""
 
     kind: ClassVar[str] = "gap_pool"
 
 
 @frozen
-class GCP:
+class GCP(PoolKind):
     """Global covariance pooling (Table 3b): Linear(dim -> `dim`), channel-centred covariance,
     matrix square root by `iters` iSQRT (Newton-Schulz) steps, upper triangle flattened."""
 
@@ -87,7 +88,7 @@ class GCP:
 
 
 @frozen
-class MGCrP:
+class MGCrP(PoolKind):
     """Multi-headed global cross-covariance pooling (Eq. 2-3): per head i, X = W_i Z (m rows),
     Y = R_i Z (n rows), Q_i = (1/N) X Y^T. One bias-free Linear(dim, heads * (m + n)) holds every W_i
     and R_i (released code). centering: none | scalar (each projection minus its mean over all its
@@ -102,13 +103,12 @@ class MGCrP:
     )
 
 
-Pool = GAPPool | GCP | MGCrP
 
 # ---------------------------------------------------------------- normalisations of the representation
 
 
 @frozen
-class SvPN:
+class SvPN(ReprNormKind):
     """Singular-value power normalisation of each head's Q (Eq. 5): sum_i lambda_i^alpha u_i v_i^T.
 
     method: exact (SVD; num_sv, iters, start and eps are approx's and must keep their defaults) | approx
@@ -135,14 +135,14 @@ class SvPN:
 
 
 @frozen
-class EPN:
+class EPN(ReprNormKind):
     """Element-wise power normalisation: signed square root, then l2 normalisation (Table 4d)."""
 
     kind: ClassVar[str] = "epn"
 
 
 @frozen
-class LearnableScale:
+class LearnableScale(ReprNormKind):
     """The representation times a learnable scalar 1/tau (Table 4d), 1/tau initialised to `init`."""
 
     kind: ClassVar[str] = "scale"
@@ -150,7 +150,7 @@ class LearnableScale:
 
 
 @frozen
-class ReprLayerNorm:
+class ReprLayerNorm(ReprNormKind):
     """LayerNorm over the flattened representation (Table 4d)."""
 
     kind: ClassVar[str] = "repr_layernorm"
@@ -158,19 +158,18 @@ class ReprLayerNorm:
 
 
 @frozen
-class NoNorm:
+class NoNorm(ReprNormKind):
     """No normalisation of the representation."""
 
     kind: ClassVar[str] = "no_norm"
 
 
-ReprNorm = SvPN | EPN | LearnableScale | ReprLayerNorm | NoNorm
 
 FUSIONS = ("sum", "concat", "aggr_all", "late")
 
 
 @frozen
-class SecondOrderHead:
+class SecondOrderHead(HeadKind):
     """Class token and pooled word tokens together (Eq. 1, Fig. 2).
 
     fusion: sum, FC(z0) + FC(norm(pool(Z))) | concat, FC([z0, norm(pool(Z))]) | aggr_all,
@@ -184,8 +183,8 @@ class SecondOrderHead:
 
     kind: ClassVar[str] = "second_order"
     fusion: Literal["sum", "concat", "aggr_all", "late"] = field(default="sum", validator=check(str, choices=FUSIONS))
-    pool: Pool = field(default=MGCrP(), validator=one_of(Pool))
-    norm: ReprNorm = field(default=SvPN(), validator=one_of(ReprNorm))
+    pool: PoolKind = field(default=MGCrP(), validator=of_role(PoolKind))
+    norm: ReprNormKind = field(default=SvPN(), validator=of_role(ReprNormKind))
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     z0: Literal["mean_token"] | None = field(default=None, validator=check(str, choices=("mean_token",), optional=True))
 

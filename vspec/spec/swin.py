@@ -6,6 +6,7 @@ from typing import ClassVar
 from attrs import field, frozen
 
 from .core import SpecError, check, check_size
+from .kinds import EntryKind
 from .layout import Tokens
 from .vit import ZERO_GRADIENTS, MultiHead, Norm
 
@@ -25,7 +26,6 @@ class WindowMHSA(MultiHead):
     window must hold at least 2 tokens (`check_keys`)."""
 
     kind: ClassVar[str] = "window_mhsa"
-    attends_all: ClassVar[bool] = False
     window: int = field(default=7, validator=check(int, ge=1))
     shift: bool = field(default=True, validator=check(bool))
 
@@ -64,7 +64,7 @@ class WindowMHSA(MultiHead):
 
 
 @frozen
-class PatchMerging:
+class PatchMerging(EntryKind):
     """Swin's downsampling between stages: concatenate each 2x2 neighbourhood of tokens (4C channels),
     `norm`, then a Linear 4C -> the stage's width (2C in Swin; no bias)."""
 

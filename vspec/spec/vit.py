@@ -1,16 +1,13 @@
 """The generic parts (ViT, DeiT, SimpleViT): norm, patch embeddings, multi-head self-attention, MLP,
-class-token (with the dense auxiliary head) and average-pooling heads, and `Output`: what a head declares
-it returns in training.
+class-token (with the dense auxiliary head) and average-pooling heads. What each role's kinds may declare
+is in `kinds.py`."""
 
-Every component class may have `check(tokens)`: the rules that concern it given the shape it will
-see (`Tokens`: width, grid, prefix tokens), raising SpecError with a path relative to itself.
-"""
-
-from typing import ClassVar, Literal, NamedTuple
+from typing import ClassVar, Literal
 
 from attrs import field, frozen
 
 from .core import MAX_SIZE, SpecError, check, check_size, show
+from .kinds import LOGITS, AttentionKind, EmbedderKind, FFNKind, HeadKind, Output  # noqa: F401 - Output, re-exported
 from .layout import Tokens
 
 NORM_KINDS = ("layernorm", "batchnorm", "none")
@@ -27,13 +24,10 @@ class Norm:
     eps: float = field(default=1e-6, validator=check(float, gt=0))
 
 
-class Patchify:
+class Patchify(EmbedderKind):
     """What the patch embedders share: a `patch_size` stride that must divide the image."""
 
     __slots__ = ()
-
-    def grid(self, img_size: tuple[int, int]) -> tuple[int, int]:
-        return (img_size[0] // self.patch_size, img_size[1] // self.patch_size)
 
     def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
         """The rules that tie the embedder to the image it reads and the width `dim` it writes."""
@@ -143,7 +137,7 @@ def check_heads(heads: int, head_dim: int | None, dim: int) -> None:
 
 
 @frozen
-class MultiHead:
+class MultiHead(AttentionKind):
     """What the attention kinds share: `heads` heads of `head_dim` channels (default dim / heads), q, k, v
     from one Linear (`qkv_bias`), the output projection (`proj_bias`), `scale` (default head_dim ** -0.5),
     dropout on the attention and on the output.
@@ -204,6 +198,8 @@ class MHSA(MultiHead):
 
     kind: ClassVar[str] = "mhsa"
     attends_all: ClassVar[bool] = True  # any token set: extra tokens (head tokens) may join
+    masks: ClassVar[bool] = True  # through SDPA's mask
+    causal: ClassVar[bool] = True
 
 
 def check_hidden(ffn, dim: int) -> None:
@@ -214,7 +210,7 @@ def check_hidden(ffn, dim: int) -> None:
 
 
 @frozen
-class MLP:
+class MLP(FFNKind):
     """fc1 -> activation -> fc2. The hidden width is `hidden` if set, else int(dim * ratio).
     `layer_scale`, when set, is the initial value of a learnable per-channel scale on the output
     (Refined-ViT's `scale_channel`, 1e-5)."""
@@ -234,17 +230,6 @@ class MLP:
         check_hidden(self, tokens.dim)
 
 
-class Output(NamedTuple):
-    """What a head declares about one of its training outputs (the contract with the training engine,
-    `vspec/nn/heads.py`): its `name`, its `target` (image: logits (B, C) against the image label;
-    tokens: logits (B, N, C), the image label at every token) and its loss `weight`."""
-
-    name: str
-    target: Literal["image", "tokens"] = "image"
-    weight: float = 1.0
-
-
-LOGITS = (Output("logits"),)  # a one-output head: its logits against the image label, weight 1
 
 
 @frozen
@@ -262,11 +247,10 @@ class DenseAux:
 
 
 @frozen
-class ClassTokenHead:
+class ClassTokenHead(HeadKind):
     """Classify from the class token (ViT / DeiT); `dense` adds the dense auxiliary head (Refined-ViT)."""
 
     kind: ClassVar[str] = "class_token"
-    reads_prefix: ClassVar[bool] = True  # whether the head reads the class token
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     dense: DenseAux | None = field(default=None, validator=check(DenseAux, optional=True))
 
@@ -283,7 +267,7 @@ class ClassTokenHead:
 
 
 @frozen
-class GAPHead:
+class GAPHead(HeadKind):
     """Classify from the mean of the patch tokens (class / prefix tokens excluded), optionally
     normalised (SimpleViT: mean -> LayerNorm -> Linear; Swin: mean -> Linear)."""
 
@@ -292,8 +276,3 @@ class GAPHead:
     norm: Norm | None = field(default=None, validator=check(Norm, optional=True))
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
 
-    def check(self, tokens: Tokens) -> None:
-        """Any tokens will do: there is always at least one patch token."""
-
-    def outputs(self) -> tuple[Output, ...]:
-        return LOGITS

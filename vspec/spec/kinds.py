@@ -1,0 +1,200 @@
+"""The protocol of each role, declared once: what an embedder, an attention, an FFN, an entry or a head (and
+SoT's head parts) may declare, with its default. A component kind is a frozen attrs class that subclasses its
+role's base and sets `kind`, its tag in JSON / TOML; defining it registers it (`KINDS`, `ROLES`), so that the
+spec language, the files and the validators know it. Its module is one line in `vspec.compiler.MODULES`.
+
+A capability is a class attribute or a method of the base, never probed with a default: a kind that does not
+override it has the base's, written here. The model's validator only composes these rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, ClassVar, Literal, NamedTuple
+
+from .core import SpecError
+
+if TYPE_CHECKING:
+    from .layout import Tokens
+
+KINDS: dict[str, type] = {}  # kind tag -> class, every role
+ROLES: dict[str, tuple[type, ...]] = {}  # role -> its kinds, in the order they were defined
+
+
+class Kind:
+    """What every component kind has: its `kind` tag, its `role`, and `check(tokens)`: the rules that concern
+    it given the tokens it will see, raising SpecError with a path relative to itself."""
+
+    __slots__ = ()
+    kind: ClassVar[str]
+    role: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__:
+            register(cls)
+
+    def check(self, tokens: Tokens) -> None:
+        """No rule beyond the fields' own."""
+
+
+def _same(a: type, b: type) -> bool:
+    """One definition: attrs rebuilds a slotted class, and a test may define a kind again."""
+    return (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
+
+
+def register(cls: type) -> None:
+    """Record a kind under its tag and role (defining a subclass with `kind` calls this)."""
+    tag, role = cls.__dict__["kind"], getattr(cls, "role", None)
+    if not isinstance(tag, str) or not tag or role not in ROLE_BASES:
+        raise TypeError(f"{cls.__name__}: a kind subclasses one role's base ({', '.join(ROLE_BASES)}) and sets a "
+                        f"non-empty str kind, got kind {tag!r}")
+    base = ROLE_BASES[role]
+    for name, value in vars(cls).items():  # a flag the role does not declare is a misspelt capability
+        if isinstance(value, bool) and not hasattr(base, name):
+            flags = ", ".join(n for n in dir(base) if isinstance(getattr(base, n), bool))
+            raise TypeError(f"{cls.__name__}.{name}: not a capability of the {role} role (it has: {flags or 'none'})")
+    known = KINDS.get(tag)
+    if known is not None and not _same(known, cls):
+        raise TypeError(f"{cls.__name__}: kind {tag!r} is {known.__module__}.{known.__qualname__}'s already")
+    KINDS[tag] = cls
+    ROLES[role] = tuple(c for c in ROLES.get(role, ()) if not _same(c, cls)) + (cls,)
+
+
+def of_role(base: type):
+    """An attrs validator for a field that holds a kind of `base`'s role."""
+
+    def validate(inst, attribute, value) -> None:
+        if not isinstance(value, base):
+            allowed = ", ".join(f"{c.__name__} (kind {c.kind!r})" for c in ROLES.get(base.role, ()))
+            raise SpecError(f"{type(inst).__name__}.{attribute.name}",
+                            f"must be one of {allowed}; got {type(value).__name__}")
+
+    return validate
+
+
+def unregister(cls: type) -> None:
+    """Forget a kind (a test's own, when the test ends)."""
+    if KINDS.get(cls.kind) is cls:
+        del KINDS[cls.kind]
+        ROLES[cls.role] = tuple(c for c in ROLES[cls.role] if c is not cls)
+
+
+class EmbedderKind(Kind):
+    """Image -> tokens on a grid. `patch_size`: pixels per token side (the first stage's reduction)."""
+
+    __slots__ = ()
+    role: ClassVar[str] = "embedder"
+    patch_size: int
+
+    def grid(self, img_size: tuple[int, int]) -> tuple[int, int]:
+        return (img_size[0] // self.patch_size, img_size[1] // self.patch_size)
+
+    def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
+        """The rules that tie the embedder to the image it reads and the width `dim` it writes."""
+
+
+class AttentionKind(Kind):
+    """Token mixing inside a block. `heads` is its number of heads (head tokens join one per head).
+
+    Capabilities, each False unless a kind declares it:
+    - `attends_all`: attends over any token set, so extra tokens (DHVT's head tokens) may join;
+    - `produces_maps`: computes per-head maps that a later block may take (`maps_handed_on` of them);
+      `consumes_maps`: takes the previous block's maps, which `check_maps` holds to a rule;
+    - `masks`: honours a key-padding mask (B, N); `causal`: honours a causal mask.
+    `roles`: its projection roles by letter (`vit.PROJECTION_ROLES`), "" for none."""
+
+    __slots__ = ()
+    role: ClassVar[str] = "attention"
+    heads: int
+    roles: ClassVar[str] = ""
+    attends_all: ClassVar[bool] = False
+    produces_maps: ClassVar[bool] = False
+    masks: ClassVar[bool] = False
+    causal: ClassVar[bool] = False
+
+    @property
+    def consumes_maps(self) -> bool:
+        return False
+
+    @property
+    def maps_handed_on(self) -> int:
+        """How many maps a block of this kind hands on (when it produces maps)."""
+        return 0
+
+    def variant(self, tokens: Tokens, index_in_stage: int) -> Hashable | None:
+        """What distinguishes the blocks of one stage built from this spec (Swin's shift), or None."""
+        return None
+
+    def check_maps(self, before: AttentionKind | None, index: int) -> None:
+        """The rule for the maps it takes from the attention `before` it in its stage (None: it is the first)."""
+
+    def check_masks(self, padding: bool, causal: bool) -> None:
+        """Refuse a mask this kind cannot honour (a body whose tokens are padded, or causal)."""
+        for wanted, able, what in ((padding, self.masks, "a key-padding mask"), (causal, self.causal, "a causal mask")):
+            if wanted and not able:
+                raise SpecError("", f"{self.kind} attention cannot honour {what}")
+
+
+class FFNKind(Kind):
+    """The per-token (or grid) feed-forward of a block."""
+
+    __slots__ = ()
+    role: ClassVar[str] = "ffn"
+
+    def check_before_head(self, head: HeadKind) -> None:
+        """A rule about the head that reads the last block's output (only called with prefix tokens)."""
+
+
+class EntryKind(Kind):
+    """What starts a later stage: it changes the grid and the width (`output`), by `stride` per side."""
+
+    __slots__ = ()
+    role: ClassVar[str] = "entry"
+    stride: ClassVar[int] = 1
+
+    def output(self, tokens: Tokens, dim: int) -> Tokens:
+        raise NotImplementedError
+
+
+class Output(NamedTuple):
+    """What a head declares about one of its training outputs (the contract with the training engine,
+    `vspec/nn/heads.py`): its `name`, its `target` (image: logits (B, C) against the image label;
+    tokens: logits (B, N, C), the image label at every token) and its loss `weight`."""
+
+    name: str
+    target: Literal["image", "tokens"] = "image"
+    weight: float = 1.0
+
+
+LOGITS = (Output("logits"),)  # a one-output head: its logits against the image label, weight 1
+
+
+class HeadKind(Kind):
+    """Tokens -> logits. `reads_prefix`: whether it reads the prefix (class) token; `outputs()`: what it
+    returns in training (vit.Output), by default its logits against the image label."""
+
+    __slots__ = ()
+    role: ClassVar[str] = "head"
+    reads_prefix: ClassVar[bool] = True
+
+    def outputs(self) -> tuple[Output, ...]:
+        return LOGITS
+
+
+class PoolKind(Kind):
+    """SoT's head: how the word tokens are pooled into one representation."""
+
+    __slots__ = ()
+    role: ClassVar[str] = "pool"
+
+
+class ReprNormKind(Kind):
+    """SoT's head: the normalisation of the pooled representation."""
+
+    __slots__ = ()
+    role: ClassVar[str] = "repr_norm"
+
+
+ROLE_BASES: dict[str, type] = {b.role: b for b in (EmbedderKind, AttentionKind, FFNKind, EntryKind, HeadKind,
+                                                   PoolKind, ReprNormKind)}
