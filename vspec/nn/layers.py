@@ -76,9 +76,22 @@ class AttentionCore(AttentionCoreBase):
         self.drop, self.scale = drop, scale
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                mask: torch.Tensor | None = None) -> torch.Tensor:
+                mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
         drop = self.drop if self.training else 0.0
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop, scale=self.scale)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop, is_causal=causal,
+                                              scale=self.scale)
+
+
+def sdpa_masks(padding: torch.Tensor | None, causal: bool, n: int) -> tuple[torch.Tensor | None, bool]:
+    """A block's masks as SDPA takes them: the key-padding mask (B, N), True at real tokens, becomes a boolean
+    attn_mask (B, 1, 1, N) (True: may attend), and-ed with the lower triangle when causal; causal alone stays
+    SDPA's `is_causal`."""
+    if padding is None:
+        return None, causal
+    keep = padding.bool()[:, None, None, :]
+    if causal:
+        keep = keep & torch.ones(n, n, dtype=torch.bool, device=padding.device).tril()
+    return keep, False
 
 
 class LayerScale(nn.Module):

@@ -3,6 +3,7 @@ API (including its feature API) and the layout that the profiler and the CLI rea
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import attrs
 import torch
@@ -15,14 +16,24 @@ from .context import BuildContext
 from .layers import Component, DropPath, LayerScale, make_norm, maybe
 
 
+class Carry(NamedTuple):
+    """What every block returns: its tokens `x` and the attention maps it hands on to the next block of its
+    stage (Refiner's side channel; None when it hands none on)."""
+
+    x: torch.Tensor
+    maps: torch.Tensor | None = None
+
+
 class Block(nn.Module):
     """Pre-norm residual block: x + attn(norm1(x)), then x + ffn(norm2(x)), each branch with
     optional layer scale and drop path (with adjust_ratio a: x + f(norm(a x)) / a); with head tokens,
     attn runs inside HeadTokens.
 
-    The side channel (Refiner): a block whose attention takes the previous block's maps (`consumes`)
-    is called as block(x, maps); one whose maps the next block takes (`hands_on`) returns (x, maps).
-    Other blocks take and return x alone."""
+    One contract for every block: `block(x, maps=None, *, mask=None, causal=False) -> Carry`. `maps` are the
+    previous block's handed-on maps (read by an attention that takes them, `consumes`); `mask` (B, N) bool is
+    True at real tokens, False at padding (keys that no query may attend; each sample needs one real token);
+    `causal` lets token i attend to tokens <= i. An attention kind that does not declare `masks` / `causal`
+    (vspec.spec.kinds.AttentionKind) is refused a mask in one line."""
 
     def __init__(self, spec: S.Block, ctx: BuildContext):
         super().__init__()
@@ -30,6 +41,7 @@ class Block(nn.Module):
         self.ratio = spec.adjust_ratio
         self.carries = spec.attention.produces_maps  # the attention returns (x, maps)
         self.consumes, self.hands_on = spec.consumes_maps, ctx.hands_on_maps
+        self.kind, self.masks, self.causal = spec.attention.kind, spec.attention.masks, spec.attention.causal
         self.norm1 = make_norm(spec.norm, d)
         self.attn = ctx.child(spec.attention)
         self.head_tokens = ctx.child(spec.head_tokens, block=spec) if spec.head_tokens is not None else None
@@ -39,23 +51,31 @@ class Block(nn.Module):
         self.ls2 = maybe(LayerScale, spec.layer_scale is not None, d, spec.layer_scale)
         self.drop_path = maybe(DropPath, ctx.drop_path > 0, ctx.drop_path)
 
-    def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None):
+    def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
+                causal: bool = False) -> Carry:
         r = self.ratio
         h = self.norm1(x if r == 1 else x * r)
+        masks = self.masks_for(mask, causal)
         if self.carries:
-            h, maps = self.attn(h, maps)
+            h, maps = self.attn(h, maps, **masks)
         else:
-            h = self.attn(h) if self.head_tokens is None else self.head_tokens(self.attn, h)
+            h = self.attn(h, **masks) if self.head_tokens is None else self.head_tokens(self.attn, h)
         x = x + self.drop_path(self.ls1(h if r == 1 else h / r))
         f = self.ffn(self.norm2(x if r == 1 else x * r))
         x = x + self.drop_path(self.ls2(f if r == 1 else f / r))
-        return (x, maps) if self.hands_on else x
+        return Carry(x, maps if self.hands_on else None)
 
-
-def step(block: Block, x: torch.Tensor, maps: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One block with the side channel: the maps it takes go in, the maps it hands on (or None) come out."""
-    out = block(x, maps) if block.consumes else block(x)
-    return out if block.hands_on else (out, None)
+    def masks_for(self, mask: torch.Tensor | None, causal: bool) -> dict:
+        """The attention's mask keywords (none without masks: kinds that honour none need not take them)."""
+        if mask is None and not causal:
+            return {}
+        for wanted, able, what in ((mask is not None, self.masks, "a key-padding mask"),
+                                   (causal, self.causal, "a causal mask")):
+            if wanted and not able:
+                raise ValueError(f"{self.kind} attention cannot honour {what}")
+        if self.head_tokens is not None:
+            raise ValueError("head tokens (DHVT) take the mean over every token: no masks")
+        return {"mask": mask, "causal": causal}
 
 
 class Stage(nn.Module):
@@ -86,16 +106,13 @@ class Stage(nn.Module):
                                        hands_on_maps=spec.hands_on(j))
             self.keys.append(key)
             blocks.append(built[key])
-        self.blocks = nn.Sequential(*blocks)
-        self.carries = any(b.hands_on for b in blocks)  # maps pass between blocks: not a plain chain
+        self.blocks = nn.ModuleList(blocks)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x if self.entry is None else self.entry(x)
-        if not self.carries:
-            return self.blocks(x)
-        maps = None
+    def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+        """The entry, then each block with what the one before it hands on (Block's contract)."""
+        x, maps = (x if self.entry is None else self.entry(x)), None
         for block in self.blocks:
-            x, maps = step(block, x, maps)
+            x, maps = block(x, maps, mask=mask, causal=causal)
         return x
 
 
@@ -268,7 +285,7 @@ class VisionTransformer(nn.Module):
             reached = shape.index
             x, maps = (x if stage.entry is None else stage.entry(x)), None
             for j, block in enumerate(stage.blocks):
-                x, maps = step(block, x, maps)
+                x, maps = block(x, maps)
                 k = taps.get((shape.index, j))
                 if k in take:
                     y = self.norm(x) if norm and shape.index == last_stage else x

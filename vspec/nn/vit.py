@@ -11,7 +11,7 @@ from torch import nn
 from .. import spec as S
 from .context import BuildContext
 from .heads import HeadOutput
-from .layers import AttentionCore, LayerScale, Linear, ProjectedAttention, make_norm, maybe
+from .layers import AttentionCore, LayerScale, Linear, ProjectedAttention, make_norm, maybe, sdpa_masks
 
 
 class PatchEmbed(nn.Module):
@@ -50,9 +50,10 @@ class MHSA(ProjectedAttention):
         self.core = AttentionCore(spec.attn_drop, spec.scale)  # scale None: head_dim ** -0.5
         self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+        """`mask` (B, N): True at real tokens; `causal`: token i attends to tokens <= i (Block's contract)."""
         q, k, v = (rearrange(y, "b n (h d) -> b h n d", h=self.heads) for y in self.project(x))
-        x = rearrange(self.core(q, k, v), "b h n d -> b n (h d)")
+        x = rearrange(self.core(q, k, v, *sdpa_masks(mask, causal, x.shape[1])), "b h n d -> b n (h d)")
         return self.proj_drop(self.output(x))
 
 
