@@ -18,7 +18,7 @@ from torch import nn
 import vspec
 from vspec.analysis import AnalysisError, attention_maps, core_map, default_blocks, feature_evolution, linear_cka
 from vspec.cli import main
-from vspec.nn.layers import AttentionCore
+from vspec.nn.layers import AttentionCore, MapRefiner
 from vspec.nn.msf import GaussianAttentionCore, GaussianBiasedCore
 from vspec.nn.swin import BiasedAttentionCore
 from vspec.spec import Block, GAPHead, Model, PatchEmbed, PatchMerging, Stage, WindowMHSA
@@ -173,10 +173,8 @@ def test_maps_of_a_vit_equal_softmax_of_its_qkv():
         attention_maps(model, image, blocks=[3])
 
 
-class ExpandFlip(nn.Module):
+class ExpandFlip(MapRefiner):
     """A stand-in map-refining module: (B, H, N, N) -> (B, 2H, N, N), the maps' mirror images and the maps x 2."""
-
-    refines_maps = True
 
     def forward(self, maps: torch.Tensor) -> torch.Tensor:
         return torch.cat((maps.flip(-1), 2 * maps), dim=1)
@@ -219,7 +217,7 @@ class ToyModel(nn.Module):
 
 
 def test_maps_before_and_after_a_refining_module():
-    """A block with a `refines_maps` module: before = its input maps (recomputed here), after = its
+    """A block with a map-refining module (MapRefiner): before = its input maps (recomputed here), after = its
     output (H' = 2H maps); a block without one: the core's map, before = after. A refining module that
     does not run is reported, not silently replaced by the core's map."""
     torch.manual_seed(0)

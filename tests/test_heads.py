@@ -9,8 +9,9 @@ import torch.nn.functional as F
 from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
 
 import vspec
+from vspec.compiler import weights
 from vspec.nn.heads import HeadOutput, as_outputs, head_loss
-from vspec.spec import MHSA, Block, ClassTokenHead, DenseAux, Model, Output, PatchEmbed, SpecError, budget
+from vspec.spec import MHSA, Block, ClassTokenHead, DenseAux, Model, Output, PatchEmbed, SpecError
 from vspec.train import engine
 from vspec.train.cli import train_main
 
@@ -148,7 +149,7 @@ def test_the_dense_head_adds_dim_x_classes_plus_classes_params_and_its_macs():
     pd, pp = vspec.profile(dense), vspec.profile(plain)
     assert pd.params == n[dense] and pd.unsupported_ops == [] and pd.crosscheck_macs == pd.macs
     assert pd.macs - pp.macs == TOKENS * DIM * CLASSES  # the aux Linear on every patch token (eval mode)
-    assert budget.estimate(dense).params - budget.estimate(plain).params == 4 * extra  # float32 bytes
+    assert weights(dense).params - weights(plain).params == 4 * extra  # float32 bytes, as the size guard counts
 
 
 def test_the_dense_option_round_trips_and_fails_in_one_line():

@@ -37,7 +37,12 @@ def uses(spec, cls) -> bool:
 @settings(max_examples=6)
 @given(data=st.data())
 def test_every_kind_builds_trains_and_is_fully_counted(cls, data):
-    spec = data.draw(KIND_MODELS[cls])
+    exercise(data.draw(KIND_MODELS[cls]), cls)
+
+
+def exercise(spec: Model, cls: type) -> None:
+    """A model using `cls`: its files reload, it builds, every parameter learns, and the profiler counts all of
+    it (parameters equal the module's, fvcore's MACs equal FlopCounterMode's, the parts add up to the whole)."""
     assert uses(spec, cls)
     assert vspec.from_json(vspec.to_json(spec)) == spec and vspec.from_toml(vspec.to_toml(spec)) == spec
     torch.manual_seed(0)

@@ -194,7 +194,7 @@ def test_conventions_follow_where_the_macs_sit(monkeypatch):
     spec = vspec.load_spec(ROOT / "specs/dhvt_tiny_cifar_p4.py")
     before = vspec.profile(spec)
 
-    def matmul_core(self, q, k, v, mask=None):
+    def matmul_core(self, q, k, v, mask=None, causal=False):
         return torch.softmax(q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5, dim=-1) @ v
 
     monkeypatch.setattr(AttentionCore, "forward", matmul_core)

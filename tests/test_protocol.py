@@ -1,6 +1,8 @@
 """The role protocol (vspec/spec/kinds.py): a kind declares its capabilities once on its role's base, defining
 it registers it, a misspelt capability is refused, and no code probes a capability with a default."""
 
+import re
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -71,5 +73,9 @@ def test_masks_are_declared_capabilities():
     assert {c.kind for c in ROLES["attention"] if c.masks} >= {"mhsa"}
 
 
-def test_every_role_has_one_base():
+def test_every_role_has_one_base_and_no_code_probes_a_capability():
     assert set(ROLES) == set(ROLE_BASES)
+    probe = re.compile(r"getattr\([^)]*['\"](" + "|".join(CAPABILITIES) + r")['\"]")
+    found = [f"{p}:{i}" for p in sorted(Path(vspec.__file__).parent.rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1) if probe.search(line)]
+    assert found == [], "a capability read with a getattr default instead of declared on its role's base"

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .nn.layers import AttentionCore
+from .nn.layers import AttentionCore, MapRefiner
 from .nn.refiner import MapAttention
 from .spec.vit import PROJECTION_ROLES
 
@@ -207,9 +207,9 @@ def default_blocks(depth: int, count: int = 4) -> list[int]:
 
 
 def _map_sources(block: nn.Module) -> tuple[nn.Module | None, AttentionCore | MapAttention | None]:
-    """The block's first map-refining module (class attribute `refines_maps = True`) and its first core
+    """The block's first map-refining module (a MapRefiner) and its first core
     (SDPA's, or one that materialises its maps)."""
-    refiner = next((m for m in block.modules() if getattr(m, "refines_maps", False)), None)
+    refiner = next((m for m in block.modules() if isinstance(m, MapRefiner)), None)
     core = next((m for m in block.modules() if isinstance(m, (AttentionCore, MapAttention))), None)
     return refiner, core
 
@@ -220,7 +220,7 @@ def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] 
     """The attention maps of one image (image: (1, C, H, W)) in the chosen blocks (indices over all
     blocks in forward order; default: 4 evenly spaced) and heads (default: the first 4), before and
     after refinement, read through forward hooks on a forward pass. A block with a map-refining module
-    (`refines_maps`; forward(maps (B, H, N, N)) -> (B, H', N, N)): its input (before) and output
+    (a MapRefiner; forward(maps (B, H, N, N)) -> (B, H', N, N)): its input (before) and output
     (after). Any other block: the map of its AttentionCore, recomputed in float64 from the core's
     inputs, or the maps its MapAttention (Refiner's materialised maps) used (before = after). Only a
     block's first such module counts, on its first call. Each map is N x N over all the tokens the

@@ -354,26 +354,24 @@ def read(path: str | Path) -> dict[str, Any]:
 
 def _weights_fit(ckpt: dict[str, Any], file: Path) -> None:
     """Compare the weights ("state_dict", "ema") with what the spec builds, before anything is allocated:
-    first the sizes (the spec's estimate, `vspec.spec.budget`, against the bytes the file holds, and its
-    blocks against the weights' keys), then the keys, shapes and kinds of dtype of the model built on the
-    meta device."""
+    first the sizes (its blocks against the weights' keys, the blocks' objects against the memory free, then
+    the weights counted on the meta device, `vspec.compiler.weights`, against the bytes the file holds), then the
+    keys, shapes and kinds of dtype of the model built on the meta device."""
+    from .compiler import weights as count
     from .spec import budget
 
     spec = from_json(ckpt["spec"])
     weights = ckpt["state_dict"]
     held = sum(_nbytes(t) for t in weights.values())
-    try:
-        estimate = budget.estimate(spec)
-    except SpecError:
-        raise
-    except Exception:  # noqa: BLE001 - no estimate for this spec: the meta model decides alone
-        estimate = None
-    if estimate is not None:
-        budget.check_representable(estimate)
-        if estimate.params > SPEC_RATIO * held + 2**16 or estimate.blocks > len(weights):
-            raise CheckpointError(file, f"its spec describes a model of about {_size(estimate.params)} of "
-                                        f"weights in {estimate.blocks:,} blocks, but its 'state_dict' holds "
-                                        f"{_size(held)} in {len(weights):,} tensors: not that model's weights")
+    if spec.depth > len(weights):
+        raise CheckpointError(file, f"its spec describes a model of {spec.depth:,} blocks, but its 'state_dict' holds "
+                                    f"{len(weights):,} tensors: not that model's weights")
+    budget.check(spec, batch=0, tied=True, what="reading its spec")
+    params = count(spec).params
+    if params > SPEC_RATIO * held + 2**16:
+        raise CheckpointError(file, f"its spec describes a model of about {_size(params)} of weights in "
+                                    f"{spec.depth:,} blocks, but its 'state_dict' holds {_size(held)} in "
+                                    f"{len(weights):,} tensors: not that model's weights")
     model = build(spec, device="meta")
     own = model.state_dict()
     check_weights(own, weights, file)

@@ -321,11 +321,20 @@ def _save(model: Any, path: Path) -> None:
         raise SpecError("", f"--out {path}: could not write the checkpoint ({one_line(e)})") from None
 
 
+def check_fit(spec: Model, batch: int, what: str) -> None:
+    """The size guard before building and running `spec` on `batch` images: the torch-free figures first (the
+    blocks' objects, the forward pass), then with the weights counted on the meta device."""
+    from .compiler import weights
+
+    budget.check(spec, batch, what=what)
+    budget.check(spec, batch, weights=weights(spec), what=what)
+
+
 def cmd_build(args: argparse.Namespace) -> None:
     spec = _load(args)
     out = output_file("--out", args.out) if args.out is not None else None
     if args.memory_check:
-        budget.check(spec, args.batch_size, what="building it and running a forward pass")
+        check_fit(spec, args.batch_size, "building it and running a forward pass")
     if args.json:
         print(to_json(spec))
     import torch
@@ -368,12 +377,14 @@ def cmd_profile(args: argparse.Namespace) -> None:
         spec = attrs.evolve(spec, img_size=args.input_size)  # re-validated: the patch must divide it
     free = budget.available() if args.memory_check else None
     meta = args.meta
+    budget.check(spec, batch=0, tied=True, free=free, what="profiling it on the meta device")
     if not meta:
+        from .compiler import weights
+
         try:
-            budget.check(spec, weights="distinct", free=free, what="profiling it")
+            budget.check(spec, weights=weights(spec), tied=True, free=free, what="profiling it")
         except budget.MemoryBudgetError:  # too large to instantiate: count on the meta device
             meta = True
-    budget.check(spec, batch=0, weights=None, free=free, what="profiling it on the meta device")
     t0 = time.perf_counter()
     try:
         prof = profile(spec, meta=True if meta else None, check_memory=False)  # checked above
@@ -445,12 +456,12 @@ def cmd_analyze(args: argparse.Namespace) -> None:
             raise SpecError("", f"{source}: weight {bad} holds NaN or infinite values; the analyses need finite "
                                 "weights")
         spec = from_json(ckpt["spec"])
-        budget.check(spec, max(sizes[w] for w in what), what="analyzing it")
+        check_fit(spec, max(sizes[w] for w in what), "analyzing it")
         model = build(spec)
         load_weights(model, ckpt["state_dict"], source)
     else:
         spec = _load(args)
-        budget.check(spec, max(sizes[w] for w in what), what="analyzing it")
+        check_fit(spec, max(sizes[w] for w in what), "analyzing it")
         model = build(spec)
     depth = sum(len(stage.blocks) for stage in model.stages)
     if "maps" in what and args.blocks and max(args.blocks) >= depth:

@@ -1,12 +1,13 @@
 """The compiler: spec -> torch module, through one visible table."""
 
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
 import torch
 from torch import nn
 
 from . import nn as N
 from . import spec as S
+from .cli_common import one_line
 
 # spec class -> module class. Every module takes (spec, ctx).
 MODULES: dict[type, type[nn.Module]] = {
@@ -66,9 +67,9 @@ def build(spec: S.Model, device: torch.device | str | None = None, *, tie_repeat
     builds one module per distinct block (one spec on one token shape, one variant) and repeats it
     wherever it recurs, in its stage or another, weights tied: the profiler's model, not one to train.
 
-    `check_memory` compares the weights' size and the modules' host memory, estimated from the spec
-    (`vspec.spec.budget`), with the memory free (CPU and meta: `budget.available()`, the smallest of
-    MemAvailable, ulimits and cgroup limits; CUDA: the device's) and raises
+    `check_memory` compares the weights' size (`weights`: counted on the meta device) and the blocks'
+    host memory (`vspec.spec.budget`) with the memory free (CPU and meta: `budget.available()`, the
+    smallest of MemAvailable, ulimits and cgroup limits; CUDA: the device's) and raises
     `MemoryBudgetError` (a SpecError and a MemoryError) instead of allocating what does not fit. A
     model with a tensor beyond torch's size limit is refused on any device."""
     if not isinstance(spec, S.Model):
@@ -77,7 +78,35 @@ def build(spec: S.Model, device: torch.device | str | None = None, *, tie_repeat
     free = None
     if check_memory:
         free = torch.cuda.mem_get_info(target)[0] if target.type == "cuda" else S.budget.available()
-    weights = None if target.type == "meta" else "distinct" if tie_repeats else "all"
-    S.budget.check(spec, batch=0, weights=weights, free=free, what=f"building it on {target.type}")
-    with torch.device(device) if device is not None else nullcontext():
+    what = f"building it on {target.type}"
+    S.budget.check(spec, batch=0, tied=tie_repeats, free=free, what=what)  # before torch builds anything
+    if check_memory and target.type != "meta":
+        S.budget.check(spec, batch=0, weights=weights(spec), tied=tie_repeats, free=free, what=what)
+    with torch.device(device) if device is not None else nullcontext(), _torch_limit():
         return build_component(spec, context(spec, tie_repeats))
+
+
+@contextmanager
+def _torch_limit():
+    """torch's refusal of a tensor beyond its size limit, as the size guard's one-line error."""
+    try:
+        yield
+    except RuntimeError as e:
+        if "overflow" not in str(e):
+            raise
+        raise S.MemoryBudgetError("", f"too large for torch, even on the meta device: a tensor beyond its limit of "
+                                      f"{S.budget.size(S.budget.TORCH_LIMIT)} ({one_line(e)})") from None
+
+
+def _nbytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def weights(spec: S.Model) -> S.budget.Weights:
+    """The bytes of the weights and buffers `build(spec)` allocates, counted on the model built on the meta device
+    with repeated blocks tied (a repeat counted again for `params`, once for `distinct`), and the largest tensor."""
+    model = build(spec, "meta", tie_repeats=True, check_memory=False)
+    tensors = {id(t): t for t in (*model.parameters(), *model.buffers())}.values()
+    own = _nbytes((*model.parameters(recurse=False), *model.buffers(recurse=False)))
+    every = own + sum(_nbytes((*p.module.parameters(), *p.module.buffers())) for p in model.parts())
+    return S.budget.Weights(every, _nbytes(tensors), max((_nbytes((t,)) for t in tensors), default=0))

@@ -94,6 +94,11 @@ def sdpa_masks(padding: torch.Tensor | None, causal: bool, n: int) -> tuple[torc
     return keep, False
 
 
+class MapRefiner(nn.Module):
+    """A module that refines attention maps, forward(maps (B, H, N, N)) -> (B, H', N, N): `vspec analyze` shows
+    its input as the maps before refinement and its output as the maps after (Refiner Fig. 1, Fig. 5)."""
+
+
 class LayerScale(nn.Module):
     """Per-channel learnable scale (CaiT), initialised to `init`."""
 

@@ -22,7 +22,7 @@ from .. import spec as S
 from ..ops.refiner import batch_norm_train
 from ..ops.vit import eager_cpu
 from .context import BuildContext
-from .layers import AttentionCore, AttentionCoreBase, Linear
+from .layers import AttentionCore, AttentionCoreBase, Linear, MapRefiner
 
 
 def bn_affine(bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
@@ -115,11 +115,9 @@ class DLA(nn.Module):
         return torch.cat((a[..., :p], keys), dim=-1) if p else keys
 
 
-class Refiner(nn.Module):
+class Refiner(MapRefiner):
     """The paper's refiner (Fig. 3a), linear in the maps: expansion W_A (H -> rH maps, Sec. 3.2; left out
     without `expand`), DLA on each expanded map, reduction (rH -> H, Sec. 3.4), 1x1 convolutions over heads."""
-
-    refines_maps = True  # read by `vspec analyze`: input = maps before, output = maps after
 
     def __init__(self, spec: S.Refine, heads: int, tokens: S.Tokens):
         super().__init__()
@@ -136,12 +134,10 @@ class Refiner(nn.Module):
         return a if self.reduce is None else self.reduce(a)
 
 
-class ConvExpandDLA(nn.Module):
+class ConvExpandDLA(MapRefiner):
     """Refined-ViT's DLA ("conv_exapnd") and the BatchNorm after it: A' = BN_H(A + bn3(conv_pro(
     relu6(bn2(dw(relu6(bn1(conv_exp(A))))))))), conv_exp a 1x1 conv H -> rH (left out when r = 1), dw a
     depthwise k x k conv with "same" padding, conv_pro a 1x1 conv rH -> H; no biases. Names as released."""
-
-    refines_maps = True
 
     def __init__(self, spec: S.Refine, heads: int, tokens: S.Tokens):
         super().__init__()

@@ -1,15 +1,15 @@
 """The spec language: frozen attrs classes that describe a vision transformer as data.
 
-One file per paper (`vit.py` holds the generic parts, then `sot.py`, `dhvt.py`, `swin.py`, `msf.py`,
-`refiner.py`); `model.py`
-assembles them into stages and a model; `layout.py` works out the shapes. Importing this package does
-not import torch.
+`kinds.py` declares what each role's kinds may have (their bases); one file per paper (`vit.py` holds the
+generic parts, then `sot.py`, `dhvt.py`, `swin.py`, `msf.py`, `refiner.py`) defines kinds; `model.py` assembles
+them into stages and a model; `layout.py` works out the shapes. Importing this package does not import torch.
 """
 
 from . import budget  # noqa: F401 - the size guard, vspec.spec.budget
 from .budget import MemoryBudgetError
 from .core import SpecError
 from .dhvt import DAFF, SOPE, HeadTokens
+from .kinds import AttentionKind, EmbedderKind, EntryKind, FFNKind, HeadKind, Kind
 from .layout import StageLayout, Tokens, embedded, layout
 from .load import load_spec, override, parse_assignment
 from .migrate import VERSION
@@ -36,6 +36,8 @@ __all__ = [
     "MeanShiftAttention", "WindowMeanShiftAttention",
     # Refiner
     "ConvStem", "Refine", "RefinerAttention",
+    # the role protocol
+    "AttentionKind", "EmbedderKind", "EntryKind", "FFNKind", "HeadKind", "Kind",
     # assembly, shapes, files
     "KINDS", "ROLES", "VERSION", "Block", "MemoryBudgetError", "Model", "Stage", "StageLayout", "Tokens", "SpecError",
     "embedded", "layout",

@@ -33,6 +33,10 @@ class SOPE(Patchify):
     def units(self) -> int:
         return self.patch_size.bit_length() - 1
 
+    def map_elements(self, img_size: tuple[int, int], in_chans: int, tokens: Tokens) -> int:
+        """The first unit's map at half resolution, twice."""
+        return 2 * (tokens.dim // 2 ** (self.units - 1)) * (img_size[0] * img_size[1] // 4)
+
     def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
         """Patchify's rule, and a first unit of at least one channel (unit i has dim / 2^(units - 1 - i))."""
         Patchify.check_input(self, img_size, in_chans, dim)

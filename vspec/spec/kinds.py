@@ -5,6 +5,10 @@ spec language, the files and the validators know it. Its module is one line in `
 
 A capability is a class attribute or a method of the base, never probed with a default: a kind that does not
 override it has the base's, written here. The model's validator only composes these rules.
+
+`working_set(...)`: the elements per sample live while the component runs (the size guard's activation figure,
+`budget.py`; float32). The bases' defaults assume a plain component (an MLP 4x wide, attention over all tokens);
+a kind whose working set is larger overrides it.
 """
 
 from __future__ import annotations
@@ -93,6 +97,13 @@ class EmbedderKind(Kind):
     def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
         """The rules that tie the embedder to the image it reads and the width `dim` it writes."""
 
+    def working_set(self, img_size: tuple[int, int], in_chans: int, tokens: Tokens) -> int:
+        """Its widest map (default: twice the image's) and the tokens it writes, 3 copies."""
+        return self.map_elements(img_size, in_chans, tokens) + 3 * tokens.length * tokens.dim
+
+    def map_elements(self, img_size: tuple[int, int], in_chans: int, tokens: Tokens) -> int:
+        return 2 * in_chans * img_size[0] * img_size[1]
+
 
 class AttentionKind(Kind):
     """Token mixing inside a block. `heads` is its number of heads (head tokens join one per head).
@@ -129,6 +140,10 @@ class AttentionKind(Kind):
     def check_maps(self, before: AttentionKind | None, index: int) -> None:
         """The rule for the maps it takes from the attention `before` it in its stage (None: it is the first)."""
 
+    def working_set(self, tokens: Tokens) -> int:
+        """q, k, v and the output (4 x n x dim) and the scores, twice (heads x n x n)."""
+        return 4 * tokens.length * tokens.dim + 2 * self.heads * tokens.length**2
+
     def check_masks(self, padding: bool, causal: bool) -> None:
         """Refuse a mask this kind cannot honour (a body whose tokens are padded, or causal)."""
         for wanted, able, what in ((padding, self.masks, "a key-padding mask"), (causal, self.causal, "a causal mask")):
@@ -145,6 +160,14 @@ class FFNKind(Kind):
     def check_before_head(self, head: HeadKind) -> None:
         """A rule about the head that reads the last block's output (only called with prefix tokens)."""
 
+    def hidden_dim(self, dim: int) -> int:
+        """Its hidden width (default 4 x dim)."""
+        return 4 * dim
+
+    def working_set(self, tokens: Tokens) -> int:
+        """The hidden units, twice (before and after the activation)."""
+        return 2 * tokens.length * self.hidden_dim(tokens.dim)
+
 
 class EntryKind(Kind):
     """What starts a later stage: it changes the grid and the width (`output`), by `stride` per side."""
@@ -155,6 +178,10 @@ class EntryKind(Kind):
 
     def output(self, tokens: Tokens, dim: int) -> Tokens:
         raise NotImplementedError
+
+    def working_set(self, before: Tokens, after: Tokens) -> int:
+        """Its input twice and 4 tensors as wide as input and output together."""
+        return 2 * before.length * before.dim + 4 * after.length * (before.dim + after.dim)
 
 
 class Output(NamedTuple):
@@ -180,6 +207,10 @@ class HeadKind(Kind):
 
     def outputs(self) -> tuple[Output, ...]:
         return LOGITS
+
+    def working_set(self, tokens: Tokens, classes: int) -> int:
+        """The pooled features and the logits."""
+        return tokens.dim + classes
 
 
 class PoolKind(Kind):

@@ -61,6 +61,12 @@ class Block:
             return tokens
         return attrs.evolve(tokens, joined=self.attention.heads)
 
+    def working_set(self, tokens: Tokens) -> int:
+        """Elements per sample live while the block runs: its input, the residual and the norms' outputs, and its
+        attention's and FFN's working sets, on the tokens the attention sees (head tokens joined)."""
+        seen = self.attended(tokens)
+        return 4 * seen.length * seen.dim + self.attention.working_set(seen) + self.ffn.working_set(seen)
+
     def variant(self, tokens: Tokens, index_in_stage: int) -> Any:
         """What distinguishes the blocks of one stage built from this spec (Swin's shift), or None."""
         return self.attention.variant(tokens, index_in_stage)

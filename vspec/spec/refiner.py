@@ -143,6 +143,11 @@ class RefinerAttention(MultiHead):
             except SpecError as e:
                 raise e.under("refine") from None
 
+    def scores(self, tokens: Tokens) -> int:
+        """The maps; refined, the expanded maps before and after DLA too."""
+        maps = MultiHead.scores(self, tokens)
+        return maps if self.refine is None else maps * 2 * self.refine.expansion
+
     def check_maps(self, before: AttentionKind | None, index: int) -> None:
         """A block that takes maps (reuse, add_incoming) follows, in its stage, a block that hands on as many."""
         if not self.consumes_maps:

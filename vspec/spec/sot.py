@@ -54,6 +54,11 @@ class SoTEmbed(Patchify):
                                      f"{self.patch_size}): its last non-local block has 1 position, nothing to "
                                      "attend, and theta / phi would only ever get zero gradients")
 
+    def map_elements(self, img_size: tuple[int, int], in_chans: int, tokens: Tokens) -> int:
+        """The stem's map at full resolution; the first block's, up to 352 wide, at half; twice each."""
+        pixels = img_size[0] * img_size[1]
+        return 2 * self.stem_dim * pixels + 2 * (self.stem_dim + 352) * (pixels // 4)
+
     @property
     def strides(self) -> tuple[int, int, int]:
         """The three blocks' strides."""
@@ -236,3 +241,10 @@ class SecondOrderHead(HeadKind):
     def repr_dim(self, dim: int) -> int:
         """Size of the flattened representation."""
         return math.prod(self.repr_shape(dim))
+
+    def working_set(self, tokens: Tokens, classes: int) -> int:
+        """The pool's projections of every token (4 copies), the representation (4) and GCP's covariance (8)."""
+        pool = self.pool
+        width = pool.heads * (pool.m + pool.n) if isinstance(pool, MGCrP) else pool.dim if isinstance(pool, GCP) else 0
+        square = pool.dim**2 if isinstance(pool, GCP) else 0
+        return tokens.dim + classes + 4 * tokens.length * width + 4 * self.repr_dim(tokens.dim) + 8 * square

@@ -42,6 +42,11 @@ class WindowMHSA(MultiHead):
         """What distinguishes blocks of one stage built from this spec: their shift."""
         return self.shift_size(tokens.grid, index_in_stage)
 
+    def scores(self, tokens: Tokens) -> int:
+        """Per window: heads x window tokens x window tokens."""
+        wh, ww = self.window_size(tokens.grid)
+        return self.heads * tokens.length * wh * ww
+
     def check(self, tokens: Tokens) -> None:
         if tokens.prefix:
             raise SpecError("", "window attention partitions the token grid; a class token has no place in it "

@@ -184,6 +184,13 @@ class MultiHead(AttentionKind):
                 raise e.under("projections") from None
         self.check_keys(tokens)
 
+    def scores(self, tokens: Tokens) -> int:
+        """Elements of its attention scores: heads x queries x keys."""
+        return self.heads * tokens.length**2
+
+    def working_set(self, tokens: Tokens) -> int:
+        return 4 * tokens.length * self.inner_dim(tokens.dim) + 2 * self.scores(tokens)
+
     def check_keys(self, tokens: Tokens) -> None:
         """Each query must see at least 2 keys: a softmax over one key is 1 whatever the scores, so the
         query and key weights (and any score bias) would only ever get zero gradients."""
@@ -258,6 +265,11 @@ class ClassTokenHead(HeadKind):
         """A class token is needed; the dense head always has patch tokens (at least one)."""
         if not tokens.prefix:
             raise SpecError("", "the class_token head needs class_token = true")
+
+    def working_set(self, tokens: Tokens, classes: int) -> int:
+        """With the dense head, the logits of every patch token too."""
+        dense = tokens.patches * (tokens.dim + classes) if self.dense is not None else 0
+        return tokens.dim + classes + dense
 
     def outputs(self) -> tuple[Output, ...]:
         """What the head returns in training and the loss each output takes."""
