@@ -20,10 +20,10 @@ from torch import nn
 
 import vspec
 from vspec import cli
-from vspec.compiler import MODULES
+from vspec.compiler import MODULES, weights
 from vspec.nn.layers import AttentionCore
 from vspec.nn.vit import PoolHead
-from vspec.spec import Block, Model, PatchEmbed, SpecError, from_dict, override, to_dict
+from vspec.spec import Block, MemoryBudgetError, Model, PatchEmbed, SpecError, budget, from_dict, override, to_dict
 from vspec.spec.core import check
 from vspec.spec.kinds import AttentionKind, FFNKind, HeadKind, unregister
 
@@ -184,3 +184,22 @@ def test_analyze_draws_its_attention_maps(kinds, tmp_path):
     assert [(m["block"], m["tokens"], m["heads"], m["refined"]) for m in maps] == [(0, 17, [0, 1, 2, 3], False),
                                                                                   (1, 17, [0, 1, 2, 3], False)]
     assert all(0 < e <= math.log(17) + 1e-6 for m in maps for e in m["entropy_before"])  # softmax rows over 17 keys
+
+
+def test_the_size_guard_counts_them(kinds, monkeypatch):
+    spec = spec_of(kinds)
+    model = vspec.build(spec).eval()
+    assert weights(spec).params == sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    largest = []
+    hooks = [m.register_forward_hook(lambda m, i, o: largest.append(o.numel() * o.element_size())
+                                      if isinstance(o, torch.Tensor) else None) for m in model.modules()]
+    x = torch.randn(3, 3, 16, 16)
+    with torch.no_grad():
+        model(x)
+    for h in hooks:
+        h.remove()
+    seen = x.numel() * 4 + max(largest)  # the bases' default working sets bound them too
+    assert seen <= budget.activations(spec, batch=3)[0] <= 8 * seen
+    monkeypatch.setattr(budget, "available", lambda: weights(spec).params + spec.depth * budget.HOST_PER_BLOCK - 1)
+    with pytest.raises(MemoryBudgetError, match=r"^building it on cpu needs about .* of weights"):
+        vspec.build(spec)
