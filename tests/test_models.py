@@ -358,7 +358,7 @@ def test_feature_api(spec, data):
     assert all(f["module"] in modules for f in info)
     # every tap: the output of its module, captured by a hook
     seen = []
-    handles = [modules[f["module"]].register_forward_hook(lambda m, i, o: seen.append(o)) for f in info]
+    handles = [modules[f["module"]].register_forward_hook(lambda m, i, o: seen.append(o[0] if isinstance(o, tuple) else o)) for f in info]
     x = batch(spec)
     with torch.no_grad():
         final, feats = model.forward_intermediates(x, output_fmt="NLC")

@@ -466,7 +466,7 @@ def test_analyze_writes_both_plots_and_reads_tied_roles_and_norms(tmp_path, caps
     with torch.no_grad():
         feats = [model.forward_tokens(x)]
         for block in model.stages[0].blocks:
-            feats.append(block(feats[-1]))
+            feats.append(block(feats[-1]).x)
     assert result["feature_norms"] == pytest.approx([float(f.norm(dim=-1).mean()) for f in feats], rel=1e-5)
     ckpt = tmp_path / "model.pt"
     assert main(["build", str(path), "--out", str(ckpt)]) == 0

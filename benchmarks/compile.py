@@ -1,0 +1,56 @@
+"""torch.compile(fullgraph=True) with inductor on every preset, shrunk as tests/test_compile.py shrinks them:
+per preset the graph breaks (dynamo's explain), the compile time, max |compiled - eager| of the eval logits, and
+the eval forward time of compiled over eager (median of alternating rounds, same process; < 1: compiled faster).
+
+    python benchmarks/compile.py [PRESET ...] [--rounds 5]
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import vspec
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from test_bf16 import small  # noqa: E402 - the tests' shrinking, shared
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("presets", nargs="*", help="preset names (default: every file in specs/)")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    names = args.presets or [p.stem for p in sorted((ROOT / "specs").glob("*.py"))]
+    print(f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+          f"{torch.get_num_threads()} threads")
+    for name in names:
+        spec = small(vspec.load_spec(ROOT / "specs" / f"{name}.py"))
+        torch.manual_seed(0)
+        model = vspec.build(spec).eval()
+        x = torch.randn(2, spec.in_chans, *spec.img_size)
+        torch._dynamo.reset()
+        with torch.no_grad():
+            breaks = torch._dynamo.explain(model)(x).graph_break_count
+            torch._dynamo.reset()
+            compiled = torch.compile(model, fullgraph=True)
+            compile_s = timed(lambda: compiled(x))
+            diff = (compiled(x) - model(x)).abs().max().item()
+            ratios = [timed(lambda: compiled(x)) / timed(lambda: model(x)) for _ in range(args.rounds)]
+        print(f"{name:26s} breaks {breaks}  compile {compile_s:6.1f} s  max |diff| {diff:.1e}  "
+              f"forward compiled/eager {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

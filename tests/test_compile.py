@@ -1,0 +1,78 @@
+"""torch.compile(fullgraph=True) on every preset, shrunk (tests/test_bf16.py's `small`: same kinds, a fraction of
+the work): dynamo traces each in one graph (no graph break) and the compiled model equals eager within 1e-4, in
+eval and in training (outputs and gradients).
+
+`make test` compiles one preset of each family with the aot_eager backend (dynamo and AOTAutograd, the graphs run
+eagerly: ~2-8 s each here) and deit_tiny with inductor (its C++ code: ~30 s on this 2-core machine); the `slow`
+marker takes every preset with aot_eager and one of each family with inductor. `python benchmarks/compile.py`
+compiles every preset with inductor and prints the times and differences."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from test_bf16 import small
+
+import vspec
+from vspec.nn.heads import as_outputs
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC_FILES = sorted((ROOT / "specs").glob("*.py"))
+FAMILIES = ["deit_tiny", "sot_tiny", "dhvt_tiny_cifar_p4", "swin_tiny", "msf_vit_ti", "msf_swin_tiny",
+            "refined_vit_s_dense"]
+TOLERANCE = 1e-4
+
+
+def loss(out) -> torch.Tensor:
+    """A weighted sum of every output's logits (a dense or late-fusion head trains several)."""
+    return sum((o.logits * torch.linspace(-1, 1, o.logits.numel()).view_as(o.logits)).sum() for o in as_outputs(out))
+
+
+def check_compiles(name: str, backend: str, train: bool = True) -> None:
+    spec = small(vspec.load_spec(ROOT / "specs" / f"{name}.py"))
+    torch.manual_seed(0)
+    model = vspec.build(spec).eval()
+    x = torch.randn(2, spec.in_chans, *spec.img_size)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        assert torch._dynamo.explain(model)(x).graph_break_count == 0
+        eager = model(x)
+        torch._dynamo.reset()
+        compiled = torch.compile(model, fullgraph=True, backend=backend)(x)
+    assert (compiled - eager).abs().max() < TOLERANCE
+    if not train:
+        return
+    model.train()  # the shrunk presets keep their dropout / drop-path rates: one seed for both runs
+    params = [p for p in model.parameters() if p.requires_grad]
+    torch.manual_seed(1)
+    out = loss(model(x))
+    grads = torch.autograd.grad(out, params)
+    torch._dynamo.reset()
+    torch.manual_seed(1)
+    out_c = loss(torch.compile(model, fullgraph=True, backend=backend)(x))
+    grads_c = torch.autograd.grad(out_c, params)
+    assert (out_c - out).abs() < TOLERANCE * max(1.0, out.abs().item())
+    worst = max((a - b).abs().max().item() for a, b in zip(grads, grads_c))
+    assert worst < TOLERANCE, worst
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_one_preset_of_each_family_compiles_in_one_graph(name):
+    check_compiles(name, "aot_eager")
+
+
+def test_inductor_compiles_deit_tiny():
+    check_compiles("deit_tiny", "inductor")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", SPEC_FILES, ids=lambda p: p.stem)
+def test_every_preset_compiles_in_one_graph(path):
+    check_compiles(path.stem, "aot_eager", train=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", FAMILIES[1:])
+def test_inductor_compiles_one_preset_of_each_family(name):
+    check_compiles(name, "inductor", train=False)
