@@ -13,11 +13,9 @@ from pathlib import Path
 
 import torch
 
-import vspec
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from test_bf16 import small  # noqa: E402 - the tests' shrinking, shared
+from test_compile import shrunk  # noqa: E402 - the tests' shrunk presets, shared
 
 
 def timed(fn) -> float:
@@ -35,14 +33,8 @@ def main() -> None:
     print(f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
           f"{torch.get_num_threads()} threads")
     for name in names:
-        spec = small(vspec.load_spec(ROOT / "specs" / f"{name}.py"))
-        torch.manual_seed(0)
-        model = vspec.build(spec).eval()
-        x = torch.randn(2, spec.in_chans, *spec.img_size)
-        torch._dynamo.reset()
+        model, x, breaks = shrunk(name)
         with torch.no_grad():
-            breaks = torch._dynamo.explain(model)(x).graph_break_count
-            torch._dynamo.reset()
             compiled = torch.compile(model, fullgraph=True)
             compile_s = timed(lambda: compiled(x))
             diff = (compiled(x) - model(x)).abs().max().item()

@@ -28,14 +28,23 @@ def loss(out) -> torch.Tensor:
     return sum((o.logits * torch.linspace(-1, 1, o.logits.numel()).view_as(o.logits)).sum() for o in as_outputs(out))
 
 
-def check_compiles(name: str, backend: str, train: bool = True) -> None:
+def shrunk(name: str) -> tuple[torch.nn.Module, torch.Tensor, int]:
+    """The preset shrunk, built in eval mode (seed 0), a batch of 2 images, and dynamo's graph break count."""
     spec = small(vspec.load_spec(ROOT / "specs" / f"{name}.py"))
     torch.manual_seed(0)
     model = vspec.build(spec).eval()
     x = torch.randn(2, spec.in_chans, *spec.img_size)
     torch._dynamo.reset()
     with torch.no_grad():
-        assert torch._dynamo.explain(model)(x).graph_break_count == 0
+        breaks = torch._dynamo.explain(model)(x).graph_break_count
+    torch._dynamo.reset()
+    return model, x, breaks
+
+
+def check_compiles(name: str, backend: str, train: bool = True) -> None:
+    model, x, breaks = shrunk(name)
+    assert breaks == 0
+    with torch.no_grad():
         eager = model(x)
         torch._dynamo.reset()
         compiled = torch.compile(model, fullgraph=True, backend=backend)(x)
