@@ -12,8 +12,8 @@ from conftest import FIXTURES, assert_close_to_stored, load_benchmark
 import vspec
 from vspec import spec as S
 from vspec.convert.refiner import _rename, released_blocks
+from vspec.nn.batchnorm import batch_norm_train
 from vspec.nn.refiner import ConvExpandDLA
-from vspec.ops.refiner import batch_norm_train
 
 
 def bench():

@@ -1,12 +1,12 @@
 """Refiner's modules: the CNN patch stem, the map pipelines (the paper's Fig. 3a and Refined-ViT's
 released DLA) and the attention whose maps are materialised and handed from block to block.
 
-Speed (eager CPU, see `eager_cpu`): the released DLA runs channels-last (oneDNN's convolutions
-reorder NCHW inputs, which costs more than the depthwise and 1x1 convolutions themselves on the
+Speed (where the CPU fast paths run, `ops.fast.enabled`): the released DLA runs channels-last (oneDNN's
+convolutions reorder NCHW inputs, which costs more than the depthwise and 1x1 convolutions themselves on the
 (B, H, N, N) maps), and so does the stem in eval. In eval their BatchNorms (running statistics) are
 folded into the convolutions; the DLA's last two with the identity become one 1x1 convolution plus a
 per-head scale of the input. In training the DLA's BatchNorms take accurate batch statistics and
-gradients (`vspec.ops.refiner`), and the stem runs as written, NCHW: its channels-last convolutions
+gradients (`vspec.nn.batchnorm`), and the stem runs as written, NCHW: its channels-last convolutions
 and BatchNorms sum less accurately, which left vspec's float32 gradients ~3x further from float64
 than the released formulation's (issue 19); NCHW, the stem's training step takes ~1.3x as long.
 Traced (fvcore), compiled or under a dispatch mode (FlopCounterMode) the modules run their plain
@@ -19,8 +19,8 @@ from einops import rearrange
 from torch import nn
 
 from .. import spec as S
-from ..ops.refiner import batch_norm_train
-from ..ops.vit import eager_cpu
+from ..ops import fast
+from .batchnorm import batch_norm_train
 from .context import BuildContext
 from .layers import AttentionCore, AttentionCoreBase, Linear
 
@@ -59,7 +59,7 @@ class ConvStem(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         layers = ((self.conv1, self.bn1), (self.conv2, self.bn2), (self.conv3, self.bn3))
-        if eager_cpu(x) and on_running_stats([bn for _, bn in layers]):
+        if fast.enabled(x) and on_running_stats([bn for _, bn in layers]):
             # eval: channels-last (faster convolutions; the tokens come out without a copy), each
             # BatchNorm folded into its convolution
             x = x.contiguous(memory_format=torch.channels_last)
@@ -160,9 +160,9 @@ class ConvExpandDLA(nn.Module):
 
     def forward(self, a: torch.Tensor) -> torch.Tensor:
         bns = [bn for bn in (self.bn1, self.bn2, self.bn3, self.adapt_bn) if bn is not None]
-        if eager_cpu(a) and on_running_stats(bns):
+        if fast.enabled(a) and on_running_stats(bns):
             return self.folded(a.contiguous(memory_format=torch.channels_last), a)
-        if eager_cpu(a) and accurate_batch_stats(bns, a):  # float32 batch statistics
+        if fast.enabled(a) and accurate_batch_stats(bns, a):  # float32 batch statistics
             return self.plain(a.contiguous(memory_format=torch.channels_last), batch_norm_train).contiguous()
         return self.plain(a)
 
