@@ -2,7 +2,7 @@
 
 Every fast path (oneDNN's fused linear in `vit.linear`, the direct CPU flash kernel in
 `msf.gaussian_attention`, Swin's written-out biased attention in training, Refiner's channels-last folded
-and batch-statistics paths) asks `enabled(x)` and then only its own dtype / shape applicability; where it
+eval of its stem and DLA) asks `enabled(x)` and then only its own dtype / shape applicability; where it
 says False the plain ops run. It is False unless: x is on the CPU, eager (not JIT-traced as in fvcore, not
 compiled, no dispatch mode such as FlopCounterMode, no functorch transform), and the switch is on. The
 switch starts from the environment (VSPEC_FAST_PATHS=0 / false / off turns every fast path off) and
