@@ -2,7 +2,8 @@
 vit_tiny_patch16_224 and swin_tiny against swin_tiny_patch4_window7_224.
 
 Prints images/s for forward (eval, no grad) and forward+backward (train mode), the vspec/timm ratio
-(> 1 means vspec is faster), the machine's measured fp32 matmul GFLOP/s and each model's achieved
+(> 1 means vspec is faster), the CPU capability torch's kernels use (ATEN_CPU_CAPABILITY=avx2 picks the AVX2
+ones on an AVX-512 machine), the machine's measured fp32 matmul GFLOP/s and each model's achieved
 GFLOP/s (forward = 2 x MACs per image from vspec.profile; forward+backward = 3 x that).
 
 The two models run back to back in every round (order alternating), so that drifts in the machine's
@@ -104,7 +105,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     print(
         f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
-        f"torch {torch.__version__}, timm {timm.__version__}"
+        f"torch {torch.__version__}, timm {timm.__version__}, "
+        f"CPU capability {torch.backends.cpu.get_cpu_capability()}"
     )
     print(f"fp32 matmul (2048^3): {matmul_gflops():.1f} GFLOP/s")
     for name in args.models:

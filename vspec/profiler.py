@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from .compiler import build
+from .ops.fast import fast_paths
 from .spec import Model
 
 Shape = Sequence[int]
@@ -233,6 +234,8 @@ def _count_fvcore(module: nn.Module, x: tuple[torch.Tensor, ...]) -> _Count:
 
     analysis = FlopCountAnalysis(module, x).set_op_handle(**FVCORE_HANDLES)
     analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
+    with fast_paths(False):  # the plain ops, counted as written
+        analysis.total()
     by_module = {k: int(v) for k, v in analysis.by_module().items()}
     by_op = {k: int(v) for k, v in analysis.by_operator().items() if v}
     return _Count(int(analysis.total()), by_op, *_located(module, by_module), tuple(analysis.unsupported_ops()))
@@ -242,7 +245,7 @@ def _count_torch(module: nn.Module, x: tuple[torch.Tensor, ...]) -> _Count:
     from torch.utils.flop_counter import FlopCounterMode
 
     mode = FlopCounterMode(display=False, custom_mapping=_flop_counter_mapping())
-    with mode, torch.no_grad():
+    with fast_paths(False), mode, torch.no_grad():
         module(*x)
     counts = mode.get_flop_counts()
     root = type(module).__name__

@@ -1,16 +1,15 @@
 """Refiner's modules: the CNN patch stem, the map pipelines (the paper's Fig. 3a and Refined-ViT's
 released DLA) and the attention whose maps are materialised and handed from block to block.
 
-Speed (eager CPU, see `eager_cpu`): the released DLA runs channels-last (oneDNN's convolutions
-reorder NCHW inputs, which costs more than the depthwise and 1x1 convolutions themselves on the
+Speed (where the CPU fast paths run, `ops.fast.enabled`): the released DLA runs channels-last (oneDNN's
+convolutions reorder NCHW inputs, which costs more than the depthwise and 1x1 convolutions themselves on the
 (B, H, N, N) maps), and so does the stem in eval. In eval their BatchNorms (running statistics) are
 folded into the convolutions; the DLA's last two with the identity become one 1x1 convolution plus a
-per-head scale of the input. In training the DLA's BatchNorms take accurate batch statistics and
-gradients (`vspec.ops.refiner`), and the stem runs as written, NCHW: its channels-last convolutions
-and BatchNorms sum less accurately, which left vspec's float32 gradients ~3x further from float64
-than the released formulation's (issue 19); NCHW, the stem's training step takes ~1.3x as long.
-Traced (fvcore), compiled or under a dispatch mode (FlopCounterMode) the modules run their plain
-ops, so that the profiler sees and counts every BatchNorm."""
+per-head scale of the input. In training both run as written, NCHW: channels-last convolutions and
+BatchNorms sum less accurately (issue 19), and a channels-last DLA with accurate batch statistics measured
+no faster than NCHW (benchmarks/fast_paths.py, plain/fast 0.89-0.94 on AVX-512, 0.94-1.05 on AVX2), so it
+was dropped. With the switch off (the profiler) the modules run their plain ops, so that every BatchNorm
+is counted."""
 
 
 import torch
@@ -19,8 +18,7 @@ from einops import rearrange
 from torch import nn
 
 from .. import spec as S
-from ..ops.refiner import batch_norm_train
-from ..ops.vit import eager_cpu
+from ..ops import fast
 from .context import BuildContext
 from .layers import AttentionCore, AttentionCoreBase, Linear, MapRefiner
 
@@ -33,13 +31,6 @@ def bn_affine(bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
 
 def on_running_stats(bns) -> bool:
     return all(not bn.training and bn.running_mean is not None for bn in bns)
-
-
-def accurate_batch_stats(bns, x: torch.Tensor) -> bool:
-    """Whether `batch_norm_train` replaces these BatchNorms on channels-last float32 x (training, plain
-    nn.BatchNorm2d, no autocast): torch's own channels-last kernel sums the statistics in float32."""
-    return x.dtype == torch.float32 and not torch.is_autocast_enabled("cpu") \
-        and all(bn.training and type(bn) is nn.BatchNorm2d for bn in bns)
 
 
 class ConvStem(nn.Module):
@@ -59,7 +50,7 @@ class ConvStem(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         layers = ((self.conv1, self.bn1), (self.conv2, self.bn2), (self.conv3, self.bn3))
-        if eager_cpu(x) and on_running_stats([bn for _, bn in layers]):
+        if fast.enabled(x) and on_running_stats([bn for _, bn in layers]):
             # eval: channels-last (faster convolutions; the tokens come out without a copy), each
             # BatchNorm folded into its convolution
             x = x.contiguous(memory_format=torch.channels_last)
@@ -156,18 +147,15 @@ class ConvExpandDLA(MapRefiner):
 
     def forward(self, a: torch.Tensor) -> torch.Tensor:
         bns = [bn for bn in (self.bn1, self.bn2, self.bn3, self.adapt_bn) if bn is not None]
-        if eager_cpu(a) and on_running_stats(bns):
+        if fast.enabled(a) and on_running_stats(bns):
             return self.folded(a.contiguous(memory_format=torch.channels_last), a)
-        if eager_cpu(a) and accurate_batch_stats(bns, a):  # float32 batch statistics
-            return self.plain(a.contiguous(memory_format=torch.channels_last), batch_norm_train).contiguous()
         return self.plain(a)
 
-    def plain(self, a: torch.Tensor, bn=None) -> torch.Tensor:
-        """The module as written; `bn(x, module)` in place of each BatchNorm module's forward."""
-        bn = bn or (lambda x, module: module(x))
-        x = a if self.conv_exp is None else F.relu6(bn(self.conv_exp(a), self.bn1))
-        x = F.relu6(bn(self.depth_sep_conv(x), self.bn2))
-        return bn(a + bn(self.conv_pro(x), self.bn3), self.adapt_bn)
+    def plain(self, a: torch.Tensor) -> torch.Tensor:
+        """The module as written."""
+        x = a if self.conv_exp is None else F.relu6(self.bn1(self.conv_exp(a)))
+        x = F.relu6(self.bn2(self.depth_sep_conv(x)))
+        return self.adapt_bn(a + self.bn3(self.conv_pro(x)))
 
     def folded(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
         """`plain` with the BatchNorms on their running statistics folded into the convolutions:

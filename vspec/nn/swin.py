@@ -7,7 +7,7 @@ from einops import rearrange
 from torch import nn
 
 from .. import spec as S
-from ..ops import permute_tokens, relative_position_index, shift_mask, window_order
+from ..ops import fast, permute_tokens, relative_position_index, shift_mask, window_order
 from .context import BuildContext
 from .layers import AttentionCore, Linear, ProjectedAttention, make_norm
 
@@ -16,11 +16,11 @@ class BiasedAttentionCore(AttentionCore):
     """The attention core with a learnable float mask (the relative position bias). Through SDPA, but
     for training on the CPU: there SDPA has no fused kernel for a mask that needs a gradient, and its
     generic fallback spends extra passes (q and k both scaled, a "safe" softmax), so the same math is
-    written out (tests/test_ops.py: equal to SDPA; benchmarks/models.py: the faster Swin training)."""
+    written out where the fast paths run
+    (`ops.fast.enabled`; tests/test_ops.py: equal to SDPA; benchmarks/fast_paths.py: the faster Swin training)."""
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if not (mask.requires_grad and q.device.type == "cpu" and torch.is_grad_enabled()
-                and not torch.jit.is_tracing()):
+        if not (mask.requires_grad and torch.is_grad_enabled() and fast.enabled(q)):
             return super().forward(q, k, v, mask)
         scale = self.scale if self.scale is not None else q.shape[-1] ** -0.5
         attn = ((q * scale) @ k.transpose(-2, -1) + mask).softmax(dim=-1)

@@ -1,7 +1,7 @@
 """The functional core: pure tensor functions without parameters, each citing its equation. One file
-per paper: `vit.py` (the generic linear kernel, sin-cos tables, and `eager_cpu`: where vspec's hand-written
-CPU paths may run), `sot.py`, `swin.py`, `msf.py`, `refiner.py`; `precision.py` keeps SoT's numerically
-sensitive functions in float32 under autocast."""
+per paper: `vit.py` (the generic linear kernel, sin-cos tables), `sot.py`, `swin.py`, `msf.py`; `precision.py`
+keeps SoT's numerically sensitive functions in float32 under autocast; `fast.py` is the one switch of the CPU
+fast paths."""
 
 from .msf import gaussian_attention, gaussian_attention_sdpa, gaussian_channels, grouped_linear, structured
 from .sot import covariance, cross_covariance, epn, isqrt_cov, power_iteration, svpn_approx, svpn_exact

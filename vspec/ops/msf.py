@@ -5,11 +5,12 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from . import fast
 from .precision import autocast_on
-from .vit import eager_cpu, linear
+from .vit import linear
 
-_FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
-_FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+_FLASH = fast.private_op("aten", "_scaled_dot_product_flash_attention_for_cpu")
+_FLASH_BACKWARD = fast.private_op("aten", "_scaled_dot_product_flash_attention_for_cpu_backward")
 
 
 def gaussian_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None,
@@ -23,7 +24,7 @@ def gaussian_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale:
     map is held, and the bias's gradient flows through |k|^2. v gets a zero channel (the CPU flash kernel
     wants equal widths), dropped from the output. A float mask of -1/2 |k|^2 would be the same softmax,
     but a mask that needs a gradient sends SDPA to its math fallback (the n x n map, held for backward):
-    benchmarks/msf.py measures both. On an eager CPU (`eager_cpu`) without dropout the kernel is called
+    benchmarks/msf.py measures both. Where the fast paths run (`fast.enabled`) without dropout the kernel is called
     directly (`_CpuFlashGaussian`, a hand-written backward); elsewhere (CUDA, where the width is padded
     to a multiple of 8 for the fused kernels; tracing, compiling, profiling) it is
     F.scaled_dot_product_attention on q', k', v' under autograd."""
@@ -53,7 +54,8 @@ def gaussian_channels(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tupl
 
 
 def _cpu_flash_ok(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    return (eager_cpu(q) and q.ndim == 4 and q.dtype in (torch.float32, torch.float64)
+    return (_FLASH is not None and _FLASH_BACKWARD is not None and fast.enabled(q) and q.ndim == 4
+            and q.dtype in (torch.float32, torch.float64)
             and q.dtype == k.dtype == v.dtype and q.shape[-1] == v.shape[-1] and not autocast_on("cpu"))
 
 

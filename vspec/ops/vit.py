@@ -1,5 +1,5 @@
 """The generic functions (ViT): a linear layer with the bias and activation fused into the matmul,
-fixed sin-cos position tables, and `eager_cpu` (where vspec's hand-written CPU paths may run).
+and fixed sin-cos position tables.
 
 y = act(x W^T + b), with the bias and the activation fused into the matmul on the CPU.
 
@@ -11,15 +11,17 @@ that Inductor emits on the CPU). vspec uses it for float32 CPU tensors:
 - with autograd: the bias-fused forward inside an autograd.Function whose backward is the plain
   matmuls, the activation left to autograd.
 Anywhere else (CUDA, meta, other dtypes, autocast, which picks the matmul's dtype, no oneDNN, JIT
-tracing as in fvcore, torch.compile, which fuses by itself) it is `act(F.linear(x, w, b))`.
+tracing as in fvcore, torch.compile, which fuses by itself, the switch off: `fast.enabled`; torch outside the
+versions the private op was tested on: `fast.private_op`) it is `act(F.linear(x, w, b))`.
 """
 
 import torch
 import torch.nn.functional as F
 
+from . import fast
 from .precision import autocast_on
 
-_ONEDNN = getattr(torch.ops.mkldnn, "_linear_pointwise", None) if torch.backends.mkldnn.is_available() else None
+_ONEDNN = fast.private_op("mkldnn", "_linear_pointwise") if torch.backends.mkldnn.is_available() else None
 
 # activation name -> (oneDNN post-op, algorithm, eager function)
 ACTIVATIONS = {
@@ -31,20 +33,10 @@ ACTIVATIONS = {
 }
 
 
-def eager_cpu(x: torch.Tensor) -> bool:
-    """True where vspec's hand-written CPU paths run: an eager CPU forward, not traced (fvcore), compiled,
-    under a dispatch mode (FlopCounterMode) or a functorch transform; elsewhere the plain ops run, so
-    that the profilers see and count every op."""
-    return (x.device.type == "cpu" and not torch.jit.is_tracing() and not torch.compiler.is_compiling()
-            and torch._C._len_torch_dispatch_stack() == 0 and not torch._C._are_functorch_transforms_active())
-
-
 def _onednn_ok(x: torch.Tensor, weight: torch.Tensor) -> bool:
     return (
         _ONEDNN is not None
-        and not torch.jit.is_tracing()
-        and not torch.compiler.is_compiling()
-        and x.device.type == "cpu"
+        and fast.enabled(x)
         and not autocast_on("cpu")
         and x.dtype == torch.float32
         and weight.dtype == torch.float32

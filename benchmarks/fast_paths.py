@@ -1,0 +1,135 @@
+"""Each CPU fast path (vspec/ops/fast.py) against its plain path, in one process.
+
+Per path, the same step runs with the switch on (fast) and inside `vspec.fast_paths(False)` (plain), back to
+back in every round (order alternating); printed: the plain/fast time ratio (> 1: the fast path wins), the
+median of the rounds' ratios with their range, and the CPU capability torch's kernels use
+(`ATEN_CPU_CAPABILITY=avx2` gives the AVX2 kernels on an AVX-512 machine). Shapes are those of deit_tiny,
+msf_vit_ti, swin_tiny and refined_vit_s at 224 px.
+
+    python benchmarks/fast_paths.py [--rounds 11] [--seconds 0.3] [--paths ...] [--threads N]
+"""
+
+import argparse
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+import vspec
+from vspec import ops
+from vspec.nn.refiner import ConvExpandDLA, ConvStem
+from vspec.nn.swin import BiasedAttentionCore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def linear_steps(train: bool):
+    """deit_tiny's fc1 (192 -> 768, GELU) on a batch of 16 x 197 tokens: oneDNN's fused linear."""
+    x = torch.randn(16, 197, 192, requires_grad=train)
+    w, b = (0.05 * torch.randn(768, 192)).requires_grad_(train), torch.zeros(768, requires_grad=train)
+
+    def step():
+        if train:
+            ops.linear(x, w, b, "gelu").sum().backward()
+        else:
+            with torch.no_grad():
+                ops.linear(x, w, b, "gelu")
+    return step
+
+
+def gaussian_step():
+    """msf_vit_ti's Gaussian attention (8 images, 3 heads, 197 tokens, 64 channels), forward + backward."""
+    q, k, v = (torch.randn(8, 3, 197, 64, requires_grad=True) for _ in range(3))
+    return lambda: ops.gaussian_attention(q, k, v).sum().backward()
+
+
+def swin_step():
+    """swin_tiny's first-stage window attention in training (16 images x 64 windows, 3 heads, 49 tokens),
+    its relative position bias a parameter: forward + backward."""
+    core = BiasedAttentionCore(0.0, None).train()
+    q, k, v = (torch.randn(16 * 64, 3, 49, 32, requires_grad=True) for _ in range(3))
+    bias = torch.zeros(3, 49, 49, requires_grad=True)
+    return lambda: core(q, k, v, bias).sum().backward()
+
+
+def refiner_modules():
+    model = vspec.build(vspec.load_spec(ROOT / "specs/refined_vit_s.py"))
+    dla = next(m for m in model.modules() if isinstance(m, ConvExpandDLA))
+    stem = next(m for m in model.modules() if isinstance(m, ConvStem))
+    return dla, stem
+
+
+def dla_step():
+    """refined_vit_s's released DLA in eval on 4 images' maps (12 heads, 197 x 197; BatchNorms folded)."""
+    dla = refiner_modules()[0].eval()
+    a = torch.rand(4, 12, 197, 197)
+
+    def step():
+        with torch.no_grad():
+            dla(a)
+    return step
+
+
+def stem_step():
+    """refined_vit_s's convolution stem in eval on 8 images of 224 px (channels-last, BatchNorms folded)."""
+    stem = refiner_modules()[1].eval()
+    x = torch.randn(8, 3, 224, 224)
+
+    def step():
+        with torch.no_grad():
+            stem(x)
+    return step
+
+
+PATHS = {
+    "vit.linear oneDNN, inference": lambda: linear_steps(False),
+    "vit.linear oneDNN, training": lambda: linear_steps(True),
+    "msf Gaussian attention, CPU flash (training)": gaussian_step,
+    "swin biased attention written out (training)": swin_step,
+    "refiner DLA folded (eval)": dla_step,
+    "refiner conv stem folded (eval)": stem_step,
+}
+
+
+def ratio(step, rounds: int, seconds: float) -> list[float]:
+    """plain / fast seconds per step, round after round (order alternating; each side repeats the step for
+    about `seconds`), sorted."""
+    def timed(on: bool, reps: int = 1) -> float:
+        with vspec.fast_paths(on):
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                step()
+            return time.perf_counter() - t0
+    reps = max(1, round(seconds / min(timed(True), timed(False))))  # warm-up and calibration
+    out = []
+    for r in range(rounds):
+        first = r % 2 == 0
+        a = timed(first, reps)
+        b = timed(not first, reps)
+        fast_t, plain_t = (a, b) if first else (b, a)
+        out.append(plain_t / fast_t)
+    return sorted(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--seconds", type=float, default=0.3, help="about this long per side and round")
+    ap.add_argument("--paths", nargs="+", choices=sorted(PATHS), default=list(PATHS))
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
+          f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+          f"{args.rounds} rounds")
+    for name in args.paths:
+        r = ratio(PATHS[name](), args.rounds, args.seconds)
+        print(f"  {name:46s} plain/fast {statistics.median(r):.3f} (range {r[0]:.3f}-{r[-1]:.3f})")
+
+
+if __name__ == "__main__":
+    main()
