@@ -358,7 +358,10 @@ def test_feature_api(spec, data):
     assert all(f["module"] in modules for f in info)
     # every tap: the output of its module, captured by a hook
     seen = []
-    handles = [modules[f["module"]].register_forward_hook(lambda m, i, o: seen.append(o[0] if isinstance(o, tuple) else o)) for f in info]
+    def tap(module, args, out):  # a block returns Carry(x, maps): its tokens are the tap
+        seen.append(out[0] if isinstance(out, tuple) else out)
+
+    handles = [modules[f["module"]].register_forward_hook(tap) for f in info]
     x = batch(spec)
     with torch.no_grad():
         final, feats = model.forward_intermediates(x, output_fmt="NLC")
