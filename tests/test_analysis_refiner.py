@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 import vspec
-from vspec.analysis import AnalysisError, attention_maps, core_map, default_blocks, feature_evolution, linear_cka
+from vspec.analysis import AnalysisError, attention_maps, default_blocks, feature_evolution, linear_cka
 from vspec.cli import main
-from vspec.nn.layers import AttentionCore, MapRefiner
+from vspec.nn.layers import AttentionCore, AttentionCoreBase, MapRefiner
 from vspec.nn.msf import GaussianAttentionCore, GaussianBiasedCore
 from vspec.nn.swin import BiasedAttentionCore
 from vspec.spec import Block, GAPHead, Model, PatchEmbed, PatchMerging, Stage, WindowMHSA
@@ -129,7 +129,8 @@ CORES = {
 
 @pytest.mark.parametrize("name", CORES)
 def test_core_map_is_the_map_the_core_applies(name):
-    """core_map(q, k, mask) @ v equals the core's own output: the recomputed map is the one it uses."""
+    """core.attention_map(q, k, mask) @ v equals the core's own output: the map is the one it uses; and it is
+    the equation's: softmax((q k^T [- 1/2 |k|^2 for MSF's Gaussian cores, Eq. 12]) * scale + mask)."""
     core, mask_kind = CORES[name]
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 3, 7, 5, generator=g, dtype=F64) for _ in range(3))
@@ -139,9 +140,16 @@ def test_core_map_is_the_map_the_core_applies(name):
     elif mask_kind == "bool":
         mask = torch.rand(7, 7, generator=g) > 0.3
         mask.fill_diagonal_(True)
-    a = core_map(core, q, k, mask)
+    a = core.attention_map(q, k, mask)
     assert torch.allclose(a.sum(-1), torch.ones(2, 3, 7, dtype=F64))
     assert torch.allclose(a @ v, core.eval()(q, k, v, mask), atol=1e-10)
+    logits = q @ k.transpose(-2, -1)
+    if "gaussian" in name:
+        logits = logits - 0.5 * (k * k).sum(-1)[:, :, None, :]
+    logits = logits * (core.scale or 5 ** -0.5)
+    if mask is not None:
+        logits = logits + mask if mask.dtype != torch.bool else logits.masked_fill(~mask, -math.inf)
+    assert torch.allclose(a, torch.softmax(logits, -1), atol=1e-12)
 
 
 def test_maps_of_a_vit_equal_softmax_of_its_qkv():
@@ -312,3 +320,20 @@ def test_analyze_help_documents_the_analyses(capsys):
         assert option in text
     for phrase in ("PATH_STEM.cka.png", "PATH_STEM.maps.png", "PATH_STEM.analysis.png", "Eq. 2", "Fig. 1"):
         assert phrase in text
+
+
+class HiddenMapCore(AttentionCoreBase):
+    """A core that hides its map (a fused kernel): no attention_map."""
+
+    def forward(self, q, k, v, mask=None, causal=False):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+def test_a_core_without_an_attention_map_is_refused_in_one_line():
+    model = vspec.build(tiny_vit()).eval()
+    model.stages[0].blocks[1].attn.core = HiddenMapCore()
+    image = torch.randn(1, 3, 16, 16)
+    assert len(attention_maps(model, image, blocks=[0])) == 1  # the other blocks still analysed
+    with pytest.raises(AnalysisError, match=r"^the maps analysis needs each shown block's attention map: "
+                                            r"HiddenMapCore gives no attention map$"):
+        attention_maps(model, image, blocks=[0, 1])

@@ -111,3 +111,22 @@ def test_a_form_field_of_another_kind_is_not_msf_eq14():
 def test_the_size_guard_counts_msf_roles_as_built(form, probe):
     attention = MeanShiftAttention(**SMALL, form=form, projections=PROJ)
     assert sum(p.numel() for p in attention_module(attention).parameters()) == 3 * (8 * 16 + 8) + 16 * 8 + 16 + probe
+
+
+def test_role_matrix_gives_each_roles_dense_matrix():
+    """`role_matrix` (what `vspec analyze` reads): fused qkv / proj rows and columns; tied roles the shared
+    matrix (a tied WEIGHT its transpose); grouped ones zero where an output channel reads no group."""
+    fused = attention_module(MHSA(**SMALL))
+    assert fused.projection_roles == "QKVW"
+    for i, role in enumerate("QKV"):
+        assert torch.equal(fused.role_matrix(role), fused.qkv.weight[8 * i:8 * (i + 1)])
+    assert torch.equal(fused.role_matrix("W"), fused.proj.weight)
+    tied = attention_module(MeanShiftAttention(**SMALL, projections=Projections(roles="QKKQK", groups=2)))
+    assert tied.projection_roles == "QKVPW"
+    q, k = tied.projections.matrices["Q"].weight, tied.projections.matrices["K"].weight  # (8, 16 / 2) each
+    dense_k = torch.zeros(8, 16)
+    for o in range(8):  # interleaved: output o reads group o mod 2, i.e. input channels 8 (o mod 2) + 0..7
+        dense_k[o, 8 * (o % 2):8 * (o % 2) + 8] = k[o]
+    assert torch.equal(tied.role_matrix("V"), dense_k) and torch.equal(tied.role_matrix("K"), dense_k)
+    assert torch.equal(tied.role_matrix("P"), tied.role_matrix("Q")) and q.shape == (8, 8)
+    assert torch.equal(tied.role_matrix("W"), dense_k.T)

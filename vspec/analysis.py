@@ -18,8 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .nn.layers import AttentionCore, MapRefiner
-from .nn.refiner import MapAttention
+from .nn.layers import AttentionCoreBase, MapRefiner, ProjectedAttention
 from .spec.vit import PROJECTION_ROLES
 
 
@@ -31,15 +30,12 @@ def head_matrices(attn: nn.Module) -> dict[str, list[torch.Tensor]]:
     """The d x d_head matrix of each role and head of one attention module, in the paper's notation
     (q = Q_h^T x, ..., the output W_h z): QUERY, KEY, VALUE (PROBE) from the rows of their projections,
     WEIGHT from the columns of the output projection. Tied roles give the same matrix; grouped ones their
-    dense (zero-filled) form. Eq. 14's P~ (one d x d matrix, no heads) is left out."""
-    heads, proj = attn.heads, attn.projections
-    if proj is None:  # the fused qkv / proj layout
-        rows, w = dict(zip("QKV", attn.qkv.weight.chunk(3))), attn.proj.weight
-    else:
-        w_letter = proj.letters[-1]
-        w = proj.matrices["W"].weight if w_letter == "W" else proj.matrices[w_letter].dense().T
-        rows = {name: proj.matrices[letter].dense() for name, letter in zip(proj.roles[:-1], proj.letters[:-1])}
-        rows = {name: m for name, m in rows.items() if m.shape[0] == w.shape[1]}  # not P~
+    dense (zero-filled) form (`ProjectedAttention.role_matrix`). Eq. 14's P~ (one d x d matrix, no heads) is
+    left out."""
+    heads, roles = attn.heads, attn.projection_roles
+    w = attn.role_matrix("W")
+    rows = {name: attn.role_matrix(name) for name in roles[:-1]}
+    rows = {name: m for name, m in rows.items() if m.shape[0] == w.shape[1]}  # not P~
     dh = w.shape[1] // heads
     out = {r: [m[h * dh:(h + 1) * dh].T for h in range(heads)] for r, m in rows.items()}
     out["W"] = [w[:, h * dh:(h + 1) * dh] for h in range(heads)]
@@ -60,11 +56,11 @@ def attention_modules(model: nn.Module) -> list[nn.Module]:
 
 
 def msf_problem(model: nn.Module) -> str | None:
-    """Why the projection analysis does not apply (a block's attention with neither role projections nor
-    the fused qkv / proj), or None."""
+    """Why the projection analysis does not apply (a block's attention that gives no role matrices: not a
+    ProjectedAttention), or None."""
     for i, attn in enumerate(attention_modules(model)):
-        if getattr(attn, "projections", None) is None and not (hasattr(attn, "qkv") and hasattr(attn, "proj")):
-            return f"block {i}'s attention ({type(attn).__name__}) has neither role projections nor qkv / proj"
+        if not isinstance(attn, ProjectedAttention):
+            return f"block {i}'s attention ({type(attn).__name__}) gives no role matrices (role_matrix)"
     return None
 
 
@@ -185,32 +181,16 @@ def plot_cka(result: dict[str, Any], path: Path, title: str) -> None:
 
 
 # ---------------------------------------------------------------- Refiner: attention maps (Fig. 1, Fig. 5)
-def core_map(core: AttentionCore, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """The map an attention core computes from its inputs, in float64: softmax(q k^T * scale + mask)
-    (scale None: head_dim ** -0.5); MSF's Gaussian cores subtract 1/2 |k|^2 before the scale."""
-    from .nn.msf import GaussianAttentionCore, GaussianBiasedCore
-
-    q, k = q.double(), k.double()
-    logits = q @ k.transpose(-2, -1)
-    if isinstance(core, (GaussianAttentionCore, GaussianBiasedCore)):
-        logits = logits - 0.5 * k.square().sum(-1).unsqueeze(-2)
-    logits = logits * (core.scale if core.scale is not None else q.shape[-1] ** -0.5)
-    if mask is not None:
-        logits = logits.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else logits + mask.double()
-    return logits.softmax(-1)
-
-
 def default_blocks(depth: int, count: int = 4) -> list[int]:
     """`count` blocks evenly spaced from the first to the last."""
     n = min(count, depth)
     return sorted({round(i * (depth - 1) / max(n - 1, 1)) for i in range(n)})
 
 
-def _map_sources(block: nn.Module) -> tuple[nn.Module | None, AttentionCore | MapAttention | None]:
-    """The block's first map-refining module (a MapRefiner) and its first core
-    (SDPA's, or one that materialises its maps)."""
+def _map_sources(block: nn.Module) -> tuple[MapRefiner | None, AttentionCoreBase | None]:
+    """The block's first map-refining module (a MapRefiner) and its first attention core."""
     refiner = next((m for m in block.modules() if isinstance(m, MapRefiner)), None)
-    core = next((m for m in block.modules() if isinstance(m, (AttentionCore, MapAttention))), None)
+    core = next((m for m in block.modules() if isinstance(m, AttentionCoreBase)), None)
     return refiner, core
 
 
@@ -221,8 +201,8 @@ def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] 
     blocks in forward order; default: 4 evenly spaced) and heads (default: the first 4), before and
     after refinement, read through forward hooks on a forward pass. A block with a map-refining module
     (a MapRefiner; forward(maps (B, H, N, N)) -> (B, H', N, N)): its input (before) and output
-    (after). Any other block: the map of its AttentionCore, recomputed in float64 from the core's
-    inputs, or the maps its MapAttention (Refiner's materialised maps) used (before = after). Only a
+    (after). Any other block: its attention core's map (before = after), `attention_map` in float64 from the
+    core's inputs, or the maps a core that materialises them returns (`returns_maps`: Refiner's). Only a
     block's first such module counts, on its first call. Each map is N x N over all the tokens the
     attention sees, prefix tokens included (a class token is row and column 0). Attention within
     windows (Swin) is refused. Returns per block: index, module, refined, tokens, the shown heads and
@@ -235,12 +215,13 @@ def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] 
             raise IndexError(f"block {b} is out of range: the model has {len(parts)} blocks (0..{len(parts) - 1})")
     seen: dict[int, tuple] = {}  # block -> (kind, the core's q shape or the maps' shape, its map or maps)
 
-    def keep_core(b: int, core: AttentionCore, args: tuple, kwargs: dict) -> None:
+    def keep_core(b: int, core: AttentionCoreBase, args: tuple, kwargs: dict) -> None:
         if b not in seen:
-            inputs = dict(zip(("q", "k", "v", "mask"), args)) | kwargs
-            seen[b] = ("core", inputs["q"].shape, core_map(core, inputs["q"], inputs["k"], inputs.get("mask")))
+            inputs = dict(zip(("q", "k", "v", "mask", "causal"), args)) | kwargs
+            inputs.pop("v")
+            seen[b] = ("core", inputs["q"].shape, core.attention_map(**inputs))
 
-    def keep_materialised(b: int, module: MapAttention, args: tuple, kwargs: dict, out: tuple) -> None:
+    def keep_materialised(b: int, module: AttentionCoreBase, args: tuple, kwargs: dict, out: tuple) -> None:
         if b not in seen:  # out: (A v, the maps handed on), which are the maps it used when it refines none
             seen[b] = ("core", out[1].shape, out[1].double())
 
@@ -256,17 +237,20 @@ def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] 
             if refiner is not None:
                 hook = lambda m, a, kw, o, b=b: keep_refined(b, m, a, kw, o)  # noqa: E731
                 handles.append(refiner.register_forward_hook(hook, with_kwargs=True))
-            elif isinstance(core, MapAttention):
+            elif core is not None and core.returns_maps:
                 hook = lambda m, a, kw, o, b=b: keep_materialised(b, m, a, kw, o)  # noqa: E731
                 handles.append(core.register_forward_hook(hook, with_kwargs=True))
             elif core is not None:
                 hook = lambda m, a, kw, b=b: keep_core(b, m, a, kw)  # noqa: E731
                 handles.append(core.register_forward_pre_hook(hook, with_kwargs=True))
             else:
-                raise AnalysisError(f"block {b} ({parts[b][0]}) computes no attention map of its own "
-                                    "(no AttentionCore, no map-refining module)")
+                raise AnalysisError(f"block {b} ({parts[b][0]}) gives no attention map (no attention core with an "
+                                    "attention_map, no map-refining module)")
         model.eval()
-        model(image[:1])
+        try:
+            model(image[:1])
+        except NotImplementedError as e:  # a core that gives no map (AttentionCoreBase.attention_map)
+            raise AnalysisError(f"the maps analysis needs each shown block's attention map: {e}") from None
     finally:
         for h in handles:
             h.remove()

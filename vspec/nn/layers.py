@@ -64,7 +64,17 @@ def make_norm(spec: Norm | None, channels: int, layout: str = "tokens") -> nn.Mo
 class AttentionCoreBase(nn.Module):
     """Where an attention's token mixing sits (its maps, or the fused kernel that hides them): the
     profiler tells the attention's MACs (the papers' conventions count or drop them) by this location,
-    whatever ops compute them."""
+    whatever ops compute them.
+
+    What `vspec analyze` reads of a core: `attention_map(q, k, mask, causal)`, the map it applies to v, from the inputs
+    of its forward (a core that hides its map does not have one); or, with `returns_maps`, the maps its forward
+    returns second (forward -> (A v, maps): the maps are materialised anyway)."""
+
+    returns_maps: bool = False
+
+    def attention_map(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None,
+                      causal: bool = False) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} gives no attention map")
 
 
 class AttentionCore(AttentionCoreBase):
@@ -80,6 +90,22 @@ class AttentionCore(AttentionCoreBase):
         drop = self.drop if self.training else 0.0
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop, is_causal=causal,
                                               scale=self.scale)
+
+    def scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """The similarity of each query to each key, before the scale: q k^T."""
+        return q @ k.transpose(-2, -1)
+
+    def attention_map(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None,
+                      causal: bool = False) -> torch.Tensor:
+        """softmax(scores * scale + mask) in float64 (scale None: head_dim ** -0.5; a boolean mask: False is
+        -inf; causal: the lower triangle), the map forward applies to v."""
+        q, k = q.double(), k.double()
+        logits = self.scores(q, k) * (self.scale if self.scale is not None else q.shape[-1] ** -0.5)
+        if causal:
+            mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+        if mask is not None:
+            logits = logits.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else logits + mask.double()
+        return logits.softmax(-1)
 
 
 def sdpa_masks(padding: torch.Tensor | None, causal: bool, n: int) -> tuple[torch.Tensor | None, bool]:
@@ -203,6 +229,22 @@ class ProjectedAttention(Component):
         else:
             self.projections = RoleProjections(spec.projections, spec.roles, dim, inner, spec.qkv_bias,
                                                spec.proj_bias, spec.probe_width(dim))
+
+    @property
+    def projection_roles(self) -> str:
+        """Its roles by letter, WEIGHT last: QKVW for the fused layout, else its RoleProjections'."""
+        return "QKVW" if self.projections is None else self.projections.roles
+
+    def role_matrix(self, role: str) -> torch.Tensor:
+        """The dense (out, in) matrix of a role (a letter of `projection_roles`): an input role's rows (grouped:
+        zeros where an output reads no group), WEIGHT's (dim, inner), a tied WEIGHT the transpose of its matrix."""
+        if self.projections is None:
+            return self.proj.weight if role == "W" else self.qkv.weight.chunk(3)["QKV".index(role)]
+        letter = self.projections.letters[self.projections.roles.index(role)]
+        matrix = self.projections.matrices[letter]
+        if role != "W":
+            return matrix.dense()
+        return matrix.weight if letter == "W" else matrix.dense().T
 
     def project(self, x: torch.Tensor) -> list[torch.Tensor]:
         """The input roles' projections of x, (B, N, inner) each: q, k, v (and the probe)."""

@@ -19,6 +19,10 @@ class GaussianAttentionCore(AttentionCore):
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: None = None) -> torch.Tensor:
         return gaussian_attention(q, k, v, self.scale, self.drop if self.training else 0.0)
 
+    def scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """q.k_i - 1/2 |k_i|^2 (Eq. 12's Gaussian kernel, up to a per-query constant)."""
+        return q @ k.transpose(-2, -1) - 0.5 * k.square().sum(-1).unsqueeze(-2)
+
 
 class GaussianBiasedCore(BiasedAttentionCore):
     """softmax_i((q.k_i - 1/2 |k_i|^2) * scale + mask_i) v: the Gaussian kernel plus Swin's float mask
@@ -27,6 +31,8 @@ class GaussianBiasedCore(BiasedAttentionCore):
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return super().forward(*gaussian_channels(q, k, v), mask)[..., :v.shape[-1]]
+
+    scores = GaussianAttentionCore.scores
 
 
 class MeanShiftOutput:

@@ -179,6 +179,8 @@ class MapAttention(AttentionCoreBase):
     incoming maps), or the incoming maps themselves when the block reuses them (q, k None); then the
     refiner, if any; then A v. Returns (A v, the maps handed on: the incoming ones when reused, else A)."""
 
+    returns_maps = True
+
     def __init__(self, spec: S.RefinerAttention, tokens: S.Tokens, scale: float):
         super().__init__()
         self.scale, self.released = scale, spec.form == "released"
