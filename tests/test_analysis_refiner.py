@@ -337,3 +337,25 @@ def test_a_core_without_an_attention_map_is_refused_in_one_line():
     with pytest.raises(AnalysisError, match=r"^the maps analysis needs each shown block's attention map: "
                                             r"HiddenMapCore gives no attention map$"):
         attention_maps(model, image, blocks=[0, 1])
+
+
+class PlainAttention(nn.Module):
+    """An attention module of its own: no attention core, no projections that analysis can read."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.mix = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.mix(x.mean(1, keepdim=True)).expand_as(x)
+
+
+def test_an_attention_without_hooks_is_refused_in_one_line_by_every_analysis():
+    from vspec.analysis import similarities
+
+    model = vspec.build(tiny_vit()).eval()
+    model.stages[0].blocks[1].attn = PlainAttention(16)
+    with pytest.raises(AnalysisError, match=r"^block 1 \(stages\.0\.blocks\.1\) gives no attention map"):
+        attention_maps(model, torch.randn(1, 3, 16, 16), blocks=[1])
+    with pytest.raises(AnalysisError, match=r"^block 1's attention \(PlainAttention\) gives no role matrices"):
+        similarities(model)

@@ -66,6 +66,9 @@ def msf_problem(model: nn.Module) -> str | None:
 
 def similarities(model: nn.Module) -> list[dict[str, Any]]:
     """Per layer: the roles and the matrix of their subspace similarities, averaged over the heads."""
+    problem = msf_problem(model)
+    if problem is not None:
+        raise AnalysisError(problem)
     layers = []
     for attn in attention_modules(model):
         mats = head_matrices(attn)
@@ -219,7 +222,10 @@ def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] 
         if b not in seen:
             inputs = dict(zip(("q", "k", "v", "mask", "causal"), args)) | kwargs
             inputs.pop("v")
-            seen[b] = ("core", inputs["q"].shape, core.attention_map(**inputs))
+            try:
+                seen[b] = ("core", inputs["q"].shape, core.attention_map(**inputs))
+            except NotImplementedError as e:  # a core that hides its map (AttentionCoreBase.attention_map)
+                seen[b] = ("none", None, str(e))
 
     def keep_materialised(b: int, module: AttentionCoreBase, args: tuple, kwargs: dict, out: tuple) -> None:
         if b not in seen:  # out: (A v, the maps handed on), which are the maps it used when it refines none
@@ -247,10 +253,7 @@ def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] 
                 raise AnalysisError(f"block {b} ({parts[b][0]}) gives no attention map (no attention core with an "
                                     "attention_map, no map-refining module)")
         model.eval()
-        try:
-            model(image[:1])
-        except NotImplementedError as e:  # a core that gives no map (AttentionCoreBase.attention_map)
-            raise AnalysisError(f"the maps analysis needs each shown block's attention map: {e}") from None
+        model(image[:1])
     finally:
         for h in handles:
             h.remove()
@@ -260,6 +263,8 @@ def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] 
         if b not in seen:
             raise AnalysisError(f"block {b} ({name}): its attention map was not computed in the forward pass")
         kind, shape, maps = seen[b]
+        if kind == "none":
+            raise AnalysisError(f"the maps analysis needs each shown block's attention map: {maps}")
         before, after = maps if kind == "refiner" else (maps, maps)
         if shape[0] != 1 or before.shape[-1] < length:
             raise AnalysisError(f"block {b} ({name}) attends within windows ({before.shape[-1]} of {length} "
