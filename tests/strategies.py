@@ -28,9 +28,11 @@ from vspec.spec import (
     ClassTokenHead,
     ConvStem,
     DenseAux,
+    FirstTokenHead,
     GAPHead,
     GAPPool,
     HeadTokens,
+    LastTokenHead,
     LearnableScale,
     MeanShiftAttention,
     MGCrP,
@@ -48,6 +50,7 @@ from vspec.spec import (
     SoTEmbed,
     Stage,
     SvPN,
+    TokenEmbed,
     WindowMeanShiftAttention,
     WindowMHSA,
     to_dict,
@@ -511,6 +514,26 @@ def _hierarchical(block: Block | None = None, entry: PatchMerging | None = None,
                            class_token=False, head=GAPHead()), **changes})
 
 
+def _text(**changes) -> Model:
+    """A BERT-like text body: 8 tokens of a 50-word vocabulary, two post-norm blocks, the first-token head."""
+    base = dict(embedder=TokenEmbed(vocab_size=50, max_positions=12, seq_len=8, padding_id=0, norm=Norm(eps=1e-12)),
+                block=Block(attention=MHSA(heads=2), post_norm=True), depth=2, dim=16, num_classes=3,
+                class_token=False, pos_embed="none", final_norm=False, head=FirstTokenHead(pooler="tanh"))
+    return Model(**{**base, **changes})
+
+
+@st.composite
+def token_embeds(draw) -> TokenEmbed:
+    padding_id = draw(st.one_of(st.none(), st.integers(0, 3)))
+    pad_positions = padding_id is not None and draw(st.booleans())
+    seq_len = draw(st.integers(2, 8))
+    first = padding_id + 1 if pad_positions else 0
+    return TokenEmbed(vocab_size=draw(st.integers(8, 40)), max_positions=first + seq_len + draw(st.integers(0, 4)),
+                      seq_len=seq_len, type_vocab_size=draw(st.integers(0, 2)), padding_id=padding_id,
+                      pad_positions=pad_positions, norm=draw(st.one_of(st.none(), norms())), drop=draw(drops()),
+                      width=draw(st.sampled_from([None, 8, 16])))
+
+
 def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
     def head(pool, norm):
         def centred(h):  # aggr_all over a channel-centred covariance cannot see the final norm's bias
@@ -572,6 +595,12 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
         LearnableScale: head(st.just(GAPPool()), st.builds(LearnableScale, init=small_floats(0.1, 2.0))),
         ReprLayerNorm: head(mgcrp, st.builds(ReprLayerNorm, eps=small_floats(1e-7, 1e-3))),
         NoNorm: head(mgcrp, st.just(NoNorm())),
+        TokenEmbed: st.tuples(token_embeds(), st.booleans()).map(lambda t: _text(
+            embedder=t[0], block=Block(attention=MHSA(heads=2), post_norm=t[1]), final_norm=not t[1])),
+        FirstTokenHead: st.builds(FirstTokenHead, pooler=st.sampled_from([None, "tanh", "gelu"]), drop_in=drops(),
+                                  drop=drops()).map(lambda h: _text(head=h)),
+        LastTokenHead: st.builds(LastTokenHead, bias=st.booleans(), drop=drops()).map(lambda h: _text(
+            head=h, causal=True, block=Block(attention=MHSA(heads=2)), final_norm=True)),
     }
 
 
@@ -753,6 +782,17 @@ def _kind_rules() -> dict[type, Any]:
         ReprLayerNorm: head(lambda h: constant[1:]),
         LearnableScale: head(lambda h: [([("head.norm.init", 0.0)], "head.norm.init")]),
         NoNorm: head(lambda h: [([("head.norm.eps", 1e-5)], "head.norm.eps")]),
+        TokenEmbed: lambda spec: [  # positions the table lacks; a padding id outside the vocabulary; image options
+            ([("embedder.seq_len", spec.embedder.max_positions + 1)], "embedder.seq_len"),
+            ([("embedder.padding_id", spec.embedder.vocab_size)], "embedder.padding_id"),
+            ([("embedder.padding_id", None), ("embedder.pad_positions", True)], "embedder.pad_positions"),
+            ([("class_token", True)], "class_token"), ([("pos_embed", "learned")], "pos_embed"),
+            ([("block.ffn", {"kind": "daff"})], "block.ffn"),
+            ([("block.attention", {"kind": "refiner", "heads": 2})], "block.attention")],
+        FirstTokenHead: lambda spec: [([("head", {"kind": "class_token"})], "head"),
+                                      ([("head", {"kind": "second_order"})], "head")],
+        LastTokenHead: lambda spec: [([("block.attention", {"kind": "window_mhsa", "heads": 2})], "block.attention"),
+                                     ([("block.head_tokens", {})], "block.head_tokens")],
     }
 
 

@@ -65,7 +65,7 @@ def assert_trains_under_bf16(spec: vspec.Model) -> None:
     parameter, the logits in bfloat16 (autocast reached the classifier); eval mode: finite too."""
     torch.manual_seed(0)
     model = vspec.build(spec).train()
-    x = torch.randn(2, spec.in_chans, *spec.img_size)
+    x = vspec.example_input(spec, 2)
     with bf16():
         out = model(x)
     outs = [o.logits for o in as_outputs(out)]

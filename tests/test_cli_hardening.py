@@ -136,7 +136,7 @@ def test_the_activation_estimate_covers_every_tensor_of_a_forward_pass(name):
     largest = []
     hooks = [m.register_forward_hook(lambda m, i, o: largest.append(o.numel() * o.element_size())
                                       if isinstance(o, torch.Tensor) else None) for m in model.modules()]
-    x = torch.randn(3, spec.in_chans, *spec.img_size)
+    x = vspec.example_input(spec, 3)
     with torch.no_grad():
         model(x)
     for h in hooks:

@@ -33,7 +33,7 @@ def shrunk(name: str) -> tuple[torch.nn.Module, torch.Tensor, int]:
     spec = small(vspec.load_spec(ROOT / "specs" / f"{name}.py"))
     torch.manual_seed(0)
     model = vspec.build(spec).eval()
-    x = torch.randn(2, spec.in_chans, *spec.img_size)
+    x = vspec.example_input(spec, 2)
     torch._dynamo.reset()
     with torch.no_grad():
         breaks = torch._dynamo.explain(model)(x).graph_break_count

@@ -63,7 +63,7 @@ def test_fast_and_plain_paths_agree(name, monkeypatch):
     spec = small_spec(name)
     torch.manual_seed(0)
     model = vspec.build(spec)
-    x = torch.randn(2, spec.in_chans, *spec.img_size)
+    x = vspec.example_input(spec, 2)
     calls = Calls(monkeypatch)
     out_fast, grads_fast = run(copy.deepcopy(model), x)
     fast_calls, calls.n = calls.n, {}
@@ -92,7 +92,7 @@ from vspec.ops import fast, vit
 spec = small_spec("deit_tiny")
 torch.manual_seed(0)
 model = vspec.build(spec)
-x = torch.randn(2, spec.in_chans, *spec.img_size)
+x = vspec.example_input(spec, 2)
 calls = []
 op = vit._ONEDNN
 vit._ONEDNN = lambda *a: calls.append(1) or op(*a)
@@ -130,7 +130,7 @@ def test_missing_private_ops_fall_back_to_the_plain_path(monkeypatch):
     spec = small_spec("msf_vit_ti")
     torch.manual_seed(0)
     model = vspec.build(spec)
-    x = torch.randn(2, spec.in_chans, *spec.img_size)
+    x = vspec.example_input(spec, 2)
     want = run(copy.deepcopy(model), x)[0]
     monkeypatch.setattr(vit, "_ONEDNN", None)
     monkeypatch.setattr(msf, "_FLASH", None)

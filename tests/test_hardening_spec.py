@@ -69,7 +69,7 @@ def test_valid_specs_of_every_kind_train(cls, data, seed):
     model = vspec.build(spec).train()
     assert all(p.numel() > 0 for p in model.parameters())  # no zero-sized layer
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x, y = torch.randn(4, spec.in_chans, *spec.img_size), torch.randint(0, spec.num_classes, (4,))
+    x, y = vspec.example_input(spec, 4), torch.randint(0, spec.num_classes, (4,))
     for _ in range(3):
         opt.zero_grad(set_to_none=True)
         out = model(x)
@@ -277,7 +277,7 @@ def _learns(spec, seed=0):
     with torch.no_grad():  # every parameter away from its init (a zero class token, say)
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    out = model(torch.randn(4, spec.in_chans, *spec.img_size, dtype=torch.float64))
+    out = model(vspec.example_input(spec, 4, dtype=torch.float64))
     (out * torch.randn_like(out)).sum().backward()
     assert_every_parameter_learns(model)
 

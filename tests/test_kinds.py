@@ -47,11 +47,11 @@ def exercise(spec: Model, cls: type) -> None:
     assert vspec.from_json(vspec.to_json(spec)) == spec and vspec.from_toml(vspec.to_toml(spec)) == spec
     torch.manual_seed(0)
     model = vspec.build(spec).eval().double()
-    out = model(torch.randn(2, spec.in_chans, *spec.img_size, dtype=torch.float64))
+    out = model(vspec.example_input(spec, 2, dtype=torch.float64))
     (out * torch.randn_like(out)).sum().backward()
     assert_every_parameter_learns(model)
     model.float()
-    x = torch.randn(2, spec.in_chans, *spec.img_size)
+    x = vspec.example_input(spec, 2)
     prof = vspec.profile(spec)
     assert prof.unsupported_ops == [] and prof.crosscheck_macs == prof.macs
     assert prof.params == sum(p.numel() for p in model.parameters())

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from strategies import valid_models
 from torch import nn
 
+import vspec
 from vspec.compiler import build
 from vspec.nn.layers import LayerScale
 from vspec.spec import (
@@ -205,7 +206,7 @@ def n_tokens(spec: Model, after_body: bool = True) -> int:
 
 
 def batch(spec: Model, n: int = 2) -> torch.Tensor:
-    return torch.randn(n, spec.in_chans, *spec.img_size)
+    return vspec.example_input(spec, n)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -394,7 +395,7 @@ def test_meta_device_build_allocates_nothing(spec):
     assert n_params(build(spec)) == n_params(model)
     assert not any(t.is_meta for t in build(spec).parameters())
     # shapes propagate on meta
-    out = model(torch.empty(2, spec.in_chans, *spec.img_size, device="meta"))
+    out = model(vspec.example_input(spec, 2, device="meta"))
     assert out.is_meta and out.shape == (2, spec.num_classes)
 
 
@@ -780,29 +781,31 @@ def test_simple_patch_embed_uses_patch_major_layout():
 
 
 # the largest presets (100 M+ parameters, or Swin-B's 88 M with its many window shapes): `make test-slow`
-SLOW_PRESETS = {"refined_vit_l", "refined_vit_l_dense", "refined_vit_m_dense", "swin_base"}
+SLOW_PRESETS = {"refined_vit_l", "refined_vit_l_dense", "refined_vit_m_dense", "swin_base", "bert_large",
+                "roberta_large", "gpt2_medium"}
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW_PRESETS else p
                                   for p in SPEC_FILES], ids=[p.stem for p in SPEC_FILES])
 def test_preset_specs(path):
-    """Every preset round-trips, has the parameter count its spec implies, and a backward pass on a random
-    batch gives every parameter a finite, nonzero gradient (eval mode: nothing stochastic hides one)."""
+    """Every preset round-trips, has the parameter count its spec implies (a language body's: Hugging Face's,
+    tests/test_text.py), and a backward pass on a random batch gives every parameter a finite, nonzero gradient
+    (eval mode: nothing stochastic hides one)."""
     spec = load_spec(path)
     assert from_json(to_json(spec)) == spec
     assert from_toml(to_toml(spec)) == spec
     torch.manual_seed(0)
     model = build(spec).eval()
-    if not isinstance(spec.embedder, SoTEmbed) or spec.embedder.block == "dense":
+    if not spec.embedder.text and (not isinstance(spec.embedder, SoTEmbed) or spec.embedder.block == "dense"):
         assert n_params(model) == expected_params(spec)
-    out = model(torch.randn(2, 3, *spec.img_size))
+    out = model(batch(spec))
     assert out.shape == (2, spec.num_classes)
     assert torch.isfinite(out).all()
     with torch.no_grad():  # layer scales at 1: a 1e-5 init (Refined-ViT's MLPs) would shrink gradients to rounding
         for m in model.modules():
             if isinstance(m, LayerScale):
                 m.gamma.fill_(1.0)
-    out = model(torch.randn(2, 3, *spec.img_size))
+    out = model(batch(spec))
     (out * torch.randn_like(out)).sum().backward()
     assert_every_parameter_learns(model)
 

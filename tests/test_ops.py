@@ -17,6 +17,7 @@ REFERENCE_ACTS = {
     "gelu_tanh": lambda y: 0.5 * y * (1 + torch.tanh(math.sqrt(2 / math.pi) * (y + 0.044715 * y**3))),
     "relu": lambda y: y.clamp_min(0),
     "silu": lambda y: y * torch.sigmoid(y),
+    "tanh": lambda y: (1 - torch.exp(-2 * y)) / (1 + torch.exp(-2 * y)),
 }
 
 

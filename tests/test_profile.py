@@ -91,10 +91,11 @@ def test_every_preset_fully_counted(profiles, path):
     assert sum(c.macs for c in prof.components.values()) == prof.macs
     assert sum(s.params for s in prof.stages) + sum(c.params for c in prof.components.values() if c.stage is None) \
         == prof.params
-    assert prof.crosscheck_macs == prof.macs  # FlopCounterMode with the same formulas agrees exactly
+    if prof.counter.startswith("fvcore"):  # above 300 M parameters the count is FlopCounterMode's own, on meta
+        assert prof.crosscheck_macs == prof.macs  # FlopCounterMode with the same formulas agrees exactly
     assert sum(prof.by_op.values()) == prof.macs
     # the parts (each distinct one counted once, times its repeats) add up to the whole forward pass
-    assert whole_model_macs(model, torch.empty(1, spec.in_chans, *spec.img_size, device="meta")) == prof.macs
+    assert whole_model_macs(model, vspec.example_input(spec, 1, device="meta")) == prof.macs
     assert prof.distinct_parts < len(prof.components) or len(prof.components) <= 4
 
 

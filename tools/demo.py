@@ -22,7 +22,7 @@ def main() -> int:
         t0 = time.perf_counter()
         model = vspec.build(spec).eval()
         with torch.no_grad():
-            y = model(torch.randn(1, spec.in_chans, *spec.img_size))
+            y = model(vspec.example_input(spec, 1))
         elapsed = time.perf_counter() - t0
         prof = vspec.profile(spec, crosscheck=False)
         rows.append([path.stem, f"{prof.params:,}", f"{prof.params_weights:,}", f"{prof.macs / 1e9:.4f}",

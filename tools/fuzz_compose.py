@@ -108,7 +108,7 @@ def train_once(spec: Model, seed_: int) -> list[str]:
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    out = model(torch.randn(4, spec.in_chans, *spec.img_size, dtype=torch.float64))
+    out = model(vspec.example_input(spec, 4, dtype=torch.float64))
     if isinstance(out, tuple):
         out = torch.cat([o.flatten() for o in out])
     (out * torch.randn_like(out)).sum().backward()

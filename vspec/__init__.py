@@ -1,8 +1,8 @@
 """vspec: vision-transformer architectures declared as data, compiled into PyTorch modules.
 
-The spec language (`vspec.spec`, re-exported here) is torch-free; `build`, `profile`, `load` and
-`save` import torch when first used; `fast_paths(False)` turns vspec's CPU fast paths off within a block
-(vspec/ops/fast.py).
+The spec language (`vspec.spec`, re-exported here) is torch-free; `build`, `profile`, `load`, `save` and
+`example_input` (a random batch that a spec's model takes) import torch when first used; `fast_paths(False)`
+turns vspec's CPU fast paths off within a block (vspec/ops/fast.py).
 """
 
 from importlib import import_module
@@ -11,7 +11,8 @@ from .spec import *  # noqa: F403
 from .spec import __all__ as _spec_all
 
 _LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.checkpoint",
-         "save": "vspec.checkpoint", "Profile": "vspec.profiler", "fast_paths": "vspec.ops.fast"}
+         "save": "vspec.checkpoint", "Profile": "vspec.profiler", "fast_paths": "vspec.ops.fast",
+         "example_input": "vspec.nn.model"}
 
 __all__ = [*_spec_all, *_LAZY]
 

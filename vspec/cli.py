@@ -108,10 +108,13 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("profile", help="parameters and MACs per component",
                        description="Count parameters and MACs (multiply-adds; FLOPs = 2 x MACs) per component "
-                                   "and per op kind, on one image. Attention matmuls and norms are counted.")
+                                   "and per op kind, on one image (or one sequence of a text body). Attention "
+                                   "matmuls and norms are counted.")
     _spec_args(p)
     p.add_argument("--input-size", type=_positive, metavar="N",
                    help="square input size (default: the spec's img_size)")
+    p.add_argument("--seq-len", type=_positive, metavar="N",
+                   help="a text body's sequence length (default: the spec's embedder.seq_len)")
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
     p.add_argument("--meta", action="store_true",
                    help="count on the meta device with torch's FlopCounterMode (no weights allocated); "
@@ -185,6 +188,13 @@ def _grouped(rows: list[tuple[str, str, int | None, int | None, tuple[int, ...]]
         out.append(("  " * (stage is not None) + name, 1, values))
         run = (stage, index) if role == "block" else None
     return out
+
+
+def input_label(spec: Model) -> str:
+    """What one sample is: `224x224 input` or, for a text body, `128 tokens`."""
+    if spec.embedder.text:
+        return f"{spec.embedder.seq_len} tokens"
+    return f"{spec.img_size[0]}x{spec.img_size[1]} input"
 
 
 def describe(spec: Model) -> str:
@@ -344,7 +354,7 @@ def cmd_build(args: argparse.Namespace) -> None:
 
     t0 = time.perf_counter()
     model = build(spec, check_memory=False).eval()  # checked above, with the forward pass's activations
-    x = torch.randn(args.batch_size, spec.in_chans, *spec.img_size)
+    x = model.example_input(args.batch_size)
     with torch.no_grad():
         y = model(x)
     elapsed = time.perf_counter() - t0
@@ -359,8 +369,7 @@ def cmd_build(args: argparse.Namespace) -> None:
     named = [(p.name, p.role, p.stage, p.index, (c[0],)) for p, c in zip(parts, counts)]
     for name, times, (n,) in _grouped(named, [f"stage {s.index}: {s.tokens}" for s in model.layout]):
         rows.append([name, _count(n, times)])
-    print(f"{printable(args.path)}: {describe(spec)}, {spec.num_classes} classes, "
-          f"{spec.img_size[0]}x{spec.img_size[1]} input")
+    print(f"{printable(args.path)}: {describe(spec)}, {spec.num_classes} classes, {input_label(spec)}")
     print(format_table(rows))
     print(f"total: {total:,} parameters ({trainable:,} trainable, {weights:,} in linear / conv weights)")
     print(f"forward {tuple(x.shape)} -> {tuple(y.shape)}: finite={bool(torch.isfinite(y).all())}, "
@@ -373,8 +382,15 @@ def cmd_profile(args: argparse.Namespace) -> None:
     from .profiler import CONVENTIONS, profile
 
     spec = _load(args)
+    text = spec.embedder.text
+    if text and args.input_size is not None:
+        raise SpecError("", "--input-size: a text body takes no image; give its length with --seq-len")
+    if not text and args.seq_len is not None:
+        raise SpecError("", "--seq-len: an image model takes no token sequence; give its size with --input-size")
     if args.input_size is not None:
         spec = attrs.evolve(spec, img_size=args.input_size)  # re-validated: the patch must divide it
+    if args.seq_len is not None:  # re-validated: the position table must hold it
+        spec = attrs.evolve(spec, embedder=attrs.evolve(spec.embedder, seq_len=args.seq_len))
     free = budget.available() if args.memory_check else None
     meta = args.meta
     budget.check(spec, batch=0, tied=True, free=free, what="profiling it on the meta device")
@@ -398,11 +414,11 @@ def cmd_profile(args: argparse.Namespace) -> None:
         return
     rows = [["component", "params", "MACs"]]
     named = [(name, c.role, c.stage, c.index, (c.params, c.macs)) for name, c in prof.components.items()]
-    labels = [f"stage {s.index}: {Tokens(s.dim, s.grid, s.prefix)}" for s in prof.stages]
+    labels = [f"stage {s.index}: {Tokens(s.dim, s.grid, s.prefix, sequence=text)}" for s in prof.stages]
     for name, times, (n, m) in _grouped(named, labels):
         rows.append([name, _count(n, times), _count(m, times, _si)])
     rows.append(["total", f"{prof.params:,}", _si(prof.macs)])
-    print(f"{printable(args.path)} at {prof.input_size[0]}x{prof.input_size[1]}, batch 1 "
+    print(f"{printable(args.path)} at {input_label(spec).removesuffix(' input')}, batch 1 "
           "(MACs: multiply-adds, FLOPs = 2 x MACs; attention matmuls and norms counted)")
     print(format_table(rows))
     print(f"params: {prof.params:,} total, {prof.params_trainable:,} trainable, "
@@ -515,13 +531,17 @@ def _images(args: argparse.Namespace, spec: Model):
     drawn from --seed."""
     import torch
 
+    from .nn.model import example_input
+
     if args.data is None:
         def random(count: int, size: int):
             g = torch.Generator().manual_seed(args.seed)
-            return (torch.randn(size, spec.in_chans, *spec.img_size, generator=g) for _ in range(count))
+            return (example_input(spec, size, generator=g) for _ in range(count))
         return random
     from .train.data import DataError, build_datasets, build_transforms
 
+    if spec.embedder.text:
+        raise SpecError("", "--data: image datasets do not feed a text body (leave --data out: random token ids)")
     try:
         tf = build_transforms(spec.img_size, spec.in_chans, train=False)
         _, val, _ = build_datasets(args.data, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=tf,

@@ -42,6 +42,10 @@ MODULES: dict[type, type[nn.Module]] = {
     # Refiner
     S.ConvStem: N.ConvStem,
     S.RefinerAttention: N.RefinerAttention,
+    # language bodies
+    S.TokenEmbed: N.TokenEmbed,
+    S.FirstTokenHead: N.FirstTokenHead,
+    S.LastTokenHead: N.LastTokenHead,
     # assembly
     S.Block: N.Block,
     S.Model: N.VisionTransformer,

@@ -91,7 +91,7 @@ ZERO_COST_OPS = (
     "aten::le", "aten::lt", "aten::ge", "aten::gt", "aten::where", "aten::mT", "aten::mH", "aten::erf",
     "aten::abs_", "aten::max_pool2d_with_indices", "aten::triu", "aten::diag_embed", "aten::eye",
     "aten::diagonal", "aten::linalg_svd", "aten::index_select", "aten::square", "aten::pad", "aten::unflatten",
-    "aten::repeat_interleave", "aten::eq",
+    "aten::repeat_interleave", "aten::eq", "aten::embedding", "aten::ne", "aten::cumsum",
 )
 
 FVCORE_HANDLES: dict[str, Callable[[list[Any], list[Any]], int]] = {
@@ -297,7 +297,7 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
         if part.key in counts:
             continue
         device = "meta" if meta else None
-        x = (torch.randn(1, *part.in_shape, device=device),)  # and the maps a block takes (Refiner)
+        x = (part.example(1, device),)  # and the maps a block takes (Refiner)
         x += (torch.rand(1, *part.maps_in, device=device),) if part.maps_in else ()
         counts[part.key] = _count_torch(part.module, x) if meta else _count_fvcore(part.module, x)
         if crosscheck and not meta:

@@ -1,4 +1,5 @@
-"""Checkpoint converters: other projects' weights into vspec modules."""
+"""Checkpoint converters: other projects' weights into vspec modules (timm; Hugging Face's language models,
+`from_hf` / `spec_from_hf`; the papers' released code, `from_official`)."""
 
 from collections.abc import Mapping
 from typing import Any
@@ -8,6 +9,7 @@ from torch import nn
 
 from .common import ConversionError, ConversionNote, load_mapped
 from .dhvt import from_official_dhvt
+from .hf import from_hf, spec_from_hf
 from .msf import from_official_msf
 from .refiner import from_official_refiner
 from .sot import from_official_sot
@@ -26,4 +28,5 @@ def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: M
     return OFFICIAL[family](state_dict, config)
 
 
-__all__ = ["OFFICIAL", "ConversionError", "ConversionNote", "from_official", "from_timm", "load_mapped"]
+__all__ = ["OFFICIAL", "ConversionError", "ConversionNote", "from_hf", "from_official", "from_timm", "load_mapped",
+           "spec_from_hf"]

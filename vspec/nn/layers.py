@@ -120,6 +120,14 @@ def sdpa_masks(padding: torch.Tensor | None, causal: bool, n: int) -> tuple[torc
     return keep, False
 
 
+def masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """The mean over the tokens of x (B, N, C) that `mask` (B, N) keeps (all of them without a mask)."""
+    if mask is None:
+        return x.mean(dim=1)
+    keep = mask.to(x.dtype)[..., None]
+    return (x * keep).sum(1) / keep.sum(1)
+
+
 class MapRefiner(nn.Module):
     """A module that refines attention maps, forward(maps (B, H, N, N)) -> (B, H', N, N): `vspec analyze` shows
     its input as the maps before refinement and its output as the maps after (Refiner Fig. 1, Fig. 5)."""

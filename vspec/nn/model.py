@@ -27,7 +27,7 @@ class Carry(NamedTuple):
 class Block(nn.Module):
     """Pre-norm residual block: x + attn(norm1(x)), then x + ffn(norm2(x)), each branch with
     optional layer scale and drop path (with adjust_ratio a: x + f(norm(a x)) / a); with head tokens,
-    attn runs inside HeadTokens.
+    attn runs inside HeadTokens. Post-norm (`post`): x = norm1(x + attn(x)), then x = norm2(x + ffn(x)).
 
     One contract for every block: `block(x, maps=None, *, mask=None, causal=False) -> Carry`. `maps` are the
     previous block's handed-on maps (read by an attention that takes them, `consumes`); `mask` (B, N) bool is
@@ -38,7 +38,7 @@ class Block(nn.Module):
     def __init__(self, spec: S.Block, ctx: BuildContext):
         super().__init__()
         d = ctx.dim
-        self.ratio = spec.adjust_ratio
+        self.ratio, self.post = spec.adjust_ratio, spec.post_norm
         self.carries = spec.attention.produces_maps  # the attention returns (x, maps)
         self.consumes, self.hands_on = spec.consumes_maps, ctx.hands_on_maps
         self.kind, self.masks, self.causal = spec.attention.kind, spec.attention.masks, spec.attention.causal
@@ -53,14 +53,18 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
                 causal: bool = False) -> Carry:
-        r = self.ratio
-        h = self.norm1(x if r == 1 else x * r)
+        r, post = self.ratio, self.post
+        h = x if post else self.norm1(x if r == 1 else x * r)
         masks = self.masks_for(mask, causal)
         if self.carries:
             h, maps = self.attn(h, maps, **masks)
         else:
             h = self.attn(h, **masks) if self.head_tokens is None else self.head_tokens(self.attn, h)
         x = x + self.drop_path(self.ls1(h if r == 1 else h / r))
+        if post:
+            x = self.norm1(x)
+            x = self.norm2(x + self.drop_path(self.ls2(self.ffn(x))))
+            return Carry(x, maps if self.hands_on else None)
         f = self.ffn(self.norm2(x if r == 1 else x * r))
         x = x + self.drop_path(self.ls2(f if r == 1 else f / r))
         return Carry(x, maps if self.hands_on else None)
@@ -123,7 +127,8 @@ class Part:
     ((C, H, W) for the embedder, (N, C) tokens for the others); parts with equal `key` compute the same
     thing; `extra` are parameters on the model that belong to the part (the embedder's class token and
     position embedding); `maps_in` is the per-sample shape (H, N, N) of the attention maps a block takes
-    from the block before it (Refiner), None for the others."""
+    from the block before it (Refiner), None for the others; `ids_below`: the input is integer ids below it
+    (a text embedder's token ids), None for a float input."""
 
     name: str
     role: str  # embedder | entry | block | norm | head
@@ -134,10 +139,21 @@ class Part:
     key: Hashable
     extra: tuple[nn.Parameter, ...] = ()
     maps_in: tuple[int, ...] | None = None
+    ids_below: int | None = None
+
+    def example(self, batch: int = 1, device: torch.device | str | None = None) -> torch.Tensor:
+        """A random input of the part: N(0, 1), or token ids."""
+        if self.ids_below is not None:
+            return torch.randint(self.ids_below, (batch, *self.in_shape), device=device)
+        return torch.randn(batch, *self.in_shape, device=device)
 
 
 class VisionTransformer(nn.Module):
     """embedder -> [class token] -> + position embedding -> stages -> final norm -> head.
+
+    A text body (`spec.embedder.text`) takes `input_ids` (B, L) and, by keyword as Hugging Face models do,
+    `attention_mask` (B, L; 1 at real tokens, 0 at padding) and `token_type_ids`; padding is masked in every
+    attention and in the head, and `spec.causal` makes every attention causal.
 
     timm conventions: `forward_features`, `forward_head(x, pre_logits=False)`, `forward_intermediates`,
     `feature_info`, `num_classes`, `num_features`, `reset_classifier`, `get_classifier`,
@@ -153,6 +169,7 @@ class VisionTransformer(nn.Module):
         self.num_features = spec.dim
         self.embed_dim = self.layout[0].tokens.dim
         self.num_prefix_tokens = spec.num_prefix_tokens
+        self.text, self.causal = spec.embedder.text, spec.causal
         first = ctx.tokens  # what the embedder produces
         d = first.dim
         self.embedder = ctx.child(spec.embedder)
@@ -193,7 +210,12 @@ class VisionTransformer(nn.Module):
         """The forward pass step by step: embedder, each stage's entry and blocks, final norm, head."""
         c, (h, w) = self.spec.in_chans, self.spec.img_size
         root = tuple(p for p in (self.cls_token, self.pos_embed) if isinstance(p, nn.Parameter))
-        out = [Part("embedder", "embedder", None, None, self.embedder, (c, h, w), "embedder", root)]
+        if self.text:
+            ids = self.spec.embedder
+            out = [Part("embedder", "embedder", None, None, self.embedder, (ids.seq_len,), "embedder", root,
+                        ids_below=ids.vocab_size)]
+        else:
+            out = [Part("embedder", "embedder", None, None, self.embedder, (c, h, w), "embedder", root)]
         for shape, stage, stage_spec in zip(self.layout, self.stages, self.spec.stages):
             i, t = shape.index, shape.tokens
             if stage.entry is not None:
@@ -238,8 +260,30 @@ class VisionTransformer(nn.Module):
             for fc in new:
                 _init_linear(fc)
 
-    def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:
-        """Image -> the first stage's input: embedder, class token, position embedding."""
+    def example_input(self, batch: int = 1, **kwargs) -> torch.Tensor:
+        """A random batch the model takes (`example_input(self.spec, batch, ...)`)."""
+        return example_input(self.spec, batch, **kwargs)
+
+    def padding(self, x: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """Hugging Face's attention_mask (B, L), 1 / True at real tokens, as the blocks' bool mask."""
+        if attention_mask is None:
+            return None
+        if not self.text:
+            raise ValueError("attention_mask: an image model has no padding (only a text body takes one)")
+        if tuple(attention_mask.shape) != tuple(x.shape[:2]):
+            raise ValueError(f"attention_mask of shape {tuple(attention_mask.shape)} for input_ids of shape "
+                             f"{tuple(x.shape)}: they must be equal")
+        return attention_mask.bool()
+
+    def forward_tokens(self, x: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Image (or token ids) -> the first stage's input: embedder, class token, position embedding."""
+        if self.text:
+            if x.ndim != 2 or x.is_floating_point() or x.is_complex():
+                raise ValueError(f"input of shape {tuple(x.shape)} and dtype {x.dtype}: a text body takes integer "
+                                 "input_ids (B, L)")
+            return self.embedder(x, token_type_ids)
+        if token_type_ids is not None:
+            raise ValueError("token_type_ids: an image model has no token types (only a text body takes them)")
         expected = (self.spec.in_chans, *self.spec.img_size)
         if tuple(x.shape[1:]) != expected:
             raise ValueError(f"input of shape {tuple(x.shape)}: this model was built for (B, "
@@ -250,42 +294,57 @@ class VisionTransformer(nn.Module):
             x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1)
         return x if self.pos_embed is None else x + self.pos_embed
 
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.forward_tokens(x)
+    def forward_features(self, x: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                         token_type_ids: torch.Tensor | None = None, *,
+                         input_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """The last hidden states (B, N, dim), after the final norm."""
+        x = _one_input(x, input_ids)
+        mask = self.padding(x, attention_mask)
+        x = self.forward_tokens(x, token_type_ids)
         for stage in self.stages:
-            x = stage(x)
+            x = stage(x, mask=mask, causal=self.causal)
         return self.norm(x)
 
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        return self.head(x, pre_logits=pre_logits)
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None):
+        """The head on the last hidden states; `mask` (B, N) bool: the real tokens of a padded text batch."""
+        return self.head(x, pre_logits=pre_logits) if mask is None else self.head(x, pre_logits=pre_logits, mask=mask)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
+    def forward(self, x: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, *, input_ids: torch.Tensor | None = None):
+        """Images (B, C, H, W), or a text body's input_ids (B, L) [, attention_mask, token_type_ids] -> logits."""
+        x = _one_input(x, input_ids)
+        features = self.forward_features(x, attention_mask, token_type_ids)
+        return self.forward_head(features, mask=self.padding(x, attention_mask))
 
     # ---------------------------------------------------------------- timm's feature API
     def forward_intermediates(self, x: torch.Tensor, indices: int | Sequence[int] | None = None, norm: bool = False,
-                              stop_early: bool = False, output_fmt: str = "NCHW", intermediates_only: bool = False,
-                              return_prefix_tokens: bool = False):
+                              stop_early: bool = False, output_fmt: str | None = None, intermediates_only: bool = False,
+                              return_prefix_tokens: bool = False, attention_mask: torch.Tensor | None = None,
+                              token_type_ids: torch.Tensor | None = None):
         """The features after each `feature_info` entry (each block of a one-stage model, each stage
         otherwise), as timm's models give them, in forward order. indices: None (all), n (the last n) or
         a list (negative counts from the end). norm: apply the final norm to the taps of the last stage
         (where its width applies). stop_early: run no further than the last tap taken. output_fmt: NCHW
         (patch tokens as a (B, C, h, w) map; with return_prefix_tokens, (map, prefix tokens) pairs) |
-        NLC (the tokens, prefix included). Returns (final features, intermediates) or the
+        NLC (the tokens, prefix included; a text body's only form, its per-layer hidden states); None: NCHW
+        for images, NLC for text. Returns (final features, intermediates) or the
         intermediates only; the final features have the final norm once the last stage was run."""
-        if output_fmt not in ("NCHW", "NLC"):
-            raise ValueError(f"output_fmt must be NCHW or NLC, got {output_fmt!r}")
+        output_fmt = output_fmt or ("NLC" if self.text else "NCHW")
+        if output_fmt not in ("NCHW", "NLC") or (self.text and output_fmt != "NLC"):
+            raise ValueError(f"output_fmt must be {'NLC (a text body has no map)' if self.text else 'NCHW or NLC'}, "
+                             f"got {output_fmt!r}")
+        mask = self.padding(x, attention_mask)
         take = set(_take_indices(len(self.feature_info), indices))
         taps = {(f["stage"], f["index"]): k for k, f in enumerate(self.feature_info)}
         end = max(take, default=-1) if stop_early else len(self.feature_info) - 1
-        feats, last_stage, reached, x = [], len(self.stages) - 1, -1, self.forward_tokens(x)
+        feats, last_stage, reached, x = [], len(self.stages) - 1, -1, self.forward_tokens(x, token_type_ids)
         for shape, stage in zip(self.layout, self.stages):
             if end < 0:
                 break
             reached = shape.index
             x, maps = (x if stage.entry is None else stage.entry(x)), None
             for j, block in enumerate(stage.blocks):
-                x, maps = block(x, maps)
+                x, maps = block(x, maps, mask=mask, causal=self.causal)
                 k = taps.get((shape.index, j))
                 if k in take:
                     y = self.norm(x) if norm and shape.index == last_stage else x
@@ -297,6 +356,23 @@ class VisionTransformer(nn.Module):
         if intermediates_only:
             return feats
         return (self.norm(x) if reached == last_stage else x), feats
+
+
+def example_input(spec: S.Model, batch: int = 1, *, dtype: torch.dtype | None = None,
+                  generator: torch.Generator | None = None, device: torch.device | str | None = None) -> torch.Tensor:
+    """A random batch that `spec`'s model takes: N(0, 1) images (B, C, H, W) in `dtype`, or a text body's token
+    ids (B, seq_len), int64 whatever `dtype` says."""
+    if spec.embedder.text:
+        e = spec.embedder
+        return torch.randint(e.vocab_size, (batch, e.seq_len), generator=generator, device=device)
+    return torch.randn(batch, spec.in_chans, *spec.img_size, dtype=dtype, generator=generator, device=device)
+
+
+def _one_input(x: torch.Tensor | None, input_ids: torch.Tensor | None) -> torch.Tensor:
+    """The input, given positionally or as Hugging Face's `input_ids` keyword."""
+    if (x is None) == (input_ids is None):
+        raise TypeError("give the input once: images or token ids positionally, or token ids as input_ids=")
+    return x if input_ids is None else input_ids
 
 
 def _take_indices(n: int, indices: int | Sequence[int] | None) -> list[int]:

@@ -8,16 +8,17 @@ from torch import nn
 from .. import spec as S
 from ..ops import gaussian_attention, gaussian_channels
 from .context import BuildContext
-from .layers import AttentionCore, ProjectedAttention
+from .layers import AttentionCore, ProjectedAttention, sdpa_masks
 from .swin import BiasedAttentionCore, WindowMHSA
 
 
 class GaussianAttentionCore(AttentionCore):
-    """softmax_i((q.k_i - 1/2 |k_i|^2) * scale) v, the Gaussian kernel, through the fused dot-product
-    kernel (vspec.ops.gaussian_attention); dropout on the attention in training."""
+    """softmax_i((q.k_i - 1/2 |k_i|^2) * scale + mask) v, the Gaussian kernel, through the fused dot-product
+    kernel (vspec.ops.gaussian_attention); dropout on the attention in training. `mask` / `causal`: SDPA's."""
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: None = None) -> torch.Tensor:
-        return gaussian_attention(q, k, v, self.scale, self.drop if self.training else 0.0)
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+                causal: bool = False) -> torch.Tensor:
+        return gaussian_attention(q, k, v, self.scale, self.drop if self.training else 0.0, mask, causal)
 
     def scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """q.k_i - 1/2 |k_i|^2 (Eq. 12's Gaussian kernel, up to a per-query constant)."""
@@ -57,10 +58,11 @@ class MeanShiftAttention(MeanShiftOutput, ProjectedAttention):
         self.core = GaussianAttentionCore(spec.attn_drop, spec.scale)
         self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+        """`mask` (B, N): True at real tokens; `causal`: token i attends to tokens <= i (Block's contract)."""
         q, k, v, *probe = self.project(x)
         q, k, v = (rearrange(y, "b n (h d) -> b h n d", h=self.heads) for y in (q, k, v))
-        z = rearrange(self.core(q, k, v), "b h n d -> b n (h d)")
+        z = rearrange(self.core(q, k, v, *sdpa_masks(mask, causal, x.shape[1])), "b h n d -> b n (h d)")
         return self.proj_drop(self.finish(z, probe))
 
 

@@ -11,7 +11,7 @@ from torch import nn
 from .. import spec as S
 from .context import BuildContext
 from .heads import HeadOutput
-from .layers import AttentionCore, LayerScale, Linear, ProjectedAttention, make_norm, maybe, sdpa_masks
+from .layers import AttentionCore, LayerScale, Linear, ProjectedAttention, make_norm, masked_mean, maybe, sdpa_masks
 
 
 class PatchEmbed(nn.Module):
@@ -65,14 +65,17 @@ class MLP(nn.Module):
         self.fc2 = Linear(hidden, ctx.dim, bias=spec.bias)
         self.ls = maybe(LayerScale, spec.layer_scale is not None, ctx.dim, spec.layer_scale)
         self.drop = nn.Dropout(spec.drop) if spec.drop else nn.Identity()
+        hidden_drop = spec.drop if spec.hidden_drop is None else spec.hidden_drop
+        self.hidden_drop = nn.Dropout(hidden_drop) if hidden_drop else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.drop(self.ls(self.fc2(self.drop(self.fc1(x)))))
+        return self.drop(self.ls(self.fc2(self.hidden_drop(self.fc1(x)))))
 
 
 # ---------------------------------------------------------------- heads: tokens -> logits
 class PoolHead(nn.Module):
-    """pool -> dropout -> fc; `num_classes = 0` leaves the fc out (features only, as in timm)."""
+    """pool -> dropout -> fc; `num_classes = 0` leaves the fc out (features only, as in timm). `mask` (B, N):
+    True at real tokens (a padded text batch), None for none."""
 
     def __init__(self, ctx: BuildContext, drop: float):
         super().__init__()
@@ -90,11 +93,11 @@ class PoolHead(nn.Module):
         return self.fc
 
     @abstractmethod
-    def pool(self, x: torch.Tensor) -> torch.Tensor:
+    def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """(B, N, dim) -> (B, dim)."""
 
-    def forward(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        x = self.drop(self.pool(x))
+    def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.drop(self.pool(x) if mask is None else self.pool(x, mask))
         return x if pre_logits else self.fc(x)
 
 
@@ -117,10 +120,10 @@ class ClassTokenHead(PoolHead):
         self.aux = Linear(self.dim, num_classes) if num_classes > 0 else nn.Identity()
         return new + [self.aux]
 
-    def pool(self, x: torch.Tensor) -> torch.Tensor:
+    def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         return x[:, 0]
 
-    def forward(self, x: torch.Tensor, pre_logits: bool = False):
+    def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None):
         features_only = pre_logits or isinstance(self.fc, nn.Identity)  # num_classes 0: the class token
         if self.dense is None or features_only:
             return super().forward(x, pre_logits=features_only)
@@ -137,5 +140,6 @@ class GAPHead(PoolHead):
         self.num_prefix_tokens = ctx.num_prefix_tokens
         self.norm = make_norm(spec.norm, ctx.dim)
 
-    def pool(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm(x[:, self.num_prefix_tokens:].mean(dim=1))
+    def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        p = self.num_prefix_tokens
+        return self.norm(masked_mean(x[:, p:], None if mask is None else mask[:, p:]))

@@ -14,7 +14,7 @@ _FLASH_BACKWARD = fast.private_op("aten", "_scaled_dot_product_flash_attention_f
 
 
 def gaussian_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None,
-                       dropout_p: float = 0.0) -> torch.Tensor:
+                       dropout_p: float = 0.0, mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
     """sum_i softmax_i((q.k_i - 1/2 |k_i|^2) * scale) v_i over the last two axes (..., N, d), scale
     defaulting to d ** -0.5: the Gaussian kernel softmax_i(-1/2 |k_i - q|^2 * scale), since the
     |q|^2 term is one per query (footnote 2).
@@ -27,19 +27,23 @@ def gaussian_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale:
     benchmarks/msf.py measures both. Where the fast paths run (`fast.enabled`) without dropout the kernel is called
     directly (`_CpuFlashGaussian`, a hand-written backward); elsewhere (CUDA, where the width is padded
     to a multiple of 8 for the fused kernels; tracing, compiling, profiling) it is
-    F.scaled_dot_product_attention on q', k', v' under autograd."""
+    F.scaled_dot_product_attention on q', k', v' under autograd, which also takes SDPA's `mask` (boolean:
+    True may attend) and `causal` (text bodies: padding and causal masks)."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    if dropout_p == 0.0 and _cpu_flash_ok(q, k, v):
+    if dropout_p == 0.0 and mask is None and not causal and _cpu_flash_ok(q, k, v):
         return _CpuFlashGaussian.apply(q, k, v, scale)
-    return gaussian_attention_sdpa(q, k, v, scale, dropout_p)
+    return gaussian_attention_sdpa(q, k, v, scale, dropout_p, mask, causal)
 
 
 def gaussian_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-                            dropout_p: float = 0.0) -> torch.Tensor:
+                            dropout_p: float = 0.0, mask: torch.Tensor | None = None,
+                            causal: bool = False) -> torch.Tensor:
     """gaussian_attention as F.scaled_dot_product_attention on q', k', v' (gaussian_channels) under
     autograd: the path wherever the CPU kernel is not called directly."""
     q2, k2, v2 = gaussian_channels(q, k, v)
-    return F.scaled_dot_product_attention(q2, k2, v2, dropout_p=dropout_p, scale=scale)[..., :v.shape[-1]]
+    out = F.scaled_dot_product_attention(q2, k2, v2, attn_mask=mask, dropout_p=dropout_p, is_causal=causal,
+                                         scale=scale)
+    return out[..., :v.shape[-1]]
 
 
 def gaussian_channels(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:

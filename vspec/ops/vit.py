@@ -30,6 +30,7 @@ ACTIVATIONS = {
     "gelu_tanh": ("gelu", "tanh", lambda x: F.gelu(x, approximate="tanh")),
     "relu": ("relu", "", F.relu),
     "silu": ("swish", "", F.silu),
+    "tanh": ("tanh", "", torch.tanh),
 }
 
 

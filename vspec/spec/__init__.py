@@ -1,8 +1,9 @@
 """The spec language: frozen attrs classes that describe a vision transformer as data.
 
 `kinds.py` declares what each role's kinds may have (their bases); one file per paper (`vit.py` holds the
-generic parts, then `sot.py`, `dhvt.py`, `swin.py`, `msf.py`, `refiner.py`) defines kinds; `model.py` assembles
-them into stages and a model; `layout.py` works out the shapes. Importing this package does not import torch.
+generic parts, then `sot.py`, `dhvt.py`, `swin.py`, `msf.py`, `refiner.py`; `text.py` the language bodies'
+defines kinds; `model.py` assembles them into stages and a model; `layout.py` works out the shapes. Importing
+this package does not import torch.
 """
 
 from . import budget  # noqa: F401 - the size guard, vspec.spec.budget
@@ -19,6 +20,7 @@ from .refiner import ConvStem, Refine, RefinerAttention
 from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
 from .sot import EPN, GCP, GAPPool, LearnableScale, MGCrP, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
 from .swin import PatchMerging, WindowMHSA
+from .text import FirstTokenHead, LastTokenHead, TokenEmbed
 from .vit import MHSA, MLP, ClassTokenHead, DenseAux, GAPHead, Norm, Output, PatchEmbed, Projections, SimplePatchEmbed
 
 __all__ = [
@@ -36,6 +38,8 @@ __all__ = [
     "MeanShiftAttention", "WindowMeanShiftAttention",
     # Refiner
     "ConvStem", "Refine", "RefinerAttention",
+    # language bodies
+    "FirstTokenHead", "LastTokenHead", "TokenEmbed",
     # the role protocol
     "AttentionKind", "EmbedderKind", "EntryKind", "FFNKind", "HeadKind", "Kind",
     # assembly, shapes, files

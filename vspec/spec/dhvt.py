@@ -59,6 +59,7 @@ class DAFF(FFNKind):
     norm: batchnorm (released) | layernorm (Table 11) | none. Convolutions have bias (released)."""
 
     kind: ClassVar[str] = "daff"
+    needs_grid: ClassVar[bool] = True  # a depth-wise convolution over the image grid
     hidden: int | None = field(default=None, validator=check(int, ge=1, optional=True))
     ratio: float = field(default=4.0, validator=check(float, gt=0))
     kernel: int = field(default=3, validator=check(int, ge=1))

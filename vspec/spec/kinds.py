@@ -32,6 +32,7 @@ class Kind:
     __slots__ = ()
     kind: ClassVar[str]
     role: ClassVar[str]
+    needs_grid: ClassVar[bool] = False  # its tokens must lie on an image's grid: a text body refuses it
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -85,11 +86,14 @@ def unregister(cls: type) -> None:
 
 
 class EmbedderKind(Kind):
-    """Image -> tokens on a grid. `patch_size`: pixels per token side (the first stage's reduction)."""
+    """Image -> tokens on a grid. `patch_size`: pixels per token side (the first stage's reduction).
+    `text`: it reads token ids instead (`vspec.spec.text`): its tokens are a sequence, grid (1, L), that may
+    be padded, so that every attention and the head must honour a key-padding mask."""
 
     __slots__ = ()
     role: ClassVar[str] = "embedder"
     patch_size: int
+    text: ClassVar[bool] = False
 
     def grid(self, img_size: tuple[int, int]) -> tuple[int, int]:
         return (img_size[0] // self.patch_size, img_size[1] // self.patch_size)
@@ -198,12 +202,14 @@ LOGITS = (Output("logits"),)  # a one-output head: its logits against the image 
 
 
 class HeadKind(Kind):
-    """Tokens -> logits. `reads_prefix`: whether it reads the prefix (class) token; `outputs()`: what it
-    returns in training (vit.Output), by default its logits against the image label."""
+    """Tokens -> logits. `reads_prefix`: whether it reads the prefix (class) token; `masks`: it honours a
+    padding mask (reads real tokens only), which a text body needs; `outputs()`: what it returns in training
+    (vit.Output), by default its logits against the image label."""
 
     __slots__ = ()
     role: ClassVar[str] = "head"
     reads_prefix: ClassVar[bool] = True
+    masks: ClassVar[bool] = False
 
     def outputs(self) -> tuple[Output, ...]:
         return LOGITS

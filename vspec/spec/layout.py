@@ -18,12 +18,14 @@ if TYPE_CHECKING:
 class Tokens:
     """What a component receives: `prefix` tokens (the class token) and then one token per cell of a
     `grid` (height, width) in raster order, each `dim` wide; then `joined` tokens that join for this
-    component alone (DHVT's head tokens in the attention of their block; never in a stage's layout)."""
+    component alone (DHVT's head tokens in the attention of their block; never in a stage's layout).
+    `sequence`: the tokens are a text sequence (grid (1, L)), not an image's grid."""
 
     dim: int
     grid: tuple[int, int]
     prefix: int = 0
     joined: int = 0
+    sequence: bool = False
 
     @property
     def patches(self) -> int:
@@ -35,6 +37,8 @@ class Tokens:
 
     def __str__(self) -> str:
         extra = "".join(f" + {n}" for n in (self.prefix, self.joined) if n)
+        if self.sequence:
+            return f"{self.grid[1]}{extra} tokens x {self.dim}"
         return f"{self.grid[0]}x{self.grid[1]}{extra} tokens x {self.dim}"
 
 
@@ -54,7 +58,8 @@ class StageLayout:
 
 def embedded(model: Model) -> Tokens:
     """The tokens after the embedder, class token and position embedding: the first stage's input."""
-    return Tokens(model.stages[0].dim, model.embedder.grid(model.img_size), int(model.class_token))
+    return Tokens(model.stages[0].dim, model.embedder.grid(model.img_size), int(model.class_token),
+                  sequence=model.embedder.text)
 
 
 def layout(model: Model) -> tuple[StageLayout, ...]:
@@ -68,7 +73,7 @@ def layout(model: Model) -> tuple[StageLayout, ...]:
             tokens = stage.entry.output(tokens, stage.dim)
             reduction *= stage.entry.stride
         else:
-            tokens = Tokens(stage.dim, tokens.grid, tokens.prefix)
+            tokens = Tokens(stage.dim, tokens.grid, tokens.prefix, sequence=tokens.sequence)
         out.append(StageLayout(i, tokens, entry_in, stage.depth, first, reduction))
         first += stage.depth
     return tuple(out)

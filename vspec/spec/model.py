@@ -9,7 +9,7 @@ from typing import Any, Literal
 import attrs
 from attrs import field, frozen
 
-from . import dhvt, msf, refiner, sot, swin  # noqa: F401 - every paper's kinds, registered (kinds.KINDS)
+from . import dhvt, msf, refiner, sot, swin, text  # noqa: F401 - every paper's kinds, registered (kinds.KINDS)
 from .core import SpecError, check, check_pair, check_size, join, pair, show
 from .dhvt import HeadTokens
 from .kinds import KINDS, ROLES, AttentionKind, EmbedderKind, EntryKind, FFNKind, HeadKind, of_role  # noqa: F401
@@ -22,7 +22,8 @@ INITS = ("timm", "torch")
 
 @frozen
 class Block:
-    """A pre-norm transformer block: x + attention(norm(x)), then x + ffn(norm(x)).
+    """A pre-norm transformer block: x + attention(norm(x)), then x + ffn(norm(x)); with `post_norm`, the
+    original transformer's (BERT, OpenAI GPT): x = norm(x + attention(x)), then x = norm(x + ffn(x)).
 
     `layer_scale`, when set, is the initial value of a learnable per-channel scale on each branch.
     `head_tokens`, when set, adds DHVT's head tokens around the attention. `adjust_ratio` a: each
@@ -35,6 +36,12 @@ class Block:
     layer_scale: float | None = field(default=None, validator=check(float, gt=0, optional=True))
     head_tokens: HeadTokens | None = field(default=None, validator=check(HeadTokens, optional=True))
     adjust_ratio: float = field(default=1.0, validator=check(float, gt=0))
+    post_norm: bool = field(default=False, validator=check(bool))
+
+    def __attrs_post_init__(self):
+        if self.post_norm and self.adjust_ratio != 1:
+            raise SpecError("Block.adjust_ratio", "scales what a pre-norm branch reads; a post_norm block "
+                                                  "normalises after the sum (leave adjust_ratio at 1)")
 
     @property
     def consumes_maps(self) -> bool:
@@ -151,6 +158,11 @@ class Model:
     (fixed, over the patch grid only; SimpleViT). `final_norm` applies the last block's norm kind after
     the last stage. `drop_path` is the stochastic-depth rate of the last block, ramped linearly from 0
     over all blocks of all stages. `init`: timm (ViT initialisation) | torch (PyTorch defaults).
+    `causal`: every attention lets token i attend to tokens <= i only (GPT).
+
+    A text embedder (`TokenEmbed`) makes a language body: its tokens are a sequence that may be padded
+    (img_size and in_chans do not apply), so every attention and the head honour a padding mask, kinds that
+    need an image grid are refused, and the positions are the embedder's (no class token, pos_embed none).
     """
 
     embedder: EmbedderKind = field(default=PatchEmbed(), validator=of_role(EmbedderKind))
@@ -166,6 +178,7 @@ class Model:
     head: HeadKind = field(default=ClassTokenHead(), validator=of_role(HeadKind))
     drop_path: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     init: Literal["timm", "torch"] = field(default="timm", validator=check(str, choices=INITS))
+    causal: bool = field(default=False, validator=check(bool))
 
     def __init__(self, *, block: Any = None, depth: Any = None, dim: Any = None, **fields: Any):
         """`block` / `depth` / `dim` set the fields of a one-stage model's stage (also on
@@ -191,6 +204,7 @@ class Model:
 
     def __attrs_post_init__(self):
         """Rules that tie components to the shapes they see; paths run from the model root."""
+        self.check_body()
         try:
             self.embedder.check_input(self.img_size, self.in_chans, self.stages[0].dim)
         except SpecError as e:
@@ -234,6 +248,42 @@ class Model:
             raise SpecError("pos_embed", f"sincos2d needs dim divisible by 4, got {first.dim}")
         if self.pos_embed == "sincos1d" and first.dim % 2:
             raise SpecError("pos_embed", f"sincos1d needs an even dim, got {first.dim}")
+
+    def kinds(self) -> list[tuple[str, Any]]:
+        """(path, kind) of every component the body and the head hold: entries, attentions, FFNs, the head."""
+        out = []
+        for i, stage in enumerate(self.stages):
+            if stage.entry is not None:
+                out.append((join(self.stage_path(i), "entry"), stage.entry))
+        for path, block in self.named_blocks():
+            out += [(join(path, "attention"), block.attention), (join(path, "ffn"), block.ffn)]
+        return out + [("head", self.head)]
+
+    def check_body(self) -> None:
+        """What a body's input asks of its components: a text body's tokens are a sequence, maybe padded; a
+        causal body's attentions honour the causal mask."""
+        sequence = self.embedder.text
+        if sequence:
+            for name, value, plain in (("class_token", self.class_token, False), ("pos_embed", self.pos_embed, "none")):
+                if value != plain:
+                    raise SpecError(name, f"a text body's first token is its own class token and its embedder holds "
+                                          f"the positions: set {name} = {plain!r} (the head reads the first token)")
+        for path, kind in self.kinds():
+            if sequence and kind.needs_grid:
+                raise SpecError(path, f"{kind.kind} needs an image's token grid; a text body ({self.embedder.kind} "
+                                      "embedder) is a token sequence")
+            if isinstance(kind, AttentionKind):
+                try:
+                    kind.check_masks(padding=sequence, causal=self.causal)
+                except SpecError as e:
+                    raise SpecError(path, e.message + (" (a text body may be padded)" if sequence else "")) from None
+        if sequence and not self.head.masks:
+            raise SpecError("head", f"the {self.head.kind} head cannot honour a padding mask, which a text body may "
+                                    "have (first_token, last_token or gap)")
+        for path, block in self.named_blocks():
+            if sequence and block.head_tokens is not None:
+                raise SpecError(join(path, "head_tokens"), "head tokens average every token, padding included: "
+                                                           "not on a text body")
 
     # ---------------------------------------------------------------- views
     @property

@@ -53,6 +53,8 @@ class MeanShiftAttention(MeanShiftForm, MultiHead):
 
     kind: ClassVar[str] = "mean_shift"
     attends_all: ClassVar[bool] = True
+    masks: ClassVar[bool] = True  # through SDPA's mask on the widened q', k' (ops.gaussian_attention)
+    causal: ClassVar[bool] = True
     form: Literal["eq12", "eq14", "gauss_orig"] = field(default="eq12", validator=check(str, choices=FORMS))
     projections: Projections = field(default=Projections(), validator=check(Projections))
 

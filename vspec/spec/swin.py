@@ -26,6 +26,7 @@ class WindowMHSA(MultiHead):
     window must hold at least 2 tokens (`check_keys`)."""
 
     kind: ClassVar[str] = "window_mhsa"
+    needs_grid: ClassVar[bool] = True  # windows of the image grid
     window: int = field(default=7, validator=check(int, ge=1))
     shift: bool = field(default=True, validator=check(bool))
 
@@ -74,6 +75,7 @@ class PatchMerging(EntryKind):
     `norm`, then a Linear 4C -> the stage's width (2C in Swin; no bias)."""
 
     kind: ClassVar[str] = "patch_merging"
+    needs_grid: ClassVar[bool] = True  # 2x2 neighbours on the image grid
     stride: ClassVar[int] = 2
     norm: Norm = field(default=SWIN_NORM, validator=check(Norm))
     bias: bool = field(default=False, validator=check(bool))

@@ -218,7 +218,8 @@ def check_hidden(ffn, dim: int) -> None:
 
 @frozen
 class MLP(FFNKind):
-    """fc1 -> activation -> fc2. The hidden width is `hidden` if set, else int(dim * ratio).
+    """fc1 -> activation -> fc2. The hidden width is `hidden` if set, else int(dim * ratio). Dropout `drop`
+    after fc2 and, at `hidden_drop` (None: `drop`, timm's), after the activation (BERT, GPT: 0).
     `layer_scale`, when set, is the initial value of a learnable per-channel scale on the output
     (Refined-ViT's `scale_channel`, 1e-5)."""
 
@@ -229,6 +230,7 @@ class MLP(FFNKind):
     bias: bool = field(default=True, validator=check(bool))
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     layer_scale: float | None = field(default=None, validator=check(float, gt=0, optional=True))
+    hidden_drop: float | None = field(default=None, validator=check(float, ge=0, lt=1, optional=True))
 
     def hidden_dim(self, dim: int) -> int:
         return self.hidden or int(dim * self.ratio)
@@ -280,11 +282,12 @@ class ClassTokenHead(HeadKind):
 
 @frozen
 class GAPHead(HeadKind):
-    """Classify from the mean of the patch tokens (class / prefix tokens excluded), optionally
-    normalised (SimpleViT: mean -> LayerNorm -> Linear; Swin: mean -> Linear)."""
+    """Classify from the mean of the patch tokens (class / prefix tokens excluded; with a padding mask, of the
+    real tokens), optionally normalised (SimpleViT: mean -> LayerNorm -> Linear; Swin: mean -> Linear)."""
 
     kind: ClassVar[str] = "gap"
     reads_prefix: ClassVar[bool] = False
+    masks: ClassVar[bool] = True  # the mean over real tokens
     norm: Norm | None = field(default=None, validator=check(Norm, optional=True))
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
 

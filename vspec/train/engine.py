@@ -250,6 +250,9 @@ class Training:
     def make_data(self) -> None:
         """Transforms, datasets (which may change num_classes) and loaders; the batch per process."""
         cfg, r, d, spec = self.cfg, self.r, self.d, self.spec
+        if spec.embedder.text:
+            raise ValueError(f"{spec.embedder.kind} embedder: a text body; tools/train.py trains on image datasets "
+                             "and has no text data yet")
         train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
                                     re_prob=r.re_prob, random_resized_crop=r.random_resized_crop)
         eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False)

@@ -1,0 +1,209 @@
+"""Hugging Face transformers -> vspec: BERT, RoBERTa (SpanBERT is BERT), ELECTRA, GPT-2 and OpenAI GPT, the base
+models and their `...ForSequenceClassification`.
+
+`spec_from_hf(config)` reads a config (a `transformers` config object, its dict, or a config.json's); `from_hf`
+loads weights (a model, a state dict, or a folder that `save_pretrained` wrote: config.json + safetensors),
+strictly: every key is mapped or the ConversionError lists what is left. Nothing here imports `transformers`.
+
+Layout facts (transformers 4.x / 5.x key names): BERT-like `embeddings.{word,position,token_type}_embeddings`,
+`embeddings.LayerNorm`, ELECTRA's `embeddings_project`, `encoder.layer.i.attention.self.{query,key,value}` (fused
+into vspec's qkv), `attention.output.{dense,LayerNorm}`, `intermediate.dense`, `output.{dense,LayerNorm}`,
+`pooler.dense`, classifiers `classifier` (BERT) or `classifier.{dense,out_proj}` (RoBERTa, ELECTRA); GPT-2 `wte`,
+`wpe`, `h.i.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}`, `ln_f`, `score`, its Conv1D weights
+stored (in, out), the transpose of nn.Linear's; OpenAI GPT `tokens_embed`, `positions_embed`, the same blocks
+post-norm and no final norm.
+"""
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .. import spec as S
+from ..compiler import build
+from .common import ConversionError, load_mapped, renamer
+
+FAMILIES = ("bert", "roberta", "electra", "gpt2", "openai-gpt")
+_PREFIXES = ("bert.", "roberta.", "electra.", "transformer.")  # the task models' name for the base model
+_ACTS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "silu": "silu",
+         "swish": "silu"}
+SEQ_LEN = 128  # the length a converted spec's shapes assume (the papers fine-tune at 128; any length runs)
+
+
+def _config(config: Any) -> dict[str, Any]:
+    data = config.to_dict() if hasattr(config, "to_dict") else config
+    if not isinstance(data, Mapping):
+        raise ConversionError(f"a Hugging Face config object or dict, got {type(config).__name__}")
+    family = data.get("model_type")
+    if family not in FAMILIES:
+        raise ConversionError(f"model_type {family!r}: vspec converts {', '.join(FAMILIES)}")
+    return dict(data)
+
+
+def _num_labels(c: Mapping[str, Any]) -> int:
+    if c.get("num_labels") is not None:
+        return int(c["num_labels"])
+    return len(c["id2label"]) if c.get("id2label") else 2
+
+
+def _refuse(c: Mapping[str, Any], rules: dict[str, Any]) -> None:
+    for key, plain in rules.items():
+        if c.get(key, plain) != plain:
+            raise ConversionError(f"{c['model_type']} config: {key} = {c[key]!r} is not supported (only {plain!r})")
+
+
+def _act(c: Mapping[str, Any], key: str) -> str:
+    act = c.get(key)
+    if c["model_type"] == "openai-gpt" and act == "gelu":
+        return "gelu_tanh"  # modeling_openai's ACT_FNS maps "gelu" to gelu_new
+    if act not in _ACTS:
+        raise ConversionError(f"{c['model_type']} config: {key} = {act!r} is not supported ({', '.join(_ACTS)})")
+    return _ACTS[act]
+
+
+def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | None = None) -> S.Model:
+    """The vspec spec of a Hugging Face BERT / RoBERTa / ELECTRA / GPT-2 / OpenAI GPT config.
+
+    classifier: the `...ForSequenceClassification` model (num_classes = num_labels) or the base model
+    (num_classes 0: the head returns BERT's pooler output, the first token or the last real token); None: read
+    from the config's `architectures`. pooler: whether a BERT / RoBERTa base model has its pooler (their
+    default, `add_pooling_layer=True`); None: the default."""
+    c = _config(config)
+    family = c["model_type"]
+    if classifier is None:
+        classifier = any(a.endswith("ForSequenceClassification") for a in c.get("architectures") or ())
+    num_classes = _num_labels(c) if classifier else 0
+    if family in ("gpt2", "openai-gpt"):
+        _refuse(c, {"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "add_cross_attention": False})
+        d, drop, eps = c["n_embd"], c["resid_pdrop"], c["layer_norm_epsilon"]
+        gpt2 = family == "gpt2"
+        embedder = S.TokenEmbed(vocab_size=c["vocab_size"], max_positions=c["n_positions"],
+                                seq_len=min(SEQ_LEN, c["n_positions"]), type_vocab_size=0, padding_id=None, norm=None,
+                                drop=c["embd_pdrop"])
+        ffn = S.MLP(hidden=c.get("n_inner") or 4 * d, act=_act(c, "activation_function" if gpt2 else "afn"),
+                    drop=drop, hidden_drop=0.0)
+        block = S.Block(attention=S.MHSA(heads=c["n_head"], attn_drop=c["attn_pdrop"], proj_drop=drop), ffn=ffn,
+                        norm=S.Norm(eps=eps), post_norm=not gpt2)
+        return S.Model(embedder=embedder, block=block, depth=c["n_layer"], dim=d, num_classes=num_classes,
+                       class_token=False, pos_embed="none", final_norm=gpt2, head=S.LastTokenHead(), causal=True)
+    _refuse(c, {"position_embedding_type": "absolute", "is_decoder": False, "add_cross_attention": False})
+    d, drop, eps = c["hidden_size"], c["hidden_dropout_prob"], c["layer_norm_eps"]
+    width = c.get("embedding_size", d)
+    roberta = family == "roberta"
+    first = c["pad_token_id"] + 1 if roberta else 0
+    embedder = S.TokenEmbed(vocab_size=c["vocab_size"], max_positions=c["max_position_embeddings"],
+                            seq_len=min(SEQ_LEN, c["max_position_embeddings"] - first),
+                            type_vocab_size=c["type_vocab_size"], padding_id=c["pad_token_id"], pad_positions=roberta,
+                            norm=S.Norm(eps=eps), drop=drop, width=width if width != d else None)
+    block = S.Block(attention=S.MHSA(heads=c["num_attention_heads"], attn_drop=c["attention_probs_dropout_prob"],
+                                     proj_drop=drop),
+                    ffn=S.MLP(hidden=c["intermediate_size"], act=_act(c, "hidden_act"), drop=drop, hidden_drop=0.0),
+                    norm=S.Norm(eps=eps), post_norm=True)
+    head_drop = c.get("classifier_dropout")
+    head_drop = drop if head_drop is None else head_drop
+    if classifier:  # BERT: pooler, dropout, classifier; RoBERTa / ELECTRA: dropout, dense, act, dropout, out_proj
+        head = (S.FirstTokenHead(pooler="tanh", drop=head_drop) if family == "bert" else
+                S.FirstTokenHead(pooler="tanh" if roberta else "gelu", drop_in=head_drop, drop=head_drop))
+    else:
+        has_pooler = family != "electra" if pooler is None else pooler
+        head = S.FirstTokenHead(pooler="tanh" if has_pooler else None)
+    return S.Model(embedder=embedder, block=block, depth=c["num_hidden_layers"], dim=d, num_classes=num_classes,
+                   class_token=False, pos_embed="none", final_norm=False, head=head)
+
+
+_RENAMES = [
+    (r"^embeddings\.word_embeddings\.", "embedder.word."),
+    (r"^embeddings\.position_embeddings\.", "embedder.position."),
+    (r"^embeddings\.token_type_embeddings\.", "embedder.token_type."),
+    (r"^embeddings\.LayerNorm\.", "embedder.norm."),
+    (r"^embeddings_project\.", "embedder.proj."),
+    (r"^encoder\.layer\.(\d+)\.attention\.self\.qkv\.", r"stages.0.blocks.\1.attn.qkv."),
+    (r"^encoder\.layer\.(\d+)\.attention\.output\.dense\.", r"stages.0.blocks.\1.attn.proj."),
+    (r"^encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.", r"stages.0.blocks.\1.norm1."),
+    (r"^encoder\.layer\.(\d+)\.intermediate\.dense\.", r"stages.0.blocks.\1.ffn.fc1."),
+    (r"^encoder\.layer\.(\d+)\.output\.dense\.", r"stages.0.blocks.\1.ffn.fc2."),
+    (r"^encoder\.layer\.(\d+)\.output\.LayerNorm\.", r"stages.0.blocks.\1.norm2."),
+    (r"^pooler\.dense\.", "head.pooler."),
+    (r"^classifier\.dense\.", "head.pooler."),
+    (r"^classifier\.out_proj\.", "head.fc."),
+    (r"^classifier\.", "head.fc."),
+    (r"^(?:wte|tokens_embed)\.", "embedder.word."),
+    (r"^(?:wpe|positions_embed)\.", "embedder.position."),
+    (r"^h\.(\d+)\.ln_1\.", r"stages.0.blocks.\1.norm1."),
+    (r"^h\.(\d+)\.ln_2\.", r"stages.0.blocks.\1.norm2."),
+    (r"^h\.(\d+)\.attn\.c_attn\.", r"stages.0.blocks.\1.attn.qkv."),
+    (r"^h\.(\d+)\.attn\.c_proj\.", r"stages.0.blocks.\1.attn.proj."),
+    (r"^h\.(\d+)\.mlp\.c_fc\.", r"stages.0.blocks.\1.ffn.fc1."),
+    (r"^h\.(\d+)\.mlp\.c_proj\.", r"stages.0.blocks.\1.ffn.fc2."),
+    (r"^ln_f\.", "norm."),
+    (r"^score\.", "head.fc."),
+]
+_rename = renamer(_RENAMES)
+_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids", "position_ids", ".attn.bias", ".attn.masked_bias")
+
+
+def hf_key(key: str) -> str | None:
+    """The vspec name of a (prefix-stripped, q / k / v fused) Hugging Face key; None for HF's constant buffers."""
+    if key.endswith(_BUFFERS):
+        return None
+    return _rename(key)
+
+
+def _hf_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """HF's keys without the task model's prefix, q / k / v fused into one qkv, GPT's Conv1D weights as Linear's."""
+    out = {}
+    for key, value in state.items():
+        prefix = next((p for p in _PREFIXES if key.startswith(p)), "")
+        out[key[len(prefix):]] = value
+    for key in [k for k in out if k.endswith(".attention.self.query.weight")]:
+        base = key[: -len("query.weight")]
+        for part in ("weight", "bias"):
+            names = [f"{base}{role}.{part}" for role in ("query", "key", "value")]
+            if all(n in out for n in names):
+                out[f"{base}qkv.{part}"] = torch.cat([out.pop(n) for n in names])
+    for key, value in out.items():
+        if key.startswith("h.") and key.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight")) and value.ndim == 2:
+            out[key] = value.t().contiguous()  # GPT's Conv1D: (in, out)
+    return out
+
+
+def _read_folder(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """A save_pretrained folder: config.json and model.safetensors (or pytorch_model.bin)."""
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise ConversionError(f"{folder}: no config.json (a folder that save_pretrained wrote)")
+    config = json.loads(config_file.read_text())
+    shards = sorted(folder.glob("*.safetensors"))
+    if shards:
+        from safetensors.torch import load_file
+
+        state = {k: v for shard in shards for k, v in load_file(shard).items()}
+    elif (folder / "pytorch_model.bin").is_file():
+        state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    else:
+        raise ConversionError(f"{folder}: no *.safetensors or pytorch_model.bin weights")
+    return state, config
+
+
+def from_hf(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor] | str | Path,
+            spec: S.Model | None = None) -> nn.Module:
+    """Build the vspec model of a Hugging Face BERT / RoBERTa / ELECTRA / GPT-2 / OpenAI GPT model (or its
+    `...ForSequenceClassification`) and load its weights. Takes the model, its state dict (with `spec`), or the
+    path of a folder that `save_pretrained` wrote (no download). `spec` defaults to `spec_from_hf` of the model's
+    config, with the head its weights show (classifier, pooler or neither)."""
+    config: Any = None
+    if isinstance(model_or_state_dict, (str, Path)):
+        state, config = _read_folder(Path(model_or_state_dict))
+    elif isinstance(model_or_state_dict, nn.Module):
+        state, config = model_or_state_dict.state_dict(), model_or_state_dict.config
+    else:
+        state = model_or_state_dict
+    if spec is None:
+        if config is None:
+            raise ConversionError("a state dict without its config: pass spec= (e.g. spec_from_hf(config))")
+        classifier = any(k.startswith(("classifier.", "score.")) for k in state)
+        spec = spec_from_hf(config, classifier=classifier, pooler=any(".pooler." in f".{k}" for k in state))
+    return load_mapped(build(spec), _hf_state(state), hf_key)

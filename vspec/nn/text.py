@@ -1,0 +1,87 @@
+"""Language bodies' modules: the text embedder and the heads that read a padded sequence. `mask` (B, L) is True
+at real tokens (Hugging Face's attention_mask as bool); None: no padding."""
+
+import torch
+from torch import nn
+
+from .. import spec as S
+from .context import BuildContext
+from .layers import Linear, make_norm, maybe
+from .vit import PoolHead
+
+
+class TokenEmbed(nn.Module):
+    """input_ids (B, L) [, token_type_ids (B, L)] -> tokens (B, L, dim): word + position [+ token type] ->
+    norm -> dropout [-> proj to the model width]. Tables are initialised N(0, 0.02), the padding row zero."""
+
+    def __init__(self, spec: S.TokenEmbed, ctx: BuildContext):
+        super().__init__()
+        width = spec.width or ctx.dim
+        self.padding_id, self.pad_positions, self.first = spec.padding_id, spec.pad_positions, spec.first_position
+        self.word = nn.Embedding(spec.vocab_size, width, padding_idx=spec.padding_id)
+        self.position = nn.Embedding(spec.max_positions, width)
+        self.token_type = nn.Embedding(spec.type_vocab_size, width) if spec.type_vocab_size else None
+        self.norm = make_norm(spec.norm, width)
+        self.drop = nn.Dropout(spec.drop) if spec.drop else nn.Identity()
+        self.proj = maybe(Linear, width != ctx.dim, width, ctx.dim)
+        with torch.no_grad():
+            for table in (self.word, self.position, self.token_type):
+                if table is not None:
+                    nn.init.normal_(table.weight, std=0.02)
+            if spec.padding_id is not None:
+                self.word.weight[spec.padding_id].zero_()
+
+    def positions(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The position of each token: 0, 1, ... (B broadcast); RoBERTa's counts real tokens from padding_id + 1,
+        padding at padding_id."""
+        if not self.pad_positions:
+            return torch.arange(input_ids.shape[1], device=input_ids.device)[None]
+        real = input_ids.ne(self.padding_id)
+        return real.cumsum(1) * real + self.padding_id
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        n = input_ids.shape[1]
+        if self.first + n > self.position.num_embeddings:
+            raise ValueError(f"{n} tokens: the position table holds {self.position.num_embeddings - self.first} "
+                             f"(the spec's embedder.max_positions)")
+        x = self.word(input_ids) + self.position(self.positions(input_ids))
+        if self.token_type is not None:
+            types = token_type_ids if token_type_ids is not None else input_ids.new_zeros(())
+            x = x + self.token_type(types)
+        elif token_type_ids is not None:
+            raise ValueError("token_type_ids given, but the spec's embedder has no token types (type_vocab_size 0)")
+        return self.proj(self.drop(self.norm(x)))
+
+
+class FirstTokenHead(PoolHead):
+    """First token -> dropout drop_in -> [pooler dense -> tanh | gelu] -> dropout -> fc (BERT's pooler and
+    classifier, RoBERTa's and ELECTRA's classification heads). `pre_logits` is the pooled token."""
+
+    def __init__(self, spec: S.FirstTokenHead, ctx: BuildContext):
+        super().__init__(ctx, spec.drop)
+        self.drop_in = nn.Dropout(spec.drop_in) if spec.drop_in else nn.Identity()
+        self.pooler = Linear(ctx.dim, ctx.dim, act=spec.pooler) if spec.pooler else nn.Identity()
+
+    def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.pooler(self.drop_in(x[:, 0]))
+
+
+class LastTokenHead(PoolHead):
+    """The last real token (the last position `mask` keeps; the last position without a mask) -> dropout ->
+    fc: GPT's and GPT-2's sequence classification (`score`, no bias)."""
+
+    def __init__(self, spec: S.LastTokenHead, ctx: BuildContext):
+        self.bias = spec.bias  # read by reset, which PoolHead calls
+        super().__init__(ctx, spec.drop)
+
+    def reset(self, num_classes: int) -> list[nn.Module]:
+        self.fc = Linear(self.dim, num_classes, bias=self.bias) if num_classes > 0 else nn.Identity()
+        return [self.fc]
+
+    def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if mask is None:
+            return x[:, -1]
+        positions = torch.arange(x.shape[1], device=x.device)
+        last = (positions * mask).argmax(1)  # the rightmost real token (left or right padding)
+        return x[torch.arange(x.shape[0], device=x.device), last]
+
