@@ -73,7 +73,7 @@ def test_causal_attends_to_earlier_tokens_only(block):
         later[:, 9:] += 1.0
         assert torch.allclose(block(later, causal=True).x[:, :9], got[:, :9], atol=1e-12)
         mask = torch.arange(17)[None] < torch.tensor([[17], [12]])
-        both = reference(block, x, mask[:, None, :] & tril)
+        both = reference(block, x, (mask[:, None, :] & tril) | torch.eye(17, dtype=torch.bool))  # and itself
         assert torch.allclose(block(x, mask=mask, causal=True).x, both, atol=1e-12)
 
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vspec.ops import linear, sincos_1d, sincos_2d
+from vspec.ops import linear, sincos_1d, sincos_2d, vit
 from vspec.ops.vit import ACTIVATIONS
 
 REFERENCE_ACTS = {
@@ -19,6 +19,14 @@ REFERENCE_ACTS = {
     "silu": lambda y: y * torch.sigmoid(y),
     "tanh": lambda y: (1 - torch.exp(-2 * y)) / (1 + torch.exp(-2 * y)),
 }
+
+
+@pytest.fixture(autouse=True, scope="module")
+def onednn_on_any_cpu():
+    """The oneDNN linear, which only AVX-512 CPUs take by default (vit.ONEDNN_WINS), checked on every CPU."""
+    before, vit.ONEDNN_WINS = vit.ONEDNN_WINS, True
+    yield
+    vit.ONEDNN_WINS = before
 
 
 @given(batch=st.integers(1, 3), tokens=st.integers(1, 9), c_in=st.integers(1, 24), c_out=st.integers(1, 24),

@@ -13,7 +13,7 @@ import torch
 
 import vspec
 from vspec.convert import ConversionError, from_hf, spec_from_hf
-from vspec.spec import MHSA, MeanShiftAttention, Model, SpecError
+from vspec.spec import MHSA, MeanShiftAttention, Model, Projections, SpecError
 
 transformers = pytest.importorskip("transformers")  # the `text` extra, which `make test` installs
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,8 +174,11 @@ def small_text(**changes) -> Model:
     return attrs.evolve(spec, **changes)
 
 
-@pytest.mark.parametrize("attention", [MHSA(heads=4), MeanShiftAttention(heads=4),
-                                       MHSA(heads=2, head_dim=8, qkv_bias=False)], ids=["mhsa", "mean_shift", "narrow"])
+@pytest.mark.parametrize("attention", [
+    MHSA(heads=4), MeanShiftAttention(heads=4), MHSA(heads=2, head_dim=8, qkv_bias=False),
+    MeanShiftAttention(heads=4, form="eq14", projections=Projections(roles="QKKPW", groups=2)),
+    MHSA(heads=4, projections=Projections(roles="QKKQ", groups=4, grouping="block"))],
+    ids=["mhsa", "mean_shift", "narrow", "mean_shift_tied_grouped", "mhsa_tied_grouped"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_padded_batch_equals_each_sequence_alone(attention, causal, seed):
@@ -265,5 +268,27 @@ def test_the_commands_take_text_specs(capsys):
     assert "at 64 tokens" in out and "stage 0: 64 tokens x 256" in out
     main(["build", "specs/electra_small.py", "--batch-size", "2"])
     assert "forward (2, 128) -> (2, 2): finite=True" in capsys.readouterr().out
+    main(["show", "specs/gpt2.py"])
+    assert "last_token" in capsys.readouterr().out
     assert main(["profile", "specs/electra_small.py", "--input-size", "64"]) == 2
     assert "give its length with --seq-len" in capsys.readouterr().err
+
+
+def test_a_left_padded_causal_batch_is_finite_and_equals_hugging_face():
+    """Left padding in a causal body (GPT-2): padding before the first real token has no real key to attend; the
+    hidden states stay finite everywhere and equal HF's at the real tokens, and so do the last-token logits."""
+    config = transformers.GPT2Config(**GPT_SMALL, num_labels=3, pad_token_id=0)
+    hf = perturbed(transformers.GPT2ForSequenceClassification(config))
+    model = from_hf(hf).eval()
+    lengths = [9, 4, 6]
+    right, mask = padded_batch(100, 0, lengths)
+    ids = torch.stack([torch.roll(r, 9 - n) for r, n in zip(right, lengths)])
+    mask = torch.stack([torch.roll(m, 9 - n) for m, n in zip(mask, lengths)])
+    with torch.no_grad():
+        hidden, logits = model.forward_features(ids, mask), model(ids, mask)
+        want_hidden = hf.transformer(input_ids=ids, attention_mask=mask).last_hidden_state
+        want_logits = hf(input_ids=ids, attention_mask=mask).logits
+    assert torch.isfinite(hidden).all() and mask[1, 0] == 0
+    real = mask.bool()
+    assert (hidden[real] - want_hidden[real]).abs().max() < 1e-5
+    assert (logits - want_logits).abs().max() < 1e-5

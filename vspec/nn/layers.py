@@ -111,12 +111,15 @@ class AttentionCore(AttentionCoreBase):
 def sdpa_masks(padding: torch.Tensor | None, causal: bool, n: int) -> tuple[torch.Tensor | None, bool]:
     """A block's masks as SDPA takes them: the key-padding mask (B, N), True at real tokens, becomes a boolean
     attn_mask (B, 1, 1, N) (True: may attend), and-ed with the lower triangle when causal; causal alone stays
-    SDPA's `is_causal`."""
+    SDPA's `is_causal`. Causal and padded, each token may also attend to itself: a real token already does, and a
+    padding token before the first real one (left padding) would otherwise have no key at all, whose NaN would
+    reach the real tokens as a key of theirs in the next block."""
     if padding is None:
         return None, causal
     keep = padding.bool()[:, None, None, :]
     if causal:
-        keep = keep & torch.ones(n, n, dtype=torch.bool, device=padding.device).tril()
+        lower = torch.ones(n, n, dtype=torch.bool, device=padding.device).tril()
+        keep = (keep & lower) | torch.eye(n, dtype=torch.bool, device=padding.device)
     return keep, False
 
 

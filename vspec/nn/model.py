@@ -32,7 +32,8 @@ class Block(nn.Module):
     One contract for every block: `block(x, maps=None, *, mask=None, causal=False) -> Carry`. `maps` are the
     previous block's handed-on maps (read by an attention that takes them, `consumes`); `mask` (B, N) bool is
     True at real tokens, False at padding (keys that no query may attend; each sample needs one real token);
-    `causal` lets token i attend to tokens <= i. An attention kind that does not declare `masks` / `causal`
+    `causal` lets token i attend to tokens <= i (with a mask too: the real ones, and itself, so that left padding
+    has a key). An attention kind that does not declare `masks` / `causal`
     (vspec.spec.kinds.AttentionKind) is refused a mask in one line."""
 
     def __init__(self, spec: S.Block, ctx: BuildContext):

@@ -10,7 +10,8 @@ that Inductor emits on the CPU). vspec uses it for float32 CPU tensors:
 - without autograd (inference): bias and activation fused;
 - with autograd: the bias-fused forward inside an autograd.Function whose backward is the plain
   matmuls, the activation left to autograd.
-Anywhere else (CUDA, meta, other dtypes, autocast, which picks the matmul's dtype, no oneDNN, JIT
+Anywhere else (CUDA, meta, other dtypes, autocast, which picks the matmul's dtype, no oneDNN or a CPU without
+AVX-512, where oneDNN's kernels lose to MKL's (`ONEDNN_WINS`), JIT
 tracing as in fvcore, torch.compile, which fuses by itself, the switch off: `fast.enabled`; torch outside the
 versions the private op was tested on: `fast.private_op`) it is `act(F.linear(x, w, b))`.
 """
@@ -22,6 +23,17 @@ from . import fast
 from .precision import autocast_on
 
 _ONEDNN = fast.private_op("mkldnn", "_linear_pointwise") if torch.backends.mkldnn.is_available() else None
+
+
+def _onednn_wins() -> bool:
+    """Whether oneDNN's linear beats F.linear (MKL's GEMM) on this CPU: it does with oneDNN's AVX-512 kernels; on a
+    CPU without AVX-512 it lost (2-core AVX2 EPYC, benchmarks/fast_paths.py: plain/fast 0.77 in inference, 0.97 in
+    training; bert_base's forward 0.87x Hugging Face's), so there F.linear is the fast path too."""
+    is_avx512 = getattr(torch.cpu, "_is_avx512_supported", None)  # private: absent, it says no
+    return bool(is_avx512 is not None and is_avx512())
+
+
+ONEDNN_WINS = _onednn_wins()  # tests set it to exercise the oneDNN path on any CPU
 
 # activation name -> (oneDNN post-op, algorithm, eager function)
 ACTIVATIONS = {
@@ -37,6 +49,7 @@ ACTIVATIONS = {
 def _onednn_ok(x: torch.Tensor, weight: torch.Tensor) -> bool:
     return (
         _ONEDNN is not None
+        and ONEDNN_WINS
         and fast.enabled(x)
         and not autocast_on("cpu")
         and x.dtype == torch.float32
