@@ -142,7 +142,7 @@ _RENAMES = [
     (r"^score\.", "head.fc."),
 ]
 _rename = renamer(_RENAMES)
-_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids", "position_ids", ".attn.bias", ".attn.masked_bias")
+_BUFFERS = ("position_ids", "token_type_ids", ".attn.bias", ".attn.masked_bias")  # HF's constant buffers
 
 
 def hf_key(key: str) -> str | None:

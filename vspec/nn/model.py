@@ -300,7 +300,9 @@ class VisionTransformer(nn.Module):
                          input_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The last hidden states (B, N, dim), after the final norm."""
         x = _one_input(x, input_ids)
-        mask = self.padding(x, attention_mask)
+        return self._features(x, self.padding(x, attention_mask), token_type_ids)
+
+    def _features(self, x: torch.Tensor, mask: torch.Tensor | None, token_type_ids: torch.Tensor | None):
         x = self.forward_tokens(x, token_type_ids)
         for stage in self.stages:
             x = stage(x, mask=mask, causal=self.causal)
@@ -314,8 +316,8 @@ class VisionTransformer(nn.Module):
                 token_type_ids: torch.Tensor | None = None, *, input_ids: torch.Tensor | None = None):
         """Images (B, C, H, W), or a text body's input_ids (B, L) [, attention_mask, token_type_ids] -> logits."""
         x = _one_input(x, input_ids)
-        features = self.forward_features(x, attention_mask, token_type_ids)
-        return self.forward_head(features, mask=self.padding(x, attention_mask))
+        mask = self.padding(x, attention_mask)  # once, for the blocks and the head
+        return self.forward_head(self._features(x, mask, token_type_ids), mask=mask)
 
     # ---------------------------------------------------------------- timm's feature API
     def forward_intermediates(self, x: torch.Tensor, indices: int | Sequence[int] | None = None, norm: bool = False,
