@@ -534,6 +534,18 @@ def token_embeds(draw) -> TokenEmbed:
                       width=draw(st.sampled_from([None, 8, 16])))
 
 
+def text_second_order() -> st.SearchStrategy[Model]:
+    """SoT's head on a text body: the released BERT head (padding included) or a masked one, its z0 the first or
+    the last real token (GPT)."""
+    pool = st.builds(MGCrP, heads=st.integers(1, 2), m=st.integers(2, 4), n=st.integers(2, 4),
+                     centering=st.sampled_from(["none", "scalar", "channel"]), bn_relu=st.booleans())
+    norm = st.builds(SvPN, side=st.sampled_from(["right", "left"]))
+    masked = st.builds(SecondOrderHead, fusion=st.sampled_from(["sum", "concat", "late"]), pool=pool, norm=norm,
+                       drop=drops(), z0=st.sampled_from([None, "last_token"]))
+    released = st.builds(SecondOrderHead, pool=pool, norm=norm, drop=drops(), padding=st.just("included"))
+    return st.one_of(masked, released).map(lambda h: _text(head=h))
+
+
 def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
     def head(pool, norm):
         def centred(h):  # aggr_all over a channel-centred covariance cannot see the final norm's bias
@@ -566,6 +578,10 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
         .map(lambda a: _hierarchical(Block(attention=a))),
         RefinerAttention: st.one_of(
             refiner_stacks(16, 3, (4, 4)).map(lambda b: _isotropic(block=b, depth=3)),
+            st.tuples(st.builds(Refine, expansion=st.integers(1, 2), kernel=st.sampled_from([0, 1, 3]),
+                                constraint=st.sampled_from(["none", "row_col"])), st.booleans())
+            .map(lambda t: _text(block=Block(attention=RefinerAttention(heads=2, refine=t[0]), post_norm=True),
+                                 causal=t[1], head=LastTokenHead() if t[1] else FirstTokenHead(pooler="tanh"))),
             refiner_stacks(16, 2, (2, 2)).map(lambda b: _hierarchical(Block(), stages=[
                 Stage(depth=2, dim=16, block=b), Stage(depth=2, dim=32, block=b, entry=PatchMerging())]))),
         ConvStem: st.builds(ConvStem, patch_size=st.sampled_from([2, 4]), width=st.integers(1, 4))
@@ -583,7 +599,7 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
         .map(lambda h: _isotropic(head=h)),
         GAPHead: st.builds(GAPHead, norm=st.one_of(st.none(), norms()), drop=drops())
         .map(lambda h: _isotropic(head=h)),
-        SecondOrderHead: head(mgcrp, st.just(SvPN())),
+        SecondOrderHead: st.one_of(head(mgcrp, st.just(SvPN())), text_second_order()),
         GAPPool: head(st.just(GAPPool()), st.sampled_from([NoNorm(), EPN(), LearnableScale(), ReprLayerNorm()])),
         GCP: head(st.builds(GCP, dim=st.integers(2, 6), iters=st.integers(1, 5)), st.just(NoNorm())),
         MGCrP: head(mgcrp, st.sampled_from([NoNorm(), EPN(), ReprLayerNorm()])),
@@ -733,7 +749,11 @@ def _kind_rules() -> dict[type, Any]:
           "head.norm")]
     return {
         PatchEmbed: embedder, SimplePatchEmbed: embedder, SoTEmbed: embedder, SOPE: embedder, ConvStem: embedder,
-        RefinerAttention: lambda spec: [  # maps handed on within a stage, as many as the taker's heads
+        RefinerAttention: lambda spec: [  # on text: the released DLA's BatchNorms, a grid, a kernel above 8 tokens
+            ([("block.attention.refine", {"form": "released"})], "block.attention.refine.form"),
+            ([("block.attention.refine", {"constraint": "spatial"})], "block.attention.refine.constraint"),
+            ([("block.attention.refine", {"kernel": spec.embedder.seq_len + 1})], "block.attention.refine.kernel")]
+        if spec.embedder.text else [  # maps handed on within a stage, as many as the taker's heads
             ([("block.0.attention.reuse", True), ("block.0.attention.add_incoming", False)], "block.0.attention"),
             ([("block.0.attention", {"kind": "mhsa", "heads": 2}), ("block.1.attention.reuse", True),
               ("block.1.attention.add_incoming", False)], "block.1.attention"),
@@ -767,9 +787,13 @@ def _kind_rules() -> dict[type, Any]:
                                       ([("head.dense", {"eval_weight": 0.0})], "head.dense.eval_weight"),
                                       ([("head.dense", {"weight": 0.5})], "head.dense.weight")],
         GAPHead: lambda spec: [([("head.norm", {"kind": "layernorm", "eps": 0.0})], "head.norm.eps")],
-        SecondOrderHead: head(lambda h: [
+        SecondOrderHead: lambda spec: [  # on text: 1 word token besides z0; the released head's z0 is the first
+            ([("embedder.seq_len", 2)], "head.pool"),
+            ([("head.z0", "last_token"), ("head.padding", "included")], "head.padding")] if spec.embedder.text
+        else head(lambda h: [
             ([("class_token", False), ("head.fusion", "sum"), ("head.z0", None)], "head"),
-            ([("head.fusion", "aggr_all"), ("head.z0", "mean_token")], "head.z0")]),
+            ([("head.fusion", "aggr_all"), ("head.z0", "mean_token")], "head.z0"),
+            ([("head.z0", "last_token"), ("head.fusion", "sum")], "head.z0")])(spec),
         GAPPool: head(lambda h: [([("head.norm", {"kind": "svpn"})], "head.norm")]),
         GCP: head(lambda h: [([("head.pool.dim", 2**16 + 1)], "head.pool"), *constant]),
         MGCrP: head(lambda h: [([("head.pool.heads", 2**11), ("head.pool.m", 2**11), ("head.pool.n", 2**11)],
@@ -788,9 +812,11 @@ def _kind_rules() -> dict[type, Any]:
             ([("embedder.padding_id", None), ("embedder.pad_positions", True)], "embedder.pad_positions"),
             ([("class_token", True)], "class_token"), ([("pos_embed", "learned")], "pos_embed"),
             ([("block.ffn", {"kind": "daff"})], "block.ffn"),
-            ([("block.attention", {"kind": "refiner", "heads": 2})], "block.attention")],
+            ([("block.attention", {"kind": "refiner", "heads": 2, "refine": {"form": "released"}})],
+             "block.attention.refine.form")],
         FirstTokenHead: lambda spec: [([("head", {"kind": "class_token"})], "head"),
-                                      ([("head", {"kind": "second_order"})], "head")],
+                                      ([("head", {"kind": "second_order", "z0": "last_token", "padding": "included"})],
+                                       "head.padding")],
         LastTokenHead: lambda spec: [([("block.attention", {"kind": "window_mhsa", "heads": 2})], "block.attention"),
                                      ([("block.head_tokens", {})], "block.head_tokens")],
     }

@@ -121,7 +121,7 @@ def test_second_order_pools_need_two_word_tokens_with_any_fusion():
     spec = preset("sot_7layer")
     one_word = {"img_size": 8, "embedder.kind": "patch", "embedder.patch_size": 8}
     for fusion in ("sum", "concat", "late", "aggr_all"):
-        refused(spec, {**one_word, "head.fusion": fusion}, "head.pool", "at least 2 tokens")
+        refused(spec, {**one_word, "head.fusion": fusion}, "head.pool", "at least 2 word tokens")
 
 
 @pytest.mark.parametrize("pool, norm, path", [

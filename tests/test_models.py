@@ -782,7 +782,10 @@ def test_simple_patch_embed_uses_patch_major_layout():
 
 # the largest presets (100 M+ parameters, or Swin-B's 88 M with its many window shapes): `make test-slow`
 SLOW_PRESETS = {"refined_vit_l", "refined_vit_l_dense", "refined_vit_m_dense", "swin_base", "bert_large",
-                "roberta_large", "gpt2_medium"}
+                "roberta_large", "gpt2_medium", "bert_large_sot", "roberta_large_sot",
+                # the other SoT language presets: the bodies above with the head of bert_base_sot_cola / gpt_sot
+                "bert_base_sot_rte", "bert_base_sot_mnli", "bert_base_sot_qnli", "spanbert_base_sot",
+                "roberta_base_sot"}
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW_PRESETS else p

@@ -393,7 +393,7 @@ def test_second_order_pools_need_two_tokens(fusion):
     """One word token: its (cross-)covariance is zero when centred and rank one otherwise (the power
     iteration's start is then orthogonal to Q); GAP on one token is fine."""
     spec = vspec.load_spec(ROOT / "specs/sot_7layer.py")
-    with pytest.raises(SpecError, match="at least 2 tokens") as info:
+    with pytest.raises(SpecError, match="at least 2 word tokens") as info:
         # (with the class token: without it the one token would already be refused by the attention)
         vspec.override(spec, {"img_size": 8, "embedder.kind": "patch", "embedder.patch_size": 8, "head.fusion": fusion})
     assert info.value.path == "head.pool"

@@ -13,19 +13,22 @@ from .hf import from_hf, spec_from_hf
 from .msf import from_official_msf
 from .refiner import from_official_refiner
 from .sot import from_official_sot
+from .sot_text import from_official_sot_text
 from .timm import from_timm
 
 # family -> converter(state_dict, config) for the papers' released code
-OFFICIAL = {"sot": from_official_sot, "dhvt": from_official_dhvt, "msf": from_official_msf,
-            "refiner": from_official_refiner}
+OFFICIAL = {"sot": from_official_sot, "sot_text": from_official_sot_text, "dhvt": from_official_dhvt,
+            "msf": from_official_msf, "refiner": from_official_refiner}
 
 
-def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> nn.Module:
+def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any],
+                  **options: Any) -> nn.Module:
     """Build the vspec model of a paper's released model (`config`: its constructor arguments, as
-    stored in the fixtures) and load `state_dict` (official parameter names) into it."""
+    stored in the fixtures) and load `state_dict` (official parameter names) into it. `options` go to the
+    family's converter (sot_text: `body=`, the text spec a head alone sits on)."""
     if family not in OFFICIAL:
         raise ConversionError(f"unknown family {family!r}; known: {', '.join(OFFICIAL)}")
-    return OFFICIAL[family](state_dict, config)
+    return OFFICIAL[family](state_dict, config, **options)
 
 
 __all__ = ["OFFICIAL", "ConversionError", "ConversionNote", "from_hf", "from_official", "from_timm", "load_mapped",

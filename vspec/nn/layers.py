@@ -124,11 +124,12 @@ def sdpa_masks(padding: torch.Tensor | None, causal: bool, n: int) -> tuple[torc
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """The mean over the tokens of x (B, N, C) that `mask` (B, N) keeps (all of them without a mask)."""
+    """The mean over the tokens of x (B, N, C) that `mask` (B, N) keeps (all of them without a mask; 0 where it
+    keeps none)."""
     if mask is None:
         return x.mean(dim=1)
     keep = mask.to(x.dtype)[..., None]
-    return (x * keep).sum(1) / keep.sum(1)
+    return (x * keep).sum(1) / keep.sum(1).clamp(min=1)
 
 
 class MapRefiner(nn.Module):

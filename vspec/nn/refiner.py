@@ -20,7 +20,7 @@ from torch import nn
 from .. import spec as S
 from ..ops import fast
 from .context import BuildContext
-from .layers import AttentionCore, AttentionCoreBase, Linear, MapRefiner
+from .layers import AttentionCore, AttentionCoreBase, Linear, MapRefiner, sdpa_masks
 
 
 def bn_affine(bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
@@ -95,15 +95,23 @@ class DLA(nn.Module):
         else:
             self.conv = SameConv2d(maps, maps, kernel, groups=maps)
 
-    def forward(self, a: torch.Tensor) -> torch.Tensor:
+    def forward(self, a: torch.Tensor, causal: bool = False) -> torch.Tensor:
         if self.constraint == "none":
-            return self.conv(a)
+            return _causal_conv(self.conv, a) if causal else self.conv(a)
         if self.constraint == "row_col":
-            return self.row(a) + self.col(a)
+            return self.row(a) + (_causal_conv(self.col, a) if causal else self.col(a))
         p, (h, w), n = self.prefix, self.grid, a.shape[2]
         keys = rearrange(a[..., p:], "b c n (h w) -> (b n) c h w", h=h, w=w)
         keys = rearrange(self.conv(keys), "(b n) c h w -> b c n (h w)", n=n)
         return torch.cat((a[..., :p], keys), dim=-1) if p else keys
+
+
+def _causal_conv(conv: SameConv2d, a: torch.Tensor) -> torch.Tensor:
+    """`conv` over the maps of a causal body: "same" along the keys, but along the queries row i reads rows
+    i - k + 1 .. i only, so that no later token reaches token i (vspec's construction: the paper's DLA is
+    centred, which would read row i + 1)."""
+    kh, kw = conv.kernel_size
+    return F.conv2d(F.pad(a, ((kw - 1) // 2, kw // 2, kh - 1, 0)), conv.weight, groups=conv.groups)
 
 
 class Refiner(MapRefiner):
@@ -117,11 +125,11 @@ class Refiner(MapRefiner):
         self.dla = DLA(wide, spec.kernel, spec.constraint, tokens) if spec.kernel else None
         self.reduce = nn.Conv2d(wide, heads, 1, bias=False) if spec.reduction else None
 
-    def forward(self, a: torch.Tensor) -> torch.Tensor:
+    def forward(self, a: torch.Tensor, causal: bool = False) -> torch.Tensor:
         if self.expand is not None:
             a = self.expand(a)
         if self.dla is not None:
-            a = self.dla(a)
+            a = self.dla(a, causal)
         return a if self.reduce is None else self.reduce(a)
 
 
@@ -174,6 +182,17 @@ class ConvExpandDLA(MapRefiner):
 REFINERS = {"paper": Refiner, "released": ConvExpandDLA}
 
 
+def masks_around(mask: torch.Tensor | None, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """What multiplies the maps before the DLA (m_i m_j: real queries and keys, and the lower triangle when
+    causal) and after it (m_j and the lower triangle), so that a padded sequence's map equals the map of its
+    real tokens alone and the DLA spreads nothing onto a key it may not see (the DLA reads neighbours, whose
+    "same" zero padding the masked positions then stand for)."""
+    if mask is None:
+        return keep, keep
+    real = mask[:, None, :, None] & mask[:, None, None, :]
+    return real & keep, keep & mask[:, None, None, :]
+
+
 class MapAttention(AttentionCoreBase):
     """The attention with its maps materialised (B, H, N, N): A = softmax(q k^T * scale) (+ scale x the
     incoming maps), or the incoming maps themselves when the block reuses them (q, k None); then the
@@ -188,16 +207,23 @@ class MapAttention(AttentionCoreBase):
         self.refine = REFINERS[spec.refine.form](spec.refine, spec.heads, tokens) if spec.refine else None
         self.drop = nn.Dropout(spec.attn_drop) if spec.attn_drop else nn.Identity()
 
-    def forward(self, q: torch.Tensor | None, k: torch.Tensor | None, v: torch.Tensor,
-                maps: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, q: torch.Tensor | None, k: torch.Tensor | None, v: torch.Tensor, maps: torch.Tensor | None,
+                mask: torch.Tensor | None = None, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        keep, lower = sdpa_masks(mask, causal, v.shape[2])
+        if lower:
+            keep = torch.ones(v.shape[2], v.shape[2], dtype=torch.bool, device=v.device).tril()
         if q is None:  # reuse (Table 13)
             a = maps
         else:  # the released q * sqrt(scale) . k * sqrt(scale), as (q * scale) . k (equal up to rounding)
-            a = torch.matmul(q * self.scale, k.transpose(-2, -1)).softmax(dim=-1)
+            a = torch.matmul(q * self.scale, k.transpose(-2, -1))
+            a = (a if keep is None else a.masked_fill(~keep, float("-inf"))).softmax(dim=-1)
             if self.add_incoming:  # in place where no autograd keeps the softmax for backward
                 a = a.add_(maps, alpha=self.scale) if not torch.is_grad_enabled() else a.add(maps, alpha=self.scale)
-        if self.refine is not None:
+        if self.refine is not None and keep is None:
             a = self.refine(a)
+        elif self.refine is not None:  # padded or causal: the map of the real tokens alone, zero around it
+            before, after = masks_around(mask, keep)
+            a = self.refine(a * before, causal) * after
         z = torch.matmul(self.drop(a), v)
         if q is None and self.refine is not None and self.released:  # (A' scale) v, as (A' v) scale
             z = z * self.scale
@@ -223,9 +249,13 @@ class RefinerAttention(nn.Module):
         self.sdpa = not (spec.refine or spec.consumes_maps or ctx.hands_on_maps)
         self.core = AttentionCore(spec.attn_drop, scale) if self.sdpa else MapAttention(spec, ctx.tokens, scale)
 
-    def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
+                causal: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         *qk, v = self.qkv(x).split(self.widths, dim=-1)
         q, k = (rearrange(y, "b n (h d) -> b h n d", h=self.heads) for y in qk) if qk else (None, None)
         v = rearrange(v, "b n (h d) -> b h n d", h=self.value_heads)
-        z, maps = (self.core(q, k, v), None) if self.sdpa else self.core(q, k, v, maps)
+        if self.sdpa:
+            z, maps = self.core(q, k, v, *sdpa_masks(mask, causal, x.shape[1])), None
+        else:
+            z, maps = self.core(q, k, v, maps, mask, causal)
         return self.proj_drop(self.proj(rearrange(z, "b h n d -> b n (h d)"))), maps

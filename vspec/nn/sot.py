@@ -34,7 +34,8 @@ from .. import spec as S
 from ..ops import cross_covariance, epn, isqrt_cov, svpn_approx, svpn_exact
 from .context import BuildContext
 from .heads import HeadOutput
-from .layers import AttentionCore, Linear, make_norm
+from .layers import AttentionCore, Linear, make_norm, masked_mean
+from .text import last_real
 
 
 def conv_bn_relu(c_in: int, c_out: int, k: int, stride: int = 1, eps: float = 1e-3) -> nn.Sequential:
@@ -155,12 +156,13 @@ class SoTEmbed(nn.Module):
 
 
 # ---------------------------------------------------------------- pools: (B, N, dim) -> representation
+# `mask` (B, N) bool: the tokens to pool (a padded text batch's real word tokens); None: all of them
 class GAPPool(nn.Module):
     def __init__(self, spec: S.GAPPool, ctx: BuildContext):
         super().__init__()
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return z.mean(dim=1)
+    def forward(self, z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return masked_mean(z, mask)
 
 
 class GCP(nn.Module):
@@ -172,25 +174,38 @@ class GCP(nn.Module):
         self.iters = spec.iters
         self.register_buffer("triu", torch.triu_indices(spec.dim, spec.dim), persistent=False)
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
+    def forward(self, z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         x = self.reduce(z)
-        root = isqrt_cov(cross_covariance(x, x, centering="channel"), iters=self.iters)
+        root = isqrt_cov(cross_covariance(x, x, centering="channel", mask=mask), iters=self.iters)
         return root[:, self.triu[0], self.triu[1]]
 
 
 class MGCrP(nn.Module):
-    """Eq. 2-3: per head, Q_i = (1/N) (W_i Z)(R_i Z)^T; `wr` stacks every W_i, then every R_i."""
+    """Eq. 2-3: per head, Q_i = (1/N) (W_i Z)(R_i Z)^T; `wr` stacks every W_i, then every R_i; `bn` (with
+    `bn_relu`) normalises every projected channel, followed by a ReLU."""
 
     def __init__(self, spec: S.MGCrP, ctx: BuildContext):
         super().__init__()
         self.heads, self.m, self.n, self.centering = spec.heads, spec.m, spec.n, spec.centering
-        self.wr = Linear(ctx.dim, spec.heads * (spec.m + spec.n), bias=False)
+        width = spec.heads * (spec.m + spec.n)
+        self.wr = Linear(ctx.dim, width, bias=False)
+        self.bn = nn.BatchNorm1d(width) if spec.bn_relu else None
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        x, y = self.wr(z).split((self.heads * self.m, self.heads * self.n), dim=-1)
+    def bn_relu(self, h: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """ReLU(BN(h)) per channel; batch statistics (training) over the pooled tokens alone."""
+        if mask is None or not self.bn.training:
+            return F.relu(self.bn(h.flatten(0, 1))).reshape(h.shape)
+        return h.new_zeros(h.shape).index_put((mask,), F.relu(self.bn(h[mask])))
+
+    def forward(self, z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        h = self.wr(z)
+        if self.bn is not None:
+            h = self.bn_relu(h, mask)
+        x, y = h.split((self.heads * self.m, self.heads * self.n), dim=-1)
         x = rearrange(x, "b t (h m) -> b h t m", h=self.heads)
         y = rearrange(y, "b t (h n) -> b h t n", h=self.heads)
-        return cross_covariance(x, y, centering=self.centering)  # (B, heads, m, n)
+        mask = None if mask is None else mask[:, None]  # every head
+        return cross_covariance(x, y, centering=self.centering, mask=mask)  # (B, heads, m, n)
 
 
 # ---------------------------------------------------------------- normalisations of the representation
@@ -200,7 +215,7 @@ class SvPN(nn.Module):
     def __init__(self, spec: S.SvPN, ctx: BuildContext):
         super().__init__()
         self.spec = spec
-        n = ctx.in_shape[-1]
+        n = ctx.in_shape[-1 if spec.side == "right" else -2]
         if spec.method == "approx" and spec.start == "learnable":
             self.v0 = nn.Parameter(torch.ones(n))
         else:
@@ -211,9 +226,11 @@ class SvPN(nn.Module):
         if s.method == "exact":
             return svpn_exact(q, alpha=s.alpha)
         # the released form: the top directions keep s^alpha exactly, eps damps only the residual
-        # (Eq. 8 itself when eps = 0)
-        return svpn_approx(q, alpha=s.alpha, num_sv=s.num_sv, iters=s.iters, v0=self.v0, eps=s.eps,
-                           released_form=True)
+        # (Eq. 8 itself when eps = 0); started on the left, it is svPN of Q^T (the same spectrum), transposed
+        left = s.side == "left"
+        y = svpn_approx(q.mT if left else q, alpha=s.alpha, num_sv=s.num_sv, iters=s.iters, v0=self.v0, eps=s.eps,
+                        released_form=True)
+        return y.mT if left else y
 
 
 class EPN(nn.Module):
@@ -249,14 +266,19 @@ class NoNorm(nn.Identity):
 # ---------------------------------------------------------------- the head
 class SecondOrderHead(nn.Module):
     """Eq. 1. Classifiers: `cls_fc` (z0) and `word_fc` (representation) for sum and late fusion; `fc`
-    for concat ([z0, r]) and aggr_all. z0 is the class token, or the mean word token (`z0 =
-    mean_token`). Late fusion returns HeadOutputs cls and word (z0 and word logits, weight 1 each:
-    vspec/nn/heads.py) in training and their sum in eval; `branches(x)` gives the pair in either mode."""
+    for concat ([z0, r]) and aggr_all. z0 is the class token (a text body's first token), the mean word token
+    (`z0 = mean_token`) or a text body's last real token (`last_token`, the word tokens the others). Late
+    fusion returns HeadOutputs cls and word (z0 and word logits, weight 1 each: vspec/nn/heads.py) in training
+    and their sum in eval; `branches(x)` gives the pair in either mode. `mask` (B, N): a padded text batch's
+    real tokens; padding `masked` pools those alone, `included` every position after the first (released)."""
 
     def __init__(self, spec: S.SecondOrderHead, ctx: BuildContext):
         super().__init__()
         self.fusion, self.z0, self.outputs = spec.fusion, spec.z0, spec.outputs()
-        self.num_prefix_tokens = ctx.num_prefix_tokens
+        self.masked = spec.padding == "masked"
+        # tokens before the word tokens: the class token, which a text body's first token is for z0 unset
+        self.skip = 0 if spec.fusion == "aggr_all" else ctx.num_prefix_tokens or int(
+            ctx.tokens.sequence and spec.z0 is None)
         self.pool = ctx.child(spec.pool)
         self.repr_dim = spec.repr_dim(ctx.dim)
         self.norm = ctx.child(spec.norm, in_shape=spec.repr_shape(ctx.dim))
@@ -282,29 +304,44 @@ class SecondOrderHead(nn.Module):
             return SumOfClassifiers(self.cls_fc, self.word_fc, self.dim)
         return getattr(self, "fc", nn.Identity())
 
-    def first_order(self, x: torch.Tensor) -> torch.Tensor:
-        """z0: the class token, or the mean word token."""
-        return x[:, 0] if self.z0 is None else x[:, self.num_prefix_tokens:].mean(dim=1)
+    def words(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The word tokens and which of them to pool (None: all)."""
+        z, mask = x[:, self.skip:], None if mask is None or not self.masked else mask[:, self.skip:]
+        if self.z0 != "last_token":
+            return z, mask
+        if mask is None:
+            return z[:, :-1], None
+        last = last_real(mask, z.shape[1], z.device)
+        return z, mask & (torch.arange(z.shape[1], device=z.device) != last[:, None])
 
-    def representation(self, x: torch.Tensor) -> torch.Tensor:
+    def first_order(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """z0: the class token, the mean word token or the last real token."""
+        if self.z0 is None:
+            return x[:, 0]
+        if self.z0 == "last_token":
+            return x[torch.arange(x.shape[0], device=x.device), last_real(mask, x.shape[1], x.device)]
+        return masked_mean(*self.words(x, mask))
+
+    def representation(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """norm(pool(tokens)) flattened; aggr_all pools every token, the others the word tokens."""
-        tokens = x if self.fusion == "aggr_all" else x[:, self.num_prefix_tokens:]
-        return self.drop(self.norm(self.pool(tokens)).flatten(1))
+        z, mask = self.words(x, mask)
+        pooled = self.pool(z) if mask is None else self.pool(z, mask)  # a pool kind may take no mask
+        return self.drop(self.norm(pooled).flatten(1))
 
-    def branches(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def branches(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(z0 logits, word-token logits) for sum and late fusion."""
-        return self.cls_fc(self.first_order(x)), self.word_fc(self.representation(x))
+        return self.cls_fc(self.first_order(x, mask)), self.word_fc(self.representation(x, mask))
 
-    def forward(self, x: torch.Tensor, pre_logits: bool = False):
+    def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None):
         if self.fusion in ("sum", "late"):
             if pre_logits or isinstance(self.cls_fc, nn.Identity):  # num_classes 0: the features
-                return torch.cat((self.first_order(x), self.representation(x)), dim=1)
-            cls, word = self.branches(x)
+                return torch.cat((self.first_order(x, mask), self.representation(x, mask)), dim=1)
+            cls, word = self.branches(x, mask)
             if self.fusion == "late" and self.training:
                 return tuple(HeadOutput.of(o, d) for o, d in zip((cls, word), self.outputs))
             return cls + word
-        r = self.representation(x)
-        features = torch.cat((self.first_order(x), r), dim=1) if self.fusion == "concat" else r
+        r = self.representation(x, mask)
+        features = torch.cat((self.first_order(x, mask), r), dim=1) if self.fusion == "concat" else r
         return features if pre_logits else self.fc(features)
 
 

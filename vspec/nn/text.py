@@ -10,6 +10,14 @@ from .layers import Linear, make_norm, maybe
 from .vit import PoolHead
 
 
+def last_real(mask: torch.Tensor | None, length: int, device: torch.device) -> torch.Tensor | int:
+    """The position of each sequence's last real token (the rightmost True of `mask`, left or right padding);
+    without a mask, the last position."""
+    if mask is None:
+        return length - 1
+    return (torch.arange(length, device=device) * mask).argmax(1)
+
+
 class TokenEmbed(nn.Module):
     """input_ids (B, L) [, token_type_ids (B, L)] -> tokens (B, L, dim): word + position [+ token type] ->
     norm -> dropout [-> proj to the model width]. Tables are initialised N(0, 0.02), the padding row zero."""
@@ -81,7 +89,5 @@ class LastTokenHead(PoolHead):
     def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if mask is None:
             return x[:, -1]
-        positions = torch.arange(x.shape[1], device=x.device)
-        last = (positions * mask).argmax(1)  # the rightmost real token (left or right padding)
-        return x[torch.arange(x.shape[0], device=x.device), last]
+        return x[torch.arange(x.shape[0], device=x.device), last_real(mask, x.shape[1], x.device)]
 

@@ -5,7 +5,8 @@ in float32 whatever the inputs' dtype, `vspec.ops.precision.float32`):
   Y = R Z is n x q) and writes Q = (1/q) X Y^T; vspec keeps tokens as rows, so x is (..., N, m), y is
   (..., N, n) and Q = (1/N) x^T y, (..., m, n). Centering, applied to x and y separately per sample:
   "none" (the paper's formula), "scalar" (subtract the single mean of all N*m entries: the released
-  code), "channel" (per-channel mean over the tokens: the classical cross-covariance).
+  code), "channel" (per-channel mean over the tokens: the classical cross-covariance). `mask` (..., N), True
+  at the tokens to pool (a padded text batch's real tokens): the means, the sum and N count those alone.
 - `svpn_exact`: Eq. 5 via SVD, with its own backward (supplement C).
 - `power_iteration`: Eq. 6, the top singular triple of Q from a start vector.
 - `svpn_approx`: Eq. 6-8, power iteration with deflation; also the released code's form.
@@ -22,24 +23,37 @@ from .precision import float32
 CENTERINGS = ("none", "scalar", "channel")
 
 
-def _center(x: torch.Tensor, centering: str) -> torch.Tensor:
-    if centering == "none":
-        return x
+def _center(x: torch.Tensor, centering: str, w: torch.Tensor | None = None, count: torch.Tensor | None = None):
+    """x centred; with `w` (..., N, 1) the 0 / 1 weights of the tokens that count (`count` of them), the means
+    over those tokens and every other token zeroed."""
+    if centering not in CENTERINGS:
+        raise ValueError(f"centering: must be one of {', '.join(map(repr, CENTERINGS))}, got {centering!r}")
+    if w is None:
+        if centering == "scalar":
+            return x - x.mean(dim=(-2, -1), keepdim=True)
+        return x - x.mean(dim=-2, keepdim=True) if centering == "channel" else x
     if centering == "scalar":
-        return x - x.mean(dim=(-2, -1), keepdim=True)
-    if centering == "channel":
-        return x - x.mean(dim=-2, keepdim=True)
-    raise ValueError(f"centering: must be one of {', '.join(map(repr, CENTERINGS))}, got {centering!r}")
+        x = x - (x * w).sum(dim=(-2, -1), keepdim=True) / (count * x.shape[-1])
+    elif centering == "channel":
+        x = x - (x * w).sum(dim=-2, keepdim=True) / count
+    return x * w
 
 
 @float32
-def cross_covariance(x: torch.Tensor, y: torch.Tensor, centering: str = "scalar") -> torch.Tensor:
+def cross_covariance(x: torch.Tensor, y: torch.Tensor, centering: str = "scalar",
+                     mask: torch.Tensor | None = None) -> torch.Tensor:
     """Q = (1/N) Xc^T Yc (SoT Eq. 2-3, Q = (1/q) X Y^T in the paper's column layout); x (..., N, m),
-    y (..., N, n) -> (..., m, n). `centering` is "none" | "scalar" | "channel" (module docstring)."""
+    y (..., N, n) -> (..., m, n). `centering` is "none" | "scalar" | "channel"; `mask` (..., N) bool, True at
+    the tokens pooled (module docstring); a sample with none pooled gives Q = 0."""
     if x.shape[-2] != y.shape[-2]:
         raise ValueError(f"x and y must have the same number of tokens, got {x.shape[-2]} and {y.shape[-2]}")
-    xc, yc = _center(x, centering), _center(y, centering)
-    return xc.transpose(-2, -1) @ yc / x.shape[-2]
+    if mask is None:
+        xc, yc = _center(x, centering), _center(y, centering)
+        return xc.transpose(-2, -1) @ yc / x.shape[-2]
+    w = mask.to(x.dtype).unsqueeze(-1)
+    count = w.sum(dim=-2, keepdim=True).clamp(min=1)
+    xc, yc = _center(x, centering, w, count), _center(y, centering, w, count)
+    return xc.transpose(-2, -1) @ yc / count
 
 
 def covariance(x: torch.Tensor, centering: str = "channel") -> torch.Tensor:

@@ -10,8 +10,8 @@ that Inductor emits on the CPU). vspec uses it for float32 CPU tensors:
 - without autograd (inference): bias and activation fused;
 - with autograd: the bias-fused forward inside an autograd.Function whose backward is the plain
   matmuls, the activation left to autograd.
-Anywhere else (CUDA, meta, other dtypes, autocast, which picks the matmul's dtype, no oneDNN or a CPU without
-AVX-512, where oneDNN's kernels lose to MKL's (`ONEDNN_WINS`), JIT
+Anywhere else (CUDA, meta, other dtypes, autocast, which picks the matmul's dtype, no oneDNN, a CPU without
+AVX-512 where oneDNN's GEMM loses to MKL's unless the reduction is short (`ONEDNN_WINS`, `SHORT_K`), JIT
 tracing as in fvcore, torch.compile, which fuses by itself, the switch off: `fast.enabled`; torch outside the
 versions the private op was tested on: `fast.private_op`) it is `act(F.linear(x, w, b))`.
 """
@@ -26,14 +26,16 @@ _ONEDNN = fast.private_op("mkldnn", "_linear_pointwise") if torch.backends.mkldn
 
 
 def _onednn_wins() -> bool:
-    """Whether oneDNN's linear beats F.linear (MKL's GEMM) on this CPU: it does with oneDNN's AVX-512 kernels; on a
-    CPU without AVX-512 it lost (2-core AVX2 EPYC, benchmarks/fast_paths.py: plain/fast 0.77 in inference, 0.97 in
-    training; bert_base's forward 0.87x Hugging Face's), so there F.linear is the fast path too."""
+    """Whether oneDNN's linear beats F.linear (MKL's GEMM) on this CPU at every size: it does with oneDNN's AVX-512
+    kernels. Without AVX-512 (2-core AVX2 EPYC) it lost where the reduction is long (bert_base, K = 768 and 3072:
+    forward 0.86x with it, three runs) and was level or ahead where it is short (deit_tiny, K = 192), so there it
+    is taken up to `SHORT_K` input features only."""
     is_avx512 = getattr(torch.cpu, "_is_avx512_supported", None)  # private: absent, it says no
     return bool(is_avx512 is not None and is_avx512())
 
 
-ONEDNN_WINS = _onednn_wins()  # tests set it to exercise the oneDNN path on any CPU
+ONEDNN_WINS = _onednn_wins()  # tests set it to exercise the oneDNN path at every size on any CPU
+SHORT_K = 384  # input features up to which oneDNN's linear is taken on any CPU
 
 # activation name -> (oneDNN post-op, algorithm, eager function)
 ACTIVATIONS = {
@@ -49,7 +51,7 @@ ACTIVATIONS = {
 def _onednn_ok(x: torch.Tensor, weight: torch.Tensor) -> bool:
     return (
         _ONEDNN is not None
-        and ONEDNN_WINS
+        and (ONEDNN_WINS or weight.shape[-1] <= SHORT_K)
         and fast.enabled(x)
         and not autocast_on("cpu")
         and x.dtype == torch.float32

@@ -18,7 +18,19 @@ from .model import KINDS, ROLES, Block, Model, Stage
 from .msf import MeanShiftAttention, WindowMeanShiftAttention
 from .refiner import ConvStem, Refine, RefinerAttention
 from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
-from .sot import EPN, GCP, GAPPool, LearnableScale, MGCrP, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
+from .sot import (
+    EPN,
+    GCP,
+    GAPPool,
+    LearnableScale,
+    MGCrP,
+    NoNorm,
+    ReprLayerNorm,
+    SecondOrderHead,
+    SoTEmbed,
+    SvPN,
+    language_head,
+)
 from .swin import PatchMerging, WindowMHSA
 from .text import FirstTokenHead, LastTokenHead, TokenEmbed
 from .vit import MHSA, MLP, ClassTokenHead, DenseAux, GAPHead, Norm, Output, PatchEmbed, Projections, SimplePatchEmbed
@@ -29,7 +41,7 @@ __all__ = [
     "SimplePatchEmbed",
     # SoT
     "EPN", "GCP", "GAPPool", "LearnableScale", "MGCrP", "NoNorm", "ReprLayerNorm", "SecondOrderHead", "SoTEmbed",
-    "SvPN",
+    "SvPN", "language_head",
     # DHVT
     "DAFF", "HeadTokens", "SOPE",
     # Swin

@@ -276,7 +276,8 @@ class Model:
                 try:
                     kind.check_masks(padding=sequence, causal=self.causal)
                 except SpecError as e:
-                    raise SpecError(path, e.message + (" (a text body may be padded)" if sequence else "")) from None
+                    raise SpecError(join(path, e.path), e.message + (" (a text body may be padded)" if sequence
+                                                                      else "")) from None
         if sequence and not self.head.masks:
             raise SpecError("head", f"the {self.head.kind} head cannot honour a padding mask, which a text body may "
                                     "have (first_token, last_token or gap)")

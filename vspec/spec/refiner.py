@@ -108,9 +108,26 @@ class RefinerAttention(MultiHead):
     add_incoming: bool = field(default=False, validator=check(bool))
     form: Literal["paper", "released"] = field(default="paper", validator=check(str, choices=FORMS))
 
+    masks: ClassVar[bool] = True
+    causal: ClassVar[bool] = True
+
     @property
     def consumes_maps(self) -> bool:
         return self.reuse or self.add_incoming
+
+    def check_masks(self, padding: bool, causal: bool) -> None:
+        """The maps honour padding and causal masks through the paper's linear pipeline (masked softmax, the map
+        masked by m_i m_j before the DLA and by m_j after it; a causal DLA reads no later query's row). The
+        released DLA's BatchNorms would take statistics over padding, and the spatial constraint lays the keys
+        on an image grid: both are refused."""
+        if not (padding or causal) or self.refine is None:
+            return
+        if self.refine.form == "released":
+            raise SpecError("refine.form", "the released DLA's BatchNorms take statistics over every position, "
+                                           "padding too: use the paper form with masks")
+        if self.refine.constraint == "spatial":
+            raise SpecError("refine.constraint", "spatial lays each query's keys on an image's token grid; a "
+                                                 "sequence takes none or row_col")
 
     @property
     def maps_used(self) -> int:

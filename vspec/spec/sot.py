@@ -106,6 +106,7 @@ class MGCrP(PoolKind):
     centering: Literal["none", "scalar", "channel"] = field(
         default="scalar", validator=check(str, choices=("none", "scalar", "channel"))
     )
+    bn_relu: bool = field(default=False, validator=check(bool))
 
 
 
@@ -116,10 +117,11 @@ class MGCrP(PoolKind):
 class SvPN(ReprNormKind):
     """Singular-value power normalisation of each head's Q (Eq. 5): sum_i lambda_i^alpha u_i v_i^T.
 
-    method: exact (SVD; num_sv, iters, start and eps are approx's and must keep their defaults) | approx
+    method: exact (SVD; num_sv, iters, start, side and eps are approx's and must keep their defaults) | approx
     (Eq. 6-8: `num_sv` singular values by `iters` power iterations with deflation, the rest of the
     spectrum divided by lambda_r^(1-alpha) + eps). start: the power iteration's start vector, learnable
-    (released code, shared by batch and heads) or fixed (ones).
+    (released code, shared by batch and heads) or fixed (ones). side: where it starts, right (n entries,
+    u = Q v first: the vision code) or left (m entries, v = Q^T u first: SoT's language head, released).
     The released head is approx, 1 singular value, 1 iteration, learnable start, eps 1e-5."""
 
     kind: ClassVar[str] = "svpn"
@@ -131,11 +133,12 @@ class SvPN(ReprNormKind):
         default="learnable", validator=check(str, choices=("learnable", "fixed"))
     )
     eps: float = field(default=1e-5, validator=check(float, ge=0))
+    side: Literal["right", "left"] = field(default="right", validator=check(str, choices=("right", "left")))
 
     def __attrs_post_init__(self):
         if self.method == "exact":  # the SVD takes none of the power iteration's options: refuse them, unused
             for f in attrs.fields(SvPN):
-                if f.name in ("num_sv", "iters", "start", "eps") and getattr(self, f.name) != f.default:
+                if f.name in ("num_sv", "iters", "start", "eps", "side") and getattr(self, f.name) != f.default:
                     raise SpecError(f"SvPN.{f.name}", "applies to method = approx only; the exact SVD does not use it")
 
 
@@ -171,6 +174,7 @@ class NoNorm(ReprNormKind):
 
 
 FUSIONS = ("sum", "concat", "aggr_all", "late")
+PADDINGS = ("masked", "included")
 
 
 @frozen
@@ -182,18 +186,30 @@ class SecondOrderHead(HeadKind):
     two outputs (`outputs()`: cls and word, weight 1 each; the loss is the sum of the two losses).
     `drop` is dropout on the normalised representation (released: 0 / 0.5 / 0.7 for Tiny / Small / Base).
 
-    z0: None, the class token (SoT) | mean_token, the mean of the word tokens in the class token's
-    place, for bodies without a class token (Swin); aggr_all has no z0 term. The released code has no
-    such option; vspec's construction keeps Eq. 1 with z0 = mean_i z_i and changes nothing else."""
+    z0: None, the class token (SoT; on a text body its first token, [CLS]) | mean_token, the mean of the
+    word tokens in the class token's place, for bodies without a class token (Swin; the released code has
+    no such option: Eq. 1 with z0 = mean_i z_i) | last_token, a text body's last real token, the word
+    tokens the others (GPT, SoT Sec. 4.3); aggr_all has no z0 term.
+
+    padding (text bodies): masked, the word tokens are the real ones (means, covariance and BatchNorm
+    statistics over them alone: the logits do not depend on how much padding a batch carries) | included,
+    every position after the first, padding too (N = L - 1): SoT's released BERT head, which saw every
+    sequence padded to 128 tokens."""
 
     kind: ClassVar[str] = "second_order"
     fusion: Literal["sum", "concat", "aggr_all", "late"] = field(default="sum", validator=check(str, choices=FUSIONS))
     pool: PoolKind = field(default=MGCrP(), validator=of_role(PoolKind))
     norm: ReprNormKind = field(default=SvPN(), validator=of_role(ReprNormKind))
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
-    z0: Literal["mean_token"] | None = field(default=None, validator=check(str, choices=("mean_token",), optional=True))
+    z0: Literal["mean_token", "last_token"] | None = field(
+        default=None, validator=check(str, choices=("mean_token", "last_token"), optional=True))
+    padding: Literal["masked", "included"] = field(default="masked", validator=check(str, choices=PADDINGS))
+    masks: ClassVar[bool] = True
 
     def __attrs_post_init__(self):
+        if self.padding == "included" and (self.z0 is not None or self.fusion == "aggr_all"):
+            raise SpecError("SecondOrderHead.padding", "included is the released BERT head's: the first token "
+                                                       "as z0 (z0 unset), the positions after it pooled")
         if self.fusion == "aggr_all" and self.z0 is not None:
             raise SpecError("SecondOrderHead.z0", "aggr_all pools every token and has no z0 term; leave z0 unset")
         if isinstance(self.norm, SvPN):
@@ -211,12 +227,18 @@ class SecondOrderHead(HeadKind):
         return self.fusion == "aggr_all" or self.z0 is None
 
     def check(self, tokens: Tokens) -> None:
-        if self.fusion != "aggr_all" and self.z0 is None and not tokens.prefix:
+        if self.z0 == "last_token" and not tokens.sequence:
+            raise SpecError("z0", "last_token is a text body's last real token; an image body has a class token "
+                                  "(z0 unset) or none (mean_token)")
+        if self.fusion != "aggr_all" and self.z0 is None and not tokens.prefix and not tokens.sequence:
             raise SpecError("", f"the second_order head with {self.fusion} fusion needs class_token = true "
                                 "(or z0 = mean_token: the mean word token in its place)")
-        if tokens.patches < 2 and not isinstance(self.pool, GAPPool):  # aggr_all's class token included
-            raise SpecError("pool", "a (cross-)covariance of 1 word token is degenerate (zero when centred, rank one "
-                                    "otherwise); second-order pools need at least 2 tokens (2 word tokens)")
+        # a text body's z0 (first or last token) is one of its tokens; aggr_all pools the class token too
+        words = tokens.patches - (tokens.sequence and self.fusion != "aggr_all" and self.z0 != "mean_token")
+        if words < 2 and not isinstance(self.pool, GAPPool):
+            raise SpecError("pool", f"a (cross-)covariance of {words} word token{'s' * (words != 1)} is degenerate "
+                                    "(zero when centred, rank one otherwise); second-order pools need at least 2 "
+                                    "word tokens")
         if isinstance(self.pool, MGCrP):
             check_size("pool", self.pool.heads * (self.pool.m + self.pool.n), "the projection width heads x (m + n)")
         size = self.repr_dim(tokens.dim)
@@ -248,3 +270,13 @@ class SecondOrderHead(HeadKind):
         width = pool.heads * (pool.m + pool.n) if isinstance(pool, MGCrP) else pool.dim if isinstance(pool, GCP) else 0
         square = pool.dim**2 if isinstance(pool, GCP) else 0
         return tokens.dim + classes + 4 * tokens.length * width + 4 * self.repr_dim(tokens.dim) + 8 * square
+
+
+def language_head(q: int, k: int, drop: float = 0.0, z0: Literal["last_token"] | None = None,
+                  padding: Literal["masked", "included"] = "masked") -> SecondOrderHead:
+    """SoT's language head (its released BERT code, PAPERS.md): one MGCrP head whose q- and k-projections are
+    each followed by BatchNorm + ReLU, channel-centred (1/N) X Y^T, svPN by one power iteration started on the
+    left (alpha 0.5, eps 1e-5), dropout, the sum with the first-token classifier. z0 = last_token for GPT
+    (SoT Sec. 4.3); padding = included is the released head's pooling (every position after [CLS])."""
+    return SecondOrderHead(fusion="sum", pool=MGCrP(heads=1, m=q, n=k, centering="channel", bn_relu=True),
+                           norm=SvPN(side="left"), drop=drop, z0=z0, padding=padding)
