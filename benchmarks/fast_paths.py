@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def linear_steps(train: bool):
     """deit_tiny's fc1 (192 -> 768, GELU) on a batch of 16 x 197 tokens: oneDNN's fused linear (measured here on any
-    CPU; vspec takes it by default only on AVX-512 ones, `vit.ONEDNN_WINS`)."""
+    CPU; vspec takes it at every size on AVX-512 ones, up to `vit.SHORT_K` input features on others)."""
     vit.ONEDNN_WINS = True
     x = torch.randn(16, 197, 192, requires_grad=train)
     w, b = (0.05 * torch.randn(768, 192)).requires_grad_(train), torch.zeros(768, requires_grad=train)

@@ -42,7 +42,7 @@ class Calls:
 
     def __init__(self, monkeypatch):
         self.n: dict[str, int] = {}
-        monkeypatch.setattr(vit, "ONEDNN_WINS", True)  # the oneDNN linear on any CPU (AVX-512 ones take it by default)
+        monkeypatch.setattr(vit, "ONEDNN_WINS", True)  # the oneDNN linear at every size on any CPU
         for owner, name in [(vit, "_ONEDNN"), (msf, "_FLASH")]:
             monkeypatch.setattr(owner, name, self.counting(name, getattr(owner, name)))
         folded = nn_refiner.ConvExpandDLA.folded

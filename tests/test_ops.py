@@ -23,7 +23,7 @@ REFERENCE_ACTS = {
 
 @pytest.fixture(autouse=True, scope="module")
 def onednn_on_any_cpu():
-    """The oneDNN linear, which only AVX-512 CPUs take by default (vit.ONEDNN_WINS), checked on every CPU."""
+    """The oneDNN linear, which AVX-512 CPUs take at every size (vit.ONEDNN_WINS), checked on every CPU."""
     before, vit.ONEDNN_WINS = vit.ONEDNN_WINS, True
     yield
     vit.ONEDNN_WINS = before
