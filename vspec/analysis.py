@@ -200,9 +200,9 @@ def _map_sources(block: nn.Module) -> tuple[MapRefiner | None, AttentionCoreBase
 @torch.no_grad()
 def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] | None = None,
                    heads: Sequence[int] | None = None) -> list[dict[str, Any]]:
-    """The attention maps of one image (image: (1, C, H, W)) in the chosen blocks (indices over all
-    blocks in forward order; default: 4 evenly spaced) and heads (default: the first 4), before and
-    after refinement, read through forward hooks on a forward pass. A block with a map-refining module
+    """The attention maps of one image (image: (1, C, H, W); a text body's input_ids (1, L)) in the chosen
+    blocks (indices over all blocks in forward order; default: 4 evenly spaced) and heads (default: the first
+    4), before and after refinement, read through forward hooks on a forward pass. A block with a map-refining module
     (a MapRefiner; forward(maps (B, H, N, N)) -> (B, H', N, N)): its input (before) and output
     (after). Any other block: its attention core's map (before = after), `attention_map` in float64 from the
     core's inputs, or the maps a core that materialises them returns (`returns_maps`: Refiner's). Only a
@@ -260,6 +260,8 @@ def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] 
     out = []
     for b in blocks:
         name, length, _ = parts[b]
+        if model.spec.embedder.text:  # a sentence's own length, not the spec's seq_len
+            length = image.shape[1]
         if b not in seen:
             raise AnalysisError(f"block {b} ({name}): its attention map was not computed in the forward pass")
         kind, shape, maps = seen[b]
@@ -292,13 +294,15 @@ def maps_summary(maps: list[dict[str, Any]]) -> list[dict[str, Any]]:
             | {"entropy_before": _entropy(m["before"]), "entropy_after": _entropy(m["after"])} for m in maps]
 
 
-def plot_maps(maps: list[dict[str, Any]], path: Path, title: str) -> None:
+def plot_maps(maps: list[dict[str, Any]], path: Path, title: str, labels: Sequence[str] | None = None) -> None:
     """Fig. 1 / Fig. 5 as a grid: a row per block, a column per head (and, when a shown block refines its
-    maps, a before / after pair of columns per head); each panel on its own colour scale."""
+    maps, a before / after pair of columns per head); each panel on its own colour scale. `labels`: a text
+    body's tokens, the ticks of every map (queries down, keys across)."""
     plt = pyplot()
     pair = any(m["refined"] for m in maps)
     cols = max(len(m["heads"]) for m in maps) * (2 if pair else 1)
-    fig, axes = plt.subplots(len(maps), cols, figsize=(1.9 * cols, 1.9 * len(maps)), squeeze=False)
+    size = 1.9 if labels is None else max(1.9, 0.14 * len(labels) + 0.8)  # room for a tick label per token
+    fig, axes = plt.subplots(len(maps), cols, figsize=(size * cols, size * len(maps)), squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
     for row, m in zip(axes, maps):
@@ -306,6 +310,11 @@ def plot_maps(maps: list[dict[str, Any]], path: Path, title: str) -> None:
             for side, key in enumerate(("before", "after")[:1 + pair]):
                 ax = row[c * (1 + pair) + side]
                 ax.imshow(m[key][c].numpy(), cmap="viridis", interpolation="nearest")
+                if labels is not None:
+                    ax.axis("on")
+                    ticks = range(len(labels))
+                    ax.set_xticks(ticks, labels, rotation=90, fontsize=5)
+                    ax.set_yticks(ticks, labels, fontsize=5)
                 label = f"head {h}" + (f", {key}" if pair else "")
                 ax.set_title(f"block {m['block']}, {label}" if c == side == 0 else label, fontsize=7)
     fig.suptitle(title + ("; after = before in blocks without a refiner" if pair else ""), fontsize=9)

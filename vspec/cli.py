@@ -162,6 +162,12 @@ def parser() -> argparse.ArgumentParser:
                         "cifar100, imagefolder, synthetic), resized and centre-cropped to the spec's input size "
                         "(default: random N(0, 1) images)")
     a.add_argument("--data-dir", metavar="DIR", help="the dataset's folder (cifar10, cifar100, imagefolder)")
+    a.add_argument("--text", metavar="TEXT",
+                   help="a text body's maps: this sentence, tokenised by --tokenizer (truncated to the spec's "
+                        "seq_len), its tokens the maps' ticks (default: random token ids, no ticks)")
+    a.add_argument("--tokenizer", metavar="DIR",
+                   help="with --text: a tokenizer folder (tokenizer.json, or a Hugging Face tokenizer's files; no "
+                        "download)")
     a.add_argument("--seed", type=_int_in(0, 2**32 - 1, "2**32 - 1"), default=0, metavar="N",
                    help="seed of the initialisation (specs) and the images, 0 to 2**32 - 1 (default 0)")
     a.add_argument("--out-dir", metavar="DIR", help="where to write the PNGs and JSONs (default: beside PATH); "
@@ -484,6 +490,7 @@ def cmd_analyze(args: argparse.Namespace) -> None:
         raise UsageError(f"vspec analyze: error: --blocks: {max(args.blocks)} is out of range: the model has "
                          f"{depth} blocks (0..{depth - 1})")
     images = _images(args, spec)
+    sentence, labels = _sentence(args, spec)
     title = f"{printable(source.name)} ({'checkpoint' if source.suffix in ('.pt', '.pth') else 'random init'})"
     for name in what:
         png, out = files[name]
@@ -499,11 +506,12 @@ def cmd_analyze(args: argparse.Namespace) -> None:
                 plot = lambda: A.plot_cka(result, png, title)  # noqa: E731
             else:
                 try:
-                    maps = A.attention_maps(model, next(images(1, 1)), args.blocks, args.heads)
+                    x = next(images(1, 1)) if sentence is None else sentence
+                    maps = A.attention_maps(model, x, args.blocks, args.heads)
                 except IndexError as e:  # a block or head out of range
                     raise UsageError(f"vspec analyze: error: --heads / --blocks: {e}") from None
-                result = {"maps": A.maps_summary(maps)}
-                plot = lambda: A.plot_maps(maps, png, title)  # noqa: E731
+                result = {"maps": A.maps_summary(maps)} | ({} if labels is None else {"tokens": labels})
+                plot = lambda: A.plot_maps(maps, png, title, labels)  # noqa: E731
             if name == "maps":
                 where = next((f"the attention map of block {m['block']}" for m in maps
                               if A.nonfinite_result([m["before"], m["after"]]) is not None), None)
@@ -523,6 +531,31 @@ def cmd_analyze(args: argparse.Namespace) -> None:
         plot()
         out.write_text(json.dumps({"source": str(source), **result}, indent=1, allow_nan=False))
         print(f"{printable(str(png))}\n{printable(str(out))}")
+
+
+def _sentence(args: argparse.Namespace, spec: Model):
+    """--text tokenised by --tokenizer: (input_ids (1, L), the token strings), or (None, None) without --text."""
+    if args.text is None and args.tokenizer is None:
+        return None, None
+    if not spec.embedder.text:
+        raise UsageError("vspec analyze: error: --text / --tokenizer: the spec is an image model (a text body's "
+                         "embedder is tokens)")
+    if args.text is None or args.tokenizer is None:
+        raise UsageError("vspec analyze: error: --text and --tokenizer go together (the sentence and its tokenizer)")
+    import torch
+
+    from .train.data import DataError
+    from .train.text import Tokenizer
+
+    try:
+        tokenizer = Tokenizer(args.tokenizer)
+    except (DataError, OSError, ValueError) as e:
+        raise UsageError(f"vspec analyze: error: --tokenizer: {one_line(e)}") from None
+    if tokenizer.vocab_size > spec.embedder.vocab_size:
+        raise UsageError(f"vspec analyze: error: --tokenizer: its {tokenizer.vocab_size}-token vocabulary does not "
+                         f"fit the spec's embedder.vocab_size {spec.embedder.vocab_size}")
+    ids, _ = tokenizer.encode(args.text, None, spec.embedder.seq_len)
+    return torch.tensor([ids]), tokenizer.tokens(ids)
 
 
 def _images(args: argparse.Namespace, spec: Model):
