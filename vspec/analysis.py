@@ -260,7 +260,7 @@ def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] 
     out = []
     for b in blocks:
         name, length, _ = parts[b]
-        if model.spec.embedder.text:  # a sentence's own length, not the spec's seq_len
+        if image.dtype == torch.long:  # a sentence's token ids: its own length, not the spec's seq_len
             length = image.shape[1]
         if b not in seen:
             raise AnalysisError(f"block {b} ({name}): its attention map was not computed in the forward pass")
