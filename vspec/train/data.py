@@ -410,13 +410,14 @@ class ResumableSampler(DistributedSampler):
 
 
 def build_loaders(train_ds, val_ds, *, batch_size: int, workers: int = 0, seed: int = 0, rank: int = 0,
-                  world_size: int = 1, drop_last: bool = True):
+                  world_size: int = 1, drop_last: bool = True, collate_fn=None):
     """(train_loader, val_loader). `batch_size` is per rank.
 
     Train: ResumableSampler (shuffled by (seed, epoch), this rank's share) and a torch.Generator seeded from
     `seed`, so worker seeds are deterministic; call `train_loader.sampler.set_epoch(epoch, skip)` each epoch.
     Val: in order; with world_size > 1 a DistributedSampler without shuffle (which repeats a few samples to
-    give every rank the same count). pin_memory when CUDA is available.
+    give every rank the same count). pin_memory when CUDA is available. `collate_fn`: how samples become a
+    batch (text: padded to the batch's longest sequence); None: stacked.
     """
     if not isinstance(batch_size, int) or batch_size < 1:
         raise DataError(f"batch_size: must be an int >= 1, got {batch_size!r}")
@@ -432,7 +433,7 @@ def build_loaders(train_ds, val_ds, *, batch_size: int, workers: int = 0, seed: 
             f"so no full batch exists; lower the batch size"
         )
     common = dict(batch_size=batch_size, num_workers=workers, pin_memory=torch.cuda.is_available(),
-                  persistent_workers=workers > 0)
+                  persistent_workers=workers > 0, collate_fn=collate_fn)
     train_loader = DataLoader(train_ds, sampler=sampler, drop_last=drop_last,
                               generator=torch.Generator().manual_seed(seed), **common)
     val_sampler = (DistributedSampler(val_ds, num_replicas=world_size, rank=rank, shuffle=False)

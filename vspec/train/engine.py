@@ -58,6 +58,13 @@ class TrainConfig:
     max_steps: int | None = None  # stop after this many optimizer steps (benchmarks, smoke tests)
     log_every: int = 0  # progress lines when not on a TTY: every N steps (0: ~10 per epoch)
     overwrite: bool = False  # a fresh run may replace the files of an earlier run in `out`
+    # text bodies (vspec/train/text.py): the GLUE task, the tokenizer folder (None: WordPiece trained into
+    # out/tokenizer), the longest sequence (None: the spec's seq_len), a Hugging Face checkpoint folder whose
+    # body weights start the run ("hf:DIR")
+    task: str | None = None
+    tokenizer: str | None = None
+    max_len: int | None = None
+    init: str | None = None
 
 
 class TrainingStopped(RuntimeError):
@@ -106,6 +113,45 @@ def make_criterion(recipe: Recipe, num_classes: int):
     if recipe.smoothing > 0:
         return None, LabelSmoothingCrossEntropy(smoothing=recipe.smoothing)
     return None, nn.CrossEntropyLoss()
+
+
+class RegressionLoss(nn.Module):
+    """MSE between the single output and the target score (STS-B)."""
+
+    def forward(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(out.squeeze(-1).float(), target)
+
+
+def to_device(batch, device):
+    """A batch of images, or a text batch's dict of input_ids / attention_mask / token_type_ids, on `device`."""
+    if isinstance(batch, dict):
+        return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    return batch.to(device, non_blocking=True)
+
+
+def forward(model: nn.Module, batch):
+    return model(**batch) if isinstance(batch, dict) else model(batch)
+
+
+@torch.no_grad()
+def evaluate_text(model: nn.Module, loader, device, amp_ctx, d: Dist, task: str) -> dict[str, float]:
+    """Loss (cross-entropy, or MSE for a regression) and the task's metrics over the whole split."""
+    from .text import text_metrics
+
+    model.eval()
+    logits, targets = [], []
+    for inputs, target in loader:
+        with amp_ctx():
+            logits.append(forward(model, to_device(inputs, device)).float().cpu())
+        targets.append(target)
+    if d.world > 1:
+        parts = [None] * d.world
+        dist.all_gather_object(parts, (logits, targets))
+        logits, targets = [x for p in parts for x in p[0]], [x for p in parts for x in p[1]]
+    out, target = torch.cat(logits), torch.cat(targets)
+    regression = out.shape[1] == 1 and target.is_floating_point()
+    loss = F.mse_loss(out[:, 0], target) if regression else F.cross_entropy(out, target)
+    return {"loss": float(loss), **text_metrics(task, out, target)}
 
 
 @torch.no_grad()
@@ -250,16 +296,24 @@ class Training:
     def make_data(self) -> None:
         """Transforms, datasets (which may change num_classes) and loaders; the batch per process."""
         cfg, r, d, spec = self.cfg, self.r, self.d, self.spec
+        self.task, collate = None, None
         if spec.embedder.text:
-            raise ValueError(f"{spec.embedder.kind} embedder: a text body; tools/train.py trains on image datasets "
-                             "and has no text data yet")
-        train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
-                                    re_prob=r.re_prob, random_resized_crop=r.random_resized_crop)
-        eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False)
-        train_ds, val_ds, self.num_classes = build_datasets(
-            cfg.data, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=train_tf,
-            eval_transform=eval_tf, data_dir=cfg.data_dir, download=cfg.download, synthetic_size=cfg.synthetic_size,
-            num_classes=spec.num_classes if cfg.data == "synthetic" else None, seed=cfg.seed)
+            train_ds, val_ds, collate = self.text_data()
+        else:
+            given = [f for f, v in (("--task", cfg.task), ("--tokenizer", cfg.tokenizer), ("--max-len", cfg.max_len),
+                                    ("--init", cfg.init)) if v is not None]
+            if cfg.data in ("rt-polarity", "glue"):
+                given.insert(0, f"--data {cfg.data}")
+            if given:
+                raise ValueError(f"{' / '.join(given)}: for a text body (the spec's embedder is {spec.embedder.kind})")
+            train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
+                                        re_prob=r.re_prob, random_resized_crop=r.random_resized_crop)
+            eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False)
+            train_ds, val_ds, self.num_classes = build_datasets(
+                cfg.data, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=train_tf,
+                eval_transform=eval_tf, data_dir=cfg.data_dir, download=cfg.download,
+                synthetic_size=cfg.synthetic_size, num_classes=spec.num_classes if cfg.data == "synthetic" else None,
+                seed=cfg.seed)
         if spec.num_classes != self.num_classes:
             if d.main:
                 print(f"note: {cfg.data} has {self.num_classes} classes; setting num_classes = {self.num_classes}",
@@ -272,7 +326,7 @@ class Training:
         self.local_batch = r.batch_size // (d.world * cfg.accum_steps)
         self.train_loader, self.val_loader = build_loaders(train_ds, val_ds, batch_size=self.local_batch,
                                                            workers=cfg.workers, seed=cfg.seed, rank=d.rank,
-                                                           world_size=d.world)
+                                                           world_size=d.world, collate_fn=collate)
         batches = len(self.train_loader)
         self.steps_per_epoch = batches // cfg.accum_steps
         if self.steps_per_epoch == 0:
@@ -281,12 +335,42 @@ class Training:
             raise C.CheckpointError(self.last, f"its 'batches_done' ({self.ckpt['batches_done']}) exceeds the "
                                                f"{batches} batches of an epoch of this run")
 
+    def text_data(self):
+        """A text body's datasets (vspec/train/text.py), tokenised once; the tokenizer trained on rank 0 first."""
+        from .text import pad_batch, text_datasets
+
+        cfg, r, spec = self.cfg, self.r, self.spec
+        if r.mixup > 0 or r.cutmix > 0:
+            raise ValueError("--mixup / --cutmix mix images; a text body trains without them (--recipe glue)")
+        room = spec.embedder.max_positions - spec.embedder.first_position
+        max_len = cfg.max_len or spec.embedder.seq_len
+        if max_len > room:
+            raise ValueError(f"--max-len {max_len}: the spec's position table holds {room} tokens")
+
+        def read():
+            return text_datasets(cfg.data, task=cfg.task, data_dir=cfg.data_dir, tokenizer=cfg.tokenizer,
+                                 max_len=max_len, vocab_size=spec.embedder.vocab_size, out=self.out)
+        if self.d.world > 1:  # one tokenizer, trained once
+            if self.d.main:
+                read()
+            dist.barrier()
+        data = read()
+        self.task, self.num_classes = data.task, data.num_classes
+        return data.train, data.val, pad_batch(data.pad_id)
+
     def make_model(self) -> None:
         """The model (`core`: what is saved and evaluated), the same initial weights on every rank; its EMA."""
         from timm.utils import ModelEmaV3
 
         torch.manual_seed(self.cfg.seed)  # identical initial weights on every rank
-        model = build(self.spec).to(self.device)
+        model = build(self.spec)
+        if self.cfg.init is not None and self.ckpt is None:  # a fresh run from a pretrained body
+            from ..convert.hf import load_hf_body
+
+            for line in load_hf_body(model, self.cfg.init.removeprefix("hf:")):
+                if self.d.main:
+                    print(f"note: --init: {line}", file=sys.stderr)
+        model = model.to(self.device)
         if self.device.type == "cuda" and self.cfg.channels_last:
             model = model.to(memory_format=torch.channels_last)
         has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
@@ -301,10 +385,15 @@ class Training:
         from timm.scheduler import CosineLRScheduler
 
         r, cfg, device = self.r, self.cfg, self.device
+        from timm.scheduler import PolyLRScheduler
+
         self.optimizer = create_optimizer_v2(self.core, "adamw", lr=r.lr, weight_decay=r.weight_decay)
-        self.scheduler = CosineLRScheduler(self.optimizer, t_initial=r.epochs * self.steps_per_epoch,
-                                           lr_min=r.min_lr, warmup_t=r.warmup_epochs * self.steps_per_epoch,
-                                           warmup_lr_init=r.warmup_lr, t_in_epochs=False)
+        total = r.epochs * self.steps_per_epoch
+        warmup = round(r.warmup_frac * total) if r.warmup_frac else r.warmup_epochs * self.steps_per_epoch
+        schedule = PolyLRScheduler if r.schedule == "linear" else CosineLRScheduler  # linear: power 1
+        self.scheduler = schedule(self.optimizer, t_initial=total, lr_min=r.min_lr, warmup_t=warmup,
+                                  warmup_lr_init=r.warmup_lr, t_in_epochs=False,
+                                  **({"power": 1.0} if r.schedule == "linear" else {}))
         precision = cfg.precision if cfg.precision != "auto" else ("bf16" if device.type == "cuda" else "fp32")
         self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
         self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
@@ -318,6 +407,8 @@ class Training:
     def make_loss(self) -> None:
         """Mixup / cutmix and the criterion; a head with several outputs says what it trains on (rank 0)."""
         self.mixup, self.criterion = make_criterion(self.r, self.num_classes)
+        if self.task is not None and self.num_classes == 1:  # STS-B's scores
+            self.criterion = RegressionLoss()
         outputs = self.spec.head.outputs()  # what the head declares it returns in training (vspec/nn/heads.py)
         if self.d.main and len(outputs) > 1:
             label = {"image": "the image label", "tokens": "the image label at every token"}
@@ -364,7 +455,7 @@ class Training:
         """One epoch (or its rest, after a mid-epoch resume), until its end, a signal or --max-steps."""
         skip = self.start_epoch_data(epoch)
         progress = Progress(skip + len(self.train_loader), f"epoch {epoch + 1}/{self.r.epochs}", enabled=self.d.main,
-                            every=self.cfg.log_every)
+                            every=self.cfg.log_every, unit="img" if self.task is None else "samples")
         stats = EpochStats(time.perf_counter(), batches_done=skip)
         if skip and self.ckpt is not None:
             stats.loss_sum, stats.loss_n = self.ckpt.get("epoch_loss", (0.0, 0))
@@ -372,7 +463,7 @@ class Training:
         for i, (images, target) in enumerate(self.train_loader, start=skip):
             loss_value, stepped = self.train_step(i, images, target)
             stats.batches_done = i + 1
-            stats.seen += len(images) * self.d.world
+            stats.seen += len(target) * self.d.world
             self.check_finite(loss_value, epoch, i, stepped)
             stats.loss_sum, stats.loss_n = stats.loss_sum + loss_value, stats.loss_n + 1
             progress.update(i + 1, loss=stats.loss_sum / stats.loss_n, lr=self.optimizer.param_groups[0]["lr"],
@@ -398,15 +489,15 @@ class Training:
         """Forward and backward of batch `i`; an optimizer step after every `accum_steps` batches (gradients
         all-reduced only then). Returns the batch's loss and whether a step was taken."""
         cfg, device, scaler, optimizer = self.cfg, self.device, self.scaler, self.optimizer
-        images, target = images.to(device, non_blocking=True), target.to(device, non_blocking=True)
-        if device.type == "cuda" and cfg.channels_last:
+        images, target = to_device(images, device), target.to(device, non_blocking=True)
+        if device.type == "cuda" and cfg.channels_last and not isinstance(images, dict):
             images = images.contiguous(memory_format=torch.channels_last)
         if self.mixup is not None:
             images, target = self.mixup(images, target)
         last_micro = (i + 1) % cfg.accum_steps == 0
         sync = nullcontext() if last_micro or self.d.world == 1 else self.train_model.no_sync()
         with sync, self.amp_ctx():
-            loss = head_loss(self.criterion, self.train_model(images), target)  # the head's declared outputs
+            loss = head_loss(self.criterion, forward(self.train_model, images), target)  # the head's declared outputs
         scaler.scale(loss / cfg.accum_steps).backward()
         if last_micro:
             if self.r.clip_grad:
@@ -440,10 +531,16 @@ class Training:
     def evaluate_epoch(self, epoch: int, stats: EpochStats) -> dict[str, Any]:
         """The epoch's record: training loss and speed, validation loss / top-1 / top-5 (and the EMA's top-1)."""
         elapsed = stats.elapsed
+        train_loss, speed = stats.loss_sum / max(stats.loss_n, 1), stats.seen / elapsed
+        if self.task is not None:  # a text task: its metrics (GLUE's), the best kept by its headline metric
+            val = evaluate_text(self.core, self.val_loader, self.device, self.amp_ctx, self.d, self.task)
+            return {"epoch": epoch + 1, "train_loss": train_loss, **{f"val_{k}": v for k, v in val.items()},
+                    "lr": self.optimizer.param_groups[0]["lr"], "samples_per_s": speed, "epoch_time_s": elapsed,
+                    "step": self.global_step}
         val = evaluate(self.core, self.val_loader, self.device, self.amp_ctx, self.d)
-        record = {"epoch": epoch + 1, "train_loss": stats.loss_sum / max(stats.loss_n, 1), "val_loss": val["loss"],
+        record = {"epoch": epoch + 1, "train_loss": train_loss, "val_loss": val["loss"],
                   "val_top1": val["top1"], "val_top5": val["top5"], "lr": self.optimizer.param_groups[0]["lr"],
-                  "images_per_s": stats.seen / elapsed, "epoch_time_s": elapsed, "step": self.global_step}
+                  "images_per_s": speed, "epoch_time_s": elapsed, "step": self.global_step}
         if self.ema is not None:
             record["ema_val_top1"] = evaluate(self.ema.module, self.val_loader, self.device, self.amp_ctx,
                                               self.d)["top1"]
@@ -453,9 +550,9 @@ class Training:
         """last.pt first (a kill after it loses nothing that --resume cannot rewrite), then best.pt,
         metrics.jsonl, TensorBoard and the epoch's line (rank 0)."""
         self.history.append(record)
-        improved = record["val_top1"] > self.best
+        improved = record[self.score_key] > self.best
         if improved:
-            self.best, self.best_epoch = record["val_top1"], epoch + 1
+            self.best, self.best_epoch = record[self.score_key], epoch + 1
         self.save(epoch + 1, 0)
         if not self.d.main:
             return
@@ -465,9 +562,23 @@ class Training:
         if self.writer is not None:
             for k, v in record.items():
                 self.writer.add_scalar(k, v, epoch + 1)
+        if self.task is not None:
+            shown = "  ".join(f"{k} {v:.4f}" for k, v in record.items() if k.startswith("val_"))
+            print(f"epoch {epoch + 1}: train_loss {record['train_loss']:.4f}  {shown}  "
+                  f"{record['samples_per_s']:.1f} samples/s", file=sys.stderr)
+            return
         print(f"epoch {epoch + 1}: train_loss {record['train_loss']:.4f}  val_loss {record['val_loss']:.4f}  "
               f"val_top1 {record['val_top1']:.2f}  val_top5 {record['val_top5']:.2f}  "
               f"{record['images_per_s']:.1f} img/s", file=sys.stderr)
+
+    @property
+    def score_key(self) -> str:
+        """The record's entry the best checkpoint is chosen by: top-1, or a text task's headline metric."""
+        if self.task is None:
+            return "val_top1"
+        from .text import headline
+
+        return f"val_{headline(self.task)}"
 
     def save(self, epoch: int, batches_done: int, epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
         """last.pt (rank 0); `epoch_loss` (sum, count) of a part-done epoch lets a resumed run average all of it."""
@@ -491,8 +602,10 @@ class Training:
             C.atomic_write_text(json.dumps({"final": final, "best_top1": self.best, "epochs": len(history),
                                             "world_size": d.world, "ranks_in_sync": in_sync}), out / "summary.json")
             _plot(history, out / "curves.png")
-            print(f"done: {len(history)} epochs, val top-1 {final.get('val_top1', float('nan')):.2f} % "
-                  f"(best {self.best:.2f} %); checkpoint {self.last}, best {out / 'best.pt'}, "
+            score = final.get(self.score_key, float("nan"))
+            result = (f"val top-1 {score:.2f} % (best {self.best:.2f} %)" if self.task is None else
+                      f"val {self.score_key.removeprefix('val_')} {score:.4f} (best {self.best:.4f})")
+            print(f"done: {len(history)} epochs, {result}; checkpoint {self.last}, best {out / 'best.pt'}, "
                   f"metrics {out / 'metrics.jsonl'}, curves {out / 'curves.png'}"
                   + (f"; {d.world} processes, weights in sync: {in_sync}" if d.world > 1 else ""))
         if self.writer is not None:
@@ -521,6 +634,7 @@ def _prepare_folder(out: Path, ckpt: dict[str, Any] | None) -> None:
         for name in C.RUN_FILES:
             (out / name).unlink(missing_ok=True)
         shutil.rmtree(out / "tb", ignore_errors=True)
+        shutil.rmtree(out / "tokenizer", ignore_errors=True)  # a text run's own vocabulary is trained afresh
         return
     C.atomic_write_text(_jsonl(ckpt["metrics"]), out / "metrics.jsonl")
     last, best = out / "last.pt", out / "best.pt"
@@ -566,11 +680,16 @@ def _plot(history: list[dict[str, Any]], path: Path) -> None:
     ax_loss.plot(epochs, [h["train_loss"] for h in history], label="train")
     ax_loss.plot(epochs, [h["val_loss"] for h in history], label="val")
     ax_loss.set(xlabel="epoch", ylabel="loss", title="loss")
-    ax_acc.plot(epochs, [h["val_top1"] for h in history], label="val top-1")
-    ax_acc.plot(epochs, [h["val_top5"] for h in history], label="val top-5")
-    if any("ema_val_top1" in h for h in history):
-        ax_acc.plot(epochs, [h.get("ema_val_top1", math.nan) for h in history], label="EMA val top-1")
-    ax_acc.set(xlabel="epoch", ylabel="accuracy (%)", title="accuracy")
+    if "val_top1" in history[0]:
+        ax_acc.plot(epochs, [h["val_top1"] for h in history], label="val top-1")
+        ax_acc.plot(epochs, [h["val_top5"] for h in history], label="val top-5")
+        if any("ema_val_top1" in h for h in history):
+            ax_acc.plot(epochs, [h.get("ema_val_top1", math.nan) for h in history], label="EMA val top-1")
+        ax_acc.set(xlabel="epoch", ylabel="accuracy (%)", title="accuracy")
+    else:  # a text task: its metrics (accuracy, Matthews, F1, correlations), each in [-1, 1]
+        for key in (k for k in history[0] if k.startswith("val_") and k != "val_loss"):
+            ax_acc.plot(epochs, [h[key] for h in history], label=key)
+        ax_acc.set(xlabel="epoch", ylabel="metric", title="validation metrics")
     for ax in (ax_loss, ax_acc):
         ax.grid(alpha=0.3)
         ax.legend()

@@ -1,4 +1,4 @@
-"""A one-line progress bar (loss, lr, images/s, ETA) for rank 0: redrawn in place on a terminal,
+"""A one-line progress bar (loss, lr, images/s or samples/s: `unit`, ETA) for rank 0: redrawn in place on a terminal,
 printed every `every` steps (default: about ten times an epoch) when the output is a file."""
 
 import sys
@@ -6,8 +6,8 @@ import time
 
 
 class Progress:
-    def __init__(self, total: int, desc: str, enabled: bool = True, every: int = 0, stream=None):
-        self.total, self.desc, self.enabled = total, desc, enabled
+    def __init__(self, total: int, desc: str, enabled: bool = True, every: int = 0, stream=None, unit: str = "img"):
+        self.total, self.desc, self.enabled, self.unit = total, desc, enabled, unit
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.every = every or max(1, total // 10)
@@ -27,7 +27,7 @@ class Progress:
         eta = (self.total - done) / rate if rate > 0 else 0.0
         width = 20
         filled = int(width * done / max(self.total, 1))
-        parts = [f"{k} {v:.3g}" if k != "ips" else f"{v:.1f} img/s" for k, v in values.items()]
+        parts = [f"{k} {v:.3g}" if k != "ips" else f"{v:.1f} {self.unit}/s" for k, v in values.items()]
         self.line = (f"{self.desc} [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
                      + "  ".join(parts) + f"  ETA {eta:.0f}s")
         if self.tty:

@@ -25,6 +25,8 @@ class Recipe:
     drop_path: float = 0.1
     ema_decay: float | None = 0.99996
     clip_grad: float | None = None
+    schedule: str = "cosine"  # cosine | linear (decay to min_lr after the warmup)
+    warmup_frac: float = 0.0  # warmup as a share of all steps, in place of warmup_epochs when > 0
 
 
 RECIPES: dict[str, Recipe] = {
@@ -38,6 +40,11 @@ RECIPES: dict[str, Recipe] = {
     # plain AdamW + cosine, no augmentation or regularisation: small data, smoke tests, the demo
     "none": Recipe(epochs=30, batch_size=64, warmup_epochs=2, auto_augment=None, re_prob=0.0,
                    random_resized_crop=False, mixup=0.0, cutmix=0.0, smoothing=0.0, drop_path=0.0, ema_decay=None),
+    # fine-tuning a language body (BERT's GLUE recipe, SoT supplement Table S-4): AdamW lr 2e-5, batch 32, linear
+    # warmup over 10 % of the steps then linear decay to 0, 3 epochs, no augmentation or regularisation
+    "glue": Recipe(epochs=3, batch_size=32, lr=2e-5, weight_decay=0.01, warmup_epochs=0, warmup_lr=0.0, min_lr=0.0,
+                   auto_augment=None, re_prob=0.0, random_resized_crop=False, mixup=0.0, cutmix=0.0, smoothing=0.0,
+                   drop_path=0.0, ema_decay=None, schedule="linear", warmup_frac=0.1),
 }
 
 FIELDS = tuple(f.name for f in fields(Recipe))

@@ -254,3 +254,63 @@ def glue_metrics(task: str, predictions: np.ndarray, labels: np.ndarray) -> dict
     if GLUE[task].metric == "f1":
         out["f1"] = float(f1_score(labels, predictions))
     return out
+
+
+# ---------------------------------------------------------------- what a training run reads
+TEXT_DATASETS = ("rt-polarity", "glue")
+
+
+@dataclass
+class TextData:
+    """A run's text data: the splits, the class count (1: a regression), the padding id, the metrics' task."""
+
+    train: TextDataset
+    val: TextDataset
+    num_classes: int
+    pad_id: int
+    task: str  # a GLUE task, or rt-polarity (accuracy)
+
+
+def text_datasets(data: str, *, task: str | None, data_dir: str | None, tokenizer: str | None, max_len: int,
+                  vocab_size: int, out: Path, split: str = "validation") -> TextData:
+    """rt-polarity, or a GLUE task (`task`) from `data_dir`, tokenised by the tokenizer folder `tokenizer`; without
+    one, a WordPiece vocabulary of up to `vocab_size` words trained on the training texts and saved in
+    `out/tokenizer` (reused when it is there: a resumed run). `split`: the GLUE split validated on."""
+    if data not in TEXT_DATASETS:
+        raise DataError(f"--data {data!r}: a text body trains on {' or '.join(TEXT_DATASETS)}")
+    if data == "rt-polarity":
+        if task is not None:
+            raise DataError("--task names a GLUE task; rt-polarity is one task")
+        train, val, task = read_rt_polarity("train"), read_rt_polarity("validation"), "rt-polarity"
+    else:
+        if task is None or data_dir is None:
+            raise DataError(f"--data glue needs --task ({', '.join(GLUE)}) and --data-dir (the task's TSV folder)")
+        train, val = read_glue(data_dir, task, "train"), read_glue(data_dir, task, split)
+    if tokenizer is not None:
+        tok = Tokenizer(tokenizer)
+    elif (Path(out) / "tokenizer" / "tokenizer.json").is_file():
+        tok = Tokenizer(Path(out) / "tokenizer")
+    else:
+        texts = [t for e in train for t in (e.a, e.b) if t]
+        tok = train_wordpiece(texts, Path(out) / "tokenizer", vocab_size=vocab_size)
+    if tok.vocab_size > vocab_size:
+        raise DataError(f"the tokenizer's {tok.vocab_size} tokens do not fit the spec's embedder.vocab_size "
+                        f"{vocab_size}")
+    labels = RT_LABELS if task == "rt-polarity" else GLUE[task].labels
+    return TextData(TextDataset(train, tok, max_len), TextDataset(val, tok, max_len),
+                    1 if labels is None else len(labels), tok.pad_id, task)
+
+
+def text_metrics(task: str, logits: torch.Tensor, target: torch.Tensor) -> dict[str, float]:
+    """The task's metrics on a split's logits (N, C) (N, 1 for a regression) and targets."""
+    if task != "rt-polarity" and GLUE[task].labels is None:
+        return glue_metrics(task, logits[:, 0].double().numpy(), target.double().numpy())
+    predictions = logits.argmax(1).numpy()
+    if task == "rt-polarity":
+        return {"accuracy": float((predictions == target.numpy()).mean())}
+    return glue_metrics(task, predictions, target.numpy())
+
+
+def headline(task: str) -> str:
+    """The metric a run keeps its best checkpoint by."""
+    return "accuracy" if task == "rt-polarity" else GLUE[task].metric
