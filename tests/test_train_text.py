@@ -199,3 +199,34 @@ def test_the_text_demo_runs_both_heads_and_prints_its_table(tmp_path, capsys):
                                                                                    re.M)
     assert not (tmp_path / "sot-seed0" / "tokenizer").exists()  # the first run's vocabulary, shared
     assert vspec.load(tmp_path / "sot-seed0" / "last.pt").spec.head.kind == "second_order"
+
+
+@pytest.mark.slow
+def test_a_text_run_killed_anywhere_resumes_to_the_uninterrupted_end(text_spec, tmp_path):
+    """SIGKILL (the crash-test hook) inside epoch 1's best.pt copy, then mid epoch 2: each --resume goes on (the
+    vocabulary in OUT/tokenizer reused), and the end equals the uninterrupted run's weights and records."""
+    import os
+    import subprocess
+    import sys
+
+    data = cola_folder(tmp_path / "cola")
+
+    def train(out, *extra, kill_at=None):
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+        if kill_at:
+            env["VSPEC_TEST_KILL_AT"] = kill_at
+        return subprocess.run([sys.executable, str(ROOT / "tools/train.py"), *args(text_spec, out, data, "cola",
+                                                                                   "--epochs", "2", *extra)],
+                              env=env, capture_output=True, text=True, timeout=300)
+
+    ref, out = tmp_path / "ref", tmp_path / "cut"
+    assert train(ref).returncode == 0
+    assert train(out, kill_at="write:2").returncode == -9  # inside epoch 1's best.pt copy
+    assert C.load(out / "last.pt")["epoch"] == 1 and not (out / "best.pt").exists()
+    assert train(out, "--resume", kill_at="step:2").returncode == -9  # mid epoch 2 (steps counted per process)
+    done = train(out, "--resume")
+    assert done.returncode == 0, done.stderr[-2000:]
+    a, b = C.load(ref / "last.pt")["state_dict"], C.load(out / "last.pt")["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    keep = ("train_loss", "val_loss", "val_matthews", "val_accuracy", "lr", "step")
+    assert [{k: r[k] for k in keep} for r in records(out)] == [{k: r[k] for k in keep} for r in records(ref)]
