@@ -212,7 +212,6 @@ class TextDataset(Dataset):
 
     def __init__(self, examples: Sequence[Example], tokenizer: Tokenizer, max_len: int):
         self.items = [(*tokenizer.encode(e.a, e.b, max_len), e.label) for e in examples]
-        self.regression = bool(examples) and isinstance(examples[0].label, float)
 
     def __len__(self) -> int:
         return len(self.items)
