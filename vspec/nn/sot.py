@@ -35,7 +35,7 @@ from ..ops import cross_covariance, epn, isqrt_cov, svpn_approx, svpn_exact
 from .context import BuildContext
 from .heads import HeadOutput
 from .layers import AttentionCore, Linear, make_norm, masked_mean
-from .text import last_real
+from .text import last_real, last_real_token
 
 
 def conv_bn_relu(c_in: int, c_out: int, k: int, stride: int = 1, eps: float = 1e-3) -> nn.Sequential:
@@ -319,7 +319,7 @@ class SecondOrderHead(nn.Module):
         if self.z0 is None:
             return x[:, 0]
         if self.z0 == "last_token":
-            return x[torch.arange(x.shape[0], device=x.device), last_real(mask, x.shape[1], x.device)]
+            return last_real_token(x, mask)
         return masked_mean(*self.words(x, mask))
 
     def representation(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

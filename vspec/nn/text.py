@@ -18,6 +18,13 @@ def last_real(mask: torch.Tensor | None, length: int, device: torch.device) -> t
     return (torch.arange(length, device=device) * mask).argmax(1)
 
 
+def last_real_token(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Each sequence's last real token (B, N, C) -> (B, C)."""
+    if mask is None:
+        return x[:, -1]
+    return x[torch.arange(x.shape[0], device=x.device), last_real(mask, x.shape[1], x.device)]
+
+
 class TokenEmbed(nn.Module):
     """input_ids (B, L) [, token_type_ids (B, L)] -> tokens (B, L, dim): word + position [+ token type] ->
     norm -> dropout [-> proj to the model width]. Tables are initialised N(0, 0.02), the padding row zero."""
@@ -87,7 +94,5 @@ class LastTokenHead(PoolHead):
         return [self.fc]
 
     def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        if mask is None:
-            return x[:, -1]
-        return x[torch.arange(x.shape[0], device=x.device), last_real(mask, x.shape[1], x.device)]
+        return last_real_token(x, mask)
 

@@ -350,11 +350,10 @@ class Training:
         def read():
             return text_datasets(cfg.data, task=cfg.task, data_dir=cfg.data_dir, tokenizer=cfg.tokenizer,
                                  max_len=max_len, vocab_size=spec.embedder.vocab_size, out=self.out)
-        if self.d.world > 1:  # one tokenizer, trained once
-            if self.d.main:
-                read()
+        data = read() if self.d.main else None  # one tokenizer, trained once (rank 0), then read by the others
+        if self.d.world > 1:
             dist.barrier()
-        data = read()
+        data = data or read()
         self.task, self.num_classes = data.task, data.num_classes
         return data.train, data.val, pad_batch(data.pad_id)
 
