@@ -50,6 +50,7 @@ from vspec.spec import (
     SoTEmbed,
     Stage,
     SvPN,
+    T2TEmbed,
     TokenEmbed,
     WindowMeanShiftAttention,
     WindowMHSA,
@@ -566,6 +567,10 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
         SoTEmbed: st.builds(SoTEmbed, block=st.sampled_from(["dense", "resnet", "inception", "nonlocal"]),
                             stem_dim=st.sampled_from([8, 16]), downsample_last=st.booleans())
         .map(lambda e: _isotropic(embedder=e, img_size=2 * e.patch_size)),
+        T2TEmbed: st.builds(T2TEmbed, token_dim=st.integers(2, 6), block=st.sampled_from(["performer", "transformer"]))
+        .flatmap(lambda e: st.builds(lambda r, d: attrs.evolve(e, kernel_ratio=r, drop=d), st.sampled_from([0.5, 1.0]),
+                                     drops()) if e.block == "performer" else st.just(e))
+        .map(lambda e: _isotropic(embedder=e, img_size=(16, 32))),
         SOPE: st.builds(SOPE, patch_size=st.sampled_from([2, 4, 8, 16]), pre_affine=st.booleans(),
                         post_affine=st.booleans(), norm=norms(), act=st.sampled_from(["released", "every"]))
         .map(lambda e: _isotropic(embedder=e, img_size=max(16, e.patch_size))),
@@ -689,6 +694,11 @@ def _kind_rules() -> dict[type, Any]:
             out.append(([("embedder.patch_size", 2**16), ("img_size", 2**16), ("in_chans", 3)], "embedder.patch_size"))
         if isinstance(spec.embedder, SOPE) and p > 2:  # the first of log2(p) units: dim / 2^(units - 1) < 1 channel
             out.append(([("dim", p // 2 - 1), ("block.attention.heads", 1)], "embedder.patch_size"))
+        if isinstance(spec.embedder, T2TEmbed):  # not a multiple of 16; widths of zero or past the largest size
+            return [([("img_size", [h + 16 + 1, w])], "embedder"),
+                    ([("embedder.token_dim", 2**30)], "embedder.token_dim"),
+                    ([("embedder.block", "performer"), ("embedder.kernel_ratio", 0.01)], "embedder.kernel_ratio"),
+                    ([("in_chans", 2**26)], "embedder")]
         if isinstance(spec.embedder, SoTEmbed):
             out.append(([("embedder.block", "resnet"), ("embedder.large_output", True)], "embedder.large_output"))
             out.append(([("embedder.block", "nonlocal"), ("img_size", p)], "embedder.block"))  # attends 1 position
@@ -749,6 +759,7 @@ def _kind_rules() -> dict[type, Any]:
           "head.norm")]
     return {
         PatchEmbed: embedder, SimplePatchEmbed: embedder, SoTEmbed: embedder, SOPE: embedder, ConvStem: embedder,
+        T2TEmbed: embedder,
         RefinerAttention: lambda spec: [  # on text: the released DLA's BatchNorms, a grid, a kernel above 8 tokens
             ([("block.attention.refine", {"form": "released"})], "block.attention.refine.form"),
             ([("block.attention.refine", {"constraint": "spatial"})], "block.attention.refine.constraint"),

@@ -32,6 +32,7 @@ from vspec.spec import (
     SimplePatchEmbed,
     SoTEmbed,
     SvPN,
+    T2TEmbed,
     WindowMHSA,
     from_json,
     from_toml,
@@ -75,6 +76,11 @@ def embedder_params(e, in_chans: int, d: int) -> int:
         w = e.width
         convs = in_chans * w * 49 + w * 2 * w * 9 + 2 * w * 4 * w * 9 + linear_params(4 * w * (p // 2) ** 2, d)
         return convs + 2 * (w + 2 * w + 4 * w)
+    if isinstance(e, T2TEmbed):  # 2 token blocks: LN(in), kqv (qkv: no bias), proj, LN(t), MLP t-t-t; project
+        t = e.token_dim
+        blocks = sum(2 * w + linear_params(w, 3 * t, e.block == "performer") + linear_params(t, t) + 2 * t
+                     + 2 * linear_params(t, t) for w in (in_chans * 49, t * 9))
+        return blocks + linear_params(t * 9, d)
     patch_dim = in_chans * p * p  # patchify -> norm(patch_dim) -> Linear(patch_dim, d) -> norm(d)
     return norm_params(e.norm, patch_dim) + linear_params(patch_dim, d) + norm_params(e.norm, d)
 
@@ -785,7 +791,9 @@ SLOW_PRESETS = {"refined_vit_l", "refined_vit_l_dense", "refined_vit_m_dense", "
                 "roberta_large", "gpt2_medium", "bert_large_sot", "roberta_large_sot",
                 # the other SoT language presets: the bodies above with the head of bert_base_sot_cola / gpt_sot
                 "bert_base_sot_rte", "bert_base_sot_mnli", "bert_base_sot_qnli", "spanbert_base_sot",
-                "roberta_base_sot"}
+                "roberta_base_sot",
+                # T2T-ViT-14 / 24 and their variants (T2T-ViT-7 / 12 and t2t_vit_12_sot stay in make test)
+                "t2t_vit_14", "t2t_vit_24", "t2t_vit_t_14", "t2t_vit_t_24", "t2t_vit_14_sot", "t2t_vit_24_sot"}
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW_PRESETS else p

@@ -42,6 +42,8 @@ MODULES: dict[type, type[nn.Module]] = {
     # Refiner
     S.ConvStem: N.ConvStem,
     S.RefinerAttention: N.RefinerAttention,
+    # T2T-ViT
+    S.T2TEmbed: N.T2TEmbed,
     # language bodies
     S.TokenEmbed: N.TokenEmbed,
     S.FirstTokenHead: N.FirstTokenHead,

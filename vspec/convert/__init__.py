@@ -14,11 +14,12 @@ from .msf import from_official_msf
 from .refiner import from_official_refiner
 from .sot import from_official_sot
 from .sot_text import from_official_sot_text
+from .t2t import from_official_t2t
 from .timm import from_timm
 
 # family -> converter(state_dict, config) for the papers' released code
 OFFICIAL = {"sot": from_official_sot, "sot_text": from_official_sot_text, "dhvt": from_official_dhvt,
-            "msf": from_official_msf, "refiner": from_official_refiner}
+            "msf": from_official_msf, "refiner": from_official_refiner, "t2t": from_official_t2t}
 
 
 def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any],

@@ -9,6 +9,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from .. import spec as S
+from ..ops import sincos_1d
+
 
 class ConversionError(ValueError):
     """A checkpoint that does not fit the spec; the message lists what does not match."""
@@ -102,6 +105,18 @@ _LAYER_NORM_FORMS = [re.compile(p) for p in (
     rf"{_LAYER_NORM}\(eps={_NUMBER}\)",
     rf"(?:functools\.)?partial\({_LAYER_NORM}, eps={_NUMBER}\)",
 )]
+
+
+def check_sinusoid(state_dict: Mapping[str, torch.Tensor], spec: S.Model) -> None:
+    """A released model's stored `pos_embed` (a frozen parameter: SoT, T2T-ViT) must be the fixed 1-D sinusoid
+    table over the tokens of `spec` (class token at position 0) that vspec recomputes (`pos_embed="sincos1d"`)."""
+    if "pos_embed" not in state_dict:
+        return
+    tokens = S.embedded(spec)
+    table, stored = sincos_1d(tokens.length, tokens.dim)[None], state_dict["pos_embed"]
+    if tuple(stored.shape) != tuple(table.shape) or not torch.allclose(stored.float(), table, atol=1e-5):
+        raise ConversionError(f"pos_embed (shape {tuple(stored.shape)}) is not the fixed 1-D sinusoid table of the "
+                              f"{tokens.length} tokens this configuration has")
 
 
 def layer_norm_eps(value: Any) -> float | None:

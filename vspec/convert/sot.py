@@ -25,8 +25,7 @@ from torch import nn
 
 from .. import spec as S
 from ..compiler import build
-from ..ops import sincos_1d
-from .common import ConversionError, ConversionNote, is_gelu, layer_norm_eps, load_mapped, renamer
+from .common import ConversionError, ConversionNote, check_sinusoid, is_gelu, layer_norm_eps, load_mapped, renamer
 
 BLOCKS = {"DenseNet": "dense", "ResNet": "resnet", "Inception": "inception"}
 TOKEN_TYPES = (*BLOCKS, "Naive_linear", "Non-local")
@@ -208,13 +207,7 @@ def _rename(fusion: str):
 
 def from_official_sot(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> nn.Module:
     spec = spec_from_config(config, state_dict)
-    if "pos_embed" in state_dict:
-        tokens = S.embedded(spec)
-        table = sincos_1d(tokens.length, tokens.dim)[None]
-        if tuple(state_dict["pos_embed"].shape) != tuple(table.shape) or \
-                not torch.allclose(state_dict["pos_embed"].float(), table, atol=1e-5):
-            raise ConversionError(f"pos_embed (shape {tuple(state_dict['pos_embed'].shape)}) is not the fixed 1-D "
-                                  f"sinusoid table of the {tokens.length} tokens this configuration has")
+    check_sinusoid(state_dict, spec)
     unused = sum(v.numel() for k, v in state_dict.items() if k.startswith("classifier.cls_fc."))
     if spec.head.fusion in ("concat", "aggr_all") and unused:
         warnings.warn(ConversionNote(

@@ -1,7 +1,7 @@
 """Modules, one per component kind, each taking its spec and a BuildContext. One file per paper:
-`vit.py` (the generic parts), `sot.py`, `dhvt.py`, `swin.py`, `msf.py`, `refiner.py`, and `text.py` (language
-bodies); `model.py` assembles blocks, stages and the model; `layers.py` holds the shared layers and the one norm
-factory; `heads.py` the contract between heads and training (HeadOutput, head_loss)."""
+`vit.py` (the generic parts), `sot.py`, `dhvt.py`, `swin.py`, `msf.py`, `refiner.py`, `t2t.py`, and `text.py`
+(language bodies); `model.py` assembles blocks, stages and the model; `layers.py` holds the shared layers and the
+one norm factory; `heads.py` the contract between heads and training (HeadOutput, head_loss)."""
 
 from .context import BuildContext
 from .dhvt import DAFF, SOPE, HeadTokens
@@ -12,6 +12,7 @@ from .msf import MeanShiftAttention, WindowMeanShiftAttention
 from .refiner import ConvStem, RefinerAttention
 from .sot import EPN, GCP, GAPPool, LearnableScale, MGCrP, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
 from .swin import PatchMerging, WindowMHSA
+from .t2t import T2TEmbed
 from .text import FirstTokenHead, LastTokenHead, TokenEmbed
 from .vit import MHSA, MLP, ClassTokenHead, GAPHead, PatchEmbed, SimplePatchEmbed
 
@@ -23,6 +24,7 @@ __all__ = [
     "PatchMerging", "WindowMHSA",
     "MeanShiftAttention", "WindowMeanShiftAttention",
     "ConvStem", "RefinerAttention",
+    "T2TEmbed",
     "FirstTokenHead", "LastTokenHead", "TokenEmbed",
     "HeadOutput", "head_loss",
     "Block", "BuildContext", "Part", "Stage", "VisionTransformer", "make_norm",

@@ -1,7 +1,7 @@
 """The spec language: frozen attrs classes that describe a vision transformer as data.
 
 `kinds.py` declares what each role's kinds may have (their bases); one file per paper (`vit.py` holds the
-generic parts, then `sot.py`, `dhvt.py`, `swin.py`, `msf.py`, `refiner.py`; `text.py` the language bodies'
+generic parts, then `sot.py`, `dhvt.py`, `swin.py`, `msf.py`, `refiner.py`, `t2t.py`; `text.py` the language bodies'
 defines kinds; `model.py` assembles them into stages and a model; `layout.py` works out the shapes. Importing
 this package does not import torch.
 """
@@ -32,6 +32,7 @@ from .sot import (
     language_head,
 )
 from .swin import PatchMerging, WindowMHSA
+from .t2t import T2TEmbed
 from .text import FirstTokenHead, LastTokenHead, TokenEmbed
 from .vit import MHSA, MLP, ClassTokenHead, DenseAux, GAPHead, Norm, Output, PatchEmbed, Projections, SimplePatchEmbed
 
@@ -50,6 +51,8 @@ __all__ = [
     "MeanShiftAttention", "WindowMeanShiftAttention",
     # Refiner
     "ConvStem", "Refine", "RefinerAttention",
+    # T2T-ViT
+    "T2TEmbed",
     # language bodies
     "FirstTokenHead", "LastTokenHead", "TokenEmbed",
     # the role protocol
