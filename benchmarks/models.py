@@ -1,7 +1,9 @@
-"""vspec presets against their timm twins with the same weights, on the CPU: deit_tiny against
-vit_tiny_patch16_224 and swin_tiny against swin_tiny_patch4_window7_224.
+"""vspec presets against their twins with the same weights, on the CPU: deit_tiny against timm's
+vit_tiny_patch16_224, swin_tiny against timm's swin_tiny_patch4_window7_224, and (no timm model exists) t2t_vit_14
+and deit_tiny_irpe_k against the released formulations written in benchmarks/released.py (T2T_ViT's performer
+with its einsums in float32; DeiT-with-iRPE's attention with the map materialised and the bias gathered).
 
-Prints images/s for forward (eval, no grad) and forward+backward (train mode), the vspec/timm ratio
+Prints images/s for forward (eval, no grad) and forward+backward (train mode), the vspec/reference ratio
 (> 1 means vspec is faster), the CPU capability torch's kernels use (ATEN_CPU_CAPABILITY=avx2 picks the AVX2
 ones on an AVX-512 machine), the machine's measured fp32 matmul GFLOP/s and each model's achieved
 GFLOP/s (forward = 2 x MACs per image from vspec.profile; forward+backward = 3 x that).
@@ -9,10 +11,12 @@ GFLOP/s (forward = 2 x MACs per image from vspec.profile; forward+backward = 3 x
 The two models run back to back in every round (order alternating), so that drifts in the machine's
 speed hit both; images/s are medians over rounds, the ratio is the median of the rounds' ratios.
 
-    python benchmarks/models.py [--models deit_tiny swin_tiny] [--batch-size N] [--rounds 15] [--threads N]
+    python benchmarks/models.py [--models deit_tiny swin_tiny t2t_vit_14 deit_tiny_irpe_k] [--batch-size N]
+                                [--rounds 15] [--threads N]
 """
 
 import argparse
+import importlib.util
 import platform
 import statistics
 import time
@@ -22,11 +26,40 @@ import timm
 import torch
 
 import vspec
-from vspec.convert import from_timm
+from vspec.convert import from_official, from_timm
 
 ROOT = Path(__file__).resolve().parents[1]
-# vspec preset -> (timm model, default batch size)
-PAIRS = {"deit_tiny": ("vit_tiny_patch16_224", 32), "swin_tiny": ("swin_tiny_patch4_window7_224", 16)}
+# vspec preset -> (the reference's name, default batch size)
+PAIRS = {"deit_tiny": ("timm vit_tiny_patch16_224", 32), "swin_tiny": ("timm swin_tiny_patch4_window7_224", 16),
+         "t2t_vit_14": ("released T2T_ViT", 16), "deit_tiny_irpe_k": ("released DeiT-with-iRPE", 32)}
+# the released constructors' arguments of the presets without a timm twin
+T2T_VIT_14 = dict(img_size=224, tokens_type="performer", in_chans=3, num_classes=1000, embed_dim=384, depth=14,
+                  num_heads=6, mlp_ratio=3.0, qkv_bias=False, qk_scale=None, token_dim=64)
+DEIT_TINY_IRPE_K = dict(img_size=224, patch_size=16, in_chans=3, num_classes=1000, embed_dim=192, depth=12,
+                        num_heads=3, mlp_ratio=4.0, qkv_bias=True)
+
+
+def released():
+    """benchmarks/released.py as a module (a script beside this one, not a package)."""
+    spec = importlib.util.spec_from_file_location("released", Path(__file__).with_name("released.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def pair(name: str, spec) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """(reference, vspec model) with the same weights: the reference drawn, vspec's converted from it."""
+    if name == "t2t_vit_14":
+        ref = released().T2TViT(T2T_VIT_14)
+        return ref, from_official("t2t", ref.state_dict(), T2T_VIT_14)
+    if name == "deit_tiny_irpe_k":
+        ref = released().IRPEDeiT(DEIT_TINY_IRPE_K, "k")
+        with torch.no_grad():  # zero-initialised in the release: drawn, so that the bias matters
+            for p in ref.parameters():
+                p.add_(torch.randn_like(p) * 0.02)
+        return ref, from_official("irpe", ref.state_dict(), released().irpe_config(DEIT_TINY_IRPE_K, "k"))
+    ref = timm.create_model(PAIRS[name][0].split()[1], pretrained=False, drop_path_rate=spec.drop_path)
+    return ref, from_timm(ref, spec)
 
 
 def matmul_gflops(n: int = 2048, reps: int = 10) -> float:
@@ -64,17 +97,16 @@ def race(models: dict[str, torch.nn.Module], step, x: torch.Tensor, rounds: int)
 
 
 def compare(name: str, batch_size: int, rounds: int) -> None:
-    timm_name, default_batch = PAIRS[name]
+    ref_name, default_batch = PAIRS[name]
     batch = batch_size or default_batch
     torch.manual_seed(0)
     spec = vspec.load_spec(ROOT / f"specs/{name}.py")
-    ref = timm.create_model(timm_name, pretrained=False, drop_path_rate=spec.drop_path)  # the same model
-    ours = from_timm(ref, spec)
+    ref, ours = pair(name, spec)
     macs = vspec.profile(spec, crosscheck=False).macs
     x = torch.randn(batch, 3, 224, 224)
     with torch.no_grad():
         diff = (ref.eval()(x[:2]) - ours.eval()(x[:2])).abs().max().item()
-    print(f"{name} vs timm {timm_name}: {macs / 1e9:.4f} GMACs per image (fvcore); same weights, "
+    print(f"{name} vs {ref_name}: {macs / 1e9:.4f} GMACs per image (fvcore); same weights, "
           f"max |logit diff| {diff:.1e}; batch {batch}, 224 px, {rounds} rounds")
     for label, step, train, flop_factor in (
         ("forward", forward, False, 2),
@@ -82,14 +114,15 @@ def compare(name: str, batch_size: int, rounds: int) -> None:
     ):
         for m in (ref, ours):
             m.train(train)
-        t = race({"timm": ref, "vspec": ours}, step, x, rounds)
+        t = race({"ref": ref, "vspec": ours}, step, x, rounds)
         ips = {k: batch / statistics.median(v) for k, v in t.items()}
         gf = {k: v * macs * flop_factor / 1e9 for k, v in ips.items()}
-        ratios = sorted(a / b for a, b in zip(t["timm"], t["vspec"]))  # per round: vspec img/s / timm img/s
+        ratios = sorted(a / b for a, b in zip(t["ref"], t["vspec"]))  # per round: vspec img/s / reference img/s
+        short = ref_name.split()[0]
         print(
-            f"  {label:17s} timm {ips['timm']:7.1f} img/s ({gf['timm']:5.1f} GFLOP/s)  "
+            f"  {label:17s} {short} {ips['ref']:7.1f} img/s ({gf['ref']:5.1f} GFLOP/s)  "
             f"vspec {ips['vspec']:7.1f} img/s ({gf['vspec']:5.1f} GFLOP/s)  "
-            f"ratio vspec/timm {statistics.median(ratios):.3f} "
+            f"ratio vspec/{short} {statistics.median(ratios):.3f} "
             f"(median of rounds; range {ratios[0]:.3f}-{ratios[-1]:.3f})"
         )
 
@@ -97,7 +130,8 @@ def compare(name: str, batch_size: int, rounds: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--models", nargs="+", choices=sorted(PAIRS), default=list(PAIRS))
-    ap.add_argument("--batch-size", type=int, default=0, help="default: 32 for deit_tiny, 16 for swin_tiny")
+    ap.add_argument("--batch-size", type=int, default=0,
+                    help="default: 32 for deit_tiny and deit_tiny_irpe_k, 16 for swin_tiny and t2t_vit_14")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     args = ap.parse_args()

@@ -9,7 +9,14 @@ from pathlib import Path
 import attrs
 import pytest
 import torch
-from conftest import FIXTURES, argument_cases, assert_close_to_stored, assert_every_parameter_learns, check_argument
+from conftest import (
+    FIXTURES,
+    argument_cases,
+    assert_close_to_stored,
+    assert_every_parameter_learns,
+    check_argument,
+    load_benchmark,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -245,3 +252,21 @@ def test_readme_t2t_head_sizes():
     assert f"The head adds {' / '.join(added)} M MACs" in text
     t_24, t24 = (vspec.profile(vspec.load_spec(ROOT / f"specs/t2t_vit_{n}24.py")).macs for n in ("t_", ""))
     assert f"would add {(t_24 - t24) / 1e9:.1f} G" in text
+
+
+@pytest.mark.parametrize("name", ["t2t_performer", "t2t_transformer"])
+def test_the_benchmarks_released_formulation_reproduces_the_fixture_and_equals_vspec(name):
+    """benchmarks/released.py's T2T_ViT loads the released state dict strictly and reproduces its output, and
+    vspec's conversion of it computes the same logits and input gradients (what benchmarks/models.py races)."""
+    data = fixture(name)
+    ref = load_benchmark("released").T2TViT(data["config"])
+    ref.load_state_dict(data["state_dict"], strict=True)
+    ours = from_official("t2t", data["state_dict"], data["config"])
+    x = data["x"].clone().requires_grad_()
+    with torch.no_grad():
+        assert_close_to_stored(ref.eval()(data["x"]), data["y"])
+    ref_out, out = ref(x), ours.eval()(x)
+    assert torch.allclose(ref_out, out, atol=1e-5)
+    (grad_ref,) = torch.autograd.grad(ref_out.square().sum(), x)
+    (grad,) = torch.autograd.grad(out.square().sum(), x)
+    assert torch.allclose(grad_ref, grad, atol=1e-5 * grad.abs().max().item())
