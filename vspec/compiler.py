@@ -39,6 +39,8 @@ MODULES: dict[type, type[nn.Module]] = {
     # MSF
     S.MeanShiftAttention: N.MeanShiftAttention,
     S.WindowMeanShiftAttention: N.WindowMeanShiftAttention,
+    # iRPE
+    S.IRPEAttention: N.IRPEAttention,
     # Refiner
     S.ConvStem: N.ConvStem,
     S.RefinerAttention: N.RefinerAttention,

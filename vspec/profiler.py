@@ -92,6 +92,7 @@ ZERO_COST_OPS = (
     "aten::abs_", "aten::max_pool2d_with_indices", "aten::triu", "aten::diag_embed", "aten::eye",
     "aten::diagonal", "aten::linalg_svd", "aten::index_select", "aten::square", "aten::pad", "aten::unflatten",
     "aten::repeat_interleave", "aten::eq", "aten::embedding", "aten::ne", "aten::cumsum", "aten::im2col",
+    "aten::gather", "aten::scatter_add", "aten::new_zeros",
 )
 
 FVCORE_HANDLES: dict[str, Callable[[list[Any], list[Any]], int]] = {

@@ -1,11 +1,12 @@
 """Modules, one per component kind, each taking its spec and a BuildContext. One file per paper:
-`vit.py` (the generic parts), `sot.py`, `dhvt.py`, `swin.py`, `msf.py`, `refiner.py`, `t2t.py`, and `text.py`
-(language bodies); `model.py` assembles blocks, stages and the model; `layers.py` holds the shared layers and the
-one norm factory; `heads.py` the contract between heads and training (HeadOutput, head_loss)."""
+`vit.py` (the generic parts), `sot.py`, `dhvt.py`, `swin.py`, `msf.py`, `refiner.py`, `t2t.py`, `irpe.py`, and
+`text.py` (language bodies); `model.py` assembles blocks, stages and the model; `layers.py` holds the shared layers
+and the one norm factory; `heads.py` the contract between heads and training (HeadOutput, head_loss)."""
 
 from .context import BuildContext
 from .dhvt import DAFF, SOPE, HeadTokens
 from .heads import HeadOutput, head_loss
+from .irpe import IRPEAttention
 from .layers import make_norm
 from .model import Block, Part, Stage, VisionTransformer
 from .msf import MeanShiftAttention, WindowMeanShiftAttention
@@ -22,6 +23,7 @@ __all__ = [
     "SvPN",
     "DAFF", "HeadTokens", "SOPE",
     "PatchMerging", "WindowMHSA",
+    "IRPEAttention",
     "MeanShiftAttention", "WindowMeanShiftAttention",
     "ConvStem", "RefinerAttention",
     "T2TEmbed",

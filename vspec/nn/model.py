@@ -44,7 +44,7 @@ class Block(nn.Module):
         self.consumes, self.hands_on = spec.consumes_maps, ctx.hands_on_maps
         self.kind, self.masks, self.causal = spec.attention.kind, spec.attention.masks, spec.attention.causal
         self.norm1 = make_norm(spec.norm, d)
-        self.attn = ctx.child(spec.attention)
+        self.attn = ctx.child(spec.attention, tokens=spec.attended(ctx.tokens))  # head tokens joined
         self.head_tokens = ctx.child(spec.head_tokens, block=spec) if spec.head_tokens is not None else None
         self.ls1 = maybe(LayerScale, spec.layer_scale is not None, d, spec.layer_scale)
         self.norm2 = make_norm(spec.norm, d)

@@ -1,15 +1,16 @@
 """The spec language: frozen attrs classes that describe a vision transformer as data.
 
 `kinds.py` declares what each role's kinds may have (their bases); one file per paper (`vit.py` holds the
-generic parts, then `sot.py`, `dhvt.py`, `swin.py`, `msf.py`, `refiner.py`, `t2t.py`; `text.py` the language bodies'
-defines kinds; `model.py` assembles them into stages and a model; `layout.py` works out the shapes. Importing
-this package does not import torch.
+generic parts, then `sot.py`, `dhvt.py`, `swin.py`, `msf.py`, `refiner.py`, `t2t.py`, `irpe.py`; `text.py` the
+language bodies') defines kinds; `model.py` assembles them into stages and a model; `layout.py` works out the
+shapes. Importing this package does not import torch.
 """
 
 from . import budget  # noqa: F401 - the size guard, vspec.spec.budget
 from .budget import MemoryBudgetError
 from .core import SpecError
 from .dhvt import DAFF, SOPE, HeadTokens
+from .irpe import IRPEAttention
 from .kinds import AttentionKind, EmbedderKind, EntryKind, FFNKind, HeadKind, Kind
 from .layout import StageLayout, Tokens, embedded, layout
 from .load import load_spec, override, parse_assignment
@@ -47,6 +48,8 @@ __all__ = [
     "DAFF", "HeadTokens", "SOPE",
     # Swin
     "PatchMerging", "WindowMHSA",
+    # iRPE
+    "IRPEAttention",
     # MSF
     "MeanShiftAttention", "WindowMeanShiftAttention",
     # Refiner

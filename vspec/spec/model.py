@@ -9,7 +9,7 @@ from typing import Any, Literal
 import attrs
 from attrs import field, frozen
 
-from . import dhvt, msf, refiner, sot, swin, t2t, text  # noqa: F401 - every paper's kinds, registered (kinds.KINDS)
+from . import dhvt, irpe, msf, refiner, sot, swin, t2t, text  # noqa: F401 - every paper's kinds, registered (kinds.KINDS)
 from .core import SpecError, check, check_pair, check_size, join, pair, show
 from .dhvt import HeadTokens
 from .kinds import KINDS, ROLES, AttentionKind, EmbedderKind, EntryKind, FFNKind, HeadKind, of_role  # noqa: F401
