@@ -32,6 +32,7 @@ from vspec.spec import (
     GAPHead,
     GAPPool,
     HeadTokens,
+    IRPEAttention,
     LastTokenHead,
     LearnableScale,
     MeanShiftAttention,
@@ -560,7 +561,18 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
     daff = st.builds(DAFF, ratio=st.sampled_from([1.0, 2.0]), kernel=st.sampled_from([1, 3, 5]),
                      spatial=st.sampled_from(["dwconv", "avgpool", "none"]), shortcut=st.booleans(),
                      cls=st.sampled_from(["reweight", "identity", "all"]), norm=norms(), se_reduction=st.integers(1, 8))
+    # iRPE: any places, shared or per-head tables, other piecewise coefficients; a class token or not, head tokens
+    # or not, one stage or two. The head reads the patch tokens: under a class-token head the last block's key
+    # table could not move the logits (the class token's row has one bucket; tests/test_irpe.py)
+    irpe = st.builds(IRPEAttention, heads=st.just(2), on=st.sampled_from(["q", "k", "v", "qk", "kv", "qkv"]),
+                     shared_head=st.booleans(), alpha=st.sampled_from([1.0, 1.9]), beta=st.sampled_from([2.0, 3.8]),
+                     gamma=st.sampled_from([8.0, 15.2]), qkv_bias=st.booleans(), attn_drop=drops())
+    irpe_models = st.one_of(
+        st.tuples(irpe, st.booleans(), st.one_of(st.none(), st.just(HeadTokens()))).map(lambda t: _isotropic(
+            block=Block(attention=t[0], head_tokens=t[2]), class_token=t[1], head=GAPHead())),
+        irpe.map(lambda a: _hierarchical(Block(attention=a))))
     return {
+        IRPEAttention: irpe_models,
         PatchEmbed: embedders(4).filter(lambda e: isinstance(e, PatchEmbed)).map(lambda e: _isotropic(embedder=e)),
         SimplePatchEmbed: st.builds(SimplePatchEmbed, patch_size=st.sampled_from([2, 4]), norm=norms())
         .map(lambda e: _isotropic(embedder=e)),
@@ -752,6 +764,12 @@ def _kind_rules() -> dict[type, Any]:
             return one_token + extra(spec.head)
         return rules
 
+    def irpe(spec):
+        path = component_paths(spec, IRPEAttention)[0]
+        return attention(IRPEAttention)(spec) + [  # Eq. 18 divides by ln(gamma / alpha); places are letters of qkv
+            ([(f"{path}.alpha", 2.0), (f"{path}.gamma", 2.0)], f"{path}.gamma"),
+            ([(f"{path}.on", "kk")], f"{path}.on")]
+
     constant = [  # one value: EPN gives its sign, a LayerNorm 0 (of two values, their order)
         ([("head.pool", {"kind": "gcp", "dim": 1}), ("head.norm", {"kind": n})], "head.norm")
         for n in ("epn", "repr_layernorm")
@@ -782,6 +800,7 @@ def _kind_rules() -> dict[type, Any]:
         if spec.isotropic else [([("stages.0.block.0.attention.reuse", True)], "stages.0.block.0.attention"),
                                 ([("img_size", 8)], "stages.1.block.0.attention")],  # a 1x1 grid after the merging
         MHSA: attention(MHSA), WindowMHSA: attention(WindowMHSA),
+        IRPEAttention: irpe,
         MeanShiftAttention: attention(MeanShiftAttention),
         WindowMeanShiftAttention: attention(WindowMeanShiftAttention),
         MLP: ffn(MLP), DAFF: ffn(DAFF),
