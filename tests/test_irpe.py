@@ -366,3 +366,20 @@ def test_irpe_refuses_what_it_cannot_do():
 def test_a_spec_file_round_trips():
     spec = attrs.evolve(small(), block=Block(attention=IRPEAttention(heads=2, on="qkv", shared_head=False)))
     assert vspec.from_json(vspec.to_json(spec)) == spec and vspec.from_toml(vspec.to_toml(spec)) == spec
+
+
+def test_tables_start_at_zero_and_analysis_reads_the_biased_map():
+    """The released init (zero tables); `vspec analyze` reads the core's map, the bias included."""
+    from vspec.analysis import attention_maps
+
+    spec = small(block=Block(attention=irpe(on="qk")))
+    model = vspec.build(spec).eval()
+    core = model.stages[0].blocks[0].attn.core
+    assert (core.table_k == 0).all() and (core.table_q == 0).all() and core.table_v is None
+    image = vspec.example_input(spec, 1)
+    plain = attention_maps(model, image, blocks=[0])[0]["after"]
+    torch.nn.init.normal_(core.table_k)
+    biased = attention_maps(model, image, blocks=[0])[0]["after"]
+    assert biased.shape == plain.shape == (2, 17, 17)
+    assert torch.allclose(biased.sum(-1), torch.ones(2, 17, dtype=torch.float64))
+    assert not torch.allclose(biased, plain, atol=1e-3)
