@@ -768,6 +768,7 @@ def _kind_rules() -> dict[type, Any]:
         path = component_paths(spec, IRPEAttention)[0]
         return attention(IRPEAttention)(spec) + [  # Eq. 18 divides by ln(gamma / alpha); places are letters of qkv
             ([(f"{path}.alpha", 2.0), (f"{path}.gamma", 2.0)], f"{path}.gamma"),
+            ([(f"{path}.alpha", 3.0), (f"{path}.beta", 2.0)], f"{path}.beta"),
             ([(f"{path}.on", "kk")], f"{path}.on")]
 
     constant = [  # one value: EPN gives its sign, a LayerNorm 0 (of two values, their order)

@@ -116,7 +116,9 @@ def rpe(q=None, k=None, v=None):
 
 
 IRPE_CASES = {
-    "img_size": [({"img_size": 32}, lambda s: s.img_size == (32, 32) and s.grid == (4, 4))],
+    "img_size": [({"img_size": 32}, lambda s: s.img_size == (32, 32) and s.grid == (4, 4)),
+                 ({"img_size": [64, 64]}, as_k),
+                 ({"img_size": (32, 48)}, r"img_size \(32, 48\): the released attention takes its grid as int")],
     "patch_size": [({"patch_size": 16}, lambda s: s.embedder == PatchEmbed(patch_size=16))],
     "in_chans": [({"in_chans": 1}, lambda s: s.in_chans == 1)],
     "num_classes": [({"num_classes": 0}, lambda s: s.num_classes == 0)],
@@ -150,7 +152,8 @@ IRPE_CASES = {
         (rpe(k={"mode": "contextual"}), r"rpe_config.rpe_k \{'mode': 'contextual'\}: a single config with")],
     "rpe_config_args": [({"rpe_config_args": None}, as_k),
                         ({"rpe_config_args": {"skip": 0}}, r"rpe_config_args \{'skip': 0\}: skip must be 1")],
-    "rpe_method_ids": [({"rpe_method_ids": None}, as_k)],
+    "rpe_method_ids": [({"rpe_method_ids": None}, as_k),
+                       ({"rpe_method_ids": {"PRODUCT": 2}}, r"rpe_method_ids \{'PRODUCT': 2\}: PRODUCT must be 3")],
     "unknown keys": [({"apply_dhvt": True}, r"unknown argument 'apply_dhvt'; the released constructor takes img_size")],
 }
 
@@ -357,6 +360,8 @@ def test_irpe_refuses_what_it_cannot_do():
         small(**text)
     with pytest.raises(SpecError, match=r"gamma.*must exceed alpha"):
         IRPEAttention(alpha=2.0, gamma=2.0)
+    with pytest.raises(SpecError, match=r"beta.*must be at least alpha"):
+        IRPEAttention(alpha=3.0, beta=2.0)
     with pytest.raises(SpecError, match=r"block\.1\.attention"):  # a refiner reusing maps iRPE does not hand on
         small(block=[Block(attention=irpe()), Block(attention=RefinerAttention(heads=2, reuse=True))])
     with pytest.raises(SpecError, match=r"on"):

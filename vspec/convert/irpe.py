@@ -9,13 +9,13 @@ Every argument is honoured or refused by name; none is ignored:
   qk_scale (`scale`), norm_layer (LayerNorm, its eps; the constructor's default nn.LayerNorm is eps 1e-5),
   attn_drop_rate, drop_path_rate (ramped from 0 as released), rpe_config: which of q, k, v carry a table
   (`on`), shared_head, alpha / beta / gamma (the piecewise index).
-- refused: drop_rate > 0 (it also drops after the position embedding, which vspec has no place for),
-  hybrid_backbone (a CNN stem vspec does not convert), rpe_config None or with every place None (no iRPE:
-  the plain DeiT converts with from_timm), a mode other than contextual (the bias mode is not implemented),
-  a method other than product (3), num_buckets other than the product method's count plus the class
-  token's, places whose configs differ.
+- refused: a non-square img_size (the released attention takes its grid as int(sqrt(N)) square), drop_rate
+  > 0 (it also drops after the position embedding, which vspec has no place for), hybrid_backbone (a CNN stem
+  vspec does not convert), rpe_config None or with every place None (no iRPE: the plain DeiT converts with
+  from_timm), a mode other than contextual (the bias mode is not implemented), a method other than product
+  (3), num_buckets other than the product method's count plus the class token's, places whose configs differ.
 - informational keys of the fixtures, accepted and checked: `rpe_config_args` (the get_rpe_config call; its
-  `skip` must be 1: the class token), `rpe_method_ids` (the METHOD ids).
+  `skip` must be 1: the class token), `rpe_method_ids` (the METHOD ids; PRODUCT must be 3).
 
 Released facts it encodes: the class token takes its own bucket (skip = N - int(sqrt(N))^2 = 1), the grid
 is int(sqrt(N)) square (vspec reads it from the layout), tables are (1 or H, head_dim, buckets) on q and k
@@ -67,7 +67,11 @@ def spec_from_config(config: Mapping[str, Any]) -> S.Model:
     args = a["rpe_config_args"] or {}
     beta = float(one["beta"])
     buckets = (2 * int(beta) + 1) ** 2 + 1  # the class token's
+    img = a["img_size"]
     refuse("iRPE", [
+        (not isinstance(img, int) and not (isinstance(img, (list, tuple)) and len(img) == 2 and img[0] == img[1]),
+         f"img_size {img!r}: the released attention takes its grid as int(sqrt(N)) square (an int, or an equal "
+         "pair)"),
         (a["drop_rate"] != 0, f"drop_rate {a['drop_rate']!r}: it also drops after the position embedding, which "
                               "vspec has no place for (0 only)"),
         (a["hybrid_backbone"] is not None, f"hybrid_backbone {a['hybrid_backbone']!r}: the CNN stem is not converted"),
@@ -77,6 +81,9 @@ def spec_from_config(config: Mapping[str, Any]) -> S.Model:
         (one["method"] != PRODUCT, f"rpe_config method {one['method']!r}: only the product method ({PRODUCT})"),
         (one["num_buckets"] != buckets, f"rpe_config num_buckets {one['num_buckets']!r}: the product method with the "
                                         f"class token's bucket has {buckets} (skip 1)"),
+        (a["rpe_method_ids"] is not None and (not isinstance(a["rpe_method_ids"], Mapping)
+                                               or a["rpe_method_ids"].get("PRODUCT") != PRODUCT),
+         f"rpe_method_ids {a['rpe_method_ids']!r}: PRODUCT must be {PRODUCT}, the release's id that method reads"),
         (not isinstance(args, Mapping) or args.get("skip", 1) != 1,
          f"rpe_config_args {args!r}: skip must be 1 (the class token before the grid)"),
     ])
@@ -90,7 +97,7 @@ def spec_from_config(config: Mapping[str, Any]) -> S.Model:
         embedder=S.PatchEmbed(patch_size=a["patch_size"]),
         block=S.Block(attention=attention, ffn=S.MLP(hidden=int(dim * a["mlp_ratio"])),
                       norm=S.Norm(eps=eps)),
-        depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=a["img_size"], in_chans=a["in_chans"],
+        depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=img, in_chans=a["in_chans"],
         drop_path=float(a["drop_path_rate"]),
     )
 

@@ -41,6 +41,9 @@ class IRPEAttention(MultiHead):
     shared_head: bool = field(default=True, validator=check(bool))
 
     def __attrs_post_init__(self):
+        if self.beta < self.alpha:
+            raise SpecError("IRPEAttention.beta", f"must be at least alpha {self.alpha} (offsets up to alpha keep "
+                                                  f"their value, past int(beta) the table ends), got {self.beta}")
         if not self.alpha < self.gamma:
             raise SpecError("IRPEAttention.gamma", f"must exceed alpha {self.alpha} (Eq. 18 divides by "
                                                    f"ln(gamma / alpha)), got {self.gamma}")
