@@ -33,6 +33,7 @@ from vspec.spec import (
     Model,
     PatchEmbed,
     PatchMerging,
+    Projections,
     RefinerAttention,
     SecondOrderHead,
     SimplePatchEmbed,
@@ -308,6 +309,8 @@ COMPOSED = {
     "msf stack": lambda: small(embedder=SimplePatchEmbed(patch_size=4), class_token=False, pos_embed="sincos2d",
                                head=GAPHead(), block=[Block(attention=MeanShiftAttention(heads=2)),
                                                       Block(attention=irpe(on="qkv"))]),
+    "msf projections, tied and grouped": lambda: small(head=GAPHead(), block=Block(attention=IRPEAttention(
+        heads=2, on="qkv", projections=Projections(roles="QKKW", groups=2)))),
     "refiner stem, dense head, refiner block": lambda: small(
         embedder=ConvStem(patch_size=4, width=4), head=ClassTokenHead(dense=DenseAux()),
         block=[Block(attention=irpe()), Block(attention=RefinerAttention(heads=2))]),
