@@ -287,6 +287,9 @@ def test_readme_irpe_table_holds_the_measurement():
         assert total == f"{prof.macs / 1e9:.3f}"
         if name.endswith("_sot"):
             assert (paper_params, paper_flops) == ("7.0 M", "2.3 G")  # SoT Table 5a
+            sot = vspec.profile(vspec.load_spec(ROOT / "specs/deit_tiny_sot.py"))
+            assert prof.params - sot.params == 12 * 64 * 50 == 38_400 and "12 x 64 x 50 = 38,400" in text
+            assert prof.conventions["conv_linear"] == sot.conventions["conv_linear"]
             assert abs(prof.params / 1e6 - 7.0) < 0.1 and abs(prof.conventions["conv_linear"] / 1e9 - 2.3) < 0.1
 
 
