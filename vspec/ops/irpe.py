@@ -35,11 +35,6 @@ def product_buckets(grid: tuple[int, int], prefix: int, joined: int, alpha: floa
     return out
 
 
-def num_buckets(beta: float, off_grid: bool) -> int:
-    """The product method's (2 int(beta) + 1)^2 buckets, one more when some token lies off the grid."""
-    return (2 * int(beta) + 1) ** 2 + int(off_grid)
-
-
 def contextual_bias(x: torch.Tensor, table: torch.Tensor, buckets: torch.Tensor) -> torch.Tensor:
     """Eq. 15 on keys: bias[b, h, i, j] = x_i . r_{bucket(i, j)} for x (B, H, N, d) (the scaled queries),
     table (1 or H, d, buckets): one matmul to (B, H, N, buckets), then a gather along the last axis."""
