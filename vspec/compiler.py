@@ -42,6 +42,10 @@ MODULES: dict[type, type[nn.Module]] = {
     # Refiner
     S.ConvStem: N.ConvStem,
     S.RefinerAttention: N.RefinerAttention,
+    # Conformer
+    S.ConformerStem: N.ConformerStem,
+    S.ConvBranch: N.ConvBranch,
+    S.ConformerHead: N.ConformerHead,
     # language bodies
     S.TokenEmbed: N.TokenEmbed,
     S.FirstTokenHead: N.FirstTokenHead,
