@@ -1,6 +1,9 @@
 """Conformer: the released models reproduced (a two-branch body: a CNN map carried beside the tokens), every
 constructor argument honoured or refused by name, the two-state block contract, and its rules."""
 
+import re
+from pathlib import Path
+
 import attrs
 import pytest
 import torch
@@ -16,16 +19,23 @@ from vspec.nn.model import Carry
 from vspec.spec import (
     MHSA,
     Block,
+    ClassTokenHead,
     ConformerHead,
     ConformerStem,
     ConvBranch,
+    GAPHead,
     MeanShiftAttention,
+    MGCrP,
     Model,
     RefinerAttention,
+    SecondOrderHead,
     SpecError,
+    SvPN,
     WindowMeanShiftAttention,
     WindowMHSA,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def fixture(name="conformer_small"):
@@ -218,3 +228,73 @@ def test_windowed_attentions_are_refused_in_a_coupled_body(attention):
     with pytest.raises(SpecError, match="FCUDown prepends the class token") as info:
         _conformer(block=Block(attention=attention), class_token=False)
     assert info.value.path == "stages.1.block.conv"
+
+
+# ---------------------------------------------------------------- presets: Conformer-Ti and SoT's head on it
+TI = {"patch_size": 16, "channel_ratio": 1, "embed_dim": 384, "depth": 12, "num_heads": 6, "mlp_ratio": 4.0,
+      "qkv_bias": True}
+
+
+def test_conformer_ti_is_the_released_model():
+    spec = vspec.load_spec(ROOT / "specs/conformer_ti.py")
+    assert spec == spec_from_config(TI)
+    assert sum(p.numel() for p in vspec.build(spec, "meta").parameters()) == 23_524_704  # the released count
+
+
+def test_sot_head_on_conformer_replaces_the_token_classifier_only():
+    base, sot = (vspec.load_spec(ROOT / f"specs/{n}.py") for n in ("conformer_ti", "conformer_ti_sot"))
+    assert attrs.evolve(sot, head=base.head) == base
+    assert sot.head.tokens == SecondOrderHead(fusion="sum", pool=MGCrP(heads=6, m=34, n=34), norm=SvPN(alpha=0.5))
+
+
+def test_sot_head_on_a_small_conformer_trains_both_branches():
+    """The composition: training returns conv and SoT's one output; every parameter of both branches and of
+    SoT's head learns (eval mode: in training, BatchNorm cancels the bias of the conv before it, as released)."""
+    head = ConformerHead(tokens=SecondOrderHead(fusion="sum", pool=MGCrP(heads=2, m=3, n=3), norm=SvPN()))
+    spec = _conformer(head=head)
+    model = vspec.build(spec).double()
+    x = vspec.example_input(spec, 2, dtype=torch.float64)
+    out = as_outputs(model.train()(x))
+    assert [(o.name, o.weight) for o in out] == [("conv", 0.5), ("trans_logits", 0.5)]
+    assert torch.isfinite(head_loss(F.cross_entropy, out, torch.tensor([0, 2])))
+    y = model.eval()(x)
+    (y * torch.randn_like(y)).sum().backward()
+    assert_every_parameter_learns(model)
+
+
+@pytest.fixture(scope="module")
+def preset_profiles():
+    return {n: vspec.profile(vspec.load_spec(ROOT / f"specs/{n}.py")) for n in ("conformer_ti", "conformer_ti_sot")}
+
+
+def test_readme_conformer_table_is_measured(preset_profiles):
+    """README's Conformer table: params (M, 3 decimals), conv + linear MACs and all MACs (G, 3 decimals)."""
+    section = (ROOT / "README.md").read_text().split("### Conformer: two branches")[1]
+    rows = re.findall(r"^\| (conformer_ti\w*) \| ([\d.]+) M \|[^|]*\| ([\d.]+) G \| ([\d.]+) G \|", section, re.M)
+    assert [r[0] for r in rows] == ["conformer_ti", "conformer_ti_sot"]
+    for name, params, conv_linear, macs in rows:
+        prof = preset_profiles[name]
+        assert prof.unsupported_ops == [] and prof.crosscheck_macs == prof.macs
+        measured = (prof.params / 1e6, prof.conventions["conv_linear"] / 1e9, prof.macs / 1e9)
+        assert (params, conv_linear, macs) == tuple(f"{v:.3f}" for v in measured)
+    head = preset_profiles["conformer_ti_sot"].macs - preset_profiles["conformer_ti"].macs
+    assert f"The head adds {round(head / 1e6)} M MACs" in section
+
+
+@pytest.mark.parametrize("tokens", [ClassTokenHead(), GAPHead(), SecondOrderHead(pool=MGCrP(heads=2, m=3, n=3))],
+                         ids=lambda h: h.kind)
+def test_timm_head_api_on_two_branches(tokens):
+    """forward_features gives (tokens, map); get_classifier maps pre-logits (the map's mean, then the token head's
+    features) to the eval logits; reset_classifier resets both classifiers."""
+    spec = _conformer(head=ConformerHead(tokens=tokens))
+    model = vspec.build(spec).eval()
+    x = vspec.example_input(spec, 2)
+    with torch.no_grad():
+        features = model.forward_features(x)
+        assert [tuple(f.shape) for f in features] == [(2, 5, 16), (2, 32, 1, 1)]
+        torch.testing.assert_close(model.get_classifier()(model.forward_head(features, pre_logits=True)),
+                                   model.forward_head(features))
+        model.reset_classifier(5)
+        assert model(x).shape == (2, 5) and model.spec.num_classes == 5
+    with pytest.raises(ValueError, match="two-branch body"):
+        model.forward_intermediates(x)
