@@ -298,3 +298,63 @@ def test_timm_head_api_on_two_branches(tokens):
         assert model(x).shape == (2, 5) and model.spec.num_classes == 5
     with pytest.raises(ValueError, match="two-branch body"):
         model.forward_intermediates(x)
+
+
+# ---------------------------------------------------------------- one coupled block against the paper's description
+def _bn(z, bn):
+    return (z - bn.running_mean[:, None, None]) / torch.sqrt(bn.running_var[:, None, None] + bn.eps) \
+        * bn.weight[:, None, None] + bn.bias[:, None, None]
+
+
+def _bottleneck(z, b, add=None):
+    """1x1 -> BN -> ReLU -> (+ add) 3x3 -> BN -> ReLU -> 1x1 -> BN, + shortcut, ReLU (He et al.)."""
+    h = torch.relu(_bn(F.conv2d(z, b.conv1.weight), b.bn1))
+    mid = torch.relu(_bn(F.conv2d(h if add is None else h + add, b.conv2.weight, stride=b.conv2.stride, padding=1),
+                         b.bn2))
+    skip = _bn(F.conv2d(z, b.residual_conv.weight, stride=b.residual_conv.stride), b.residual_bn) if b.project else z
+    return torch.relu(_bn(F.conv2d(mid, b.conv3.weight), b.bn3) + skip), mid
+
+
+def _layer_norm(x, ln):
+    mu, var = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
+    return (x - mu) / torch.sqrt(var + ln.eps) * ln.weight + ln.bias
+
+
+def _vit_block(x, block, heads):
+    """x + MHSA(LN(x)), then x + MLP(LN(x)): softmax(q k^T / sqrt(d)) v per head."""
+    b, n, d = x.shape
+    qkv = (_layer_norm(x, block.norm1) @ block.attn.qkv.weight.T + block.attn.qkv.bias).view(b, n, 3, heads, -1)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4)
+    a = torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1)
+    x = x + (a @ v).transpose(1, 2).reshape(b, n, d) @ block.attn.proj.weight.T + block.attn.proj.bias
+    h = _layer_norm(x, block.norm2) @ block.ffn.fc1.weight.T + block.ffn.fc1.bias
+    return x + F.gelu(h) @ block.ffn.fc2.weight.T + block.ffn.fc2.bias
+
+
+def test_a_coupled_block_is_the_papers_conv_trans_block():
+    """Conformer Sec. 3 / Fig. 2, in float64: the CNN block; FCU down (1x1 conv, average pooling, LayerNorm, GELU),
+    the class token prepended, added to the tokens; the transformer block; FCU up (1x1 conv, BN, ReLU, nearest
+    up-sampling) added to the fusion block's 3x3 input."""
+    spec = _conformer(block=Block(attention=MHSA(heads=2)), med_blocks=1)
+    torch.manual_seed(0)
+    model = vspec.build(spec).double().eval()
+    with torch.no_grad():
+        for m in model.modules():  # statistics away from (0, 1), so that a wrong BN cannot hide
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5), m.running_var.uniform_(0.5, 2), m.bias.uniform_(-0.5, 0.5)
+    block, c = model.stages[1].blocks[0], model.stages[1].blocks[0].conv
+    x, conv = torch.randn(2, 5, 16, dtype=torch.float64), torch.randn(2, 8, 8, 8, dtype=torch.float64)
+    with torch.no_grad():
+        out, mid = _bottleneck(conv, c.cnn_block)
+        t = F.avg_pool2d(F.conv2d(mid, c.squeeze_block.conv_project.weight, c.squeeze_block.conv_project.bias), 2)
+        t = F.gelu(_layer_norm(t.flatten(2).transpose(1, 2), c.squeeze_block.ln))
+        y = _vit_block(x + torch.cat((x[:, :1], t), dim=1), block, 2)
+        for med in c.med_block:
+            out = _bottleneck(out, med)[0]
+        up = F.conv2d(y[:, 1:].transpose(1, 2).reshape(2, 16, 2, 2), c.expand_block.conv_project.weight,
+                      c.expand_block.conv_project.bias)
+        up = torch.relu(_bn(up, c.expand_block.bn)).repeat_interleave(2, dim=2).repeat_interleave(2, dim=3)
+        expected = _bottleneck(out, c.fusion_block, up)[0]
+        got = block(x, conv=conv)
+    torch.testing.assert_close(got.x, y, rtol=0, atol=1e-12)
+    torch.testing.assert_close(got.conv, expected, rtol=0, atol=1e-12)
