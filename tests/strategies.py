@@ -26,6 +26,9 @@ from vspec.spec import (
     SOPE,
     Block,
     ClassTokenHead,
+    ConformerHead,
+    ConformerStem,
+    ConvBranch,
     ConvStem,
     DenseAux,
     FirstTokenHead,
@@ -524,6 +527,30 @@ def _text(**changes) -> Model:
     return Model(**{**base, **changes})
 
 
+def _conformer(embedder: ConformerStem | None = None, block: Block | None = None, med_blocks: int = 0,
+               last_stride: int = 2, **changes) -> Model:
+    """A Conformer shrunk (the released depth-3 layout, `conformer_d3.pt`): 32 px, patch 16 (2x2 tokens of width
+    16), the stem's 8x8 map; a plain block, then two coupled blocks (widths 16, 32, each halving the map)."""
+    block = block or Block(attention=MHSA(heads=2))
+    embedder = embedder or ConformerStem(stem=8, width=8)
+    branches = [ConvBranch(width=16, stride=2, down=2, med_blocks=med_blocks),
+                ConvBranch(width=32, stride=2, down=1, fusion_stride=last_stride, med_blocks=med_blocks)]
+    stages = [Stage(depth=1, dim=16, block=block)] + [Stage(depth=1, dim=16, block=attrs.evolve(block, conv=b))
+                                                      for b in branches]
+    base = dict(embedder=embedder, stages=stages, num_classes=3, img_size=32, pos_embed="none", final_norm=False,
+                head=ConformerHead())
+    return Model(**{**base, **changes})
+
+
+def conformer_heads() -> st.SearchStrategy[ConformerHead]:
+    """The conformer head over a token head: the class token's, the patch tokens' mean, or SoT's."""
+    mgcrp = st.builds(MGCrP, heads=st.integers(1, 2), m=st.integers(2, 4), n=st.integers(2, 4))
+    tokens = st.one_of(st.builds(ClassTokenHead, drop=drops()), st.builds(GAPHead, norm=st.one_of(st.none(), norms())),
+                       st.builds(SecondOrderHead, fusion=st.sampled_from(["sum", "concat"]), pool=mgcrp,
+                                 norm=st.just(SvPN())))
+    return st.builds(ConformerHead, tokens=tokens, norm=st.builds(Norm, eps=small_floats(1e-6, 1e-4)))
+
+
 @st.composite
 def token_embeds(draw) -> TokenEmbed:
     padding_id = draw(st.one_of(st.none(), st.integers(0, 3)))
@@ -601,6 +628,10 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
                                  causal=t[1], head=LastTokenHead() if t[1] else FirstTokenHead(pooler="tanh"))),
             refiner_stacks(16, 2, (2, 2)).map(lambda b: _hierarchical(Block(), stages=[
                 Stage(depth=2, dim=16, block=b), Stage(depth=2, dim=32, block=b, entry=PatchMerging())]))),
+        ConformerStem: st.tuples(st.builds(ConformerStem, patch_size=st.just(16), stem=st.sampled_from([4, 8]),
+                                           width=st.sampled_from([4, 8])), st.integers(0, 1), st.sampled_from([1, 2]))
+        .map(lambda t: _conformer(embedder=t[0], med_blocks=t[1], last_stride=t[2])),
+        ConformerHead: conformer_heads().map(lambda h: _conformer(head=h)),
         ConvStem: st.builds(ConvStem, patch_size=st.sampled_from([2, 4]), width=st.integers(1, 4))
         .map(lambda e: _isotropic(embedder=e, img_size=4 * e.patch_size)),
         MLP: ffns(16).map(lambda f: _isotropic(block=Block(attention=MHSA(heads=2), ffn=f))),
@@ -779,6 +810,15 @@ def _kind_rules() -> dict[type, Any]:
     return {
         PatchEmbed: embedder, SimplePatchEmbed: embedder, SoTEmbed: embedder, SOPE: embedder, ConvStem: embedder,
         T2TEmbed: embedder,
+        ConformerStem: lambda spec: embedder(spec) + [  # a map at stride 4; the map must reach a head that reads it
+            ([("embedder.patch_size", 6), ("img_size", 36)], "embedder.patch_size"),
+            ([("embedder.width", 6)], "embedder.width"),
+            ([("head", {"kind": "class_token"})], "head"),
+            ([("stages.1.block.conv.down", 1)], "stages.1.block.conv.down")],
+        ConformerHead: lambda spec: [  # a CNN map only after a two-branch embedder; a token head reads tokens only
+            ([("embedder", {"kind": "patch", "patch_size": 16})], "embedder"),
+            ([("head.tokens", {"kind": "conformer"})], "head.tokens"),
+            ([("class_token", False)], "stages.1.block.conv")],
         RefinerAttention: lambda spec: [  # on text: the released DLA's BatchNorms, a grid, a kernel above 8 tokens
             ([("block.attention.refine", {"form": "released"})], "block.attention.refine.form"),
             ([("block.attention.refine", {"constraint": "spatial"})], "block.attention.refine.constraint"),

@@ -21,6 +21,9 @@ from vspec.spec import (
     SOPE,
     Block,
     ClassTokenHead,
+    ConformerHead,
+    ConformerStem,
+    ConvBranch,
     ConvStem,
     GAPHead,
     IRPEAttention,
@@ -62,8 +65,25 @@ def linear_params(n_in: int, n_out: int, bias: bool = True) -> int:
     return n_in * n_out + (n_out if bias else 0)
 
 
+def bottleneck_params(c_in: int, width: int, project: bool) -> int:
+    """ResNet's bottleneck: 1x1 (width / 4), 3x3, 1x1 (width), no biases, each + BN; a projected residual 1x1 + BN."""
+    mid = width // 4
+    return c_in * mid + mid * mid * 9 + mid * width + 2 * (2 * mid + width) + project * (c_in * width + 2 * width)
+
+
+def conv_branch_params(c: ConvBranch, c_in: int, d: int) -> int:
+    """Conformer's ConvTransBlock beside the ViT block: bottleneck, med blocks, FCUDown (1x1 conv with bias,
+    LayerNorm), FCUUp (1x1 conv with bias, BN), fusion bottleneck."""
+    w, mid = c.width, c.width // 4
+    return (bottleneck_params(c_in, w, c_in != w or c.stride != 1) + c.med_blocks * bottleneck_params(w, w, False)
+            + (mid * d + d + 2 * d) + (d * mid + mid + 2 * mid) + bottleneck_params(w, w, c.fusion_stride != 1))
+
+
 def embedder_params(e, in_chans: int, d: int) -> int:
     p = e.patch_size
+    if isinstance(e, ConformerStem):  # conv 7x7 (no bias) + BN; the first bottleneck; conv p/4 (bias) to d
+        return in_chans * e.stem * 49 + 2 * e.stem + bottleneck_params(e.stem, e.width, True) \
+            + linear_params(e.stem * (p // 4) ** 2, d)
     if isinstance(e, PatchEmbed):  # Conv2d(in_chans, d, kernel p, stride p) [+ norm(d)]
         return in_chans * p * p * d + (d if e.bias else 0) + norm_params(e.norm, d)
     if isinstance(e, SoTEmbed):
@@ -160,6 +180,7 @@ def expected_params(spec: Model, num_classes: int | None = None) -> int:
     if spec.pos_embed == "learned":  # one row per token, class token included
         total += (grid[0] * grid[1] + int(spec.class_token)) * d
     # stages: entry (2x2 patch merging: norm(4C) + Linear(4C, D)), then blocks
+    chans = getattr(spec.embedder, "width", 0)  # a two-branch body's CNN map (Conformer)
     for stage in spec.stages:
         if stage.entry is not None:
             total += norm_params(stage.entry.norm, 4 * d) + linear_params(4 * d, stage.dim, stage.entry.bias)
@@ -168,11 +189,17 @@ def expected_params(spec: Model, num_classes: int | None = None) -> int:
         stack = list(stage.block) if isinstance(stage.block, tuple) else [stage.block] * stage.depth
         assert len(stack) == stage.depth
         total += sum(block_params(b, d, grid, int(spec.class_token)) for b in stack)
+        for b in stack:
+            if b.conv is not None:
+                total, chans = total + conv_branch_params(b.conv, chans, d), b.conv.width
     # final norm: the last block's norm kind
     if spec.final_norm:
         total += norm_params(spec.stages[-1].blocks[-1].norm, d)
     # head
     head = spec.head
+    if isinstance(head, ConformerHead):  # the map's classifier, the tokens' LayerNorm, then the token head
+        total += (linear_params(chans, nc) if nc > 0 else 0) + 2 * d
+        head = head.tokens
     if isinstance(head, GAPHead):
         total += norm_params(head.norm, d)
     if isinstance(head, ClassTokenHead) and head.dense is not None and nc > 0:  # the classifier on every token
@@ -821,6 +848,8 @@ def test_preset_specs(path):
         for m in model.modules():
             if isinstance(m, LayerScale):
                 m.gamma.fill_(1.0)
+        if spec.embedder.two_branch:  # BatchNorm statistics of the batch: with the init's (0, 1) a 12-block ResNet
+            calibrate_batch_norms(model, batch(spec))  # branch's logits reach 2e3, and float32 rounds small gradients
     out = model(batch(spec))
     (out * torch.randn_like(out)).sum().backward()
     assert_every_parameter_learns(model, inert=inert_parameters(spec))
@@ -835,6 +864,18 @@ def inert_parameters(spec: Model) -> tuple[str, ...]:
             and spec.head.dense is None:
         return (f"stages.{i}.blocks.{stage.depth - 1}.attn.core.table_k",)
     return ()
+
+
+def calibrate_batch_norms(model: nn.Module, x: torch.Tensor) -> None:
+    """Running statistics = those of `x` (one training-mode pass with a cumulative average), then eval mode."""
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None
+    model.train()(x)
+    for m in norms:
+        m.momentum = 0.1
+    model.eval()
 
 
 def test_input_of_another_size_is_a_one_line_error():

@@ -23,7 +23,19 @@ from typing import Any
 import attrs
 
 from .cli_common import OneLineParser, UsageError, one_line, printable
-from .spec import Model, SpecError, Tokens, budget, load_spec, override, parse_assignment, to_dict, to_json
+from .spec import (
+    Model,
+    SpecError,
+    Tokens,
+    budget,
+    conv_layout,
+    layout,
+    load_spec,
+    override,
+    parse_assignment,
+    to_dict,
+    to_json,
+)
 from .spec.core import show
 
 MAX_BATCHES = 1000  # analyze --batches (the Refiner paper averages over 10)
@@ -194,6 +206,17 @@ def _grouped(rows: list[tuple[str, str, int | None, int | None, tuple[int, ...]]
         out.append(("  " * (stage is not None) + name, 1, values))
         run = (stage, index) if role == "block" else None
     return out
+
+
+def stage_labels(spec: Model, tokens: Sequence[Tokens]) -> list[str]:
+    """`stage i: <its tokens>`, and in a two-branch body (Conformer) the CNN map it receives -> hands on."""
+    maps = conv_layout(spec)
+    labels = [f"stage {i}: {t}" for i, t in enumerate(tokens)]
+    if not maps:
+        return labels
+    ends = [(s.first, s.first + s.depth) for s in layout(spec)]
+    return [f"{label}; {maps[a]}" + (f" -> {maps[b]}" if maps[b] != maps[a] else "")
+            for label, (a, b) in zip(labels, ends)]
 
 
 def input_label(spec: Model) -> str:
@@ -373,7 +396,7 @@ def cmd_build(args: argparse.Namespace) -> None:
     total, trainable, weights = (sum(c[i] for c in counts) for i in range(3))
     rows = [["component", "params"]]
     named = [(p.name, p.role, p.stage, p.index, (c[0],)) for p, c in zip(parts, counts)]
-    for name, times, (n,) in _grouped(named, [f"stage {s.index}: {s.tokens}" for s in model.layout]):
+    for name, times, (n,) in _grouped(named, stage_labels(spec, [s.tokens for s in model.layout])):
         rows.append([name, _count(n, times)])
     print(f"{printable(args.path)}: {describe(spec)}, {spec.num_classes} classes, {input_label(spec)}")
     print(format_table(rows))
@@ -420,7 +443,7 @@ def cmd_profile(args: argparse.Namespace) -> None:
         return
     rows = [["component", "params", "MACs"]]
     named = [(name, c.role, c.stage, c.index, (c.params, c.macs)) for name, c in prof.components.items()]
-    labels = [f"stage {s.index}: {Tokens(s.dim, s.grid, s.prefix, sequence=text)}" for s in prof.stages]
+    labels = stage_labels(spec, [Tokens(s.dim, s.grid, s.prefix, sequence=text) for s in prof.stages])
     for name, times, (n, m) in _grouped(named, labels):
         rows.append([name, _count(n, times), _count(m, times, _si)])
     rows.append(["total", f"{prof.params:,}", _si(prof.macs)])

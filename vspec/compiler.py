@@ -46,6 +46,10 @@ MODULES: dict[type, type[nn.Module]] = {
     S.RefinerAttention: N.RefinerAttention,
     # T2T-ViT
     S.T2TEmbed: N.T2TEmbed,
+    # Conformer
+    S.ConformerStem: N.ConformerStem,
+    S.ConvBranch: N.ConvBranch,
+    S.ConformerHead: N.ConformerHead,
     # language bodies
     S.TokenEmbed: N.TokenEmbed,
     S.FirstTokenHead: N.FirstTokenHead,

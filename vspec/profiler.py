@@ -93,6 +93,7 @@ ZERO_COST_OPS = (
     "aten::diagonal", "aten::linalg_svd", "aten::index_select", "aten::square", "aten::pad", "aten::unflatten",
     "aten::repeat_interleave", "aten::eq", "aten::embedding", "aten::ne", "aten::cumsum", "aten::im2col",
     "aten::gather", "aten::scatter_add", "aten::new_zeros",
+    "aten::upsample_nearest2d",
 )
 
 FVCORE_HANDLES: dict[str, Callable[[list[Any], list[Any]], int]] = {
@@ -257,6 +258,19 @@ def _count_torch(module: nn.Module, x: tuple[torch.Tensor, ...]) -> _Count:
     return _Count(mode.get_total_flops() // 2, by_op, *_located(module, by_module))
 
 
+class _WithMap(nn.Module):
+    """A coupled block (Conformer) that takes its CNN map last and positionally, as the tracers pass inputs (the
+    block contract takes it by keyword, `conv`)."""
+
+    def __init__(self, block: nn.Module):
+        super().__init__()
+        self.block = block
+
+    def forward(self, x: torch.Tensor, *rest: torch.Tensor):
+        *maps, conv = rest
+        return self.block(x, *maps, conv=conv)
+
+
 def part_params(part) -> tuple[int, int, int]:
     """(total, trainable, in linear / conv weights) of a part, its extra parameters included."""
     params = [*part.module.parameters(), *part.extra]
@@ -300,9 +314,11 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
         device = "meta" if meta else None
         x = (part.example(1, device),)  # and the maps a block takes (Refiner)
         x += (torch.rand(1, *part.maps_in, device=device),) if part.maps_in else ()
-        counts[part.key] = _count_torch(part.module, x) if meta else _count_fvcore(part.module, x)
+        x += (torch.randn(1, *part.conv_in, device=device),) if part.conv_in else ()  # a two-branch body's map
+        module = _WithMap(part.module) if part.conv_in and part.role == "block" else part.module
+        counts[part.key] = _count_torch(module, x) if meta else _count_fvcore(module, x)
         if crosscheck and not meta:
-            cross += _count_torch(part.module, x).macs * repeats[part.key]
+            cross += _count_torch(module, x).macs * repeats[part.key]
     totals = _sizes(parts)
     components = {p.name: ComponentProfile(n[0], counts[p.key].macs, p.role, p.stage, p.index)
                   for p, n in zip(parts, totals)}

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from .common import ConversionError, ConversionNote, load_mapped
+from .conformer import from_official_conformer
 from .dhvt import from_official_dhvt
 from .hf import from_hf, spec_from_hf
 from .irpe import from_official_irpe
@@ -21,7 +22,8 @@ from .timm import from_timm
 # family -> converter(state_dict, config) for the papers' released code
 OFFICIAL = {"sot": from_official_sot, "sot_text": from_official_sot_text, "dhvt": from_official_dhvt,
             "msf": from_official_msf, "refiner": from_official_refiner, "t2t": from_official_t2t,
-            "irpe": from_official_irpe}
+            "irpe": from_official_irpe,
+            "conformer": from_official_conformer}
 
 
 def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any],

@@ -3,6 +3,7 @@
 `text.py` (language bodies); `model.py` assembles blocks, stages and the model; `layers.py` holds the shared layers
 and the one norm factory; `heads.py` the contract between heads and training (HeadOutput, head_loss)."""
 
+from .conformer import ConformerHead, ConformerStem, ConvBranch
 from .context import BuildContext
 from .dhvt import DAFF, SOPE, HeadTokens
 from .heads import HeadOutput, head_loss
@@ -27,6 +28,7 @@ __all__ = [
     "MeanShiftAttention", "WindowMeanShiftAttention",
     "ConvStem", "RefinerAttention",
     "T2TEmbed",
+    "ConformerHead", "ConformerStem", "ConvBranch",
     "FirstTokenHead", "LastTokenHead", "TokenEmbed",
     "HeadOutput", "head_loss",
     "Block", "BuildContext", "Part", "Stage", "VisionTransformer", "make_norm",

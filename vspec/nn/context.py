@@ -25,6 +25,7 @@ class BuildContext:
     stage and in others (weights tied): the profiler's model, whose cost grows with the distinct
     parts, not with the depth or the number of stages.
     hands_on_maps: the next block of the stage takes this block's attention maps (Refiner).
+    conv_map: a two-branch body's CNN map (vspec.spec.ConvMap) that the block (or the head) receives, else None.
     """
 
     tokens: Tokens
@@ -38,6 +39,7 @@ class BuildContext:
     in_shape: tuple[int, ...] = ()
     tie_repeats: bool = False
     hands_on_maps: bool = False
+    conv_map: Any = None
 
     @property
     def dim(self) -> int:

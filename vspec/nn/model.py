@@ -17,11 +17,14 @@ from .layers import Component, DropPath, LayerScale, make_norm, maybe
 
 
 class Carry(NamedTuple):
-    """What every block returns: its tokens `x` and the attention maps it hands on to the next block of its
-    stage (Refiner's side channel; None when it hands none on)."""
+    """What every block returns: its tokens `x`, the attention maps it hands on to the next block of its
+    stage (Refiner's side channel; None when it hands none on), and a two-branch body's CNN map `conv`
+    (Conformer: the second state, changed by a block with a CNN branch, handed on by any other; None in a
+    one-branch body)."""
 
     x: torch.Tensor
     maps: torch.Tensor | None = None
+    conv: torch.Tensor | None = None
 
 
 class Block(nn.Module):
@@ -29,7 +32,10 @@ class Block(nn.Module):
     optional layer scale and drop path (with adjust_ratio a: x + f(norm(a x)) / a); with head tokens,
     attn runs inside HeadTokens. Post-norm (`post`): x = norm1(x + attn(x)), then x = norm2(x + ffn(x)).
 
-    One contract for every block: `block(x, maps=None, *, mask=None, causal=False) -> Carry`. `maps` are the
+    One contract for every block: `block(x, maps=None, *, mask=None, causal=False, conv=None) -> Carry`. `conv`
+    is a two-branch body's CNN map: a block with a CNN branch (`spec.conv`, Conformer) runs its bottleneck, adds
+    FCUDown's tokens to x before the transformer block and fuses FCUUp's map after it; any other block hands the
+    map on as it came. `maps` are the
     previous block's handed-on maps (read by an attention that takes them, `consumes`); `mask` (B, N) bool is
     True at real tokens, False at padding (keys that no query may attend; each sample needs one real token);
     `causal` lets token i attend to tokens <= i (with a mask too: the real ones, and itself, so that left padding
@@ -51,9 +57,12 @@ class Block(nn.Module):
         self.ffn = ctx.child(spec.ffn)
         self.ls2 = maybe(LayerScale, spec.layer_scale is not None, d, spec.layer_scale)
         self.drop_path = maybe(DropPath, ctx.drop_path > 0, ctx.drop_path)
+        self.conv = ctx.child(spec.conv) if spec.conv is not None else None
 
     def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
-                causal: bool = False) -> Carry:
+                causal: bool = False, conv: torch.Tensor | None = None) -> Carry:
+        if self.conv is not None:
+            conv, x = self.conv.down(conv, x)  # the CNN block; tokens + FCUDown(its middle map)
         r, post = self.ratio, self.post
         h = x if post else self.norm1(x if r == 1 else x * r)
         masks = self.masks_for(mask, causal)
@@ -65,10 +74,10 @@ class Block(nn.Module):
         if post:
             x = self.norm1(x)
             x = self.norm2(x + self.drop_path(self.ls2(self.ffn(x))))
-            return Carry(x, maps if self.hands_on else None)
+            return Carry(x, maps if self.hands_on else None, conv if self.conv is None else self.conv.up(conv, x))
         f = self.ffn(self.norm2(x if r == 1 else x * r))
         x = x + self.drop_path(self.ls2(f if r == 1 else f / r))
-        return Carry(x, maps if self.hands_on else None)
+        return Carry(x, maps if self.hands_on else None, conv if self.conv is None else self.conv.up(conv, x))
 
     def masks_for(self, mask: torch.Tensor | None, causal: bool) -> dict:
         """The attention's mask keywords (none without masks: kinds that honour none need not take them)."""
@@ -92,7 +101,8 @@ class Stage(nn.Module):
     module again, weights tied; a new one is built and recorded."""
 
     def __init__(self, spec: S.Stage, shape: S.StageLayout, ctx: BuildContext, rates: Sequence[float],
-                 built: dict[Hashable, nn.Module] | None = None):
+                 built: dict[Hashable, nn.Module] | None = None, conv_maps: Sequence[S.ConvMap] = ()):
+        """`conv_maps`: a two-branch body's CNN map that each block of the stage receives (() for one branch)."""
         super().__init__()
         built = {} if built is None else built
         self.entry = self.entry_key = None
@@ -106,19 +116,23 @@ class Stage(nn.Module):
         for j, block in enumerate(spec.blocks):
             i = shape.first + j
             key = ("block", shape.tokens, block, block.variant(shape.tokens, j), spec.hands_on(j))
+            conv_map = conv_maps[j] if block.conv is not None else None
+            key += (conv_map,) if conv_map is not None else ()
             if not (ctx.tie_repeats and key in built):
                 built[key] = ctx.child(block, tokens=shape.tokens, index_in_stage=j, drop_path=rates[i],
-                                       hands_on_maps=spec.hands_on(j))
+                                       hands_on_maps=spec.hands_on(j), conv_map=conv_map)
             self.keys.append(key)
             blocks.append(built[key])
         self.blocks = nn.ModuleList(blocks)
 
-    def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
-        """The entry, then each block with what the one before it hands on (Block's contract)."""
+    def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, causal: bool = False,
+                conv: torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """The entry, then each block with what the one before it hands on (Block's contract): the tokens, or with
+        a two-branch body's CNN map `conv`, (tokens, map)."""
         x, maps = (x if self.entry is None else self.entry(x)), None
         for block in self.blocks:
-            x, maps = block(x, maps, mask=mask, causal=causal)
-        return x
+            x, maps, conv = block(x, maps, mask=mask, causal=causal, conv=conv)
+        return x if conv is None else (x, conv)
 
 
 @dataclass(frozen=True)
@@ -129,7 +143,9 @@ class Part:
     thing; `extra` are parameters on the model that belong to the part (the embedder's class token and
     position embedding); `maps_in` is the per-sample shape (H, N, N) of the attention maps a block takes
     from the block before it (Refiner), None for the others; `ids_below`: the input is integer ids below it
-    (a text embedder's token ids), None for a float input."""
+    (a text embedder's token ids), None for a float input; `conv_in`: the per-sample shape (C, H, W) of the CNN
+    map a coupled block or a map-reading head takes (a two-branch body, Conformer; by keyword `conv` for a
+    block, second for the head), None for the others."""
 
     name: str
     role: str  # embedder | entry | block | norm | head
@@ -141,6 +157,7 @@ class Part:
     extra: tuple[nn.Parameter, ...] = ()
     maps_in: tuple[int, ...] | None = None
     ids_below: int | None = None
+    conv_in: tuple[int, ...] | None = None
 
     def example(self, batch: int = 1, device: torch.device | str | None = None) -> torch.Tensor:
         """A random input of the part: N(0, 1), or token ids."""
@@ -171,6 +188,7 @@ class VisionTransformer(nn.Module):
         self.embed_dim = self.layout[0].tokens.dim
         self.num_prefix_tokens = spec.num_prefix_tokens
         self.text, self.causal = spec.embedder.text, spec.causal
+        self.two_branch, self.conv_layout = spec.embedder.two_branch, S.conv_layout(spec)  # Conformer's CNN map
         first = ctx.tokens  # what the embedder produces
         d = first.dim
         self.embedder = ctx.child(spec.embedder)
@@ -187,10 +205,11 @@ class VisionTransformer(nn.Module):
         depth = spec.depth  # a sum over the stages: once, not per block
         rates = [spec.drop_path * i / max(depth - 1, 1) for i in range(depth)]  # one ramp, all stages
         built: dict[Hashable, nn.Module] = {}  # the tied model's distinct parts, across stages
-        self.stages = nn.ModuleList(Stage(s, shape, ctx, rates, built) for s, shape in zip(spec.stages, self.layout))
+        self.stages = nn.ModuleList(Stage(s, shape, ctx, rates, built, self.conv_layout[shape.first:][:shape.depth])
+                                    for s, shape in zip(spec.stages, self.layout))
         last = self.layout[-1].tokens
         self.norm = make_norm(spec.stages[-1].blocks[-1].norm, last.dim) if spec.final_norm else nn.Identity()
-        self.head = ctx.child(spec.head, tokens=last)
+        self.head = ctx.child(spec.head, tokens=last, conv_map=self.conv_layout[-1] if self.two_branch else None)
         self.feature_info = self._feature_info()
         if spec.init == "timm":
             self.init_weights()
@@ -223,12 +242,14 @@ class VisionTransformer(nn.Module):
                 e = shape.entry_in
                 out.append(Part(f"stages.{i}.entry", "entry", i, None, stage.entry, (e.length, e.dim), stage.entry_key))
             out += [Part(f"stages.{i}.blocks.{j}", "block", i, j, block, (t.length, t.dim), key,
-                         maps_in=(spec.attention.heads, t.length, t.length) if spec.consumes_maps else None)
+                         maps_in=(spec.attention.heads, t.length, t.length) if spec.consumes_maps else None,
+                         conv_in=_map_shape(self.conv_layout[shape.first + j]) if spec.conv is not None else None)
                     for j, (block, key, spec) in enumerate(zip(stage.blocks, stage.keys, stage_spec.blocks))]
         last = self.layout[-1].tokens
         if self.spec.final_norm:
             out.append(Part("norm", "norm", None, None, self.norm, (last.length, last.dim), "norm"))
-        return out + [Part("head", "head", None, None, self.head, (last.length, last.dim), "head")]
+        head_map = _map_shape(self.conv_layout[-1]) if self.two_branch else None
+        return out + [Part("head", "head", None, None, self.head, (last.length, last.dim), "head", conv_in=head_map)]
 
     def _feature_info(self) -> list[dict]:
         """timm's feature_info: one entry per block of a one-stage model, per stage otherwise."""
@@ -291,6 +312,12 @@ class VisionTransformer(nn.Module):
                              f"{', '.join(map(str, expected))}) (its spec's in_chans and img_size; rebuild the "
                              "spec at another size, e.g. --set img_size=[H, W])")
         x = self.embedder(x)
+        if self.two_branch:  # (tokens, the CNN map)
+            return self._prepend(x[0]), x[1]
+        return self._prepend(x)
+
+    def _prepend(self, x: torch.Tensor) -> torch.Tensor:
+        """The class token, then the position embedding."""
         if self.cls_token is not None:
             x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1)
         return x if self.pos_embed is None else x + self.pos_embed
@@ -298,18 +325,26 @@ class VisionTransformer(nn.Module):
     def forward_features(self, x: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                          token_type_ids: torch.Tensor | None = None, *,
                          input_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """The last hidden states (B, N, dim), after the final norm."""
+        """The last hidden states (B, N, dim), after the final norm; a two-branch body's: (tokens, CNN map)."""
         x = _one_input(x, input_ids)
         return self._features(x, self.padding(x, attention_mask), token_type_ids)
 
     def _features(self, x: torch.Tensor, mask: torch.Tensor | None, token_type_ids: torch.Tensor | None):
         x = self.forward_tokens(x, token_type_ids)
+        if self.two_branch:
+            x, conv = x
+            for stage in self.stages:
+                x, conv = stage(x, mask=mask, causal=self.causal, conv=conv)
+            return self.norm(x), conv
         for stage in self.stages:
             x = stage(x, mask=mask, causal=self.causal)
         return self.norm(x)
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None):
-        """The head on the last hidden states; `mask` (B, N) bool: the real tokens of a padded text batch."""
+        """The head on the last hidden states; `mask` (B, N) bool: the real tokens of a padded text batch. A
+        two-branch body's features are (tokens, CNN map), and its head reads both."""
+        if self.two_branch:
+            return self.head(*x, pre_logits=pre_logits)
         return self.head(x, pre_logits=pre_logits) if mask is None else self.head(x, pre_logits=pre_logits, mask=mask)
 
     def forward(self, x: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
@@ -332,6 +367,9 @@ class VisionTransformer(nn.Module):
         NLC (the tokens, prefix included; a text body's only form, its per-layer hidden states); None: NCHW
         for images, NLC for text. Returns (final features, intermediates) or the
         intermediates only; the final features have the final norm once the last stage was run."""
+        if self.two_branch:
+            raise ValueError("forward_intermediates: a two-branch body (Conformer) carries a CNN map beside the "
+                             "tokens; its taps are not implemented")
         output_fmt = output_fmt or ("NLC" if self.text else "NCHW")
         if output_fmt not in ("NCHW", "NLC") or (self.text and output_fmt != "NLC"):
             raise ValueError(f"output_fmt must be {'NLC (a text body has no map)' if self.text else 'NCHW or NLC'}, "
@@ -347,7 +385,7 @@ class VisionTransformer(nn.Module):
             reached = shape.index
             x, maps = (x if stage.entry is None else stage.entry(x)), None
             for j, block in enumerate(stage.blocks):
-                x, maps = block(x, maps, mask=mask, causal=self.causal)
+                x, maps, _ = block(x, maps, mask=mask, causal=self.causal)
                 k = taps.get((shape.index, j))
                 if k in take:
                     y = self.norm(x) if norm and shape.index == last_stage else x
@@ -369,6 +407,10 @@ def example_input(spec: S.Model, batch: int = 1, *, dtype: torch.dtype | None = 
         e = spec.embedder
         return torch.randint(e.vocab_size, (batch, e.seq_len), generator=generator, device=device)
     return torch.randn(batch, spec.in_chans, *spec.img_size, dtype=dtype, generator=generator, device=device)
+
+
+def _map_shape(m: S.ConvMap) -> tuple[int, int, int]:
+    return (m.chans, *m.grid)
 
 
 def _one_input(x: torch.Tensor | None, input_ids: torch.Tensor | None) -> torch.Tensor:

@@ -8,11 +8,12 @@ shapes. Importing this package does not import torch.
 
 from . import budget  # noqa: F401 - the size guard, vspec.spec.budget
 from .budget import MemoryBudgetError
+from .conformer import ConformerHead, ConformerStem, ConvBranch
 from .core import SpecError
 from .dhvt import DAFF, SOPE, HeadTokens
 from .irpe import IRPEAttention
 from .kinds import AttentionKind, EmbedderKind, EntryKind, FFNKind, HeadKind, Kind
-from .layout import StageLayout, Tokens, embedded, layout
+from .layout import ConvMap, StageLayout, Tokens, conv_layout, embedded, layout
 from .load import load_spec, override, parse_assignment
 from .migrate import VERSION
 from .model import KINDS, ROLES, Block, Model, Stage
@@ -56,6 +57,8 @@ __all__ = [
     "ConvStem", "Refine", "RefinerAttention",
     # T2T-ViT
     "T2TEmbed",
+    # Conformer
+    "ConformerHead", "ConformerStem", "ConvBranch", "ConvMap", "conv_layout",
     # language bodies
     "FirstTokenHead", "LastTokenHead", "TokenEmbed",
     # the role protocol

@@ -88,12 +88,15 @@ def unregister(cls: type) -> None:
 class EmbedderKind(Kind):
     """Image -> tokens on a grid. `patch_size`: pixels per token side (the first stage's reduction).
     `text`: it reads token ids instead (`vspec.spec.text`): its tokens are a sequence, grid (1, L), that may
-    be padded, so that every attention and the head must honour a key-padding mask."""
+    be padded, so that every attention and the head must honour a key-padding mask. `two_branch`: it returns
+    (tokens, CNN map), and the blocks carry the map beside the tokens (`vspec.spec.conformer`; its `map(img_size)`
+    is the map's shape)."""
 
     __slots__ = ()
     role: ClassVar[str] = "embedder"
     patch_size: int
     text: ClassVar[bool] = False
+    two_branch: ClassVar[bool] = False  # it also yields a CNN map that blocks carry beside the tokens (Conformer)
 
     def grid(self, img_size: tuple[int, int]) -> tuple[int, int]:
         return (img_size[0] // self.patch_size, img_size[1] // self.patch_size)
@@ -204,12 +207,14 @@ LOGITS = (Output("logits"),)  # a one-output head: its logits against the image 
 class HeadKind(Kind):
     """Tokens -> logits. `reads_prefix`: whether it reads the prefix (class) token; `masks`: it honours a
     padding mask (reads real tokens only), which a text body needs; `outputs()`: what it returns in training
-    (vit.Output), by default its logits against the image label."""
+    (vit.Output), by default its logits against the image label; `reads_map`: it also takes a two-branch body's
+    CNN map (`forward(x, conv, ...)`), which only such a body has."""
 
     __slots__ = ()
     role: ClassVar[str] = "head"
     reads_prefix: ClassVar[bool] = True
     masks: ClassVar[bool] = False
+    reads_map: ClassVar[bool] = False  # it also reads a two-branch body's CNN map (Conformer)
 
     def outputs(self) -> tuple[Output, ...]:
         return LOGITS

@@ -56,6 +56,28 @@ class StageLayout:
     reduction: int
 
 
+@frozen
+class ConvMap:
+    """A two-branch body's CNN map (Conformer): `chans` channels on a `grid` (height, width)."""
+
+    chans: int
+    grid: tuple[int, int]
+
+    def __str__(self) -> str:
+        return f"{self.grid[0]}x{self.grid[1]} map x {self.chans}"
+
+
+def conv_layout(model: Model) -> tuple[ConvMap, ...]:
+    """A two-branch body's CNN maps: the one each block receives, in order, then the one the head reads; () for
+    a one-branch body. A block with a `conv` branch changes the map (`ConvBranch.output`), any other hands it on."""
+    if not model.embedder.two_branch:
+        return ()
+    out = [model.embedder.map(model.img_size)]
+    for block in model.blocks:
+        out.append(out[-1] if block.conv is None else block.conv.output(out[-1]))
+    return tuple(out)
+
+
 def embedded(model: Model) -> Tokens:
     """The tokens after the embedder, class token and position embedding: the first stage's input."""
     return Tokens(model.stages[0].dim, model.embedder.grid(model.img_size), int(model.class_token),

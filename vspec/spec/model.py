@@ -9,11 +9,12 @@ from typing import Any, Literal
 import attrs
 from attrs import field, frozen
 
-from . import dhvt, irpe, msf, refiner, sot, swin, t2t, text  # noqa: F401 - every paper's kinds, registered (kinds.KINDS)
+from . import conformer, dhvt, irpe, msf, refiner, sot, swin, t2t, text  # noqa: F401 - every paper's kinds (kinds.KINDS)
+from .conformer import ConvBranch
 from .core import SpecError, check, check_pair, check_size, join, pair, show
 from .dhvt import HeadTokens
 from .kinds import KINDS, ROLES, AttentionKind, EmbedderKind, EntryKind, FFNKind, HeadKind, of_role  # noqa: F401
-from .layout import Tokens, embedded, layout
+from .layout import Tokens, conv_layout, embedded, layout
 from .vit import MHSA, MLP, ClassTokenHead, Norm, PatchEmbed
 
 POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
@@ -28,6 +29,8 @@ class Block:
     `layer_scale`, when set, is the initial value of a learnable per-channel scale on each branch.
     `head_tokens`, when set, adds DHVT's head tokens around the attention. `adjust_ratio` a: each
     branch reads norm(a x) and adds f / a (Refined-ViT: x + 2 attn(LN(x / 2)), a = 0.5; 1: plain).
+    `conv`, when set, is the block's CNN side in a two-branch body (Conformer's ConvTransBlock: a bottleneck
+    and the feature-coupling units around the transformer block); without it a block hands the map on.
     """
 
     attention: AttentionKind = field(default=MHSA(), validator=of_role(AttentionKind))
@@ -37,6 +40,7 @@ class Block:
     head_tokens: HeadTokens | None = field(default=None, validator=check(HeadTokens, optional=True))
     adjust_ratio: float = field(default=1.0, validator=check(float, gt=0))
     post_norm: bool = field(default=False, validator=check(bool))
+    conv: ConvBranch | None = field(default=None, validator=check(ConvBranch, optional=True))
 
     def __attrs_post_init__(self):
         if self.post_norm and self.adjust_ratio != 1:
@@ -233,6 +237,7 @@ class Model:
                 stage.check_maps()
             except SpecError as e:
                 raise e.under(prefix) from None
+        self.check_branches(stages)
         try:
             self.head.check(stages[-1].tokens)
         except SpecError as e:
@@ -248,6 +253,30 @@ class Model:
             raise SpecError("pos_embed", f"sincos2d needs dim divisible by 4, got {first.dim}")
         if self.pos_embed == "sincos1d" and first.dim % 2:
             raise SpecError("pos_embed", f"sincos1d needs an even dim, got {first.dim}")
+
+    def check_branches(self, stages) -> None:
+        """A two-branch body (Conformer): each coupled block's rule on the map it receives; the map exists only
+        after a two-branch embedder and must reach a head that reads it."""
+        two = self.embedder.two_branch
+        if two != self.head.reads_map:
+            raise SpecError("head" if two else "embedder",
+                            f"a {self.embedder.kind} embedder's CNN map must reach a head that reads it (conformer)"
+                            if two else f"the {self.head.kind} head reads a CNN map, which only a two-branch embedder "
+                                        "(conformer_stem) yields")
+        maps, i = conv_layout(self), 0
+        for stage, shape in zip(self.stages, stages):
+            for j, block in enumerate(stage.blocks):
+                if block.conv is not None:
+                    entry = "block" if isinstance(stage.block, Block) else f"block.{j}"
+                    path = join(self.stage_path(shape.index), entry)
+                    if not two:
+                        raise SpecError(join(path, "conv"), f"a CNN branch needs an embedder that yields a map "
+                                                            f"(conformer_stem), not {self.embedder.kind}")
+                    try:
+                        block.conv.check(maps[i], shape.tokens, block.attention)
+                    except SpecError as e:
+                        raise e.under(join(path, "conv")) from None
+                i += 1
 
     def kinds(self) -> list[tuple[str, Any]]:
         """(path, kind) of every component the body and the head hold: entries, attentions, FFNs, the head."""
