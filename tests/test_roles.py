@@ -14,6 +14,7 @@ from vspec.nn.layers import RoleProjections
 from vspec.spec import (
     MHSA,
     Block,
+    IRPEAttention,
     MeanShiftAttention,
     Model,
     PatchEmbed,
@@ -49,6 +50,8 @@ CASES = [
     (RefinerAttention(**SMALL, form="released"), QKV),
     (RefinerAttention(**SMALL, refine=Refine(expansion=3, reduction=False)), {"Q": 8, "K": 8, "V": 24}),
     (RefinerAttention(**SMALL, reuse=True), {"V": 8}),
+    (IRPEAttention(**SMALL), QKV),
+    (IRPEAttention(**SMALL, on="qkv", projections=Projections(roles="QKQW", groups=2)), QKV),
 ]
 ATTENTIONS = sorted((c for c in MODULES if issubclass(c, MultiHead)), key=lambda c: c.__name__)
 
