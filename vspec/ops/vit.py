@@ -28,14 +28,15 @@ _ONEDNN = fast.private_op("mkldnn", "_linear_pointwise") if torch.backends.mkldn
 def _onednn_wins() -> bool:
     """Whether oneDNN's linear beats F.linear (MKL's GEMM) on this CPU at every size: it does with oneDNN's AVX-512
     kernels. Without AVX-512 (2-core AVX2 EPYC) it lost where the reduction is long (bert_base, K = 768 and 3072:
-    forward 0.86x with it, three runs) and was level or ahead where it is short (deit_tiny, K = 192), so there it
-    is taken up to `SHORT_K` input features only."""
+    forward 0.86x with it, three runs) and was ahead where it is short (deit_tiny, K = 192: forward 1.20x with it), but
+    already behind at K = 384 (t2t_vit_14's body: forward 0.92x with it), so there it is taken up to `SHORT_K`
+    input features only (medians of 9 alternating rounds, one process)."""
     is_avx512 = getattr(torch.cpu, "_is_avx512_supported", None)  # private: absent, it says no
     return bool(is_avx512 is not None and is_avx512())
 
 
 ONEDNN_WINS = _onednn_wins()  # tests set it to exercise the oneDNN path at every size on any CPU
-SHORT_K = 384  # input features up to which oneDNN's linear is taken on any CPU
+SHORT_K = 256  # input features up to which oneDNN's linear is taken on any CPU
 
 # activation name -> (oneDNN post-op, algorithm, eager function)
 ACTIVATIONS = {
