@@ -14,7 +14,7 @@ from .conformer import ConvBranch
 from .core import SpecError, check, check_pair, check_size, join, pair, show
 from .dhvt import HeadTokens
 from .kinds import KINDS, ROLES, AttentionKind, EmbedderKind, EntryKind, FFNKind, HeadKind, of_role  # noqa: F401
-from .layout import Tokens, conv_layout, embedded, layout
+from .layout import Tokens, embedded, layout
 from .vit import MHSA, MLP, ClassTokenHead, Norm, PatchEmbed
 
 POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
@@ -263,20 +263,27 @@ class Model:
                             f"a {self.embedder.kind} embedder's CNN map must reach a head that reads it (conformer)"
                             if two else f"the {self.head.kind} head reads a CNN map, which only a two-branch embedder "
                                         "(conformer_stem) yields")
-        maps, i = conv_layout(self), 0
-        for stage, shape in zip(self.stages, stages):
-            for j, block in enumerate(stage.blocks):
+        if not two:  # no map: no block may have a CNN branch (each distinct entry once, whatever the depth)
+            for path, block in self.named_blocks():
                 if block.conv is not None:
-                    entry = "block" if isinstance(stage.block, Block) else f"block.{j}"
-                    path = join(self.stage_path(shape.index), entry)
-                    if not two:
-                        raise SpecError(join(path, "conv"), f"a CNN branch needs an embedder that yields a map "
-                                                            f"(conformer_stem), not {self.embedder.kind}")
+                    raise SpecError(join(path, "conv"), f"a CNN branch needs an embedder that yields a map "
+                                                        f"(conformer_stem), not {self.embedder.kind}")
+            return
+        conv = self.embedder.map(self.img_size)
+        for stage, shape in zip(self.stages, stages):
+            for j, block in enumerate(stage.block if isinstance(stage.block, tuple) else (stage.block,)):
+                entry = "block" if isinstance(stage.block, Block) else f"block.{j}"
+                repeats = stage.depth if isinstance(stage.block, Block) else 1
+                for _ in range(repeats):  # a repeated block: until its map stops changing (a few steps at most)
+                    if block.conv is None:
+                        break
                     try:
-                        block.conv.check(maps[i], shape.tokens, block.attention)
+                        block.conv.check(conv, shape.tokens, block.attention)
                     except SpecError as e:
-                        raise e.under(join(path, "conv")) from None
-                i += 1
+                        raise e.under(join(self.stage_path(shape.index), entry, "conv")) from None
+                    conv, before = block.conv.output(conv), conv
+                    if conv == before:
+                        break
 
     def kinds(self) -> list[tuple[str, Any]]:
         """(path, kind) of every component the body and the head hold: entries, attentions, FFNs, the head."""
