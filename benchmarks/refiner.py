@@ -159,7 +159,7 @@ class Reference(nn.Module):
         x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1) + self.pos_embed
         maps = None
         for block in self.blocks:
-            x, maps, _ = block(x, maps)
+            x, maps = block(x, maps)
         return self.head(self.norm(x)[:, 0])
 
 
