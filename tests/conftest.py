@@ -36,6 +36,19 @@ def assert_close_to_stored(got, stored) -> None:
     assert diff <= STORED_ATOL, f"{diff:.3g} from the stored output (tolerance {STORED_ATOL})"
 
 
+def assert_same_function(ref, ours, x) -> None:
+    """Two models (in eval mode) give equal outputs on `x` and equal input gradients of their squared sum, within
+    float32 rounding: the same function, not only the same logits."""
+    import torch
+
+    x = x.clone().requires_grad_()
+    ref_out, out = ref(x), ours(x)
+    assert torch.allclose(ref_out, out, atol=1e-5)
+    (grad_ref,) = torch.autograd.grad(ref_out.square().sum(), x)
+    (grad,) = torch.autograd.grad(out.square().sum(), x)
+    assert torch.allclose(grad_ref, grad, atol=1e-5 * grad.abs().max().item())
+
+
 def load_benchmark(name: str):
     """benchmarks/<name>.py as a module (the benchmarks are scripts, not a package)."""
     path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
