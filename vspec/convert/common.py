@@ -21,6 +21,14 @@ class ConversionNote(UserWarning):
     """Something a converted model does differently from the released one, on purpose (a warning)."""
 
 
+# a timm-0.3-style isotropic body (blocks.i with mlp, a `head` Linear) -> vspec's one stage and class-token head
+ISOTROPIC_BODY = [
+    (r"^blocks\.(\d+)\.mlp\.", r"stages.0.blocks.\1.ffn."),
+    (r"^blocks\.", "stages.0.blocks."),
+    (r"^head\.", "head.fc."),
+]
+
+
 def renamer(rules: Sequence[tuple[str, str]]) -> Callable[[str], str]:
     """A key renamer applying the first matching (regex, replacement) rule; other keys keep their name."""
     compiled = [(re.compile(pattern), replacement) for pattern, replacement in rules]

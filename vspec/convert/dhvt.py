@@ -29,7 +29,7 @@ from torch import nn
 
 from .. import spec as S
 from ..compiler import build
-from .common import is_gelu, layer_norm_eps, load_mapped, read_arguments, refuse, renamer
+from .common import ISOTROPIC_BODY, is_gelu, layer_norm_eps, load_mapped, read_arguments, refuse, renamer
 
 # the released constructor's arguments with its defaults (embed_layer: the class PatchEmbed)
 ARGUMENTS: dict[str, Any] = {
@@ -89,9 +89,7 @@ _RULES = [
     (r"^blocks\.(\d+)\.attn\.pos_embed$", r"stages.0.blocks.\1.head_tokens.embed"),
     (r"^blocks\.(\d+)\.attn\.ht_proj\.", r"stages.0.blocks.\1.head_tokens.proj."),
     (r"^blocks\.(\d+)\.attn\.ht_norm\.", r"stages.0.blocks.\1.head_tokens.norm."),
-    (r"^blocks\.(\d+)\.mlp\.", r"stages.0.blocks.\1.ffn."),
-    (r"^blocks\.", "stages.0.blocks."),
-    (r"^head\.", "head.fc."),
+    *ISOTROPIC_BODY,
 ]
 
 

@@ -30,7 +30,7 @@ from torch import nn
 
 from .. import spec as S
 from ..compiler import build
-from .common import ConversionError, layer_norm_eps, load_mapped, read_arguments, refuse, renamer
+from .common import ISOTROPIC_BODY, ConversionError, layer_norm_eps, load_mapped, read_arguments, refuse, renamer
 
 ARGUMENTS: dict[str, Any] = {
     "img_size": 224, "patch_size": 16, "in_chans": 3, "num_classes": 1000, "embed_dim": 768, "depth": 12,
@@ -105,9 +105,7 @@ def spec_from_config(config: Mapping[str, Any]) -> S.Model:
 _RULES = [
     (r"^patch_embed\.", "embedder."),
     (r"^blocks\.(\d+)\.attn\.rpe_([qkv])\.lookup_table_weight$", r"stages.0.blocks.\1.attn.core.table_\2"),
-    (r"^blocks\.(\d+)\.mlp\.", r"stages.0.blocks.\1.ffn."),
-    (r"^blocks\.", "stages.0.blocks."),
-    (r"^head\.", "head.fc."),
+    *ISOTROPIC_BODY,
 ]
 _rename = renamer(_RULES)
 

@@ -25,7 +25,7 @@ from torch import nn
 
 from .. import spec as S
 from ..compiler import build
-from .common import check_sinusoid, layer_norm_eps, load_mapped, read_arguments, refuse, renamer
+from .common import ISOTROPIC_BODY, check_sinusoid, layer_norm_eps, load_mapped, read_arguments, refuse, renamer
 
 ARGUMENTS: dict[str, Any] = {
     "img_size": 224, "tokens_type": "performer", "in_chans": 3, "num_classes": 1000, "embed_dim": 768, "depth": 12,
@@ -65,9 +65,7 @@ def spec_from_config(config: Mapping[str, Any]) -> S.Model:
 RULES = [
     (r"^tokens_to_token\.attention(\d)\.", lambda m: f"embedder.blocks.{int(m[1]) - 1}."),
     (r"^tokens_to_token\.project\.", "embedder.project."),
-    (r"^blocks\.(\d+)\.mlp\.", r"stages.0.blocks.\1.ffn."),
-    (r"^blocks\.", "stages.0.blocks."),
-    (r"^head\.", "head.fc."),
+    *ISOTROPIC_BODY,
 ]
 TOKEN_BLOCK = [(r"\.attn\.(qkv|proj)\.", r".\1."), (r"\.mlp\.0\.", ".mlp.fc1."), (r"\.mlp\.2\.", ".mlp.fc2.")]
 
