@@ -550,6 +550,27 @@ def hostile(folder: Path, vit: str, add) -> list[Case]:
         case(f"build --batch-size {value[:20]}", "build", vit, "--batch-size", value)
         case(f"profile --input-size {value[:20]}", "profile", vit, "--input-size", value)
         case(f"profile --meta --input-size {value[:20]}", "profile", vit, "--meta", "--input-size", value)
+
+    # ---------------------------------------------------------------- compare: refused before any training
+    cmp = ["--out-dir", str(folder / "compare")]
+    twin = _write(folder, "twin/vit.json", Path(vit).read_text())
+    case("compare a missing spec", "compare", vit, str(folder / "missing.py"), *cmp)
+    case("compare two specs named vit", "compare", vit, twin, *cmp)
+    case("compare an invalid spec", "compare", vit, _write(folder, "compare_bad.json", '{"dim": 0}'), *cmp)
+    for data in ("nope", "synthetic", "cifar10", "imagefolder", "\x1b[2J", ""):
+        case(f"compare --data {data!r}", "compare", vit, "--data", data, *cmp)
+    for flag, values in (("--seeds", ["0", "101", str(10**40), "x"]), ("--seed-base", ["-1", str(2**32), "nan"]),
+                         ("--epochs", ["0", "-1", "1.5"]), ("--batch-size", ["0", str(2**63)]),
+                         ("--lr", ["0", "-1", "nan", "inf", "x"]), ("--warmup-epochs", ["-1"]),
+                         ("--threads", ["0", "1025"]), ("--recipe", ["bogus"])):
+        for value in values:
+            case(f"compare {flag} {value[:20]}", "compare", vit, flag, value, *cmp)
+    case("compare --seed-base past 2**32", "compare", vit, "--seed-base", str(2**32 - 1), "--seeds", "2", *cmp)
+    case("compare --out-dir is a file", "compare", vit, "--out-dir", vit)
+    case("compare --out-dir is a FIFO", "compare", vit, "--out-dir", str(fifo))
+    earlier = folder / "compare_earlier"
+    _write(earlier, "compare.json", "{}")
+    case("compare --out-dir holds an earlier comparison", "compare", vit, "--out-dir", str(earlier))
     return cases
 
 

@@ -8,7 +8,6 @@ every run (OUT/first_token-seed0/tokenizer).
 """
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import attrs
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from vspec.compare import spread, train_seeds  # noqa: E402
 from vspec.spec import language_head, load_spec  # noqa: E402
 from vspec.train.engine import TrainConfig, run  # noqa: E402
 from vspec.train.recipes import resolve  # noqa: E402
@@ -37,16 +37,15 @@ def main(argv=None) -> int:
     heads = {"first_token": base, "sot": attrs.evolve(base, head=language_head(32, 16, drop=0.5))}
     recipe = resolve("glue", epochs=args.epochs, batch_size=args.batch_size, lr=args.lr)
     tokenizer = args.out / f"first_token-seed{args.seeds[0]}" / "tokenizer"
-    results: dict[str, list[float]] = {}
-    for name, spec in heads.items():
-        for seed in args.seeds:
-            out = args.out / f"{name}-seed{seed}"
-            first = (name, seed) == ("first_token", args.seeds[0])  # trains the vocabulary the others use
-            final = run(TrainConfig(spec=spec, recipe=recipe, data="rt-polarity", out=out, seed=seed, device="cpu",
-                                    max_len=args.max_len, tokenizer=None if first else str(tokenizer),
-                                    max_steps=args.max_steps, overwrite=True))
-            results.setdefault(name, []).append(100 * final["val_accuracy"])
-            print(f"{name} seed {seed}: val accuracy {results[name][-1]:.2f} %", flush=True)
+
+    def train(name: str, seed: int) -> float:
+        first = (name, seed) == ("first_token", args.seeds[0])  # trains the vocabulary the others use
+        final = run(TrainConfig(spec=heads[name], recipe=recipe, data="rt-polarity",
+                                out=args.out / f"{name}-seed{seed}", seed=seed, device="cpu", max_len=args.max_len,
+                                tokenizer=None if first else str(tokenizer), max_steps=args.max_steps, overwrite=True))
+        return 100 * final["val_accuracy"]
+
+    results = train_seeds(list(heads), args.seeds, train)
     val = read_rt_polarity("validation")
     majority = 100 * max(sum(e.label for e in val), len(val) - sum(e.label for e in val)) / len(val)
     print(f"\nrt-polarity, {len(val)} validation snippets, majority class {majority:.2f} %; "
@@ -54,8 +53,8 @@ def main(argv=None) -> int:
     print("| head | val accuracy, mean | spread (min-max) | std |")
     print("|---|---|---|---|")
     for name, accs in results.items():
-        std = statistics.stdev(accs) if len(accs) > 1 else 0.0
-        print(f"| {name} | {statistics.mean(accs):.2f} % | {min(accs):.2f}-{max(accs):.2f} % | {std:.2f} |")
+        s = spread(accs)
+        print(f"| {name} | {s['mean']:.2f} % | {s['min']:.2f}-{s['max']:.2f} % | {s['std']:.2f} |")
     return 0
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import stat
 import sys
@@ -37,8 +38,10 @@ from .spec import (
     to_json,
 )
 from .spec.core import show
+from .train.recipes import RECIPES
 
 MAX_BATCHES = 1000  # analyze --batches (the Refiner paper averages over 10)
+COMPARE_EPOCHS = 10  # compare --epochs
 
 
 def _spec_args(p: argparse.ArgumentParser) -> None:
@@ -66,6 +69,17 @@ def _int_in(low: int, high: int | None = None, label: str | None = None):
 
 
 _positive = _int_in(1)
+
+
+def _positive_float(text: str) -> float:
+    """An argparse type: a finite float > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {show(text)}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be finite and > 0, got {show(text)}")
+    return value
 
 
 ANALYSES = ("msf", "cka", "maps")
@@ -184,6 +198,33 @@ def parser() -> argparse.ArgumentParser:
                    help="seed of the initialisation (specs) and the images, 0 to 2**32 - 1 (default 0)")
     a.add_argument("--out-dir", metavar="DIR", help="where to write the PNGs and JSONs (default: beside PATH); "
                                                     "a folder or a new path")
+
+    c = sub.add_parser("compare", help="train several specs on the same data, split, recipe and seeds; tabulate "
+                                       "and plot params, MACs, images/s and val top-1",
+                       description="Train each SPEC on --data with the same fixed split, recipe and seeds (on the "
+                                   "CPU), then write OUT/compare.json (every number and run) and OUT/compare.png "
+                                   "(val top-1 against MACs, min-max over the seeds as error bars) and print a "
+                                   "markdown table: params, MACs, images/s (eval-mode forward, batch 64), val top-1 "
+                                   "mean, std and min-max over the seeds (the last epoch's); the runs in "
+                                   "OUT/runs/NAME-seedS.")
+    c.add_argument("specs", nargs="+", metavar="SPEC", help="spec files (.py / .json / .toml), named by their stems")
+    c.add_argument("--data", default="digits", metavar="NAME",
+                   help="digits (default), mnist5k, cifar10, cifar100, imagefolder (as tools/train.py; each spec's "
+                        "images resized to its img_size)")
+    c.add_argument("--data-dir", metavar="DIR", help="the dataset's folder (cifar10, cifar100, imagefolder)")
+    c.add_argument("--seeds", type=_int_in(1, 100), default=3, metavar="N", help="runs per spec, 1 to 100 (default 3)")
+    c.add_argument("--seed-base", type=_int_in(0, 2**32 - 1, "2**32 - 1"), default=0, metavar="S",
+                   help="the seeds are S, S+1, ..., S+N-1 (default 0)")
+    c.add_argument("--recipe", choices=tuple(RECIPES), default="none",
+                   help="tools/train.py's recipes (default none: AdamW + cosine, no augmentation)")
+    c.add_argument("--epochs", type=_positive, default=COMPARE_EPOCHS, metavar="N",
+                   help=f"epochs of every run (default {COMPARE_EPOCHS})")
+    c.add_argument("--batch-size", type=_positive, metavar="N", help="default: the recipe's")
+    c.add_argument("--lr", type=_positive_float, metavar="LR", help="peak learning rate (default: the recipe's)")
+    c.add_argument("--warmup-epochs", type=_int_in(0), metavar="N", help="default: the recipe's")
+    c.add_argument("--threads", type=_int_in(1, 1024), metavar="N", help="torch's CPU threads (default: torch's)")
+    c.add_argument("--out-dir", default="runs/compare", metavar="DIR", help="default runs/compare")
+    c.add_argument("--overwrite", action="store_true", help="replace an earlier comparison in OUT (refused without)")
     return top
 
 
@@ -615,7 +656,41 @@ def _images(args: argparse.Namespace, spec: Model):
     return data
 
 
-COMMANDS = {"build": cmd_build, "profile": cmd_profile, "show": cmd_show, "analyze": cmd_analyze}
+def cmd_compare(args: argparse.Namespace) -> None:
+    from . import compare as C
+    from .train.engine import Interrupted, TrainingStopped
+    from .train.recipes import resolve
+
+    out = output_folder("--out-dir", args.out_dir)
+    for name in C.FILES:
+        output_file("--out-dir", out / name)
+    if not args.overwrite and any((out / p).exists() for p in (*C.FILES, "runs")):
+        raise UsageError(f"vspec compare: error: --out-dir {printable(str(out))} holds an earlier comparison; "
+                         "replace it with --overwrite")
+    if args.seed_base + args.seeds > 2**32:
+        raise UsageError(f"vspec compare: error: --seed-base {args.seed_base} + --seeds {args.seeds} passes 2**32")
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    recipe = resolve(args.recipe, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                     warmup_epochs=args.warmup_epochs)
+    seeds = range(args.seed_base, args.seed_base + args.seeds)
+    try:
+        result = C.compare(args.specs, data=args.data, data_dir=args.data_dir, seeds=seeds, recipe=recipe,
+                           recipe_name=args.recipe, out=out, command=C.command_line(args), say=C.say_err)
+    except SpecError:
+        raise
+    except (ValueError, TrainingStopped) as e:  # DataError, a duplicate name: before any training
+        raise UsageError(f"vspec compare: error: {one_line(e)}") from None
+    except Interrupted as e:
+        raise KeyboardInterrupt from e
+    print(C.table(result))
+    print(f"{printable(str(out / 'compare.json'))}\n{printable(str(out / 'compare.png'))}")
+
+
+COMMANDS = {"build": cmd_build, "profile": cmd_profile, "show": cmd_show, "analyze": cmd_analyze,
+            "compare": cmd_compare}
 
 
 @contextlib.contextmanager
