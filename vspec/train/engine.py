@@ -308,7 +308,10 @@ class Training:
                 raise ValueError(f"{' / '.join(given)}: for a text body (the spec's embedder is {spec.embedder.kind})")
             train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
                                         re_prob=r.re_prob, random_resized_crop=r.random_resized_crop)
-            eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False)
+            # evaluate at the scale training sees: a centre crop (timm's 0.875) after random resized crops, the
+            # plain resize of training otherwise (a crop would enlarge every validation digit by 8 / 7)
+            eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False,
+                                       crop_ratio=0.875 if r.random_resized_crop else 1.0)
             train_ds, val_ds, self.num_classes = build_datasets(
                 cfg.data, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=train_tf,
                 eval_transform=eval_tf, data_dir=cfg.data_dir, download=cfg.download,
