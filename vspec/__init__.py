@@ -12,7 +12,7 @@ from .spec import __all__ as _spec_all
 
 _LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.checkpoint",
          "save": "vspec.checkpoint", "Profile": "vspec.profiler", "fast_paths": "vspec.ops.fast",
-         "example_input": "vspec.nn.model"}
+         "example_input": "vspec.nn.model", "create_model": "vspec.factory"}
 
 __all__ = [*_spec_all, *_LAZY]
 

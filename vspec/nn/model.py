@@ -378,7 +378,7 @@ class VisionTransformer(nn.Module):
         take = set(_take_indices(len(self.feature_info), indices))
         taps = {(f["stage"], f["index"]): k for k, f in enumerate(self.feature_info)}
         end = max(take, default=-1) if stop_early else len(self.feature_info) - 1
-        feats, last_stage, reached, x = [], len(self.stages) - 1, -1, self.forward_tokens(x, token_type_ids)
+        feats, last_stage, reached, x = [], len(self.layout) - 1, -1, self.forward_tokens(x, token_type_ids)
         for shape, stage in zip(self.layout, self.stages):
             if end < 0:
                 break
@@ -397,6 +397,41 @@ class VisionTransformer(nn.Module):
         if intermediates_only:
             return feats
         return (self.norm(x) if reached == last_stage else x), feats
+
+    def prune_intermediate_layers(self, indices: int | Sequence[int] = 1, prune_norm: bool = False,
+                                  prune_head: bool = True) -> list[int]:
+        """timm's: keep what `forward_intermediates(x, indices)` needs. Drops the blocks (one-stage model) or
+        stages after the last `feature_info` entry taken, the head (`prune_head`: the model then returns its
+        last tokens, as timm's with global_pool '') and the final norm (`prune_norm`); returns the kept
+        indices, counted from the start (negative ones refer to the unpruned model). `feature_info` is cut to
+        the kept entries; `spec`, `layout` and `parts()` still describe the whole model."""
+        take = _take_indices(len(self.feature_info), indices)
+        last = max(take)
+        if self.two_branch:
+            raise ValueError("prune_intermediate_layers: a two-branch body (Conformer) has no taps to keep")
+        if len(self.layout) == 1:
+            self.stages[0].blocks = self.stages[0].blocks[:last + 1]
+        else:
+            self.stages = self.stages[:last + 1]
+        self.feature_info = self.feature_info[:last + 1]
+        if prune_norm:
+            self.norm = nn.Identity()
+        if prune_head:
+            self.head, self.num_classes = PrunedHead(), 0
+        return take
+
+
+class PrunedHead(nn.Module):
+    """What `prune_intermediate_layers(prune_head=True)` leaves of the head: the tokens, unchanged."""
+
+    def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return x
+
+    def classifier(self) -> nn.Module:
+        return nn.Identity()
+
+    def reset(self, num_classes: int) -> list[nn.Module]:
+        raise ValueError("reset_classifier: the head was pruned (prune_intermediate_layers); build the model again")
 
 
 def example_input(spec: S.Model, batch: int = 1, *, dtype: torch.dtype | None = None,

@@ -1,0 +1,216 @@
+"""vspec.create_model (timm's factory), features_only and prune_intermediate_layers."""
+
+import copy
+import warnings
+from pathlib import Path
+
+import pytest
+import timm  # vspec[train], part of vspec[dev]: features_only's FeatureInfo is timm's
+import torch
+
+import vspec
+from vspec.checkpoint import CheckpointError
+from vspec.factory import FeatureModel, register_timm
+from vspec.nn.model import PrunedHead
+from vspec.spec import SpecError, load_spec, override, to_json
+
+SPECS = Path(__file__).resolve().parents[1] / "specs"
+# DeiT-Ti cut to 5 blocks at 64 px: width 192, 16 x 16 patches -> a 4 x 4 grid
+TINY = {"depth": 5, "img_size": 64}
+# Swin-T cut to one block per stage at widths 32 x 2^i, heads 1, 2, 4, 8, window 4 at 128 px: 4 x 4 patches,
+# then a 2 x 2 merge into each later stage -> grids 32, 16, 8, 4
+SWIN_DIMS, SWIN_HEADS = (32, 64, 128, 256), (1, 2, 4, 8)
+SWIN = {"img_size": 128, **{k: v for i, (d, h) in enumerate(zip(SWIN_DIMS, SWIN_HEADS)) for k, v in {
+    f"stages.{i}.depth": 1, f"stages.{i}.dim": d, f"stages.{i}.block.attention.heads": h,
+    f"stages.{i}.block.attention.window": 4}.items()}}
+
+torch.set_num_threads(2)
+
+
+def n_params(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def one_line(e: pytest.ExceptionInfo) -> str:
+    text = str(e.value)
+    assert "\n" not in text
+    return text
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    torch.manual_seed(0)
+    model = vspec.create_model("deit_tiny", depth=2, img_size=32, num_classes=4)
+    return vspec.save(model, tmp_path_factory.mktemp("ckpt") / "tiny.pt")
+
+
+# ---------------------------------------------------------------- sources and overrides
+def test_preset_name_with_overrides():
+    model = vspec.create_model("deit_tiny", num_classes=7, img_size=32, depth=2, **{"block.attention.heads": 4})
+    expected = override(load_spec(SPECS / "deit_tiny.py"), {"num_classes": 7, "img_size": [32, 32], "depth": 2,
+                                                             "block.attention.heads": 4})
+    assert model.spec == expected
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, 7)
+    assert vspec.create_model("deit_tiny", img_size=(32, 48), depth=1).spec.img_size == (32, 48)
+
+
+def test_spec_files(tmp_path):
+    spec = override(load_spec(SPECS / "deit_tiny.py"), {"depth": 1, "img_size": [32, 32]})
+    (tmp_path / "s.json").write_text(to_json(spec))
+    (tmp_path / "s.py").write_text("from vspec.spec import from_json\nfrom pathlib import Path\n"
+                                   "SPEC = from_json((Path(__file__).parent / 's.json').read_text())\n")
+    for file in ("s.json", "s.py"):
+        assert vspec.create_model(tmp_path / file).spec == spec
+        assert vspec.create_model(str(tmp_path / file), num_classes=3).spec.num_classes == 3
+
+
+def test_search_path(tmp_path, monkeypatch):
+    (tmp_path / "mine.py").write_text("from vspec.spec import MHSA, Block, Model, PatchEmbed\n"
+                                      "SPEC = Model(embedder=PatchEmbed(patch_size=8), img_size=16, depth=1, dim=32,"
+                                      " block=Block(attention=MHSA(heads=2)))\n")
+    monkeypatch.setenv("VSPEC_SPECS", str(tmp_path))
+    assert vspec.create_model("mine").spec.dim == 32
+    assert vspec.create_model("deit_tiny", depth=1, img_size=32).spec.dim == 192  # the repository's still
+
+
+def test_checkpoint_keeps_spec_and_weights(checkpoint):
+    saved = torch.load(checkpoint, weights_only=True)["state_dict"]
+    model = vspec.create_model(checkpoint).eval()
+    assert model.spec.num_classes == 4 and model.spec.depth == 2
+    assert all(torch.equal(v, saved[k]) for k, v in model.state_dict().items())
+    x = torch.randn(2, 3, 32, 32)
+    assert torch.equal(model(x), vspec.load(checkpoint).eval()(x))
+    assert vspec.create_model(checkpoint, pretrained=True, drop_path=0.1).spec.drop_path == 0.1
+
+
+def test_checkpoint_with_other_classes_keeps_the_body(checkpoint):
+    saved = torch.load(checkpoint, weights_only=True)["state_dict"]
+    model = vspec.create_model(str(checkpoint), num_classes=9)
+    assert model.spec.num_classes == 9 and model.head.fc.weight.shape == (9, 192)
+    body = {k: v for k, v in model.state_dict().items() if not k.startswith("head.")}
+    assert body and all(torch.equal(v, saved[k]) for k, v in body.items())
+    assert set(body) == {k for k in saved if not k.startswith("head.")}
+    assert model(torch.randn(1, 3, 32, 32)).shape == (1, 9)
+
+
+def test_checkpoint_override_that_changes_weights_is_one_line(checkpoint):
+    with pytest.raises(CheckpointError) as e:
+        vspec.create_model(checkpoint, dim=96)
+    assert str(checkpoint) in one_line(e) and "do not fit" in str(e.value)
+
+
+def test_new_img_size_goes_through_resample(tmp_path, monkeypatch):
+    """The one place where weights change size (vspec.factory.resample) gets the old and new specs."""
+    model = vspec.create_model("deit_tiny", depth=1, img_size=32, pos_embed="sincos2d")  # a table without weights
+    path = vspec.save(model, tmp_path / "m.pt")
+    calls = []
+    monkeypatch.setattr("vspec.factory.resample", lambda sd, old, new: calls.append((old, new)) or sd)
+    bigger = vspec.create_model(path, img_size=48)
+    assert [(old.img_size, new.img_size) for old, new in calls] == [((32, 32), (48, 48))]
+    assert bigger(torch.randn(1, 3, 48, 48)).shape == (1, 1000)
+
+
+def test_refusals_are_one_line(tmp_path):
+    with pytest.raises(SpecError) as e:
+        vspec.create_model("deit_tiyn")
+    assert "unknown preset 'deit_tiyn'" in one_line(e) and "deit_tiny" in str(e.value)
+    with pytest.raises(SpecError) as e:
+        vspec.create_model("deit_tiny", pretrained=True)
+    assert "no weight hub" in one_line(e)
+    with pytest.raises(ValueError) as e:
+        vspec.create_model("conformer_ti", features_only=True)
+    assert "two-branch" in one_line(e)
+    with pytest.raises(NotImplementedError) as e:  # MERGE: vspec.hub.read_folder
+        vspec.create_model(tmp_path)
+    assert "model folders" in one_line(e)
+    with pytest.raises(CheckpointError) as e:
+        vspec.create_model(tmp_path / "absent.pt")
+    one_line(e)
+
+
+# ---------------------------------------------------------------- features_only
+def test_features_only_isotropic_matches_timm():
+    """The README's example (Factory): out_indices, channels, reductions and map shapes."""
+    x = torch.randn(2, 3, 64, 64)
+    net = vspec.create_model("deit_tiny", features_only=True, **TINY)
+    info = net.feature_info
+    assert isinstance(info, timm.models._features.FeatureInfo)
+    assert net.out_indices == [2, 3, 4]  # timm's default for a ViT: the last 3 blocks
+    assert info.channels() == [192] * 3 and info.reduction() == [16] * 3
+    assert info.module_name() == ["stages.0.blocks.2", "stages.0.blocks.3", "stages.0.blocks.4"]
+    assert [tuple(f.shape) for f in net(x)] == [(2, 192, 4, 4)] * 3
+    ref = timm.create_model("vit_tiny_patch16_224", features_only=True, depth=5, img_size=64)
+    assert list(ref.feature_info.out_indices) == net.out_indices
+    assert ref.feature_info.channels() == info.channels() and ref.feature_info.reduction() == info.reduction()
+    assert [f.shape for f in ref(x)] == [f.shape for f in net(x)]
+
+
+def test_features_only_hierarchical_matches_timm():
+    x = torch.randn(2, 3, 128, 128)
+    net = vspec.create_model("swin_tiny", features_only=True, **SWIN)
+    info = net.feature_info
+    assert net.out_indices == [0, 1, 2, 3]  # timm's default for Swin: every stage
+    assert info.channels() == list(SWIN_DIMS) and info.reduction() == [4, 8, 16, 32]
+    assert info.module_name() == [f"stages.{i}" for i in range(4)]
+    assert [tuple(f.shape) for f in net(x)] == [(2, c, 128 // r, 128 // r) for c, r in zip(SWIN_DIMS, (4, 8, 16, 32))]
+    ref = timm.create_model("swin_tiny_patch4_window7_224", features_only=True, img_size=128, window_size=4,
+                            embed_dim=32, depths=(1, 1, 1, 1), num_heads=SWIN_HEADS)
+    assert ref.feature_info.channels() == info.channels() and ref.feature_info.reduction() == info.reduction()
+    assert [f.permute(0, 3, 1, 2).shape for f in ref(x)] == [f.shape for f in net(x)]  # timm's Swin gives NHWC
+
+
+@pytest.mark.parametrize("preset, overrides, indices, kept", [
+    ("deit_tiny", TINY, (0, -2), [0, 3]),
+    ("swin_tiny", SWIN, (-3, 1), [1]),  # one index twice: one feature
+])
+def test_features_only_out_indices_equal_the_unpruned_taps(preset, overrides, indices, kept):
+    torch.manual_seed(0)
+    model = vspec.create_model(preset, **overrides).eval()
+    x = model.example_input(2)
+    expected = model.forward_intermediates(x, indices, intermediates_only=True)
+    net = FeatureModel(copy.deepcopy(model), indices).eval()
+    assert net.out_indices == kept
+    assert net.feature_info.channels() == [model.feature_info[i]["num_chs"] for i in kept]
+    assert all(torch.equal(a, b) for a, b in zip(net(x), expected, strict=True))
+    assert n_params(net) < n_params(model)
+
+
+# ---------------------------------------------------------------- prune_intermediate_layers
+@pytest.mark.parametrize("preset, overrides, indices, kept, norm", [
+    ("deit_tiny", TINY, 2, [3, 4], True),  # the last block kept: the final norm applies
+    ("deit_tiny", TINY, [1, -4], [1, 1], False),  # timm's answer: the indices as given, counted from the start
+    ("swin_tiny", SWIN, [0, 2], [0, 2], False),
+    ("swin_tiny", SWIN, [1], [1], True),  # the final norm is the last stage's, which is gone: not applied
+])
+def test_prune_intermediate_layers(preset, overrides, indices, kept, norm):
+    torch.manual_seed(0)
+    model = vspec.create_model(preset, **overrides).eval()
+    x = model.example_input(2)
+    before = model.forward_intermediates(x, indices, norm=norm, intermediates_only=True)
+    total = n_params(model)
+    assert model.prune_intermediate_layers(indices, prune_norm=not norm) == kept
+    after = model.forward_intermediates(x, kept, norm=norm, intermediates_only=True)
+    assert all(torch.equal(a, b) for a, b in zip(after, before, strict=True))
+    assert n_params(model) < total and isinstance(model.head, PrunedHead)
+    assert len(model.feature_info) == max(kept) + 1
+    assert sum(len(s.blocks) for s in model.stages) == max(kept) + 1  # a DeiT's blocks, one block a Swin stage
+    assert isinstance(model.norm, torch.nn.LayerNorm) == norm
+    with pytest.raises(ValueError, match="pruned"):
+        model.reset_classifier(3)
+
+
+# ---------------------------------------------------------------- timm's registry, opt-in
+def test_register_timm():
+    names = register_timm()
+    assert "vspec_deit_tiny" in names and "vspec_swin_tiny" in timm.list_models("vspec_*")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # timm warns when a name is registered again: the second call must not
+        assert register_timm() == names
+    model = timm.create_model("vspec_deit_tiny", num_classes=5, depth=2, img_size=32)
+    assert model.spec == vspec.create_model("deit_tiny", num_classes=5, depth=2, img_size=32).spec
+    net = timm.create_model("vspec_deit_tiny", features_only=True, out_indices=(1,), **TINY)
+    assert net.feature_info.channels() == [192] and net.feature_info.reduction() == [16]
+    with pytest.raises(SpecError, match="no weight hub"):
+        timm.create_model("vspec_deit_tiny", pretrained=True)
+    with pytest.raises(ValueError, match="local path"):  # why the names take no '/': timm reads it as a path
+        timm.create_model("vspec/deit_tiny")

@@ -1,0 +1,180 @@
+"""`create_model`: timm's factory call for vspec models, from a preset name, a spec file or a checkpoint.
+
+    create_model("deit_tiny", num_classes=10, img_size=64, **{"block.attention.heads": 6})
+    create_model("runs/x/best.pt", num_classes=5)            # body weights kept, a new classifier
+    create_model("swin_tiny", features_only=True, out_indices=(1, 2, 3))   # a list of NCHW maps
+
+A preset is `specs/<name>.py` of the repository (beside the package; presets are not installed with it)
+or of a folder on the `VSPEC_SPECS` search path (`os.pathsep`-separated, searched first). Overrides are
+dotted spec keys as `vspec build --set` takes them (`vspec.spec.override`). `features_only=True` wraps the
+model in `FeatureModel` (timm's FeatureGetterNet), whose `feature_info` is timm's `FeatureInfo`: timm (the
+`vspec[train]` extra) is imported then, and only then. `register_timm()` makes every preset a timm
+entrypoint `vspec_<name>`, opt-in (nothing is registered on import).
+"""
+
+import difflib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from .spec import Model, SpecError, from_json, load_spec, override
+from .spec.load import SUFFIXES
+
+CHECKPOINTS = (".pt", ".pth")
+TIMM_PREFIX = "vspec_"
+TWO_BRANCH = ("features_only: a two-branch body (Conformer) carries a CNN map beside the tokens; its intermediate "
+              "features are not implemented")
+
+
+def preset_dirs() -> list[Path]:
+    """Where presets are looked for: the folders of `VSPEC_SPECS`, then the repository's `specs/`."""
+    extra = [Path(p) for p in os.environ.get("VSPEC_SPECS", "").split(os.pathsep) if p]
+    return [*extra, Path(__file__).resolve().parents[1] / "specs"]
+
+
+def presets() -> dict[str, Path]:
+    """Every preset name and its file (the first folder of `preset_dirs` that has it wins)."""
+    out: dict[str, Path] = {}
+    for folder in preset_dirs():
+        for file in sorted(folder.glob("*.py")) if folder.is_dir() else ():
+            if not file.name.startswith("_"):
+                out.setdefault(file.stem, file)
+    return out
+
+
+def preset_path(name: str) -> Path:
+    """The file of preset `name`, or a one-line SpecError naming the closest presets."""
+    known = presets()
+    if name in known:
+        return known[name]
+    close = difflib.get_close_matches(name, known, n=4, cutoff=0.5)
+    hint = f"close: {', '.join(close)}" if close else f"{len(known)} presets in {', '.join(map(str, preset_dirs()))}"
+    raise SpecError("", f"unknown preset {name!r} ({hint}); or give a spec file, checkpoint or model folder path")
+
+
+def read_folder(path: Path) -> tuple[Model, dict]:
+    """A model folder (config.json + model.safetensors) -> (spec, state_dict).
+
+    MERGE (issue 24 item 1): the one place a folder is read; replace the raise with
+    `from .hub import read_folder; return read_folder(path)`."""
+    raise NotImplementedError(f"{path}: model folders (config.json + model.safetensors) are read by vspec.hub, "
+                              "which this build lacks; give a .pt checkpoint or a spec file")
+
+
+def resample(state_dict: dict, old: Model, new: Model) -> dict:
+    """Weights of spec `old` fitted to `new`, which differs in img_size (position tables resampled).
+
+    MERGE (issue 24 item 3): the one place weights change size; replace the raise with
+    `from .resample import resample_state; return resample_state(state_dict, old, new)`."""
+    raise NotImplementedError(f"img_size {list(new.img_size)} differs from the checkpoint's {list(old.img_size)}: "
+                              "resampling its position tables (vspec.resample) is not in this build")
+
+
+def _source(name_or_path: str | Path) -> tuple[Model, dict | None]:
+    """(spec, state_dict or None) of a preset name, spec file, checkpoint or model folder."""
+    path = Path(name_or_path)
+    if path.is_dir():
+        return read_folder(path)
+    if path.suffix in CHECKPOINTS:
+        from .checkpoint import load_checkpoint
+
+        ckpt = load_checkpoint(path)
+        return from_json(ckpt["spec"]), ckpt["state_dict"]
+    if path.suffix in SUFFIXES or path.exists() or os.sep in str(name_or_path):
+        return load_spec(path), None
+    return load_spec(preset_path(str(name_or_path))), None
+
+
+def create_model(name_or_path: str | Path, pretrained: bool = False, features_only: bool = False,
+                 out_indices: int | Sequence[int] | None = None, img_size: int | Sequence[int] | None = None,
+                 num_classes: int | None = None, **overrides: Any) -> nn.Module:
+    """A vspec model as `timm.create_model` makes one.
+
+    name_or_path: a preset name (`specs/<name>.py`), a spec file (.py / .json / .toml), a checkpoint (.pt /
+    .pth: its spec and weights) or a model folder. pretrained: weights come only from a path, which loads them
+    whatever `pretrained` says (as timm's `checkpoint_path`); vspec has no weight hub, so True with a preset
+    or spec file is refused. img_size, num_classes and `overrides` (dotted spec keys, e.g.
+    `**{"block.attention.heads": 6}`) change the spec; for weights, a new num_classes loads everything but
+    the classifier, which `reset_classifier` makes anew (timm's pretrained model with other classes), and a
+    new img_size resamples the weights (`resample`). features_only: a `FeatureModel` giving the
+    `feature_info` entries at `out_indices` (timm's defaults: the last 3 blocks of a one-stage model, every
+    stage of a hierarchical one).
+    """
+    spec, weights = _source(name_or_path)
+    if pretrained and weights is None:
+        raise SpecError("", f"pretrained=True: vspec has no weight hub; give a checkpoint (.pt) or model folder "
+                            f"path with the weights instead of {str(name_or_path)!r}")
+    if img_size is not None:
+        overrides["img_size"] = [img_size, img_size] if isinstance(img_size, int) else list(img_size)
+    if num_classes is not None and weights is None:
+        overrides["num_classes"] = num_classes
+    new = override(spec, overrides) if overrides else spec
+    if features_only and new.embedder.two_branch:
+        raise ValueError(TWO_BRANCH)  # before building it
+    from .compiler import build
+
+    if weights is None:
+        model = build(new)
+    else:
+        from .checkpoint import load_weights
+
+        if new.img_size != spec.img_size:
+            weights = resample(weights, spec, new)
+        model = build(new)
+        load_weights(model, weights, name_or_path)
+        if num_classes is not None and num_classes != new.num_classes:
+            model.reset_classifier(num_classes)
+    if features_only:
+        return FeatureModel(model, out_indices)
+    return model
+
+
+class FeatureModel(nn.Module):
+    """timm's FeatureGetterNet: `forward(x)` is `model.forward_intermediates(x, out_indices, norm,
+    intermediates_only=True)`, a list of (B, C, H / r, W / r) maps for images (of NLC tokens for a text body).
+    The model is pruned first (`prune_intermediate_layers`: blocks or stages past the last index, the head,
+    and the final norm unless `norm`). `feature_info` is timm's `FeatureInfo` (timm imported here)."""
+
+    def __init__(self, model: nn.Module, out_indices: int | Sequence[int] | None = None, norm: bool = False):
+        super().__init__()
+        from timm.models._features import FeatureInfo  # vspec[train]; only features_only needs it
+
+        if getattr(model, "two_branch", False):
+            raise ValueError(TWO_BRANCH)
+        if out_indices is None:  # timm: the last 3 blocks of a ViT, every stage of a hierarchical model
+            out_indices = min(3, len(model.feature_info)) if len(model.layout) == 1 else len(model.feature_info)
+        # in forward order, once each: as forward_intermediates gives them
+        self.out_indices = sorted(set(model.prune_intermediate_layers(out_indices, prune_norm=not norm)))
+        self.feature_info = FeatureInfo([dict(f) for f in model.feature_info], tuple(self.out_indices))
+        self.model, self.norm = model, norm
+
+    def forward(self, x, **kwargs) -> list:
+        return self.model.forward_intermediates(x, self.out_indices, norm=self.norm, intermediates_only=True,
+                                                **kwargs)
+
+
+def register_timm(prefix: str = TIMM_PREFIX) -> list[str]:
+    """Make every preset a timm entrypoint `<prefix><name>` (timm's names take no `/`), so that
+    `timm.create_model("vspec_deit_tiny", num_classes=10, features_only=True)` calls `create_model`;
+    returns the names. Opt-in: importing vspec registers nothing. Safe to call again."""
+    from timm.models import _registry, register_model
+
+    names = []
+    for name in presets():
+        entry = f"{prefix}{name}"
+        names.append(entry)
+        if getattr(_registry._model_entrypoints.get(entry), "__module__", None) == __name__:
+            continue  # registered by an earlier call (timm warns when a name is registered again)
+
+        def entrypoint(pretrained: bool = False, *, _preset: str = name, **kwargs: Any) -> nn.Module:
+            for key in ("pretrained_cfg", "pretrained_cfg_overlay", "cache_dir"):  # timm's own, unused here
+                kwargs.pop(key, None)
+            return create_model(_preset, pretrained=pretrained, **kwargs)
+
+        entrypoint.__name__ = entrypoint.__qualname__ = entry
+        entrypoint.__module__ = __name__
+        register_model(entrypoint)
+    return names
