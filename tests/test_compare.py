@@ -46,7 +46,7 @@ def test_a_tiny_comparison_writes_its_json_png_and_table(specs, tmp_path, capsys
     assert "[1/4] tiny_cls seed 5: training" in captured.err and "[4/4] tiny_gap seed 6:" in captured.err
     assert "epoch 1: train_loss" in captured.err  # the engine's line per epoch
     assert result["data"] == {"name": "digits", "train": 1437, "val": 360, "classes": 10}
-    assert result["seeds"] == [5, 6] and result["recipe"]["name"] == "none" and result["recipe"]["epochs"] == 1
+    assert result["seeds"] == [5, 6] and result["recipe"]["name"] == "compare" and result["recipe"]["epochs"] == 1
     assert result["command"].startswith("vspec compare ") and "--seeds 2 --seed-base 5" in result["command"]
     assert result["torch"] and result["cpu"] and result["threads"] >= 1 and result["wall_s"] > 0
     assert [r["name"] for r in result["specs"]] == ["tiny_cls", "tiny_gap"]
@@ -140,6 +140,7 @@ def test_readme_shows_the_committed_comparison():
     minutes = re.search(r"took (\d+\.\d) min", readme)
     assert minutes and float(minutes.group(1)) == round(result["wall_s"] / 60, 1)
     assert f"({result['cpu']}, {result['threads']} thread" in readme
+    assert f"load average at {result['load_average'][0]:.2f}" in readme and f"torch {result['torch']})" in readme
 
 
 def test_validation_is_resized_as_training_is_without_random_crops(tmp_path):

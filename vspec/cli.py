@@ -41,7 +41,6 @@ from .spec.core import show
 from .train.recipes import RECIPES
 
 MAX_BATCHES = 1000  # analyze --batches (the Refiner paper averages over 10)
-COMPARE_EPOCHS = 10  # compare --epochs
 
 
 def _spec_args(p: argparse.ArgumentParser) -> None:
@@ -215,10 +214,10 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--seeds", type=_int_in(1, 100), default=3, metavar="N", help="runs per spec, 1 to 100 (default 3)")
     c.add_argument("--seed-base", type=_int_in(0, 2**32 - 1, "2**32 - 1"), default=0, metavar="S",
                    help="the seeds are S, S+1, ..., S+N-1 (default 0)")
-    c.add_argument("--recipe", choices=tuple(RECIPES), default="none",
-                   help="tools/train.py's recipes (default none: AdamW + cosine, no augmentation)")
-    c.add_argument("--epochs", type=_positive, default=COMPARE_EPOCHS, metavar="N",
-                   help=f"epochs of every run (default {COMPARE_EPOCHS})")
+    c.add_argument("--recipe", choices=tuple(RECIPES), default="compare",
+                   help="tools/train.py's recipes (default compare: AdamW + cosine, no augmentation, 4 epochs at "
+                        "batch 64, lr 4e-3)")
+    c.add_argument("--epochs", type=_positive, metavar="N", help="default: the recipe's")
     c.add_argument("--batch-size", type=_positive, metavar="N", help="default: the recipe's")
     c.add_argument("--lr", type=_positive_float, metavar="LR", help="peak learning rate (default: the recipe's)")
     c.add_argument("--warmup-epochs", type=_int_in(0), metavar="N", help="default: the recipe's")

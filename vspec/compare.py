@@ -16,7 +16,9 @@ tools/text_demo.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import platform
 import shlex
 import statistics
@@ -98,9 +100,8 @@ def command_line(args) -> str:
     """The `vspec compare` command that `args` (its parsed flags) stand for, every setting spelled out."""
     argv = ["vspec", "compare", *args.specs, "--data", args.data]
     argv += ["--data-dir", args.data_dir] if args.data_dir else []
-    argv += ["--seeds", str(args.seeds), "--seed-base", str(args.seed_base), "--recipe", args.recipe,
-             "--epochs", str(args.epochs)]
-    for flag in ("batch_size", "lr", "warmup_epochs", "threads"):
+    argv += ["--seeds", str(args.seeds), "--seed-base", str(args.seed_base), "--recipe", args.recipe]
+    for flag in ("epochs", "batch_size", "lr", "warmup_epochs", "threads"):
         if getattr(args, flag) is not None:
             argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     return shlex.join([*argv, "--out-dir", str(args.out_dir)])
@@ -118,7 +119,7 @@ def cpu_name() -> str:
 
 
 def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], recipe, out: Path,
-            recipe_name: str = "none", data_dir: str | None = None, command: str = "",
+            recipe_name: str = "compare", data_dir: str | None = None, command: str = "",
             say: Callable[[str], None] = print) -> dict[str, Any]:
     """Train every spec in `paths` with every seed in `seeds` (`recipe`, on the CPU), then write OUT/compare.json
     and OUT/compare.png; returns the JSON's content. Raises ValueError (with DataError) / SpecError for what cannot
@@ -144,9 +145,10 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
             specs[name] = (path, attrs.evolve(spec, num_classes=classes))
 
     def train(name: str, seed: int) -> float:
-        final = run(TrainConfig(spec=specs[name][1], recipe=recipe, data=data, data_dir=data_dir,
-                                out=out / "runs" / f"{name}-seed{seed}", seed=seed, device="cpu",
-                                log_every=10**9, overwrite=True))  # log_every: one progress line per epoch
+        with contextlib.redirect_stdout(sys.stderr):  # the engine's closing line too: stdout is the table's
+            final = run(TrainConfig(spec=specs[name][1], recipe=recipe, data=data, data_dir=data_dir,
+                                    out=out / "runs" / f"{name}-seed{seed}", seed=seed, device="cpu",
+                                    log_every=10**9, overwrite=True))  # log_every: one progress line per epoch
         runs.setdefault(name, []).append({"seed": seed, **final})
         return final["val_top1"]
 
@@ -163,7 +165,8 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
         "last epoch", "throughput": {**THROUGHPUT, "how": "eval-mode forward of random images under no_grad on the "
                                      "CPU; batch / median time of the timed passes"},
         "torch": torch.__version__, "python": platform.python_version(), "cpu": cpu_name(),
-        "threads": torch.get_num_threads(), "wall_s": time.perf_counter() - t0, "specs": rows}
+        "threads": torch.get_num_threads(), "load_average": [round(x, 2) for x in os.getloadavg()],
+        "wall_s": time.perf_counter() - t0, "specs": rows}
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
     plot(result, out / "compare.png")
