@@ -102,6 +102,7 @@ def _error(capsys, argv) -> str:
     ("--epochs 0", "argument --epochs: must be >= 1, got 0"),
     ("--lr nan", "argument --lr: must be finite and > 0, got 'nan'"),
     ("--seed-base 4294967295", "--seed-base 4294967295 + --seeds 3 passes 2**32"),
+    ("--batch-size 1438", "--batch-size 1438 is more than the 1437 training images of digits"),
 ])
 def test_bad_input_is_one_line_before_any_training(specs, tmp_path, capsys, case, needle):
     out = tmp_path / "cmp"

@@ -139,6 +139,8 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     tf = build_transforms(first.img_size, first.in_chans, train=False)  # the split's sizes and classes, read once
     train_ds, val_ds, classes = build_datasets(data, img_size=first.img_size, in_chans=first.in_chans,
                                                train_transform=tf, eval_transform=tf, data_dir=data_dir)
+    if recipe.batch_size > len(train_ds):  # the engine drops the last partial batch: none would be left
+        raise DataError(f"--batch-size {recipe.batch_size} is more than the {len(train_ds)} training images of {data}")
     for name, (path, spec) in specs.items():
         if spec.num_classes != classes:
             say(f"note: {name}: {data} has {classes} classes; num_classes {spec.num_classes} -> {classes}")
