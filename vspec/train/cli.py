@@ -174,9 +174,11 @@ def eval_parser() -> argparse.ArgumentParser:
     _data_args(p)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--ema", action="store_true", help="evaluate the EMA weights of a training checkpoint")
-    p.add_argument("--crop-ratio", type=float, default=0.875,
+    p.add_argument("--crop-ratio", type=float,
                    help="test-time resize = size / ratio, then a center crop to the spec's size; a ratio > 1 pads "
-                        "instead of cropping (Refiner's receptive-field calibration). Default 0.875")
+                        "instead of cropping (Refiner's receptive-field calibration). Default: as the training run "
+                        "validated, 0.875 after random resized crops, else 1 (the plain resize of training); 0.875 "
+                        "for a checkpoint without a recipe")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p
 
@@ -210,7 +212,7 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict:
     from ..checkpoint import load_checkpoint, load_weights
     from ..compiler import build
     from ..spec import from_json
-    from .data import build_datasets, build_loaders, build_transforms
+    from .data import build_datasets, build_loaders, build_transforms, eval_crop_ratio
     from .engine import Dist, evaluate
 
     ckpt = load_checkpoint(args.checkpoint)
@@ -224,7 +226,10 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict:
     model.to(device)
     if spec.embedder.text:
         return _evaluate_text(args, spec, model, device)
-    eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False, crop_ratio=args.crop_ratio)
+    crop = args.crop_ratio
+    if crop is None:  # as the training run validated (vspec build --out writes no recipe: timm's default)
+        crop = eval_crop_ratio((ckpt.get("recipe") or {}).get("random_resized_crop", True))
+    eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False, crop_ratio=crop)
     _, val_ds, num_classes = build_datasets(args.data, img_size=spec.img_size, in_chans=spec.in_chans,
                                             train_transform=eval_tf, eval_transform=eval_tf, data_dir=args.data_dir,
                                             download=args.download, num_classes=spec.num_classes,
@@ -237,7 +242,7 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict:
     metrics = evaluate(model, loader, device, nullcontext, Dist())
     elapsed = time.perf_counter() - t0
     return {**metrics, "images": len(val_ds), "images_per_s": len(val_ds) / elapsed, "data": args.data,
-            "crop_ratio": args.crop_ratio}
+            "crop_ratio": crop}
 
 
 def _evaluate_text(args: argparse.Namespace, spec, model, device) -> dict:

@@ -203,6 +203,12 @@ def build_transforms(
     return T.Compose([convert, *resize, T.ToTensor(), T.Normalize(mean, std)])
 
 
+def eval_crop_ratio(random_resized_crop: bool) -> float:
+    """The crop ratio that validates at the scale training saw: timm's 0.875 centre crop after random resized
+    crops, 1 (the whole image, resized as the training images were) after a plain resize."""
+    return 0.875 if random_resized_crop else 1.0
+
+
 # ----------------------------------------------------------------------------------------- datasets
 
 

@@ -33,7 +33,7 @@ from ..checkpoint import with_checksum
 from ..compiler import build
 from ..nn.heads import head_loss
 from . import checkpoints as C
-from .data import build_datasets, build_loaders, build_transforms
+from .data import build_datasets, build_loaders, build_transforms, eval_crop_ratio
 from .progress import Progress
 from .recipes import Recipe
 
@@ -308,10 +308,9 @@ class Training:
                 raise ValueError(f"{' / '.join(given)}: for a text body (the spec's embedder is {spec.embedder.kind})")
             train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
                                         re_prob=r.re_prob, random_resized_crop=r.random_resized_crop)
-            # evaluate at the scale training sees: a centre crop (timm's 0.875) after random resized crops, the
-            # plain resize of training otherwise (a crop would enlarge every validation digit by 8 / 7)
+            # at the scale training sees (a 0.875 crop after a plain resize would enlarge every digit by 8 / 7)
             eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False,
-                                       crop_ratio=0.875 if r.random_resized_crop else 1.0)
+                                       crop_ratio=eval_crop_ratio(r.random_resized_crop))
             train_ds, val_ds, self.num_classes = build_datasets(
                 cfg.data, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=train_tf,
                 eval_transform=eval_tf, data_dir=cfg.data_dir, download=cfg.download,
