@@ -120,6 +120,16 @@ def test_tied_weights_are_written_once_and_tied_again(tmp_path):
     assert torch.equal(loaded.state_dict()[names[1]], blocks[0].norm1.weight)
 
 
+def test_a_channels_last_model_is_written_contiguous(saved, tmp_path):
+    """Training runs channels-last: its 4-d weights are not contiguous, and safetensors writes plain rows."""
+    folder, logits = saved["dhvt_tiny_cifar_p4"]
+    model = vspec.from_pretrained(folder).eval().to(memory_format=torch.channels_last)
+    assert any(not t.is_contiguous() for t in model.state_dict().values())
+    loaded = vspec.from_pretrained(vspec.save_pretrained(model, tmp_path / "cl")).eval()
+    with torch.no_grad():
+        assert torch.equal(loaded(torch.load(folder / "x.pt")), logits)
+
+
 # ---------------------------------------------------------------- crafted folders
 def _copy(saved, tmp: Path, name: str) -> Path:
     folder = tmp / name

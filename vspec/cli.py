@@ -356,13 +356,15 @@ def output_folder(flag: str, out: str | Path) -> Path:
 
 # ---------------------------------------------------------------- commands
 def _save(model: Any, path: Path, folder: bool = False) -> None:
+    from safetensors import SafetensorError
+
     from .checkpoint import save
     from .hub import save_pretrained
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         (save_pretrained if folder else save)(model, path)
-    except (OSError, RuntimeError) as e:  # torch.save reports write failures as RuntimeError
+    except (OSError, RuntimeError, SafetensorError) as e:  # torch.save reports write failures as RuntimeError
         what = "model folder" if folder else "checkpoint"
         raise SpecError("", f"--out {path}: could not write the {what} ({one_line(e)})") from None
 

@@ -67,19 +67,20 @@ def _dedupe(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], di
     tensors: dict[str, torch.Tensor] = {}
     aliases: dict[str, str] = {}
     seen: dict[tuple, str] = {}
-    storages: set[int] = set()
+    storages: set[tuple] = set()
     for name, t in state.items():
-        t = t.detach().cpu()
-        ptr = t.untyped_storage().data_ptr()
-        where = (ptr, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
+        ptr = t.untyped_storage().data_ptr()  # on its device: a copy to the CPU would have a storage of its own
+        where = (t.device, ptr, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
         if t.numel() and where in seen:
             aliases[name] = seen[where]
             continue
-        shared = t.numel() and ptr in storages
-        tensors[name] = t.contiguous() if not t.is_contiguous() else t.clone() if shared else t
+        shared = t.numel() and (t.device, ptr) in storages
+        t = t.detach()
+        t = t.contiguous() if not t.is_contiguous() else t.clone() if shared else t  # channels-last: contiguous
+        tensors[name] = t.cpu()
         if t.numel():
             seen[where] = name
-            storages.add(ptr)
+            storages.add((t.device, ptr))
     return tensors, aliases
 
 

@@ -652,9 +652,9 @@ def _prepare_folder(out: Path, ckpt: dict[str, Any] | None) -> None:
             (out / name).unlink(missing_ok=True)
         shutil.rmtree(out / "tb", ignore_errors=True)
         shutil.rmtree(out / "tokenizer", ignore_errors=True)  # a text run's own vocabulary is trained afresh
-        for name in MODEL_FOLDERS:  # --save-format folder's: only folders that hold what save_pretrained writes
-            if (out / name / "config.json").is_file():
-                shutil.rmtree(out / name, ignore_errors=True)
+        for name in MODEL_FOLDERS:  # an earlier --save-format folder run's (only what save_pretrained writes)
+            for file in ("config.json", "model.safetensors"):
+                (out / name / file).unlink(missing_ok=True)
         return
     C.atomic_write_text(_jsonl(ckpt["metrics"]), out / "metrics.jsonl")
     last, best = out / "last.pt", out / "best.pt"
