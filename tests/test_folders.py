@@ -78,6 +78,22 @@ def test_the_folder_holds_config_json_and_safetensors(saved):
     assert keys == set(vspec.build(vspec.from_dict(config["spec"]), "meta").state_dict())
 
 
+def test_the_hub_tools_read_the_folder(saved):
+    """The file names are huggingface_hub's, and its own reader (offline) gives the model's weights; a model
+    loaded with huggingface_hub.load_torch_model into the rebuilt module gives the same logits."""
+    from huggingface_hub import constants, load_state_dict_from_file, load_torch_model
+
+    assert (hub.CONFIG, hub.WEIGHTS) == (constants.CONFIG_NAME, constants.SAFETENSORS_SINGLE_FILE)
+    folder, logits = saved["swin_tiny"]
+    ours = vspec.from_pretrained(folder).eval()
+    theirs = load_state_dict_from_file(folder / hub.WEIGHTS)
+    assert theirs.keys() == ours.state_dict().keys()
+    model = vspec.build(ours.spec).eval()
+    load_torch_model(model, folder)
+    with torch.no_grad():
+        assert torch.equal(model(torch.load(folder / "x.pt")), logits)
+
+
 @pytest.mark.parametrize("name", FAMILIES)
 def test_round_trip_in_process_gives_equal_logits(saved, name):
     folder, logits = saved[name]
