@@ -9,7 +9,8 @@ allocated that the file does not hold; it walks the file without recursion (refu
 contains itself, or one holding tensors reached by several paths), checks the checksum, validates the
 structure, upgrades the spec and compares the weights' keys, shapes and sizes with what the spec builds
 (on the meta device) before any consumer allocates the model. Every problem is a one-line
-CheckpointError that names the file and the cause.
+CheckpointError that names the file and the cause. Model folders (vspec.hub: config.json + model.safetensors)
+are read by their own reader and then go through the same checks (`check_checkpoint`).
 
 Checksums: "sha256" covers the whole file's content (the spec text, every field, every tensor's dtype,
 shape and bytes), so that an edited spec or field is refused like a flipped weight. Checkpoints of the

@@ -20,7 +20,7 @@ storage, offset, shape and strides: a tied weight) is written once and listed in
 are loaded from the one tensor. Tensors that only overlap are written as copies.
 
 Loading applies every check of `vspec.load` through the same code (`vspec.checkpoint.check_checkpoint`: fields,
-spec validation and upgrade, sizes before allocation, keys / shapes / dtypes), and reads model.safetensors
+spec validation and upgrade, sizes before the model is allocated, keys / shapes / dtypes), and reads model.safetensors
 safely: the header length is compared with the file size before the header is read, the header is parsed and
 every tensor's dtype, shape and byte range checked against the file (in range, no overlap) before any tensor
 is read. Every problem is a one-line CheckpointError naming the file.

@@ -654,7 +654,8 @@ def _prepare_folder(out: Path, ckpt: dict[str, Any] | None) -> None:
         shutil.rmtree(out / "tokenizer", ignore_errors=True)  # a text run's own vocabulary is trained afresh
         for name in MODEL_FOLDERS:  # an earlier --save-format folder run's (only what save_pretrained writes)
             for file in ("config.json", "model.safetensors"):
-                (out / name / file).unlink(missing_ok=True)
+                if (out / name / file).is_file():
+                    (out / name / file).unlink()
         return
     C.atomic_write_text(_jsonl(ckpt["metrics"]), out / "metrics.jsonl")
     last, best = out / "last.pt", out / "best.pt"
