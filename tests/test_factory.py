@@ -93,6 +93,14 @@ def test_checkpoint_with_other_classes_keeps_the_body(checkpoint):
     assert model(torch.randn(1, 3, 32, 32)).shape == (1, 9)
 
 
+def test_model_folder_like_its_checkpoint(checkpoint, tmp_path):
+    vspec.save_pretrained(vspec.load(checkpoint), tmp_path / "folder")
+    from_folder, from_pt = vspec.create_model(tmp_path / "folder").eval(), vspec.create_model(checkpoint).eval()
+    x = torch.randn(2, 3, 32, 32)
+    assert from_folder.spec == from_pt.spec and torch.equal(from_folder(x), from_pt(x))
+    assert vspec.create_model(str(tmp_path / "folder"), num_classes=9)(x).shape == (2, 9)
+
+
 def test_checkpoint_override_that_changes_weights_is_one_line(checkpoint):
     with pytest.raises(CheckpointError) as e:
         vspec.create_model(checkpoint, dim=96)
@@ -120,9 +128,9 @@ def test_refusals_are_one_line(tmp_path):
     with pytest.raises(ValueError) as e:
         vspec.create_model("conformer_ti", features_only=True)
     assert "two-branch" in one_line(e)
-    with pytest.raises(NotImplementedError) as e:  # MERGE: vspec.hub.read_folder
+    with pytest.raises(CheckpointError) as e:  # a folder without config.json
         vspec.create_model(tmp_path)
-    assert "model folders" in one_line(e)
+    assert "config.json" in one_line(e)
     with pytest.raises(CheckpointError) as e:
         vspec.create_model(tmp_path / "absent.pt")
     one_line(e)

@@ -113,7 +113,12 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print the (overridden) spec as JSON instead of the summary")
     b.add_argument("--out", metavar="FILE",
                    help="write a checkpoint (spec JSON + weights); reload with vspec.load(FILE); missing "
-                        "folders are created; a new path or a regular file (overwritten), nothing else")
+                        "folders are created; a new path or a regular file (overwritten), nothing else; "
+                        "with --save-format folder: a model folder")
+    b.add_argument("--save-format", choices=("pt", "folder"), default="pt",
+                   help="what --out writes: pt (one checkpoint file; default) or folder (a model folder, "
+                        "OUT/config.json + OUT/model.safetensors, the layout Hugging Face tools move; reload with "
+                        "vspec.from_pretrained(OUT); OUT is a new path or a folder)")
     b.add_argument("--batch-size", type=_positive, default=1, metavar="N", help="dummy batch size (default 1)")
     _memory_flag(b, "a spec whose weights and forward pass (estimated from the spec) need more than the "
                     "memory available now is refused before anything is allocated")
@@ -350,14 +355,18 @@ def output_folder(flag: str, out: str | Path) -> Path:
 
 
 # ---------------------------------------------------------------- commands
-def _save(model: Any, path: Path) -> None:
+def _save(model: Any, path: Path, folder: bool = False) -> None:
+    from safetensors import SafetensorError
+
     from .checkpoint import save
+    from .hub import save_pretrained
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        save(model, path)
-    except (OSError, RuntimeError) as e:  # torch.save reports write failures as RuntimeError
-        raise SpecError("", f"--out {path}: could not write the checkpoint ({one_line(e)})") from None
+        (save_pretrained if folder else save)(model, path)
+    except (OSError, RuntimeError, SafetensorError) as e:  # torch.save reports write failures as RuntimeError
+        what = "model folder" if folder else "checkpoint"
+        raise SpecError("", f"--out {path}: could not write the {what} ({one_line(e)})") from None
 
 
 def check_fit(spec: Model, batch: int, what: str) -> None:
@@ -371,7 +380,8 @@ def check_fit(spec: Model, batch: int, what: str) -> None:
 
 def cmd_build(args: argparse.Namespace) -> None:
     spec = _load(args)
-    out = output_file("--out", args.out) if args.out is not None else None
+    folder = args.save_format == "folder"
+    out = None if args.out is None else output_folder("--out", args.out) if folder else output_file("--out", args.out)
     if args.memory_check:
         check_fit(spec, args.batch_size, "building it and running a forward pass")
     if args.json:
@@ -388,7 +398,7 @@ def cmd_build(args: argparse.Namespace) -> None:
         y = model(x)
     elapsed = time.perf_counter() - t0
     if out is not None:
-        _save(model, out)
+        _save(model, out, folder)
     if args.json:
         return
     parts = model.parts()

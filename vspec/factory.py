@@ -55,15 +55,6 @@ def preset_path(name: str) -> Path:
     raise SpecError("", f"unknown preset {name!r} ({hint}); or give a spec file, checkpoint or model folder path")
 
 
-def read_folder(path: Path) -> tuple[Model, dict]:
-    """A model folder (config.json + model.safetensors) -> (spec, state_dict).
-
-    MERGE (issue 24 item 1): the one place a folder is read; replace the raise with
-    `from .hub import read_folder; return read_folder(path)`."""
-    raise NotImplementedError(f"{path}: model folders (config.json + model.safetensors) are read by vspec.hub, "
-                              "which this build lacks; give a .pt checkpoint or a spec file")
-
-
 def resample(state_dict: dict, old: Model, new: Model) -> dict:
     """Weights of spec `old` fitted to `new`, which differs in img_size (position tables resampled).
 
@@ -76,12 +67,11 @@ def resample(state_dict: dict, old: Model, new: Model) -> dict:
 def _source(name_or_path: str | Path) -> tuple[Model, dict | None]:
     """(spec, state_dict or None) of a preset name, spec file, checkpoint or model folder."""
     path = Path(name_or_path)
-    if path.is_dir():
-        return read_folder(path)
-    if path.suffix in CHECKPOINTS:
+    if path.is_dir() or path.suffix in CHECKPOINTS:
         from .checkpoint import load_checkpoint
+        from .hub import load_folder
 
-        ckpt = load_checkpoint(path)
+        ckpt = load_folder(path) if path.is_dir() else load_checkpoint(path)
         return from_json(ckpt["spec"]), ckpt["state_dict"]
     if path.suffix in SUFFIXES or path.exists() or os.sep in str(name_or_path):
         return load_spec(path), None

@@ -56,6 +56,10 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--init", metavar="hf:DIR",
                    help="start a text body from a Hugging Face checkpoint folder's body weights (save_pretrained's "
                         "config.json + safetensors; no download); the spec's head starts fresh")
+    p.add_argument("--save-format", choices=("pt", "folder"), default="pt",
+                   help="pt (default): the .pt checkpoints only; folder: also the best and the final weights as "
+                        "model folders OUT/best and OUT/final (config.json + model.safetensors; "
+                        "vspec.from_pretrained reads them); the .pt checkpoints stay, for --resume")
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh in an OUT that holds an earlier run, removing its files (without it such an "
                         "OUT is refused)")
@@ -134,7 +138,8 @@ def config_from_args(args: argparse.Namespace):
                        out=args.out, resume=args.resume, seed=args.seed, workers=args.workers, device=args.device,
                        precision=args.precision, compile=args.compile, accum_steps=args.accum_steps,
                        max_steps=args.max_steps, synthetic_size=args.synthetic_size, overwrite=args.overwrite,
-                       task=args.task, tokenizer=args.tokenizer, max_len=args.max_len, init=args.init)
+                       task=args.task, tokenizer=args.tokenizer, max_len=args.max_len, init=args.init,
+                       save_format=args.save_format)
 
 
 def _errors():
@@ -168,8 +173,9 @@ def _train(cfg) -> int:
 
 
 def eval_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="eval.py", description="Evaluate a checkpoint (from tools/train.py or vspec build --out): "
-                "top-1 / top-5 and images/s on the validation split.")
+    p = OneLineParser(prog="eval.py", description="Evaluate a checkpoint (from tools/train.py or vspec build --out) "
+                "or a model folder (vspec.save_pretrained, --save-format folder): top-1 / top-5 and images/s on the "
+                "validation split.")
     p.add_argument("checkpoint", type=Path, metavar="CHECKPOINT")
     _data_args(p)
     p.add_argument("--batch-size", type=int, default=128)
@@ -209,11 +215,12 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict:
 
     from ..checkpoint import load_checkpoint, load_weights
     from ..compiler import build
+    from ..hub import load_folder
     from ..spec import from_json
     from .data import build_datasets, build_loaders, build_transforms
     from .engine import Dist, evaluate
 
-    ckpt = load_checkpoint(args.checkpoint)
+    ckpt = load_folder(args.checkpoint) if args.checkpoint.is_dir() else load_checkpoint(args.checkpoint)
     spec = from_json(ckpt["spec"])
     model = build(spec)
     weights = ckpt.get("ema") if args.ema else ckpt["state_dict"]
