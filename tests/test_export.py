@@ -110,6 +110,19 @@ def test_sot_start_vector_at_init_is_ill_conditioned():
     assert moved > TOL and drawn < TOL / 10, (moved, drawn)
 
 
+def test_exact_svpn_is_a_program_but_no_onnx_graph(tmp_path):
+    """SoT's exact svPN (no preset uses it) is an SVD: torch.export takes it; ONNX has no operator for it, and
+    export_onnx says so in one line naming the module."""
+    spec = vspec.override(shrink(load_spec(ROOT / "specs/deit_tiny_sot.py")),
+                          {"embedder.kind": "patch", "embedder.patch_size": 16, "head.norm.method": "exact"})
+    model = vspec.build(spec).eval()
+    program = E.export_program(model)
+    assert E.check(model, program).max_abs_diff <= TOL
+    with pytest.raises(E.ExportError, match=r"^head.norm calls linalg_svd \(torch.linalg\), which ONNX has no"):
+        E.export_onnx(model, tmp_path / "exact.onnx", program=program)
+    assert not (tmp_path / "exact.onnx").exists()
+
+
 def test_static_batch_takes_only_its_batch(tmp_path):
     model = model_of("deit_tiny")
     path = E.export_onnx(model, tmp_path / "static.onnx", batch=2, dynamic_batch=False)

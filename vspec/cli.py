@@ -638,7 +638,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     out = output_file("--out", args.out)
     try:
-        target(out, args.opset, args.check)  # the suffix and the packages, before any work
+        target(out, args.opset, args.check, args.batch, not args.static_batch)  # before any work
     except ExportError as e:
         raise UsageError(f"vspec export: error: {one_line(e)}") from None
     if Path(args.path).suffix in (".pt", ".pth") or Path(args.path).is_dir():  # a checkpoint: vspec.load

@@ -76,13 +76,17 @@ def tracing(model: nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
+def _check_batch(batch: int, dynamic_batch: bool) -> None:
+    if dynamic_batch and batch < 2:
+        raise ExportError(f"batch {batch}: a dynamic batch is traced at a batch of 2 or more (torch.export "
+                          "specialises a size of 1); trace at 2 or more, or fix the batch (--static-batch)")
+
+
 def export_program(model: nn.Module, path: str | Path | None = None, *, batch: int = 2,
                    dynamic_batch: bool = True) -> torch.export.ExportedProgram:
     """The model's eval forward as a `torch.export` program traced on a random batch of `batch` (>= 2 with a dynamic
     batch: torch.export specialises a size of 1); saved to `path` (.pt2, `torch.export.load`) when given."""
-    if dynamic_batch and batch < 2:
-        raise ExportError(f"batch {batch}: a dynamic batch is traced at a batch of 2 or more (torch.export "
-                          "specialises a size of 1); give --batch 2, or a static batch")
+    _check_batch(batch, dynamic_batch)
     args = example_inputs(model, batch)
     shapes = None
     if dynamic_batch:
@@ -113,6 +117,7 @@ def export_onnx(model: nn.Module, path: str | Path, *, batch: int = 2, dynamic_b
     _onnx_packages(runtime=False)
     if program is None:
         program = export_program(model, batch=batch, dynamic_batch=dynamic_batch)
+    _refuse_decompositions(program)
     names = input_names(model)
     with tracing(model):
         onnx_program = torch.onnx.export(program, dynamo=True, input_names=names, output_names=["logits"],
@@ -122,6 +127,21 @@ def export_onnx(model: nn.Module, path: str | Path, *, batch: int = 2, dynamic_b
     path = Path(path)
     onnx_program.save(str(path))
     return path
+
+
+NO_ONNX = ("linalg_svd", "_linalg_svd", "linalg_eig", "linalg_eigh", "_linalg_eigh")  # no ONNX operator
+
+
+def _refuse_decompositions(program: torch.export.ExportedProgram) -> None:
+    """A matrix decomposition that ONNX has no operator for (SoT's exact svPN, head.norm.method=exact, is an
+    SVD) is named with the module that calls it, instead of torch.onnx's conversion failure."""
+    for node in program.graph.nodes:
+        name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+        if node.op == "call_function" and name in NO_ONNX:
+            stack = node.meta.get("nn_module_stack") or {}
+            where = next(reversed(stack.values()), ("the model", None))[0] if stack else "the model"
+            raise ExportError(f"{where} calls {name.strip('_')} (torch.linalg), which ONNX has no operator for "
+                              "(SoT's exact svPN is an SVD: use head.norm.method=approx); a .pt2 program takes it")
 
 
 def run_onnx(path: str | Path, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
@@ -162,8 +182,11 @@ def check(model: nn.Module, exported: str | Path | torch.export.ExportedProgram,
     return Checked(float((got.float() - want.float()).abs().max()), batch, runtime)
 
 
-def target(out: Path, opset: int | None = None, verify: bool = False) -> str:
-    """The format `out`'s suffix names ("onnx" or "pt2"), once the packages it needs import; else ExportError."""
+def target(out: Path, opset: int | None = None, verify: bool = False, batch: int = 2,
+           dynamic_batch: bool = True) -> str:
+    """The format `out`'s suffix names ("onnx" or "pt2"), once the packages it needs import and the batch fits the
+    dynamic axis; else ExportError."""
+    _check_batch(batch, dynamic_batch)
     suffix = out.suffix.lower()
     if suffix not in (".onnx", ".pt2"):
         raise ExportError(f"--out {out}: the suffix says the format: .onnx (ONNX) or .pt2 (torch.export)")
@@ -179,7 +202,7 @@ def export(model: nn.Module, out: Path, *, batch: int = 2, dynamic_batch: bool =
     """What `vspec export` does: write `out` (.onnx or .pt2, by its suffix); with `verify`, check it on a batch
     of batch + 1 (the dynamic batch) or batch. Returns (seconds to export, the check or None). Whatever stops an
     exporter is an ExportError naming it; so is a check above TOLERANCE (after the file is written)."""
-    fmt = target(out, opset, verify)
+    fmt = target(out, opset, verify, batch, dynamic_batch)
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     try:
