@@ -61,17 +61,17 @@ def model_of(preset: str) -> torch.nn.Module:
 
 
 slow = pytest.mark.slow
-FAMILIES = [  # (family, preset): the normal run keeps ViT, DHVT, MSF, Refiner and a text body
+FAMILIES = [  # (family, preset): the normal run keeps ViT, DHVT, MSF, Refiner, a text body and iRPE
     ("vit", "deit_tiny"),
     ("dhvt", "dhvt_tiny_cifar_p4"),
     ("msf", "msf_vit_ti"),
     ("refiner", "refined_vit_s"),
     ("text", "electra_small"),
+    ("irpe", "deit_tiny_irpe_k"),
     pytest.param("text_causal", "gpt2", marks=slow),
     pytest.param("swin", "swin_tiny", marks=slow),
     pytest.param("sot", "deit_tiny_sot", marks=slow),
     pytest.param("t2t", "t2t_vit_7", marks=slow),
-    pytest.param("irpe", "deit_tiny_irpe_k", marks=slow),
     pytest.param("conformer", "conformer_ti", marks=slow),
 ]
 
