@@ -198,3 +198,17 @@ def test_cli_refuses_set_on_a_checkpoint_and_names_a_missing_extra(capsys, tmp_p
     code, _, err = run(capsys, "export", ckpt, "--out", tmp_path / "m.onnx")
     assert code == 2 and "needs onnxscript" in err and "pip install 'vspec[export]'" in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "m.onnx").exists()
+
+
+def test_cli_check_above_the_tolerance_and_an_exporter_failure_are_one_line(capsys, tmp_path, monkeypatch):
+    out = tmp_path / "tiny.pt2"
+    monkeypatch.setattr(E, "TOLERANCE", -1.0)  # every difference is above it
+    code, _, err = run(capsys, "export", ROOT / "specs/deit_tiny.py", *TINY, "--out", out, "--check")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "above -1;" in err and out.is_file(), err
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("no tracing today\nsecond line")
+
+    monkeypatch.setattr(torch.export, "export", refuse)
+    code, _, err = run(capsys, "export", ROOT / "specs/deit_tiny.py", *TINY, "--out", tmp_path / "m.pt2")
+    assert code == 2 and err.strip() == "vspec export: error: torch.export failed: RuntimeError: no tracing today"

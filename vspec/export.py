@@ -161,7 +161,7 @@ def check(model: nn.Module, exported: str | Path | torch.export.ExportedProgram,
     """Run the exported model (an .onnx path in onnxruntime, a .pt2 path or an ExportedProgram in torch) and the
     eager model (eval, fast paths as they are) on one random batch; the max |difference| of their logits."""
     inputs = example_inputs(model, batch, seed)
-    if isinstance(exported, (str, Path)) and Path(exported).suffix == ".onnx":
+    if isinstance(exported, (str, Path)) and Path(exported).suffix.lower() == ".onnx":
         import onnxruntime as ort
 
         got, runtime = run_onnx(exported, inputs), f"onnxruntime {ort.__version__}"
