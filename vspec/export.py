@@ -7,7 +7,7 @@ Inputs, in the order of the model's forward: images `pixel_values` (B, C, H, W) 
 `dynamic_batch=False`; every other size is the spec's (img_size, seq_len).
 
 What tracing needs, set only while tracing: eval mode (dropout, BatchNorm's running statistics), vspec's fast paths
-off (`fast_paths(False)`: they call oneDNN's private ops, which neither exporter knows), and SDPA's math backend,
+off (`fast_paths(False)`: the exporters get the plain ops, not oneDNN's private ones), and SDPA's math backend,
 so that the traced graph's strides are those of the math attention that torch.onnx decomposes SDPA into: with the
 CPU flash kernel's strides, a float attention mask (Swin's relative position bias, iRPE's contextual bias) left
 a `view` after the attention that the decomposed graph cannot take ("Cannot view a tensor ...").
@@ -43,7 +43,7 @@ class Checked:
 
     max_abs_diff: float
     batch: int
-    runtime: str  # what ran the exported model: "onnxruntime 1.23.2" or "torch.export"
+    runtime: str  # what ran the exported model: "onnxruntime <version>" or "torch.export"
 
 
 def input_names(model: nn.Module) -> list[str]:
