@@ -1,4 +1,4 @@
-"""The `vspec` command: build, profile, show and analyze specs.
+"""The `vspec` command: build, profile, show, analyze and export specs.
 
 Every error is one line on stderr (cut to MAX_LINE characters) and exit code 2. Whatever the command
 prints from its input (paths, keys, messages) goes through `printable`: an undecodable byte of a file
@@ -189,6 +189,24 @@ def parser() -> argparse.ArgumentParser:
                    help="seed of the initialisation (specs) and the images, 0 to 2**32 - 1 (default 0)")
     a.add_argument("--out-dir", metavar="DIR", help="where to write the PNGs and JSONs (default: beside PATH); "
                                                     "a folder or a new path")
+
+    e = sub.add_parser("export", help="export to ONNX (.onnx) or a torch.export program (.pt2)",
+                       description="Export a model (a vspec checkpoint, .pt, or a spec, randomly initialised) in eval "
+                                   "mode: --out FILE.onnx (torch.onnx's dynamo exporter; needs pip install "
+                                   "'vspec[export]') or FILE.pt2 (torch.export.load). Inputs: pixel_values, or a "
+                                   "text body's input_ids and attention_mask; output: logits. The batch axis is "
+                                   "dynamic unless --static-batch.")
+    _spec_args(e)
+    e.add_argument("--out", required=True, metavar="FILE", help="FILE.onnx or FILE.pt2 (the suffix picks the format); "
+                                                                  "a new path or a regular file (overwritten)")
+    e.add_argument("--batch", type=_int_in(1, 4096), default=2, metavar="N",
+                   help="the batch traced, 1 to 4096 (default 2; 2 or more with a dynamic batch)")
+    e.add_argument("--static-batch", action="store_true", help="fix the batch axis at --batch")
+    e.add_argument("--opset", type=_int_in(18, 30), metavar="N", help="ONNX opset, 18 to 30 (default: torch.onnx's)")
+    e.add_argument("--check", action="store_true",
+                   help="run the exported model (onnxruntime, or torch) and the eager one on a random batch (--batch "
+                        "+ 1 with a dynamic batch) and print the max |difference| of the logits; above 1e-4 is an "
+                        "error")
     return top
 
 
@@ -625,7 +643,39 @@ def _images(args: argparse.Namespace, spec: Model):
     return data
 
 
-COMMANDS = {"build": cmd_build, "profile": cmd_profile, "show": cmd_show, "analyze": cmd_analyze}
+def cmd_export(args: argparse.Namespace) -> None:
+    from .export import ExportError, export, target
+
+    out = output_file("--out", args.out)
+    try:
+        target(out, args.opset, args.check, args.batch, not args.static_batch)  # before any work
+    except ExportError as e:
+        raise UsageError(f"vspec export: error: {one_line(e)}") from None
+    if Path(args.path).suffix in (".pt", ".pth") or Path(args.path).is_dir():  # a checkpoint: vspec.load
+        from .checkpoint import load
+
+        if args.overrides:
+            raise SpecError("", "--set applies to spec files, not to a checkpoint's trained model")
+        model = load(args.path)
+    else:
+        from .compiler import build
+
+        spec = _load(args)
+        check_fit(spec, args.batch + 1, "exporting it")
+        model = build(spec, check_memory=False)  # checked above, with the check's batch
+    try:
+        seconds, checked = export(model, out, batch=args.batch, dynamic_batch=not args.static_batch,
+                                  opset=args.opset, verify=args.check)
+    except ExportError as e:
+        raise UsageError(f"vspec export: error: {one_line(e)}") from None
+    print(f"{printable(str(out))}: exported in {seconds:.1f} s")
+    if checked is not None:
+        print(f"check: max |exported - eager| = {checked.max_abs_diff:.3g} over the logits of a batch of "
+              f"{checked.batch} ({checked.runtime})")
+
+
+COMMANDS = {"build": cmd_build, "profile": cmd_profile, "show": cmd_show, "analyze": cmd_analyze,
+            "export": cmd_export}
 
 
 @contextlib.contextmanager
