@@ -446,10 +446,29 @@ def load_weights(module: nn.Module, weights: dict[str, torch.Tensor], file: str 
     module.load_state_dict(weights)
 
 
-def load(path: str | Path) -> nn.Module:
+def load(path: str | Path, img_size: int | tuple[int, int] | None = None) -> nn.Module:
     """Rebuild the model a vspec checkpoint describes and load its weights; a bad checkpoint raises a
-    one-line CheckpointError (a SpecError) naming the file."""
+    one-line CheckpointError (a SpecError) naming the file. `img_size`: build the spec at that size instead, its
+    weights resampled to it (`vspec.resample.resample_state`); a size the spec refuses is a one-line error."""
     ckpt = load_checkpoint(path)
-    model = build(from_json(ckpt["spec"]))
-    load_weights(model, ckpt["state_dict"], path)
+    spec = from_json(ckpt["spec"])
+    weights = ckpt["state_dict"]
+    if img_size is not None:
+        spec, weights = at_img_size(spec, weights, img_size, path)
+    model = build(spec)
+    load_weights(model, weights, path)
     return model
+
+
+def at_img_size(spec: Model, weights: dict[str, torch.Tensor], img_size: Any,
+                path: str | Path) -> tuple[Model, dict[str, torch.Tensor]]:
+    """The spec at `img_size` and the weights resampled to it; a size it refuses is a CheckpointError."""
+    import attrs
+
+    from .resample import resample_state
+
+    try:
+        new = attrs.evolve(spec, img_size=img_size)
+        return new, resample_state(weights, spec, new)
+    except (SpecError, ValueError, TypeError) as e:
+        raise CheckpointError(path, f"img_size {img_size}: {e}") from None
