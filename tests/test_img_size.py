@@ -37,6 +37,7 @@ from vspec.spec import (
     WindowMHSA,
     from_json,
     load_spec,
+    override,
     to_json,
     to_toml,
 )
@@ -237,6 +238,7 @@ def test_the_field_is_written_only_when_set():
     on = attrs.evolve(preset, dynamic_img_size=True)
     assert json.loads(to_json(on))["dynamic_img_size"] is True and from_json(to_json(on)) == on
     assert from_json(to_json(preset)) == preset and not from_json(to_json(preset)).dynamic_img_size
+    assert override(preset, {"dynamic_img_size": True}) == on  # --set dynamic_img_size=true
     with pytest.raises(SpecError, match="^dynamic_img_size: must be bool"):
         from_json(json.dumps({**json.loads(to_json(preset)), "dynamic_img_size": 1}))
 
