@@ -242,3 +242,22 @@ def test_the_field_is_written_only_when_set():
     with pytest.raises(SpecError, match="^dynamic_img_size: must be bool"):
         from_json(json.dumps({**json.loads(to_json(preset)), "dynamic_img_size": 1}))
 
+
+
+def test_at_twice_the_size_only_the_position_tables_change_shape():
+    """The claim of vspec.resample's doc: across every image preset (built on the meta device at its size and at
+    twice it), the weights whose shape follows the grid are the position table and Swin's bias tables alone."""
+    from pathlib import Path
+
+    checked = 0
+    for path in sorted(Path(__file__).resolve().parents[1].glob("specs/*.py")):
+        spec = load_spec(path)
+        if spec.embedder.text:
+            continue
+        big = attrs.evolve(spec, img_size=tuple(2 * s for s in spec.img_size))
+        small, large = (vspec.build(s, device="meta").state_dict() for s in (spec, big))
+        assert small.keys() == large.keys(), path.name
+        changed = {k for k in small if small[k].shape != large[k].shape}
+        assert all(k == "pos_embed" or k.endswith("relative_position_bias_table") for k in changed), path.name
+        checked += 1
+    assert checked >= 50  # 59 image presets when written
