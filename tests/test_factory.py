@@ -107,15 +107,12 @@ def test_checkpoint_override_that_changes_weights_is_one_line(checkpoint):
     assert str(checkpoint) in one_line(e) and "do not fit" in str(e.value)
 
 
-def test_new_img_size_goes_through_resample(tmp_path, monkeypatch):
-    """The one place where weights change size (vspec.factory.resample) gets the old and new specs."""
-    model = vspec.create_model("deit_tiny", depth=1, img_size=32, pos_embed="sincos2d")  # a table without weights
-    path = vspec.save(model, tmp_path / "m.pt")
-    calls = []
-    monkeypatch.setattr("vspec.factory.resample", lambda sd, old, new: calls.append((old, new)) or sd)
-    bigger = vspec.create_model(path, img_size=48)
-    assert [(old.img_size, new.img_size) for old, new in calls] == [((32, 32), (48, 48))]
-    assert bigger(torch.randn(1, 3, 48, 48)).shape == (1, 1000)
+def test_new_img_size_resamples_the_checkpoint(checkpoint):
+    """A checkpoint at another img_size: the model `vspec.load(path, img_size=)` gives (vspec.resample's weights)."""
+    bigger = vspec.create_model(checkpoint, img_size=48).eval()
+    assert bigger.spec.img_size == (48, 48) and bigger.pos_embed.shape == (1, 1 + 3 * 3, 192)  # patch 16
+    x = torch.randn(1, 3, 48, 48)
+    assert torch.equal(bigger(x), vspec.load(checkpoint, img_size=48).eval()(x))
 
 
 def test_refusals_are_one_line(tmp_path):

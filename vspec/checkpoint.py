@@ -460,10 +460,15 @@ def load_weights(module: nn.Module, weights: dict[str, torch.Tensor], file: str 
     module.load_state_dict(weights)
 
 
-def load(path: str | Path) -> nn.Module:
+def load(path: str | Path, img_size: int | tuple[int, int] | None = None) -> nn.Module:
     """Rebuild the model a vspec checkpoint describes and load its weights; a bad checkpoint raises a
-    one-line CheckpointError (a SpecError) naming the file."""
-    return model_of(load_checkpoint(path), path)
+    one-line CheckpointError (a SpecError) naming the file. `img_size`: build the spec at that size instead, its
+    weights resampled to it (`vspec.resample.resample_state`); a size the spec refuses is a one-line error."""
+    ckpt = load_checkpoint(path)
+    if img_size is not None:
+        spec, weights = at_img_size(from_json(ckpt["spec"]), ckpt["state_dict"], img_size, path)
+        ckpt = {**ckpt, "spec": to_json(spec), "state_dict": weights}
+    return model_of(ckpt, path)
 
 
 def model_of(ckpt: dict[str, Any], file: str | Path) -> nn.Module:
@@ -471,3 +476,17 @@ def model_of(ckpt: dict[str, Any], file: str | Path) -> nn.Module:
     model = build(from_json(ckpt["spec"]))
     load_weights(model, ckpt["state_dict"], file)
     return model
+
+
+def at_img_size(spec: Model, weights: dict[str, torch.Tensor], img_size: Any,
+                path: str | Path) -> tuple[Model, dict[str, torch.Tensor]]:
+    """The spec at `img_size` and the weights resampled to it; a size it refuses is a CheckpointError."""
+    import attrs
+
+    from .resample import resample_state
+
+    try:
+        new = attrs.evolve(spec, img_size=img_size)
+        return new, resample_state(weights, spec, new)
+    except (SpecError, ValueError, TypeError) as e:
+        raise CheckpointError(path, f"img_size {img_size}: {e}") from None

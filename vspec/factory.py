@@ -55,15 +55,6 @@ def preset_path(name: str) -> Path:
     raise SpecError("", f"unknown preset {name!r} ({hint}); or give a spec file, checkpoint or model folder path")
 
 
-def resample(state_dict: dict, old: Model, new: Model) -> dict:
-    """Weights of spec `old` fitted to `new`, which differs in img_size (position tables resampled).
-
-    MERGE (issue 24 item 3): the one place weights change size; replace the raise with
-    `from .resample import resample_state; return resample_state(state_dict, old, new)`."""
-    raise NotImplementedError(f"img_size {list(new.img_size)} differs from the checkpoint's {list(old.img_size)}: "
-                              "resampling its position tables (vspec.resample) is not in this build")
-
-
 def _source(name_or_path: str | Path) -> tuple[Model, dict | None]:
     """(spec, state_dict or None) of a preset name, spec file, checkpoint or model folder."""
     path = Path(name_or_path)
@@ -111,8 +102,10 @@ def create_model(name_or_path: str | Path, pretrained: bool = False, features_on
     else:
         from .checkpoint import load_weights
 
-        if new.img_size != spec.img_size:
-            weights = resample(weights, spec, new)
+        if new.img_size != spec.img_size:  # the position tables resampled (vspec.resample)
+            from .resample import resample_state
+
+            weights = resample_state(weights, spec, new)
         model = build(new)
         load_weights(model, weights, name_or_path)
         if num_classes is not None and num_classes != new.num_classes:

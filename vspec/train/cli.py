@@ -183,6 +183,9 @@ def eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--crop-ratio", type=float, default=0.875,
                    help="test-time resize = size / ratio, then a center crop to the spec's size; a ratio > 1 pads "
                         "instead of cropping (Refiner's receptive-field calibration). Default 0.875")
+    p.add_argument("--img-size", type=int, nargs="+", metavar="PX",
+                   help="evaluate at this size (H [W]): the spec at img_size, its position tables resampled "
+                        "(vspec.resample). Default: the checkpoint's size")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p
 
@@ -204,7 +207,7 @@ def eval_main(argv=None) -> int:
     else:
         print(f"{args.checkpoint}: top-1 {result['top1']:.2f} %  top-5 {result['top5']:.2f} %  "
               f"loss {result['loss']:.4f}  {result['images_per_s']:.1f} img/s on {result['images']} images "
-              f"({result['data']}, crop ratio {result['crop_ratio']})")
+              f"({result['data']}, {'x'.join(map(str, result['img_size']))} px, crop ratio {result['crop_ratio']})")
     return 0
 
 
@@ -213,7 +216,7 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict:
 
     import torch
 
-    from ..checkpoint import load_checkpoint, load_weights
+    from ..checkpoint import at_img_size, load_checkpoint, load_weights
     from ..compiler import build
     from ..hub import load_folder
     from ..spec import from_json
@@ -222,10 +225,12 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict:
 
     ckpt = load_folder(args.checkpoint) if args.checkpoint.is_dir() else load_checkpoint(args.checkpoint)
     spec = from_json(ckpt["spec"])
-    model = build(spec)
     weights = ckpt.get("ema") if args.ema else ckpt["state_dict"]
     if weights is None:
         raise UsageError("eval.py: error: --ema: the checkpoint has no EMA weights")
+    if args.img_size is not None:  # the spec at that size, its position tables resampled
+        spec, weights = at_img_size(spec, weights, _img_size(args.img_size), args.checkpoint)
+    model = build(spec)
     load_weights(model, weights, args.checkpoint, "EMA weights" if args.ema else "weights")
     device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     model.to(device)
@@ -244,7 +249,13 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict:
     metrics = evaluate(model, loader, device, nullcontext, Dist())
     elapsed = time.perf_counter() - t0
     return {**metrics, "images": len(val_ds), "images_per_s": len(val_ds) / elapsed, "data": args.data,
-            "crop_ratio": args.crop_ratio}
+            "crop_ratio": args.crop_ratio, "img_size": list(spec.img_size)}
+
+
+def _img_size(sizes: list[int]) -> tuple[int, int]:
+    if len(sizes) > 2 or min(sizes) < 1:
+        raise UsageError(f"eval.py: error: --img-size takes H or H W, positive, got {' '.join(map(str, sizes))}")
+    return (sizes[0], sizes[-1])
 
 
 def _evaluate_text(args: argparse.Namespace, spec, model, device) -> dict:
