@@ -364,6 +364,14 @@ def corpus(folder: Path) -> list[Case]:
                  ["build", files["vit"], "--out"], ["BUILD", files["vit"]], ["show", files["vit"], "--meta"],
                  ["profile", files["vit"], "--input-size"], ["--", "build"]):
         add(f"flags: {' '.join(a if len(a) < 30 else Path(a).name for a in argv) or '(none)'}", *argv)
+    onnx = str(folder / "export" / "m.onnx")
+    for argv in (["export", files["vit"]], ["export", files["vit"], "--out", str(folder / "m.txt")],
+                 ["export", files["vit"], "--out", str(folder)],
+                 ["export", files["vit"], "--out", onnx, "--batch", "0"],
+                 ["export", files["vit"], "--out", onnx, "--batch", "1"],
+                 ["export", files["vit"], "--out", onnx, "--opset", "1"],
+                 ["export", files["vit"], "--out", str(folder / "m.pt2"), "--opset", "18"]):
+        add(f"flags: {' '.join(a if len(a) < 30 else Path(a).name for a in argv)}", *argv)
     cases += hostile(folder, files["vit"], add)
     return cases
 

@@ -93,21 +93,26 @@ def test_checkpoint_with_other_classes_keeps_the_body(checkpoint):
     assert model(torch.randn(1, 3, 32, 32)).shape == (1, 9)
 
 
+def test_model_folder_like_its_checkpoint(checkpoint, tmp_path):
+    vspec.save_pretrained(vspec.load(checkpoint), tmp_path / "folder")
+    from_folder, from_pt = vspec.create_model(tmp_path / "folder").eval(), vspec.create_model(checkpoint).eval()
+    x = torch.randn(2, 3, 32, 32)
+    assert from_folder.spec == from_pt.spec and torch.equal(from_folder(x), from_pt(x))
+    assert vspec.create_model(str(tmp_path / "folder"), num_classes=9)(x).shape == (2, 9)
+
+
 def test_checkpoint_override_that_changes_weights_is_one_line(checkpoint):
     with pytest.raises(CheckpointError) as e:
         vspec.create_model(checkpoint, dim=96)
     assert str(checkpoint) in one_line(e) and "do not fit" in str(e.value)
 
 
-def test_new_img_size_goes_through_resample(tmp_path, monkeypatch):
-    """The one place where weights change size (vspec.factory.resample) gets the old and new specs."""
-    model = vspec.create_model("deit_tiny", depth=1, img_size=32, pos_embed="sincos2d")  # a table without weights
-    path = vspec.save(model, tmp_path / "m.pt")
-    calls = []
-    monkeypatch.setattr("vspec.factory.resample", lambda sd, old, new: calls.append((old, new)) or sd)
-    bigger = vspec.create_model(path, img_size=48)
-    assert [(old.img_size, new.img_size) for old, new in calls] == [((32, 32), (48, 48))]
-    assert bigger(torch.randn(1, 3, 48, 48)).shape == (1, 1000)
+def test_new_img_size_resamples_the_checkpoint(checkpoint):
+    """A checkpoint at another img_size: the model `vspec.load(path, img_size=)` gives (vspec.resample's weights)."""
+    bigger = vspec.create_model(checkpoint, img_size=48).eval()
+    assert bigger.spec.img_size == (48, 48) and bigger.pos_embed.shape == (1, 1 + 3 * 3, 192)  # patch 16
+    x = torch.randn(1, 3, 48, 48)
+    assert torch.equal(bigger(x), vspec.load(checkpoint, img_size=48).eval()(x))
 
 
 def test_refusals_are_one_line(tmp_path):
@@ -120,9 +125,9 @@ def test_refusals_are_one_line(tmp_path):
     with pytest.raises(ValueError) as e:
         vspec.create_model("conformer_ti", features_only=True)
     assert "two-branch" in one_line(e)
-    with pytest.raises(NotImplementedError) as e:  # MERGE: vspec.hub.read_folder
+    with pytest.raises(CheckpointError) as e:  # a folder without config.json
         vspec.create_model(tmp_path)
-    assert "model folders" in one_line(e)
+    assert "config.json" in one_line(e)
     with pytest.raises(CheckpointError) as e:
         vspec.create_model(tmp_path / "absent.pt")
     one_line(e)

@@ -1,6 +1,7 @@
 """vspec: vision-transformer architectures declared as data, compiled into PyTorch modules.
 
-The spec language (`vspec.spec`, re-exported here) is torch-free; `build`, `profile`, `load`, `save` and
+The spec language (`vspec.spec`, re-exported here) is torch-free; `build`, `profile`, `load`, `save`,
+`save_pretrained` / `from_pretrained` (model folders: config.json + model.safetensors, vspec/hub.py) and
 `example_input` (a random batch that a spec's model takes) import torch when first used; `fast_paths(False)`
 turns vspec's CPU fast paths off within a block (vspec/ops/fast.py).
 """
@@ -12,7 +13,8 @@ from .spec import __all__ as _spec_all
 
 _LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.checkpoint",
          "save": "vspec.checkpoint", "Profile": "vspec.profiler", "fast_paths": "vspec.ops.fast",
-         "example_input": "vspec.nn.model", "create_model": "vspec.factory"}
+         "example_input": "vspec.nn.model", "create_model": "vspec.factory", "save_pretrained": "vspec.hub",
+         "from_pretrained": "vspec.hub"}
 
 __all__ = [*_spec_all, *_LAZY]
 

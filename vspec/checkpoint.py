@@ -9,7 +9,8 @@ allocated that the file does not hold; it walks the file without recursion (refu
 contains itself, or one holding tensors reached by several paths), checks the checksum, validates the
 structure, upgrades the spec and compares the weights' keys, shapes and sizes with what the spec builds
 (on the meta device) before any consumer allocates the model. Every problem is a one-line
-CheckpointError that names the file and the cause.
+CheckpointError that names the file and the cause. Model folders (vspec.hub: config.json + model.safetensors)
+are read by their own reader and then go through the same checks (`check_checkpoint`).
 
 Checksums: "sha256" covers the whole file's content (the spec text, every field, every tensor's dtype,
 shape and bytes), so that an edited spec or field is refused like a flipped weight. Checkpoints of the
@@ -381,11 +382,19 @@ def _weights_fit(ckpt: dict[str, Any], file: Path) -> None:
 
 def load_checkpoint(path: str | Path, fields: dict[str, tuple] | None = None,
                     formats: tuple[str, ...] | None = None) -> dict:
-    """The checkpoint dict, read and checked (see `read`), validated (the model fields, plus `fields` with
-    their types; a "format" among `formats` when given), upgraded to the current spec format, and its
-    weights compared with the spec's model (`_weights_fit`)."""
+    """The checkpoint dict, read and checked (see `read`), then validated and upgraded (`check_checkpoint`)."""
     path = Path(path)
-    ckpt = read(path)
+    return check_checkpoint(read(path), path, fields, formats)
+
+
+def check_checkpoint(ckpt: dict[str, Any], path: str | Path, fields: dict[str, tuple] | None = None,
+                     formats: tuple[str, ...] | None = None, weights_file: str | Path | None = None) -> dict:
+    """A read checkpoint dict validated (the model fields, plus `fields` with their types; a "format" among
+    `formats` when given), upgraded to the current spec format, and its weights compared with the spec's model
+    (`_weights_fit`). Errors name `path`, those about the weights `weights_file` (default `path`): a model
+    folder (vspec.hub) keeps its spec and its weights in two files."""
+    path = Path(path)
+    wfile = Path(weights_file) if weights_file is not None else path
     if "spec" not in ckpt and "state_dict" not in ckpt:
         raise CheckpointError(path, "not a vspec checkpoint (no 'spec' and 'state_dict' entries)")
     check_fields(ckpt, MODEL_FIELDS, path)
@@ -397,16 +406,21 @@ def load_checkpoint(path: str | Path, fields: dict[str, tuple] | None = None,
         weights = ckpt.get(name) or {}
         bad = next((k for k, v in weights.items() if not (isinstance(k, str) and isinstance(v, torch.Tensor))), None)
         if bad is not None:
-            raise CheckpointError(path, f"the checkpoint's '{name}' maps {str(bad)[:80]!r} to "
-                                        f"{_a(type(weights[bad]).__name__)}, not a tensor")
+            raise CheckpointError(wfile, f"the checkpoint's '{name}' maps {str(bad)[:80]!r} to "
+                                         f"{_a(type(weights[bad]).__name__)}, not a tensor")
     try:
         ckpt = migrate_checkpoint(ckpt)
-        _weights_fit(ckpt, path)
-    except CheckpointError:
-        raise
     except SpecError as e:
         raise CheckpointError(path, str(e)) from None
     except (RecursionError, ValueError, OverflowError, MemoryError) as e:  # a spec beyond what its reader takes
+        raise CheckpointError(path, f"its spec cannot be read ({cause(e)})") from None
+    try:
+        _weights_fit(ckpt, wfile)
+    except CheckpointError:
+        raise
+    except SpecError as e:
+        raise CheckpointError(wfile, str(e)) from None
+    except (RecursionError, ValueError, OverflowError, MemoryError) as e:
         raise CheckpointError(path, f"its spec cannot be read ({cause(e)})") from None
     return ckpt
 
@@ -446,10 +460,33 @@ def load_weights(module: nn.Module, weights: dict[str, torch.Tensor], file: str 
     module.load_state_dict(weights)
 
 
-def load(path: str | Path) -> nn.Module:
+def load(path: str | Path, img_size: int | tuple[int, int] | None = None) -> nn.Module:
     """Rebuild the model a vspec checkpoint describes and load its weights; a bad checkpoint raises a
-    one-line CheckpointError (a SpecError) naming the file."""
+    one-line CheckpointError (a SpecError) naming the file. `img_size`: build the spec at that size instead, its
+    weights resampled to it (`vspec.resample.resample_state`); a size the spec refuses is a one-line error."""
     ckpt = load_checkpoint(path)
+    if img_size is not None:
+        spec, weights = at_img_size(from_json(ckpt["spec"]), ckpt["state_dict"], img_size, path)
+        ckpt = {**ckpt, "spec": to_json(spec), "state_dict": weights}
+    return model_of(ckpt, path)
+
+
+def model_of(ckpt: dict[str, Any], file: str | Path) -> nn.Module:
+    """The model a checked checkpoint dict (`check_checkpoint`) describes, with its weights."""
     model = build(from_json(ckpt["spec"]))
-    load_weights(model, ckpt["state_dict"], path)
+    load_weights(model, ckpt["state_dict"], file)
     return model
+
+
+def at_img_size(spec: Model, weights: dict[str, torch.Tensor], img_size: Any,
+                path: str | Path) -> tuple[Model, dict[str, torch.Tensor]]:
+    """The spec at `img_size` and the weights resampled to it; a size it refuses is a CheckpointError."""
+    import attrs
+
+    from .resample import resample_state
+
+    try:
+        new = attrs.evolve(spec, img_size=img_size)
+        return new, resample_state(weights, spec, new)
+    except (SpecError, ValueError, TypeError) as e:
+        raise CheckpointError(path, f"img_size {img_size}: {e}") from None

@@ -1,4 +1,4 @@
-"""The `vspec` command: build, profile, show and analyze specs.
+"""The `vspec` command: build, profile, show, analyze and export specs.
 
 Every error is one line on stderr (cut to MAX_LINE characters) and exit code 2. Whatever the command
 prints from its input (paths, keys, messages) goes through `printable`: an undecodable byte of a file
@@ -126,7 +126,12 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print the (overridden) spec as JSON instead of the summary")
     b.add_argument("--out", metavar="FILE",
                    help="write a checkpoint (spec JSON + weights); reload with vspec.load(FILE); missing "
-                        "folders are created; a new path or a regular file (overwritten), nothing else")
+                        "folders are created; a new path or a regular file (overwritten), nothing else; "
+                        "with --save-format folder: a model folder")
+    b.add_argument("--save-format", choices=("pt", "folder"), default="pt",
+                   help="what --out writes: pt (one checkpoint file; default) or folder (a model folder, "
+                        "OUT/config.json + OUT/model.safetensors, the layout Hugging Face tools move; reload with "
+                        "vspec.from_pretrained(OUT); OUT is a new path or a folder)")
     b.add_argument("--batch-size", type=_positive, default=1, metavar="N", help="dummy batch size (default 1)")
     _memory_flag(b, "a spec whose weights and forward pass (estimated from the spec) need more than the "
                     "memory available now is refused before anything is allocated")
@@ -197,6 +202,24 @@ def parser() -> argparse.ArgumentParser:
                    help="seed of the initialisation (specs) and the images, 0 to 2**32 - 1 (default 0)")
     a.add_argument("--out-dir", metavar="DIR", help="where to write the PNGs and JSONs (default: beside PATH); "
                                                     "a folder or a new path")
+
+    e = sub.add_parser("export", help="export to ONNX (.onnx) or a torch.export program (.pt2)",
+                       description="Export a model (a vspec checkpoint, .pt, or a spec, randomly initialised) in eval "
+                                   "mode: --out FILE.onnx (torch.onnx's dynamo exporter; needs pip install "
+                                   "'vspec[export]') or FILE.pt2 (torch.export.load). Inputs: pixel_values, or a "
+                                   "text body's input_ids and attention_mask; output: logits. The batch axis is "
+                                   "dynamic unless --static-batch.")
+    _spec_args(e)
+    e.add_argument("--out", required=True, metavar="FILE", help="FILE.onnx or FILE.pt2 (the suffix picks the format); "
+                                                                  "a new path or a regular file (overwritten)")
+    e.add_argument("--batch", type=_int_in(1, 4096), default=2, metavar="N",
+                   help="the batch traced, 1 to 4096 (default 2; 2 or more with a dynamic batch)")
+    e.add_argument("--static-batch", action="store_true", help="fix the batch axis at --batch")
+    e.add_argument("--opset", type=_int_in(18, 30), metavar="N", help="ONNX opset, 18 to 30 (default: torch.onnx's)")
+    e.add_argument("--check", action="store_true",
+                   help="run the exported model (onnxruntime, or torch) and the eager one on a random batch (--batch "
+                        "+ 1 with a dynamic batch) and print the max |difference| of the logits; above 1e-4 is an "
+                        "error")
 
     c = sub.add_parser("compare", help="train several specs on the same data, split, recipe and seeds; tabulate "
                                        "and plot params, MACs, images/s and val top-1",
@@ -390,14 +413,18 @@ def output_folder(flag: str, out: str | Path) -> Path:
 
 
 # ---------------------------------------------------------------- commands
-def _save(model: Any, path: Path) -> None:
+def _save(model: Any, path: Path, folder: bool = False) -> None:
+    from safetensors import SafetensorError
+
     from .checkpoint import save
+    from .hub import save_pretrained
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        save(model, path)
-    except (OSError, RuntimeError) as e:  # torch.save reports write failures as RuntimeError
-        raise SpecError("", f"--out {path}: could not write the checkpoint ({one_line(e)})") from None
+        (save_pretrained if folder else save)(model, path)
+    except (OSError, RuntimeError, SafetensorError) as e:  # torch.save reports write failures as RuntimeError
+        what = "model folder" if folder else "checkpoint"
+        raise SpecError("", f"--out {path}: could not write the {what} ({one_line(e)})") from None
 
 
 def check_fit(spec: Model, batch: int, what: str) -> None:
@@ -411,7 +438,8 @@ def check_fit(spec: Model, batch: int, what: str) -> None:
 
 def cmd_build(args: argparse.Namespace) -> None:
     spec = _load(args)
-    out = output_file("--out", args.out) if args.out is not None else None
+    folder = args.save_format == "folder"
+    out = None if args.out is None else output_folder("--out", args.out) if folder else output_file("--out", args.out)
     if args.memory_check:
         check_fit(spec, args.batch_size, "building it and running a forward pass")
     if args.json:
@@ -428,7 +456,7 @@ def cmd_build(args: argparse.Namespace) -> None:
         y = model(x)
     elapsed = time.perf_counter() - t0
     if out is not None:
-        _save(model, out)
+        _save(model, out, folder)
     if args.json:
         return
     parts = model.parts()
@@ -688,8 +716,39 @@ def cmd_compare(args: argparse.Namespace) -> None:
     print(f"{printable(str(out / 'compare.json'))}\n{printable(str(out / 'compare.png'))}")
 
 
+def cmd_export(args: argparse.Namespace) -> None:
+    from .export import ExportError, export, target
+
+    out = output_file("--out", args.out)
+    try:
+        target(out, args.opset, args.check, args.batch, not args.static_batch)  # before any work
+    except ExportError as e:
+        raise UsageError(f"vspec export: error: {one_line(e)}") from None
+    if Path(args.path).suffix in (".pt", ".pth") or Path(args.path).is_dir():  # a checkpoint: vspec.load
+        from .checkpoint import load
+
+        if args.overrides:
+            raise SpecError("", "--set applies to spec files, not to a checkpoint's trained model")
+        model = load(args.path)
+    else:
+        from .compiler import build
+
+        spec = _load(args)
+        check_fit(spec, args.batch + 1, "exporting it")
+        model = build(spec, check_memory=False)  # checked above, with the check's batch
+    try:
+        seconds, checked = export(model, out, batch=args.batch, dynamic_batch=not args.static_batch,
+                                  opset=args.opset, verify=args.check)
+    except ExportError as e:
+        raise UsageError(f"vspec export: error: {one_line(e)}") from None
+    print(f"{printable(str(out))}: exported in {seconds:.1f} s")
+    if checked is not None:
+        print(f"check: max |exported - eager| = {checked.max_abs_diff:.3g} over the logits of a batch of "
+              f"{checked.batch} ({checked.runtime})")
+
+
 COMMANDS = {"build": cmd_build, "profile": cmd_profile, "show": cmd_show, "analyze": cmd_analyze,
-            "compare": cmd_compare}
+            "export": cmd_export, "compare": cmd_compare}
 
 
 @contextlib.contextmanager

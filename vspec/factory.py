@@ -55,33 +55,14 @@ def preset_path(name: str) -> Path:
     raise SpecError("", f"unknown preset {name!r} ({hint}); or give a spec file, checkpoint or model folder path")
 
 
-def read_folder(path: Path) -> tuple[Model, dict]:
-    """A model folder (config.json + model.safetensors) -> (spec, state_dict).
-
-    MERGE (issue 24 item 1): the one place a folder is read; replace the raise with
-    `from .hub import read_folder; return read_folder(path)`."""
-    raise NotImplementedError(f"{path}: model folders (config.json + model.safetensors) are read by vspec.hub, "
-                              "which this build lacks; give a .pt checkpoint or a spec file")
-
-
-def resample(state_dict: dict, old: Model, new: Model) -> dict:
-    """Weights of spec `old` fitted to `new`, which differs in img_size (position tables resampled).
-
-    MERGE (issue 24 item 3): the one place weights change size; replace the raise with
-    `from .resample import resample_state; return resample_state(state_dict, old, new)`."""
-    raise NotImplementedError(f"img_size {list(new.img_size)} differs from the checkpoint's {list(old.img_size)}: "
-                              "resampling its position tables (vspec.resample) is not in this build")
-
-
 def _source(name_or_path: str | Path) -> tuple[Model, dict | None]:
     """(spec, state_dict or None) of a preset name, spec file, checkpoint or model folder."""
     path = Path(name_or_path)
-    if path.is_dir():
-        return read_folder(path)
-    if path.suffix in CHECKPOINTS:
+    if path.is_dir() or path.suffix in CHECKPOINTS:
         from .checkpoint import load_checkpoint
+        from .hub import load_folder
 
-        ckpt = load_checkpoint(path)
+        ckpt = load_folder(path) if path.is_dir() else load_checkpoint(path)
         return from_json(ckpt["spec"]), ckpt["state_dict"]
     if path.suffix in SUFFIXES or path.exists() or os.sep in str(name_or_path):
         return load_spec(path), None
@@ -121,8 +102,10 @@ def create_model(name_or_path: str | Path, pretrained: bool = False, features_on
     else:
         from .checkpoint import load_weights
 
-        if new.img_size != spec.img_size:
-            weights = resample(weights, spec, new)
+        if new.img_size != spec.img_size:  # the position tables resampled (vspec.resample)
+            from .resample import resample_state
+
+            weights = resample_state(weights, spec, new)
         model = build(new)
         load_weights(model, weights, name_or_path)
         if num_classes is not None and num_classes != new.num_classes:

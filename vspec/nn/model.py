@@ -12,6 +12,7 @@ from torch import nn
 
 from .. import spec as S
 from ..ops import sincos_1d, sincos_2d
+from ..resample import resample_pos_embed
 from .context import BuildContext
 from .layers import Component, DropPath, LayerScale, make_norm, maybe
 
@@ -306,21 +307,44 @@ class VisionTransformer(nn.Module):
             return self.embedder(x, token_type_ids)
         if token_type_ids is not None:
             raise ValueError("token_type_ids: an image model has no token types (only a text body takes them)")
-        expected = (self.spec.in_chans, *self.spec.img_size)
-        if tuple(x.shape[1:]) != expected:
-            raise ValueError(f"input of shape {tuple(x.shape)}: this model was built for (B, "
-                             f"{', '.join(map(str, expected))}) (its spec's in_chans and img_size; rebuild the "
-                             "spec at another size, e.g. --set img_size=[H, W])")
+        grid = self.input_grid(x)
         x = self.embedder(x)
         if self.two_branch:  # (tokens, the CNN map)
             return self._prepend(x[0]), x[1]
-        return self._prepend(x)
+        return self._prepend(x, grid)
 
-    def _prepend(self, x: torch.Tensor) -> torch.Tensor:
-        """The class token, then the position embedding."""
+    def input_grid(self, x: torch.Tensor) -> tuple[int, int]:
+        """The token grid of images `x`: the spec's, or with `spec.dynamic_img_size` that of any size the patch
+        divides; another shape is a ValueError."""
+        spec, expected = self.spec, (self.spec.in_chans, *self.spec.img_size)
+        if tuple(x.shape[1:]) == expected:
+            return self.layout[0].tokens.grid
+        p = spec.embedder.patch_size
+        if spec.dynamic_img_size and x.ndim == 4 and x.shape[1] == spec.in_chans and x.shape[2] % p == 0 and \
+                x.shape[3] % p == 0 and x.shape[2] * x.shape[3]:
+            return spec.embedder.grid(tuple(x.shape[2:]))
+        if spec.dynamic_img_size:
+            raise ValueError(f"input of shape {tuple(x.shape)}: this model takes (B, {spec.in_chans}, H, W) with H and "
+                             f"W positive multiples of its patch size {p} (dynamic_img_size)")
+        raise ValueError(f"input of shape {tuple(x.shape)}: this model was built for (B, "
+                         f"{', '.join(map(str, expected))}) (its spec's in_chans and img_size; rebuild the "
+                         "spec at another size, e.g. --set img_size=[H, W], or set dynamic_img_size)")
+
+    def _prepend(self, x: torch.Tensor, grid: tuple[int, int] | None = None) -> torch.Tensor:
+        """The class token, then the position embedding (at `grid`, when it is not the spec's: the learned table
+        resampled bicubic as vspec.resample does, a fixed table computed there)."""
         if self.cls_token is not None:
             x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1)
-        return x if self.pos_embed is None else x + self.pos_embed
+        pos, built = self.pos_embed, self.layout[0].tokens
+        if pos is None or grid is None or tuple(grid) == built.grid:
+            return x if pos is None else x + pos
+        if self.spec.pos_embed == "learned":
+            pos = resample_pos_embed(pos, built.grid, grid, built.prefix)
+        elif self.spec.pos_embed == "sincos1d":
+            pos = sincos_1d(built.prefix + grid[0] * grid[1], built.dim)[None].to(x)
+        else:  # sincos2d: patch tokens only; prefix tokens get zeros
+            pos = torch.cat((x.new_zeros(built.prefix, built.dim), sincos_2d(*grid, built.dim).to(x)))[None]
+        return x + pos
 
     def forward_features(self, x: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                          token_type_ids: torch.Tensor | None = None, *,
@@ -378,6 +402,7 @@ class VisionTransformer(nn.Module):
         take = set(_take_indices(len(self.feature_info), indices))
         taps = {(f["stage"], f["index"]): k for k, f in enumerate(self.feature_info)}
         end = max(take, default=-1) if stop_early else len(self.feature_info) - 1
+        grid = None if self.text else self.input_grid(x)  # dynamic_img_size: the input's (one stage, no entry)
         feats, last_stage, reached, x = [], len(self.layout) - 1, -1, self.forward_tokens(x, token_type_ids)
         for shape, stage in zip(self.layout, self.stages):
             if end < 0:
@@ -389,7 +414,8 @@ class VisionTransformer(nn.Module):
                 k = taps.get((shape.index, j))
                 if k in take:
                     y = self.norm(x) if norm and shape.index == last_stage else x
-                    feats.append(y if output_fmt == "NLC" else _as_map(y, shape.tokens, return_prefix_tokens))
+                    tokens = attrs.evolve(shape.tokens, grid=grid) if self.spec.dynamic_img_size else shape.tokens
+                    feats.append(y if output_fmt == "NLC" else _as_map(y, tokens, return_prefix_tokens))
                 if k == end:
                     break
             if k == end:

@@ -33,6 +33,7 @@ class Kind:
     kind: ClassVar[str]
     role: ClassVar[str]
     needs_grid: ClassVar[bool] = False  # its tokens must lie on an image's grid: a text body refuses it
+    any_grid: ClassVar[bool] = False  # runs unchanged on any token grid at run time: Model.dynamic_img_size allows it
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

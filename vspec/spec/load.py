@@ -12,7 +12,7 @@ import attrs
 
 from .core import SpecError, join, show, show_key
 from .model import KINDS, SHORTHAND, Model
-from .serialize import converter, from_dict, from_json, from_toml, to_dict
+from .serialize import WRITTEN_WHEN_SET, converter, from_dict, from_json, from_toml, to_dict
 
 SUFFIXES = (".py", ".json", ".toml")
 
@@ -149,7 +149,7 @@ def override(spec: Model, assignments: Mapping[str, Any]) -> Model:
     norm sets its kind (`head=gap`, `block.ffn.norm=layernorm`). A stack given as a list without a
     depth of its own sets the depth to its length.
     """
-    tree = to_dict(spec)
+    tree = {**WRITTEN_WHEN_SET, **to_dict(spec)}  # fields left out of files at their default can be set too
     version = tree.pop("version")  # the format, not a field to set
     for key, value in assignments.items():
         if not isinstance(key, str) or "" in key.split("."):

@@ -162,7 +162,9 @@ class Model:
     (fixed, over the patch grid only; SimpleViT). `final_norm` applies the last block's norm kind after
     the last stage. `drop_path` is the stochastic-depth rate of the last block, ramped linearly from 0
     over all blocks of all stages. `init`: timm (ViT initialisation) | torch (PyTorch defaults).
-    `causal`: every attention lets token i attend to tokens <= i only (GPT).
+    `causal`: every attention lets token i attend to tokens <= i only (GPT). `dynamic_img_size`: the model also
+    takes images of other sizes (multiples of the patch) at run time, its position table resampled to their grid
+    (vspec.resample; timm's dynamic_img_size), where every kind declares `any_grid` (`check_dynamic`).
 
     A text embedder (`TokenEmbed`) makes a language body: its tokens are a sequence that may be padded
     (img_size and in_chans do not apply), so every attention and the head honour a padding mask, kinds that
@@ -183,6 +185,7 @@ class Model:
     drop_path: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     init: Literal["timm", "torch"] = field(default="timm", validator=check(str, choices=INITS))
     causal: bool = field(default=False, validator=check(bool))
+    dynamic_img_size: bool = field(default=False, validator=check(bool))
 
     def __init__(self, *, block: Any = None, depth: Any = None, dim: Any = None, **fields: Any):
         """`block` / `depth` / `dim` set the fields of a one-stage model's stage (also on
@@ -209,6 +212,7 @@ class Model:
     def __attrs_post_init__(self):
         """Rules that tie components to the shapes they see; paths run from the model root."""
         self.check_body()
+        self.check_dynamic()
         try:
             self.embedder.check_input(self.img_size, self.in_chans, self.stages[0].dim)
         except SpecError as e:
@@ -321,6 +325,17 @@ class Model:
             if sequence and block.head_tokens is not None:
                 raise SpecError(join(path, "head_tokens"), "head tokens average every token, padding included: "
                                                            "not on a text body")
+
+    def check_dynamic(self) -> None:
+        """dynamic_img_size: every kind runs on any token grid (`any_grid`); a kind built for the grid of img_size
+        (windows, merging, convolutions or lookups over the grid, a CNN map) is refused by its path."""
+        if not self.dynamic_img_size:
+            return
+        for path, kind in [("embedder", self.embedder), *self.kinds()]:
+            if not kind.any_grid:
+                able = ", ".join(sorted({k.kind for k in KINDS.values() if k.any_grid and k.role == kind.role}))
+                raise SpecError(path, f"{kind.kind} is built for the token grid of img_size; dynamic_img_size needs "
+                                      f"{kind.role} kinds that run on any grid ({able or 'none does'})")
 
     # ---------------------------------------------------------------- views
     @property

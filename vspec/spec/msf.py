@@ -52,6 +52,7 @@ class MeanShiftAttention(MeanShiftForm, MultiHead):
     the input roles biases, `proj_bias` the output; the other fields are MHSA's (MultiHead)."""
 
     kind: ClassVar[str] = "mean_shift"
+    any_grid: ClassVar[bool] = True
     attends_all: ClassVar[bool] = True
     masks: ClassVar[bool] = True  # through SDPA's mask on the widened q', k' (ops.gaussian_attention)
     causal: ClassVar[bool] = True

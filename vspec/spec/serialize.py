@@ -161,10 +161,17 @@ def _unstructure_attrs(obj: Any) -> dict[str, Any]:
     return out
 
 
+# Model fields added after format 2 that are written only when set: a file of a model that leaves them at their
+# default stays what earlier releases wrote and read (they refuse unknown keys)
+WRITTEN_WHEN_SET = {"dynamic_img_size": False}
+
+
 def _unstructure_model(model: Model) -> dict[str, Any]:
     """The format version first; a one-stage model in its block / depth / dim form."""
     out: dict[str, Any] = {"version": VERSION}
     for key, value in _unstructure_attrs(model).items():
+        if key in WRITTEN_WHEN_SET and value is WRITTEN_WHEN_SET[key]:
+            continue
         if key == "stages" and model.isotropic:
             out.update((k, value[0][k]) for k in SHORTHAND)
         else:

@@ -197,6 +197,7 @@ class SecondOrderHead(HeadKind):
     sequence padded to 128 tokens."""
 
     kind: ClassVar[str] = "second_order"
+    any_grid: ClassVar[bool] = True
     fusion: Literal["sum", "concat", "aggr_all", "late"] = field(default="sum", validator=check(str, choices=FUSIONS))
     pool: PoolKind = field(default=MGCrP(), validator=of_role(PoolKind))
     norm: ReprNormKind = field(default=SvPN(), validator=of_role(ReprNormKind))

@@ -41,6 +41,7 @@ class PatchEmbed(Patchify):
     """ViT's linear patch embedding: a p x p convolution with stride p, then `norm` (Swin) if set."""
 
     kind: ClassVar[str] = "patch"
+    any_grid: ClassVar[bool] = True
     patch_size: int = field(default=16, validator=check(int, ge=1))
     bias: bool = field(default=True, validator=check(bool))
     norm: Norm | None = field(default=None, validator=check(Norm, optional=True))
@@ -51,6 +52,7 @@ class SimplePatchEmbed(Patchify):
     """SimpleViT's (MSF's backbone) embedding: patchify -> norm(patch_dim) -> Linear -> norm(dim)."""
 
     kind: ClassVar[str] = "simple_patch"
+    any_grid: ClassVar[bool] = True
     patch_size: int = field(default=16, validator=check(int, ge=1))
     norm: Norm = field(default=Norm(eps=1e-5), validator=check(Norm))
 
@@ -204,6 +206,7 @@ class MHSA(MultiHead):
     """Multi-head self-attention over all tokens: softmax(q k^T * scale) v per head."""
 
     kind: ClassVar[str] = "mhsa"
+    any_grid: ClassVar[bool] = True
     attends_all: ClassVar[bool] = True  # any token set: extra tokens (head tokens) may join
     masks: ClassVar[bool] = True  # through SDPA's mask
     causal: ClassVar[bool] = True
@@ -224,6 +227,7 @@ class MLP(FFNKind):
     (Refined-ViT's `scale_channel`, 1e-5)."""
 
     kind: ClassVar[str] = "mlp"
+    any_grid: ClassVar[bool] = True
     hidden: int | None = field(default=None, validator=check(int, ge=1, optional=True))
     ratio: float = field(default=4.0, validator=check(float, gt=0))
     act: Literal["gelu", "gelu_tanh", "relu", "silu"] = field(default="gelu", validator=check(str, choices=ACTIVATIONS))
@@ -260,6 +264,7 @@ class ClassTokenHead(HeadKind):
     """Classify from the class token (ViT / DeiT); `dense` adds the dense auxiliary head (Refined-ViT)."""
 
     kind: ClassVar[str] = "class_token"
+    any_grid: ClassVar[bool] = True
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     dense: DenseAux | None = field(default=None, validator=check(DenseAux, optional=True))
 
@@ -286,6 +291,7 @@ class GAPHead(HeadKind):
     real tokens), optionally normalised (SimpleViT: mean -> LayerNorm -> Linear; Swin: mean -> Linear)."""
 
     kind: ClassVar[str] = "gap"
+    any_grid: ClassVar[bool] = True
     reads_prefix: ClassVar[bool] = False
     masks: ClassVar[bool] = True  # the mean over real tokens
     norm: Norm | None = field(default=None, validator=check(Norm, optional=True))

@@ -56,6 +56,10 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--init", metavar="hf:DIR",
                    help="start a text body from a Hugging Face checkpoint folder's body weights (save_pretrained's "
                         "config.json + safetensors; no download); the spec's head starts fresh")
+    p.add_argument("--save-format", choices=("pt", "folder"), default="pt",
+                   help="pt (default): the .pt checkpoints only; folder: also the best and the final weights as "
+                        "model folders OUT/best and OUT/final (config.json + model.safetensors; "
+                        "vspec.from_pretrained reads them); the .pt checkpoints stay, for --resume")
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh in an OUT that holds an earlier run, removing its files (without it such an "
                         "OUT is refused)")
@@ -134,7 +138,8 @@ def config_from_args(args: argparse.Namespace):
                        out=args.out, resume=args.resume, seed=args.seed, workers=args.workers, device=args.device,
                        precision=args.precision, compile=args.compile, accum_steps=args.accum_steps,
                        max_steps=args.max_steps, synthetic_size=args.synthetic_size, overwrite=args.overwrite,
-                       task=args.task, tokenizer=args.tokenizer, max_len=args.max_len, init=args.init)
+                       task=args.task, tokenizer=args.tokenizer, max_len=args.max_len, init=args.init,
+                       save_format=args.save_format)
 
 
 def _errors():
@@ -168,8 +173,9 @@ def _train(cfg) -> int:
 
 
 def eval_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="eval.py", description="Evaluate a checkpoint (from tools/train.py or vspec build --out): "
-                "top-1 / top-5 and images/s on the validation split.")
+    p = OneLineParser(prog="eval.py", description="Evaluate a checkpoint (from tools/train.py or vspec build --out) "
+                "or a model folder (vspec.save_pretrained, --save-format folder): top-1 / top-5 and images/s on the "
+                "validation split.")
     p.add_argument("checkpoint", type=Path, metavar="CHECKPOINT")
     _data_args(p)
     p.add_argument("--batch-size", type=int, default=128)
@@ -179,6 +185,9 @@ def eval_parser() -> argparse.ArgumentParser:
                         "instead of cropping (Refiner's receptive-field calibration). Default: as the training run "
                         "validated, 0.875 after random resized crops, else 1 (the plain resize of training); 0.875 "
                         "for a checkpoint without a recipe")
+    p.add_argument("--img-size", type=int, nargs="+", metavar="PX",
+                   help="evaluate at this size (H [W]): the spec at img_size, its position tables resampled "
+                        "(vspec.resample). Default: the checkpoint's size")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p
 
@@ -200,7 +209,7 @@ def eval_main(argv=None) -> int:
     else:
         print(f"{args.checkpoint}: top-1 {result['top1']:.2f} %  top-5 {result['top5']:.2f} %  "
               f"loss {result['loss']:.4f}  {result['images_per_s']:.1f} img/s on {result['images']} images "
-              f"({result['data']}, crop ratio {result['crop_ratio']})")
+              f"({result['data']}, {'x'.join(map(str, result['img_size']))} px, crop ratio {result['crop_ratio']})")
     return 0
 
 
@@ -209,18 +218,21 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict:
 
     import torch
 
-    from ..checkpoint import load_checkpoint, load_weights
+    from ..checkpoint import at_img_size, load_checkpoint, load_weights
     from ..compiler import build
+    from ..hub import load_folder
     from ..spec import from_json
     from .data import build_datasets, build_loaders, build_transforms, eval_crop_ratio
     from .engine import Dist, evaluate
 
-    ckpt = load_checkpoint(args.checkpoint)
+    ckpt = load_folder(args.checkpoint) if args.checkpoint.is_dir() else load_checkpoint(args.checkpoint)
     spec = from_json(ckpt["spec"])
-    model = build(spec)
     weights = ckpt.get("ema") if args.ema else ckpt["state_dict"]
     if weights is None:
         raise UsageError("eval.py: error: --ema: the checkpoint has no EMA weights")
+    if args.img_size is not None:  # the spec at that size, its position tables resampled
+        spec, weights = at_img_size(spec, weights, _img_size(args.img_size), args.checkpoint)
+    model = build(spec)
     load_weights(model, weights, args.checkpoint, "EMA weights" if args.ema else "weights")
     device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     model.to(device)
@@ -242,7 +254,13 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict:
     metrics = evaluate(model, loader, device, nullcontext, Dist())
     elapsed = time.perf_counter() - t0
     return {**metrics, "images": len(val_ds), "images_per_s": len(val_ds) / elapsed, "data": args.data,
-            "crop_ratio": crop}
+            "crop_ratio": crop, "img_size": list(spec.img_size)}
+
+
+def _img_size(sizes: list[int]) -> tuple[int, int]:
+    if len(sizes) > 2 or min(sizes) < 1:
+        raise UsageError(f"eval.py: error: --img-size takes H or H W, positive, got {' '.join(map(str, sizes))}")
+    return (sizes[0], sizes[-1])
 
 
 def _evaluate_text(args: argparse.Namespace, spec, model, device) -> dict:

@@ -65,6 +65,7 @@ class TrainConfig:
     tokenizer: str | None = None
     max_len: int | None = None
     init: str | None = None
+    save_format: str = "pt"  # pt | folder: also OUT/best and OUT/final as model folders (vspec.hub)
 
 
 class TrainingStopped(RuntimeError):
@@ -273,6 +274,8 @@ class Training:
             _check_fresh_folder(self.out, cfg.overwrite)
         if d.main:
             _prepare_folder(self.out, ckpt)
+            if ckpt is not None and cfg.save_format == "folder":
+                _refresh_best_folder(self.out)
         C.seed_everything(cfg.seed + d.rank)
         spec = cfg.spec
         if spec.drop_path == 0.0 and self.r.drop_path > 0:
@@ -559,6 +562,7 @@ class Training:
             return
         if improved:
             C.atomic_copy(self.last, self.out / "best.pt")
+            self.export("best")
         C.atomic_write_text(_jsonl(self.history), self.out / "metrics.jsonl")
         if self.writer is not None:
             for k, v in record.items():
@@ -595,10 +599,20 @@ class Training:
                  "recipe": asdict(self.r), "data": self.cfg.data, "data_args": C.data_args(self.cfg)}
         C.atomic_save(with_checksum(state), self.last)
 
+    def export(self, name: str) -> None:
+        """--save-format folder: the model's weights as the model folder OUT/`name` (rank 0)."""
+        if self.d.main and self.cfg.save_format == "folder":
+            from ..hub import save_pretrained
+
+            save_pretrained(self.core, self.out / name, self.spec)
+
     def summarize(self, final: dict[str, Any]) -> None:
-        """summary.json, curves.png and the closing line (rank 0); whether the ranks ended in sync."""
+        """summary.json, curves.png, OUT/final (--save-format folder) and the closing line (rank 0); whether
+        the ranks ended in sync."""
         d, out, history = self.d, self.out, self.history
         in_sync = _ranks_in_sync(self.core, d)
+        if history:
+            self.export("final")
         if d.main and history:
             C.atomic_write_text(json.dumps({"final": final, "best_top1": self.best, "epochs": len(history),
                                             "world_size": d.world, "ranks_in_sync": in_sync}), out / "summary.json")
@@ -606,7 +620,8 @@ class Training:
             score = final.get(self.score_key, float("nan"))
             result = (f"val top-1 {score:.2f} % (best {self.best:.2f} %)" if self.task is None else
                       f"val {self.score_key.removeprefix('val_')} {score:.4f} (best {self.best:.4f})")
-            print(f"done: {len(history)} epochs, {result}; checkpoint {self.last}, best {out / 'best.pt'}, "
+            folders = f", model folders {out / 'best'} and {out / 'final'}" if self.cfg.save_format == "folder" else ""
+            print(f"done: {len(history)} epochs, {result}; checkpoint {self.last}, best {out / 'best.pt'}{folders}, "
                   f"metrics {out / 'metrics.jsonl'}, curves {out / 'curves.png'}"
                   + (f"; {d.world} processes, weights in sync: {in_sync}" if d.world > 1 else ""))
         if self.writer is not None:
@@ -616,6 +631,9 @@ class Training:
 
 def _jsonl(history: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(record) + "\n" for record in history)
+
+
+MODEL_FOLDERS = ("best", "final")  # --save-format folder: model folders of the best and the final weights
 
 
 def _check_fresh_folder(out: Path, overwrite: bool) -> None:
@@ -636,6 +654,10 @@ def _prepare_folder(out: Path, ckpt: dict[str, Any] | None) -> None:
             (out / name).unlink(missing_ok=True)
         shutil.rmtree(out / "tb", ignore_errors=True)
         shutil.rmtree(out / "tokenizer", ignore_errors=True)  # a text run's own vocabulary is trained afresh
+        for name in MODEL_FOLDERS:  # an earlier --save-format folder run's (only what save_pretrained writes)
+            for file in ("config.json", "model.safetensors"):
+                if (out / name / file).is_file():
+                    (out / name / file).unlink()
         return
     C.atomic_write_text(_jsonl(ckpt["metrics"]), out / "metrics.jsonl")
     last, best = out / "last.pt", out / "best.pt"
@@ -643,6 +665,17 @@ def _prepare_folder(out: Path, ckpt: dict[str, Any] | None) -> None:
             not best.is_file() or best.stat().st_size != last.stat().st_size
             or best.stat().st_mtime_ns < last.stat().st_mtime_ns):
         C.atomic_copy(last, best)  # killed after last.pt, before its copy to best.pt
+
+
+def _refresh_best_folder(out: Path) -> None:
+    """A resumed --save-format folder run: OUT/best rewritten from best.pt when it is missing or older (a kill
+    between the two writes, or an earlier part of the run saved as pt only)."""
+    best, config = out / "best.pt", out / "best" / "config.json"
+    if best.is_file() and (not config.is_file() or config.stat().st_mtime_ns < best.stat().st_mtime_ns):
+        from ..checkpoint import load
+        from ..hub import save_pretrained
+
+        save_pretrained(load(best), out / "best")
 
 
 def _ranks_in_sync(model: nn.Module, d: Dist) -> bool:

@@ -1,0 +1,245 @@
+"""Model folders, the layout Hugging Face tools move: `config.json` (the spec, versioned) and `model.safetensors`
+(the weights, in the `safetensors` format: no pickle, nothing in the file can run).
+
+    vspec.save_pretrained(model, "my-model")       # my-model/config.json, my-model/model.safetensors
+    model = vspec.from_pretrained("my-model")
+
+With network access the standard tools push and pull such a folder, e.g. `huggingface_hub.upload_folder(
+repo_id="you/my-model", folder_path="my-model")` and `vspec.from_pretrained(huggingface_hub.snapshot_download(
+"you/my-model"))`; vspec itself never downloads. `from_pretrained` takes a local folder only.
+
+config.json: {"format": "vspec-folder-1", "architecture": "vspec", "num_classes", "num_features" (timm's
+names, for tools that list models), "spec": the spec as `vspec.to_json` writes it (its own format version
+inside: an earlier one is upgraded on load), "sha256"}. "sha256" is `vspec.checkpoint.checksum` over the
+format, the spec (its JSON with sorted keys), every tensor of model.safetensors (name, dtype, shape, bytes)
+and the aliases below: an edited spec or weight is refused as in a .pt checkpoint (it is no signature).
+
+Shared tensors: safetensors refuses two names over one storage. A name whose tensor is another's (same
+storage, offset, shape and strides: a tied weight) is written once and listed in the file's metadata,
+"vspec.aliases" = JSON {alias: name}; the model rebuilt from the spec ties them again itself, and both names
+are loaded from the one tensor. Tensors that only overlap are written as copies.
+
+Loading applies every check of `vspec.load` through the same code (`vspec.checkpoint.check_checkpoint`: fields,
+spec validation and upgrade, sizes before the model is allocated, keys / shapes / dtypes), and reads model.safetensors
+safely: the header length is compared with the file size before the header is read, the header is parsed and
+every tensor's dtype, shape and byte range checked against the file (in range, no overlap) before any tensor
+is read. Every problem is a one-line CheckpointError naming the file.
+
+Why no `PyTorchModelHubMixin`: its `from_pretrained` builds the class from config.json's keyword arguments and
+then loads the weights without vspec's checks (strict=False: missing keys pass); a vspec model is built from
+its spec by the compiler, not by a constructor, and the mixin would make huggingface_hub a dependency of every
+model class. The folder it writes is the same layout, so the Hub's tools need nothing more."""
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .checkpoint import CheckpointError, cause, check_checkpoint, check_fields, checksum, model_of
+from .spec import Model, to_dict
+
+FORMAT = "vspec-folder-1"
+CONFIG, WEIGHTS = "config.json", "model.safetensors"
+ALIASES = "vspec.aliases"  # the safetensors metadata entry of tied names
+MAX_CONFIG = 64 * 2**20  # bytes of config.json read at most (a spec is kilobytes)
+MAX_HEADER = 100_000_000  # the safetensors header's limit (the library's own)
+DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+          "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+          "BOOL": torch.bool, "C64": torch.complex64, "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2}
+
+
+def _spec_text(spec: dict) -> str:
+    """The spec's JSON as the checksum covers it: sorted keys, no spaces."""
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
+
+
+def _digest(spec: dict, tensors: dict[str, torch.Tensor], aliases: dict[str, str]) -> str:
+    return checksum({"format": FORMAT, "spec": _spec_text(spec), "state_dict": dict(sorted(tensors.items())),
+                     "aliases": dict(sorted(aliases.items()))})
+
+
+def _dedupe(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """(tensors to write, {alias: name}): a tensor identical in place to an earlier one becomes its alias; one
+    that overlaps another's storage otherwise is copied (safetensors refuses shared storage)."""
+    tensors: dict[str, torch.Tensor] = {}
+    aliases: dict[str, str] = {}
+    seen: dict[tuple, str] = {}
+    storages: set[tuple] = set()
+    for name, t in state.items():
+        ptr = t.untyped_storage().data_ptr()  # on its device: a copy to the CPU would have a storage of its own
+        where = (t.device, ptr, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
+        if t.numel() and where in seen:
+            aliases[name] = seen[where]
+            continue
+        shared = t.numel() and (t.device, ptr) in storages
+        t = t.detach()
+        t = t.contiguous() if not t.is_contiguous() else t.clone() if shared else t  # channels-last: contiguous
+        tensors[name] = t.cpu()
+        if t.numel():
+            seen[where] = name
+            storages.add((t.device, ptr))
+    return tensors, aliases
+
+
+def _write(path: Path, write) -> None:
+    """`write(tmp)`, then rename it to `path` (a kill leaves the previous file whole), readable as the umask
+    says (safetensors writes its files private)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def save_pretrained(model: nn.Module, folder: str | Path, spec: Model | None = None) -> Path:
+    """Write `model` (its spec: `spec`, default `model.spec`) as a model folder, config.json and
+    model.safetensors (see the module's docstring); missing folders are created, the two files overwritten,
+    others in the folder left. Returns the folder."""
+    from safetensors.torch import save_file
+
+    spec = spec if spec is not None else model.spec
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors, aliases = _dedupe(model.state_dict())
+    spec_dict = json.loads(json.dumps(to_dict(spec)))  # plain JSON values, as a reader sees them
+    metadata = {"format": "pt", **({ALIASES: json.dumps(aliases)} if aliases else {})}
+    config = {"format": FORMAT, "architecture": "vspec", "num_classes": spec.num_classes,
+              "num_features": getattr(model, "num_features", spec.dim), "spec": spec_dict,
+              "sha256": _digest(spec_dict, tensors, aliases)}
+    _write(folder / WEIGHTS, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
+    _write(folder / CONFIG, lambda tmp: tmp.write_text(json.dumps(config, indent=2) + "\n"))
+    return folder
+
+
+def _config(file: Path) -> dict[str, Any]:
+    """config.json, parsed and its fields checked (not yet the spec)."""
+    if not file.is_file():
+        raise CheckpointError(file, "no such file (a model folder holds config.json and model.safetensors)"
+                              if not file.exists() else "not a file")
+    if file.stat().st_size > MAX_CONFIG:
+        raise CheckpointError(file, f"{file.stat().st_size:,} bytes, more than the {MAX_CONFIG:,} a config.json "
+                                    "of vspec may have")
+    try:
+        config = json.loads(file.read_bytes())
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError, or an int beyond Python's 4300 digits
+        raise CheckpointError(file, f"not JSON ({cause(e)})") from None
+    except RecursionError:
+        raise CheckpointError(file, "not JSON vspec reads: nested too deep") from None
+    if not isinstance(config, dict):
+        raise CheckpointError(file, f"not a JSON table (a {type(config).__name__})")
+    if config.get("format") != FORMAT:
+        shown = repr(config["format"])[:40] if "format" in config else "none"
+        raise CheckpointError(file, f"not a vspec model folder's config (format {shown}, not {FORMAT!r}; a Hugging "
+                                    "Face transformers folder converts with vspec.convert.hf.from_hf)")
+    check_fields(config, {"spec": (dict,)}, file)
+    check_fields(config, {"sha256": (str,)}, file, required=False)
+    return config
+
+
+def _fail(file: Path, what: str) -> CheckpointError:
+    return CheckpointError(file, f"not a readable safetensors file ({what})")
+
+
+def _header(file: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """The safetensors header's tensor entries and metadata, each entry checked against the file's size."""
+    size = file.stat().st_size
+    with open(file, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise _fail(file, f"{size} bytes, not even the 8-byte length of its header")
+        n = int.from_bytes(head, "little")
+        if n > size - 8 or n > MAX_HEADER:
+            raise _fail(file, f"its header declares {n:,} bytes; the file holds {size - 8:,} after the length"
+                              + (f", and headers of more than {MAX_HEADER:,} are refused" if n > MAX_HEADER else
+                                 ": truncated, or not a safetensors file"))
+        raw = f.read(n)
+    try:
+        header = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise _fail(file, f"its header is not JSON: {cause(e)}") from None
+    except RecursionError:
+        raise _fail(file, "its header is nested too deep") from None
+    if not isinstance(header, dict):
+        raise _fail(file, "its header is not a JSON table")
+    metadata = header.pop("__metadata__", None) or {}
+    if not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
+        raise _fail(file, "its __metadata__ is not a table of strings")
+    data, spans = size - 8 - n, []
+    for name, entry in header.items():
+        where = f"tensor {name[:80]!r}"
+        if not (isinstance(entry, dict) and {"dtype", "shape", "data_offsets"} <= entry.keys()):
+            raise _fail(file, f"{where}: not a table of dtype, shape and data_offsets")
+        dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+        if dtype not in DTYPES:
+            raise _fail(file, f"{where}: dtype {str(dtype)[:20]!r}, not one of {', '.join(DTYPES)}")
+        if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
+            raise _fail(file, f"{where}: shape {str(shape)[:40]} is not a list of sizes")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
+                and 0 <= offsets[0] <= offsets[1] <= data):
+            raise _fail(file, f"{where}: data_offsets {str(offsets)[:40]} outside the file's {data:,} bytes of data")
+        numel = 1
+        for d in shape:
+            numel *= d
+        if offsets[1] - offsets[0] != numel * DTYPES[dtype].itemsize:
+            raise _fail(file, f"{where}: {offsets[1] - offsets[0]:,} bytes for shape {shape} of {dtype}")
+        spans.append((offsets[0], offsets[1], name))
+    spans.sort()
+    for (_, end, a), (begin, _, b) in zip(spans, spans[1:]):
+        if begin < end:
+            raise _fail(file, f"tensors {a[:40]!r} and {b[:40]!r} overlap")
+    return header, metadata
+
+
+def _weights(file: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """model.safetensors' tensors (after `_header`'s checks) and its aliases {alias: name}."""
+    if not file.is_file():
+        raise CheckpointError(file, "no such file (a model folder holds config.json and model.safetensors)"
+                              if not file.exists() else "not a file")
+    header, metadata = _header(file)
+    try:
+        aliases = json.loads(metadata.get(ALIASES, "{}"))
+    except (ValueError, RecursionError) as e:
+        raise _fail(file, f"its metadata {ALIASES!r} is not JSON: {cause(e)}") from None
+    if not (isinstance(aliases, dict) and all(isinstance(v, str) and v in header and k not in header
+                                              for k, v in aliases.items())):
+        raise _fail(file, f"its metadata {ALIASES!r} is not a table of new names to tensors it holds")
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(file), framework="pt") as f:
+            tensors = {name: f.get_tensor(name) for name in header}
+    except Exception as e:  # noqa: BLE001 - the library's own refusal of a damaged file, in one line
+        raise _fail(file, cause(e)) from None
+    return tensors, aliases
+
+
+def load_folder(folder: str | Path) -> dict[str, Any]:
+    """A model folder as a checked checkpoint dict ({"format", "spec" (JSON text), "state_dict", ...}, see
+    `vspec.checkpoint.check_checkpoint`): config.json and model.safetensors read, the checksum verified."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(folder, "no such model folder" if not folder.exists() else
+                                      "not a folder (a .pt checkpoint loads with vspec.load)")
+    config_file, weights_file = folder / CONFIG, folder / WEIGHTS
+    config = _config(config_file)
+    tensors, aliases = _weights(weights_file)
+    saved = config.get("sha256")
+    if saved is not None and saved != _digest(config["spec"], tensors, aliases):
+        raise CheckpointError(folder, f"checksum mismatch: {CONFIG}'s spec or {WEIGHTS}'s tensors are not what "
+                                      "vspec wrote (a corrupt or edited file; 'sha256' covers both)")
+    state = {**tensors, **{alias: tensors[name] for alias, name in aliases.items()}}
+    ckpt = {"format": FORMAT, "spec": json.dumps(config["spec"]), "state_dict": state}
+    return check_checkpoint(ckpt, config_file, weights_file=weights_file)
+
+
+def from_pretrained(folder: str | Path) -> nn.Module:
+    """Rebuild the model a model folder describes and load its weights; a bad folder raises a one-line
+    CheckpointError (a SpecError) naming the file."""
+    return model_of(load_folder(folder), Path(folder) / WEIGHTS)

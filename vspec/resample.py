@@ -1,0 +1,73 @@
+"""A checkpoint's weights at another image size: the parameters whose shape follows the token grid, resampled.
+
+Two kinds of parameter follow the grid:
+- the learned absolute position table `pos_embed` (1, prefix + h w, d): its h x w patch part is resampled
+  bicubic over the grid (align_corners=False, no antialiasing), the prefix (class) token's rows kept as they
+  are: the rule of DeiT's released fine-tuning at 384 px (facebookresearch/deit, main.py), equal to timm's
+  `resample_abs_pos_embed(..., antialias=False)` (timm >= 0.9 antialiases by default, a different cubic);
+- Swin's relative position bias tables ((2 wh - 1)(2 ww - 1), heads), when the window changes (a window
+  larger than the grid is clamped to it, `WindowMHSA.window_size`): bicubic over the (2 wh - 1) x (2 ww - 1)
+  table, as Swin's released `load_pretrained` (microsoft/Swin-Transformer, utils.py) and timm's
+  `resize_rel_pos_bias_table_simple` do. The relative position index and the shift masks are buffers the
+  model rebuilds, never loaded.
+
+Every other parameter of every kind keeps its shape at another grid (DHVT's, iRPE's tables, T2T's, Conformer's,
+Refiner's convolutions, SoT's heads: their grids are buffers or run-time shapes); `resample_state` still refuses,
+by key, any weight whose shape it cannot explain.
+"""
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+
+from . import spec as S
+
+
+def resample_pos_embed(table: torch.Tensor, old_grid: tuple[int, int], new_grid: tuple[int, int],
+                       prefix: int) -> torch.Tensor:
+    """(1, prefix + old h w, d) -> (1, prefix + new h w, d): the patch rows bicubic over the grid, the prefix
+    rows as they are. Computed in float32 at least (interpolate's bicubic), returned in the table's dtype."""
+    if tuple(old_grid) == tuple(new_grid):
+        return table
+    head, patches = table[:, :prefix], table[:, prefix:]
+    grid = rearrange(patches, "o (h w) d -> o d h w", h=old_grid[0], w=old_grid[1])
+    work = grid if grid.dtype == torch.float64 else grid.float()
+    grid = F.interpolate(work, size=tuple(new_grid), mode="bicubic", align_corners=False).to(table.dtype)
+    return torch.cat((head, rearrange(grid, "o d h w -> o (h w) d")), dim=1)
+
+
+def resample_bias_table(table: torch.Tensor, old_window: tuple[int, int], new_window: tuple[int, int]) -> torch.Tensor:
+    """((2 wh - 1)(2 ww - 1), heads) of one window -> of another: bicubic over the table of offsets."""
+    if tuple(old_window) == tuple(new_window):
+        return table
+    old, new = (tuple(2 * w - 1 for w in win) for win in (old_window, new_window))
+    grid = rearrange(table, "(a b) h -> 1 h a b", a=old[0], b=old[1])
+    work = grid if grid.dtype == torch.float64 else grid.float()
+    grid = F.interpolate(work, size=new, mode="bicubic", align_corners=False).to(table.dtype)
+    return rearrange(grid, "1 h a b -> (a b) h")
+
+
+def resample_state(state_dict: dict[str, torch.Tensor], old_spec: S.Model,
+                   new_spec: S.Model) -> dict[str, torch.Tensor]:
+    """`state_dict` of `old_spec`'s model, adapted to `new_spec` (the spec at another img_size): a new dict whose
+    position table and window tables are resampled (module doc); the other tensors are the same objects. Both
+    specs' models are built on the meta device to read their grids and windows. A weight whose shape still
+    differs from the new model's is a ValueError naming it."""
+    from .compiler import build  # (vspec.nn imports this module)
+
+    old_model, new_model = build(old_spec, device="meta"), build(new_spec, device="meta")
+    out = dict(state_dict)
+    if "pos_embed" in out and new_spec.pos_embed == "learned":
+        out["pos_embed"] = resample_pos_embed(out["pos_embed"], old_spec.grid, new_spec.grid,
+                                              new_spec.num_prefix_tokens)
+    old_modules = dict(old_model.named_modules())
+    for name, module in new_model.named_modules():
+        key = f"{name}.relative_position_bias_table"
+        if key in out and name in old_modules:
+            out[key] = resample_bias_table(out[key], old_modules[name].window, module.window)
+    own = new_model.state_dict()
+    for key, value in out.items():
+        if key in own and tuple(own[key].shape) != tuple(value.shape):
+            raise ValueError(f"{key}: shape {list(value.shape)} at img_size {list(old_spec.img_size)}, "
+                             f"{list(own[key].shape)} at {list(new_spec.img_size)}; vspec.resample has no rule for it")
+    return out
