@@ -8,7 +8,8 @@ holds it equal to the resampled model.) Evaluation is eval.py's at crop ratio 1,
 resize of the 28 px digit to the size): the digit fills the same part of the image at every size, and covers 1.5x
 as many tokens per side at 48 px as at 32; the training loop validates with the same transform (recipe none).
 
-    python benchmarks/img_size.py [--data mnist5k] [--depth 1] [--epochs 4] [--batch-size 32] [--sizes 24 32 48]
+    python benchmarks/img_size.py [--data mnist5k] [--depth 1] [--epochs 4] [--batch-size 32] [--lr 1e-3]
+        [--warmup-epochs 1] [--device cpu|cuda] [--sizes 24 32 48] [--out DIR]
 
 About 5 minutes of CPU time at the defaults (1 block, 4 epochs of 125 steps: a CPU-sized run; --depth 12 is
 DeiT-T's depth).
@@ -47,8 +48,8 @@ def nearest(path: Path, size: int, out: Path) -> Path:
     return vspec.save(model, out)
 
 
-def evaluate(path: Path, data: str, size: int | None = None) -> float:
-    argv = [str(path), "--data", data, "--device", "cpu", "--crop-ratio", "1"]
+def evaluate(path: Path, data: str, device: str, size: int | None = None) -> float:
+    argv = [str(path), "--data", data, "--device", device, "--crop-ratio", "1"]
     return evaluate_checkpoint(eval_parser().parse_args(argv + (["--img-size", str(size)] if size else [])))["top1"]
 
 
@@ -58,6 +59,9 @@ def main() -> None:
     p.add_argument("--depth", type=int, default=1)
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup-epochs", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--sizes", type=int, nargs="+", default=[24, 32, 48])
     p.add_argument("--out", type=Path)
     p.add_argument("--max-steps", type=int, help="smoke runs")
@@ -65,7 +69,8 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="vspec_img_size_"))
     train = [str(ROOT / "specs/deit_tiny_cifar_p4.py"), "--set", f"depth={args.depth}", "--set", "num_classes=10",
              "--set", "in_chans=1", "--data", args.data, "--epochs", str(args.epochs),
-             "--batch-size", str(args.batch_size), "--lr", "1e-3", "--warmup-epochs", "1", "--device", "cpu",
+             "--batch-size", str(args.batch_size), "--lr", str(args.lr), "--warmup-epochs", str(args.warmup_epochs),
+             "--device", args.device,
              "--seed", "0", "--out", str(out / "run"), "--overwrite"]
     train += ["--max-steps", str(args.max_steps)] if args.max_steps else []
     t0 = time.perf_counter()
@@ -75,14 +80,18 @@ def main() -> None:
     ckpt = out / "run" / "last.pt"
     rows = []
     for size in args.sizes:
-        bicubic = evaluate(ckpt, args.data, size)
-        near = bicubic if size == 32 else evaluate(nearest(ckpt, size, out / f"nearest_{size}.pt"), args.data)
+        bicubic = evaluate(ckpt, args.data, args.device, size)
+        near = bicubic if size == 32 else evaluate(nearest(ckpt, size, out / f"nearest_{size}.pt"), args.data,
+                                                   args.device)
         rows.append({"img_size": size, "top1_bicubic": bicubic, "top1_nearest": near})
     result = {"data": args.data, "depth": args.depth, "epochs": args.epochs, "batch_size": args.batch_size,
-              "train_s": round(trained, 1), "trained_at": 32, "rows": rows}
+              "lr": args.lr, "warmup_epochs": args.warmup_epochs, "device": str(torch.device(args.device)),
+              "device_name": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+              "torch": torch.__version__, "train_s": round(trained, 1), "trained_at": 32, "rows": rows}
     (out / "img_size.json").write_text(json.dumps(result, indent=1))
     print(f"DeiT-T shape (patch 4, width 192, 4 heads, {args.depth} blocks) trained at 32 px on {args.data}, "
-          f"{args.epochs} epochs at batch {args.batch_size}, {trained:.0f} s; val top-1 %:")
+          f"{args.epochs} epochs at batch {args.batch_size}, lr {args.lr}, {trained:.0f} s on "
+          f"{result['device_name']}; val top-1 %:")
     print("| img_size | position table | top-1 (bicubic) | top-1 (nearest) |")
     print("|---|---|---|---|")
     for r in rows:

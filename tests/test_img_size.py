@@ -261,3 +261,20 @@ def test_at_twice_the_size_only_the_position_tables_change_shape():
         assert all(k == "pos_embed" or k.endswith("relative_position_bias_table") for k in changed), path.name
         checked += 1
     assert checked >= 50  # 59 image presets when written
+
+
+def test_readme_table_is_the_measured_run():
+    """README's "New image sizes" table: the rows of docs/img_size/img_size.json (benchmarks/img_size.py's run)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    run = json.loads((root / "docs/img_size/img_size.json").read_text())
+    readme = (root / "README.md").read_text()
+    assert run["depth"] == 12 and run["trained_at"] == 32 and run["data"] == "mnist5k"
+    assert f"--depth {run['depth']} --epochs {run['epochs']} --batch-size {run['batch_size']}" in readme
+    for row in run["rows"]:
+        size, grid = row["img_size"], row["img_size"] // 4
+        how = "as trained" if size == run["trained_at"] else "resampled"
+        line = f"| {size} | {grid} x {grid} | {how} | {row['top1_bicubic']:.1f} | {row['top1_nearest']:.1f} |"
+        assert line in readme, line
+    assert json.loads((root / "docs/img_size/metrics.jsonl").read_text().splitlines()[-1])["epoch"] == run["epochs"]
