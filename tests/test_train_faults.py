@@ -205,6 +205,7 @@ FLAGS = {
     "--seed": (["-1", str(2**32)], ["0", str(2**32 - 1)]),
 }
 EVAL_FLAGS = {"--batch-size": (["0", "-1"], ["1"]), "--crop-ratio": (["0", "-1", "nan", "inf"], ["0.01", "1.5"]),
+              "--img-size": (["0", "-1"], ["1"]),
               **{k: FLAGS[k] for k in ("--workers", "--synthetic-size", "--seed", "--max-len")}}
 
 

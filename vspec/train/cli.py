@@ -98,15 +98,16 @@ TRAIN_RANGES = {**DATA_RANGES, "epochs": "> 0", "batch_size": "> 0", "lr": "> 0"
                 "warmup_epochs": ">= 0", "min_lr": ">= 0", "drop_path": "in [0, 1)", "mixup": ">= 0",
                 "cutmix": ">= 0", "smoothing": "in [0, 1)", "re_prob": "in [0, 1]", "ema_decay": "in [0, 1)",
                 "clip_grad": ">= 0", "accum_steps": "> 0", "max_steps": "> 0"}
-EVAL_RANGES = {**DATA_RANGES, "batch_size": "> 0", "crop_ratio": "> 0"}
+EVAL_RANGES = {**DATA_RANGES, "batch_size": "> 0", "crop_ratio": "> 0", "img_size": "> 0"}
 
 
 def check_ranges(args: argparse.Namespace, ranges: dict[str, str], prog: str) -> None:
     for name, rule in ranges.items():
-        value = getattr(args, name)
-        if value is not None and not (math.isfinite(value) and RULES[rule](value)):
-            finite = "finite and " if isinstance(value, float) else ""
-            raise UsageError(f"{prog}: error: --{name.replace('_', '-')} must be {finite}{rule}, got {value}")
+        values = getattr(args, name)
+        for value in values if isinstance(values, list) else [values]:  # a flag of several values: each
+            if value is not None and not (math.isfinite(value) and RULES[rule](value)):
+                finite = "finite and " if isinstance(value, float) else ""
+                raise UsageError(f"{prog}: error: --{name.replace('_', '-')} must be {finite}{rule}, got {value}")
 
 
 def config_from_args(args: argparse.Namespace):
@@ -258,8 +259,8 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict:
 
 
 def _img_size(sizes: list[int]) -> tuple[int, int]:
-    if len(sizes) > 2 or min(sizes) < 1:
-        raise UsageError(f"eval.py: error: --img-size takes H or H W, positive, got {' '.join(map(str, sizes))}")
+    if len(sizes) > 2:  # each is > 0 (check_ranges)
+        raise UsageError(f"eval.py: error: --img-size takes H or H W, got {' '.join(map(str, sizes))}")
     return (sizes[0], sizes[-1])
 
 
