@@ -19,7 +19,7 @@ CAPABILITIES = ("attends_all", "produces_maps", "consumes_maps", "variant", "che
 
 def test_a_misspelt_capability_is_refused():
     with pytest.raises(TypeError, match=r"Typo\.attend_all: not a capability of the attention role \(it has: "
-                                        r"attends_all, causal, masks, needs_grid, produces_maps\)"):
+                                        r"any_grid, attends_all, causal, masks, needs_grid, produces_maps\)"):
         @frozen
         class Typo(AttentionKind):
             kind: ClassVar[str] = "typo"
