@@ -23,6 +23,12 @@ from einops import rearrange
 from . import spec as S
 
 
+def _bicubic(grid: torch.Tensor, size: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
+    """(1, c, h, w) -> (1, c, *size) bicubic (align_corners false, no antialias), in float32 at least, as `dtype`."""
+    work = grid if grid.dtype == torch.float64 else grid.float()
+    return F.interpolate(work, size=tuple(size), mode="bicubic", align_corners=False).to(dtype)
+
+
 def resample_pos_embed(table: torch.Tensor, old_grid: tuple[int, int], new_grid: tuple[int, int],
                        prefix: int) -> torch.Tensor:
     """(1, prefix + old h w, d) -> (1, prefix + new h w, d): the patch rows bicubic over the grid, the prefix
@@ -31,8 +37,7 @@ def resample_pos_embed(table: torch.Tensor, old_grid: tuple[int, int], new_grid:
         return table
     head, patches = table[:, :prefix], table[:, prefix:]
     grid = rearrange(patches, "o (h w) d -> o d h w", h=old_grid[0], w=old_grid[1])
-    work = grid if grid.dtype == torch.float64 else grid.float()
-    grid = F.interpolate(work, size=tuple(new_grid), mode="bicubic", align_corners=False).to(table.dtype)
+    grid = _bicubic(grid, new_grid, table.dtype)
     return torch.cat((head, rearrange(grid, "o d h w -> o (h w) d")), dim=1)
 
 
@@ -42,8 +47,7 @@ def resample_bias_table(table: torch.Tensor, old_window: tuple[int, int], new_wi
         return table
     old, new = (tuple(2 * w - 1 for w in win) for win in (old_window, new_window))
     grid = rearrange(table, "(a b) h -> 1 h a b", a=old[0], b=old[1])
-    work = grid if grid.dtype == torch.float64 else grid.float()
-    grid = F.interpolate(work, size=new, mode="bicubic", align_corners=False).to(table.dtype)
+    grid = _bicubic(grid, new, table.dtype)
     return rearrange(grid, "1 h a b -> (a b) h")
 
 
