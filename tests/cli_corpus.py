@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from data_corpus import data_cases
+
 from vspec.spec import (
     DAFF,
     MHSA,
@@ -51,6 +53,7 @@ class Case(NamedTuple):
     name: str
     argv: list[str]
     env: dict[str, str] | None = None  # environment variables set while the case runs
+    entry: str = "vspec"  # the command: vspec, train (tools/train.py) or eval (tools/eval.py)
 
 
 class Outcome(NamedTuple):
@@ -373,6 +376,8 @@ def corpus(folder: Path) -> list[Case]:
                  ["export", files["vit"], "--out", str(folder / "m.pt2"), "--opset", "18"]):
         add(f"flags: {' '.join(a if len(a) < 30 else Path(a).name for a in argv)}", *argv)
     cases += hostile(folder, files["vit"], add)
+    # tokenizer folders, GLUE files, model folders and compare's arguments, drawn by tests/data_corpus.py
+    cases += [Case(name, argv, None, entry) for name, entry, argv in data_cases(folder / "data")]
     return cases
 
 
@@ -620,14 +625,23 @@ def _text(stream: io.TextIOWrapper) -> str:
     return stream.buffer.getvalue().decode("utf-8")
 
 
-def run_case(argv: Sequence[str], env: dict[str, str] | None = None, limit: float | None = TIME_LIMIT) -> Outcome:
-    """Run `vspec.cli.main(argv)` in this process with `env` set, stdout and stderr captured (stdout a strict
+def _main(entry: str):
+    """The command `entry` names: vspec's main, tools/train.py's or tools/eval.py's."""
+    from vspec.cli import main
+    from vspec.train.cli import eval_main, train_main
+
+    return {"vspec": main, "train": train_main, "eval": eval_main}[entry]
+
+
+def run_case(argv: Sequence[str], env: dict[str, str] | None = None, limit: float | None = TIME_LIMIT,
+             entry: str = "vspec") -> Outcome:
+    """Run the command `entry` names (`_main`; default `vspec.cli.main`) on `argv` in this process with `env`
+    set, stdout and stderr captured (stdout a strict
     UTF-8 stream, stderr as Python's own: UTF-8 with backslashreplace). A SystemExit gives its code; any
     other exception out of main counts as a traceback (its text is the stderr). Past `limit` seconds the
     case is stopped (SIGALRM, in the main thread of a POSIX process; elsewhere it runs unlimited) and
     counts as a hang."""
-    from vspec.cli import main
-
+    main = _main(entry)
     out, err = _stream(), io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace",
                                            write_through=True)
     code: int | None
@@ -668,7 +682,7 @@ def run_corpus(folder: Path, cases: Sequence[Case] | None = None,
     results = []
     for case in cases if cases is not None else corpus(folder):
         cwd = os.getcwd()
-        results.append((case, run_case(case.argv, case.env, limit)))
+        results.append((case, run_case(case.argv, case.env, limit, case.entry)))
         os.chdir(cwd)
         sys.setrecursionlimit(limit_)
     return results

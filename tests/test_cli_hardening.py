@@ -13,7 +13,7 @@ from pathlib import Path
 import attrs
 import pytest
 import torch
-from cli_corpus import Case, Outcome, bases, corpus, run_case, run_corpus
+from cli_corpus import TIME_LIMIT, Case, Outcome, bases, corpus, run_case, run_corpus
 
 import vspec
 import vspec.checkpoint
@@ -25,6 +25,9 @@ from vspec.spec import MemoryBudgetError, SpecError, budget
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = sorted(ROOT.glob("specs/*.py"))
+_loader = importlib.util.spec_from_file_location("fuzz_cli", ROOT / "tools" / "fuzz_cli.py")
+FUZZ_CLI = importlib.util.module_from_spec(_loader)
+_loader.loader.exec_module(FUZZ_CLI)
 
 
 def _env(**changes: str) -> dict[str, str]:
@@ -33,13 +36,19 @@ def _env(**changes: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, **changes}
 
 
-def test_every_malformed_input_is_one_line_exit_2(tmp_path):
+def test_every_malformed_input_is_one_line_exit_2(tmp_path, capsys):
     """The whole corpus (tests/cli_corpus.py: paths, encodings, nesting, types, kinds, huge sizes,
-    .py specs that raise or exit, --out targets, flags) through vspec.cli.main."""
+    .py specs that raise or exit, --out targets, flags; tests/data_corpus.py: tokenizer folders, GLUE files, model
+    folders, compare's arguments) through vspec.cli.main, tools/train.py and tools/eval.py. Prints the figures."""
     results = run_corpus(tmp_path)
-    assert len(results) >= 600
+    entries = {e: sum(case.entry == e for case, _ in results) for e in ("vspec", "train", "eval")}
+    assert len(results) >= 700 and entries["train"] >= 80 and entries["eval"] >= 5, entries
+    assert {name.split(":")[0] for name in (case.name for case, _ in results)} >= {
+        "tokenizer", "TSV cola", "TSV sst2", "TSV stsb", "model folder", "compare"}
     bad = [(case.name, outcome.code, outcome.hung, outcome.stderr[:300]) for case, outcome in results
            if not outcome.clean]
+    with capsys.disabled():
+        print(f"\nfuzz_cli corpus: {FUZZ_CLI.report(results, TIME_LIMIT)[0]}")
     assert bad == []
     assert all(len(o.stderr) <= MAX_LINE + 100 for _, o in results)  # "vspec: error: " and the cut notice
 
@@ -325,7 +334,7 @@ def test_analyze_refuses_non_finite_weights_and_results(tmp_path, capsys, what):
         ckpt = _tiny_checkpoint(tmp_path, fill)
         assert vspec.cli.main(["analyze", str(ckpt), "--what", what, "--batch-size", "2"]) == 2
         assert capsys.readouterr().err == f"vspec: error: {ckpt}: weight stages.0.blocks.0.ffn.fc2.bias holds NaN or " \
-                                          "infinite values; the analyses need finite weights\n"
+                                          "infinite values: no model computes with it\n"
     ckpt = _tiny_checkpoint(tmp_path, "huge")
     assert vspec.cli.main(["analyze", str(ckpt), "--what", what, "--batch-size", "2"]) == 2
     err = capsys.readouterr().err

@@ -99,7 +99,12 @@ def _error(capsys, argv) -> str:
     ("--data synthetic", "--data: unknown 'synthetic'"),
     ("--data cifar10", "cifar10: needs a data directory"),
     ("--seeds 0", "argument --seeds: must be in [1, 100], got 0"),
-    ("--epochs 0", "argument --epochs: must be >= 1, got 0"),
+    ("--epochs 0", "argument --epochs: must be in [1, 100000], got 0"),
+    ("--epochs 1180591620717411303424", "argument --epochs: must be in [1, 100000], got an int of 71 bits"),
+    ("--warmup-epochs 100001", "argument --warmup-epochs: must be in [0, 100000], got 100001"),
+    ("too large", "training it needs about"),
+    ("runs is a file", "cannot make"),
+    ("out under /proc", "cannot make"),
     ("--lr nan", "argument --lr: must be finite and > 0, got 'nan'"),
     ("--seed-base 4294967295", "--seed-base 4294967295 + --seeds 3 passes 2**32"),
     ("--batch-size 1438", "--batch-size 1438 is more than the 1437 training images of digits"),
@@ -116,11 +121,21 @@ def test_bad_input_is_one_line_before_any_training(specs, tmp_path, capsys, case
         argv.insert(2, str(other / "tiny_cls.json"))
     elif case == "text":
         argv.insert(2, str(ROOT / "specs" / "demo_text.py"))
+    elif case == "too large":  # the second spec: refused before the first one trains
+        huge = tmp_path / "huge.json"
+        huge.write_text(json.dumps({**json.loads(Path(specs[0]).read_text()), "dim": 2**15, "depth": 40}))
+        argv.insert(2, str(huge))
+    elif case == "runs is a file":
+        out.mkdir()
+        (out / "runs").write_text("")
+        argv += ["--overwrite"]
+    elif case == "out under /proc":
+        argv[argv.index("--out-dir") + 1] = "/proc/vspec-compare"
     else:
         argv += case.split()
     err = _error(capsys, argv)
     assert err.startswith("vspec") and needle in err, err
-    assert not (out / "runs").exists()
+    assert not (out / "runs").is_dir()
 
 
 def test_an_earlier_comparison_is_kept_unless_overwrite(specs, tmp_path, capsys):

@@ -38,9 +38,11 @@ def fields(**changes):
     return out | changes
 
 
-def test_a_small_draw_adds_up_with_no_dead_weight(fuzz):
+def test_a_small_draw_adds_up_with_no_dead_weight(fuzz, capsys):
     out = io.StringIO()
     code = fuzz.main(["-n", "12", "--seed", "3"], out=out)
+    with capsys.disabled():  # the figures, in `make test`'s output
+        print(f"\nfuzz_compose -n 12: {out.getvalue().splitlines()[0]}")
     drawn, refused, expected, built, trained, dead, tracebacks = counts(out.getvalue())
     assert (dead, tracebacks) == (0, 0), out.getvalue()
     assert code == 0 and out.getvalue().count("\n") == 1  # the summary, no failing case

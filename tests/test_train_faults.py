@@ -184,11 +184,11 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tiny
 
 # Every numeric flag: values outside its range (and non-finite floats), and values on its edges that pass.
 FLAGS = {
-    "--epochs": (["0", "-1"], ["1"]),
+    "--epochs": (["0", "-1", "100001", str(2**70)], ["1", "100000"]),
     "--batch-size": (["0", "-1"], ["1"]),
     "--lr": (["0", "-0.001", "inf", "nan"], ["1e-9"]),
     "--weight-decay": (["-0.1", "nan", "inf"], ["0"]),
-    "--warmup-epochs": (["-1"], ["0"]),
+    "--warmup-epochs": (["-1", "100001"], ["0", "100000"]),
     "--min-lr": (["-1", "nan", "inf"], ["0"]),
     "--drop-path": (["-0.1", "1", "nan"], ["0", "0.99"]),
     "--mixup": (["-1", "nan", "inf"], ["0"]),

@@ -1,4 +1,5 @@
-"""Run the malformed-input corpus (tests/cli_corpus.py) through `vspec.cli.main` and count the answers.
+"""Run the malformed-input corpus (tests/cli_corpus.py, with tests/data_corpus.py's tokenizer folders, GLUE files,
+model folders and compare arguments) through `vspec.cli.main`, tools/train.py and tools/eval.py; count the answers.
 
     python tools/fuzz_cli.py [-v] [--limit SECONDS]
 

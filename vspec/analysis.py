@@ -342,11 +342,6 @@ def pyplot():
 
 
 # ---------------------------------------------------------------- finiteness
-def nonfinite(weights: dict[str, torch.Tensor]) -> str | None:
-    """The name of the first floating-point tensor in `weights` with a NaN or infinite entry, or None."""
-    return next((k for k, v in weights.items() if v.is_floating_point() and not bool(v.isfinite().all())), None)
-
-
 def nonfinite_result(result: Any, where: str = "") -> str | None:
     """Where an analysis' result (dicts, lists, floats, tensors) holds a NaN or an infinity, as a path such as
     `F[3]` or `[0].before`, or None. (A null entropy is no such value: a map whose rows are not

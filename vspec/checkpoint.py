@@ -23,6 +23,7 @@ import json
 import re
 import warnings
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,16 @@ def cause(e: BaseException, limit: int = 160) -> str:
     line = next((s.strip() for s in text.splitlines() if s.strip()), "")
     out = f"{type(e).__name__}: {line}" if line else type(e).__name__
     return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+@contextmanager
+def reading(file: str | Path):
+    """An OSError while reading `file` (EIO of a special file, a name too long, a permission) as a one-line
+    CheckpointError naming it."""
+    try:
+        yield
+    except OSError as e:
+        raise CheckpointError(file, f"cannot be read ({e.strerror or cause(e)})") from None
 
 
 def _size(n: int) -> str:
@@ -326,11 +337,12 @@ def read(path: str | Path) -> dict[str, Any]:
     """The raw checkpoint dict, read with weights_only=True (a zip file memory-mapped, see `_zip_records`),
     walked (`Scan`) and its checksum (when it has one) verified."""
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(path, "no such checkpoint" if not path.exists() else "not a file")
-    if path.stat().st_size == 0:
-        raise CheckpointError(path, "empty file, not a checkpoint")
-    mmap = _zip_records(path)
+    with reading(path):
+        if not path.is_file():
+            raise CheckpointError(path, "no such checkpoint" if not path.exists() else "not a file")
+        if path.stat().st_size == 0:
+            raise CheckpointError(path, "empty file, not a checkpoint")
+        mmap = _zip_records(path)
     try:
         with warnings.catch_warnings():  # a foreign pickle's warnings are no second line of the error
             warnings.simplefilter("ignore")
@@ -382,8 +394,19 @@ def _weights_fit(ckpt: dict[str, Any], file: Path) -> None:
 
 def load_checkpoint(path: str | Path, fields: dict[str, tuple] | None = None,
                     formats: tuple[str, ...] | None = None) -> dict:
-    """The checkpoint dict, read and checked (see `read`), then validated and upgraded (`check_checkpoint`)."""
+    """The checkpoint dict, read and checked (see `read`), then validated and upgraded (`check_checkpoint`). A
+    folder is read as a model folder (`vspec.hub.load_folder`), unless `fields` or `formats` ask for a training
+    checkpoint, which no folder is."""
     path = Path(path)
+    with reading(path):
+        folder = path.is_dir()
+    if folder:
+        if fields or formats:
+            raise CheckpointError(path, "a folder, not a checkpoint file (a model folder holds weights, not a "
+                                        "training run's state)")
+        from .hub import load_folder
+
+        return load_folder(path)
     return check_checkpoint(read(path), path, fields, formats)
 
 
@@ -422,7 +445,16 @@ def check_checkpoint(ckpt: dict[str, Any], path: str | Path, fields: dict[str, t
         raise CheckpointError(wfile, str(e)) from None
     except (RecursionError, ValueError, OverflowError, MemoryError) as e:
         raise CheckpointError(path, f"its spec cannot be read ({cause(e)})") from None
+    for name, what in (("state_dict", "weight"), ("ema", "EMA weight")):
+        bad = nonfinite(ckpt.get(name) or {})
+        if bad is not None:
+            raise CheckpointError(wfile, f"{what} {bad} holds NaN or infinite values: no model computes with it")
     return ckpt
+
+
+def nonfinite(weights: dict[str, torch.Tensor]) -> str | None:
+    """The name of the first floating-point tensor in `weights` with a NaN or infinite entry, or None."""
+    return next((k for k, v in weights.items() if v.is_floating_point() and not bool(v.isfinite().all())), None)
 
 
 def _few(keys: list[str], limit: int = 3) -> str:
@@ -461,7 +493,7 @@ def load_weights(module: nn.Module, weights: dict[str, torch.Tensor], file: str 
 
 
 def load(path: str | Path, img_size: int | tuple[int, int] | None = None) -> nn.Module:
-    """Rebuild the model a vspec checkpoint describes and load its weights; a bad checkpoint raises a
+    """Rebuild the model a vspec checkpoint (or model folder) describes and load its weights; a bad one raises a
     one-line CheckpointError (a SpecError) naming the file. `img_size`: build the spec at that size instead, its
     weights resampled to it (`vspec.resample.resample_state`); a size the spec refuses is a one-line error."""
     ckpt = load_checkpoint(path)
@@ -478,15 +510,18 @@ def model_of(ckpt: dict[str, Any], file: str | Path) -> nn.Module:
     return model
 
 
-def at_img_size(spec: Model, weights: dict[str, torch.Tensor], img_size: Any,
-                path: str | Path) -> tuple[Model, dict[str, torch.Tensor]]:
-    """The spec at `img_size` and the weights resampled to it; a size it refuses is a CheckpointError."""
+def at_img_size(spec: Model, weights: dict[str, torch.Tensor], img_size: Any, path: str | Path,
+                batch: int = 0) -> tuple[Model, dict[str, torch.Tensor]]:
+    """The spec at `img_size` and the weights resampled to it; a size it refuses, or a model at that size that
+    would not fit in memory (with a forward pass at `batch`, when > 0), is a CheckpointError."""
     import attrs
 
+    from .compiler import check_fit
     from .resample import resample_state
 
     try:
         new = attrs.evolve(spec, img_size=img_size)
+        check_fit(new, batch, f"the model at img_size {img_size}")  # before the tables are resampled
         return new, resample_state(weights, spec, new)
     except (SpecError, ValueError, TypeError) as e:
         raise CheckpointError(path, f"img_size {img_size}: {e}") from None

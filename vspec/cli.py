@@ -38,7 +38,7 @@ from .spec import (
     to_json,
 )
 from .spec.core import show
-from .train.recipes import RECIPES
+from .train.recipes import MAX_EPOCHS, RECIPES
 
 MAX_BATCHES = 1000  # analyze --batches (the Refiner paper averages over 10)
 
@@ -240,10 +240,10 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--recipe", choices=tuple(RECIPES), default="compare",
                    help="tools/train.py's recipes (default compare: AdamW + cosine, no augmentation, 4 epochs at "
                         "batch 64, lr 4e-3)")
-    c.add_argument("--epochs", type=_positive, metavar="N", help="default: the recipe's")
+    c.add_argument("--epochs", type=_int_in(1, MAX_EPOCHS), metavar="N", help="default: the recipe's")
     c.add_argument("--batch-size", type=_positive, metavar="N", help="default: the recipe's")
     c.add_argument("--lr", type=_positive_float, metavar="LR", help="peak learning rate (default: the recipe's)")
-    c.add_argument("--warmup-epochs", type=_int_in(0), metavar="N", help="default: the recipe's")
+    c.add_argument("--warmup-epochs", type=_int_in(0, MAX_EPOCHS), metavar="N", help="default: the recipe's")
     c.add_argument("--threads", type=_int_in(1, 1024), metavar="N", help="torch's CPU threads (default: torch's)")
     c.add_argument("--out-dir", default="runs/compare", metavar="DIR", help="default runs/compare")
     c.add_argument("--overwrite", action="store_true", help="replace an earlier comparison in OUT (refused without)")
@@ -428,12 +428,10 @@ def _save(model: Any, path: Path, folder: bool = False) -> None:
 
 
 def check_fit(spec: Model, batch: int, what: str) -> None:
-    """The size guard before building and running `spec` on `batch` images: the torch-free figures first (the
-    blocks' objects, the forward pass), then with the weights counted on the meta device."""
-    from .compiler import weights
+    """`vspec.compiler.check_fit`, imported when used (torch is not imported for --help)."""
+    from .compiler import check_fit as fit
 
-    budget.check(spec, batch, what=what)
-    budget.check(spec, batch, weights=weights(spec), what=what)
+    fit(spec, batch, what)
 
 
 def cmd_build(args: argparse.Namespace) -> None:
@@ -557,17 +555,13 @@ def cmd_analyze(args: argparse.Namespace) -> None:
         raise UsageError(f"vspec analyze: error: the plots need matplotlib ({one_line(e)}); "
                          "pip install 'vspec[train]'") from None
     torch.manual_seed(args.seed)
-    if source.suffix in (".pt", ".pth"):
+    if source.suffix in (".pt", ".pth") or source.is_dir():  # a checkpoint or a model folder
         from .checkpoint import load_checkpoint, load_weights
         from .spec import from_json
 
         if args.overrides:
             raise SpecError("", "--set applies to spec files, not to a checkpoint's trained model")
-        ckpt = load_checkpoint(source)
-        bad = A.nonfinite(ckpt["state_dict"])
-        if bad is not None:
-            raise SpecError("", f"{source}: weight {bad} holds NaN or infinite values; the analyses need finite "
-                                "weights")
+        ckpt = load_checkpoint(source)  # refuses NaN / inf weights
         spec = from_json(ckpt["spec"])
         check_fit(spec, max(sizes[w] for w in what), "analyzing it")
         model = build(spec)

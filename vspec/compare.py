@@ -126,6 +126,7 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     be done, before any training."""
     import torch
 
+    from .compiler import check_fit
     from .profiler import profile
     from .train.data import DATASETS, DataError, build_datasets, build_transforms
     from .train.engine import TrainConfig, run
@@ -141,10 +142,16 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
                                                train_transform=tf, eval_transform=tf, data_dir=data_dir)
     if recipe.batch_size > len(train_ds):  # the engine drops the last partial batch: none would be left
         raise DataError(f"--batch-size {recipe.batch_size} is more than the {len(train_ds)} training images of {data}")
-    for name, (path, spec) in specs.items():
-        if spec.num_classes != classes:
-            say(f"note: {name}: {data} has {classes} classes; num_classes {spec.num_classes} -> {classes}")
-            specs[name] = (path, attrs.evolve(spec, num_classes=classes))
+    changed = [name for name, (_, spec) in specs.items() if spec.num_classes != classes]
+    for name, (path, spec) in specs.items():  # every spec's size, at the dataset's classes, before any run
+        specs[name] = (path, attrs.evolve(spec, num_classes=classes))
+        check_fit(specs[name][1], max(recipe.batch_size, THROUGHPUT["batch"]), f"{path}: training it")
+    try:  # the folders every run writes into
+        (out / "runs").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"--out-dir {out}: cannot make {out / 'runs'} ({e.strerror or e})") from None
+    for name in changed:
+        say(f"note: {name}: {data} has {classes} classes; num_classes set to {classes}")
 
     def train(name: str, seed: int) -> float:
         with contextlib.redirect_stdout(sys.stderr):  # the engine's closing line too: stdout is the table's

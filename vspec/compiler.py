@@ -110,6 +110,13 @@ def _torch_limit():
                                       f"{S.budget.size(S.budget.TORCH_LIMIT)} ({one_line(e)})") from None
 
 
+def check_fit(spec: S.Model, batch: int, what: str) -> None:
+    """The size guard before building and running `spec` on `batch` inputs (0: building only): the torch-free
+    figures first (the blocks' objects, the forward pass), then with the weights counted on the meta device."""
+    S.budget.check(spec, batch, what=what)
+    S.budget.check(spec, batch, weights=weights(spec), what=what)
+
+
 def _nbytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 

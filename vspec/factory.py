@@ -58,11 +58,15 @@ def preset_path(name: str) -> Path:
 def _source(name_or_path: str | Path) -> tuple[Model, dict | None]:
     """(spec, state_dict or None) of a preset name, spec file, checkpoint or model folder."""
     path = Path(name_or_path)
-    if path.is_dir() or path.suffix in CHECKPOINTS:
+    try:
+        folder = path.is_dir()
+    except OSError as e:  # a name too long for the file system is no preset either
+        raise SpecError("", f"{str(name_or_path)[:80]!r}{'...' if len(str(name_or_path)) > 80 else ''}: no "
+                            f"preset, and no path ({e.strerror})") from None
+    if folder or path.suffix in CHECKPOINTS:
         from .checkpoint import load_checkpoint
-        from .hub import load_folder
 
-        ckpt = load_folder(path) if path.is_dir() else load_checkpoint(path)
+        ckpt = load_checkpoint(path)  # a .pt file or a model folder
         return from_json(ckpt["spec"]), ckpt["state_dict"]
     if path.suffix in SUFFIXES or path.exists() or os.sep in str(name_or_path):
         return load_spec(path), None

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .checkpoint import CheckpointError, cause, check_checkpoint, check_fields, checksum, model_of
+from .checkpoint import CheckpointError, cause, check_checkpoint, check_fields, checksum, model_of, reading
 from .spec import Model, to_dict
 
 FORMAT = "vspec-folder-1"
@@ -118,16 +118,25 @@ def save_pretrained(model: nn.Module, folder: str | Path, spec: Model | None = N
     return folder
 
 
-def _config(file: Path) -> dict[str, Any]:
-    """config.json, parsed and its fields checked (not yet the spec)."""
+def _regular(file: Path) -> None:
     if not file.is_file():
         raise CheckpointError(file, "no such file (a model folder holds config.json and model.safetensors)"
                               if not file.exists() else "not a file")
-    if file.stat().st_size > MAX_CONFIG:
-        raise CheckpointError(file, f"{file.stat().st_size:,} bytes, more than the {MAX_CONFIG:,} a config.json "
-                                    "of vspec may have")
+
+
+def _config(file: Path) -> dict[str, Any]:
+    """config.json, parsed and its fields checked (not yet the spec)."""
+    with reading(file):
+        _regular(file)
+        if file.stat().st_size > MAX_CONFIG:
+            raise CheckpointError(file, f"{file.stat().st_size:,} bytes, more than the {MAX_CONFIG:,} a "
+                                        "config.json of vspec may have")
+        with open(file, "rb") as f:
+            raw = f.read(MAX_CONFIG + 1)  # a special file's size says nothing
+    if len(raw) > MAX_CONFIG:
+        raise CheckpointError(file, f"more than the {MAX_CONFIG:,} bytes a config.json of vspec may have")
     try:
-        config = json.loads(file.read_bytes())
+        config = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError, or an int beyond Python's 4300 digits
         raise CheckpointError(file, f"not JSON ({cause(e)})") from None
     except RecursionError:
@@ -199,10 +208,9 @@ def _header(file: Path) -> tuple[dict[str, Any], dict[str, str]]:
 
 def _weights(file: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """model.safetensors' tensors (after `_header`'s checks) and its aliases {alias: name}."""
-    if not file.is_file():
-        raise CheckpointError(file, "no such file (a model folder holds config.json and model.safetensors)"
-                              if not file.exists() else "not a file")
-    header, metadata = _header(file)
+    with reading(file):
+        _regular(file)
+        header, metadata = _header(file)
     try:
         aliases = json.loads(metadata.get(ALIASES, "{}"))
     except (ValueError, RecursionError) as e:
@@ -224,9 +232,10 @@ def load_folder(folder: str | Path) -> dict[str, Any]:
     """A model folder as a checked checkpoint dict ({"format", "spec" (JSON text), "state_dict", ...}, see
     `vspec.checkpoint.check_checkpoint`): config.json and model.safetensors read, the checksum verified."""
     folder = Path(folder)
-    if not folder.is_dir():
-        raise CheckpointError(folder, "no such model folder" if not folder.exists() else
-                                      "not a folder (a .pt checkpoint loads with vspec.load)")
+    with reading(folder):
+        if not folder.is_dir():
+            raise CheckpointError(folder, "no such model folder" if not folder.exists() else
+                                          "not a folder (a .pt checkpoint loads with vspec.load)")
     config_file, weights_file = folder / CONFIG, folder / WEIGHTS
     config = _config(config_file)
     tensors, aliases = _weights(weights_file)

@@ -18,7 +18,7 @@ from torch import nn
 
 from .. import spec as S
 from ..compiler import build
-from .common import ConversionError, load_mapped
+from .common import ConversionError, load_mapped, read_arguments
 from .hf import _hf_state, hf_key, spec_from_hf
 
 _HEAD_PREFIX = "bert.pooler."
@@ -27,15 +27,50 @@ _HEAD = {"normalization.weight": "head.norm.v0", "visual_fc.weight": "head.word_
          "cls_fc.bias": "head.cls_fc.bias"}
 _BN = ("weight", "bias", "running_mean", "running_var")
 
+# What a config may hold, every key honoured or refused (never ignored). The fixtures' form: the SoT Classifier's
+# arguments, `bert_config` and the fixture's notes; the BertConfig fields: transformers 2.2.1's (the fork's base),
+# the fork's MGCrP fields and those later transformers write into a config.json
+CLASSIFIER = ("num_classes", "input_dim", "representationConfig", "bert_config", "seq_len", "state_dict_prefix_in_bert")
+BERT_CONFIG = (
+    "vocab_size", "vocab_size_or_config_json_file", "hidden_size", "num_hidden_layers", "num_attention_heads",
+    "hidden_act", "intermediate_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
+    "max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps", "finetuning_task",
+    "num_labels", "output_attentions", "output_hidden_states", "output_past", "torchscript", "use_bfloat16",
+    "pruned_heads", "is_decoder", "id2label", "label2id", "MGCrP", "MGCrP_q", "MGCrP_k", "MGCrP_dp",
+    "_name_or_path", "add_cross_attention", "architectures", "bos_token_id", "chunk_size_feed_forward",
+    "classifier_dropout", "dtype", "torch_dtype", "eos_token_id", "is_encoder_decoder", "model_type", "pad_token_id",
+    "position_embedding_type", "problem_type", "return_dict", "tie_word_embeddings", "transformers_version",
+    "use_cache", "gradient_checkpointing")
+REPRESENTATION = {"": ("type", "args", "normalization"), "args": ("cov_type", "remove_mean", "dimension_reduction",
+                                                                   "input_dim"),
+                  "normalization": ("type", "args"),
+                  "normalization.args": ("alpha", "iterNum", "svNum", "regular", "vec", "input_dim")}
+
+
+def _table(where: str, value: Any, known: tuple[str, ...]) -> Mapping[str, Any]:
+    """`value`, a table whose every key is `known`: else one ConversionError naming `where` and the key."""
+    read_arguments(f"SoT text {where}", value, dict.fromkeys(known))
+    return value
+
 
 def sot_text_head(config: Mapping[str, Any]) -> S.SecondOrderHead:
     """The head of a fork config: a BertConfig dict with MGCrP, MGCrP_q, MGCrP_k, MGCrP_dp, or the fixtures'
-    {Classifier arguments, `bert_config`}."""
-    bert = config.get("bert_config", config)
+    {Classifier arguments, `bert_config`}. A key that is none of these is refused by name."""
+    if "bert_config" in config:
+        _table("(top level)", config, CLASSIFIER)
+    bert = _table("bert_config" if "bert_config" in config else "(BertConfig)", config.get("bert_config", config),
+                  BERT_CONFIG)
     if not bert.get("MGCrP"):
         raise ConversionError("SoT text config: MGCrP is not set (the fork's plain BERT: use from_hf)")
-    rep = config.get("representationConfig", {})
-    args, norm = rep.get("args", {}), rep.get("normalization", {})
+    rep = _table("representationConfig", config.get("representationConfig") or {}, REPRESENTATION[""])
+    args = _table("representationConfig.args", rep.get("args") or {}, REPRESENTATION["args"])
+    norm = _table("representationConfig.normalization", rep.get("normalization") or {},
+                  REPRESENTATION["normalization"])
+    _table("representationConfig.normalization.args", norm.get("args") or {}, REPRESENTATION["normalization.args"])
+    reduced = args.get("dimension_reduction")
+    if reduced is not None and list(reduced) != [bert.get("MGCrP_q"), bert.get("MGCrP_k")]:
+        raise ConversionError(f"SoT text config: representationConfig.args.dimension_reduction {list(reduced)} is not "
+                              f"[MGCrP_q, MGCrP_k] = [{bert.get('MGCrP_q')}, {bert.get('MGCrP_k')}]")
     for key, value, plain in (("type", rep.get("type", "second-order"), "second-order"),
                               ("cov_type", args.get("cov_type", "cross"), "cross"),
                               ("normalization", norm.get("type", "svPN"), "svPN"),

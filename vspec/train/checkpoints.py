@@ -173,7 +173,7 @@ FIELDS: dict[str, tuple] = {"optimizer": (dict,), "scheduler": (dict,), "scaler"
                             "batches_done": (int,), "global_step": (int,), "rng": (dict,), "metrics": (list,),
                             "best_top1": (float, int)}
 OPTIONAL_FIELDS: dict[str, tuple] = {"data": (str,), "data_args": (dict,), "recipe": (dict,), "best_epoch": (int,),
-                                     "epoch_loss": (list, tuple)}
+                                     "epoch_loss": (list, tuple), "tokenizer": (dict,)}
 # what every record of "metrics" holds (the curves and metrics.jsonl are drawn from them)
 RECORD_KEYS = ("epoch", "train_loss", "val_loss", "val_top1", "val_top5")
 TEXT_RECORD_KEYS = ("epoch", "train_loss", "val_loss")  # a text task's metrics are its own (vspec/train/text.py)
@@ -205,11 +205,22 @@ def _check_run_fields(ckpt: dict[str, Any], path: Path) -> None:
                 and all(k in record for k in keys)):
             raise CheckpointError(path, f"the checkpoint's 'metrics' record {i} is not a table of numbers with "
                                         f"{', '.join(keys)}: {_brief(record)}")
+    saved_tokenizer(ckpt, path)
     bad = next((k for k, v in (ckpt.get("data_args") or {}).items()
                 if not (isinstance(k, str) and (v is None or isinstance(v, (str, int, float))))), None)
     if bad is not None:
         raise CheckpointError(path, f"the checkpoint's 'data_args' {_brief(bad)} is "
                                     f"{type(ckpt['data_args'][bad]).__name__}, not a flag's value")
+
+
+def saved_tokenizer(ckpt: dict[str, Any], path: Path) -> dict[str, str] | None:
+    """A text run's checkpoint's "tokenizer": the sha256 of each of its tokenizer's files, by name (None: not a
+    text run's, or from before the field)."""
+    saved = ckpt.get("tokenizer")
+    if saved is not None and not (isinstance(saved, dict) and all(
+            isinstance(k, str) and isinstance(v, str) and re.fullmatch("[0-9a-f]{64}", v) for k, v in saved.items())):
+        raise CheckpointError(path, "the checkpoint's 'tokenizer' is not the sha256 of each tokenizer file by name")
+    return saved
 
 
 def _brief(value: Any) -> str:

@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli_common import OneLineParser, UsageError, one_line
+from ..cli_common import OneLineParser, UsageError, one_line, printable
 from ..spec import SpecError, load_spec, override, parse_assignment
-from .recipes import RECIPES, resolve
+from .recipes import MAX_EPOCHS, RECIPES, resolve
 
 
 def _data_args(p: argparse.ArgumentParser) -> None:
@@ -91,11 +91,13 @@ def train_parser() -> argparse.ArgumentParser:
 
 
 # The range of every numeric flag of train.py and eval.py (a float must also be finite).
+EPOCHS, WARMUP = f"in [1, {MAX_EPOCHS:,}]", f"in [0, {MAX_EPOCHS:,}]"
 RULES = {"> 0": lambda v: v > 0, ">= 0": lambda v: v >= 0, "in [0, 1)": lambda v: 0 <= v < 1,
-         "in [0, 1]": lambda v: 0 <= v <= 1, "in [0, 2**32)": lambda v: 0 <= v < 2**32}
+         "in [0, 1]": lambda v: 0 <= v <= 1, "in [0, 2**32)": lambda v: 0 <= v < 2**32,
+         EPOCHS: lambda v: 1 <= v <= MAX_EPOCHS, WARMUP: lambda v: 0 <= v <= MAX_EPOCHS}
 DATA_RANGES = {"workers": ">= 0", "synthetic_size": "> 0", "seed": "in [0, 2**32)", "max_len": "> 0"}
-TRAIN_RANGES = {**DATA_RANGES, "epochs": "> 0", "batch_size": "> 0", "lr": "> 0", "weight_decay": ">= 0",
-                "warmup_epochs": ">= 0", "min_lr": ">= 0", "drop_path": "in [0, 1)", "mixup": ">= 0",
+TRAIN_RANGES = {**DATA_RANGES, "epochs": EPOCHS, "batch_size": "> 0", "lr": "> 0", "weight_decay": ">= 0",
+                "warmup_epochs": WARMUP, "min_lr": ">= 0", "drop_path": "in [0, 1)", "mixup": ">= 0",
                 "cutmix": ">= 0", "smoothing": "in [0, 1)", "re_prob": "in [0, 1]", "ema_decay": "in [0, 1)",
                 "clip_grad": ">= 0", "accum_steps": "> 0", "max_steps": "> 0"}
 EVAL_RANGES = {**DATA_RANGES, "batch_size": "> 0", "crop_ratio": "> 0", "img_size": "> 0"}
@@ -202,6 +204,11 @@ def eval_main(argv=None) -> int:
         msg = one_line(e)
         print(msg if msg.startswith("eval.py:") else f"eval.py: error: {msg}", file=sys.stderr)
         return 2
+    loss = result["metrics"]["loss"] if "task" in result else result["loss"]
+    if not math.isfinite(loss):  # finite weights whose outputs overflow: no result to report
+        print(f"eval.py: error: {printable(str(args.checkpoint))}: the loss is {loss}: the model's outputs are not "
+              "finite", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(result))
     elif "task" in result:
@@ -221,24 +228,28 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict:
 
     from ..checkpoint import at_img_size, load_checkpoint, load_weights
     from ..compiler import build
-    from ..hub import load_folder
     from ..spec import from_json
     from .data import build_datasets, build_loaders, build_transforms, eval_crop_ratio
     from .engine import Dist, evaluate
 
-    ckpt = load_folder(args.checkpoint) if args.checkpoint.is_dir() else load_checkpoint(args.checkpoint)
+    ckpt = load_checkpoint(args.checkpoint)  # a .pt file or a model folder
     spec = from_json(ckpt["spec"])
     weights = ckpt.get("ema") if args.ema else ckpt["state_dict"]
     if weights is None:
         raise UsageError("eval.py: error: --ema: the checkpoint has no EMA weights")
-    if args.img_size is not None:  # the spec at that size, its position tables resampled
-        spec, weights = at_img_size(spec, weights, _img_size(args.img_size), args.checkpoint)
+    if args.img_size is not None and spec.embedder.text:
+        raise UsageError("eval.py: error: --img-size: the checkpoint's model is a text body (it reads tokens, not "
+                         "images)")
+    if args.img_size is not None:  # the spec at that size (if it fits a batch), its position tables resampled
+        spec, weights = at_img_size(spec, weights, _img_size(args.img_size), args.checkpoint, batch=args.batch_size)
     model = build(spec)
     load_weights(model, weights, args.checkpoint, "EMA weights" if args.ema else "weights")
     device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     model.to(device)
     if spec.embedder.text:
-        return _evaluate_text(args, spec, model, device)
+        from .checkpoints import saved_tokenizer
+
+        return _evaluate_text(args, spec, model, device, saved_tokenizer(ckpt, args.checkpoint))
     crop = args.crop_ratio
     if crop is None:  # as the training run validated (vspec build --out writes no recipe: timm's default)
         crop = eval_crop_ratio((ckpt.get("recipe") or {}).get("random_resized_crop", True))
@@ -264,18 +275,22 @@ def _img_size(sizes: list[int]) -> tuple[int, int]:
     return (sizes[0], sizes[-1])
 
 
-def _evaluate_text(args: argparse.Namespace, spec, model, device) -> dict:
-    """A text checkpoint on its task's validation split, tokenised by --tokenizer or the run's OUT/tokenizer."""
+def _evaluate_text(args: argparse.Namespace, spec, model, device, saved: dict[str, str] | None) -> dict:
+    """A text checkpoint on its task's validation split, tokenised by --tokenizer or the run's OUT/tokenizer (the
+    one the run was trained with, when the checkpoint identifies it: `saved`)."""
     from contextlib import nullcontext
 
     from .data import build_loaders
     from .engine import Dist, evaluate_text
-    from .text import pad_batch, text_datasets
+    from .text import pad_batch, text_datasets, tokenizer_mismatch
 
     tokenizer = args.tokenizer or args.checkpoint.parent / "tokenizer"
     if not Path(tokenizer).is_dir():
         raise UsageError(f"eval.py: error: --tokenizer: {tokenizer} is no folder (the run's OUT/tokenizer, or the "
                          "tokenizer it was trained with)")
+    problem = tokenizer_mismatch(saved, Path(tokenizer)) if saved is not None else None
+    if problem:
+        raise UsageError(f"eval.py: error: --tokenizer: {problem}")
     data = text_datasets(args.data, task=args.task, data_dir=args.data_dir, tokenizer=str(tokenizer),
                          max_len=args.max_len or spec.embedder.seq_len, vocab_size=spec.embedder.vocab_size,
                          out=args.checkpoint.parent)

@@ -342,7 +342,7 @@ class Training:
 
     def text_data(self):
         """A text body's datasets (vspec/train/text.py), tokenised once; the tokenizer trained on rank 0 first."""
-        from .text import pad_batch, text_datasets
+        from .text import pad_batch, text_datasets, tokenizer_identity, tokenizer_mismatch
 
         cfg, r, spec = self.cfg, self.r, self.spec
         if r.mixup > 0 or r.cutmix > 0:
@@ -352,6 +352,12 @@ class Training:
         if max_len > room:
             raise ValueError(f"--max-len {max_len}: the spec's position table holds {room} tokens")
 
+        saved = self.ckpt.get("tokenizer") if self.ckpt is not None else None
+        if saved is not None:  # a resume encodes with the very tokenizer the run began with, or not at all
+            problem = tokenizer_mismatch(saved, Path(cfg.tokenizer) if cfg.tokenizer else self.out / "tokenizer")
+            if problem:
+                raise C.CheckpointError(self.last, f"--resume: {problem}; restore it, or start a new run")
+
         def read():
             return text_datasets(cfg.data, task=cfg.task, data_dir=cfg.data_dir, tokenizer=cfg.tokenizer,
                                  max_len=max_len, vocab_size=spec.embedder.vocab_size, out=self.out)
@@ -360,6 +366,7 @@ class Training:
             dist.barrier()
         data = data or read()
         self.task, self.num_classes = data.task, data.num_classes
+        self.tokenizer = tokenizer_identity(data.tokenizer)  # saved in every checkpoint, checked by --resume
         return data.train, data.val, pad_batch(data.pad_id)
 
     def make_model(self) -> None:
@@ -597,6 +604,8 @@ class Training:
                  "global_step": self.global_step, "rng": C.rng_state(), "metrics": self.history,
                  "best_top1": self.best, "best_epoch": self.best_epoch, "epoch_loss": list(epoch_loss),
                  "recipe": asdict(self.r), "data": self.cfg.data, "data_args": C.data_args(self.cfg)}
+        if self.task is not None:
+            state["tokenizer"] = self.tokenizer
         C.atomic_save(with_checksum(state), self.last)
 
     def export(self, name: str) -> None:

@@ -6,6 +6,8 @@
 
 from dataclasses import dataclass, fields, replace
 
+MAX_EPOCHS = 100_000  # --epochs and --warmup-epochs at most (a typo of many digits would train until killed)
+
 
 @dataclass(frozen=True)
 class Recipe:

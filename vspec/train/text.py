@@ -11,6 +11,7 @@ import csv
 import importlib.util
 import io
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from ..checkpoint import cause
 from .data import DataError
 
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # the WordPiece vocabulary's first entries, BERT's order
@@ -74,10 +76,13 @@ def read_glue(data_dir: str | Path, task: str, split: str) -> list[Example]:
     if split not in spec.splits:
         raise DataError(f"{task} has the splits {', '.join(spec.splits)}, not {split!r}")
     path = Path(data_dir) / spec.splits[split]
-    if not path.is_file():
+    if not path.exists():
         raise DataError(f"{path}: no such file (--data-dir holds the {task} task's {', '.join(spec.splits.values())})")
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not path.is_file():
+        raise DataError(f"{path}: not a regular file (the {task} task's TSV)")
+    rows = _tsv_rows(path)
+    if not rows or (spec.header and len(rows) == 1):
+        raise DataError(f"{path}: no examples" + (" (an empty file)" if not rows else " (only a header)"))
     header, rows = (rows[0], rows[1:]) if spec.header else (None, rows)
 
     def column(key: str | int) -> int:
@@ -98,6 +103,28 @@ def read_glue(data_dir: str | Path, task: str, split: str) -> list[Example]:
     if not out:
         raise DataError(f"{path}: no examples")
     return out
+
+
+MAX_FIELD = 2**24  # characters of one TSV field (Python's csv stops at 131,072; a long review is no error)
+
+
+def _tsv_rows(path: Path) -> list[list[str]]:
+    """The rows of a GLUE TSV (tab-separated, no quoting); one DataError naming the file (and line) otherwise."""
+    limit = csv.field_size_limit()
+    csv.field_size_limit(MAX_FIELD)
+    reader = None
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            return list(reader)
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text ({e.reason}; GLUE's files are UTF-8)") from None
+    except csv.Error as e:
+        raise DataError(f"{path}:{reader.line_num if reader else 1}: not a TSV row vspec reads ({e})") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot be read ({e.strerror or cause(e)})") from None
+    finally:
+        csv.field_size_limit(limit)
 
 
 def _label(spec: Task, value: str, where: str) -> float | int:
@@ -147,24 +174,50 @@ def read_rt_polarity(split: str) -> list[Example]:
 class Tokenizer:
     """A tokenizer from a local folder: `tokenizer.json` (the `tokenizers` library's file, which
     `train_wordpiece` writes) or a Hugging Face checkpoint's (`AutoTokenizer.from_pretrained(folder)`, no
-    download). `encode(a, b, max_len)` -> (input_ids, token_type_ids), truncated to max_len; `pad_id`."""
+    download). `encode(a, b, max_len)` -> (input_ids, token_type_ids), truncated to max_len; `pad_id`, `unk_id`.
+    A file either library cannot read is one DataError naming the folder."""
 
     def __init__(self, folder: str | Path):
         folder = Path(folder)
+        self.folder = folder
+        _check_files(folder)
         if (folder / "tokenizer.json").is_file() and not (folder / "tokenizer_config.json").is_file():
             from tokenizers import Tokenizer as Fast
 
-            self._fast = Fast.from_file(str(folder / "tokenizer.json"))
+            try:
+                self._fast = Fast.from_file(str(folder / "tokenizer.json"))
+            except Exception as e:  # noqa: BLE001 - the Rust reader raises a bare Exception
+                raise DataError(f"{folder / 'tokenizer.json'}: not a tokenizer file the tokenizers library reads "
+                                f"({cause(e)})") from None
             self._hf = None
-            pad = self._fast.token_to_id("[PAD]")
+            pad, unk = self._fast.token_to_id("[PAD]"), getattr(self._fast.model, "unk_token", None)
+            self.unk_id = None if unk is None else self._fast.token_to_id(unk)
         elif folder.is_dir():
-            from transformers import AutoTokenizer
+            import logging
 
-            self._fast, self._hf = None, AutoTokenizer.from_pretrained(folder, local_files_only=True)
-            pad = self._hf.pad_token_id
+            from transformers import AutoTokenizer
+            from transformers.utils import logging as hf_logging
+
+            verbosity = hf_logging.get_verbosity()
+            hf_logging.set_verbosity(logging.ERROR)  # its warnings are no second line of an error
+            try:
+                self._hf = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            except Exception as e:  # noqa: BLE001 - transformers raises anything on files it cannot read
+                raise DataError(f"{folder}: not a tokenizer folder transformers reads ({cause(e)})") from None
+            finally:
+                hf_logging.set_verbosity(verbosity)
+            self._fast = None
+            pad, self.unk_id = self._hf.pad_token_id, self._hf.unk_token_id
         else:
             raise DataError(f"{folder}: no tokenizer folder (tokenizer.json, or a Hugging Face tokenizer's files)")
         self.pad_id = 0 if pad is None else pad
+
+    @property
+    def special_ids(self) -> set[int]:
+        """The ids of the special tokens ([PAD], [UNK], [CLS], ...)."""
+        if self._fast is not None:
+            return {i for i, t in self._fast.get_added_tokens_decoder().items() if t.special}
+        return set(self._hf.all_special_ids)
 
     @property
     def vocab_size(self) -> int:
@@ -185,21 +238,102 @@ class Tokenizer:
         return enc["input_ids"], enc.get("token_type_ids") or [0] * len(enc["input_ids"])
 
 
+# what a tokenizer reads from its folder (a Hugging Face checkpoint folder also holds weights: neither read nor hashed)
+TOKENIZER_SUFFIXES = (".json", ".txt", ".model")
+MAX_TOKENIZER_FILE = 2**30  # bytes; the largest published tokenizer.json is tens of MB
+
+
+def _check_files(folder: Path) -> None:
+    """Refuse, before either library opens one, a tokenizer file that is no regular file (a FIFO would block
+    the reader, /dev/zero never end) or beyond MAX_TOKENIZER_FILE."""
+    try:
+        paths = sorted(folder.iterdir()) if folder.is_dir() else []
+        for path in paths:
+            if path.suffix not in TOKENIZER_SUFFIXES:
+                continue
+            if not path.exists():
+                raise DataError(f"{path}: a symbolic link to {os.readlink(path)}, which does not exist")
+            if not path.is_file():
+                raise DataError(f"{path}: not a regular file")
+            if path.stat().st_size > MAX_TOKENIZER_FILE:
+                raise DataError(f"{path}: {path.stat().st_size:,} bytes, more than a tokenizer file's "
+                                f"{MAX_TOKENIZER_FILE:,}")
+    except OSError as e:
+        raise DataError(f"{folder}: cannot be read ({e.strerror or cause(e)})") from None
+
+
+MAX_UNKNOWN = 0.05  # the share of a sample's tokens that may be the unknown token
+SAMPLE = 1000  # training examples encoded to measure that share
+
+
+def check_tokenizer(tok: Tokenizer, examples: Sequence[Example]) -> None:
+    """Refuse a tokenizer that cannot represent the training text: a vocabulary of special tokens only (a folder
+    holding just tokenizer_config.json loads as BERT's 5), or more than MAX_UNKNOWN of the tokens of the first
+    SAMPLE training examples mapped to the unknown token."""
+    if tok.vocab_size <= len(tok.special_ids):
+        raise DataError(f"{tok.folder}: its vocabulary holds only its {tok.vocab_size} special tokens: no tokenizer "
+                        "to train with (is its vocabulary file missing?)")
+    if tok.unk_id is None:
+        return
+    unknown = total = 0
+    for e in examples[:SAMPLE]:
+        ids, _ = tok.encode(e.a, e.b, 512)
+        unknown, total = unknown + ids.count(tok.unk_id), total + len(ids)
+    if total and unknown > MAX_UNKNOWN * total:
+        raise DataError(f"{tok.folder}: {unknown / total:.0%} of the tokens of the first {min(SAMPLE, len(examples))} "
+                        f"training examples are its unknown token {tok.tokens([tok.unk_id])[0]!r} (at most "
+                        f"{MAX_UNKNOWN:.0%}): not a tokenizer for this text")
+
+
+def tokenizer_identity(folder: str | Path) -> dict[str, str]:
+    """The tokenizer in `folder`, identified: the sha256 of each of its files (.json, .txt, .model), by name."""
+    import hashlib
+
+    out = {}
+    for path in sorted(Path(folder).iterdir()):
+        if path.suffix in TOKENIZER_SUFFIXES and path.is_file():
+            h = hashlib.sha256()
+            try:
+                with open(path, "rb") as f:
+                    for chunk in iter(lambda: f.read(2**20), b""):
+                        h.update(chunk)
+            except OSError as e:
+                raise DataError(f"{path}: cannot be read ({e.strerror or cause(e)})") from None
+            out[path.name] = h.hexdigest()
+    return out
+
+
+def tokenizer_mismatch(saved: dict[str, str], folder: Path) -> str | None:
+    """How the tokenizer in `folder` differs from the one `saved` identifies (`tokenizer_identity`), or None."""
+    if not Path(folder).is_dir():
+        return f"{folder} is missing: the run was trained with the tokenizer that was there"
+    now = tokenizer_identity(folder)
+    changes = [f"{name} {'changed' if name in now else 'missing'}" for name in saved if now.get(name) != saved[name]]
+    changes += [f"{name} added" for name in now if name not in saved]
+    if not changes:
+        return None
+    shown = ", ".join(changes[:4]) + (f" and {len(changes) - 4} more" if len(changes) > 4 else "")
+    return f"{folder} is not the tokenizer the run was trained with ({shown})"
+
+
 def train_wordpiece(texts: Sequence[str], folder: str | Path, vocab_size: int = 8000) -> Tokenizer:
     """A lower-cased WordPiece vocabulary (BERT's normaliser and pre-tokeniser, special tokens [PAD] = 0, [UNK],
-    [CLS], [SEP], [MASK]) trained on `texts`, with BERT's templates ([CLS] a [SEP] (b [SEP])), saved as
-    `folder/tokenizer.json`; returns it loaded."""
+    [CLS], [SEP], [MASK]) learned from `texts` (vspec/train/wordpiece.py: the same file on every run), with BERT's
+    templates ([CLS] a [SEP] (b [SEP])), saved as `folder/tokenizer.json`; returns it loaded."""
     from tokenizers import Tokenizer as Fast
-    from tokenizers import models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import decoders, models, normalizers, pre_tokenizers, processors
 
-    tok = Fast(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL),
-                                                             show_progress=False))
+    from .wordpiece import learn, word_counts
+
+    normalizer, pre_tokenizer = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+    counts = word_counts(texts, normalizer.normalize_str, pre_tokenizer.pre_tokenize_str)
+    vocab = learn(counts, vocab_size, SPECIAL)
+    tok = Fast(models.WordPiece({piece: i for i, piece in enumerate(vocab)}, unk_token="[UNK]"))
+    tok.normalizer, tok.pre_tokenizer, tok.decoder = normalizer, pre_tokenizer, decoders.WordPiece()
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
                                                        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    tok.add_special_tokens(list(SPECIAL))
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tok.save(str(folder / "tokenizer.json"))
@@ -268,6 +402,7 @@ class TextData:
     num_classes: int
     pad_id: int
     task: str  # a GLUE task, or rt-polarity (accuracy)
+    tokenizer: Path  # the folder of the tokenizer that encoded them
 
 
 def text_datasets(data: str, *, task: str | None, data_dir: str | None, tokenizer: str | None, max_len: int,
@@ -295,9 +430,10 @@ def text_datasets(data: str, *, task: str | None, data_dir: str | None, tokenize
     if tok.vocab_size > vocab_size:
         raise DataError(f"the tokenizer's {tok.vocab_size} tokens do not fit the spec's embedder.vocab_size "
                         f"{vocab_size}")
+    check_tokenizer(tok, train)
     labels = RT_LABELS if task == "rt-polarity" else GLUE[task].labels
     return TextData(TextDataset(train, tok, max_len), TextDataset(val, tok, max_len),
-                    1 if labels is None else len(labels), tok.pad_id, task)
+                    1 if labels is None else len(labels), tok.pad_id, task, tok.folder)
 
 
 def text_metrics(task: str, logits: torch.Tensor, target: torch.Tensor) -> dict[str, float]:
