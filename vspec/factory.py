@@ -4,8 +4,9 @@
     create_model("runs/x/best.pt", num_classes=5)            # body weights kept, a new classifier
     create_model("swin_tiny", features_only=True, out_indices=(1, 2, 3))   # a list of NCHW maps
 
-A preset is `specs/<name>.py` of the repository (beside the package; presets are not installed with it)
-or of a folder on the `VSPEC_SPECS` search path (`os.pathsep`-separated, searched first). Overrides are
+A preset is `specs/<name>.py` of the repository, installed with the package as `vspec/presets/<name>.py` (a link
+to `specs/` in the repository, its files in the wheel), or of a folder on the `VSPEC_SPECS` search path
+(`os.pathsep`-separated, searched first). Overrides are
 dotted spec keys as `vspec build --set` takes them (`vspec.spec.override`). `features_only=True` wraps the
 model in `FeatureModel` (timm's FeatureGetterNet), whose `feature_info` is timm's `FeatureInfo`: timm (the
 `vspec[train]` extra) is imported then, and only then. `register_timm()` makes every preset a timm
@@ -29,10 +30,13 @@ TWO_BRANCH = ("features_only: a two-branch body (Conformer) carries a CNN map be
               "features are not implemented")
 
 
+PRESETS = Path(__file__).parent / "presets"  # specs/ of the repository, installed with the package
+
+
 def preset_dirs() -> list[Path]:
-    """Where presets are looked for: the folders of `VSPEC_SPECS`, then the repository's `specs/`."""
+    """Where presets are looked for: the folders of `VSPEC_SPECS`, then the package's presets (`specs/`)."""
     extra = [Path(p) for p in os.environ.get("VSPEC_SPECS", "").split(os.pathsep) if p]
-    return [*extra, Path(__file__).resolve().parents[1] / "specs"]
+    return [*extra, PRESETS]
 
 
 def presets() -> dict[str, Path]:
@@ -78,7 +82,7 @@ def create_model(name_or_path: str | Path, pretrained: bool = False, features_on
                  num_classes: int | None = None, **overrides: Any) -> nn.Module:
     """A vspec model as `timm.create_model` makes one.
 
-    name_or_path: a preset name (`specs/<name>.py`), a spec file (.py / .json / .toml), a checkpoint (.pt /
+    name_or_path: a preset name (`specs/<name>.py`, installed as `vspec/presets`), a spec file (.py / .json / .toml), a checkpoint (.pt /
     .pth: its spec and weights) or a model folder. pretrained: weights come only from a path, which loads them
     whatever `pretrained` says (as timm's `checkpoint_path`); vspec has no weight hub, so True with a preset
     or spec file is refused. img_size, num_classes and `overrides` (dotted spec keys, e.g.
