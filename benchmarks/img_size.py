@@ -27,7 +27,8 @@ import torch.nn.functional as F
 
 import vspec
 from vspec.checkpoint import load_checkpoint
-from vspec.train.cli import eval_parser, evaluate_checkpoint, train_main
+from vspec.cli.eval import eval_parser, evaluate_checkpoint
+from vspec.cli.train import main as train_main
 
 ROOT = Path(__file__).resolve().parents[1]
 

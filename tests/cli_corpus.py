@@ -628,7 +628,8 @@ def _text(stream: io.TextIOWrapper) -> str:
 def _main(entry: str):
     """The command `entry` names: vspec's main, tools/train.py's or tools/eval.py's."""
     from vspec.cli import main
-    from vspec.train.cli import eval_main, train_main
+    from vspec.cli.eval import main as eval_main
+    from vspec.cli.train import main as train_main
 
     return {"vspec": main, "train": train_main, "eval": eval_main}[entry]
 

@@ -17,10 +17,10 @@ from strategies import KIND_MODELS
 
 import vspec
 from vspec import ops
+from vspec.cli.train import main as train_main
 from vspec.nn.heads import as_outputs
 from vspec.spec import SpecError, WindowMHSA
 from vspec.train import engine
-from vspec.train.cli import train_main
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC_FILES = sorted((ROOT / "specs").glob("*.py"))

@@ -22,8 +22,9 @@ import pytest
 import torch
 
 import vspec
+from vspec.cli.eval import main as eval_main
+from vspec.cli.train import main as train_main
 from vspec.spec import SpecError
-from vspec.train.cli import eval_main, train_main
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKSUM = "tensor_sha256"  # the previous release's checksum (of the tensors)

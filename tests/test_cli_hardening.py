@@ -19,7 +19,7 @@ import vspec
 import vspec.checkpoint
 from vspec import spec as S
 from vspec.cli import output_file, output_folder
-from vspec.cli_common import MAX_LINE, one_line, printable
+from vspec.cli.common import MAX_LINE, one_line, printable
 from vspec.compiler import weights
 from vspec.spec import MemoryBudgetError, SpecError, budget
 

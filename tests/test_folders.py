@@ -21,7 +21,8 @@ import vspec
 import vspec.cli
 from vspec import hub
 from vspec.checkpoint import CheckpointError
-from vspec.train.cli import eval_main, train_main
+from vspec.cli.eval import main as eval_main
+from vspec.cli.train import main as train_main
 
 ROOT = Path(__file__).resolve().parents[1]
 # one preset per family: ViT / DeiT, Swin, SoT's head and its embedder, DHVT, MSF (isotropic and Swin), Refiner,

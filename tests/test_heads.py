@@ -9,11 +9,11 @@ import torch.nn.functional as F
 from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
 
 import vspec
+from vspec.cli.train import main as train_main
 from vspec.compiler import weights
 from vspec.nn.heads import HeadOutput, as_outputs, head_loss
 from vspec.spec import MHSA, Block, ClassTokenHead, DenseAux, Model, Output, PatchEmbed, SpecError
 from vspec.train import engine
-from vspec.train.cli import train_main
 
 DIM, CLASSES, TOKENS = 16, 5, 16  # 16 px images in 4 px patches: 16 patch tokens
 

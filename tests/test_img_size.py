@@ -14,6 +14,7 @@ from timm.layers.pos_embed_rel import resize_rel_pos_bias_table_simple
 
 import vspec
 from vspec.checkpoint import CheckpointError
+from vspec.cli.eval import main as eval_main
 from vspec.resample import resample_bias_table, resample_pos_embed, resample_state
 from vspec.spec import (
     KINDS,
@@ -41,7 +42,6 @@ from vspec.spec import (
     to_json,
     to_toml,
 )
-from vspec.train.cli import eval_main
 
 DEIT = Model(embedder=PatchEmbed(patch_size=4), dim=32, depth=2, block=Block(attention=MHSA(heads=2)),
              img_size=32, num_classes=10)

@@ -15,9 +15,9 @@ from test_text_papers import text_body
 import vspec
 import vspec.cli
 from vspec.checkpoint import CheckpointError
+from vspec.cli.eval import main as eval_main
 from vspec.convert import ConversionError, from_official
 from vspec.spec import MHSA, Block, Model, PatchEmbed, SpecError
-from vspec.train.cli import eval_main
 
 ROOT = Path(__file__).resolve().parents[1]
 DIGITS = Model(embedder=PatchEmbed(patch_size=4), dim=16, depth=1, block=Block(attention=MHSA(heads=2)), img_size=8,

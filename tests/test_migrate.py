@@ -12,9 +12,10 @@ from conftest import STORED_ATOL, assert_close_to_stored
 
 import vspec
 from vspec.cli import main
+from vspec.cli.eval import main as eval_main
+from vspec.cli.train import main as train_main
 from vspec.spec import VERSION, SpecError, from_dict, from_json, from_toml, to_dict, to_json
 from vspec.spec.migrate import state_key_upgrade, upgrade
-from vspec.train.cli import eval_main, train_main
 
 ROOT = Path(__file__).resolve().parents[1]
 V1 = ROOT / "tests/data/v1"

@@ -14,9 +14,10 @@ from conftest import FIXTURES, argument_cases, assert_close_to_stored, check_arg
 from PIL import Image
 
 import vspec
+from vspec.cli.eval import main as eval_main
+from vspec.cli.train import main as train_main
 from vspec.convert import ConversionError, ConversionNote, from_official
 from vspec.nn.refiner import MapAttention
-from vspec.train.cli import eval_main, train_main
 from vspec.train.data import build_datasets, build_transforms
 
 ROOT = Path(__file__).resolve().parents[1]

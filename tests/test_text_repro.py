@@ -14,8 +14,9 @@ import pytest
 import torch
 from test_train_text import args, cola_folder, records, text_spec  # noqa: F401 - text_spec is a fixture
 
+from vspec.cli.eval import main as eval_main
+from vspec.cli.train import main as train_main
 from vspec.train import checkpoints as C
-from vspec.train.cli import eval_main, train_main
 from vspec.train.data import DataError
 from vspec.train.text import (
     MAX_FIELD,

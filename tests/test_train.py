@@ -14,8 +14,9 @@ import torch
 
 import vspec
 from vspec.checkpoint import read
+from vspec.cli.eval import main as eval_main
+from vspec.cli.train import main as train_main
 from vspec.train import checkpoints as C
-from vspec.train.cli import eval_main, train_main
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -59,6 +60,29 @@ def test_a_bogus_mplbackend_does_not_stop_the_curves(tiny_spec, tmp_path):
                           env=dict(env(), MPLBACKEND="bogus"), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert (out / "curves.png").stat().st_size > 1000
+
+
+def test_vspec_train_and_tools_train_give_identical_runs(tiny_spec, tmp_path):
+    """The same arguments to `vspec train` (the installed command) and to tools/train.py, each in its own process:
+    the same weights, the same records (timings aside), and `vspec eval` / tools/eval.py print the same result."""
+    outs = {"vspec": tmp_path / "vspec", "tools": tmp_path / "tools"}
+    commands = {"vspec": [str(Path(PY).with_name("vspec")), "train"], "tools": [PY, str(ROOT / "tools/train.py")]}
+    for how, out in outs.items():
+        done = subprocess.run([*commands[how], *args(tiny_spec, out, "--epochs", "2")], env=env(),
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert_same_weights(weights(outs["vspec"] / "last.pt"), weights(outs["tools"] / "last.pt"))
+    timings = ("images_per_s", "epoch_time_s")
+    records = {how: [{k: v for k, v in json.loads(line).items() if k not in timings}
+                     for line in (out / "metrics.jsonl").read_text().splitlines()] for how, out in outs.items()}
+    assert records["vspec"] == records["tools"] and len(records["vspec"]) == 2
+    evaluate = ["--data", "synthetic", "--synthetic-size", "64", "--seed", "3", "--json"]
+    results = [json.loads(subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300,
+                                         check=True).stdout)
+               for cmd in ([str(Path(PY).with_name("vspec")), "eval", str(outs["vspec"] / "last.pt"), *evaluate],
+                           [PY, str(ROOT / "tools/eval.py"), str(outs["tools"] / "last.pt"), *evaluate])]
+    assert [{k: v for k, v in r.items() if k != "images_per_s"} for r in results][0] == \
+           [{k: v for k, v in r.items() if k != "images_per_s"} for r in results][1]
 
 
 def test_outputs_metrics_curves_and_eval(tiny_spec, tmp_path, capsys):

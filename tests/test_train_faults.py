@@ -16,9 +16,12 @@ import torch
 from test_train import ROOT, args, assert_same_weights, env, weights
 
 import vspec.checkpoint
+from vspec.cli.eval import eval_parser
+from vspec.cli.eval import main as eval_main
+from vspec.cli.train import main as train_main
+from vspec.cli.train import train_parser
 from vspec.train import checkpoints as C
 from vspec.train import engine
-from vspec.train.cli import eval_main, eval_parser, train_main, train_parser
 
 TEMP = re.compile(r"\..*\.tmp-\d+")
 tiny_spec = test_train.tiny_spec  # the fixture
@@ -234,14 +237,14 @@ def test_eval_flag_out_of_range_is_one_line(tmp_path, capsys, flag, value):
 
 
 def test_flag_values_on_the_edges_pass(tiny_spec, tmp_path):
-    from vspec.train.cli import check_ranges, config_from_args
+    from vspec.cli.train import check_ranges, config_from_args
 
     for flag, (_, good) in FLAGS.items():
         for value in good:
             config_from_args(train_parser().parse_args(args(tiny_spec, tmp_path / "ok", flag, value)))
     for flag, (_, good) in EVAL_FLAGS.items():
         for value in good:
-            from vspec.train.cli import EVAL_RANGES
+            from vspec.cli.train import EVAL_RANGES
 
             check_ranges(eval_parser().parse_args(["x.pt", flag, value]), EVAL_RANGES, "eval.py")
 
@@ -262,7 +265,7 @@ def test_stale_temp_files_of_our_own_are_removed(tiny_spec, tmp_path):
 def test_a_signal_raises_interrupted_from_run_and_only_the_cli_exits(tiny_spec, tmp_path, monkeypatch):
     """The engine is library code: SIGINT mid-epoch saves last.pt and raises `Interrupted` out of `run`
     (with the signal, the message rank 0 reports); no SystemExit. train_main turns it into 128 + N."""
-    from vspec.train.cli import config_from_args
+    from vspec.cli.train import config_from_args
 
     out = tmp_path / "cut"
     monkeypatch.setattr(C, "_passes", {})

@@ -13,9 +13,10 @@ import pytest
 import torch
 
 import vspec
+from vspec.cli.eval import main as eval_main
+from vspec.cli.train import main as train_main
 from vspec.convert import from_hf, spec_from_hf
 from vspec.train import checkpoints as C
-from vspec.train.cli import eval_main, train_main
 
 pytest.importorskip("tokenizers")
 ROOT = Path(__file__).resolve().parents[1]

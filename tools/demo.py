@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 import vspec
-from vspec.cli import format_table
+from vspec.cli.tables import format_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,7 +34,7 @@ def main() -> int:
 
 def train_demo() -> int:
     """Train the demo spec on digits with the `none` recipe; the run's own summary line follows."""
-    from vspec.train.cli import train_main
+    from vspec.cli.train import main as train_main
 
     out = ROOT / "runs" / "demo_digits"
     argv = [str(ROOT / "specs/demo_digits.py"), "--data", "digits", "--out", str(out), "--recipe", "none",

@@ -2,7 +2,7 @@
 
 import sys
 
-from vspec.train.cli import eval_main
+from vspec.cli.eval import main
 
 if __name__ == "__main__":
-    sys.exit(eval_main())
+    sys.exit(main())

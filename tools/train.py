@@ -4,7 +4,7 @@ Several GPUs or machines: `torchrun --nproc_per_node=N tools/train.py ...` (see 
 
 import sys
 
-from vspec.train.cli import train_main
+from vspec.cli.train import main
 
 if __name__ == "__main__":
-    sys.exit(train_main())
+    sys.exit(main())

@@ -7,7 +7,7 @@ from torch import nn
 
 from . import nn as N
 from . import spec as S
-from .cli_common import one_line
+from .spec.core import one_line
 
 # spec class -> module class. Every module takes (spec, ctx).
 MODULES: dict[type, type[nn.Module]] = {

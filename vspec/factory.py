@@ -82,10 +82,10 @@ def create_model(name_or_path: str | Path, pretrained: bool = False, features_on
                  num_classes: int | None = None, **overrides: Any) -> nn.Module:
     """A vspec model as `timm.create_model` makes one.
 
-    name_or_path: a preset name (`specs/<name>.py`, installed as `vspec/presets`), a spec file (.py / .json / .toml), a checkpoint (.pt /
-    .pth: its spec and weights) or a model folder. pretrained: weights come only from a path, which loads them
-    whatever `pretrained` says (as timm's `checkpoint_path`); vspec has no weight hub, so True with a preset
-    or spec file is refused. img_size, num_classes and `overrides` (dotted spec keys, e.g.
+    name_or_path: a preset name (`specs/<name>.py`, installed as `vspec/presets`), a spec file (.py / .json /
+    .toml), a checkpoint (.pt / .pth: its spec and weights) or a model folder. pretrained: weights come only from
+    a path, which loads them whatever `pretrained` says (as timm's `checkpoint_path`); vspec has no weight hub, so
+    True with a preset or spec file is refused. img_size, num_classes and `overrides` (dotted spec keys, e.g.
     `**{"block.attention.heads": 6}`) change the spec; for weights, a new num_classes loads everything but
     the classifier, which `reset_classifier` makes anew (timm's pretrained model with other classes), and a
     new img_size resamples the weights (`resample`). features_only: a `FeatureModel` giving the

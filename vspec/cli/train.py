@@ -1,22 +1,23 @@
-"""Command lines of tools/train.py and tools/eval.py; every error is one line and exit code 2."""
+"""`vspec train SPEC` and tools/train.py (the same command, the same arguments): train a spec on a CPU, one GPU,
+or many under torchrun (vspec/train/engine.py). Every error is one line and exit code 2; 128 + N after signal N."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
-import time
 from pathlib import Path
 
-from ..cli_common import OneLineParser, UsageError, one_line, printable
 from ..spec import SpecError, load_spec, override, parse_assignment
-from .recipes import MAX_EPOCHS, RECIPES, resolve
+from ..train.recipes import MAX_EPOCHS, RECIPES, resolve
+from .common import OneLineParser, UsageError, one_line
+
+NAME, HELP = "train", "train a spec (tools/train.py's command: the same arguments)"
 
 
-def _data_args(p: argparse.ArgumentParser) -> None:
-    from .data import DATASETS
-    from .text import GLUE, TEXT_DATASETS
+def data_args(p: argparse.ArgumentParser) -> None:
+    from ..train.data import DATASETS
+    from ..train.text import GLUE, TEXT_DATASETS
 
     p.add_argument("--data", choices=DATASETS + TEXT_DATASETS, default="digits",
                    help="digits (scikit-learn's 8x8 digits, no download; default), mnist5k (5,000 real MNIST digits "
@@ -38,8 +39,8 @@ def _data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (training, and the synthetic images)")
 
 
-def train_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="train.py", description="Train a vspec spec on a CPU, one GPU, or many under torchrun "
+def train_parser(prog: str = "train.py") -> argparse.ArgumentParser:
+    p = OneLineParser(prog=prog, description="Train a vspec spec on a CPU, one GPU, or many under torchrun "
                       "(DDP). "
                 "Writes OUT/last.pt (every epoch and on SIGTERM / SIGINT), OUT/best.pt, OUT/metrics.jsonl and "
                 "OUT/curves.png.")
@@ -63,7 +64,7 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh in an OUT that holds an earlier run, removing its files (without it such an "
                         "OUT is refused)")
-    _data_args(p)
+    data_args(p)
     g = p.add_argument_group("recipe fields")
     g.add_argument("--epochs", type=int)
     g.add_argument("--batch-size", type=int, help="global batch (all processes and accumulation steps); "
@@ -112,12 +113,12 @@ def check_ranges(args: argparse.Namespace, ranges: dict[str, str], prog: str) ->
                 raise UsageError(f"{prog}: error: --{name.replace('_', '-')} must be {finite}{rule}, got {value}")
 
 
-def config_from_args(args: argparse.Namespace):
-    from .engine import TrainConfig
+def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
+    from ..train.engine import TrainConfig
 
-    check_ranges(args, TRAIN_RANGES, "train.py")
+    check_ranges(args, TRAIN_RANGES, prog)
     if args.resume and args.overwrite:
-        raise UsageError("train.py: error: --resume continues the run in OUT, --overwrite replaces it: give one")
+        raise UsageError(f"{prog}: error: --resume continues the run in OUT, --overwrite replaces it: give one")
     spec = load_spec(args.spec)
     if args.overrides:
         spec = override(spec, dict(parse_assignment(a) for a in args.overrides))
@@ -125,7 +126,7 @@ def config_from_args(args: argparse.Namespace):
                                             "drop_path", "mixup", "cutmix", "smoothing", "re_prob")}
     recipe = resolve(args.recipe, **fields)
     if args.init is not None and not args.init.startswith("hf:"):
-        raise UsageError(f"train.py: error: --init {args.init!r}: hf:DIR (a Hugging Face checkpoint folder)")
+        raise UsageError(f"{prog}: error: --init {args.init!r}: hf:DIR (a Hugging Face checkpoint folder)")
     changes = {}
     if args.auto_augment is not None:
         changes["auto_augment"] = None if args.auto_augment == "none" else args.auto_augment
@@ -145,26 +146,27 @@ def config_from_args(args: argparse.Namespace):
                        save_format=args.save_format)
 
 
-def _errors():
-    from .data import DataError
-    from .engine import TrainingStopped
+def errors() -> tuple[type[BaseException], ...]:
+    """What a training or evaluation command reports as one line (exit code 2)."""
+    from ..train.data import DataError
+    from ..train.engine import TrainingStopped
 
     return (SpecError, DataError, UsageError, ValueError, OSError, TrainingStopped)
 
 
-def train_main(argv=None) -> int:
-    """tools/train.py: 0 when the run ends; 2 and one line on stderr for what cannot be done (a bad flag,
-    spec, data or checkpoint, a non-finite loss); 128 + N after signal N (SIGTERM, SIGINT), last.pt saved."""
+def main(argv=None, prog: str = "train.py") -> int:
+    """0 when the run ends; 2 and one line on stderr for what cannot be done (a bad flag, spec, data or
+    checkpoint, a non-finite loss); 128 + N after signal N (SIGTERM, SIGINT), last.pt saved."""
     try:
-        return _train(config_from_args(train_parser().parse_args(argv)))
-    except _errors() as e:
+        return _train(config_from_args(train_parser(prog).parse_args(argv), prog))
+    except errors() as e:
         msg = one_line(e)
-        print(msg if msg.startswith("train.py:") else f"train.py: error: {msg}", file=sys.stderr)
+        print(msg if msg.startswith(f"{prog}:") else f"{prog}: error: {msg}", file=sys.stderr)
         return 2
 
 
 def _train(cfg) -> int:
-    from .engine import Interrupted, run
+    from ..train.engine import Interrupted, run
 
     try:
         run(cfg)
@@ -173,131 +175,3 @@ def _train(cfg) -> int:
             print(e, file=sys.stderr)
         return 128 + e.signum
     return 0
-
-
-def eval_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="eval.py", description="Evaluate a checkpoint (from tools/train.py or vspec build --out) "
-                "or a model folder (vspec.save_pretrained, --save-format folder): top-1 / top-5 and images/s on the "
-                "validation split.")
-    p.add_argument("checkpoint", type=Path, metavar="CHECKPOINT")
-    _data_args(p)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--ema", action="store_true", help="evaluate the EMA weights of a training checkpoint")
-    p.add_argument("--crop-ratio", type=float,
-                   help="test-time resize = size / ratio, then a center crop to the spec's size; a ratio > 1 pads "
-                        "instead of cropping (Refiner's receptive-field calibration). Default: as the training run "
-                        "validated, 0.875 after random resized crops, else 1 (the plain resize of training); 0.875 "
-                        "for a checkpoint without a recipe")
-    p.add_argument("--img-size", type=int, nargs="+", metavar="PX",
-                   help="evaluate at this size (H [W]): the spec at img_size, its position tables resampled "
-                        "(vspec.resample). Default: the checkpoint's size")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    return p
-
-
-def eval_main(argv=None) -> int:
-    try:
-        args = eval_parser().parse_args(argv)
-        check_ranges(args, EVAL_RANGES, "eval.py")
-        result = evaluate_checkpoint(args)
-    except _errors() as e:
-        msg = one_line(e)
-        print(msg if msg.startswith("eval.py:") else f"eval.py: error: {msg}", file=sys.stderr)
-        return 2
-    loss = result["metrics"]["loss"] if "task" in result else result["loss"]
-    if not math.isfinite(loss):  # finite weights whose outputs overflow: no result to report
-        print(f"eval.py: error: {printable(str(args.checkpoint))}: the loss is {loss}: the model's outputs are not "
-              "finite", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(result))
-    elif "task" in result:
-        shown = "  ".join(f"{k} {v:.4f}" for k, v in result["metrics"].items())
-        print(f"{args.checkpoint}: {shown} on {result['samples']} samples ({result['task']})")
-    else:
-        print(f"{args.checkpoint}: top-1 {result['top1']:.2f} %  top-5 {result['top5']:.2f} %  "
-              f"loss {result['loss']:.4f}  {result['images_per_s']:.1f} img/s on {result['images']} images "
-              f"({result['data']}, {'x'.join(map(str, result['img_size']))} px, crop ratio {result['crop_ratio']})")
-    return 0
-
-
-def evaluate_checkpoint(args: argparse.Namespace) -> dict:
-    from contextlib import nullcontext
-
-    import torch
-
-    from ..checkpoint import at_img_size, load_checkpoint, load_weights
-    from ..compiler import build
-    from ..spec import from_json
-    from .data import build_datasets, build_loaders, build_transforms, eval_crop_ratio
-    from .engine import Dist, evaluate
-
-    ckpt = load_checkpoint(args.checkpoint)  # a .pt file or a model folder
-    spec = from_json(ckpt["spec"])
-    weights = ckpt.get("ema") if args.ema else ckpt["state_dict"]
-    if weights is None:
-        raise UsageError("eval.py: error: --ema: the checkpoint has no EMA weights")
-    if args.img_size is not None and spec.embedder.text:
-        raise UsageError("eval.py: error: --img-size: the checkpoint's model is a text body (it reads tokens, not "
-                         "images)")
-    if args.img_size is not None:  # the spec at that size (if it fits a batch), its position tables resampled
-        spec, weights = at_img_size(spec, weights, _img_size(args.img_size), args.checkpoint, batch=args.batch_size)
-    model = build(spec)
-    load_weights(model, weights, args.checkpoint, "EMA weights" if args.ema else "weights")
-    device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
-    model.to(device)
-    if spec.embedder.text:
-        from .checkpoints import saved_tokenizer
-
-        return _evaluate_text(args, spec, model, device, saved_tokenizer(ckpt, args.checkpoint))
-    crop = args.crop_ratio
-    if crop is None:  # as the training run validated (vspec build --out writes no recipe: timm's default)
-        crop = eval_crop_ratio((ckpt.get("recipe") or {}).get("random_resized_crop", True))
-    eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False, crop_ratio=crop)
-    _, val_ds, num_classes = build_datasets(args.data, img_size=spec.img_size, in_chans=spec.in_chans,
-                                            train_transform=eval_tf, eval_transform=eval_tf, data_dir=args.data_dir,
-                                            download=args.download, num_classes=spec.num_classes,
-                                            synthetic_size=args.synthetic_size, seed=args.seed)
-    if num_classes != spec.num_classes:
-        raise UsageError(f"eval.py: error: {args.data} has {num_classes} classes, the checkpoint's model "
-                         f"{spec.num_classes}")
-    _, loader = build_loaders(val_ds, val_ds, batch_size=args.batch_size, workers=args.workers, drop_last=False)
-    t0 = time.perf_counter()
-    metrics = evaluate(model, loader, device, nullcontext, Dist())
-    elapsed = time.perf_counter() - t0
-    return {**metrics, "images": len(val_ds), "images_per_s": len(val_ds) / elapsed, "data": args.data,
-            "crop_ratio": crop, "img_size": list(spec.img_size)}
-
-
-def _img_size(sizes: list[int]) -> tuple[int, int]:
-    if len(sizes) > 2:  # each is > 0 (check_ranges)
-        raise UsageError(f"eval.py: error: --img-size takes H or H W, got {' '.join(map(str, sizes))}")
-    return (sizes[0], sizes[-1])
-
-
-def _evaluate_text(args: argparse.Namespace, spec, model, device, saved: dict[str, str] | None) -> dict:
-    """A text checkpoint on its task's validation split, tokenised by --tokenizer or the run's OUT/tokenizer (the
-    one the run was trained with, when the checkpoint identifies it: `saved`)."""
-    from contextlib import nullcontext
-
-    from .data import build_loaders
-    from .engine import Dist, evaluate_text
-    from .text import pad_batch, text_datasets, tokenizer_mismatch
-
-    tokenizer = args.tokenizer or args.checkpoint.parent / "tokenizer"
-    if not Path(tokenizer).is_dir():
-        raise UsageError(f"eval.py: error: --tokenizer: {tokenizer} is no folder (the run's OUT/tokenizer, or the "
-                         "tokenizer it was trained with)")
-    problem = tokenizer_mismatch(saved, Path(tokenizer)) if saved is not None else None
-    if problem:
-        raise UsageError(f"eval.py: error: --tokenizer: {problem}")
-    data = text_datasets(args.data, task=args.task, data_dir=args.data_dir, tokenizer=str(tokenizer),
-                         max_len=args.max_len or spec.embedder.seq_len, vocab_size=spec.embedder.vocab_size,
-                         out=args.checkpoint.parent)
-    if data.num_classes != spec.num_classes:
-        raise UsageError(f"eval.py: error: {data.task} has {data.num_classes} classes, the checkpoint's model "
-                         f"{spec.num_classes}")
-    _, loader = build_loaders(data.val, data.val, batch_size=args.batch_size, workers=args.workers, drop_last=False,
-                              collate_fn=pad_batch(data.pad_id))
-    metrics = evaluate_text(model, loader, device, nullcontext, Dist(), data.task)
-    return {"task": data.task, "samples": len(data.val), "metrics": metrics}

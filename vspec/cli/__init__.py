@@ -1,0 +1,73 @@
+"""The `vspec` command: one module per subcommand (build, profile, show, analyze, export, compare, train, eval),
+each with its `NAME`, `HELP`, `add_parser(sub)` and `run(args)`; what they share (one-line errors, argument types,
+output paths) is in `common.py`, the tables in `tables.py`. `vspec train` and `vspec eval` are tools/train.py and
+tools/eval.py (the same arguments, the same runs). Importing this package does not import torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Sequence
+from importlib import import_module
+
+from ..spec import SpecError
+from . import analyze, build, compare, export, profile, show
+from .common import OneLineParser, UsageError, one_line, output_file, output_folder  # noqa: F401 - re-exported
+
+COMMANDS = {m.NAME: m for m in (build, profile, show, analyze, export, compare)}
+# the training commands: their own parsers (tools/train.py's and tools/eval.py's), imported when used
+RUNS = {"train": ("vspec.cli.train", "train a spec (tools/train.py: the same arguments; vspec train --help)"),
+        "eval": ("vspec.cli.eval", "evaluate a checkpoint or a model folder (tools/eval.py: the same arguments)")}
+
+
+def parser() -> OneLineParser:
+    top = OneLineParser(prog="vspec", description="Transformer specs, for vision and language: validate, build, "
+                                                  "profile, show, analyze, export, compare, train, evaluate.")
+    sub = top.add_subparsers(dest="command", required=True, parser_class=OneLineParser, metavar="COMMAND")
+    for command in COMMANDS.values():
+        command.add_parser(sub)
+    for name, (_, help_) in RUNS.items():
+        sub.add_parser(name, help=help_, add_help=False)
+    return top
+
+
+@contextlib.contextmanager
+def _tolerant_stdout():
+    """While the command runs, a character the stdout's encoding lacks (an ASCII PYTHONIOENCODING and an
+    accented file name) is printed as a backslash escape instead of raising UnicodeEncodeError."""
+    stdout = sys.stdout
+    errors = getattr(stdout, "errors", None)
+    if errors != "strict" or not hasattr(stdout, "reconfigure"):
+        yield
+        return
+    stdout.reconfigure(errors="backslashreplace")
+    try:
+        yield
+    finally:
+        stdout.reconfigure(errors=errors)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in RUNS:  # tools/train.py's and tools/eval.py's command lines, exit codes included
+        return import_module(RUNS[argv[0]][0]).main(argv[1:], prog=f"vspec {argv[0]}")
+    with _tolerant_stdout():
+        try:
+            args = parser().parse_args(argv)
+            COMMANDS[args.command].run(args)
+            sys.stdout.flush()  # here, so that a reader that went away is answered below
+        except BrokenPipeError:  # `vspec show spec.py | head -1`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            return 141  # 128 + SIGPIPE, as a command the signal ended
+        except UsageError as e:
+            print(one_line(e), file=sys.stderr)
+            return 2
+        except (SpecError, OSError, MemoryError) as e:
+            print(f"vspec: error: {one_line(e)}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("vspec: interrupted", file=sys.stderr)
+            return 130
+    return 0

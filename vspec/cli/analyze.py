@@ -1,0 +1,242 @@
+"""`vspec analyze PATH`: what the MSF and Refiner papers plot (vspec/analysis.py): projection subspaces and
+feature norms (msf), the CKA feature evolution (cka), attention maps (maps), one PNG and one JSON each."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..spec import Model, SpecError
+from .common import (
+    UsageError,
+    check_fit,
+    int_in,
+    is_checkpoint,
+    load,
+    one_line,
+    output_file,
+    output_folder,
+    positive,
+    printable,
+    spec_args,
+)
+
+NAME = "analyze"
+HELP = ("the MSF and Refiner papers' analyses: projection subspaces, feature norms, CKA feature evolution, "
+        "attention maps")
+MAX_BATCHES = 1000  # analyze --batches (the Refiner paper averages over 10)
+
+ANALYSES = ("msf", "cka", "maps")
+
+
+def analyses(text: str) -> tuple[str, ...]:
+    names = [t.strip() for t in text.split(",")]
+    if names == ["all"]:
+        return ANALYSES
+    bad = [n for n in names if n not in ANALYSES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"expected all or a comma-separated list of {', '.join(ANALYSES)}; "
+                                         f"got {text!r}")
+    return tuple(n for n in ANALYSES if n in names)
+
+
+def indices(text: str) -> list[int]:
+    try:
+        values = [int(t) for t in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated ints such as 0,5,11; got {text!r}") from None
+    if any(v < 0 for v in values) or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"expected distinct ints >= 0; got {text!r}")
+    return values
+
+
+def add_parser(sub) -> None:
+    a = sub.add_parser(NAME, help=HELP,
+                       description="Analyze a model (a vspec checkpoint, .pt, or a spec, randomly initialised) "
+                                   "and write a PNG and a JSON per analysis beside PATH (or in --out-dir). "
+                                   "msf -> PATH_STEM.analysis.png/.json: (1) the subspace similarity (MSF Eq. 13: "
+                                   "the mean cos^2 of the canonical angles, 0..1) of every pair of projection "
+                                   "roles QUERY, KEY, VALUE, PROBE, WEIGHT, per layer and averaged over the "
+                                   "heads, shown as its mean over the layers (Fig. 3); (2) the mean L2 norm of "
+                                   "the token features after the embedding and after each layer (Fig. 4). "
+                                   "cka -> PATH_STEM.cka.png/.json: Refiner's feature evolution (appendix Eq. 2, "
+                                   "Fig. 2): F_k = CKA(f_k, f_out) / CKA(f_1, f_out), linear CKA between the "
+                                   "tokens after block k (each stage of a multi-stage model) and the final "
+                                   "features, every token of the batch one example, averaged over --batches. "
+                                   "maps -> PATH_STEM.maps.png/.json: the attention maps of one image (the first "
+                                   "drawn) in --blocks and --heads, N x N over all tokens (class token first), "
+                                   "before and after refinement where a block refines its maps (Fig. 1, "
+                                   "Fig. 5); the JSON keeps each map's mean row entropy; window attention is "
+                                   "refused. Images: random N(0, 1), or --data's validation images.")
+    spec_args(a)
+    a.add_argument("--what", type=analyses, default=("msf", "cka", "maps"), metavar="LIST",
+                   help="comma-separated analyses among msf, cka, maps, or all (default: all, skipping with a "
+                        "note those that do not apply to the model; one named that does not apply is an error)")
+    a.add_argument("--batch-size", type=positive, metavar="N",
+                   help="images per batch (default: 8 for the feature norms, 32 for CKA as in the paper)")
+    a.add_argument("--batches", type=int_in(1, MAX_BATCHES), default=1, metavar="N",
+                   help=f"batches the CKA curve is averaged over, 1 to {MAX_BATCHES} (default 1; the paper: 10); "
+                        "drawn one at a time")
+    a.add_argument("--blocks", type=indices, metavar="I,J,...",
+                   help="blocks whose maps are shown, indices over all blocks in forward order from 0 (default: "
+                        "4 evenly spaced from the first to the last)")
+    a.add_argument("--heads", type=indices, metavar="I,J,...", help="heads shown per block (default: the first 4)")
+    a.add_argument("--data", metavar="NAME",
+                   help="read the images from this dataset's validation split (as tools/eval.py: digits, cifar10, "
+                        "cifar100, imagefolder, synthetic), resized and centre-cropped to the spec's input size "
+                        "(default: random N(0, 1) images)")
+    a.add_argument("--data-dir", metavar="DIR", help="the dataset's folder (cifar10, cifar100, imagefolder)")
+    a.add_argument("--text", metavar="TEXT",
+                   help="a text body's maps: this sentence, tokenised by --tokenizer (truncated to the spec's "
+                        "seq_len), its tokens the maps' ticks (default: random token ids, no ticks)")
+    a.add_argument("--tokenizer", metavar="DIR",
+                   help="with --text: a tokenizer folder (tokenizer.json, or a Hugging Face tokenizer's files; no "
+                        "download)")
+    a.add_argument("--seed", type=int_in(0, 2**32 - 1, "2**32 - 1"), default=0, metavar="N",
+                   help="seed of the initialisation (specs) and the images, 0 to 2**32 - 1 (default 0)")
+    a.add_argument("--out-dir", metavar="DIR", help="where to write the PNGs and JSONs (default: beside PATH); "
+                                                    "a folder or a new path")
+
+
+OUTPUTS = {"msf": "analysis", "cka": "cka", "maps": "maps"}  # analysis -> the middle of its files' names
+
+
+def run(args: argparse.Namespace) -> None:
+    import torch
+
+    from .. import analysis as A
+    from ..compiler import build
+
+    source = Path(args.path)
+    what, everything = args.what, args.what == ANALYSES
+    sizes = {"msf": args.batch_size or 8, "cka": args.batch_size or 32, "maps": 1}
+    folder = output_folder("--out-dir", args.out_dir) if args.out_dir else source.parent
+    files = {name: (output_file("output", folder / f"{source.stem}.{OUTPUTS[name]}.png"),
+                    output_file("output", folder / f"{source.stem}.{OUTPUTS[name]}.json")) for name in what}
+    try:
+        A.pyplot()  # before any work: matplotlib is there and imports
+    except ImportError as e:
+        raise UsageError(f"vspec analyze: error: the plots need matplotlib ({one_line(e)}); "
+                         "pip install 'vspec[train]'") from None
+    torch.manual_seed(args.seed)
+    if is_checkpoint(source):
+        from ..checkpoint import load_checkpoint, load_weights
+        from ..spec import from_json
+
+        if args.overrides:
+            raise SpecError("", "--set applies to spec files, not to a checkpoint's trained model")
+        ckpt = load_checkpoint(source)  # refuses NaN / inf weights
+        spec = from_json(ckpt["spec"])
+        check_fit(spec, max(sizes[w] for w in what), "analyzing it")
+        model = build(spec)
+        load_weights(model, ckpt["state_dict"], source)
+    else:
+        spec = load(args)
+        check_fit(spec, max(sizes[w] for w in what), "analyzing it")
+        model = build(spec)
+    depth = sum(len(stage.blocks) for stage in model.stages)
+    if "maps" in what and args.blocks and max(args.blocks) >= depth:
+        raise UsageError(f"vspec analyze: error: --blocks: {max(args.blocks)} is out of range: the model has "
+                         f"{depth} blocks (0..{depth - 1})")
+    images = _images(args, spec)
+    sentence, labels = _sentence(args, spec)
+    title = f"{printable(source.name)} ({'checkpoint' if source.suffix in ('.pt', '.pth') else 'random init'})"
+    for name in what:
+        png, out = files[name]
+        try:
+            if name == "msf":
+                problem = A.msf_problem(model)
+                if problem:
+                    raise A.AnalysisError(problem)
+                result = A.analyze(model, next(images(1, sizes["msf"])))
+                plot = lambda: A.plot(result, png, title)  # noqa: E731
+            elif name == "cka":
+                result = A.feature_evolution(model, images(args.batches, sizes["cka"]))
+                plot = lambda: A.plot_cka(result, png, title)  # noqa: E731
+            else:
+                try:
+                    x = next(images(1, 1)) if sentence is None else sentence
+                    maps = A.attention_maps(model, x, args.blocks, args.heads)
+                except IndexError as e:  # a block or head out of range
+                    raise UsageError(f"vspec analyze: error: --heads / --blocks: {e}") from None
+                result = {"maps": A.maps_summary(maps)} | ({} if labels is None else {"tokens": labels})
+                plot = lambda: A.plot_maps(maps, png, title, labels)  # noqa: E731
+            if name == "maps":
+                where = next((f"the attention map of block {m['block']}" for m in maps
+                              if A.nonfinite_result([m["before"], m["after"]]) is not None), None)
+            else:
+                where = A.nonfinite_result(result)
+        except A.AnalysisError as e:
+            if not everything:
+                raise UsageError(f"vspec analyze: error: {name}: {e}") from None
+            print(f"{name}: skipped: {one_line(e)}")
+            continue
+        except torch.linalg.LinAlgError as e:
+            raise UsageError(f"vspec analyze: error: {name}: {one_line(e)}") from None
+        if where is not None:
+            raise UsageError(f"vspec analyze: error: {name}: {where} is NaN or infinite: the model's activations "
+                             "overflow")
+        folder.mkdir(parents=True, exist_ok=True)
+        plot()
+        out.write_text(json.dumps({"source": str(source), **result}, indent=1, allow_nan=False))
+        print(f"{printable(str(png))}\n{printable(str(out))}")
+
+
+def _sentence(args: argparse.Namespace, spec: Model):
+    """--text tokenised by --tokenizer: (input_ids (1, L), the token strings), or (None, None) without --text."""
+    if args.text is None and args.tokenizer is None:
+        return None, None
+    if not spec.embedder.text:
+        raise UsageError("vspec analyze: error: --text / --tokenizer: the spec is an image model (a text body's "
+                         "embedder is tokens)")
+    if args.text is None or args.tokenizer is None:
+        raise UsageError("vspec analyze: error: --text and --tokenizer go together (the sentence and its tokenizer)")
+    import torch
+
+    from ..train.data import DataError
+    from ..train.text import Tokenizer
+
+    try:
+        tokenizer = Tokenizer(args.tokenizer)
+    except (DataError, OSError, ValueError) as e:
+        raise UsageError(f"vspec analyze: error: --tokenizer: {one_line(e)}") from None
+    if tokenizer.vocab_size > spec.embedder.vocab_size:
+        raise UsageError(f"vspec analyze: error: --tokenizer: its {tokenizer.vocab_size}-token vocabulary does not "
+                         f"fit the spec's embedder.vocab_size {spec.embedder.vocab_size}")
+    ids, _ = tokenizer.encode(args.text, None, spec.embedder.seq_len)
+    return torch.tensor([ids]), tokenizer.tokens(ids)
+
+
+def _images(args: argparse.Namespace, spec: Model):
+    """images(count, size): an iterator over `count` batches of `size` images, each made when it is asked
+    for and the same for every call: random N(0, 1) from --seed, or --data's validation images in an order
+    drawn from --seed."""
+    import torch
+
+    from ..nn.model import example_input
+
+    if args.data is None:
+        def random(count: int, size: int):
+            g = torch.Generator().manual_seed(args.seed)
+            return (example_input(spec, size, generator=g) for _ in range(count))
+        return random
+    from ..train.data import DataError, build_datasets, build_transforms
+
+    if spec.embedder.text:
+        raise SpecError("", "--data: image datasets do not feed a text body (leave --data out: random token ids)")
+    try:
+        tf = build_transforms(spec.img_size, spec.in_chans, train=False)
+        _, val, _ = build_datasets(args.data, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=tf,
+                                   eval_transform=tf, data_dir=args.data_dir, seed=args.seed,
+                                   num_classes=max(spec.num_classes, 1) if args.data == "synthetic" else None)
+    except DataError as e:
+        raise UsageError(f"vspec analyze: error: --data: {one_line(e)}") from None
+    order = torch.randperm(len(val), generator=torch.Generator().manual_seed(args.seed)).tolist()
+
+    def data(count: int, size: int):
+        if count * size > len(val):
+            raise UsageError(f"vspec analyze: error: --data {args.data} has {len(val)} validation images, "
+                             f"{count} x {size} asked for")
+        return (torch.stack([val[i][0] for i in order[b * size:(b + 1) * size]]) for b in range(count))
+    return data

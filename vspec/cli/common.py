@@ -1,0 +1,163 @@
+"""What every command line of vspec shares (`vspec` and its subcommands, tools/train.py, tools/eval.py): one-line
+errors, the argument types, spec loading and the checks of output paths.
+
+Every error is one line on stderr (cut to MAX_LINE characters) and exit code 2. Whatever a command prints from its
+input (paths, keys, messages) goes through `printable`: an undecodable byte of a file name or a terminal escape
+reaches neither the terminal nor a strict UTF-8 stream raw. Every output path goes through `output_file` /
+`output_folder`: only a new path or a regular file (a folder) is written. Importing this module does not import
+torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import stat
+from pathlib import Path
+from typing import NoReturn
+
+from ..spec import Model, SpecError, load_spec, override, parse_assignment
+from ..spec.core import MAX_LINE, one_line, printable, show  # noqa: F401 - MAX_LINE, printable: re-exported
+
+
+class UsageError(Exception):
+    """A bad command line."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse prints usage + error over several lines; vspec's commands report one line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: error: {message} (see --help)")
+
+
+# ---------------------------------------------------------------- argument types
+def int_in(low: int, high: int | None = None, label: str | None = None):
+    """An argparse type: an int in [low, high] (high None: no bound but the memory guard's)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {show(text)}") from None
+        if value < low or high is not None and value > high:
+            rule = f">= {low}" if high is None else f"in [{low}, {label or high}]"
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {show(value)}")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type in its own messages
+    return parse
+
+
+positive = int_in(1)
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite float > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {show(text)}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be finite and > 0, got {show(text)}")
+    return value
+
+
+def spec_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", metavar="PATH", help="spec file: .py (defines SPEC), .json or .toml")
+    p.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
+                   help="dotted override, repeatable, e.g. --set block.attention.heads=6 --set head.kind=gap; "
+                        "values are JSON (6, 0.1, true, null, [32, 32]) or bare strings")
+
+
+def memory_flag(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--no-memory-check", dest="memory_check", action="store_false",
+                   help=f"skip the size guard: by default {what}")
+
+
+def load(args: argparse.Namespace) -> Model:
+    """The spec of `args.path`, with `args.overrides` applied."""
+    spec = load_spec(args.path)
+    return override(spec, dict(parse_assignment(a) for a in args.overrides)) if args.overrides else spec
+
+
+def is_checkpoint(path: str | Path) -> bool:
+    """Whether `path` names a model with weights (a .pt / .pth checkpoint or a model folder), not a spec file."""
+    return Path(path).suffix in (".pt", ".pth") or Path(path).is_dir()
+
+
+def check_fit(spec: Model, batch: int, what: str) -> None:
+    """`vspec.compiler.check_fit`, imported when used (torch is not imported for --help)."""
+    from ..compiler import check_fit as fit
+
+    fit(spec, batch, what)
+
+
+# ---------------------------------------------------------------- output paths
+FILE_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+              (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"))
+
+
+def _kind(path: Path) -> str | None:
+    """None for a new path (nothing there, not even a dangling link), else what is there: "a regular file",
+    "a folder", "a named pipe (FIFO)", ... (following symbolic links); a link that leads nowhere or in a
+    circle is a SpecError."""
+    try:
+        mode = os.stat(path).st_mode
+    except NotADirectoryError:  # a file above it: `_parents` names it
+        return None
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise SpecError("", f"{path}: a symbolic link to {os.readlink(path)}, which does not exist") from None
+        return None
+    except OSError as e:  # a symlink loop, a name too long, no permission
+        raise SpecError("", f"{path}: {e.strerror or one_line(e)}") from None
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return next((name for test, name in FILE_KINDS if test(mode)), "not a regular file")
+
+
+def _parents(flag: str, path: Path) -> None:
+    blocking = next((p for p in path.parents if _kind(p) not in (None, "a folder")), None)
+    if blocking is not None:
+        raise SpecError("", f"{flag} {path}: {blocking} is {_kind(blocking)}, not a folder")
+
+
+@contextlib.contextmanager
+def _naming(flag: str):
+    """A SpecError raised inside says which option it is about (once)."""
+    try:
+        yield
+    except SpecError as e:
+        raise SpecError("", e.message if e.message.startswith(flag) else f"{flag} {e.message}") from None
+
+
+def output_file(flag: str, out: str | Path) -> Path:
+    """Where an output file goes (`flag` names the option in the message): a new path or an existing regular
+    file (overwritten), never a folder, a named pipe (writing to one blocks until a reader comes), a socket, a
+    device or a dangling link; refused before any work is done. Missing folders above it are created when
+    it is written."""
+    text = str(out)
+    path = Path(text)
+    with _naming(flag):
+        kind = "a folder" if not text or text.endswith(("/", "\\")) else _kind(path)
+        if kind == "a folder":
+            example = Path(text or ".") / "model.pt"
+            raise SpecError("", f"{flag} {text!r}: is a folder; give a file name, e.g. {example}")
+        if kind not in (None, "a regular file"):
+            raise SpecError("", f"{flag} {path}: is {kind}, not a regular file; give a new path or a file to overwrite")
+        _parents(flag, path)
+    return path
+
+
+def output_folder(flag: str, out: str | Path) -> Path:
+    """A folder to write into: an existing folder or a new path (created when written), nothing else."""
+    path = Path(out)
+    with _naming(flag):
+        kind = _kind(path)
+        if kind not in (None, "a folder"):
+            raise SpecError("", f"{flag} {path}: is {kind}, not a folder")
+        _parents(flag, path)
+    return path

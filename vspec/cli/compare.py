@@ -1,0 +1,75 @@
+"""`vspec compare SPEC...`: train several specs on the same data, split, recipe and seeds (vspec/compare.py), then
+tabulate and plot what each costs and how well it learned."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..spec import SpecError
+from ..train.recipes import MAX_EPOCHS, RECIPES
+from .common import UsageError, int_in, one_line, output_file, output_folder, positive, positive_float, printable
+
+NAME = "compare"
+HELP = ("train several specs on the same data, split, recipe and seeds; tabulate and plot params, MACs, images/s "
+        "and val top-1")
+
+
+def add_parser(sub) -> None:
+    c = sub.add_parser(NAME, help=HELP,
+                       description="Train each SPEC on --data with the same fixed split, recipe and seeds (on the "
+                                   "CPU), then write OUT/compare.json (every number and run) and OUT/compare.png "
+                                   "(val top-1 against MACs, min-max over the seeds as error bars) and print a "
+                                   "markdown table: params, MACs, images/s (eval-mode forward, batch 64), val top-1 "
+                                   "mean, std and min-max over the seeds (the last epoch's); the runs in "
+                                   "OUT/runs/NAME-seedS.")
+    c.add_argument("specs", nargs="+", metavar="SPEC", help="spec files (.py / .json / .toml), named by their stems")
+    c.add_argument("--data", default="digits", metavar="NAME",
+                   help="digits (default), mnist5k, cifar10, cifar100, imagefolder (as tools/train.py; each spec's "
+                        "images resized to its img_size)")
+    c.add_argument("--data-dir", metavar="DIR", help="the dataset's folder (cifar10, cifar100, imagefolder)")
+    c.add_argument("--seeds", type=int_in(1, 100), default=3, metavar="N", help="runs per spec, 1 to 100 (default 3)")
+    c.add_argument("--seed-base", type=int_in(0, 2**32 - 1, "2**32 - 1"), default=0, metavar="S",
+                   help="the seeds are S, S+1, ..., S+N-1 (default 0)")
+    c.add_argument("--recipe", choices=tuple(RECIPES), default="compare",
+                   help="tools/train.py's recipes (default compare: AdamW + cosine, no augmentation, 4 epochs at "
+                        "batch 64, lr 4e-3)")
+    c.add_argument("--epochs", type=int_in(1, MAX_EPOCHS), metavar="N", help="default: the recipe's")
+    c.add_argument("--batch-size", type=positive, metavar="N", help="default: the recipe's")
+    c.add_argument("--lr", type=positive_float, metavar="LR", help="peak learning rate (default: the recipe's)")
+    c.add_argument("--warmup-epochs", type=int_in(0, MAX_EPOCHS), metavar="N", help="default: the recipe's")
+    c.add_argument("--threads", type=int_in(1, 1024), metavar="N", help="torch's CPU threads (default: torch's)")
+    c.add_argument("--out-dir", default="runs/compare", metavar="DIR", help="default runs/compare")
+    c.add_argument("--overwrite", action="store_true", help="replace an earlier comparison in OUT (refused without)")
+
+
+def run(args: argparse.Namespace) -> None:
+    from .. import compare as C
+    from ..train.engine import Interrupted, TrainingStopped
+    from ..train.recipes import resolve
+
+    out = output_folder("--out-dir", args.out_dir)
+    for name in C.FILES:
+        output_file("--out-dir", out / name)
+    if not args.overwrite and any((out / p).exists() for p in (*C.FILES, "runs")):
+        raise UsageError(f"vspec compare: error: --out-dir {printable(str(out))} holds an earlier comparison; "
+                         "replace it with --overwrite")
+    if args.seed_base + args.seeds > 2**32:
+        raise UsageError(f"vspec compare: error: --seed-base {args.seed_base} + --seeds {args.seeds} passes 2**32")
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    recipe = resolve(args.recipe, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                     warmup_epochs=args.warmup_epochs)
+    seeds = range(args.seed_base, args.seed_base + args.seeds)
+    try:
+        result = C.compare(args.specs, data=args.data, data_dir=args.data_dir, seeds=seeds, recipe=recipe,
+                           recipe_name=args.recipe, out=out, command=C.command_line(args), say=C.say_err)
+    except SpecError:
+        raise
+    except (ValueError, TrainingStopped) as e:  # DataError, a duplicate name: before any training
+        raise UsageError(f"vspec compare: error: {one_line(e)}") from None
+    except Interrupted as e:
+        raise KeyboardInterrupt from e
+    print(C.table(result))
+    print(f"{printable(str(out / 'compare.json'))}\n{printable(str(out / 'compare.png'))}")

@@ -1,0 +1,147 @@
+"""`vspec eval CHECKPOINT` and tools/eval.py (the same command): evaluate a checkpoint or a model folder on the
+validation split, top-1 / top-5 and images/s, or a text task's metrics."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+from .common import OneLineParser, UsageError, one_line, printable
+from .train import EVAL_RANGES, check_ranges, data_args, errors
+
+NAME, HELP = "eval", "evaluate a checkpoint or a model folder (tools/eval.py's command: the same arguments)"
+
+
+def eval_parser(prog: str = "eval.py") -> argparse.ArgumentParser:
+    p = OneLineParser(prog=prog, description="Evaluate a checkpoint (from tools/train.py or vspec build --out) "
+                "or a model folder (vspec.save_pretrained, --save-format folder): top-1 / top-5 and images/s on the "
+                "validation split.")
+    p.add_argument("checkpoint", type=Path, metavar="CHECKPOINT")
+    data_args(p)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--ema", action="store_true", help="evaluate the EMA weights of a training checkpoint")
+    p.add_argument("--crop-ratio", type=float,
+                   help="test-time resize = size / ratio, then a center crop to the spec's size; a ratio > 1 pads "
+                        "instead of cropping (Refiner's receptive-field calibration). Default: as the training run "
+                        "validated, 0.875 after random resized crops, else 1 (the plain resize of training); 0.875 "
+                        "for a checkpoint without a recipe")
+    p.add_argument("--img-size", type=int, nargs="+", metavar="PX",
+                   help="evaluate at this size (H [W]): the spec at img_size, its position tables resampled "
+                        "(vspec.resample). Default: the checkpoint's size")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    return p
+
+
+def main(argv=None, prog: str = "eval.py") -> int:
+    """0 and the result on stdout; 2 and one line on stderr for what cannot be done."""
+    try:
+        args = eval_parser(prog).parse_args(argv)
+        check_ranges(args, EVAL_RANGES, prog)
+        result = evaluate_checkpoint(args, prog)
+    except errors() as e:
+        msg = one_line(e)
+        print(msg if msg.startswith(f"{prog}:") else f"{prog}: error: {msg}", file=sys.stderr)
+        return 2
+    loss = result["metrics"]["loss"] if "task" in result else result["loss"]
+    if not math.isfinite(loss):  # finite weights whose outputs overflow: no result to report
+        print(f"{prog}: error: {printable(str(args.checkpoint))}: the loss is {loss}: the model's outputs are not "
+              "finite", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result))
+    elif "task" in result:
+        shown = "  ".join(f"{k} {v:.4f}" for k, v in result["metrics"].items())
+        print(f"{args.checkpoint}: {shown} on {result['samples']} samples ({result['task']})")
+    else:
+        print(f"{args.checkpoint}: top-1 {result['top1']:.2f} %  top-5 {result['top5']:.2f} %  "
+              f"loss {result['loss']:.4f}  {result['images_per_s']:.1f} img/s on {result['images']} images "
+              f"({result['data']}, {'x'.join(map(str, result['img_size']))} px, crop ratio {result['crop_ratio']})")
+    return 0
+
+
+def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict:
+    from contextlib import nullcontext
+
+    import torch
+
+    from ..checkpoint import at_img_size, load_checkpoint, load_weights
+    from ..compiler import build
+    from ..spec import from_json
+    from ..train.data import build_datasets, build_loaders, build_transforms, eval_crop_ratio
+    from ..train.engine import Dist, evaluate
+
+    ckpt = load_checkpoint(args.checkpoint)  # a .pt file or a model folder
+    spec = from_json(ckpt["spec"])
+    weights = ckpt.get("ema") if args.ema else ckpt["state_dict"]
+    if weights is None:
+        raise UsageError(f"{prog}: error: --ema: the checkpoint has no EMA weights")
+    if args.img_size is not None and spec.embedder.text:
+        raise UsageError(f"{prog}: error: --img-size: the checkpoint's model is a text body (it reads tokens, not "
+                         "images)")
+    if args.img_size is not None:  # the spec at that size (if it fits a batch), its position tables resampled
+        spec, weights = at_img_size(spec, weights, _img_size(args.img_size, prog), args.checkpoint,
+                                     batch=args.batch_size)
+    model = build(spec)
+    load_weights(model, weights, args.checkpoint, "EMA weights" if args.ema else "weights")
+    device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
+    model.to(device)
+    if spec.embedder.text:
+        from ..train.checkpoints import saved_tokenizer
+
+        return _evaluate_text(args, spec, model, device, saved_tokenizer(ckpt, args.checkpoint), prog)
+    crop = args.crop_ratio
+    if crop is None:  # as the training run validated (vspec build --out writes no recipe: timm's default)
+        crop = eval_crop_ratio((ckpt.get("recipe") or {}).get("random_resized_crop", True))
+    eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False, crop_ratio=crop)
+    _, val_ds, num_classes = build_datasets(args.data, img_size=spec.img_size, in_chans=spec.in_chans,
+                                            train_transform=eval_tf, eval_transform=eval_tf, data_dir=args.data_dir,
+                                            download=args.download, num_classes=spec.num_classes,
+                                            synthetic_size=args.synthetic_size, seed=args.seed)
+    if num_classes != spec.num_classes:
+        raise UsageError(f"{prog}: error: {args.data} has {num_classes} classes, the checkpoint's model "
+                         f"{spec.num_classes}")
+    _, loader = build_loaders(val_ds, val_ds, batch_size=args.batch_size, workers=args.workers, drop_last=False)
+    t0 = time.perf_counter()
+    metrics = evaluate(model, loader, device, nullcontext, Dist())
+    elapsed = time.perf_counter() - t0
+    return {**metrics, "images": len(val_ds), "images_per_s": len(val_ds) / elapsed, "data": args.data,
+            "crop_ratio": crop, "img_size": list(spec.img_size)}
+
+
+def _img_size(sizes: list[int], prog: str) -> tuple[int, int]:
+    if len(sizes) > 2:  # each is > 0 (check_ranges)
+        raise UsageError(f"{prog}: error: --img-size takes H or H W, got {' '.join(map(str, sizes))}")
+    return (sizes[0], sizes[-1])
+
+
+def _evaluate_text(args: argparse.Namespace, spec, model, device, saved: dict[str, str] | None,
+                   prog: str) -> dict:
+    """A text checkpoint on its task's validation split, tokenised by --tokenizer or the run's OUT/tokenizer (the
+    one the run was trained with, when the checkpoint identifies it: `saved`)."""
+    from contextlib import nullcontext
+
+    from ..train.data import build_loaders
+    from ..train.engine import Dist, evaluate_text
+    from ..train.text import pad_batch, text_datasets, tokenizer_mismatch
+
+    tokenizer = args.tokenizer or args.checkpoint.parent / "tokenizer"
+    if not Path(tokenizer).is_dir():
+        raise UsageError(f"{prog}: error: --tokenizer: {tokenizer} is no folder (the run's OUT/tokenizer, or the "
+                         "tokenizer it was trained with)")
+    problem = tokenizer_mismatch(saved, Path(tokenizer)) if saved is not None else None
+    if problem:
+        raise UsageError(f"{prog}: error: --tokenizer: {problem}")
+    data = text_datasets(args.data, task=args.task, data_dir=args.data_dir, tokenizer=str(tokenizer),
+                         max_len=args.max_len or spec.embedder.seq_len, vocab_size=spec.embedder.vocab_size,
+                         out=args.checkpoint.parent)
+    if data.num_classes != spec.num_classes:
+        raise UsageError(f"{prog}: error: {data.task} has {data.num_classes} classes, the checkpoint's model "
+                         f"{spec.num_classes}")
+    _, loader = build_loaders(data.val, data.val, batch_size=args.batch_size, workers=args.workers, drop_last=False,
+                              collate_fn=pad_batch(data.pad_id))
+    metrics = evaluate_text(model, loader, device, nullcontext, Dist(), data.task)
+    return {"task": data.task, "samples": len(data.val), "metrics": metrics}

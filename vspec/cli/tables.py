@@ -1,0 +1,72 @@
+"""The tables `vspec build` and `vspec profile` print: a model's parts grouped by stage, runs of equal blocks
+merged, numbers in SI units."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..spec import Model, Tokens, conv_layout, layout
+
+
+def grouped(rows: list[tuple[str, str, int | None, int | None, tuple[int, ...]]],
+            stage_labels: Sequence[str]) -> list[tuple[str, int, tuple[int, ...]]]:
+    """(name, role, stage, index in stage, values) rows of the model's parts -> (label, repeats, values),
+    merging runs of blocks of one stage with equal values ("stages.0.blocks.0-11", 12, values) and
+    putting a row with the stage's sums (labelled `stage_labels[i]`) before each stage's parts."""
+    out: list[tuple[str, int, tuple[int, ...]]] = []
+    run: tuple[int, int] | None = None  # (stage, first block) of the run in out[-1]
+    for k, (name, role, stage, index, values) in enumerate(rows):
+        if stage is not None and (k == 0 or rows[k - 1][2] != stage):
+            sums = tuple(sum(r[4][i] for r in rows if r[2] == stage) for i in range(len(values)))
+            out.append((stage_labels[stage], 1, sums))
+            run = None
+        if role == "block" and run and run[0] == stage and out[-1][2] == values:
+            out[-1] = (f"  stages.{stage}.blocks.{run[1]}-{index}", out[-1][1] + 1, values)
+            continue
+        out.append(("  " * (stage is not None) + name, 1, values))
+        run = (stage, index) if role == "block" else None
+    return out
+
+
+def stage_labels(spec: Model, tokens: Sequence[Tokens]) -> list[str]:
+    """`stage i: <its tokens>`, and in a two-branch body (Conformer) the CNN map it receives -> hands on."""
+    maps = conv_layout(spec)
+    labels = [f"stage {i}: {t}" for i, t in enumerate(tokens)]
+    if not maps:
+        return labels
+    ends = [(s.first, s.first + s.depth) for s in layout(spec)]
+    return [f"{label}; {maps[a]}" + (f" -> {maps[b]}" if maps[b] != maps[a] else "")
+            for label, (a, b) in zip(labels, ends)]
+
+
+def input_label(spec: Model) -> str:
+    """What one sample is: `224x224 input` or, for a text body, `128 tokens`."""
+    if spec.embedder.text:
+        return f"{spec.embedder.seq_len} tokens"
+    return f"{spec.img_size[0]}x{spec.img_size[1]} input"
+
+
+def describe(spec: Model) -> str:
+    """One line on the body: `12 blocks at width 192` or `4 stages of 2/2/6/2 blocks at widths 96/...`."""
+    if spec.isotropic:
+        return f"{spec.depth} blocks at width {spec.dim}"
+    return (f"{len(spec.stages)} stages of {'/'.join(str(s.depth) for s in spec.stages)} blocks at widths "
+            f"{'/'.join(str(s.dim) for s in spec.stages)}")
+
+
+def si(x: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.4g} {unit}"
+    return f"{x:.4g}"
+
+
+def count(n: int, times: int, fmt=lambda v: f"{v:,}") -> str:
+    return f"{times} x {fmt(n)}" if times > 1 else fmt(n)
+
+
+def format_table(rows: list[list[str]]) -> str:
+    """Columns padded to their widest cell: the first left-aligned, the others right-aligned."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+                     for r in rows)
