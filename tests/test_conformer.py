@@ -61,7 +61,7 @@ def test_training_returns_both_logits_and_the_loss_is_their_mean():
     data = fixture()
     model = from_official("conformer", data["state_dict"], data["config"]).train()
     out = as_outputs(model(data["x"]))
-    assert [(o.name, o.target, o.weight) for o in out] == [("conv", "image", 0.5), ("trans_logits", "image", 0.5)]
+    assert [(o.name, o.target, o.weight) for o in out] == [("conv", "sample", 0.5), ("trans_logits", "sample", 0.5)]
     assert [o.name for o in out] == [o.name for o in model.spec.head.outputs()]
     target = torch.tensor([1, 7])
     mean = (F.cross_entropy(out[0].logits, target) + F.cross_entropy(out[1].logits, target)) / 2

@@ -184,7 +184,7 @@ def test_a_dense_head_trains_on_digits_with_mixup(tmp_path, monkeypatch, capsys)
     assert train_main([str(path), "--data", "digits", "--out", str(out), "--batch-size", "16", "--max-steps", "3",
                        "--epochs", "1", "--device", "cpu", "--recipe", "deit"]) == 0
     assert checked == [True] * 3
-    assert "1 x loss(cls, the image label) + 0.5 x loss(aux, the image label at every token)" in capsys.readouterr().err
+    assert "1 x loss(cls, the label) + 0.5 x loss(aux, the label at every token)" in capsys.readouterr().err
     assert json.loads((out / "metrics.jsonl").read_text())["val_top1"] >= 0
     model = vspec.load(out / "last.pt").eval()
     assert model(torch.randn(2, 1, 8, 8)).shape == (2, 10)

@@ -337,7 +337,7 @@ def test_late_fusion_pair_in_training_sum_in_eval():
     x = torch.randn(2, 3, 32, 32)
     model.train()
     out = model(x)
-    assert [(o.name, o.target, o.weight) for o in out] == [("cls", "image", 1.0), ("word", "image", 1.0)]
+    assert [(o.name, o.target, o.weight) for o in out] == [("cls", "sample", 1.0), ("word", "sample", 1.0)]
     assert all(o.logits.shape == (2, 5) for o in out)
     y, ce = torch.tensor([0, 1]), torch.nn.functional.cross_entropy
     loss = head_loss(ce, out, y)

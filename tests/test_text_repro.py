@@ -204,16 +204,19 @@ def test_resume_and_eval_refuse_a_tokenizer_other_than_the_runs(text_spec, tmp_p
 
 
 def test_a_checkpoint_without_the_field_or_with_a_bad_one(text_spec, tmp_path, capsys):  # noqa: F811
-    """A checkpoint from before the field still resumes (nothing to compare); a field that is not file hashes is
-    refused when the checkpoint is read."""
+    """A checkpoint of the previous release (no tokenizer field; its best score named `best_top1`) still resumes,
+    its best score kept; a field that is not file hashes is refused when the checkpoint is read."""
     from vspec.checkpoint import with_checksum
 
     data, out = cola_folder(tmp_path / "cola"), tmp_path / "run"
     assert train_main(args(text_spec, out, data, "cola", "--epochs", "1")) == 0
     ckpt = torch.load(out / "last.pt", weights_only=True)
-    old = {k: v for k, v in ckpt.items() if k not in ("tokenizer", "sha256")}
+    old = {k: v for k, v in ckpt.items() if k not in ("tokenizer", "sha256", "best_score")}
+    old["best_top1"] = ckpt["best_score"]
     torch.save(with_checksum(old), out / "last.pt")
+    assert C.load(out / "last.pt")["best_score"] == ckpt["best_score"]
     assert train_main(args(text_spec, out, data, "cola", "--epochs", "2", "--resume")) == 0
+    assert C.load(out / "last.pt")["best_score"] == max(r["val_matthews"] for r in records(out))
     bad = {**old, "tokenizer": {"tokenizer.json": "not a digest"}}
     torch.save(with_checksum(bad), out / "last.pt")
     capsys.readouterr()

@@ -87,7 +87,7 @@ def test_a_cola_folder_trains_and_evaluates_with_matthews_correlation(text_spec,
     assert (out / "tokenizer" / "tokenizer.json").is_file() and (out / "curves.png").stat().st_size > 1000
     assert "val matthews" in capsys.readouterr().out
     ckpt = C.load(out / "last.pt")
-    assert ckpt["global_step"] == 8 and ckpt["best_top1"] == max(r["val_matthews"] for r in lines)
+    assert ckpt["global_step"] == 8 and ckpt["best_score"] == max(r["val_matthews"] for r in lines)
     assert eval_main([str(out / "last.pt"), "--data", "glue", "--task", "cola", "--data-dir", str(data),
                       "--json"]) == 0
     result = json.loads(capsys.readouterr().out)

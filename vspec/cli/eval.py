@@ -72,7 +72,8 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
     from ..compiler import build
     from ..spec import from_json
     from ..train.data import build_datasets, build_loaders, build_transforms, eval_crop_ratio
-    from ..train.engine import Dist, evaluate
+    from ..train.distributed import Dist
+    from ..train.tasks import evaluate
 
     ckpt = load_checkpoint(args.checkpoint)  # a .pt file or a model folder
     spec = from_json(ckpt["spec"])
@@ -125,7 +126,8 @@ def _evaluate_text(args: argparse.Namespace, spec, model, device, saved: dict[st
     from contextlib import nullcontext
 
     from ..train.data import build_loaders
-    from ..train.engine import Dist, evaluate_text
+    from ..train.distributed import Dist
+    from ..train.tasks import evaluate_text
     from ..train.text import pad_batch, text_datasets, tokenizer_mismatch
 
     tokenizer = args.tokenizer or args.checkpoint.parent / "tokenizer"

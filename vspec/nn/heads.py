@@ -2,12 +2,12 @@
 
 Every head spec declares what it returns in training, `spec.head.outputs()`: one `vspec.spec.Output`
 (name, target, weight) per output, readable without building or running the model. In eval mode every
-head returns one logits tensor. In training mode a head that declares one image output of weight 1
+head returns one logits tensor. In training mode a head that declares one sample output of weight 1
 returns its logits tensor; any other head returns a tuple of `HeadOutput`, one per declared output, in
 order. The loss of a training forward is the sum of weight x criterion over the outputs (`head_loss`).
 
-Targets: "image", logits (B, C) against the image label; "tokens", logits (B, N, C) against the image
-label at every token (flattened to (B * N, C), the label repeated N times: hard labels and mixup /
+Targets: "sample", logits (B, C) against the sample's label (an image's, a text's); "tokens", logits (B, N, C)
+against the sample's label at every token (flattened to (B * N, C), the label repeated N times: hard labels and mixup /
 cutmix soft targets alike). Without token-level labels this is all the dense auxiliary head learns
 from; token labels, MixToken and token relabelling (LV-ViT, Refiner's released training) are not
 implemented.
@@ -26,7 +26,7 @@ class HeadOutput(NamedTuple):
 
     logits: torch.Tensor
     name: str = "logits"
-    target: str = "image"
+    target: str = "sample"
     weight: float = 1.0
 
     @classmethod
@@ -35,7 +35,7 @@ class HeadOutput(NamedTuple):
 
 
 def as_outputs(out: torch.Tensor | tuple[HeadOutput, ...]) -> tuple[HeadOutput, ...]:
-    """A training forward's result as HeadOutputs: a tensor is the one image output of weight 1."""
+    """A training forward's result as HeadOutputs: a tensor is the one sample output of weight 1."""
     if isinstance(out, torch.Tensor):
         return (HeadOutput(out),)
     if not out or not all(isinstance(o, HeadOutput) for o in out):
@@ -45,12 +45,12 @@ def as_outputs(out: torch.Tensor | tuple[HeadOutput, ...]) -> tuple[HeadOutput, 
 
 
 def output_loss(criterion: Callable, output: HeadOutput, target: torch.Tensor) -> torch.Tensor:
-    """criterion(logits, target) for an image output; for a tokens output (B, N, C), over every token
-    with the image target (B,) or soft target (B, C) repeated N times."""
-    if output.target == "image":
+    """criterion(logits, target) for a sample output; for a tokens output (B, N, C), over every token
+    with the sample's target (B,) or soft target (B, C) repeated N times."""
+    if output.target == "sample":
         return criterion(output.logits, target)
     if output.target != "tokens":
-        raise ValueError(f"head output {output.name!r}: unknown target {output.target!r} (image | tokens)")
+        raise ValueError(f"head output {output.name!r}: unknown target {output.target!r} (sample | tokens)")
     b, n, c = output.logits.shape
     return criterion(output.logits.reshape(b * n, c), target.repeat_interleave(n, dim=0))
 

@@ -119,7 +119,7 @@ class ConformerHead(HeadKind):
             raise e.under("tokens") from None
 
     def outputs(self) -> tuple[Output, ...]:
-        return (Output("conv", "image", 0.5),
+        return (Output("conv", "sample", 0.5),
                 *(Output(f"trans_{o.name}", o.target, 0.5 * o.weight) for o in self.tokens.outputs()))
 
     def working_set(self, tokens: Tokens, classes: int) -> int:

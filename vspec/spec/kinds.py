@@ -194,15 +194,15 @@ class EntryKind(Kind):
 
 class Output(NamedTuple):
     """What a head declares about one of its training outputs (the contract with the training engine,
-    `vspec/nn/heads.py`): its `name`, its `target` (image: logits (B, C) against the image label;
-    tokens: logits (B, N, C), the image label at every token) and its loss `weight`."""
+    `vspec/nn/heads.py`): its `name`, its `target` (sample: logits (B, C) against the sample's label;
+    tokens: logits (B, N, C), the sample's label at every token) and its loss `weight`."""
 
     name: str
-    target: Literal["image", "tokens"] = "image"
+    target: Literal["sample", "tokens"] = "sample"
     weight: float = 1.0
 
 
-LOGITS = (Output("logits"),)  # a one-output head: its logits against the image label, weight 1
+LOGITS = (Output("logits"),)  # a one-output head: its logits against the label, weight 1
 
 
 class HeadKind(Kind):

@@ -102,6 +102,15 @@ def _alive(pid: int) -> bool:
 _passes: dict[str, int] = {}
 
 
+def kill_hook(point: str) -> Callable[[], None] | None:
+    """`kill_point(point)` as a function for a loop to call, or None when VSPEC_TEST_KILL_AT names another point
+    (or none): the training step pays nothing for the crash tests."""
+    hook = os.environ.get("VSPEC_TEST_KILL_AT")
+    if not hook or hook.split(":")[0] != point:
+        return None
+    return lambda: kill_point(point)
+
+
 def kill_point(point: str) -> None:
     """Crash-test hook (tests/test_train_faults.py): with VSPEC_TEST_KILL_AT=POINT:N[:SIGNAL] in the
     environment, the N-th pass through POINT sends SIGNAL (default KILL) to this process. Points: `step`
@@ -170,10 +179,12 @@ def seed_everything(seed: int) -> None:
 
 # what a training checkpoint holds beside the model fields (see vspec.checkpoint), and the types
 FIELDS: dict[str, tuple] = {"optimizer": (dict,), "scheduler": (dict,), "scaler": (dict,), "epoch": (int,),
-                            "batches_done": (int,), "global_step": (int,), "rng": (dict,), "metrics": (list,),
-                            "best_top1": (float, int)}
+                            "batches_done": (int,), "global_step": (int,), "rng": (dict,), "metrics": (list,)}
+# "best_score": the best epoch's score (top-1, or a text task's headline metric), "best_top1" before it was named
+# for every task; one of the two
 OPTIONAL_FIELDS: dict[str, tuple] = {"data": (str,), "data_args": (dict,), "recipe": (dict,), "best_epoch": (int,),
-                                     "epoch_loss": (list, tuple), "tokenizer": (dict,)}
+                                     "epoch_loss": (list, tuple), "tokenizer": (dict,), "best_score": (float, int),
+                                     "best_top1": (float, int)}
 # what every record of "metrics" holds (the curves and metrics.jsonl are drawn from them)
 RECORD_KEYS = ("epoch", "train_loss", "val_loss", "val_top1", "val_top5")
 TEXT_RECORD_KEYS = ("epoch", "train_loss", "val_loss")  # a text task's metrics are its own (vspec/train/text.py)
@@ -236,6 +247,10 @@ def load(path: Path) -> dict[str, Any]:
     CheckpointErrors naming the file."""
     ckpt = load_checkpoint(path, FIELDS, formats=(FORMAT,))
     check_fields(ckpt, OPTIONAL_FIELDS, path, required=False)
+    if "best_score" not in ckpt:  # an earlier release's name
+        if "best_top1" not in ckpt:
+            raise CheckpointError(path, "the checkpoint has no 'best_score' entry")
+        ckpt["best_score"] = ckpt.pop("best_top1")
     _check_run_fields(ckpt, path)
     return ckpt
 

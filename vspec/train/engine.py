@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import signal
 import sys
 import time
@@ -24,8 +22,6 @@ from typing import Any
 
 import attrs
 import torch
-import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
 from .. import spec as S
@@ -33,9 +29,12 @@ from ..checkpoint import with_checksum
 from ..compiler import build
 from ..nn.heads import head_loss
 from . import checkpoints as C
-from .data import build_datasets, build_loaders, build_transforms, eval_crop_ratio
+from . import distributed as D
+from . import folder as F
+from .data import build_loaders
 from .progress import Progress
 from .recipes import Recipe
+from .tasks import forward, make_task, to_device
 
 
 @dataclass
@@ -70,109 +69,6 @@ class TrainConfig:
 
 class TrainingStopped(RuntimeError):
     """The loss turned non-finite: the run stops without saving, keeping the last good checkpoint."""
-
-
-# ---------------------------------------------------------------- distributed setup
-@dataclass
-class Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def init_distributed(device_kind: str) -> Dist:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
-        return Dist()
-    backend = "nccl" if device_kind == "cuda" else "gloo"
-    dist.init_process_group(backend=backend)
-    return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
-
-
-def pick_device(cfg: TrainConfig, d: Dist) -> torch.device:
-    if cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available()):
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise ValueError("--device cuda: no CUDA device is available")
-    torch.cuda.set_device(d.local_rank)
-    return torch.device("cuda", d.local_rank)
-
-
-# ---------------------------------------------------------------- pieces from timm
-def make_criterion(recipe: Recipe, num_classes: int):
-    from timm.data import Mixup
-    from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
-
-    if recipe.mixup > 0 or recipe.cutmix > 0:
-        mixup = Mixup(mixup_alpha=recipe.mixup, cutmix_alpha=recipe.cutmix, label_smoothing=recipe.smoothing,
-                      num_classes=num_classes)
-        return mixup, SoftTargetCrossEntropy()
-    if recipe.smoothing > 0:
-        return None, LabelSmoothingCrossEntropy(smoothing=recipe.smoothing)
-    return None, nn.CrossEntropyLoss()
-
-
-class RegressionLoss(nn.Module):
-    """MSE between the single output and the target score (STS-B)."""
-
-    def forward(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return F.mse_loss(out.squeeze(-1).float(), target)
-
-
-def to_device(batch, device):
-    """A batch of images, or a text batch's dict of input_ids / attention_mask / token_type_ids, on `device`."""
-    if isinstance(batch, dict):
-        return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-    return batch.to(device, non_blocking=True)
-
-
-def forward(model: nn.Module, batch):
-    return model(**batch) if isinstance(batch, dict) else model(batch)
-
-
-@torch.no_grad()
-def evaluate_text(model: nn.Module, loader, device, amp_ctx, d: Dist, task: str) -> dict[str, float]:
-    """Loss (cross-entropy, or MSE for a regression) and the task's metrics over the whole split."""
-    from .text import text_metrics
-
-    model.eval()
-    logits, targets = [], []
-    for inputs, target in loader:
-        with amp_ctx():
-            logits.append(forward(model, to_device(inputs, device)).float().cpu())
-        targets.append(target)
-    if d.world > 1:
-        parts = [None] * d.world
-        dist.all_gather_object(parts, (logits, targets))
-        logits, targets = [x for p in parts for x in p[0]], [x for p in parts for x in p[1]]
-    out, target = torch.cat(logits), torch.cat(targets)
-    regression = out.shape[1] == 1 and target.is_floating_point()
-    loss = F.mse_loss(out[:, 0], target) if regression else F.cross_entropy(out, target)
-    return {"loss": float(loss), **text_metrics(task, out, target)}
-
-
-@torch.no_grad()
-def evaluate(model: nn.Module, loader, device, amp_ctx, d: Dist) -> dict[str, float]:
-    model.eval()
-    sums = torch.zeros(4, dtype=torch.float64, device=device)  # loss, top1, top5, count
-    for images, target in loader:
-        images, target = images.to(device, non_blocking=True), target.to(device, non_blocking=True)
-        with amp_ctx():
-            logits = model(images).float()
-        k = min(5, logits.shape[1])
-        top = logits.topk(k, dim=1).indices
-        hits = top.eq(target[:, None])
-        sums += torch.stack([F.cross_entropy(logits, target, reduction="sum").double(),
-                             hits[:, :1].sum().double(), hits.sum().double(),
-                             torch.tensor(float(len(target)), device=device, dtype=torch.float64)])
-    if d.world > 1:
-        dist.all_reduce(sums)
-    loss, top1, top5, n = sums.tolist()
-    return {"loss": loss / max(n, 1), "top1": 100 * top1 / max(n, 1), "top5": 100 * top5 / max(n, 1)}
 
 
 # ---------------------------------------------------------------- signals
@@ -248,14 +144,15 @@ class Training:
     def __init__(self, cfg: TrainConfig):
         self.cfg, self.r = cfg, cfg.recipe
         cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
-        self.d = init_distributed("cuda" if cuda else "cpu")
-        self.device = pick_device(cfg, self.d)
+        self.d = D.init_distributed("cuda" if cuda else "cpu")
+        self.device = D.pick_device(cfg, self.d)
         self.out = Path(cfg.out)
         self.last = self.out / "last.pt"
         self.ckpt: dict[str, Any] | None = None
         self.start_epoch, self.skip_batches, self.global_step = 0, 0, 0
         self.history: list[dict[str, Any]] = []
         self.best, self.best_epoch = -1.0, 0
+        self.step_hook = C.kill_hook("step")  # None unless a crash test asks for it
 
     # ------------------------------------------------ before training
     def resolve_resume(self) -> None:
@@ -271,11 +168,11 @@ class Training:
                              "so its optimizer state no longer fits: evaluate it or load it with vspec.load, but "
                              "start a new run to train")
         if ckpt is None:
-            _check_fresh_folder(self.out, cfg.overwrite)
+            F.check_fresh(self.out, cfg.overwrite)
         if d.main:
-            _prepare_folder(self.out, ckpt)
+            F.prepare(self.out, ckpt)
             if ckpt is not None and cfg.save_format == "folder":
-                _refresh_best_folder(self.out)
+                F.refresh_best_folder(self.out)
         C.seed_everything(cfg.seed + d.rank)
         spec = cfg.spec
         if spec.drop_path == 0.0 and self.r.drop_path > 0:
@@ -293,32 +190,15 @@ class Training:
         if self.d.main:
             print(f"{self.out}: the run is finished ({ckpt['epoch']} epochs, {ckpt['global_step']} steps); nothing "
                   "to resume, summary.json is left as it was")
-        _finish(self.d)
+        D.finish(self.d)
         return True
 
     def make_data(self) -> None:
-        """Transforms, datasets (which may change num_classes) and loaders; the batch per process."""
+        """The task (image or text), its datasets (which may change num_classes) and loaders; the batch per
+        process."""
         cfg, r, d, spec = self.cfg, self.r, self.d, self.spec
-        self.task, collate = None, None
-        if spec.embedder.text:
-            train_ds, val_ds, collate = self.text_data()
-        else:
-            given = [f for f, v in (("--task", cfg.task), ("--tokenizer", cfg.tokenizer), ("--max-len", cfg.max_len),
-                                    ("--init", cfg.init)) if v is not None]
-            if cfg.data in ("rt-polarity", "glue"):
-                given.insert(0, f"--data {cfg.data}")
-            if given:
-                raise ValueError(f"{' / '.join(given)}: for a text body (the spec's embedder is {spec.embedder.kind})")
-            train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
-                                        re_prob=r.re_prob, random_resized_crop=r.random_resized_crop)
-            # at the scale training sees (a 0.875 crop after a plain resize would enlarge every digit by 8 / 7)
-            eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False,
-                                       crop_ratio=eval_crop_ratio(r.random_resized_crop))
-            train_ds, val_ds, self.num_classes = build_datasets(
-                cfg.data, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=train_tf,
-                eval_transform=eval_tf, data_dir=cfg.data_dir, download=cfg.download,
-                synthetic_size=cfg.synthetic_size, num_classes=spec.num_classes if cfg.data == "synthetic" else None,
-                seed=cfg.seed)
+        self.task = make_task(cfg, spec, r, d, self.out, self.ckpt)
+        train_ds, val_ds, collate, self.num_classes = self.task.data()
         if spec.num_classes != self.num_classes:
             if d.main:
                 print(f"note: {cfg.data} has {self.num_classes} classes; setting num_classes = {self.num_classes}",
@@ -339,35 +219,6 @@ class Training:
         if self.ckpt is not None and self.ckpt["batches_done"] > batches:
             raise C.CheckpointError(self.last, f"its 'batches_done' ({self.ckpt['batches_done']}) exceeds the "
                                                f"{batches} batches of an epoch of this run")
-
-    def text_data(self):
-        """A text body's datasets (vspec/train/text.py), tokenised once; the tokenizer trained on rank 0 first."""
-        from .text import pad_batch, text_datasets, tokenizer_identity, tokenizer_mismatch
-
-        cfg, r, spec = self.cfg, self.r, self.spec
-        if r.mixup > 0 or r.cutmix > 0:
-            raise ValueError("--mixup / --cutmix mix images; a text body trains without them (--recipe glue)")
-        room = spec.embedder.max_positions - spec.embedder.first_position
-        max_len = cfg.max_len or spec.embedder.seq_len
-        if max_len > room:
-            raise ValueError(f"--max-len {max_len}: the spec's position table holds {room} tokens")
-
-        saved = self.ckpt.get("tokenizer") if self.ckpt is not None else None
-        if saved is not None:  # a resume encodes with the very tokenizer the run began with, or not at all
-            problem = tokenizer_mismatch(saved, Path(cfg.tokenizer) if cfg.tokenizer else self.out / "tokenizer")
-            if problem:
-                raise C.CheckpointError(self.last, f"--resume: {problem}; restore it, or start a new run")
-
-        def read():
-            return text_datasets(cfg.data, task=cfg.task, data_dir=cfg.data_dir, tokenizer=cfg.tokenizer,
-                                 max_len=max_len, vocab_size=spec.embedder.vocab_size, out=self.out)
-        data = read() if self.d.main else None  # one tokenizer, trained once (rank 0), then read by the others
-        if self.d.world > 1:
-            dist.barrier()
-        data = data or read()
-        self.task, self.num_classes = data.task, data.num_classes
-        self.tokenizer = tokenizer_identity(data.tokenizer)  # saved in every checkpoint, checked by --resume
-        return data.train, data.val, pad_batch(data.pad_id)
 
     def make_model(self) -> None:
         """The model (`core`: what is saved and evaluated), the same initial weights on every rank; its EMA."""
@@ -416,13 +267,11 @@ class Training:
         return torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype else nullcontext()
 
     def make_loss(self) -> None:
-        """Mixup / cutmix and the criterion; a head with several outputs says what it trains on (rank 0)."""
-        self.mixup, self.criterion = make_criterion(self.r, self.num_classes)
-        if self.task is not None and self.num_classes == 1:  # STS-B's scores
-            self.criterion = RegressionLoss()
+        """The task's loss (mixup / cutmix for images); a head with several outputs says what it trains on (rank 0)."""
+        self.mixup, self.criterion = self.task.loss(self.num_classes)
         outputs = self.spec.head.outputs()  # what the head declares it returns in training (vspec/nn/heads.py)
         if self.d.main and len(outputs) > 1:
-            label = {"image": "the image label", "tokens": "the image label at every token"}
+            label = {"sample": "the label", "tokens": "the label at every token"}
             terms = " + ".join(f"{o.weight:g} x loss({o.name}, {label[o.target]})" for o in outputs)
             print(f"note: the {self.spec.head.kind} head trains on {len(outputs)} outputs: {terms}", file=sys.stderr)
 
@@ -433,7 +282,7 @@ class Training:
             return
         C.restore(ckpt, self.last, self.core, self.optimizer, self.scheduler, self.scaler, self.ema)
         self.start_epoch, self.skip_batches = ckpt["epoch"], ckpt["batches_done"]
-        self.global_step, self.history, self.best = ckpt["global_step"], ckpt["metrics"], ckpt["best_top1"]
+        self.global_step, self.history, self.best = ckpt["global_step"], ckpt["metrics"], ckpt["best_score"]
         self.best_epoch = ckpt.get("best_epoch", 0)
 
     def wrap_model(self) -> None:
@@ -448,7 +297,7 @@ class Training:
     # ------------------------------------------------ training
     def train(self) -> dict[str, Any]:
         """The epochs, each trained, evaluated and checkpointed; then the summary. Returns the last record."""
-        self.writer = _tensorboard(self.out) if self.d.main else None
+        self.writer = F.tensorboard(self.out) if self.d.main else None
         final: dict[str, Any] = {}
         with StopFlag() as stop:
             for epoch in range(self.start_epoch, self.r.epochs):
@@ -466,7 +315,7 @@ class Training:
         """One epoch (or its rest, after a mid-epoch resume), until its end, a signal or --max-steps."""
         skip = self.start_epoch_data(epoch)
         progress = Progress(skip + len(self.train_loader), f"epoch {epoch + 1}/{self.r.epochs}", enabled=self.d.main,
-                            every=self.cfg.log_every, unit="img" if self.task is None else "samples")
+                            every=self.cfg.log_every, unit=self.task.unit)
         stats = EpochStats(time.perf_counter(), batches_done=skip)
         if skip and self.ckpt is not None:
             stats.loss_sum, stats.loss_n = self.ckpt.get("epoch_loss", (0.0, 0))
@@ -521,7 +370,8 @@ class Training:
             self.scheduler.step_update(self.global_step)
             if self.ema is not None:
                 self.ema.update(self.core, step=self.global_step)
-            C.kill_point("step")
+            if self.step_hook is not None:  # the crash tests' (VSPEC_TEST_KILL_AT=step:N)
+                self.step_hook()
         return loss.item(), last_micro
 
     def check_finite(self, loss_value: float, epoch: int, i: int, stepped: bool) -> None:
@@ -535,27 +385,16 @@ class Training:
     def interrupt(self, epoch: int, stats: EpochStats, signum: int):
         """A signal arrived: save the part-done epoch to last.pt and stop with Interrupted."""
         self.save(epoch, stats.batches_done, (stats.loss_sum, stats.loss_n))
-        _finish(self.d)
+        D.finish(self.d)
         raise Interrupted(signum, f"signal {signum}: saved {self.last} at epoch {epoch + 1}, batch "
                                   f"{stats.batches_done}; continue with --resume", report=self.d.main)
 
     def evaluate_epoch(self, epoch: int, stats: EpochStats) -> dict[str, Any]:
-        """The epoch's record: training loss and speed, validation loss / top-1 / top-5 (and the EMA's top-1)."""
+        """The epoch's record: training loss and speed, and the task's validation metrics."""
         elapsed = stats.elapsed
-        train_loss, speed = stats.loss_sum / max(stats.loss_n, 1), stats.seen / elapsed
-        if self.task is not None:  # a text task: its metrics (GLUE's), the best kept by its headline metric
-            val = evaluate_text(self.core, self.val_loader, self.device, self.amp_ctx, self.d, self.task)
-            return {"epoch": epoch + 1, "train_loss": train_loss, **{f"val_{k}": v for k, v in val.items()},
-                    "lr": self.optimizer.param_groups[0]["lr"], "samples_per_s": speed, "epoch_time_s": elapsed,
-                    "step": self.global_step}
-        val = evaluate(self.core, self.val_loader, self.device, self.amp_ctx, self.d)
-        record = {"epoch": epoch + 1, "train_loss": train_loss, "val_loss": val["loss"],
-                  "val_top1": val["top1"], "val_top5": val["top5"], "lr": self.optimizer.param_groups[0]["lr"],
-                  "images_per_s": speed, "epoch_time_s": elapsed, "step": self.global_step}
-        if self.ema is not None:
-            record["ema_val_top1"] = evaluate(self.ema.module, self.val_loader, self.device, self.amp_ctx,
-                                              self.d)["top1"]
-        return record
+        val = self.task.evaluate(self.core, self.ema, self.val_loader, self.device, self.amp_ctx)
+        return self.task.record(epoch + 1, stats.loss_sum / max(stats.loss_n, 1), val,
+                                self.optimizer.param_groups[0]["lr"], stats.seen / elapsed, elapsed, self.global_step)
 
     def end_epoch(self, epoch: int, record: dict[str, Any]) -> None:
         """last.pt first (a kill after it loses nothing that --resume cannot rewrite), then best.pt,
@@ -570,27 +409,16 @@ class Training:
         if improved:
             C.atomic_copy(self.last, self.out / "best.pt")
             self.export("best")
-        C.atomic_write_text(_jsonl(self.history), self.out / "metrics.jsonl")
+        C.atomic_write_text(F.jsonl(self.history), self.out / "metrics.jsonl")
         if self.writer is not None:
             for k, v in record.items():
                 self.writer.add_scalar(k, v, epoch + 1)
-        if self.task is not None:
-            shown = "  ".join(f"{k} {v:.4f}" for k, v in record.items() if k.startswith("val_"))
-            print(f"epoch {epoch + 1}: train_loss {record['train_loss']:.4f}  {shown}  "
-                  f"{record['samples_per_s']:.1f} samples/s", file=sys.stderr)
-            return
-        print(f"epoch {epoch + 1}: train_loss {record['train_loss']:.4f}  val_loss {record['val_loss']:.4f}  "
-              f"val_top1 {record['val_top1']:.2f}  val_top5 {record['val_top5']:.2f}  "
-              f"{record['images_per_s']:.1f} img/s", file=sys.stderr)
+        print(self.task.line(record), file=sys.stderr)
 
     @property
     def score_key(self) -> str:
         """The record's entry the best checkpoint is chosen by: top-1, or a text task's headline metric."""
-        if self.task is None:
-            return "val_top1"
-        from .text import headline
-
-        return f"val_{headline(self.task)}"
+        return self.task.score_key
 
     def save(self, epoch: int, batches_done: int, epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
         """last.pt (rank 0); `epoch_loss` (sum, count) of a part-done epoch lets a resumed run average all of it."""
@@ -602,10 +430,9 @@ class Training:
                  "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                  "scaler": self.scaler.state_dict(), "epoch": epoch, "batches_done": batches_done,
                  "global_step": self.global_step, "rng": C.rng_state(), "metrics": self.history,
-                 "best_top1": self.best, "best_epoch": self.best_epoch, "epoch_loss": list(epoch_loss),
-                 "recipe": asdict(self.r), "data": self.cfg.data, "data_args": C.data_args(self.cfg)}
-        if self.task is not None:
-            state["tokenizer"] = self.tokenizer
+                 "best_score": self.best, "best_epoch": self.best_epoch, "epoch_loss": list(epoch_loss),
+                 "recipe": asdict(self.r), "data": self.cfg.data, "data_args": C.data_args(self.cfg),
+                 **self.task.state()}
         C.atomic_save(with_checksum(state), self.last)
 
     def export(self, name: str) -> None:
@@ -619,123 +446,19 @@ class Training:
         """summary.json, curves.png, OUT/final (--save-format folder) and the closing line (rank 0); whether
         the ranks ended in sync."""
         d, out, history = self.d, self.out, self.history
-        in_sync = _ranks_in_sync(self.core, d)
+        in_sync = D.ranks_in_sync(self.core, d)
         if history:
             self.export("final")
         if d.main and history:
-            C.atomic_write_text(json.dumps({"final": final, "best_top1": self.best, "epochs": len(history),
-                                            "world_size": d.world, "ranks_in_sync": in_sync}), out / "summary.json")
-            _plot(history, out / "curves.png")
-            score = final.get(self.score_key, float("nan"))
-            result = (f"val top-1 {score:.2f} % (best {self.best:.2f} %)" if self.task is None else
-                      f"val {self.score_key.removeprefix('val_')} {score:.4f} (best {self.best:.4f})")
+            C.atomic_write_text(json.dumps({"final": final, "score": self.score_key, "best_score": self.best,
+                                            "epochs": len(history), "world_size": d.world, "ranks_in_sync": in_sync}),
+                                out / "summary.json")
+            F.plot(history, out / "curves.png")
+            result = self.task.result(final.get(self.score_key, float("nan")), self.best)
             folders = f", model folders {out / 'best'} and {out / 'final'}" if self.cfg.save_format == "folder" else ""
             print(f"done: {len(history)} epochs, {result}; checkpoint {self.last}, best {out / 'best.pt'}{folders}, "
                   f"metrics {out / 'metrics.jsonl'}, curves {out / 'curves.png'}"
                   + (f"; {d.world} processes, weights in sync: {in_sync}" if d.world > 1 else ""))
         if self.writer is not None:
             self.writer.close()
-        _finish(d)
-
-
-def _jsonl(history: list[dict[str, Any]]) -> str:
-    return "".join(json.dumps(record) + "\n" for record in history)
-
-
-MODEL_FOLDERS = ("best", "final")  # --save-format folder: model folders of the best and the final weights
-
-
-def _check_fresh_folder(out: Path, overwrite: bool) -> None:
-    used = [name for name in C.RUN_FILES[:4] if (out / name).exists()]
-    if used and not overwrite:
-        raise ValueError(f"{out} holds an earlier run ({', '.join(used)}): continue it with --resume, or replace it "
-                         "with --overwrite")
-
-
-def _prepare_folder(out: Path, ckpt: dict[str, Any] | None) -> None:
-    """Rank 0 before training: remove the temporary files of killed saves; a fresh run clears the files of
-    an earlier one; a resumed run rewrites metrics.jsonl and best.pt from last.pt (a kill may have landed
-    between their writes)."""
-    out.mkdir(parents=True, exist_ok=True)
-    C.clean_stale_temps(out)
-    if ckpt is None:
-        for name in C.RUN_FILES:
-            (out / name).unlink(missing_ok=True)
-        shutil.rmtree(out / "tb", ignore_errors=True)
-        shutil.rmtree(out / "tokenizer", ignore_errors=True)  # a text run's own vocabulary is trained afresh
-        for name in MODEL_FOLDERS:  # an earlier --save-format folder run's (only what save_pretrained writes)
-            for file in ("config.json", "model.safetensors"):
-                if (out / name / file).is_file():
-                    (out / name / file).unlink()
-        return
-    C.atomic_write_text(_jsonl(ckpt["metrics"]), out / "metrics.jsonl")
-    last, best = out / "last.pt", out / "best.pt"
-    if ckpt["batches_done"] == 0 and ckpt.get("best_epoch") == ckpt["epoch"] and (
-            not best.is_file() or best.stat().st_size != last.stat().st_size
-            or best.stat().st_mtime_ns < last.stat().st_mtime_ns):
-        C.atomic_copy(last, best)  # killed after last.pt, before its copy to best.pt
-
-
-def _refresh_best_folder(out: Path) -> None:
-    """A resumed --save-format folder run: OUT/best rewritten from best.pt when it is missing or older (a kill
-    between the two writes, or an earlier part of the run saved as pt only)."""
-    best, config = out / "best.pt", out / "best" / "config.json"
-    if best.is_file() and (not config.is_file() or config.stat().st_mtime_ns < best.stat().st_mtime_ns):
-        from ..checkpoint import load
-        from ..hub import save_pretrained
-
-        save_pretrained(load(best), out / "best")
-
-
-def _ranks_in_sync(model: nn.Module, d: Dist) -> bool:
-    """Under DDP, whether every rank ends with the same weights (a float64 checksum per rank)."""
-    if d.world == 1:
-        return True
-    with torch.no_grad():
-        flat = torch.cat([p.detach().double().flatten() for p in model.parameters()])
-        mine = torch.stack([flat.sum(), (flat * torch.arange(1, len(flat) + 1, dtype=torch.float64,
-                                                                   device=flat.device)).sum()])
-    sums = [torch.zeros_like(mine) for _ in range(d.world)]
-    dist.all_gather(sums, mine)
-    return all(torch.equal(sums[0], s) for s in sums[1:])
-
-
-def _finish(d: Dist) -> None:
-    if d.world > 1 and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
-
-
-def _tensorboard(out: Path):
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except Exception:  # noqa: BLE001 - tensorboard is optional
-        return None
-    return SummaryWriter(out / "tb")
-
-
-def _plot(history: list[dict[str, Any]], path: Path) -> None:
-    from ..analysis import pyplot
-
-    plt = pyplot()
-    epochs = [h["epoch"] for h in history]
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
-    ax_loss.plot(epochs, [h["train_loss"] for h in history], label="train")
-    ax_loss.plot(epochs, [h["val_loss"] for h in history], label="val")
-    ax_loss.set(xlabel="epoch", ylabel="loss", title="loss")
-    if "val_top1" in history[0]:
-        ax_acc.plot(epochs, [h["val_top1"] for h in history], label="val top-1")
-        ax_acc.plot(epochs, [h["val_top5"] for h in history], label="val top-5")
-        if any("ema_val_top1" in h for h in history):
-            ax_acc.plot(epochs, [h.get("ema_val_top1", math.nan) for h in history], label="EMA val top-1")
-        ax_acc.set(xlabel="epoch", ylabel="accuracy (%)", title="accuracy")
-    else:  # a text task: its metrics (accuracy, Matthews, F1, correlations), each in [-1, 1]
-        for key in (k for k in history[0] if k.startswith("val_") and k != "val_loss"):
-            ax_acc.plot(epochs, [h[key] for h in history], label=key)
-        ax_acc.set(xlabel="epoch", ylabel="metric", title="validation metrics")
-    for ax in (ax_loss, ax_acc):
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+        D.finish(d)

@@ -1,0 +1,58 @@
+"""The processes of a run: one, or one per device under torchrun (DDP; NCCL on GPUs, gloo on CPUs)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(device_kind: str) -> Dist:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return Dist()
+    backend = "nccl" if device_kind == "cuda" else "gloo"
+    dist.init_process_group(backend=backend)
+    return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def pick_device(cfg, d: Dist) -> torch.device:
+    if cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is available")
+    torch.cuda.set_device(d.local_rank)
+    return torch.device("cuda", d.local_rank)
+
+
+def ranks_in_sync(model: nn.Module, d: Dist) -> bool:
+    """Under DDP, whether every rank ends with the same weights (a float64 checksum per rank)."""
+    if d.world == 1:
+        return True
+    with torch.no_grad():
+        flat = torch.cat([p.detach().double().flatten() for p in model.parameters()])
+        mine = torch.stack([flat.sum(), (flat * torch.arange(1, len(flat) + 1, dtype=torch.float64,
+                                                                   device=flat.device)).sum()])
+    sums = [torch.zeros_like(mine) for _ in range(d.world)]
+    dist.all_gather(sums, mine)
+    return all(torch.equal(sums[0], s) for s in sums[1:])
+
+
+def finish(d: Dist) -> None:
+    if d.world > 1 and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()

@@ -1,0 +1,97 @@
+"""A training run's folder (OUT): what a fresh run may replace, what a resumed one rewrites from last.pt, the
+model folders of --save-format folder, TensorBoard's logs and the curves. The checkpoints themselves (atomic
+writes, the loader, the checks of a resume) are vspec/train/checkpoints.py's."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+from . import checkpoints as C
+
+
+def jsonl(history: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(record) + "\n" for record in history)
+
+
+MODEL_FOLDERS = ("best", "final")  # --save-format folder: model folders of the best and the final weights
+
+
+def check_fresh(out: Path, overwrite: bool) -> None:
+    used = [name for name in C.RUN_FILES[:4] if (out / name).exists()]
+    if used and not overwrite:
+        raise ValueError(f"{out} holds an earlier run ({', '.join(used)}): continue it with --resume, or replace it "
+                         "with --overwrite")
+
+
+def prepare(out: Path, ckpt: dict[str, Any] | None) -> None:
+    """Rank 0 before training: remove the temporary files of killed saves; a fresh run clears the files of
+    an earlier one; a resumed run rewrites metrics.jsonl and best.pt from last.pt (a kill may have landed
+    between their writes)."""
+    out.mkdir(parents=True, exist_ok=True)
+    C.clean_stale_temps(out)
+    if ckpt is None:
+        for name in C.RUN_FILES:
+            (out / name).unlink(missing_ok=True)
+        shutil.rmtree(out / "tb", ignore_errors=True)
+        shutil.rmtree(out / "tokenizer", ignore_errors=True)  # a text run's own vocabulary is trained afresh
+        for name in MODEL_FOLDERS:  # an earlier --save-format folder run's (only what save_pretrained writes)
+            for file in ("config.json", "model.safetensors"):
+                if (out / name / file).is_file():
+                    (out / name / file).unlink()
+        return
+    C.atomic_write_text(jsonl(ckpt["metrics"]), out / "metrics.jsonl")
+    last, best = out / "last.pt", out / "best.pt"
+    if ckpt["batches_done"] == 0 and ckpt.get("best_epoch") == ckpt["epoch"] and (
+            not best.is_file() or best.stat().st_size != last.stat().st_size
+            or best.stat().st_mtime_ns < last.stat().st_mtime_ns):
+        C.atomic_copy(last, best)  # killed after last.pt, before its copy to best.pt
+
+
+def refresh_best_folder(out: Path) -> None:
+    """A resumed --save-format folder run: OUT/best rewritten from best.pt when it is missing or older (a kill
+    between the two writes, or an earlier part of the run saved as pt only)."""
+    best, config = out / "best.pt", out / "best" / "config.json"
+    if best.is_file() and (not config.is_file() or config.stat().st_mtime_ns < best.stat().st_mtime_ns):
+        from ..checkpoint import load
+        from ..hub import save_pretrained
+
+        save_pretrained(load(best), out / "best")
+
+
+def tensorboard(out: Path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except Exception:  # noqa: BLE001 - tensorboard is optional
+        return None
+    return SummaryWriter(out / "tb")
+
+
+def plot(history: list[dict[str, Any]], path: Path) -> None:
+    from ..analysis import pyplot
+
+    plt = pyplot()
+    epochs = [h["epoch"] for h in history]
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
+    ax_loss.plot(epochs, [h["train_loss"] for h in history], label="train")
+    ax_loss.plot(epochs, [h["val_loss"] for h in history], label="val")
+    ax_loss.set(xlabel="epoch", ylabel="loss", title="loss")
+    if "val_top1" in history[0]:
+        ax_acc.plot(epochs, [h["val_top1"] for h in history], label="val top-1")
+        ax_acc.plot(epochs, [h["val_top5"] for h in history], label="val top-5")
+        if any("ema_val_top1" in h for h in history):
+            ax_acc.plot(epochs, [h.get("ema_val_top1", math.nan) for h in history], label="EMA val top-1")
+        ax_acc.set(xlabel="epoch", ylabel="accuracy (%)", title="accuracy")
+    else:  # a text task: its metrics (accuracy, Matthews, F1, correlations), each in [-1, 1]
+        for key in (k for k in history[0] if k.startswith("val_") and k != "val_loss"):
+            ax_acc.plot(epochs, [h[key] for h in history], label=key)
+        ax_acc.set(xlabel="epoch", ylabel="metric", title="validation metrics")
+    for ax in (ax_loss, ax_acc):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

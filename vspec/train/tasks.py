@@ -1,0 +1,229 @@
+"""What a task decides for the training loop (vspec/train/engine.py): its data, its loss, its metrics on the
+validation split, the score the best checkpoint is kept by, and how an epoch's record and line read. An image
+task (`ImageTask`: top-1 / top-5, mixup and cutmix, an EMA's top-1) or a text task (`TextTask`: a GLUE task's or
+rt-polarity's metrics, the tokenizer a run must keep); `make_task` picks by the spec's embedder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from .data import build_datasets, build_transforms, eval_crop_ratio
+
+
+# ---------------------------------------------------------------- pieces from timm
+def make_criterion(recipe, num_classes: int):
+    """(mixup / cutmix or None, the loss): timm's, as the recipe asks."""
+    from timm.data import Mixup
+    from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
+
+    if recipe.mixup > 0 or recipe.cutmix > 0:
+        mixup = Mixup(mixup_alpha=recipe.mixup, cutmix_alpha=recipe.cutmix, label_smoothing=recipe.smoothing,
+                      num_classes=num_classes)
+        return mixup, SoftTargetCrossEntropy()
+    if recipe.smoothing > 0:
+        return None, LabelSmoothingCrossEntropy(smoothing=recipe.smoothing)
+    return None, nn.CrossEntropyLoss()
+
+
+class RegressionLoss(nn.Module):
+    """MSE between the single output and the target score (STS-B)."""
+
+    def forward(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(out.squeeze(-1).float(), target)
+
+
+def to_device(batch, device):
+    """A batch of images, or a text batch's dict of input_ids / attention_mask / token_type_ids, on `device`."""
+    if isinstance(batch, dict):
+        return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    return batch.to(device, non_blocking=True)
+
+
+def forward(model: nn.Module, batch):
+    return model(**batch) if isinstance(batch, dict) else model(batch)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, loader, device, amp_ctx, d) -> dict[str, float]:
+    """Loss, top-1 and top-5 (%) over the whole split (summed over the processes)."""
+    model.eval()
+    sums = torch.zeros(4, dtype=torch.float64, device=device)  # loss, top1, top5, count
+    for images, target in loader:
+        images, target = images.to(device, non_blocking=True), target.to(device, non_blocking=True)
+        with amp_ctx():
+            logits = model(images).float()
+        k = min(5, logits.shape[1])
+        top = logits.topk(k, dim=1).indices
+        hits = top.eq(target[:, None])
+        sums += torch.stack([F.cross_entropy(logits, target, reduction="sum").double(),
+                             hits[:, :1].sum().double(), hits.sum().double(),
+                             torch.tensor(float(len(target)), device=device, dtype=torch.float64)])
+    if d.world > 1:
+        dist.all_reduce(sums)
+    loss, top1, top5, n = sums.tolist()
+    return {"loss": loss / max(n, 1), "top1": 100 * top1 / max(n, 1), "top5": 100 * top5 / max(n, 1)}
+
+
+@torch.no_grad()
+def evaluate_text(model: nn.Module, loader, device, amp_ctx, d, task: str) -> dict[str, float]:
+    """Loss (cross-entropy, or MSE for a regression) and the task's metrics over the whole split."""
+    from .text import text_metrics
+
+    model.eval()
+    logits, targets = [], []
+    for inputs, target in loader:
+        with amp_ctx():
+            logits.append(forward(model, to_device(inputs, device)).float().cpu())
+        targets.append(target)
+    if d.world > 1:
+        parts = [None] * d.world
+        dist.all_gather_object(parts, (logits, targets))
+        logits, targets = [x for p in parts for x in p[0]], [x for p in parts for x in p[1]]
+    out, target = torch.cat(logits), torch.cat(targets)
+    regression = out.shape[1] == 1 and target.is_floating_point()
+    loss = F.mse_loss(out[:, 0], target) if regression else F.cross_entropy(out, target)
+    return {"loss": float(loss), **text_metrics(task, out, target)}
+
+
+# ---------------------------------------------------------------- the tasks
+class ImageTask:
+    """Images and their labels: top-1 / top-5, the best kept by top-1, the EMA's top-1 beside."""
+
+    name = None
+    unit = "img"
+    score_key = "val_top1"
+
+    def __init__(self, cfg, spec, recipe, d):
+        self.cfg, self.spec, self.r, self.d = cfg, spec, recipe, d
+
+    def data(self):
+        """(train, val, collate or None, num_classes): transforms at the scale training sees, datasets."""
+        cfg, r, spec = self.cfg, self.r, self.spec
+        given = [f for f, v in (("--task", cfg.task), ("--tokenizer", cfg.tokenizer), ("--max-len", cfg.max_len),
+                                ("--init", cfg.init)) if v is not None]
+        if cfg.data in ("rt-polarity", "glue"):
+            given.insert(0, f"--data {cfg.data}")
+        if given:
+            raise ValueError(f"{' / '.join(given)}: for a text body (the spec's embedder is {spec.embedder.kind})")
+        train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
+                                    re_prob=r.re_prob, random_resized_crop=r.random_resized_crop)
+        # at the scale training sees (a 0.875 crop after a plain resize would enlarge every digit by 8 / 7)
+        eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False,
+                                   crop_ratio=eval_crop_ratio(r.random_resized_crop))
+        train_ds, val_ds, num_classes = build_datasets(
+            cfg.data, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=train_tf,
+            eval_transform=eval_tf, data_dir=cfg.data_dir, download=cfg.download,
+            synthetic_size=cfg.synthetic_size, num_classes=spec.num_classes if cfg.data == "synthetic" else None,
+            seed=cfg.seed)
+        return train_ds, val_ds, None, num_classes
+
+    def loss(self, num_classes: int):
+        return make_criterion(self.r, num_classes)
+
+    def evaluate(self, model, ema, loader, device, amp_ctx) -> dict[str, float]:
+        """val_loss, val_top1, val_top5 (and ema_val_top1 with an EMA)."""
+        val = evaluate(model, loader, device, amp_ctx, self.d)
+        out = {"val_loss": val["loss"], "val_top1": val["top1"], "val_top5": val["top5"]}
+        if ema is not None:
+            out["ema_val_top1"] = evaluate(ema.module, loader, device, amp_ctx, self.d)["top1"]
+        return out
+
+    def record(self, epoch: int, train_loss: float, val: dict[str, float], lr: float, speed: float, elapsed: float,
+               step: int) -> dict[str, Any]:
+        ema = {"ema_val_top1": val["ema_val_top1"]} if "ema_val_top1" in val else {}
+        return {"epoch": epoch, "train_loss": train_loss, "val_loss": val["val_loss"], "val_top1": val["val_top1"],
+                "val_top5": val["val_top5"], "lr": lr, "images_per_s": speed, "epoch_time_s": elapsed, "step": step,
+                **ema}
+
+    def line(self, record: dict[str, Any]) -> str:
+        return (f"epoch {record['epoch']}: train_loss {record['train_loss']:.4f}  val_loss {record['val_loss']:.4f}  "
+                f"val_top1 {record['val_top1']:.2f}  val_top5 {record['val_top5']:.2f}  "
+                f"{record['images_per_s']:.1f} img/s")
+
+    def result(self, score: float, best: float) -> str:
+        return f"val top-1 {score:.2f} % (best {best:.2f} %)"
+
+    def state(self) -> dict[str, Any]:
+        """What the task adds to every checkpoint."""
+        return {}
+
+
+class TextTask:
+    """A GLUE task or rt-polarity, tokenised once: its metrics, the best kept by its headline metric; the
+    tokenizer's files are in every checkpoint, and a resume with another is refused."""
+
+    unit = "samples"
+
+    def __init__(self, cfg, spec, recipe, d, out, ckpt):
+        self.cfg, self.spec, self.r, self.d, self.out, self.ckpt = cfg, spec, recipe, d, out, ckpt
+        self.name, self.tokenizer = None, {}
+
+    @property
+    def score_key(self) -> str:
+        from .text import headline
+
+        return f"val_{headline(self.name)}"
+
+    def data(self):
+        """(train, val, collate, num_classes): the text datasets (vspec/train/text.py), tokenised once; the
+        tokenizer trained on rank 0 first."""
+        from .checkpoints import CheckpointError
+        from .text import pad_batch, text_datasets, tokenizer_identity, tokenizer_mismatch
+
+        cfg, r, spec = self.cfg, self.r, self.spec
+        if r.mixup > 0 or r.cutmix > 0:
+            raise ValueError("--mixup / --cutmix mix images; a text body trains without them (--recipe glue)")
+        room = spec.embedder.max_positions - spec.embedder.first_position
+        max_len = cfg.max_len or spec.embedder.seq_len
+        if max_len > room:
+            raise ValueError(f"--max-len {max_len}: the spec's position table holds {room} tokens")
+        saved = self.ckpt.get("tokenizer") if self.ckpt is not None else None
+        if saved is not None:  # a resume encodes with the very tokenizer the run began with, or not at all
+            problem = tokenizer_mismatch(saved, Path(cfg.tokenizer) if cfg.tokenizer else self.out / "tokenizer")
+            if problem:
+                raise CheckpointError(self.out / "last.pt", f"--resume: {problem}; restore it, or start a new run")
+
+        def read():
+            return text_datasets(cfg.data, task=cfg.task, data_dir=cfg.data_dir, tokenizer=cfg.tokenizer,
+                                 max_len=max_len, vocab_size=spec.embedder.vocab_size, out=self.out)
+        data = read() if self.d.main else None  # one tokenizer, trained once (rank 0), then read by the others
+        if self.d.world > 1:
+            dist.barrier()
+        data = data or read()
+        self.name = data.task
+        self.tokenizer = tokenizer_identity(data.tokenizer)
+        return data.train, data.val, pad_batch(data.pad_id), data.num_classes
+
+    def loss(self, num_classes: int):
+        mixup, criterion = make_criterion(self.r, num_classes)
+        return mixup, RegressionLoss() if num_classes == 1 else criterion  # STS-B's scores
+
+    def evaluate(self, model, ema, loader, device, amp_ctx) -> dict[str, float]:
+        return {f"val_{k}": v for k, v in evaluate_text(model, loader, device, amp_ctx, self.d, self.name).items()}
+
+    def record(self, epoch: int, train_loss: float, val: dict[str, float], lr: float, speed: float, elapsed: float,
+               step: int) -> dict[str, Any]:
+        return {"epoch": epoch, "train_loss": train_loss, **val, "lr": lr, "samples_per_s": speed,
+                "epoch_time_s": elapsed, "step": step}
+
+    def line(self, record: dict[str, Any]) -> str:
+        shown = "  ".join(f"{k} {v:.4f}" for k, v in record.items() if k.startswith("val_"))
+        return (f"epoch {record['epoch']}: train_loss {record['train_loss']:.4f}  {shown}  "
+                f"{record['samples_per_s']:.1f} samples/s")
+
+    def result(self, score: float, best: float) -> str:
+        return f"val {self.score_key.removeprefix('val_')} {score:.4f} (best {best:.4f})"
+
+    def state(self) -> dict[str, Any]:
+        return {"tokenizer": self.tokenizer}
+
+
+def make_task(cfg, spec, recipe, d, out, ckpt) -> ImageTask | TextTask:
+    """The task of a run: a text body's (its embedder reads token ids) or an image model's."""
+    return TextTask(cfg, spec, recipe, d, out, ckpt) if spec.embedder.text else ImageTask(cfg, spec, recipe, d)
