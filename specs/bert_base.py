@@ -4,15 +4,15 @@ word (30,522, uncased) + position (512) + segment (2) embeddings -> LayerNorm ->
 dropout and the classifier. SoT's language body (Tables 1 and 6). Shapes assume 128 tokens (any length to 512
 runs)."""
 
-from vspec.spec import MHSA, MLP, Block, FirstTokenHead, Model, Norm, TokenEmbed
+from vspec.spec import MHSA, MLP, FirstTokenHead, Model, Norm, PostNormBlock, TokenEmbed
 
 LN = Norm(eps=1e-12)
 
 SPEC = Model(
     embedder=TokenEmbed(vocab_size=30522, max_positions=512, seq_len=128, type_vocab_size=2, padding_id=0, norm=LN,
                         drop=0.1),
-    block=Block(attention=MHSA(heads=12, attn_drop=0.1, proj_drop=0.1),
-                ffn=MLP(hidden=3072, drop=0.1, hidden_drop=0.0), norm=LN, post_norm=True),
+    block=PostNormBlock(attention=MHSA(heads=12, attn_drop=0.1, proj_drop=0.1),
+                ffn=MLP(hidden=3072, drop=0.1, hidden_drop=0.0), norm=LN),
     depth=12, dim=768, num_classes=2, class_token=False, pos_embed="none", final_norm=False,
     head=FirstTokenHead(pooler="tanh", drop=0.1),
 )

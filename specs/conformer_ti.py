@@ -3,18 +3,18 @@ depth=12, num_heads=6, mlp_ratio=4, qkv_bias=True)`: 23,524,704 params, 224 px, 
 
 Two branches: the stem's 56 x 56 x 64 map feeds a bottleneck (the CNN branch, 64 channels) and a 4 x 4 patch conv
 (196 tokens + a class token of width 384, no position embedding). Block 1 is a plain ViT block; blocks 2-12
-carry a CNN side (`conv`): bottlenecks of width 64 / 128 / 256 (stride 2 at the first block of stages 2 and 3)
-coupled to the tokens at stride 4 / 2 / 1; the last fusion halves the map (7 x 7 x 256). The head sums the map's
-classifier and the class token's (training: both, the mean of their losses)."""
+are coupled blocks with a CNN side (`conv`): bottlenecks of width 64 / 128 / 256 (stride 2 at the first block of
+stages 2 and 3) coupled to the tokens at stride 4 / 2 / 1; the last fusion halves the map (7 x 7 x 256). The head
+sums the map's classifier and the class token's (training: both, the mean of their losses)."""
 
-from vspec.spec import MHSA, Block, ConformerHead, ConformerStem, ConvBranch, Model, Stage
+from vspec.spec import MHSA, Block, ConformerHead, ConformerStem, ConvBranch, CoupledBlock, Model, Stage
 
 ATTENTION = MHSA(heads=6)
 
 
-def coupled(width: int, down: int, stride: int = 1, fusion_stride: int = 1) -> Block:
-    return Block(attention=ATTENTION, conv=ConvBranch(width=width, stride=stride, down=down,
-                                                      fusion_stride=fusion_stride))
+def coupled(width: int, down: int, stride: int = 1, fusion_stride: int = 1) -> CoupledBlock:
+    return CoupledBlock(attention=ATTENTION, conv=ConvBranch(width=width, stride=stride, down=down,
+                                                             fusion_stride=fusion_stride))
 
 
 SPEC = Model(

@@ -3,11 +3,11 @@
 embedding, class-token head, 32 x 32 inputs, 100 classes. The other DHVT presets are overrides of
 this one."""
 
-from vspec.spec import DAFF, MHSA, SOPE, Block, HeadTokens, Model
+from vspec.spec import DAFF, MHSA, SOPE, HeadTokenBlock, HeadTokens, Model
 
 SPEC = Model(
     embedder=SOPE(patch_size=4),
-    block=Block(attention=MHSA(heads=4), ffn=DAFF(ratio=4.0), head_tokens=HeadTokens()),
+    block=HeadTokenBlock(attention=MHSA(heads=4), ffn=DAFF(ratio=4.0), head_tokens=HeadTokens()),
     depth=12,
     dim=192,
     num_classes=100,

@@ -4,15 +4,15 @@ vocabulary of 30,522, 512 positions, 2 segments, LayerNorm, dropout) projected t
 wide, 4 heads, FFN 1,024, exact GELU, LayerNorm eps 1e-12; its classification head on [CLS]: dropout -> dense ->
 GELU -> dropout -> out_proj."""
 
-from vspec.spec import MHSA, MLP, Block, FirstTokenHead, Model, Norm, TokenEmbed
+from vspec.spec import MHSA, MLP, FirstTokenHead, Model, Norm, PostNormBlock, TokenEmbed
 
 LN = Norm(eps=1e-12)
 
 SPEC = Model(
     embedder=TokenEmbed(vocab_size=30522, max_positions=512, seq_len=128, type_vocab_size=2, padding_id=0, norm=LN,
                         drop=0.1, width=128),
-    block=Block(attention=MHSA(heads=4, attn_drop=0.1, proj_drop=0.1),
-                ffn=MLP(hidden=1024, drop=0.1, hidden_drop=0.0), norm=LN, post_norm=True),
+    block=PostNormBlock(attention=MHSA(heads=4, attn_drop=0.1, proj_drop=0.1),
+                ffn=MLP(hidden=1024, drop=0.1, hidden_drop=0.0), norm=LN),
     depth=12, dim=256, num_classes=2, class_token=False, pos_embed="none", final_norm=False,
     head=FirstTokenHead(pooler="gelu", drop_in=0.1, drop=0.1),
 )

@@ -33,6 +33,7 @@ from vspec.spec import (
     SOPE,
     Block,
     GAPHead,
+    HeadTokenBlock,
     HeadTokens,
     MGCrP,
     Model,
@@ -92,7 +93,7 @@ def bases() -> dict[str, Model]:
                          Stage(depth=1, dim=32, block=Block(attention=WindowMHSA(heads=2, window=2)),
                                entry=PatchMerging())])
     dhvt = Model(embedder=SOPE(patch_size=4), dim=16, depth=1, img_size=16, num_classes=3, pos_embed="none",
-                 block=Block(attention=MHSA(heads=2), ffn=DAFF(), head_tokens=HeadTokens()))
+                 block=HeadTokenBlock(attention=MHSA(heads=2), ffn=DAFF(), head_tokens=HeadTokens()))
     sot = Model(embedder=SoTEmbed(stem_dim=8), dim=16, depth=1, img_size=32, num_classes=3,
                 block=Block(attention=MHSA(heads=2)),
                 head=SecondOrderHead(pool=MGCrP(heads=2, m=4, n=4), norm=SvPN()))

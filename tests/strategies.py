@@ -24,16 +24,19 @@ from vspec.spec import (
     MHSA,
     MLP,
     SOPE,
+    AdjustedBlock,
     Block,
     ClassTokenHead,
     ConformerHead,
     ConformerStem,
     ConvBranch,
     ConvStem,
+    CoupledBlock,
     DenseAux,
     FirstTokenHead,
     GAPHead,
     GAPPool,
+    HeadTokenBlock,
     HeadTokens,
     IRPEAttention,
     LastTokenHead,
@@ -45,6 +48,7 @@ from vspec.spec import (
     Norm,
     PatchEmbed,
     PatchMerging,
+    PostNormBlock,
     Projections,
     Refine,
     RefinerAttention,
@@ -188,8 +192,10 @@ def refiner_stacks(draw, dim: int, depth: int, grid: tuple[int, int]) -> tuple[B
         attention = RefinerAttention(heads=heads, refine=draw(st.one_of(st.none(), refines(grid, link == "none"))),
                                      reuse=link == "reuse", add_incoming=link == "add_incoming",
                                      form=draw(st.sampled_from(("paper", "released"))), qkv_bias=draw(st.booleans()))
-        out.append(Block(attention=attention, ffn=MLP(ratio=2.0, layer_scale=draw(st.one_of(st.none(), st.just(0.5)))),
-                         adjust_ratio=draw(st.sampled_from((1.0, 0.5)))))
+        ffn = MLP(ratio=2.0, layer_scale=draw(st.one_of(st.none(), st.just(0.5))))
+        # Refined-ViT's adjusted block (x + 2 f(LN(x / 2))) or the plain pre-norm one
+        out.append(AdjustedBlock(attention=attention, ffn=ffn) if draw(st.booleans()) else
+                   Block(attention=attention, ffn=ffn))
     return tuple(out)
 
 
@@ -263,7 +269,7 @@ def single_token_path(fields: dict[str, Any]) -> str | None:
                 keys = min(a.window, grid[0]) * min(a.window, grid[1])
             else:
                 keys = grid[0] * grid[1] + int(fields.get("class_token", True))
-                keys += a.heads if block.head_tokens is not None else 0
+                keys += a.heads if isinstance(block, HeadTokenBlock) else 0
             if keys == 1 and not getattr(a, "reuse", False):  # a reusing block has no query or key weights
                 return f"{prefix}{path}.attention"
     return None
@@ -522,7 +528,7 @@ def _hierarchical(block: Block | None = None, entry: PatchMerging | None = None,
 def _text(**changes) -> Model:
     """A BERT-like text body: 8 tokens of a 50-word vocabulary, two post-norm blocks, the first-token head."""
     base = dict(embedder=TokenEmbed(vocab_size=50, max_positions=12, seq_len=8, padding_id=0, norm=Norm(eps=1e-12)),
-                block=Block(attention=MHSA(heads=2), post_norm=True), depth=2, dim=16, num_classes=3,
+                block=PostNormBlock(attention=MHSA(heads=2)), depth=2, dim=16, num_classes=3,
                 class_token=False, pos_embed="none", final_norm=False, head=FirstTokenHead(pooler="tanh"))
     return Model(**{**base, **changes})
 
@@ -535,8 +541,9 @@ def _conformer(embedder: ConformerStem | None = None, block: Block | None = None
     embedder = embedder or ConformerStem(stem=8, width=8)
     branches = [ConvBranch(width=16, stride=2, down=2, med_blocks=med_blocks),
                 ConvBranch(width=32, stride=2, down=1, fusion_stride=last_stride, med_blocks=med_blocks)]
-    stages = [Stage(depth=1, dim=16, block=block)] + [Stage(depth=1, dim=16, block=attrs.evolve(block, conv=b))
-                                                      for b in branches]
+    stages = [Stage(depth=1, dim=16, block=block)] + [Stage(depth=1, dim=16, block=CoupledBlock(
+        attention=block.attention, ffn=block.ffn, norm=block.norm, layer_scale=block.layer_scale, conv=b))
+        for b in branches]
     base = dict(embedder=embedder, stages=stages, num_classes=3, img_size=32, pos_embed="none", final_norm=False,
                 head=ConformerHead())
     return Model(**{**base, **changes})
@@ -595,8 +602,8 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
                      shared_head=st.booleans(), alpha=st.sampled_from([1.0, 1.9]), beta=st.sampled_from([2.0, 3.8]),
                      gamma=st.sampled_from([8.0, 15.2]), qkv_bias=st.booleans(), attn_drop=drops())
     irpe_models = st.one_of(
-        st.tuples(irpe, st.booleans(), st.one_of(st.none(), st.just(HeadTokens()))).map(lambda t: _isotropic(
-            block=Block(attention=t[0], head_tokens=t[2]), class_token=t[1], head=GAPHead())),
+        st.tuples(irpe, st.booleans(), st.booleans()).map(lambda t: _isotropic(
+            block=HeadTokenBlock(attention=t[0]) if t[2] else Block(attention=t[0]), class_token=t[1], head=GAPHead())),
         irpe.map(lambda a: _hierarchical(Block(attention=a))))
     return {
         IRPEAttention: irpe_models,
@@ -624,7 +631,7 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
             refiner_stacks(16, 3, (4, 4)).map(lambda b: _isotropic(block=b, depth=3)),
             st.tuples(st.builds(Refine, expansion=st.integers(1, 2), kernel=st.sampled_from([0, 1, 3]),
                                 constraint=st.sampled_from(["none", "row_col"])), st.booleans())
-            .map(lambda t: _text(block=Block(attention=RefinerAttention(heads=2, refine=t[0]), post_norm=True),
+            .map(lambda t: _text(block=PostNormBlock(attention=RefinerAttention(heads=2, refine=t[0])),
                                  causal=t[1], head=LastTokenHead() if t[1] else FirstTokenHead(pooler="tanh"))),
             refiner_stacks(16, 2, (2, 2)).map(lambda b: _hierarchical(Block(), stages=[
                 Stage(depth=2, dim=16, block=b), Stage(depth=2, dim=32, block=b, entry=PatchMerging())]))),
@@ -639,8 +646,19 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
         # tokens change, so a head that reads them
         DAFF: daff.map(lambda f: _isotropic(block=Block(attention=MHSA(heads=2), ffn=f),
                                             head=GAPHead() if f.cls == "identity" else ClassTokenHead())),
-        HeadTokens: st.builds(HeadTokens, norm=norms()).map(
-            lambda t: _isotropic(block=Block(attention=MHSA(heads=2), head_tokens=t))),
+        HeadTokenBlock: st.builds(HeadTokens, norm=norms()).map(
+            lambda t: _isotropic(block=HeadTokenBlock(attention=MHSA(heads=2), head_tokens=t))),
+        Block: st.builds(Block, attention=attentions(16), norm=norms(),
+                         layer_scale=st.one_of(st.none(), small_floats(1e-5, 1.0))).map(lambda b: _isotropic(block=b)),
+        PostNormBlock: st.one_of(
+            st.builds(PostNormBlock, attention=st.just(MHSA(heads=2)), norm=norms()).map(lambda b: _text(block=b)),
+            st.builds(PostNormBlock, attention=attentions(16)).map(lambda b: _isotropic(block=b, final_norm=False))),
+        AdjustedBlock: st.one_of(
+            refiner_stacks(16, 3, (4, 4)).filter(lambda b: any(isinstance(x, AdjustedBlock) for x in b))
+            .map(lambda b: _isotropic(block=b, depth=3)),
+            st.builds(AdjustedBlock, attention=attentions(16), adjust_ratio=st.sampled_from([0.5, 2.0]))
+            .map(lambda b: _isotropic(block=b))),
+        CoupledBlock: st.integers(0, 1).map(lambda m: _conformer(med_blocks=m)),
         PatchMerging: st.builds(PatchMerging, norm=norms(), bias=st.booleans()).map(lambda e: _hierarchical(entry=e)),
         ClassTokenHead: st.builds(ClassTokenHead, drop=drops(), dense=st.one_of(st.none(), st.builds(
             DenseAux, loss_weight=small_floats(0.1, 2.0), eval_weight=small_floats(0.1, 2.0))))
@@ -660,7 +678,7 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
         ReprLayerNorm: head(mgcrp, st.builds(ReprLayerNorm, eps=small_floats(1e-7, 1e-3))),
         NoNorm: head(mgcrp, st.just(NoNorm())),
         TokenEmbed: st.tuples(token_embeds(), st.booleans()).map(lambda t: _text(
-            embedder=t[0], block=Block(attention=MHSA(heads=2), post_norm=t[1]), final_norm=not t[1])),
+            embedder=t[0], block=(PostNormBlock if t[1] else Block)(attention=MHSA(heads=2)), final_norm=not t[1])),
         FirstTokenHead: st.builds(FirstTokenHead, pooler=st.sampled_from([None, "tanh", "gelu"]), drop_in=drops(),
                                   drop=drops()).map(lambda h: _text(head=h)),
         LastTokenHead: st.builds(LastTokenHead, bias=st.booleans(), drop=drops()).map(lambda h: _text(
@@ -845,10 +863,23 @@ def _kind_rules() -> dict[type, Any]:
         MeanShiftAttention: attention(MeanShiftAttention),
         WindowMeanShiftAttention: attention(WindowMeanShiftAttention),
         MLP: ffn(MLP), DAFF: ffn(DAFF),
-        HeadTokens: lambda spec: [  # one channel group per attention head; extra tokens need global attention
+        HeadTokenBlock: lambda spec: [  # one channel group per attention head; extra tokens need global attention
             ([("block.attention.heads", 3), ("block.attention.head_dim", 4)], "block.head_tokens"),
             ([("block.attention.kind", "window_mhsa"), ("class_token", False), ("head", {"kind": "gap"})],
              "block.head_tokens")],
+        Block: lambda spec: [([("block.layer_scale", 0.0)], "block.layer_scale"),
+                             ([("block.norm.eps", 0.0)], "block.norm.eps")],
+        PostNormBlock: lambda spec: [([("block.layer_scale", -1.0)], "block.layer_scale"),
+                                     ([("block.adjust_ratio", 0.5)], "block.adjust_ratio")],
+        AdjustedBlock: lambda spec: (
+            [([(f"block.{i}.adjust_ratio", 0.0)], f"block.{i}.adjust_ratio") for i, b in enumerate(spec.block)
+             if isinstance(b, AdjustedBlock)][:1] if isinstance(spec.block, tuple) else
+            [([("block.adjust_ratio", 0.0)], "block.adjust_ratio"), ([("block.adjust_ratio", -0.5)],
+                                                                   "block.adjust_ratio")]),
+        CoupledBlock: lambda spec: [  # the pooled map must be the token grid; a class token for FCUDown; a map
+            ([("stages.1.block.conv.down", 1)], "stages.1.block.conv.down"),
+            ([("class_token", False)], "stages.1.block.conv"),
+            ([("embedder", {"kind": "patch", "patch_size": 16}), ("head", {"kind": "class_token"})], "stages.1.block")],
         PatchMerging: lambda spec: [
             ([("img_size", [spec.img_size[0] + spec.embedder.patch_size, spec.img_size[1]])], "stages.1.entry"),
             ([("class_token", True)], "stages.1.entry"),
@@ -889,7 +920,7 @@ def _kind_rules() -> dict[type, Any]:
                                       ([("head", {"kind": "second_order", "z0": "last_token", "padding": "included"})],
                                        "head.padding")],
         LastTokenHead: lambda spec: [([("block.attention", {"kind": "window_mhsa", "heads": 2})], "block.attention"),
-                                     ([("block.head_tokens", {})], "block.head_tokens")],
+                                     ([("block.kind", "head_tokens")], "block.head_tokens")],
     }
 
 

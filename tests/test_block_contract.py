@@ -95,6 +95,6 @@ def test_kinds_that_cannot_honour_a_mask_say_so():
                              head=vspec.spec.GAPHead()))
     with pytest.raises(ValueError, match="^window_mhsa attention cannot honour a key-padding mask$"):
         swin.stages[0].blocks[0](torch.randn(1, 16, 16), mask=torch.ones(1, 16, dtype=torch.bool))
-    dhvt = vspec.build(tiny(Block(attention=MHSA(heads=2), head_tokens=vspec.spec.HeadTokens()), depth=1))
+    dhvt = vspec.build(tiny(vspec.spec.HeadTokenBlock(attention=MHSA(heads=2)), depth=1))
     with pytest.raises(ValueError, match="head tokens"):
         dhvt.stages[0].blocks[0](torch.randn(1, 17, 16), causal=True)

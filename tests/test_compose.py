@@ -24,7 +24,7 @@ from vspec.spec import (
     DenseAux,
     GAPHead,
     GAPPool,
-    HeadTokens,
+    HeadTokenBlock,
     LearnableScale,
     MGCrP,
     Model,
@@ -68,9 +68,10 @@ def composed_models(draw):
     windowed = hierarchical and draw(st.booleans())
     attention = WindowMHSA(heads=heads, window=draw(st.sampled_from([1, 2, 4]))) if windowed else \
         MHSA(heads=heads, qkv_bias=draw(st.booleans()))
-    block = Block(attention=attention, ffn=ffn, norm=draw(st.sampled_from(NORMS[:2])),
-                  head_tokens=None if windowed else draw(st.one_of(st.none(), st.just(HeadTokens()))),
-                  layer_scale=draw(st.one_of(st.none(), st.just(0.1))))
+    head_tokens = not windowed and draw(st.booleans())
+    block = (HeadTokenBlock if head_tokens else Block)(attention=attention, ffn=ffn,
+                                                       norm=draw(st.sampled_from(NORMS[:2])),
+                                                       layer_scale=draw(st.one_of(st.none(), st.just(0.1))))
     pool_norm = draw(st.sampled_from([
         (MGCrP(heads=2, m=3, n=4), SvPN()), (MGCrP(heads=1, m=3, n=3), SvPN(method="exact")),
         (MGCrP(heads=2, m=3, n=3, centering="channel"), EPN()), (GAPPool(), ReprLayerNorm()),
@@ -169,7 +170,7 @@ SWIN = vspec.load_spec(__file__.replace("tests/test_compose.py", "specs/swin_tin
     ({"head.kind": "class_token"}, "head", "needs class_token = true"),
     ({"head.kind": "second_order"}, "head", "z0 = mean_token"),
     ({"stages.1.block.ffn.kind": "daff"}, "stages.1.block.ffn.cls", "has none"),
-    ({"stages.1.block.head_tokens": {}}, "stages.1.block.head_tokens", "windows of the grid"),
+    ({"stages.1.block.kind": "head_tokens"}, "stages.1.block.head_tokens", "windows of the grid"),
     ({"stages.0.entry": {"kind": "patch_merging"}}, "stages.0.entry", "first stage"),
     ({"stages.2.entry": None}, "stages.2.dim", "no entry"),
     ({"stages.2.block.attention.window": 5}, "stages.2.block.attention.window", "does not divide"),

@@ -79,7 +79,7 @@ def attentions(spec):
 
 
 def branches(spec):
-    return [b.conv for b in spec.blocks if b.conv is not None]
+    return [b.conv for b in spec.blocks if b.couples]
 
 
 def as_small(spec):
@@ -181,7 +181,7 @@ def test_the_profile_counts_every_part_of_both_branches():
     (lambda s: attrs.evolve(s, head=vspec.spec.ClassTokenHead()), "head",
      "a conformer_stem embedder's CNN map must reach a head that reads it"),
     (lambda s: attrs.evolve(s, embedder=vspec.spec.PatchEmbed(), head=vspec.spec.ClassTokenHead()),
-     "stages.0.block.1.conv", "a CNN branch needs an embedder that yields a map"),
+     "stages.0.block.1", "a coupled block takes a CNN map, which needs an embedder that yields one"),
     (lambda s: attrs.evolve(s, embedder=vspec.spec.PatchEmbed(), final_norm=True, stages=[
         attrs.evolve(st, block=[Block(attention=MHSA(heads=2))] * st.depth) for st in s.stages]),
      "embedder", "the conformer head reads a CNN map"),

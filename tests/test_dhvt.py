@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import vspec
 from vspec.convert import from_official
 from vspec.nn.heads import as_outputs, head_loss
-from vspec.spec import DAFF, MLP, SOPE, Block, HeadTokens, SecondOrderHead
+from vspec.spec import DAFF, MLP, SOPE, Block, HeadTokenBlock, HeadTokens, SecondOrderHead
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -171,10 +171,10 @@ def test_head_tokens_against_equations_6_7():
 
 def test_without_head_tokens_the_block_is_an_ordinary_block():
     torch.manual_seed(0)
-    spec = vspec.override(tiny(), {"block.head_tokens": None})
+    spec = vspec.override(tiny(), {"block": "pre_norm"})  # the block kind without head tokens
     model = vspec.build(spec).eval()
     block = model.stages[0].blocks[0]
-    assert block.head_tokens is None and not any("head_tokens" in k for k in block.state_dict())
+    assert not hasattr(block, "head_tokens") and not any("head_tokens" in k for k in block.state_dict())
     x = torch.randn(2, 17, 32)
     with torch.no_grad():
         h = x + block.attn(block.norm1(x))
@@ -184,7 +184,7 @@ def test_without_head_tokens_the_block_is_an_ordinary_block():
 
 # every ablation row of Tables 5, 6, 8, 9 and 11 as a spec (DeiT-T p4 baseline or DHVT-T p4)
 NO_NORM = {"kind": "none"}
-DEIT = {"embedder.kind": "patch", "embedder.patch_size": 4, "block.ffn.kind": "mlp", "block.head_tokens": None,
+DEIT = {"embedder.kind": "patch", "embedder.patch_size": 4, "block.ffn.kind": "mlp", "block.kind": "pre_norm",
         "pos_embed": "learned"}
 ABLATIONS = {
     # Table 5: Abs. PE / SOPE / DAFF
@@ -195,7 +195,7 @@ ABLATIONS = {
     "t5 pe sope daff": {**DEIT, "embedder.kind": "sope", "block.ffn.kind": "daff"},
     "t5 sope daff": {**DEIT, "embedder.kind": "sope", "block.ffn.kind": "daff", "pos_embed": "none"},
     # Table 6: head tokens
-    "t6 pe ht": {**DEIT, "block.head_tokens": {}}, "t6 dhvt": {},
+    "t6 pe ht": {**DEIT, "block.kind": "head_tokens"}, "t6 dhvt": {},
     # Table 8: minor operations on ViT's FFN
     "t8 split cls": {**DEIT, "block.ffn": {"kind": "daff", "spatial": "none", "cls": "identity", "norm": NO_NORM}},
     "t8 agg on cls": {**DEIT, "block.ffn": {"kind": "daff", "spatial": "none", "cls": "reweight", "norm": NO_NORM}},
@@ -251,7 +251,8 @@ def test_dhvt_parts_compose_with_other_kinds(case):
         spec = vspec.override(tiny(), {"head": {"kind": "gap", "norm": {}}, "class_token": False,
                                        "block.ffn.cls": "all"})
     elif case == "ht on simplevit":
-        spec = attrs.evolve(simple, block=attrs.evolve(simple.block, head_tokens=HeadTokens()))
+        spec = attrs.evolve(simple, block=HeadTokenBlock(attention=simple.block.attention, ffn=simple.block.ffn,
+                                                         norm=simple.block.norm, head_tokens=HeadTokens()))
     elif case == "sope+sot head":
         spec = vspec.override(tiny(), {"head.kind": "second_order", "head.pool.m": 4, "head.pool.n": 4,
                                        "head.pool.heads": 2})

@@ -20,6 +20,7 @@ from vspec.spec import (
     MHSA,
     Block,
     GAPHead,
+    HeadTokenBlock,
     HeadTokens,
     MeanShiftAttention,
     Model,
@@ -110,7 +111,7 @@ def test_sope_needs_a_channel_in_its_first_unit():
     with 0 output channels. The refusal names the rule; the smallest width that has one builds."""
     spec = override(preset("dhvt_tiny_imagenet"), {"block.ffn.cls": "identity", "class_token": False,
                                                    "head": {"kind": "gap"}, "block.attention.heads": 1,
-                                                   "block.head_tokens": None, "img_size": 32})
+                                                   "block.kind": "pre_norm", "img_size": 32})
     refused(spec, {"dim": 7}, "embedder.patch_size", "dim must be >= 8")
     model = vspec.build(override(spec, {"dim": 8}))
     assert all(p.numel() > 0 for p in model.parameters())
@@ -216,7 +217,8 @@ def test_long_values_are_cut_in_error_lines(make):
 def _one_stage(attention, img_size=16, head_tokens=None, class_token=False):
     return dict(embedder=PatchEmbed(patch_size=4), img_size=img_size, class_token=class_token, pos_embed="none",
                 head=GAPHead(), num_classes=3,
-                stages=[Stage(depth=1, dim=16, block=Block(attention=attention, head_tokens=head_tokens))])
+                stages=[Stage(depth=1, dim=16, block=Block(attention=attention) if head_tokens is None else
+                              HeadTokenBlock(attention=attention, head_tokens=head_tokens))])
 
 
 def _two_stages(first, second, img_size=8):

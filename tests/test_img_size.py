@@ -24,6 +24,7 @@ from vspec.spec import (
     ClassTokenHead,
     DenseAux,
     GAPHead,
+    HeadTokenBlock,
     HeadTokens,
     IRPEAttention,
     MeanShiftAttention,
@@ -179,7 +180,7 @@ DYNAMIC = {  # one small model per kind that declares any_grid
     "simple_patch": attrs.evolve(DEIT, embedder=SimplePatchEmbed(patch_size=4), pos_embed="sincos2d",
                                  class_token=False, head=GAPHead(norm=Norm())),
     "gap": attrs.evolve(DEIT, head=GAPHead(), pos_embed="sincos1d",
-                        block=Block(attention=MHSA(heads=2), head_tokens=HeadTokens())),
+                        block=HeadTokenBlock(attention=MHSA(heads=2), head_tokens=HeadTokens())),
     "mean_shift": attrs.evolve(DEIT, block=Block(attention=MeanShiftAttention(heads=2))),
     "second_order": attrs.evolve(DEIT, head=SecondOrderHead()),
 }

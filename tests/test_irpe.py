@@ -34,6 +34,7 @@ from vspec.spec import (
     ConvStem,
     DenseAux,
     GAPHead,
+    HeadTokenBlock,
     HeadTokens,
     IRPEAttention,
     MeanShiftAttention,
@@ -325,7 +326,7 @@ COMPOSED = {
     "refiner stem, dense head, refiner block": lambda: small(
         embedder=ConvStem(patch_size=4, width=4), head=ClassTokenHead(dense=DenseAux()),
         block=[Block(attention=irpe()), Block(attention=RefinerAttention(heads=2))]),
-    "daff and head tokens": lambda: small(embedder=SOPE(patch_size=4), pos_embed="none", block=Block(
+    "daff and head tokens": lambda: small(embedder=SOPE(patch_size=4), pos_embed="none", block=HeadTokenBlock(
         attention=irpe(on="qk"), ffn=DAFF(), head_tokens=HeadTokens())),
     "non-square grid": lambda: small(img_size=(12, 20), head=GAPHead(), block=Block(attention=irpe(on="qkv"))),
     "hierarchical, windows then global": lambda: Model(
@@ -355,7 +356,7 @@ def test_irpe_composes(name):
 
 
 def test_head_tokens_take_the_off_grid_bucket():
-    spec = small(block=Block(attention=irpe(), head_tokens=HeadTokens()))
+    spec = small(block=HeadTokenBlock(attention=irpe(), head_tokens=HeadTokens()))
     core = vspec.build(spec).stages[0].blocks[0].attn.core
     n = 1 + 16 + 2  # class token, 4 x 4 grid, one head token per head
     assert core.buckets.shape == (n, n) and core.table_k.shape == (1, 8, 50)

@@ -151,7 +151,7 @@ def test_upgrade_of_dead_class_token_reweighting(changes, blocks_changed):
 @pytest.mark.parametrize("data,message", [
     ({"block": [], "head": {"kind": "gap"}}, "depth: must be >= 1, got 0"),
     ({"block": [], "class_token": False}, "depth: must be >= 1, got 0"),
-    (v1_dhvt(block=[], head={"kind": "gap"}), "block: must be a Block or a non-empty list of Blocks, got ()"),
+    (v1_dhvt(block=[], head={"kind": "gap"}), "block: must be a block or a non-empty list of blocks, got ()"),
 ])
 def test_upgrade_of_an_empty_listed_stack_is_a_spec_error(data, message, tmp_path, capsys):
     """The old upgrade read the last block of the list: a raw IndexError from a file, --set or a checkpoint."""
@@ -177,7 +177,7 @@ def test_upgrade_refuses_a_huge_dhvt_depth_before_looping(changes):
     for depth in (2**31 - 1, MAX_UPGRADE_DEPTH + 1):
         with pytest.raises(SpecError, match=rf"^depth: {depth} blocks of a format-1 spec whose DAFF class-token "
                                             rf"re-weighting the upgrade removes block by block; it does so for at "
-                                            rf"most {MAX_UPGRADE_DEPTH} \(give the spec in format 2\)$"):
+                                            rf"most {MAX_UPGRADE_DEPTH} \(give the spec in format {VERSION}\)$"):
             upgrade(v1_dhvt(depth=depth, **changes))
     for depth, message in ((2**40, "must be <= 2147483647"), (0, "must be >= 1"), (True, "must be int")):
         with pytest.raises(SpecError, match=f"^depth: {message}"):

@@ -26,6 +26,7 @@ from vspec.spec import (
     ConvBranch,
     ConvStem,
     GAPHead,
+    HeadTokenBlock,
     IRPEAttention,
     MGCrP,
     Model,
@@ -141,7 +142,7 @@ def block_params(b: Block, d: int, grid: tuple[int, int], prefix: int = 0) -> in
     total = 2 * norm_params(b.norm, d)  # norm1, norm2
     total += attention_params(a, d, inner)
     if isinstance(a, IRPEAttention):  # a (1 or H, head_dim, buckets) table per place: 7 x 7 + 1 off the grid
-        off_grid = prefix > 0 or b.head_tokens is not None
+        off_grid = prefix > 0 or isinstance(b, HeadTokenBlock)
         total += len(a.on) * (1 if a.shared_head else a.heads) * (inner // a.heads) * ((2 * int(a.beta) + 1) ** 2
                                                                                       + off_grid)
     if isinstance(a, WindowMHSA):  # relative position bias table: (2 wh - 1)(2 ww - 1) offsets x heads
@@ -160,7 +161,7 @@ def block_params(b: Block, d: int, grid: tuple[int, int], prefix: int = 0) -> in
     else:
         total += linear_params(d, hidden, f.bias) + linear_params(hidden, d, f.bias)
         total += d * (f.layer_scale is not None)  # the output scale
-    if b.head_tokens is not None:  # head embedding, Linear(d / h, d), norm(d / h)
+    if isinstance(b, HeadTokenBlock):  # head embedding, Linear(d / h, d), norm(d / h)
         total += a.heads * d + linear_params(d // a.heads, d) + norm_params(b.head_tokens.norm, d // a.heads)
     if b.layer_scale is not None:
         total += 2 * d  # one gamma per branch
@@ -190,7 +191,7 @@ def expected_params(spec: Model, num_classes: int | None = None) -> int:
         assert len(stack) == stage.depth
         total += sum(block_params(b, d, grid, int(spec.class_token)) for b in stack)
         for b in stack:
-            if b.conv is not None:
+            if b.couples:
                 total, chans = total + conv_branch_params(b.conv, chans, d), b.conv.width
     # final norm: the last block's norm kind
     if spec.final_norm:

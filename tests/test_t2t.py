@@ -29,6 +29,7 @@ from vspec.spec import (
     MHSA,
     MLP,
     Block,
+    HeadTokenBlock,
     HeadTokens,
     MeanShiftAttention,
     MGCrP,
@@ -197,7 +198,7 @@ COMPOSED = {
     "sot_head": {"head": SecondOrderHead(pool=MGCrP(heads=2, m=4, n=4), norm=SvPN())},
     "msf": {"block": Block(attention=MeanShiftAttention(heads=2), ffn=MLP(ratio=2.0))},
     "refiner": {"block": Block(attention=RefinerAttention(heads=2), ffn=MLP(ratio=2.0))},
-    "daff": {"block": Block(attention=MHSA(heads=2), ffn=DAFF(), head_tokens=HeadTokens())},
+    "daff": {"block": HeadTokenBlock(attention=MHSA(heads=2), ffn=DAFF(), head_tokens=HeadTokens())},
 }
 
 

@@ -205,7 +205,7 @@ def test_image_only_kinds_refuse_a_text_body_naming_the_field():
         (dict(block=attrs.evolve(block, ffn=vspec.spec.DAFF())), "block.ffn"),
         (dict(block=attrs.evolve(block, attention=vspec.spec.RefinerAttention(
             heads=4, refine=vspec.spec.Refine(constraint="spatial")))), "block.attention.refine.constraint"),
-        (dict(block=attrs.evolve(block, head_tokens=vspec.spec.HeadTokens())), "block.head_tokens"),
+        (dict(block=vspec.spec.HeadTokenBlock(attention=block.attention, ffn=block.ffn)), "block.head_tokens"),
         (dict(head=vspec.spec.ClassTokenHead()), "head"),
         (dict(class_token=True), "class_token"),
         (dict(pos_embed="learned"), "pos_embed"),

@@ -16,12 +16,12 @@ from vspec.convert import ConversionError, from_official
 from vspec.spec import (
     MHSA,
     MLP,
-    Block,
     FirstTokenHead,
     LastTokenHead,
     MGCrP,
     Model,
     Norm,
+    PostNormBlock,
     Refine,
     RefinerAttention,
     SecondOrderHead,
@@ -37,8 +37,8 @@ def text_body(head=None, attention=None, causal: bool = False, dim: int = 32) ->
     """A BERT-like body (post-norm) of two blocks, 12 tokens, or a GPT-like one (causal, last-token head)."""
     return Model(embedder=TokenEmbed(vocab_size=VOCAB, max_positions=16, seq_len=LENGTH, padding_id=0,
                                      norm=Norm(eps=1e-12)),
-                 block=Block(attention=attention or MHSA(heads=4), ffn=MLP(hidden=2 * dim), norm=Norm(eps=1e-12),
-                             post_norm=True),
+                 block=PostNormBlock(attention=attention or MHSA(heads=4), ffn=MLP(hidden=2 * dim),
+                                     norm=Norm(eps=1e-12)),
                  depth=2, dim=dim, num_classes=3, class_token=False, pos_embed="none", final_norm=False,
                  head=head or (LastTokenHead() if causal else FirstTokenHead(pooler="tanh")), causal=causal)
 
@@ -275,9 +275,9 @@ def test_refiner_attention_gives_a_padded_sequence_what_it_gets_alone(refine, ca
 
 def test_refiner_blocks_that_add_or_reuse_maps_honour_padding():
     """Refined-ViT's pattern on text (a compute block adding the incoming maps, a block reusing them)."""
-    blocks = (Block(attention=RefinerAttention(heads=4, refine=Refine()), post_norm=True),
-              Block(attention=RefinerAttention(heads=4, add_incoming=True, refine=Refine()), post_norm=True),
-              Block(attention=RefinerAttention(heads=4, reuse=True), post_norm=True))
+    blocks = (PostNormBlock(attention=RefinerAttention(heads=4, refine=Refine())),
+              PostNormBlock(attention=RefinerAttention(heads=4, add_incoming=True, refine=Refine())),
+              PostNormBlock(attention=RefinerAttention(heads=4, reuse=True)))
     spec = attrs.evolve(text_body(), block=blocks, depth=3)
     model = perturb(vspec.build(spec)).double().eval()
     ids, mask = batch([3, 12, 7], LENGTH, seed=5)

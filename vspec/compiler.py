@@ -32,7 +32,7 @@ MODULES: dict[type, type[nn.Module]] = {
     # DHVT
     S.SOPE: N.SOPE,
     S.DAFF: N.DAFF,
-    S.HeadTokens: N.HeadTokens,
+    S.HeadTokenBlock: N.HeadTokenBlock,
     # Swin
     S.WindowMHSA: N.WindowMHSA,
     S.PatchMerging: N.PatchMerging,
@@ -44,11 +44,13 @@ MODULES: dict[type, type[nn.Module]] = {
     # Refiner
     S.ConvStem: N.ConvStem,
     S.RefinerAttention: N.RefinerAttention,
+    S.AdjustedBlock: N.AdjustedBlock,
     # T2T-ViT
     S.T2TEmbed: N.T2TEmbed,
     # Conformer
     S.ConformerStem: N.ConformerStem,
     S.ConvBranch: N.ConvBranch,
+    S.CoupledBlock: N.CoupledBlock,
     S.ConformerHead: N.ConformerHead,
     # language bodies
     S.TokenEmbed: N.TokenEmbed,
@@ -56,6 +58,7 @@ MODULES: dict[type, type[nn.Module]] = {
     S.LastTokenHead: N.LastTokenHead,
     # assembly
     S.Block: N.Block,
+    S.PostNormBlock: N.PostNormBlock,
     S.Model: N.VisionTransformer,
 }
 

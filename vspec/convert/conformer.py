@@ -68,7 +68,7 @@ def spec_from_config(config: Mapping[str, Any]) -> S.Model:
                 continue
             branch = S.ConvBranch(width=width, stride=2 if s and not j else 1, down=down,
                                   fusion_stride=2 if last else 1, med_blocks=a["num_med_block"])
-            blocks.append(S.Block(attention=block.attention, ffn=block.ffn, conv=branch))
+            blocks.append(S.CoupledBlock(attention=block.attention, ffn=block.ffn, conv=branch))
         stages.append(S.Stage(depth=n, dim=a["embed_dim"], block=blocks))
     return S.Model(embedder=S.ConformerStem(patch_size=p, width=int(64 * ratio)), stages=stages,
                    num_classes=a["num_classes"], img_size=a["img_size"], in_chans=a["in_chans"], pos_embed="none",

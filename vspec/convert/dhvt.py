@@ -76,9 +76,10 @@ def spec_from_config(config: Mapping[str, Any]) -> S.Model:
     dim = a["embed_dim"]
     return S.Model(
         embedder=S.SOPE(patch_size=a["patch_size"]),
-        block=S.Block(attention=S.MHSA(heads=a["num_heads"], qkv_bias=bool(a["qkv_bias"]),
-                                       attn_drop=float(a["attn_drop_rate"]), proj_drop=float(a["drop_rate"])),
-                      ffn=S.DAFF(hidden=int(dim * a["mlp_ratio"])), head_tokens=S.HeadTokens(), norm=S.Norm(eps=eps)),
+        block=S.HeadTokenBlock(attention=S.MHSA(heads=a["num_heads"], qkv_bias=bool(a["qkv_bias"]),
+                                                attn_drop=float(a["attn_drop_rate"]), proj_drop=float(a["drop_rate"])),
+                               ffn=S.DAFF(hidden=int(dim * a["mlp_ratio"])), head_tokens=S.HeadTokens(),
+                               norm=S.Norm(eps=eps)),
         depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=_image(a["img_size"]), pos_embed="none",
         drop_path=float(a["drop_path_rate"]),
     )

@@ -85,8 +85,9 @@ def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | 
                                 drop=c["embd_pdrop"])
         ffn = S.MLP(hidden=c.get("n_inner") or 4 * d, act=_act(c, "activation_function" if gpt2 else "afn"),
                     drop=drop, hidden_drop=0.0)
-        block = S.Block(attention=S.MHSA(heads=c["n_head"], attn_drop=c["attn_pdrop"], proj_drop=drop), ffn=ffn,
-                        norm=S.Norm(eps=eps), post_norm=not gpt2)
+        kind = S.Block if gpt2 else S.PostNormBlock
+        block = kind(attention=S.MHSA(heads=c["n_head"], attn_drop=c["attn_pdrop"], proj_drop=drop), ffn=ffn,
+                     norm=S.Norm(eps=eps))
         return S.Model(embedder=embedder, block=block, depth=c["n_layer"], dim=d, num_classes=num_classes,
                        class_token=False, pos_embed="none", final_norm=gpt2, head=S.LastTokenHead(), causal=True)
     _refuse(c, {"position_embedding_type": "absolute", "is_decoder": False, "add_cross_attention": False})
@@ -98,10 +99,11 @@ def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | 
                             seq_len=min(SEQ_LEN, c["max_position_embeddings"] - first),
                             type_vocab_size=c["type_vocab_size"], padding_id=c["pad_token_id"], pad_positions=roberta,
                             norm=S.Norm(eps=eps), drop=drop, width=width if width != d else None)
-    block = S.Block(attention=S.MHSA(heads=c["num_attention_heads"], attn_drop=c["attention_probs_dropout_prob"],
-                                     proj_drop=drop),
-                    ffn=S.MLP(hidden=c["intermediate_size"], act=_act(c, "hidden_act"), drop=drop, hidden_drop=0.0),
-                    norm=S.Norm(eps=eps), post_norm=True)
+    block = S.PostNormBlock(attention=S.MHSA(heads=c["num_attention_heads"],
+                                             attn_drop=c["attention_probs_dropout_prob"], proj_drop=drop),
+                            ffn=S.MLP(hidden=c["intermediate_size"], act=_act(c, "hidden_act"), drop=drop,
+                                      hidden_drop=0.0),
+                            norm=S.Norm(eps=eps))
     head_drop = c.get("classifier_dropout")
     head_drop = drop if head_drop is None else head_drop
     if classifier:  # BERT: pooler, dropout, classifier; RoBERTa / ELECTRA: dropout, dense, act, dropout, out_proj

@@ -63,7 +63,7 @@ def released_attention(heads: int, share: bool, first: bool, transform: bool = F
 
 def released_blocks(pattern: Sequence[bool], heads: int, transform: Sequence[bool] | None = None,
                     head_expand: int = 3, qkv_bias: bool = True, mlp_ratio: float = 3.0, scale: float | None = None,
-                    attn_drop: float = 0.0, norm_eps: float = 1e-6) -> tuple[S.Block, ...]:
+                    attn_drop: float = 0.0, norm_eps: float = 1e-6) -> tuple[S.AdjustedBlock, ...]:
     """Refined-ViT's blocks: `pattern[i]` True for a shared block (the released factories alternate
     [False, True]), LayerNorm (eps 1e-6 in every factory), x + 2 f(LN(x / 2)), an MLP (ratio 3) with
     output scale 1e-5."""
@@ -71,8 +71,9 @@ def released_blocks(pattern: Sequence[bool], heads: int, transform: Sequence[boo
     if len(transform) != len(pattern):
         raise ConversionError(f"Refiner config: depth has {len(pattern)} blocks, apply_transform {len(transform)}")
     ffn = S.MLP(ratio=float(mlp_ratio), layer_scale=1e-5)
-    return tuple(S.Block(attention=released_attention(heads, share, i == 0, t, head_expand, qkv_bias, scale, attn_drop),
-                         ffn=ffn, norm=S.Norm(eps=norm_eps), adjust_ratio=0.5)
+    return tuple(S.AdjustedBlock(attention=released_attention(heads, share, i == 0, t, head_expand, qkv_bias, scale,
+                                                              attn_drop),
+                                 ffn=ffn, norm=S.Norm(eps=norm_eps), adjust_ratio=0.5)
                  for i, (share, t) in enumerate(zip(pattern, transform)))
 
 

@@ -3,15 +3,15 @@
 `text.py` (language bodies); `model.py` assembles blocks, stages and the model; `layers.py` holds the shared layers
 and the one norm factory; `heads.py` the contract between heads and training (HeadOutput, head_loss)."""
 
-from .conformer import ConformerHead, ConformerStem, ConvBranch
+from .conformer import ConformerHead, ConformerStem, ConvBranch, CoupledBlock
 from .context import BuildContext
-from .dhvt import DAFF, SOPE, HeadTokens
+from .dhvt import DAFF, SOPE, HeadTokenBlock, HeadTokens
 from .heads import HeadOutput, head_loss
 from .irpe import IRPEAttention
 from .layers import make_norm
-from .model import Block, Part, Stage, VisionTransformer
+from .model import Block, Part, PostNormBlock, Stage, VisionTransformer
 from .msf import MeanShiftAttention, WindowMeanShiftAttention
-from .refiner import ConvStem, RefinerAttention
+from .refiner import AdjustedBlock, ConvStem, RefinerAttention
 from .sot import EPN, GCP, GAPPool, LearnableScale, MGCrP, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
 from .swin import PatchMerging, WindowMHSA
 from .t2t import T2TEmbed
@@ -22,14 +22,14 @@ __all__ = [
     "ClassTokenHead", "GAPHead", "MHSA", "MLP", "PatchEmbed", "SimplePatchEmbed",
     "EPN", "GCP", "GAPPool", "LearnableScale", "MGCrP", "NoNorm", "ReprLayerNorm", "SecondOrderHead", "SoTEmbed",
     "SvPN",
-    "DAFF", "HeadTokens", "SOPE",
+    "DAFF", "HeadTokenBlock", "HeadTokens", "SOPE",
     "PatchMerging", "WindowMHSA",
     "IRPEAttention",
     "MeanShiftAttention", "WindowMeanShiftAttention",
-    "ConvStem", "RefinerAttention",
+    "AdjustedBlock", "ConvStem", "RefinerAttention",
     "T2TEmbed",
-    "ConformerHead", "ConformerStem", "ConvBranch",
+    "ConformerHead", "ConformerStem", "ConvBranch", "CoupledBlock",
     "FirstTokenHead", "LastTokenHead", "TokenEmbed",
     "HeadOutput", "head_loss",
-    "Block", "BuildContext", "Part", "Stage", "VisionTransformer", "make_norm",
+    "Block", "BuildContext", "Part", "PostNormBlock", "Stage", "VisionTransformer", "make_norm",
 ]

@@ -1,6 +1,6 @@
 """Conformer's modules (Peng et al., ICCV 2021): the stem that yields a CNN map and tokens, a block's CNN side
-with its feature-coupling units (FCUDown, FCUUp), and the two-classifier head. How blocks carry the map:
-`vspec.nn.model.Block` (Carry(x, maps, conv))."""
+with its feature-coupling units (FCUDown, FCUUp), the coupled block, and the two-classifier head. How blocks carry
+the map: the block contract, `vspec.nn.model.Block` (Carry(x, maps, conv))."""
 
 import torch
 import torch.nn.functional as F
@@ -11,6 +11,7 @@ from .. import spec as S
 from .context import BuildContext
 from .heads import HeadOutput
 from .layers import Linear
+from .model import Block, Carry
 
 
 def _kaiming(module: nn.Module) -> nn.Module:
@@ -159,3 +160,19 @@ class ConformerHead(nn.Module):
         trans = trans if isinstance(trans, tuple) else (HeadOutput(trans),)
         return (HeadOutput.of(out, self.outputs[0]),
                 *(HeadOutput.of(t.logits, o) for t, o in zip(trans, self.outputs[1:])))
+
+
+class CoupledBlock(Block):
+    """Conformer's ConvTransBlock (`vspec.spec.CoupledBlock`): its CNN side's bottleneck on the map, FCUDown's
+    tokens added to x, the pre-norm transformer block, then FCUUp's map fused into the CNN side."""
+
+    def __init__(self, spec: S.CoupledBlock, ctx: BuildContext):
+        super().__init__(spec, ctx)
+        self.conv = ctx.child(spec.conv)
+
+    def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
+                causal: bool = False, conv: torch.Tensor | None = None) -> Carry:
+        conv, x = self.conv.down(conv, x)  # the CNN block; tokens + FCUDown(its middle map)
+        out = super().forward(x, maps, mask=mask, causal=causal)
+        return Carry(out.x, out.maps, self.conv.up(conv, out.x))
+

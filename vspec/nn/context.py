@@ -17,7 +17,6 @@ class BuildContext:
     in_chans: image channels. num_classes: classifier width (heads). index_in_stage: the position of
     the block being built in its stage (Swin's shift alternates with it). drop_path: this block's
     stochastic-depth rate.
-    block: the spec of the enclosing block, for components around its attention (head tokens).
     out_dim: the width to produce, for a component that changes it (a stage's entry).
     in_shape: per-sample shape of what the component receives when that is not tokens (a head's
     normalisation receives the pooled representation). build: the compiler, to build child specs.
@@ -34,7 +33,6 @@ class BuildContext:
     build: Callable[[Any, "BuildContext"], nn.Module]
     index_in_stage: int = 0
     drop_path: float = 0.0
-    block: Any = None
     out_dim: int | None = None
     in_shape: tuple[int, ...] = ()
     tie_repeats: bool = False

@@ -9,6 +9,7 @@ from torch import nn
 from .. import spec as S
 from .context import BuildContext
 from .layers import Linear, make_norm
+from .model import Block
 
 
 class Affine(nn.Module):
@@ -85,11 +86,11 @@ class DAFF(nn.Module):
 
 
 class HeadTokens(nn.Module):
-    """Eq. 6-7 around any attention module: X_H = GELU(LN(Linear(Average(Reshape(X))))) + E_head."""
+    """Eq. 6-7 around any attention module: X_H = GELU(LN(Linear(Average(Reshape(X))))) + E_head, one head token
+    per head of the block's attention (`heads`)."""
 
-    def __init__(self, spec: S.HeadTokens, ctx: BuildContext):
+    def __init__(self, spec: S.HeadTokens, ctx: BuildContext, heads: int):
         super().__init__()
-        heads = ctx.block.attention.heads  # one head token per head of the block's attention
         self.heads, self.prefix = heads, ctx.num_prefix_tokens
         self.embed = nn.Parameter(torch.zeros(1, heads, ctx.dim))  # E_head
         self.proj = Linear(ctx.dim // heads, ctx.dim)
@@ -109,3 +110,18 @@ class HeadTokens(nn.Module):
         if self.prefix:  # the class token gets the mean head token; the head tokens are dropped
             out = torch.cat((out[:, :1] + ht.mean(dim=1, keepdim=True), out[:, 1:]), dim=1)
         return out
+
+
+class HeadTokenBlock(Block):
+    """The pre-norm block with head tokens around its attention (`vspec.spec.HeadTokenBlock`, Eq. 6-7). The head
+    tokens average every token: no mask applies to them."""
+
+    def build_around_attention(self, spec: S.HeadTokenBlock, ctx: BuildContext) -> None:
+        self.head_tokens = HeadTokens(spec.head_tokens, ctx, spec.attention.heads)
+
+    def attend(self, h: torch.Tensor, maps: torch.Tensor | None, mask: torch.Tensor | None,
+               causal: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if mask is not None or causal:
+            raise ValueError("head tokens (DHVT) take the mean over every token: no masks")
+        return self.head_tokens(self.attn, h), maps
+

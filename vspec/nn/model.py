@@ -29,56 +29,50 @@ class Carry(NamedTuple):
 
 
 class Block(nn.Module):
-    """Pre-norm residual block: x + attn(norm1(x)), then x + ffn(norm2(x)), each branch with
-    optional layer scale and drop path (with adjust_ratio a: x + f(norm(a x)) / a); with head tokens,
-    attn runs inside HeadTokens. Post-norm (`post`): x = norm1(x + attn(x)), then x = norm2(x + ffn(x)).
+    """The pre-norm block (`vspec.spec.Block`): x + attn(norm1(x)), then x + ffn(norm2(x)), each branch with
+    optional layer scale and drop path. The other block kinds subclass it: the post-norm block here, and the papers'
+    (DHVT's head tokens, Conformer's coupled block, Refiner's adjusted block) in their own files.
 
-    One contract for every block: `block(x, maps=None, *, mask=None, causal=False, conv=None) -> Carry`. `conv`
-    is a two-branch body's CNN map: a block with a CNN branch (`spec.conv`, Conformer) runs its bottleneck, adds
-    FCUDown's tokens to x before the transformer block and fuses FCUUp's map after it; any other block hands the
-    map on as it came. `maps` are the
-    previous block's handed-on maps (read by an attention that takes them, `consumes`); `mask` (B, N) bool is
-    True at real tokens, False at padding (keys that no query may attend; each sample needs one real token);
-    `causal` lets token i attend to tokens <= i (with a mask too: the real ones, and itself, so that left padding
-    has a key). An attention kind that does not declare `masks` / `causal`
-    (vspec.spec.kinds.AttentionKind) is refused a mask in one line."""
+    One contract for every block kind: `block(x, maps=None, *, mask=None, causal=False, conv=None) -> Carry`.
+    `maps` are the previous block's handed-on maps (read by an attention that takes them, `consumes`); `mask`
+    (B, N) bool is True at real tokens, False at padding (keys that no query may attend; each sample needs one real
+    token); `causal` lets token i attend to tokens <= i (with a mask too: the real ones, and itself, so that left
+    padding has a key); `conv` is a two-branch body's CNN map, which a block that does not couple hands on as it
+    came. An attention kind that does not declare `masks` / `causal` (vspec.spec.kinds.AttentionKind) is refused a
+    mask in one line."""
 
     def __init__(self, spec: S.Block, ctx: BuildContext):
         super().__init__()
         d = ctx.dim
-        self.ratio, self.post = spec.adjust_ratio, spec.post_norm
         self.carries = spec.attention.produces_maps  # the attention returns (x, maps)
         self.consumes, self.hands_on = spec.consumes_maps, ctx.hands_on_maps
         self.kind, self.masks, self.causal = spec.attention.kind, spec.attention.masks, spec.attention.causal
         self.norm1 = make_norm(spec.norm, d)
-        self.attn = ctx.child(spec.attention, tokens=spec.attended(ctx.tokens))  # head tokens joined
-        self.head_tokens = ctx.child(spec.head_tokens, block=spec) if spec.head_tokens is not None else None
+        self.attn = ctx.child(spec.attention, tokens=spec.attended(ctx.tokens))
+        self.build_around_attention(spec, ctx)
         self.ls1 = maybe(LayerScale, spec.layer_scale is not None, d, spec.layer_scale)
         self.norm2 = make_norm(spec.norm, d)
         self.ffn = ctx.child(spec.ffn)
         self.ls2 = maybe(LayerScale, spec.layer_scale is not None, d, spec.layer_scale)
         self.drop_path = maybe(DropPath, ctx.drop_path > 0, ctx.drop_path)
-        self.conv = ctx.child(spec.conv) if spec.conv is not None else None
+
+    def build_around_attention(self, spec: S.Block, ctx: BuildContext) -> None:
+        """What a kind puts around its attention (built right after it, so that its weights come next)."""
+
+    def attend(self, h: torch.Tensor, maps: torch.Tensor | None, mask: torch.Tensor | None,
+               causal: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The attention on `h`: (its output, the maps it hands on, or `maps` as they came)."""
+        masks = self.masks_for(mask, causal)
+        if self.carries:
+            return self.attn(h, maps, **masks)
+        return self.attn(h, **masks), maps
 
     def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
                 causal: bool = False, conv: torch.Tensor | None = None) -> Carry:
-        if self.conv is not None:
-            conv, x = self.conv.down(conv, x)  # the CNN block; tokens + FCUDown(its middle map)
-        r, post = self.ratio, self.post
-        h = x if post else self.norm1(x if r == 1 else x * r)
-        masks = self.masks_for(mask, causal)
-        if self.carries:
-            h, maps = self.attn(h, maps, **masks)
-        else:
-            h = self.attn(h, **masks) if self.head_tokens is None else self.head_tokens(self.attn, h)
-        x = x + self.drop_path(self.ls1(h if r == 1 else h / r))
-        if post:
-            x = self.norm1(x)
-            x = self.norm2(x + self.drop_path(self.ls2(self.ffn(x))))
-            return Carry(x, maps if self.hands_on else None, conv if self.conv is None else self.conv.up(conv, x))
-        f = self.ffn(self.norm2(x if r == 1 else x * r))
-        x = x + self.drop_path(self.ls2(f if r == 1 else f / r))
-        return Carry(x, maps if self.hands_on else None, conv if self.conv is None else self.conv.up(conv, x))
+        h, maps = self.attend(self.norm1(x), maps, mask, causal)
+        x = x + self.drop_path(self.ls1(h))
+        x = x + self.drop_path(self.ls2(self.ffn(self.norm2(x))))
+        return Carry(x, maps if self.hands_on else None, conv)
 
     def masks_for(self, mask: torch.Tensor | None, causal: bool) -> dict:
         """The attention's mask keywords (none without masks: kinds that honour none need not take them)."""
@@ -88,9 +82,19 @@ class Block(nn.Module):
                                    (causal, self.causal, "a causal mask")):
             if wanted and not able:
                 raise ValueError(f"{self.kind} attention cannot honour {what}")
-        if self.head_tokens is not None:
-            raise ValueError("head tokens (DHVT) take the mean over every token: no masks")
         return {"mask": mask, "causal": causal}
+
+
+class PostNormBlock(Block):
+    """The original transformer's block (`vspec.spec.PostNormBlock`; BERT, OpenAI GPT): x = norm1(x + attn(x)), then
+    x = norm2(x + ffn(x))."""
+
+    def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
+                causal: bool = False, conv: torch.Tensor | None = None) -> Carry:
+        h, maps = self.attend(x, maps, mask, causal)
+        x = self.norm1(x + self.drop_path(self.ls1(h)))
+        x = self.norm2(x + self.drop_path(self.ls2(self.ffn(x))))
+        return Carry(x, maps if self.hands_on else None, conv)
 
 
 class Stage(nn.Module):
@@ -117,7 +121,7 @@ class Stage(nn.Module):
         for j, block in enumerate(spec.blocks):
             i = shape.first + j
             key = ("block", shape.tokens, block, block.variant(shape.tokens, j), spec.hands_on(j))
-            conv_map = conv_maps[j] if block.conv is not None else None
+            conv_map = conv_maps[j] if block.couples else None
             key += (conv_map,) if conv_map is not None else ()
             if not (ctx.tie_repeats and key in built):
                 built[key] = ctx.child(block, tokens=shape.tokens, index_in_stage=j, drop_path=rates[i],
@@ -244,7 +248,7 @@ class VisionTransformer(nn.Module):
                 out.append(Part(f"stages.{i}.entry", "entry", i, None, stage.entry, (e.length, e.dim), stage.entry_key))
             out += [Part(f"stages.{i}.blocks.{j}", "block", i, j, block, (t.length, t.dim), key,
                          maps_in=(spec.attention.heads, t.length, t.length) if spec.consumes_maps else None,
-                         conv_in=_map_shape(self.conv_layout[shape.first + j]) if spec.conv is not None else None)
+                         conv_in=_map_shape(self.conv_layout[shape.first + j]) if spec.couples else None)
                     for j, (block, key, spec) in enumerate(zip(stage.blocks, stage.keys, stage_spec.blocks))]
         last = self.layout[-1].tokens
         if self.spec.final_norm:

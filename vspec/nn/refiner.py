@@ -21,6 +21,7 @@ from .. import spec as S
 from ..ops import fast
 from .context import BuildContext
 from .layers import AttentionCore, AttentionCoreBase, Linear, MapRefiner, sdpa_masks
+from .model import Block, Carry
 
 
 def bn_affine(bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
@@ -259,3 +260,21 @@ class RefinerAttention(nn.Module):
         else:
             z, maps = self.core(q, k, v, maps, mask, causal)
         return self.proj_drop(self.proj(rearrange(z, "b h n d -> b n (h d)"))), maps
+
+
+class AdjustedBlock(Block):
+    """Refined-ViT's block (`vspec.spec.AdjustedBlock`): each branch reads norm(a x) and adds f / a, a =
+    `adjust_ratio` (0.5: x + 2 attn(LN(x / 2)))."""
+
+    def __init__(self, spec: S.AdjustedBlock, ctx: BuildContext):
+        super().__init__(spec, ctx)
+        self.ratio = spec.adjust_ratio
+
+    def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
+                causal: bool = False, conv: torch.Tensor | None = None) -> Carry:
+        r = self.ratio
+        h, maps = self.attend(self.norm1(x * r), maps, mask, causal)
+        x = x + self.drop_path(self.ls1(h / r))
+        x = x + self.drop_path(self.ls2(self.ffn(self.norm2(x * r)) / r))
+        return Carry(x, maps if self.hands_on else None, conv)
+

@@ -7,18 +7,19 @@ shapes. Importing this package does not import torch.
 """
 
 from . import budget  # noqa: F401 - the size guard, vspec.spec.budget
+from .blocks import PostNormBlock
 from .budget import MemoryBudgetError
-from .conformer import ConformerHead, ConformerStem, ConvBranch
+from .conformer import ConformerHead, ConformerStem, ConvBranch, CoupledBlock
 from .core import SpecError
-from .dhvt import DAFF, SOPE, HeadTokens
+from .dhvt import DAFF, SOPE, HeadTokenBlock, HeadTokens
 from .irpe import IRPEAttention
-from .kinds import AttentionKind, EmbedderKind, EntryKind, FFNKind, HeadKind, Kind
+from .kinds import AttentionKind, BlockKind, EmbedderKind, EntryKind, FFNKind, HeadKind, Kind
 from .layout import ConvMap, StageLayout, Tokens, conv_layout, embedded, layout
 from .load import load_spec, override, parse_assignment
 from .migrate import VERSION
 from .model import KINDS, ROLES, Block, Model, Stage
 from .msf import MeanShiftAttention, WindowMeanShiftAttention
-from .refiner import ConvStem, Refine, RefinerAttention
+from .refiner import AdjustedBlock, ConvStem, Refine, RefinerAttention
 from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
 from .sot import (
     EPN,
@@ -40,13 +41,13 @@ from .vit import MHSA, MLP, ClassTokenHead, DenseAux, GAPHead, Norm, Output, Pat
 
 __all__ = [
     # generic parts (vit.py)
-    "ClassTokenHead", "DenseAux", "GAPHead", "MHSA", "MLP", "Norm", "Output", "PatchEmbed", "Projections",
-    "SimplePatchEmbed",
+    "ClassTokenHead", "DenseAux", "GAPHead", "MHSA", "MLP", "Norm", "Output", "PatchEmbed", "PostNormBlock",
+    "Projections", "SimplePatchEmbed",
     # SoT
     "EPN", "GCP", "GAPPool", "LearnableScale", "MGCrP", "NoNorm", "ReprLayerNorm", "SecondOrderHead", "SoTEmbed",
     "SvPN", "language_head",
     # DHVT
-    "DAFF", "HeadTokens", "SOPE",
+    "DAFF", "HeadTokenBlock", "HeadTokens", "SOPE",
     # Swin
     "PatchMerging", "WindowMHSA",
     # iRPE
@@ -54,15 +55,15 @@ __all__ = [
     # MSF
     "MeanShiftAttention", "WindowMeanShiftAttention",
     # Refiner
-    "ConvStem", "Refine", "RefinerAttention",
+    "AdjustedBlock", "ConvStem", "Refine", "RefinerAttention",
     # T2T-ViT
     "T2TEmbed",
     # Conformer
-    "ConformerHead", "ConformerStem", "ConvBranch", "ConvMap", "conv_layout",
+    "ConformerHead", "ConformerStem", "ConvBranch", "ConvMap", "CoupledBlock", "conv_layout",
     # language bodies
     "FirstTokenHead", "LastTokenHead", "TokenEmbed",
     # the role protocol
-    "AttentionKind", "EmbedderKind", "EntryKind", "FFNKind", "HeadKind", "Kind",
+    "AttentionKind", "BlockKind", "EmbedderKind", "EntryKind", "FFNKind", "HeadKind", "Kind",
     # assembly, shapes, files
     "KINDS", "ROLES", "VERSION", "Block", "MemoryBudgetError", "Model", "Stage", "StageLayout", "Tokens", "SpecError",
     "embedded", "layout",

@@ -4,9 +4,9 @@ A two-branch body is the block contract with a two-part carry: every block takes
 a CNN map (`vspec.nn.model.Carry(x, maps, conv)`). Three parts state it:
 - `ConformerStem`, the embedder that yields both: the stem map's first bottleneck (the CNN branch) and the
   patch tokens (the transformer branch);
-- `Block.conv = ConvBranch(...)`, the CNN side of one block and its feature-coupling units (FCUs): a
-  bottleneck, FCUDown (map -> tokens, added to the block's input), the transformer block, FCUUp (tokens ->
-  map, added to the fusion bottleneck's 3x3 input); a block without one hands the map on unchanged;
+- `CoupledBlock(conv=ConvBranch(...))`, a block kind with the CNN side of one block and its feature-coupling
+  units (FCUs): a bottleneck, FCUDown (map -> tokens, added to the block's input), the transformer block, FCUUp
+  (tokens -> map, added to the fusion bottleneck's 3x3 input); a block of another kind hands the map on unchanged;
 - `ConformerHead`, two classifiers: the map's average (conv logits) and a head on the tokens (trans logits).
 The maps' shapes are worked out by `layout.conv_layout`.
 """
@@ -15,6 +15,7 @@ from typing import ClassVar
 
 from attrs import field, frozen
 
+from .blocks import Block
 from .core import SpecError, check
 from .kinds import AttentionKind, EmbedderKind, HeadKind, Output, of_role
 from .layout import ConvMap, Tokens
@@ -97,6 +98,25 @@ class ConvBranch:
         if attention.needs_grid:
             raise SpecError("", f"{attention.kind} attention reads an image's token grid; a coupled block's tokens "
                                 "are a class token and the pooled map (use an attention over all tokens)")
+
+
+@frozen
+class CoupledBlock(Block):
+    """Conformer's ConvTransBlock: a pre-norm transformer block coupled with its CNN side `conv` (a `ConvBranch`),
+    which takes the CNN map the block before it handed on and hands on the one it makes."""
+
+    kind: ClassVar[str] = "coupled"
+    couples: ClassVar[bool] = True
+    conv: ConvBranch = field(kw_only=True, validator=check(ConvBranch))
+
+    def check_map(self, conv: ConvMap, tokens: Tokens) -> None:
+        try:
+            self.conv.check(conv, tokens, self.attention)
+        except SpecError as e:
+            raise e.under("conv") from None
+
+    def map_output(self, conv: ConvMap) -> ConvMap:
+        return self.conv.output(conv)
 
 
 @frozen

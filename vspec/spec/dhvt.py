@@ -1,10 +1,12 @@
 """DHVT (Lu et al., "Bridging the gap between vision transformers and convolutional neural networks on
-small datasets"): the SOPE embedder, the DAFF feed-forward and head tokens."""
+small datasets"): the SOPE embedder, the DAFF feed-forward and head tokens, the block kind around them."""
 
 from typing import ClassVar, Literal
 
+import attrs
 from attrs import field, frozen
 
+from .blocks import Block
 from .core import SpecError, check, check_size
 from .kinds import FFNKind
 from .layout import Tokens
@@ -106,7 +108,7 @@ class DAFF(FFNKind):
 
 @frozen
 class HeadTokens:
-    """DHVT's head tokens (HI-MHSA, Eq. 6-7), a Block option around an attention over all tokens.
+    """DHVT's head tokens (HI-MHSA, Eq. 6-7), what a HeadTokenBlock puts around an attention over all tokens.
 
     Before attention: split every token (class token included) into h channel groups (h = the
     attention's heads), average each group over the tokens, project each group mean with one shared
@@ -124,3 +126,31 @@ class HeadTokens:
         if tokens.dim % attention.heads:
             raise SpecError("", f"{attention.heads} attention heads do not divide dim {tokens.dim} "
                                 "(head tokens split the channels into one group per head)")
+
+
+@frozen
+class HeadTokenBlock(Block):
+    """A pre-norm block whose attention runs over the tokens and `head_tokens` (one per attention head; Eq. 6-7):
+    the head tokens join an attention over all tokens; after it their mean is added to the class token and they
+    are dropped. They average every token, so no key-padding or causal mask applies (not on a text body)."""
+
+    kind: ClassVar[str] = "head_tokens"
+    head_tokens: HeadTokens = field(default=HeadTokens(), validator=check(HeadTokens))
+
+    def attended(self, tokens: Tokens) -> Tokens:
+        """The stage's tokens and one head token per head (head tokens on another attention are refused)."""
+        return attrs.evolve(tokens, joined=self.attention.heads) if self.attention.attends_all else tokens
+
+    def check(self, tokens: Tokens) -> None:
+        Block.check(self, tokens)
+        try:
+            self.head_tokens.check(tokens, self.attention)
+        except SpecError as e:
+            raise e.under("head_tokens") from None
+
+    def check_masks(self, padding: bool, causal: bool) -> None:
+        if padding or causal:
+            raise SpecError("head_tokens", "head tokens average every token, padding and later tokens included: no "
+                                           f"{'key-padding' if padding else 'causal'} mask applies to them")
+        Block.check_masks(self, padding, causal)
+

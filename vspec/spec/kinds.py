@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, NamedTuple
 from .core import SpecError
 
 if TYPE_CHECKING:
-    from .layout import Tokens
+    from .layout import ConvMap, Tokens
 
 KINDS: dict[str, type] = {}  # kind tag -> class, every role
 ROLES: dict[str, tuple[type, ...]] = {}  # role -> its kinds, in the order they were defined
@@ -225,6 +225,61 @@ class HeadKind(Kind):
         return tokens.dim + classes
 
 
+class BlockKind(Kind):
+    """A block of a stage: an attention and an FFN around the residual stream (`attention`, `ffn`, `norm`,
+    `layer_scale`: `vspec.spec.blocks.Block`'s fields, which every block kind has). Kinds differ in where the norms
+    sit (pre-norm, post-norm), in what joins the attention (DHVT's head tokens) and in what they carry beside the
+    tokens (Conformer's CNN branch).
+
+    - `attended(tokens)`: what its attention sees (extra tokens joined);
+    - `check_masks(padding, causal)`: the masks a body asks of it (by default its attention's rule);
+    - `couples`: it takes a two-branch body's CNN map and changes it: `check_map(conv, tokens)` holds it to its
+      rule, `map_output(conv)` is the map it hands on; any other block hands the map on as it came."""
+
+    __slots__ = ()
+    role: ClassVar[str] = "block"
+    couples: ClassVar[bool] = False  # it changes a two-branch body's CNN map (Conformer's coupled block)
+
+    @property
+    def consumes_maps(self) -> bool:
+        """Whether its attention takes the previous block's attention maps (Refiner)."""
+        return self.attention.consumes_maps
+
+    def attended(self, tokens: Tokens) -> Tokens:
+        return tokens
+
+    def check(self, tokens: Tokens) -> None:
+        seen = {"attention": self.attended(tokens), "ffn": tokens}
+        for name in ("attention", "ffn"):
+            try:
+                getattr(self, name).check(seen[name])
+            except SpecError as e:
+                raise e.under(name) from None
+
+    def check_masks(self, padding: bool, causal: bool) -> None:
+        try:
+            self.attention.check_masks(padding=padding, causal=causal)
+        except SpecError as e:
+            raise e.under("attention") from None
+
+    def working_set(self, tokens: Tokens) -> int:
+        """Elements per sample live while the block runs: its input, the residual and the norms' outputs, and its
+        attention's and FFN's working sets, on the tokens the attention sees."""
+        seen = self.attended(tokens)
+        return 4 * seen.length * seen.dim + self.attention.working_set(seen) + self.ffn.working_set(seen)
+
+    def variant(self, tokens: Tokens, index_in_stage: int) -> Hashable | None:
+        """What distinguishes the blocks of one stage built from this spec (Swin's shift), or None."""
+        return self.attention.variant(tokens, index_in_stage)
+
+    def check_map(self, conv: ConvMap, tokens: Tokens) -> None:
+        """A coupled block's rule on the CNN map it receives (only called when it `couples`)."""
+
+    def map_output(self, conv: ConvMap) -> ConvMap:
+        """The CNN map it hands on: the one it received, unless it `couples`."""
+        return conv
+
+
 class PoolKind(Kind):
     """SoT's head: how the word tokens are pooled into one representation."""
 
@@ -239,5 +294,5 @@ class ReprNormKind(Kind):
     role: ClassVar[str] = "repr_norm"
 
 
-ROLE_BASES: dict[str, type] = {b.role: b for b in (EmbedderKind, AttentionKind, FFNKind, EntryKind, HeadKind,
-                                                   PoolKind, ReprNormKind)}
+ROLE_BASES: dict[str, type] = {b.role: b for b in (EmbedderKind, AttentionKind, FFNKind, EntryKind, BlockKind,
+                                                   HeadKind, PoolKind, ReprNormKind)}

@@ -69,12 +69,12 @@ class ConvMap:
 
 def conv_layout(model: Model) -> tuple[ConvMap, ...]:
     """A two-branch body's CNN maps: the one each block receives, in order, then the one the head reads; () for
-    a one-branch body. A block with a `conv` branch changes the map (`ConvBranch.output`), any other hands it on."""
+    a one-branch body. A coupled block changes the map (its `map_output`), any other hands it on."""
     if not model.embedder.two_branch:
         return ()
     out = [model.embedder.map(model.img_size)]
     for block in model.blocks:
-        out.append(out[-1] if block.conv is None else block.conv.output(out[-1]))
+        out.append(block.map_output(out[-1]))
     return tuple(out)
 
 

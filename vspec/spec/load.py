@@ -130,7 +130,11 @@ def _set(tree: Any, keys: list[str], value: Any, done: list[str]) -> Any:
             cls = KINDS.get(value) if isinstance(value, str) else None
             if cls is not None:
                 fields = attrs.fields_dict(cls)
-                out = {**to_dict(cls()), **{k: v for k, v in out.items() if k in fields and _fits(v, fields[k].type)}}
+                try:
+                    base = to_dict(cls())
+                except (TypeError, SpecError):  # a kind with a field that has no default (a coupled block's conv)
+                    base = {"kind": value}
+                out = {**base, **{k: v for k, v in out.items() if k in fields and _fits(v, fields[k].type)}}
         return out
     child = out[index]
     if child is None:

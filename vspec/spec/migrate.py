@@ -11,6 +11,11 @@ and checkpoints of earlier releases keep loading.
   that is no int in 1..MAX_SIZE is left for the structurer to reject, and an upgrade that would list or
   rename more than MAX_UPGRADE_DEPTH blocks is refused (a 200-byte file must not make it loop 2**31
   times).
+- 2 -> 3 (the block is a role): each block table gets its `kind` from the one option of format 2's Block it
+  sets, which the table then keeps: `head_tokens` -> head_tokens (DHVT), `conv` -> coupled (Conformer),
+  `post_norm: true` -> post_norm, `adjust_ratio` other than 1 -> adjusted (Refined-ViT); none -> pre_norm. The
+  options at their defaults are dropped; a block setting two of them has no kind and is refused by its path.
+  Checkpoint keys are unchanged.
 """
 
 import re
@@ -19,7 +24,7 @@ from typing import Any
 
 from .core import MAX_SIZE, SpecError, show
 
-VERSION = 2
+VERSION = 3
 MAX_UPGRADE_DEPTH = 10_000  # blocks an upgrade may list or rename one by one (deep ViTs have under 100)
 
 
@@ -90,6 +95,45 @@ def _v1_to_v2(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return data, dropped
 
 
+# format 2's Block options -> (the format 3 kind that keeps it, whether a value sets it)
+BLOCK_OPTIONS = {"head_tokens": ("head_tokens", lambda v: v is not None), "conv": ("coupled", lambda v: v is not None),
+                 "post_norm": ("post_norm", lambda v: v is True), "adjust_ratio": ("adjusted", lambda v: v != 1)}
+
+
+def _block_v3(block: Any, path: str) -> Any:
+    """A format-2 block table with its kind (module doc); anything else is left for the structurer."""
+    if not isinstance(block, Mapping) or "kind" in block:
+        return block
+    b = dict(block)
+    for name, want in (("post_norm", bool), ("adjust_ratio", (int, float))):
+        if name in b and (not isinstance(b[name], want) or (want is not bool and isinstance(b[name], bool))):
+            raise SpecError(f"{path}.{name}", f"must be {'bool' if want is bool else 'float'}, got {show(b[name])}")
+    chosen = [name for name, (_, sets) in BLOCK_OPTIONS.items() if name in b and sets(b[name])]
+    if len(chosen) > 1:
+        raise SpecError(path, f"a format-2 block with {' and '.join(chosen)} has no kind in format 3 (a block is one "
+                              "kind: head_tokens, coupled, post_norm or adjusted)")
+    kind = BLOCK_OPTIONS[chosen[0]][0] if chosen else "pre_norm"
+    keep = {"head_tokens": "head_tokens", "coupled": "conv", "adjusted": "adjust_ratio"}.get(kind)
+    out = {"kind": kind, **{k: v for k, v in b.items() if k not in BLOCK_OPTIONS or k == keep}}
+    return out
+
+
+def _blocks_v3(value: Any, path: str) -> Any:
+    if isinstance(value, list):
+        return [_block_v3(b, f"{path}.{i}") for i, b in enumerate(value)]
+    return _block_v3(value, path)
+
+
+def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    if "block" in data:
+        data["block"] = _blocks_v3(data["block"], "block")
+    stages = data.get("stages")
+    if isinstance(stages, list):
+        data["stages"] = [{**s, "block": _blocks_v3(s["block"], f"stages.{i}.block")}
+                          if isinstance(s, Mapping) and "block" in s else s for i, s in enumerate(stages)]
+    return data
+
+
 def upgrade(data: Any) -> tuple[Any, list[str]]:
     """(the model table in the current format without its `version` key, the checkpoint key prefixes
     whose weights the upgrade removed). Anything but a table is returned for the structurer to reject."""
@@ -100,6 +144,8 @@ def upgrade(data: Any) -> tuple[Any, list[str]]:
     dropped: list[str] = []
     if version == 1:
         data, dropped = _v1_to_v2(data)
+    if version <= 2:
+        data = _v2_to_v3(data)
     return data, dropped
 
 

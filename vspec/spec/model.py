@@ -10,77 +10,14 @@ import attrs
 from attrs import field, frozen
 
 from . import conformer, dhvt, irpe, msf, refiner, sot, swin, t2t, text  # noqa: F401 - every paper's kinds (kinds.KINDS)
-from .conformer import ConvBranch
+from .blocks import Block
 from .core import SpecError, check, check_pair, check_size, join, pair, show
-from .dhvt import HeadTokens
-from .kinds import KINDS, ROLES, AttentionKind, EmbedderKind, EntryKind, FFNKind, HeadKind, of_role  # noqa: F401
-from .layout import Tokens, embedded, layout
-from .vit import MHSA, MLP, ClassTokenHead, Norm, PatchEmbed
+from .kinds import KINDS, ROLES, BlockKind, EmbedderKind, EntryKind, HeadKind, of_role  # noqa: F401
+from .layout import embedded, layout
+from .vit import ClassTokenHead, PatchEmbed
 
 POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
 INITS = ("timm", "torch")
-
-
-@frozen
-class Block:
-    """A pre-norm transformer block: x + attention(norm(x)), then x + ffn(norm(x)); with `post_norm`, the
-    original transformer's (BERT, OpenAI GPT): x = norm(x + attention(x)), then x = norm(x + ffn(x)).
-
-    `layer_scale`, when set, is the initial value of a learnable per-channel scale on each branch.
-    `head_tokens`, when set, adds DHVT's head tokens around the attention. `adjust_ratio` a: each
-    branch reads norm(a x) and adds f / a (Refined-ViT: x + 2 attn(LN(x / 2)), a = 0.5; 1: plain).
-    `conv`, when set, is the block's CNN side in a two-branch body (Conformer's ConvTransBlock: a bottleneck
-    and the feature-coupling units around the transformer block); without it a block hands the map on.
-    """
-
-    attention: AttentionKind = field(default=MHSA(), validator=of_role(AttentionKind))
-    ffn: FFNKind = field(default=MLP(), validator=of_role(FFNKind))
-    norm: Norm = field(default=Norm(), validator=check(Norm))
-    layer_scale: float | None = field(default=None, validator=check(float, gt=0, optional=True))
-    head_tokens: HeadTokens | None = field(default=None, validator=check(HeadTokens, optional=True))
-    adjust_ratio: float = field(default=1.0, validator=check(float, gt=0))
-    post_norm: bool = field(default=False, validator=check(bool))
-    conv: ConvBranch | None = field(default=None, validator=check(ConvBranch, optional=True))
-
-    def __attrs_post_init__(self):
-        if self.post_norm and self.adjust_ratio != 1:
-            raise SpecError("Block.adjust_ratio", "scales what a pre-norm branch reads; a post_norm block "
-                                                  "normalises after the sum (leave adjust_ratio at 1)")
-
-    @property
-    def consumes_maps(self) -> bool:
-        """Whether the attention takes the previous block's attention maps (Refiner)."""
-        return self.attention.consumes_maps
-
-    def check(self, tokens: Tokens) -> None:
-        seen = {"attention": self.attended(tokens), "ffn": tokens}
-        for name in ("attention", "ffn"):
-            try:
-                getattr(self, name).check(seen[name])
-            except SpecError as e:
-                raise e.under(name) from None
-        if self.head_tokens is not None:
-            try:
-                self.head_tokens.check(tokens, self.attention)
-            except SpecError as e:
-                raise e.under("head_tokens") from None
-
-    def attended(self, tokens: Tokens) -> Tokens:
-        """What the attention sees: the stage's tokens, and the head tokens (one per head) that join an
-        attention over all tokens. (Head tokens on any other attention are refused by their own rule.)"""
-        if self.head_tokens is None or not self.attention.attends_all:
-            return tokens
-        return attrs.evolve(tokens, joined=self.attention.heads)
-
-    def working_set(self, tokens: Tokens) -> int:
-        """Elements per sample live while the block runs: its input, the residual and the norms' outputs, and its
-        attention's and FFN's working sets, on the tokens the attention sees (head tokens joined)."""
-        seen = self.attended(tokens)
-        return 4 * seen.length * seen.dim + self.attention.working_set(seen) + self.ffn.working_set(seen)
-
-    def variant(self, tokens: Tokens, index_in_stage: int) -> Any:
-        """What distinguishes the blocks of one stage built from this spec (Swin's shift), or None."""
-        return self.attention.variant(tokens, index_in_stage)
 
 
 def _tuple(value: Any) -> Any:
@@ -89,23 +26,24 @@ def _tuple(value: Any) -> Any:
 
 def _check_blocks(inst, attribute, value):
     name = type(inst).__name__
-    if isinstance(value, Block):
+    if isinstance(value, BlockKind):
         return
     if not isinstance(value, tuple) or not value:
-        raise SpecError(f"{name}.block", f"must be a Block or a non-empty list of Blocks, got {show(value)}")
+        raise SpecError(f"{name}.block", f"must be a block or a non-empty list of blocks, got {show(value)}")
     for i, b in enumerate(value):
-        if not isinstance(b, Block):
-            raise SpecError(f"{name}.block.{i}", f"must be a Block, got {type(b).__name__}")
+        if not isinstance(b, BlockKind):
+            raise SpecError(f"{name}.block.{i}", f"must be a block, got {type(b).__name__}")
 
 
 @frozen
 class Stage:
-    """`depth` blocks at width `dim`: one Block repeated, or a list of `depth` Blocks. `entry`, when
-    set, first changes the grid and the width (PatchMerging); without one the width cannot change."""
+    """`depth` blocks at width `dim`: one block repeated, or a list of `depth` blocks (each of any block kind,
+    `kinds.BlockKind`). `entry`, when set, first changes the grid and the width (PatchMerging); without one the
+    width cannot change."""
 
     depth: int = field(default=12, validator=check(int, ge=1))
     dim: int = field(default=768, validator=check(int, ge=1))
-    block: Block | tuple[Block, ...] = field(default=Block(), converter=_tuple, validator=_check_blocks)
+    block: BlockKind | tuple[BlockKind, ...] = field(default=Block(), converter=_tuple, validator=_check_blocks)
     entry: EntryKind | None = field(default=None, validator=check(EntryKind, optional=True))
 
     def __attrs_post_init__(self):
@@ -114,12 +52,12 @@ class Stage:
                             f"must equal the number of listed blocks ({len(self.block)}), got {self.depth}")
 
     @property
-    def blocks(self) -> tuple[Block, ...]:
+    def blocks(self) -> tuple[BlockKind, ...]:
         return self.block if isinstance(self.block, tuple) else (self.block,) * self.depth
 
-    def named_blocks(self) -> list[tuple[str, Block]]:
+    def named_blocks(self) -> list[tuple[str, BlockKind]]:
         """(path, block) once per distinct spec entry: `block` or `block.i`."""
-        if isinstance(self.block, Block):
+        if isinstance(self.block, BlockKind):
             return [("block", self.block)]
         return [(f"block.{i}", b) for i, b in enumerate(self.block)]
 
@@ -127,17 +65,18 @@ class Stage:
         """Whether block `index` hands its attention maps on: the next block of the stage takes them."""
         if index + 1 >= self.depth:
             return False
-        return (self.block if isinstance(self.block, Block) else self.block[index + 1]).consumes_maps
+        return (self.block if isinstance(self.block, BlockKind) else self.block[index + 1]).consumes_maps
 
     def check_maps(self) -> None:
         """The side channel: each attention's rule for the maps it takes from the block before it (the kinds'
         `check_maps`; a repeated block fails at its first)."""
-        for j, block in enumerate((self.block,) if isinstance(self.block, Block) else self.block):
+        for j, block in enumerate((self.block,) if isinstance(self.block, BlockKind) else self.block):
             before = self.blocks[j - 1].attention if j else None
             try:
                 block.attention.check_maps(before, j)
             except SpecError as e:
-                raise e.under("block.attention" if isinstance(self.block, Block) else f"block.{j}.attention") from None
+                raise e.under("block.attention" if isinstance(self.block, BlockKind) else f"block.{j}.attention") \
+                    from None
 
 
 def _check_stages(inst, attribute, value):
@@ -267,25 +206,25 @@ class Model:
                             f"a {self.embedder.kind} embedder's CNN map must reach a head that reads it (conformer)"
                             if two else f"the {self.head.kind} head reads a CNN map, which only a two-branch embedder "
                                         "(conformer_stem) yields")
-        if not two:  # no map: no block may have a CNN branch (each distinct entry once, whatever the depth)
+        if not two:  # no map: no block may take one (each distinct entry once, whatever the depth)
             for path, block in self.named_blocks():
-                if block.conv is not None:
-                    raise SpecError(join(path, "conv"), f"a CNN branch needs an embedder that yields a map "
-                                                        f"(conformer_stem), not {self.embedder.kind}")
+                if block.couples:
+                    raise SpecError(path, f"a {block.kind} block takes a CNN map, which needs an embedder that yields "
+                                          f"one (conformer_stem), not {self.embedder.kind}")
             return
         conv = self.embedder.map(self.img_size)
         for stage, shape in zip(self.stages, stages):
             for j, block in enumerate(stage.block if isinstance(stage.block, tuple) else (stage.block,)):
-                entry = "block" if isinstance(stage.block, Block) else f"block.{j}"
-                repeats = stage.depth if isinstance(stage.block, Block) else 1
+                entry = "block" if isinstance(stage.block, BlockKind) else f"block.{j}"
+                repeats = stage.depth if isinstance(stage.block, BlockKind) else 1
                 for _ in range(repeats):  # a repeated block: until its map stops changing (a few steps at most)
-                    if block.conv is None:
+                    if not block.couples:
                         break
                     try:
-                        block.conv.check(conv, shape.tokens, block.attention)
+                        block.check_map(conv, shape.tokens)
                     except SpecError as e:
-                        raise e.under(join(self.stage_path(shape.index), entry, "conv")) from None
-                    conv, before = block.conv.output(conv), conv
+                        raise e.under(join(self.stage_path(shape.index), entry)) from None
+                    conv, before = block.map_output(conv), conv
                     if conv == before:
                         break
 
@@ -301,7 +240,7 @@ class Model:
 
     def check_body(self) -> None:
         """What a body's input asks of its components: a text body's tokens are a sequence, maybe padded; a
-        causal body's attentions honour the causal mask."""
+        causal body's blocks (and their attentions) honour the causal mask."""
         sequence = self.embedder.text
         if sequence:
             for name, value, plain in (("class_token", self.class_token, False), ("pos_embed", self.pos_embed, "none")):
@@ -312,19 +251,15 @@ class Model:
             if sequence and kind.needs_grid:
                 raise SpecError(path, f"{kind.kind} needs an image's token grid; a text body ({self.embedder.kind} "
                                       "embedder) is a token sequence")
-            if isinstance(kind, AttentionKind):
-                try:
-                    kind.check_masks(padding=sequence, causal=self.causal)
-                except SpecError as e:
-                    raise SpecError(join(path, e.path), e.message + (" (a text body may be padded)" if sequence
-                                                                      else "")) from None
+        for path, block in self.named_blocks():
+            try:
+                block.check_masks(padding=sequence, causal=self.causal)
+            except SpecError as e:
+                raise SpecError(join(path, e.path), e.message + (" (a text body may be padded)" if sequence
+                                                                  else "")) from None
         if sequence and not self.head.masks:
             raise SpecError("head", f"the {self.head.kind} head cannot honour a padding mask, which a text body may "
                                     "have (first_token, last_token or gap)")
-        for path, block in self.named_blocks():
-            if sequence and block.head_tokens is not None:
-                raise SpecError(join(path, "head_tokens"), "head tokens average every token, padding included: "
-                                                           "not on a text body")
 
     def check_dynamic(self) -> None:
         """dynamic_img_size: every kind runs on any token grid (`any_grid`); a kind built for the grid of img_size
@@ -348,7 +283,7 @@ class Model:
         return "" if self.isotropic else f"stages.{index}"
 
     @property
-    def block(self) -> Block | tuple[Block, ...]:
+    def block(self) -> BlockKind | tuple[BlockKind, ...]:
         if not self.isotropic:
             raise AttributeError(f"Model.block: the model has {len(self.stages)} stages; use stages[i].block")
         return self.stages[0].block
@@ -364,10 +299,10 @@ class Model:
         return self.stages[-1].dim
 
     @property
-    def blocks(self) -> tuple[Block, ...]:
+    def blocks(self) -> tuple[BlockKind, ...]:
         return tuple(b for s in self.stages for b in s.blocks)
 
-    def named_blocks(self) -> list[tuple[str, Block]]:
+    def named_blocks(self) -> list[tuple[str, BlockKind]]:
         """(path, block) once per distinct spec entry: `block`, `block.i` or `stages.s.block[.i]`."""
         return [(join(self.stage_path(i), p), b) for i, s in enumerate(self.stages) for p, b in s.named_blocks()]
 

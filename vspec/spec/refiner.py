@@ -1,13 +1,14 @@
 """Refiner (Zhou et al., "Refiner: refining self-attention for vision transformers"): attention
 expansion (Sec. 3.2), distributed local attention (DLA, Sec. 3.3) and reduction (Sec. 3.4) of the
-attention maps, maps handed from block to block (appendix B.4, Table 13), and Refined-ViT's CNN
-patch stem. The released code's forms (Refined-ViT) sit beside the paper's, each named.
+attention maps, maps handed from block to block (appendix B.4, Table 13), Refined-ViT's CNN patch stem and its
+adjusted blocks. The released code's forms (Refined-ViT) sit beside the paper's, each named.
 """
 
 from typing import ClassVar, Literal
 
 from attrs import field, frozen
 
+from .blocks import Block
 from .core import SpecError, check, check_size
 from .kinds import AttentionKind
 from .layout import Tokens
@@ -184,4 +185,13 @@ class RefinerAttention(MultiHead):
         has no query or key weights (the block whose maps it reuses sees the same tokens and is held to it)."""
         if not self.reuse:
             MultiHead.check_keys(self, tokens)
+
+
+@frozen
+class AdjustedBlock(Block):
+    """Refined-ViT's pre-norm block with adjusted branches: each branch reads norm(a x) and adds f / a, a =
+    `adjust_ratio` (the released code's; 0.5: x + 2 attn(LN(x / 2)), 1: the plain pre-norm block)."""
+
+    kind: ClassVar[str] = "adjusted"
+    adjust_ratio: float = field(default=0.5, validator=check(float, gt=0))
 

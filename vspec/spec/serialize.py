@@ -105,14 +105,15 @@ def _structure_union(value: Any, t: Any) -> Any:
     members = typing.get_args(t)
     if type(None) in members and value is None:
         return None
-    if any(attrs.has(m) and isinstance(value, m) for m in members):
+    if any((attrs.has(m) or m in ROLE_BASES.values()) and isinstance(value, m) for m in members):
         return value
     rest = [m for m in members if m is not type(None)]
     if len(rest) == 1:  # Optional[X]
         return converter.structure(value, rest[0])
-    for m in rest:  # e.g. Block | tuple[Block, ...]: a table is the first, a list the second
+    for m in rest:  # e.g. BlockKind | tuple[BlockKind, ...]: a table is the first, a list the second
         origin = typing.get_origin(m) or m
-        if isinstance(value, (list, tuple)) and origin is tuple or isinstance(value, Mapping) and attrs.has(m):
+        table = attrs.has(m) or m in ROLE_BASES.values()
+        if isinstance(value, (list, tuple)) and origin is tuple or isinstance(value, Mapping) and table:
             return converter.structure(value, m)
     names = " or ".join(getattr(m, "__name__", str(m)) for m in rest)
     raise SpecError("", f"must be {names}, got {_describe(value)}")
