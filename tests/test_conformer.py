@@ -163,7 +163,7 @@ def test_a_coupled_block_changes_the_map_and_a_plain_one_hands_it_on():
 def test_a_plain_model_is_unchanged():
     """One branch: no conv submodule, the same state-dict keys as before the two-state carry, and Carry.conv None."""
     model = vspec.build(Model(block=Block(attention=MHSA(heads=2)), depth=2, dim=32, img_size=32, num_classes=3))
-    assert model.conv_layout == () and not model.two_branch
+    assert model.conv_layout == ()
     assert not any(".conv." in k or k.endswith(".conv") for k in model.state_dict())
     assert model.stages[0].blocks[0](torch.randn(1, 5, 32)).conv is None
 
@@ -296,8 +296,14 @@ def test_timm_head_api_on_two_branches(tokens):
                                    model.forward_head(features))
         model.reset_classifier(5)
         assert model(x).shape == (2, 5) and model.spec.num_classes == 5
-    with pytest.raises(ValueError, match="two-branch body"):
-        model.forward_intermediates(x)
+    # the taps carry the map through the blocks as the forward pass does: each block's tokens, the last the
+    # features' tokens (Conformer has no final norm), as maps of the patch tokens
+    with torch.no_grad():
+        taps = model.forward_intermediates(x, intermediates_only=True)
+        assert [tuple(t.shape) for t in taps] == [(2, 16, 2, 2)] * 3
+        torch.testing.assert_close(taps[-1].flatten(2).transpose(1, 2), model.forward_features(x)[0][:, 1:])
+    with pytest.raises(ValueError, match="the head reads the CNN map of the last block"):
+        model.prune_intermediate_layers(1, prune_head=False)
 
 
 # ---------------------------------------------------------------- one coupled block against the paper's description

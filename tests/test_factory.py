@@ -122,9 +122,6 @@ def test_refusals_are_one_line(tmp_path):
     with pytest.raises(SpecError) as e:
         vspec.create_model("deit_tiny", pretrained=True)
     assert "no weight hub" in one_line(e)
-    with pytest.raises(ValueError) as e:
-        vspec.create_model("conformer_ti", features_only=True)
-    assert "two-branch" in one_line(e)
     with pytest.raises(CheckpointError) as e:  # a folder without config.json
         vspec.create_model(tmp_path)
     assert "config.json" in one_line(e)
@@ -167,6 +164,7 @@ def test_features_only_hierarchical_matches_timm():
 @pytest.mark.parametrize("preset, overrides, indices, kept", [
     ("deit_tiny", TINY, (0, -2), [0, 3]),
     ("swin_tiny", SWIN, (-3, 1), [1]),  # one index twice: one feature
+    ("conformer_ti", {}, (0, 1), [0, 1]),  # a two-branch body: the map goes through the kept blocks
 ])
 def test_features_only_out_indices_equal_the_unpruned_taps(preset, overrides, indices, kept):
     torch.manual_seed(0)

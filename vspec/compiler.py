@@ -59,7 +59,7 @@ MODULES: dict[type, type[nn.Module]] = {
     # assembly
     S.Block: N.Block,
     S.PostNormBlock: N.PostNormBlock,
-    S.Model: N.VisionTransformer,
+    S.Model: N.Transformer,
 }
 
 
@@ -77,7 +77,7 @@ def context(spec: S.Model, tie_repeats: bool = False) -> N.BuildContext:
 
 
 def build(spec: S.Model, device: torch.device | str | None = None, *, tie_repeats: bool = False,
-          check_memory: bool = True) -> N.VisionTransformer:
+          check_memory: bool = True) -> N.Transformer:
     """Compile a Model spec into a module (on `device`; `"meta"` allocates no weights). `tie_repeats`
     builds one module per distinct block (one spec on one token shape, one variant) and repeats it
     wherever it recurs, in its stage or another, weights tied: the profiler's model, not one to train.

@@ -47,7 +47,7 @@ class Checked:
 
 
 def input_names(model: nn.Module) -> list[str]:
-    return ["input_ids", "attention_mask"] if model.text else ["pixel_values"]
+    return list(model.inputs.names)
 
 
 def example_inputs(model: nn.Module, batch: int, seed: int = 0) -> tuple[torch.Tensor, ...]:

@@ -26,8 +26,6 @@ from .spec.load import SUFFIXES
 
 CHECKPOINTS = (".pt", ".pth")
 TIMM_PREFIX = "vspec_"
-TWO_BRANCH = ("features_only: a two-branch body (Conformer) carries a CNN map beside the tokens; its intermediate "
-              "features are not implemented")
 
 
 PRESETS = Path(__file__).parent / "presets"  # specs/ of the repository, installed with the package
@@ -101,8 +99,6 @@ def create_model(name_or_path: str | Path, pretrained: bool = False, features_on
     if num_classes is not None and weights is None:
         overrides["num_classes"] = num_classes
     new = override(spec, overrides) if overrides else spec
-    if features_only and new.embedder.two_branch:
-        raise ValueError(TWO_BRANCH)  # before building it
     from .compiler import build
 
     if weights is None:
@@ -133,8 +129,6 @@ class FeatureModel(nn.Module):
         super().__init__()
         from timm.models._features import FeatureInfo  # vspec[train]; only features_only needs it
 
-        if getattr(model, "two_branch", False):
-            raise ValueError(TWO_BRANCH)
         if out_indices is None:  # timm: the last 3 blocks of a ViT, every stage of a hierarchical model
             out_indices = min(3, len(model.feature_info)) if len(model.layout) == 1 else len(model.feature_info)
         # in forward order, once each: as forward_intermediates gives them

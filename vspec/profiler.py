@@ -5,7 +5,7 @@ torch's FlopCounterMode reports). Attention matmuls are counted (q k^T and attn 
 LayerNorm / BatchNorm count 5 (4 without affine) per element as in fvcore; elementwise ops,
 activations, softmax and reductions count 0.
 
-The profiler reads the model's own layout: `VisionTransformer.parts()` lists the steps of the forward
+The profiler reads the model's own layout: `Transformer.parts()` lists the steps of the forward
 pass (embedder, each stage's entry and blocks, final norm, head) with the shape each receives. It
 builds the model with repeated blocks tied, within a stage and across stages (`build(...,
 tie_repeats=True)`: one module per spec, token shape and variant), counts each distinct part once on a
@@ -259,8 +259,8 @@ def _count_torch(module: nn.Module, x: tuple[torch.Tensor, ...]) -> _Count:
 
 
 class _WithMap(nn.Module):
-    """A coupled block (Conformer) that takes its CNN map last and positionally, as the tracers pass inputs (the
-    block contract takes it by keyword, `conv`)."""
+    """A coupled block or a map-reading head (Conformer) that takes its CNN map last and positionally, as the
+    tracers pass inputs (the block contract and the heads take it by keyword, `conv`)."""
 
     def __init__(self, block: nn.Module):
         super().__init__()
@@ -315,7 +315,7 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
         x = (part.example(1, device),)  # and the maps a block takes (Refiner)
         x += (torch.rand(1, *part.maps_in, device=device),) if part.maps_in else ()
         x += (torch.randn(1, *part.conv_in, device=device),) if part.conv_in else ()  # a two-branch body's map
-        module = _WithMap(part.module) if part.conv_in and part.role == "block" else part.module
+        module = _WithMap(part.module) if part.conv_in else part.module
         counts[part.key] = _count_torch(module, x) if meta else _count_fvcore(module, x)
         if crosscheck and not meta:
             cross += _count_torch(module, x).macs * repeats[part.key]

@@ -9,7 +9,7 @@ from .dhvt import DAFF, SOPE, HeadTokenBlock, HeadTokens
 from .heads import HeadOutput, head_loss
 from .irpe import IRPEAttention
 from .layers import make_norm
-from .model import Block, Part, PostNormBlock, Stage, VisionTransformer
+from .model import Block, Part, PostNormBlock, Stage, Transformer, VisionTransformer
 from .msf import MeanShiftAttention, WindowMeanShiftAttention
 from .refiner import AdjustedBlock, ConvStem, RefinerAttention
 from .sot import EPN, GCP, GAPPool, LearnableScale, MGCrP, NoNorm, ReprLayerNorm, SecondOrderHead, SoTEmbed, SvPN
@@ -31,5 +31,5 @@ __all__ = [
     "ConformerHead", "ConformerStem", "ConvBranch", "CoupledBlock",
     "FirstTokenHead", "LastTokenHead", "TokenEmbed",
     "HeadOutput", "head_loss",
-    "Block", "BuildContext", "Part", "PostNormBlock", "Stage", "VisionTransformer", "make_norm",
+    "Block", "BuildContext", "Part", "PostNormBlock", "Stage", "Transformer", "VisionTransformer", "make_norm",
 ]

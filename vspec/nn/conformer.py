@@ -149,7 +149,7 @@ class ConformerHead(nn.Module):
     def classifier(self) -> nn.Module:
         return _SumClassifier(self.fc, self.tokens.classifier(), self.chans)
 
-    def forward(self, x: torch.Tensor, conv: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pre_logits: bool = False, *, conv: torch.Tensor) -> torch.Tensor:
         pooled = conv.mean(dim=(2, 3))
         x = self.norm(x)
         if pre_logits or isinstance(self.fc, nn.Identity):

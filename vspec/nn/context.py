@@ -15,7 +15,7 @@ class BuildContext:
 
     tokens: what the component receives (width, token grid, prefix tokens), from the spec's layout.
     in_chans: image channels. num_classes: classifier width (heads). index_in_stage: the position of
-    the block being built in its stage (Swin's shift alternates with it). drop_path: this block's
+    the block being built in its stage (a window shift alternates with it). drop_path: this block's
     stochastic-depth rate.
     out_dim: the width to produce, for a component that changes it (a stage's entry).
     in_shape: per-sample shape of what the component receives when that is not tokens (a head's
@@ -23,7 +23,7 @@ class BuildContext:
     tie_repeats: build one module per distinct block (or entry) of the model and repeat it, in its
     stage and in others (weights tied): the profiler's model, whose cost grows with the distinct
     parts, not with the depth or the number of stages.
-    hands_on_maps: the next block of the stage takes this block's attention maps (Refiner).
+    hands_on_maps: the next block of the stage takes this block's attention maps.
     conv_map: a two-branch body's CNN map (vspec.spec.ConvMap) that the block (or the head) receives, else None.
     """
 

@@ -14,14 +14,14 @@ from .. import spec as S
 from ..ops import sincos_1d, sincos_2d
 from ..resample import resample_pos_embed
 from .context import BuildContext
+from .inputs import TokenInputs, inputs_of
 from .layers import Component, DropPath, LayerScale, make_norm, maybe
 
 
 class Carry(NamedTuple):
     """What every block returns: its tokens `x`, the attention maps it hands on to the next block of its
-    stage (Refiner's side channel; None when it hands none on), and a two-branch body's CNN map `conv`
-    (Conformer: the second state, changed by a block with a CNN branch, handed on by any other; None in a
-    one-branch body)."""
+    stage (a side channel; None when it hands none on), and a two-branch body's CNN map `conv` (the second
+    state, changed by a block that couples it, handed on by any other; None in a one-branch body)."""
 
     x: torch.Tensor
     maps: torch.Tensor | None = None
@@ -30,8 +30,9 @@ class Carry(NamedTuple):
 
 class Block(nn.Module):
     """The pre-norm block (`vspec.spec.Block`): x + attn(norm1(x)), then x + ffn(norm2(x)), each branch with
-    optional layer scale and drop path. The other block kinds subclass it: the post-norm block here, and the papers'
-    (DHVT's head tokens, Conformer's coupled block, Refiner's adjusted block) in their own files.
+    optional layer scale and drop path. The other block kinds subclass it: the post-norm block here, the papers' in
+    their own files; a kind changes `forward`, or builds what it puts around the attention
+    (`build_around_attention`) and runs the attention through it (`attend`).
 
     One contract for every block kind: `block(x, maps=None, *, mask=None, causal=False, conv=None) -> Carry`.
     `maps` are the previous block's handed-on maps (read by an attention that takes them, `consumes`); `mask`
@@ -86,7 +87,7 @@ class Block(nn.Module):
 
 
 class PostNormBlock(Block):
-    """The original transformer's block (`vspec.spec.PostNormBlock`; BERT, OpenAI GPT): x = norm1(x + attn(x)), then
+    """The original transformer's block (`vspec.spec.PostNormBlock`): x = norm1(x + attn(x)), then
     x = norm2(x + ffn(x))."""
 
     def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
@@ -99,7 +100,7 @@ class PostNormBlock(Block):
 
 class Stage(nn.Module):
     """entry (optional) -> blocks. `keys[j]` says which blocks compute the same thing: equal keys for
-    blocks of one spec on the same tokens with one variant (Swin's shift parity) and one side channel,
+    blocks of one spec on the same tokens with one variant (a window shift's parity) and one side channel,
     repeated or listed, in this stage or another; `entry_key` does the same for the entry.
 
     With `ctx.tie_repeats`, a part whose key is in `built` (shared by all stages of the model) is that
@@ -131,13 +132,13 @@ class Stage(nn.Module):
         self.blocks = nn.ModuleList(blocks)
 
     def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, causal: bool = False,
-                conv: torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """The entry, then each block with what the one before it hands on (Block's contract): the tokens, or with
-        a two-branch body's CNN map `conv`, (tokens, map)."""
+                conv: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The entry, then each block with what the one before it hands on (Block's contract): (the tokens, a
+        two-branch body's CNN map `conv`, or None)."""
         x, maps = (x if self.entry is None else self.entry(x)), None
         for block in self.blocks:
             x, maps, conv = block(x, maps, mask=mask, causal=causal, conv=conv)
-        return x if conv is None else (x, conv)
+        return x, conv
 
 
 @dataclass(frozen=True)
@@ -147,10 +148,10 @@ class Part:
     ((C, H, W) for the embedder, (N, C) tokens for the others); parts with equal `key` compute the same
     thing; `extra` are parameters on the model that belong to the part (the embedder's class token and
     position embedding); `maps_in` is the per-sample shape (H, N, N) of the attention maps a block takes
-    from the block before it (Refiner), None for the others; `ids_below`: the input is integer ids below it
+    from the block before it, None for the others; `ids_below`: the input is integer ids below it
     (a text embedder's token ids), None for a float input; `conv_in`: the per-sample shape (C, H, W) of the CNN
-    map a coupled block or a map-reading head takes (a two-branch body, Conformer; by keyword `conv` for a
-    block, second for the head), None for the others."""
+    map a coupled block or a map-reading head takes (a two-branch body; by keyword `conv`), None for the
+    others."""
 
     name: str
     role: str  # embedder | entry | block | norm | head
@@ -171,8 +172,10 @@ class Part:
         return torch.randn(batch, *self.in_shape, device=device)
 
 
-class VisionTransformer(nn.Module):
-    """embedder -> [class token] -> + position embedding -> stages -> final norm -> head.
+class Transformer(nn.Module):
+    """embedder -> [class token] -> + position embedding -> stages -> final norm -> head, for any spec: what the
+    model reads is its `inputs`' business (vspec/nn/inputs.py), what each block does its kind's, and a second state
+    beside the tokens (a two-branch body's CNN map) is threaded through every block as the block contract says.
 
     A text body (`spec.embedder.text`) takes `input_ids` (B, L) and, by keyword as Hugging Face models do,
     `attention_mask` (B, L; 1 at real tokens, 0 at padding) and `token_type_ids`; padding is masked in every
@@ -192,8 +195,8 @@ class VisionTransformer(nn.Module):
         self.num_features = spec.dim
         self.embed_dim = self.layout[0].tokens.dim
         self.num_prefix_tokens = spec.num_prefix_tokens
-        self.text, self.causal = spec.embedder.text, spec.causal
-        self.two_branch, self.conv_layout = spec.embedder.two_branch, S.conv_layout(spec)  # Conformer's CNN map
+        self.inputs, self.causal = inputs_of(spec), spec.causal
+        self.conv_layout = S.conv_layout(spec)  # a two-branch body's CNN maps, () for one branch
         first = ctx.tokens  # what the embedder produces
         d = first.dim
         self.embedder = ctx.child(spec.embedder)
@@ -214,7 +217,7 @@ class VisionTransformer(nn.Module):
                                     for s, shape in zip(spec.stages, self.layout))
         last = self.layout[-1].tokens
         self.norm = make_norm(spec.stages[-1].blocks[-1].norm, last.dim) if spec.final_norm else nn.Identity()
-        self.head = ctx.child(spec.head, tokens=last, conv_map=self.conv_layout[-1] if self.two_branch else None)
+        self.head = ctx.child(spec.head, tokens=last, conv_map=self.conv_layout[-1] if self.conv_layout else None)
         self.feature_info = self._feature_info()
         if spec.init == "timm":
             self.init_weights()
@@ -233,14 +236,9 @@ class VisionTransformer(nn.Module):
     # ---------------------------------------------------------------- layout
     def parts(self) -> list[Part]:
         """The forward pass step by step: embedder, each stage's entry and blocks, final norm, head."""
-        c, (h, w) = self.spec.in_chans, self.spec.img_size
         root = tuple(p for p in (self.cls_token, self.pos_embed) if isinstance(p, nn.Parameter))
-        if self.text:
-            ids = self.spec.embedder
-            out = [Part("embedder", "embedder", None, None, self.embedder, (ids.seq_len,), "embedder", root,
-                        ids_below=ids.vocab_size)]
-        else:
-            out = [Part("embedder", "embedder", None, None, self.embedder, (c, h, w), "embedder", root)]
+        shape, ids_below = self.inputs.part()
+        out = [Part("embedder", "embedder", None, None, self.embedder, shape, "embedder", root, ids_below=ids_below)]
         for shape, stage, stage_spec in zip(self.layout, self.stages, self.spec.stages):
             i, t = shape.index, shape.tokens
             if stage.entry is not None:
@@ -253,7 +251,7 @@ class VisionTransformer(nn.Module):
         last = self.layout[-1].tokens
         if self.spec.final_norm:
             out.append(Part("norm", "norm", None, None, self.norm, (last.length, last.dim), "norm"))
-        head_map = _map_shape(self.conv_layout[-1]) if self.two_branch else None
+        head_map = _map_shape(self.conv_layout[-1]) if self.conv_layout else None
         return out + [Part("head", "head", None, None, self.head, (last.length, last.dim), "head", conv_in=head_map)]
 
     def _feature_info(self) -> list[dict]:
@@ -274,8 +272,8 @@ class VisionTransformer(nn.Module):
         return names
 
     def get_classifier(self) -> nn.Module:
-        """The module that maps `forward_head(x, pre_logits=True)` to the logits (for SoT's sum and late
-        fusions, one callable over both classifiers; with a dense auxiliary head, the class-token
+        """The module that maps `forward_head(x, pre_logits=True)` to the logits (the head's `classifier()`: for a
+        head with two classifiers, one callable over both; with a dense auxiliary head, the class-token
         classifier: the auxiliary term reads the patch tokens, as in timm's VOLO)."""
         return self.head.classifier()
 
@@ -291,52 +289,30 @@ class VisionTransformer(nn.Module):
         """A random batch the model takes (`example_input(self.spec, batch, ...)`)."""
         return example_input(self.spec, batch, **kwargs)
 
-    def padding(self, x: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-        """Hugging Face's attention_mask (B, L), 1 / True at real tokens, as the blocks' bool mask."""
-        if attention_mask is None:
-            return None
-        if not self.text:
-            raise ValueError("attention_mask: an image model has no padding (only a text body takes one)")
-        if tuple(attention_mask.shape) != tuple(x.shape[:2]):
-            raise ValueError(f"attention_mask of shape {tuple(attention_mask.shape)} for input_ids of shape "
-                             f"{tuple(x.shape)}: they must be equal")
-        return attention_mask.bool()
+    @property
+    def text(self) -> bool:
+        """Whether it reads token ids (a text body) rather than images."""
+        return isinstance(self.inputs, TokenInputs)
 
-    def forward_tokens(self, x: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """Image (or token ids) -> the first stage's input: embedder, class token, position embedding."""
-        if self.text:
-            if x.ndim != 2 or x.is_floating_point() or x.is_complex():
-                raise ValueError(f"input of shape {tuple(x.shape)} and dtype {x.dtype}: a text body takes integer "
-                                 "input_ids (B, L)")
-            return self.embedder(x, token_type_ids)
-        if token_type_ids is not None:
-            raise ValueError("token_type_ids: an image model has no token types (only a text body takes them)")
-        grid = self.input_grid(x)
-        x = self.embedder(x)
-        if self.two_branch:  # (tokens, the CNN map)
-            return self._prepend(x[0]), x[1]
-        return self._prepend(x, grid)
+    def padding(self, x: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """Hugging Face's attention_mask (B, L), 1 / True at real tokens, as the blocks' bool mask (refused by an
+        image model)."""
+        return self.inputs.padding(x, attention_mask)
+
+    def forward_tokens(self, x: torch.Tensor, token_type_ids: torch.Tensor | None = None):
+        """Images (or token ids) -> the first stage's input (embedder, class token, position embedding), and the CNN
+        map a two-branch embedder yields beside the tokens (None for any other): (tokens, map)."""
+        out, grid = self.inputs.embed(self.embedder, x, token_type_ids)
+        x, conv = out if isinstance(out, tuple) else (out, None)  # a two-branch embedder: (tokens, its CNN map)
+        return self._prepend(x, grid), conv
 
     def input_grid(self, x: torch.Tensor) -> tuple[int, int]:
-        """The token grid of images `x`: the spec's, or with `spec.dynamic_img_size` that of any size the patch
-        divides; another shape is a ValueError."""
-        spec, expected = self.spec, (self.spec.in_chans, *self.spec.img_size)
-        if tuple(x.shape[1:]) == expected:
-            return self.layout[0].tokens.grid
-        p = spec.embedder.patch_size
-        if spec.dynamic_img_size and x.ndim == 4 and x.shape[1] == spec.in_chans and x.shape[2] % p == 0 and \
-                x.shape[3] % p == 0 and x.shape[2] * x.shape[3]:
-            return spec.embedder.grid(tuple(x.shape[2:]))
-        if spec.dynamic_img_size:
-            raise ValueError(f"input of shape {tuple(x.shape)}: this model takes (B, {spec.in_chans}, H, W) with H and "
-                             f"W positive multiples of its patch size {p} (dynamic_img_size)")
-        raise ValueError(f"input of shape {tuple(x.shape)}: this model was built for (B, "
-                         f"{', '.join(map(str, expected))}) (its spec's in_chans and img_size; rebuild the "
-                         "spec at another size, e.g. --set img_size=[H, W], or set dynamic_img_size)")
+        """The token grid of images `x` (vspec.nn.inputs.ImageInputs.grid)."""
+        return self.inputs.grid(x)
 
     def _prepend(self, x: torch.Tensor, grid: tuple[int, int] | None = None) -> torch.Tensor:
         """The class token, then the position embedding (at `grid`, when it is not the spec's: the learned table
-        resampled bicubic as vspec.resample does, a fixed table computed there)."""
+        resampled bicubic as vspec.resample does, a fixed table computed there; None: the spec's)."""
         if self.cls_token is not None:
             x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1)
         pos, built = self.pos_embed, self.layout[0].tokens
@@ -355,32 +331,29 @@ class VisionTransformer(nn.Module):
                          input_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The last hidden states (B, N, dim), after the final norm; a two-branch body's: (tokens, CNN map)."""
         x = _one_input(x, input_ids)
-        return self._features(x, self.padding(x, attention_mask), token_type_ids)
+        x, conv = self._features(x, self.padding(x, attention_mask), token_type_ids)
+        return x if conv is None else (x, conv)
 
     def _features(self, x: torch.Tensor, mask: torch.Tensor | None, token_type_ids: torch.Tensor | None):
-        x = self.forward_tokens(x, token_type_ids)
-        if self.two_branch:
-            x, conv = x
-            for stage in self.stages:
-                x, conv = stage(x, mask=mask, causal=self.causal, conv=conv)
-            return self.norm(x), conv
+        """(the last hidden states after the final norm, the CNN map beside them or None)."""
+        x, conv = self.forward_tokens(x, token_type_ids)
         for stage in self.stages:
-            x = stage(x, mask=mask, causal=self.causal)
-        return self.norm(x)
+            x, conv = stage(x, mask=mask, causal=self.causal, conv=conv)
+        return self.norm(x), conv
 
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None):
+    def forward_head(self, x, pre_logits: bool = False, mask: torch.Tensor | None = None):
         """The head on the last hidden states; `mask` (B, N) bool: the real tokens of a padded text batch. A
-        two-branch body's features are (tokens, CNN map), and its head reads both."""
-        if self.two_branch:
-            return self.head(*x, pre_logits=pre_logits)
-        return self.head(x, pre_logits=pre_logits) if mask is None else self.head(x, pre_logits=pre_logits, mask=mask)
+        two-branch body's features are (tokens, CNN map), and its head reads both (`conv=`)."""
+        x, conv = x if isinstance(x, tuple) else (x, None)
+        return self.head(x, pre_logits=pre_logits, **_head_inputs(mask, conv))
 
     def forward(self, x: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, *, input_ids: torch.Tensor | None = None):
         """Images (B, C, H, W), or a text body's input_ids (B, L) [, attention_mask, token_type_ids] -> logits."""
         x = _one_input(x, input_ids)
         mask = self.padding(x, attention_mask)  # once, for the blocks and the head
-        return self.forward_head(self._features(x, mask, token_type_ids), mask=mask)
+        x, conv = self._features(x, mask, token_type_ids)
+        return self.head(x, **_head_inputs(mask, conv))
 
     # ---------------------------------------------------------------- timm's feature API
     def forward_intermediates(self, x: torch.Tensor, indices: int | Sequence[int] | None = None, norm: bool = False,
@@ -395,26 +368,25 @@ class VisionTransformer(nn.Module):
         NLC (the tokens, prefix included; a text body's only form, its per-layer hidden states); None: NCHW
         for images, NLC for text. Returns (final features, intermediates) or the
         intermediates only; the final features have the final norm once the last stage was run."""
-        if self.two_branch:
-            raise ValueError("forward_intermediates: a two-branch body (Conformer) carries a CNN map beside the "
-                             "tokens; its taps are not implemented")
-        output_fmt = output_fmt or ("NLC" if self.text else "NCHW")
-        if output_fmt not in ("NCHW", "NLC") or (self.text and output_fmt != "NLC"):
-            raise ValueError(f"output_fmt must be {'NLC (a text body has no map)' if self.text else 'NCHW or NLC'}, "
-                             f"got {output_fmt!r}")
+        formats = self.inputs.formats
+        output_fmt = output_fmt or self.inputs.feature_format
+        if output_fmt not in formats:
+            raise ValueError(f"output_fmt must be {' or '.join(formats)}"
+                             f"{' (a text body has no map)' if formats == ('NLC',) else ''}, got {output_fmt!r}")
         mask = self.padding(x, attention_mask)
         take = set(_take_indices(len(self.feature_info), indices))
         taps = {(f["stage"], f["index"]): k for k, f in enumerate(self.feature_info)}
         end = max(take, default=-1) if stop_early else len(self.feature_info) - 1
-        grid = None if self.text else self.input_grid(x)  # dynamic_img_size: the input's (one stage, no entry)
-        feats, last_stage, reached, x = [], len(self.layout) - 1, -1, self.forward_tokens(x, token_type_ids)
+        grid = self.input_grid(x) if output_fmt == "NCHW" else None  # dynamic_img_size: the input's (one stage)
+        feats, last_stage, reached = [], len(self.layout) - 1, -1
+        x, conv = self.forward_tokens(x, token_type_ids)
         for shape, stage in zip(self.layout, self.stages):
             if end < 0:
                 break
             reached = shape.index
             x, maps = (x if stage.entry is None else stage.entry(x)), None
             for j, block in enumerate(stage.blocks):
-                x, maps, _ = block(x, maps, mask=mask, causal=self.causal)
+                x, maps, conv = block(x, maps, mask=mask, causal=self.causal, conv=conv)
                 k = taps.get((shape.index, j))
                 if k in take:
                     y = self.norm(x) if norm and shape.index == last_stage else x
@@ -437,8 +409,9 @@ class VisionTransformer(nn.Module):
         the kept entries; `spec`, `layout` and `parts()` still describe the whole model."""
         take = _take_indices(len(self.feature_info), indices)
         last = max(take)
-        if self.two_branch:
-            raise ValueError("prune_intermediate_layers: a two-branch body (Conformer) has no taps to keep")
+        if self.conv_layout and not prune_head:
+            raise ValueError("prune_intermediate_layers: the head reads the CNN map of the last block, which pruning "
+                             "removes (a two-branch body): prune the head too")
         if len(self.layout) == 1:
             self.stages[0].blocks = self.stages[0].blocks[:last + 1]
         else:
@@ -454,7 +427,8 @@ class VisionTransformer(nn.Module):
 class PrunedHead(nn.Module):
     """What `prune_intermediate_layers(prune_head=True)` leaves of the head: the tokens, unchanged."""
 
-    def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None,
+                conv: torch.Tensor | None = None) -> torch.Tensor:
         return x
 
     def classifier(self) -> nn.Module:
@@ -467,11 +441,16 @@ class PrunedHead(nn.Module):
 def example_input(spec: S.Model, batch: int = 1, *, dtype: torch.dtype | None = None,
                   generator: torch.Generator | None = None, device: torch.device | str | None = None) -> torch.Tensor:
     """A random batch that `spec`'s model takes: N(0, 1) images (B, C, H, W) in `dtype`, or a text body's token
-    ids (B, seq_len), int64 whatever `dtype` says."""
-    if spec.embedder.text:
-        e = spec.embedder
-        return torch.randint(e.vocab_size, (batch, e.seq_len), generator=generator, device=device)
-    return torch.randn(batch, spec.in_chans, *spec.img_size, dtype=dtype, generator=generator, device=device)
+    ids (B, seq_len), int64 whatever `dtype` says (vspec.nn.inputs)."""
+    return inputs_of(spec).example(batch, dtype=dtype, generator=generator, device=device)
+
+
+VisionTransformer = Transformer  # the name of the releases before text and two-branch bodies
+
+
+def _head_inputs(mask: torch.Tensor | None, conv: torch.Tensor | None) -> dict:
+    """The head's keywords beside the tokens: the padding mask of a text batch, the CNN map of a two-branch body."""
+    return {**({} if mask is None else {"mask": mask}), **({} if conv is None else {"conv": conv})}
 
 
 def _map_shape(m: S.ConvMap) -> tuple[int, int, int]:

@@ -1,7 +1,6 @@
 """The generic block kinds (the block is a role, `kinds.BlockKind`): the pre-norm block of ViT, DeiT and GPT-2,
-and the post-norm block of the original transformer (BERT, OpenAI GPT). Kinds with more (DHVT's head tokens,
-Conformer's CNN branch, Refiner's adjusted branches) subclass `Block` in their own paper's file and keep its
-fields."""
+and the post-norm block of the original transformer (BERT, OpenAI GPT). A paper's block kind subclasses `Block` in
+the paper's own file and keeps its fields."""
 
 from typing import ClassVar
 

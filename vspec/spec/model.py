@@ -96,12 +96,12 @@ class Model:
     -> head.
 
     A one-stage (isotropic) model is written with the shorthand `block`, `depth`, `dim` (the stage's
-    fields), and its JSON keeps that form; a hierarchical one lists `stages` (Swin). `pos_embed`: none |
+    fields), and its JSON keeps that form; a hierarchical one lists `stages`. `pos_embed`: none |
     learned (covers class token and patches, timm) | sincos1d (fixed, over all tokens) | sincos2d
     (fixed, over the patch grid only; SimpleViT). `final_norm` applies the last block's norm kind after
     the last stage. `drop_path` is the stochastic-depth rate of the last block, ramped linearly from 0
     over all blocks of all stages. `init`: timm (ViT initialisation) | torch (PyTorch defaults).
-    `causal`: every attention lets token i attend to tokens <= i only (GPT). `dynamic_img_size`: the model also
+    `causal`: every attention lets token i attend to tokens <= i only (a decoder's). `dynamic_img_size`: the model also
     takes images of other sizes (multiples of the patch) at run time, its position table resampled to their grid
     (vspec.resample; timm's dynamic_img_size), where every kind declares `any_grid` (`check_dynamic`).
 
@@ -198,19 +198,21 @@ class Model:
             raise SpecError("pos_embed", f"sincos1d needs an even dim, got {first.dim}")
 
     def check_branches(self, stages) -> None:
-        """A two-branch body (Conformer): each coupled block's rule on the map it receives; the map exists only
-        after a two-branch embedder and must reach a head that reads it."""
+        """A two-branch body: each coupled block's rule on the map it receives; the map exists only after a
+        two-branch embedder and must reach a head that reads it."""
         two = self.embedder.two_branch
+        makers = ", ".join(k.kind for k in ROLES["embedder"] if k.two_branch) or "none is registered"
         if two != self.head.reads_map:
+            readers = ", ".join(k.kind for k in ROLES["head"] if k.reads_map)
             raise SpecError("head" if two else "embedder",
-                            f"a {self.embedder.kind} embedder's CNN map must reach a head that reads it (conformer)"
+                            f"a {self.embedder.kind} embedder's CNN map must reach a head that reads it ({readers})"
                             if two else f"the {self.head.kind} head reads a CNN map, which only a two-branch embedder "
-                                        "(conformer_stem) yields")
+                                        f"({makers}) yields")
         if not two:  # no map: no block may take one (each distinct entry once, whatever the depth)
             for path, block in self.named_blocks():
                 if block.couples:
                     raise SpecError(path, f"a {block.kind} block takes a CNN map, which needs an embedder that yields "
-                                          f"one (conformer_stem), not {self.embedder.kind}")
+                                          f"one ({makers}), not {self.embedder.kind}")
             return
         conv = self.embedder.map(self.img_size)
         for stage, shape in zip(self.stages, stages):

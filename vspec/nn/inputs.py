@@ -1,0 +1,100 @@
+"""What a model takes, chosen by its embedder: images (B, C, H, W), or a text body's token ids (B, L) with Hugging
+Face's `attention_mask` and `token_type_ids`. The model (`vspec.nn.model.Transformer`) asks its `inputs` to check
+an input, to turn an attention mask into the blocks' padding mask, to run the embedder on it, to make an example
+batch and to say how its intermediate features are laid out; it has no branch of its own on what it reads."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import spec as S
+
+
+class ImageInputs:
+    """Images (B, in_chans, H, W) at the spec's img_size, or with `dynamic_img_size` at any size the patch
+    divides; no padding, no token types. Features as maps (NCHW)."""
+
+    names = ("pixel_values",)
+    feature_format = "NCHW"
+    formats = ("NCHW", "NLC")
+
+    def __init__(self, spec: S.Model):
+        self.spec = spec
+
+    def grid(self, x: torch.Tensor) -> tuple[int, int]:
+        """The token grid of images `x`: the spec's, or with `spec.dynamic_img_size` that of any size the patch
+        divides; another shape is a ValueError."""
+        spec, expected = self.spec, (self.spec.in_chans, *self.spec.img_size)
+        if tuple(x.shape[1:]) == expected:
+            return spec.grid
+        p = spec.embedder.patch_size
+        if spec.dynamic_img_size and x.ndim == 4 and x.shape[1] == spec.in_chans and x.shape[2] % p == 0 and \
+                x.shape[3] % p == 0 and x.shape[2] * x.shape[3]:
+            return spec.embedder.grid(tuple(x.shape[2:]))
+        if spec.dynamic_img_size:
+            raise ValueError(f"input of shape {tuple(x.shape)}: this model takes (B, {spec.in_chans}, H, W) with H and "
+                             f"W positive multiples of its patch size {p} (dynamic_img_size)")
+        raise ValueError(f"input of shape {tuple(x.shape)}: this model was built for (B, "
+                         f"{', '.join(map(str, expected))}) (its spec's in_chans and img_size; rebuild the "
+                         "spec at another size, e.g. --set img_size=[H, W], or set dynamic_img_size)")
+
+    def padding(self, x: torch.Tensor, attention_mask: torch.Tensor | None) -> None:
+        if attention_mask is not None:
+            raise ValueError("attention_mask: an image model has no padding (only a text body takes one)")
+        return None
+
+    def embed(self, embedder, x: torch.Tensor, token_type_ids: torch.Tensor | None):
+        """(the embedder's output, the token grid of `x`)."""
+        if token_type_ids is not None:
+            raise ValueError("token_type_ids: an image model has no token types (only a text body takes them)")
+        grid = self.grid(x)
+        return embedder(x), grid
+
+    def part(self) -> tuple[tuple[int, ...], int | None]:
+        """(the embedder part's per-sample input shape, None: a float input)."""
+        return (self.spec.in_chans, *self.spec.img_size), None
+
+    def example(self, batch: int, *, dtype=None, generator=None, device=None) -> torch.Tensor:
+        return torch.randn(batch, self.spec.in_chans, *self.spec.img_size, dtype=dtype, generator=generator,
+                           device=device)
+
+
+class TokenInputs:
+    """A text body's token ids (B, L), any length its position table holds, with Hugging Face's attention_mask (1
+    at real tokens, 0 at padding) and token_type_ids. Features as token sequences (NLC)."""
+
+    names = ("input_ids", "attention_mask")
+    feature_format = "NLC"
+    formats = ("NLC",)
+
+    def __init__(self, spec: S.Model):
+        self.spec = spec
+
+    def padding(self, x: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """Hugging Face's attention_mask (B, L), 1 / True at real tokens, as the blocks' bool mask."""
+        if attention_mask is None:
+            return None
+        if tuple(attention_mask.shape) != tuple(x.shape[:2]):
+            raise ValueError(f"attention_mask of shape {tuple(attention_mask.shape)} for input_ids of shape "
+                             f"{tuple(x.shape)}: they must be equal")
+        return attention_mask.bool()
+
+    def embed(self, embedder, x: torch.Tensor, token_type_ids: torch.Tensor | None):
+        if x.ndim != 2 or x.is_floating_point() or x.is_complex():
+            raise ValueError(f"input of shape {tuple(x.shape)} and dtype {x.dtype}: a text body takes integer "
+                             "input_ids (B, L)")
+        return embedder(x, token_type_ids), None
+
+    def part(self) -> tuple[tuple[int, ...], int | None]:
+        """(one sequence of the spec's seq_len, token ids below the vocabulary size)."""
+        return (self.spec.embedder.seq_len,), self.spec.embedder.vocab_size
+
+    def example(self, batch: int, *, dtype=None, generator=None, device=None) -> torch.Tensor:
+        """Token ids (B, seq_len), int64 whatever `dtype` says."""
+        e = self.spec.embedder
+        return torch.randint(e.vocab_size, (batch, e.seq_len), generator=generator, device=device)
+
+
+def inputs_of(spec: S.Model) -> ImageInputs | TokenInputs:
+    """What the model of `spec` takes: token ids when its embedder reads them (`EmbedderKind.text`), else images."""
+    return TokenInputs(spec) if spec.embedder.text else ImageInputs(spec)
