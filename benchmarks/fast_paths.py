@@ -19,7 +19,7 @@ import torch
 
 import vspec
 from vspec import ops
-from vspec.nn.refiner import ConvExpandDLA, ConvStem
+from vspec.models.refiner.modules import ConvExpandDLA, ConvStem
 from vspec.nn.swin import BiasedAttentionCore
 from vspec.ops import vit
 

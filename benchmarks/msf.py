@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 import vspec
 from vspec.compiler import build_component, context
-from vspec.ops import gaussian_attention, gaussian_attention_sdpa, gaussian_channels
+from vspec.models.msf.ops import gaussian_attention, gaussian_attention_sdpa, gaussian_channels
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import race  # noqa: E402 - benchmarks/models.py: the paired-round race

@@ -22,7 +22,7 @@ import torch
 
 import vspec
 from vspec.compiler import build_component, context
-from vspec.ops import cross_covariance, svpn_approx, svpn_exact
+from vspec.models.sot.ops import cross_covariance, svpn_approx, svpn_exact
 
 BATCH, TOKENS, HEADS, DIM = 64, 196, 6, 14
 

@@ -96,4 +96,4 @@ def check_argument(family: str, label: str, state_dict: dict, config: dict, expe
             from_official(family, state_dict, config)
         assert "\n" not in str(info.value)
     else:
-        assert expect(importlib.import_module(f"vspec.convert.{family}").spec_from_config(config))
+        assert expect(importlib.import_module(f"vspec.models.{family}.convert").spec_from_config(config))

@@ -18,8 +18,8 @@ from torch import nn
 import vspec
 from vspec.analysis import AnalysisError, attention_maps, default_blocks, feature_evolution, linear_cka
 from vspec.cli import main
+from vspec.models.msf.modules import GaussianAttentionCore, GaussianBiasedCore
 from vspec.nn.layers import AttentionCore, AttentionCoreBase, MapRefiner
-from vspec.nn.msf import GaussianAttentionCore, GaussianBiasedCore
 from vspec.nn.swin import BiasedAttentionCore
 from vspec.spec import Block, GAPHead, Model, PatchEmbed, PatchMerging, Stage, WindowMHSA
 
@@ -98,7 +98,7 @@ def test_feature_evolution_is_eq2_over_the_blocks(final_norm):
     expected = []
     with torch.no_grad():
         for x in batches:
-            feats = [model.forward_tokens(x)]
+            feats = [model.forward_tokens(x)[0]]
             for block in model.stages[0].blocks:
                 feats.append(block(feats[-1]).x)
             out = model.norm(feats[-1]).reshape(-1, 16)
@@ -161,7 +161,7 @@ def test_maps_of_a_vit_equal_softmax_of_its_qkv():
     maps = attention_maps(model, image, blocks=[0, 2], heads=[1, 0])
     assert [m["block"] for m in maps] == [0, 2] and all(not m["refined"] and m["tokens"] == 17 for m in maps)
     with torch.no_grad():
-        x, inputs = model.forward_tokens(image).double(), []
+        x, inputs = model.forward_tokens(image)[0].double(), []
         for block in model.stages[0].blocks:
             inputs.append(block.norm1(x.float()).double())
             x = block(x.float()).x.double()

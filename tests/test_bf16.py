@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from strategies import KIND_MODELS
 
 import vspec
-from vspec import ops
+from vspec import ops as core_ops
 from vspec.cli.train import main as train_main
+from vspec.models.sot import ops
 from vspec.nn.heads import as_outputs
 from vspec.spec import SpecError, WindowMHSA
 from vspec.train import engine
@@ -166,7 +167,7 @@ def test_linear_follows_autocast(act):
         expected = expected if act is None else {"gelu": F.gelu, "relu": F.relu}[act](expected)
         for grad in (True, False):
             with torch.set_grad_enabled(grad):
-                y = ops.linear(x, w, b, act)
+                y = core_ops.linear(x, w, b, act)
             assert y.dtype == torch.bfloat16
             torch.testing.assert_close(y, expected.detach())
 

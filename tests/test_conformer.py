@@ -13,7 +13,7 @@ from strategies import _conformer
 
 import vspec
 from vspec.convert import from_official
-from vspec.convert.conformer import ARGUMENTS, spec_from_config
+from vspec.models.conformer.convert import ARGUMENTS, spec_from_config
 from vspec.nn.heads import as_outputs, head_loss
 from vspec.nn.model import Carry
 from vspec.spec import (

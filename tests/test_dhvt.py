@@ -12,6 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import vspec
+import vspec.models.dhvt.convert
+import vspec.models.dhvt.modules
 from vspec.convert import from_official
 from vspec.nn.heads import as_outputs, head_loss
 from vspec.spec import DAFF, MLP, SOPE, Block, HeadTokenBlock, HeadTokens, SecondOrderHead
@@ -53,7 +55,7 @@ def attentions(spec):
 
 
 def as_p4(spec):
-    return spec == vspec.convert.dhvt.spec_from_config(dhvt_p4()["config"])
+    return spec == vspec.models.dhvt.convert.spec_from_config(dhvt_p4()["config"])
 
 
 # argument -> [(changes to dhvt_p4's config, the converted spec's expected property or the refusal's text)]
@@ -89,7 +91,7 @@ DHVT_CASES = {
 
 
 def test_the_dhvt_cases_cover_every_constructor_argument():
-    assert tuple(vspec.convert.dhvt.ARGUMENTS) == DHVT_CONSTRUCTOR
+    assert tuple(vspec.models.dhvt.convert.ARGUMENTS) == DHVT_CONSTRUCTOR
     assert list(DHVT_CASES) == [*DHVT_CONSTRUCTOR, "unknown keys"]
 
 
@@ -179,7 +181,7 @@ def test_without_head_tokens_the_block_is_an_ordinary_block():
     with torch.no_grad():
         h = x + block.attn(block.norm1(x))
         assert torch.allclose(block(x).x, h + block.ffn(block.norm2(h)), atol=1e-6)
-        assert isinstance(block.ffn, vspec.nn.DAFF)
+        assert isinstance(block.ffn, vspec.models.dhvt.modules.DAFF)
 
 
 # every ablation row of Tables 5, 6, 8, 9 and 11 as a spec (DeiT-T p4 baseline or DHVT-T p4)

@@ -14,9 +14,10 @@ import torch
 from test_bf16 import small
 
 import vspec
-from vspec.nn import refiner as nn_refiner
+from vspec.models.msf import ops as msf
+from vspec.models.refiner import modules as nn_refiner
 from vspec.nn.layers import AttentionCore
-from vspec.ops import fast, msf, vit
+from vspec.ops import fast, vit
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ["deit_tiny", "swin_tiny", "msf_vit_ti", "refined_vit_s"]

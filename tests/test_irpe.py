@@ -22,10 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import vspec
+import vspec.models.irpe.convert
 from vspec.convert import from_official
+from vspec.models.irpe.modules import IRPECore
+from vspec.models.irpe.ops import product_buckets
 from vspec.nn import BuildContext
-from vspec.nn.irpe import IRPECore
-from vspec.ops.irpe import product_buckets
 from vspec.spec import (
     DAFF,
     SOPE,
@@ -114,7 +115,7 @@ def attentions(spec):
 
 
 def as_k(spec):
-    return spec == vspec.convert.irpe.spec_from_config(fixture("k")["config"])
+    return spec == vspec.models.irpe.convert.spec_from_config(fixture("k")["config"])
 
 
 def single(**changes):
@@ -169,7 +170,7 @@ IRPE_CASES = {
 
 
 def test_the_irpe_cases_cover_every_constructor_argument():
-    assert tuple(vspec.convert.irpe.ARGUMENTS) == IRPE_CONSTRUCTOR
+    assert tuple(vspec.models.irpe.convert.ARGUMENTS) == IRPE_CONSTRUCTOR
     assert list(IRPE_CASES) == [*IRPE_CONSTRUCTOR, "unknown keys"]
 
 

@@ -15,9 +15,11 @@ from strategies import TABLE1, TABLE2
 from torch.utils.flop_counter import FlopCounterMode
 
 import vspec
+import vspec.models.msf.convert
 from vspec.compiler import build_component, context
 from vspec.convert import ConversionError, from_official
-from vspec.ops import gaussian_attention, grouped_linear, structured
+from vspec.models.msf.ops import gaussian_attention
+from vspec.ops import grouped_linear, structured
 from vspec.spec import (
     MHSA,
     Block,
@@ -365,7 +367,7 @@ def msf_fixture():
 
 
 def as_msf(spec):
-    return spec == vspec.convert.msf.spec_from_config(msf_fixture()["config"])
+    return spec == vspec.models.msf.convert.spec_from_config(msf_fixture()["config"])
 
 
 # argument -> [(changes to msf_msf's config, the converted spec's expected property or the refusal's text)]
@@ -393,7 +395,7 @@ MSF_CASES = {
 
 
 def test_the_msf_cases_cover_every_constructor_argument():
-    assert tuple(vspec.convert.msf.ARGUMENTS) == MSF_CONSTRUCTOR
+    assert tuple(vspec.models.msf.convert.ARGUMENTS) == MSF_CONSTRUCTOR
     assert list(MSF_CASES) == [*MSF_CONSTRUCTOR, "required", "unknown keys"]
 
 
@@ -464,7 +466,7 @@ def test_analyze_writes_both_plots_and_reads_tied_roles_and_norms(tmp_path, caps
     model = vspec.build(spec).eval()
     x = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
-        feats = [model.forward_tokens(x)]
+        feats = [model.forward_tokens(x)[0]]
         for block in model.stages[0].blocks:
             feats.append(block(feats[-1]).x)
     assert result["feature_norms"] == pytest.approx([float(f.norm(dim=-1).mean()) for f in feats], rel=1e-5)

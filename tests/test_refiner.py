@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 import vspec
-from vspec.convert.refiner import released_blocks
+from vspec.models.refiner.convert import released_blocks
+from vspec.models.refiner.modules import DLA, MapAttention, Refiner
 from vspec.nn.layers import AttentionCore
-from vspec.nn.refiner import DLA, MapAttention, Refiner
 from vspec.spec import MHSA, MLP, Block, ConvStem, Model, PatchEmbed, Refine, RefinerAttention, SpecError, Stage
 from vspec.spec.layout import Tokens
 

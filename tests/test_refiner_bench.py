@@ -11,8 +11,8 @@ from conftest import FIXTURES, assert_close_to_stored, load_benchmark
 
 import vspec
 from vspec import spec as S
-from vspec.convert.refiner import _rename, released_blocks
-from vspec.nn.refiner import ConvExpandDLA
+from vspec.models.refiner.convert import _rename, released_blocks
+from vspec.models.refiner.modules import ConvExpandDLA
 
 
 def bench():

@@ -14,10 +14,11 @@ from conftest import FIXTURES, argument_cases, assert_close_to_stored, check_arg
 from PIL import Image
 
 import vspec
+import vspec.models.refiner.convert
 from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
 from vspec.convert import ConversionError, ConversionNote, from_official
-from vspec.nn.refiner import MapAttention
+from vspec.models.refiner.modules import MapAttention
 from vspec.train.data import build_datasets, build_transforms
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +65,7 @@ def base():
 
 
 def as_base(spec):
-    return spec == vspec.convert.refiner.spec_from_config(base())
+    return spec == vspec.models.refiner.convert.spec_from_config(base())
 
 
 # argument -> [(changes to the fixture's config, the converted spec's expected property or the refusal's text)]
@@ -114,7 +115,7 @@ REFINER_CASES = {
 
 
 def test_the_refiner_cases_cover_every_constructor_argument():
-    assert tuple(vspec.convert.refiner.ARGUMENTS) == REFINER_CONSTRUCTOR
+    assert tuple(vspec.models.refiner.convert.ARGUMENTS) == REFINER_CONSTRUCTOR
     assert list(REFINER_CASES) == [*REFINER_CONSTRUCTOR, "unknown keys"]
 
 

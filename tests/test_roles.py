@@ -9,7 +9,7 @@ import attrs
 import pytest
 import torch
 
-from vspec.compiler import MODULES, build_component, context
+from vspec.compiler import build_component, context, modules
 from vspec.nn.layers import RoleProjections
 from vspec.spec import (
     MHSA,
@@ -53,7 +53,7 @@ CASES = [
     (IRPEAttention(**SMALL), QKV),
     (IRPEAttention(**SMALL, on="qkv", projections=Projections(roles="QKQW", groups=2)), QKV),
 ]
-ATTENTIONS = sorted((c for c in MODULES if issubclass(c, MultiHead)), key=lambda c: c.__name__)
+ATTENTIONS = sorted((c for c in modules() if issubclass(c, MultiHead)), key=lambda c: c.__name__)
 
 
 MODEL = Model(embedder=PatchEmbed(patch_size=4), block=Block(attention=MHSA(**SMALL)), depth=1, dim=DIM,
@@ -104,7 +104,7 @@ unregister(FormedMHSA)  # used as an object here, never through files: no other 
 def test_a_form_field_of_another_kind_is_not_msf_eq14():
     attention = FormedMHSA(**SMALL, projections=PROJ)
     assert attention.probe_width(DIM) is None and attention.role_widths(DIM) == QKV
-    formed = MODULES[MHSA](attention, context(MODEL))  # the generic module, as a kind of its own would reuse it
+    formed = modules()[MHSA](attention, context(MODEL))  # the generic module, as a kind of its own would reuse it
     assert [y.shape[-1] for y in formed.projections(torch.randn(1, 3, DIM))] == [8, 8, 8]
     # as built: 3 input roles (8 x 16) + biases, WEIGHT (16 x 8) + bias
     assert 3 * (8 * 16 + 8) + 16 * 8 + 16 == sum(p.numel() for p in formed.parameters())

@@ -7,7 +7,7 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from vspec.ops import covariance, cross_covariance, epn, isqrt_cov, power_iteration, svpn_approx, svpn_exact
+from vspec.models.sot.ops import covariance, cross_covariance, epn, isqrt_cov, power_iteration, svpn_approx, svpn_exact
 
 F64 = torch.float64
 seeds = st.integers(0, 2**16)

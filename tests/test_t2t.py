@@ -22,8 +22,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import vspec
+import vspec.models.t2t.convert
 from vspec.convert import ConversionError, from_official
-from vspec.ops.t2t import performer_attention, random_features, soft_split
+from vspec.models.t2t.ops import performer_attention, random_features, soft_split
 from vspec.spec import (
     DAFF,
     MHSA,
@@ -69,7 +70,7 @@ def test_a_wrong_position_table_is_refused():
 
 
 def perf(**changes):
-    return vspec.convert.t2t.spec_from_config({**fixture("t2t_performer")["config"], **changes})
+    return vspec.models.t2t.convert.spec_from_config({**fixture("t2t_performer")["config"], **changes})
 
 
 T2T_CASES = {
@@ -97,7 +98,7 @@ T2T_CASES = {
 
 
 def test_the_t2t_cases_cover_every_constructor_argument():
-    assert set(T2T_CASES) - {"unknown"} == set(vspec.convert.t2t.ARGUMENTS)
+    assert set(T2T_CASES) - {"unknown"} == set(vspec.models.t2t.convert.ARGUMENTS)
 
 
 @pytest.mark.parametrize(**argument_cases(T2T_CASES))

@@ -235,7 +235,7 @@ def test_second_order_heads_on_text_are_checked_by_field():
 def test_svpn_started_on_the_left_is_svpn_of_the_transpose():
     """side = left: the power iteration starts from an m-vector (the released language head); the result is
     svPN of Q^T started on the right, transposed (written out in released_head above, checked by the fixture)."""
-    from vspec.ops import svpn_approx
+    from vspec.models.sot.ops import svpn_approx
 
     g = torch.Generator().manual_seed(0)
     q, w = torch.randn(5, 6, 4, generator=g, dtype=torch.float64), torch.randn(6, generator=g, dtype=torch.float64)

@@ -241,10 +241,10 @@ def test_a_hierarchical_body_trains_and_resumes(tmp_path):
     """Swin's parts (window attention, patch merging, no class token) through the training engine."""
     spec = vspec.override(vspec.load_spec(ROOT / "specs/swin_tiny.py"),
                           {"img_size": 32, "stages": [
-                              {"depth": 2, "dim": 16, "block": {"attention": {"kind": "window_mhsa", "heads": 2,
-                                                                              "window": 4}}},
-                              {"depth": 2, "dim": 32, "block": {"attention": {"kind": "window_mhsa", "heads": 4,
-                                                                              "window": 4}},
+                              {"depth": 2, "dim": 16, "block": {"kind": "pre_norm", "attention": {
+                                  "kind": "window_mhsa", "heads": 2, "window": 4}}},
+                              {"depth": 2, "dim": 32, "block": {"kind": "pre_norm", "attention": {
+                                  "kind": "window_mhsa", "heads": 4, "window": 4}},
                                "entry": {"kind": "patch_merging"}}], "num_classes": 4})
     path = tmp_path / "swin.json"
     path.write_text(vspec.to_json(spec))

@@ -85,7 +85,7 @@ def feature_norms(model: nn.Module, x: torch.Tensor) -> list[float]:
     position embedding included) and after each `feature_info` entry (each block of a one-stage model,
     each stage otherwise; read through forward_intermediates)."""
     model.eval()
-    feats = [model.forward_tokens(x)] + model.forward_intermediates(x, output_fmt="NLC", intermediates_only=True)
+    feats = [model.forward_tokens(x)[0]] + model.forward_intermediates(x, output_fmt="NLC", intermediates_only=True)
     return [float(f.norm(dim=-1).mean()) for f in feats]
 
 

@@ -1,4 +1,5 @@
-"""The compiler: spec -> torch module, through one visible table."""
+"""The compiler: spec -> torch module, through one visible table (the generic kinds' here, each family's in its
+`family.py`)."""
 
 from contextlib import contextmanager, nullcontext
 
@@ -9,64 +10,43 @@ from . import nn as N
 from . import spec as S
 from .spec.core import one_line
 
-# spec class -> module class. Every module takes (spec, ctx).
+# spec class -> module class, the generic kinds'; every module takes (spec, ctx). The families' entries (their
+# `family.MODULES`, vspec/spec/families.py) join when first needed (`modules()`) and when a family is registered.
 MODULES: dict[type, type[nn.Module]] = {
-    # generic (vit)
     S.PatchEmbed: N.PatchEmbed,
     S.SimplePatchEmbed: N.SimplePatchEmbed,
     S.MHSA: N.MHSA,
     S.MLP: N.MLP,
     S.ClassTokenHead: N.ClassTokenHead,
     S.GAPHead: N.GAPHead,
-    # SoT
-    S.SoTEmbed: N.SoTEmbed,
-    S.SecondOrderHead: N.SecondOrderHead,
-    S.GAPPool: N.GAPPool,
-    S.GCP: N.GCP,
-    S.MGCrP: N.MGCrP,
-    S.SvPN: N.SvPN,
-    S.EPN: N.EPN,
-    S.LearnableScale: N.LearnableScale,
-    S.ReprLayerNorm: N.ReprLayerNorm,
-    S.NoNorm: N.NoNorm,
-    # DHVT
-    S.SOPE: N.SOPE,
-    S.DAFF: N.DAFF,
-    S.HeadTokenBlock: N.HeadTokenBlock,
-    # Swin
     S.WindowMHSA: N.WindowMHSA,
     S.PatchMerging: N.PatchMerging,
-    # MSF
-    S.MeanShiftAttention: N.MeanShiftAttention,
-    S.WindowMeanShiftAttention: N.WindowMeanShiftAttention,
-    # iRPE
-    S.IRPEAttention: N.IRPEAttention,
-    # Refiner
-    S.ConvStem: N.ConvStem,
-    S.RefinerAttention: N.RefinerAttention,
-    S.AdjustedBlock: N.AdjustedBlock,
-    # T2T-ViT
-    S.T2TEmbed: N.T2TEmbed,
-    # Conformer
-    S.ConformerStem: N.ConformerStem,
-    S.ConvBranch: N.ConvBranch,
-    S.CoupledBlock: N.CoupledBlock,
-    S.ConformerHead: N.ConformerHead,
-    # language bodies
     S.TokenEmbed: N.TokenEmbed,
     S.FirstTokenHead: N.FirstTokenHead,
     S.LastTokenHead: N.LastTokenHead,
-    # assembly
     S.Block: N.Block,
     S.PostNormBlock: N.PostNormBlock,
     S.Model: N.Transformer,
 }
 
 
+def modules() -> dict[type, type[nn.Module]]:
+    """The whole table: MODULES with every family's entries (read when first needed, and again when a family was
+    registered since: a family's converters import this module, so its table cannot be read on import)."""
+    if _loaded != set(S.families.load()):
+        MODULES.update(S.families.tables("MODULES"))
+        _loaded.clear()
+        _loaded.update(S.families.load())
+    return MODULES
+
+
+_loaded: set[str] = set()  # the families whose entries MODULES holds
+
+
 def build_component(spec: object, ctx: N.BuildContext) -> nn.Module:
-    module_cls = MODULES.get(type(spec))
+    module_cls = modules().get(type(spec))
     if module_cls is None:
-        raise TypeError(f"no module for spec {type(spec).__name__}; known: {', '.join(c.__name__ for c in MODULES)}")
+        raise TypeError(f"no module for spec {type(spec).__name__}; known: {', '.join(c.__name__ for c in modules())}")
     return module_cls(spec, ctx)
 
 
@@ -132,3 +112,4 @@ def weights(spec: S.Model) -> S.budget.Weights:
     own = _nbytes((*model.parameters(recurse=False), *model.buffers(recurse=False)))
     every = own + sum(_nbytes((*p.module.parameters(), *p.module.buffers())) for p in model.parts())
     return S.budget.Weights(every, _nbytes(tensors), max((_nbytes((t,)) for t in tensors), default=0))
+

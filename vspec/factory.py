@@ -6,7 +6,7 @@
 
 A preset is `specs/<name>.py` of the repository, installed with the package as `vspec/presets/<name>.py` (a link
 to `specs/` in the repository, its files in the wheel), or of a folder on the `VSPEC_SPECS` search path
-(`os.pathsep`-separated, searched first). Overrides are
+(`os.pathsep`-separated, searched first), or of a family's preset folder. Overrides are
 dotted spec keys as `vspec build --set` takes them (`vspec.spec.override`). `features_only=True` wraps the
 model in `FeatureModel` (timm's FeatureGetterNet), whose `feature_info` is timm's `FeatureInfo`: timm (the
 `vspec[train]` extra) is imported then, and only then. `register_timm()` makes every preset a timm
@@ -32,9 +32,12 @@ PRESETS = Path(__file__).parent / "presets"  # specs/ of the repository, install
 
 
 def preset_dirs() -> list[Path]:
-    """Where presets are looked for: the folders of `VSPEC_SPECS`, then the package's presets (`specs/`)."""
+    """Where presets are looked for: the folders of `VSPEC_SPECS`, then the package's presets (`specs/`), then the
+    folders the families declare (`family.PRESETS`, vspec/spec/families.py)."""
+    from .spec import families
+
     extra = [Path(p) for p in os.environ.get("VSPEC_SPECS", "").split(os.pathsep) if p]
-    return [*extra, PRESETS]
+    return [*extra, PRESETS, *map(Path, families.presets())]
 
 
 def presets() -> dict[str, Path]:

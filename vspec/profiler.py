@@ -35,7 +35,7 @@ from torch import nn
 
 from .compiler import build
 from .ops.fast import fast_paths
-from .spec import Model
+from .spec import Model, families
 
 Shape = Sequence[int]
 
@@ -73,12 +73,6 @@ def _fv_zero(inputs: list[Any], outputs: list[Any]) -> int:
     return 0
 
 
-def _fv_svpn_exact(inputs: list[Any], outputs: list[Any]) -> int:
-    """vspec.ops.svpn_exact: the SVD counts 0 (as fvcore's linalg_svd), U f(S) V^T is counted."""
-    *batch, m, n = _shape(inputs[0])
-    return _prod(batch) * m * min(m, n) * n
-
-
 # ops that cost 0 MACs by convention (elementwise, activations, softmax, reductions, data movement)
 ZERO_COST_OPS = (
     "aten::add", "aten::add_", "aten::sub", "aten::rsub", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
@@ -96,9 +90,9 @@ ZERO_COST_OPS = (
     "aten::upsample_nearest2d",
 )
 
+# the generic ops' handles; a family adds its own ops' (`family.FVCORE_HANDLES`, vspec/spec/families.py)
 FVCORE_HANDLES: dict[str, Callable[[list[Any], list[Any]], int]] = {
     "aten::scaled_dot_product_attention": _fv_sdpa,
-    "prim::PythonOp._SvPN": _fv_svpn_exact,
     **{op: _fv_zero for op in ZERO_COST_OPS},
 }
 
@@ -234,7 +228,7 @@ def _count_fvcore(module: nn.Module, x: tuple[torch.Tensor, ...]) -> _Count:
         warnings.simplefilter("ignore", FutureWarning)
         from fvcore.nn import FlopCountAnalysis
 
-    analysis = FlopCountAnalysis(module, x).set_op_handle(**FVCORE_HANDLES)
+    analysis = FlopCountAnalysis(module, x).set_op_handle(**FVCORE_HANDLES, **families.tables("FVCORE_HANDLES"))
     analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
     with fast_paths(False):  # the plain ops, counted as written
         analysis.total()

@@ -20,13 +20,14 @@ class ImageInputs:
 
     def __init__(self, spec: S.Model):
         self.spec = spec
+        self.expected, self.built = (spec.in_chans, *spec.img_size), spec.grid  # once: not traced by torch.compile
 
     def grid(self, x: torch.Tensor) -> tuple[int, int]:
         """The token grid of images `x`: the spec's, or with `spec.dynamic_img_size` that of any size the patch
         divides; another shape is a ValueError."""
-        spec, expected = self.spec, (self.spec.in_chans, *self.spec.img_size)
+        spec, expected = self.spec, self.expected
         if tuple(x.shape[1:]) == expected:
-            return spec.grid
+            return self.built
         p = spec.embedder.patch_size
         if spec.dynamic_img_size and x.ndim == 4 and x.shape[1] == spec.in_chans and x.shape[2] % p == 0 and \
                 x.shape[3] % p == 0 and x.shape[2] * x.shape[3]:

@@ -124,3 +124,34 @@ def sincos_2d(h: int, w: int, dim: int, temperature: float = 1e4) -> torch.Tenso
     xs, xc = _sincos(x.flatten(), quarter, temperature, max(quarter - 1, 1))
     ys, yc = _sincos(y.flatten(), quarter, temperature, max(quarter - 1, 1))
     return torch.cat((xs, xc, ys, yc), dim=1).float()
+
+
+# ---------------------------------------------------------------- grouped projections (MSF Sec. 2.3)
+def grouped_linear(x: torch.Tensor, weight: torch.Tensor, groups: int, grouping: str) -> torch.Tensor:
+    """x W_G^T for the grouped weight `weight` (out, in / groups): the input's channels in `groups`
+    contiguous groups, each output channel reading one. interleaved: output o reads group o mod G (the
+    released code's mode); block: outputs in G contiguous blocks, block j reads group j. One batched
+    matmul over the groups (a matmul, which both MAC counters count exactly; fvcore's einsum handle
+    does not); `groups` = 1 is a plain linear map."""
+    if groups == 1:
+        return linear(x, weight)
+    out, width = weight.shape
+    xg = x.reshape(-1, groups, width).transpose(0, 1)  # (G, M, in / G)
+    if grouping == "interleaved":  # rows o = j G + g: group g's rows are weight[g::G]
+        y = xg @ weight.view(out // groups, groups, width).permute(1, 2, 0)  # (G, M, out / G)
+        y = y.permute(1, 2, 0)  # (M, out / G, G): output j G + g
+    else:  # rows o = g (out / G) + j
+        y = (xg @ weight.view(groups, out // groups, width).transpose(1, 2)).transpose(0, 1)  # (M, G, out / G)
+    return y.reshape(*x.shape[:-1], out)
+
+
+def structured(weight: torch.Tensor, groups: int, grouping: str) -> torch.Tensor:
+    """The dense (out, in) matrix of a grouped weight (out, in / groups): zeros where an output channel
+    does not read an input group. `grouped_linear(x, w, G, m) == F.linear(x, structured(w, G, m))`."""
+    if groups == 1:
+        return weight
+    out, width = weight.shape
+    o = torch.arange(out, device=weight.device)
+    group = o % groups if grouping == "interleaved" else o // (out // groups)
+    mask = group[:, None] == torch.arange(groups, device=weight.device).repeat_interleave(width)[None, :]
+    return weight.repeat(1, groups) * mask

@@ -1,7 +1,8 @@
 """The protocol of each role, declared once: what an embedder, an attention, an FFN, an entry or a head (and
 SoT's head parts) may declare, with its default. A component kind is a frozen attrs class that subclasses its
 role's base and sets `kind`, its tag in JSON / TOML; defining it registers it (`KINDS`, `ROLES`), so that the
-spec language, the files and the validators know it. Its module is one line in `vspec.compiler.MODULES`.
+spec language, the files and the validators know it. Its module is one line in `vspec.compiler.MODULES` (a
+family's: in its `family.py`).
 
 A capability is a class attribute or a method of the base, never probed with a default: a kind that does not
 override it has the base's, written here. The model's validator only composes these rules.
@@ -90,7 +91,7 @@ class EmbedderKind(Kind):
     """Image -> tokens on a grid. `patch_size`: pixels per token side (the first stage's reduction).
     `text`: it reads token ids instead (`vspec.spec.text`): its tokens are a sequence, grid (1, L), that may
     be padded, so that every attention and the head must honour a key-padding mask. `two_branch`: it returns
-    (tokens, CNN map), and the blocks carry the map beside the tokens (`vspec.spec.conformer`; its `map(img_size)`
+    (tokens, CNN map), and the blocks carry the map beside the tokens (a two-branch embedder kind; its `map(img_size)`
     is the map's shape)."""
 
     __slots__ = ()

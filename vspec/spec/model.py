@@ -9,7 +9,6 @@ from typing import Any, Literal
 import attrs
 from attrs import field, frozen
 
-from . import conformer, dhvt, irpe, msf, refiner, sot, swin, t2t, text  # noqa: F401 - every paper's kinds (kinds.KINDS)
 from .blocks import Block
 from .core import SpecError, check, check_pair, check_size, join, pair, show
 from .kinds import KINDS, ROLES, BlockKind, EmbedderKind, EntryKind, HeadKind, of_role  # noqa: F401

@@ -1,0 +1,9 @@
+"""The toy family's table entries, its converter and its presets' folder."""
+
+from pathlib import Path
+
+from . import convert, modules, spec
+
+MODULES = {spec.GLUFFN: modules.GLUFFN, spec.GatedBlock: modules.GatedBlock}
+CONVERTERS = {"toy": convert.from_official_toy}
+PRESETS = Path(__file__).with_name("presets")

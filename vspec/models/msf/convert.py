@@ -1,0 +1,133 @@
+"""The MSF authors' released models (MSFtransformer, vit_pytorch/simple_vit_flexatt.py:SimpleViTflexAtt)
+-> vspec.
+
+`config` holds the released constructor's arguments (`ARGUMENTS`; image_size, patch_size, num_classes,
+dim, depth, heads and mlp_dim have no default there). Every one is honoured or refused by name; none is
+ignored: image_size (an int or a (height, width) pair), patch_size (an int or an equal pair), num_classes
+(at least 1: the released head is a Linear), dim, depth, heads, mlp_dim, channels (`Model.in_chans`),
+dim_head (default 64) and att: `orig` or `msf`, optionally with `-gN` (N-group interleaved projections,
+the only grouping that code reaches); the constructor's default `origAtt` builds no attention (refused).
+
+Released-code facts it encodes: SimpleViT (patchify -> LayerNorm -> Linear -> LayerNorm,
+fixed 2-D sin-cos position embedding, no class token, mean -> LayerNorm -> Linear head), attention
+without biases, LayerNorm eps 1e-5. Its fused `to_qkv` / `to_qkvp` weight is split into one matrix per
+role; the untied, ungrouped original keeps timm's fused `qkv`.
+
+Its GroupLinear stores the rows of group g as one block (rows g out/G ... (g + 1) out/G - 1 read input
+chunk g) and, interleaved, shuffles the outputs: output o = j G + g is row g out/G + j. vspec stores
+row o for output o (which reads chunk o mod G), so the rows are permuted on the way in, over the
+fused output (before the chunking into roles, as the released code shuffles it).
+"""
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from ... import spec as S
+from ...compiler import build
+from ...convert.common import REQUIRED, ConversionError, load_mapped, read_arguments, refuse, renamer
+from . import spec as P
+
+# the released constructor's arguments (keyword-only) with its defaults
+ARGUMENTS: dict[str, Any] = {
+    "image_size": REQUIRED, "patch_size": REQUIRED, "num_classes": REQUIRED, "dim": REQUIRED, "depth": REQUIRED,
+    "heads": REQUIRED, "mlp_dim": REQUIRED, "channels": 3, "dim_head": 64, "att": "origAtt",
+}
+
+
+def _attention(att: Any, heads: int, head_dim: int) -> S.MHSA | P.MeanShiftAttention:
+    m = re.fullmatch(r"(orig|msf)(?:-g(\d+))?", att) if isinstance(att, str) else None
+    if m is None:
+        default = " (the constructor's default, for which get_attention_module returns no module)" \
+            if att == ARGUMENTS["att"] else ""
+        raise ConversionError(f"MSF config: att must be 'orig' or 'msf', optionally with '-gN'; got {att!r}{default}")
+    groups = int(m.group(2) or 1)
+    common = dict(heads=heads, head_dim=head_dim, qkv_bias=False, proj_bias=False)
+    if m.group(1) == "msf":
+        return P.MeanShiftAttention(**common, projections=S.Projections(groups=groups))
+    return S.MHSA(**common, projections=S.Projections(groups=groups) if groups > 1 else None)
+
+
+def _side(value: Any) -> int | None:
+    """An int, or the side of an equal pair."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] == value[1]:
+        value = value[0]
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _image(value: Any) -> tuple[int, int] | None:
+    """An int, or a (height, width) pair of ints (the released `pair`)."""
+    pair = tuple(value) if isinstance(value, (list, tuple)) else (value, value)
+    ok = len(pair) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
+    return pair if ok else None
+
+
+def spec_from_config(config: Mapping[str, Any]) -> S.Model:
+    a = read_arguments("MSF", config, ARGUMENTS)
+    refuse("MSF", [
+        (_image(a["image_size"]) is None, f"image_size {a['image_size']!r}: an int or a (height, width) pair"),
+        (_side(a["patch_size"]) is None, f"patch_size {a['patch_size']!r}: an int or an equal pair (vspec's patches "
+                                         "are square)"),
+        (a["num_classes"] == 0, "num_classes 0: the released head is a Linear with no outputs (vspec's 0 means no "
+                                "classifier)"),
+    ])
+    ln = S.Norm(eps=1e-5)
+    attention = _attention(a["att"], a["heads"], a["dim_head"])
+    return S.Model(
+        embedder=S.SimplePatchEmbed(patch_size=_side(a["patch_size"]), norm=ln),
+        block=S.Block(attention=attention, ffn=S.MLP(hidden=a["mlp_dim"]), norm=ln),
+        depth=a["depth"], dim=a["dim"], num_classes=a["num_classes"], img_size=_image(a["image_size"]),
+        in_chans=a["channels"], class_token=False, pos_embed="sincos2d", final_norm=False, head=S.GAPHead(norm=ln),
+    )
+
+
+_RULES = [
+    (r"^to_patch_embedding\.1\.", "embedder.norm_in."),
+    (r"^to_patch_embedding\.2\.", "embedder.proj."),
+    (r"^to_patch_embedding\.3\.", "embedder.norm_out."),
+    (r"^transformer\.layers\.(\d+)\.0\.norm\.", r"stages.0.blocks.\1.norm1."),
+    (r"^transformer\.layers\.(\d+)\.1\.net\.0\.", r"stages.0.blocks.\1.norm2."),
+    (r"^transformer\.layers\.(\d+)\.1\.net\.1\.", r"stages.0.blocks.\1.ffn.fc1."),
+    (r"^transformer\.layers\.(\d+)\.1\.net\.3\.", r"stages.0.blocks.\1.ffn.fc2."),
+    (r"^linear_head\.0\.", "head.norm."),
+    (r"^linear_head\.1\.", "head.fc."),
+]
+_rename = renamer(_RULES)
+_FUSED = re.compile(r"^transformer\.layers\.(\d+)\.0\.(to_qkvp?|to_out)\.weight$")
+
+
+def unshuffle(weight: torch.Tensor, groups: int) -> torch.Tensor:
+    """The released interleaved GroupLinear's weight (rows in group blocks) in vspec's row order: row o
+    = released row (o mod G) out/G + o // G."""
+    o = torch.arange(weight.shape[0])
+    return weight[(o % groups) * (weight.shape[0] // groups) + o // groups]
+
+
+def _split_roles(state_dict: Mapping[str, torch.Tensor], fused: bool, groups: int) -> dict[str, torch.Tensor]:
+    """The attention weights under vspec's names: `to_qkv(p)` chunked into the role matrices Q K V (P)
+    and `to_out` as W, or (`fused`) the untied original's `qkv` / `proj`."""
+    out = {}
+    for key, value in state_dict.items():
+        m = _FUSED.match(key)
+        if m is None:
+            out[key] = value
+            continue
+        attn = f"stages.0.blocks.{m.group(1)}.attn"
+        if fused:
+            out[f"{attn}.{'proj' if m.group(2) == 'to_out' else 'qkv'}.weight"] = value
+        elif m.group(2) == "to_out":
+            out[f"{attn}.projections.matrices.W.weight"] = value
+        else:
+            for letter, chunk in zip("QKVP", unshuffle(value, groups).chunk(len(m.group(2)) - 3)):
+                out[f"{attn}.projections.matrices.{letter}.weight"] = chunk
+    return out
+
+
+def from_official_msf(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> nn.Module:
+    spec = spec_from_config(config)
+    projections = spec.block.attention.projections
+    groups = projections.groups if projections is not None else 1
+    return load_mapped(build(spec), _split_roles(state_dict, projections is None, groups), _rename)

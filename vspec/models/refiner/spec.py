@@ -1,0 +1,199 @@
+"""Refiner (Zhou et al., "Refiner: refining self-attention for vision transformers"): attention
+expansion (Sec. 3.2), distributed local attention (DLA, Sec. 3.3) and reduction (Sec. 3.4) of the
+attention maps, maps handed from block to block (appendix B.4, Table 13), Refined-ViT's CNN patch stem and its
+adjusted blocks. The released code's forms (Refined-ViT) sit beside the paper's, each named.
+"""
+
+from typing import ClassVar, Literal
+
+from attrs import field, frozen
+
+from ...spec.blocks import Block
+from ...spec.core import SpecError, check, check_size
+from ...spec.kinds import AttentionKind
+from ...spec.layout import Tokens
+from ...spec.vit import MultiHead, Patchify
+
+__all__ = ["AdjustedBlock", "ConvStem", "Refine", "RefinerAttention"]
+
+CONSTRAINTS = ("none", "spatial", "row_col")
+FORMS = ("paper", "released")
+
+
+@frozen
+class ConvStem(Patchify):
+    """Refined-ViT's CNN patch stem (T2T-style, "more convs for patch embedding", Table 11): conv 7x7
+    stride 2 (width channels) -> conv 3x3 (2 x width) -> conv 3x3 (4 x width), each without bias and
+    followed by BatchNorm and ReLU, then a projection conv with kernel = stride = patch_size / 2 (bias)
+    to dim. The released widths are 32 / 64 / 128."""
+
+    kind: ClassVar[str] = "conv_stem"
+    patch_size: int = field(default=16, validator=check(int, ge=2))
+    width: int = field(default=32, validator=check(int, ge=1))
+
+    def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
+        if self.patch_size % 2:
+            raise SpecError("patch_size", f"must be even (the stem strides 2, then patch_size / 2), got "
+                                          f"{self.patch_size}")
+        Patchify.check_input(self, img_size, in_chans, dim)
+        check_size("width", 4 * self.width, "the stem's last width 4 x width")
+
+
+@frozen
+class Refine:
+    """What Refiner does to the H attention maps of a block (Fig. 3a), in three steps:
+
+    expansion (Sec. 3.2): a linear map of the H maps to H' = `expansion` x H maps (1 x 1 conv over
+    heads); with expansion 1 it is talking-heads attention. DLA (Sec. 3.3): a `kernel` x `kernel`
+    head-wise convolution of each expanded map (0: no DLA; Fig. 6 varies the size), under a
+    `constraint` (Table 4): none (the map as an N x N image, what Refiner does) | spatial (each query's
+    row of the map laid on the token grid, conv over the keys' 2-D neighbours; prefix keys untouched) |
+    row_col (a 1-D conv along the keys plus one along the queries). reduction (Sec. 3.4): a linear map
+    back to H maps; without it (Table 3) the H' maps aggregate H' value heads of head_dim each.
+    `expand` false leaves the maps as they are, no linear map over the heads at all (expansion 1, no
+    reduction): DLA on the attention maps alone (Table 2).
+
+    `form`: paper (the three steps, linear, no bias: Fig. 3a) | released (Refined-ViT's DLA
+    "conv_exapnd": 1x1 conv H -> rH + BN + ReLU6, depthwise k x k + BN + ReLU6, 1x1 conv rH -> H + BN,
+    plus the incoming maps; then a BatchNorm over the H maps; constraint none, reduction on)."""
+
+    expansion: int = field(default=3, validator=check(int, ge=1, le=64))
+    kernel: int = field(default=3, validator=check(int, ge=0, le=63))
+    constraint: Literal["none", "spatial", "row_col"] = field(default="none", validator=check(str, choices=CONSTRAINTS))
+    reduction: bool = field(default=True, validator=check(bool))
+    form: Literal["paper", "released"] = field(default="paper", validator=check(str, choices=FORMS))
+    expand: bool = field(default=True, validator=check(bool))
+
+    def __attrs_post_init__(self):
+        if not self.expand and (self.expansion != 1 or self.reduction or self.form == "released"):
+            raise SpecError("Refine.expand", "false keeps the H maps without a linear map over the heads: it needs "
+                                             "expansion 1, reduction false and the paper form")
+        if self.form == "released":
+            if not self.kernel or self.constraint != "none" or not self.reduction:
+                raise SpecError("Refine.form", "the released DLA has a kernel, no constraint and the reduction "
+                                               "(kernel >= 1, constraint 'none', reduction true)")
+
+    def maps_out(self, heads: int) -> int:
+        """How many maps leave the pipeline: H with the reduction, H' without."""
+        return heads if self.reduction else heads * self.expansion
+
+    def check(self, tokens: Tokens, heads: int) -> None:
+        check_size("expansion", heads * self.expansion, f"the expanded maps {self.expansion} x {heads} heads")
+        if self.kernel > tokens.length:
+            raise SpecError("kernel", f"{self.kernel} exceeds the {tokens.length} tokens of each map")
+        if self.constraint == "spatial" and self.kernel > min(tokens.grid):
+            raise SpecError("kernel", f"{self.kernel} exceeds the {tokens.grid[0]}x{tokens.grid[1]} token grid "
+                                      "that the spatial constraint convolves over")
+
+
+@frozen
+class RefinerAttention(MultiHead):
+    """Self-attention whose maps A = softmax(q k^T * scale) (per head, N x N) are materialised, may be
+    refined (`refine`, a Refine; None: not refined) and handed to the next block, which may reuse them.
+
+    reuse: take the previous block's maps instead of computing them: the block projects values only,
+    no q, k (Table 13; Refined-ViT's "shared" blocks). It hands on the maps it received, unchanged, so
+    one map serves the next n blocks. A block that computes its maps hands on what it aggregates with
+    (refined, if it refines). add_incoming: A = softmax(q k^T * scale) + scale x the previous block's
+    maps (Refined-ViT's compute blocks). A block that does either needs the previous block of its stage
+    to be a RefinerAttention with as many heads; the model checks it.
+
+    form: paper | released (Refined-ViT: a reusing block's refined maps multiplied by scale; its q and k
+    each scaled by sqrt(scale) are computed as scale on q, equal up to rounding). `refine`'s own form says
+    which DLA it is.
+    Without refine, reuse or add_incoming, and when no later block takes its maps, the block runs on
+    F.scaled_dot_product_attention like MHSA. `projections` (MSF's roles) are not available here."""
+
+    kind: ClassVar[str] = "refiner"
+    produces_maps: ClassVar[bool] = True
+    refine: Refine | None = field(default=None, validator=check(Refine, optional=True))
+    reuse: bool = field(default=False, validator=check(bool))
+    add_incoming: bool = field(default=False, validator=check(bool))
+    form: Literal["paper", "released"] = field(default="paper", validator=check(str, choices=FORMS))
+
+    masks: ClassVar[bool] = True
+    causal: ClassVar[bool] = True
+
+    @property
+    def consumes_maps(self) -> bool:
+        return self.reuse or self.add_incoming
+
+    def check_masks(self, padding: bool, causal: bool) -> None:
+        """The maps honour padding and causal masks through the paper's linear pipeline (masked softmax, the map
+        masked by m_i m_j before the DLA and by m_j after it; a causal DLA reads no later query's row). The
+        released DLA's BatchNorms would take statistics over padding, and the spatial constraint lays the keys
+        on an image grid: both are refused."""
+        if not (padding or causal) or self.refine is None:
+            return
+        if self.refine.form == "released":
+            raise SpecError("refine.form", "the released DLA's BatchNorms take statistics over every position, "
+                                           "padding too: use the paper form with masks")
+        if self.refine.constraint == "spatial":
+            raise SpecError("refine.constraint", "spatial lays each query's keys on an image's token grid; a "
+                                                 "sequence takes none or row_col")
+
+    @property
+    def maps_used(self) -> int:
+        """How many maps aggregate values: the value heads."""
+        return self.heads if self.refine is None else self.refine.maps_out(self.heads)
+
+    def role_widths(self, dim: int) -> dict[str, int]:
+        """q and k inner wide (none when the block reuses the incoming maps), the values one head_dim per
+        map used (`maps_used`)."""
+        inner = self.inner_dim(dim)
+        return ({} if self.reuse else {"Q": inner, "K": inner}) | {"V": self.maps_used * (inner // self.heads)}
+
+    @property
+    def maps_handed_on(self) -> int:
+        """How many maps the block hands on: those it received (reuse) or those it aggregates with."""
+        return self.heads if self.reuse else self.maps_used
+
+    def check(self, tokens: Tokens) -> None:
+        if self.projections is not None:
+            raise SpecError("projections", "tied or grouped projections are not available on refiner attention")
+        if self.reuse and self.add_incoming:
+            raise SpecError("add_incoming", "a block that reuses the incoming maps has no maps of its own to add "
+                                            "them to")
+        MultiHead.check(self, tokens)
+        check_size("heads", tokens.length**2 * self.heads, f"the {self.heads} maps of {tokens.length} x "
+                                                            f"{tokens.length} tokens")
+        if self.refine is not None:
+            try:
+                self.refine.check(tokens, self.heads)
+            except SpecError as e:
+                raise e.under("refine") from None
+
+    def scores(self, tokens: Tokens) -> int:
+        """The maps; refined, the expanded maps before and after DLA too."""
+        maps = MultiHead.scores(self, tokens)
+        return maps if self.refine is None else maps * 2 * self.refine.expansion
+
+    def check_maps(self, before: AttentionKind | None, index: int) -> None:
+        """A block that takes maps (reuse, add_incoming) follows, in its stage, a block that hands on as many."""
+        if not self.consumes_maps:
+            return
+        if before is None:
+            raise SpecError("", f"block {index} needs the attention maps of the block before it, but it is the first "
+                                "of its stage (maps are handed on within a stage)")
+        if not before.produces_maps:
+            raise SpecError("", f"block {index} needs the attention maps of block {index - 1}, whose {before.kind} "
+                                "attention hands none on (make it refiner attention)")
+        if before.maps_handed_on != self.heads:
+            raise SpecError("", f"block {index} takes {self.heads} maps (its heads), block {index - 1} hands on "
+                                f"{before.maps_handed_on}")
+
+    def check_keys(self, tokens: Tokens) -> None:
+        """MultiHead's rule (at least 2 keys per query) for a block that computes its maps; a reusing block
+        has no query or key weights (the block whose maps it reuses sees the same tokens and is held to it)."""
+        if not self.reuse:
+            MultiHead.check_keys(self, tokens)
+
+
+@frozen
+class AdjustedBlock(Block):
+    """Refined-ViT's pre-norm block with adjusted branches: each branch reads norm(a x) and adds f / a, a =
+    `adjust_ratio` (the released code's; 0.5: x + 2 attn(LN(x / 2)), 1: the plain pre-norm block)."""
+
+    kind: ClassVar[str] = "adjusted"
+    adjust_ratio: float = field(default=0.5, validator=check(float, gt=0))
+

@@ -1,0 +1,32 @@
+"""SoT's table entries: the module of each of its kinds (`vspec.compiler`) and the converters of the released
+code (`vspec.convert.from_official`)."""
+
+import math
+
+from . import convert, convert_text, modules, spec
+
+MODULES = {
+    spec.SoTEmbed: modules.SoTEmbed,
+    spec.SecondOrderHead: modules.SecondOrderHead,
+    spec.GAPPool: modules.GAPPool,
+    spec.GCP: modules.GCP,
+    spec.MGCrP: modules.MGCrP,
+    spec.SvPN: modules.SvPN,
+    spec.EPN: modules.EPN,
+    spec.LearnableScale: modules.LearnableScale,
+    spec.ReprLayerNorm: modules.ReprLayerNorm,
+    spec.NoNorm: modules.NoNorm,
+}
+CONVERTERS = {"sot": convert.from_official_sot, "sot_text": convert_text.from_official_sot_text}
+
+
+def _svpn_exact(inputs: list, outputs: list) -> int:
+    """The exact svPN (ops.svpn_exact, an autograd Function fvcore sees as one op): the SVD counts 0, as fvcore's
+    linalg_svd; U f(S) V^T is counted."""
+    from fvcore.nn.jit_handles import get_shape
+
+    *batch, m, n = get_shape(inputs[0])
+    return math.prod(batch) * m * min(m, n) * n
+
+
+FVCORE_HANDLES = {"prim::PythonOp._SvPN": _svpn_exact}

@@ -1,0 +1,9 @@
+"""T2T-ViT's table entries: the module of each of its kinds (`vspec.compiler`) and the converters of the released
+code (`vspec.convert.from_official`)."""
+
+from . import convert, modules, spec
+
+MODULES = {
+    spec.T2TEmbed: modules.T2TEmbed,
+}
+CONVERTERS = {"t2t": convert.from_official_t2t}

@@ -1,0 +1,126 @@
+"""The families the spec language knows: packages that each hold one paper's (or one body's) parts, found in
+three ways and nowhere else:
+- the packages of `vspec.models` (the papers of this repository),
+- the `vspec.families` entry-point group of installed distributions (`name = package`),
+- `register_family(package)`, one documented call from any code.
+
+A family package has `spec.py`, torch-free, whose kinds register themselves when it is imported (kinds.KINDS), and
+`family.py`, imported only when torch is needed, whose tables the core reads (`tables`): `MODULES` (spec class ->
+module class, vspec.compiler), `CONVERTERS` (name -> converter, vspec.convert.from_official), and optionally
+`FVCORE_HANDLES` (the profiler's count of an op it emits) and `PRESETS` (a folder of presets, vspec.factory).
+The core names no family: it asks this module. Importing this module imports no torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import warnings
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import Any
+
+BUILTIN = "vspec.models"
+GROUP = "vspec.families"
+_registered: list[str] = []
+_specs: dict[str, ModuleType] = {}  # package -> its spec module, in the order they were loaded
+_refused: dict[str, str] = {}  # package -> why it could not be loaded
+
+
+def packages() -> list[str]:
+    """Every family package, once: vspec.models' own, then the entry points', then the registered ones."""
+    builtin = importlib.import_module(BUILTIN)
+    names = [f"{BUILTIN}.{m.name}" for m in pkgutil.iter_modules(builtin.__path__) if m.ispkg]
+    names += [ep.value for ep in entry_points(group=GROUP)]
+    return list(dict.fromkeys([*names, *_registered]))
+
+
+def load() -> dict[str, ModuleType]:
+    """Import the spec module of every family not yet loaded (its kinds register); {package: spec module}. A
+    package of another distribution that fails to import is skipped with a warning (vspec itself still imports);
+    one of vspec's own, or a registered one, raises."""
+    for name in packages():
+        if name in _specs or name in _refused:
+            continue
+        try:
+            _specs[name] = importlib.import_module(f"{name}.spec")
+        except Exception as e:  # noqa: BLE001 - a broken installed plugin must not break `import vspec`
+            if name.startswith(f"{BUILTIN}.") or name in _registered:
+                raise
+            _refused[name] = f"{type(e).__name__}: {e}"
+            warnings.warn(f"vspec family {name!r} (entry point {GROUP}) could not be loaded: {_refused[name]}",
+                          stacklevel=2)
+    return dict(_specs)
+
+
+def exported() -> dict[str, Any]:
+    """The public names of every loaded family's spec module (its `__all__`), for `vspec.spec.<Name>`. Two families
+    exporting one name is an error."""
+    out: dict[str, Any] = {}
+    for package, module in _specs.items():
+        for name in getattr(module, "__all__", ()):
+            if name in out and out[name] is not getattr(module, name):
+                raise ImportError(f"vspec family {package!r} exports {name!r}, which another family exports already")
+            out[name] = getattr(module, name)
+    return out
+
+
+def register_family(package: str) -> ModuleType:
+    """Make the family in `package` (an importable package with `spec.py` and `family.py`) known: its kinds to
+    the spec language, files and `--set` (and its spec module's `__all__` as `vspec.spec.<Name>`); its modules,
+    converters, profiler handles and presets to the compiler, `from_official`, the profiler and `create_model`.
+    Returns its spec module. Registering it again does nothing."""
+    if not isinstance(package, str) or not package:
+        raise TypeError(f"register_family takes a package name, got {package!r}")
+    if package not in _registered:
+        _registered.append(package)
+    load()
+    import vspec.spec
+
+    vspec.spec._export_families()
+    return _specs[package]
+
+
+def unregister_family(package: str) -> None:
+    """Forget a family registered with `register_family` (a test's own, when the test ends): its kinds, its names
+    in `vspec.spec`, its entries in the compiler's table."""
+    import sys
+
+    from .kinds import KINDS, unregister
+
+    module = _specs.pop(package, None)
+    if package in _registered:
+        _registered.remove(package)
+    if module is None:
+        return
+    kinds = [c for c in KINDS.values() if c.__module__ == module.__name__]
+    for cls in kinds:
+        unregister(cls)
+    import vspec.spec
+
+    vspec.spec._export_families()
+    compiler = sys.modules.get("vspec.compiler")
+    if compiler is not None:
+        for cls in kinds:
+            compiler.MODULES.pop(cls, None)
+
+
+def tables(name: str) -> dict:
+    """Every loaded family's `family.<name>` table merged (MODULES, CONVERTERS, FVCORE_HANDLES); imports the
+    families' family.py (torch). Two families giving one key is an error."""
+    load()
+    merged: dict = {}
+    for package in _specs:
+        table = getattr(importlib.import_module(f"{package}.family"), name, {})
+        clash = next((k for k in table if k in merged and merged[k] is not table[k]), None)
+        if clash is not None:
+            raise ImportError(f"vspec family {package!r}: its {name} entry {clash!r} is another family's already")
+        merged.update(table)
+    return merged
+
+
+def presets() -> list[Any]:
+    """The preset folders the families declare (`family.PRESETS`), in the order they were loaded."""
+    load()
+    folders = (getattr(importlib.import_module(f"{package}.family"), "PRESETS", None) for package in _specs)
+    return [f for f in folders if f is not None]
