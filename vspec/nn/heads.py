@@ -11,6 +11,8 @@ against the sample's label at every token (flattened to (B * N, C), the label re
 cutmix soft targets alike). Without token-level labels this is all the dense auxiliary head learns
 from; token labels, MixToken and token relabelling (LV-ViT, Refiner's released training) are not
 implemented.
+
+Heads that honour a padding mask (True at real tokens) find each sequence's last real token with `last_real`.
 """
 
 from collections.abc import Callable
@@ -58,3 +60,18 @@ def output_loss(criterion: Callable, output: HeadOutput, target: torch.Tensor) -
 def head_loss(criterion: Callable, out: torch.Tensor | tuple[HeadOutput, ...], target: torch.Tensor) -> torch.Tensor:
     """The loss of a training forward: the sum of weight x criterion over the head's outputs."""
     return sum(o.weight * output_loss(criterion, o, target) for o in as_outputs(out))
+
+
+def last_real(mask: torch.Tensor | None, length: int, device: torch.device) -> torch.Tensor | int:
+    """The position of each sequence's last real token (the rightmost True of `mask`, left or right padding);
+    without a mask, the last position."""
+    if mask is None:
+        return length - 1
+    return (torch.arange(length, device=device) * mask).argmax(1)
+
+
+def last_real_token(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Each sequence's last real token (B, N, C) -> (B, C)."""
+    if mask is None:
+        return x[:, -1]
+    return x[torch.arange(x.shape[0], device=x.device), last_real(mask, x.shape[1], x.device)]

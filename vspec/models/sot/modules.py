@@ -32,9 +32,8 @@ from torch import nn
 
 from ... import spec as S
 from ...nn.context import BuildContext
-from ...nn.heads import HeadOutput
+from ...nn.heads import HeadOutput, last_real, last_real_token
 from ...nn.layers import AttentionCore, Linear, make_norm, masked_mean
-from ...nn.text import last_real, last_real_token
 from . import spec as P
 from .ops import cross_covariance, epn, isqrt_cov, svpn_approx, svpn_exact
 

@@ -1,16 +1,17 @@
 """Language bodies (BERT, RoBERTa, ELECTRA, OpenAI GPT, GPT-2): the text embedder and the heads that read a
-padded token sequence. The blocks are the generic ones (`Block(post_norm=True)` for BERT's layout); a text
+padded token sequence. The blocks are the generic ones (`PostNormBlock` for BERT's layout); a text
 body's tokens are a sequence, so image-only kinds refuse it (`Kind.needs_grid`)."""
 
 from typing import ClassVar, Literal
 
 from attrs import field, frozen
 
-from .core import SpecError, check, check_size
-from .kinds import EmbedderKind, HeadKind
-from .layout import Tokens
-from .vit import Norm
+from ...spec.core import SpecError, check, check_size
+from ...spec.kinds import EmbedderKind, HeadKind
+from ...spec.layout import Tokens
+from ...spec.vit import Norm
 
+__all__ = ["FirstTokenHead", "LastTokenHead", "TokenEmbed"]
 POOLER_ACTS = ("tanh", "gelu")
 
 
