@@ -20,7 +20,7 @@ import torch
 import vspec
 from vspec import ops
 from vspec.models.refiner.modules import ConvExpandDLA, ConvStem
-from vspec.models.swin.modules import BiasedAttentionCore
+from vspec.nn.swin import BiasedAttentionCore
 from vspec.ops import vit
 
 ROOT = Path(__file__).resolve().parents[1]

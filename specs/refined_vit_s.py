@@ -3,7 +3,7 @@ CNN patch stem, compute and shared blocks alternating, the shared blocks' DLA wi
 released code runs: 6.82 G MACs; `refined_vit_s_expand6.py` honours the factory's 6, the paper's 7.2 G),
 class-token head (`refined_vit_s_dense.py` adds the dense auxiliary head)."""
 
-from vspec.models.refiner.convert import released_blocks
+from vspec.models.refiner.spec import released_blocks
 from vspec.spec import ConvStem, Model
 
 SPEC = Model(embedder=ConvStem(patch_size=16), block=released_blocks([False, True] * 8, heads=12), dim=384)

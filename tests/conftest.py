@@ -85,15 +85,13 @@ def argument_cases(cases: dict) -> dict:
 def check_argument(family: str, label: str, state_dict: dict, config: dict, expect) -> None:
     """`expect` a regex: converting `config` is refused in one line `<label> config: <expect>...`; otherwise a
     predicate the spec the converter makes of `config` satisfies (the argument is honoured)."""
-    import importlib
-
     import pytest
 
-    from vspec.convert import ConversionError, from_official
+    from vspec.convert import ConversionError, from_official, official
 
     if isinstance(expect, str):
         with pytest.raises(ConversionError, match=f"^{label} config: {expect}") as info:
             from_official(family, state_dict, config)
         assert "\n" not in str(info.value)
     else:
-        assert expect(importlib.import_module(f"vspec.models.{family}.convert").spec_from_config(config))
+        assert expect(official()[family].spec_of(config))

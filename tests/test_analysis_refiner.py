@@ -19,8 +19,8 @@ import vspec
 from vspec.analysis import AnalysisError, attention_maps, default_blocks, feature_evolution, linear_cka
 from vspec.cli import main
 from vspec.models.msf.modules import GaussianAttentionCore, GaussianBiasedCore
-from vspec.models.swin.modules import BiasedAttentionCore
 from vspec.nn.layers import AttentionCore, AttentionCoreBase, MapRefiner
+from vspec.nn.swin import BiasedAttentionCore
 from vspec.spec import Block, GAPHead, Model, PatchEmbed, PatchMerging, Stage, WindowMHSA
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -359,7 +359,7 @@ def test_first_lines_of_empty_and_blank_messages_name_the_error():
 
 
 def test_checksum_covers_every_tensor_in_a_fixed_order():
-    from vspec.checkpoint import tensor_checksum
+    from vspec.checksum import tensor_checksum
 
     state = {"b": torch.arange(4.0), "a": {"x": [torch.ones(2, 2), 3]}, "spec": "{}"}
     reordered = {"spec": "{}", "a": {"x": [torch.ones(2, 2), 3]}, "b": torch.arange(4.0)}
@@ -370,7 +370,7 @@ def test_checksum_covers_every_tensor_in_a_fixed_order():
 
 
 def test_the_checksum_covers_the_spec_every_field_and_every_tensor():
-    from vspec.checkpoint import checksum
+    from vspec.checksum import checksum
 
     t = torch.arange(4.0)
     state = {"spec": '{"act": "gelu"}', "state_dict": {"w": t}, "epoch": 1, "rng": {"python": (3, (1, 2), None)},
@@ -389,7 +389,8 @@ def test_the_checksum_covers_the_spec_every_field_and_every_tensor():
 
 
 def test_written_checkpoints_carry_a_checksum_of_everything_that_load_verifies(good_run, tmp_path):
-    from vspec.checkpoint import checksum, read
+    from vspec.checkpoint import read
+    from vspec.checksum import checksum
 
     spec, good = good_run
     model = vspec.build(vspec.load_spec(spec))
@@ -414,7 +415,7 @@ def test_written_checkpoints_carry_a_checksum_of_everything_that_load_verifies(g
 def test_checkpoints_with_the_previous_checksum_still_load_and_it_is_verified(good_run, tmp_path):
     """today's main wrote "tensor_sha256" (the tensors only): verified; the rest of such a file is taken as it
     is, as the README says."""
-    from vspec.checkpoint import tensor_checksum
+    from vspec.checksum import tensor_checksum
     from vspec.train.checkpoints import load as load_training
 
     spec, good = good_run

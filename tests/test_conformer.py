@@ -13,7 +13,7 @@ from strategies import _conformer
 
 import vspec
 from vspec.convert import from_official
-from vspec.models.conformer.convert import ARGUMENTS, spec_from_config
+from vspec.models.conformer.convert import CONFORMER
 from vspec.nn.heads import as_outputs, head_loss
 from vspec.nn.model import Carry
 from vspec.spec import (
@@ -83,7 +83,7 @@ def branches(spec):
 
 
 def as_small(spec):
-    return spec == spec_from_config(fixture()["config"])
+    return spec == CONFORMER.spec_of(fixture()["config"])
 
 
 CASES = {
@@ -116,7 +116,7 @@ CASES = {
 
 
 def test_the_cases_cover_every_constructor_argument():
-    assert tuple(ARGUMENTS) == CONSTRUCTOR
+    assert tuple(CONFORMER.arguments) == CONSTRUCTOR
     assert list(CASES) == [*CONSTRUCTOR, "unknown keys"]
 
 
@@ -135,7 +135,7 @@ def test_training_only_arguments_leave_the_eval_output_as_released():
 
 
 def test_med_blocks_build_and_run():
-    spec = spec_from_config({**fixture()["config"], "num_med_block": 1})
+    spec = CONFORMER.spec_of({**fixture()["config"], "num_med_block": 1})
     model = vspec.build(spec).eval()
     assert len(model.stages[1].blocks[0].conv.med_block) == 1
     assert model(model.example_input(2)).shape == (2, 10)
@@ -143,7 +143,7 @@ def test_med_blocks_build_and_run():
 
 # ---------------------------------------------------------------- the two-state block contract
 def small():
-    return spec_from_config(fixture()["config"])
+    return CONFORMER.spec_of(fixture()["config"])
 
 
 def test_a_coupled_block_changes_the_map_and_a_plain_one_hands_it_on():
@@ -237,7 +237,7 @@ TI = {"patch_size": 16, "channel_ratio": 1, "embed_dim": 384, "depth": 12, "num_
 
 def test_conformer_ti_is_the_released_model():
     spec = vspec.load_spec(ROOT / "specs/conformer_ti.py")
-    assert spec == spec_from_config(TI)
+    assert spec == CONFORMER.spec_of(TI)
     assert sum(p.numel() for p in vspec.build(spec, "meta").parameters()) == 23_524_704  # the released count
 
 

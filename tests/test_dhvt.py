@@ -55,7 +55,7 @@ def attentions(spec):
 
 
 def as_p4(spec):
-    return spec == vspec.models.dhvt.convert.spec_from_config(dhvt_p4()["config"])
+    return spec == vspec.models.dhvt.convert.DHVT.spec_of(dhvt_p4()["config"])
 
 
 # argument -> [(changes to dhvt_p4's config, the converted spec's expected property or the refusal's text)]
@@ -91,7 +91,7 @@ DHVT_CASES = {
 
 
 def test_the_dhvt_cases_cover_every_constructor_argument():
-    assert tuple(vspec.models.dhvt.convert.ARGUMENTS) == DHVT_CONSTRUCTOR
+    assert tuple(vspec.models.dhvt.convert.DHVT.arguments) == DHVT_CONSTRUCTOR
     assert list(DHVT_CASES) == [*DHVT_CONSTRUCTOR, "unknown keys"]
 
 

@@ -115,7 +115,7 @@ def attentions(spec):
 
 
 def as_k(spec):
-    return spec == vspec.models.irpe.convert.spec_from_config(fixture("k")["config"])
+    return spec == vspec.models.irpe.convert.IRPE.spec_of(fixture("k")["config"])
 
 
 def single(**changes):
@@ -170,7 +170,7 @@ IRPE_CASES = {
 
 
 def test_the_irpe_cases_cover_every_constructor_argument():
-    assert tuple(vspec.models.irpe.convert.ARGUMENTS) == IRPE_CONSTRUCTOR
+    assert tuple(vspec.models.irpe.convert.IRPE.arguments) == IRPE_CONSTRUCTOR
     assert list(IRPE_CASES) == [*IRPE_CONSTRUCTOR, "unknown keys"]
 
 

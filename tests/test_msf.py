@@ -367,7 +367,7 @@ def msf_fixture():
 
 
 def as_msf(spec):
-    return spec == vspec.models.msf.convert.spec_from_config(msf_fixture()["config"])
+    return spec == vspec.models.msf.convert.MSF.spec_of(msf_fixture()["config"])
 
 
 # argument -> [(changes to msf_msf's config, the converted spec's expected property or the refusal's text)]
@@ -395,7 +395,7 @@ MSF_CASES = {
 
 
 def test_the_msf_cases_cover_every_constructor_argument():
-    assert tuple(vspec.models.msf.convert.ARGUMENTS) == MSF_CONSTRUCTOR
+    assert tuple(vspec.models.msf.convert.MSF.arguments) == MSF_CONSTRUCTOR
     assert list(MSF_CASES) == [*MSF_CONSTRUCTOR, "required", "unknown keys"]
 
 

@@ -85,9 +85,9 @@ def released(sd: dict, config: dict, x: torch.Tensor) -> torch.Tensor:
 
 def test_its_converter_loads_a_released_state_dict(family):
     config = {"dim": 32, "depth": 2, "heads": 2, "num_classes": 10, "img_size": 16, "patch": 4}
-    from toy_family.convert import spec_from_config
+    from toy_family.convert import TOY
 
-    family_spec = spec_from_config(config)
+    family_spec = TOY.spec_of(config)
     torch.manual_seed(1)
     model = vspec.build(family_spec)
     rename = {"embedder.proj": "patch", "head.fc": "fc"}

@@ -104,7 +104,7 @@ def test_sincos_2d_definition():
 def test_attention_core_with_a_learnable_mask_is_sdpa(mask_shape):
     """Swin's attention core writes the math out for a mask that needs a gradient on the CPU (the
     relative position bias): outputs and every gradient equal SDPA's."""
-    from vspec.models.swin.modules import BiasedAttentionCore
+    from vspec.nn.swin import BiasedAttentionCore
 
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 3, 5, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))

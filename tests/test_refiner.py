@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 import vspec
-from vspec.models.refiner.convert import released_blocks
 from vspec.models.refiner.modules import DLA, MapAttention, Refiner
+from vspec.models.refiner.spec import released_blocks
 from vspec.nn.layers import AttentionCore
 from vspec.spec import MHSA, MLP, Block, ConvStem, Model, PatchEmbed, Refine, RefinerAttention, SpecError, Stage
 from vspec.spec.layout import Tokens

@@ -11,8 +11,10 @@ from conftest import FIXTURES, assert_close_to_stored, load_benchmark
 
 import vspec
 from vspec import spec as S
-from vspec.models.refiner.convert import _rename, released_blocks
+from vspec.convert.common import renamer
+from vspec.models.refiner.convert import REFINER
 from vspec.models.refiner.modules import ConvExpandDLA
+from vspec.models.refiner.spec import released_blocks
 
 
 def bench():
@@ -108,7 +110,7 @@ def test_train_gradients_in_float32_as_accurate_as_the_reference():
             return {n: params[rename(n)].grad.double() for n, _ in ref.named_parameters()}
 
         exact = grads(ref, torch.float64, str)
-        ref32, ours32 = grads(ref, torch.float32, str), grads(ours, torch.float32, _rename)
+        ref32, ours32 = grads(ref, torch.float32, str), grads(ours, torch.float32, renamer(REFINER.rules))
         for n, g in exact.items():
             errs = [(t[n] - g).norm().item() for t in (ref32, ours32)]
             assert errs[0] > 0

@@ -65,7 +65,7 @@ def base():
 
 
 def as_base(spec):
-    return spec == vspec.models.refiner.convert.spec_from_config(base())
+    return spec == vspec.models.refiner.convert.REFINER.spec_of(base())
 
 
 # argument -> [(changes to the fixture's config, the converted spec's expected property or the refusal's text)]
@@ -115,7 +115,7 @@ REFINER_CASES = {
 
 
 def test_the_refiner_cases_cover_every_constructor_argument():
-    assert tuple(vspec.models.refiner.convert.ARGUMENTS) == REFINER_CONSTRUCTOR
+    assert tuple(vspec.models.refiner.convert.REFINER.arguments) == REFINER_CONSTRUCTOR
     assert list(REFINER_CASES) == [*REFINER_CONSTRUCTOR, "unknown keys"]
 
 

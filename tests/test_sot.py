@@ -61,19 +61,19 @@ def test_released_options_are_honoured():
     """What each of the newer fixtures exercises shows in the converted model."""
     for name in ("sot_7layer_densenet_112", "sot_7layer_resnet_112", "sot_7layer_inception_112"):
         data = fixture(name)
-        spec = vspec.models.sot.convert.spec_from_config(data["config"], data["state_dict"])
+        spec = vspec.models.sot.convert.SOT.spec_of(data["config"], data["state_dict"])
         assert spec.img_size == (112, 112) and spec.embedder.downsample_last is False and spec.grid == (14, 14)
     data = fixture("sot_7layer_resnet_112")
     resnet = from_official("sot", data["state_dict"], data["config"])
     assert [type(b.downsample).__name__ for b in resnet.embedder.stage] == ["Sequential", "Sequential", "Identity"]
     old = fixture("sot_densenet_timm034")
     assert old["config"]["timm_version"] == "0.3.4"
-    spec = vspec.models.sot.convert.spec_from_config(old["config"], old["state_dict"])
+    spec = vspec.models.sot.convert.SOT.spec_of(old["config"], old["state_dict"])
     assert spec.embedder.dense_norm == vspec.Norm(kind="none")
     # by timm_version
-    assert vspec.models.sot.convert.spec_from_config(old["config"]).embedder.dense_norm.kind == "none"
+    assert vspec.models.sot.convert.SOT.spec_of(old["config"]).embedder.dense_norm.kind == "none"
     data = fixture("sot_qkscale_largeout")
-    spec = vspec.models.sot.convert.spec_from_config(data["config"], data["state_dict"])
+    spec = vspec.models.sot.convert.SOT.spec_of(data["config"], data["state_dict"])
     assert spec.block.attention.scale == 0.0625 and spec.embedder.large_output
     assert spec.grid == (56, 56) and vspec.layout(spec)[0].tokens.length == 3136 + 1
 
@@ -122,7 +122,7 @@ def test_the_snapshot_and_the_flat_arguments_must_agree():
     ({"representationConfig": {"type": "GCP"}}, "representation 'GCP'"),
     ({"representationConfig": {"args": {"normalization": {"type": "ePN"}}}}, "normalization 'ePN'"),
     ({"ViTConfig": {"act_layer": "<class 'torch.nn.modules.activation.ReLU'>"}}, "act_layer"),
-    ({"ViTConfig": {"window": 7}}, "cfg_snapshot.ViTConfig.window is not an argument"),
+    ({"ViTConfig": {"window": 7}}, "unknown argument 'cfg_snapshot.ViTConfig.window'"),
 ])
 def test_snapshot_arguments_are_honoured_or_rejected_by_name(snapshot, needle):
     data = fixture("sot_densenet_sum_fc")
@@ -133,7 +133,7 @@ def test_snapshot_arguments_are_honoured_or_rejected_by_name(snapshot, needle):
 
 # SoT.__init__'s arguments (jiangtaoxie/SoT @ 5da3c37, sot_src/sot.py) under the converter's flat names: img_size,
 # in_chans, num_classes, drop_rate, drop_path_rate, norm_layer, and the fields of its visualTokenConfig, ViTConfig and
-# representationConfig dicts (`vspec.models.sot.convert.SNAPSHOT` names each), plus timm_version (which timm built it)
+# representationConfig dicts (`SOT.aliases` names each), plus timm_version (which timm built it)
 SOT_CONSTRUCTOR = (
     "token_type", "fusion_type", "embed_dim", "depth", "num_heads", "mlp_ratio", "mgcrp_heads", "wr_dim", "svpn.alpha",
     "svpn.iterNum", "svpn.svNum", "img_size", "in_chans", "num_classes", "qkv_bias", "qk_scale", "attn_drop",
@@ -147,7 +147,7 @@ def sot_base():
 
 
 def as_sot_base(spec):
-    return spec == vspec.models.sot.convert.spec_from_config(sot_base())
+    return spec == vspec.models.sot.convert.SOT.spec_of(sot_base())
 
 
 SVPN = {"alpha": 0.5, "iterNum": 1, "svNum": 1}
@@ -191,14 +191,15 @@ SOT_CASES = {
     "svpn_input_dim": [({"svpn_input_dim": 6}, as_sot_base),
                        ({"svpn_input_dim": 7}, r"svPN input_dim 7 differs from wr_dim 6")],
     "timm_version": [({"timm_version": "0.3.4"}, lambda s: s.embedder.dense_norm.kind == "none")],
-    "unknown keys": [({"pos_drop": 0.1}, r"unknown argument 'pos_drop'; known: token_type, ")],
+    "unknown keys": [({"pos_drop": 0.1}, r"unknown argument 'pos_drop'; the released constructor takes token_type, ")],
 }
 
 
 def test_the_sot_cases_cover_every_constructor_argument():
-    assert tuple(vspec.models.sot.convert.ARGUMENTS) == SOT_CONSTRUCTOR
+    assert tuple(vspec.models.sot.convert.SOT.arguments) == SOT_CONSTRUCTOR
     assert list(SOT_CASES) == [*SOT_CONSTRUCTOR, "unknown keys"]
-    assert set(vspec.models.sot.convert.SNAPSHOT.values()) <= set(SOT_CONSTRUCTOR)
+    aliases = vspec.models.sot.convert.SOT.aliases.values()
+    assert {a if isinstance(a, str) else a[0] for a in aliases} <= set(SOT_CONSTRUCTOR)
 
 
 @pytest.mark.parametrize(**argument_cases(SOT_CASES))
@@ -211,7 +212,7 @@ def test_naive_linear_embedding_converts():
     """Table 3a's baseline embedding: the released PatchEmbed with img_size // 14 px patches."""
     data = fixture("sot_densenet_sum_fc")
     config = {**data["config"], "token_type": "Naive_linear", "cfg_snapshot": {}}
-    spec = vspec.models.sot.convert.spec_from_config(config)
+    spec = vspec.models.sot.convert.SOT.spec_of(config)
     assert isinstance(spec.embedder, vspec.PatchEmbed) and spec.embedder.patch_size == 16 and spec.grid == (14, 14)
     torch.manual_seed(0)
     ours = vspec.build(spec).eval()
@@ -237,7 +238,7 @@ def test_both_dense_layouts_and_their_counts():
     assert vspec.profile(old).params_trainable == 7_983_550
     config = {"token_type": "DenseNet", "fusion_type": "sum_fc", "embed_dim": 240, "depth": 7, "num_heads": 4,
               "mlp_ratio": 2.5, "mgcrp_heads": 6, "wr_dim": 14, "img_size": 112, "num_classes": 1000}
-    seven = vspec.models.sot.convert.spec_from_config(config)
+    seven = vspec.models.sot.convert.SOT.spec_of(config)
     assert seven == vspec.load_spec(ROOT / "specs/sot_7layer.py")
     assert vspec.profile(seven).params_trainable == 5_387_782
     readme = (ROOT / "README.md").read_text()
@@ -273,7 +274,7 @@ def test_full_size_configurations_convert(size):
               "mgcrp_heads": spec.head.pool.heads, "wr_dim": spec.head.pool.m,
               "svpn": {"alpha": 0.5, "iterNum": 1, "svNum": 1}, "img_size": 224, "num_classes": 1000}
     assert vspec.spec.from_dict({**vspec.to_dict(spec), "head": {**vspec.to_dict(spec.head), "drop": 0.0}}) == \
-        vspec.models.sot.convert.spec_from_config(config)
+        vspec.models.sot.convert.SOT.spec_of(config)
     ours = vspec.build(spec, device="meta")
     official = {}  # ours renamed to the released names, as the released model's state_dict() reads
     for key, value in ours.state_dict().items():

@@ -70,7 +70,7 @@ def test_a_wrong_position_table_is_refused():
 
 
 def perf(**changes):
-    return vspec.models.t2t.convert.spec_from_config({**fixture("t2t_performer")["config"], **changes})
+    return vspec.models.t2t.convert.T2T.spec_of({**fixture("t2t_performer")["config"], **changes})
 
 
 T2T_CASES = {
@@ -98,7 +98,7 @@ T2T_CASES = {
 
 
 def test_the_t2t_cases_cover_every_constructor_argument():
-    assert set(T2T_CASES) - {"unknown"} == set(vspec.models.t2t.convert.ARGUMENTS)
+    assert set(T2T_CASES) - {"unknown"} == set(vspec.models.t2t.convert.T2T.arguments)
 
 
 @pytest.mark.parametrize(**argument_cases(T2T_CASES))

@@ -18,7 +18,6 @@ previous release carry "tensor_sha256" instead, which covers the tensors only: i
 rest of such a file is taken as it is (re-save it to cover everything). A checksum is no signature:
 whoever edits a file on purpose can recompute it."""
 
-import hashlib
 import json
 import re
 import warnings
@@ -30,6 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .checksum import CONTAINERS, checksum, children, tensor_checksum
 from .compiler import build
 from .spec import Model, SpecError, from_dict, from_json, to_json
 from .spec.migrate import state_key_upgrade, upgrade, version_of
@@ -41,7 +41,6 @@ TENSOR_CHECKSUM = "tensor_sha256"  # the previous release's: of the tensors alon
 MODEL_FIELDS: dict[str, tuple] = {"spec": (str,), "state_dict": (dict,)}
 OPTIONAL_FIELDS: dict[str, tuple] = {"format": (str,), "ema": (dict, type(None)), CHECKSUM: (str,),
                                      TENSOR_CHECKSUM: (str,)}
-CONTAINERS = (dict, list, tuple, set, frozenset)
 # how far the tensors' references may exceed their distinct bytes (one tensor under many keys), and how far
 # the weights a spec describes may exceed those a file holds (half-precision weights are half the size)
 REPEATS, SLACK, SPEC_RATIO = 4, 16 * 2**20, 4
@@ -81,15 +80,6 @@ def _size(n: int) -> str:
     return size(n)
 
 
-def _children(obj: Any) -> list[tuple[Any, Any]]:
-    """(key, child) of a container; dict keys are labels, not walked."""
-    if isinstance(obj, dict):
-        return list(obj.items())
-    if isinstance(obj, (set, frozenset)):
-        return [(i, v) for i, v in enumerate(sorted(obj, key=repr))]
-    return list(enumerate(obj))
-
-
 def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
@@ -107,7 +97,7 @@ class Scan:
         self.referenced = 0
         open_: set[int] = {id(obj)}
         done: dict[int, bool] = {}  # id -> whether it holds a tensor
-        stack = [(obj, iter(_children(obj)), [False])]
+        stack = [(obj, iter(children(obj)), [False])]
         while stack:
             container, items, holds = stack[-1]
             for key, child in items:
@@ -125,7 +115,7 @@ class Scan:
                         continue
                     self.parent[c] = (id(container), key)
                     open_.add(c)
-                    stack.append((child, iter(_children(child)), [False]))
+                    stack.append((child, iter(children(child)), [False]))
                     break
             else:
                 stack.pop()
@@ -175,79 +165,6 @@ class Scan:
                                       f"(strides {list(t.stride())}: it overlaps itself)")
         self.referenced += _nbytes(t)
         self.tensors.setdefault(id(t), t)
-
-
-def _tensor_bytes(t: torch.Tensor):
-    return t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
-
-
-def tensor_checksum(obj: Any) -> str:
-    """The previous release's checksum: sha256 (hex) over the key path, dtype, shape and bytes of every tensor
-    in `obj`, dict keys in sorted order; containers that hold no tensor are skipped (they add nothing).
-    Walks without recursion; the caller refuses shared or self-containing containers first (`Scan`)."""
-    h = hashlib.sha256()
-    stack: list[tuple[str, Any]] = [("", obj)]
-    while stack:
-        key, value = stack.pop()
-        if isinstance(value, torch.Tensor):
-            h.update(f"{key}|{value.dtype}|{tuple(value.shape)}\n".encode())
-            h.update(_tensor_bytes(value))
-        elif isinstance(value, dict):
-            stack.extend((f"{key}.{k}", value[k]) for k in reversed(sorted(value, key=str)))
-        elif isinstance(value, (list, tuple)):
-            stack.extend((f"{key}.{i}", v) for i, v in reversed(list(enumerate(value))))
-    return h.hexdigest()
-
-
-_CLOSE = object()
-
-
-def checksum(obj: Any) -> str:
-    """sha256 (hex) over everything in `obj`: each object's type and value (str, int, float, bool, None,
-    bytes; torch dtypes and devices by name), containers with their lengths and their items in order (dict
-    keys too), tensors with dtype, shape and bytes. An object met again (a shared tuple, one tensor under two
-    keys) is hashed as a reference to its first occurrence, so the walk is as long as the file. No recursion."""
-    h = hashlib.sha256()
-    seen: dict[int, int] = {}
-    stack: list[Any] = [obj]
-    while stack:
-        value = stack.pop()
-        if value is _CLOSE:
-            h.update(b");")
-            continue
-        if isinstance(value, (torch.Tensor, *CONTAINERS)):
-            if id(value) in seen:
-                h.update(f"R{seen[id(value)]};".encode())
-                continue
-            seen[id(value)] = len(seen)
-        kind = type(value).__name__
-        if value is None or isinstance(value, bool):
-            h.update(f"{kind}:{value};".encode())
-        elif isinstance(value, int):
-            h.update(f"{kind}:{value:x};".encode())  # hex: no limit on the digits of an int
-        elif isinstance(value, float):
-            h.update(f"{kind}:{value.hex()};".encode())
-        elif isinstance(value, str):
-            data = value.encode("utf-8", "surrogatepass")
-            h.update(f"{kind}:{len(data)}:".encode())
-            h.update(data)
-        elif isinstance(value, (bytes, bytearray)):
-            h.update(f"{kind}:{len(value)}:".encode())
-            h.update(value)
-        elif isinstance(value, torch.Tensor):
-            h.update(f"{kind}:{value.dtype}|{tuple(value.shape)}:".encode())
-            h.update(_tensor_bytes(value))
-        elif isinstance(value, CONTAINERS):
-            items = _children(value)
-            h.update(f"{kind}:{len(items)}(".encode())
-            stack.append(_CLOSE)  # closes the container after its items
-            for k, v in reversed(items):
-                stack.append(v)
-                if isinstance(value, dict):
-                    stack.append(k)
-        else:  # torch.dtype, torch.device, complex ...
-            h.update(f"{kind}:{value!s};".encode())
-    return h.hexdigest()
 
 
 def with_checksum(state: dict[str, Any]) -> dict[str, Any]:

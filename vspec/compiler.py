@@ -19,6 +19,8 @@ MODULES: dict[type, type[nn.Module]] = {
     S.MLP: N.MLP,
     S.ClassTokenHead: N.ClassTokenHead,
     S.GAPHead: N.GAPHead,
+    S.WindowMHSA: N.WindowMHSA,
+    S.PatchMerging: N.PatchMerging,
     S.Block: N.Block,
     S.PostNormBlock: N.PostNormBlock,
     S.Model: N.Transformer,

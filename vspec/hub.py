@@ -10,7 +10,7 @@ repo_id="you/my-model", folder_path="my-model")` and `vspec.from_pretrained(hugg
 
 config.json: {"format": "vspec-folder-1", "architecture": "vspec", "num_classes", "num_features" (timm's
 names, for tools that list models), "spec": the spec as `vspec.to_json` writes it (its own format version
-inside: an earlier one is upgraded on load), "sha256"}. "sha256" is `vspec.checkpoint.checksum` over the
+inside: an earlier one is upgraded on load), "sha256"}. "sha256" is `vspec.checksum.checksum` over the
 format, the spec (its JSON with sorted keys), every tensor of model.safetensors (name, dtype, shape, bytes)
 and the aliases below: an edited spec or weight is refused as in a .pt checkpoint (it is no signature).
 
@@ -38,7 +38,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .checkpoint import CheckpointError, cause, check_checkpoint, check_fields, checksum, model_of, reading
+from .checkpoint import CheckpointError, cause, check_checkpoint, check_fields, model_of, reading
+from .checksum import checksum
 from .spec import Model, to_dict
 
 FORMAT = "vspec-folder-1"

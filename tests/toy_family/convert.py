@@ -1,40 +1,35 @@
 """A "released" gated transformer -> vspec: `config` holds its constructor's arguments (dim, depth, heads, hidden,
 num_classes, img_size, patch), each honoured or refused by name; its keys (`patch.*`, `layers.i.{qkv,proj,w,v,out,
-gates,n1,n2}`, `norm.*`, `fc.*`) map one by one, every key used."""
+gates,n1,n2}`, `norm.*`, `fc.*`) map one by one, every key used. One `Released` record."""
 
 from collections.abc import Mapping
 from typing import Any
 
-import torch
-from torch import nn
-
 from vspec import spec as S
-from vspec.compiler import build
-from vspec.convert.common import load_mapped, read_arguments, refuse, renamer
+from vspec.convert import Released
 
 from . import spec as P
 
-ARGUMENTS = {"dim": 32, "depth": 2, "heads": 2, "hidden": None, "num_classes": 10, "img_size": 16, "patch": 4}
-RULES = [
-    (r"^patch\.", "embedder.proj."),
-    (r"^layers\.(\d+)\.qkv\.", r"stages.0.blocks.\1.attn.qkv."),
-    (r"^layers\.(\d+)\.proj\.", r"stages.0.blocks.\1.attn.proj."),
-    (r"^layers\.(\d+)\.n1\.", r"stages.0.blocks.\1.norm1."),
-    (r"^layers\.(\d+)\.n2\.", r"stages.0.blocks.\1.norm2."),
-    (r"^layers\.(\d+)\.(w|v|out)\.", r"stages.0.blocks.\1.ffn.\2."),
-    (r"^layers\.(\d+)\.gates$", r"stages.0.blocks.\1.gates"),
-    (r"^fc\.", "head.fc."),
-]
 
-
-def spec_from_config(config: Mapping[str, Any]) -> S.Model:
-    a = read_arguments("Toy", config, ARGUMENTS)
-    refuse("Toy", [(a["dim"] % a["heads"] != 0, f"heads {a['heads']}: does not divide dim {a['dim']}")])
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
     block = P.GatedBlock(attention=S.MHSA(heads=a["heads"]), ffn=P.GLUFFN(hidden=a["hidden"]))
     return S.Model(embedder=S.PatchEmbed(patch_size=a["patch"]), block=block, depth=a["depth"], dim=a["dim"],
                    num_classes=a["num_classes"], img_size=a["img_size"], pos_embed="learned")
 
 
-def from_official_toy(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> nn.Module:
-    model = build(spec_from_config(config))
-    return load_mapped(model, state_dict, renamer(RULES))
+TOY = Released(
+    name="Toy",
+    arguments={"dim": 32, "depth": 2, "heads": 2, "hidden": None, "num_classes": 10, "img_size": 16, "patch": 4},
+    to_spec=_spec,
+    refusals=lambda a: [(a["dim"] % a["heads"] != 0, f"heads {a['heads']}: does not divide dim {a['dim']}")],
+    rules=[
+        (r"^patch\.", "embedder.proj."),
+        (r"^layers\.(\d+)\.qkv\.", r"stages.0.blocks.\1.attn.qkv."),
+        (r"^layers\.(\d+)\.proj\.", r"stages.0.blocks.\1.attn.proj."),
+        (r"^layers\.(\d+)\.n1\.", r"stages.0.blocks.\1.norm1."),
+        (r"^layers\.(\d+)\.n2\.", r"stages.0.blocks.\1.norm2."),
+        (r"^layers\.(\d+)\.(w|v|out)\.", r"stages.0.blocks.\1.ffn.\2."),
+        (r"^layers\.(\d+)\.gates$", r"stages.0.blocks.\1.gates"),
+        (r"^fc\.", "head.fc."),
+    ],
+)

@@ -5,5 +5,5 @@ from pathlib import Path
 from . import convert, modules, spec
 
 MODULES = {spec.GLUFFN: modules.GLUFFN, spec.GatedBlock: modules.GatedBlock}
-CONVERTERS = {"toy": convert.from_official_toy}
+CONVERTERS = {"toy": convert.TOY}
 PRESETS = Path(__file__).with_name("presets")

@@ -1,6 +1,6 @@
 """Checkpoint converters: other projects' weights into vspec modules (timm; Hugging Face's language models,
 `from_hf` / `spec_from_hf`; the papers' released code, `from_official`, whose converters are the families'
-(`vspec/models/<family>/family.py: CONVERTERS`))."""
+(`vspec/models/<family>/family.py: CONVERTERS`), each a `Released` record)."""
 
 from collections.abc import Mapping
 from typing import Any
@@ -11,6 +11,7 @@ from torch import nn
 from ..spec import families
 from .common import ConversionError, ConversionNote, load_mapped
 from .hf import from_hf, spec_from_hf
+from .released import Released
 from .timm import from_timm
 
 
@@ -30,5 +31,5 @@ def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: M
     return converters[family](state_dict, config, **options)
 
 
-__all__ = ["ConversionError", "ConversionNote", "from_hf", "from_official", "from_timm", "load_mapped",
+__all__ = ["ConversionError", "ConversionNote", "Released", "from_hf", "from_official", "from_timm", "load_mapped",
            "official", "spec_from_hf"]

@@ -1,9 +1,11 @@
-"""Loading a renamed state dict with every key and shape accounted for, and reading a released
-constructor's arguments with every one accounted for (honoured or refused by name, never ignored)."""
+"""The converters' shared machinery: key rules (`renamer`), loading a renamed state dict with every key and shape
+accounted for (`load_mapped`), reading a released constructor's arguments with every one accounted for (honoured
+or refused by name, never ignored: `read_arguments`, `refuse`), and the readers of the values configs store
+(`layer_norm_eps`, `is_gelu`, `check_sinusoid`). A released model's converter is a `vspec.convert.Released`."""
 
 import functools
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -21,6 +23,9 @@ class ConversionNote(UserWarning):
     """Something a converted model does differently from the released one, on purpose (a warning)."""
 
 
+# a key rule: (regex, replacement); the replacement may be a function of the match, or None to drop the key
+Rule = tuple[str, "str | Callable[[re.Match], str] | None"]
+
 # a timm-0.3-style isotropic body (blocks.i with mlp, a `head` Linear) -> vspec's one stage and class-token head
 ISOTROPIC_BODY = [
     (r"^blocks\.(\d+)\.mlp\.", r"stages.0.blocks.\1.ffn."),
@@ -29,12 +34,17 @@ ISOTROPIC_BODY = [
 ]
 
 
-def renamer(rules: Sequence[tuple[str, str]]) -> Callable[[str], str]:
-    """A key renamer applying the first matching (regex, replacement) rule; other keys keep their name."""
+def renamer(rules: Sequence[Rule]) -> Callable[[str], str | None]:
+    """A key renamer applying the first matching rule (None for a rule that drops its keys: a table vspec
+    recomputes, a weight the model leaves out); other keys keep their name."""
     compiled = [(re.compile(pattern), replacement) for pattern, replacement in rules]
 
-    def rename(key: str) -> str:
+    def rename(key: str) -> str | None:
         for pattern, replacement in compiled:
+            if replacement is None:
+                if pattern.search(key):
+                    return None
+                continue
             new, n = pattern.subn(replacement, key)
             if n:
                 return new
@@ -49,17 +59,19 @@ def _listing(keys: list[str], limit: int = 6) -> str:
 
 
 def load_mapped(model: nn.Module, state_dict: Mapping[str, torch.Tensor],
-                rename: Callable[[str], str | None]) -> nn.Module:
+                rename: Callable[[str], str | None], *, skip: str | None = None) -> nn.Module:
     """Load `state_dict` into `model` after renaming its keys (`rename` returns None to drop a key).
 
     Every model entry must be filled with a tensor of the same shape, and every checkpoint entry must
-    be used, so a wrong spec or a wrong mapping fails loudly instead of leaving random weights."""
+    be used, so a wrong spec or a wrong mapping fails loudly instead of leaving random weights. `skip`: a prefix
+    of the model's names (a fresh head, "head.") that is neither filled nor required; checkpoint entries that
+    rename into it are left out."""
     target = model.state_dict()
     mapped: dict[str, torch.Tensor] = {}
     unused = []
     for key, value in state_dict.items():
         new = rename(key)
-        if new is None:
+        if new is None or (skip and new.startswith(skip)):
             continue
         if new not in target:
             unused.append(key)
@@ -68,38 +80,67 @@ def load_mapped(model: nn.Module, state_dict: Mapping[str, torch.Tensor],
             raise ConversionError(f"{key} -> {new}: checkpoint shape {tuple(value.shape)} does not fit the "
                                   f"spec's {tuple(target[new].shape)}")
         mapped[new] = value
-    missing = [k for k in target if k not in mapped]
+    missing = [k for k in target if k not in mapped and not (skip and k.startswith(skip))]
     if unused or missing:
         raise ConversionError("checkpoint does not fit the spec: "
                               + "; ".join(part for part in (
                                   f"unused checkpoint keys: {_listing(unused)}" if unused else "",
                                   f"spec keys not in the checkpoint: {_listing(missing)}" if missing else "")
                                   if part))
-    model.load_state_dict(mapped)
+    model.load_state_dict(mapped, strict=not skip)
     return model
 
 
 REQUIRED = object()  # marks a released constructor argument that has no default
+Alias = str | tuple[str, Callable[[Any], Any]]  # an argument's other place: its flat name [, the value's reader]
 
 
-def read_arguments(family: str, config: Mapping[str, Any], known: Mapping[str, Any]) -> dict[str, Any]:
-    """Every argument of a released constructor (`known`: name -> its default, or REQUIRED), defaults
-    filled in. An argument the constructor does not take, or a required one left out, is an error naming
-    it: a converter honours or refuses every argument, and never ignores one."""
+def _leaves(tree: Mapping[str, Any], names: Sequence[str], prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted path, value) of a config: a table opens where its path is no name itself but prefixes one (None
+    there is an empty table)."""
+    out = []
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        opens = path not in names and any(name.startswith(f"{path}.") for name in names)
+        if opens and value is None:
+            continue
+        out += _leaves(value, names, f"{path}.") if opens and isinstance(value, Mapping) else [(path, value)]
+    return out
+
+
+def read_arguments(family: str, config: Mapping[str, Any], known: Mapping[str, Any],
+                   aliases: Mapping[str, Alias] | None = None) -> dict[str, Any]:
+    """Every argument of a released constructor (`known`: its flat name -> its default, or REQUIRED), defaults
+    filled in. A dotted name ("svpn.alpha") may be given nested ({"svpn": {"alpha": ...}}); `aliases` are other
+    places of an argument (a dotted path -> its flat name, or (flat name, reader of the value there)), read first.
+    An argument the constructor does not take, a required one left out, or one given twice with two values is an
+    error naming it: a converter honours or refuses every argument, and never ignores one."""
     if not isinstance(config, Mapping):
         raise ConversionError(f"{family} config: must be a table of constructor arguments, got {type(config).__name__}")
-    for key in config:
-        if key not in known:
-            raise ConversionError(f"{family} config: unknown argument {key!r}; the released constructor takes "
+    aliases = aliases or {}
+    leaves = _leaves(config, [*known, *aliases])
+    given: dict[str, Any] = {}
+    source: dict[str, str] = {}
+    for path, value in sorted(leaves, key=lambda leaf: leaf[0] not in aliases):
+        if path in aliases:
+            alias = aliases[path]
+            name, value = (alias, value) if isinstance(alias, str) else (alias[0], alias[1](value))
+        elif path in known:
+            name = path
+        else:
+            raise ConversionError(f"{family} config: unknown argument {path!r}; the released constructor takes "
                                   f"{', '.join(known)}")
-    missing = [k for k, default in known.items() if default is REQUIRED and k not in config]
+        if name in given and given[name] != value:
+            raise ConversionError(f"{family} config: {path} is {value!r} but {source[name]} is {given[name]!r}")
+        given[name], source[name] = value, path
+    missing = [k for k, default in known.items() if default is REQUIRED and k not in given]
     if missing:
         raise ConversionError(f"{family} config: missing {', '.join(missing)} (the released constructor has no "
                               "default for it)")
-    return {**known, **config}
+    return {**known, **given}
 
 
-def refuse(family: str, rules: Sequence[tuple[bool, str]]) -> None:
+def refuse(family: str, rules: Iterable[tuple[bool, str]]) -> None:
     """Raise the first refused rule's reason as one line: `<family> config: <argument> ...: why`."""
     for refused, why in rules:
         if refused:

@@ -24,7 +24,7 @@ from torch import nn
 
 from .. import spec as S
 from ..compiler import build
-from .common import ConversionError, load_mapped, renamer
+from .common import ConversionError, load_mapped, refuse, renamer
 
 FAMILIES = ("bert", "roberta", "electra", "gpt2", "openai-gpt")
 _PREFIXES = ("bert.", "roberta.", "electra.", "transformer.")  # the task models' name for the base model
@@ -49,10 +49,10 @@ def _num_labels(c: Mapping[str, Any]) -> int:
     return len(c["id2label"]) if c.get("id2label") else 2
 
 
-def _refuse(c: Mapping[str, Any], rules: dict[str, Any]) -> None:
-    for key, plain in rules.items():
-        if c.get(key, plain) != plain:
-            raise ConversionError(f"{c['model_type']} config: {key} = {c[key]!r} is not supported (only {plain!r})")
+def _only(c: Mapping[str, Any], plain: dict[str, Any]) -> None:
+    """Refuse a config that sets any of `plain`'s fields to another value."""
+    refuse(c["model_type"], [(c.get(key, value) != value, f"{key} = {c.get(key)!r} is not supported (only {value!r})")
+                             for key, value in plain.items()])
 
 
 def _act(c: Mapping[str, Any], key: str) -> str:
@@ -77,7 +77,7 @@ def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | 
         classifier = any(a.endswith("ForSequenceClassification") for a in c.get("architectures") or ())
     num_classes = _num_labels(c) if classifier else 0
     if family in ("gpt2", "openai-gpt"):
-        _refuse(c, {"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "add_cross_attention": False})
+        _only(c, {"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "add_cross_attention": False})
         d, drop, eps = c["n_embd"], c["resid_pdrop"], c["layer_norm_epsilon"]
         gpt2 = family == "gpt2"
         embedder = S.TokenEmbed(vocab_size=c["vocab_size"], max_positions=c["n_positions"],
@@ -90,7 +90,7 @@ def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | 
                      norm=S.Norm(eps=eps))
         return S.Model(embedder=embedder, block=block, depth=c["n_layer"], dim=d, num_classes=num_classes,
                        class_token=False, pos_embed="none", final_norm=gpt2, head=S.LastTokenHead(), causal=True)
-    _refuse(c, {"position_embedding_type": "absolute", "is_decoder": False, "add_cross_attention": False})
+    _only(c, {"position_embedding_type": "absolute", "is_decoder": False, "add_cross_attention": False})
     d, drop, eps = c["hidden_size"], c["hidden_dropout_prob"], c["layer_norm_eps"]
     width = c.get("embedding_size", d)
     roberta = family == "roberta"
@@ -116,7 +116,7 @@ def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | 
                    class_token=False, pos_embed="none", final_norm=False, head=head)
 
 
-_RENAMES = [
+RULES = [
     (r"^embeddings\.word_embeddings\.", "embedder.word."),
     (r"^embeddings\.position_embeddings\.", "embedder.position."),
     (r"^embeddings\.token_type_embeddings\.", "embedder.token_type."),
@@ -143,7 +143,7 @@ _RENAMES = [
     (r"^ln_f\.", "norm."),
     (r"^score\.", "head.fc."),
 ]
-_rename = renamer(_RENAMES)
+_rename = renamer(RULES)
 _BUFFERS = ("position_ids", "token_type_ids", ".attn.bias", ".attn.masked_bias")  # HF's constant buffers
 
 
@@ -154,7 +154,7 @@ def hf_key(key: str) -> str | None:
     return _rename(key)
 
 
-def _hf_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def hf_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """HF's keys without the task model's prefix, q / k / v fused into one qkv, GPT's Conv1D weights as Linear's."""
     out = {}
     for key, value in state.items():
@@ -208,7 +208,7 @@ def from_hf(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor] | str | 
             raise ConversionError("a state dict without its config: pass spec= (e.g. spec_from_hf(config))")
         classifier = any(k.startswith(("classifier.", "score.")) for k in state)
         spec = spec_from_hf(config, classifier=classifier, pooler=any(".pooler." in f".{k}" for k in state))
-    return load_mapped(build(spec), _hf_state(state), hf_key)
+    return load_mapped(build(spec), hf_state(state), hf_key)
 
 
 def load_hf_body(model: nn.Module, folder: str | Path) -> list[str]:
@@ -216,26 +216,10 @@ def load_hf_body(model: nn.Module, folder: str | Path) -> list[str]:
     text body of the same layout whose head (SoT's, say) starts fresh. Strict for the body: every one of the
     model's non-head weights is filled, with its shape, or a ConversionError lists what is missing; the
     checkpoint's own head (pooler, classifier, score) is left out. Returns notes on what was left out."""
-    state, _ = _read_folder(Path(folder))
-    target = model.state_dict()
-    body, left = {}, []
-    for key, value in _hf_state(state).items():
-        new = hf_key(key)
-        if new is None:
-            continue
-        if new.startswith("head."):
-            left.append(key)
-        elif new not in target:
-            raise ConversionError(f"{folder}: {key} -> {new} is not a weight of the spec's body")
-        elif tuple(value.shape) != tuple(target[new].shape):
-            raise ConversionError(f"{folder}: {key} -> {new}: checkpoint shape {tuple(value.shape)} does not fit the "
-                                  f"spec's {tuple(target[new].shape)}")
-        else:
-            body[new] = value
-    missing = [k for k in target if not k.startswith("head.") and k not in body]
-    if missing:
-        raise ConversionError(f"{folder}: the spec's body weights not in the checkpoint: {', '.join(missing[:8])}"
-                              + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""))
-    model.load_state_dict(body, strict=False)
-    return [f"the checkpoint's head ({', '.join(sorted(left))}) is not used: the spec's head starts fresh"] if left \
-        else []
+    state = hf_state(_read_folder(Path(folder))[0])
+    try:
+        load_mapped(model, state, hf_key, skip="head.")
+    except ConversionError as e:
+        raise ConversionError(f"{folder}: {e}") from None
+    left = sorted(k for k in state if (hf_key(k) or "").startswith("head."))
+    return [f"the checkpoint's head ({', '.join(left)}) is not used: the spec's head starts fresh"] if left else []

@@ -10,7 +10,7 @@ from ..compiler import build
 from .common import load_mapped, renamer
 
 # timm name -> vspec name (everything else keeps its name: cls_token, pos_embed, norm.*)
-_RENAMES = [
+RULES = [
     (r"^patch_embed\.", "embedder."),
     (r"^blocks\.(\d+)\.mlp\.", r"stages.0.blocks.\1.ffn."),  # ViT: one stage
     (r"^blocks\.", "stages.0.blocks."),
@@ -23,7 +23,7 @@ _RENAMES = [
 ]
 
 
-timm_key = renamer(_RENAMES)
+timm_key = renamer(RULES)
 
 
 def from_timm(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor], spec: S.Model) -> nn.Module:

@@ -1,18 +1,18 @@
 """The generic modules, one per generic component kind, each taking its spec and a BuildContext: `vit.py` (ViT's
-parts); `model.py` assembles blocks (the
-pre-norm and post-norm blocks), stages and the model; `inputs.py` what a model reads; `layers.py` holds the shared
-layers and the one norm factory; `heads.py` the contract between heads and training (HeadOutput, head_loss). The
-families' modules (the papers', Swin's, the language bodies') are in their folders
-(`vspec/models/<family>/modules.py`)."""
+parts), `swin.py` (window attention, patch merging); `model.py` assembles blocks (the pre-norm and post-norm
+blocks), stages and the model; `inputs.py` what a model reads; `layers.py` holds the shared layers and the one norm
+factory; `heads.py` the contract between heads and training (HeadOutput, head_loss). The families' modules (the
+papers', the language bodies') are in their folders (`vspec/models/<family>/modules.py`)."""
 
 from .context import BuildContext
 from .heads import HeadOutput, head_loss
 from .layers import make_norm
 from .model import Block, Part, PostNormBlock, Stage, Transformer, VisionTransformer
+from .swin import PatchMerging, WindowMHSA
 from .vit import MHSA, MLP, ClassTokenHead, GAPHead, PatchEmbed, SimplePatchEmbed
 
 __all__ = [
-    "ClassTokenHead", "GAPHead", "MHSA", "MLP", "PatchEmbed", "SimplePatchEmbed",
+    "ClassTokenHead", "GAPHead", "MHSA", "MLP", "PatchEmbed", "SimplePatchEmbed", "PatchMerging", "WindowMHSA",
     "HeadOutput", "head_loss",
     "Block", "BuildContext", "Part", "PostNormBlock", "Stage", "Transformer", "VisionTransformer", "make_norm",
 ]

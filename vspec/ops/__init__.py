@@ -1,8 +1,10 @@
 """The functional core: pure tensor functions without parameters, each citing its equation: `vit.py` (the generic
-linear kernel, sin-cos tables, grouped projections); `precision.py` keeps numerically sensitive
+linear kernel, sin-cos tables, grouped projections), `swin.py` (windows); `precision.py` keeps numerically sensitive
 functions in float32 under autocast; `fast.py` is the one switch of the CPU fast paths. A paper's own functions are
 in its family's folder (`vspec/models/<family>/ops.py`)."""
 
+from .swin import permute_tokens, relative_position_index, shift_mask, window_order
 from .vit import grouped_linear, linear, sincos_1d, sincos_2d, structured
 
-__all__ = ["linear", "sincos_1d", "sincos_2d", "grouped_linear", "structured"]
+__all__ = ["linear", "sincos_1d", "sincos_2d", "grouped_linear", "structured", "permute_tokens",
+           "relative_position_index", "shift_mask", "window_order"]

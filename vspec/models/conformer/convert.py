@@ -1,7 +1,7 @@
 """Conformer's released models (pengzhiliang/Conformer, conformer.py:Conformer) -> vspec.
 
-`config` holds the released constructor's arguments (`ARGUMENTS`, with the constructor's defaults for those
-left out) and `img_size` (the input size: the released model takes any, vspec's spec fixes one). Every one is
+`config` holds the released constructor's arguments (`CONFORMER.arguments`, with the constructor's defaults for
+those left out) and `img_size` (the input size: the released model takes any, vspec's spec fixes one). Every one is
 honoured or refused by name; none is ignored:
 
 - honoured: patch_size (a multiple of 16: the couplings pool the map by patch / 4, / 8, / 16), in_chans,
@@ -21,29 +21,19 @@ in the stem, 1e-6 in the branch; LayerNorm eps 1e-6 but the final trans_norm 1e-
 from collections.abc import Mapping
 from typing import Any
 
-import torch
-from torch import nn
-
 from ... import spec as S
-from ...compiler import build
-from ...convert.common import load_mapped, read_arguments, refuse, renamer
+from ...convert.common import Rule
+from ...convert.released import Released
 from . import spec as P
-
-ARGUMENTS: dict[str, Any] = {
-    "patch_size": 16, "in_chans": 3, "num_classes": 1000, "base_channel": 64, "channel_ratio": 4, "num_med_block": 0,
-    "embed_dim": 768, "depth": 12, "num_heads": 12, "mlp_ratio": 4.0, "qkv_bias": False, "qk_scale": None,
-    "drop_rate": 0.0, "attn_drop_rate": 0.0, "drop_path_rate": 0.0, "img_size": 224,
-}
 
 
 def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def spec_from_config(config: Mapping[str, Any]) -> S.Model:
-    a = read_arguments("Conformer", config, ARGUMENTS)
+def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     p, depth = a["patch_size"], a["depth"]
-    refuse("Conformer", [
+    return [
         (a["base_channel"] != 64, f"base_channel {a['base_channel']!r}: conv_cls_head is hard-wired to 256 x "
                                   "channel_ratio inputs, which only base_channel 64 produces"),
         (not _int(depth) or depth < 3 or depth % 3, f"depth {depth!r}: the constructor asserts a multiple of 3"),
@@ -52,7 +42,11 @@ def spec_from_config(config: Mapping[str, Any]) -> S.Model:
         (a["num_classes"] == 0, "num_classes 0: trans_cls_head becomes an identity while conv_cls_head keeps a Linear "
                                 "with no outputs, so the two cannot be summed"),
         (not _int(a["img_size"]), f"img_size {a['img_size']!r}: one int, the side of the square input"),
-    ])
+    ]
+
+
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
+    p, depth = a["patch_size"], a["depth"]
     ratio, n, drop = a["channel_ratio"], depth // 3, float(a["drop_rate"])
     scale = a["qk_scale"]
     block = S.Block(attention=S.MHSA(heads=a["num_heads"], qkv_bias=bool(a["qkv_bias"]),
@@ -76,7 +70,8 @@ def spec_from_config(config: Mapping[str, Any]) -> S.Model:
                    final_norm=False, head=P.ConformerHead(), drop_path=float(a["drop_path_rate"]))
 
 
-def _rules(depth: int) -> list[tuple[str, str]]:
+def _rules(spec: S.Model) -> list[Rule]:
+    depth = spec.depth
     n, rules = depth // 3, []
     for i in range(2, depth + 1):  # conv_trans_i is block i - 1 of the body
         s, j = divmod(i - 1, n)
@@ -94,6 +89,14 @@ def _rules(depth: int) -> list[tuple[str, str]]:
     ]
 
 
-def from_official_conformer(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> nn.Module:
-    spec = spec_from_config(config)
-    return load_mapped(build(spec), state_dict, renamer(_rules(spec.depth)))
+CONFORMER = Released(
+    name="Conformer",
+    arguments={
+        "patch_size": 16, "in_chans": 3, "num_classes": 1000, "base_channel": 64, "channel_ratio": 4,
+        "num_med_block": 0, "embed_dim": 768, "depth": 12, "num_heads": 12, "mlp_ratio": 4.0, "qkv_bias": False,
+        "qk_scale": None, "drop_rate": 0.0, "attn_drop_rate": 0.0, "drop_path_rate": 0.0, "img_size": 224,
+    },
+    to_spec=_spec,
+    refusals=_refusals,
+    rules=_rules,
+)

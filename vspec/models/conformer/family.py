@@ -9,4 +9,4 @@ MODULES = {
     spec.CoupledBlock: modules.CoupledBlock,
     spec.ConformerHead: modules.ConformerHead,
 }
-CONVERTERS = {"conformer": convert.from_official_conformer}
+CONVERTERS = {"conformer": convert.CONFORMER}

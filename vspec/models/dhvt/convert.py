@@ -1,7 +1,7 @@
 """The DHVT authors' released models (DHVT repository, vision_transformer.py:VisionTransformer with
 apply_dhvt=True) -> vspec.
 
-`config` holds the released constructor's arguments (`ARGUMENTS`, with the constructor's defaults for
+`config` holds the released constructor's arguments (`DHVT.arguments`, with the constructor's defaults for
 those left out). Every one is honoured or refused by name; none is ignored:
 
 - honoured: img_size, patch_size (2, 4 or 16: the SOPE the released code builds), num_classes (0: no
@@ -24,21 +24,11 @@ class-token head.
 from collections.abc import Mapping
 from typing import Any
 
-import torch
-from torch import nn
-
 from ... import spec as S
-from ...compiler import build
-from ...convert.common import ISOTROPIC_BODY, is_gelu, layer_norm_eps, load_mapped, read_arguments, refuse, renamer
+from ...convert.common import ISOTROPIC_BODY, is_gelu, layer_norm_eps
+from ...convert.released import Released
 from . import spec as P
 
-# the released constructor's arguments with its defaults (embed_layer: the class PatchEmbed)
-ARGUMENTS: dict[str, Any] = {
-    "img_size": 32, "patch_size": 16, "in_chans": 3, "num_classes": 100, "embed_dim": 768, "depth": 12,
-    "num_heads": 12, "mlp_ratio": 4.0, "qkv_bias": True, "representation_size": None, "distilled": False,
-    "drop_rate": 0.0, "attn_drop_rate": 0.0, "drop_path_rate": 0.0, "embed_layer": "PatchEmbed", "norm_layer": None,
-    "act_layer": None, "weight_init": "", "apply_dhvt": True,
-}
 PATCH_SIZES = (2, 4, 16)  # ConvPatchEmbed's branches
 WEIGHT_INITS = ("", "jax", "jax_nlhb", "nlhb")  # init_weights asserts one of these
 
@@ -51,11 +41,12 @@ def _image(img: Any) -> int | None:
     return img if isinstance(img, int) and not isinstance(img, bool) else None
 
 
-def spec_from_config(config: Mapping[str, Any]) -> S.Model:
-    a = read_arguments("DHVT", config, ARGUMENTS)
-    norm = a["norm_layer"]
-    eps = 1e-6 if norm is None else layer_norm_eps(norm)
-    refuse("DHVT", [
+def _eps(norm: Any) -> float | None:
+    return 1e-6 if norm is None else layer_norm_eps(norm)
+
+
+def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
+    return [
         (not a["apply_dhvt"], "apply_dhvt False: the released constructor cannot build it (it reads num_patches "
                               "before assigning it); the plain DeiT it means converts with from_timm"),
         (bool(a["distilled"]), "distilled True: the released constructor cannot build it (the distillation token's "
@@ -67,36 +58,44 @@ def spec_from_config(config: Mapping[str, Any]) -> S.Model:
                                          "(Linear + Tanh) is not converted"),
         (_image(a["img_size"]) is None, f"img_size {a['img_size']!r}: DAFF lays the tokens on a square grid "
                                         "(an int, or an equal pair)"),
-        (eps is None, f"norm_layer {norm!r}: only LayerNorm (None, nn.LayerNorm or partial(nn.LayerNorm, eps=...)) "
-                      "is converted"),
+        (_eps(a["norm_layer"]) is None, f"norm_layer {a['norm_layer']!r}: only LayerNorm (None, nn.LayerNorm or "
+                                        "partial(nn.LayerNorm, eps=...)) is converted"),
         (a["act_layer"] is not None and not is_gelu(a["act_layer"]),
          f"act_layer {a['act_layer']!r}: only GELU (vspec's DAFF has no other activation)"),
         (a["weight_init"] not in WEIGHT_INITS, f"weight_init {a['weight_init']!r}: the released constructor asserts "
                                                f"one of {', '.join(map(repr, WEIGHT_INITS))}"),
-    ])
+    ]
+
+
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
     dim = a["embed_dim"]
     return S.Model(
         embedder=P.SOPE(patch_size=a["patch_size"]),
         block=P.HeadTokenBlock(attention=S.MHSA(heads=a["num_heads"], qkv_bias=bool(a["qkv_bias"]),
                                                 attn_drop=float(a["attn_drop_rate"]), proj_drop=float(a["drop_rate"])),
                                ffn=P.DAFF(hidden=int(dim * a["mlp_ratio"])), head_tokens=P.HeadTokens(),
-                               norm=S.Norm(eps=eps)),
+                               norm=S.Norm(eps=_eps(a["norm_layer"]))),
         depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=_image(a["img_size"]), pos_embed="none",
         drop_path=float(a["drop_path_rate"]),
     )
 
 
-_RULES = [
-    (r"^patch_embed\.", "embedder."),
-    (r"^blocks\.(\d+)\.attn\.pos_embed$", r"stages.0.blocks.\1.head_tokens.embed"),
-    (r"^blocks\.(\d+)\.attn\.ht_proj\.", r"stages.0.blocks.\1.head_tokens.proj."),
-    (r"^blocks\.(\d+)\.attn\.ht_norm\.", r"stages.0.blocks.\1.head_tokens.norm."),
-    *ISOTROPIC_BODY,
-]
-
-
-_rename = renamer(_RULES)
-
-
-def from_official_dhvt(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> nn.Module:
-    return load_mapped(build(spec_from_config(config)), state_dict, _rename)
+DHVT = Released(
+    name="DHVT",
+    # the released constructor's arguments with its defaults (embed_layer: the class PatchEmbed)
+    arguments={
+        "img_size": 32, "patch_size": 16, "in_chans": 3, "num_classes": 100, "embed_dim": 768, "depth": 12,
+        "num_heads": 12, "mlp_ratio": 4.0, "qkv_bias": True, "representation_size": None, "distilled": False,
+        "drop_rate": 0.0, "attn_drop_rate": 0.0, "drop_path_rate": 0.0, "embed_layer": "PatchEmbed",
+        "norm_layer": None, "act_layer": None, "weight_init": "", "apply_dhvt": True,
+    },
+    to_spec=_spec,
+    refusals=_refusals,
+    rules=[
+        (r"^patch_embed\.", "embedder."),
+        (r"^blocks\.(\d+)\.attn\.pos_embed$", r"stages.0.blocks.\1.head_tokens.embed"),
+        (r"^blocks\.(\d+)\.attn\.ht_proj\.", r"stages.0.blocks.\1.head_tokens.proj."),
+        (r"^blocks\.(\d+)\.attn\.ht_norm\.", r"stages.0.blocks.\1.head_tokens.norm."),
+        *ISOTROPIC_BODY,
+    ],
+)

@@ -8,4 +8,4 @@ MODULES = {
     spec.DAFF: modules.DAFF,
     spec.HeadTokenBlock: modules.HeadTokenBlock,
 }
-CONVERTERS = {"dhvt": convert.from_official_dhvt}
+CONVERTERS = {"dhvt": convert.DHVT}

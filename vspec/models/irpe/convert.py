@@ -1,7 +1,7 @@
 """The iRPE authors' released DeiT (microsoft/Cream iRPE/DeiT-with-iRPE, rpe_vision_transformer.py:VisionTransformer,
 timm 0.3.2's ViT with RPEAttention) -> vspec.
 
-`config` holds the released constructor's arguments (`ARGUMENTS`, its defaults for those left out), with
+`config` holds the released constructor's arguments (`IRPE.arguments`, its defaults for those left out), with
 `rpe_config` the dict of `get_rpe_config(...)` (keys rpe_q, rpe_k, rpe_v, each None or a single config).
 Every argument is honoured or refused by name; none is ignored:
 
@@ -25,28 +25,11 @@ and (1 or H, buckets, head_dim) on v, `proj` always has a bias.
 from collections.abc import Mapping
 from typing import Any
 
-import torch
-from torch import nn
-
 from ... import spec as S
-from ...compiler import build
-from ...convert.common import (
-    ISOTROPIC_BODY,
-    ConversionError,
-    layer_norm_eps,
-    load_mapped,
-    read_arguments,
-    refuse,
-    renamer,
-)
+from ...convert.common import ISOTROPIC_BODY, ConversionError, layer_norm_eps, refuse
+from ...convert.released import Released
 from . import spec as P
 
-ARGUMENTS: dict[str, Any] = {
-    "img_size": 224, "patch_size": 16, "in_chans": 3, "num_classes": 1000, "embed_dim": 768, "depth": 12,
-    "num_heads": 12, "mlp_ratio": 4.0, "qkv_bias": False, "qk_scale": None, "drop_rate": 0.0, "attn_drop_rate": 0.0,
-    "drop_path_rate": 0.0, "hybrid_backbone": None, "norm_layer": "LayerNorm", "rpe_config": None,
-    "rpe_config_args": None, "rpe_method_ids": None,  # the fixtures' records of the config's making
-}
 SINGLE = ("shared_head", "mode", "method", "alpha", "beta", "gamma", "num_buckets")
 PRODUCT = 3  # irpe.METHOD.PRODUCT
 
@@ -69,22 +52,19 @@ def _places(rpe_config: Any) -> tuple[str, dict[str, Any]]:
     return "".join(singles), dict(first)
 
 
-def spec_from_config(config: Mapping[str, Any]) -> S.Model:
-    a = read_arguments("iRPE", config, ARGUMENTS)
-    on, one = _places(a["rpe_config"])
-    eps = layer_norm_eps(a["norm_layer"])
-    args = a["rpe_config_args"] or {}
-    beta = float(one["beta"])
-    buckets = (2 * int(beta) + 1) ** 2 + 1  # the class token's
-    img = a["img_size"]
-    refuse("iRPE", [
+def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
+    _, one = _places(a["rpe_config"])
+    args, img = a["rpe_config_args"] or {}, a["img_size"]
+    buckets = (2 * int(float(one["beta"])) + 1) ** 2 + 1  # the class token's
+    return [
         (not isinstance(img, int) and not (isinstance(img, (list, tuple)) and len(img) == 2 and img[0] == img[1]),
          f"img_size {img!r}: the released attention takes its grid as int(sqrt(N)) square (an int, or an equal "
          "pair)"),
         (a["drop_rate"] != 0, f"drop_rate {a['drop_rate']!r}: it also drops after the position embedding, which "
                               "vspec has no place for (0 only)"),
         (a["hybrid_backbone"] is not None, f"hybrid_backbone {a['hybrid_backbone']!r}: the CNN stem is not converted"),
-        (eps is None, f"norm_layer {a['norm_layer']!r}: only LayerNorm (nn.LayerNorm or partial(nn.LayerNorm, eps=))"),
+        (layer_norm_eps(a["norm_layer"]) is None,
+         f"norm_layer {a['norm_layer']!r}: only LayerNorm (nn.LayerNorm or partial(nn.LayerNorm, eps=))"),
         (one["mode"] != "contextual", f"rpe_config mode {one['mode']!r}: only 'contextual' (the bias mode is not "
                                       "implemented)"),
         (one["method"] != PRODUCT, f"rpe_config method {one['method']!r}: only the product method ({PRODUCT})"),
@@ -95,29 +75,40 @@ def spec_from_config(config: Mapping[str, Any]) -> S.Model:
          f"rpe_method_ids {a['rpe_method_ids']!r}: PRODUCT must be {PRODUCT}, the release's id that method reads"),
         (not isinstance(args, Mapping) or args.get("skip", 1) != 1,
          f"rpe_config_args {args!r}: skip must be 1 (the class token before the grid)"),
-    ])
+    ]
+
+
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
+    on, one = _places(a["rpe_config"])
     dim = a["embed_dim"]
     attention = P.IRPEAttention(heads=a["num_heads"], qkv_bias=bool(a["qkv_bias"]),
                                 scale=None if a["qk_scale"] is None else float(a["qk_scale"]),
                                 attn_drop=float(a["attn_drop_rate"]), on=on,
-                                alpha=float(one["alpha"]), beta=beta, gamma=float(one["gamma"]),
+                                alpha=float(one["alpha"]), beta=float(one["beta"]), gamma=float(one["gamma"]),
                                 shared_head=bool(one["shared_head"]))
     return S.Model(
         embedder=S.PatchEmbed(patch_size=a["patch_size"]),
         block=S.Block(attention=attention, ffn=S.MLP(hidden=int(dim * a["mlp_ratio"])),
-                      norm=S.Norm(eps=eps)),
-        depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=img, in_chans=a["in_chans"],
+                      norm=S.Norm(eps=layer_norm_eps(a["norm_layer"]))),
+        depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=a["img_size"], in_chans=a["in_chans"],
         drop_path=float(a["drop_path_rate"]),
     )
 
 
-_RULES = [
-    (r"^patch_embed\.", "embedder."),
-    (r"^blocks\.(\d+)\.attn\.rpe_([qkv])\.lookup_table_weight$", r"stages.0.blocks.\1.attn.core.table_\2"),
-    *ISOTROPIC_BODY,
-]
-_rename = renamer(_RULES)
-
-
-def from_official_irpe(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> nn.Module:
-    return load_mapped(build(spec_from_config(config)), state_dict, _rename)
+IRPE = Released(
+    name="iRPE",
+    arguments={
+        "img_size": 224, "patch_size": 16, "in_chans": 3, "num_classes": 1000, "embed_dim": 768, "depth": 12,
+        "num_heads": 12, "mlp_ratio": 4.0, "qkv_bias": False, "qk_scale": None, "drop_rate": 0.0,
+        "attn_drop_rate": 0.0, "drop_path_rate": 0.0, "hybrid_backbone": None, "norm_layer": "LayerNorm",
+        "rpe_config": None,
+        "rpe_config_args": None, "rpe_method_ids": None,  # the fixtures' records of the config's making
+    },
+    to_spec=_spec,
+    refusals=_refusals,
+    rules=[
+        (r"^patch_embed\.", "embedder."),
+        (r"^blocks\.(\d+)\.attn\.rpe_([qkv])\.lookup_table_weight$", r"stages.0.blocks.\1.attn.core.table_\2"),
+        *ISOTROPIC_BODY,
+    ],
+)

@@ -6,4 +6,4 @@ from . import convert, modules, spec
 MODULES = {
     spec.IRPEAttention: modules.IRPEAttention,
 }
-CONVERTERS = {"irpe": convert.from_official_irpe}
+CONVERTERS = {"irpe": convert.IRPE}

@@ -1,7 +1,7 @@
 """The MSF authors' released models (MSFtransformer, vit_pytorch/simple_vit_flexatt.py:SimpleViTflexAtt)
 -> vspec.
 
-`config` holds the released constructor's arguments (`ARGUMENTS`; image_size, patch_size, num_classes,
+`config` holds the released constructor's arguments (`MSF.arguments`; image_size, patch_size, num_classes,
 dim, depth, heads and mlp_dim have no default there). Every one is honoured or refused by name; none is
 ignored: image_size (an int or a (height, width) pair), patch_size (an int or an equal pair), num_classes
 (at least 1: the released head is a Linear), dim, depth, heads, mlp_dim, channels (`Model.in_chans`),
@@ -24,26 +24,22 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from torch import nn
 
 from ... import spec as S
-from ...compiler import build
-from ...convert.common import REQUIRED, ConversionError, load_mapped, read_arguments, refuse, renamer
+from ...convert.common import REQUIRED
+from ...convert.released import Released
 from . import spec as P
 
-# the released constructor's arguments (keyword-only) with its defaults
-ARGUMENTS: dict[str, Any] = {
-    "image_size": REQUIRED, "patch_size": REQUIRED, "num_classes": REQUIRED, "dim": REQUIRED, "depth": REQUIRED,
-    "heads": REQUIRED, "mlp_dim": REQUIRED, "channels": 3, "dim_head": 64, "att": "origAtt",
-}
+DEFAULT_ATT = "origAtt"  # the constructor's default, for which get_attention_module returns no module
+_ATT = re.compile(r"(orig|msf)(?:-g(\d+))?")
 
 
-def _attention(att: Any, heads: int, head_dim: int) -> S.MHSA | P.MeanShiftAttention:
-    m = re.fullmatch(r"(orig|msf)(?:-g(\d+))?", att) if isinstance(att, str) else None
-    if m is None:
-        default = " (the constructor's default, for which get_attention_module returns no module)" \
-            if att == ARGUMENTS["att"] else ""
-        raise ConversionError(f"MSF config: att must be 'orig' or 'msf', optionally with '-gN'; got {att!r}{default}")
+def _att(att: Any) -> re.Match | None:
+    return _ATT.fullmatch(att) if isinstance(att, str) else None
+
+
+def _attention(att: str, heads: int, head_dim: int) -> S.MHSA | P.MeanShiftAttention:
+    m = _att(att)
     groups = int(m.group(2) or 1)
     common = dict(heads=heads, head_dim=head_dim, qkv_bias=False, proj_bias=False)
     if m.group(1) == "msf":
@@ -65,15 +61,20 @@ def _image(value: Any) -> tuple[int, int] | None:
     return pair if ok else None
 
 
-def spec_from_config(config: Mapping[str, Any]) -> S.Model:
-    a = read_arguments("MSF", config, ARGUMENTS)
-    refuse("MSF", [
+def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
+    return [
         (_image(a["image_size"]) is None, f"image_size {a['image_size']!r}: an int or a (height, width) pair"),
         (_side(a["patch_size"]) is None, f"patch_size {a['patch_size']!r}: an int or an equal pair (vspec's patches "
                                          "are square)"),
         (a["num_classes"] == 0, "num_classes 0: the released head is a Linear with no outputs (vspec's 0 means no "
                                 "classifier)"),
-    ])
+        (_att(a["att"]) is None, f"att must be 'orig' or 'msf', optionally with '-gN'; got {a['att']!r}"
+                                 + (" (the constructor's default, for which get_attention_module returns no module)"
+                                    if a["att"] == DEFAULT_ATT else "")),
+    ]
+
+
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
     ln = S.Norm(eps=1e-5)
     attention = _attention(a["att"], a["heads"], a["dim_head"])
     return S.Model(
@@ -84,18 +85,6 @@ def spec_from_config(config: Mapping[str, Any]) -> S.Model:
     )
 
 
-_RULES = [
-    (r"^to_patch_embedding\.1\.", "embedder.norm_in."),
-    (r"^to_patch_embedding\.2\.", "embedder.proj."),
-    (r"^to_patch_embedding\.3\.", "embedder.norm_out."),
-    (r"^transformer\.layers\.(\d+)\.0\.norm\.", r"stages.0.blocks.\1.norm1."),
-    (r"^transformer\.layers\.(\d+)\.1\.net\.0\.", r"stages.0.blocks.\1.norm2."),
-    (r"^transformer\.layers\.(\d+)\.1\.net\.1\.", r"stages.0.blocks.\1.ffn.fc1."),
-    (r"^transformer\.layers\.(\d+)\.1\.net\.3\.", r"stages.0.blocks.\1.ffn.fc2."),
-    (r"^linear_head\.0\.", "head.norm."),
-    (r"^linear_head\.1\.", "head.fc."),
-]
-_rename = renamer(_RULES)
 _FUSED = re.compile(r"^transformer\.layers\.(\d+)\.0\.(to_qkvp?|to_out)\.weight$")
 
 
@@ -106,9 +95,11 @@ def unshuffle(weight: torch.Tensor, groups: int) -> torch.Tensor:
     return weight[(o % groups) * (weight.shape[0] // groups) + o // groups]
 
 
-def _split_roles(state_dict: Mapping[str, torch.Tensor], fused: bool, groups: int) -> dict[str, torch.Tensor]:
+def split_roles(state_dict: Mapping[str, torch.Tensor], spec: S.Model) -> dict[str, torch.Tensor]:
     """The attention weights under vspec's names: `to_qkv(p)` chunked into the role matrices Q K V (P)
-    and `to_out` as W, or (`fused`) the untied original's `qkv` / `proj`."""
+    and `to_out` as W, or (the untied, ungrouped original) timm's fused `qkv` / `proj`."""
+    projections = spec.block.attention.projections
+    groups = projections.groups if projections is not None else 1
     out = {}
     for key, value in state_dict.items():
         m = _FUSED.match(key)
@@ -116,7 +107,7 @@ def _split_roles(state_dict: Mapping[str, torch.Tensor], fused: bool, groups: in
             out[key] = value
             continue
         attn = f"stages.0.blocks.{m.group(1)}.attn"
-        if fused:
+        if projections is None:
             out[f"{attn}.{'proj' if m.group(2) == 'to_out' else 'qkv'}.weight"] = value
         elif m.group(2) == "to_out":
             out[f"{attn}.projections.matrices.W.weight"] = value
@@ -126,8 +117,25 @@ def _split_roles(state_dict: Mapping[str, torch.Tensor], fused: bool, groups: in
     return out
 
 
-def from_official_msf(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> nn.Module:
-    spec = spec_from_config(config)
-    projections = spec.block.attention.projections
-    groups = projections.groups if projections is not None else 1
-    return load_mapped(build(spec), _split_roles(state_dict, projections is None, groups), _rename)
+MSF = Released(
+    name="MSF",
+    # the released constructor's arguments (keyword-only) with its defaults
+    arguments={
+        "image_size": REQUIRED, "patch_size": REQUIRED, "num_classes": REQUIRED, "dim": REQUIRED, "depth": REQUIRED,
+        "heads": REQUIRED, "mlp_dim": REQUIRED, "channels": 3, "dim_head": 64, "att": DEFAULT_ATT,
+    },
+    to_spec=_spec,
+    refusals=_refusals,
+    prepare=split_roles,
+    rules=[
+        (r"^to_patch_embedding\.1\.", "embedder.norm_in."),
+        (r"^to_patch_embedding\.2\.", "embedder.proj."),
+        (r"^to_patch_embedding\.3\.", "embedder.norm_out."),
+        (r"^transformer\.layers\.(\d+)\.0\.norm\.", r"stages.0.blocks.\1.norm1."),
+        (r"^transformer\.layers\.(\d+)\.1\.net\.0\.", r"stages.0.blocks.\1.norm2."),
+        (r"^transformer\.layers\.(\d+)\.1\.net\.1\.", r"stages.0.blocks.\1.ffn.fc1."),
+        (r"^transformer\.layers\.(\d+)\.1\.net\.3\.", r"stages.0.blocks.\1.ffn.fc2."),
+        (r"^linear_head\.0\.", "head.norm."),
+        (r"^linear_head\.1\.", "head.fc."),
+    ],
+)

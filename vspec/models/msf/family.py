@@ -7,4 +7,4 @@ MODULES = {
     spec.MeanShiftAttention: modules.MeanShiftAttention,
     spec.WindowMeanShiftAttention: modules.WindowMeanShiftAttention,
 }
-CONVERTERS = {"msf": convert.from_official_msf}
+CONVERTERS = {"msf": convert.MSF}

@@ -7,7 +7,7 @@ from torch import nn
 
 from ...nn.context import BuildContext
 from ...nn.layers import AttentionCore, ProjectedAttention, sdpa_masks
-from ..swin.modules import BiasedAttentionCore, WindowMHSA
+from ...nn.swin import BiasedAttentionCore, WindowMHSA
 from . import spec as P
 from .ops import gaussian_attention, gaussian_channels
 

@@ -10,8 +10,8 @@ from attrs import field, frozen
 
 from ...spec.core import SpecError, check
 from ...spec.layout import Tokens
+from ...spec.swin import WindowMHSA
 from ...spec.vit import PROJECTION_ROLES, UNPROBED_ROLES, MultiHead, Projections
-from ..swin.spec import WindowMHSA
 
 __all__ = ["MeanShiftAttention", "WindowMeanShiftAttention"]
 

@@ -1,7 +1,7 @@
 """The Refiner authors' released models (Refined-ViT, models/refined_transformer.py:Refiner_ViT) -> vspec.
 
-`config` holds the released constructor's arguments (`ARGUMENTS`, with the constructor's defaults for
-those left out). Every one is honoured or refused by name; none is ignored:
+`config` holds the released constructor's arguments (`REFINER.arguments`, with the constructor's defaults
+for those left out). Every one is honoured or refused by name; none is ignored:
 
 - honoured: img_size, patch_size, in_chans, num_classes (0: no classifier, as released), embed_dim,
   depth (a list of booleans, True = a shared block; an int: that many compute blocks, for which the
@@ -21,81 +21,31 @@ those left out). Every one is honoured or refused by name; none is ignored:
   vspec has no place for), other norm layers, and what the released constructor cannot build.
 
 Released-code facts it encodes: the CNN patch stem, blocks x + 2 f(LN(x / 2)), an MLP output scale,
-shared blocks refining the incoming maps with DLA expansion 3 (`released_attention`).
+shared blocks refining the incoming maps with DLA expansion 3 (`spec.released_attention`).
 """
 
-import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-import torch
-from torch import nn
-
 from ... import spec as S
-from ...compiler import build
-from ...convert.common import (
-    ConversionError,
-    ConversionNote,
-    layer_norm_eps,
-    load_mapped,
-    read_arguments,
-    refuse,
-    renamer,
-)
+from ...convert.common import layer_norm_eps
+from ...convert.released import Released
 from . import spec as P
 
-# the released constructor's arguments with its defaults (norm_layer: nn.LayerNorm, eps 1e-5)
-ARGUMENTS: dict[str, Any] = {
-    "img_size": 224, "patch_size": 16, "in_chans": 3, "num_classes": 1000, "embed_dim": 768, "depth": 12,
-    "num_heads": 12, "mlp_ratio": 4.0, "qkv_bias": False, "qk_scale": None, "drop_rate": 0.0, "attn_drop_rate": 0.0,
-    "drop_path_rate": 0.0, "hybrid_backbone": None, "norm_layer": "LayerNorm", "group": False, "share_atten": False,
-    "cos_reg": False, "use_cnn_embed": True, "apply_transform": None, "interpolate_pos_embedding": False,
-    "head_expand": 3, "mix_token": True, "return_dense": True,
-}
 POS_GRID = 14  # resize_pos_embed reshapes the table's patch rows to 14 x 14, whatever the model's grid
-
-
-def released_attention(heads: int, share: bool, first: bool, transform: bool = False, head_expand: int = 3,
-                       qkv_bias: bool = True, scale: float | None = None,
-                       attn_drop: float = 0.0) -> P.RefinerAttention:
-    """A Refined-ViT block's attention as the released constructor builds it: a shared block (`share`)
-    reuses the incoming maps and refines them (DLA expansion 3 in every released block, whatever
-    `head_expand` says); a compute block adds scale x the incoming maps (all but the `first`) and, with
-    `transform` (`apply_transform`, on in no released factory), refines its own maps with `head_expand`.
-    `scale` None is head_dim ** -0.5 (the released `qk_scale or head_dim ** -0.5`)."""
-    common = dict(heads=heads, qkv_bias=qkv_bias, form="released", scale=scale, attn_drop=attn_drop)
-    if share:
-        return P.RefinerAttention(**common, reuse=True, refine=P.Refine(expansion=3, form="released"))
-    refine = P.Refine(expansion=head_expand, form="released") if transform else None
-    return P.RefinerAttention(**common, refine=refine, add_incoming=not first)
-
-
-def released_blocks(pattern: Sequence[bool], heads: int, transform: Sequence[bool] | None = None,
-                    head_expand: int = 3, qkv_bias: bool = True, mlp_ratio: float = 3.0, scale: float | None = None,
-                    attn_drop: float = 0.0, norm_eps: float = 1e-6) -> tuple[P.AdjustedBlock, ...]:
-    """Refined-ViT's blocks: `pattern[i]` True for a shared block (the released factories alternate
-    [False, True]), LayerNorm (eps 1e-6 in every factory), x + 2 f(LN(x / 2)), an MLP (ratio 3) with
-    output scale 1e-5."""
-    transform = transform or [False] * len(pattern)
-    if len(transform) != len(pattern):
-        raise ConversionError(f"Refiner config: depth has {len(pattern)} blocks, apply_transform {len(transform)}")
-    ffn = S.MLP(ratio=float(mlp_ratio), layer_scale=1e-5)
-    return tuple(P.AdjustedBlock(attention=released_attention(heads, share, i == 0, t, head_expand, qkv_bias, scale,
-                                                              attn_drop),
-                                 ffn=ffn, norm=S.Norm(eps=norm_eps), adjust_ratio=0.5)
-                 for i, (share, t) in enumerate(zip(pattern, transform)))
 
 
 def _is_flags(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(v, bool) for v in value)
 
 
-def _refuse(a: dict[str, Any]) -> None:
+def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     depth, transform, img, patch, qk = a["depth"], a["apply_transform"], a["img_size"], a["patch_size"], a["qk_scale"]
     listed = not isinstance(depth, int)
     square = isinstance(img, int) and not isinstance(img, bool)
     grid = img // patch if square and isinstance(patch, int) else None
-    refuse("Refiner", [
+    counts = (len(depth), len(transform)) if _is_flags(depth) and _is_flags(transform) else None
+    return [
         (a["hybrid_backbone"] is not None, "hybrid_backbone: the CNN-backbone embedding (HybridEmbed) is not "
                                            "converted"),
         (qk is not None and (isinstance(qk, bool) or not isinstance(qk, (int, float))),
@@ -105,6 +55,8 @@ def _refuse(a: dict[str, Any]) -> None:
                                        "apply_transform[i] for every block (give a list of booleans)"),
         (listed and transform is not None and not _is_flags(transform),
          f"apply_transform {transform!r}: a list of booleans, one per block"),
+        (counts is not None and counts[0] != counts[1], f"depth has {counts and counts[0]} blocks, apply_transform "
+                                                        f"{counts and counts[1]}"),
         (a["drop_rate"] != 0, f"drop_rate {a['drop_rate']}: the released model also drops after the position "
                               "embedding, which vspec has no place for"),
         (layer_norm_eps(a["norm_layer"]) is None, f"norm_layer {a['norm_layer']!r}: only LayerNorm (nn.LayerNorm or "
@@ -115,21 +67,18 @@ def _refuse(a: dict[str, Any]) -> None:
         (a["interpolate_pos_embedding"] and grid != POS_GRID,
          f"interpolate_pos_embedding with a {grid} x {grid} grid: the released forward reshapes the position "
          f"table to {POS_GRID} x {POS_GRID} and runs only where that is the grid (then it is the identity)"),
-    ])
+    ]
 
 
-def spec_from_config(config: Mapping[str, Any]) -> S.Model:
-    """The vspec Model spec of a released Refiner_ViT configuration."""
-    a = read_arguments("Refiner", config, ARGUMENTS)
-    _refuse(a)
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
     depth = a["depth"]
     if isinstance(depth, int):  # that many compute blocks; apply_transform and head_expand are not read
         pattern, transform = [False] * depth, None
     else:
         pattern, transform = list(depth), list(a["apply_transform"])
-    blocks = released_blocks(pattern, a["num_heads"], transform, a["head_expand"], qkv_bias=bool(a["qkv_bias"]),
-                             mlp_ratio=a["mlp_ratio"], scale=float(a["qk_scale"]) if a["qk_scale"] else None,
-                             attn_drop=float(a["attn_drop_rate"]), norm_eps=layer_norm_eps(a["norm_layer"]))
+    blocks = P.released_blocks(pattern, a["num_heads"], transform, a["head_expand"], qkv_bias=bool(a["qkv_bias"]),
+                               mlp_ratio=a["mlp_ratio"], scale=float(a["qk_scale"]) if a["qk_scale"] else None,
+                               attn_drop=float(a["attn_drop_rate"]), norm_eps=layer_norm_eps(a["norm_layer"]))
     patch = a["patch_size"]
     embedder = P.ConvStem(patch_size=patch) if a["use_cnn_embed"] else S.PatchEmbed(patch_size=patch)
     head = S.ClassTokenHead(dense=S.DenseAux() if a["return_dense"] else None)
@@ -137,30 +86,37 @@ def spec_from_config(config: Mapping[str, Any]) -> S.Model:
                    img_size=a["img_size"], in_chans=a["in_chans"], drop_path=float(a["drop_path_rate"]))
 
 
-def _notes(a: dict[str, Any]) -> None:
+def _notes(a: dict[str, Any], spec: S.Model, weights: Mapping) -> list[str]:
     """What the released model does in training only, and vspec does not implement."""
-    if a["mix_token"]:
-        warnings.warn(ConversionNote("Refiner config: mix_token: MixToken (patches mixed between images in training) "
-                                     "is not implemented in vspec; eval outputs are the released ones"), stacklevel=3)
-    if a["cos_reg"]:
-        warnings.warn(ConversionNote("Refiner config: cos_reg: the released training forward also returns the "
-                                     "attention maps for a cosine-similarity loss, which vspec does not implement; "
-                                     "eval outputs are the released ones"), stacklevel=3)
+    return [note for on, note in (
+        (a["mix_token"], "mix_token: MixToken (patches mixed between images in training) is not implemented in "
+                         "vspec; eval outputs are the released ones"),
+        (a["cos_reg"], "cos_reg: the released training forward also returns the attention maps for a "
+                       "cosine-similarity loss, which vspec does not implement; eval outputs are the released ones"),
+    ) if on]
 
 
-_rename = renamer([
-    (r"^patch_embed\.", "embedder."),
-    (r"^blocks\.(\d+)\.attn\.DLA\.", r"stages.0.blocks.\1.attn.core.refine."),
-    (r"^blocks\.(\d+)\.attn\.adapt_bn\.", r"stages.0.blocks.\1.attn.core.refine.adapt_bn."),
-    (r"^blocks\.(\d+)\.mlp\.scale_channel$", r"stages.0.blocks.\1.ffn.ls.gamma"),
-    (r"^blocks\.(\d+)\.mlp\.", r"stages.0.blocks.\1.ffn."),
-    (r"^blocks\.(\d+)\.", r"stages.0.blocks.\1."),
-    (r"^head\.", "head.fc."),
-    (r"^aux_head\.", "head.aux."),
-])
-
-
-def from_official_refiner(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> nn.Module:
-    spec = spec_from_config(config)
-    _notes({**ARGUMENTS, **config})
-    return load_mapped(build(spec), state_dict, _rename)
+REFINER = Released(
+    name="Refiner",
+    # the released constructor's arguments with its defaults (norm_layer: nn.LayerNorm, eps 1e-5)
+    arguments={
+        "img_size": 224, "patch_size": 16, "in_chans": 3, "num_classes": 1000, "embed_dim": 768, "depth": 12,
+        "num_heads": 12, "mlp_ratio": 4.0, "qkv_bias": False, "qk_scale": None, "drop_rate": 0.0,
+        "attn_drop_rate": 0.0, "drop_path_rate": 0.0, "hybrid_backbone": None, "norm_layer": "LayerNorm",
+        "group": False, "share_atten": False, "cos_reg": False, "use_cnn_embed": True, "apply_transform": None,
+        "interpolate_pos_embedding": False, "head_expand": 3, "mix_token": True, "return_dense": True,
+    },
+    to_spec=_spec,
+    refusals=_refusals,
+    notes=_notes,
+    rules=[
+        (r"^patch_embed\.", "embedder."),
+        (r"^blocks\.(\d+)\.attn\.DLA\.", r"stages.0.blocks.\1.attn.core.refine."),
+        (r"^blocks\.(\d+)\.attn\.adapt_bn\.", r"stages.0.blocks.\1.attn.core.refine.adapt_bn."),
+        (r"^blocks\.(\d+)\.mlp\.scale_channel$", r"stages.0.blocks.\1.ffn.ls.gamma"),
+        (r"^blocks\.(\d+)\.mlp\.", r"stages.0.blocks.\1.ffn."),
+        (r"^blocks\.(\d+)\.", r"stages.0.blocks.\1."),
+        (r"^head\.", "head.fc."),
+        (r"^aux_head\.", "head.aux."),
+    ],
+)

@@ -8,4 +8,4 @@ MODULES = {
     spec.RefinerAttention: modules.RefinerAttention,
     spec.AdjustedBlock: modules.AdjustedBlock,
 }
-CONVERTERS = {"refiner": convert.from_official_refiner}
+CONVERTERS = {"refiner": convert.REFINER}

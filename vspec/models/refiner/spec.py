@@ -4,6 +4,7 @@ attention maps, maps handed from block to block (appendix B.4, Table 13), Refine
 adjusted blocks. The released code's forms (Refined-ViT) sit beside the paper's, each named.
 """
 
+from collections.abc import Sequence
 from typing import ClassVar, Literal
 
 from attrs import field, frozen
@@ -12,7 +13,7 @@ from ...spec.blocks import Block
 from ...spec.core import SpecError, check, check_size
 from ...spec.kinds import AttentionKind
 from ...spec.layout import Tokens
-from ...spec.vit import MultiHead, Patchify
+from ...spec.vit import MLP, MultiHead, Norm, Patchify
 
 __all__ = ["AdjustedBlock", "ConvStem", "Refine", "RefinerAttention"]
 
@@ -197,3 +198,33 @@ class AdjustedBlock(Block):
     kind: ClassVar[str] = "adjusted"
     adjust_ratio: float = field(default=0.5, validator=check(float, gt=0))
 
+
+def released_attention(heads: int, share: bool, first: bool, transform: bool = False, head_expand: int = 3,
+                       qkv_bias: bool = True, scale: float | None = None,
+                       attn_drop: float = 0.0) -> RefinerAttention:
+    """A Refined-ViT block's attention as the released constructor builds it: a shared block (`share`)
+    reuses the incoming maps and refines them (DLA expansion 3 in every released block, whatever
+    `head_expand` says); a compute block adds scale x the incoming maps (all but the `first`) and, with
+    `transform` (`apply_transform`, on in no released factory), refines its own maps with `head_expand`.
+    `scale` None is head_dim ** -0.5 (the released `qk_scale or head_dim ** -0.5`)."""
+    common = dict(heads=heads, qkv_bias=qkv_bias, form="released", scale=scale, attn_drop=attn_drop)
+    if share:
+        return RefinerAttention(**common, reuse=True, refine=Refine(expansion=3, form="released"))
+    refine = Refine(expansion=head_expand, form="released") if transform else None
+    return RefinerAttention(**common, refine=refine, add_incoming=not first)
+
+
+def released_blocks(pattern: Sequence[bool], heads: int, transform: Sequence[bool] | None = None,
+                    head_expand: int = 3, qkv_bias: bool = True, mlp_ratio: float = 3.0, scale: float | None = None,
+                    attn_drop: float = 0.0, norm_eps: float = 1e-6) -> tuple[AdjustedBlock, ...]:
+    """Refined-ViT's blocks: `pattern[i]` True for a shared block (the released factories alternate
+    [False, True]), LayerNorm (eps 1e-6 in every factory), x + 2 f(LN(x / 2)), an MLP (ratio 3) with
+    output scale 1e-5."""
+    transform = transform or [False] * len(pattern)
+    if len(transform) != len(pattern):
+        raise SpecError("block", f"{len(pattern)} blocks but {len(transform)} apply_transform flags")
+    ffn = MLP(ratio=float(mlp_ratio), layer_scale=1e-5)
+    return tuple(AdjustedBlock(attention=released_attention(heads, share, i == 0, t, head_expand, qkv_bias, scale,
+                                                            attn_drop),
+                               ffn=ffn, norm=Norm(eps=norm_eps), adjust_ratio=0.5)
+                 for i, (share, t) in enumerate(zip(pattern, transform)))

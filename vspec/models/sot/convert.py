@@ -1,8 +1,8 @@
 """The SoT authors' released models (SoT repository, class `SoT`) -> vspec.
 
-`config` holds the released constructor's arguments, flat as the fixtures store them (`ARGUMENTS`), and
+`config` holds the released constructor's arguments, flat as the fixtures store them (`SOT.arguments`), and
 may hold the constructor's own config dicts under `cfg_snapshot` (visualTokenConfig, ViTConfig,
-representationConfig; `SNAPSHOT` says which argument each field is). Where both give an argument they
+representationConfig; `SOT.aliases` says which argument each field is). Where both give an argument they
 must agree. Every argument is honoured or rejected by name; none is ignored.
 
 Released-code facts it encodes: qkv without bias unless asked, attention scale `qk_scale or
@@ -16,67 +16,20 @@ none under timm 0.3.4) is read from the weights.
 """
 
 import re
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
-import torch
-from torch import nn
-
 from ... import spec as S
-from ...compiler import build
-from ...convert.common import (
-    ConversionError,
-    ConversionNote,
-    check_sinusoid,
-    is_gelu,
-    layer_norm_eps,
-    load_mapped,
-    renamer,
-)
+from ...convert.common import REQUIRED, ConversionError, Rule, check_sinusoid, is_gelu, layer_norm_eps
+from ...convert.released import Released
 from . import spec as P
 
 BLOCKS = {"DenseNet": "dense", "ResNet": "resnet", "Inception": "inception"}
 TOKEN_TYPES = (*BLOCKS, "Naive_linear", "Non-local")
 FUSIONS = {"sum_fc": "sum", "concat": "concat", "aggre_all": "aggr_all", "sum_loss": "late"}
-REQUIRED = object()
-
-# the released constructor's arguments, flat, with their defaults
-ARGUMENTS: dict[str, Any] = {
-    "token_type": REQUIRED, "fusion_type": REQUIRED, "embed_dim": REQUIRED, "depth": REQUIRED,
-    "num_heads": REQUIRED, "mlp_ratio": REQUIRED, "mgcrp_heads": REQUIRED, "wr_dim": REQUIRED,
-    "svpn.alpha": 0.5, "svpn.iterNum": 1, "svpn.svNum": 1, "img_size": 224, "in_chans": 3, "num_classes": 1000,
-    "qkv_bias": False, "qk_scale": None, "attn_drop": 0.0, "drop_rate": 0.0, "drop_path_rate": 0.0,
-    "token_dim": 64, "large_output": False, "dropout": 0.0, "norm_layer": "LayerNorm", "act_layer": "GELU",
-    "representation": "MGCrP", "representation_dim": None, "wr_bias": False, "normalization": "svPN",
-    "svpn_input_dim": None,
-    "timm_version": None,  # which timm built the model: metadata, the dense-layer layout is read from the weights
-}
-# cfg_snapshot field -> argument
-SNAPSHOT = {
-    "visualTokenConfig.type": "token_type", "visualTokenConfig.token_dim": "token_dim",
-    "visualTokenConfig.large_output": "large_output",
-    **{f"ViTConfig.{k}": k for k in ("embed_dim", "depth", "num_heads", "mlp_ratio", "qkv_bias", "qk_scale",
-                                     "attn_drop", "norm_layer", "act_layer")},
-    "representationConfig.type": "representation", "representationConfig.fusion_type": "fusion_type",
-    "representationConfig.args.dim": "representation_dim", "representationConfig.args.num_heads": "mgcrp_heads",
-    "representationConfig.args.wr_dim": "wr_dim", "representationConfig.args.qkv_bias": "wr_bias",
-    "representationConfig.args.normalization.type": "normalization",
-    **{f"representationConfig.args.normalization.{k}": f"svpn.{k}" for k in ("alpha", "iterNum", "svNum")},
-    "representationConfig.args.normalization.regular": "dropout",
-    "representationConfig.args.normalization.input_dim": "svpn_input_dim",
-}
 
 
-def _leaves(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    out = []
-    for key, value in tree.items():
-        path = f"{prefix}{key}"
-        out += _leaves(value, f"{path}.") if isinstance(value, Mapping) else [(path, value)]
-    return out
-
-
-def _dropout(value: Any) -> Any:
+def _dropout(value: Any) -> float:
     """The snapshot's `regular`: None, or nn.Dropout written out as "Dropout(p=0.5, ...)"."""
     if value is None:
         return 0.0
@@ -86,60 +39,27 @@ def _dropout(value: Any) -> Any:
     return float(match[1])
 
 
-def arguments(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Every constructor argument of a released SoT configuration, by its flat name, defaults filled in.
-    Unknown arguments, and arguments given twice with different values, are errors."""
-    if not isinstance(config, Mapping):
-        raise ConversionError(f"SoT config: must be a table of constructor arguments, got {type(config).__name__}")
-    given: dict[str, Any] = {}
-    source: dict[str, str] = {}
-
-    def put(name: str, value: Any, where: str) -> None:
-        if name in given and given[name] != value:
-            raise ConversionError(f"SoT config: {where} is {value!r} but {source[name]} is {given[name]!r}")
-        given[name], source[name] = value, where
-
-    snapshot = config.get("cfg_snapshot") or {}
-    for path, value in _leaves(snapshot):
-        if path not in SNAPSHOT:
-            raise ConversionError(f"SoT config: cfg_snapshot.{path} is not an argument the released SoT takes")
-        put(SNAPSHOT[path], _dropout(value) if path.endswith(".regular") else value, f"cfg_snapshot.{path}")
-    for key, value in config.items():
-        if key == "cfg_snapshot":
-            continue
-        pairs = [(f"svpn.{k}", v) for k, v in value.items()] if key == "svpn" and isinstance(value, Mapping) \
-            else [(key, value)]
-        for name, v in pairs:
-            if name not in ARGUMENTS:
-                raise ConversionError(f"SoT config: unknown argument {name!r}; known: {', '.join(ARGUMENTS)}")
-            put(name, v, name)
-    missing = [k for k, d in ARGUMENTS.items() if d is REQUIRED and k not in given]
-    if missing:
-        raise ConversionError(f"SoT config: missing {', '.join(missing)}")
-    return {**ARGUMENTS, **given}
-
-
-def _refuse(args: dict[str, Any]) -> None:
-    """One-line errors for what vspec does not convert, or the released code cannot build."""
-    token, img, large = args["token_type"], args["img_size"], args["large_output"]
+def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
+    """What vspec does not convert, or the released code cannot build."""
+    token, img, large = a["token_type"], a["img_size"], a["large_output"]
     rules = [
         (token not in TOKEN_TYPES, f"token_type {token!r}; known: {', '.join(TOKEN_TYPES)}"),
         (token == "Non-local", "token_type 'Non-local': the released non-local embedding (two strided convs, each "
                                "with a non-local block) is not vspec's nonlocal construction and is not converted"),
-        (args["fusion_type"] not in FUSIONS, f"fusion_type {args['fusion_type']!r}; known: {', '.join(FUSIONS)}"),
-        (args["representation"] != "MGCrP", f"representation {args['representation']!r}: only the released "
-                                            "models' MGCrP head is converted"),
-        (args["normalization"] != "svPN", f"normalization {args['normalization']!r}: only svPN is converted"),
-        (bool(args["wr_bias"]), "MGCrP qkv_bias=True: vspec's MGCrP projection has no bias"),
-        (layer_norm_eps(args["norm_layer"]) is None, f"norm_layer {args['norm_layer']!r}: only LayerNorm "
-                                                     "(nn.LayerNorm or partial(nn.LayerNorm, eps=...))"),
-        (not is_gelu(args["act_layer"]), f"act_layer {args['act_layer']!r}: only GELU"),
-        (args["drop_rate"] != 0, f"drop_rate {args['drop_rate']}: the released model also drops after the position "
-                                 "embedding, which vspec has no place for"),
-        (args["representation_dim"] not in (None, args["embed_dim"]),
-         f"MGCrP dim {args['representation_dim']} differs from embed_dim {args['embed_dim']}"),
-        (args["svpn_input_dim"] not in (None, args["wr_dim"]),
-         f"svPN input_dim {args['svpn_input_dim']} differs from wr_dim {args['wr_dim']}"),
+        (a["fusion_type"] not in FUSIONS, f"fusion_type {a['fusion_type']!r}; known: {', '.join(FUSIONS)}"),
+        (a["representation"] != "MGCrP", f"representation {a['representation']!r}: only the released "
+                                         "models' MGCrP head is converted"),
+        (a["normalization"] != "svPN", f"normalization {a['normalization']!r}: only svPN is converted"),
+        (bool(a["wr_bias"]), "MGCrP qkv_bias=True: vspec's MGCrP projection has no bias"),
+        (layer_norm_eps(a["norm_layer"]) is None, f"norm_layer {a['norm_layer']!r}: only LayerNorm "
+                                                  "(nn.LayerNorm or partial(nn.LayerNorm, eps=...))"),
+        (not is_gelu(a["act_layer"]), f"act_layer {a['act_layer']!r}: only GELU"),
+        (a["drop_rate"] != 0, f"drop_rate {a['drop_rate']}: the released model also drops after the position "
+                              "embedding, which vspec has no place for"),
+        (a["representation_dim"] not in (None, a["embed_dim"]),
+         f"MGCrP dim {a['representation_dim']} differs from embed_dim {a['embed_dim']}"),
+        (a["svpn_input_dim"] not in (None, a["wr_dim"]),
+         f"svPN input_dim {a['svpn_input_dim']} differs from wr_dim {a['wr_dim']}"),
         (large and token != "DenseNet", f"large_output with {token}: only the DenseNet embedding pools to the "
                                         "56 x 56 grid the released model then hard-codes"),
     ]
@@ -154,22 +74,18 @@ def _refuse(args: dict[str, Any]) -> None:
     elif token == "Naive_linear":
         rules.append((img % 14 != 0, f"img_size {img}: the released naive embedding cuts a 14 x 14 grid of "
                                      f"img_size // 14 px patches, and 14 does not divide {img}"))
-    for refused, why in rules:
-        if refused:
-            raise ConversionError(f"SoT config: {why}")
+    return rules
 
 
-def spec_from_config(config: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor] | None = None) -> S.Model:
-    """The vspec Model spec of a released SoT configuration. With the weights, the DenseNet dense layers'
-    layout is read from them (BatchNorm, or none: timm 0.3.4); without, from `timm_version`."""
-    a = arguments(config)
-    _refuse(a)
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
+    """With the weights, the DenseNet dense layers' layout is read from them (BatchNorm, or none: timm 0.3.4);
+    without, from `timm_version`."""
     img = a["img_size"]
     if a["token_type"] == "Naive_linear":
         embedder = S.PatchEmbed(patch_size=img // 14)
     else:
-        if state_dict is not None:
-            old = not any(k.endswith(".denselayer1.norm1.weight") for k in state_dict)
+        if weights is not None:
+            old = not any(k.endswith(".denselayer1.norm1.weight") for k in weights)
         else:
             old = str(a["timm_version"] or "").startswith("0.3")
         norm = S.Norm(kind="none") if a["token_type"] == "DenseNet" and old else S.Norm(kind="batchnorm", eps=1e-5)
@@ -191,35 +107,61 @@ def spec_from_config(config: Mapping[str, Any], state_dict: Mapping[str, torch.T
     )
 
 
-def _rename(fusion: str):
-    word_fc = "head.word_fc." if fusion in ("sum", "late") else "head.fc."
-    rules = [
+def _two_fc(spec: S.Model) -> bool:
+    """Whether the head keeps the class token's classifier (sum, late): concat and aggr_all build it unused."""
+    return spec.head.fusion in ("sum", "late")
+
+
+def _rules(spec: S.Model) -> list[Rule]:
+    return [
+        (r"^pos_embed$", None),  # the fixed sinusoid, checked and recomputed
+        (r"^classifier\.cls_fc\.", "head.cls_fc." if _two_fc(spec) else None),
         (r"^visual_tokens\.tokens\.", "embedder."),
         (r"^blocks\.(\d+)\.mlp\.", r"stages.0.blocks.\1.ffn."),
         (r"^blocks\.", "stages.0.blocks."),
         (r"^classifier\.representation\.wr\.", "head.pool.wr."),
         (r"^classifier\.representation\.norm\.weight$", "head.norm.v0"),
-        (r"^classifier\.visual_fc\.", word_fc),
+        (r"^classifier\.visual_fc\.", "head.word_fc." if _two_fc(spec) else "head.fc."),
     ]
 
-    by_rules = renamer(rules)
 
-    def rename(key: str) -> str | None:
-        if key == "pos_embed":
-            return None  # fixed sinusoid, recomputed (checked in from_official_sot)
-        if key.startswith("classifier.cls_fc."):
-            return "head.cls_fc." + key.rsplit(".", 1)[1] if fusion in ("sum", "late") else None  # built, unused
-        return by_rules(key)
-
-    return rename
+def _notes(a: dict[str, Any], spec: S.Model, weights: Mapping) -> list[str]:
+    unused = sum(v.numel() for k, v in weights.items() if k.startswith("classifier.cls_fc."))
+    if _two_fc(spec) or not unused:
+        return []
+    return [f"classifier.cls_fc ({unused:,} parameters) is built by the released {a['fusion_type']} model but never "
+            f"used; vspec leaves it out, so its model has {unused:,} parameters fewer"]
 
 
-def from_official_sot(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> nn.Module:
-    spec = spec_from_config(config, state_dict)
-    check_sinusoid(state_dict, spec)
-    unused = sum(v.numel() for k, v in state_dict.items() if k.startswith("classifier.cls_fc."))
-    if spec.head.fusion in ("concat", "aggr_all") and unused:
-        warnings.warn(ConversionNote(
-            f"classifier.cls_fc ({unused:,} parameters) is built by the released {config.get('fusion_type')} model "
-            f"but never used; vspec leaves it out, so its model has {unused:,} parameters fewer"), stacklevel=3)
-    return load_mapped(build(spec), state_dict, _rename(spec.head.fusion))
+SOT = Released(
+    name="SoT",
+    # the released constructor's arguments, flat, with their defaults
+    arguments={
+        "token_type": REQUIRED, "fusion_type": REQUIRED, "embed_dim": REQUIRED, "depth": REQUIRED,
+        "num_heads": REQUIRED, "mlp_ratio": REQUIRED, "mgcrp_heads": REQUIRED, "wr_dim": REQUIRED,
+        "svpn.alpha": 0.5, "svpn.iterNum": 1, "svpn.svNum": 1, "img_size": 224, "in_chans": 3, "num_classes": 1000,
+        "qkv_bias": False, "qk_scale": None, "attn_drop": 0.0, "drop_rate": 0.0, "drop_path_rate": 0.0,
+        "token_dim": 64, "large_output": False, "dropout": 0.0, "norm_layer": "LayerNorm", "act_layer": "GELU",
+        "representation": "MGCrP", "representation_dim": None, "wr_bias": False, "normalization": "svPN",
+        "svpn_input_dim": None,
+        "timm_version": None,  # which timm built the model: metadata, the dense-layer layout is read from the weights
+    },
+    # the constructor's own config dicts (cfg_snapshot.<field>) -> the flat argument each field is
+    aliases={
+        "cfg_snapshot.visualTokenConfig.type": "token_type", "cfg_snapshot.visualTokenConfig.token_dim": "token_dim",
+        "cfg_snapshot.visualTokenConfig.large_output": "large_output",
+        **{f"cfg_snapshot.ViTConfig.{k}": k for k in ("embed_dim", "depth", "num_heads", "mlp_ratio", "qkv_bias",
+                                                      "qk_scale", "attn_drop", "norm_layer", "act_layer")},
+        **{f"cfg_snapshot.representationConfig.{k}": v for k, v in (
+            ("type", "representation"), ("fusion_type", "fusion_type"), ("args.dim", "representation_dim"),
+            ("args.num_heads", "mgcrp_heads"), ("args.wr_dim", "wr_dim"), ("args.qkv_bias", "wr_bias"),
+            ("args.normalization.type", "normalization"), ("args.normalization.input_dim", "svpn_input_dim"),
+            *((f"args.normalization.{k}", f"svpn.{k}") for k in ("alpha", "iterNum", "svNum")))},
+        "cfg_snapshot.representationConfig.args.normalization.regular": ("dropout", _dropout),
+    },
+    to_spec=_spec,
+    refusals=_refusals,
+    checks=(check_sinusoid,),
+    notes=_notes,
+    rules=_rules,
+)

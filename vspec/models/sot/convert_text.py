@@ -19,7 +19,7 @@ from torch import nn
 from ... import spec as S
 from ...compiler import build
 from ...convert.common import ConversionError, load_mapped, read_arguments
-from ...convert.hf import _hf_state, hf_key, spec_from_hf
+from ...convert.hf import hf_key, hf_state, spec_from_hf
 from . import spec as P
 
 _HEAD_PREFIX = "bert.pooler."
@@ -125,7 +125,7 @@ def from_official_sot_text(state_dict: Mapping[str, torch.Tensor], config: Mappi
     if extra := sorted(set(head_keys) - used):
         raise ConversionError(f"SoT text head: unused checkpoint keys: {', '.join(extra)}")
     if body_state:
-        state = {**_hf_state(body_state), **{f"@{k}": v for k, v in head.items()}}
+        state = {**hf_state(body_state), **{f"@{k}": v for k, v in head.items()}}
         return load_mapped(model, state, lambda k: k[1:] if k.startswith("@") else hf_key(k))
     own = {k: v for k, v in model.state_dict().items() if not k.startswith("head.")}
     return load_mapped(model, {**own, **head}, lambda k: k)

@@ -17,7 +17,7 @@ MODULES = {
     spec.ReprLayerNorm: modules.ReprLayerNorm,
     spec.NoNorm: modules.NoNorm,
 }
-CONVERTERS = {"sot": convert.from_official_sot, "sot_text": convert_text.from_official_sot_text}
+CONVERTERS = {"sot": convert.SOT, "sot_text": convert_text.from_official_sot_text}
 
 
 def _svpn_exact(inputs: list, outputs: list) -> int:

@@ -6,4 +6,4 @@ from . import convert, modules, spec
 MODULES = {
     spec.T2TEmbed: modules.T2TEmbed,
 }
-CONVERTERS = {"t2t": convert.from_official_t2t}
+CONVERTERS = {"t2t": convert.T2T}

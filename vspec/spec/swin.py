@@ -5,12 +5,11 @@ from typing import ClassVar
 
 from attrs import field, frozen
 
-from ...spec.core import SpecError, check, check_size
-from ...spec.kinds import EntryKind
-from ...spec.layout import Tokens
-from ...spec.vit import ZERO_GRADIENTS, MultiHead, Norm
+from .core import SpecError, check, check_size
+from .kinds import EntryKind
+from .layout import Tokens
+from .vit import ZERO_GRADIENTS, MultiHead, Norm
 
-__all__ = ["PatchMerging", "WindowMHSA"]
 SWIN_NORM = Norm(eps=1e-5)  # torch's LayerNorm default, as Swin uses
 
 
