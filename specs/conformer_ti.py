@@ -7,7 +7,18 @@ are coupled blocks with a CNN side (`conv`): bottlenecks of width 64 / 128 / 256
 stages 2 and 3) coupled to the tokens at stride 4 / 2 / 1; the last fusion halves the map (7 x 7 x 256). The head
 sums the map's classifier and the class token's (training: both, the mean of their losses)."""
 
-from vspec.spec import MHSA, Block, ConformerHead, ConformerStem, ConvBranch, CoupledBlock, Model, Stage
+from vspec.spec import (
+    MHSA,
+    Block,
+    ConformerHead,
+    ConformerStem,
+    ConvBranch,
+    CoupledBlock,
+    Manual,
+    Model,
+    Stage,
+    Weights,
+)
 
 ATTENTION = MHSA(heads=6)
 
@@ -27,3 +38,15 @@ SPEC = Model(
     ],
     pos_embed="none", final_norm=False, head=ConformerHead(),
 )
+
+# the published weights (vspec.spec.weights; `vspec weights` lists them)
+WEIGHTS = {
+    "released": Weights(
+        source=Manual("https://drive.google.com/file/d/19SxGhKcWOR5oQSxNUWUM2MGYiaWMrF1z/view",
+                      "Conformer_tiny_patch16.pth"),
+        converter="conformer", params=23_524_704, licence="Apache-2.0", unwrap=("model",),
+        score="ImageNet-1k top-1 81.3 (Conformer README)",
+        config={"patch_size": 16, "channel_ratio": 1, "embed_dim": 384, "depth": 12, "num_heads": 6, "mlp_ratio": 4,
+                "qkv_bias": True},
+        notes="on Google Drive (or Baidu pan.baidu.com/s/12AblBmhUu5gnYsPjnDE_Jg, code hzhm): a person downloads it"),
+}

@@ -4,7 +4,7 @@ vocabulary of 30,522, 512 positions, 2 segments, LayerNorm, dropout) projected t
 wide, 4 heads, FFN 1,024, exact GELU, LayerNorm eps 1e-12; its classification head on [CLS]: dropout -> dense ->
 GELU -> dropout -> out_proj."""
 
-from vspec.spec import MHSA, MLP, FirstTokenHead, Model, Norm, PostNormBlock, TokenEmbed
+from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, TokenEmbed, Weights
 
 LN = Norm(eps=1e-12)
 
@@ -16,3 +16,14 @@ SPEC = Model(
     depth=12, dim=256, num_classes=2, class_token=False, pos_embed="none", final_norm=False,
     head=FirstTokenHead(pooler="gelu", drop_in=0.1, drop=0.1),
 )
+
+# the published weights (vspec.spec.weights; `vspec weights` lists them)
+WEIGHTS = {
+    "discriminator": Weights(
+        source=Hub("google/electra-small-discriminator", "pytorch_model.bin", config="config.json"),
+        converter="hf", params=13_549_314, classes=0,
+        licence="Apache-2.0", tokenizer="google/electra-small-discriminator",
+        score="GLUE test 77.4 (ELECTRA-Small++, the released small model: google-research/electra README)",
+        notes="the discriminator's body; the classification head starts fresh",
+    ),
+}

@@ -3,7 +3,7 @@ BPE vocabulary of 40,478 and 512 learned positions, no segments, no embedding no
 post-norm blocks (x = LN(x + attn(x))) of 768 wide, 12 heads, FFN 3,072 with tanh GELU (its "gelu"), LayerNorm
 eps 1e-5, no final norm; classification from the last real token (`score`, no bias; SoT Sec. 4.3)."""
 
-from vspec.spec import MHSA, MLP, LastTokenHead, Model, Norm, PostNormBlock, TokenEmbed
+from vspec.spec import MHSA, MLP, Hub, LastTokenHead, Model, Norm, PostNormBlock, TokenEmbed, Weights
 
 SPEC = Model(
     embedder=TokenEmbed(vocab_size=40478, max_positions=512, seq_len=128, type_vocab_size=0, drop=0.1),
@@ -12,3 +12,14 @@ SPEC = Model(
     depth=12, dim=768, num_classes=2, class_token=False, pos_embed="none", final_norm=False,
     head=LastTokenHead(), causal=True,
 )
+
+# the published weights (vspec.spec.weights; `vspec weights` lists them)
+WEIGHTS = {
+    "hub": Weights(
+        source=Hub("openai-community/openai-gpt", "model.safetensors", config="config.json"),
+        converter="hf", params=116_536_320, classes=0,
+        licence="MIT", tokenizer="openai-community/openai-gpt",
+        score="SoT Table 6: the fine-tuned baseline's dev CoLA MCC / RTE / MNLI / QNLI acc 54.32 / 63.17 / "
+              "82.10 / 86.36",
+    ),
+}

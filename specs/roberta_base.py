@@ -3,7 +3,7 @@ vocabulary of 50,265, padding id 1, positions counted from 2 over the real token
 post-norm blocks (12 x 768, 12 heads, FFN 3,072, exact GELU) with LayerNorm eps 1e-5; the classification head on
 <s>: dropout -> dense -> tanh -> dropout -> out_proj. SoT's language body (Table 6)."""
 
-from vspec.spec import MHSA, MLP, FirstTokenHead, Model, Norm, PostNormBlock, TokenEmbed
+from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, TokenEmbed, Weights
 
 LN = Norm(eps=1e-5)
 
@@ -15,3 +15,14 @@ SPEC = Model(
     depth=12, dim=768, num_classes=2, class_token=False, pos_embed="none", final_norm=False,
     head=FirstTokenHead(pooler="tanh", drop_in=0.1, drop=0.1),
 )
+
+# the published weights (vspec.spec.weights; `vspec weights` lists them)
+WEIGHTS = {
+    "hub": Weights(
+        source=Hub("FacebookAI/roberta-base", "model.safetensors", config="config.json"),
+        converter="hf", params=124_647_170, classes=0,
+        licence="MIT", tokenizer="FacebookAI/roberta-base",
+        score="SoT Table 6: the fine-tuned baseline's dev CoLA MCC / RTE / MNLI / QNLI acc 61.58 / 77.60 / "
+              "87.50 / 92.70",
+    ),
+}

@@ -1,7 +1,7 @@
 """RoBERTa-large = Hugging Face `RobertaForSequenceClassification` of roberta-large, 2 labels: roberta_base's
 layout at 24 blocks of 1,024 wide, 16 heads, FFN 4,096. SoT's language body (Table 6)."""
 
-from vspec.spec import MHSA, MLP, FirstTokenHead, Model, Norm, PostNormBlock, TokenEmbed
+from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, TokenEmbed, Weights
 
 LN = Norm(eps=1e-5)
 
@@ -13,3 +13,14 @@ SPEC = Model(
     depth=24, dim=1024, num_classes=2, class_token=False, pos_embed="none", final_norm=False,
     head=FirstTokenHead(pooler="tanh", drop_in=0.1, drop=0.1),
 )
+
+# the published weights (vspec.spec.weights; `vspec weights` lists them)
+WEIGHTS = {
+    "hub": Weights(
+        source=Hub("FacebookAI/roberta-large", "model.safetensors", config="config.json"),
+        converter="hf", params=355_361_794, classes=0,
+        licence="MIT", tokenizer="FacebookAI/roberta-large",
+        score="SoT Table 6: the fine-tuned baseline's dev CoLA MCC / RTE / MNLI / QNLI acc 67.98 / 86.60 / "
+              "90.20 / 94.70",
+    ),
+}

@@ -1,7 +1,7 @@
 """SpanBERT-base (Joshi et al. 2020) = Hugging Face SpanBERT/spanbert-base-cased as `BertForSequenceClassification`,
 2 labels: BERT-base's layout with the cased vocabulary (28,996 words). SoT's language body (Table 6)."""
 
-from vspec.spec import MHSA, MLP, FirstTokenHead, Model, Norm, PostNormBlock, TokenEmbed
+from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, TokenEmbed, Weights
 
 LN = Norm(eps=1e-12)
 
@@ -13,3 +13,16 @@ SPEC = Model(
     depth=12, dim=768, num_classes=2, class_token=False, pos_embed="none", final_norm=False,
     head=FirstTokenHead(pooler="tanh", drop=0.1),
 )
+
+# the published weights (vspec.spec.weights; `vspec weights` lists them)
+WEIGHTS = {
+    "hub": Weights(
+        source=Hub("SpanBERT/spanbert-base-cased", "pytorch_model.bin", config="config.json"),
+        converter="hf", params=108_311_810, classes=0,
+        licence="CC-BY-NC-4.0", tokenizer="SpanBERT/spanbert-base-cased",
+        score="SoT Table 6: the fine-tuned baseline's dev CoLA MCC / RTE / MNLI / QNLI acc 57.48 / 73.65 / "
+              "85.53 / 92.71",
+        config={"model_type": "bert"},  # its config.json predates model_type
+        notes="fp16 weights (converted to float32); a non-commercial licence",
+    ),
+}

@@ -1,8 +1,11 @@
 """Shared test settings: small Hypothesis runs drawn the same way every run (VSPEC_HYPOTHESIS_PROFILE=thorough
 explores: 1000 random examples each), no example database written into the checkout."""
 
+import atexit
 import importlib.util
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
@@ -17,6 +20,14 @@ settings.register_profile(
 )
 settings.register_profile("thorough", parent=settings.get_profile("vspec"), max_examples=1000, derandomize=False)
 settings.load_profile(os.environ.get("VSPEC_HYPOTHESIS_PROFILE", "vspec"))
+
+# No test downloads: Hugging Face's offline switch on, and the download caches (Hugging Face's, torch hub's) and
+# vspec's own are empty folders of this session, never the user's (subprocesses inherit them).
+os.environ["HF_HUB_OFFLINE"] = "1"
+_CACHES = Path(tempfile.mkdtemp(prefix="vspec-test-caches-"))
+atexit.register(shutil.rmtree, _CACHES, True)
+for _var in ("HF_HUB_CACHE", "TORCH_HOME", "VSPEC_CACHE"):
+    os.environ[_var] = str(_CACHES / _var.lower())
 
 # the authors' reference outputs (../shared/fixtures/official beside the checkout, or $VSPEC_FIXTURES)
 FIXTURES = Path(os.environ.get("VSPEC_FIXTURES",
@@ -47,6 +58,18 @@ def assert_same_function(ref, ours, x) -> None:
     (grad_ref,) = torch.autograd.grad(ref_out.square().sum(), x)
     (grad,) = torch.autograd.grad(out.square().sum(), x)
     assert torch.allclose(grad_ref, grad, atol=1e-5 * grad.abs().max().item())
+
+
+def perturbed(model, seed: int = 0):
+    """`model` in eval mode with every weight moved off its initial value (LayerNorms off 1 / 0, biases off 0), so
+    that a wrong mapping cannot hide behind an init."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.02)
+    return model.eval()
 
 
 def load_benchmark(name: str):

@@ -3,6 +3,7 @@
     create_model("deit_tiny", num_classes=10, img_size=64, **{"block.attention.heads": 6})
     create_model("runs/x/best.pt", num_classes=5)            # body weights kept, a new classifier
     create_model("swin_tiny", features_only=True, out_indices=(1, 2, 3))   # a list of NCHW maps
+    create_model("deit_tiny", pretrained=True, num_classes=10)  # published weights (vspec.pretrained), new classes
 
 A preset is `specs/<name>.py` of the repository, installed with the package as `vspec/presets/<name>.py` (a link
 to `specs/` in the repository, its files in the wheel), or of a folder on the `VSPEC_SPECS` search path
@@ -78,25 +79,28 @@ def _source(name_or_path: str | Path) -> tuple[Model, dict | None]:
     return load_spec(preset_path(str(name_or_path))), None
 
 
-def create_model(name_or_path: str | Path, pretrained: bool = False, features_only: bool = False,
+def create_model(name_or_path: str | Path, pretrained: bool | str = False, features_only: bool = False,
                  out_indices: int | Sequence[int] | None = None, img_size: int | Sequence[int] | None = None,
                  num_classes: int | None = None, **overrides: Any) -> nn.Module:
     """A vspec model as `timm.create_model` makes one.
 
     name_or_path: a preset name (`specs/<name>.py`, installed as `vspec/presets`), a spec file (.py / .json /
-    .toml), a checkpoint (.pt / .pth: its spec and weights) or a model folder. pretrained: weights come only from
-    a path, which loads them whatever `pretrained` says (as timm's `checkpoint_path`); vspec has no weight hub, so
-    True with a preset or spec file is refused. img_size, num_classes and `overrides` (dotted spec keys, e.g.
-    `**{"block.attention.heads": 6}`) change the spec; for weights, a new num_classes loads everything but
-    the classifier, which `reset_classifier` makes anew (timm's pretrained model with other classes), and a
-    new img_size resamples the weights (`resample`). features_only: a `FeatureModel` giving the
-    `feature_info` entries at `out_indices` (timm's defaults: the last 3 blocks of a one-stage model, every
-    stage of a hierarchical one).
+    .toml), a checkpoint (.pt / .pth: its spec and weights) or a model folder. pretrained: for a preset, True
+    (its default published weights) or a tag of its `WEIGHTS` (`vspec weights` lists them): fetched, converted
+    and cached by `vspec.pretrained`; a path's weights load whatever `pretrained` says (as timm's
+    `checkpoint_path`); True for a spec file is refused. img_size, num_classes and `overrides` (dotted spec keys,
+    e.g. `**{"block.attention.heads": 6}`) change the spec; for weights, a new num_classes loads everything but
+    the classifier, which starts fresh (timm's pretrained model with other classes), and a new img_size
+    resamples the weights (`resample`). features_only: a `FeatureModel` giving the `feature_info` entries at
+    `out_indices` (timm's defaults: the last 3 blocks of a one-stage model, every stage of a hierarchical one).
     """
+    if pretrained and _declares_weights(name_or_path):
+        model = _pretrained(name_or_path, pretrained, img_size, num_classes, overrides)
+        return FeatureModel(model, out_indices) if features_only else model
     spec, weights = _source(name_or_path)
     if pretrained and weights is None:
-        raise SpecError("", f"pretrained=True: vspec has no weight hub; give a checkpoint (.pt) or model folder "
-                            f"path with the weights instead of {str(name_or_path)!r}")
+        raise SpecError("", f"pretrained={pretrained!r}: {str(name_or_path)!r} is a .json / .toml spec; give a preset "
+                            "with published weights (`vspec weights`), a checkpoint (.pt) or a model folder")
     if img_size is not None:
         overrides["img_size"] = [img_size, img_size] if isinstance(img_size, int) else list(img_size)
     if num_classes is not None and weights is None:
@@ -119,6 +123,33 @@ def create_model(name_or_path: str | Path, pretrained: bool = False, features_on
             model.reset_classifier(num_classes)
     if features_only:
         return FeatureModel(model, out_indices)
+    return model
+
+
+def _declares_weights(name_or_path: str | Path) -> bool:
+    """A preset name or a .py spec file: where published weights are declared (WEIGHTS beside SPEC)."""
+    path = Path(name_or_path)
+    return path.suffix == ".py" or (not path.suffix and not path.exists() and "/" not in str(name_or_path)
+                                    and os.sep not in str(name_or_path))
+
+
+def _pretrained(name_or_path: str | Path, pretrained: bool | str, img_size: Any, num_classes: int | None,
+                overrides: dict[str, Any]) -> nn.Module:
+    """A preset with its published weights (`vspec.pretrained`): the preset's spec (num_classes, img_size and
+    overrides applied) built, the published body loaded, the head's parts that fit loaded too, the rest fresh."""
+    from . import pretrained as P
+    from .compiler import build
+
+    if img_size is not None:
+        overrides["img_size"] = [img_size, img_size] if isinstance(img_size, int) else list(img_size)
+    if num_classes is not None:
+        overrides["num_classes"] = num_classes
+    spec = load_spec(P.locate(name_or_path)[1])
+    model = build(override(spec, overrides) if overrides else spec)
+    entry, _ = P.load_into(model, name_or_path, pretrained)
+    if not overrides and P.params(model) != entry.params:
+        raise P.WeightsUnavailable(f"{name_or_path}: the model has {P.params(model):,} parameters, its weights "
+                                   f"entry declares {entry.params:,}")
     return model
 
 

@@ -6,7 +6,8 @@
 
 With network access the standard tools push and pull such a folder, e.g. `huggingface_hub.upload_folder(
 repo_id="you/my-model", folder_path="my-model")` and `vspec.from_pretrained(huggingface_hub.snapshot_download(
-"you/my-model"))`; vspec itself never downloads. `from_pretrained` takes a local folder only.
+"you/my-model"))`. `from_pretrained` takes a local folder only (the published weights of presets are
+`vspec.create_model(name, pretrained=True)`, vspec.pretrained).
 
 config.json: {"format": "vspec-folder-1", "architecture": "vspec", "num_classes", "num_features" (timm's
 names, for tools that list models), "spec": the spec as `vspec.to_json` writes it (its own format version

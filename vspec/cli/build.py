@@ -9,8 +9,21 @@ from pathlib import Path
 from typing import Any
 
 from ..spec import SpecError, to_json
-from .common import check_fit, load, memory_flag, one_line, output_file, output_folder, positive, printable, spec_args
+from .common import (
+    check_fit,
+    load,
+    memory_flag,
+    one_line,
+    output_file,
+    output_folder,
+    positive,
+    pretrained_flag,
+    printable,
+    spec_args,
+    spec_file,
+)
 from .tables import count, describe, format_table, grouped, input_label, stage_labels
+from .weights import source_text
 
 NAME, HELP = "build", "validate, build and run one forward pass; print a summary"
 
@@ -29,6 +42,7 @@ def add_parser(sub) -> None:
                         "OUT/config.json + OUT/model.safetensors, the layout Hugging Face tools move; reload with "
                         "vspec.from_pretrained(OUT); OUT is a new path or a folder)")
     b.add_argument("--batch-size", type=positive, default=1, metavar="N", help="dummy batch size (default 1)")
+    pretrained_flag(b)
     memory_flag(b, "a spec whose weights and forward pass (estimated from the spec) need more than the "
                    "memory available now is refused before anything is allocated")
 
@@ -62,6 +76,10 @@ def run(args: argparse.Namespace) -> None:
 
     t0 = time.perf_counter()
     model = build(spec, check_memory=False).eval()  # checked above, with the forward pass's activations
+    if args.pretrained:
+        from ..pretrained import load_into
+
+        entry, fresh = load_into(model, spec_file(args.path), args.pretrained)
     x = model.example_input(args.batch_size)
     with torch.no_grad():
         y = model(x)
@@ -82,5 +100,8 @@ def run(args: argparse.Namespace) -> None:
     print(f"total: {total:,} parameters ({trainable:,} trainable, {weights:,} in linear / conv weights)")
     print(f"forward {tuple(x.shape)} -> {tuple(y.shape)}: finite={bool(torch.isfinite(y).all())}, "
           f"{elapsed:.2f} s to build and run")
+    if args.pretrained:
+        print(f"weights: {source_text(entry.source)} ({entry.licence})" +
+              (f"; fresh: {', '.join(fresh)}" if fresh else ""))
     if out is not None:
         print(f"checkpoint: {printable(str(out))}")

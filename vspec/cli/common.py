@@ -66,7 +66,8 @@ def positive_float(text: str) -> float:
 
 
 def spec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", metavar="PATH", help="spec file: .py (defines SPEC), .json or .toml")
+    p.add_argument("path", metavar="PATH", help="spec file: .py (defines SPEC), .json or .toml; or a preset's name "
+                                                "(deit_tiny: specs/deit_tiny.py, as vspec.create_model takes it)")
     p.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
                    help="dotted override, repeatable, e.g. --set block.attention.heads=6 --set head.kind=gap; "
                         "values are JSON (6, 0.1, true, null, [32, 32]) or bare strings")
@@ -77,9 +78,25 @@ def memory_flag(p: argparse.ArgumentParser, what: str) -> None:
                    help=f"skip the size guard: by default {what}")
 
 
+def spec_file(path: str) -> str | Path:
+    """`path`, or the file of the preset named so (a bare name that is no file)."""
+    if Path(path).suffix or Path(path).exists() or "/" in path or os.sep in path:
+        return path
+    from ..factory import preset_path
+
+    return preset_path(path)
+
+
+def pretrained_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pretrained", nargs="?", const=True, default=False, metavar="TAG",
+                   help="start from the preset's published weights (its default tag, or TAG; `vspec weights` lists "
+                        "them), fetched into Hugging Face's or torch hub's cache and converted once into vspec's; "
+                        "the head's parts the checkpoint lacks or that differ in shape start fresh")
+
+
 def load(args: argparse.Namespace) -> Model:
-    """The spec of `args.path`, with `args.overrides` applied."""
-    spec = load_spec(args.path)
+    """The spec of `args.path` (a file, or a preset's name), with `args.overrides` applied."""
+    spec = load_spec(spec_file(args.path))
     return override(spec, dict(parse_assignment(a) for a in args.overrides)) if args.overrides else spec
 
 

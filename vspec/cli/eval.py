@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from .common import OneLineParser, UsageError, one_line, printable
+from .common import OneLineParser, UsageError, one_line, pretrained_flag, printable, spec_file
 from .train import EVAL_RANGES, check_ranges, data_args, errors
 
 NAME, HELP = "eval", "evaluate a checkpoint or a model folder (tools/eval.py's command: the same arguments)"
@@ -20,7 +20,9 @@ def eval_parser(prog: str = "eval.py") -> argparse.ArgumentParser:
     p = OneLineParser(prog=prog, description="Evaluate a checkpoint (from tools/train.py or vspec build --out) "
                 "or a model folder (vspec.save_pretrained, --save-format folder): top-1 / top-5 and images/s on the "
                 "validation split.")
-    p.add_argument("checkpoint", type=Path, metavar="CHECKPOINT")
+    p.add_argument("checkpoint", type=Path, metavar="CHECKPOINT",
+                   help="a checkpoint (.pt), a model folder, or with --pretrained a preset's name or .py file")
+    pretrained_flag(p)
     data_args(p)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--ema", action="store_true", help="evaluate the EMA weights of a training checkpoint")
@@ -75,6 +77,16 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
     from ..train.distributed import Dist
     from ..train.tasks import evaluate
 
+    if args.pretrained:  # the published model, converted into vspec's cache: a model folder
+        from ..pretrained import pretrained_folder
+
+        args.checkpoint, entry = pretrained_folder(spec_file(str(args.checkpoint)), args.pretrained)
+        if args.tokenizer is None and entry.tokenizer:
+            args.tokenizer = f"hf:{entry.tokenizer}"
+    if (args.tokenizer or "").startswith("hf:"):
+        from ..pretrained import tokenizer_path
+
+        args.tokenizer = tokenizer_path(args.tokenizer)
     ckpt = load_checkpoint(args.checkpoint)  # a .pt file or a model folder
     spec = from_json(ckpt["spec"])
     weights = ckpt.get("ema") if args.ema else ckpt["state_dict"]

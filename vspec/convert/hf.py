@@ -1,5 +1,7 @@
 """Hugging Face transformers -> vspec: BERT, RoBERTa (SpanBERT is BERT), ELECTRA, GPT-2 and OpenAI GPT, the base
-models and their `...ForSequenceClassification`.
+models and their `...ForSequenceClassification`; the published pretraining checkpoints (`...ForMaskedLM`,
+`...ForPreTraining`, `...LMHeadModel`) convert to their base model, the pretraining head left out. Another task
+model (token classification, question answering, ...) is refused by its task.
 
 `spec_from_hf(config)` reads a config (a `transformers` config object, its dict, or a config.json's); `from_hf`
 loads weights (a model, a state dict, or a folder that `save_pretrained` wrote: config.json + safetensors),
@@ -28,6 +30,10 @@ from .common import ConversionError, load_mapped, refuse, renamer
 
 FAMILIES = ("bert", "roberta", "electra", "gpt2", "openai-gpt")
 _PREFIXES = ("bert.", "roberta.", "electra.", "transformer.")  # the task models' name for the base model
+BASE, CLASSIFIER = ("Model",), ("ForSequenceClassification",)
+PRETRAINING = ("ForMaskedLM", "ForPreTraining", "LMHeadModel")  # published checkpoints: the body is used
+# the pretraining heads' keys (BERT's cls, RoBERTa's and GPT's lm_head, ELECTRA's discriminator / generator heads)
+_PRETRAINING_HEADS = ("cls.", "lm_head.", "discriminator_predictions.", "generator_predictions.", "generator_lm_head.")
 _ACTS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "silu": "silu",
          "swish": "silu"}
 SEQ_LEN = 128  # the length a converted spec's shapes assume (the papers fine-tune at 128; any length runs)
@@ -41,6 +47,24 @@ def _config(config: Any) -> dict[str, Any]:
     if family not in FAMILIES:
         raise ConversionError(f"model_type {family!r}: vspec converts {', '.join(FAMILIES)}")
     return dict(data)
+
+
+def check_task(architecture: str | None) -> None:
+    """Refuse a task model vspec has no head for, by its task (a Hugging Face class name such as
+    `BertForTokenClassification`; None: unknown, accepted)."""
+    if architecture is None or architecture.endswith(CLASSIFIER + PRETRAINING) or (
+            architecture.endswith(BASE) and "For" not in architecture and "DoubleHeads" not in architecture):
+        return
+    task = architecture.split("For", 1)[1] if "For" in architecture else architecture.removesuffix("Model")
+    raise ConversionError(f"{architecture}: the task {task!r} is not supported; vspec converts the base model, "
+                          f"...ForSequenceClassification, and the pretraining checkpoints' bodies "
+                          f"({', '.join('...' + t for t in PRETRAINING)})")
+
+
+def _architecture(config: Any) -> str | None:
+    data = config.to_dict() if hasattr(config, "to_dict") else config
+    names = data.get("architectures") if isinstance(data, Mapping) else None
+    return names[0] if names and isinstance(names[0], str) else None
 
 
 def _num_labels(c: Mapping[str, Any]) -> int:
@@ -73,6 +97,7 @@ def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | 
     default, `add_pooling_layer=True`); None: the default."""
     c = _config(config)
     family = c["model_type"]
+    check_task(_architecture(c))
     if classifier is None:
         classifier = any(a.endswith("ForSequenceClassification") for a in c.get("architectures") or ())
     num_classes = _num_labels(c) if classifier else 0
@@ -88,8 +113,9 @@ def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | 
         kind = S.Block if gpt2 else S.PostNormBlock
         block = kind(attention=S.MHSA(heads=c["n_head"], attn_drop=c["attn_pdrop"], proj_drop=drop), ffn=ffn,
                      norm=S.Norm(eps=eps))
+        head = S.LastTokenHead(pad_id=c.get("pad_token_id"))  # HF's rule: the last token that is not padding
         return S.Model(embedder=embedder, block=block, depth=c["n_layer"], dim=d, num_classes=num_classes,
-                       class_token=False, pos_embed="none", final_norm=gpt2, head=S.LastTokenHead(), causal=True)
+                       class_token=False, pos_embed="none", final_norm=gpt2, head=head, causal=True)
     _only(c, {"position_embedding_type": "absolute", "is_decoder": False, "add_cross_attention": False})
     d, drop, eps = c["hidden_size"], c["hidden_dropout_prob"], c["layer_norm_eps"]
     width = c.get("embedding_size", d)
@@ -148,8 +174,9 @@ _BUFFERS = ("position_ids", "token_type_ids", ".attn.bias", ".attn.masked_bias")
 
 
 def hf_key(key: str) -> str | None:
-    """The vspec name of a (prefix-stripped, q / k / v fused) Hugging Face key; None for HF's constant buffers."""
-    if key.endswith(_BUFFERS):
+    """The vspec name of a (prefix-stripped, q / k / v fused) Hugging Face key; None for HF's constant buffers
+    and the pretraining heads."""
+    if key.endswith(_BUFFERS) or key.startswith(_PRETRAINING_HEADS):
         return None
     return _rename(key)
 
@@ -159,7 +186,10 @@ def hf_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     out = {}
     for key, value in state.items():
         prefix = next((p for p in _PREFIXES if key.startswith(p)), "")
-        out[key[len(prefix):]] = value
+        key = key[len(prefix):]
+        if ".LayerNorm." in key and key.endswith((".gamma", ".beta")):  # the TF-era names of BERT's first files
+            key = key.rsplit(".", 1)[0] + (".weight" if key.endswith(".gamma") else ".bias")
+        out[key] = value
     for key in [k for k in out if k.endswith(".attention.self.query.weight")]:
         base = key[: -len("query.weight")]
         for part in ("weight", "bias"):
@@ -191,22 +221,28 @@ def _read_folder(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]
 
 
 def from_hf(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor] | str | Path,
-            spec: S.Model | None = None) -> nn.Module:
-    """Build the vspec model of a Hugging Face BERT / RoBERTa / ELECTRA / GPT-2 / OpenAI GPT model (or its
-    `...ForSequenceClassification`) and load its weights. Takes the model, its state dict (with `spec`), or the
-    path of a folder that `save_pretrained` wrote (no download). `spec` defaults to `spec_from_hf` of the model's
-    config, with the head its weights show (classifier, pooler or neither)."""
-    config: Any = None
-    if isinstance(model_or_state_dict, (str, Path)):
-        state, config = _read_folder(Path(model_or_state_dict))
-    elif isinstance(model_or_state_dict, nn.Module):
+            spec: S.Model | None = None, *, config: Any = None) -> nn.Module:
+    """Build the vspec model of a Hugging Face BERT / RoBERTa / ELECTRA / GPT-2 / OpenAI GPT model (its base model,
+    `...ForSequenceClassification`, or a pretraining checkpoint's body) and load its weights. Takes the model, its
+    state dict (with `spec`, or with its `config`), or the path of a folder that `save_pretrained` wrote (no
+    download). `spec` defaults to `spec_from_hf` of the model's config, with the head its weights show
+    (classifier, pooler or neither). Another task model is refused by its task (`check_task`)."""
+    if isinstance(model_or_state_dict, nn.Module):  # its class is its task (a config's architectures may be stale)
+        check_task(type(model_or_state_dict).__name__)
         state, config = model_or_state_dict.state_dict(), model_or_state_dict.config
     else:
-        state = model_or_state_dict
+        if isinstance(model_or_state_dict, (str, Path)):
+            state, config = _read_folder(Path(model_or_state_dict))
+        else:
+            state = model_or_state_dict
+        if config is not None:
+            check_task(_architecture(config))
     if spec is None:
         if config is None:
             raise ConversionError("a state dict without its config: pass spec= (e.g. spec_from_hf(config))")
         classifier = any(k.startswith(("classifier.", "score.")) for k in state)
+        config = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+        config.pop("architectures", None)  # the task was checked above, by the class where there is one
         spec = spec_from_hf(config, classifier=classifier, pooler=any(".pooler." in f".{k}" for k in state))
     return load_mapped(build(spec), hf_state(state), hf_key)
 

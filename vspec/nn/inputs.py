@@ -44,6 +44,9 @@ class ImageInputs:
             raise ValueError("attention_mask: an image model has no padding (only a text body takes one)")
         return None
 
+    def head_padding(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor | None:
+        return mask
+
     def embed(self, embedder, x: torch.Tensor, token_type_ids: torch.Tensor | None):
         """(the embedder's output, the token grid of `x`)."""
         if token_type_ids is not None:
@@ -79,6 +82,12 @@ class TokenInputs:
             raise ValueError(f"attention_mask of shape {tuple(attention_mask.shape)} for input_ids of shape "
                              f"{tuple(x.shape)}: they must be equal")
         return attention_mask.bool()
+
+    def head_padding(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor | None:
+        """The real tokens as the head reads them: the padding mask, or where the head names a padding id
+        (`LastTokenHead.pad_id`, Hugging Face's rule), the tokens whose id is not that one."""
+        pad_id = getattr(self.spec.head, "pad_id", None)
+        return mask if pad_id is None else x.ne(pad_id)
 
     def embed(self, embedder, x: torch.Tensor, token_type_ids: torch.Tensor | None):
         if x.ndim != 2 or x.is_floating_point() or x.is_complex():

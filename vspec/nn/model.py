@@ -352,8 +352,9 @@ class Transformer(nn.Module):
         """Images (B, C, H, W), or a text body's input_ids (B, L) [, attention_mask, token_type_ids] -> logits."""
         x = _one_input(x, input_ids)
         mask = self.padding(x, attention_mask)  # once, for the blocks and the head
+        head_mask = self.inputs.head_padding(x, mask)
         x, conv = self._features(x, mask, token_type_ids)
-        return self.head(x, **_head_inputs(mask, conv))
+        return self.head(x, **_head_inputs(head_mask, conv))
 
     # ---------------------------------------------------------------- timm's feature API
     def forward_intermediates(self, x: torch.Tensor, indices: int | Sequence[int] | None = None, norm: bool = False,

@@ -17,12 +17,13 @@ from .budget import MemoryBudgetError
 from .core import SpecError
 from .kinds import AttentionKind, BlockKind, EmbedderKind, EntryKind, FFNKind, HeadKind, Kind
 from .layout import ConvMap, StageLayout, Tokens, conv_layout, embedded, layout
-from .load import load_spec, override, parse_assignment
+from .load import load_spec, load_weights_table, override, parse_assignment
 from .migrate import VERSION
 from .model import KINDS, ROLES, Model, Stage
 from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
 from .swin import PatchMerging, WindowMHSA
 from .vit import MHSA, MLP, ClassTokenHead, DenseAux, GAPHead, Norm, Output, PatchEmbed, Projections, SimplePatchEmbed
+from .weights import Hub, Manual, Url, Weights
 
 __all__ = [
     # generic parts
@@ -33,8 +34,11 @@ __all__ = [
     # assembly, shapes, files
     "KINDS", "ROLES", "VERSION", "ConvMap", "MemoryBudgetError", "Model", "Stage", "StageLayout", "Tokens",
     "SpecError", "conv_layout", "embedded", "layout",
-    "from_dict", "from_json", "from_toml", "load_spec", "override", "parse_assignment", "to_dict", "to_json",
+    "from_dict", "from_json", "from_toml", "load_spec", "load_weights_table", "override", "parse_assignment",
+    "to_dict", "to_json",
     "to_toml",
+    # published weights, declared beside a preset's SPEC
+    "Hub", "Manual", "Url", "Weights",
 ]
 CORE = tuple(__all__)  # the core's names; the families' join them (`_export_families`)
 _from_families: set[str] = set()

@@ -13,6 +13,7 @@ import attrs
 from .core import SpecError, join, show, show_key
 from .model import KINDS, SHORTHAND, Model
 from .serialize import WRITTEN_WHEN_SET, converter, from_dict, from_json, from_toml, to_dict
+from .weights import Weights, check_table
 
 SUFFIXES = (".py", ".json", ".toml")
 
@@ -26,11 +27,11 @@ def _text(value: object) -> str:
     return text or type(value).__name__
 
 
-def _run(path: Path) -> object:
-    """Execute a .py spec file and return its SPEC; whatever it raises (sys.exit and
+def _run(path: Path, name: str = "SPEC") -> object:
+    """Execute a .py spec file and return its `name` (SPEC, WEIGHTS); whatever it raises (sys.exit and
     KeyboardInterrupt too) becomes a SpecError naming the file and the line."""
     try:
-        return runpy.run_path(str(path)).get("SPEC")
+        return runpy.run_path(str(path)).get(name)
     except SpecError:
         raise
     except BaseException as e:  # noqa: BLE001 - a spec file reports in one line, never exits or interrupts
@@ -70,6 +71,15 @@ def load_spec(path: str | Path) -> Model:
         if e.path:
             raise
         raise SpecError("", f"{path}: {e.message}") from None
+
+
+def load_weights_table(path: str | Path) -> dict[str, Weights]:
+    """The published weights a `.py` preset declares (`WEIGHTS`, vspec.spec.weights); {} where it declares none."""
+    path = Path(path)
+    if path.suffix != ".py" or not path.is_file():
+        return {}
+    table = _run(path, "WEIGHTS")
+    return {} if table is None else check_table(table, str(path))
 
 
 def parse_value(text: str) -> Any:

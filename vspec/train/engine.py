@@ -64,6 +64,8 @@ class TrainConfig:
     tokenizer: str | None = None
     max_len: int | None = None
     init: str | None = None
+    # published weights that start a fresh run: (the preset's name or .py file, True or a tag); vspec.pretrained
+    pretrained: tuple[str, bool | str] | None = None
     save_format: str = "pt"  # pt | folder: also OUT/best and OUT/final as model folders (vspec.hub)
 
 
@@ -232,6 +234,13 @@ class Training:
             for line in load_hf_body(model, self.cfg.init.removeprefix("hf:")):
                 if self.d.main:
                     print(f"note: --init: {line}", file=sys.stderr)
+        if self.cfg.pretrained is not None and self.ckpt is None:  # a fresh run from published weights
+            from ..pretrained import load_into
+
+            entry, fresh = load_into(model, *self.cfg.pretrained)
+            if self.d.main:
+                print(f"note: --pretrained: {entry.source.where}" + (f"; fresh: {', '.join(fresh)}" if fresh else ""),
+                      file=sys.stderr)
         model = model.to(self.device)
         if self.device.type == "cuda" and self.cfg.channels_last:
             model = model.to(memory_format=torch.channels_last)

@@ -88,7 +88,7 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
                                 shared_head=bool(one["shared_head"]))
     return S.Model(
         embedder=S.PatchEmbed(patch_size=a["patch_size"]),
-        block=S.Block(attention=attention, ffn=S.MLP(hidden=int(dim * a["mlp_ratio"])),
+        block=S.Block(attention=attention, ffn=S.MLP(ratio=float(a["mlp_ratio"])),
                       norm=S.Norm(eps=layer_norm_eps(a["norm_layer"]))),
         depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=a["img_size"], in_chans=a["in_chans"],
         drop_path=float(a["drop_path_rate"]),

@@ -51,7 +51,7 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
     dim = a["embed_dim"]
     block = S.Block(attention=S.MHSA(heads=a["num_heads"], qkv_bias=a["qkv_bias"], scale=a["qk_scale"],
                                      attn_drop=float(a["attn_drop_rate"])),
-                    ffn=S.MLP(hidden=int(dim * a["mlp_ratio"])), norm=S.Norm(eps=layer_norm_eps(a["norm_layer"])))
+                    ffn=S.MLP(ratio=float(a["mlp_ratio"])), norm=S.Norm(eps=layer_norm_eps(a["norm_layer"])))
     return S.Model(embedder=P.T2TEmbed(token_dim=a["token_dim"], block=a["tokens_type"]), block=block,
                    depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=_side(a["img_size"]),
                    in_chans=a["in_chans"], pos_embed="sincos1d", drop_path=float(a["drop_path_rate"]))

@@ -91,9 +91,14 @@ class FirstTokenHead(TokenHead):
 
 @frozen
 class LastTokenHead(TokenHead):
-    """Classify from the last real token of each sequence (the last position the padding mask keeps; the last
-    position without one): the GPT / GPT-2 sequence-classification head (`score`, no bias)."""
+    """Classify from the last real token of each sequence: the GPT / GPT-2 sequence-classification head (`score`,
+    no bias). Which token is the last real one: `pad_id` None (a new spec's default), the last position the
+    attention mask keeps (the last position without a mask): the mask is what says which tokens are real, and a
+    real token whose id equals the padding id (GPT-2's pad = eos) still counts; `pad_id` an id, Hugging Face's
+    rule, the rightmost token whose id is not `pad_id` whatever the mask says (`from_hf` sets the config's
+    pad_token_id, so that a converted model classifies as the original does)."""
 
     kind: ClassVar[str] = "last_token"
     bias: bool = field(default=False, validator=check(bool))
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
+    pad_id: int | None = field(default=None, validator=check(int, ge=0, optional=True))

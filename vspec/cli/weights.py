@@ -1,0 +1,97 @@
+"""`vspec weights`: the presets with published weights (their `WEIGHTS`), and what of them is already cached."""
+
+from __future__ import annotations
+
+import argparse
+
+from .tables import format_table
+
+NAME, HELP = "weights", "list the presets with published weights: tags, sources, sizes, licences, scores, cache"
+
+
+def add_parser(sub) -> None:
+    w = sub.add_parser(NAME, help=HELP, description="List the presets that declare published weights (WEIGHTS "
+                                                    "beside SPEC; the first tag is what pretrained=True loads): "
+                                                    "the source, the parameter count of the model loaded, the "
+                                                    "licence, the reported score, and whether the weights are "
+                                                    "already converted in vspec's cache or downloaded in the "
+                                                    "ecosystem's (Hugging Face's, torch hub's). Reads no network.")
+    w.add_argument("names", nargs="*", metavar="PRESET", help="only these presets (default: every one)")
+    w.add_argument("--markdown", action="store_true",
+                   help="print the README's table (preset, tag, source, params, score, licence) as Markdown")
+
+
+def source_text(source, markdown: bool = False) -> str:
+    """How a table names a source: hub:<repo>/<file>, the URL, or manual:<page>."""
+    from ..spec.weights import Hub, Url
+
+    if isinstance(source, Hub):
+        text = f"hub:{source.repo}/{source.file}"
+        return f"[{text}]({source.where})" if markdown else text
+    if isinstance(source, Url):
+        return f"[{source.file}]({source.url})" if markdown else source.url
+    return f"manual: [{source.file}]({source.page})" if markdown else f"manual:{source.page} ({source.file})"
+
+
+def cached(name: str, tag: str, entry) -> str:
+    """"converted" (vspec's cache holds the model folder), "downloaded" (the source file is in its cache) or "-"."""
+    from .. import pretrained as P
+    from ..spec.weights import Hub
+
+    if P.converted_folder(name, tag).is_dir():
+        return "converted"
+    source = entry.source
+    if P.drop_path(source).is_file():
+        return "downloaded"
+    if isinstance(source, Hub):
+        try:
+            from huggingface_hub import try_to_load_from_cache
+        except ImportError:
+            return "-"
+        hit = try_to_load_from_cache(source.repo, source.file, cache_dir=P.hf_cache(), revision=source.revision)
+        return "downloaded" if isinstance(hit, str) else "-"
+    return "-"
+
+
+def rows(names: list[str] | None = None) -> list[tuple[str, str, object]]:
+    """(preset, tag, entry) of every declared weights entry, presets in name order, tags as declared."""
+    from ..factory import presets
+    from ..spec import SpecError, load_weights_table
+
+    known = presets()
+    if names:
+        if unknown := [n for n in names if n not in known]:
+            raise SpecError("", f"unknown preset {unknown[0]!r} (`vspec weights` lists the presets with weights)")
+        known = {n: known[n] for n in names}
+    return [(name, tag, entry) for name, file in sorted(known.items())
+            for tag, entry in load_weights_table(file).items()]
+
+
+def _millions(n: int) -> str:
+    return f"{n / 1e6:.2f} M"
+
+
+def run(args: argparse.Namespace) -> None:
+    entries = rows(args.names)
+    if args.markdown:
+        print(markdown_table(entries))
+        return
+    table = [["preset", "tag", "source", "params", "licence", "score", "cache"]]
+    first: set[str] = set()
+    for name, tag, entry in entries:
+        default = name not in first
+        first.add(name)
+        table.append([name, tag + (" *" if default else ""), source_text(entry.source), _millions(entry.params),
+                      entry.licence, entry.score or "-", cached(name, tag, entry)])
+    print(format_table(table))
+    print(f"{len(entries)} published checkpoints of {len(first)} presets; * the default tag (pretrained=True); "
+          "manual: a file only a person can download (the error says where to put it)")
+
+
+def markdown_table(entries: list[tuple[str, str, object]]) -> str:
+    """The README's table of published weights."""
+    lines = ["| preset | tag | source | params | reported score | licence |", "|---|---|---|---|---|---|"]
+    for name, tag, entry in entries:
+        lines.append(f"| {name} | {tag} | {source_text(entry.source, markdown=True)} | {_millions(entry.params)} | "
+                     f"{entry.score or '-'} | {entry.licence} |")
+    return "\n".join(lines)

@@ -1,0 +1,148 @@
+"""Published weights as data, declared beside a preset's SPEC (torch-free, as the spec).
+
+A preset file with published weights holds `WEIGHTS = {tag: Weights(...), ...}`; the first tag is the default.
+`vspec.create_model(name, pretrained=True | "<tag>")` fetches the source into the ecosystem's cache (Hugging
+Face's `HF_HOME`, torch hub's `TORCH_HOME`), converts it with the named converter and keeps the converted model
+folder in vspec's cache (`vspec.pretrained`).
+
+Sources: `Hub` (a file of a Hugging Face Hub repository), `Url` (a direct download, e.g. a GitHub release asset,
+into torch hub's `checkpoints/`), `Manual` (a file behind a page a program cannot follow, a Google Drive or Baidu
+link: the user downloads it and puts it where the one-line error says).
+"""
+
+from collections.abc import Mapping
+from pathlib import PurePosixPath
+from typing import Any
+from urllib.parse import urlparse
+
+from attrs import field, frozen
+
+from .core import SpecError, check
+
+CONVERTERS = ("timm", "hf")  # besides a family's released converter (`vspec.convert.official()`)
+HEX = frozenset("0123456789abcdef")
+
+
+def _name(value: str, what: str) -> str:
+    if not value or value.strip() != value or any(c in value for c in "<>{}*?"):
+        raise SpecError(what, f"{value!r} is no specific name (placeholders are not sources)")
+    return value
+
+
+def _sha256(_, attribute, value) -> None:
+    if value is not None and (len(value) != 64 or not set(value) <= HEX):
+        raise SpecError(attribute.name, f"{value!r} is not a sha256 hex digest (64 lower-case hex digits)")
+
+
+@frozen
+class Hub:
+    """A file of a Hugging Face Hub repository (`hf_hub_download(repo, file, revision=revision)`); `config`: the
+    repository's config.json that the converter reads too (Hugging Face models), None where it needs none."""
+
+    repo: str = field(validator=check(str))
+    file: str = field(validator=check(str))
+    revision: str = field(default="main", validator=check(str))
+    config: str | None = field(default=None, validator=check(str, optional=True))
+
+    def __attrs_post_init__(self):
+        _name(self.repo, "repo")
+        _name(self.file, "file")
+        if self.repo.count("/") > 1 or self.repo.startswith("/") or self.repo.endswith("/"):
+            raise SpecError("repo", f"{self.repo!r}: a Hub repo id is 'name' or 'owner/name'")
+
+    @property
+    def where(self) -> str:
+        return f"https://huggingface.co/{self.repo}/blob/{self.revision}/{self.file}"
+
+
+@frozen
+class Url:
+    """A file downloadable by a program (`torch.hub.download_url_to_file`), kept under torch hub's
+    `checkpoints/<file name>`; `sha256`: the file's published digest, checked when given."""
+
+    url: str = field(validator=check(str))
+    sha256: str | None = field(default=None, validator=[check(str, optional=True), _sha256])
+
+    def __attrs_post_init__(self):
+        _name(self.url, "url")
+        parsed = urlparse(self.url)
+        if parsed.scheme != "https" or not parsed.netloc or not PurePosixPath(parsed.path).name:
+            raise SpecError("url", f"{self.url!r}: an https URL of one file")
+
+    @property
+    def file(self) -> str:
+        return PurePosixPath(urlparse(self.url).path).name
+
+    @property
+    def where(self) -> str:
+        return self.url
+
+
+@frozen
+class Manual:
+    """A file only a person can download (behind `page`: Google Drive, Baidu, ...): the user puts it at torch
+    hub's `checkpoints/<file>`, which the error message names."""
+
+    page: str = field(validator=check(str))
+    file: str = field(validator=check(str))
+    sha256: str | None = field(default=None, validator=[check(str, optional=True), _sha256])
+
+    def __attrs_post_init__(self):
+        _name(self.page, "page")
+        _name(self.file, "file")
+        if urlparse(self.page).scheme != "https" or "/" in self.file:
+            raise SpecError("page", f"{self.page!r} / {self.file!r}: an https page and a bare file name")
+
+    @property
+    def where(self) -> str:
+        return self.page
+
+
+Source = Hub | Url | Manual
+
+
+@frozen
+class Weights:
+    """One published checkpoint of a preset.
+
+    source: where the file is. converter: "timm" (a timm state dict), "hf" (a Hugging Face model: its
+    config.json is read too; `config` adds the fields an old config.json lacks, e.g. {"model_type": "bert"}) or
+    a family's released converter ("t2t", "irpe", ...; `config` holds the released constructor's arguments the
+    checkpoint was trained with). params: the parameter count of the model the
+    preset builds with these weights (`create_model(name, pretrained=tag)` with no overrides), checked after
+    every conversion. classes: the checkpoint's classifier size (0: none, a body published without a task head;
+    the preset's head parts that the checkpoint lacks start fresh, as timm's and transformers' do). licence: of
+    the weights. score: the reported accuracy ("ImageNet-1k top-1 72.2 (DeiT, Table 1)"), None where none was
+    reported. unwrap: the keys of the file's top-level dict that hold the state dict, tried in order (released
+    `.pth.tar` files wrap it: `state_dict_ema`, `model`, ...). tokenizer: the Hub id of a text model's tokenizer.
+    notes: anything a user should know (how the checkpoint was trained, what differs from the paper)."""
+
+    source: Source = field(validator=check((Hub, Url, Manual)))
+    converter: str = field(validator=check(str))
+    params: int = field(validator=check(int, ge=1))
+    licence: str = field(validator=check(str))
+    classes: int = field(default=1000, validator=check(int, ge=0))
+    score: str | None = field(default=None, validator=check(str, optional=True))
+    config: Mapping[str, Any] = field(factory=dict)
+    unwrap: tuple[str, ...] = field(default=(), converter=tuple)
+    tokenizer: str | None = field(default=None, validator=check(str, optional=True))
+    notes: str = field(default="", validator=check(str))
+
+    def __attrs_post_init__(self):
+        if self.converter == "hf" and (not isinstance(self.source, Hub) or self.source.config is None):
+            raise SpecError("source", "a Hugging Face model comes from the Hub with its config: Hub(..., "
+                                      "config='config.json')")
+        if self.config and self.converter == "timm":
+            raise SpecError("config", "the timm converter reads no constructor arguments")
+
+
+def check_table(table: object, where: str) -> dict[str, Weights]:
+    """A preset's WEIGHTS, checked: a non-empty dict of tag -> Weights (the first tag the default)."""
+    if not isinstance(table, dict) or not table:
+        raise SpecError("", f"{where}: WEIGHTS must be a non-empty dict of tag -> Weights")
+    for tag, entry in table.items():
+        if not isinstance(tag, str) or not tag or not all(c.isalnum() or c in "._-" for c in tag):
+            raise SpecError("", f"{where}: WEIGHTS tag {tag!r}: letters, digits, '.', '_' and '-' only")
+        if not isinstance(entry, Weights):
+            raise SpecError("", f"{where}: WEIGHTS[{tag!r}] is a {type(entry).__name__}, not a Weights")
+    return dict(table)
