@@ -102,7 +102,9 @@ def speedup(ratios: list[float]) -> str:
     return f"x{statistics.median(ratios):.2f} [{ratios[0]:.2f}-{ratios[-1]:.2f}]"
 
 
-def race_cores(batch: int, tokens: int, rounds: int, device: str) -> None:
+def race_cores(batch: int, tokens: int, rounds: int, device: str) -> dict[str, dict]:
+    """Prints the race of the attention cores; returns, per core, its median ms, peak MiB and speed-up over the
+    reference (median of the rounds, with their range)."""
     g = torch.Generator().manual_seed(0)
     leaves = [torch.randn(batch, HEADS, tokens, HEAD_DIM, generator=g).to(device).requires_grad_() for _ in range(3)]
     grad = torch.randn(batch, HEADS, tokens, HEAD_DIM, generator=g).to(device)
@@ -130,6 +132,9 @@ def race_cores(batch: int, tokens: int, rounds: int, device: str) -> None:
         print(f"  {name:9s} {times[name] * 1e3:9.1f} ms  peak {peaks[name] / 2**20:8.1f} MiB  "
               f"speed-up {speedup(ratios[name])}  memory x{peaks[name] / peaks['reference']:.3f}"
               + ("  (flash kernel alone on widened leaves: the floor)" if name == "kernel" else ""))
+    return {name: {"ms": times[name] * 1e3, "peak_mib": peaks[name] / 2**20,
+                   "speedup": statistics.median(ratios[name]), "speedup_range": [ratios[name][0], ratios[name][-1]],
+                   "memory_ratio": peaks[name] / peaks["reference"]} for name in fns}
 
 
 def race_module(batch: int, tokens: int, rounds: int, device: str) -> None:

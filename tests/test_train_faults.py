@@ -165,8 +165,17 @@ def test_full_disk_during_training_is_one_line(tiny_spec, tmp_path, monkeypatch,
     assert C.load(out / "last.pt")["epoch"] == 1 and temps(out) == [] and epochs_in(out) == [1]
 
 
+@pytest.mark.parametrize("loss_every", [None, 3])
 def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tiny_spec, tmp_path, monkeypatch,
-                                                                             capsys):
+                                                                             capsys, loss_every):
+    """Also with the losses read on the host every 3 batches (as on CUDA, every 32): reported at its own step."""
+    import dataclasses
+
+    import vspec.cli.train as cli
+
+    real_config = cli.config_from_args
+    monkeypatch.setattr(cli, "config_from_args",
+                        lambda *a, **k: dataclasses.replace(real_config(*a, **k), loss_every=loss_every))
     calls = []
     real = engine.head_loss
 

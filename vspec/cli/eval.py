@@ -74,7 +74,7 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
     from ..compiler import build
     from ..spec import from_json
     from ..train.data import build_datasets, build_loaders, build_transforms, eval_crop_ratio
-    from ..train.distributed import Dist
+    from ..train.distributed import Dist, workers_for
     from ..train.tasks import evaluate
 
     if args.pretrained:  # the published model, converted into vspec's cache: a model folder
@@ -117,7 +117,8 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
     if num_classes != spec.num_classes:
         raise UsageError(f"{prog}: error: {args.data} has {num_classes} classes, the checkpoint's model "
                          f"{spec.num_classes}")
-    _, loader = build_loaders(val_ds, val_ds, batch_size=args.batch_size, workers=args.workers, drop_last=False)
+    _, loader = build_loaders(val_ds, val_ds, batch_size=args.batch_size,
+                              workers=workers_for(args.workers, device), drop_last=False)
     t0 = time.perf_counter()
     metrics = evaluate(model, loader, device, nullcontext, Dist())
     elapsed = time.perf_counter() - t0
@@ -138,7 +139,7 @@ def _evaluate_text(args: argparse.Namespace, spec, model, device, saved: dict[st
     from contextlib import nullcontext
 
     from ..train.data import build_loaders
-    from ..train.distributed import Dist
+    from ..train.distributed import Dist, workers_for
     from ..train.tasks import evaluate_text
     from ..train.text import pad_batch, text_datasets, tokenizer_mismatch
 
@@ -155,7 +156,8 @@ def _evaluate_text(args: argparse.Namespace, spec, model, device, saved: dict[st
     if data.num_classes != spec.num_classes:
         raise UsageError(f"{prog}: error: {data.task} has {data.num_classes} classes, the checkpoint's model "
                          f"{spec.num_classes}")
-    _, loader = build_loaders(data.val, data.val, batch_size=args.batch_size, workers=args.workers, drop_last=False,
+    _, loader = build_loaders(data.val, data.val, batch_size=args.batch_size,
+                              workers=workers_for(args.workers, device), drop_last=False,
                               collate_fn=pad_batch(data.pad_id))
     metrics = evaluate_text(model, loader, device, nullcontext, Dist(), data.task)
     return {"task": data.task, "samples": len(data.val), "metrics": metrics}

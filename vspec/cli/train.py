@@ -34,7 +34,9 @@ def data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-len", type=int, metavar="N", help="text: truncate sequences to N tokens (default: the "
                                                            "spec's seq_len); batches are padded to their longest")
     p.add_argument("--download", action="store_true", help="download CIFAR into --data-dir when missing")
-    p.add_argument("--workers", type=int, default=0, metavar="N", help="data-loading processes (default 0)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="data-loading processes (default: 0 on the CPU; on CUDA each process's share of the cores, "
+                        "at most 8)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="default: cuda when available")
     p.add_argument("--synthetic-size", type=int, default=1024, metavar="N",
                    help="images in the synthetic training set (its validation set has N / 4)")

@@ -56,3 +56,15 @@ def finish(d: Dist) -> None:
     if d.world > 1 and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+
+
+def workers_for(workers: int | None, device: torch.device, world: int = 1) -> int:
+    """The data-loading processes of a run: as given; by default none on the CPU (the model's threads need the
+    cores) and on CUDA each process's share of the cores, at most 8 (timm's default: the host decodes and
+    augments while the GPU computes)."""
+    if workers is not None:
+        return workers
+    if device.type != "cuda":
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(8, cores // max(world, 1) - 1))

@@ -47,7 +47,7 @@ class TrainConfig:
     out: Path = Path("runs/train")
     resume: bool = False
     seed: int = 0
-    workers: int = 0
+    workers: int | None = None  # data-loading processes; None: 0 on the CPU, the cores' share on CUDA (`workers_for`)
     device: str = "auto"  # auto | cpu | cuda
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16 | fp16 (the last two: autocast)
     compile: bool = False
@@ -66,7 +66,10 @@ class TrainConfig:
     init: str | None = None
     # published weights that start a fresh run: (the preset's name or .py file, True or a tag); vspec.pretrained
     pretrained: tuple[str, bool | str] | None = None
-    save_format: str = "pt"  # pt | folder: also OUT/best and OUT/final as model folders (vspec.hub)
+    save_format: str = "pt"
+    # batches between reads of the losses on the host (each read waits for the device): None, every batch on the
+    # CPU (where reading costs nothing), every 32 on CUDA; a non-finite loss is still reported at its own step
+    loss_every: int | None = None  # pt | folder: also OUT/best and OUT/final as model folders (vspec.hub)
 
 
 class TrainingStopped(RuntimeError):
@@ -148,6 +151,7 @@ class Training:
         cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
         self.d = D.init_distributed("cuda" if cuda else "cpu")
         self.device = D.pick_device(cfg, self.d)
+        self.loss_every = cfg.loss_every or (32 if self.device.type == "cuda" else 1)
         self.out = Path(cfg.out)
         self.last = self.out / "last.pt"
         self.ckpt: dict[str, Any] | None = None
@@ -212,7 +216,8 @@ class Training:
                              f"({d.world} x {cfg.accum_steps})")
         self.local_batch = r.batch_size // (d.world * cfg.accum_steps)
         self.train_loader, self.val_loader = build_loaders(train_ds, val_ds, batch_size=self.local_batch,
-                                                           workers=cfg.workers, seed=cfg.seed, rank=d.rank,
+                                                           workers=D.workers_for(cfg.workers, self.device, d.world),
+                                                           seed=cfg.seed, rank=d.rank,
                                                            world_size=d.world, collate_fn=collate)
         batches = len(self.train_loader)
         self.steps_per_epoch = batches // cfg.accum_steps
@@ -329,16 +334,29 @@ class Training:
         if skip and self.ckpt is not None:
             stats.loss_sum, stats.loss_n = self.ckpt.get("epoch_loss", (0.0, 0))
         self.train_model.train()
+        pending: list[tuple[int, int, torch.Tensor]] = []  # (batch, step, loss) not yet read on the host
+
+        def read_losses() -> None:  # one host sync for the pending losses: checked, summed, shown
+            values = torch.stack([loss for _, _, loss in pending]).tolist() if pending else []
+            for (i, step, _), value in zip(pending, values):
+                self.check_finite(value, epoch, i, step)
+                stats.loss_sum, stats.loss_n = stats.loss_sum + value, stats.loss_n + 1
+            if pending:
+                progress.update(pending[-1][0] + 1, loss=stats.loss_sum / stats.loss_n,
+                                lr=self.optimizer.param_groups[0]["lr"], ips=stats.seen / stats.elapsed)
+            pending.clear()
+
         for i, (images, target) in enumerate(self.train_loader, start=skip):
-            loss_value, stepped = self.train_step(i, images, target)
+            loss, stepped = self.train_step(i, images, target)
+            pending.append((i, self.global_step if stepped else self.global_step + 1, loss))
             stats.batches_done = i + 1
             stats.seen += len(target) * self.d.world
-            self.check_finite(loss_value, epoch, i, stepped)
-            stats.loss_sum, stats.loss_n = stats.loss_sum + loss_value, stats.loss_n + 1
-            progress.update(i + 1, loss=stats.loss_sum / stats.loss_n, lr=self.optimizer.param_groups[0]["lr"],
-                            ips=stats.seen / stats.elapsed)
-            if stop.signum is not None or (self.cfg.max_steps and self.global_step >= self.cfg.max_steps):
+            done = stop.signum is not None or (self.cfg.max_steps and self.global_step >= self.cfg.max_steps)
+            if done or len(pending) >= self.loss_every:
+                read_losses()
+            if done:
                 break
+        read_losses()
         progress.close()
         return stats
 
@@ -354,9 +372,10 @@ class Training:
             self.train_loader.generator.manual_seed(self.cfg.seed * 100_003 + epoch)
         return skip
 
-    def train_step(self, i: int, images: torch.Tensor, target: torch.Tensor) -> tuple[float, bool]:
+    def train_step(self, i: int, images: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, bool]:
         """Forward and backward of batch `i`; an optimizer step after every `accum_steps` batches (gradients
-        all-reduced only then). Returns the batch's loss and whether a step was taken."""
+        all-reduced only then). Returns the batch's loss (a tensor on the device: reading it is a host sync, which
+        `train_epoch` does once per `loss_every` batches) and whether a step was taken."""
         cfg, device, scaler, optimizer = self.cfg, self.device, self.scaler, self.optimizer
         images, target = to_device(images, device), target.to(device, non_blocking=True)
         if device.type == "cuda" and cfg.channels_last and not isinstance(images, dict):
@@ -381,13 +400,12 @@ class Training:
                 self.ema.update(self.core, step=self.global_step)
             if self.step_hook is not None:  # the crash tests' (VSPEC_TEST_KILL_AT=step:N)
                 self.step_hook()
-        return loss.item(), last_micro
+        return loss.detach(), last_micro
 
-    def check_finite(self, loss_value: float, epoch: int, i: int, stepped: bool) -> None:
+    def check_finite(self, loss_value: float, epoch: int, i: int, step: int) -> None:
         if math.isfinite(loss_value):
             return
         kept = f"the last good checkpoint is {self.last}" if self.last.is_file() else "no checkpoint was written"
-        step = self.global_step if stepped else self.global_step + 1
         raise TrainingStopped(f"the loss is {loss_value} at step {step} (epoch {epoch + 1}, batch {i + 1}): stopped; "
                               f"{kept}")
 

@@ -1,0 +1,330 @@
+"""vspec against timm, the released formulations and Hugging Face on one device (a GPU where there is one),
+inference and the training step, eager and under torch.compile, with the same weights.
+
+Cases: deit_small and swin_tiny against timm; t2t_vit_14 against the released T2T-ViT (benchmarks/released.py);
+refined_vit_s against the released Refined-ViT (benchmarks/refiner.py); sot_small and msf_vit_s alone (no
+reference formulation of the whole model exists: their figures are vspec's rate and MFU); bert_base and gpt2
+against Hugging Face's BertModel / GPT2Model with SDPA attention on a right-padded batch (B x L, random lengths,
+the attention mask given). Modes: inference (batch 256, no grad, eval; bf16 autocast and channels-last images on
+CUDA) and the training step (batch 128, AdamW, bf16 autocast on CUDA; cross-entropy on random labels for images,
+the mean square of the last hidden states for text bodies), each eager and compiled (`torch.compile`, inductor;
+`--compile-backend eager` traces without code generation, as `--quick` does on a CPU).
+
+Timing: the two models of a case run back to back in every round, order alternating (benchmarks/models.py's
+race, synchronised on CUDA); rates are medians over rounds, the ratio vspec / reference (> 1: vspec is faster) is
+the median of the rounds' ratios, with their range. Peak memory: CUDA's allocator peak during one step. MFU: the
+model's FLOPs (2 x MACs per sample forward, 6 x training, MACs from vspec.profile) per second over the device's
+dense bf16 peak, read from the device name (`PEAKS`; the peak used is written beside it; none on a CPU). Then
+MSF's attention alone at 3136 tokens (56 x 56, batch 2), vspec's against the released formulation
+(benchmarks/msf.py): speed-up and peak memory.
+
+    python benchmarks/gpu.py [--quick] [--device cuda|cpu] [--cases deit_small,...] [--rounds 7]
+                             [--modes infer,train] [--no-compile | --compile-cases A,B] [--out DIR]
+                                                                        # writes DIR/gpu.json (OUT's default)
+    python benchmarks/gpu.py --table FILE.json                                     # the README's table
+
+`--quick`: every case at depth 1 (one block per stage), batch 2 (text: 2 x 16), 1 round, compiled only deit_small
+and bert_base, on whatever device: a check that every path runs (tests/test_gpu_bench.py runs it on the CPU), not a
+measurement.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))
+
+import vspec  # noqa: E402
+from vspec.nn.heads import head_loss  # noqa: E402 - the loss of a head's training outputs (tensors too)
+from vspec.spec import override  # noqa: E402
+
+# dense bf16 peak FLOP/s by device name (the vendors' data sheets, without sparsity)
+PEAKS = {"H200": 989e12, "H100 SXM": 989e12, "H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12,
+         "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12}
+IMAGE_CASES = ("deit_small", "swin_tiny", "t2t_vit_14", "refined_vit_s", "sot_small", "msf_vit_s")
+TEXT_CASES = ("bert_base", "gpt2")
+
+
+def _module(name: str):
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class TextBody(nn.Module):
+    """A text body's last hidden states from (input_ids, attention_mask): Hugging Face's model or vspec's."""
+
+    def __init__(self, model: nn.Module, hf: bool):
+        super().__init__()
+        self.model, self.hf = model, hf
+
+    def forward(self, ids, mask):
+        if self.hf:
+            return self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        return self.model.forward_features(ids, attention_mask=mask)
+
+
+def _shallow(spec, quick: bool):
+    """The preset, at depth 1 per stage under --quick."""
+    if not quick:
+        return spec
+    if spec.isotropic:
+        return override(spec, {"depth": 1})
+    return override(spec, {f"stages.{i}.depth": 1 for i in range(len(spec.stages))})
+
+
+def image_pair(name: str, quick: bool) -> tuple[nn.Module, nn.Module | None, str | None, object]:
+    """(vspec model, reference or None, the reference's name, vspec's spec) with the same weights."""
+    import timm
+
+    from vspec.convert import from_official, from_timm
+
+    if name == "refined_vit_s":  # its block pattern is the released one: --quick keeps one compute, one shared
+        refiner = _module("refiner")
+        config = dict(refiner.CONFIG, depth=[False, True] if quick else refiner.CONFIG["depth"],
+                      apply_transform=[False] * (2 if quick else 16))
+        ref, ours = refiner.pair(config)
+        return ours, ref, "released Refined-ViT", ours.spec
+    spec = _shallow(vspec.load_spec(ROOT / f"specs/{name}.py"), quick)
+    if name == "deit_small":
+        ref = timm.create_model("deit_small_patch16_224", depth=spec.stages[0].depth)
+        return from_timm(ref, spec), ref, "timm deit_small_patch16_224", spec
+    if name == "swin_tiny":
+        ref = timm.create_model("swin_tiny_patch4_window7_224", depths=tuple(s.depth for s in spec.stages))
+        return from_timm(ref, spec), ref, "timm swin_tiny_patch4_window7_224", spec
+    if name == "t2t_vit_14":
+        config = dict(img_size=224, tokens_type="performer", in_chans=3, num_classes=1000, embed_dim=384,
+                      depth=spec.stages[0].depth, num_heads=6, mlp_ratio=3.0, qkv_bias=False, qk_scale=None,
+                      token_dim=64)
+        ref = _module("released").T2TViT(config)
+        return from_official("t2t", ref.state_dict(), config), ref, "released T2T-ViT", spec
+    return vspec.build(spec), None, None, spec  # sot_small, msf_vit_s
+
+
+def text_pair(name: str, quick: bool) -> tuple[nn.Module, nn.Module, str, object]:
+    import transformers
+
+    from vspec.convert import from_hf
+
+    layers = {"num_hidden_layers": 1} if quick and name == "bert_base" else {"n_layer": 1} if quick else {}
+    config = (transformers.BertConfig if name == "bert_base" else transformers.GPT2Config)(**layers)
+    config._attn_implementation = "sdpa"
+    ref = (transformers.BertModel if name == "bert_base" else transformers.GPT2Model)(config)
+    ours = from_hf(ref)
+    return TextBody(ours, hf=False), TextBody(ref, hf=True), f"Hugging Face {type(ref).__name__} (SDPA)", ours.spec
+
+
+def inputs(kind: str, batch: int, seq: int, device: torch.device, classes: int = 1000):
+    g = torch.Generator().manual_seed(0)
+    if kind == "image":
+        x = torch.randn(batch, 3, 224, 224, generator=g).to(device)
+        if device.type == "cuda":
+            x = x.contiguous(memory_format=torch.channels_last)
+        return (x,), torch.randint(classes, (batch,), generator=g).to(device)
+    lengths = torch.randint(seq // 2, seq + 1, (batch,), generator=g)
+    lengths[0] = seq
+    mask = (torch.arange(seq)[None] < lengths[:, None]).long()
+    ids = torch.randint(1, 30000, (batch, seq), generator=g) * mask
+    return (ids.to(device), mask.to(device)), None
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def stepper(model: nn.Module, mode: str, args, labels, device: torch.device):
+    """One inference or training step of `model` (AdamW; bf16 autocast on CUDA), synchronised."""
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast(
+        "cpu", enabled=False)
+    if mode == "infer":
+        def step():
+            with torch.no_grad(), autocast:
+                model(*args)
+            _sync(device)
+        return step
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with autocast:
+            out = model(*args)
+            loss = head_loss(F.cross_entropy, out, labels) if labels is not None else out.float().square().mean()
+        loss.backward()
+        optimizer.step()
+        _sync(device)
+    return step
+
+
+def peak_bytes(step, device: torch.device) -> int | None:
+    if device.type != "cuda":
+        return None
+    _sync(device)
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    return torch.cuda.max_memory_allocated()
+
+
+def race(steps: dict, rounds: int) -> dict[str, list[float]]:
+    for step in steps.values():
+        step()  # warm-up (and compilation)
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for r in range(rounds):
+        for name, step in (list(steps.items()) if r % 2 == 0 else list(reversed(steps.items()))):
+            t0 = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def device_peak(device: torch.device) -> tuple[str, float | None]:
+    if device.type != "cuda":
+        return "cpu", None
+    name = torch.cuda.get_device_name(device)
+    return name, next((peak for key, peak in PEAKS.items() if key in name), None)
+
+
+def run_case(name: str, args, device: torch.device, peak: float | None) -> list[dict]:
+    kind = "text" if name in TEXT_CASES else "image"
+    torch.manual_seed(0)
+    ours, ref, ref_name, spec = (text_pair if kind == "text" else image_pair)(name, args.quick)
+    seq = 16 if args.quick else 128
+    profiled = spec if kind == "image" else override(spec, {"embedder.seq_len": seq})
+    macs = vspec.profile(profiled, crosscheck=False).macs
+    results = []
+    for mode in args.modes:
+        batch = 2 if args.quick else (32 if kind == "text" else 256 if mode == "infer" else 128)
+        x, labels = inputs(kind, batch, seq, device)
+        compile_too = not args.no_compile and (args.compile_cases is None or name in args.compile_cases.split(","))
+        for compiled in ([False, True] if compile_too else [False]):
+            models = {"vspec": ours, **({"reference": ref} if ref is not None else {})}
+            steps = {}
+            for who, model in models.items():
+                model = model.to(device).train(mode == "train")
+                if kind == "image" and device.type == "cuda":
+                    model = model.to(memory_format=torch.channels_last)
+                if compiled:
+                    torch._dynamo.reset()
+                    model = torch.compile(model, backend=args.compile_backend)
+                steps[who] = stepper(model, mode, x, labels, device)
+            times = race(steps, args.rounds)
+            rate = {who: batch / statistics.median(t) for who, t in times.items()}
+            flops = (2 if mode == "infer" else 6) * macs
+            row = {"case": name, "kind": kind, "mode": mode, "compiled": compiled, "batch": batch,
+                   "seq_len": seq if kind == "text" else None, "reference": ref_name, "macs_per_sample": macs,
+                   "rate": rate, "peak_bytes": {who: peak_bytes(s, device) for who, s in steps.items()},
+                   "mfu": {who: (r * flops / peak if peak else None) for who, r in rate.items()}}
+            if "reference" in times:
+                ratios = sorted(a / b for a, b in zip(times["reference"], times["vspec"]))
+                row["ratio"] = {"median": statistics.median(ratios), "range": [ratios[0], ratios[-1]]}
+            results.append(row)
+            print(_line(row), flush=True)
+    return results
+
+
+def _line(row: dict) -> str:
+    unit = "seq/s" if row["kind"] == "text" else "img/s"
+    text = (f"{row['case']:14s} {row['mode']:5s} {'compiled' if row['compiled'] else 'eager':8s} "
+            f"batch {row['batch']:3d}  vspec {row['rate']['vspec']:9.1f} {unit}")
+    if "ratio" in row:
+        r = row["ratio"]
+        text += (f"  {row['reference']} {row['rate']['reference']:9.1f}  ratio {r['median']:.3f} "
+                 f"[{r['range'][0]:.3f}-{r['range'][1]:.3f}]")
+    if row["mfu"]["vspec"] is not None:
+        text += f"  MFU {100 * row['mfu']['vspec']:.1f} %"
+    if row["peak_bytes"]["vspec"] is not None:
+        text += f"  peak {row['peak_bytes']['vspec'] / 2**30:.2f} GiB"
+    return text
+
+
+def table(result: dict) -> str:
+    """The README's table of one device's JSON."""
+    lines = [f"{result['device']} (dense bf16 peak used for MFU: "
+             f"{'%.0f TFLOP/s' % (result['peak_flops'] / 1e12) if result['peak_flops'] else 'none'}), "
+             f"torch {result['torch']}:", "",
+             "| case | mode | graph | batch | vspec / s | reference / s | ratio (range) | MFU vspec "
+             "| peak vspec / ref |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for row in result["cases"]:
+        ref = row["rate"].get("reference")
+        ratio = row.get("ratio")
+        peaks = row["peak_bytes"]
+        lines.append(
+            f"| {row['case']} | {row['mode']} | {'compiled' if row['compiled'] else 'eager'} | {row['batch']} | "
+            f"{row['rate']['vspec']:.1f} | {'-' if ref is None else f'{ref:.1f}'} | "
+            + ("-" if ratio is None else f"{ratio['median']:.3f} ({ratio['range'][0]:.3f}-{ratio['range'][1]:.3f})")
+            + f" | {'-' if row['mfu']['vspec'] is None else '%.1f %%' % (100 * row['mfu']['vspec'])} | "
+            + ("-" if peaks["vspec"] is None else f"{peaks['vspec'] / 2**30:.2f}"
+               + ("" if peaks.get("reference") is None else f" / {peaks['reference'] / 2**30:.2f}") + " GiB")
+            + " |")
+    msf = result.get("msf_attention")
+    if msf:
+        v = msf["cores"]["vspec"]
+        lines += ["", f"MSF attention alone, batch {msf['batch']} x {msf['tokens']} tokens: vspec x{v['speedup']:.2f} "
+                      f"({v['speedup_range'][0]:.2f}-{v['speedup_range'][1]:.2f}) faster than the released "
+                      f"formulation at x{v['memory_ratio']:.3f} its peak memory."]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("--quick", action="store_true", help="every case small, 1 round: a check that it runs")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--cases", default=",".join(IMAGE_CASES + TEXT_CASES))
+    ap.add_argument("--modes", default="infer,train")
+    ap.add_argument("--rounds", type=int, default=None, help="default 7 (1 with --quick)")
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--compile-cases", default=None,
+                    help="the cases also run compiled (default: every one; with --quick deit_small and bert_base, "
+                         "whose tracing is the check)")
+    ap.add_argument("--compile-backend", default=None, help="default inductor (eager with --quick on a CPU)")
+    ap.add_argument("--msf-tokens", type=int, default=None, help="MSF's attention race: tokens (default 3136; "
+                                                                   "196 with --quick)")
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")), help="writes OUT/gpu.json")
+    ap.add_argument("--table", type=Path, metavar="FILE.json", help="print the README table of a result and stop")
+    args = ap.parse_args(argv)
+    if args.table:
+        print(table(json.loads(args.table.read_text())))
+        return 0
+    args.cases, args.modes = args.cases.split(","), args.modes.split(",")
+    unknown = [c for c in args.cases if c not in IMAGE_CASES + TEXT_CASES] + \
+              [m for m in args.modes if m not in ("infer", "train")]
+    if unknown:
+        ap.error(f"unknown case or mode: {', '.join(unknown)}")
+    args.rounds = args.rounds or (1 if args.quick else 7)
+    if args.quick and args.compile_cases is None:
+        args.compile_cases = "deit_small,bert_base"  # dynamo's tracing takes seconds a model: one of each kind
+    device = torch.device(args.device)
+    if args.compile_backend is None:
+        args.compile_backend = "eager" if args.quick and device.type == "cpu" else "inductor"
+    name, peak = device_peak(device)
+    print(f"device: {name}; dense bf16 peak for MFU: {peak / 1e12 if peak else 'none'} TFLOP/s; torch "
+          f"{torch.__version__}; {args.rounds} rounds", flush=True)
+    result = {"device": name, "peak_flops": peak, "torch": torch.__version__, "quick": args.quick,
+              "rounds": args.rounds, "cases": []}
+    for case in args.cases:
+        result["cases"] += run_case(case, args, device, peak)
+    tokens = args.msf_tokens or (196 if args.quick else 3136)
+    batch = 2
+    result["msf_attention"] = {"batch": batch, "tokens": tokens,
+                               "cores": _module("msf").race_cores(batch, tokens, args.rounds, device.type)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "gpu.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(f"written: {args.out / 'gpu.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The CUDA paths checked against the CPU, small: every family's forward pass and training step on `--device`
+equal to the same model on the CPU, in float32 (TF32 off: within 1e-4 of the largest logit) and under bf16
+autocast (within 5e-2 relative: bf16 keeps 8 bits of mantissa). Prints one line per model and writes
+OUT/gpu_checks.json; exits 1 when a check fails. benchmarks/gpu_check.sh runs it first on a GPU machine;
+tests/test_gpu_bench.py runs it with --device cpu (the CPU against itself: the paths run).
+
+    python benchmarks/gpu_checks.py [--device cuda] [--out DIR]
+"""
+
+import argparse
+import copy
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import vspec  # noqa: E402
+from vspec.nn.heads import head_loss  # noqa: E402
+from vspec.spec import override  # noqa: E402
+
+# one preset of each family, shrunk to one block per stage (text: 32 tokens)
+PRESETS = ("deit_tiny", "swin_tiny", "sot_tiny", "msf_vit_ti", "refined_vit_s", "dhvt_tiny_cifar_p4", "t2t_vit_7",
+           "deit_tiny_irpe_k", "conformer_ti", "bert_base", "gpt2")
+FP32_TOL, BF16_TOL = 1e-4, 5e-2
+DROPS = ("drop", "drop_in", "attn_drop", "proj_drop", "hidden_drop", "drop_path")
+
+
+def small(name: str):
+    spec = vspec.load_spec(ROOT / f"specs/{name}.py")
+    patterned = any(isinstance(s.block, (list, tuple)) for s in spec.stages)  # Refiner's, Conformer's: as they are
+    changes = {} if patterned else {"depth": 1} if spec.isotropic else {
+        f"stages.{i}.depth": 1 for i in range(len(spec.stages))}
+    if spec.embedder.text:
+        changes["embedder.seq_len"] = 32
+    return without_dropout(override(spec, changes) if changes else spec)
+
+
+def without_dropout(spec):
+    """The spec with every dropout and stochastic-depth rate 0: the training step is then deterministic."""
+    def zero(tree):
+        if isinstance(tree, dict):
+            return {k: 0.0 if k in DROPS and isinstance(v, float) else zero(v) for k, v in tree.items()}
+        return [zero(v) for v in tree] if isinstance(tree, list) else tree
+
+    return vspec.spec.from_dict(zero(vspec.spec.to_dict(spec)))
+
+
+def relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-6)).item()
+
+
+def check(name: str, device: torch.device) -> dict:
+    spec = small(name)
+    torch.manual_seed(0)
+    cpu = vspec.build(spec).eval()
+    dev = copy.deepcopy(cpu).to(device)
+    x = cpu.example_input(2)
+    labels = torch.randint(max(spec.num_classes, 1), (2,))
+    out = {"preset": name, "params": sum(p.numel() for p in cpu.parameters())}
+    with torch.no_grad():
+        want = cpu(x)
+        out["forward_fp32"] = relative(dev(x.to(device)).cpu(), want)
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            out["forward_bf16"] = relative(dev(x.to(device)).cpu(), want)
+    for model, inputs in ((cpu, x), (dev, x.to(device))):  # one SGD step in float32, train mode, no dropout
+        model.train()
+        head_loss(F.cross_entropy, model(inputs), labels.to(device if model is dev else "cpu")).backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.grad is not None:
+                    p.sub_(0.1 * p.grad)
+    after = dict(dev.named_parameters())
+    out["train_step_fp32"] = max(relative(after[k].detach().cpu(), p.detach()) for k, p in cpu.named_parameters())
+    out["ok"] = out["forward_fp32"] <= FP32_TOL and out["forward_bf16"] <= BF16_TOL and \
+        out["train_step_fp32"] <= FP32_TOL
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--presets", default=",".join(PRESETS))
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
+    args = ap.parse_args(argv)
+    torch.backends.cuda.matmul.allow_tf32 = False  # float32 means float32 here
+    torch.backends.cudnn.allow_tf32 = False
+    device = torch.device(args.device)
+    results = []
+    for name in args.presets.split(","):
+        r = check(name, device)
+        results.append(r)
+        print(f"{name:20s} forward fp32 {r['forward_fp32']:.1e}  bf16 {r['forward_bf16']:.1e}  "
+              f"train step fp32 {r['train_step_fp32']:.1e}  {'ok' if r['ok'] else 'FAILED'}", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "gpu_checks.json").write_text(json.dumps({"device": str(device), "tolerances": {
+        "fp32": FP32_TOL, "bf16": BF16_TOL}, "results": results}, indent=1) + "\n")
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""The GPU benchmark and checks run on the CPU (issue 35): benchmarks/gpu.py --quick (every case, both modes,
+eager, and compiled for one image and one text case, MSF's attention race), its README table agreeing with its
+JSON, benchmarks/gpu_checks.py
+(every family's forward and training step, the CPU against itself) and benchmarks/train_overhead.py on synthetic
+data and on generated JPEGs. The committed GPU results (docs/gpu/*.json), where there are any, are the README's
+tables."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import load_benchmark
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCED = {"deit_small", "swin_tiny", "t2t_vit_14", "refined_vit_s", "bert_base", "gpt2"}
+
+
+def bench(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def test_gpu_benchmark_quick_runs_every_case_and_its_table_is_its_json(tmp_path):
+    gpu = load_benchmark("gpu")
+    bench("benchmarks/gpu.py", "--quick", "--device", "cpu", "--out", str(tmp_path))
+    result = json.loads((tmp_path / "gpu.json").read_text())
+    assert result["device"] == "cpu" and result["quick"] and result["peak_flops"] is None
+    rows = {(r["case"], r["mode"], r["compiled"]): r for r in result["cases"]}
+    assert set(rows) == {(c, m, k) for c in gpu.IMAGE_CASES + gpu.TEXT_CASES for m in ("infer", "train")
+                         for k in ((False, True) if c in ("deit_small", "bert_base") else (False,))}
+    for (case, _, _), row in rows.items():
+        assert row["rate"]["vspec"] > 0 and row["macs_per_sample"] > 0
+        assert ("ratio" in row) == (case in REFERENCED)
+        if case in REFERENCED:
+            assert row["rate"]["reference"] > 0 and row["ratio"]["range"][0] <= row["ratio"]["median"]
+    cores = result["msf_attention"]["cores"]
+    assert result["msf_attention"]["tokens"] == 196 and cores["reference"]["speedup"] == 1.0
+    assert cores["vspec"]["speedup"] > 0 and cores["vspec"]["memory_ratio"] > 0
+    table = bench("benchmarks/gpu.py", "--table", str(tmp_path / "gpu.json")).stdout
+    lines = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| case")]
+    assert len(lines) == len(result["cases"])
+    for line, row in zip(lines, result["cases"]):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[:4] == [row["case"], row["mode"], "compiled" if row["compiled"] else "eager", str(row["batch"])]
+        assert float(cells[4]) == round(row["rate"]["vspec"], 1)
+    assert re.search(r"MSF attention alone, batch 2 x 196 tokens: vspec x[\d.]+", table)
+
+
+def test_committed_gpu_results_are_the_readme_tables():
+    gpu = load_benchmark("gpu")
+    readme = (ROOT / "README.md").read_text()
+    for file in sorted((ROOT / "docs" / "gpu").glob("*.json")):
+        assert gpu.table(json.loads(file.read_text())) in readme, file
+
+
+@pytest.mark.slow  # 15 s: make test-slow (and .ci/run) runs it
+def test_gpu_checks_run_every_family(tmp_path):
+    checks = load_benchmark("gpu_checks")
+    bench("benchmarks/gpu_checks.py", "--device", "cpu", "--out", str(tmp_path))
+    result = json.loads((tmp_path / "gpu_checks.json").read_text())
+    assert [r["preset"] for r in result["results"]] == list(checks.PRESETS)
+    for r in result["results"]:  # the CPU against itself: exact in float32; bf16 autocast within its tolerance
+        assert r["ok"] and r["forward_fp32"] == 0 and r["train_step_fp32"] == 0 and 0 < r["forward_bf16"] <= 5e-2
+
+
+@pytest.mark.slow
+def test_train_overhead_on_synthetic_data_and_generated_jpegs(tmp_path):
+    out = tmp_path / "overhead.json"
+    bench("benchmarks/train_overhead.py", "--steps", "2", "--batch-size", "4", "--img-size", "32", "--data", "both",
+          "--json", str(out))
+    result = json.loads(out.read_text())
+    assert result["bare"] > 0 and result["synthetic"]["loop"] > 0 and result["imagefolder"]["loop"] > 0
