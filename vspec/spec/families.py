@@ -25,20 +25,31 @@ GROUP = "vspec.families"
 _registered: list[str] = []
 _specs: dict[str, ModuleType] = {}  # package -> its spec module, in the order they were loaded
 _refused: dict[str, str] = {}  # package -> why it could not be loaded
+_found: list[str] = []  # vspec.models' packages and the entry points', scanned once per process (`rescan`)
+
+
+def rescan() -> None:
+    """Look for vspec.models' packages and the installed distributions' entry points again at the next `load` (a
+    distribution installed while the process runs); scanning every distribution's metadata takes milliseconds,
+    too long for each of the thousands of lookups a build makes."""
+    _found.clear()
 
 
 def packages() -> list[str]:
     """Every family package, once: vspec.models' own, then the entry points', then the registered ones."""
-    builtin = importlib.import_module(BUILTIN)
-    names = [f"{BUILTIN}.{m.name}" for m in pkgutil.iter_modules(builtin.__path__) if m.ispkg]
-    names += [ep.value for ep in entry_points(group=GROUP)]
-    return list(dict.fromkeys([*names, *_registered]))
+    if not _found:
+        builtin = importlib.import_module(BUILTIN)
+        names = [f"{BUILTIN}.{m.name}" for m in pkgutil.iter_modules(builtin.__path__) if m.ispkg]
+        _found.extend(dict.fromkeys([*names, *(ep.value for ep in entry_points(group=GROUP))]))
+    return list(dict.fromkeys([*_found, *_registered]))
 
 
 def load() -> dict[str, ModuleType]:
     """Import the spec module of every family not yet loaded (its kinds register); {package: spec module}. A
     package of another distribution that fails to import is skipped with a warning (vspec itself still imports);
     one of vspec's own, or a registered one, raises."""
+    if _found and len(_specs) + len(_refused) == len(_found) + sum(p not in _found for p in _registered):
+        return dict(_specs)  # nothing new since the last call
     for name in packages():
         if name in _specs or name in _refused:
             continue
