@@ -87,11 +87,12 @@ def spec_file(path: str) -> str | Path:
     return preset_path(path)
 
 
-def pretrained_flag(p: argparse.ArgumentParser) -> None:
+def pretrained_flag(p: argparse.ArgumentParser, what: str = "start from") -> None:
     p.add_argument("--pretrained", nargs="?", const=True, default=False, metavar="TAG",
-                   help="start from the preset's published weights (its default tag, or TAG; `vspec weights` lists "
-                        "them), fetched into Hugging Face's or torch hub's cache and converted once into vspec's; "
-                        "the head's parts the checkpoint lacks or that differ in shape start fresh")
+                   help=f"{what} the preset's published weights (its default tag, or TAG; `vspec weights` lists "
+                        "them), fetched into Hugging Face's or torch hub's cache and converted once into vspec's"
+                        + ("" if what != "start from" else "; the head's parts the checkpoint lacks or that differ "
+                                                           "in shape start fresh"))
 
 
 def load(args: argparse.Namespace) -> Model:

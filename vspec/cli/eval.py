@@ -22,7 +22,7 @@ def eval_parser(prog: str = "eval.py") -> argparse.ArgumentParser:
                 "validation split.")
     p.add_argument("checkpoint", type=Path, metavar="CHECKPOINT",
                    help="a checkpoint (.pt), a model folder, or with --pretrained a preset's name or .py file")
-    pretrained_flag(p)
+    pretrained_flag(p, "evaluate")
     data_args(p)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--ema", action="store_true", help="evaluate the EMA weights of a training checkpoint")
