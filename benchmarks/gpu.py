@@ -29,12 +29,10 @@ measurement.
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -45,6 +43,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
 
+import msf  # noqa: E402 - benchmarks/msf.py: MSF's attention race
+import refiner  # noqa: E402 - benchmarks/refiner.py: the released Refined-ViT
+import released  # noqa: E402 - benchmarks/released.py: the released T2T-ViT
+from models import race  # noqa: E402 - benchmarks/models.py: the paired-round race
+
 import vspec  # noqa: E402
 from vspec.nn.heads import head_loss  # noqa: E402 - the loss of a head's training outputs (tensors too)
 from vspec.spec import override  # noqa: E402
@@ -54,13 +57,6 @@ PEAKS = {"H200": 989e12, "H100 SXM": 989e12, "H100 PCIe": 756e12, "H100 NVL": 83
          "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12}
 IMAGE_CASES = ("deit_small", "swin_tiny", "t2t_vit_14", "refined_vit_s", "sot_small", "msf_vit_s")
 TEXT_CASES = ("bert_base", "gpt2")
-
-
-def _module(name: str):
-    spec = importlib.util.spec_from_file_location(f"{name}_bench", ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class TextBody(nn.Module):
@@ -92,7 +88,6 @@ def image_pair(name: str, quick: bool) -> tuple[nn.Module, nn.Module | None, str
     from vspec.convert import from_official, from_timm
 
     if name == "refined_vit_s":  # its block pattern is the released one: --quick keeps one compute, one shared
-        refiner = _module("refiner")
         config = dict(refiner.CONFIG, depth=[False, True] if quick else refiner.CONFIG["depth"],
                       apply_transform=[False] * (2 if quick else 16))
         ref, ours = refiner.pair(config)
@@ -108,7 +103,7 @@ def image_pair(name: str, quick: bool) -> tuple[nn.Module, nn.Module | None, str
         config = dict(img_size=224, tokens_type="performer", in_chans=3, num_classes=1000, embed_dim=384,
                       depth=spec.stages[0].depth, num_heads=6, mlp_ratio=3.0, qkv_bias=False, qk_scale=None,
                       token_dim=64)
-        ref = _module("released").T2TViT(config)
+        ref = released.T2TViT(config)
         return from_official("t2t", ref.state_dict(), config), ref, "released T2T-ViT", spec
     return vspec.build(spec), None, None, spec  # sot_small, msf_vit_s
 
@@ -177,18 +172,6 @@ def peak_bytes(step, device: torch.device) -> int | None:
     return torch.cuda.max_memory_allocated()
 
 
-def race(steps: dict, rounds: int) -> dict[str, list[float]]:
-    for step in steps.values():
-        step()  # warm-up (and compilation)
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for r in range(rounds):
-        for name, step in (list(steps.items()) if r % 2 == 0 else list(reversed(steps.items()))):
-            t0 = time.perf_counter()
-            step()
-            times[name].append(time.perf_counter() - t0)
-    return times
-
-
 def device_peak(device: torch.device) -> tuple[str, float | None]:
     if device.type != "cuda":
         return "cpu", None
@@ -219,7 +202,7 @@ def run_case(name: str, args, device: torch.device, peak: float | None) -> list[
                     torch._dynamo.reset()
                     model = torch.compile(model, backend=args.compile_backend)
                 steps[who] = stepper(model, mode, x, labels, device)
-            times = race(steps, args.rounds)
+            times = race(steps, lambda step, _: step(), None, args.rounds)  # benchmarks/models.py's
             rate = {who: batch / statistics.median(t) for who, t in times.items()}
             flops = (2 if mode == "infer" else 6) * macs
             row = {"case": name, "kind": kind, "mode": mode, "compiled": compiled, "batch": batch,
@@ -319,7 +302,7 @@ def main(argv=None) -> int:
     tokens = args.msf_tokens or (196 if args.quick else 3136)
     batch = 2
     result["msf_attention"] = {"batch": batch, "tokens": tokens,
-                               "cores": _module("msf").race_cores(batch, tokens, args.rounds, device.type)}
+                               "cores": msf.race_cores(batch, tokens, args.rounds, device.type)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gpu.json").write_text(json.dumps(result, indent=1) + "\n")
     print(f"written: {args.out / 'gpu.json'}")

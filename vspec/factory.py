@@ -126,11 +126,16 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
     return model
 
 
+def is_preset_name(name_or_path: str | Path) -> bool:
+    """A bare name that is no path (no file suffix, no separator, nothing there by that name): a preset's."""
+    text = str(name_or_path)
+    return not isinstance(name_or_path, Path) and not Path(text).suffix and "/" not in text and \
+        os.sep not in text and not Path(text).exists()
+
+
 def _declares_weights(name_or_path: str | Path) -> bool:
     """A preset name or a .py spec file: where published weights are declared (WEIGHTS beside SPEC)."""
-    path = Path(name_or_path)
-    return path.suffix == ".py" or (not path.suffix and not path.exists() and "/" not in str(name_or_path)
-                                    and os.sep not in str(name_or_path))
+    return Path(name_or_path).suffix == ".py" or is_preset_name(name_or_path)
 
 
 def _pretrained(name_or_path: str | Path, pretrained: bool | str, img_size: Any, num_classes: int | None,

@@ -80,11 +80,9 @@ def memory_flag(p: argparse.ArgumentParser, what: str) -> None:
 
 def spec_file(path: str) -> str | Path:
     """`path`, or the file of the preset named so (a bare name that is no file)."""
-    if Path(path).suffix or Path(path).exists() or "/" in path or os.sep in path:
-        return path
-    from ..factory import preset_path
+    from ..factory import is_preset_name, preset_path
 
-    return preset_path(path)
+    return preset_path(path) if is_preset_name(path) else path
 
 
 def pretrained_flag(p: argparse.ArgumentParser, what: str = "start from") -> None:

@@ -48,8 +48,6 @@ def load() -> dict[str, ModuleType]:
     """Import the spec module of every family not yet loaded (its kinds register); {package: spec module}. A
     package of another distribution that fails to import is skipped with a warning (vspec itself still imports);
     one of vspec's own, or a registered one, raises."""
-    if _found and len(_specs) + len(_refused) == len(_found) + sum(p not in _found for p in _registered):
-        return dict(_specs)  # nothing new since the last call
     for name in packages():
         if name in _specs or name in _refused:
             continue
