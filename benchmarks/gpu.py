@@ -11,15 +11,18 @@ the mean square of the last hidden states for text bodies), each eager and compi
 `--compile-backend eager` traces without code generation, as `--quick` does on a CPU).
 
 Timing: the two models of a case run back to back in every round, order alternating (benchmarks/models.py's
-race, synchronised on CUDA); rates are medians over rounds, the ratio vspec / reference (> 1: vspec is faster) is
-the median of the rounds' ratios, with their range. Peak memory: CUDA's allocator peak during one step. MFU: the
+race; a round is `--repeat` steps, synchronised after the last on CUDA); rates are medians over rounds, the
+ratio vspec / reference (> 1: vspec is faster) is the median of the rounds' ratios, with their range. Peak
+memory: what one step allocates on CUDA beyond what was resident before it (the weights). MFU: the
 model's FLOPs (2 x MACs per sample forward, 6 x training, MACs from vspec.profile) per second over the device's
 dense bf16 peak, read from the device name (`PEAKS`; the peak used is written beside it; none on a CPU). Then
 MSF's attention alone at 3136 tokens (56 x 56, batch 2), vspec's against the released formulation
-(benchmarks/msf.py): speed-up and peak memory.
+(benchmarks/msf.py): speed-up and peak memory. Order: every case eager, MSF's attention, then the compiled runs
+(compiling takes the longest); OUT/gpu.json is rewritten after each row, so a run cut short keeps what it measured.
 
     python benchmarks/gpu.py [--quick] [--device cuda|cpu] [--cases deit_small,...] [--rounds 7]
-                             [--modes infer,train] [--no-compile | --compile-cases A,B] [--out DIR]
+                             [--modes infer,train] [--no-compile | --compile-cases A,B] [--compile-modes train]
+                             [--repeat 4] [--out DIR]
                                                                         # writes DIR/gpu.json (OUT's default)
     python benchmarks/gpu.py --table FILE.json                                     # the README's table
 
@@ -140,36 +143,45 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def stepper(model: nn.Module, mode: str, args, labels, device: torch.device):
-    """One inference or training step of `model` (AdamW; bf16 autocast on CUDA), synchronised."""
+def stepper(model: nn.Module, mode: str, args, labels, device: torch.device, repeat: int = 1):
+    """`repeat` inference or training steps of `model` (AdamW; bf16 autocast on CUDA), synchronised after the
+    last."""
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast(
         "cpu", enabled=False)
     if mode == "infer":
         def step():
-            with torch.no_grad(), autocast:
-                model(*args)
+            for _ in range(repeat):
+                with torch.no_grad(), autocast:
+                    model(*args)
             _sync(device)
         return step
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
     def step():
-        optimizer.zero_grad(set_to_none=True)
-        with autocast:
-            out = model(*args)
-            loss = head_loss(F.cross_entropy, out, labels) if labels is not None else out.float().square().mean()
-        loss.backward()
-        optimizer.step()
+        for _ in range(repeat):
+            optimizer.zero_grad(set_to_none=True)
+            with autocast:
+                out = model(*args)
+                loss = head_loss(F.cross_entropy, out, labels) if labels is not None else \
+                    out.float().square().mean()
+            loss.backward()
+            optimizer.step()
         _sync(device)
     return step
 
 
-def peak_bytes(step, device: torch.device) -> int | None:
+def peak_bytes(model: nn.Module, mode: str, args, labels, device: torch.device) -> int | None:
+    """CUDA memory that one step needs beyond what is resident before it (the weights): activations, and in
+    training the gradients and a fresh AdamW state."""
     if device.type != "cuda":
         return None
+    for p in model.parameters():
+        p.grad = None
     _sync(device)
     torch.cuda.reset_peak_memory_stats()
-    step()
-    return torch.cuda.max_memory_allocated()
+    base = torch.cuda.memory_allocated()
+    stepper(model, mode, args, labels, device)()
+    return torch.cuda.max_memory_allocated() - base
 
 
 def device_peak(device: torch.device) -> tuple[str, float | None]:
@@ -179,42 +191,40 @@ def device_peak(device: torch.device) -> tuple[str, float | None]:
     return name, next((peak for key, peak in PEAKS.items() if key in name), None)
 
 
-def run_case(name: str, args, device: torch.device, peak: float | None) -> list[dict]:
+def run_case(name: str, args, device: torch.device, peak: float | None, compiled: bool, report) -> None:
+    """Races the case in each mode, eager or compiled; hands each row to `report`."""
     kind = "text" if name in TEXT_CASES else "image"
     torch.manual_seed(0)
     ours, ref, ref_name, spec = (text_pair if kind == "text" else image_pair)(name, args.quick)
     seq = 16 if args.quick else 128
     profiled = spec if kind == "image" else override(spec, {"embedder.seq_len": seq})
     macs = vspec.profile(profiled, crosscheck=False).macs
-    results = []
-    for mode in args.modes:
+    for mode in args.modes if not compiled else args.compile_modes:
         batch = 2 if args.quick else (32 if kind == "text" else 256 if mode == "infer" else 128)
         x, labels = inputs(kind, batch, seq, device)
-        compile_too = not args.no_compile and (args.compile_cases is None or name in args.compile_cases.split(","))
-        for compiled in ([False, True] if compile_too else [False]):
-            models = {"vspec": ours, **({"reference": ref} if ref is not None else {})}
-            steps = {}
-            for who, model in models.items():
-                model = model.to(device).train(mode == "train")
-                if kind == "image" and device.type == "cuda":
-                    model = model.to(memory_format=torch.channels_last)
-                if compiled:
-                    torch._dynamo.reset()
-                    model = torch.compile(model, backend=args.compile_backend)
-                steps[who] = stepper(model, mode, x, labels, device)
-            times = race(steps, lambda step, _: step(), None, args.rounds)  # benchmarks/models.py's
-            rate = {who: batch / statistics.median(t) for who, t in times.items()}
-            flops = (2 if mode == "infer" else 6) * macs
-            row = {"case": name, "kind": kind, "mode": mode, "compiled": compiled, "batch": batch,
-                   "seq_len": seq if kind == "text" else None, "reference": ref_name, "macs_per_sample": macs,
-                   "rate": rate, "peak_bytes": {who: peak_bytes(s, device) for who, s in steps.items()},
-                   "mfu": {who: (r * flops / peak if peak else None) for who, r in rate.items()}}
-            if "reference" in times:
-                ratios = sorted(a / b for a, b in zip(times["reference"], times["vspec"]))
-                row["ratio"] = {"median": statistics.median(ratios), "range": [ratios[0], ratios[-1]]}
-            results.append(row)
-            print(_line(row), flush=True)
-    return results
+        models = {"vspec": ours, **({"reference": ref} if ref is not None else {})}
+        steps, compiled_or_eager = {}, {}
+        for who, model in models.items():
+            model = model.to(device).train(mode == "train")
+            if kind == "image" and device.type == "cuda":
+                model = model.to(memory_format=torch.channels_last)
+            if compiled:
+                torch._dynamo.reset()
+                model = torch.compile(model, backend=args.compile_backend)
+            compiled_or_eager[who] = model
+            steps[who] = stepper(model, mode, x, labels, device, args.repeat)
+        times = race(steps, lambda step, _: step(), None, args.rounds)  # benchmarks/models.py's
+        rate = {who: batch * args.repeat / statistics.median(t) for who, t in times.items()}
+        flops = (2 if mode == "infer" else 6) * macs
+        row = {"case": name, "kind": kind, "mode": mode, "compiled": compiled, "batch": batch,
+               "seq_len": seq if kind == "text" else None, "reference": ref_name, "macs_per_sample": macs,
+               "rate": rate,
+               "peak_bytes": {who: peak_bytes(m, mode, x, labels, device) for who, m in compiled_or_eager.items()},
+               "mfu": {who: (r * flops / peak if peak else None) for who, r in rate.items()}}
+        if "reference" in times:
+            ratios = sorted(a / b for a, b in zip(times["reference"], times["vspec"]))
+            row["ratio"] = {"median": statistics.median(ratios), "range": [ratios[0], ratios[-1]]}
+        report(row)
 
 
 def _line(row: dict) -> str:
@@ -236,7 +246,8 @@ def table(result: dict) -> str:
     """The README's table of one device's JSON."""
     lines = [f"{result['device']} (dense bf16 peak used for MFU: "
              f"{'%.0f TFLOP/s' % (result['peak_flops'] / 1e12) if result['peak_flops'] else 'none'}), "
-             f"torch {result['torch']}:", "",
+             f"torch {result['torch']}"
+             + ("" if result.get("complete", True) else " (cut short: the rows it measured)") + ":", "",
              "| case | mode | graph | batch | vspec / s | reference / s | ratio (range) | MFU vspec "
              "| peak vspec / ref |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -256,8 +267,29 @@ def table(result: dict) -> str:
     if msf:
         v = msf["cores"]["vspec"]
         lines += ["", f"MSF attention alone, batch {msf['batch']} x {msf['tokens']} tokens: vspec x{v['speedup']:.2f} "
-                      f"({v['speedup_range'][0]:.2f}-{v['speedup_range'][1]:.2f}) faster than the released "
-                      f"formulation at x{v['memory_ratio']:.3f} its peak memory."]
+                      f"({v['speedup_range'][0]:.2f}-{v['speedup_range'][1]:.2f}) the speed of the released "
+                      f"formulation, at x{v['memory_ratio']:.3f} its peak memory."]
+    loops = result.get("train_loop")  # benchmarks/train_overhead.py's runs, added to a device's JSON
+    if loops:
+        def cell(part, key):
+            return f"{part[key]:.0f}" if part else "-"
+        lines += ["", f"tools/train.py's whole loop against the bare training step (deit_tiny, batch "
+                      f"{loops[0]['batch']}, {loops[0]['img_size']} px, img/s; run: one machine start):", "",
+                  "| run | normalised on | bare step | loop, synthetic | its data path | loop, JPEGs | its data path |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in loops:
+            syn, jpg = r.get("synthetic"), r.get("imagefolder")
+            lines.append(f"| {r['run']} | {r['normalise_on']} | {r['bare']:.0f} | {cell(syn, 'loop')} | "
+                         f"{cell(syn, 'data_path') if syn and 'data_path' in syn else '-'} | {cell(jpg, 'loop')} | "
+                         f"{cell(jpg, 'data_path') if jpg and 'data_path' in jpg else '-'} |")
+    checks = result.get("checks")  # benchmarks/gpu_checks.py's
+    if checks:
+        ok = [r["preset"] for r in checks["results"] if r["ok"]]
+        lines += ["", f"CUDA against float64 on the CPU (benchmarks/gpu_checks.py): {len(ok)} of "
+                      f"{len(checks['results'])} families within tolerance (forward fp32 <= "
+                      f"{checks['tolerances']['fp32']}, bf16 autocast <= {checks['tolerances']['bf16']}, "
+                      f"the training step's update within "
+                      f"max({checks['tolerances']['fp32']}, 4 x the CPU's own float32 error))."]
     return "\n".join(lines)
 
 
@@ -275,6 +307,8 @@ def main(argv=None) -> int:
     ap.add_argument("--compile-backend", default=None, help="default inductor (eager with --quick on a CPU)")
     ap.add_argument("--msf-tokens", type=int, default=None, help="MSF's attention race: tokens (default 3136; "
                                                                    "196 with --quick)")
+    ap.add_argument("--compile-modes", default=None, help="the modes also run compiled (default: --modes)")
+    ap.add_argument("--repeat", type=int, default=None, help="steps per timed round (default 4 on CUDA, else 1)")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")), help="writes OUT/gpu.json")
     ap.add_argument("--table", type=Path, metavar="FILE.json", help="print the README table of a result and stop")
     args = ap.parse_args(argv)
@@ -282,32 +316,47 @@ def main(argv=None) -> int:
         print(table(json.loads(args.table.read_text())))
         return 0
     args.cases, args.modes = args.cases.split(","), args.modes.split(",")
+    args.compile_modes = args.modes if args.compile_modes is None else args.compile_modes.split(",")
     unknown = [c for c in args.cases if c not in IMAGE_CASES + TEXT_CASES] + \
-              [m for m in args.modes if m not in ("infer", "train")]
+              [m for m in args.modes + args.compile_modes if m not in ("infer", "train")]
     if unknown:
         ap.error(f"unknown case or mode: {', '.join(unknown)}")
     args.rounds = args.rounds or (1 if args.quick else 7)
     if args.quick and args.compile_cases is None:
         args.compile_cases = "deit_small,bert_base"  # dynamo's tracing takes seconds a model: one of each kind
     device = torch.device(args.device)
+    args.repeat = args.repeat or (4 if device.type == "cuda" and not args.quick else 1)
     if args.compile_backend is None:
         args.compile_backend = "eager" if args.quick and device.type == "cpu" else "inductor"
     name, peak = device_peak(device)
     print(f"device: {name}; dense bf16 peak for MFU: {peak / 1e12 if peak else 'none'} TFLOP/s; torch "
-          f"{torch.__version__}; {args.rounds} rounds", flush=True)
+          f"{torch.__version__}; {args.rounds} rounds of {args.repeat} steps", flush=True)
     result = {"device": name, "peak_flops": peak, "torch": torch.__version__, "quick": args.quick,
-              "rounds": args.rounds, "cases": []}
-    for case in args.cases:
-        result["cases"] += run_case(case, args, device, peak)
-    tokens = args.msf_tokens or (196 if args.quick else 3136)
-    batch = 2
-    result["msf_attention"] = {"batch": batch, "tokens": tokens,
-                               "cores": msf.race_cores(batch, tokens, args.rounds, device.type)}
+              "rounds": args.rounds, "repeat": args.repeat, "complete": False, "cases": []}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gpu.json").write_text(json.dumps(result, indent=1) + "\n")
+
+    def save() -> None:  # after every row: a run cut short keeps what it measured
+        (args.out / "gpu.json").write_text(json.dumps(result, indent=1) + "\n")
+
+    def report(row: dict) -> None:
+        result["cases"].append(row)
+        print(_line(row), flush=True)
+        save()
+
+    for case in args.cases:
+        run_case(case, args, device, peak, False, report)
+    tokens = args.msf_tokens or (196 if args.quick else 3136)
+    result["msf_attention"] = {"batch": 2, "tokens": tokens,
+                               "cores": msf.race_cores(2, tokens, args.rounds, device.type)}
+    save()
+    compiled = [] if args.no_compile else args.cases if args.compile_cases is None else \
+        [c for c in args.cases if c in args.compile_cases.split(",")]
+    for case in compiled:
+        run_case(case, args, device, peak, True, report)
+    result["complete"] = True
+    save()
     print(f"written: {args.out / 'gpu.json'}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

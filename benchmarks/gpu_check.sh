@@ -1,45 +1,64 @@
 #!/usr/bin/env bash
-# The one prepared GPU run (issue 35): at most 8 minutes on an H100 / H200, everything written into $OUT.
+# The one prepared GPU run (issue 35): one call of at most 8 minutes on an H100 / H200, everything written into $OUT.
 #   1. the CUDA paths against the CPU (benchmarks/gpu_checks.py: every family's forward and training step);
 #   2. tools/train.py for 50 steps on CUDA, on synthetic 224 px data;
 #   3. torchrun --nproc_per_node 1 on CUDA (NCCL);
 #   4. a checkpoint written on CUDA resumed on the CPU;
-#   5. the whole loop against the bare training step (benchmarks/train_overhead.py --device cuda);
-#   6. benchmarks/gpu.py: every case eager, deit_small / swin_tiny / bert_base compiled too, MSF's attention at
-#      3136 tokens; then its README table (docs/gpu/<device>.json is OUT/gpu.json, committed).
-# Run from the repository root: OUT=/path bash benchmarks/gpu_check.sh
-set -euo pipefail
+#   5. the whole loop against the bare training step (benchmarks/train_overhead.py --device cuda), synthetic data
+#      and generated JPEGs, images normalised on the device (the CUDA default), then on the host (synthetic);
+#   6. benchmarks/gpu.py: every case eager, MSF's attention at 3136 tokens, then deit_small / swin_tiny's training
+#      step compiled (COMPILE_CASES, COMPILE_MODES); then its README table (OUT/gpu.json is what
+#      docs/gpu/<device>.json commits).
+# Each step runs under a time limit and the next runs whatever it returned; BUDGET (seconds, default 450) bounds the
+# whole run, the last step (the longest) taking what is left. OUT/steps.log says how each step ended; the exit code
+# is the number of steps that failed or were cut short. STEPS (comma-separated names) runs only those steps.
+# Run from the repository root: OUT=/path PY=python3 bash benchmarks/gpu_check.sh
+set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
 PY=${PY:-python}
+BUDGET=${BUDGET:-450}
+COMPILE_CASES=${COMPILE_CASES:-deit_small,swin_tiny}
+COMPILE_MODES=${COMPILE_MODES:-train}
+DEVICE=${DEVICE:-cuda}  # cpu: a dry run of the script itself
 mkdir -p "$OUT"
-step() { echo "== $*" | tee -a "$OUT/steps.log"; }
-TRAIN=(tools/train.py specs/deit_tiny.py --set num_classes=10 --data synthetic --synthetic-size 2048 --batch-size 64
-       --recipe none)
+export PYTHONUNBUFFERED=1
+failed=0
+# step NAME LIMIT_S COMMAND...: runs COMMAND under min(LIMIT_S, the budget left), its output into OUT/NAME.log
+step() {
+    local name=$1 limit=$2 left=$((BUDGET - SECONDS)); shift 2
+    [[ -z ${STEPS:-} || ",$STEPS," == *",$name,"* ]] || return 0
+    ((limit > left)) && limit=$left
+    if ((limit < 10)); then
+        echo "== $name: skipped (budget spent)" | tee -a "$OUT/steps.log"; failed=$((failed + 1)); return
+    fi
+    local t0=$SECONDS rc=0
+    echo "== $name (limit ${limit} s)"
+    timeout "$limit" "$@" >"$OUT/$name.log" 2>&1 || rc=$?
+    tail -n 25 "$OUT/$name.log"
+    echo "== $name: rc $rc in $((SECONDS - t0)) s" | tee -a "$OUT/steps.log"
+    ((rc == 0)) || failed=$((failed + 1))
+}
+TRAIN=(tools/train.py specs/deit_tiny.py --set num_classes=10 --data synthetic --synthetic-size 3200 --batch-size 64
+       --recipe none --epochs 1)
+SMALL=(tools/train.py specs/deit_tiny.py --set depth=2 --set img_size=[32,32] --set num_classes=10 --data synthetic
+       --synthetic-size 64 --batch-size 16 --recipe none)
 
-step "CUDA paths against the CPU"
-$PY benchmarks/gpu_checks.py --device cuda --out "$OUT" 2>&1 | tee "$OUT/checks.log"
-
-step "train loop, 50 steps on CUDA"
-$PY "${TRAIN[@]}" --epochs 1 --max-steps 50 --device cuda --out "$OUT/loop" --overwrite 2>&1 | tail -5 | tee "$OUT/loop.log"
-
-step "torchrun, one GPU"
-timeout 300 torchrun --standalone --nproc_per_node 1 "${TRAIN[@]}" --epochs 1 --max-steps 10 --device cuda \
-    --out "$OUT/torchrun" --overwrite 2>&1 | tail -5 | tee "$OUT/torchrun.log"
-
-step "a CUDA checkpoint resumed on the CPU"
-$PY tools/train.py specs/deit_tiny.py --set depth=2 --set img_size=[32,32] --set num_classes=10 --data synthetic \
-    --synthetic-size 64 --batch-size 16 --recipe none --epochs 1 --device cuda --out "$OUT/resume" --overwrite \
-    2>&1 | tail -2 | tee "$OUT/resume.log"
-$PY tools/train.py specs/deit_tiny.py --set depth=2 --set img_size=[32,32] --set num_classes=10 --data synthetic \
-    --synthetic-size 64 --batch-size 16 --recipe none --epochs 2 --device cpu --out "$OUT/resume" --resume \
-    2>&1 | tail -2 | tee -a "$OUT/resume.log"
-
-step "the whole loop against the bare step"
-$PY benchmarks/train_overhead.py --device cuda --steps 30 --batch-size 128 --json "$OUT/train_overhead.json" \
-    2>&1 | tee "$OUT/train_overhead.log"
-
-step "vspec against timm, the released formulations and Hugging Face"
-$PY benchmarks/gpu.py --rounds 5 --compile-cases deit_small,swin_tiny,bert_base --out "$OUT" 2>&1 | tee "$OUT/gpu.log"
-$PY benchmarks/gpu.py --table "$OUT/gpu.json" | tee "$OUT/table.md"
-step "done"
+step env 30 bash -c "nvidia-smi; $PY -c 'import torch, timm, transformers, vspec; print(torch.__version__, \
+torch.version.cuda, torch.cuda.is_available(), timm.__version__, transformers.__version__)'"
+step checks 90 $PY benchmarks/gpu_checks.py --device $DEVICE --out "$OUT"
+step loop 60 $PY "${TRAIN[@]}" --max-steps 50 --device $DEVICE --out "$OUT/runs/loop" --overwrite
+step torchrun 60 $PY -m torch.distributed.run --standalone --nproc_per_node 1 "${TRAIN[@]}" --max-steps 10 \
+    --device $DEVICE --out "$OUT/runs/torchrun" --overwrite
+step resume 60 bash -c "$PY ${SMALL[*]} --epochs 1 --device $DEVICE --out $OUT/runs/resume --overwrite && \
+$PY ${SMALL[*]} --epochs 2 --device cpu --out $OUT/runs/resume --resume"
+step overhead 90 $PY benchmarks/train_overhead.py --device $DEVICE --steps 30 --batch-size 128 --data both \
+    --json "$OUT/train_overhead.json"
+step overhead_host 60 $PY benchmarks/train_overhead.py --device $DEVICE --steps 30 --batch-size 128 --data synthetic \
+    --normalise-on host --json "$OUT/train_overhead_host.json"
+step bench 600 $PY benchmarks/gpu.py --rounds 5 --compile-cases "$COMPILE_CASES" --compile-modes "$COMPILE_MODES" \
+    --device "$DEVICE" ${BENCH_ARGS:-} --out "$OUT"
+[ -f "$OUT/gpu.json" ] && $PY benchmarks/gpu.py --table "$OUT/gpu.json" | tee "$OUT/table.md"
+rm -rf "$OUT/runs"  # checkpoints: what came back is the logs
+echo "== done: $failed step(s) failed or cut short, $SECONDS s" | tee -a "$OUT/steps.log"
+exit $failed

@@ -1,14 +1,19 @@
 """The cost of tools/train.py's machinery: images/s of the training loop (vspec.train.engine, the
 code behind tools/train.py: data loading and transforms, loss, AdamW, cosine schedule, progress,
 metrics) on deit_tiny against a bare forward + backward + AdamW-step loop on the same model, batch 32,
-224 px, recipe `none`. Both run the same number of steps (after one warm-up step each) in this process;
-the overhead is 1 - engine / bare. `--data synthetic` (decoded tensors: the model is what is timed) or
+224 px, recipe `none`. Both run the same number of steps in this process: the bare loop after three warm-up
+steps, the training loop in its second epoch (the first warms the workers and the model); the overhead is
+1 - engine / bare. `--data synthetic` (decoded tensors: the model is what is timed) or
 `imagefolder` (JPEGs generated here, 256 px, decoded and transformed by the loop's workers: the data path is
 timed too). `--device cuda`: both on the GPU, the bare step under bf16 autocast with channels-last images as
 the loop's `--precision auto` runs them.
 
+Beside each loop rate, its data path alone (the loop's loader and the task's `prepare`, no model): where the loop
+falls short of the bare step, whether the data is why.
+
     python benchmarks/train_overhead.py [--steps 6] [--batch-size 32] [--device cpu|cuda]
-                                        [--data synthetic|imagefolder] [--workers N] [--json FILE]
+                                        [--data synthetic|imagefolder|both] [--workers N]
+                                        [--normalise-on auto|host|device] [--json FILE]
 """
 
 import argparse
@@ -20,14 +25,14 @@ from pathlib import Path
 import torch
 
 import vspec
-from vspec.train.engine import TrainConfig, run
+from vspec.train.engine import TrainConfig, Training, run
 from vspec.train.recipes import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def bare(spec, steps: int, batch: int, device: str = "cpu") -> float:
-    """Images/s of forward + backward + AdamW step on one fixed batch, after one warm-up step."""
+    """Images/s of forward + backward + AdamW step on one fixed batch, after three warm-up steps."""
     torch.manual_seed(0)
     cuda = device == "cuda"
     model = vspec.build(spec).train().to(device)
@@ -44,7 +49,8 @@ def bare(spec, steps: int, batch: int, device: str = "cpu") -> float:
         loss.backward()
         opt.step()
 
-    step()
+    for _ in range(3):  # warm-up: allocator, cuDNN / cuBLAS choices
+        step()
     if cuda:
         torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -60,7 +66,7 @@ def jpeg_folder(root: Path, images: int, classes: int = 10, side: int = 256) -> 
     from PIL import Image
 
     g = torch.Generator().manual_seed(0)
-    for split, n in (("train", images), ("val", max(classes, images // 10))):
+    for split, n in (("train", max(classes, images)), ("val", max(classes, images // 10))):
         for i in range(n):
             folder = root / split / f"class{i % classes}"
             folder.mkdir(parents=True, exist_ok=True)
@@ -69,21 +75,45 @@ def jpeg_folder(root: Path, images: int, classes: int = 10, side: int = 256) -> 
     return root
 
 
-def engine(spec, steps: int, batch: int, device: str = "cpu", data: str = "synthetic", workers: int = 0,
-           data_dir: Path | None = None) -> float:
-    """Images/s that the training loop itself reports for its first epoch (steps + 1 warm-up step,
-    the warm-up step's time excluded by timing steps 2..n from the metrics of a second run)."""
+def engine(spec, steps: int, batch: int, device: str = "cpu", data: str = "synthetic", workers: int | None = None,
+           data_dir: Path | None = None, normalise_on: str = "auto") -> float:
+    """Images/s that the training loop itself reports for the second of two epochs of `steps` batches: the
+    workers (persistent) and the model are warm, so the figure is the loop's steady rate, not its start."""
     with tempfile.TemporaryDirectory() as tmp:
-        times = {}
-        for n in (1, steps + 1):
-            cfg = TrainConfig(spec=spec, recipe=resolve("none", epochs=1, batch_size=batch), data=data,
-                              data_dir=str(data_dir) if data_dir else None, out=Path(tmp) / f"run{n}",
-                              synthetic_size=batch * (steps + 1), device=device, workers=workers, max_steps=n,
-                              log_every=10**9)
-            run(cfg)
-            record = json.loads((Path(tmp) / f"run{n}" / "metrics.jsonl").read_text().splitlines()[-1])
-            times[n] = record["epoch_time_s"]
-        return steps * batch / (times[steps + 1] - times[1])
+        cfg = TrainConfig(spec=spec, recipe=resolve("none", epochs=2, batch_size=batch), data=data,
+                          data_dir=str(data_dir) if data_dir else None, out=Path(tmp) / "run",
+                          synthetic_size=batch * steps, device=device, workers=workers, log_every=10**9,
+                          normalise_on=normalise_on)
+        run(cfg)
+        records = [json.loads(line) for line in (Path(tmp) / "run" / "metrics.jsonl").read_text().splitlines()]
+        return records[1]["images_per_s"]
+
+
+def loader(spec, steps: int, batch: int, device: str = "cpu", data: str = "synthetic", workers: int | None = None,
+           data_dir: Path | None = None, normalise_on: str = "auto") -> float:
+    """Images/s of the loop's data path alone: its train loader's batches (same datasets, transforms, workers)
+    made ready on the device by the task (`prepare`: moved, normalised there where asked), no model; the first
+    batch (the workers' start) excluded."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = TrainConfig(spec=spec, recipe=resolve("none", epochs=1, batch_size=batch), data=data,
+                          data_dir=str(data_dir) if data_dir else None, out=Path(tmp) / "run",
+                          synthetic_size=batch * steps, device=device, workers=workers,
+                          normalise_on=normalise_on)
+        t = Training(cfg)
+        t.resolve_resume()  # a fresh run: sets the spec
+        t.make_data()
+        t.start_epoch_data(0)
+        batches = iter(t.train_loader)
+        images, _ = next(batches)
+        t.task.prepare(images, train=True)
+        t0 = time.perf_counter()
+        n = 0
+        for images, _ in batches:
+            t.task.prepare(images, train=True)
+            n += 1
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return n * batch / (time.perf_counter() - t0)
 
 
 def main(argv=None) -> dict:
@@ -94,6 +124,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--data", choices=("synthetic", "imagefolder", "both"), default="synthetic")
     ap.add_argument("--workers", type=int, default=None, help="the loop's data workers (default: its own)")
     ap.add_argument("--img-size", type=int, default=224)
+    ap.add_argument("--normalise-on", choices=("auto", "host", "device"), default="auto",
+                    help="the loop's --normalise-on (auto: device on CUDA)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
     spec = vspec.load_spec(ROOT / "specs/deit_tiny.py")
@@ -102,14 +134,19 @@ def main(argv=None) -> dict:
     print(f"deit_tiny (10 classes), batch {args.batch_size}, {args.img_size} px, {args.device}, "
           f"{torch.get_num_threads()} threads, {args.steps} timed steps each")
     print(f"bare forward+backward+AdamW loop: {b:7.1f} img/s")
-    out = {"device": args.device, "batch": args.batch_size, "img_size": args.img_size, "bare": b}
+    out = {"device": args.device, "batch": args.batch_size, "img_size": args.img_size, "bare": b,
+           "normalise_on": args.normalise_on}
     workers = {} if args.workers is None else {"workers": args.workers}
     for data in (("synthetic", "imagefolder") if args.data == "both" else (args.data,)):
         with tempfile.TemporaryDirectory() as tmp:
-            folder = jpeg_folder(Path(tmp), args.batch_size * (args.steps + 1)) if data == "imagefolder" else None
-            e = engine(spec, args.steps, args.batch_size, args.device, data, data_dir=folder, **workers)
-        out[data] = {"loop": e, "overhead": 1 - e / b}
-        print(f"tools/train.py training loop ({data}): {e:7.1f} img/s, overhead {100 * (1 - e / b):.1f} %")
+            folder = jpeg_folder(Path(tmp), args.batch_size * args.steps) if data == "imagefolder" else None
+            e = engine(spec, args.steps, args.batch_size, args.device, data, data_dir=folder,
+                       normalise_on=args.normalise_on, **workers)
+            fed = loader(spec, args.steps, args.batch_size, args.device, data, data_dir=folder,
+                         normalise_on=args.normalise_on, **workers)
+        out[data] = {"loop": e, "overhead": 1 - e / b, "data_path": fed}
+        print(f"tools/train.py training loop ({data}): {e:7.1f} img/s, overhead {100 * (1 - e / b):.1f} %; "
+              f"its data path alone {fed:7.1f} img/s")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n")
     return out

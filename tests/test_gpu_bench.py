@@ -63,8 +63,10 @@ def test_gpu_checks_run_every_family(tmp_path):
     bench("benchmarks/gpu_checks.py", "--device", "cpu", "--out", str(tmp_path))
     result = json.loads((tmp_path / "gpu_checks.json").read_text())
     assert [r["preset"] for r in result["results"]] == list(checks.PRESETS)
-    for r in result["results"]:  # the CPU against itself: exact in float32; bf16 autocast within its tolerance
-        assert r["ok"] and r["forward_fp32"] == 0 and r["train_step_fp32"] == 0 and 0 < r["forward_bf16"] <= 5e-2
+    for r in result["results"]:  # the CPU against itself (both against float64): the same errors, small ones
+        assert r["ok"] and r["forward_fp32"] == r["forward_fp32_cpu"] and 0 < r["forward_fp32"] <= 1e-4
+        assert r["train_step_fp32"] == r["train_step_fp32_cpu"] and 0 < r["train_step_fp32"] < 0.1
+        assert 0 < r["forward_bf16"] <= 5e-2
 
 
 @pytest.mark.slow

@@ -255,3 +255,17 @@ def test_a_hierarchical_body_trains_and_resumes(tmp_path):
     assert ckpt["epoch"] == 2 and vspec.from_json(ckpt["spec"]).stages[1].entry is not None
     model = vspec.load(out / "last.pt")
     assert any(k.startswith("stages.1.entry.") for k in model.state_dict())
+
+
+def test_a_run_normalised_on_the_device_trains_as_one_normalised_by_the_workers(tiny_spec, tmp_path):
+    """--normalise-on device (CUDA's default: uint8 batches normalised where the model runs) and host give the
+    same run: the losses and accuracies of every epoch agree to float rounding."""
+    records = {}
+    for where in ("host", "device"):
+        out = tmp_path / where
+        assert train_main(args(tiny_spec, out, "--epochs", "2", "--recipe", "none", "--normalise-on", where)) == 0
+        records[where] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(records["host"]) == len(records["device"]) == 2
+    for a, b in zip(records["host"], records["device"]):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-5)
+        assert a["val_loss"] == pytest.approx(b["val_loss"], rel=1e-5) and a["val_top1"] == b["val_top1"]

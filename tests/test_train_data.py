@@ -13,6 +13,7 @@ from torchvision import transforms as T
 from vspec.train.data import (
     DATASETS,
     DataError,
+    DeviceNormalise,
     ResumableSampler,
     build_datasets,
     build_loaders,
@@ -363,6 +364,36 @@ def test_train_transform_randaugment_and_erasing(in_chans, size):
     outs = [tf(img) for _ in range(20)]
     assert all(o.shape == (in_chans, *size) and o.dtype == torch.float32 for o in outs)
     assert not torch.equal(outs[0], outs[1])  # random
+
+
+@pytest.mark.parametrize("in_chans, train, crop_ratio", [(3, True, 1.0), (1, False, 0.875), (3, False, 1.2)])
+def test_normalised_on_the_device_equals_normalised_by_the_workers(in_chans, train, crop_ratio):
+    """build_transforms(on_device=True) hands over uint8 pixels; DeviceNormalise then gives what ToTensor +
+    Normalize give, written here from their definitions: (x / 255 - mean) / std."""
+    rng = np.random.default_rng(1)
+    images = [Image.fromarray(rng.integers(0, 256, (20, 28, 3), dtype=np.uint8)) for _ in range(3)]
+    host = build_transforms(16, in_chans, train=train, crop_ratio=crop_ratio)
+    raw = build_transforms(16, in_chans, train=train, crop_ratio=crop_ratio, on_device=True)
+    batch = torch.stack([raw(im) for im in images])
+    assert batch.dtype == torch.uint8 and batch.shape == (3, in_chans, 16, 16)
+    mean, std = (MEAN, STD) if in_chans == 3 else (torch.tensor(0.5).view(1, 1, 1),) * 2
+    want = torch.stack([(x.float() / 255 - mean) / std for x in batch])
+    got = DeviceNormalise(in_chans, torch.device("cpu"))(batch, train)
+    assert got.dtype == torch.float32 and torch.allclose(got, want, atol=1e-5)
+    assert torch.allclose(torch.stack([host(im) for im in images]), want, atol=1e-5)
+
+
+def test_device_normalise_erases_in_training_only_and_keeps_channels_last():
+    torch.manual_seed(0)
+    batch = torch.randint(0, 256, (8, 3, 16, 16), dtype=torch.uint8)
+    norm = DeviceNormalise(3, torch.device("cpu"), re_prob=1.0, channels_last=True)
+    plain = DeviceNormalise(3, torch.device("cpu"))(batch, True)
+    evaluated, trained = norm(batch, False), norm(batch, True)
+    assert evaluated.is_contiguous(memory_format=torch.channels_last) and torch.allclose(evaluated, plain)
+    assert not torch.allclose(trained, plain) and torch.isfinite(trained).all()
+    # the timm path (random resized crop, RandAugment) hands over uint8 too, erasing left to the device
+    tf = build_transforms(16, 3, train=True, auto_augment="rand-m9-mstd0.5-inc1", re_prob=0.25, on_device=True)
+    assert tf(Image.fromarray(batch[0].permute(1, 2, 0).numpy())).dtype == torch.uint8
 
 
 def test_posterize_to_zero_bits_does_not_raise():

@@ -91,6 +91,10 @@ def train_parser(prog: str = "train.py") -> argparse.ArgumentParser:
     s.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
                    help="fp32, or mixed precision: bf16 / fp16 autocast (fp16 with a grad scaler), on the CPU too; "
                         "auto (default): bf16 on CUDA, fp32 on the CPU")
+    s.add_argument("--normalise-on", choices=("auto", "host", "device"), default="auto",
+                   help="images: normalised by the loader's workers (host) or, as uint8 batches, on the device "
+                        "(timm's prefetcher; random erasing there too); auto (default): device on CUDA, host on "
+                        "the CPU")
     s.add_argument("--compile", action="store_true", help="torch.compile the model")
     s.add_argument("--max-steps", type=int, help="stop after N optimizer steps (smoke tests, benchmarks)")
     return p
@@ -153,7 +157,8 @@ def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
         recipe = replace(recipe, **changes)
     return TrainConfig(spec=spec, recipe=recipe, data=args.data, data_dir=args.data_dir, download=args.download,
                        out=args.out, resume=args.resume, seed=args.seed, workers=args.workers, device=args.device,
-                       precision=args.precision, compile=args.compile, accum_steps=args.accum_steps,
+                       precision=args.precision, normalise_on=args.normalise_on, compile=args.compile,
+                       accum_steps=args.accum_steps,
                        max_steps=args.max_steps, synthetic_size=args.synthetic_size, overwrite=args.overwrite,
                        task=args.task, tokenizer=tokenizer, max_len=args.max_len, init=args.init,
                        save_format=args.save_format,

@@ -34,7 +34,7 @@ from . import folder as F
 from .data import build_loaders
 from .progress import Progress
 from .recipes import Recipe
-from .tasks import forward, make_task, to_device
+from .tasks import forward, make_task
 
 
 @dataclass
@@ -53,6 +53,9 @@ class TrainConfig:
     compile: bool = False
     accum_steps: int = 1
     channels_last: bool = True
+    # where images are normalised: "host" (the loader's workers), "device" (uint8 batches normalised on the device,
+    # as timm's prefetcher), "auto" (device on CUDA, host on the CPU)
+    normalise_on: str = "auto"
     synthetic_size: int = 1024
     max_steps: int | None = None  # stop after this many optimizer steps (benchmarks, smoke tests)
     log_every: int = 0  # progress lines when not on a TTY: every N steps (0: ~10 per epoch)
@@ -203,7 +206,7 @@ class Training:
         """The task (image or text), its datasets (which may change num_classes) and loaders; the batch per
         process."""
         cfg, r, d, spec = self.cfg, self.r, self.d, self.spec
-        self.task = make_task(cfg, spec, r, d, self.out, self.ckpt)
+        self.task = make_task(cfg, spec, r, d, self.out, self.ckpt, self.device)
         train_ds, val_ds, collate, self.num_classes = self.task.data()
         if spec.num_classes != self.num_classes:
             if d.main:
@@ -377,9 +380,7 @@ class Training:
         all-reduced only then). Returns the batch's loss (a tensor on the device: reading it is a host sync, which
         `train_epoch` does once per `loss_every` batches) and whether a step was taken."""
         cfg, device, scaler, optimizer = self.cfg, self.device, self.scaler, self.optimizer
-        images, target = to_device(images, device), target.to(device, non_blocking=True)
-        if device.type == "cuda" and cfg.channels_last and not isinstance(images, dict):
-            images = images.contiguous(memory_format=torch.channels_last)
+        images, target = self.task.prepare(images, train=True), target.to(device, non_blocking=True)
         if self.mixup is not None:
             images, target = self.mixup(images, target)
         last_micro = (i + 1) % cfg.accum_steps == 0

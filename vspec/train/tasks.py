@@ -13,7 +13,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from .data import build_datasets, build_transforms, eval_crop_ratio
+from .data import DeviceNormalise, build_datasets, build_transforms, eval_crop_ratio
 
 
 # ---------------------------------------------------------------- pieces from timm
@@ -50,12 +50,14 @@ def forward(model: nn.Module, batch):
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, loader, device, amp_ctx, d) -> dict[str, float]:
-    """Loss, top-1 and top-5 (%) over the whole split (summed over the processes)."""
+def evaluate(model: nn.Module, loader, device, amp_ctx, d, prepare=None) -> dict[str, float]:
+    """Loss, top-1 and top-5 (%) over the whole split (summed over the processes); `prepare(images, train)`
+    moves a batch to the device (and normalises it there: `DeviceNormalise`)."""
     model.eval()
     sums = torch.zeros(4, dtype=torch.float64, device=device)  # loss, top1, top5, count
     for images, target in loader:
-        images, target = images.to(device, non_blocking=True), target.to(device, non_blocking=True)
+        images = images.to(device, non_blocking=True) if prepare is None else prepare(images, False)
+        target = target.to(device, non_blocking=True)
         with amp_ctx():
             logits = model(images).float()
         k = min(5, logits.shape[1])
@@ -99,8 +101,21 @@ class ImageTask:
     unit = "img"
     score_key = "val_top1"
 
-    def __init__(self, cfg, spec, recipe, d):
+    def __init__(self, cfg, spec, recipe, d, device: torch.device):
         self.cfg, self.spec, self.r, self.d = cfg, spec, recipe, d
+        # normalised on the device (timm's prefetcher) on CUDA, or where asked; in the workers otherwise
+        on = cfg.normalise_on if cfg.normalise_on != "auto" else ("device" if device.type == "cuda" else "host")
+        self.device, self.channels_last = device, device.type == "cuda" and cfg.channels_last
+        self.normalise = DeviceNormalise(spec.in_chans, device, re_prob=recipe.re_prob,
+                                         channels_last=self.channels_last) if on == "device" else None
+
+    def prepare(self, images: torch.Tensor, train: bool) -> torch.Tensor:
+        """A batch of the loader on the device, ready for the model: normalised there if the loader's are uint8
+        (`DeviceNormalise`), channels-last on CUDA."""
+        if self.normalise is not None:
+            return self.normalise(images, train)
+        images = images.to(self.device, non_blocking=True)
+        return images.contiguous(memory_format=torch.channels_last) if self.channels_last else images
 
     def data(self):
         """(train, val, collate or None, num_classes): transforms at the scale training sees, datasets."""
@@ -111,11 +126,12 @@ class ImageTask:
             given.insert(0, f"--data {cfg.data}")
         if given:
             raise ValueError(f"{' / '.join(given)}: for a text body (the spec's embedder is {spec.embedder.kind})")
+        on_device = self.normalise is not None
         train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
-                                    re_prob=r.re_prob, random_resized_crop=r.random_resized_crop)
+                                    re_prob=r.re_prob, random_resized_crop=r.random_resized_crop, on_device=on_device)
         # at the scale training sees (a 0.875 crop after a plain resize would enlarge every digit by 8 / 7)
         eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False,
-                                   crop_ratio=eval_crop_ratio(r.random_resized_crop))
+                                   crop_ratio=eval_crop_ratio(r.random_resized_crop), on_device=on_device)
         train_ds, val_ds, num_classes = build_datasets(
             cfg.data, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=train_tf,
             eval_transform=eval_tf, data_dir=cfg.data_dir, download=cfg.download,
@@ -128,10 +144,10 @@ class ImageTask:
 
     def evaluate(self, model, ema, loader, device, amp_ctx) -> dict[str, float]:
         """val_loss, val_top1, val_top5 (and ema_val_top1 with an EMA)."""
-        val = evaluate(model, loader, device, amp_ctx, self.d)
+        val = evaluate(model, loader, device, amp_ctx, self.d, self.prepare)
         out = {"val_loss": val["loss"], "val_top1": val["top1"], "val_top5": val["top5"]}
         if ema is not None:
-            out["ema_val_top1"] = evaluate(ema.module, loader, device, amp_ctx, self.d)["top1"]
+            out["ema_val_top1"] = evaluate(ema.module, loader, device, amp_ctx, self.d, self.prepare)["top1"]
         return out
 
     def record(self, epoch: int, train_loss: float, val: dict[str, float], lr: float, speed: float, elapsed: float,
@@ -160,8 +176,9 @@ class TextTask:
 
     unit = "samples"
 
-    def __init__(self, cfg, spec, recipe, d, out, ckpt):
+    def __init__(self, cfg, spec, recipe, d, out, ckpt, device: torch.device):
         self.cfg, self.spec, self.r, self.d, self.out, self.ckpt = cfg, spec, recipe, d, out, ckpt
+        self.device = device
         self.name, self.tokenizer = None, {}
 
     @property
@@ -204,6 +221,10 @@ class TextTask:
         mixup, criterion = make_criterion(self.r, num_classes)
         return mixup, RegressionLoss() if num_classes == 1 else criterion  # STS-B's scores
 
+    def prepare(self, batch, train: bool):
+        """A batch's input_ids / attention_mask / token_type_ids on the device."""
+        return to_device(batch, self.device)
+
     def evaluate(self, model, ema, loader, device, amp_ctx) -> dict[str, float]:
         return {f"val_{k}": v for k, v in evaluate_text(model, loader, device, amp_ctx, self.d, self.name).items()}
 
@@ -224,6 +245,8 @@ class TextTask:
         return {"tokenizer": self.tokenizer}
 
 
-def make_task(cfg, spec, recipe, d, out, ckpt) -> ImageTask | TextTask:
+def make_task(cfg, spec, recipe, d, out, ckpt, device: torch.device) -> ImageTask | TextTask:
     """The task of a run: a text body's (its embedder reads token ids) or an image model's."""
-    return TextTask(cfg, spec, recipe, d, out, ckpt) if spec.embedder.text else ImageTask(cfg, spec, recipe, d)
+    if spec.embedder.text:
+        return TextTask(cfg, spec, recipe, d, out, ckpt, device)
+    return ImageTask(cfg, spec, recipe, d, device)
