@@ -1,5 +1,6 @@
-"""`vspec compare` (issue 24, item 5): a tiny comparison on digits writes its JSON, PNG and table; the summary
-numbers are those of its runs; bad input is one line; README's table is the committed measurement."""
+"""`vspec compare` (issue 24, item 5; issue 36): a tiny comparison on digits writes its JSON, PNG and table; the
+summary numbers are those of its runs; bad input is one line; README's table is the committed measurement (at
+matched MACs); --grid, --match, text data and Welch's noise test."""
 
 import json
 import re
@@ -52,10 +53,10 @@ def test_a_tiny_comparison_writes_its_json_png_and_table(specs, tmp_path, capsys
     assert [r["name"] for r in result["specs"]] == ["tiny_cls", "tiny_gap"]
     for row, path in zip(result["specs"], specs):
         prof = vspec.profile(vspec.load_spec(path), crosscheck=False)
-        assert (row["params"], row["macs"]) == (prof.params, prof.macs) and row["images_per_s"] > 0
+        assert (row["params"], row["macs"]) == (prof.params, prof.macs) and row["samples_per_s"] > 0
         assert [r["seed"] for r in row["runs"]] == [5, 6]
         top1 = np.array([r["val_top1"] for r in row["runs"]])
-        summary = row["top1"]
+        summary = row["score"]
         assert summary["mean"] == pytest.approx(top1.mean(), abs=1e-12)
         assert summary["std"] == pytest.approx(top1.std(ddof=1), abs=1e-12)
         assert (summary["min"], summary["max"]) == (top1.min(), top1.max())
@@ -154,7 +155,12 @@ def test_readme_shows_the_committed_comparison():
     assert C.table(result) in readme
     assert "](docs/compare/compare.png)" in readme and (MEASURED / "compare.png").is_file()
     assert f"`{result['command']}`" in readme
-    assert result["data"]["name"] == "mnist5k" and len(result["seeds"]) == 3 and len(result["specs"]) == 4
+    assert result["data"]["name"] == "mnist5k" and len(result["seeds"]) == 3 and len(result["specs"]) == 3
+    assert result["match"]["what"] == "macs" and "--match macs" in result["command"]
+    budget = result["specs"][0]["macs"]  # matched within the tolerance, the originals beside
+    assert all(abs(r["macs"] - budget) / budget <= result["match"]["tolerance"] for r in result["specs"])
+    assert all(r["matched"]["macs"] != r["macs"] for r in result["specs"][1:])
+    assert "vs the best: Welch's p" in C.table(result)
     minutes = re.search(r"took (\d+\.\d) min", readme)
     assert minutes and float(minutes.group(1)) == round(result["wall_s"] / 60, 1)
     assert f"({result['cpu']}, {result['threads']} thread" in readme
@@ -180,3 +186,64 @@ def test_validation_is_resized_as_training_is_without_random_crops(tmp_path):
         if name == "none":
             assert torch.equal(seen[name], t.train_loader.dataset.transform(digit))
     assert not torch.allclose(seen["deit"], seen["none"])  # resized to 18, the centre 16 kept
+
+
+def test_welch_is_the_textbook_test():
+    """t and the Welch-Satterthwaite df from their formulas; p at a tabulated point: t = 2.776 with 4 degrees of
+    freedom is the two-sided 5 % critical value."""
+    a, b = [0.0, 1.0, 2.0], [4.0, 6.5, 5.0]
+    va, vb = np.var(a, ddof=1) / 3, np.var(b, ddof=1) / 3
+    test = C.welch(a, b)
+    assert test["t"] == pytest.approx((np.mean(a) - np.mean(b)) / np.sqrt(va + vb))
+    assert test["df"] == pytest.approx((va + vb) ** 2 / (va**2 / 2 + vb**2 / 2))
+    d = 2.776 * np.sqrt(2 / 3)  # equal variances (1) and sizes: df = 4, t = d / sqrt(2 / 3)
+    at_critical = C.welch([d, d + 1, d + 2], [0.0, 1.0, 2.0])
+    assert at_critical["df"] == pytest.approx(4.0) and at_critical["p"] == pytest.approx(0.05, abs=2e-4)
+    assert C.welch([1.0], [2.0, 3.0]) is None
+    assert C.welch([1.0, 1.0], [1.0, 1.0])["p"] == 1.0 and C.welch([2.0, 2.0], [1.0, 1.0])["p"] == 0.0
+
+
+def test_matched_to_the_first_budget_on_a_grid(specs, tmp_path, capsys):
+    """--grid expands a spec; --match macs fits every other spec to the first's MACs before training, and the
+    table shows the original counts beside the matched ones and the noise column."""
+    out = tmp_path / "cmp"
+    argv = ["compare", specs[0], specs[1], "--grid", "ffn.ratio=2.0,3.0", "--match", "macs", "--vary", "dim=8:40:2",
+            "--vary", "depth", "--tolerance", "0.1", "--data", "digits", "--seeds", "2", "--epochs", "1",
+            "--batch-size", "256", "--out-dir", str(out)]
+    argv[argv.index("ffn.ratio=2.0,3.0")] = "block.ffn.ratio=2.0,3.0"
+    assert vspec.cli.main(argv) == 0
+    result = json.loads((out / "compare.json").read_text())
+    names = [r["name"] for r in result["specs"]]
+    assert names == ["tiny_cls[block.ffn.ratio=2.0]", "tiny_cls[block.ffn.ratio=3.0]",
+                     "tiny_gap[block.ffn.ratio=2.0]", "tiny_gap[block.ffn.ratio=3.0]"]
+    budget = result["specs"][0]["macs"]
+    assert result["specs"][0]["matched"]["fitted"] == {}  # the reference keeps its form
+    for row in result["specs"][1:]:
+        assert abs(row["macs"] - budget) / budget <= 0.1 and row["matched"]["fitted"]
+        spec = vspec.override(vspec.load_spec(row["path"]), {"block.ffn.ratio": float(row["name"][-4:-1]),
+                                                             **row["matched"]["fitted"]})
+        assert vspec.profile(spec).macs == row["macs"]
+    table = capsys.readouterr().out
+    assert "| matched from (params, MACs) | fitted |" in table and "the reference" in table
+    assert C.table(result) in table and ("distinguishable" in table or "within noise" in table)
+    assert result["vs_best"][max(result["specs"], key=lambda r: r["score"]["mean"])["name"]] is None
+
+
+def test_a_text_comparison_on_rt_polarity_prints_accuracy_and_the_noise_column(tmp_path, capsys):
+    body = vspec.override(vspec.load_spec(ROOT / "specs/demo_text.py"),
+                          {"embedder.seq_len": 32, "embedder.max_positions": 32, "depth": 1, "dim": 32,
+                           "block.ffn.hidden": 64})
+    path = tmp_path / "small_text.json"
+    path.write_text(to_json(body))
+    out = tmp_path / "cmp"
+    argv = ["compare", str(path), "--grid", "head.kind=first_token,gap", "--data", "rt-polarity", "--seeds", "2",
+            "--epochs", "1", "--batch-size", "256", "--lr", "1e-3", "--out-dir", str(out)]
+    assert vspec.cli.main(argv) == 0
+    result = json.loads((out / "compare.json").read_text())
+    assert result["metric"] == "val_accuracy" and result["data"]["task"] == "rt-polarity"
+    assert result["recipe"]["name"] == "glue" and (out / "tokenizer" / "tokenizer.json").is_file()
+    for row in result["specs"]:
+        assert row["scores"] == [r["val_accuracy"] for r in row["runs"]] and 0 < row["score"]["mean"] < 1
+    table = capsys.readouterr().out
+    assert "| val accuracy, mean |" in table and C.table(result) in table
+    assert [line.split("|")[-2].strip() for line in table.splitlines()[2:4]].count("best") == 1

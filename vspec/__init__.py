@@ -1,10 +1,11 @@
 """vspec: transformer architectures, for vision and language, declared as data and compiled into PyTorch modules.
 
 The spec language (`vspec.spec`, re-exported here) is torch-free; `build`, `profile`, `load`, `save`,
-`save_pretrained` / `from_pretrained` (model folders: config.json + model.safetensors, vspec/hub.py) and
-`example_input` (a random batch that a spec's model takes) import torch when first used; `fast_paths(False)`
-turns vspec's CPU fast paths off within a block (vspec/ops/fast.py); `register_family(package)` adds a family of
-kinds, modules and converters from outside vspec (vspec/spec/families.py).
+`save_pretrained` / `from_pretrained` (model folders: config.json + model.safetensors, vspec/hub.py),
+`example_input` (a random batch that a spec's model takes) and `fit` (the variant of a spec nearest a MAC /
+parameter budget, vspec/fitting.py) import torch when first used; `fast_paths(False)` turns vspec's CPU fast paths
+off within a block (vspec/ops/fast.py); `register_family(package)` adds a family of kinds, modules and converters
+from outside vspec (vspec/spec/families.py).
 """
 
 from importlib import import_module
@@ -15,7 +16,7 @@ from .spec import __all__ as _spec_all
 _LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.checkpoint",
          "save": "vspec.checkpoint", "Profile": "vspec.profiler", "fast_paths": "vspec.ops.fast",
          "example_input": "vspec.nn.model", "create_model": "vspec.factory", "save_pretrained": "vspec.hub",
-         "from_pretrained": "vspec.hub", "register_family": "vspec.spec.families"}
+         "from_pretrained": "vspec.hub", "register_family": "vspec.spec.families", "fit": "vspec.fitting"}
 
 __all__ = [*_spec_all, *_LAZY]
 

@@ -1,23 +1,32 @@
 """`vspec compare SPEC... --data DATA --seeds N`: train several specs on the same data, split, recipe and seeds
-(the training engine of tools/train.py, on the CPU), then tabulate what each costs and how well it learned.
+(the training engine of tools/train.py, on the CPU or `device`), then tabulate what each costs and how well it
+learned.
 
-Per spec: parameters and MACs (`vspec.profile`, one image at the spec's size), inference throughput (`throughput`:
-eval-mode forward of a random batch, no gradients, timed after a warm-up) and the validation top-1 of every seed
-(the last epoch's, not the best: nothing is selected on the validation split), summarised as its mean, sample
-standard deviation and min-max. Writes OUT/compare.json (every number, each run's record, the command, the data,
-the recipe, the torch version, the CPU), OUT/compare.png (top-1 against MACs, one point per spec, its min-max as
-the error bar) and prints `table` (markdown). Each run's own folder (checkpoints, metrics, curves) is
-OUT/runs/NAME-seedS.
+Per spec: parameters and MACs (`vspec.profile`, one sample at the spec's size), inference throughput
+(`throughput`: eval-mode forward of a random batch, no gradients, timed after a warm-up) and the validation metric
+of every seed (top-1 for images, the task's headline metric for text: rt-polarity's accuracy, a GLUE task's; the
+last epoch's, not the best: nothing is selected on the validation split), summarised as its mean, sample standard
+deviation and min-max, and for each spec against the best one Welch's t-test of the difference of the means over
+the seeds (`welch`: is it distinguishable from the seed noise?). Writes OUT/compare.json (every number, each run's
+record, the command, the data, the recipe, the torch version, the CPU), OUT/compare.png (the metric against MACs,
+one point per spec, its min-max as the error bar, hollow where it is within the noise of the best) and prints
+`table` (markdown). Each run's own folder (checkpoints, metrics, curves) is OUT/runs/NAME-seedS.
 
-Every spec sees the same fixed split of `data` (the dataset's own; independent of the seed), and seed s gives
-every spec the same data order; s also seeds the weights. `train_seeds` and `spread` are shared with
-tools/text_demo.py.
+Before training, `grid` expands each spec into the cartesian product of overrides (NAME[k=v,...]), and `match`
+fits every spec but the reference (the first, or `to`) to the reference's MACs or parameters (`vspec.fit`, over
+`vary`), so that the comparison is at one budget; the table shows the original counts beside the matched ones.
+
+Every spec sees the same fixed split of `data` (the dataset's own; independent of the seed; for text one
+tokenizer, trained once into OUT/tokenizer), and seed s gives every spec the same data order; s also seeds the
+weights. `train_seeds` and `spread` are shared with tools/text_demo.py.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
+import math
 import os
 import platform
 import shlex
@@ -31,10 +40,11 @@ from typing import Any
 
 import attrs
 
-from .spec import Model, load_spec
+from .spec import Model, load_spec, override
 
 FILES = ("compare.json", "compare.png")
 THROUGHPUT = {"batch": 64, "warmup": 3, "iterations": 10}
+ALPHA = 0.05  # Welch's test: a difference with p below it is told apart from the seed noise
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:
@@ -59,38 +69,92 @@ def train_seeds(names: Sequence[str], seeds: Sequence[int], train: Callable[[str
     return scores
 
 
-def load_specs(paths: Sequence[str | Path]) -> dict[str, tuple[Path, Model]]:
-    """name (the file's stem) -> (path, spec); two files with one name, or a text body, are refused."""
+def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float] | None:
+    """Welch's t-test of mean(a) - mean(b) (unequal variances): t, the Welch-Satterthwaite degrees of freedom and
+    the two-sided p-value (Student's t); None with fewer than two values on a side. Equal values on both sides:
+    p = 1 if the means are equal, else 0."""
+    from scipy.stats import t as student
+
+    if len(a) < 2 or len(b) < 2:
+        return None
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    if va + vb == 0:
+        return {"t": None if diff else 0.0, "df": float(len(a) + len(b) - 2), "p": 0.0 if diff else 1.0}
+    t = diff / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    return {"t": t, "df": df, "p": float(2 * student.sf(abs(t), df))}
+
+
+def load_specs(paths: Sequence[str | Path], grid: dict[str, list] | None = None,
+               text: bool = False) -> dict[str, tuple[Path, Model]]:
+    """name (the file's stem; with `grid`, stem[k=v,...] per combination) -> (path, spec); two files with one
+    name, or a body of the other modality than the data's (`text`), are refused."""
     specs: dict[str, tuple[Path, Model]] = {}
     for path in map(Path, paths):
-        name = path.stem
-        if name in specs:
-            raise ValueError(f"two specs are named {name!r} ({specs[name][0]} and {path}): the table and the runs' "
-                             "folders are keyed by the file's name; give each spec once, under its own name")
         spec = load_spec(path)
-        if spec.embedder.text:
-            raise ValueError(f"{path}: a text body ({spec.embedder.kind} embedder); compare trains image models")
-        specs[name] = (path, spec)
+        if spec.embedder.text != text:
+            raise ValueError(f"{path}: a text body ({spec.embedder.kind} embedder) on image data; give --data "
+                             f"rt-polarity or glue" if spec.embedder.text else
+                             f"{path}: an image model on text data; give a text body (a TokenEmbed embedder)")
+        combos = itertools.product(*grid.values()) if grid else [()]
+        for combo in combos:
+            name = path.stem + (f"[{','.join(f'{k}={v}' for k, v in zip(grid, combo))}]" if grid else "")
+            if name in specs:
+                raise ValueError(f"two specs are named {name!r} ({specs[name][0]} and {path}): the table and the "
+                                 "runs' folders are keyed by the file's name; give each spec once, under its own name")
+            specs[name] = (path, override(spec, dict(zip(grid, combo))) if grid else spec)
     return specs
 
 
+def match_budget(specs: dict[str, tuple[Path, Model]], what: str, to: Model | None, vary: Sequence[str] | None,
+                 tolerance: float, say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    """Fits every spec but the reference (`to`, else the first) to the reference's `what` (macs | params) in place;
+    returns, per spec, its original counts, the fitted field values (none for the reference) and its deviation."""
+    from .fitting import FitError, fit
+    from .profiler import profile
+
+    first = next(iter(specs))
+    reference = to if to is not None else specs[first][1]
+    ref = profile(reference, meta=True, crosscheck=False)
+    budget = {"macs": ref.macs, "params": ref.params}[what]
+    matched: dict[str, dict[str, Any]] = {}
+    for name, (path, spec) in specs.items():
+        p = profile(spec, meta=True, crosscheck=False)
+        entry = {"params": p.params, "macs": p.macs, "fitted": {}, "deviation": ({"macs": p.macs, "params": p.params}[
+            what] - budget) / budget}
+        if to is not None or name != first:
+            try:
+                result = fit(spec, **{what: budget}, vary=vary, tolerance=tolerance)
+            except FitError as e:
+                raise ValueError(f"--match {what}: {name}: {e}") from None
+            specs[name] = (path, result.spec)
+            entry.update(fitted=result.best.values, deviation=result.best.deviation)
+            say(f"{name}: {', '.join(f'{k}={v}' for k, v in result.best.values.items())} matches {what} "
+                f"{budget:,.0f} ({100 * result.best.deviation:+.2f} %)")
+        matched[name] = entry
+    return matched
+
+
 def throughput(spec: Model, batch: int = THROUGHPUT["batch"], warmup: int = THROUGHPUT["warmup"],
-               iterations: int = THROUGHPUT["iterations"]) -> float:
-    """Images per second of an eval-mode forward pass on the CPU: `batch` random images under no_grad, `warmup`
-    passes untimed, then `batch` / the median time of `iterations` passes (the median: other processes on the
-    machine slow some passes)."""
+               iterations: int = THROUGHPUT["iterations"], device: str = "cpu") -> float:
+    """Samples per second of an eval-mode forward pass on `device`: `batch` random images (or token ids) under
+    no_grad, `warmup` passes untimed, then `batch` / the median time of `iterations` passes (the median: other
+    processes on the machine slow some passes; synchronised on CUDA)."""
     import torch
 
     from .compiler import build
 
     torch.manual_seed(0)
-    model = build(spec).eval()
-    x = model.example_input(batch)
+    model = build(spec).eval().to(device)
+    x = model.example_input(batch).to(device)
     times = []
     with torch.no_grad():
         for i in range(warmup + iterations):
             t0 = time.perf_counter()
             model(x)
+            if device != "cpu":
+                torch.cuda.synchronize()
             if i >= warmup:
                 times.append(time.perf_counter() - t0)
     return batch / statistics.median(times)
@@ -100,10 +164,17 @@ def command_line(args) -> str:
     """The `vspec compare` command that `args` (its parsed flags) stand for, every setting spelled out."""
     argv = ["vspec", "compare", *args.specs, "--data", args.data]
     argv += ["--data-dir", args.data_dir] if args.data_dir else []
+    argv += ["--task", args.task] if args.task else []
     argv += ["--seeds", str(args.seeds), "--seed-base", str(args.seed_base), "--recipe", args.recipe]
     for flag in ("epochs", "batch_size", "lr", "warmup_epochs", "threads"):
         if getattr(args, flag) is not None:
             argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    for item in args.grid:
+        argv += ["--grid", item]
+    if args.match:
+        argv += ["--match", args.match, *(["--to", args.to] if args.to else [])]
+        argv += [a for v in args.vary for a in ("--vary", v)] + ["--tolerance", str(args.tolerance)]
+    argv += ["--device", args.device] if args.device != "cpu" else []
     return shlex.join([*argv, "--out-dir", str(args.out_dir)])
 
 
@@ -118,48 +189,84 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None, specs, out: Path) -> dict:
+    """The split's sizes and classes, read once; for text the tokenizer every run shares, trained once into
+    OUT/tokenizer (its vocabulary fits the smallest embedder), the task and its headline metric."""
+    from .train.data import DATASETS, DataError, build_datasets, build_transforms
+    from .train.text import TEXT_DATASETS, headline, text_datasets
+
+    if data in TEXT_DATASETS:
+        bodies = [spec for _, spec in specs.values()]
+        text = text_datasets(data, task=task, data_dir=data_dir, tokenizer=None, out=out,
+                             max_len=min(b.embedder.seq_len for b in bodies),
+                             vocab_size=min(b.embedder.vocab_size for b in bodies))
+        return {"name": data, "task": text.task, "train": len(text.train), "val": len(text.val),
+                "classes": text.num_classes, "tokenizer": str(text.tokenizer), "metric": f"val_{headline(text.task)}"}
+    images = tuple(d for d in DATASETS if d != "synthetic")  # synthetic: random labels, nothing to compare
+    if data not in images:
+        raise DataError(f"--data: unknown {data!r}; expected one of {', '.join(images + TEXT_DATASETS)}")
+    if task is not None:
+        raise DataError("--task names a GLUE task: for --data glue")
+    tf = build_transforms(first.img_size, first.in_chans, train=False)
+    train_ds, val_ds, classes = build_datasets(data, img_size=first.img_size, in_chans=first.in_chans,
+                                               train_transform=tf, eval_transform=tf, data_dir=data_dir)
+    return {"name": data, "train": len(train_ds), "val": len(val_ds), "classes": classes, "metric": "val_top1"}
+
+
+METRICS = {"val_top1": "val top-1 (%)"}  # the others are named by the task's metric: val accuracy, val mcc, ...
+
+
 def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], recipe, out: Path,
-            recipe_name: str = "compare", data_dir: str | None = None, command: str = "",
+            recipe_name: str = "compare", data_dir: str | None = None, task: str | None = None, command: str = "",
+            grid: dict[str, list] | None = None, match: str | None = None, to: str | Path | None = None,
+            vary: Sequence[str] | None = None, tolerance: float = 0.02, device: str = "cpu",
             say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Train every spec in `paths` with every seed in `seeds` (`recipe`, on the CPU), then write OUT/compare.json
-    and OUT/compare.png; returns the JSON's content. Raises ValueError (with DataError) / SpecError for what cannot
-    be done, before any training."""
+    """Train every spec in `paths` (each expanded by `grid`; fitted to one budget with `match`) with every seed in
+    `seeds` (`recipe`, on `device`), then write OUT/compare.json and OUT/compare.png; returns the JSON's content.
+    Raises ValueError (with DataError and FitError) / SpecError for what cannot be done, before any training."""
     import torch
 
     from .compiler import check_fit
     from .profiler import profile
-    from .train.data import DATASETS, DataError, build_datasets, build_transforms
+    from .train.data import DataError
     from .train.engine import TrainConfig, run
+    from .train.text import TEXT_DATASETS
 
     t0 = time.perf_counter()
-    DATA = tuple(d for d in DATASETS if d != "synthetic")  # synthetic: random labels, nothing to compare
-    if data not in DATA:
-        raise DataError(f"--data: unknown {data!r}; expected one of {', '.join(DATA)}")
-    specs = load_specs(paths)
-    first = next(iter(specs.values()))[1]
-    tf = build_transforms(first.img_size, first.in_chans, train=False)  # the split's sizes and classes, read once
-    train_ds, val_ds, classes = build_datasets(data, img_size=first.img_size, in_chans=first.in_chans,
-                                               train_transform=tf, eval_transform=tf, data_dir=data_dir)
-    if recipe.batch_size > len(train_ds):  # the engine drops the last partial batch: none would be left
-        raise DataError(f"--batch-size {recipe.batch_size} is more than the {len(train_ds)} training images of {data}")
+    text = data in TEXT_DATASETS
+    specs = load_specs(paths, grid, text)
+    if match not in (None, "macs", "params"):
+        raise ValueError(f"--match: expected macs or params, got {match!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device here")
+    info = data_info(data, next(iter(specs.values()))[1], data_dir=data_dir, task=task, specs=specs, out=out)
+    classes = info["classes"]
+    if recipe.batch_size > info["train"]:  # the engine drops the last partial batch: none would be left
+        raise DataError(f"--batch-size {recipe.batch_size} is more than the {info['train']} training "
+                        f"{'samples' if text else 'images'} of {data}")
     changed = [name for name, (_, spec) in specs.items() if spec.num_classes != classes]
-    for name, (path, spec) in specs.items():  # every spec's size, at the dataset's classes, before any run
+    for name, (path, spec) in specs.items():  # at the dataset's classes: the counts the budget compares too
         specs[name] = (path, attrs.evolve(spec, num_classes=classes))
-        check_fit(specs[name][1], max(recipe.batch_size, THROUGHPUT["batch"]), f"{path}: training it")
+    reference = attrs.evolve(load_spec(to), num_classes=classes) if to is not None else None
+    matched = match_budget(specs, match, reference, vary, tolerance, say) if match else None
+    for name, (path, spec) in specs.items():  # every spec's size, before any run
+        check_fit(spec, max(recipe.batch_size, THROUGHPUT["batch"]), f"{path}: training it")
     try:  # the folders every run writes into
         (out / "runs").mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ValueError(f"--out-dir {out}: cannot make {out / 'runs'} ({e.strerror or e})") from None
     for name in changed:
         say(f"note: {name}: {data} has {classes} classes; num_classes set to {classes}")
+    metric = info.pop("metric")
 
     def train(name: str, seed: int) -> float:
         with contextlib.redirect_stdout(sys.stderr):  # the engine's closing line too: stdout is the table's
             final = run(TrainConfig(spec=specs[name][1], recipe=recipe, data=data, data_dir=data_dir,
-                                    out=out / "runs" / f"{name}-seed{seed}", seed=seed, device="cpu",
-                                    log_every=10**9, overwrite=True))  # log_every: one progress line per epoch
+                                    out=out / "runs" / f"{name}-seed{seed}", seed=seed, device=device,
+                                    log_every=10**9, overwrite=True, task=task,  # one progress line per epoch
+                                    tokenizer=info.get("tokenizer")))
         runs.setdefault(name, []).append({"seed": seed, **final})
-        return final["val_top1"]
+        return final[metric]
 
     runs: dict[str, list[dict[str, Any]]] = {}
     scores = train_seeds(list(specs), seeds, train, say)
@@ -167,46 +274,102 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     for name, (path, spec) in specs.items():
         prof = profile(spec, crosscheck=False)
         rows.append({"name": name, "path": str(path), "params": prof.params, "macs": prof.macs,
-                     "images_per_s": throughput(spec), "top1": spread(scores[name]), "runs": runs[name]})
+                     "samples_per_s": throughput(spec, device=device), "scores": scores[name],
+                     "score": spread(scores[name]), "runs": runs[name],
+                     **({"matched": matched[name]} if matched else {})})
     result = {
-        "command": command, "data": {"name": data, "train": len(train_ds), "val": len(val_ds), "classes": classes},
-        "recipe": {"name": recipe_name, **asdict(recipe)}, "seeds": list(seeds), "metric": "val top-1 (%) of the "
-        "last epoch", "throughput": {**THROUGHPUT, "how": "eval-mode forward of random images under no_grad on the "
-                                     "CPU; batch / median time of the timed passes"},
+        "command": command, "data": info, "recipe": {"name": recipe_name, **asdict(recipe)}, "seeds": list(seeds),
+        "metric": metric, "metric_name": METRICS.get(metric, metric.replace("_", " ")),
+        "noise_test": f"Welch's t-test (unequal variances) of the best spec's mean against each other's over the "
+                      f"seeds, two-sided; distinguishable when p < {ALPHA}",
+        "match": None if not match else {"what": match, "to": str(to) if to else rows[0]["name"],
+                                         "vary": list(vary or ["dim", "depth"]), "tolerance": tolerance},
+        "grid": grid or None, "device": device,
+        "throughput": {**THROUGHPUT, "how": f"eval-mode forward of random inputs under no_grad on {device}; batch / "
+                                           f"median time of the timed passes"},
         "torch": torch.__version__, "python": platform.python_version(), "cpu": cpu_name(),
         "threads": torch.get_num_threads(), "load_average": [round(x, 2) for x in os.getloadavg()],
         "wall_s": time.perf_counter() - t0, "specs": rows}
+    result["vs_best"] = noise(result)  # per spec: Welch's test of the best against it
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
     plot(result, out / "compare.png")
     return result
 
 
+def _metric(result: dict[str, Any]) -> str:
+    """The record key compared (a comparison written before it was kept there compared val_top1)."""
+    metric = result.get("metric", "")
+    return metric if metric.startswith("val_") else "val_top1"
+
+
+def _scores(row: dict[str, Any], metric: str) -> list[float]:
+    """A row's per-seed values (a comparison written before they were kept: read from its runs)."""
+    return row.get("scores") or [r[metric] for r in row["runs"]]
+
+
+def noise(result: dict[str, Any]) -> dict[str, dict[str, float] | None]:
+    """Per spec, Welch's test of the best spec against it (None: the best itself, or a single seed)."""
+    metric = _metric(result)
+    rows = result["specs"]
+    best = max(rows, key=lambda r: statistics.fmean(_scores(r, metric)))
+    return {r["name"]: None if r is best else welch(_scores(best, metric), _scores(r, metric)) for r in rows}
+
+
 def table(result: dict[str, Any]) -> str:
-    """The comparison as a markdown table (from compare.json's content)."""
-    lines = ["| spec | params | MACs | images/s | val top-1 (%), mean | std | min-max |", "|---" * 7 + "|"]
+    """The comparison as a markdown table (from compare.json's content): counts (the originals beside them when
+    the specs were matched to a budget), samples/s, the metric's mean, std and min-max over the seeds, and the
+    noise column: Welch's p against the best spec."""
+    metric = _metric(result)
+    name = result.get("metric_name", METRICS.get(metric, metric))
+    digits = 2 if metric == "val_top1" else 4
+    matched = result.get("match")
+    tests = noise(result)
+    head = ["spec", "params", "MACs", *(["matched from (params, MACs)", "fitted"] if matched else []), "samples/s",
+            f"{name}, mean", "std", "min-max", f"vs the best: Welch's p (< {ALPHA}: distinguishable)"]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for r in result["specs"]:
-        t = r["top1"]
-        lines.append(f"| {r['name']} | {r['params']:,} | {r['macs'] / 1e6:.2f} M | {r['images_per_s']:,.0f} | "
-                     f"{t['mean']:.2f} | {t['std']:.2f} | {t['min']:.2f}-{t['max']:.2f} |")
+        values = _scores(r, metric)
+        t = r.get("score") or r["top1"]
+        test = tests[r["name"]]
+        verdict = ("- (one seed)" if len(values) < 2 else "best") if test is None else \
+            f"{test['p']:.3f}" + (" distinguishable" if test["p"] < ALPHA else " within noise")
+        m = r.get("matched")
+        extra = [f"{m['params']:,}, {m['macs'] / 1e6:.2f} M", ", ".join(f"{k}={v}" for k, v in m["fitted"].items())
+                 or "the reference"] if matched else []
+        rate = r.get("samples_per_s", r.get("images_per_s"))
+        lines.append("| " + " | ".join([r["name"], f"{r['params']:,}", f"{r['macs'] / 1e6:.2f} M", *extra,
+                                        f"{rate:,.0f}", f"{t['mean']:.{digits}f}", f"{t['std']:.{digits}f}",
+                                        f"{t['min']:.{digits}f}-{t['max']:.{digits}f}", verdict]) + " |")
     return "\n".join(lines)
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
-    """Mean val top-1 against MACs, one labelled point per spec, its min-max as the error bar."""
+    """The metric's mean against MACs, one labelled point per spec, its min-max as the error bar; filled where the
+    spec is the best or told apart from it (Welch's p < ALPHA), hollow where it is within the seed noise."""
     from .analysis import pyplot
 
     plt = pyplot()
+    metric = _metric(result)
+    tests = noise(result)
+    best = max(result["specs"], key=lambda r: statistics.fmean(_scores(r, metric)))["name"]
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     for r in result["specs"]:
-        t, x = r["top1"], r["macs"] / 1e6
-        ax.errorbar([x], [t["mean"]], yerr=[[t["mean"] - t["min"]], [t["max"] - t["mean"]]], fmt="o", capsize=4)
-        ax.annotate(r["name"], (x, t["mean"]), textcoords="offset points", xytext=(6, 6), fontsize=9)
+        t, x, test = r.get("score") or r["top1"], r["macs"] / 1e6, tests[r["name"]]
+        hollow = test is not None and test["p"] >= ALPHA
+        ax.errorbar([x], [t["mean"]], yerr=[[t["mean"] - t["min"]], [t["max"] - t["mean"]]], fmt="o", capsize=4,
+                    mfc="none" if hollow else None)
+        label = r["name"] + (" (best)" if test is None and r["name"] == best else "")
+        ax.annotate(label, (x, t["mean"]), textcoords="offset points", xytext=(6, 6), fontsize=9)
     d = result["data"]
-    ax.set(xlabel="MACs per image (M)", ylabel="val top-1 (%)",
-           title=f"{d['name']} ({d['train']:,} / {d['val']:,}), {result['recipe']['epochs']} epochs, "
+    ax.set(xlabel="MACs per sample (M)", ylabel=result.get("metric_name", METRICS.get(metric, metric)),
+           title=f"{d.get('task', d['name'])} ({d['train']:,} / {d['val']:,}), {result['recipe']['epochs']} epochs, "
                  f"seeds {', '.join(map(str, result['seeds']))}")
     ax.grid(alpha=0.3)
+    ax.margins(x=0.3, y=0.1)
+    if len(result["seeds"]) > 1:
+        ax.text(0.01, 0.01, f"hollow: within the seed noise of the best (Welch's p >= {ALPHA})",
+                transform=ax.transAxes, fontsize=8, alpha=0.8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -281,14 +281,29 @@ def _sizes(parts: Sequence[Any]) -> list[tuple[int, int, int]]:
     return [sizes[p.key] for p in parts]
 
 
+def _context(spec: Model) -> Model:
+    """What a part's counts depend on beyond its own key (its block, tokens, variant, input shapes): the spec with
+    every stage at depth 1, since a depth changes how many parts there are, not what one computes. A stage whose
+    blocks are listed one per depth keeps the spec as it is (no sharing across depths there)."""
+    from .spec import SpecError
+
+    try:
+        return attrs.evolve(spec, stages=tuple(attrs.evolve(s, depth=1) for s in spec.stages))
+    except (SpecError, ValueError, TypeError):
+        return spec
+
+
 def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, meta: bool | None = None,
-            crosscheck: bool = True, meta_above: int = 300_000_000, check_memory: bool = True) -> Profile:
+            crosscheck: bool = True, meta_above: int = 300_000_000, check_memory: bool = True,
+            cache: dict | None = None) -> Profile:
     """Profile `spec` on one (1, C, H, W) image (`input_size` defaults to the spec's image size).
 
     meta: True counts with FlopCounterMode on the meta device (no weights allocated); False
     instantiates and counts with fvcore; None (default) picks meta above `meta_above` parameters.
     crosscheck: with fvcore, also run FlopCounterMode and report its total as `crosscheck_macs`.
     check_memory: refuse to instantiate weights that do not fit in free memory (`build`'s guard).
+    cache: a dict kept across calls (`vspec.fit`'s search): each distinct part is counted once for all the specs
+    profiled with it, keyed by the part, its input shapes, the counter and the spec but its depths (`_context`).
     """
     if input_size is not None and input_size != spec.img_size:
         spec = attrs.evolve(spec, img_size=input_size)  # re-validated: the patch must divide it
@@ -302,8 +317,14 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
     repeats = Counter(p.key for p in parts)  # equal keys compute the same thing: counted once
     counts: dict[Any, _Count] = {}
     cross = 0
+    context = _context(spec) if cache is not None else None
     for part in parts:
         if part.key in counts:
+            continue
+        shared = (meta, crosscheck, context, part.key, part.in_shape, part.maps_in, part.conv_in)
+        if cache is not None and shared in cache:
+            counts[part.key], part_cross = cache[shared]
+            cross += part_cross * repeats[part.key]
             continue
         device = "meta" if meta else None
         x = (part.example(1, device),)  # and the maps a block takes (Refiner)
@@ -311,8 +332,10 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
         x += (torch.randn(1, *part.conv_in, device=device),) if part.conv_in else ()  # a two-branch body's map
         module = _WithMap(part.module) if part.conv_in else part.module
         counts[part.key] = _count_torch(module, x) if meta else _count_fvcore(module, x)
-        if crosscheck and not meta:
-            cross += _count_torch(module, x).macs * repeats[part.key]
+        part_cross = _count_torch(module, x).macs if crosscheck and not meta else 0
+        cross += part_cross * repeats[part.key]
+        if cache is not None:
+            cache[shared] = counts[part.key], part_cross
     totals = _sizes(parts)
     components = {p.name: ComponentProfile(n[0], counts[p.key].macs, p.role, p.stage, p.index)
                   for p, n in zip(parts, totals)}

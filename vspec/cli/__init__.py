@@ -1,7 +1,7 @@
-"""The `vspec` command: one module per subcommand (build, profile, show, analyze, export, compare, weights, train,
-eval), each with its `NAME`, `HELP`, `add_parser(sub)` and `run(args)`; what they share (one-line errors, argument
-types, output paths) is in `common.py`, the tables in `tables.py`. `vspec train` and `vspec eval` are tools/train.py and
-tools/eval.py (the same arguments, the same runs). Importing this package does not import torch.
+"""The `vspec` command: one module per subcommand (build, profile, show, analyze, export, fit, compare, weights,
+train, eval), each with its `NAME`, `HELP`, `add_parser(sub)` and `run(args)`; what they share (one-line errors,
+argument types, output paths) is in `common.py`, the tables in `tables.py`. `vspec train` and `vspec eval` are
+tools/train.py and tools/eval.py (the same arguments, the same runs). Importing this package does not import torch.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from importlib import import_module
 
 from ..spec import SpecError
-from . import analyze, build, compare, export, profile, show, weights
+from . import analyze, build, compare, export, fit, profile, show, weights
 from .common import OneLineParser, UsageError, one_line, output_file, output_folder  # noqa: F401 - re-exported
 
-COMMANDS = {m.NAME: m for m in (build, profile, show, analyze, export, compare, weights)}
+COMMANDS = {m.NAME: m for m in (build, profile, show, analyze, export, fit, compare, weights)}
 # the training commands: their own parsers (tools/train.py's and tools/eval.py's), imported when used
 RUNS = {"train": ("vspec.cli.train", "train a spec (tools/train.py: the same arguments; vspec train --help)"),
         "eval": ("vspec.cli.eval", "evaluate a checkpoint or a model folder (tools/eval.py: the same arguments)")}
@@ -24,7 +24,8 @@ RUNS = {"train": ("vspec.cli.train", "train a spec (tools/train.py: the same arg
 
 def parser() -> OneLineParser:
     top = OneLineParser(prog="vspec", description="Transformer specs, for vision and language: validate, build, "
-                                                  "profile, show, analyze, export, compare, train, evaluate; "
+                                                  "profile, show, analyze, export, fit to a budget, compare, "
+                                                  "train, evaluate; "
                                                   "published weights (vspec weights).")
     sub = top.add_subparsers(dest="command", required=True, parser_class=OneLineParser, metavar="COMMAND")
     for command in COMMANDS.values():

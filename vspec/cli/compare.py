@@ -6,38 +6,67 @@ from __future__ import annotations
 import argparse
 
 from ..spec import SpecError
+from ..spec.load import parse_value
 from ..train.recipes import MAX_EPOCHS, RECIPES
-from .common import UsageError, int_in, one_line, output_file, output_folder, positive, positive_float, printable
+from .common import (
+    UsageError,
+    int_in,
+    one_line,
+    output_file,
+    output_folder,
+    positive,
+    positive_float,
+    printable,
+    spec_file,
+)
 
 NAME = "compare"
-HELP = ("train several specs on the same data, split, recipe and seeds; tabulate and plot params, MACs, images/s "
-        "and val top-1")
+HELP = ("train several specs (or a grid of one, or all at one MAC / parameter budget) on the same data, split, "
+        "recipe and seeds; tabulate and plot params, MACs, samples/s and the metric, with whether each difference "
+        "is distinguishable from the seed noise")
 
 
 def add_parser(sub) -> None:
     c = sub.add_parser(NAME, help=HELP,
                        description="Train each SPEC on --data with the same fixed split, recipe and seeds (on the "
-                                   "CPU), then write OUT/compare.json (every number and run) and OUT/compare.png "
-                                   "(val top-1 against MACs, min-max over the seeds as error bars) and print a "
-                                   "markdown table: params, MACs, images/s (eval-mode forward, batch 64), val top-1 "
-                                   "mean, std and min-max over the seeds (the last epoch's); the runs in "
-                                   "OUT/runs/NAME-seedS.")
+                                   "CPU, or --device cuda), then write OUT/compare.json (every number and run) and "
+                                   "OUT/compare.png (the metric against MACs, min-max over the seeds as error bars, "
+                                   "hollow within the noise of the best) and print a markdown table: params, MACs, "
+                                   "samples/s (eval-mode forward, batch 64), the metric's mean, std and min-max over "
+                                   "the seeds (the last epoch's: val top-1 for images, the task's headline metric "
+                                   "for text), and Welch's t-test of the best spec against each other; the runs in "
+                                   "OUT/runs/NAME-seedS. --grid expands each SPEC into a product of overrides; "
+                                   "--match fits every SPEC to one budget first (vspec fit).")
     c.add_argument("specs", nargs="+", metavar="SPEC", help="spec files (.py / .json / .toml), named by their stems")
     c.add_argument("--data", default="digits", metavar="NAME",
                    help="digits (default), mnist5k, cifar10, cifar100, imagefolder (as tools/train.py; each spec's "
-                        "images resized to its img_size)")
+                        "images resized to its img_size); for text bodies rt-polarity or glue (with --task), one "
+                        "WordPiece tokenizer trained once into OUT/tokenizer for every run")
+    c.add_argument("--task", metavar="NAME", help="--data glue: the GLUE task (its headline metric is compared)")
     c.add_argument("--data-dir", metavar="DIR", help="the dataset's folder (cifar10, cifar100, imagefolder)")
     c.add_argument("--seeds", type=int_in(1, 100), default=3, metavar="N", help="runs per spec, 1 to 100 (default 3)")
     c.add_argument("--seed-base", type=int_in(0, 2**32 - 1, "2**32 - 1"), default=0, metavar="S",
                    help="the seeds are S, S+1, ..., S+N-1 (default 0)")
-    c.add_argument("--recipe", choices=tuple(RECIPES), default="compare",
-                   help="tools/train.py's recipes (default compare: AdamW + cosine, no augmentation, 4 epochs at "
-                        "batch 64, lr 4e-3)")
+    c.add_argument("--recipe", choices=tuple(RECIPES), default=None,
+                   help="tools/train.py's recipes (default for images compare: AdamW + cosine, no augmentation, 4 "
+                        "epochs at batch 64, lr 4e-3; for text glue)")
     c.add_argument("--epochs", type=int_in(1, MAX_EPOCHS), metavar="N", help="default: the recipe's")
     c.add_argument("--batch-size", type=positive, metavar="N", help="default: the recipe's")
     c.add_argument("--lr", type=positive_float, metavar="LR", help="peak learning rate (default: the recipe's)")
     c.add_argument("--warmup-epochs", type=int_in(0, MAX_EPOCHS), metavar="N", help="default: the recipe's")
     c.add_argument("--threads", type=int_in(1, 1024), metavar="N", help="torch's CPU threads (default: torch's)")
+    c.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the runs train (default cpu)")
+    c.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="repeatable: every SPEC becomes the cartesian product of these overrides, named "
+                        "SPEC[KEY=V,...]")
+    c.add_argument("--match", choices=("macs", "params"),
+                   help="fit every SPEC but the first (or all, with --to) to the first's (--to's) MACs or parameters "
+                        "before training (vspec fit over --vary); the table shows the original counts beside")
+    c.add_argument("--to", metavar="SPEC", help="--match: the spec whose budget every SPEC is fitted to")
+    c.add_argument("--vary", action="append", default=[], metavar="KEY[=VALUES]",
+                   help="--match: the fields searched, as vspec fit takes them (default: dim, then depth)")
+    c.add_argument("--tolerance", type=float, default=0.02, metavar="R",
+                   help="--match: the largest relative deviation from the budget (default 0.02)")
     c.add_argument("--out-dir", default="runs/compare", metavar="DIR", help="default runs/compare")
     c.add_argument("--overwrite", action="store_true", help="replace an earlier comparison in OUT (refused without)")
 
@@ -59,12 +88,27 @@ def run(args: argparse.Namespace) -> None:
         import torch
 
         torch.set_num_threads(args.threads)
+    from ..train.text import TEXT_DATASETS
+    from .fit import vary_items
+
+    args.recipe = args.recipe or ("glue" if args.data in TEXT_DATASETS else "compare")
+    if (args.to or args.vary) and not args.match:
+        raise UsageError("vspec compare: error: --to and --vary go with --match macs|params")
+    grid = {}
+    for item in args.grid:
+        key, eq, values = item.partition("=")
+        if not eq or not key or not values:
+            raise UsageError(f"vspec compare: error: --grid {printable(item)}: expected KEY=V1,V2,...")
+        grid[key] = [parse_value(v) for v in values.split(",")]
     recipe = resolve(args.recipe, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                      warmup_epochs=args.warmup_epochs)
     seeds = range(args.seed_base, args.seed_base + args.seeds)
     try:
-        result = C.compare(args.specs, data=args.data, data_dir=args.data_dir, seeds=seeds, recipe=recipe,
-                           recipe_name=args.recipe, out=out, command=C.command_line(args), say=C.say_err)
+        result = C.compare(args.specs, data=args.data, data_dir=args.data_dir, task=args.task, seeds=seeds,
+                           recipe=recipe, recipe_name=args.recipe, out=out, command=C.command_line(args),
+                           grid=grid or None, match=args.match, to=spec_file(args.to) if args.to else None,
+                           vary=vary_items(args.vary) or None, tolerance=args.tolerance, device=args.device,
+                           say=C.say_err)
     except SpecError:
         raise
     except (ValueError, TrainingStopped) as e:  # DataError, a duplicate name: before any training

@@ -219,7 +219,7 @@ class Transformer(nn.Module):
         self.norm = make_norm(spec.stages[-1].blocks[-1].norm, last.dim) if spec.final_norm else nn.Identity()
         self.head = ctx.child(spec.head, tokens=last, conv_map=self.conv_layout[-1] if self.conv_layout else None)
         self.feature_info = self._feature_info()
-        if spec.init == "timm":
+        if spec.init == "timm" and not next(self.parameters()).is_meta:  # meta tensors hold no values to set
             self.init_weights()
 
     @torch.no_grad()

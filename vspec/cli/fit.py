@@ -1,0 +1,74 @@
+"""`vspec fit SPEC --target macs=4.6G --vary dim,depth`: the variant of a spec nearest a parameter / MAC budget,
+found from the spec alone (vspec/fitting.py)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from .common import UsageError, load, output_file, printable, spec_args, spec_file
+
+NAME = "fit"
+HELP = "the variant of a spec (over the fields you name) nearest a MAC / parameter budget or another spec's counts"
+
+
+def add_parser(sub) -> None:
+    f = sub.add_parser(NAME, help=HELP, description=(
+        "Search the named fields of SPEC (each with given values, or a range around its value) for the valid "
+        "variants nearest the target, counted on the meta device with one count per distinct part; print the "
+        "original and the nearest variants (field values, params, MACs, deviation), and write the chosen spec "
+        "with --out. Fails (exit 2) with one line naming the nearest when none is within --tolerance."))
+    spec_args(f)
+    f.add_argument("--target", required=True, metavar="WHAT=AMOUNT",
+                   help="macs=4.6G, params=22M (K, M, G, T), both (macs=...,params=...), or like=SPEC: that spec's "
+                        "parameters and MACs both")
+    f.add_argument("--vary", action="append", default=[], metavar="KEY[=VALUES]",
+                   help="a field to search, repeatable: KEY (a range around its value: a *dim half to twice it in "
+                        "steps of 8, an integer 1 or half to twice it, a float half to twice it in eighths), "
+                        "KEY=V1,V2,... or KEY=LOW:HIGH[:STEP]; bare keys may be comma-separated (--vary dim,depth, "
+                        "the default for a one-stage spec)")
+    f.add_argument("--tolerance", type=float, default=0.02, metavar="R",
+                   help="the largest relative deviation accepted (default 0.02: 2 %%)")
+    f.add_argument("--top", type=int, default=10, metavar="N", help="variants shown (default 10)")
+    f.add_argument("--out", metavar="FILE", help="write the chosen spec: .json, .toml or .py")
+
+
+def parse_target(text: str) -> dict[str, str]:
+    """'macs=4.6G' / 'params=22M' / 'macs=4.6G,params=22M' / 'like=SPEC' -> fit()'s keywords."""
+    out: dict[str, str] = {}
+    for item in text.split(",") if not text.startswith("like=") else [text]:
+        name, eq, value = item.partition("=")
+        if not eq or name not in ("macs", "params", "like") or not value:
+            raise UsageError(f"vspec fit: error: --target {printable(text)}: expected macs=AMOUNT, params=AMOUNT "
+                             "or like=SPEC")
+        out[name] = str(spec_file(value)) if name == "like" else value
+    return out
+
+
+def vary_items(values: list[str]) -> list[str]:
+    """--vary arguments as fit() takes them: 'dim,depth' is two keys; 'dim=192,256' one key with its values."""
+    return [v for item in values for v in ([item] if "=" in item else [k for k in item.split(",") if k])]
+
+
+def run(args: argparse.Namespace) -> None:
+    from .. import fitting as F
+
+    if args.top < 1:
+        raise UsageError("vspec fit: error: --top must be >= 1")
+    out = output_file("--out", args.out) if args.out else None
+    if out is not None and out.suffix not in (".json", ".toml", ".py"):
+        raise UsageError(f"vspec fit: error: --out {printable(args.out)}: expected a .json, .toml or .py file")
+    spec = load(args)
+    try:
+        result = F.fit(spec, **parse_target(args.target), vary=vary_items(args.vary) or None,
+                       tolerance=args.tolerance)
+    except F.FitError as e:
+        if e.result is not None:
+            print(F.table(e.result, args.top))
+        raise UsageError(f"vspec fit: error: {e}") from None
+    print(F.table(result, args.top))
+    if out is not None:
+        F.write(result, Path(out), "vspec fit " + shlex.join(sys.argv[2:]))
+        print(printable(str(out)))
