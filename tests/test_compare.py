@@ -109,6 +109,13 @@ def _error(capsys, argv) -> str:
     ("--lr nan", "argument --lr: must be finite and > 0, got 'nan'"),
     ("--seed-base 4294967295", "--seed-base 4294967295 + --seeds 3 passes 2**32"),
     ("--batch-size 1438", "--batch-size 1438 is more than the 1437 training images of digits"),
+    ("--match macs --tolerance 0", "--match macs: tiny_gap: no variant within 0 % of macs="),
+    ("--vary dim", "--to and --vary go with --match macs|params"),
+    ("--grid depth", "--grid depth: expected KEY=V1,V2,..."),
+    ("--grid dim=15", "2 does not divide dim 15"),
+    ("--data rt-polarity", "an image model on text data"),
+    ("--task cola", "--task names a GLUE task: for --data glue"),
+    *([("--device cuda", "--device cuda: no CUDA device here")] if not torch.cuda.is_available() else []),
 ])
 def test_bad_input_is_one_line_before_any_training(specs, tmp_path, capsys, case, needle):
     out = tmp_path / "cmp"
@@ -247,3 +254,41 @@ def test_a_text_comparison_on_rt_polarity_prints_accuracy_and_the_noise_column(t
     table = capsys.readouterr().out
     assert "| val accuracy, mean |" in table and C.table(result) in table
     assert [line.split("|")[-2].strip() for line in table.splitlines()[2:4]].count("best") == 1
+
+
+def test_matched_to_another_spec_fits_every_one(specs, tmp_path):
+    """--to SPEC: the budget is another spec's, and every compared spec is fitted to it (the first too)."""
+    from vspec.train.recipes import resolve
+
+    to = tmp_path / "wide.json"
+    to.write_text(to_json(tiny(dim=24)))
+    result = C.compare(specs, data="digits", seeds=[0], recipe=resolve("compare", epochs=1, batch_size=256),
+                       out=tmp_path / "cmp", match="params", to=to, vary=["dim=8:48:2", "depth"], tolerance=0.1,
+                       say=lambda _: None)
+    budget = vspec.profile(vspec.load_spec(to), meta=True).params
+    assert result["match"]["to"] == str(to)
+    for row in result["specs"]:
+        assert row["matched"]["fitted"] and abs(row["params"] - budget) / budget <= 0.1
+    assert all(test is None for test in result["vs_best"].values())  # one seed: no test
+    assert "- (one seed)" in C.table(result)
+
+
+def test_a_glue_comparison_compares_the_tasks_headline_metric(tmp_path):
+    from test_train_text import cola_folder
+
+    from vspec.train.recipes import resolve
+    from vspec.train.text import GLUE
+
+    body = vspec.override(vspec.load_spec(ROOT / "specs/demo_text.py"),
+                          {"embedder.seq_len": 16, "embedder.max_positions": 16, "depth": 1, "dim": 16,
+                           "block.ffn.hidden": 32})
+    path = tmp_path / "tiny_text.json"
+    path.write_text(to_json(body))
+    result = C.compare([path], grid={"depth": [1, 2]}, data="glue", task="cola", data_dir=str(cola_folder(
+        tmp_path / "cola")), seeds=[0, 1], recipe=resolve("glue", epochs=1, batch_size=16), recipe_name="glue",
+        out=tmp_path / "cmp", say=lambda _: None)
+    metric = f"val_{GLUE['cola'].metric}"
+    assert result["metric"] == metric and result["data"]["task"] == "cola" and result["data"]["train"] == 64
+    for row in result["specs"]:
+        assert row["scores"] == [r[metric] for r in row["runs"]]
+    assert f"| {metric.replace('_', ' ')}, mean |" in C.table(result)
