@@ -326,6 +326,8 @@ def main(argv=None) -> int:
         args.compile_cases = "deit_small,bert_base"  # dynamo's tracing takes seconds a model: one of each kind
     device = torch.device(args.device)
     args.repeat = args.repeat or (4 if device.type == "cuda" and not args.quick else 1)
+    if args.repeat < 1 or args.rounds < 1:
+        ap.error("--repeat and --rounds must be >= 1")
     if args.compile_backend is None:
         args.compile_backend = "eager" if args.quick and device.type == "cpu" else "inductor"
     name, peak = device_peak(device)

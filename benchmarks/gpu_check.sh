@@ -50,7 +50,7 @@ step checks 90 $PY benchmarks/gpu_checks.py --device $DEVICE --out "$OUT"
 step loop 60 $PY "${TRAIN[@]}" --max-steps 50 --device $DEVICE --out "$OUT/runs/loop" --overwrite
 step torchrun 60 $PY -m torch.distributed.run --standalone --nproc_per_node 1 "${TRAIN[@]}" --max-steps 10 \
     --device $DEVICE --out "$OUT/runs/torchrun" --overwrite
-step resume 60 bash -c "$PY ${SMALL[*]} --epochs 1 --device $DEVICE --out $OUT/runs/resume --overwrite && \
+step resume 60 bash -c "set -f; $PY ${SMALL[*]} --epochs 1 --device $DEVICE --out $OUT/runs/resume --overwrite && \
 $PY ${SMALL[*]} --epochs 2 --device cpu --out $OUT/runs/resume --resume"
 step overhead 90 $PY benchmarks/train_overhead.py --device $DEVICE --steps 30 --batch-size 128 --data both \
     --json "$OUT/train_overhead.json"

@@ -128,6 +128,8 @@ def main(argv=None) -> dict:
                     help="the loop's --normalise-on (auto: device on CUDA)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
+    if args.steps < 2:
+        ap.error("--steps must be >= 2 (the data path's rate skips the first batch)")
     spec = vspec.load_spec(ROOT / "specs/deit_tiny.py")
     spec = vspec.override(spec, {"num_classes": 10, "img_size": [args.img_size, args.img_size]})
     b = bare(spec, args.steps, args.batch_size, args.device)

@@ -110,7 +110,7 @@ def _error(capsys, argv) -> str:
     ("--seed-base 4294967295", "--seed-base 4294967295 + --seeds 3 passes 2**32"),
     ("--batch-size 1438", "--batch-size 1438 is more than the 1437 training images of digits"),
     ("--match macs --tolerance 0", "--match macs: tiny_gap: no variant within 0 % of macs="),
-    ("--vary dim", "--to and --vary go with --match macs|params"),
+    ("--vary dim", "--to, --vary and --tolerance go with --match macs|params"),
     ("--grid depth", "--grid depth: expected KEY=V1,V2,..."),
     ("--grid dim=15", "2 does not divide dim 15"),
     ("--data rt-polarity", "an image model on text data"),
@@ -292,3 +292,12 @@ def test_a_glue_comparison_compares_the_tasks_headline_metric(tmp_path):
     for row in result["specs"]:
         assert row["scores"] == [r[metric] for r in row["runs"]]
     assert f"| {metric.replace('_', ' ')}, mean |" in C.table(result)
+
+
+def test_a_grid_over_what_match_varies_and_a_stale_tokenizer_are_refused_or_replaced(specs, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    err = _error(capsys, ["compare", *specs, "--grid", "dim=16,24", "--match", "macs", "--out-dir", str(out)])
+    assert "--grid dim is also what --match varies (depth, dim)" in err
+    (out / "tokenizer").mkdir(parents=True)
+    err = _error(capsys, ["compare", *specs, "--out-dir", str(out)])
+    assert "holds an earlier comparison" in err

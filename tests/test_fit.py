@@ -122,3 +122,20 @@ def test_a_staged_spec_varies_named_stage_fields():
 def test_vspec_fit_is_the_function():
     result = vspec.fit(ROOT / "specs/deit_tiny.py", params="4M", vary=["depth"], tolerance=0.1)
     assert isinstance(result, F.FitResult) and abs(result.best.deviation) <= 0.1
+
+
+def test_fit_edge_cases(tmp_path):
+    refined = vspec.load_spec(ROOT / "specs/refined_vit_m.py")  # a width off the default step (420): kept
+    assert refined.stages[0].dim % F.DIM_STEP and refined.stages[0].dim in F.axes(refined, ["dim"])["dim"]
+    deit = vspec.load_spec(ROOT / "specs/deit_tiny.py")
+    with pytest.raises(F.FitError, match="must be finite and > 0"):
+        F.fit(deit, macs=float("nan"))
+    with pytest.raises(F.FitError, match="given twice"):
+        F.fit(deit, macs="1G", vary=["depth", "depth=1:3"])
+    result = F.fit(deit, params="4M", vary=["depth"], tolerance=0.2)
+    out = tmp_path / 'odd """ C:\\Users\\fit.py'
+    F.write(result, out, 'vspec fit C:\\Users\\x """ --out odd')
+    assert vspec.load_spec(out) == result.spec
+    from vspec.cli.fit import vary_items
+
+    assert vary_items(["dim,depth=4:12", "dim=192,256"]) == ["dim", "depth=4:12", "dim=192,256"]

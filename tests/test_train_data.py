@@ -391,6 +391,9 @@ def test_device_normalise_erases_in_training_only_and_keeps_channels_last():
     evaluated, trained = norm(batch, False), norm(batch, True)
     assert evaluated.is_contiguous(memory_format=torch.channels_last) and torch.allclose(evaluated, plain)
     assert not torch.allclose(trained, plain) and torch.isfinite(trained).all()
+    host = build_transforms(16, 3, train=True, re_prob=0.25)  # the workers' erasing: the device's is the same kind
+    erasing = [t for t in host.transforms if type(t).__name__ == "RandomErasing"]
+    assert len(erasing) == 1 and (erasing[0].mode, erasing[0].probability) == (norm.erase.mode, 0.25)
     # the timm path (random resized crop, RandAugment) hands over uint8 too, erasing left to the device
     tf = build_transforms(16, 3, train=True, auto_augment="rand-m9-mstd0.5-inc1", re_prob=0.25, on_device=True)
     assert tf(Image.fromarray(batch[0].permute(1, 2, 0).numpy())).dtype == torch.uint8

@@ -4,10 +4,12 @@ learned.
 
 Per spec: parameters and MACs (`vspec.profile`, one sample at the spec's size), inference throughput
 (`throughput`: eval-mode forward of a random batch, no gradients, timed after a warm-up) and the validation metric
-of every seed (top-1 for images, the task's headline metric for text: rt-polarity's accuracy, a GLUE task's; the
-last epoch's, not the best: nothing is selected on the validation split), summarised as its mean, sample standard
-deviation and min-max, and for each spec against the best one Welch's t-test of the difference of the means over
-the seeds (`welch`: is it distinguishable from the seed noise?). Writes OUT/compare.json (every number, each run's
+of every seed (top-1 for images, the task's headline metric for text: rt-polarity's accuracy, a GLUE task's, a
+correlation of constant predictions counted as 0; the last epoch's, not the best: nothing is selected on the
+validation split), summarised as its mean, sample standard deviation and min-max, and for each spec against the
+best one Welch's t-test of the difference of the means over the seeds (`welch`: is it distinguishable from the
+seed noise? The best is picked by its mean, and each other spec tested against it without a correction for the
+number of comparisons: a screen, not a proof). Writes OUT/compare.json (every number, each run's
 record, the command, the data, the recipe, the torch version, the CPU), OUT/compare.png (the metric against MACs,
 one point per spec, its min-max as the error bar, hollow where it is within the noise of the best) and prints
 `table` (markdown). Each run's own folder (checkpoints, metrics, curves) is OUT/runs/NAME-seedS.
@@ -30,6 +32,7 @@ import math
 import os
 import platform
 import shlex
+import shutil
 import statistics
 import sys
 import time
@@ -196,6 +199,7 @@ def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None
     from .train.text import TEXT_DATASETS, headline, text_datasets
 
     if data in TEXT_DATASETS:
+        shutil.rmtree(out / "tokenizer", ignore_errors=True)  # this comparison's own, never an earlier one's
         bodies = [spec for _, spec in specs.values()]
         text = text_datasets(data, task=task, data_dir=data_dir, tokenizer=None, out=out,
                              max_len=min(b.embedder.seq_len for b in bodies),
@@ -237,6 +241,11 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     specs = load_specs(paths, grid, text)
     if match not in (None, "macs", "params"):
         raise ValueError(f"--match: expected macs or params, got {match!r}")
+    if match and grid:  # a grid point re-fitted over its own field would undo the grid
+        searched = {str(v).partition("=")[0] for v in (vary or ["dim", "depth"])}
+        if searched & set(grid):
+            raise ValueError(f"--grid {', '.join(sorted(searched & set(grid)))} is also what --match varies "
+                             f"({', '.join(sorted(searched))}): vary other fields (--vary) or grid others")
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device here")
     info = data_info(data, next(iter(specs.values()))[1], data_dir=data_dir, task=task, specs=specs, out=out)
@@ -248,6 +257,9 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     for name, (path, spec) in specs.items():  # at the dataset's classes: the counts the budget compares too
         specs[name] = (path, attrs.evolve(spec, num_classes=classes))
     reference = attrs.evolve(load_spec(to), num_classes=classes) if to is not None else None
+    if reference is not None and reference.embedder.text != text:
+        raise ValueError(f"--to {to}: a {'text body' if reference.embedder.text else 'image model'}; the compared "
+                         f"specs are {'text bodies' if text else 'image models'}")
     matched = match_budget(specs, match, reference, vary, tolerance, say) if match else None
     for name, (path, spec) in specs.items():  # every spec's size, before any run
         check_fit(spec, max(recipe.batch_size, THROUGHPUT["batch"]), f"{path}: training it")
@@ -265,8 +277,13 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
                                     out=out / "runs" / f"{name}-seed{seed}", seed=seed, device=device,
                                     log_every=10**9, overwrite=True, task=task,  # one progress line per epoch
                                     tokenizer=info.get("tokenizer")))
-        runs.setdefault(name, []).append({"seed": seed, **final})
-        return final[metric]
+        score = final[metric]
+        if not math.isfinite(score):  # Pearson / Spearman of constant predictions: no correlation
+            say(f"note: {name} seed {seed}: {metric} is {score} (constant predictions); counted as 0")
+            score = 0.0
+        runs.setdefault(name, []).append({"seed": seed, **{k: v if not isinstance(v, float) or math.isfinite(v)
+                                                           else None for k, v in final.items()}})
+        return score
 
     runs: dict[str, list[dict[str, Any]]] = {}
     scores = train_seeds(list(specs), seeds, train, say)

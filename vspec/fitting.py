@@ -129,7 +129,7 @@ def _default_values(key: str, current: Any) -> list[Any]:
         return [round(current * f / 8, 10) for f in range(4, 17)]
     if key.split(".")[-1].endswith("dim"):
         lo = max(DIM_STEP, (current // 2) // DIM_STEP * DIM_STEP)
-        return list(range(lo, 2 * current + 1, DIM_STEP))
+        return sorted({*range(lo, 2 * current + 1, DIM_STEP), current})  # the current width too, off the step
     return list(range(1 if key.split(".")[-1] == "depth" else max(1, current // 2), 2 * current + 1))
 
 
@@ -139,6 +139,8 @@ def axes(spec: Model, vary: Sequence[str]) -> dict[str, list[Any]]:
     for item in vary:
         key, _, text = str(item).partition("=")
         key = key.strip()
+        if key in out:
+            raise FitError(f"--vary {key}: given twice")
         current = _field(spec, key)
         values = _parse_values(key, text, current) if text else _default_values(key, current)
         if not values:
@@ -194,17 +196,16 @@ def fit(spec: Model | str | Path, *, macs: float | str | None = None, params: fl
     for name, value in (("params", params), ("macs", macs)):
         if value is not None:
             target[name] = parse_amount(value) if isinstance(value, str) else float(value)
-            if target[name] <= 0:
-                raise FitError(f"{name}: must be > 0, got {value!r}")
+            if not (math.isfinite(target[name]) and target[name] > 0):
+                raise FitError(f"{name}: must be finite and > 0, got {value!r}")
     if not target:
         raise FitError("no target: give macs=, params= or like=SPEC")
     grid = axes(spec, list(vary) if vary else default_vary(spec))
     original_values = {k: _field(spec, k) for k in grid}
-    t0 = time.perf_counter()
-    p0, m0 = _counts(spec, cache)
+    p0, m0 = _counts(spec, cache)  # first: torch's start-up in a fresh process is not the search's
     original = Candidate(original_values, p0, m0, _deviation(p0, m0, target))
     found: list[tuple[Candidate, Model]] = []
-    tried = 0
+    tried, t0 = 0, time.perf_counter()
     for combo in itertools.product(*grid.values()):
         tried += 1
         values = dict(zip(grid, combo))
@@ -272,9 +273,10 @@ def write(result: FitResult, path: Path, command: str = "") -> None:
     elif suffix == ".toml":
         text = to_toml(result.spec)
     elif suffix == ".py":
-        text = (f'"""{command or "vspec.fit"}: {_values_text(result.best.values)}, {_counts_text(result.best)} '
-                f'({100 * result.best.deviation:+.2f} % from {describe(result.target)})."""\n\n'
-                f"from vspec.spec import from_json\n\nSPEC = from_json(r'''\n{to_json(result.spec)}\n''')\n")
+        about = (f"{command or 'vspec.fit'}: {_values_text(result.best.values)}, {_counts_text(result.best)} "
+                 f"({100 * result.best.deviation:+.2f} % from {describe(result.target)})")
+        text = ("".join(f"# {line}\n" for line in about.splitlines()) + "\nfrom vspec.spec import from_json\n\n"
+                f"SPEC = from_json({to_json(result.spec)!r})\n")
     else:
         raise FitError(f"--out {show(str(path))}: expected a .json, .toml or .py file")
     path.write_text(text)

@@ -65,7 +65,7 @@ def add_parser(sub) -> None:
     c.add_argument("--to", metavar="SPEC", help="--match: the spec whose budget every SPEC is fitted to")
     c.add_argument("--vary", action="append", default=[], metavar="KEY[=VALUES]",
                    help="--match: the fields searched, as vspec fit takes them (default: dim, then depth)")
-    c.add_argument("--tolerance", type=float, default=0.02, metavar="R",
+    c.add_argument("--tolerance", type=float, default=None, metavar="R",
                    help="--match: the largest relative deviation from the budget (default 0.02)")
     c.add_argument("--out-dir", default="runs/compare", metavar="DIR", help="default runs/compare")
     c.add_argument("--overwrite", action="store_true", help="replace an earlier comparison in OUT (refused without)")
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> None:
     out = output_folder("--out-dir", args.out_dir)
     for name in C.FILES:
         output_file("--out-dir", out / name)
-    if not args.overwrite and any((out / p).exists() for p in (*C.FILES, "runs")):
+    if not args.overwrite and any((out / p).exists() for p in (*C.FILES, "runs", "tokenizer")):
         raise UsageError(f"vspec compare: error: --out-dir {printable(str(out))} holds an earlier comparison; "
                          "replace it with --overwrite")
     if args.seed_base + args.seeds > 2**32:
@@ -92,8 +92,9 @@ def run(args: argparse.Namespace) -> None:
     from .fit import vary_items
 
     args.recipe = args.recipe or ("glue" if args.data in TEXT_DATASETS else "compare")
-    if (args.to or args.vary) and not args.match:
-        raise UsageError("vspec compare: error: --to and --vary go with --match macs|params")
+    if (args.to or args.vary or args.tolerance is not None) and not args.match:
+        raise UsageError("vspec compare: error: --to, --vary and --tolerance go with --match macs|params")
+    args.tolerance = 0.02 if args.tolerance is None else args.tolerance
     grid = {}
     for item in args.grid:
         key, eq, values = item.partition("=")

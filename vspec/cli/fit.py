@@ -48,8 +48,14 @@ def parse_target(text: str) -> dict[str, str]:
 
 
 def vary_items(values: list[str]) -> list[str]:
-    """--vary arguments as fit() takes them: 'dim,depth' is two keys; 'dim=192,256' one key with its values."""
-    return [v for item in values for v in ([item] if "=" in item else [k for k in item.split(",") if k])]
+    """--vary arguments as fit() takes them: 'dim,depth' is two keys; 'dim=192,256' one key with its values;
+    'dim,depth=4:12' a bare key and one with values."""
+    out = []
+    for item in values:
+        keys, eq, given = item.partition("=")
+        *bare, last = keys.split(",")
+        out += [k for k in bare if k] + ([f"{last}={given}"] if eq else [last] if last else [])
+    return out
 
 
 def run(args: argparse.Namespace) -> None:

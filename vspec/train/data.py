@@ -211,7 +211,8 @@ def build_transforms(
 class DeviceNormalise:
     """A batch of uint8 images (from `build_transforms(on_device=True)`) on the device, as float32 normalised
     by mean / std (the same (x / 255 - mean) / std as ToTensor + Normalize), channels-last where asked; in
-    training, random erasing with probability `re_prob` there too (timm's RandomErasing, per-pixel noise)."""
+    training, random erasing with probability `re_prob` there too (timm's RandomErasing in the mode the workers'
+    transform uses, create_transform's default: constant zeros in the normalised image)."""
 
     def __init__(self, in_chans: int, device: torch.device, *, re_prob: float = 0.0, channels_last: bool = False,
                  mean=None, std=None):
@@ -223,7 +224,7 @@ class DeviceNormalise:
         if re_prob > 0:
             from timm.data.random_erasing import RandomErasing
 
-            self.erase = RandomErasing(re_prob, mode="pixel", device=device)
+            self.erase = RandomErasing(re_prob, mode="const", device=device)
 
     def __call__(self, images: torch.Tensor, train: bool) -> torch.Tensor:
         images = images.to(self.device, non_blocking=True)

@@ -104,6 +104,8 @@ class ImageTask:
     def __init__(self, cfg, spec, recipe, d, device: torch.device):
         self.cfg, self.spec, self.r, self.d = cfg, spec, recipe, d
         # normalised on the device (timm's prefetcher) on CUDA, or where asked; in the workers otherwise
+        if cfg.normalise_on not in ("auto", "host", "device"):
+            raise ValueError(f"normalise_on: expected auto, host or device, got {cfg.normalise_on!r}")
         on = cfg.normalise_on if cfg.normalise_on != "auto" else ("device" if device.type == "cuda" else "host")
         self.device, self.channels_last = device, device.type == "cuda" and cfg.channels_last
         self.normalise = DeviceNormalise(spec.in_chans, device, re_prob=recipe.re_prob,
