@@ -26,9 +26,9 @@ def add_parser(sub) -> None:
                         "parameters and MACs both")
     f.add_argument("--vary", action="append", default=[], metavar="KEY[=VALUES]",
                    help="a field to search, repeatable: KEY (a range around its value: a *dim half to twice it in "
-                        "steps of 8, an integer 1 or half to twice it, a float half to twice it in eighths), "
-                        "KEY=V1,V2,... or KEY=LOW:HIGH[:STEP]; bare keys may be comma-separated (--vary dim,depth, "
-                        "the default for a one-stage spec)")
+                        "steps of 8 and its own value, an integer 1 or half to twice it, a float half to twice it in "
+                        "eighths), KEY=V1,V2,... or KEY=LOW:HIGH[:STEP]; bare keys may be comma-separated (--vary "
+                        "dim,depth, the default for a one-stage spec)")
     f.add_argument("--tolerance", type=float, default=0.02, metavar="R",
                    help="the largest relative deviation accepted (default 0.02: 2 %%)")
     f.add_argument("--top", type=int, default=10, metavar="N", help="variants shown (default 10)")
