@@ -13,12 +13,12 @@ from torchvision import transforms as T
 from vspec.train.data import (
     DATASETS,
     DataError,
-    DeviceNormalise,
     ResumableSampler,
     build_datasets,
     build_loaders,
     build_transforms,
 )
+from vspec.train.prefetch import DeviceNormalise
 
 MEAN = torch.tensor(IMAGENET_DEFAULT_MEAN).view(3, 1, 1)
 STD = torch.tensor(IMAGENET_DEFAULT_STD).view(3, 1, 1)

@@ -13,7 +13,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from .data import DeviceNormalise, build_datasets, build_transforms, eval_crop_ratio
+from .data import build_datasets, build_transforms, eval_crop_ratio
+from .prefetch import DeviceNormalise
 
 
 # ---------------------------------------------------------------- pieces from timm
