@@ -24,7 +24,7 @@ MSF's attention alone at 3136 tokens (56 x 56, batch 2), vspec's against the rel
                              [--modes infer,train] [--no-compile | --compile-cases A,B] [--compile-modes train]
                              [--repeat 4] [--out DIR]
                                                                         # writes DIR/gpu.json (OUT's default)
-    python benchmarks/gpu.py --table FILE.json                                     # the README's table
+    python benchmarks/gpu.py --table FILE.json                                     # the table of docs/speed.md
 
 `--quick`: every case at depth 1 (one block per stage), batch 2 (text: 2 x 16), 1 round, compiled only deit_small
 and bert_base, on whatever device: a check that every path runs (tests/test_gpu_bench.py runs it on the CPU), not a
@@ -243,7 +243,7 @@ def _line(row: dict) -> str:
 
 
 def table(result: dict) -> str:
-    """The README's table of one device's JSON."""
+    """The table (docs/speed.md) of one device's JSON."""
     lines = [f"{result['device']} (dense bf16 peak used for MFU: "
              f"{'%.0f TFLOP/s' % (result['peak_flops'] / 1e12) if result['peak_flops'] else 'none'}), "
              f"torch {result['torch']}"
@@ -310,7 +310,8 @@ def main(argv=None) -> int:
     ap.add_argument("--compile-modes", default=None, help="the modes also run compiled (default: --modes)")
     ap.add_argument("--repeat", type=int, default=None, help="steps per timed round (default 4 on CUDA, else 1)")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")), help="writes OUT/gpu.json")
-    ap.add_argument("--table", type=Path, metavar="FILE.json", help="print the README table of a result and stop")
+    ap.add_argument("--table", type=Path, metavar="FILE.json",
+                    help="print the docs/speed.md table of a result and stop")
     args = ap.parse_args(argv)
     if args.table:
         print(table(json.loads(args.table.read_text())))

@@ -18,6 +18,7 @@ falls short of the bare step, whether the data is why.
 
 import argparse
 import json
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -82,7 +83,7 @@ def engine(spec, steps: int, batch: int, device: str = "cpu", data: str = "synth
     with tempfile.TemporaryDirectory() as tmp:
         cfg = TrainConfig(spec=spec, recipe=resolve("none", epochs=2, batch_size=batch), data=data,
                           data_dir=str(data_dir) if data_dir else None, out=Path(tmp) / "run",
-                          synthetic_size=batch * steps, device=device, workers=workers, log_every=10**9,
+                          synthetic_size=batch * steps, device=device, workers=workers, log_interval=math.inf,
                           normalise_on=normalise_on)
         run(cfg)
         records = [json.loads(line) for line in (Path(tmp) / "run" / "metrics.jsonl").read_text().splitlines()]

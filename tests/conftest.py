@@ -118,3 +118,18 @@ def check_argument(family: str, label: str, state_dict: dict, config: dict, expe
         assert "\n" not in str(info.value)
     else:
         assert expect(official()[family].spec_of(config))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The documentation's examples: how many blocks ran, how many are marked not run (tests/test_docs.py)."""
+    import sys
+
+    docs = sys.modules.get("test_docs")
+    if docs is None or not docs.COUNTS:
+        return
+    counts = docs.COUNTS
+    marks = {k[len("not run: "):]: v for k, v in counts.items() if k.startswith("not run: ")}
+    terminalreporter.write_line(
+        f"docs examples: run {counts['python']} python and {counts['console']} console blocks "
+        f"({counts['commands']} commands); marked not run {sum(marks.values())}"
+        + (" (" + ", ".join(f"{reason}: {n}" for reason, n in sorted(marks.items())) + ")" if marks else ""))

@@ -140,20 +140,20 @@ def test_console_script_entry_point():
 
 
 def test_readme_swin_example_runs():
-    """The README's stages example: the Swin-T it writes out is specs/swin_tiny.py (but drop_path)."""
-    text = (ROOT / "README.md").read_text()
-    code = text.split("### Stages: hierarchical bodies (Swin)")[1].split("```python")[1].split("```")[0]
+    """The spec page's stages example: the Swin-T it writes out is specs/swin_tiny.py (but drop_path)."""
+    text = (ROOT / "docs/spec.md").read_text()
+    code = text.split("## Stages: hierarchical bodies (Swin)")[1].split("```python")[1].split("```")[0]
     scope: dict = {}
-    exec(compile(code, "README.md", "exec"), scope)
+    exec(compile(code, "docs/spec.md", "exec"), scope)
     assert vspec.override(scope["swin_t"], {"drop_path": 0.2}) == vspec.load_spec(ROOT / "specs/swin_tiny.py")
 
 
 def test_readme_error_examples_are_what_the_command_prints(capsys, tmp_path, monkeypatch):
-    """The README's invalid-spec examples: each `$ vspec ...` line prints exactly the line below it."""
+    """The spec page's invalid-spec examples: each `$ vspec ...` line prints exactly the line below it."""
     import re
     import shlex
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs/spec.md").read_text()
     blocks = [b.split("```")[0] for b in text.split("```console")[1:]]
     files = dict(kv for b in blocks for kv in re.findall(r"^\$ cat (\S+)\n(.+)$", b, re.M))
     examples = [e for b in blocks for e in re.findall(r"^\$ vspec (.+)\n(vspec: error: .+)$", b, re.M)]
@@ -185,9 +185,9 @@ def test_profile_and_build_of_a_hierarchical_body(capsys):
 
 
 def test_readme_layout_table_matches_the_tree():
-    """Every module file of vspec/spec, nn and ops is named in the README's layout table, and every file
+    """Every module file of vspec/spec, nn and ops is named in the design page's layout table, and every file
     the table names exists."""
-    text = (ROOT / "README.md").read_text().split("## Layout")[1]
+    text = (ROOT / "docs/design.md").read_text().split("## Layout")[1]
     for layer in ("spec", "nn", "ops"):
         row = next(line for line in text.splitlines() if line.startswith(f"| `vspec/{layer}/`"))
         named = set(re.findall(r"`(\w+\.py)`", row))

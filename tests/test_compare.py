@@ -1,5 +1,5 @@
 """`vspec compare` (issue 24, item 5; issue 36): a tiny comparison on digits writes its JSON, PNG and table; the
-summary numbers are those of its runs; bad input is one line; README's table is the committed measurement (at
+summary numbers are those of its runs; bad input is one line; The compare page's table is the committed measurement (at
 matched MACs); --grid, --match, text data and Welch's noise test."""
 
 import json
@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from docs_examples import doc
 
 import vspec.cli
 from vspec import compare as C
@@ -156,11 +157,11 @@ def test_an_earlier_comparison_is_kept_unless_overwrite(specs, tmp_path, capsys)
 
 
 def test_readme_shows_the_committed_comparison():
-    """README's table is `table` of docs/compare/compare.json, and its plot is the committed PNG: never typed."""
+    """The compare page's table is `table` of docs/compare/compare.json, its plot the committed PNG: never typed."""
     result = json.loads((MEASURED / "compare.json").read_text())
-    readme = (ROOT / "README.md").read_text()
+    readme = doc("compare")
     assert C.table(result) in readme
-    assert "](docs/compare/compare.png)" in readme and (MEASURED / "compare.png").is_file()
+    assert "](compare/compare.png)" in readme and (MEASURED / "compare.png").is_file()
     assert f"`{result['command']}`" in readme
     assert result["data"]["name"] == "mnist5k" and len(result["seeds"]) == 3 and len(result["specs"]) == 3
     assert result["match"]["what"] == "macs" and "--match macs" in result["command"]

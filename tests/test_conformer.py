@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import FIXTURES, argument_cases, assert_close_to_stored, assert_every_parameter_learns, check_argument
+from docs_examples import doc
 from strategies import _conformer
 
 import vspec
@@ -268,8 +269,8 @@ def preset_profiles():
 
 
 def test_readme_conformer_table_is_measured(preset_profiles):
-    """README's Conformer table: params (M, 3 decimals), conv + linear MACs and all MACs (G, 3 decimals)."""
-    section = (ROOT / "README.md").read_text().split("### Conformer: two branches")[1]
+    """The Conformer page's table: params (M, 3 decimals), conv + linear MACs and all MACs (G, 3 decimals)."""
+    section = doc("families/conformer")
     rows = re.findall(r"^\| (conformer_ti\w*) \| ([\d.]+) M \|[^|]*\| ([\d.]+) G \| ([\d.]+) G \|", section, re.M)
     assert [r[0] for r in rows] == ["conformer_ti", "conformer_ti_sot"]
     for name, params, conv_linear, macs in rows:

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import FIXTURES, argument_cases, assert_close_to_stored, check_argument
+from docs_examples import doc
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -299,7 +300,7 @@ def test_readme_dhvt_table_holds_the_measurement():
     import re
 
     rows = re.findall(r"^\| (dhvt_\w+) \| ([\d.]+) M \| [\d.]+ M \| [\d.]+ M \| ([\d.]+) G \| [\d.]+ G \| [\d.]+ G \| "
-                      r"([\d.]+) G \|$", (ROOT / "README.md").read_text(), re.M)
+                      r"([\d.]+) G \|$", doc("families/dhvt"), re.M)
     assert {r[0] for r in rows} == set(RELEASED)
     for name, params, no_attention, total in rows:
         prof = vspec.profile(vspec.load_spec(ROOT / f"specs/{name}.py"))

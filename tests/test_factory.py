@@ -135,7 +135,7 @@ def test_refusals_are_one_line(tmp_path):
 
 # ---------------------------------------------------------------- features_only
 def test_features_only_isotropic_matches_timm():
-    """The README's example (Factory): out_indices, channels, reductions and map shapes."""
+    """The interop page's example (Factory): out_indices, channels, reductions and map shapes."""
     x = torch.randn(2, 3, 64, 64)
     net = vspec.create_model("deit_tiny", features_only=True, **TINY)
     info = net.feature_info

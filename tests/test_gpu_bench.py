@@ -1,8 +1,8 @@
 """The GPU benchmark and checks run on the CPU (issue 35): benchmarks/gpu.py --quick (every case, both modes,
-eager, and compiled for one image and one text case, MSF's attention race), its README table agreeing with its
+eager, and compiled for one image and one text case, MSF's attention race), its table (docs/speed.md) agreeing with its
 JSON, benchmarks/gpu_checks.py
 (every family's forward and training step, the CPU against itself) and benchmarks/train_overhead.py on synthetic
-data and on generated JPEGs. The committed GPU results (docs/gpu/*.json), where there are any, are the README's
+data and on generated JPEGs. The committed GPU results (docs/gpu/*.json), where there are any, are the speed page's
 tables."""
 
 import json
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import load_benchmark
+from docs_examples import doc
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCED = {"deit_small", "swin_tiny", "t2t_vit_14", "refined_vit_s", "bert_base", "gpt2"}
@@ -50,9 +51,9 @@ def test_gpu_benchmark_quick_runs_every_case_and_its_table_is_its_json(tmp_path)
     assert re.search(r"MSF attention alone, batch 2 x 196 tokens: vspec x[\d.]+", table)
 
 
-def test_committed_gpu_results_are_the_readme_tables():
+def test_committed_gpu_results_are_the_speed_page_tables():
     gpu = load_benchmark("gpu")
-    readme = (ROOT / "README.md").read_text()
+    readme = doc("speed")
     for file in sorted((ROOT / "docs" / "gpu").glob("*.json")):
         assert gpu.table(json.loads(file.read_text())) in readme, file
 

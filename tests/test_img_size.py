@@ -265,12 +265,12 @@ def test_at_twice_the_size_only_the_position_tables_change_shape():
 
 
 def test_readme_table_is_the_measured_run():
-    """README's "New image sizes" table: the rows of docs/img_size/img_size.json (benchmarks/img_size.py's run)."""
+    """docs/interop.md's "New image sizes" table: the rows of docs/img_size/img_size.json (benchmarks/img_size.py)."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     run = json.loads((root / "docs/img_size/img_size.json").read_text())
-    readme = (root / "README.md").read_text()
+    readme = (root / "docs/interop.md").read_text()
     assert run["depth"] == 12 and run["trained_at"] == 32 and run["data"] == "mnist5k"
     assert f"--depth {run['depth']} --epochs {run['epochs']} --batch-size {run['batch_size']}" in readme
     for row in run["rows"]:

@@ -18,6 +18,7 @@ from conftest import (
     check_argument,
     load_benchmark,
 )
+from docs_examples import doc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -274,7 +275,7 @@ def test_the_sdpa_float_mask_path_is_the_explicit_softmax(on):
     assert torch.allclose(got, explicit, atol=1e-6) and not torch.allclose(got, plain, atol=1e-3)
 
 
-# ------------------------------------------------------------------------------------ presets, README
+# ------------------------------------------------------------------------------------ presets, the iRPE page
 def test_presets_sizes_and_coverage():
     k = vspec.profile(vspec.load_spec(ROOT / "specs/deit_tiny_irpe_k.py"))
     deit = vspec.profile(vspec.load_spec(ROOT / "specs/deit_tiny.py"))
@@ -285,8 +286,8 @@ def test_presets_sizes_and_coverage():
 
 
 def test_readme_irpe_table_holds_the_measurement():
-    """README's iRPE table beside SoT Table 5a (7.0 M, 2.3 G for iRPE-K-T + ours)."""
-    text = (ROOT / "README.md").read_text()
+    """The iRPE page's table beside SoT Table 5a (7.0 M, 2.3 G for iRPE-K-T + ours)."""
+    text = doc("families/irpe")
     rows = re.findall(r"^\| (deit_tiny_irpe_k\w*) \| ([\d.]+) M \| ([\d.]+ M|-) \| ([\d.]+) G \| ([\d.]+) G \| "
                       r"([\d.]+ G|-) \|$", text, re.M)
     assert [r[0] for r in rows] == ["deit_tiny_irpe_k", "deit_tiny_irpe_k_sot"]

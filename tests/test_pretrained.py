@@ -17,6 +17,7 @@ import pytest
 import torch
 from caches import hub_put, torch_put
 from conftest import FIXTURES, assert_close_to_stored, load_benchmark, perturbed
+from docs_examples import doc
 
 import vspec
 from vspec import pretrained as P
@@ -492,7 +493,7 @@ def test_vspec_weights_build_and_train_with_pretrained(caches, tmp_path):
     assert "note: --pretrained: https://huggingface.co/timm/deit_tiny_patch16_224.fb_in1k" in trained.stderr
 
 
-def test_the_readme_table_is_the_entries():
+def test_the_weights_page_table_is_the_entries():
     from vspec.cli.weights import markdown_table, rows
 
-    assert markdown_table(rows()) in (ROOT / "README.md").read_text()
+    assert markdown_table(rows()) in doc("weights")

@@ -7,6 +7,7 @@ import attrs
 import pytest
 import torch
 from conftest import FIXTURES, argument_cases, assert_close_to_stored, check_argument
+from docs_examples import doc
 
 import vspec
 import vspec.models.sot.convert
@@ -85,7 +86,7 @@ def test_unused_class_token_classifier_is_reported():
     with pytest.warns(vspec.convert.ConversionNote, match=r"classifier.cls_fc \(490 parameters\) .* never used"):
         from_official("sot", data["state_dict"], data["config"])
     tiny = vspec.load_spec(ROOT / "specs/sot_tiny.py")
-    assert tiny.dim * 1000 + 1000 == 241_000 and "241,000 parameters in SoT-Tiny" in (ROOT / "README.md").read_text()
+    assert tiny.dim * 1000 + 1000 == 241_000 and "241,000 parameters in SoT-Tiny" in doc("families/sot")
 
 
 @pytest.mark.parametrize("changes,needle", [
@@ -241,7 +242,7 @@ def test_both_dense_layouts_and_their_counts():
     seven = vspec.models.sot.convert.SOT.spec_of(config)
     assert seven == vspec.load_spec(ROOT / "specs/sot_7layer.py")
     assert vspec.profile(seven).params_trainable == 5_387_782
-    readme = (ROOT / "README.md").read_text()
+    readme = doc("families/sot")
     assert all(f in readme for f in ("5,387,782", "7,989,982", "7,983,550", "3,136 word tokens"))
 
 
@@ -436,10 +437,10 @@ def test_token_embeddings_grid(block, downsample_last):
 
 
 def test_readme_sot_table_and_the_7_7m_note():
-    """The README's SoT table holds vspec's measured figures; the m = n = 12 remark is measured too."""
+    """The SoT page's table holds vspec's measured figures; the m = n = 12 remark is measured too."""
     import re
 
-    text = (ROOT / "README.md").read_text()
+    text = doc("families/sot")
     rows = re.findall(r"^\| (sot_\w+) \| ([\d.]+) M \| [\d.]+ M \| [\d.]+ M \| ([\d.]+) G \| [\d.]+ G \| "
                       r"([\d.]+) G \|$",
                       text, re.M)
@@ -454,11 +455,11 @@ def test_readme_sot_table_and_the_7_7m_note():
 
 
 def test_sot_head_on_swin_table_holds_the_measurement():
-    """README: SoT's head on Swin (MGCrP in place of GAP, or sum fusion with the mean token as z0) beside
+    """The SoT page: SoT's head on Swin (MGCrP in place of GAP, or sum fusion with the mean token as z0) beside
     SoT Table 5; Swin-B's count is the paper's 95.9 M."""
     import re
 
-    text = (ROOT / "README.md").read_text()
+    text = doc("families/sot")
     rows = re.findall(r"^\| (swin_\w+_sot)(, sum \+ mean token)? \| ([\d.]+) M \| [\d.]+ M \| ([\d.]+) G \| "
                       r"([\d.]+) G \| [\d.]+ G \|$", text, re.M)
     assert len(rows) == 4

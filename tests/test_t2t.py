@@ -18,6 +18,7 @@ from conftest import (
     check_argument,
     load_benchmark,
 )
+from docs_examples import doc
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -219,8 +220,8 @@ def test_the_t2t_module_composes_with_other_kinds(case):
 
 
 def test_readme_t2t_table_holds_the_measurement():
-    """The README's T2T / SoT table: vspec's trainable and released-convention counts and MACs, measured."""
-    text = (ROOT / "README.md").read_text()
+    """The T2T page's table: vspec's trainable and released-convention counts and MACs, measured."""
+    text = doc("families/t2t")
     rows = re.findall(r"^\| (t2t_vit_\w+) \| ([\d.]+) M \| ([\d.]+) M \| [\d.–-]+ M \| ([\d.]+) G \| ([\d.]+) G \|",
                       text, re.M)
     assert {r[0] for r in rows} == {"t2t_vit_7", "t2t_vit_12", "t2t_vit_14", "t2t_vit_24", "t2t_vit_12_sot",
@@ -234,9 +235,9 @@ def test_readme_t2t_table_holds_the_measurement():
 
 
 def test_readme_t2t_head_sizes():
-    """The README's reasons for each head size: 6 x 36 x 36 on T2T-ViT-24 is Table 5c's 72.1 M; on T2T-ViT-14,
+    """The T2T page's reasons for each head size: 6 x 36 x 36 on T2T-ViT-24 is Table 5c's 72.1 M; on T2T-ViT-14,
     21 x 21 and 22 x 22 straddle 24.4 M; the head's MACs on T2T-ViT-12 / 14 / 24."""
-    text = (ROOT / "README.md").read_text()
+    text = doc("families/t2t")
 
     def released(spec):
         model = vspec.build(spec, "meta")

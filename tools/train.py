@@ -1,6 +1,6 @@
 """Train a vspec spec: `python tools/train.py SPEC --data digits --out runs/x` (see --help).
 
-Several GPUs or machines: `torchrun --nproc_per_node=N tools/train.py ...` (see the README)."""
+Several GPUs or machines: `torchrun --nproc_per_node=N tools/train.py ...` (docs/training.md)."""
 
 import sys
 

@@ -275,7 +275,7 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
         with contextlib.redirect_stdout(sys.stderr):  # the engine's closing line too: stdout is the table's
             final = run(TrainConfig(spec=specs[name][1], recipe=recipe, data=data, data_dir=data_dir,
                                     out=out / "runs" / f"{name}-seed{seed}", seed=seed, device=device,
-                                    log_every=10**9, overwrite=True, task=task,  # one progress line per epoch
+                                    log_interval=math.inf, overwrite=True, task=task,  # one progress line per epoch
                                     tokenizer=info.get("tokenizer")))
         score = final[metric]
         if not math.isfinite(score):  # Pearson / Spearman of constant predictions: no correlation

@@ -97,6 +97,9 @@ def train_parser(prog: str = "train.py") -> argparse.ArgumentParser:
                         "the CPU")
     s.add_argument("--compile", action="store_true", help="torch.compile the model")
     s.add_argument("--max-steps", type=int, help="stop after N optimizer steps (smoke tests, benchmarks)")
+    s.add_argument("--log-interval", type=float, default=30.0, metavar="SECONDS",
+                   help="when the output is not a terminal (CI logs, redirected runs): a progress line every SECONDS "
+                        "(default 30) and one at the end of each epoch; a terminal redraws one line in place")
     return p
 
 
@@ -109,7 +112,8 @@ DATA_RANGES = {"workers": ">= 0", "synthetic_size": "> 0", "seed": "in [0, 2**32
 TRAIN_RANGES = {**DATA_RANGES, "epochs": EPOCHS, "batch_size": "> 0", "lr": "> 0", "weight_decay": ">= 0",
                 "warmup_epochs": WARMUP, "min_lr": ">= 0", "drop_path": "in [0, 1)", "mixup": ">= 0",
                 "cutmix": ">= 0", "smoothing": "in [0, 1)", "re_prob": "in [0, 1]", "ema_decay": "in [0, 1)",
-                "clip_grad": ">= 0", "accum_steps": "> 0", "max_steps": "> 0"}
+                "clip_grad": ">= 0", "accum_steps": "> 0", "max_steps": "> 0",
+                "log_interval": "> 0"}
 EVAL_RANGES = {**DATA_RANGES, "batch_size": "> 0", "crop_ratio": "> 0", "img_size": "> 0"}
 
 
@@ -158,8 +162,8 @@ def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
     return TrainConfig(spec=spec, recipe=recipe, data=args.data, data_dir=args.data_dir, download=args.download,
                        out=args.out, resume=args.resume, seed=args.seed, workers=args.workers, device=args.device,
                        precision=args.precision, normalise_on=args.normalise_on, compile=args.compile,
-                       accum_steps=args.accum_steps,
-                       max_steps=args.max_steps, synthetic_size=args.synthetic_size, overwrite=args.overwrite,
+                       accum_steps=args.accum_steps, max_steps=args.max_steps, log_interval=args.log_interval,
+                       synthetic_size=args.synthetic_size, overwrite=args.overwrite,
                        task=args.task, tokenizer=tokenizer, max_len=args.max_len, init=args.init,
                        save_format=args.save_format,
                        pretrained=(str(source), args.pretrained) if args.pretrained else None)

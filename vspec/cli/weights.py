@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
                                                     "ecosystem's (Hugging Face's, torch hub's). Reads no network.")
     w.add_argument("names", nargs="*", metavar="PRESET", help="only these presets (default: every one)")
     w.add_argument("--markdown", action="store_true",
-                   help="print the README's table (preset, tag, source, params, score, licence) as Markdown")
+                   help="print the table of docs/weights.md (preset, tag, source, params, score, licence) as Markdown")
 
 
 def source_text(source, markdown: bool = False) -> str:
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def markdown_table(entries: list[tuple[str, str, object]]) -> str:
-    """The README's table of published weights."""
+    """The table of published weights (docs/weights.md)."""
     lines = ["| preset | tag | source | params | reported score | licence |", "|---|---|---|---|---|---|"]
     for name, tag, entry in entries:
         lines.append(f"| {name} | {tag} | {source_text(entry.source, markdown=True)} | {_millions(entry.params)} | "

@@ -1,4 +1,4 @@
-"""The model assembled from a Model spec: blocks, stages and the vision transformer, with timm's model
+"""The model assembled from a Model spec: blocks, stages and the transformer (images or text), with timm's model
 API (including its feature API) and the layout that the profiler and the CLI read."""
 
 from collections.abc import Hashable, Sequence

@@ -91,7 +91,7 @@ SHORTHAND = ("block", "depth", "dim")
 
 @frozen(init=False)
 class Model:
-    """A vision transformer: embedder -> [class token] -> + position embedding -> stages -> final norm
+    """A transformer for images or text: embedder -> [class token] -> + position embedding -> stages -> final norm
     -> head.
 
     A one-stage (isotropic) model is written with the shorthand `block`, `depth`, `dim` (the stage's

@@ -58,7 +58,7 @@ class TrainConfig:
     normalise_on: str = "auto"
     synthetic_size: int = 1024
     max_steps: int | None = None  # stop after this many optimizer steps (benchmarks, smoke tests)
-    log_every: int = 0  # progress lines when not on a TTY: every N steps (0: ~10 per epoch)
+    log_interval: float = 30.0  # progress when not on a TTY: a line every this many seconds, and one per epoch end
     overwrite: bool = False  # a fresh run may replace the files of an earlier run in `out`
     # text bodies (vspec/train/text.py): the GLUE task, the tokenizer folder (None: WordPiece trained into
     # out/tokenizer), the longest sequence (None: the spec's seq_len), a Hugging Face checkpoint folder whose
@@ -332,7 +332,7 @@ class Training:
         """One epoch (or its rest, after a mid-epoch resume), until its end, a signal or --max-steps."""
         skip = self.start_epoch_data(epoch)
         progress = Progress(skip + len(self.train_loader), f"epoch {epoch + 1}/{self.r.epochs}", enabled=self.d.main,
-                            every=self.cfg.log_every, unit=self.task.unit)
+                            interval=self.cfg.log_interval, unit=self.task.unit)
         stats = EpochStats(time.perf_counter(), batches_done=skip)
         if skip and self.ckpt is not None:
             stats.loss_sum, stats.loss_n = self.ckpt.get("epoch_loss", (0.0, 0))

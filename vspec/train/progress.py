@@ -1,17 +1,22 @@
-"""A one-line progress bar (loss, lr, images/s or samples/s: `unit`, ETA) for rank 0: redrawn in place on a terminal,
-printed every `every` steps (default: about ten times an epoch) when the output is a file."""
+"""A one-line progress bar (loss, lr, images/s or samples/s: `unit`, ETA) for rank 0. On a terminal it is redrawn in
+place (at most `redraw` times a second); when the output is a file or a pipe (CI logs, redirected runs) a line is
+printed every `interval` seconds and one at the end, never a line per update."""
 
 import sys
 import time
 
 
 class Progress:
-    def __init__(self, total: int, desc: str, enabled: bool = True, every: int = 0, stream=None, unit: str = "img"):
-        self.total, self.desc, self.enabled, self.unit = total, desc, enabled, unit
+    def __init__(self, total: int, desc: str, enabled: bool = True, interval: float = 30.0, stream=None,
+                 unit: str = "img", redraw: float = 10.0, clock=time.perf_counter):
+        if not interval > 0:
+            raise ValueError(f"interval: must be > 0 seconds, got {interval}")
+        self.total, self.desc, self.enabled, self.unit, self.clock = total, desc, enabled, unit, clock
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
-        self.every = every or max(1, total // 10)
-        self.start = time.perf_counter()
+        self.interval = 1.0 / redraw if self.tty else interval
+        self.start = self.clock()
+        self.last = self.start  # when the last line was written (the first after `interval`)
         self.first = None
         self.line = ""
 
@@ -20,9 +25,11 @@ class Progress:
             return
         if self.first is None:
             self.first = done - 1  # a resumed epoch starts part-way
-        if not self.tty and done % self.every and done != self.total:
+        now = self.clock()
+        if now - self.last < self.interval and done != self.total:
             return
-        elapsed = time.perf_counter() - self.start
+        self.last = now
+        elapsed = now - self.start
         rate = (done - self.first) / elapsed if elapsed > 0 else 0.0
         eta = (self.total - done) / rate if rate > 0 else 0.0
         width = 20

@@ -1,0 +1,116 @@
+"""The generated pages of the documentation site: the CLI reference (every parser's help, as argparse prints it)
+and the API reference (every public function and class with its signature and docstring). `mkdocs build` runs
+this file as a hook (mkdocs.yml: `hooks`), so the pages are made from the code at each build and never committed;
+`python tools/docs_reference.py cli|api` prints one."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import os
+import sys
+
+# The API reference: (module, names) in page order; None takes the module's __all__, else its public names
+# defined in it. The spec classes are grouped by the module that defines them (the core's, then each family's).
+API = [
+    ("vspec", ["build", "profile", "Profile", "load", "save", "create_model", "save_pretrained", "from_pretrained",
+               "fit", "example_input", "fast_paths", "register_family"]),
+    ("vspec.spec", ["load_spec", "override", "parse_assignment", "to_json", "from_json", "to_toml", "from_toml",
+                    "to_dict", "from_dict", "layout", "conv_layout", "SpecError", "MemoryBudgetError"]),
+    ("vspec.factory", ["FeatureModel", "register_timm"]),
+    ("vspec.fitting", ["FitResult", "FitError"]),
+    ("vspec.compare", None),
+    ("vspec.convert", None),
+    ("vspec.resample", None),
+    ("vspec.pretrained", None),
+    ("vspec.export", None),
+    ("vspec.analysis", None),
+    ("vspec.train.engine", ["TrainConfig", "run"]),
+]
+SPEC_CLASSES = "vspec.spec"  # every class in its __all__, grouped by defining module
+
+
+def cli_reference() -> str:
+    """Markdown: `vspec --help`, then each subcommand's help (train and eval: tools/train.py's and eval.py's)."""
+    from vspec import cli
+    from vspec.cli.eval import eval_parser
+    from vspec.cli.train import train_parser
+
+    os.environ["COLUMNS"] = "100"  # argparse wraps at the terminal's width: one width for the page
+    top = cli.parser()
+    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    parsers = {name: sub.choices[name] for name in cli.COMMANDS}
+    parsers["train"], parsers["eval"] = train_parser("vspec train"), eval_parser("vspec eval")
+    out = ["# CLI reference", "",
+           "Generated from the command's own parsers at each build (`tools/docs_reference.py`); the same text as "
+           "`vspec COMMAND --help`. A guide to the command: [The vspec command](../commands.md).", "",
+           "## vspec", "", "```text", top.format_help().rstrip(), "```", ""]
+    for name, p in parsers.items():
+        out += [f"## vspec {name}", "", "```text", p.format_help().rstrip(), "```", ""]
+    return "\n".join(out)
+
+
+def _public(module) -> list[str]:
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [n for n, v in vars(module).items() if not n.startswith("_") and (inspect.isfunction(v) or
+                 inspect.isclass(v)) and getattr(v, "__module__", None) == module.__name__]
+    return list(names)
+
+
+def _entry(name: str, obj) -> list[str]:
+    try:
+        sig = str(inspect.signature(obj))
+    except (TypeError, ValueError):
+        sig = ""
+    kind = "class" if inspect.isclass(obj) else "def" if callable(obj) else ""
+    doc = inspect.getdoc(obj) if callable(obj) else None
+    head = f"{kind} {name}{sig}" if kind else f"{name} = {obj!r}"
+    return [f"### `{name}`", "", "```python", head, "```", "", doc or "", ""]
+
+
+def api_entries() -> dict[str, dict[str, object]]:
+    """{section: {name: object}} in page order: the modules of API, then the spec classes by defining module."""
+    sections: dict[str, dict[str, object]] = {}
+    for modname, names in API:
+        module = importlib.import_module(modname)
+        sections[modname] = {n: getattr(module, n) for n in (names or _public(module))}
+    spec = importlib.import_module(SPEC_CLASSES)
+    for n in spec.__all__:
+        obj = getattr(spec, n)
+        if inspect.isclass(obj) and not issubclass(obj, Exception):
+            sections.setdefault(f"spec classes: {obj.__module__}", {})[n] = obj
+    return sections
+
+
+def api_reference() -> str:
+    out = ["# API reference", "",
+           "Generated from the docstrings at each build (`tools/docs_reference.py`). `import vspec` gives the spec "
+           "language (torch-free) and, imported when first used, the functions that build, profile, load and "
+           "train; the spec classes follow, grouped by the module (the core's, then each family's) that defines "
+           "them.", ""]
+    for section, entries in api_entries().items():
+        out += [f"## {section}", ""]
+        module = sys.modules.get(section)
+        if module is not None and module.__doc__:
+            out += [inspect.cleandoc(module.__doc__), ""]
+        for name, obj in entries.items():
+            out += _entry(name, obj)
+    return "\n".join(out)
+
+
+def on_files(files, config):
+    """mkdocs hook: add the two generated pages to the site."""
+    from mkdocs.structure.files import File
+
+    for uri, text in (("reference/cli.md", cli_reference()), ("reference/api.md", api_reference())):
+        files.append(File.generated(config, uri, content=text))
+    return files
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
+    if what not in ("cli", "api"):
+        sys.exit("usage: python tools/docs_reference.py cli|api")
+    print(cli_reference() if what == "cli" else api_reference())
