@@ -12,11 +12,14 @@ The two models run back to back in every round (order alternating), so that drif
 speed hit both; images/s are medians over rounds, the ratio is the median of the rounds' ratios.
 
     python benchmarks/models.py [--models deit_tiny swin_tiny t2t_vit_14 deit_tiny_irpe_k] [--batch-size N]
-                                [--rounds 15] [--threads N]
+                                [--rounds 15] [--threads N] [--json FILE]
+    python benchmarks/models.py --table FILE.json    # the table of docs/speed.md (benchmarks/text.py's too)
 """
 
 import argparse
 import importlib.util
+import json
+import os
 import platform
 import statistics
 import time
@@ -96,7 +99,7 @@ def race(models: dict[str, torch.nn.Module], step, x: torch.Tensor, rounds: int)
     return times
 
 
-def compare(name: str, batch_size: int, rounds: int) -> None:
+def compare(name: str, batch_size: int, rounds: int) -> list[dict]:
     ref_name, default_batch = PAIRS[name]
     batch = batch_size or default_batch
     torch.manual_seed(0)
@@ -108,6 +111,7 @@ def compare(name: str, batch_size: int, rounds: int) -> None:
         diff = (ref.eval()(x[:2]) - ours.eval()(x[:2])).abs().max().item()
     print(f"{name} vs {ref_name}: {macs / 1e9:.4f} GMACs per image (fvcore); same weights, "
           f"max |logit diff| {diff:.1e}; batch {batch}, 224 px, {rounds} rounds")
+    rows = []
     for label, step, train, flop_factor in (
         ("forward", forward, False, 2),
         ("forward+backward", forward_backward, True, 6),
@@ -125,6 +129,54 @@ def compare(name: str, batch_size: int, rounds: int) -> None:
             f"ratio vspec/{short} {statistics.median(ratios):.3f} "
             f"(median of rounds; range {ratios[0]:.3f}-{ratios[-1]:.3f})"
         )
+        rows.append(row(name, ref_name, f"batch {batch}, 224 px", label, "img/s", ips["ref"], ips["vspec"], ratios))
+    return rows
+
+
+def row(model, reference, inputs, mode, unit, ref_rate, vspec_rate, ratios) -> dict:
+    """One line of the JSON and of the table: a model against its reference in one mode."""
+    return {"model": model, "reference": reference, "inputs": inputs, "mode": mode, "unit": unit,
+            "reference_rate": ref_rate, "vspec_rate": vspec_rate, "ratio": statistics.median(ratios),
+            "ratio_min": min(ratios), "ratio_max": max(ratios), "rounds": len(ratios)}
+
+
+def cpu_name() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    names = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")]
+    return names[0] if names else platform.machine()
+
+
+def machine(extra: dict) -> dict:
+    """What the figures were measured on."""
+    return {"machine": f"{cpu_name()}, {os.cpu_count()} cores", "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(), **extra}
+
+
+def table(result: dict) -> str:
+    """docs/speed.md's table of one result (benchmarks/models.py's or benchmarks/text.py's --json)."""
+    lines = ["| model | against | inputs | mode | reference | vspec | vspec / reference, median [range] |",
+             "|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        lines.append(f"| {r['model']} | {r['reference']} | {r['inputs']} | {r['mode']} | "
+                     f"{r['reference_rate']:.1f} {r['unit']} | {r['vspec_rate']:.1f} {r['unit']} | "
+                     f"{r['ratio']:.3f} [{r['ratio_min']:.3f}-{r['ratio_max']:.3f}] |")
+    m = result["machine"]
+    lines.append("")
+    lines.append(f"{m['machine']}, {m['threads']} torch threads, CPU capability {m['cpu_capability']}, torch "
+                 f"{m['torch']}" + "".join(f", {k} {v}" for k, v in m.items()
+                                           if k not in ("machine", "threads", "cpu_capability", "torch"))
+                 + f"; {result['rows'][0]['rounds']} paired rounds.")
+    return "\n".join(lines)
+
+
+def write(path: Path | None, result: dict) -> None:
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {path}")
 
 
 def main() -> None:
@@ -134,7 +186,12 @@ def main() -> None:
                     help="default: 32 for deit_tiny and deit_tiny_irpe_k, 16 for swin_tiny and t2t_vit_14")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    ap.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON (docs/cpu/)")
+    ap.add_argument("--table", type=Path, metavar="FILE.json", help="print the docs/speed.md table of a result; stop")
     args = ap.parse_args()
+    if args.table:
+        print(table(json.loads(args.table.read_text())))
+        return
     if args.threads:
         torch.set_num_threads(args.threads)
     print(
@@ -142,9 +199,11 @@ def main() -> None:
         f"torch {torch.__version__}, timm {timm.__version__}, "
         f"CPU capability {torch.backends.cpu.get_cpu_capability()}"
     )
-    print(f"fp32 matmul (2048^3): {matmul_gflops():.1f} GFLOP/s")
-    for name in args.models:
-        compare(name, args.batch_size, args.rounds)
+    gflops = matmul_gflops()
+    print(f"fp32 matmul (2048^3): {gflops:.1f} GFLOP/s")
+    rows = [r for name in args.models for r in compare(name, args.batch_size, args.rounds)]
+    write(args.json, {"machine": machine({"timm": timm.__version__, "fp32 matmul GFLOP/s": round(gflops, 1)}),
+                      "rows": rows})
 
 
 if __name__ == "__main__":

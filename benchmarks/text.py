@@ -6,7 +6,7 @@ sum as the loss) through both; within each round the two run back to back, order
 sequences/s (medians over rounds) and the ratio vspec / HF in speed (> 1: vspec is faster), the median of the
 rounds' ratios with its range.
 
-    python benchmarks/text.py [--batch-size 16] [--seq-len 128] [--rounds 15] [--threads N]
+    python benchmarks/text.py [--batch-size 16] [--seq-len 128] [--rounds 15] [--threads N] [--json FILE]
 """
 
 import argparse
@@ -24,7 +24,7 @@ from vspec.convert.hf import from_hf, spec_from_hf
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from models import race  # noqa: E402 - the paired rounds, shared with benchmarks/models.py
+from models import machine, race, row, write  # noqa: E402 - the paired rounds and the JSON of benchmarks/models.py
 
 
 def hf_bert() -> transformers.BertModel:
@@ -54,6 +54,7 @@ def main() -> None:
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    ap.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON (docs/cpu/)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -81,6 +82,8 @@ def main() -> None:
         model.zero_grad(set_to_none=True)
         pooled(model, x).sum().backward()
 
+    rows = []
+    real = f"{args.batch_size} x {args.seq_len} tokens, {inputs['attention_mask'].float().mean():.0%} real"
     for label, step, train in (("forward", forward, False), ("forward+backward", forward_backward, True)):
         for m in (ref, ours):
             m.train(train)
@@ -89,6 +92,8 @@ def main() -> None:
         ratios = sorted(a / b for a, b in zip(t["hf"], t["vspec"]))  # per round: vspec speed / HF speed
         print(f"  {label:17s} HF {per_s['hf']:6.2f} seq/s  vspec {per_s['vspec']:6.2f} seq/s  ratio vspec/HF "
               f"{statistics.median(ratios):.3f} (median of rounds; range {ratios[0]:.3f}-{ratios[-1]:.3f})")
+        rows.append(row("bert_base", "HF BertModel (SDPA)", real, label, "seq/s", per_s["hf"], per_s["vspec"], ratios))
+    write(args.json, {"machine": machine({"transformers": transformers.__version__}), "rows": rows})
 
 
 if __name__ == "__main__":

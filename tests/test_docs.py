@@ -79,3 +79,17 @@ def test_the_command_and_the_package_say_vision_and_language():
     import vspec
 
     assert "for vision and language" in vspec.__doc__.splitlines()[0]
+
+
+def test_every_name_of_the_api_reference_has_a_docstring():
+    import inspect
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from docs_reference import api_entries
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    entries = [(section, name, obj) for section, names in api_entries().items() for name, obj in names.items()]
+    assert len(entries) > 150
+    assert [(s, n) for s, n, obj in entries if callable(obj) and not inspect.getdoc(obj)] == []

@@ -90,6 +90,8 @@ def feature_norms(model: nn.Module, x: torch.Tensor) -> list[float]:
 
 
 def analyze(model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
+    """MSF's analyses of a model on a batch `x`: the projection roles' subspace similarity per layer (Eq. 13)
+    and the feature norms per layer."""
     return {"layers": similarities(model), "feature_norms": feature_norms(model, x)}
 
 

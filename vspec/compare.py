@@ -393,4 +393,5 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
 
 def say_err(line: str) -> None:
+    """A progress line on stderr, flushed at once."""
     print(line, file=sys.stderr, flush=True)

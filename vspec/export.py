@@ -47,6 +47,7 @@ class Checked:
 
 
 def input_names(model: nn.Module) -> list[str]:
+    """The exported graph's input names: `pixel_values`, or `input_ids` and `attention_mask`."""
     return list(model.inputs.names)
 
 

@@ -184,6 +184,7 @@ def fetch(name: str, tag: str, entry: Weights) -> dict[str, Path]:
 
 
 def sha256(path: Path) -> str:
+    """The file's sha256 (hex), read in 16 MiB chunks."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 24):

@@ -194,6 +194,7 @@ converter.register_unstructure_hook(tuple, lambda t: [converter.unstructure(v) f
 
 
 def to_dict(spec: Any) -> dict[str, Any]:
+    """The spec as plain data: every component a table with its `kind` tag, a Model with its format `version`."""
     return converter.unstructure(spec)
 
 
@@ -205,6 +206,7 @@ def from_dict(data: Any, cls: type = Model) -> Any:
 
 
 def to_json(spec: Any, indent: int | None = 2) -> str:
+    """The spec as JSON (`to_dict`'s data); `from_json` reads it back as the same spec."""
     return json.dumps(to_dict(spec), indent=indent)
 
 
@@ -226,6 +228,7 @@ def _parsed(parse: Any, text: str, errors: tuple[type[Exception], ...], cls: typ
 
 
 def from_json(text: str, cls: type = Model) -> Any:
+    """A spec from JSON: validated, earlier format versions upgraded; a bad file is one `SpecError` line."""
     return _parsed(json.loads, text, (json.JSONDecodeError,), cls, "JSON")
 
 
@@ -238,10 +241,12 @@ def _drop_none(value: Any) -> Any:
 
 
 def to_toml(spec: Any) -> str:
+    """The spec as TOML (unset optional fields left out); `from_toml` reads it back as the same spec."""
     import tomli_w
 
     return tomli_w.dumps(_drop_none(to_dict(spec)))
 
 
 def from_toml(text: str, cls: type = Model) -> Any:
+    """A spec from TOML: validated, earlier format versions upgraded; a bad file is one `SpecError` line."""
     return _parsed(tomllib.loads, text, (tomllib.TOMLDecodeError,), cls, "TOML")
