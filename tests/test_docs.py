@@ -93,3 +93,33 @@ def test_every_name_of_the_api_reference_has_a_docstring():
     entries = [(section, name, obj) for section, names in api_entries().items() for name, obj in names.items()]
     assert len(entries) > 150
     assert [(s, n) for s, n, obj in entries if callable(obj) and not inspect.getdoc(obj)] == []
+
+
+def test_the_speed_page_cpu_tables_are_the_committed_runs():
+    """docs/speed.md's CPU tables are `benchmarks/models.py --table` of docs/cpu/*.json: measured, never typed."""
+    import json
+
+    from conftest import load_benchmark
+
+    models = load_benchmark("models")
+    speed = (ROOT / "docs" / "speed.md").read_text()
+    files = sorted((ROOT / "docs" / "cpu").glob("*.json"))
+    assert [f.stem for f in files] == ["models", "text"]
+    for file in files:
+        result = json.loads(file.read_text())
+        assert models.table(result) in speed, file
+        assert all(r["ratio_min"] <= r["ratio"] <= r["ratio_max"] for r in result["rows"])
+    assert {r["model"] for f in files for r in json.loads(f.read_text())["rows"]} == {
+        "deit_tiny", "swin_tiny", "t2t_vit_14", "deit_tiny_irpe_k", "bert_base"}
+
+
+def test_the_cpu_benchmark_rows_are_its_rounds():
+    from conftest import load_benchmark
+
+    models = load_benchmark("models")
+    rows = models.compare("deit_tiny", 1, 3)
+    assert [r["mode"] for r in rows] == ["forward", "forward+backward"]
+    for r in rows:
+        assert r["rounds"] == 3 and r["ratio_min"] <= r["ratio"] <= r["ratio_max"] and r["vspec_rate"] > 0
+    table = models.table({"machine": models.machine({}), "rows": rows})
+    assert table.count("| deit_tiny | timm vit_tiny_patch16_224 | batch 1, 224 px |") == 2
