@@ -7,7 +7,7 @@
 #   5. the whole loop against the bare training step (benchmarks/train_overhead.py --device cuda), synthetic data
 #      and generated JPEGs, images normalised on the device (the CUDA default), then on the host (synthetic);
 #   6. benchmarks/gpu.py: every case eager, MSF's attention at 3136 tokens, then deit_small / swin_tiny's training
-#      step compiled (COMPILE_CASES, COMPILE_MODES); then its README table (OUT/gpu.json is what
+#      step compiled (COMPILE_CASES, COMPILE_MODES); then its docs/speed.md table (OUT/gpu.json is what
 #      docs/gpu/<device>.json commits).
 # Each step runs under a time limit and the next runs whatever it returned; BUDGET (seconds, default 450) bounds the
 # whole run, the last step (the longest) taking what is left. OUT/steps.log says how each step ended; the exit code
