@@ -114,7 +114,7 @@ def match_budget(specs: dict[str, tuple[Path, Model]], what: str, to: Model | No
                  tolerance: float, say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     """Fits every spec but the reference (`to`, else the first) to the reference's `what` (macs | params) in place;
     returns, per spec, its original counts, the fitted field values (none for the reference) and its deviation."""
-    from .fitting import FitError, fit
+    from .fitting import FitError, deviation, fit
     from .profiler import profile
 
     first = next(iter(specs))
@@ -124,8 +124,8 @@ def match_budget(specs: dict[str, tuple[Path, Model]], what: str, to: Model | No
     matched: dict[str, dict[str, Any]] = {}
     for name, (path, spec) in specs.items():
         p = profile(spec, meta=True, crosscheck=False)
-        entry = {"params": p.params, "macs": p.macs, "fitted": {}, "deviation": ({"macs": p.macs, "params": p.params}[
-            what] - budget) / budget}
+        entry = {"params": p.params, "macs": p.macs, "fitted": {},
+                 "deviation": deviation(p.params, p.macs, {what: budget})}
         if to is not None or name != first:
             try:
                 result = fit(spec, **{what: budget}, vary=vary, tolerance=tolerance)

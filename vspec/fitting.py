@@ -159,7 +159,8 @@ def default_vary(spec: Model) -> list[str]:
     return ["dim", "depth"]
 
 
-def _deviation(params: int, macs: int, target: dict[str, float]) -> float:
+def deviation(params: int, macs: int, target: dict[str, float]) -> float:
+    """The relative distance of (params, macs) from the target: of the one count it names, or the larger of two."""
     devs = [(params - target["params"]) / target["params"]] if "params" in target else []
     devs += [(macs - target["macs"]) / target["macs"]] if "macs" in target else []
     return max(devs, key=abs)
@@ -203,7 +204,7 @@ def fit(spec: Model | str | Path, *, macs: float | str | None = None, params: fl
     grid = axes(spec, list(vary) if vary else default_vary(spec))
     original_values = {k: _field(spec, k) for k in grid}
     p0, m0 = _counts(spec, cache)  # first: torch's start-up in a fresh process is not the search's
-    original = Candidate(original_values, p0, m0, _deviation(p0, m0, target))
+    original = Candidate(original_values, p0, m0, deviation(p0, m0, target))
     found: list[tuple[Candidate, Model]] = []
     tried, t0 = 0, time.perf_counter()
     for combo in itertools.product(*grid.values()):
@@ -214,7 +215,7 @@ def fit(spec: Model | str | Path, *, macs: float | str | None = None, params: fl
         except SpecError:
             continue
         n_params, n_macs = _counts(variant, cache)
-        found.append((Candidate(values, n_params, n_macs, _deviation(n_params, n_macs, target)), variant))
+        found.append((Candidate(values, n_params, n_macs, deviation(n_params, n_macs, target)), variant))
     seconds = time.perf_counter() - t0
     if not found:
         raise FitError(f"no valid variant among the {tried} combinations of {', '.join(grid)}: widen the ranges")
