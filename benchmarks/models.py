@@ -20,7 +20,6 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ import timm
 import torch
 
 import vspec
+from vspec.compare import cpu_name
 from vspec.convert import from_official, from_timm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,15 +140,6 @@ def row(model, reference, inputs, mode, unit, ref_rate, vspec_rate, ratios) -> d
             "ratio_min": min(ratios), "ratio_max": max(ratios), "rounds": len(ratios)}
 
 
-def cpu_name() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or platform.machine()
-    names = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")]
-    return names[0] if names else platform.machine()
-
-
 def machine(extra: dict) -> dict:
     """What the figures were measured on."""
     return {"machine": f"{cpu_name()}, {os.cpu_count()} cores", "threads": torch.get_num_threads(),
@@ -195,7 +186,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(
-        f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
+        f"machine: {cpu_name()}, {torch.get_num_threads()} torch threads, "
         f"torch {torch.__version__}, timm {timm.__version__}, "
         f"CPU capability {torch.backends.cpu.get_cpu_capability()}"
     )

@@ -13,7 +13,6 @@ speed, 110 Hz (svPN) vs 2226 Hz
 """
 
 import argparse
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -21,21 +20,11 @@ from pathlib import Path
 import torch
 
 import vspec
+from vspec.compare import cpu_name
 from vspec.compiler import build_component, context
 from vspec.models.sot.ops import cross_covariance, svpn_approx, svpn_exact
 
 BATCH, TOKENS, HEADS, DIM = 64, 196, 6, 14
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def make_q(device: torch.device, dtype: torch.dtype) -> torch.Tensor:

@@ -13,9 +13,7 @@ import contextlib
 import io
 import os
 import re
-import runpy
 import shlex
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,7 +89,7 @@ def matches(expected: list[str], actual: list[str]) -> bool:
 
 
 def run_command(command: str, expected: list[str], folder: Path) -> tuple[int, str]:
-    """Run one console command in-process (vspec, python tools/train.py / eval.py, python SCRIPT, cat): its exit
+    """Run one console command in-process (vspec, python tools/train.py / eval.py, cat): its exit
     code and what it printed."""
     argv = shlex.split(command, comments=True)
     if argv[0] == "cat" and len(argv) == 2:
@@ -105,15 +103,6 @@ def run_command(command: str, expected: list[str], folder: Path) -> tuple[int, s
         from vspec.cli import main
 
         call = lambda: main([Path(argv[1]).stem, *argv[2:]])  # noqa: E731
-    elif argv[0] == "python" and len(argv) > 1 and argv[1].endswith(".py"):
-        def call():
-            saved = sys.argv
-            sys.argv = argv[1:]
-            try:
-                runpy.run_path(argv[1], run_name="__main__")
-            finally:
-                sys.argv = saved
-            return 0
     else:
         raise ValueError(f"no way to run {argv[0]!r} here: mark the block `<!-- not run: REASON -->`")
     buffer = io.StringIO()

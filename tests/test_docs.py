@@ -6,7 +6,7 @@ import re
 from collections import Counter
 
 import pytest
-from docs_examples import ROOT, RUN, blocks, commands, matches, page_folder, pages, run_command
+from docs_examples import ROOT, RUN, blocks, commands, doc, matches, page_folder, pages, run_command
 
 COUNTS: Counter = Counter()  # "python", "console", "commands", "not run: REASON": read by conftest's summary
 EXAMPLE_PAGES = [p for p in pages() if any(b.lang in RUN for b in blocks(p))]
@@ -102,7 +102,7 @@ def test_the_speed_page_cpu_tables_are_the_committed_runs():
     from conftest import load_benchmark
 
     models = load_benchmark("models")
-    speed = (ROOT / "docs" / "speed.md").read_text()
+    speed = doc("speed")
     files = sorted((ROOT / "docs" / "cpu").glob("*.json"))
     assert [f.stem for f in files] == ["models", "text"]
     for file in files:

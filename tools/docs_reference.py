@@ -37,17 +37,21 @@ def cli_reference() -> str:
     from vspec.cli.eval import eval_parser
     from vspec.cli.train import train_parser
 
-    os.environ["COLUMNS"] = "100"  # argparse wraps at the terminal's width: one width for the page
     top = cli.parser()
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
-    parsers = {name: sub.choices[name] for name in cli.COMMANDS}
-    parsers["train"], parsers["eval"] = train_parser("vspec train"), eval_parser("vspec eval")
+    parsers = {"vspec": top, **{f"vspec {name}": sub.choices[name] for name in cli.COMMANDS},
+               "vspec train": train_parser("vspec train"), "vspec eval": eval_parser("vspec eval")}
+    columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"  # argparse wraps at the terminal's width: one width for the page
+    try:
+        helps = {name: p.format_help().rstrip() for name, p in parsers.items()}
+    finally:
+        os.environ.pop("COLUMNS") if columns is None else os.environ.__setitem__("COLUMNS", columns)
     out = ["# CLI reference", "",
            "Generated from the command's own parsers at each build (`tools/docs_reference.py`); the same text as "
-           "`vspec COMMAND --help`. A guide to the command: [The vspec command](../commands.md).", "",
-           "## vspec", "", "```text", top.format_help().rstrip(), "```", ""]
-    for name, p in parsers.items():
-        out += [f"## vspec {name}", "", "```text", p.format_help().rstrip(), "```", ""]
+           "`vspec COMMAND --help`. A guide to the command: [The vspec command](../commands.md).", ""]
+    for name, text in helps.items():
+        out += [f"## {name}", "", "```text", text, "```", ""]
     return "\n".join(out)
 
 
