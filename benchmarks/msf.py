@@ -6,10 +6,10 @@ Four ways to compute softmax_i((q.k_i - 1/2 |k_i|^2) * d^-1/2) v (MSF Eq. 12's a
   q k^T - 1/2 |k|^2, softmax, matmul (autograd holds the map and its softmax for backward);
 - mask: F.scaled_dot_product_attention with the per-key bias -1/2 |k|^2 as a float mask (it needs a
   gradient, so SDPA takes its math fallback, which holds the map too);
-- channel (vspec.ops.gaussian_attention_sdpa, vspec's path off the eager CPU): one extra q / k channel
+- channel (vspec.models.msf.ops.gaussian_attention_sdpa, vspec's path off the eager CPU): one extra q / k channel
   carrying -1/2 and |k|^2, no mask, so SDPA's fused flash kernel runs forward and backward and keeps no
   n x n map; the widening under autograd;
-- vspec (vspec.ops.gaussian_attention, what MeanShiftAttention uses): the same channels, the CPU flash
+- vspec (vspec.models.msf.ops.gaussian_attention, what MeanShiftAttention uses): the same channels, the CPU flash
   kernel called directly with a hand-written backward (no autograd nodes for the widening).
 A fifth line, kernel, times SDPA's flash kernel alone on leaves that are already q', k', v' (width 65):
 the floor of any construction through SDPA on this machine, so the ceiling of its speed-up.

@@ -14,7 +14,8 @@ from .ops import gaussian_attention, gaussian_channels
 
 class GaussianAttentionCore(AttentionCore):
     """softmax_i((q.k_i - 1/2 |k_i|^2) * scale + mask) v, the Gaussian kernel, through the fused dot-product
-    kernel (vspec.ops.gaussian_attention); dropout on the attention in training. `mask` / `causal`: SDPA's."""
+    kernel (vspec.models.msf.ops.gaussian_attention); dropout on the attention in training. `mask` / `causal`:
+    SDPA's."""
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
                 causal: bool = False) -> torch.Tensor:
