@@ -6,7 +6,9 @@ content's digest), `snapshots/<commit>/<file>` a relative link to the blob, `ref
 torch hub's: `<TORCH_HOME>/hub/checkpoints/<file name>`.
 """
 
+import argparse
 import hashlib
+import io
 import os
 from pathlib import Path
 
@@ -36,3 +38,39 @@ def torch_put(torch_home: Path, file: str, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return path
+
+
+def safetensors_bytes(state: dict) -> bytes:
+    """A state dict as a .safetensors file's bytes (timm's and Hugging Face's published format)."""
+    from safetensors.torch import save
+
+    return save({k: v.contiguous() for k, v in state.items()})
+
+
+def pickle_bytes(obj) -> bytes:
+    """`obj` as torch.save writes it (a .pth / .pth.tar / pytorch_model.bin file's bytes)."""
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def release_args(**fields) -> argparse.Namespace:
+    """The `args` a released training script saves in its checkpoints: its parsed command line (timm's train.py,
+    the DeiT-style main.py), plain values only."""
+    return argparse.Namespace(**{"model": "t2t_vit_7", "batch_size": 64, "lr": 5e-4, "epochs": 310, "img_size": 224,
+                                 "mean": None, "betas": (0.9, 0.999), "sched": "cosine", "distributed": True,
+                                 "device": "cuda:0", **fields})
+
+
+def optimizer_state(state: dict) -> dict:
+    """An AdamW state dict over `state`'s tensors as a training run saves it (step, exp_avg, exp_avg_sq)."""
+    import torch
+
+    tensors = list(state.values())
+    return {"state": {i: {"step": torch.tensor(300.0), "exp_avg": torch.zeros_like(t, dtype=torch.float32),
+                          "exp_avg_sq": torch.zeros_like(t, dtype=torch.float32)}
+                      for i, t in enumerate(tensors) if t.is_floating_point()},
+            "param_groups": [{"lr": 1e-6, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.05,
+                              "params": list(range(len(tensors)))}]}

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from data_corpus import data_cases
+from search_corpus import search_cases
+from weights_corpus import weights_cases
 
 from vspec.spec import (
     DAFF,
@@ -379,6 +381,10 @@ def corpus(folder: Path) -> list[Case]:
     cases += hostile(folder, files["vit"], add)
     # tokenizer folders, GLUE files, model folders and compare's arguments, drawn by tests/data_corpus.py
     cases += [Case(name, argv, None, entry) for name, entry, argv in data_cases(folder / "data")]
+    # published weights and the caches they come through, drawn by tests/weights_corpus.py
+    cases += [Case(name, argv, env, entry) for name, entry, argv, env in weights_cases(folder / "weights")]
+    # budget searches past their limits, non-finite ranges, repeated keys, drawn by tests/search_corpus.py
+    cases += [Case(name, argv, None, entry) for name, entry, argv in search_cases(folder / "search")]
     return cases
 
 

@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -39,6 +40,17 @@ FIXTURES = Path(os.environ.get("VSPEC_FIXTURES",
 # tests/data/v1's logits of magnitude 0.4.
 # A wrong weight mapping moves an output by 1e-4 and far more (tests/test_migrate.py checks one).
 STORED_ATOL = 1e-5
+
+
+@pytest.fixture
+def caches(tmp_path, monkeypatch):
+    """Empty Hugging Face, torch hub and vspec caches, offline."""
+    roots = {"hf": tmp_path / "hf", "torch": tmp_path / "torch", "vspec": tmp_path / "vspec"}
+    monkeypatch.setenv("HF_HUB_CACHE", str(roots["hf"]))
+    monkeypatch.setenv("TORCH_HOME", str(roots["torch"]))
+    monkeypatch.setenv("VSPEC_CACHE", str(roots["vspec"]))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return roots
 
 
 def assert_close_to_stored(got, stored) -> None:

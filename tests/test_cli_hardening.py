@@ -1,6 +1,7 @@
 """Bad input to `vspec` (issue 11, items 5, 7-10; issue 19): one line on stderr, exit 2, never a traceback,
 a hang or a terminal escape; and the size guard's estimate against the models torch really builds."""
 
+import argparse
 import importlib.util
 import json
 import os
@@ -36,20 +37,29 @@ def _env(**changes: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, **changes}
 
 
+ISSUE_43 = ("weights cache", "weights encoding", "weights dtype", "weights globals", "search size", "search values")
+
+
 def test_every_malformed_input_is_one_line_exit_2(tmp_path, capsys):
     """The whole corpus (tests/cli_corpus.py: paths, encodings, nesting, types, kinds, huge sizes,
     .py specs that raise or exit, --out targets, flags; tests/data_corpus.py: tokenizer folders, GLUE files, model
-    folders, compare's arguments) through vspec.cli.main, tools/train.py and tools/eval.py. Prints the figures."""
+    folders, compare's arguments; tests/weights_corpus.py: published weights and their caches; tests/search_corpus.py:
+    budget searches) through vspec.cli.main, tools/train.py and tools/eval.py. Prints the figures, per class for
+    issue 43's."""
     results = run_corpus(tmp_path)
     entries = {e: sum(case.entry == e for case, _ in results) for e in ("vspec", "train", "eval")}
     assert len(results) >= 700 and entries["train"] >= 80 and entries["eval"] >= 5, entries
     assert {name.split(":")[0] for name in (case.name for case, _ in results)} >= {
-        "tokenizer", "TSV cola", "TSV sst2", "TSV stsb", "model folder", "compare"}
+        "tokenizer", "TSV cola", "TSV sst2", "TSV stsb", "model folder", "compare", *ISSUE_43}
     bad = [(case.name, outcome.code, outcome.hung, outcome.stderr[:300]) for case, outcome in results
            if not outcome.clean]
     with capsys.disabled():
         print(f"\nfuzz_cli corpus: {FUZZ_CLI.report(results, TIME_LIMIT)[0]}")
+        for group in ISSUE_43:  # the classes of issue 43 (tests/weights_corpus.py, tests/search_corpus.py)
+            drawn = [(case, o) for case, o in results if case.name.startswith(f"{group}:")]
+            print(f"  {group}: {FUZZ_CLI.report(drawn, TIME_LIMIT)[0]}")
     assert bad == []
+    assert not (tmp_path / "weights" / "ran").exists()  # a release pickle's os.mkdir never ran
     assert all(len(o.stderr) <= MAX_LINE + 100 for _, o in results)  # "vspec: error: " and the cut notice
 
 
@@ -399,3 +409,85 @@ def test_a_reader_that_goes_away_gets_no_error_line(tmp_path):
     finally:
         os.close(write)
     assert done.returncode == 141 and done.stderr == b"", done.stderr
+
+
+# ---------------------------------------------------------------- issue 43
+@pytest.mark.parametrize("check, flag, path, needle", [
+    (output_file, "--out", "/proc/self/x.pt2", "/proc/self is on a proc file system (the kernel's)"),
+    (output_file, "--out", "/proc/self/status", "/proc/self/status is on a proc file system (the kernel's)"),
+    (output_file, "--out", "/proc/vspec/deeper/m.pt", "/proc is on a proc file system (the kernel's)"),
+    (output_file, "--out", "/sys/kernel/x.json", "/sys/kernel is on a sysfs file system (the kernel's)"),
+    (output_folder, "--out-dir", "/proc/vspec-compare", "/proc is on a proc file system (the kernel's)"),
+    (output_folder, "--out-dir", "/sys/kernel", "/sys/kernel is on a sysfs file system (the kernel's)"),
+])
+def test_output_paths_on_the_kernels_file_systems_are_refused(check, flag, path, needle):
+    """/proc and /sys take no new file, and an existing /proc file opens for writing as root: refused by where
+    they are (the mount table), before any work."""
+    with pytest.raises(SpecError) as e:
+        check(flag, path)
+    assert str(e.value) == f"{flag} {path}: {needle}, where no file can be written; give a path elsewhere"
+
+
+def test_an_output_path_whose_folder_refuses_a_new_file_is_refused_and_nothing_is_left(tmp_path, monkeypatch):
+    existing = tmp_path / "old.pt"
+    existing.write_text("kept")
+    mtime = existing.stat().st_mtime_ns
+    assert output_file("--out", existing) == existing and existing.read_text() == "kept"
+    assert existing.stat().st_mtime_ns == mtime
+    assert output_file("--out", tmp_path / "new" / "deep" / "m.pt") == tmp_path / "new" / "deep" / "m.pt"
+    assert output_folder("--out-dir", tmp_path / "runs") == tmp_path / "runs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.pt"]  # probes leave nothing, create no folder
+    import tempfile
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)  # a read-only folder, as a user other than root sees it
+    with pytest.raises(SpecError, match=f"^--out {re.escape(str(tmp_path))}/new/m.pt: cannot write in "
+                                        f"{re.escape(str(tmp_path))} \\(Permission denied\\)$"):
+        output_file("--out", tmp_path / "new" / "m.pt")
+    with pytest.raises(SpecError, match=r"^--out-dir .*/runs: cannot write in .* \(Permission denied\)$"):
+        output_folder("--out-dir", tmp_path / "runs")
+    monkeypatch.undo()
+    real_open = os.open
+
+    def read_only(path, flags, *args):
+        if str(path) == str(existing) and flags & (os.O_WRONLY | os.O_RDWR):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", read_only)
+    with pytest.raises(SpecError, match=r"^--out .*/old.pt: cannot be written \(Permission denied\)$"):
+        output_file("--out", existing)
+    monkeypatch.undo()
+    if os.geteuid() != 0:  # root writes a read-only folder anyway
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        with pytest.raises(SpecError, match="cannot write in"):
+            output_file("--out", locked / "m.pt")
+
+
+def test_build_and_analyze_refuse_a_proc_path_before_any_work(tmp_path, capsys, monkeypatch):
+    import vspec.compiler
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("built")
+
+    monkeypatch.setattr(vspec.compiler, "build", refuse)
+    path = tmp_path / "vit.json"
+    path.write_text(vspec.to_json(bases()["vit"]))
+    for argv in (["build", str(path), "--out", "/proc/self/m.pt"], ["analyze", str(path), "--out-dir", "/sys/x"]):
+        assert vspec.cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "file system (the kernel's), where no file can be written" in err, err
+
+
+def test_number_flags_take_ascii_digits_only():
+    from vspec.cli.common import int_in, positive_float
+
+    for text in ("\u0661\u0662", "\uff11\uff12", "\u0661", "1_0"):
+        with pytest.raises(argparse.ArgumentTypeError, match="invalid int value"):
+            int_in(0)(text)
+        with pytest.raises(argparse.ArgumentTypeError, match="invalid float value"):
+            positive_float(text + ".5")
+    assert int_in(0)("12") == 12 and int_in(0)(" 7 ") == 7 and positive_float("1e-3") == 1e-3

@@ -106,7 +106,8 @@ def _error(capsys, argv) -> str:
     ("--warmup-epochs 100001", "argument --warmup-epochs: must be in [0, 100000], got 100001"),
     ("too large", "training it needs about"),
     ("runs is a file", "cannot make"),
-    ("out under /proc", "cannot make"),
+    ("out under /proc", ("--out-dir /proc/vspec-compare: /proc is on a proc file system (the kernel's), where no "
+                         "file can be written")),
     ("--lr nan", "argument --lr: must be finite and > 0, got 'nan'"),
     ("--seed-base 4294967295", "--seed-base 4294967295 + --seeds 3 passes 2**32"),
     ("--batch-size 1438", "--batch-size 1438 is more than the 1437 training images of digits"),
@@ -302,3 +303,71 @@ def test_a_grid_over_what_match_varies_and_a_stale_tokenizer_are_refused_or_repl
     (out / "tokenizer").mkdir(parents=True)
     err = _error(capsys, ["compare", *specs, "--out-dir", str(out)])
     assert "holds an earlier comparison" in err
+
+
+# ---------------------------------------------------------------- issue 43: bounds, repeated keys, non-finite values
+def _refuse_work(monkeypatch):
+    """Loading a spec, profiling or training fails the test: the refusals come first."""
+    import vspec.profiler
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("worked")
+
+    monkeypatch.setattr(C, "load_spec", refuse)
+    monkeypatch.setattr(vspec.profiler, "profile", refuse)
+    monkeypatch.setattr(C, "data_info", refuse)
+
+
+def test_a_grid_past_its_limit_is_refused_before_any_spec_is_built(specs, tmp_path, capsys, monkeypatch):
+    _refuse_work(monkeypatch)
+    six = [a for k in ("dim", "depth", "block.attention.heads", "block.ffn.ratio", "img_size", "num_classes")
+           for a in ("--grid", f"{k}={','.join(str(v) for v in range(1, 11))}")]
+    err = _error(capsys, ["compare", *specs, *six, "--out-dir", str(tmp_path / "cmp")])
+    assert err == (f"vspec compare: error: --grid: 2,000,000 grid points (2 specs x 10 dim x 10 depth x 10 "
+                   f"block.attention.heads x 10 block.ffn.ratio x 10 img_size x 10 num_classes), more than "
+                   f"{C.MAX_GRID}; each is trained --seeds times: narrow --grid or raise --max-candidates\n")
+    err = _error(capsys, ["compare", *specs, "--grid", "depth=1,2,3", "--max-candidates", "5", "--out-dir",
+                          str(tmp_path / "cmp")])
+    assert "--grid: 6 grid points (2 specs x 3 depth), more than 5;" in err
+    with pytest.raises(ValueError, match=r"^--grid: 6 grid points \(2 specs x 3 depth\), more than 5;"):
+        C.load_specs(specs, {"depth": [1, 2, 3]}, max_points=5)
+
+
+def test_a_grid_at_its_limit_is_built(specs):
+    assert list(C.load_specs(specs, {"depth": [1, 2, 3]}, max_points=6)) == [
+        "tiny_cls[depth=1]", "tiny_cls[depth=2]", "tiny_cls[depth=3]",
+        "tiny_gap[depth=1]", "tiny_gap[depth=2]", "tiny_gap[depth=3]"]
+
+
+def test_a_match_search_past_its_limit_is_refused_before_any_profile(specs, tmp_path, capsys, monkeypatch):
+    import vspec.profiler
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("profiled")
+
+    monkeypatch.setattr(vspec.profiler, "profile", refuse)
+    out = str(tmp_path / "cmp")
+    err = _error(capsys, ["compare", *specs, "--match", "macs", "--vary", "depth=1:10000", "--out-dir", out])
+    assert "--match macs: tiny_gap: the search walks 50,005,000 blocks" in err and "--max-candidates" in err
+    err = _error(capsys, ["compare", *specs, "--match", "macs", "--vary", "depth=1:30", "--max-candidates", "20",
+                          "--out-dir", out])
+    assert "--match macs: tiny_gap: the search has 30 candidates (30 depth), more than 20" in err
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--match", "macs", "--vary", "block.ffn.ratio=nan:4"], "--vary block.ffn.ratio=nan:4: 'nan' is not a finite"),
+    (["--match", "macs", "--vary", "block.ffn.ratio=1:inf"], "--vary block.ffn.ratio=1:inf: 'inf' is not a finite"),
+    (["--grid", "depth=1,2", "--grid", "depth=3"], "--grid depth: given twice; give its values once (depth=V1,V2,...)"),
+    (["--grid", "block.ffn.ratio=2.0,NaN"], "--grid block.ffn.ratio=2.0,NaN: 'NaN' is not a finite number"),
+    (["--grid", "block.ffn.ratio=1e999"], "--grid block.ffn.ratio=1e999: '1e999' is not a finite number"),
+    (["--max-candidates", "0"], "argument --max-candidates: must be >= 1, got 0"),
+    (["--max-candidates", "\u0661\u0660"], "argument --max-candidates: invalid int value"),
+    (["--seeds", "\u0662"], "argument --seeds: invalid int value"),
+    (["--match", "macs", "--tolerance", "nan"], "argument --tolerance: must be finite and >= 0, got 'nan'"),
+    (["--match", "macs", "--vary", "depth=\u0661:\u0663"], "expected LOW:HIGH[:STEP] of ints (ASCII digits)"),
+])
+def test_bad_flags_are_one_line_before_any_spec_is_loaded(specs, tmp_path, capsys, monkeypatch, argv, needle):
+    if "--vary" not in argv:
+        _refuse_work(monkeypatch)
+    err = _error(capsys, ["compare", *specs, *argv, "--out-dir", str(tmp_path / "cmp")])
+    assert needle in err and "cannot convert" not in err, err

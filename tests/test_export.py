@@ -212,3 +212,27 @@ def test_cli_check_above_the_tolerance_and_an_exporter_failure_are_one_line(caps
     monkeypatch.setattr(torch.export, "export", refuse)
     code, _, err = run(capsys, "export", ROOT / "specs/deit_tiny.py", *TINY, "--out", tmp_path / "m.pt2")
     assert code == 2 and err.strip() == "vspec export: error: torch.export failed: RuntimeError: no tracing today"
+
+
+@pytest.mark.parametrize("out, needle", [
+    ("/proc/self/x.pt2", "--out /proc/self/x.pt2: /proc/self is on a proc file system (the kernel's)"),
+    ("/sys/x.onnx", "--out /sys/x.onnx: /sys is on a sysfs file system (the kernel's)"),
+])
+def test_cli_refuses_an_unwritable_out_before_exporting(capsys, monkeypatch, out, needle):
+    """Issue 43: the path is checked before the model is built or traced, not after the export."""
+    import vspec.compiler
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("built or exported")
+
+    monkeypatch.setattr(vspec.compiler, "build", refuse)
+    monkeypatch.setattr(E, "export", refuse)
+    code, text, err = run(capsys, "export", ROOT / "specs/deit_tiny.py", *TINY, "--out", out)
+    assert code == 2 and text == "" and err == f"vspec: error: {needle}, where no file can be written; give a path " \
+                                               "elsewhere\n", err
+
+
+def test_cli_makes_the_missing_folders_of_out(capsys, tmp_path):
+    out = tmp_path / "new" / "deeper" / "tiny.pt2"
+    code, _, err = run(capsys, "export", ROOT / "specs/deit_tiny.py", *TINY, "--out", out)
+    assert code == 0 and out.is_file(), err

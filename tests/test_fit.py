@@ -139,3 +139,176 @@ def test_fit_edge_cases(tmp_path):
     from vspec.cli.fit import vary_items
 
     assert vary_items(["dim,depth=4:12", "dim=192,256"]) == ["dim", "depth=4:12", "dim=192,256"]
+
+
+# ---------------------------------------------------------------- issue 43: bounds, non-finite values, paths
+def _no_profile(monkeypatch):
+    """Any profile (of a candidate, the original or like='s target) fails the test."""
+    import vspec.profiler
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("profiled")
+
+    monkeypatch.setattr(vspec.profiler, "profile", refuse)
+
+
+def _cli_error(capsys, *argv: str) -> str:
+    assert vspec.cli.main(list(argv)) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and captured.out == "", captured
+    return captured.err
+
+
+SIX_AXES = ["dim=192,256,320,384,448,512,576,640,704,768", "depth=1:10", "block.attention.heads=1:10",
+            "block.ffn.ratio=1:5.5:0.5", "embedder.patch_size=8:17", "num_classes=10:100:10"]
+
+
+@pytest.mark.parametrize("vary, needle", [
+    (["depth=1:10000"], "walks 50,005,000 blocks (the candidates' depths summed), more than 1,000,000"),
+    ([f"dim={','.join(map(str, range(6, 18001, 6)))}"], ("3,000 distinct combinations of dim (each a new block to "
+                                                         "profile), more than 2,000")),
+    (SIX_AXES, ("1,000,000 candidates (10 dim x 10 depth x 10 block.attention.heads x 10 block.ffn.ratio x 10 "
+                "embedder.patch_size x 10 num_classes), more than 10,000")),
+    (["block.ffn.ratio=1:4:1e-9"], "3,000,000,001 candidates (3,000,000,001 block.ffn.ratio), more than 10,000"),
+    (["dim=1:100000000"], "100,000,000 candidates (100,000,000 dim), more than 10,000"),
+    (["dim=1:10**30"], "expected LOW:HIGH[:STEP] of ints"),
+    (["dim=1:" + "9" * 5000], "expected LOW:HIGH[:STEP] of ints (ASCII digits), got '99999"),
+    (["dim=1:3\n0"], "--vary dim=1:3\\n0: expected LOW:HIGH[:STEP] of ints (ASCII digits), got '3\\n0'"),
+    (["dim=1:" + "9" * 40, "depth"], f"({10**40 - 1:,} dim x 24 depth), more than 10,000"),
+])
+def test_a_search_past_its_limit_is_refused_before_any_profile(monkeypatch, vary, needle):
+    """Counted from the axes' lengths (ranges are never listed), before the original or like='s target is
+    profiled: one line naming the count, the limit and --max-candidates."""
+    _no_profile(monkeypatch)
+    deit = vspec.load_spec(ROOT / "specs/deit_small.py")
+    for target in ({"macs": "1G"}, {"like": ROOT / "specs/sot_small.py"}):
+        with pytest.raises(F.FitError) as e:
+            F.fit(deit, vary=vary, **target)
+        assert needle in str(e.value) and "\n" not in str(e.value), str(e.value)
+        if "expected" not in needle:
+            assert str(e.value).endswith("narrow --vary or raise --max-candidates"), str(e.value)
+
+
+def test_max_candidates_raises_or_lowers_the_limit(monkeypatch):
+    deit = vspec.load_spec(ROOT / "specs/deit_tiny.py")
+    assert F.search_size(deit, ["depth=1:30"]) == {"candidates": 30, "parts": 1, "blocks": 465}
+    assert F.search_size(deit, ["dim", "depth"]) == {"candidates": 888, "parts": 37, "blocks": 888 * 25 // 2}
+    with pytest.raises(F.FitError, match=r"the search has 30 candidates \(30 depth\), more than 20; narrow --vary"):
+        F.fit(deit, params="4M", vary=["depth=1:30"], max_candidates=20)
+    assert F.fit(deit, params="4M", vary=["depth=1:30"], max_candidates=30, tolerance=0.5).tried == 30
+    for bad in (0, -1, 1.5, True, float("nan")):
+        with pytest.raises(F.FitError, match="max_candidates: must be an int >= 1"):
+            F.fit(deit, params="4M", max_candidates=bad)
+
+
+def test_the_cli_refuses_a_search_past_its_limit_before_profiling(monkeypatch, capsys):
+    _no_profile(monkeypatch)
+    err = _cli_error(capsys, "fit", "specs/deit_small.py", "--target", "macs=1G", "--vary", "depth=1:10000")
+    assert err.startswith("vspec fit: error: the search walks 50,005,000 blocks") and "--max-candidates" in err
+    err = _cli_error(capsys, "fit", "specs/deit_small.py", "--target", "like=sot_small", "--vary", "dim=1:100000000")
+    assert "100,000,000 candidates (100,000,000 dim), more than 10,000" in err
+    err = _cli_error(capsys, "fit", "deit_tiny", "--target", "params=4M", "--vary", "depth=1:30",
+                     "--max-candidates", "20")
+    assert "30 candidates (30 depth), more than 20" in err
+    err = _cli_error(capsys, "fit", "deit_tiny", "--target", "params=4M", "--max-candidates", "0")
+    assert "argument --max-candidates: must be >= 1, got 0" in err
+    monkeypatch.undo()
+    assert vspec.cli.main(["fit", "deit_tiny", "--target", "params=4M", "--vary", "depth=1:30", "--tolerance", "0.5",
+                           "--max-candidates", "30"]) == 0
+    assert "30 valid of 30 combinations" in capsys.readouterr().out
+
+
+def test_a_search_past_its_limit_is_refused_before_torch_is_imported():
+    """The refusal comes within a second: `vspec fit PRESET` past its limit answers before it imports torch (whose
+    import alone takes seconds), in a fresh process."""
+    code = ("import sys; from vspec.cli import main; rc = main(['fit', 'deit_small', '--target', 'params=1M', "
+            "'--vary', 'dim=1:100000000']); print(rc, 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.stdout.split() == ["2", "False"], (done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and "100,000,000 candidates" in done.stderr
+
+
+def test_every_one_stage_presets_default_search_is_under_the_limit(monkeypatch):
+    """`vspec fit PRESET` (dim, depth) is never refused; counted without profiling."""
+    _no_profile(monkeypatch)
+    sizes = {}
+    for path in sorted(ROOT.glob("specs/*.py")):
+        spec = vspec.load_spec(path)
+        if len(spec.stages) == 1:
+            sizes[path.stem] = size = F.search_size(spec, F.default_vary(spec))
+            F.check_size(size, F.MAX_CANDIDATES)
+    assert len(sizes) >= 60 and max(s["candidates"] for s in sizes.values()) == 9264  # bert_large, gpt2_medium
+
+
+def test_axes_of_a_range_are_lazy():
+    deit = vspec.load_spec(ROOT / "specs/deit_small.py")
+    dims = F.axes(deit, ["dim=1:100000000"])["dim"]
+    assert isinstance(dims, range) and len(dims) == 10**8 and dims[-1] == 10**8
+    ratios = F.axes(deit, ["block.ffn.ratio=1:4:1e-9"])["block.ffn.ratio"]
+    assert len(ratios) == 3 * 10**9 + 1 and ratios[0] == 1.0 and ratios[-1] == 4.0 and ratios[1] == 1.000000001
+    assert list(F.axes(deit, ["block.ffn.ratio=2.0:3.0:0.25"])["block.ffn.ratio"]) == [2.0, 2.25, 2.5, 2.75, 3.0]
+    assert list(F.axes(deit, ["depth=4:12:3"])["depth"]) == [4, 7, 10]
+    refined = vspec.load_spec(ROOT / "specs/refined_vit_m.py")  # 420: off the step, kept in its place
+    widths = F.axes(refined, ["dim"])["dim"]
+    assert list(widths) == sorted({*range(208, 841, 8), 420}) and 420 in widths and 421 not in widths
+    assert widths[list(widths).index(420)] == 420 and len(widths) == len(list(widths))
+
+
+@pytest.mark.parametrize("item, value", [
+    ("block.ffn.ratio=nan:4", "nan"), ("block.ffn.ratio=1:inf", "inf"), ("block.ffn.ratio=1:4:nan", "nan"),
+    ("block.ffn.ratio=1:4:inf", "inf"), ("block.ffn.ratio=1e999:2", "1e999"), ("block.ffn.ratio=-inf:2", "-inf"),
+    ("block.ffn.ratio=2,NaN", "NaN"), ("block.ffn.ratio=2,Infinity", "Infinity"), ("dim=192,1e999", "1e999"),
+])
+def test_non_finite_bounds_steps_and_values_are_refused(monkeypatch, capsys, item, value):
+    _no_profile(monkeypatch)
+    deit = vspec.load_spec(ROOT / "specs/deit_small.py")
+    with pytest.raises(F.FitError) as e:
+        F.fit(deit, macs="1G", vary=[item])
+    assert str(e.value) == f"--vary {item}: {value!r} is not a finite number", str(e.value)
+    err = _cli_error(capsys, "fit", "specs/deit_small.py", "--target", "macs=1G", "--vary", item)
+    assert err == f"vspec fit: error: --vary {item}: {value!r} is not a finite number\n"
+
+
+@pytest.mark.parametrize("item", ["depth=\u0661:\u0661\u0662", "depth=1:\uff11\uff12", "block.ffn.ratio=\u0661.5:4",
+                                  "depth=1:12:\u0662", "depth=\u0661\u0662,3", "depth=1_0:12"])
+def test_only_ascii_numbers_in_vary(monkeypatch, capsys, item):
+    _no_profile(monkeypatch)
+    with pytest.raises(F.FitError, match="expected LOW:HIGH|is not a number"):
+        F.fit(ROOT / "specs/deit_small.py", macs="1G", vary=[item])
+    err = _cli_error(capsys, "fit", "specs/deit_small.py", "--target", "macs=1G", "--vary", item)
+    assert err.startswith("vspec fit: error: --vary ")
+
+
+@pytest.mark.parametrize("target, needle", [
+    ("params=1M,params=20K", "--target 'params=1M,params=20K': params given twice"),
+    ("macs=1G,params=2M,macs=3G", "macs given twice"),
+])
+def test_a_repeated_target_is_refused(monkeypatch, capsys, target, needle):
+    _no_profile(monkeypatch)
+    assert needle in _cli_error(capsys, "fit", "specs/deit_small.py", "--target", target)
+
+
+@pytest.mark.parametrize("flag, value, needle", [
+    ("--tolerance", "\u0660.5", "argument --tolerance: invalid float value"),
+    ("--tolerance", "nan", "argument --tolerance: must be finite and >= 0, got 'nan'"),
+    ("--tolerance", "-0.1", "must be finite and >= 0"),
+    ("--top", "\u0663", "argument --top: invalid int value"),
+    ("--top", "0", "argument --top: must be >= 1, got 0"),
+    ("--max-candidates", "\u0661\u0660", "argument --max-candidates: invalid int value"),
+])
+def test_fit_flags_take_ascii_numbers_in_range(monkeypatch, capsys, flag, value, needle):
+    _no_profile(monkeypatch)
+    assert needle in _cli_error(capsys, "fit", "specs/deit_small.py", "--target", "macs=1G", flag, value)
+
+
+def test_out_makes_missing_folders_and_bad_paths_are_refused_before_the_search(monkeypatch, capsys, tmp_path):
+    out = tmp_path / "new" / "dir" / "x.json"
+    assert vspec.cli.main(["fit", "deit_tiny", "--target", "params=4M", "--vary", "depth", "--tolerance", "0.5",
+                           "--out", str(out)]) == 0
+    assert vspec.load_spec(out).stages[0].dim == 192 and str(out) in capsys.readouterr().out
+    _no_profile(monkeypatch)
+    for bad, needle in ((tmp_path, "is a folder; give a file name"), ("/proc/self/x.json", "/proc"),
+                        ("/proc/self/status.json", "/proc"), ("/sys/x.json", "/sys"),
+                        (tmp_path / "new" / "dir" / "x.json" / "y.json", "is a regular file, not a folder")):
+        err = _cli_error(capsys, "fit", "deit_tiny", "--target", "params=4M", "--out", str(bad))
+        assert err.startswith("vspec: error: --out ") and needle in err, err

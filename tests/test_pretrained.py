@@ -4,7 +4,6 @@ random weights; the reference is the model built from that file by timm, transfo
 formulation (benchmarks/released.py; for the Conformer the authors' own outputs, the fixtures). No network:
 HF_HUB_OFFLINE=1 throughout."""
 
-import io
 import json
 import os
 import re
@@ -15,13 +14,14 @@ from pathlib import Path
 import attrs
 import pytest
 import torch
-from caches import hub_put, torch_put
+from caches import hub_put, optimizer_state, pickle_bytes, release_args, safetensors_bytes, torch_put
 from conftest import FIXTURES, assert_close_to_stored, load_benchmark, perturbed
 from docs_examples import doc
 
 import vspec
+from vspec import downloads as D
 from vspec import pretrained as P
-from vspec.convert import official
+from vspec.convert import ConversionNote, official
 from vspec.factory import presets
 from vspec.spec import Hub, Manual, Url, load_spec, load_weights_table
 from vspec.spec.weights import Weights
@@ -29,29 +29,6 @@ from vspec.spec.weights import Weights
 ROOT = Path(__file__).resolve().parents[1]
 ENTRIES = [(name, tag, entry) for name, file in sorted(presets().items())
            for tag, entry in load_weights_table(file).items()]
-
-
-@pytest.fixture
-def caches(tmp_path, monkeypatch):
-    """Empty Hugging Face, torch hub and vspec caches, offline."""
-    roots = {"hf": tmp_path / "hf", "torch": tmp_path / "torch", "vspec": tmp_path / "vspec"}
-    monkeypatch.setenv("HF_HUB_CACHE", str(roots["hf"]))
-    monkeypatch.setenv("TORCH_HOME", str(roots["torch"]))
-    monkeypatch.setenv("VSPEC_CACHE", str(roots["vspec"]))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    return roots
-
-
-def safetensors_bytes(state: dict) -> bytes:
-    from safetensors.torch import save
-
-    return save({k: v.contiguous() for k, v in state.items()})
-
-
-def pickle_bytes(obj) -> bytes:
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    return buf.getvalue()
 
 
 def assert_same_logits(ref, ours, x) -> None:
@@ -235,7 +212,7 @@ def test_offline_with_an_empty_cache_is_one_line_naming_the_url_and_the_path(cac
         message = str(info.value)
         entry = load_weights_table(presets()[name])[tag]
         assert "\n" not in message and entry.source.where.split("/blob/")[0] in message.replace("/resolve/", "/blob/")
-        assert str(P.drop_path(entry.source)) in message
+        assert str(D.drop_path(entry.source)) in message
     assert not caches["vspec"].exists() or not any(caches["vspec"].rglob("*.safetensors"))  # nothing half-written
     with pytest.raises(P.WeightsUnavailable, match="declares no published weights"):
         vspec.create_model("sot_tiny", pretrained=True)
@@ -252,7 +229,7 @@ def test_a_corrupt_download_is_refused_and_not_used(caches):
         vspec.create_model("deit_tiny", pretrained=True)
     assert not P.converted_folder("deit_tiny", "fb_in1k").exists()
     # a file put by hand where the error says, truncated: refused by its reader, in one line
-    dropped = P.drop_path(load_weights_table(presets()["deit_tiny"])["fb_in1k"].source)
+    dropped = D.drop_path(load_weights_table(presets()["deit_tiny"])["fb_in1k"].source)
     dropped.parent.mkdir(parents=True)
     dropped.write_bytes(data[: len(data) // 2])
     with pytest.raises(P.WeightsUnavailable, match="cannot be read"):
@@ -279,15 +256,21 @@ def test_timm_hub_swin_tiny(caches):
 
 
 def test_release_url_t2t_vit_7(caches):
-    """A GitHub release asset in torch hub's cache: a timm-0.3.4 .pth.tar, the weights under state_dict_ema."""
+    """A GitHub release asset in torch hub's cache: what timm-0.3's train.py saves in its .pth.tar (the epoch, the
+    arch, the command line as an argparse.Namespace, the optimizer's and the AMP scaler's state, the metric), the
+    weights under state_dict_ema and state_dict, keyed as a DDP run saved them (`module.`, which T2T's loader
+    strips)."""
     entry = load_weights_table(presets()["t2t_vit_7"])["ema"]
     config = {"img_size": 224, "in_chans": 3, "num_classes": 1000, "token_dim": 64, "qkv_bias": False,
               "qk_scale": None, **entry.config}
     ref = perturbed(load_benchmark("released").T2TViT(config))
     with torch.no_grad():
         ref.pos_embed.copy_(load_benchmark("released").sinusoid_table(197, 256))  # the fixed table, as released
-    torch_put(caches["torch"], entry.source.file, pickle_bytes({"epoch": 309, "arch": "t2t_vit_7",
-                                                               "state_dict_ema": ref.state_dict()}))
+    ddp = {f"module.{k}": v for k, v in ref.state_dict().items()}
+    torch_put(caches["torch"], entry.source.file, pickle_bytes({
+        "epoch": 309, "arch": "t2t_vit_7", "state_dict": ddp, "optimizer": optimizer_state(ddp), "version": 2,
+        "args": release_args(), "amp_scaler": {"scale": 65536.0, "growth_factor": 2.0, "_growth_tracker": 0},
+        "metric": 71.7, "state_dict_ema": ddp}))
     x = torch.randn(2, 3, 224, 224)
     assert_same_logits(ref, vspec.create_model("t2t_vit_7", pretrained=True).eval(), x)
     assert_cache_only("t2t_vit_7", ref, x, caches)
@@ -298,7 +281,10 @@ def test_release_url_irpe(caches):
     entry = load_weights_table(presets()["deit_tiny_irpe_k"])["released"]
     ref = released.IRPEDeiT({"img_size": 224, "num_classes": 1000, **entry.config}, "k")
     perturbed(ref)
-    torch_put(caches["torch"], entry.source.file, pickle_bytes({"model": ref.state_dict(), "epoch": 299}))
+    state = ref.state_dict()  # what the DeiT-style main.py saves: the unwrapped model, optimizer, schedule, args
+    torch_put(caches["torch"], entry.source.file, pickle_bytes({
+        "model": state, "optimizer": optimizer_state(state), "lr_scheduler": {"t_initial": 300, "base_values": [1e-3]},
+        "epoch": 299, "args": release_args(model="deit_tiny_patch16_224_ctx_product_50_shared_k")}))
     assert_same_logits(ref, vspec.create_model("deit_tiny_irpe_k", pretrained=True).eval(), torch.randn(2, 3, 224, 224))
 
 
@@ -315,11 +301,14 @@ def test_manual_source_conformer_against_the_authors_outputs(caches, tmp_path, m
         "SPEC = official()['conformer'].spec_of(CONFIG)\n"
         "WEIGHTS = {'released': Weights(source=Manual('https://drive.google.com/file/d/fixture/view', "
         f"'conformer_fixture.pth'), converter='conformer', params={params}, licence='Apache-2.0', classes=10, "
-        "config=CONFIG)}\n")
+        "config=CONFIG, unwrap=('model',))}\n")
     monkeypatch.setenv("VSPEC_SPECS", str(folder))
     with pytest.raises(P.WeightsUnavailable, match="behind a page a program cannot follow; download https://drive"):
         vspec.create_model("conformer_fixture", pretrained=True)
-    torch_put(caches["torch"], "conformer_fixture.pth", pickle_bytes(data["state_dict"]))  # flat, as released
+    state = data["state_dict"]  # as the DeiT-style main.py saves it: under "model", with its command line
+    torch_put(caches["torch"], "conformer_fixture.pth", pickle_bytes({
+        "model": state, "optimizer": optimizer_state(state), "lr_scheduler": {"t_initial": 300}, "epoch": 299,
+        "args": release_args(model="Conformer_tiny_patch16")}))
     model = vspec.create_model("conformer_fixture", pretrained=True).eval()
     with torch.no_grad():
         assert_close_to_stored(model(data["x"]), data["y"][0] + data["y"][1])  # eval: the two branches' sum
@@ -380,7 +369,8 @@ def test_bert_files_with_tf_era_layer_norm_names_convert():
     state = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
              for k, v in ref.state_dict().items()}
     assert any(k.endswith("LayerNorm.gamma") for k in state)
-    model = from_hf(state, config=config).eval()
+    with pytest.warns(ConversionNote, match="BertForMaskedLM: its pretraining head"):
+        model = from_hf(state, config=config).eval()
     ids = torch.randint(0, 99, (2, 7))
     with torch.no_grad():
         assert (model.forward_features(ids) - ref.bert(ids).last_hidden_state).abs().max() <= 1e-5
@@ -452,7 +442,7 @@ def test_from_hf_refuses_an_unsupported_task_by_its_task(tmp_path):
     for cls in (transformers.BertForMaskedLM, transformers.BertForPreTraining):
         ref = perturbed(cls(config))
         ids = torch.randint(0, 99, (2, 5))
-        with torch.no_grad():
+        with torch.no_grad(), pytest.warns(ConversionNote, match="pretraining head .* is dropped"):
             assert (from_hf(ref).eval().forward_features(ids) - ref.bert(ids).last_hidden_state).abs().max() <= 1e-5
 
 

@@ -10,6 +10,7 @@ from outside vspec (vspec/spec/families.py).
 
 from importlib import import_module
 
+from . import _moved  # the previous release's import paths, kept for one release
 from .spec import *  # noqa: F403
 from .spec import __all__ as _spec_all
 
@@ -24,4 +25,4 @@ __all__ = [*_spec_all, *_LAZY]
 def __getattr__(name: str):
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'vspec' has no attribute {name!r}")
+    return _moved.moved(__name__, name)

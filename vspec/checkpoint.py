@@ -59,6 +59,8 @@ def cause(e: BaseException, limit: int = 160) -> str:
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
     if "WeightsUnpickler error:" in text:  # torch's advice around it is no cause
         text = text.split("WeightsUnpickler error:", 1)[1].split(". ")[0]
+    elif text.startswith("Weights only load failed"):  # its first paragraph is advice, the cause comes next
+        text = next((p for p in text.split("\n\n")[1:] if p.strip()), text)
     line = next((s.strip() for s in text.splitlines() if s.strip()), "")
     out = f"{type(e).__name__}: {line}" if line else type(e).__name__
     return out if len(out) <= limit else out[: limit - 3] + "..."
@@ -265,7 +267,7 @@ def read(path: str | Path) -> dict[str, Any]:
             warnings.simplefilter("ignore")
             ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:  # noqa: BLE001 - any unreadable file is reported the same way
-        refused = "Unsupported global" in str(e)  # not a mere corrupt byte stream
+        refused = "unsupported global" in str(e).lower()  # not a mere corrupt byte stream
         raise CheckpointError(path, "not a readable checkpoint (" + (
             f"holds what weights_only loading refuses, nothing of it was run: {cause(e)})" if refused else
             f"truncated, corrupt or not written by torch.save: {cause(e)})")) from None
@@ -369,9 +371,21 @@ def check_checkpoint(ckpt: dict[str, Any], path: str | Path, fields: dict[str, t
     return ckpt
 
 
+FINITE_CHECKED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)  # isfinite's dtypes (not float8)
+CHUNK = 1 << 22  # elements of another float dtype converted to float32 at a time
+
+
+def _finite(t: torch.Tensor) -> bool:
+    if t.dtype in FINITE_CHECKED:
+        return bool(t.isfinite().all())
+    flat = t.reshape(-1)
+    return all(bool(flat[i:i + CHUNK].float().isfinite().all()) for i in range(0, flat.numel(), CHUNK))
+
+
 def nonfinite(weights: dict[str, torch.Tensor]) -> str | None:
-    """The name of the first floating-point tensor in `weights` with a NaN or infinite entry, or None."""
-    return next((k for k, v in weights.items() if v.is_floating_point() and not bool(v.isfinite().all())), None)
+    """The name of the first floating-point tensor in `weights` with a NaN or infinite entry, or None (float8 and
+    the other dtypes `isfinite` does not take are checked in float32, a chunk at a time)."""
+    return next((k for k, v in weights.items() if v.is_floating_point() and not _finite(v)), None)
 
 
 def _few(keys: list[str], limit: int = 3) -> str:

@@ -44,8 +44,10 @@ from typing import Any
 import attrs
 
 from .spec import Model, load_spec, override
+from .spec.core import printable
 
 FILES = ("compare.json", "compare.png")
+MAX_GRID = 100  # grid points (specs x --grid's combinations) by default: each is trained once per seed
 THROUGHPUT = {"batch": 64, "warmup": 3, "iterations": 10}
 ALPHA = 0.05  # Welch's test: a difference with p below it is told apart from the seed noise
 
@@ -89,10 +91,27 @@ def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float] | None:
     return {"t": t, "df": df, "p": float(2 * student.sf(abs(t), df))}
 
 
+def grid_points(paths: Sequence[str | Path], grid: dict[str, list] | None, max_points: int = MAX_GRID) -> int:
+    """How many specs `grid` makes of `paths` (counted, nothing loaded); ValueError past `max_points` or for a
+    value that is not a finite number."""
+    for key, values in (grid or {}).items():
+        bad = next((v for v in values if isinstance(v, float) and not math.isfinite(v)), None)
+        if bad is not None:
+            raise ValueError(printable(f"--grid {key}: {bad!r} is not a finite number"))
+    points = len(paths) * math.prod(len(v) for v in (grid or {}).values())
+    if points > max_points:
+        shape = " x ".join([f"{len(paths)} specs", *(f"{len(v)} {k}" for k, v in (grid or {}).items())])
+        raise ValueError(printable(f"--grid: {points:,} grid points ({shape}), more than {max_points:,}; each is "
+                                   "trained --seeds times: narrow --grid or raise --max-candidates"))
+    return points
+
+
 def load_specs(paths: Sequence[str | Path], grid: dict[str, list] | None = None,
-               text: bool = False) -> dict[str, tuple[Path, Model]]:
-    """name (the file's stem; with `grid`, stem[k=v,...] per combination) -> (path, spec); two files with one
-    name, or a body of the other modality than the data's (`text`), are refused."""
+               text: bool = False, max_points: int = MAX_GRID) -> dict[str, tuple[Path, Model]]:
+    """name (the file's stem; with `grid`, stem[k=v,...] per combination) -> (path, spec); a grid of more than
+    `max_points` specs (`grid_points`: counted before any spec is loaded), two files with one name, or a body of
+    the other modality than the data's (`text`), are refused."""
+    grid_points(paths, grid, max_points)
     specs: dict[str, tuple[Path, Model]] = {}
     for path in map(Path, paths):
         spec = load_spec(path)
@@ -110,13 +129,31 @@ def load_specs(paths: Sequence[str | Path], grid: dict[str, list] | None = None,
     return specs
 
 
+def check_searches(specs: dict[str, tuple[Path, Model]], what: str, to: object, vary: Sequence[str] | None,
+                   max_candidates: int) -> None:
+    """ValueError, before anything is profiled, for a --match search past `max_candidates` (`fitting.check_search`)
+    of a spec that `match_budget` fits (every one but the first, or every one with `to`)."""
+    from .fitting import FitError, check_search
+
+    for i, (name, (_, spec)) in enumerate(specs.items()):
+        if to is not None or i:
+            try:
+                check_search(spec, vary, max_candidates)
+            except FitError as e:
+                raise ValueError(printable(f"--match {what}: {name}: {e}")) from None
+
+
 def match_budget(specs: dict[str, tuple[Path, Model]], what: str, to: Model | None, vary: Sequence[str] | None,
-                 tolerance: float, say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
-    """Fits every spec but the reference (`to`, else the first) to the reference's `what` (macs | params) in place;
+                 tolerance: float, say: Callable[[str], None],
+                 max_candidates: int | None = None) -> dict[str, dict[str, Any]]:
+    """Fits every spec but the reference (`to`, else the first) to the reference's `what` (macs | params) in place
+    (each search at most `max_candidates`, default fitting.MAX_CANDIDATES, checked before anything is profiled);
     returns, per spec, its original counts, the fitted field values (none for the reference) and its deviation."""
-    from .fitting import FitError, deviation, fit
+    from .fitting import MAX_CANDIDATES, FitError, deviation, fit
     from .profiler import profile
 
+    max_candidates = max_candidates or MAX_CANDIDATES
+    check_searches(specs, what, to, vary, max_candidates)
     first = next(iter(specs))
     reference = to if to is not None else specs[first][1]
     ref = profile(reference, meta=True, crosscheck=False)
@@ -128,7 +165,7 @@ def match_budget(specs: dict[str, tuple[Path, Model]], what: str, to: Model | No
                  "deviation": deviation(p.params, p.macs, {what: budget})}
         if to is not None or name != first:
             try:
-                result = fit(spec, **{what: budget}, vary=vary, tolerance=tolerance)
+                result = fit(spec, **{what: budget}, vary=vary, tolerance=tolerance, max_candidates=max_candidates)
             except FitError as e:
                 raise ValueError(f"--match {what}: {name}: {e}") from None
             specs[name] = (path, result.spec)
@@ -178,6 +215,7 @@ def command_line(args) -> str:
         argv += ["--match", args.match, *(["--to", args.to] if args.to else [])]
         argv += [a for v in args.vary for a in ("--vary", v)] + ["--tolerance", str(args.tolerance)]
     argv += ["--device", args.device] if args.device != "cpu" else []
+    argv += ["--max-candidates", str(args.max_candidates)] if getattr(args, "max_candidates", None) else []
     return shlex.join([*argv, "--out-dir", str(args.out_dir)])
 
 
@@ -224,10 +262,12 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
             recipe_name: str = "compare", data_dir: str | None = None, task: str | None = None, command: str = "",
             grid: dict[str, list] | None = None, match: str | None = None, to: str | Path | None = None,
             vary: Sequence[str] | None = None, tolerance: float = 0.02, device: str = "cpu",
-            say: Callable[[str], None] = print) -> dict[str, Any]:
+            say: Callable[[str], None] = print, max_candidates: int | None = None) -> dict[str, Any]:
     """Train every spec in `paths` (each expanded by `grid`; fitted to one budget with `match`) with every seed in
     `seeds` (`recipe`, on `device`), then write OUT/compare.json and OUT/compare.png; returns the JSON's content.
-    Raises ValueError (with DataError and FitError) / SpecError for what cannot be done, before any training."""
+    `max_candidates` bounds the grid's points (default MAX_GRID) and each --match search (default
+    fitting.MAX_CANDIDATES), both counted before any spec is built or profiled. Raises ValueError (with DataError
+    and FitError) / SpecError for what cannot be done, before any training."""
     import torch
 
     from .compiler import check_fit
@@ -238,7 +278,10 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
 
     t0 = time.perf_counter()
     text = data in TEXT_DATASETS
-    specs = load_specs(paths, grid, text)
+    if max_candidates is not None and (not isinstance(max_candidates, int) or isinstance(max_candidates, bool)
+                                       or max_candidates < 1):
+        raise ValueError(f"--max-candidates: must be an int >= 1, got {max_candidates!r}")
+    specs = load_specs(paths, grid, text, max_candidates or MAX_GRID)
     if match not in (None, "macs", "params"):
         raise ValueError(f"--match: expected macs or params, got {match!r}")
     if match and grid:  # a grid point re-fitted over its own field would undo the grid
@@ -246,6 +289,10 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
         if searched & set(grid):
             raise ValueError(f"--grid {', '.join(sorted(searched & set(grid)))} is also what --match varies "
                              f"({', '.join(sorted(searched))}): vary other fields (--vary) or grid others")
+    if match:  # the searches' sizes, before the data is read or anything profiled
+        from .fitting import MAX_CANDIDATES
+
+        check_searches(specs, match, to, vary, max_candidates or MAX_CANDIDATES)
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device here")
     info = data_info(data, next(iter(specs.values()))[1], data_dir=data_dir, task=task, specs=specs, out=out)
@@ -260,7 +307,7 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     if reference is not None and reference.embedder.text != text:
         raise ValueError(f"--to {to}: a {'text body' if reference.embedder.text else 'image model'}; the compared "
                          f"specs are {'text bodies' if text else 'image models'}")
-    matched = match_budget(specs, match, reference, vary, tolerance, say) if match else None
+    matched = match_budget(specs, match, reference, vary, tolerance, say, max_candidates) if match else None
     for name, (path, spec) in specs.items():  # every spec's size, before any run
         check_fit(spec, max(recipe.batch_size, THROUGHPUT["batch"]), f"{path}: training it")
     try:  # the folders every run writes into

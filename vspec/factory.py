@@ -7,14 +7,13 @@
 
 A preset is `specs/<name>.py` of the repository, installed with the package as `vspec/presets/<name>.py` (a link
 to `specs/` in the repository, its files in the wheel), or of a folder on the `VSPEC_SPECS` search path
-(`os.pathsep`-separated, searched first), or of a family's preset folder. Overrides are
+(`os.pathsep`-separated, searched first), or of a family's preset folder (vspec.catalogue finds them). Overrides are
 dotted spec keys as `vspec build --set` takes them (`vspec.spec.override`). `features_only=True` wraps the
 model in `FeatureModel` (timm's FeatureGetterNet), whose `feature_info` is timm's `FeatureInfo`: timm (the
 `vspec[train]` extra) is imported then, and only then. `register_timm()` makes every preset a timm
 entrypoint `vspec_<name>`, opt-in (nothing is registered on import).
 """
 
-import difflib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,43 +21,13 @@ from typing import Any
 
 from torch import nn
 
+from .catalogue import PRESETS, is_preset_name, preset_dirs, preset_path, presets  # noqa: F401 - also here
 from .spec import Model, SpecError, from_json, load_spec, override
 from .spec.load import SUFFIXES
+from .spec.weights import requested
 
 CHECKPOINTS = (".pt", ".pth")
 TIMM_PREFIX = "vspec_"
-
-
-PRESETS = Path(__file__).parent / "presets"  # specs/ of the repository, installed with the package
-
-
-def preset_dirs() -> list[Path]:
-    """Where presets are looked for: the folders of `VSPEC_SPECS`, then the package's presets (`specs/`), then the
-    folders the families declare (`family.PRESETS`, vspec/spec/families.py)."""
-    from .spec import families
-
-    extra = [Path(p) for p in os.environ.get("VSPEC_SPECS", "").split(os.pathsep) if p]
-    return [*extra, PRESETS, *map(Path, families.presets())]
-
-
-def presets() -> dict[str, Path]:
-    """Every preset name and its file (the first folder of `preset_dirs` that has it wins)."""
-    out: dict[str, Path] = {}
-    for folder in preset_dirs():
-        for file in sorted(folder.glob("*.py")) if folder.is_dir() else ():
-            if not file.name.startswith("_"):
-                out.setdefault(file.stem, file)
-    return out
-
-
-def preset_path(name: str) -> Path:
-    """The file of preset `name`, or a one-line SpecError naming the closest presets."""
-    known = presets()
-    if name in known:
-        return known[name]
-    close = difflib.get_close_matches(name, known, n=4, cutoff=0.5)
-    hint = f"close: {', '.join(close)}" if close else f"{len(known)} presets in {', '.join(map(str, preset_dirs()))}"
-    raise SpecError("", f"unknown preset {name!r} ({hint}); or give a spec file, checkpoint or model folder path")
 
 
 def _source(name_or_path: str | Path) -> tuple[Model, dict | None]:
@@ -94,7 +63,7 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
     resamples the weights (`resample`). features_only: a `FeatureModel` giving the `feature_info` entries at
     `out_indices` (timm's defaults: the last 3 blocks of a one-stage model, every stage of a hierarchical one).
     """
-    if pretrained and _declares_weights(name_or_path):
+    if requested(pretrained) and _declares_weights(name_or_path):
         model = _pretrained(name_or_path, pretrained, img_size, num_classes, overrides)
         return FeatureModel(model, out_indices) if features_only else model
     spec, weights = _source(name_or_path)
@@ -126,13 +95,6 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
     return model
 
 
-def is_preset_name(name_or_path: str | Path) -> bool:
-    """A bare name that is no path (no file suffix, no separator, nothing there by that name): a preset's."""
-    text = str(name_or_path)
-    return not isinstance(name_or_path, Path) and not Path(text).suffix and "/" not in text and \
-        os.sep not in text and not Path(text).exists()
-
-
 def _declares_weights(name_or_path: str | Path) -> bool:
     """A preset name or a .py spec file: where published weights are declared (WEIGHTS beside SPEC)."""
     return Path(name_or_path).suffix == ".py" or is_preset_name(name_or_path)
@@ -150,8 +112,9 @@ def _pretrained(name_or_path: str | Path, pretrained: bool | str, img_size: Any,
     if num_classes is not None:
         overrides["num_classes"] = num_classes
     spec = load_spec(P.locate(name_or_path)[1])
+    got = P.published(name_or_path, pretrained)  # first: weights that cannot be had are said before any build
     model = build(override(spec, overrides) if overrides else spec)
-    entry, _ = P.load_into(model, name_or_path, pretrained)
+    entry, _ = P.load_into(model, got)
     if not overrides and P.params(model) != entry.params:
         raise P.WeightsUnavailable(f"{name_or_path}: the model has {P.params(model):,} parameters, its weights "
                                    f"entry declares {entry.params:,}")

@@ -9,6 +9,12 @@ distinct part for the whole search (`profile(cache=...)`: a depth adds no count,
 The variant nearest the target wins (relative deviation; ties to the one nearest the original values, then the
 first); beyond `tolerance` the search fails with one line naming the nearest.
 
+The search's size is counted before anything is profiled (a range is never listed: `range`, `FloatRange`) and
+refused past `max_candidates` (default MAX_CANDIDATES): its candidates (the product of the axes' lengths), the
+distinct combinations of the fields other than depths (each a new block to profile, about PART_COST candidates'
+time: at most max_candidates // PART_COST) and the blocks its candidates walk (their depths summed: at most
+BLOCKS_PER_CANDIDATE x max_candidates). Numbers are ASCII and finite.
+
 Targets: `macs=4.6G`, `params=22M` (K, M, G, T suffixes), or `like=SPEC`: the other spec's parameters and MACs
 both, the deviation being the larger of the two. Counts follow `vspec.profile` (all MACs, batch 1, the spec's
 image size), so the table's numbers are what `vspec profile` prints for the chosen spec.
@@ -20,24 +26,31 @@ import itertools
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from .spec import Model, SpecError, load_spec, override
-from .spec.core import show
+from .spec.core import printable, show
 
 SUFFIXES = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 DIM_STEP = 8
+# the largest search by default: every one-stage preset's default grid (at most 9,264 candidates: BERT-L, GPT-2 M)
+# is under it; on 2 cores a candidate whose block is cached costs 3-25 ms (Swin's: ~55 ms), a new block 17-150 ms
+MAX_CANDIDATES = 10_000
+PART_COST = 5  # a distinct block costs about five cached candidates: at most max_candidates // PART_COST of them
+BLOCKS_PER_CANDIDATE = 100  # each candidate walks its blocks (~0.01-0.03 ms each): a depth of 10,000 is no grid
+INT = re.compile(r"[+-]?[0-9]+")
+FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE)
 
 
 class FitError(ValueError):
     """No variant within the tolerance (`.result` holds the search, its nearest first), or a malformed request."""
 
     def __init__(self, message: str, result: FitResult | None = None):
-        super().__init__(message)
+        super().__init__(printable(message))  # one line: a line break in a --vary item is escaped
         self.result = result
 
 
@@ -59,7 +72,7 @@ class FitResult:
     candidates: list[Candidate]
     target: dict[str, float]
     original: Candidate
-    axes: dict[str, list[Any]]
+    axes: dict[str, Sequence[Any]]
     tried: int
     seconds: float
 
@@ -104,38 +117,119 @@ def _field(spec: Model, key: str) -> Any:
     return tree
 
 
-def _parse_values(key: str, text: str, current: Any) -> list[Any]:
+class FloatRange(Sequence):
+    """`lo, lo + step, ...` (`size` values, each rounded to 10 decimals), never listed: LOW:HIGH:STEP of floats."""
+
+    def __init__(self, lo: float, step: float, size: int):
+        self.lo, self.step, self.size = lo, step, size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.size))]
+        if not -self.size <= i < self.size:
+            raise IndexError(i)
+        return round(self.lo + (i % self.size) * self.step, 10)
+
+    def __repr__(self) -> str:
+        return f"FloatRange({self.lo!r}, {self.step!r}, {self.size})"
+
+
+class WithValue(Sequence):
+    """A range with one value more (a width off the step), in order; never listed."""
+
+    def __init__(self, values: range, value: int):
+        self.values, self.value, self.size = values, value, size(values) + 1
+        self.at = size(range(values.start, value, values.step)) if value > values.start else 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = i + len(self) if i < 0 else i
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self.values[i] if i < self.at else self.value if i == self.at else self.values[i - 1]
+
+    def __iter__(self) -> Iterator[int]:
+        yield from self.values[:self.at]
+        yield self.value
+        yield from self.values[self.at:]
+
+    def __contains__(self, v) -> bool:
+        return v == self.value or v in self.values
+
+
+def size(values: Sequence) -> int:
+    """How many values an axis has (a range's length even past sys.maxsize)."""
+    if isinstance(values, range):
+        return max(0, (values.stop - values.start + values.step - 1) // values.step)  # a positive step
+    return values.size if isinstance(values, (FloatRange, WithValue)) else len(values)
+
+
+def _number(key: str, text: str, part: str, kind: type) -> Any:
+    """One bound or step of LOW:HIGH[:STEP]: ASCII digits only (int() would take '١٢'), finite."""
+    try:
+        if not (INT if kind is int else FLOAT).fullmatch(part.strip()):
+            raise ValueError(part)
+        value = kind(part)  # an int past Python's 4,300 digits: ValueError too
+    except ValueError:
+        raise FitError(f"--vary {key}={text}: expected LOW:HIGH[:STEP] of {kind.__name__}s (ASCII digits), got "
+                       f"{show(part)}") from None
+    if kind is float and not math.isfinite(value):
+        raise FitError(f"--vary {key}={text}: {show(part)} is not a finite number")
+    return value
+
+
+def _parse_values(key: str, text: str, current: Any) -> Sequence[Any]:
     kind = float if isinstance(current, float) else int
     if ":" in text:
         parts = text.split(":")
-        try:
-            lo, hi, *step = (kind(p) for p in parts)
-        except ValueError:
-            raise FitError(f"--vary {key}={text}: expected LOW:HIGH[:STEP] of {kind.__name__}s") from None
-        step = step[0] if step else 1
-        if len(parts) > 3 or step <= 0 or hi < lo:
+        if len(parts) > 3:
             raise FitError(f"--vary {key}={text}: expected LOW:HIGH[:STEP] with LOW <= HIGH and STEP > 0")
-        n = int(math.floor((hi - lo) / step + 1e-9)) + 1
-        return [kind(lo + i * step) if kind is int else round(lo + i * step, 10) for i in range(n)]
+        lo, hi, *step = (_number(key, text, p, kind) for p in parts)
+        step = step[0] if step else 1
+        if step <= 0 or hi < lo:
+            raise FitError(f"--vary {key}={text}: expected LOW:HIGH[:STEP] with LOW <= HIGH and STEP > 0")
+        if kind is int:
+            return range(lo, hi + 1, step)
+        n = (hi - lo) / step
+        if not math.isfinite(n):  # e.g. -1e308:1e308
+            raise FitError(f"--vary {key}={text}: more than 10**308 values; narrow --vary")
+        return FloatRange(lo, step, math.floor(n + 1e-9) + 1)
     from .spec.load import parse_value
 
-    return [parse_value(v) for v in text.split(",") if v.strip()]
+    values = []
+    for item in (v for v in text.split(",") if v.strip()):
+        value = parse_value(item)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise FitError(f"--vary {key}={text}: {show(item)} is not a finite number")
+        if isinstance(current, (int, float)) and not isinstance(current, bool) and isinstance(value, str):
+            raise FitError(f"--vary {key}={text}: {show(item)} is not a number (ASCII digits)")
+        values.append(value)
+    return list(dict.fromkeys(values))
 
 
-def _default_values(key: str, current: Any) -> list[Any]:
+def _default_values(key: str, current: Any) -> Sequence[Any]:
     if isinstance(current, bool) or not isinstance(current, (int, float)):
         raise FitError(f"--vary {key}: {show(current)} has no default range; give the values: {key}=V1,V2,...")
     if isinstance(current, float):
         return [round(current * f / 8, 10) for f in range(4, 17)]
     if key.split(".")[-1].endswith("dim"):
         lo = max(DIM_STEP, (current // 2) // DIM_STEP * DIM_STEP)
-        return sorted({*range(lo, 2 * current + 1, DIM_STEP), current})  # the current width too, off the step
-    return list(range(1 if key.split(".")[-1] == "depth" else max(1, current // 2), 2 * current + 1))
+        widths = range(lo, 2 * current + 1, DIM_STEP)
+        return widths if current in widths else WithValue(widths, current)  # the current width too, off the step
+    return range(1 if key.split(".")[-1] == "depth" else max(1, current // 2), 2 * current + 1)
 
 
-def axes(spec: Model, vary: Sequence[str]) -> dict[str, list[Any]]:
-    """Each varied key with its values: `KEY` (the default range), `KEY=V1,V2,...` or `KEY=LOW:HIGH[:STEP]`."""
-    out: dict[str, list[Any]] = {}
+def axes(spec: Model, vary: Sequence[str]) -> dict[str, Sequence[Any]]:
+    """Each varied key with its values: `KEY` (the default range), `KEY=V1,V2,...` or `KEY=LOW:HIGH[:STEP]`;
+    a range is a lazy sequence (`range`, `FloatRange`, `WithValue`), never a list."""
+    out: dict[str, Sequence[Any]] = {}
     for item in vary:
         key, _, text = str(item).partition("=")
         key = key.strip()
@@ -143,9 +237,9 @@ def axes(spec: Model, vary: Sequence[str]) -> dict[str, list[Any]]:
             raise FitError(f"--vary {key}: given twice")
         current = _field(spec, key)
         values = _parse_values(key, text, current) if text else _default_values(key, current)
-        if not values:
+        if not size(values):
             raise FitError(f"--vary {item}: no values")
-        out[key] = list(dict.fromkeys(values))
+        out[key] = values
     if not out:
         raise FitError("nothing to vary: name fields with --vary, e.g. --vary dim,depth")
     return out
@@ -157,6 +251,68 @@ def default_vary(spec: Model) -> list[str]:
     if len(spec.stages) != 1:
         raise FitError("a spec of several stages: name the fields to vary (e.g. --vary stages.2.depth,embedder.dim)")
     return ["dim", "depth"]
+
+
+def _is_depth(key: str) -> bool:
+    return key.split(".")[-1] == "depth"
+
+
+def _sum(values: Sequence[Any]) -> int:
+    """The sum of an axis of depths (a range's in closed form); what is not an int counts as 0."""
+    if isinstance(values, range):
+        return size(values) * (values[0] + values[0] + (size(values) - 1) * values.step) // 2 if size(values) else 0
+    return sum(v for v in values if isinstance(v, int) and not isinstance(v, bool))
+
+
+def _size_of(spec: Model, grid: dict[str, Sequence[Any]]) -> dict[str, Any]:
+    count = math.prod(size(v) for v in grid.values())
+    parts = math.prod(size(v) for k, v in grid.items() if not _is_depth(k))
+    blocks = count * sum(stage.depth for stage in spec.stages)  # each varied depth replaces its current value
+    for k, v in grid.items():
+        current = _field(spec, k)
+        if _is_depth(k) and isinstance(current, int):
+            blocks += count // size(v) * (_sum(v) - size(v) * current)
+    return {"candidates": count, "parts": parts, "blocks": max(0, blocks),
+            "axes": " x ".join(f"{_amount_int(size(v))} {k}" for k, v in grid.items()),
+            "fields": ", ".join(k for k in grid if not _is_depth(k))}
+
+
+def search_size(spec: Model | str | Path, vary: Sequence[str] | None = None) -> dict[str, int]:
+    """What a search over `vary` (default `default_vary`) would do, counted without profiling: its `candidates`,
+    the distinct combinations of the non-depth fields (`parts`) and the `blocks` its candidates walk."""
+    spec = spec if isinstance(spec, Model) else load_spec(spec)
+    sizes = _size_of(spec, axes(spec, list(vary) if vary else default_vary(spec)))
+    return {k: sizes[k] for k in ("candidates", "parts", "blocks")}
+
+
+def check_search(spec: Model, vary: Sequence[str] | None = None, max_candidates: int = MAX_CANDIDATES) -> None:
+    """FitError for a search over `vary` (default `default_vary`) past `max_candidates` (`check_size`); profiles
+    nothing."""
+    check_size(_size_of(spec, axes(spec, list(vary) if vary else default_vary(spec))), max_candidates)
+
+
+def check_size(sizes: dict[str, Any], max_candidates: int = MAX_CANDIDATES) -> None:
+    """FitError (one line: the count, the limit, --max-candidates) for a search past `max_candidates`:
+    `sizes` as `search_size` counts them."""
+    if not (isinstance(max_candidates, int) and not isinstance(max_candidates, bool) and max_candidates >= 1):
+        raise FitError(f"max_candidates: must be an int >= 1, got {show(max_candidates)}")
+    tail = "; narrow --vary or raise --max-candidates"
+    if sizes["candidates"] > max_candidates:
+        raise FitError(f"the search has {_amount_int(sizes['candidates'])} candidates"
+                       + (f" ({sizes['axes']})" if sizes.get("axes") else "") + f", more than {max_candidates:,}{tail}")
+    if sizes["parts"] > max_candidates // PART_COST:
+        raise FitError(f"the search profiles {_amount_int(sizes['parts'])} distinct combinations of "
+                       f"{sizes.get('fields') or 'its fields'} (each a new block to profile), more than "
+                       f"{max_candidates // PART_COST:,} (1/{PART_COST} of --max-candidates){tail}")
+    if sizes["blocks"] > max_candidates * BLOCKS_PER_CANDIDATE:
+        raise FitError(f"the search walks {_amount_int(sizes['blocks'])} blocks (the candidates' depths summed), "
+                       f"more than {max_candidates * BLOCKS_PER_CANDIDATE:,} ({BLOCKS_PER_CANDIDATE} x "
+                       f"--max-candidates){tail}")
+
+
+def _amount_int(n: int) -> str:
+    """An int with thousands separators; past 10**60 its order of magnitude (no 5,000-digit line)."""
+    return f"{n:,}" if n < 10**60 else f"about 10**{int(n.bit_length() * math.log10(2))}"
 
 
 def deviation(params: int, macs: int, target: dict[str, float]) -> float:
@@ -180,28 +336,30 @@ def _distance(values: dict[str, Any], original: dict[str, Any]) -> float:
 
 def fit(spec: Model | str | Path, *, macs: float | str | None = None, params: float | str | None = None,
         like: Model | str | Path | None = None, vary: Sequence[str] | None = None,
-        tolerance: float = 0.02) -> FitResult:
+        tolerance: float = 0.02, max_candidates: int = MAX_CANDIDATES) -> FitResult:
     """The valid variant of `spec` (over the `vary` fields, default `default_vary`) nearest the target: `macs`,
     `params` (numbers or '4.6G' / '22M'), or `like` (another spec: both its counts). Raises FitError naming the
-    nearest when none is within `tolerance` (relative)."""
+    nearest when none is within `tolerance` (relative), and before profiling anything for a search past
+    `max_candidates` (`check_size`)."""
     spec = spec if isinstance(spec, Model) else load_spec(spec)
     if not tolerance >= 0:
         raise FitError(f"tolerance: must be >= 0, got {tolerance!r}")
-    cache: dict = {}
+    if like is not None and (macs is not None or params is not None):
+        raise FitError("give one target: like=SPEC, or macs= and / or params=")
     target: dict[str, float] = {}
-    if like is not None:
-        if macs is not None or params is not None:
-            raise FitError("give one target: like=SPEC, or macs= and / or params=")
-        other = like if isinstance(like, Model) else load_spec(like)
-        target["params"], target["macs"] = (float(v) for v in _counts(other, cache))
     for name, value in (("params", params), ("macs", macs)):
         if value is not None:
             target[name] = parse_amount(value) if isinstance(value, str) else float(value)
             if not (math.isfinite(target[name]) and target[name] > 0):
                 raise FitError(f"{name}: must be finite and > 0, got {value!r}")
-    if not target:
+    if not target and like is None:
         raise FitError("no target: give macs=, params= or like=SPEC")
     grid = axes(spec, list(vary) if vary else default_vary(spec))
+    check_size(_size_of(spec, grid), max_candidates)  # counted, before anything is profiled (like='s spec too)
+    cache: dict = {}
+    if like is not None:
+        other = like if isinstance(like, Model) else load_spec(like)
+        target["params"], target["macs"] = (float(v) for v in _counts(other, cache))
     original_values = {k: _field(spec, k) for k in grid}
     p0, m0 = _counts(spec, cache)  # first: torch's start-up in a fresh process is not the search's
     original = Candidate(original_values, p0, m0, deviation(p0, m0, target))
@@ -253,8 +411,8 @@ def table(result: FitResult, top: int = 10) -> str:
     """Markdown: the original, then the `top` nearest variants (the chosen one first)."""
     keys = list(result.axes)
     head = "| | " + " | ".join(keys) + " | params | MACs | deviation |"
-    lines = [f"target {describe(result.target)}; {len(result.candidates)} valid of {result.tried} combinations, "
-             f"profiled in {result.seconds:.2f} s ({result.rate:.0f} / s)", "", head,
+    lines = [(f"target {describe(result.target)}; {len(result.candidates)} valid of {result.tried} combinations, "
+              f"profiled in {result.seconds:.2f} s ({result.rate:.0f} / s)"), "", head,
              "|" + "---|" * (len(keys) + 4)]
     rows = [("original", result.original)] + [("chosen" if i == 0 else str(i + 1), c)
                                               for i, c in enumerate(result.candidates[:top])]
@@ -265,7 +423,8 @@ def table(result: FitResult, top: int = 10) -> str:
 
 
 def write(result: FitResult, path: Path, command: str = "") -> None:
-    """The chosen spec as .json, .toml or .py (SPEC = from_json(...), with where it came from)."""
+    """The chosen spec as .json, .toml or .py (SPEC = from_json(...), with where it came from); missing folders
+    above `path` are created."""
     from .spec import to_json, to_toml
 
     suffix = path.suffix
@@ -280,4 +439,5 @@ def write(result: FitResult, path: Path, command: str = "") -> None:
                 f"SPEC = from_json({to_json(result.spec)!r})\n")
     else:
         raise FitError(f"--out {show(str(path))}: expected a .json, .toml or .py file")
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

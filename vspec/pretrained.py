@@ -11,7 +11,9 @@ A preset's `WEIGHTS` (vspec.spec.weights) say where its checkpoints are. The fir
    preset is the published model (the same spec but for the head);
 4. keeps the converted model folder (config.json + model.safetensors, vspec.hub) in vspec's cache,
    `$VSPEC_CACHE/pretrained/<preset>.<tag>/` (`VSPEC_CACHE` default `~/.cache/vspec`), written aside and renamed.
-Later calls read only that folder (a corrupt one is refused, removed and made again from the source).
+Later calls read only that folder, checked by `cached_folder` (one that is corrupt or holds another model is
+refused, removed and made again from the source). Fetching and the checks of what the caches hand back:
+vspec.downloads.
 
 The model built keeps everything of the checkpoint that fits: the body always; the head's parts where the preset's
 head has them with the same shape (timm's 1000 classes); the rest of the head starts fresh, as timm's `num_classes`
@@ -20,10 +22,10 @@ network, a page only a person can follow) is a one-line `WeightsUnavailable` nam
 put the file at; nothing half-written is left in any cache.
 """
 
-import hashlib
-import json
+import argparse
 import os
 import shutil
+import stat
 import tempfile
 import warnings
 from collections.abc import Mapping
@@ -35,64 +37,16 @@ import torch
 from torch import nn
 
 from .checkpoint import CheckpointError, cause, check_weights, load_checkpoint
+from .downloads import FILE_KINDS, WeightsUnavailable, fetch, regular_file, tokenizer_folder, verify, vspec_cache
 from .spec import Model, SpecError, from_json, load_weights_table
-from .spec.weights import Hub, Manual, Url, Weights
+from .spec.weights import Weights, requested
 
-
-class WeightsUnavailable(SpecError):
-    """Published weights that cannot be had or used: a one-line message (the CLI exits 2)."""
-
-    def __init__(self, message: str):
-        super().__init__("", message)
-
-
-# ---------------------------------------------------------------- where things are
-
-
-def _truthy(name: str) -> bool:
-    return os.environ.get(name, "").strip().upper() in ("1", "ON", "YES", "TRUE")
-
-
-def offline() -> bool:
-    """Hugging Face's switch, read at each call (huggingface_hub reads it once, at import): HF_HUB_OFFLINE=1."""
-    return _truthy("HF_HUB_OFFLINE")
-
-
-def _home_cache(*parts: str) -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", *parts)
-
-
-def hf_cache() -> Path:
-    """Hugging Face's hub cache as huggingface_hub finds it: HF_HUB_CACHE, else HF_HOME/hub, else
-    ~/.cache/huggingface/hub (read at each call, so that a changed environment is honoured)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]) / "hub"
-    return _home_cache("huggingface", "hub")
-
-
-def torch_checkpoints() -> Path:
-    """torch hub's checkpoint folder (`torch.hub.get_dir()/checkpoints`, TORCH_HOME honoured)."""
-    return Path(torch.hub.get_dir()) / "checkpoints"
-
-
-def vspec_cache() -> Path:
-    """vspec's own cache: VSPEC_CACHE, else ~/.cache/vspec."""
-    return Path(os.environ["VSPEC_CACHE"]) if os.environ.get("VSPEC_CACHE") else _home_cache("vspec")
+# ---------------------------------------------------------------- vspec's cache
 
 
 def converted_folder(name: str, tag: str) -> Path:
     """Where the converted model folder of preset `name`'s weights `tag` is kept."""
     return vspec_cache() / "pretrained" / f"{name}.{tag}"
-
-
-def drop_path(source: Hub | Url | Manual, file: str | None = None) -> Path:
-    """Where a person puts a file a program could not fetch: torch hub's checkpoints/<file> for a URL or a page;
-    for a Hub file, vspec's cache downloads/<repo>/<file> (Hugging Face's cache is keyed by commits)."""
-    if isinstance(source, Hub):
-        return vspec_cache() / "downloads" / source.repo / (file or source.file)
-    return torch_checkpoints() / source.file
 
 
 # ---------------------------------------------------------------- the table
@@ -101,7 +55,7 @@ def drop_path(source: Hub | Url | Manual, file: str | None = None) -> Path:
 def locate(name_or_path: str | Path) -> tuple[str, Path]:
     """(the cache's name, the .py file) of a preset name or a preset-style spec file (one that may declare
     WEIGHTS beside its SPEC; its file name is its name in the cache)."""
-    from .factory import preset_path
+    from .catalogue import preset_path
 
     path = Path(name_or_path)
     if path.suffix == ".py" and path.is_file():
@@ -114,151 +68,88 @@ def locate(name_or_path: str | Path) -> tuple[str, Path]:
 
 def choose(name: str, file: Path, pretrained: bool | str) -> tuple[str, Weights]:
     """(tag, entry) of `pretrained=True` (the first tag, the default) or `pretrained="<tag>"`."""
+    requested(pretrained)
     table = load_weights_table(file)
     if not table:
         raise WeightsUnavailable(f"{name!r} declares no published weights (`vspec weights` lists the presets that "
                                  "do)")
     if pretrained is True:
         return next(iter(table.items()))
-    if not isinstance(pretrained, str) or pretrained not in table:
+    if pretrained not in table:
         raise WeightsUnavailable(f"{name!r} has no weights tagged {pretrained!r}; its tags: {', '.join(table)}")
     return pretrained, table[pretrained]
 
 
-# ---------------------------------------------------------------- fetching
-
-
-def _unavailable(name: str, tag: str, source: Hub | Url | Manual, file: str, url: str, why: str) -> WeightsUnavailable:
-    return WeightsUnavailable(f"{name} ({tag}): {why}; download {url} and put it at {drop_path(source, file)}")
-
-
-def _hub_file(name: str, tag: str, source: Hub, file: str) -> Path:
-    dropped = drop_path(source, file)
-    if dropped.is_file():
-        return dropped
-    url = f"https://huggingface.co/{source.repo}/resolve/{source.revision}/{file}"
-    try:
-        from huggingface_hub import hf_hub_download
-        from huggingface_hub.errors import LocalEntryNotFoundError
-    except ImportError:
-        raise _unavailable(name, tag, source, file, url, "huggingface_hub is not installed") from None
-    try:
-        return Path(hf_hub_download(source.repo, file, revision=source.revision, cache_dir=hf_cache(),
-                                    local_files_only=offline()))
-    except LocalEntryNotFoundError:
-        why = "not in Hugging Face's cache and HF_HUB_OFFLINE is set" if offline() else \
-            "not in Hugging Face's cache and it cannot be downloaded (no network?)"
-        raise _unavailable(name, tag, source, file, url, why) from None
-    except Exception as e:  # noqa: BLE001 - any other failure of the Hub (gated, removed, HTTP): one line
-        raise _unavailable(name, tag, source, file, url, f"the Hub refused it ({cause(e)})") from None
-
-
-def _url_file(name: str, tag: str, source: Url | Manual) -> Path:
-    path = drop_path(source)
-    if path.is_file():
-        return path
-    if isinstance(source, Manual):
-        raise _unavailable(name, tag, source, source.file, source.page,
-                           f"{source.file} is behind a page a program cannot follow")
-    if offline():
-        raise _unavailable(name, tag, source, source.file, source.url, "not in torch hub's cache and "
-                                                                       "HF_HUB_OFFLINE is set")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:  # torch writes a temporary file beside it and renames it when whole
-        torch.hub.download_url_to_file(source.url, str(path), hash_prefix=None, progress=True)
-    except Exception as e:  # noqa: BLE001 - no network, HTTP errors: one line
-        raise _unavailable(name, tag, source, source.file, source.url, f"it cannot be downloaded ({cause(e)})") \
-            from None
-    return path
-
-
-def fetch(name: str, tag: str, entry: Weights) -> dict[str, Path]:
-    """The source's files ({"weights": path[, "config": path]}) in their caches, fetched where missing."""
-    source = entry.source
-    if isinstance(source, Hub):
-        files = {"weights": _hub_file(name, tag, source, source.file)}
-        if source.config is not None:
-            files["config"] = _hub_file(name, tag, source, source.config)
-        return files
-    return {"weights": _url_file(name, tag, source)}
-
-
-def sha256(path: Path) -> str:
-    """The file's sha256 (hex), read in 16 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 24):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def expected_digest(path: Path, source: Hub | Url | Manual) -> str | None:
-    """The sha256 a fetched file must have: a URL's or page's published one; for a Hub file, its blob's name
-    where that is a sha256 (Git LFS files, i.e. every weights file: the Hub names the blob by the content's
-    digest)."""
-    if not isinstance(source, Hub):
-        return source.sha256
-    blob = path.resolve().name
-    return blob if len(blob) == 64 and set(blob) <= set("0123456789abcdef") else None
-
-
-def verify(name: str, tag: str, entry: Weights, files: Mapping[str, Path]) -> None:
-    """A corrupt source file (its digest not the published one) is refused, naming it."""
-    for path in files.values():
-        want = expected_digest(path, entry.source)
-        if want is not None and sha256(path) != want:
-            raise WeightsUnavailable(f"{name} ({tag}): {path} is corrupt (its sha256 is not the published {want}); "
-                                     "delete it and run again to fetch it anew")
-
-
 # ---------------------------------------------------------------- converting
+
+# what a released training script's checkpoint holds besides tensors and plain values: its command line (timm's
+# train.py and the DeiT-style main.py of iRPE and Conformer save `args`); allowed to be read, nothing of it runs
+RELEASE_GLOBALS = (argparse.Namespace,)
+DDP_PREFIX = "module."  # a DistributedDataParallel model's state dict, saved without unwrapping
 
 
 def read_state(name: str, tag: str, path: Path, unwrap: tuple[str, ...]) -> dict[str, torch.Tensor]:
-    """The state dict of a published file: safetensors, or a torch pickle (weights only) whose top-level dict
-    may wrap it under one of `unwrap`'s keys."""
+    """The state dict of a published file: safetensors, or a torch pickle read with weights_only=True (and the
+    globals a release file holds, `RELEASE_GLOBALS`) whose top-level dict may wrap it under one of `unwrap`'s keys;
+    a DDP run's `module.` prefixes are stripped, as the released loaders do."""
+    what = f"{name} ({tag})"
+    regular_file(path, what)
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
 
             state: Any = load_file(str(path))
         else:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            with torch.serialization.safe_globals(list(RELEASE_GLOBALS)), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a foreign pickle's warnings are no second line of the error
+                state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - a truncated or foreign file: one line, and it is not used
-        raise WeightsUnavailable(f"{name} ({tag}): {path} cannot be read ({cause(e)}); delete it and run again to "
-                                 "fetch it anew") from None
+        refused = "unsupported global" in str(e).lower()
+        raise WeightsUnavailable(f"{what}: {path} cannot be read ({cause(e)}" + (
+            "; nothing of it was run)" if refused else "); delete it and run again to fetch it anew")) from None
     for key in unwrap:
         if isinstance(state, Mapping) and isinstance(state.get(key), Mapping):
             state = state[key]
             break
     if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise WeightsUnavailable(f"{name} ({tag}): {path} holds no state dict (under {', '.join(unwrap) or 'the top'})")
-    return dict(state)
+        raise WeightsUnavailable(f"{what}: {path} holds no state dict (under {', '.join(unwrap) or 'the top'})")
+    return {k.removeprefix(DDP_PREFIX) if isinstance(k, str) else k: v for k, v in state.items()}
 
 
 def published_model(name: str, tag: str, entry: Weights, spec: Model, files: Mapping[str, Path]) -> nn.Module:
     """The published model, converted (its own head: `entry.classes` classes, or the Hub model's), after checking
-    that the preset `spec` is that model but for the head."""
+    that the preset `spec` is that model but for the head (`published_difference`)."""
     from .convert import ConversionError, from_hf, from_official, from_timm
+    from .convert.hf import read_config
 
     state = read_state(name, tag, files["weights"], entry.unwrap)
     try:
-        if entry.converter == "timm":
-            model = from_timm(state, attrs.evolve(spec, num_classes=entry.classes))
-        elif entry.converter == "hf":
-            config = json.loads(Path(files["config"]).read_text())
-            model = from_hf(state, config={**entry.config, **config} if isinstance(config, dict) else config)
-        else:
-            with warnings.catch_warnings():  # the converter's notes were read when the entry was written
-                warnings.simplefilter("ignore")
+        config = read_config(files["config"]) if entry.converter == "hf" else None
+    except ConversionError as e:
+        raise WeightsUnavailable(f"{name} ({tag}): {e}; delete it and run again to fetch it anew") from None
+    try:
+        with warnings.catch_warnings():  # the converters' notes were read when the entry was written
+            warnings.simplefilter("ignore")
+            if entry.converter == "timm":
+                model = from_timm(state, attrs.evolve(spec, num_classes=entry.classes))
+            elif entry.converter == "hf":
+                model = from_hf(state, config={**entry.config, **config})
+            else:
                 model = from_official(entry.converter, state, entry.config)
     except (ConversionError, SpecError, KeyError) as e:
-        raise WeightsUnavailable(f"{name} ({tag}): {files['weights']} does not convert ({cause(e)})") from None
-    body = attrs.evolve(spec, head=model.spec.head, num_classes=model.spec.num_classes)
-    if body != model.spec:
-        raise WeightsUnavailable(f"{name} ({tag}): the preset is not the published model: "
-                                 f"{_first_difference(body, model.spec)}")
+        raise WeightsUnavailable(f"{name} ({tag}): {files['weights']} does not convert ({cause(e, 300)})") from None
+    if (why := published_difference(entry, spec, model.spec)) is not None:
+        raise WeightsUnavailable(f"{name} ({tag}): the preset is not the published model: {why}")
     return model
+
+
+def published_difference(entry: Weights, spec: Model, published: Model) -> str | None:
+    """Why `published` (a converted model's spec) is not preset `spec`'s published model of `entry` (the same
+    spec but for the head, and `entry.classes` classes), or None."""
+    if published.num_classes != entry.classes:
+        return f"num_classes: {published.num_classes}, the entry's {entry.classes}"
+    body = attrs.evolve(spec, head=published.head, num_classes=published.num_classes)
+    return None if body == published else _first_difference(body, published)
 
 
 def _first_difference(a: Model, b: Model) -> str:
@@ -276,24 +167,60 @@ def _first_difference(a: Model, b: Model) -> str:
     return walk(to_dict(a), to_dict(b), "") or "the specs differ"
 
 
+def cached_folder(name: str, tag: str, entry: Weights, spec: Model) -> dict[str, Any] | None:
+    """The checked contents of (name, tag)'s converted model folder in vspec's cache, or None where there is none.
+    The one check of every reader of that cache: the folder reads (`load_checkpoint`) and holds the published
+    model of preset `spec` (`published_difference`). One that does not is refused with a warning and removed (the
+    caller makes it anew); one linked from elsewhere is refused, not removed; a file, FIFO or other thing under
+    the folder's name is refused."""
+    folder = converted_folder(name, tag)
+    what = f"{name} ({tag})"
+    try:
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise WeightsUnavailable(f"{what}: {folder} cannot be read ({e.strerror or cause(e)})") from None
+    if not stat.S_ISDIR(mode) and not stat.S_ISLNK(mode):
+        kind = next((k for test, k in ((stat.S_ISREG, "a file"), *FILE_KINDS) if test(mode)), "not a folder")
+        raise WeightsUnavailable(f"{what}: {folder} is {kind}, not the model folder vspec converts into; delete it "
+                                 "and run again")
+    try:
+        ckpt = load_checkpoint(folder)
+        why = published_difference(entry, spec, from_json(ckpt["spec"]))
+        if why is not None:
+            raise CheckpointError(folder, f"not the published model of the preset ({why})")
+        return ckpt
+    except CheckpointError as e:
+        if stat.S_ISLNK(mode):
+            raise WeightsUnavailable(f"{what}: {folder} is a symbolic link to what vspec refuses ({e}); vspec "
+                                     "removes nothing through a link: delete the link and run again") from None
+        warnings.warn(f"{what}: the converted weights in vspec's cache are refused and made anew ({e})",
+                      stacklevel=4)
+    try:
+        shutil.rmtree(folder)
+    except OSError as e:
+        raise WeightsUnavailable(f"{what}: {folder} cannot be removed ({e.strerror or cause(e)})") from None
+    return None
+
+
 def converted(name: str, tag: str, entry: Weights, spec: Model) -> tuple[Path, dict[str, Any]]:
     """The converted model folder of (name, tag) and its checked contents (`load_checkpoint`), made where missing
-    or corrupt (see the module's docstring)."""
+    or refused (`cached_folder`; see the module's docstring)."""
     from .hub import save_pretrained
 
     folder = converted_folder(name, tag)
-    if folder.is_dir():
-        try:
-            return folder, load_checkpoint(folder)
-        except CheckpointError as e:
-            warnings.warn(f"{name} ({tag}): the converted weights in vspec's cache are refused and made anew ({e})",
-                          stacklevel=3)
-            shutil.rmtree(folder)
+    if (ckpt := cached_folder(name, tag, entry, spec)) is not None:
+        return folder, ckpt
     files = fetch(name, tag, entry)
     verify(name, tag, entry, files)
     model = published_model(name, tag, entry, spec, files)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    except OSError as e:  # VSPEC_CACHE read-only, or on /proc
+        raise WeightsUnavailable(f"{name} ({tag}): vspec's cache {folder.parent} cannot be written "
+                                 f"({e.strerror or cause(e)}); set VSPEC_CACHE to a writable folder") from None
     try:  # written aside, then renamed: a killed run leaves no half-written folder under the real name
         save_pretrained(model, tmp)
         try:
@@ -301,6 +228,8 @@ def converted(name: str, tag: str, entry: Weights, spec: Model) -> tuple[Path, d
         except OSError:  # another process converted it meanwhile: its folder stands
             if not folder.is_dir():
                 raise
+    except OSError as e:
+        raise WeightsUnavailable(f"{name} ({tag}): {folder} cannot be written ({e.strerror or cause(e)})") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return folder, load_checkpoint(folder)
@@ -318,30 +247,47 @@ def load_pretrained(model: nn.Module, weights: Mapping[str, torch.Tensor], file:
     return [k for k in own if k.startswith("head.") and k not in head]
 
 
-def pretrained_folder(name_or_path: str | Path, pretrained: bool | str) -> tuple[Path, Weights]:
-    """(the converted model folder, the entry) of a preset's published weights, converted where missing."""
-    from .spec import load_spec
+@attrs.frozen
+class Published:
+    """A preset's published weights as vspec's cache holds them: the entry, its converted model folder and the
+    folder's checked contents (`load_checkpoint`)."""
 
-    name, file = locate(name_or_path)
-    tag, entry = choose(name, file, pretrained)
-    return converted(name, tag, entry, load_spec(file))[0], entry
+    entry: Weights
+    folder: Path
+    ckpt: dict[str, Any]
 
 
-def load_into(model: nn.Module, name_or_path: str | Path, pretrained: bool | str) -> tuple[Weights, list[str]]:
-    """Load the published weights of a preset (a name or its .py file; `pretrained`: True or a tag) into `model`,
-    a build of that preset's spec with any changes (classes, image size, dropout...): fetched and converted where
-    not yet in vspec's cache, the position tables resampled to the model's image size, the body loaded, the head's
-    parts that fit too (`load_pretrained`). Returns (the entry, the head's keys that start fresh)."""
-    from .resample import resample_state
+def published(name_or_path: str | Path, pretrained: bool | str) -> Published:
+    """The published weights of a preset (a name or its .py file; `pretrained`: True or a tag), fetched and
+    converted where not yet in vspec's cache. Callers fetch them before building the model, so that weights that
+    cannot be had are said at once."""
     from .spec import load_spec
 
     name, file = locate(name_or_path)
     tag, entry = choose(name, file, pretrained)
     folder, ckpt = converted(name, tag, entry, load_spec(file))
-    published, weights = from_json(ckpt["spec"]), ckpt["state_dict"]
-    if model.spec.img_size != published.img_size:
-        weights = resample_state(weights, published, attrs.evolve(published, img_size=model.spec.img_size))
-    return entry, load_pretrained(model, weights, folder)
+    return Published(entry, folder, ckpt)
+
+
+def pretrained_folder(name_or_path: str | Path, pretrained: bool | str) -> tuple[Path, Weights]:
+    """(the converted model folder, the entry) of a preset's published weights, converted where missing."""
+    got = published(name_or_path, pretrained)
+    return got.folder, got.entry
+
+
+def load_into(model: nn.Module, name_or_path: str | Path | Published,
+              pretrained: bool | str = True) -> tuple[Weights, list[str]]:
+    """Load the published weights of a preset (a name or its .py file and `pretrained`, True or a tag; or what
+    `published` gave) into `model`, a build of that preset's spec with any changes (classes, image size,
+    dropout...): the position tables resampled to the model's image size, the body loaded, the head's parts that
+    fit too (`load_pretrained`). Returns (the entry, the head's keys that start fresh)."""
+    from .resample import resample_state
+
+    got = name_or_path if isinstance(name_or_path, Published) else published(name_or_path, pretrained)
+    spec, weights = from_json(got.ckpt["spec"]), got.ckpt["state_dict"]
+    if model.spec.img_size != spec.img_size:
+        weights = resample_state(weights, spec, attrs.evolve(spec, img_size=model.spec.img_size))
+    return got.entry, load_pretrained(model, weights, got.folder)
 
 
 def tokenizer_path(text: str | None, name_or_path: str | Path | None = None,
@@ -355,21 +301,6 @@ def tokenizer_path(text: str | None, name_or_path: str | Path | None = None,
     if text is not None and text.startswith("hf:"):
         return str(tokenizer_folder(text.removeprefix("hf:")))
     return text
-
-
-def tokenizer_folder(repo: str) -> Path:
-    """A Hub repository's tokenizer files (no weights), through Hugging Face's cache (`HF_HUB_OFFLINE` honoured),
-    as a folder `transformers.AutoTokenizer` reads."""
-    try:
-        from huggingface_hub import snapshot_download
-    except ImportError:
-        raise WeightsUnavailable(f"hf:{repo}: huggingface_hub is not installed") from None
-    try:
-        return Path(snapshot_download(repo, allow_patterns=["*.json", "*.txt", "*.model"], cache_dir=hf_cache(),
-                                      local_files_only=offline()))
-    except Exception as e:  # noqa: BLE001 - offline with nothing cached, no network, no such repository
-        raise WeightsUnavailable(f"hf:{repo}: its tokenizer is not in Hugging Face's cache ({hf_cache()}) and cannot "
-                                 f"be downloaded ({cause(e)})") from None
 
 
 def params(model: nn.Module) -> int:

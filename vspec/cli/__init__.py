@@ -12,9 +12,17 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 
+from .._moved import moved as _moved
 from ..spec import SpecError
 from . import analyze, build, compare, export, fit, profile, show, weights
-from .common import OneLineParser, UsageError, one_line, output_file, output_folder  # noqa: F401 - re-exported
+from .common import (  # noqa: F401 - output_file, output_folder: re-exported
+    OneLineParser,
+    UsageError,
+    one_line,
+    one_line_warnings,
+    output_file,
+    output_folder,
+)
 
 COMMANDS = {m.NAME: m for m in (build, profile, show, analyze, export, fit, compare, weights)}
 # the training commands: their own parsers (tools/train.py's and tools/eval.py's), imported when used
@@ -55,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in RUNS:  # tools/train.py's and tools/eval.py's command lines, exit codes included
         return import_module(RUNS[argv[0]][0]).main(argv[1:], prog=f"vspec {argv[0]}")
-    with _tolerant_stdout():
+    with _tolerant_stdout(), one_line_warnings("vspec"):
         try:
             args = parser().parse_args(argv)
             COMMANDS[args.command].run(args)
@@ -73,3 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("vspec: interrupted", file=sys.stderr)
             return 130
     return 0
+
+
+def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)
+    return _moved(__name__, name)

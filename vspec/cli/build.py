@@ -74,12 +74,14 @@ def run(args: argparse.Namespace) -> None:
     from ..compiler import build
     from ..profiler import part_params
 
+    if args.pretrained:  # fetched before the build: weights that cannot be had are said at once
+        from ..pretrained import load_into, published
+
+        got = published(spec_file(args.path), args.pretrained)
     t0 = time.perf_counter()
     model = build(spec, check_memory=False).eval()  # checked above, with the forward pass's activations
     if args.pretrained:
-        from ..pretrained import load_into
-
-        entry, fresh = load_into(model, spec_file(args.path), args.pretrained)
+        entry, fresh = load_into(model, got)
     x = model.example_input(args.batch_size)
     with torch.no_grad():
         y = model(x)

@@ -14,7 +14,10 @@ import argparse
 import contextlib
 import math
 import os
+import re
 import stat
+import sys
+import warnings
 from pathlib import Path
 from typing import NoReturn
 
@@ -35,10 +38,12 @@ class OneLineParser(argparse.ArgumentParser):
 
 # ---------------------------------------------------------------- argument types
 def int_in(low: int, high: int | None = None, label: str | None = None):
-    """An argparse type: an int in [low, high] (high None: no bound but the memory guard's)."""
+    """An argparse type: an int (ASCII digits) in [low, high] (high None: no bound but the memory guard's)."""
 
     def parse(text: str) -> int:
         try:
+            if not text.isascii() or "_" in text:  # int() takes other scripts' digits ('١٢') and '1_0'
+                raise ValueError(text)
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"invalid int value: {show(text)}") from None
@@ -55,8 +60,10 @@ positive = int_in(1)
 
 
 def positive_float(text: str) -> float:
-    """An argparse type: a finite float > 0."""
+    """An argparse type: a finite float > 0 (ASCII digits)."""
     try:
+        if not text.isascii() or "_" in text:  # float() takes other scripts' digits and '1_0'
+            raise ValueError(text)
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid float value: {show(text)}") from None
@@ -80,13 +87,21 @@ def memory_flag(p: argparse.ArgumentParser, what: str) -> None:
 
 def spec_file(path: str) -> str | Path:
     """`path`, or the file of the preset named so (a bare name that is no file)."""
-    from ..factory import is_preset_name, preset_path
+    from ..catalogue import is_preset_name, preset_path
 
     return preset_path(path) if is_preset_name(path) else path
 
 
+def weights_tag(text: str) -> str:
+    """An argparse type: a weights tag of `--pretrained TAG` (not empty: an empty tag is no request for the default)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty tag; give --pretrained alone for the default weights, or a tag "
+                                         "(`vspec weights` lists them)")
+    return text
+
+
 def pretrained_flag(p: argparse.ArgumentParser, what: str = "start from") -> None:
-    p.add_argument("--pretrained", nargs="?", const=True, default=False, metavar="TAG",
+    p.add_argument("--pretrained", nargs="?", const=True, default=False, metavar="TAG", type=weights_tag,
                    help=f"{what} the preset's published weights (its default tag, or TAG; `vspec weights` lists "
                         "them), fetched into Hugging Face's or torch hub's cache and converted once into vspec's"
                         + ("" if what != "start from" else "; the head's parts the checkpoint lacks or that differ "
@@ -141,6 +156,57 @@ def _parents(flag: str, path: Path) -> None:
         raise SpecError("", f"{flag} {path}: {blocking} is {_kind(blocking)}, not a folder")
 
 
+# the kernel's file systems: no file can be written there (an existing /proc file even opens for writing as root)
+PSEUDO_FILE_SYSTEMS = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs",
+                                 "configfs", "bpf", "pstore", "efivarfs", "fusectl", "binfmt_misc"})
+
+
+def _file_system(path: Path) -> str | None:
+    """The type of the file system that holds `path` (an existing one), by the longest mount point above it in
+    /proc/self/mountinfo; None where that table cannot be read (not Linux)."""
+    try:
+        table = Path("/proc/self/mountinfo").read_text(errors="surrogateescape").splitlines()
+    except OSError:
+        return None
+    where, best, kind = os.path.realpath(path), "", None
+    for line in table:  # ID PARENT MAJOR:MINOR ROOT MOUNT-POINT OPTIONS [TAGS...] - TYPE SOURCE OPTIONS
+        fields = line.split(" ")
+        if "-" not in fields[6:] or len(fields) < 5:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])  # \040: a space
+        inside = where == point or where.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):  # the last mount on a point hides the earlier ones
+            best, kind = point, fields[fields.index("-", 6) + 1]
+    return kind
+
+
+def _writable(flag: str, path: Path, existing: Path, is_file: bool) -> None:
+    """Refuse `path` unless it can be written: `existing` (the file itself, else the nearest folder that exists
+    above or at it) must not be on the kernel's file systems, and must open for writing (a file: without
+    truncating it) or take a new file (a probe, created and removed). Writes nothing."""
+    import tempfile
+
+    kind = _file_system(existing)
+    if kind in PSEUDO_FILE_SYSTEMS:
+        raise SpecError("", f"{flag} {path}: {existing} is on a {kind} file system (the kernel's), where no file can "
+                            "be written; give a path elsewhere")
+    try:
+        if is_file:
+            os.close(os.open(existing, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0)))
+        else:
+            fd, probe = tempfile.mkstemp(prefix=".vspec-probe-", dir=existing)
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as e:
+        where = "cannot be written" if is_file else f"cannot write in {existing}"
+        raise SpecError("", f"{flag} {path}: {where} ({e.strerror or one_line(e)})") from None
+
+
+def _nearest_folder(path: Path) -> Path:
+    """The nearest existing folder at or above `path` (`_parents` has refused a file above it)."""
+    return next((p for p in (path, *path.parents) if _kind(p) == "a folder"), Path("."))
+
+
 @contextlib.contextmanager
 def _naming(flag: str):
     """A SpecError raised inside says which option it is about (once)."""
@@ -153,8 +219,9 @@ def _naming(flag: str):
 def output_file(flag: str, out: str | Path) -> Path:
     """Where an output file goes (`flag` names the option in the message): a new path or an existing regular
     file (overwritten), never a folder, a named pipe (writing to one blocks until a reader comes), a socket, a
-    device or a dangling link; refused before any work is done. Missing folders above it are created when
-    it is written."""
+    device or a dangling link, nor a path that cannot be written (on /proc or /sys, in a folder that takes no new
+    file, a file that does not open for writing: `_writable`); refused before any work is done. Missing folders
+    above it are created when it is written."""
     text = str(out)
     path = Path(text)
     with _naming(flag):
@@ -165,15 +232,32 @@ def output_file(flag: str, out: str | Path) -> Path:
         if kind not in (None, "a regular file"):
             raise SpecError("", f"{flag} {path}: is {kind}, not a regular file; give a new path or a file to overwrite")
         _parents(flag, path)
+        _writable(flag, path, path if kind else _nearest_folder(path.parent), is_file=bool(kind))
     return path
 
 
 def output_folder(flag: str, out: str | Path) -> Path:
-    """A folder to write into: an existing folder or a new path (created when written), nothing else."""
+    """A folder to write into: an existing folder or a new path (created when written) whose nearest existing
+    folder takes a new file and is not on /proc or /sys (`_writable`), nothing else."""
     path = Path(out)
     with _naming(flag):
         kind = _kind(path)
         if kind not in (None, "a folder"):
             raise SpecError("", f"{flag} {path}: is {kind}, not a folder")
         _parents(flag, path)
+        _writable(flag, path, _nearest_folder(path), is_file=False)
     return path
+
+
+# ---------------------------------------------------------------- warnings
+@contextlib.contextmanager
+def one_line_warnings(prog: str):
+    """While a command runs, a warning (a cache refused and made anew, a converter's note) prints as one line on
+    stderr, `PROG: warning: message`, not as Python's file:line and source line."""
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"{prog}: warning: {one_line(message)}", file=file or sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield

@@ -4,7 +4,10 @@ tabulate and plot what each costs and how well it learned."""
 from __future__ import annotations
 
 import argparse
+import math
 
+from ..compare import MAX_GRID
+from ..fitting import MAX_CANDIDATES
 from ..spec import SpecError
 from ..spec.load import parse_value
 from ..train.recipes import MAX_EPOCHS, RECIPES
@@ -17,8 +20,10 @@ from .common import (
     positive,
     positive_float,
     printable,
+    show,
     spec_file,
 )
+from .fit import tolerance
 
 NAME = "compare"
 HELP = ("train several specs (or a grid of one, or all at one MAC / parameter budget) on the same data, split, "
@@ -57,7 +62,7 @@ def add_parser(sub) -> None:
     c.add_argument("--threads", type=int_in(1, 1024), metavar="N", help="torch's CPU threads (default: torch's)")
     c.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the runs train (default cpu)")
     c.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="repeatable: every SPEC becomes the cartesian product of these overrides, named "
+                   help="repeatable, each KEY once: every SPEC becomes the cartesian product of these overrides, named "
                         "SPEC[KEY=V,...]")
     c.add_argument("--match", choices=("macs", "params"),
                    help="fit every SPEC but the first (or all, with --to) to the first's (--to's) MACs or parameters "
@@ -65,8 +70,12 @@ def add_parser(sub) -> None:
     c.add_argument("--to", metavar="SPEC", help="--match: the spec whose budget every SPEC is fitted to")
     c.add_argument("--vary", action="append", default=[], metavar="KEY[=VALUES]",
                    help="--match: the fields searched, as vspec fit takes them (default: dim, then depth)")
-    c.add_argument("--tolerance", type=float, default=None, metavar="R",
+    c.add_argument("--tolerance", type=tolerance, default=None, metavar="R",
                    help="--match: the largest relative deviation from the budget (default 0.02)")
+    c.add_argument("--max-candidates", type=int_in(1), default=None, metavar="N",
+                   help=f"refuse, before any spec is built, a --grid of more than N points (the SPECs x the "
+                        f"combinations; default {MAX_GRID}, each trained --seeds times) and a --match search past N "
+                        f"candidates (as vspec fit --max-candidates counts them; default {MAX_CANDIDATES:,})")
     c.add_argument("--out-dir", default="runs/compare", metavar="DIR", help="default runs/compare")
     c.add_argument("--overwrite", action="store_true", help="replace an earlier comparison in OUT (refused without)")
 
@@ -100,7 +109,14 @@ def run(args: argparse.Namespace) -> None:
         key, eq, values = item.partition("=")
         if not eq or not key or not values:
             raise UsageError(f"vspec compare: error: --grid {printable(item)}: expected KEY=V1,V2,...")
+        if key in grid:
+            raise UsageError(f"vspec compare: error: --grid {printable(key)}: given twice; give its values once "
+                             f"({printable(key)}=V1,V2,...)")
         grid[key] = [parse_value(v) for v in values.split(",")]
+        bad = next((v for v, p in zip(values.split(","), grid[key]) if isinstance(p, float) and not math.isfinite(p)),
+                   None)
+        if bad is not None:
+            raise UsageError(f"vspec compare: error: --grid {printable(item)}: {show(bad)} is not a finite number")
     recipe = resolve(args.recipe, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                      warmup_epochs=args.warmup_epochs)
     seeds = range(args.seed_base, args.seed_base + args.seeds)
@@ -109,7 +125,7 @@ def run(args: argparse.Namespace) -> None:
                            recipe=recipe, recipe_name=args.recipe, out=out, command=C.command_line(args),
                            grid=grid or None, match=args.match, to=spec_file(args.to) if args.to else None,
                            vary=vary_items(args.vary) or None, tolerance=args.tolerance, device=args.device,
-                           say=C.say_err)
+                           say=C.say_err, max_candidates=args.max_candidates)
     except SpecError:
         raise
     except (ValueError, TrainingStopped) as e:  # DataError, a duplicate name: before any training

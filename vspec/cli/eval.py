@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from .common import OneLineParser, UsageError, one_line, pretrained_flag, printable, spec_file
+from .common import OneLineParser, UsageError, one_line, one_line_warnings, pretrained_flag, printable, spec_file
 from .train import EVAL_RANGES, check_ranges, data_args, errors
 
 NAME, HELP = "eval", "evaluate a checkpoint or a model folder (tools/eval.py's command: the same arguments)"
@@ -40,14 +40,15 @@ def eval_parser(prog: str = "eval.py") -> argparse.ArgumentParser:
 
 def main(argv=None, prog: str = "eval.py") -> int:
     """0 and the result on stdout; 2 and one line on stderr for what cannot be done."""
-    try:
-        args = eval_parser(prog).parse_args(argv)
-        check_ranges(args, EVAL_RANGES, prog)
-        result = evaluate_checkpoint(args, prog)
-    except errors() as e:
-        msg = one_line(e)
-        print(msg if msg.startswith(f"{prog}:") else f"{prog}: error: {msg}", file=sys.stderr)
-        return 2
+    with one_line_warnings(prog):
+        try:
+            args = eval_parser(prog).parse_args(argv)
+            check_ranges(args, EVAL_RANGES, prog)
+            result = evaluate_checkpoint(args, prog)
+        except errors() as e:
+            msg = one_line(e)
+            print(msg if msg.startswith(f"{prog}:") else f"{prog}: error: {msg}", file=sys.stderr)
+            return 2
     loss = result["metrics"]["loss"] if "task" in result else result["loss"]
     if not math.isfinite(loss):  # finite weights whose outputs overflow: no result to report
         print(f"{prog}: error: {printable(str(args.checkpoint))}: the loss is {loss}: the model's outputs are not "

@@ -4,11 +4,12 @@ found from the spec alone (vspec/fitting.py)."""
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 from pathlib import Path
 
-from .common import UsageError, load, output_file, printable, spec_args, spec_file
+from .common import UsageError, int_in, load, output_file, printable, show, spec_args, spec_file
 
 NAME = "fit"
 HELP = "the variant of a spec (over the fields you name) nearest a MAC / parameter budget or another spec's counts"
@@ -19,7 +20,8 @@ def add_parser(sub) -> None:
         "Search the named fields of SPEC (each with given values, or a range around its value) for the valid "
         "variants nearest the target, counted on the meta device with one count per distinct part; print the "
         "original and the nearest variants (field values, params, MACs, deviation), and write the chosen spec "
-        "with --out. Fails (exit 2) with one line naming the nearest when none is within --tolerance."))
+        "with --out. Fails (exit 2) with one line naming the nearest when none is within --tolerance, and before "
+        "anything is profiled for a search past --max-candidates or an --out path that cannot be written."))
     spec_args(f)
     f.add_argument("--target", required=True, metavar="WHAT=AMOUNT",
                    help="macs=4.6G, params=22M (K, M, G, T), both (macs=...,params=...), or like=SPEC: that spec's "
@@ -27,12 +29,37 @@ def add_parser(sub) -> None:
     f.add_argument("--vary", action="append", default=[], metavar="KEY[=VALUES]",
                    help="a field to search, repeatable: KEY (a range around its value: a *dim half to twice it in "
                         "steps of 8 and its own value, an integer 1 or half to twice it, a float half to twice it in "
-                        "eighths), KEY=V1,V2,... or KEY=LOW:HIGH[:STEP]; bare keys may be comma-separated (--vary "
-                        "dim,depth, the default for a one-stage spec)")
-    f.add_argument("--tolerance", type=float, default=0.02, metavar="R",
+                        "eighths), KEY=V1,V2,... or KEY=LOW:HIGH[:STEP] (finite numbers, ASCII digits); bare keys "
+                        "may be comma-separated (--vary dim,depth, the default for a one-stage spec)")
+    f.add_argument("--tolerance", type=tolerance, default=0.02, metavar="R",
                    help="the largest relative deviation accepted (default 0.02: 2 %%)")
-    f.add_argument("--top", type=int, default=10, metavar="N", help="variants shown (default 10)")
-    f.add_argument("--out", metavar="FILE", help="write the chosen spec: .json, .toml or .py")
+    max_candidates_flag(f)
+    f.add_argument("--top", type=int_in(1), default=10, metavar="N", help="variants shown (default 10)")
+    f.add_argument("--out", metavar="FILE", help="write the chosen spec: .json, .toml or .py (missing folders are "
+                                                 "created; the path is checked before the search)")
+
+
+def max_candidates_flag(p: argparse.ArgumentParser) -> None:
+    from ..fitting import BLOCKS_PER_CANDIDATE, MAX_CANDIDATES, PART_COST
+
+    p.add_argument("--max-candidates", type=int_in(1), default=None, metavar="N",
+                   help=f"refuse, before anything is profiled, a search of more than N candidates (default "
+                        f"{MAX_CANDIDATES:,}: every one-stage preset's default dim x depth grid is under it), of more "
+                        f"than N/{PART_COST} distinct combinations of the fields other than depths (each a new block "
+                        f"to profile), or whose candidates' depths sum past {BLOCKS_PER_CANDIDATE} x N")
+
+
+def tolerance(text: str) -> float:
+    """An argparse type: a relative deviation, a finite float >= 0 (ASCII digits)."""
+    try:
+        if not text.isascii():  # float() takes other scripts' digits
+            raise ValueError(text)
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {show(text)}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be finite and >= 0, got {show(text)}")
+    return value
 
 
 def parse_target(text: str) -> dict[str, str]:
@@ -43,6 +70,8 @@ def parse_target(text: str) -> dict[str, str]:
         if not eq or name not in ("macs", "params", "like") or not value:
             raise UsageError(f"vspec fit: error: --target {printable(text)}: expected macs=AMOUNT, params=AMOUNT "
                              "or like=SPEC")
+        if name in out:
+            raise UsageError(f"vspec fit: error: --target {show(text)}: {name} given twice; give each once")
         out[name] = str(spec_file(value)) if name == "like" else value
     return out
 
@@ -61,15 +90,14 @@ def vary_items(values: list[str]) -> list[str]:
 def run(args: argparse.Namespace) -> None:
     from .. import fitting as F
 
-    if args.top < 1:
-        raise UsageError("vspec fit: error: --top must be >= 1")
-    out = output_file("--out", args.out) if args.out else None
+    out = output_file("--out", args.out) if args.out is not None else None  # before the search: a bad path
     if out is not None and out.suffix not in (".json", ".toml", ".py"):
         raise UsageError(f"vspec fit: error: --out {printable(args.out)}: expected a .json, .toml or .py file")
+    target = parse_target(args.target)
     spec = load(args)
     try:
-        result = F.fit(spec, **parse_target(args.target), vary=vary_items(args.vary) or None,
-                       tolerance=args.tolerance)
+        result = F.fit(spec, **target, vary=vary_items(args.vary) or None, tolerance=args.tolerance,
+                       max_candidates=args.max_candidates or F.MAX_CANDIDATES)
     except F.FitError as e:
         if e.result is not None:
             print(F.table(e.result, args.top))

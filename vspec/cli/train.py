@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..spec import SpecError, load_spec, override, parse_assignment
 from ..train.recipes import MAX_EPOCHS, RECIPES, resolve
-from .common import OneLineParser, UsageError, one_line, pretrained_flag, spec_file
+from .common import OneLineParser, UsageError, one_line, one_line_warnings, pretrained_flag, spec_file
 
 NAME, HELP = "train", "train a spec (tools/train.py's command: the same arguments)"
 
@@ -180,12 +180,13 @@ def errors() -> tuple[type[BaseException], ...]:
 def main(argv=None, prog: str = "train.py") -> int:
     """0 when the run ends; 2 and one line on stderr for what cannot be done (a bad flag, spec, data or
     checkpoint, a non-finite loss); 128 + N after signal N (SIGTERM, SIGINT), last.pt saved."""
-    try:
-        return _train(config_from_args(train_parser(prog).parse_args(argv), prog))
-    except errors() as e:
-        msg = one_line(e)
-        print(msg if msg.startswith(f"{prog}:") else f"{prog}: error: {msg}", file=sys.stderr)
-        return 2
+    with one_line_warnings(prog):
+        try:
+            return _train(config_from_args(train_parser(prog).parse_args(argv), prog))
+        except errors() as e:
+            msg = one_line(e)
+            print(msg if msg.startswith(f"{prog}:") else f"{prog}: error: {msg}", file=sys.stderr)
+            return 2
 
 
 def _train(cfg) -> int:

@@ -35,27 +35,29 @@ def source_text(source, markdown: bool = False) -> str:
 
 def cached(name: str, tag: str, entry) -> str:
     """"converted" (vspec's cache holds the model folder), "downloaded" (the source file is in its cache) or "-"."""
+    from .. import downloads as D
     from .. import pretrained as P
     from ..spec.weights import Hub
 
     if P.converted_folder(name, tag).is_dir():
         return "converted"
     source = entry.source
-    if P.drop_path(source).is_file():
+    if D.drop_path(source).is_file():
         return "downloaded"
     if isinstance(source, Hub):
         try:
             from huggingface_hub import try_to_load_from_cache
         except ImportError:
             return "-"
-        hit = try_to_load_from_cache(source.repo, source.file, cache_dir=P.hf_cache(), revision=source.revision)
+        D.check_hub_cache(f"{name} ({tag})", source.repo, source.revision)  # a damaged cache: one line
+        hit = try_to_load_from_cache(source.repo, source.file, cache_dir=D.hf_cache(), revision=source.revision)
         return "downloaded" if isinstance(hit, str) else "-"
     return "-"
 
 
 def rows(names: list[str] | None = None) -> list[tuple[str, str, object]]:
     """(preset, tag, entry) of every declared weights entry, presets in name order, tags as declared."""
-    from ..factory import presets
+    from ..catalogue import presets
     from ..spec import SpecError, load_weights_table
 
     known = presets()

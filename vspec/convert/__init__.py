@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .._moved import moved as _moved
 from ..spec import families
 from .common import ConversionError, ConversionNote, load_mapped
 from .hf import from_hf, spec_from_hf
@@ -33,3 +34,7 @@ def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: M
 
 __all__ = ["ConversionError", "ConversionNote", "Released", "from_hf", "from_official", "from_timm", "load_mapped",
            "official", "spec_from_hf"]
+
+
+def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)
+    return _moved(__name__, name)

@@ -79,6 +79,9 @@ def load_mapped(model: nn.Module, state_dict: Mapping[str, torch.Tensor],
         if tuple(value.shape) != tuple(target[new].shape):
             raise ConversionError(f"{key} -> {new}: checkpoint shape {tuple(value.shape)} does not fit the "
                                   f"spec's {tuple(target[new].shape)}")
+        if target[new].is_floating_point() and not value.is_floating_point() or value.is_complex():
+            raise ConversionError(f"{key}: stored as {str(value.dtype).removeprefix('torch.')}, the model's {new} "
+                                  f"is {str(target[new].dtype).removeprefix('torch.')}: not floating-point weights")
         mapped[new] = value
     missing = [k for k in target if k not in mapped and not (skip and k.startswith(skip))]
     if unused or missing:

@@ -1,11 +1,15 @@
 """Hugging Face transformers -> vspec: BERT, RoBERTa (SpanBERT is BERT), ELECTRA, GPT-2 and OpenAI GPT, the base
 models and their `...ForSequenceClassification`; the published pretraining checkpoints (`...ForMaskedLM`,
-`...ForPreTraining`, `...LMHeadModel`) convert to their base model, the pretraining head left out. Another task
-model (token classification, question answering, ...) is refused by its task.
+`...ForPreTraining`, `...LMHeadModel`) convert to their base model, the pretraining head left out with a one-line
+ConversionNote (a warning) naming it. Another task model (token classification, question answering, ...) is refused
+by its task.
 
-`spec_from_hf(config)` reads a config (a `transformers` config object, its dict, or a config.json's); `from_hf`
+`spec_from_hf(config)` reads a config (a `transformers` config object, its dict, or a config.json's: through the
+model type's config class where transformers is installed, so that Hugging Face's defaults fill what the file
+leaves out); `from_hf`
 loads weights (a model, a state dict, or a folder that `save_pretrained` wrote: config.json + safetensors),
-strictly: every key is mapped or the ConversionError lists what is left. Nothing here imports `transformers`.
+strictly: every key is mapped or the ConversionError lists what is left. `transformers` is imported only to
+read a config dict.
 
 Layout facts (transformers 4.x / 5.x key names): BERT-like `embeddings.{word,position,token_type}_embeddings`,
 `embeddings.LayerNorm`, ELECTRA's `embeddings_project`, `encoder.layer.i.attention.self.{query,key,value}` (fused
@@ -17,6 +21,7 @@ post-norm and no final norm.
 """
 
 import json
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +31,7 @@ from torch import nn
 
 from .. import spec as S
 from ..compiler import build
-from .common import ConversionError, load_mapped, refuse, renamer
+from .common import ConversionError, ConversionNote, load_mapped, refuse, renamer
 
 FAMILIES = ("bert", "roberta", "electra", "gpt2", "openai-gpt")
 _PREFIXES = ("bert.", "roberta.", "electra.", "transformer.")  # the task models' name for the base model
@@ -36,17 +41,54 @@ PRETRAINING = ("ForMaskedLM", "ForPreTraining", "LMHeadModel")  # published chec
 _PRETRAINING_HEADS = ("cls.", "lm_head.", "discriminator_predictions.", "generator_predictions.", "generator_lm_head.")
 _ACTS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "silu": "silu",
          "swish": "silu"}
+MAX_CONFIG = 16 * 2**20  # bytes of a config.json read at most (one is kilobytes)
 SEQ_LEN = 128  # the length a converted spec's shapes assume (the papers fine-tune at 128; any length runs)
 
 
+class _Fields(dict):
+    """A config's fields; one that is missing is a one-line ConversionError naming it (not a KeyError)."""
+
+    def __missing__(self, key: str):
+        raise ConversionError(f"{self.get('model_type')} config: no {key!r} field (and no default for it: install "
+                              "transformers to fill Hugging Face's defaults)")
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """A config.json file as a dict, or a one-line ConversionError naming the file (not UTF-8 JSON, not a table)."""
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read(MAX_CONFIG + 1).decode("utf-8"))
+    except OSError as e:
+        raise ConversionError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
+    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, nested too deep
+        raise ConversionError(f"{path}: not a JSON config ({type(e).__name__}: {str(e).splitlines()[0][:120]})") \
+            from None
+    if not isinstance(data, dict):
+        raise ConversionError(f"{path}: not a JSON table of config fields (a {type(data).__name__})")
+    return data
+
+
 def _config(config: Any) -> dict[str, Any]:
+    """The config's fields as a dict: a config object's own `to_dict`; a dict (a config.json's) through its model
+    type's config class where transformers is installed, so that the fields an old file leaves out take Hugging
+    Face's defaults (SpanBERT's has no layer_norm_eps or pad_token_id), as `from_pretrained` gives them."""
     data = config.to_dict() if hasattr(config, "to_dict") else config
     if not isinstance(data, Mapping):
         raise ConversionError(f"a Hugging Face config object or dict, got {type(config).__name__}")
     family = data.get("model_type")
     if family not in FAMILIES:
         raise ConversionError(f"model_type {family!r}: vspec converts {', '.join(FAMILIES)}")
-    return dict(data)
+    if hasattr(config, "to_dict"):
+        return dict(data)
+    try:
+        from transformers import AutoConfig
+    except ImportError:  # the fields the file has; a missing one is named by spec_from_hf
+        return dict(data)
+    try:
+        full = AutoConfig.for_model(family, **{k: v for k, v in data.items() if k != "model_type"}).to_dict()
+    except Exception as e:  # noqa: BLE001 - transformers' validation of a field's value: one line
+        raise ConversionError(f"{family} config: {type(e).__name__}: {' '.join(str(e).split())[:160]}") from None
+    return {**full, **data}
 
 
 def check_task(architecture: str | None) -> None:
@@ -95,7 +137,7 @@ def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | 
     (num_classes 0: the head returns BERT's pooler output, the first token or the last real token); None: read
     from the config's `architectures`. pooler: whether a BERT / RoBERTa base model has its pooler (their
     default, `add_pooling_layer=True`); None: the default."""
-    c = _config(config)
+    c = _Fields(_config(config))
     family = c["model_type"]
     check_task(_architecture(c))
     if classifier is None:
@@ -207,7 +249,7 @@ def _read_folder(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]
     config_file = folder / "config.json"
     if not config_file.is_file():
         raise ConversionError(f"{folder}: no config.json (a folder that save_pretrained wrote)")
-    config = json.loads(config_file.read_text())
+    config = read_config(config_file)
     shards = sorted(folder.glob("*.safetensors"))
     if shards:
         from safetensors.torch import load_file
@@ -228,15 +270,15 @@ def from_hf(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor] | str | 
     download). `spec` defaults to `spec_from_hf` of the model's config, with the head its weights show
     (classifier, pooler or neither). Another task model is refused by its task (`check_task`)."""
     if isinstance(model_or_state_dict, nn.Module):  # its class is its task (a config's architectures may be stale)
-        check_task(type(model_or_state_dict).__name__)
+        task = type(model_or_state_dict).__name__
         state, config = model_or_state_dict.state_dict(), model_or_state_dict.config
     else:
         if isinstance(model_or_state_dict, (str, Path)):
             state, config = _read_folder(Path(model_or_state_dict))
         else:
             state = model_or_state_dict
-        if config is not None:
-            check_task(_architecture(config))
+        task = _architecture(config) if config is not None else None
+    check_task(task)
     if spec is None:
         if config is None:
             raise ConversionError("a state dict without its config: pass spec= (e.g. spec_from_hf(config))")
@@ -244,7 +286,11 @@ def from_hf(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor] | str | 
         config = config.to_dict() if hasattr(config, "to_dict") else dict(config)
         config.pop("architectures", None)  # the task was checked above, by the class where there is one
         spec = spec_from_hf(config, classifier=classifier, pooler=any(".pooler." in f".{k}" for k in state))
-    return load_mapped(build(spec), hf_state(state), hf_key)
+    state = hf_state(state)
+    if dropped := sorted({k.split(".")[0] for k in state if k.startswith(_PRETRAINING_HEADS)}):
+        warnings.warn(ConversionNote(f"{task or 'the checkpoint'}: its pretraining head ({', '.join(dropped)}: the "
+                                     "LM / MLM head) is dropped; the body is converted"), stacklevel=2)
+    return load_mapped(build(spec), state, hf_key)
 
 
 def load_hf_body(model: nn.Module, folder: str | Path) -> list[str]:

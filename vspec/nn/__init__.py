@@ -4,6 +4,7 @@ blocks), stages and the model; `inputs.py` what a model reads; `layers.py` holds
 factory; `heads.py` the contract between heads and training (HeadOutput, head_loss). The families' modules (the
 papers', the language bodies') are in their folders (`vspec/models/<family>/modules.py`)."""
 
+from .._moved import moved as _moved
 from .context import BuildContext
 from .heads import HeadOutput, head_loss
 from .layers import make_norm
@@ -16,3 +17,7 @@ __all__ = [
     "HeadOutput", "head_loss",
     "Block", "BuildContext", "Part", "PostNormBlock", "Stage", "Transformer", "VisionTransformer", "make_norm",
 ]
+
+
+def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)
+    return _moved(__name__, name)

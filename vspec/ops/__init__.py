@@ -3,8 +3,13 @@ linear kernel, sin-cos tables, grouped projections), `swin.py` (windows); `preci
 functions in float32 under autocast; `fast.py` is the one switch of the CPU fast paths. A paper's own functions are
 in its family's folder (`vspec/models/<family>/ops.py`)."""
 
+from .._moved import moved as _moved
 from .swin import permute_tokens, relative_position_index, shift_mask, window_order
 from .vit import grouped_linear, linear, sincos_1d, sincos_2d, structured
 
 __all__ = ["linear", "sincos_1d", "sincos_2d", "grouped_linear", "structured", "permute_tokens",
            "relative_position_index", "shift_mask", "window_order"]
+
+
+def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)
+    return _moved(__name__, name)

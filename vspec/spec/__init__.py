@@ -8,6 +8,7 @@ into stages and a model; `layout.py` works out the shapes.
 Importing this package does not import torch.
 """
 
+from .._moved import moved as _moved
 from . import (
     budget,  # noqa: F401 - the size guard, vspec.spec.budget
     families,
@@ -59,3 +60,7 @@ def _export_families() -> None:
 
 families.load()
 _export_families()
+
+
+def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)
+    return _moved(__name__, name)

@@ -136,6 +136,17 @@ class Weights:
             raise SpecError("config", "the timm converter reads no constructor arguments")
 
 
+def requested(pretrained: object) -> bool:
+    """Whether a `pretrained` argument asks for published weights: True or a tag; False (or None) does not. An empty
+    tag or any other value is a one-line SpecError (an empty string is no tag, and not False either)."""
+    if pretrained is None or pretrained is False:
+        return False
+    if pretrained is True or (isinstance(pretrained, str) and pretrained):
+        return True
+    raise SpecError("", f"pretrained={pretrained!r}: expected True (the default weights), a tag (`vspec weights` lists "
+                        "them) or False")
+
+
 def check_table(table: object, where: str) -> dict[str, Weights]:
     """A preset's WEIGHTS, checked: a non-empty dict of tag -> Weights (the first tag the default)."""
     if not isinstance(table, dict) or not table:

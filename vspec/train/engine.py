@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from .. import spec as S
+from .._moved import moved as _moved
 from ..checkpoint import with_checksum
 from ..compiler import build
 from ..nn.heads import head_loss
@@ -490,3 +491,7 @@ class Training:
         if self.writer is not None:
             self.writer.close()
         D.finish(d)
+
+
+def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)
+    return _moved(__name__, name)

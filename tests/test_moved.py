@@ -1,0 +1,234 @@
+"""The previous release's import paths (c630afe, before the families moved to vspec/models/ and the commands to
+vspec/cli/) work for one release: each old name warns (DeprecationWarning naming its new place) and is the new object;
+vspec/_moved.py holds the one table, CHANGELOG.md lists every row of it."""
+
+import importlib
+import inspect
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from vspec import _moved as M
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The public names of c630afe that are no longer at their place, derived once from that release ("owner: names"):
+# each package's attributes, each module's __all__ or top-level definitions (not what it imports).
+OLD_GONE = """
+vspec: cli_common
+vspec.cli: ANALYSES FILE_KINDS MAX_BATCHES OUTPUTS check_fit cmd_analyze cmd_build cmd_compare cmd_export
+    cmd_profile cmd_show describe format_table input_label stage_labels tree
+vspec.cli_common: MAX_LINE OneLineParser UsageError one_line printable
+vspec.convert: OFFICIAL conformer dhvt from_official_conformer from_official_dhvt from_official_irpe
+    from_official_msf from_official_refiner from_official_sot from_official_sot_text from_official_t2t irpe msf
+    refiner sot sot_text t2t
+vspec.convert.conformer: ARGUMENTS from_official_conformer spec_from_config
+vspec.convert.dhvt: ARGUMENTS PATCH_SIZES WEIGHT_INITS from_official_dhvt spec_from_config
+vspec.convert.irpe: ARGUMENTS PRODUCT SINGLE from_official_irpe spec_from_config
+vspec.convert.msf: ARGUMENTS from_official_msf spec_from_config unshuffle
+vspec.convert.refiner: ARGUMENTS POS_GRID from_official_refiner released_attention released_blocks spec_from_config
+vspec.convert.sot: ARGUMENTS BLOCKS FUSIONS REQUIRED SNAPSHOT TOKEN_TYPES arguments from_official_sot
+    spec_from_config
+vspec.convert.sot_text: BERT_CONFIG CLASSIFIER REPRESENTATION from_official_sot_text sot_text_head
+vspec.convert.t2t: ARGUMENTS RULES TOKENS_TYPES TOKEN_BLOCK from_official_t2t spec_from_config
+vspec.factory: TWO_BRANCH
+vspec.nn: ConformerHead ConformerStem ConvBranch ConvStem DAFF EPN FirstTokenHead GAPPool GCP HeadTokens
+    IRPEAttention LastTokenHead LearnableScale MGCrP MeanShiftAttention NoNorm RefinerAttention ReprLayerNorm SOPE
+    SecondOrderHead SoTEmbed SvPN T2TEmbed TokenEmbed WindowMeanShiftAttention conformer dhvt irpe msf refiner sot
+    t2t text
+vspec.nn.conformer: Bottleneck ConformerHead ConformerStem ConvBranch FCUDown FCUUp
+vspec.nn.dhvt: Affine DAFF HeadTokens SOPE
+vspec.nn.irpe: IRPEAttention IRPECore
+vspec.nn.msf: GaussianAttentionCore GaussianBiasedCore MeanShiftAttention MeanShiftOutput WindowMeanShiftAttention
+vspec.nn.refiner: ConvExpandDLA ConvStem DLA MapAttention REFINERS Refiner RefinerAttention SameConv2d bn_affine
+    masks_around on_running_stats
+vspec.nn.sot: Bottleneck DenseBlock DenseLayer EPN GAPPool GCP InceptionBlock LearnableScale MGCrP NoNorm
+    NonLocalBlock ReprLayerNorm SecondOrderHead SoTEmbed SumOfClassifiers SvPN Transition conv_bn_relu
+vspec.nn.t2t: T2TEmbed T2T_EPS TokenBlock
+vspec.nn.text: FirstTokenHead LastTokenHead TokenEmbed last_real last_real_token
+vspec.ops: covariance cross_covariance epn gaussian_attention gaussian_attention_sdpa gaussian_channels irpe
+    isqrt_cov msf power_iteration sot svpn_approx svpn_exact t2t
+vspec.ops.irpe: contextual_bias contextual_values piecewise_index product_buckets
+vspec.ops.msf: gaussian_attention gaussian_attention_sdpa gaussian_channels grouped_linear structured
+vspec.ops.sot: CENTERINGS covariance cross_covariance epn isqrt_cov power_iteration svpn_approx svpn_exact
+vspec.ops.t2t: performer_attention positive_features random_features soft_split
+vspec.spec: conformer dhvt irpe msf refiner sot t2t text
+vspec.spec.conformer: BRANCH_NORM ConformerHead ConformerStem ConvBranch
+vspec.spec.dhvt: DAFF DHVT_NORM HeadTokens SOPE
+vspec.spec.irpe: IRPEAttention PLACES
+vspec.spec.msf: FORMS MeanShiftAttention MeanShiftForm WindowMeanShiftAttention
+vspec.spec.refiner: CONSTRAINTS ConvStem FORMS Refine RefinerAttention
+vspec.spec.sot: EPN FUSIONS GAPPool GCP LearnableScale MGCrP NoNorm PADDINGS ReprLayerNorm SecondOrderHead SoTEmbed
+    SvPN language_head
+vspec.spec.t2t: SOFT_SPLITS T2TEmbed TOKEN_BLOCKS
+vspec.spec.text: FirstTokenHead LastTokenHead POOLER_ACTS TokenEmbed TokenHead
+vspec.train: cli
+vspec.train.cli: DATA_RANGES EVAL_RANGES RULES TRAIN_RANGES check_ranges config_from_args eval_main eval_parser
+    evaluate_checkpoint train_main train_parser
+vspec.train.engine: Dist MODEL_FOLDERS RegressionLoss evaluate evaluate_text init_distributed make_criterion
+    pick_device to_device
+"""
+
+# old names with no equivalent (CHANGELOG.md's "Removed")
+REMOVED = ["vspec.convert.sot.SNAPSHOT", "vspec.convert.t2t.RULES", "vspec.convert.t2t.TOKEN_BLOCK",
+           "vspec.factory.TWO_BRANCH"]
+
+
+def _names(text: str) -> list[str]:
+    names, owner = [], ""
+    for token in text.split():
+        if token.endswith(":"):
+            owner = token[:-1]
+        else:
+            names.append(f"{owner}.{token}")
+    return names
+
+
+def _quietly(path: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return importlib.import_module(path)
+
+
+def _same(got, new: str) -> bool:
+    """`got` is the object `new` names (equal where each lookup makes a fresh one: a call, a bound method)."""
+    expected = M.resolve(new)
+    return got is expected or ((new.endswith("()") or inspect.ismethod(expected)) and got == expected)
+
+
+def _message(old: str, new: str) -> str:
+    return f"^{re.escape(old)} moved to {re.escape(new)}; the old name goes in the next release$"
+
+
+@pytest.fixture(autouse=True)
+def no_old_modules():
+    """Every test imports the old modules afresh (an import warns once, as any module runs once)."""
+
+    def forget():
+        for old in M.MODULES:
+            sys.modules.pop(old, None)
+            owner, _, name = old.rpartition(".")
+            if owner in sys.modules:
+                vars(sys.modules[owner]).pop(name, None)
+
+    forget()
+    yield
+    forget()
+
+
+def test_every_gone_name_of_the_previous_release_is_moved_or_removed():
+    old = _names(OLD_GONE)
+    assert len(old) == 274
+
+    def covered(name: str) -> bool:
+        owner, _, attr = name.rpartition(".")
+        in_new_module = owner in M.MODULES and hasattr(_quietly(M.MODULES[owner]), attr)
+        return name in M.NAMES or name in M.MODULES or in_new_module or name in REMOVED
+
+    assert [n for n in old if not covered(n)] == []
+    assert not set(REMOVED) & {*M.NAMES, *M.MODULES}
+
+
+@pytest.mark.parametrize("old", sorted(M.NAMES))
+def test_an_old_name_warns_and_is_the_new_object(old):
+    new = M.NAMES[old]
+    owner, _, name = old.rpartition(".")
+    module = _quietly(owner)
+    with pytest.warns(DeprecationWarning, match=_message(old, new)) as record:
+        got = getattr(module, name)
+    assert _same(got, new)
+    assert record[0].filename == __file__  # the warning points at the line that used the old name
+
+
+@pytest.mark.parametrize("old", sorted(M.MODULES))
+def test_an_old_module_warns_and_has_the_new_modules_names(old):
+    new = importlib.import_module(M.MODULES[old])
+    with pytest.warns(DeprecationWarning, match=_message(old, M.MODULES[old])):
+        module = importlib.import_module(old)
+    assert sys.modules[old] is module and module.__name__ == old
+    assert all(getattr(module, n) is getattr(new, n) for n in dir(new) if not n.startswith("_"))
+    assert {n for n in dir(new) if not n.startswith("_")} <= set(dir(module))
+
+
+# vspec.train.cli was not an attribute of vspec.train before it was imported; the other old modules were
+@pytest.mark.parametrize("old", sorted(m for m in M.MODULES if m != "vspec.train.cli"))
+def test_an_old_module_as_its_packages_attribute(old):
+    owner, _, name = old.rpartition(".")
+    package = importlib.import_module(owner)
+    with pytest.warns(DeprecationWarning, match=_message(old, M.MODULES[old])) as record:
+        module = getattr(package, name)
+    assert record[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert importlib.import_module(old) is module and getattr(package, name) is module
+
+
+def test_the_old_statements_work_and_their_warnings_point_at_them():
+    from vspec.models.refiner.modules import RefinerAttention as new_attention
+    from vspec.models.sot.ops import svpn_exact as new_svpn
+    from vspec.models.t2t.convert import T2T
+
+    def warns(old: str):
+        return pytest.warns(DeprecationWarning, match=f"^{re.escape(old)} moved to ")
+
+    with warns("vspec.convert.t2t") as first:
+        import vspec.convert.t2t
+    with warns("vspec.convert.t2t.from_official_t2t") as second:
+        from vspec.convert.t2t import from_official_t2t
+    with warns("vspec.train.cli") as third:
+        import vspec.train.cli
+    with warns("vspec.cli_common") as fourth:
+        from vspec.cli_common import printable
+    with warns("vspec.convert.OFFICIAL") as fifth:
+        from vspec.convert import OFFICIAL
+    with warns("vspec.nn.RefinerAttention") as sixth:
+        from vspec.nn import RefinerAttention
+    with warns("vspec.ops.svpn_exact") as seventh:
+        from vspec.ops import svpn_exact
+    assert RefinerAttention is new_attention and svpn_exact is new_svpn
+    assert vspec.convert.t2t.T2T is from_official_t2t is OFFICIAL["t2t"] is T2T
+    assert vspec.train.cli.main is importlib.import_module("vspec.cli.train").main
+    assert printable is importlib.import_module("vspec.cli.common").printable
+    records = [w for r in (first, second, third, fourth, fifth, sixth, seventh) for w in r]
+    assert {w.filename for w in records} == {__file__}
+
+
+@pytest.mark.parametrize("owner", ["vspec", "vspec.nn", "vspec.ops", "vspec.convert", "vspec.spec", "vspec.cli",
+                                   "vspec.train.engine"])
+def test_an_unknown_name_is_still_an_error_without_a_warning(owner):
+    module = importlib.import_module(owner)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(AttributeError, match=f"^module '{owner}' has no attribute 'nope'$"):
+            module.nope  # noqa: B018
+        with pytest.raises(ModuleNotFoundError, match=f"No module named '{owner}.nope'"):
+            importlib.import_module(f"{owner}.nope")
+
+
+def test_a_removed_name_of_an_old_module_is_an_attribute_error():
+    module = _quietly("vspec.convert.t2t")
+    with pytest.raises(AttributeError, match="RULES"):
+        module.RULES  # noqa: B018
+
+
+def test_the_changelog_lists_every_move_and_removal():
+    lines = (ROOT / "CHANGELOG.md").read_text().splitlines()
+    rows = {**M.NAMES, **M.MODULES}
+    missing = [old for old, new in rows.items() if not any(f"`{old}` → `{new}`" in line for line in lines)]
+    assert missing == []
+    removed = "\n".join(lines[lines.index("### Removed"):])
+    assert [n for n in REMOVED if f"`{n}`" not in removed] == []
+
+
+def test_importing_vspec_imports_no_target():
+    code = ("import sys, vspec\n"
+            "assert 'torch' not in sys.modules\n"
+            "assert not [m for m in sys.modules if m.startswith(('vspec.cli', 'vspec.train', 'vspec.convert', "
+            "'vspec.nn', 'vspec.ops')) or m.endswith(('.modules', '.ops', '.convert', '.convert_text'))]")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr

@@ -1,0 +1,57 @@
+"""The preset catalogue: where presets are looked for and found by name. Torch-free, so that a command naming a
+preset (`vspec fit deit_small ...`) does not import torch before it has work for it.
+
+A preset is `specs/<name>.py` of the repository, installed with the package as `vspec/presets/<name>.py`, or a file
+of a folder on the `VSPEC_SPECS` search path (searched first), or of a family's preset folder.
+"""
+
+import difflib
+import os
+from pathlib import Path
+
+from .spec import SpecError
+
+PRESETS = Path(__file__).parent / "presets"  # specs/ of the repository, installed with the package
+
+
+def preset_dirs(families: bool = True) -> list[Path]:
+    """Where presets are looked for: the folders of `VSPEC_SPECS`, then the package's presets (`specs/`), then
+    (`families`) the folders the families declare (`family.PRESETS`, vspec/spec/families.py: importing those
+    imports torch)."""
+    extra = [Path(p) for p in os.environ.get("VSPEC_SPECS", "").split(os.pathsep) if p]
+    if not families:
+        return [*extra, PRESETS]
+    from .spec import families as F
+
+    return [*extra, PRESETS, *map(Path, F.presets())]
+
+
+def presets(families: bool = True) -> dict[str, Path]:
+    """Every preset name and its file (the first folder of `preset_dirs` that has it wins)."""
+    out: dict[str, Path] = {}
+    for folder in preset_dirs(families):
+        for file in sorted(folder.glob("*.py")) if folder.is_dir() else ():
+            if not file.name.startswith("_"):
+                out.setdefault(file.stem, file)
+    return out
+
+
+def preset_path(name: str) -> Path:
+    """The file of preset `name` (looked for in the families' folders only where the others lack it), or a
+    one-line SpecError naming the closest presets."""
+    near = presets(families=False)
+    if name in near:
+        return near[name]
+    known = presets()
+    if name in known:
+        return known[name]
+    close = difflib.get_close_matches(name, known, n=4, cutoff=0.5)
+    hint = f"close: {', '.join(close)}" if close else f"{len(known)} presets in {', '.join(map(str, preset_dirs()))}"
+    raise SpecError("", f"unknown preset {name!r} ({hint}); or give a spec file, checkpoint or model folder path")
+
+
+def is_preset_name(name_or_path: str | Path) -> bool:
+    """A bare name that is no path (no file suffix, no separator, nothing there by that name): a preset's."""
+    text = str(name_or_path)
+    return not isinstance(name_or_path, Path) and not Path(text).suffix and "/" not in text and \
+        os.sep not in text and not Path(text).exists()

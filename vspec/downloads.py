@@ -1,0 +1,292 @@
+"""The ecosystem's download caches as vspec reads published weights from them (vspec.pretrained converts them).
+
+Where they are: Hugging Face's hub cache (`HF_HUB_CACHE`, else `HF_HOME/hub`), torch hub's `checkpoints/`
+(`TORCH_HOME`), vspec's own (`VSPEC_CACHE`, default `~/.cache/vspec`: `downloads/` for what a person puts there,
+`pretrained/` for converted model folders). Fetching: `huggingface_hub.hf_hub_download` / `snapshot_download`, or
+`torch.hub.download_url_to_file` for a URL; only the cache is read when `HF_HUB_OFFLINE=1` or the host cannot be
+reached (`reachable`: a connection probe of at most PROBE_SECONDS, instead of huggingface_hub's half a minute of
+retries). What the caches hand back is checked before it is read: a regular file (a FIFO would block its reader
+for ever, a folder or a device holds no weights; `regular_file`), a Hub ref holding a commit hash
+(`check_hub_cache`: huggingface_hub reads it raw), a digest where one is published (`verify`). Every problem is
+a one-line `WeightsUnavailable` naming the path, and where to put the file when it cannot be fetched.
+"""
+
+import hashlib
+import os
+import re
+import socket
+import stat
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlparse
+
+import torch
+
+from .checkpoint import cause
+from .spec import SpecError
+from .spec.weights import Hub, Manual, Url, Weights
+
+
+class WeightsUnavailable(SpecError):
+    """Published weights that cannot be had or used: a one-line message (the CLI exits 2)."""
+
+    def __init__(self, message: str):
+        super().__init__("", message)
+
+
+# ---------------------------------------------------------------- where things are
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def offline() -> bool:
+    """Hugging Face's switch, read at each call (huggingface_hub reads it once, at import): HF_HUB_OFFLINE=1."""
+    return _truthy("HF_HUB_OFFLINE")
+
+
+def _home_cache(*parts: str) -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", *parts)
+
+
+def hf_cache() -> Path:
+    """Hugging Face's hub cache as huggingface_hub finds it: HF_HUB_CACHE, else HF_HOME/hub, else
+    ~/.cache/huggingface/hub (read at each call, so that a changed environment is honoured)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]) / "hub"
+    return _home_cache("huggingface", "hub")
+
+
+def torch_checkpoints() -> Path:
+    """torch hub's checkpoint folder (`torch.hub.get_dir()/checkpoints`, TORCH_HOME honoured)."""
+    return Path(torch.hub.get_dir()) / "checkpoints"
+
+
+def vspec_cache() -> Path:
+    """vspec's own cache: VSPEC_CACHE, else ~/.cache/vspec."""
+    return Path(os.environ["VSPEC_CACHE"]) if os.environ.get("VSPEC_CACHE") else _home_cache("vspec")
+
+
+def drop_path(source: Hub | Url | Manual, file: str | None = None) -> Path:
+    """Where a person puts a file a program could not fetch: torch hub's checkpoints/<file> for a URL or a page;
+    for a Hub file, vspec's cache downloads/<repo>/<file> (Hugging Face's cache is keyed by commits)."""
+    if isinstance(source, Hub):
+        return vspec_cache() / "downloads" / source.repo / (file or source.file)
+    return torch_checkpoints() / source.file
+
+
+# ---------------------------------------------------------------- what the caches hand back
+
+FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+              (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def regular_file(path: Path, what: str) -> Path:
+    """`path` if it is a regular file (links followed), else a one-line WeightsUnavailable saying what it is: a FIFO
+    would block its reader for ever, a folder or a device is no file of weights. `what` begins the message."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:  # a dangling link, a link loop, a name too long, no permission
+        raise WeightsUnavailable(f"{what}: {path} cannot be read ({e.strerror or cause(e)})") from None
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in FILE_KINDS if test(mode)), "not a regular file")
+        shown = f"{path} (a link to {path.resolve()})" if path.is_symlink() else str(path)
+        raise WeightsUnavailable(f"{what}: {shown} is {kind}, not a file; delete it and run again")
+    return path
+
+
+def _damaged(what: str, path: Path, why: str, root: Path) -> WeightsUnavailable:
+    return WeightsUnavailable(f"{what}: Hugging Face's cache is damaged: {path} {why}; delete {root} and run again")
+
+
+def check_hub_cache(what: str, repo: str, revision: str) -> None:
+    """Refuse what huggingface_hub would block on or raise a traceback for when it reads its cache for `repo`: the
+    revision's ref (refs/<revision>, the commit it points at) must be a small regular file holding a commit hash."""
+    from huggingface_hub.file_download import repo_folder_name
+
+    root = hf_cache() / repo_folder_name(repo_id=repo, repo_type="model")
+    ref = root / "refs" / revision
+    if not os.path.lexists(ref):
+        return
+    regular_file(ref, what)
+    try:
+        with open(ref, "rb") as f:
+            raw = f.read(256)
+    except OSError as e:
+        raise _damaged(what, ref, f"cannot be read ({e.strerror or cause(e)})", root) from None
+    if not re.fullmatch(rb"[0-9a-f]{40}\s*", raw):
+        raise _damaged(what, ref, "holds no commit hash (40 hex digits)", root)
+
+
+_REACHABLE: dict[tuple[str, int], bool] = {}
+PROBE_SECONDS = 3.0  # how long a connection (with its name lookup) may take before the network counts as absent
+
+
+def reachable(url: str, timeout: float = PROBE_SECONDS) -> bool:
+    """Whether a TCP connection to `url`'s host (or to the HTTPS proxy's, where one is set) opens within `timeout`
+    seconds, the name lookup included (it runs in a thread: getaddrinfo has no timeout of its own); answered once per
+    host and process. Without it, huggingface_hub retries an unreachable Hub for half a minute."""
+    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+    parsed = urlparse(proxy or url)
+    key = (parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80))
+    if key not in _REACHABLE:
+        result: list[bool] = []
+
+        def probe() -> None:
+            try:
+                socket.create_connection(key, timeout=timeout).close()
+                result.append(True)
+            except OSError:
+                result.append(False)
+
+        thread = threading.Thread(target=probe, daemon=True)
+        thread.start()
+        thread.join(timeout)
+        _REACHABLE[key] = bool(result and result[0])
+    return _REACHABLE[key]
+
+
+def hub_endpoint() -> str:
+    """The Hub's address as huggingface_hub uses it (HF_ENDPOINT, read by huggingface_hub at import)."""
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT
+
+
+def _local_only(url: str) -> bool:
+    """Read only the cache: HF_HUB_OFFLINE is set, or `url`'s host cannot be reached."""
+    return offline() or not reachable(url)
+
+
+def _no_network(url: str) -> str:
+    return "HF_HUB_OFFLINE is set" if offline() else f"{urlparse(url).hostname} cannot be reached (no network?)"
+
+
+# ---------------------------------------------------------------- fetching
+
+
+def _unavailable(name: str, tag: str, source: Hub | Url | Manual, file: str, url: str, why: str) -> WeightsUnavailable:
+    return WeightsUnavailable(f"{name} ({tag}): {why}; download {url} and put it at {drop_path(source, file)}")
+
+
+def _dropped(name: str, tag: str, source: Hub | Url | Manual, file: str | None = None) -> Path | None:
+    """The file a person put where the error said (a regular file), or None where there is nothing."""
+    path = drop_path(source, file)
+    return regular_file(path, f"{name} ({tag})") if os.path.lexists(path) else None
+
+
+def _hub_file(name: str, tag: str, source: Hub, file: str) -> Path:
+    if (dropped := _dropped(name, tag, source, file)) is not None:
+        return dropped
+    try:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+    except ImportError:
+        url = f"https://huggingface.co/{source.repo}/resolve/{source.revision}/{file}"
+        raise _unavailable(name, tag, source, file, url, "huggingface_hub is not installed") from None
+    url = f"{hub_endpoint()}/{source.repo}/resolve/{source.revision}/{file}"
+    check_hub_cache(f"{name} ({tag})", source.repo, source.revision)
+    local = _local_only(url)
+    try:
+        path = Path(hf_hub_download(source.repo, file, revision=source.revision, cache_dir=hf_cache(),
+                                    local_files_only=local))
+    except LocalEntryNotFoundError:
+        why = f"not in Hugging Face's cache and {_no_network(url)}" if local else \
+            "not in Hugging Face's cache and it cannot be downloaded (no network?)"
+        raise _unavailable(name, tag, source, file, url, why) from None
+    except Exception as e:  # noqa: BLE001 - any other failure of the Hub (gated, removed, HTTP): one line
+        raise _unavailable(name, tag, source, file, url, f"the Hub refused it ({cause(e)})") from None
+    return regular_file(path, f"{name} ({tag})")
+
+
+def _url_file(name: str, tag: str, source: Url | Manual) -> Path:
+    if (dropped := _dropped(name, tag, source)) is not None:
+        return dropped
+    if isinstance(source, Manual):
+        raise _unavailable(name, tag, source, source.file, source.page,
+                           f"{source.file} is behind a page a program cannot follow")
+    if _local_only(source.url):
+        raise _unavailable(name, tag, source, source.file, source.url,
+                           f"not in torch hub's cache and {_no_network(source.url)}")
+    path = drop_path(source)
+    try:  # torch writes a temporary file beside it and renames it when whole
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.hub.download_url_to_file(source.url, str(path), hash_prefix=None, progress=True)
+    except Exception as e:  # noqa: BLE001 - no network, HTTP errors, a cache that cannot be written: one line
+        raise _unavailable(name, tag, source, source.file, source.url, f"it cannot be downloaded ({cause(e)})") \
+            from None
+    return regular_file(path, f"{name} ({tag})")
+
+
+def fetch(name: str, tag: str, entry: Weights) -> dict[str, Path]:
+    """The source's files ({"weights": path[, "config": path]}) in their caches, fetched where missing; each a
+    regular file."""
+    source = entry.source
+    if isinstance(source, Hub):
+        files = {"weights": _hub_file(name, tag, source, source.file)}
+        if source.config is not None:
+            files["config"] = _hub_file(name, tag, source, source.config)
+        return files
+    return {"weights": _url_file(name, tag, source)}
+
+
+def sha256(path: Path) -> str:
+    """The file's sha256 (hex), read in 16 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def expected_digest(path: Path, source: Hub | Url | Manual) -> str | None:
+    """The sha256 a fetched file must have: a URL's or page's published one; for a Hub file, its blob's name
+    where that is a sha256 (Git LFS files, i.e. every weights file: the Hub names the blob by the content's
+    digest)."""
+    if not isinstance(source, Hub):
+        return source.sha256
+    blob = path.resolve().name
+    return blob if len(blob) == 64 and set(blob) <= set("0123456789abcdef") else None
+
+
+def verify(name: str, tag: str, entry: Weights, files: Mapping[str, Path]) -> None:
+    """A corrupt source file (its digest not the published one) or one that cannot be read is refused, naming it."""
+    for path in files.values():
+        want = expected_digest(path, entry.source)
+        if want is None:
+            continue
+        try:
+            got = sha256(path)
+        except OSError as e:  # EIO of a link to /proc/self/mem, a file gone meanwhile
+            raise WeightsUnavailable(f"{name} ({tag}): {path} cannot be read ({e.strerror or cause(e)}); delete it "
+                                     "and run again to fetch it anew") from None
+        if got != want:
+            raise WeightsUnavailable(f"{name} ({tag}): {path} is corrupt (its sha256 is not the published {want}); "
+                                     "delete it and run again to fetch it anew")
+
+
+def tokenizer_folder(repo: str) -> Path:
+    """A Hub repository's tokenizer files (no weights), through Hugging Face's cache (`HF_HUB_OFFLINE` honoured, and
+    only the cache read where the Hub cannot be reached), as a folder `transformers.AutoTokenizer` reads; each
+    file in it a regular file."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise WeightsUnavailable(f"hf:{repo}: huggingface_hub is not installed") from None
+    check_hub_cache(f"hf:{repo}", repo, "main")
+    local = _local_only(hub_endpoint())
+    try:
+        folder = Path(snapshot_download(repo, allow_patterns=["*.json", "*.txt", "*.model"], cache_dir=hf_cache(),
+                                        local_files_only=local))
+    except Exception as e:  # noqa: BLE001 - offline with nothing cached, no network, no such repository
+        why = _no_network(hub_endpoint()) if local else f"it cannot be downloaded ({cause(e)})"
+        raise WeightsUnavailable(f"hf:{repo}: its tokenizer is not in Hugging Face's cache ({hf_cache()}) and "
+                                 f"{why}") from None
+    for path in sorted(folder.rglob("*")):
+        if not path.is_dir():
+            regular_file(path, f"hf:{repo}")
+    return folder
