@@ -28,7 +28,7 @@ def _write(path: Path, data: str | bytes) -> Path:
     return path
 
 
-def _special(path: Path, kind: str) -> Path:
+def special_file(path: Path, kind: str) -> Path:
     """`path` made a special file: a FIFO, a folder, or a symbolic link (to /proc/self/mem, /dev/zero, nowhere)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if kind == "FIFO":
@@ -109,9 +109,9 @@ def tokenizer_variants(folder: Path, rng: random.Random) -> dict[str, Callable[[
         "no files": lambda d: d.mkdir(parents=True, exist_ok=True),
     }
     for kind in SPECIAL:
-        variants[f"tokenizer.json is {kind}"] = lambda d, kind=kind: _special(d / "tokenizer.json", kind)
+        variants[f"tokenizer.json is {kind}"] = lambda d, kind=kind: special_file(d / "tokenizer.json", kind)
         variants[f"vocab.txt is {kind}"] = lambda d, kind=kind: (_write(d / "tokenizer_config.json", BERT_CONFIG),
-                                                                 _special(d / "vocab.txt", kind))
+                                                                 special_file(d / "vocab.txt", kind))
     return variants
 
 
@@ -194,7 +194,7 @@ def tsv_cases(folder: Path, spec: str, n: int, seed: int = 0) -> list[tuple[str,
         d = folder / "tsv" / str(i)
         d.mkdir(parents=True)
         if kind.startswith("is "):
-            _special(d / "train.tsv", kind[3:])
+            special_file(d / "train.tsv", kind[3:])
         elif kind == "no dev.tsv":
             _write(d / "train.tsv", "".join(f"{r}\n" for r in ([TASKS[task]] if TASKS[task] else []) +
                                             [_row(task, rng) for _ in range(4)]))
@@ -252,7 +252,7 @@ def model_folder_cases(folder: Path, n: int, seed: int = 0) -> list[tuple[str, s
             elif kind.endswith("truncated"):
                 _write(d / name, files[name][:rng.randrange(len(files[name]))])
             else:
-                _special(d / name, kind.split(" is ", 1)[1])
+                special_file(d / name, kind.split(" is ", 1)[1])
         entry = ["eval", "export", "analyze"][i % 3]
         argv = {"eval": [str(d), "--data", "digits"],
                 "export": ["export", str(d), "--out", str(folder / "exported" / f"{i}.pt2")],
@@ -300,7 +300,7 @@ def compare_cases(folder: Path, spec: str, n: int, seed: int = 0) -> list[tuple[
                 _write(out / "runs", "")
                 argv += ["--out-dir", str(out), "--overwrite"]
             elif kind == "is a FIFO":
-                argv += ["--out-dir", str(_special(out, "FIFO"))]
+                argv += ["--out-dir", str(special_file(out, "FIFO"))]
             else:
                 target = {"under /proc": f"/proc/vspec{i}", "is a file": str(folder / "compare" / "a_file"),
                           "under a file": str(folder / "compare" / "a_file" / "x")}[kind]

@@ -20,30 +20,16 @@ from pathlib import Path
 
 import attrs
 from caches import hub_put, pickle_bytes, safetensors_bytes, torch_put
+from data_corpus import SPECIAL, special_file
 
 REPO, TEXT_REPO = "tiny/vit", "tiny/bert"
 URL = "https://github.com/tiny/vit/releases/download/v1/tiny_vit.pth"
-SPECIAL = ("FIFO", "folder", "/proc/self/mem", "/dev/zero", "dangling link")
 BERT = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 24,
         "vocab_size": 50, "max_position_embeddings": 32, "type_vocab_size": 2}
 
 
 class ReleaseNamespace(argparse.Namespace):
     """A class of its own in a release pickle: a global weights-only loading refuses, though a Namespace's is read."""
-
-
-def _special(path: Path, kind: str) -> None:
-    """`path` replaced by a special file: a FIFO, a folder, or a symbolic link (to /proc/self/mem, /dev/zero,
-    nowhere)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    if kind == "FIFO":
-        os.mkfifo(path)
-    elif kind == "folder":
-        path.mkdir()
-    else:
-        path.symlink_to(path.parent / "nowhere" if kind == "dangling link" else kind)
 
 
 def _presets(folder: Path) -> tuple[Path, dict[str, dict], dict[str, int]]:
@@ -128,7 +114,8 @@ def cache_cases(setup: _Setup, n: int, rng: random.Random, start: int) -> list[t
                   "drop path": roots["vspec"] / "downloads" / REPO / "model.safetensors",
                   "release file": roots["torch"] / "hub" / "checkpoints" / Path(URL).name,
                   "converted folder": roots["vspec"] / "pretrained" / "tiny_hub.hub"}[where]
-        _special(target, kind)
+        target.unlink(missing_ok=True)  # a file or link the case's caches hold
+        special_file(target, kind)
         entry, argv = _command(rng, preset)
         if where == "ref" and rng.random() < 0.3:
             entry, argv = "vspec", ["weights", preset]

@@ -57,7 +57,8 @@ NAMES = {
     **{f"vspec.ops.{n}": f"vspec.models.{f}.ops.{n}" for f, names in _OPS.items() for n in names.split()},
     "vspec.ops.msf.grouped_linear": "vspec.ops.vit.grouped_linear",
     "vspec.ops.msf.structured": "vspec.ops.vit.structured",
-    **{f"vspec.cli.cmd_{c}": f"vspec.cli.{c}.run" for c in ("analyze", "build", "compare", "export", "profile", "show")},
+    **{f"vspec.cli.cmd_{c}": f"vspec.cli.{c}.run"
+       for c in ("analyze", "build", "compare", "export", "profile", "show")},
     **{f"vspec.cli.{n}": f"vspec.cli.{m}.{n}" for m, names in _CLI.items() for n in names.split()},
     "vspec.train.cli.train_main": "vspec.cli.train.main",
     "vspec.train.cli.eval_main": "vspec.cli.eval.main",

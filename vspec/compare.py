@@ -147,13 +147,13 @@ def match_budget(specs: dict[str, tuple[Path, Model]], what: str, to: Model | No
                  tolerance: float, say: Callable[[str], None],
                  max_candidates: int | None = None) -> dict[str, dict[str, Any]]:
     """Fits every spec but the reference (`to`, else the first) to the reference's `what` (macs | params) in place
-    (each search at most `max_candidates`, default fitting.MAX_CANDIDATES, checked before anything is profiled);
-    returns, per spec, its original counts, the fitted field values (none for the reference) and its deviation."""
+    (each search at most `max_candidates`, default fitting.MAX_CANDIDATES: `fit` refuses a larger one before
+    profiling it; `compare` checks them all first, `check_searches`); returns, per spec, its original counts, the
+    fitted field values (none for the reference) and its deviation."""
     from .fitting import MAX_CANDIDATES, FitError, deviation, fit
     from .profiler import profile
 
     max_candidates = max_candidates or MAX_CANDIDATES
-    check_searches(specs, what, to, vary, max_candidates)
     first = next(iter(specs))
     reference = to if to is not None else specs[first][1]
     ref = profile(reference, meta=True, crosscheck=False)

@@ -25,6 +25,7 @@ import torch
 
 from .checkpoint import cause
 from .spec import SpecError
+from .spec.core import file_kind
 from .spec.weights import Hub, Manual, Url, Weights
 
 
@@ -81,10 +82,6 @@ def drop_path(source: Hub | Url | Manual, file: str | None = None) -> Path:
 
 # ---------------------------------------------------------------- what the caches hand back
 
-FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
-              (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-
-
 def regular_file(path: Path, what: str) -> Path:
     """`path` if it is a regular file (links followed), else a one-line WeightsUnavailable saying what it is: a FIFO
     would block its reader for ever, a folder or a device is no file of weights. `what` begins the message."""
@@ -93,7 +90,7 @@ def regular_file(path: Path, what: str) -> Path:
     except OSError as e:  # a dangling link, a link loop, a name too long, no permission
         raise WeightsUnavailable(f"{what}: {path} cannot be read ({e.strerror or cause(e)})") from None
     if not stat.S_ISREG(mode):
-        kind = next((name for test, name in FILE_KINDS if test(mode)), "not a regular file")
+        kind = file_kind(mode)
         shown = f"{path} (a link to {path.resolve()})" if path.is_symlink() else str(path)
         raise WeightsUnavailable(f"{what}: {shown} is {kind}, not a file; delete it and run again")
     return path

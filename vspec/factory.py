@@ -111,9 +111,8 @@ def _pretrained(name_or_path: str | Path, pretrained: bool | str, img_size: Any,
         overrides["img_size"] = [img_size, img_size] if isinstance(img_size, int) else list(img_size)
     if num_classes is not None:
         overrides["num_classes"] = num_classes
-    spec = load_spec(P.locate(name_or_path)[1])
     got = P.published(name_or_path, pretrained)  # first: weights that cannot be had are said before any build
-    model = build(override(spec, overrides) if overrides else spec)
+    model = build(override(got.preset, overrides) if overrides else got.preset)
     entry, _ = P.load_into(model, got)
     if not overrides and P.params(model) != entry.params:
         raise P.WeightsUnavailable(f"{name_or_path}: the model has {P.params(model):,} parameters, its weights "

@@ -277,18 +277,23 @@ def _size_of(spec: Model, grid: dict[str, Sequence[Any]]) -> dict[str, Any]:
             "fields": ", ".join(k for k in grid if not _is_depth(k))}
 
 
+def _grid(spec: Model, vary: Sequence[str] | None) -> dict[str, Sequence[Any]]:
+    """The search's axes: over `vary`, default `default_vary`."""
+    return axes(spec, list(vary) if vary else default_vary(spec))
+
+
 def search_size(spec: Model | str | Path, vary: Sequence[str] | None = None) -> dict[str, int]:
     """What a search over `vary` (default `default_vary`) would do, counted without profiling: its `candidates`,
     the distinct combinations of the non-depth fields (`parts`) and the `blocks` its candidates walk."""
     spec = spec if isinstance(spec, Model) else load_spec(spec)
-    sizes = _size_of(spec, axes(spec, list(vary) if vary else default_vary(spec)))
+    sizes = _size_of(spec, _grid(spec, vary))
     return {k: sizes[k] for k in ("candidates", "parts", "blocks")}
 
 
 def check_search(spec: Model, vary: Sequence[str] | None = None, max_candidates: int = MAX_CANDIDATES) -> None:
     """FitError for a search over `vary` (default `default_vary`) past `max_candidates` (`check_size`); profiles
     nothing."""
-    check_size(_size_of(spec, axes(spec, list(vary) if vary else default_vary(spec))), max_candidates)
+    check_size(_size_of(spec, _grid(spec, vary)), max_candidates)
 
 
 def check_size(sizes: dict[str, Any], max_candidates: int = MAX_CANDIDATES) -> None:
@@ -354,7 +359,7 @@ def fit(spec: Model | str | Path, *, macs: float | str | None = None, params: fl
                 raise FitError(f"{name}: must be finite and > 0, got {value!r}")
     if not target and like is None:
         raise FitError("no target: give macs=, params= or like=SPEC")
-    grid = axes(spec, list(vary) if vary else default_vary(spec))
+    grid = _grid(spec, vary)
     check_size(_size_of(spec, grid), max_candidates)  # counted, before anything is profiled (like='s spec too)
     cache: dict = {}
     if like is not None:

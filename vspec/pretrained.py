@@ -37,8 +37,9 @@ import torch
 from torch import nn
 
 from .checkpoint import CheckpointError, cause, check_weights, load_checkpoint
-from .downloads import FILE_KINDS, WeightsUnavailable, fetch, regular_file, tokenizer_folder, verify, vspec_cache
+from .downloads import WeightsUnavailable, fetch, regular_file, tokenizer_folder, verify, vspec_cache
 from .spec import Model, SpecError, from_json, load_weights_table
+from .spec.core import file_kind
 from .spec.weights import Weights, requested
 
 # ---------------------------------------------------------------- vspec's cache
@@ -182,7 +183,7 @@ def cached_folder(name: str, tag: str, entry: Weights, spec: Model) -> dict[str,
     except OSError as e:
         raise WeightsUnavailable(f"{what}: {folder} cannot be read ({e.strerror or cause(e)})") from None
     if not stat.S_ISDIR(mode) and not stat.S_ISLNK(mode):
-        kind = next((k for test, k in ((stat.S_ISREG, "a file"), *FILE_KINDS) if test(mode)), "not a folder")
+        kind = "a file" if stat.S_ISREG(mode) else file_kind(mode)
         raise WeightsUnavailable(f"{what}: {folder} is {kind}, not the model folder vspec converts into; delete it "
                                  "and run again")
     try:
@@ -250,11 +251,12 @@ def load_pretrained(model: nn.Module, weights: Mapping[str, torch.Tensor], file:
 @attrs.frozen
 class Published:
     """A preset's published weights as vspec's cache holds them: the entry, its converted model folder and the
-    folder's checked contents (`load_checkpoint`)."""
+    folder's checked contents (`load_checkpoint`); `preset`: the preset's own spec."""
 
     entry: Weights
     folder: Path
     ckpt: dict[str, Any]
+    preset: Model
 
 
 def published(name_or_path: str | Path, pretrained: bool | str) -> Published:
@@ -265,8 +267,9 @@ def published(name_or_path: str | Path, pretrained: bool | str) -> Published:
 
     name, file = locate(name_or_path)
     tag, entry = choose(name, file, pretrained)
-    folder, ckpt = converted(name, tag, entry, load_spec(file))
-    return Published(entry, folder, ckpt)
+    preset = load_spec(file)
+    folder, ckpt = converted(name, tag, entry, preset)
+    return Published(entry, folder, ckpt, preset)
 
 
 def pretrained_folder(name_or_path: str | Path, pretrained: bool | str) -> tuple[Path, Weights]:

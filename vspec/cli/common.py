@@ -15,14 +15,13 @@ import contextlib
 import math
 import os
 import re
-import stat
 import sys
 import warnings
 from pathlib import Path
 from typing import NoReturn
 
 from ..spec import Model, SpecError, load_spec, override, parse_assignment
-from ..spec.core import MAX_LINE, one_line, printable, show  # noqa: F401 - MAX_LINE, printable: re-exported
+from ..spec.core import FILE_KINDS, MAX_LINE, file_kind, one_line, printable, show  # noqa: F401 - re-exported
 
 
 class UsageError(Exception):
@@ -59,17 +58,26 @@ def int_in(low: int, high: int | None = None, label: str | None = None):
 positive = int_in(1)
 
 
-def positive_float(text: str) -> float:
-    """An argparse type: a finite float > 0 (ASCII digits)."""
+def _finite_float(text: str, zero: bool) -> float:
     try:
         if not text.isascii() or "_" in text:  # float() takes other scripts' digits and '1_0'
             raise ValueError(text)
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid float value: {show(text)}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be finite and > 0, got {show(text)}")
+    if not (math.isfinite(value) and (value >= 0 if zero else value > 0)):
+        raise argparse.ArgumentTypeError(f"must be finite and {'>=' if zero else '>'} 0, got {show(text)}")
     return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite float > 0 (ASCII digits)."""
+    return _finite_float(text, zero=False)
+
+
+def nonnegative_float(text: str) -> float:
+    """An argparse type: a finite float >= 0 (ASCII digits), e.g. a relative tolerance."""
+    return _finite_float(text, zero=True)
 
 
 def spec_args(p: argparse.ArgumentParser) -> None:
@@ -127,10 +135,6 @@ def check_fit(spec: Model, batch: int, what: str) -> None:
 
 
 # ---------------------------------------------------------------- output paths
-FILE_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
-              (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"))
-
-
 def _kind(path: Path) -> str | None:
     """None for a new path (nothing there, not even a dangling link), else what is there: "a regular file",
     "a folder", "a named pipe (FIFO)", ... (following symbolic links); a link that leads nowhere or in a
@@ -145,9 +149,7 @@ def _kind(path: Path) -> str | None:
         return None
     except OSError as e:  # a symlink loop, a name too long, no permission
         raise SpecError("", f"{path}: {e.strerror or one_line(e)}") from None
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    return next((name for test, name in FILE_KINDS if test(mode)), "not a regular file")
+    return file_kind(mode)
 
 
 def _parents(flag: str, path: Path) -> None:

@@ -14,6 +14,7 @@ from ..train.recipes import MAX_EPOCHS, RECIPES
 from .common import (
     UsageError,
     int_in,
+    nonnegative_float,
     one_line,
     output_file,
     output_folder,
@@ -23,7 +24,6 @@ from .common import (
     show,
     spec_file,
 )
-from .fit import tolerance
 
 NAME = "compare"
 HELP = ("train several specs (or a grid of one, or all at one MAC / parameter budget) on the same data, split, "
@@ -70,7 +70,7 @@ def add_parser(sub) -> None:
     c.add_argument("--to", metavar="SPEC", help="--match: the spec whose budget every SPEC is fitted to")
     c.add_argument("--vary", action="append", default=[], metavar="KEY[=VALUES]",
                    help="--match: the fields searched, as vspec fit takes them (default: dim, then depth)")
-    c.add_argument("--tolerance", type=tolerance, default=None, metavar="R",
+    c.add_argument("--tolerance", type=nonnegative_float, default=None, metavar="R",
                    help="--match: the largest relative deviation from the budget (default 0.02)")
     c.add_argument("--max-candidates", type=int_in(1), default=None, metavar="N",
                    help=f"refuse, before any spec is built, a --grid of more than N points (the SPECs x the "

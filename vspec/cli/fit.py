@@ -4,12 +4,11 @@ found from the spec alone (vspec/fitting.py)."""
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import sys
 from pathlib import Path
 
-from .common import UsageError, int_in, load, output_file, printable, show, spec_args, spec_file
+from .common import UsageError, int_in, load, nonnegative_float, output_file, printable, show, spec_args, spec_file
 
 NAME = "fit"
 HELP = "the variant of a spec (over the fields you name) nearest a MAC / parameter budget or another spec's counts"
@@ -31,7 +30,7 @@ def add_parser(sub) -> None:
                         "steps of 8 and its own value, an integer 1 or half to twice it, a float half to twice it in "
                         "eighths), KEY=V1,V2,... or KEY=LOW:HIGH[:STEP] (finite numbers, ASCII digits); bare keys "
                         "may be comma-separated (--vary dim,depth, the default for a one-stage spec)")
-    f.add_argument("--tolerance", type=tolerance, default=0.02, metavar="R",
+    f.add_argument("--tolerance", type=nonnegative_float, default=0.02, metavar="R",
                    help="the largest relative deviation accepted (default 0.02: 2 %%)")
     max_candidates_flag(f)
     f.add_argument("--top", type=int_in(1), default=10, metavar="N", help="variants shown (default 10)")
@@ -47,19 +46,6 @@ def max_candidates_flag(p: argparse.ArgumentParser) -> None:
                         f"{MAX_CANDIDATES:,}: every one-stage preset's default dim x depth grid is under it), of more "
                         f"than N/{PART_COST} distinct combinations of the fields other than depths (each a new block "
                         f"to profile), or whose candidates' depths sum past {BLOCKS_PER_CANDIDATE} x N")
-
-
-def tolerance(text: str) -> float:
-    """An argparse type: a relative deviation, a finite float >= 0 (ASCII digits)."""
-    try:
-        if not text.isascii():  # float() takes other scripts' digits
-            raise ValueError(text)
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid float value: {show(text)}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be finite and >= 0, got {show(text)}")
-    return value
 
 
 def parse_target(text: str) -> dict[str, str]:

@@ -6,6 +6,7 @@ Pure data: attrs and the standard library only (importing this must not import t
 from __future__ import annotations
 
 import math
+import stat
 import unicodedata
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -32,6 +33,15 @@ def cut(text: str) -> str:
 
 
 MAX_LINE = 500  # characters of an error line; a longer message is cut
+
+FILE_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+              (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def file_kind(mode: int) -> str:
+    """What a path whose `os.stat` mode is `mode` is, as messages name it: "a regular file", "a folder", "a named
+    pipe (FIFO)", "a socket", "a character device", "a block device"."""
+    return next((name for test, name in FILE_KINDS if test(mode)), "not a regular file")
 
 
 def one_line(e: BaseException, limit: int = MAX_LINE) -> str:
