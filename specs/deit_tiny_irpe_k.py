@@ -4,7 +4,7 @@ token's, one table shared by the heads; alpha 1.9, beta 3.8, gamma 15.2)."""
 
 import attrs
 
-from vspec.spec import Block, IRPEAttention, Url, Weights, load_spec
+from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Block, IRPEAttention, Preprocess, Url, Weights, load_spec
 
 SPEC = attrs.evolve(
     load_spec(__file__.replace("deit_tiny_irpe_k.py", "deit_tiny.py")),
@@ -17,6 +17,7 @@ WEIGHTS = {
         source=Url("https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/"
                    "deit_tiny_patch16_224_ctx_product_50_shared_k.pth"),
         converter="irpe", params=5_755_816, licence="Apache-2.0", unwrap=("model",),
+        preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=0.875),
         score="ImageNet-1k top-1 73.7 (iRPE README, iRPE-K on DeiT-Ti)",
         config={"patch_size": 16, "embed_dim": 192, "depth": 12, "num_heads": 3, "mlp_ratio": 4, "qkv_bias": True,
                 "norm_layer": "LayerNorm(eps=1e-6)",

@@ -4,7 +4,21 @@ stages of (2, 2, 6, 2) blocks at widths 96 x (1, 2, 4, 8) with (3, 6, 12, 24) he
 final LayerNorm, average-pooling head; no class token, no position embedding. LayerNorm eps 1e-5.
 drop_path 0.2 is the Swin paper's training value (timm's constructor default is 0.1)."""
 
-from vspec.spec import Block, GAPHead, Hub, Model, Norm, PatchEmbed, PatchMerging, Stage, Weights, WindowMHSA
+from vspec.spec import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    Block,
+    GAPHead,
+    Hub,
+    Model,
+    Norm,
+    PatchEmbed,
+    PatchMerging,
+    Preprocess,
+    Stage,
+    Weights,
+    WindowMHSA,
+)
 
 LN = Norm(eps=1e-5)
 
@@ -23,5 +37,6 @@ SPEC = Model(
 WEIGHTS = {
     "ms_in1k": Weights(source=Hub("timm/swin_tiny_patch4_window7_224.ms_in1k", "model.safetensors"),
                        converter="timm", params=28_288_354, licence="MIT",
+                       preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=0.9),
                        score="ImageNet-1k top-1 81.2 (Swin, Table 1a)"),
 }

@@ -296,12 +296,13 @@ def test_manual_source_conformer_against_the_authors_outputs(caches, tmp_path, m
     folder.mkdir()
     params = P.params(vspec.build(official()["conformer"].spec_of(data["config"])))
     (folder / "conformer_fixture.py").write_text(
-        "from vspec.convert import official\nfrom vspec.spec import Manual, Weights\n"
+        "from vspec.convert import official\n"
+        "from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Manual, Preprocess, Weights\n"
         f"CONFIG = {data['config']!r}\n"
         "SPEC = official()['conformer'].spec_of(CONFIG)\n"
         "WEIGHTS = {'released': Weights(source=Manual('https://drive.google.com/file/d/fixture/view', "
         f"'conformer_fixture.pth'), converter='conformer', params={params}, licence='Apache-2.0', classes=10, "
-        "config=CONFIG, unwrap=('model',))}\n")
+        "config=CONFIG, unwrap=('model',), preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=0.9))}\n")
     monkeypatch.setenv("VSPEC_SPECS", str(folder))
     with pytest.raises(P.WeightsUnavailable, match="behind a page a program cannot follow; download https://drive"):
         vspec.create_model("conformer_fixture", pretrained=True)

@@ -1,6 +1,6 @@
 """timm conformance: timm ViT and Swin weights loaded into the matching vspec spec give timm's logits."""
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import attrs
@@ -29,7 +29,7 @@ def n_params(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _timm_model(name: str, global_pool: str | None = None) -> torch.nn.Module:
     torch.manual_seed(0)
     kwargs = {} if global_pool is None else {"global_pool": global_pool, "class_token": True}

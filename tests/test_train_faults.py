@@ -216,10 +216,12 @@ FLAGS = {
     "--synthetic-size": (["0", "-1"], ["1"]),
     "--seed": (["-1", str(2**32)], ["0", str(2**32 - 1)]),
     "--log-interval": (["0", "-1", "nan", "inf"], ["0.5", "3600"]),
+    "--mean": (["nan", "inf"], ["0.5", "-2"]),
+    "--std": (["0", "-1", "nan", "inf"], ["0.5", "2"]),
 }
-EVAL_FLAGS = {"--batch-size": (["0", "-1"], ["1"]), "--crop-ratio": (["0", "-1", "nan", "inf"], ["0.01", "1.5"]),
+EVAL_FLAGS = {"--batch-size": (["0", "-1"], ["1"]), "--crop-pct": (["0", "-1", "nan", "inf"], ["0.01", "1.5"]),
               "--img-size": (["0", "-1"], ["1"]),
-              **{k: FLAGS[k] for k in ("--workers", "--synthetic-size", "--seed", "--max-len")}}
+              **{k: FLAGS[k] for k in ("--workers", "--synthetic-size", "--seed", "--max-len", "--mean", "--std")}}
 
 
 def numeric_flags(parser):

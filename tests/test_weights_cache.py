@@ -297,7 +297,8 @@ def tiny_text_preset(tmp_path, monkeypatch) -> None:
         "from vspec.spec import Hub, Weights, from_json\n"
         f"SPEC = from_json({vspec.to_json(spec)!r})\n"
         "WEIGHTS = {'hub': Weights(source=Hub('tiny/spanbert', 'pytorch_model.bin', config='config.json'), "
-        f"converter='hf', params={params}, licence='Apache-2.0', classes=0, config={{'model_type': 'bert'}})}}\n")
+        f"converter='hf', params={params}, licence='Apache-2.0', classes=0, config={{'model_type': 'bert'}}, "
+        "tokenizer='tiny/spanbert')}\n")
     monkeypatch.setenv("VSPEC_SPECS", str(folder))
 
 

@@ -13,6 +13,7 @@ from importlib import import_module
 from . import _moved  # the previous release's import paths, kept for one release
 from .spec import *  # noqa: F403
 from .spec import __all__ as _spec_all
+from .version import __version__ as __version__  # re-exported
 
 _LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.checkpoint",
          "save": "vspec.checkpoint", "Profile": "vspec.profiler", "fast_paths": "vspec.ops.fast",

@@ -33,6 +33,7 @@ from .checksum import CONTAINERS, checksum, children, tensor_checksum
 from .compiler import build
 from .spec import Model, SpecError, from_dict, from_json, to_json
 from .spec.migrate import state_key_upgrade, upgrade, version_of
+from .version import __version__
 
 FORMAT = "vspec-checkpoint-1"
 CHECKSUM = "sha256"  # of everything in the file (`checksum`)
@@ -40,7 +41,7 @@ TENSOR_CHECKSUM = "tensor_sha256"  # the previous release's: of the tensors alon
 # the fields every checkpoint has, and their types (None: the field may be None)
 MODEL_FIELDS: dict[str, tuple] = {"spec": (str,), "state_dict": (dict,)}
 OPTIONAL_FIELDS: dict[str, tuple] = {"format": (str,), "ema": (dict, type(None)), CHECKSUM: (str,),
-                                     TENSOR_CHECKSUM: (str,)}
+                                     TENSOR_CHECKSUM: (str,), "pretrained_cfg": (dict,), "vspec_version": (str,)}
 # how far the tensors' references may exceed their distinct bytes (one tensor under many keys), and how far
 # the weights a spec describes may exceed those a file holds (half-precision weights are half the size)
 REPEATS, SLACK, SPEC_RATIO = 4, 16 * 2**20, 4
@@ -180,7 +181,10 @@ def save(model: nn.Module, path: str | Path, spec: Model | None = None) -> Path:
     spec = spec if spec is not None else model.spec
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(with_checksum({"format": FORMAT, "spec": to_json(spec), "state_dict": model.state_dict()}), path)
+    cfg = getattr(model, "pretrained_cfg", None)  # the published weights' inputs, where it holds them
+    torch.save(with_checksum({"format": FORMAT, "vspec_version": __version__, "spec": to_json(spec),
+                              "state_dict": model.state_dict(),
+                              **({"pretrained_cfg": dict(cfg)} if cfg else {})}), path)
     return path
 
 
@@ -438,6 +442,8 @@ def model_of(ckpt: dict[str, Any], file: str | Path) -> nn.Module:
     """The model a checked checkpoint dict (`check_checkpoint`) describes, with its weights."""
     model = build(from_json(ckpt["spec"]))
     load_weights(model, ckpt["state_dict"], file)
+    if ckpt.get("pretrained_cfg"):  # as timm holds it: tuples (JSON gave lists)
+        model.pretrained_cfg = {k: tuple(v) if isinstance(v, list) else v for k, v in ckpt["pretrained_cfg"].items()}
     return model
 
 

@@ -11,7 +11,9 @@ repo_id="you/my-model", folder_path="my-model")` and `vspec.from_pretrained(hugg
 
 config.json: {"format": "vspec-folder-1", "architecture": "vspec", "num_classes", "num_features" (timm's
 names, for tools that list models), "spec": the spec as `vspec.to_json` writes it (its own format version
-inside: an earlier one is upgraded on load), "sha256"}. "sha256" is `vspec.checksum.checksum` over the
+inside: an earlier one is upgraded on load), "sha256", and for a model holding published weights
+"pretrained_cfg" (timm's name: the weights' inputs, `vspec.pretrained.pretrained_cfg`; not in the checksum)}.
+"sha256" is `vspec.checksum.checksum` over the
 format, the spec (its JSON with sorted keys), every tensor of model.safetensors (name, dtype, shape, bytes)
 and the aliases below: an edited spec or weight is refused as in a .pt checkpoint (it is no signature).
 
@@ -42,6 +44,7 @@ from torch import nn
 from .checkpoint import CheckpointError, cause, check_checkpoint, check_fields, model_of, reading
 from .checksum import checksum
 from .spec import Model, to_dict
+from .version import __version__
 
 FORMAT = "vspec-folder-1"
 CONFIG, WEIGHTS = "config.json", "model.safetensors"
@@ -112,9 +115,12 @@ def save_pretrained(model: nn.Module, folder: str | Path, spec: Model | None = N
     tensors, aliases = _dedupe(model.state_dict())
     spec_dict = json.loads(json.dumps(to_dict(spec)))  # plain JSON values, as a reader sees them
     metadata = {"format": "pt", **({ALIASES: json.dumps(aliases)} if aliases else {})}
-    config = {"format": FORMAT, "architecture": "vspec", "num_classes": spec.num_classes,
+    config = {"format": FORMAT, "vspec_version": __version__, "architecture": "vspec",
+              "num_classes": spec.num_classes,
               "num_features": getattr(model, "num_features", spec.dim), "spec": spec_dict,
               "sha256": _digest(spec_dict, tensors, aliases)}
+    if getattr(model, "pretrained_cfg", None):  # the published weights' inputs (timm writes it so too)
+        config["pretrained_cfg"] = dict(model.pretrained_cfg)
     _write(folder / WEIGHTS, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
     _write(folder / CONFIG, lambda tmp: tmp.write_text(json.dumps(config, indent=2) + "\n"))
     return folder
@@ -150,7 +156,7 @@ def _config(file: Path) -> dict[str, Any]:
         raise CheckpointError(file, f"not a vspec model folder's config (format {shown}, not {FORMAT!r}; a Hugging "
                                     "Face transformers folder converts with vspec.convert.hf.from_hf)")
     check_fields(config, {"spec": (dict,)}, file)
-    check_fields(config, {"sha256": (str,)}, file, required=False)
+    check_fields(config, {"sha256": (str,), "pretrained_cfg": (dict,)}, file, required=False)
     return config
 
 
@@ -246,7 +252,8 @@ def load_folder(folder: str | Path) -> dict[str, Any]:
         raise CheckpointError(folder, f"checksum mismatch: {CONFIG}'s spec or {WEIGHTS}'s tensors are not what "
                                       "vspec wrote (a corrupt or edited file; 'sha256' covers both)")
     state = {**tensors, **{alias: tensors[name] for alias, name in aliases.items()}}
-    ckpt = {"format": FORMAT, "spec": json.dumps(config["spec"]), "state_dict": state}
+    ckpt = {"format": FORMAT, "spec": json.dumps(config["spec"]), "state_dict": state,
+            **({"pretrained_cfg": config["pretrained_cfg"]} if "pretrained_cfg" in config else {})}
     return check_checkpoint(ckpt, config_file, weights_file=weights_file)
 
 

@@ -216,6 +216,7 @@ def converted(name: str, tag: str, entry: Weights, spec: Model) -> tuple[Path, d
     files = fetch(name, tag, entry)
     verify(name, tag, entry, files)
     model = published_model(name, tag, entry, spec, files)
+    model.pretrained_cfg = pretrained_cfg(name, tag, entry, model.spec)  # the folder carries the weights' inputs
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
@@ -257,6 +258,8 @@ class Published:
     folder: Path
     ckpt: dict[str, Any]
     preset: Model
+    name: str = ""
+    tag: str = ""
 
 
 def published(name_or_path: str | Path, pretrained: bool | str) -> Published:
@@ -269,7 +272,7 @@ def published(name_or_path: str | Path, pretrained: bool | str) -> Published:
     tag, entry = choose(name, file, pretrained)
     preset = load_spec(file)
     folder, ckpt = converted(name, tag, entry, preset)
-    return Published(entry, folder, ckpt, preset)
+    return Published(entry, folder, ckpt, preset, name, tag)
 
 
 def pretrained_folder(name_or_path: str | Path, pretrained: bool | str) -> tuple[Path, Weights]:
@@ -290,7 +293,20 @@ def load_into(model: nn.Module, name_or_path: str | Path | Published,
     spec, weights = from_json(got.ckpt["spec"]), got.ckpt["state_dict"]
     if model.spec.img_size != spec.img_size:
         weights = resample_state(weights, spec, attrs.evolve(spec, img_size=model.spec.img_size))
-    return got.entry, load_pretrained(model, weights, got.folder)
+    fresh = load_pretrained(model, weights, got.folder)
+    model.pretrained_cfg = pretrained_cfg(got.name, got.tag, got.entry, model.spec)
+    return got.entry, fresh
+
+
+def pretrained_cfg(name: str, tag: str, entry: Weights, spec: Model) -> dict[str, Any]:
+    """timm's pretrained_cfg of a model that holds (name, tag)'s weights (`model.pretrained_cfg`, so that
+    `timm.data.resolve_data_config(model=model)` gives the weights' transform): the entry's inputs
+    (`Weights.data_config`) at the model's own size, its classes, and where the weights came from."""
+    cfg = {"architecture": name, "tag": tag, "source": entry.source.where, "num_classes": spec.num_classes,
+           **entry.data_config()}
+    if "input_size" in cfg:
+        cfg["input_size"] = (spec.in_chans, *spec.img_size)
+    return cfg
 
 
 def tokenizer_path(text: str | None, name_or_path: str | Path | None = None,

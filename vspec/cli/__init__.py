@@ -14,6 +14,7 @@ from importlib import import_module
 
 from .._moved import moved as _moved
 from ..spec import SpecError
+from ..version import __version__
 from . import analyze, build, compare, export, fit, profile, show, weights
 from .common import (  # noqa: F401 - output_file, output_folder: re-exported
     OneLineParser,
@@ -35,6 +36,7 @@ def parser() -> OneLineParser:
                                                   "profile, show, analyze, export, fit to a budget, compare, "
                                                   "train, evaluate; "
                                                   "published weights (vspec weights).")
+    top.add_argument("--version", action="version", version=f"vspec {__version__}")
     sub = top.add_subparsers(dest="command", required=True, parser_class=OneLineParser, metavar="COMMAND")
     for command in COMMANDS.values():
         command.add_parser(sub)

@@ -26,9 +26,10 @@ def eval_parser(prog: str = "eval.py") -> argparse.ArgumentParser:
     data_args(p)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--ema", action="store_true", help="evaluate the EMA weights of a training checkpoint")
-    p.add_argument("--crop-ratio", type=float,
+    p.add_argument("--crop-pct", "--crop-ratio", dest="crop_pct", type=float, metavar="RATIO",
                    help="test-time resize = size / ratio, then a center crop to the spec's size; a ratio > 1 pads "
-                        "instead of cropping (Refiner's receptive-field calibration). Default: as the training run "
+                        "instead of cropping (Refiner's receptive-field calibration). Default: the published "
+                        "weights' (--pretrained, or a model folder that holds them), else as the training run "
                         "validated, 0.875 after random resized crops, else 1 (the plain resize of training); 0.875 "
                         "for a checkpoint without a recipe")
     p.add_argument("--img-size", type=int, nargs="+", metavar="PX",
@@ -76,12 +77,16 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
     from ..spec import from_json
     from ..train.data import build_datasets, build_loaders, build_transforms, eval_crop_ratio
     from ..train.distributed import Dist, workers_for
+    from ..train.inputs import inputs_line, resolve_inputs
     from ..train.tasks import evaluate
 
+    weights_cfg = None  # the published weights' data config, where the model holds them
     if args.pretrained:  # the published model, converted into vspec's cache: a model folder
-        from ..pretrained import pretrained_folder
+        from ..pretrained import pretrained_cfg, published
 
-        args.checkpoint, entry = pretrained_folder(spec_file(str(args.checkpoint)), args.pretrained)
+        got = published(spec_file(str(args.checkpoint)), args.pretrained)
+        args.checkpoint, entry = got.folder, got.entry
+        weights_cfg = pretrained_cfg(got.name, got.tag, entry, got.preset)
         if args.tokenizer is None and entry.tokenizer:
             args.tokenizer = f"hf:{entry.tokenizer}"
     if (args.tokenizer or "").startswith("hf:"):
@@ -90,6 +95,7 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
         args.tokenizer = tokenizer_path(args.tokenizer)
     ckpt = load_checkpoint(args.checkpoint)  # a .pt file or a model folder
     spec = from_json(ckpt["spec"])
+    weights_cfg = weights_cfg or ckpt.get("pretrained_cfg") or ckpt.get("inputs")
     weights = ckpt.get("ema") if args.ema else ckpt["state_dict"]
     if weights is None:
         raise UsageError(f"{prog}: error: --ema: the checkpoint has no EMA weights")
@@ -106,11 +112,22 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
     if spec.embedder.text:
         from ..train.checkpoints import saved_tokenizer
 
+        flags = [f"--{k}" for k in ("mean", "std", "interpolation") if getattr(args, k) is not None]
+        if flags:
+            raise UsageError(f"{prog}: error: {' / '.join(flags)}: for images (the checkpoint's model is a text "
+                             "body)")
+
         return _evaluate_text(args, spec, model, device, saved_tokenizer(ckpt, args.checkpoint), prog)
-    crop = args.crop_ratio
-    if crop is None:  # as the training run validated (vspec build --out writes no recipe: timm's default)
-        crop = eval_crop_ratio((ckpt.get("recipe") or {}).get("random_resized_crop", True))
-    eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False, crop_ratio=crop)
+    # the flags, else the published weights' preprocessing, else as the training run validated (vspec build
+    # --out writes no recipe: timm's default crop)
+    crop = eval_crop_ratio((ckpt.get("recipe") or {}).get("random_resized_crop", True))
+    given = {"mean": args.mean, "std": args.std, "interpolation": args.interpolation, "crop_pct": args.crop_pct}
+    inputs = resolve_inputs(given, weights_cfg, spec.in_chans, crop)
+    if not args.json:
+        print(f"{prog}: {inputs_line(inputs)}", flush=True)
+    crop = inputs["crop_pct"]
+    eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False, crop_ratio=crop, mean=inputs["mean"],
+                               std=inputs["std"], interpolation=inputs["interpolation"])
     _, val_ds, num_classes = build_datasets(args.data, img_size=spec.img_size, in_chans=spec.in_chans,
                                             train_transform=eval_tf, eval_transform=eval_tf, data_dir=args.data_dir,
                                             download=args.download, num_classes=spec.num_classes,
@@ -124,7 +141,7 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
     metrics = evaluate(model, loader, device, nullcontext, Dist())
     elapsed = time.perf_counter() - t0
     return {**metrics, "images": len(val_ds), "images_per_s": len(val_ds) / elapsed, "data": args.data,
-            "crop_ratio": crop, "img_size": list(spec.img_size)}
+            "crop_ratio": crop, "img_size": list(spec.img_size), "inputs": inputs}
 
 
 def _img_size(sizes: list[int], prog: str) -> tuple[int, int]:

@@ -41,6 +41,14 @@ def data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--synthetic-size", type=int, default=1024, metavar="N",
                    help="images in the synthetic training set (its validation set has N / 4)")
     p.add_argument("--seed", type=int, default=0, help="random seed (training, and the synthetic images)")
+    g = p.add_argument_group("inputs", "how images are normalised and resized; default: the published weights' "
+                                       "(--pretrained, or a model that holds them), else ImageNet's mean / std, "
+                                       "bicubic")
+    g.add_argument("--mean", type=float, nargs="+", metavar="M", help="per-channel mean of (x - mean) / std, x in "
+                                                                      "[0, 1] (one value: every channel's)")
+    g.add_argument("--std", type=float, nargs="+", metavar="S", help="per-channel std (> 0; one value: every "
+                                                                     "channel's)")
+    g.add_argument("--interpolation", choices=("bicubic", "bilinear", "nearest"), help="every resize's filter")
 
 
 def train_parser(prog: str = "train.py") -> argparse.ArgumentParser:
@@ -107,14 +115,15 @@ def train_parser(prog: str = "train.py") -> argparse.ArgumentParser:
 EPOCHS, WARMUP = f"in [1, {MAX_EPOCHS:,}]", f"in [0, {MAX_EPOCHS:,}]"
 RULES = {"> 0": lambda v: v > 0, ">= 0": lambda v: v >= 0, "in [0, 1)": lambda v: 0 <= v < 1,
          "in [0, 1]": lambda v: 0 <= v <= 1, "in [0, 2**32)": lambda v: 0 <= v < 2**32,
-         EPOCHS: lambda v: 1 <= v <= MAX_EPOCHS, WARMUP: lambda v: 0 <= v <= MAX_EPOCHS}
-DATA_RANGES = {"workers": ">= 0", "synthetic_size": "> 0", "seed": "in [0, 2**32)", "max_len": "> 0"}
+         EPOCHS: lambda v: 1 <= v <= MAX_EPOCHS, WARMUP: lambda v: 0 <= v <= MAX_EPOCHS, "finite": lambda v: True}
+DATA_RANGES = {"workers": ">= 0", "synthetic_size": "> 0", "seed": "in [0, 2**32)", "max_len": "> 0",
+               "mean": "finite", "std": "> 0"}
 TRAIN_RANGES = {**DATA_RANGES, "epochs": EPOCHS, "batch_size": "> 0", "lr": "> 0", "weight_decay": ">= 0",
                 "warmup_epochs": WARMUP, "min_lr": ">= 0", "drop_path": "in [0, 1)", "mixup": ">= 0",
                 "cutmix": ">= 0", "smoothing": "in [0, 1)", "re_prob": "in [0, 1]", "ema_decay": "in [0, 1)",
                 "clip_grad": ">= 0", "accum_steps": "> 0", "max_steps": "> 0",
                 "log_interval": "> 0"}
-EVAL_RANGES = {**DATA_RANGES, "batch_size": "> 0", "crop_ratio": "> 0", "img_size": "> 0"}
+EVAL_RANGES = {**DATA_RANGES, "batch_size": "> 0", "crop_pct": "> 0", "img_size": "> 0"}
 
 
 def check_ranges(args: argparse.Namespace, ranges: dict[str, str], prog: str) -> None:
@@ -122,7 +131,7 @@ def check_ranges(args: argparse.Namespace, ranges: dict[str, str], prog: str) ->
         values = getattr(args, name)
         for value in values if isinstance(values, list) else [values]:  # a flag of several values: each
             if value is not None and not (math.isfinite(value) and RULES[rule](value)):
-                finite = "finite and " if isinstance(value, float) else ""
+                finite = "finite and " if isinstance(value, float) and rule != "finite" else ""
                 raise UsageError(f"{prog}: error: --{name.replace('_', '-')} must be {finite}{rule}, got {value}")
 
 
@@ -148,6 +157,7 @@ def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
         from ..pretrained import tokenizer_path
 
         tokenizer = tokenizer_path(tokenizer, source, args.pretrained)
+    inputs = _inputs(args, spec, source, prog)
     changes = {}
     if args.auto_augment is not None:
         changes["auto_augment"] = None if args.auto_augment == "none" else args.auto_augment
@@ -166,7 +176,28 @@ def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
                        synthetic_size=args.synthetic_size, overwrite=args.overwrite,
                        task=args.task, tokenizer=tokenizer, max_len=args.max_len, init=args.init,
                        save_format=args.save_format,
-                       pretrained=(str(source), args.pretrained) if args.pretrained else None)
+                       pretrained=(str(source), args.pretrained) if args.pretrained else None, inputs=inputs)
+
+
+def _inputs(args: argparse.Namespace, spec, source, prog: str) -> dict | None:
+    """The run's image inputs (`resolve_inputs`): the flags, else the published weights' preprocessing."""
+    given = {k: getattr(args, k, None) for k in ("mean", "std", "interpolation")}
+    if spec.embedder.text:
+        flags = [f"--{k}" for k, v in given.items() if v is not None]
+        if flags:
+            raise UsageError(f"{prog}: error: {' / '.join(flags)}: for images (the spec's embedder is "
+                             f"{spec.embedder.kind}, a text body)")
+        return None
+    from ..train.inputs import resolve_inputs
+
+    weights = None
+    if args.pretrained:
+        from ..pretrained import choose, locate
+
+        name, file = locate(source)
+        tag, entry = choose(name, file, args.pretrained)
+        weights = {**entry.data_config(), "architecture": name, "tag": tag}
+    return resolve_inputs(given, weights, spec.in_chans)
 
 
 def errors() -> tuple[type[BaseException], ...]:

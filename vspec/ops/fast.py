@@ -10,8 +10,8 @@ switch starts from the environment (VSPEC_FAST_PATHS=0 / false / off turns every
 torch ops also ask `private_op(...)`: the op exists and torch is within the versions they were tested on."""
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 

@@ -24,7 +24,7 @@ from .model import KINDS, ROLES, Model, Stage
 from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
 from .swin import PatchMerging, WindowMHSA
 from .vit import MHSA, MLP, ClassTokenHead, DenseAux, GAPHead, Norm, Output, PatchEmbed, Projections, SimplePatchEmbed
-from .weights import Hub, Manual, Url, Weights
+from .weights import IMAGENET_MEAN, IMAGENET_STD, INCEPTION_MEAN, INCEPTION_STD, Hub, Manual, Preprocess, Url, Weights
 
 __all__ = [
     # generic parts
@@ -39,7 +39,7 @@ __all__ = [
     "to_dict", "to_json",
     "to_toml",
     # published weights, declared beside a preset's SPEC
-    "Hub", "Manual", "Url", "Weights",
+    "Hub", "Manual", "Url", "Weights", "Preprocess", "IMAGENET_MEAN", "IMAGENET_STD", "INCEPTION_MEAN", "INCEPTION_STD",
 ]
 CORE = tuple(__all__)  # the core's names; the families' join them (`_export_families`)
 _from_families: set[str] = set()

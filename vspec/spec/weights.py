@@ -5,6 +5,10 @@ A preset file with published weights holds `WEIGHTS = {tag: Weights(...), ...}`;
 Face's `HF_HOME`, torch hub's `TORCH_HOME`), converts it with the named converter and keeps the converted model
 folder in vspec's cache (`vspec.pretrained`).
 
+Every image entry names its preprocessing (`Preprocess`: mean, std, crop fraction, interpolation, input size: what
+timm calls a pretrained_cfg), every text entry its tokenizer: the inputs the weights were trained and evaluated on
+travel with them (`model.pretrained_cfg`, model folders, checkpoints, `vspec eval`'s and `vspec train`'s defaults).
+
 Sources: `Hub` (a file of a Hugging Face Hub repository), `Url` (a direct download, e.g. a GitHub release asset,
 into torch hub's `checkpoints/`), `Manual` (a file behind a page a program cannot follow, a Google Drive or Baidu
 link: the user downloads it and puts it where the one-line error says).
@@ -21,6 +25,9 @@ from .core import SpecError, check
 
 CONVERTERS = ("timm", "hf")  # besides a family's released converter (`vspec.convert.official()`)
 HEX = frozenset("0123456789abcdef")
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # timm's IMAGENET_DEFAULT_*
+INCEPTION_MEAN = INCEPTION_STD = (0.5, 0.5, 0.5)  # timm's IMAGENET_INCEPTION_*: (x - 0.5) / 0.5
+INTERPOLATIONS = ("bicubic", "bilinear", "nearest")  # timm's names (PIL's filters)
 
 
 def _name(value: str, what: str) -> str:
@@ -101,6 +108,41 @@ class Manual:
 Source = Hub | Url | Manual
 
 
+def _channels(_, attribute, value) -> None:
+    if not value or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < 1e6 for v in value):
+        raise SpecError(attribute.name, f"{value!r}: one number per channel")
+    if attribute.name == "std" and min(value) <= 0:
+        raise SpecError("std", f"{value!r}: every std must be > 0")
+
+
+def _input_size(_, attribute, value) -> None:
+    if len(value) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 65536 for v in value):
+        raise SpecError("input_size", f"{value!r}: (channels, height, width), each an int > 0")
+
+
+@frozen
+class Preprocess:
+    """The inputs published image weights were trained and evaluated on, in timm's pretrained_cfg terms: images
+    normalised as (x - mean) / std per channel (x in [0, 1]); evaluated by resizing the shorter side to
+    size / crop_pct with `interpolation`, then a centre crop to `input_size` (channels, height, width)."""
+
+    mean: tuple[float, ...] = field(converter=tuple, validator=_channels)
+    std: tuple[float, ...] = field(converter=tuple, validator=_channels)
+    crop_pct: float = field(validator=check(float, gt=0, le=4))
+    interpolation: str = field(default="bicubic", validator=check(str, choices=INTERPOLATIONS))
+    input_size: tuple[int, int, int] = field(default=(3, 224, 224), converter=tuple, validator=_input_size)
+
+    def __attrs_post_init__(self):
+        if not len(self.mean) == len(self.std) == self.input_size[0]:
+            raise SpecError("mean", f"mean {self.mean}, std {self.std}: one of each per input channel "
+                                    f"({self.input_size[0]})")
+
+    def config(self) -> dict[str, Any]:
+        """timm's pretrained_cfg fields (`timm.data.resolve_data_config` reads them from `model.pretrained_cfg`)."""
+        return {"input_size": self.input_size, "interpolation": self.interpolation, "mean": self.mean,
+                "std": self.std, "crop_pct": self.crop_pct, "crop_mode": "center"}
+
+
 @frozen
 class Weights:
     """One published checkpoint of a preset.
@@ -114,8 +156,10 @@ class Weights:
     the preset's head parts that the checkpoint lacks start fresh, as timm's and transformers' do). licence: of
     the weights. score: the reported accuracy ("ImageNet-1k top-1 72.2 (DeiT, Table 1)"), None where none was
     reported. unwrap: the keys of the file's top-level dict that hold the state dict, tried in order (released
-    `.pth.tar` files wrap it: `state_dict_ema`, `model`, ...). tokenizer: the Hub id of a text model's tokenizer.
-    notes: anything a user should know (how the checkpoint was trained, what differs from the paper)."""
+    `.pth.tar` files wrap it: `state_dict_ema`, `model`, ...). tokenizer: the Hub id of a text model's tokenizer
+    (required for "hf" entries). preprocess: an image model's inputs (`Preprocess`; required for image entries,
+    from timm's pretrained_cfg for timm weights, from the released evaluation code for the others). notes:
+    anything a user should know (how the checkpoint was trained, what differs from the paper)."""
 
     source: Source = field(validator=check((Hub, Url, Manual)))
     converter: str = field(validator=check(str))
@@ -126,6 +170,7 @@ class Weights:
     config: Mapping[str, Any] = field(factory=dict)
     unwrap: tuple[str, ...] = field(default=(), converter=tuple)
     tokenizer: str | None = field(default=None, validator=check(str, optional=True))
+    preprocess: Preprocess | None = field(default=None, validator=check(Preprocess, optional=True))
     notes: str = field(default="", validator=check(str))
 
     def __attrs_post_init__(self):
@@ -134,6 +179,18 @@ class Weights:
                                       "config='config.json')")
         if self.config and self.converter == "timm":
             raise SpecError("config", "the timm converter reads no constructor arguments")
+        text = self.converter == "hf"
+        if text and (self.tokenizer is None or self.preprocess is not None):
+            raise SpecError("tokenizer", "a text model's weights name their tokenizer (tokenizer='<Hub id>') and no "
+                                         "image preprocessing")
+        if not text and self.preprocess is None:
+            raise SpecError("preprocess", "image weights name the inputs they were trained on: preprocess="
+                                          "Preprocess(mean, std, crop_pct, ...) (timm's pretrained_cfg, or the "
+                                          "released evaluation code's)")
+
+    def data_config(self) -> dict[str, Any]:
+        """The weights' inputs: timm's pretrained_cfg fields for an image model, {"tokenizer": id} for a text one."""
+        return {"tokenizer": self.tokenizer} if self.preprocess is None else self.preprocess.config()
 
 
 def requested(pretrained: object) -> bool:

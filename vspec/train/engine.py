@@ -29,6 +29,7 @@ from .._moved import moved as _moved
 from ..checkpoint import with_checksum
 from ..compiler import build
 from ..nn.heads import head_loss
+from ..version import __version__
 from . import checkpoints as C
 from . import distributed as D
 from . import folder as F
@@ -71,6 +72,9 @@ class TrainConfig:
     # published weights that start a fresh run: (the preset's name or .py file, True or a tag); vspec.pretrained
     pretrained: tuple[str, bool | str] | None = None
     save_format: str = "pt"
+    # images: mean, std, interpolation (`vspec.train.data.resolve_inputs`: the flags, else the published weights'
+    # preprocessing); None: ImageNet's mean / std, bicubic
+    inputs: dict | None = None
     # batches between reads of the losses on the host (each read waits for the device): None, every batch on the
     # CPU (where reading costs nothing), every 32 on CUDA; a non-finite loss is still reported at its own step
     loss_every: int | None = None  # pt | folder: also OUT/best and OUT/final as model folders (vspec.hub)
@@ -207,7 +211,15 @@ class Training:
         """The task (image or text), its datasets (which may change num_classes) and loaders; the batch per
         process."""
         cfg, r, d, spec = self.cfg, self.r, self.d, self.spec
+        if self.ckpt is not None and self.ckpt.get("inputs") and "given" not in (cfg.inputs or {}).get("from", ""):
+            from dataclasses import replace
+
+            cfg = self.cfg = replace(cfg, inputs=self.ckpt["inputs"])  # a resumed run keeps its inputs
         self.task = make_task(cfg, spec, r, d, self.out, self.ckpt, self.device)
+        if cfg.inputs and cfg.inputs.get("from") != "vspec's defaults" and d.main:
+            from .inputs import inputs_line
+
+            print(f"note: {inputs_line(cfg.inputs)}", file=sys.stderr)
         train_ds, val_ds, collate, self.num_classes = self.task.data()
         if spec.num_classes != self.num_classes:
             if d.main:
@@ -454,7 +466,8 @@ class Training:
         if not self.d.main:
             return
         ema = self.ema
-        state = {"format": C.FORMAT, "spec": S.to_json(self.spec), "state_dict": self.core.state_dict(),
+        state = {"format": C.FORMAT, "vspec_version": __version__, "spec": S.to_json(self.spec),
+                 "state_dict": self.core.state_dict(),
                  "ema": ema.module.state_dict() if ema is not None else None,
                  "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                  "scaler": self.scaler.state_dict(), "epoch": epoch, "batches_done": batches_done,

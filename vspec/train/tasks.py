@@ -109,8 +109,10 @@ class ImageTask:
             raise ValueError(f"normalise_on: expected auto, host or device, got {cfg.normalise_on!r}")
         on = cfg.normalise_on if cfg.normalise_on != "auto" else ("device" if device.type == "cuda" else "host")
         self.device, self.channels_last = device, device.type == "cuda" and cfg.channels_last
-        self.normalise = DeviceNormalise(spec.in_chans, device, re_prob=recipe.re_prob,
-                                         channels_last=self.channels_last) if on == "device" else None
+        self.inputs = cfg.inputs or {}
+        mean, std = self.inputs.get("mean"), self.inputs.get("std")
+        self.normalise = None if on != "device" else DeviceNormalise(
+            spec.in_chans, device, re_prob=recipe.re_prob, channels_last=self.channels_last, mean=mean, std=std)
 
     def prepare(self, images: torch.Tensor, train: bool) -> torch.Tensor:
         """A batch of the loader on the device, ready for the model: normalised there if the loader's are uint8
@@ -130,11 +132,13 @@ class ImageTask:
         if given:
             raise ValueError(f"{' / '.join(given)}: for a text body (the spec's embedder is {spec.embedder.kind})")
         on_device = self.normalise is not None
+        inputs = {k: self.inputs[k] for k in ("mean", "std", "interpolation") if self.inputs.get(k) is not None}
         train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
-                                    re_prob=r.re_prob, random_resized_crop=r.random_resized_crop, on_device=on_device)
+                                    re_prob=r.re_prob, random_resized_crop=r.random_resized_crop, on_device=on_device,
+                                    **inputs)
         # at the scale training sees (a 0.875 crop after a plain resize would enlarge every digit by 8 / 7)
         eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False,
-                                   crop_ratio=eval_crop_ratio(r.random_resized_crop), on_device=on_device)
+                                   crop_ratio=eval_crop_ratio(r.random_resized_crop), on_device=on_device, **inputs)
         train_ds, val_ds, num_classes = build_datasets(
             cfg.data, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=train_tf,
             eval_transform=eval_tf, data_dir=cfg.data_dir, download=cfg.download,
@@ -169,8 +173,8 @@ class ImageTask:
         return f"val top-1 {score:.2f} % (best {best:.2f} %)"
 
     def state(self) -> dict[str, Any]:
-        """What the task adds to every checkpoint."""
-        return {}
+        """What the task adds to every checkpoint: the inputs the run used (`vspec eval` reads them)."""
+        return {"inputs": dict(self.inputs)} if self.inputs else {}
 
 
 class TextTask:

@@ -1,0 +1,48 @@
+"""The package a newcomer installs (issue 44, items 5, 6 and 9): one version everywhere (the package, `vspec
+--version`, checkpoints, model folders), a licence in the metadata, no binaries committed, the linter in CI."""
+
+import json
+import subprocess
+import sys
+from importlib.metadata import metadata
+from pathlib import Path
+
+import vspec
+from vspec.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_one_version_in_the_package_the_command_and_what_it_writes(capsys, tmp_path):
+    assert vspec.__version__ == metadata("vspec")["Version"]
+    try:
+        main(["--version"])
+    except SystemExit as e:
+        assert e.code == 0
+    assert capsys.readouterr().out.strip() == f"vspec {vspec.__version__}"
+    model = vspec.build(vspec.override(vspec.load_spec(ROOT / "specs/deit_tiny.py"), {"depth": 1}))
+    vspec.save(model, tmp_path / "m.pt")
+    import torch
+
+    assert torch.load(tmp_path / "m.pt", weights_only=False)["vspec_version"] == vspec.__version__
+    vspec.save_pretrained(model, tmp_path / "folder")
+    config = json.loads((tmp_path / "folder" / "config.json").read_text())
+    assert config["vspec_version"] == vspec.__version__
+    assert config["spec"]["version"] == vspec.VERSION  # the spec format's version, in every file a spec is in
+
+
+def test_the_metadata_names_a_licence_that_ships():
+    meta = metadata("vspec")
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    assert meta["License-Expression"] == "MIT" and "LICENSE" in meta.get_all("License-File")
+    assert meta["Author"] or meta["Author-email"]
+
+
+def test_no_binary_is_committed_and_ci_lints():
+    files = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=ROOT, check=True).stdout.split()
+    assert files, "not a git checkout"
+    assert not [f for f in files if f.endswith((".whl", ".tar.gz", ".so", ".zip"))]
+    assert "make lint" in (ROOT / ".ci" / "run").read_text().splitlines()
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "vspec", "tests", "tools", "benchmarks", "specs"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert lint.returncode == 0, lint.stdout[-2000:]
