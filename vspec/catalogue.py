@@ -2,10 +2,12 @@
 preset (`vspec fit deit_small ...`) does not import torch before it has work for it.
 
 A preset is `specs/<name>.py` of the repository, installed with the package as `vspec/presets/<name>.py`, or a file
-of a folder on the `VSPEC_SPECS` search path (searched first), or of a family's preset folder.
+of a folder on the `VSPEC_SPECS` search path (searched first), or of a family's preset folder. Wherever a preset is
+named, timm's `name.tag` names one of its published weights too (`deit_tiny.fb_in1k`).
 """
 
 import difflib
+import fnmatch
 import os
 from pathlib import Path
 
@@ -48,6 +50,39 @@ def preset_path(name: str) -> Path:
     close = difflib.get_close_matches(name, known, n=4, cutoff=0.5)
     hint = f"close: {', '.join(close)}" if close else f"{len(known)} presets in {', '.join(map(str, preset_dirs()))}"
     raise SpecError("", f"unknown preset {name!r} ({hint}); or give a spec file, checkpoint or model folder path")
+
+
+FILE_SUFFIXES = (".py", ".json", ".toml", ".pt", ".pth")  # what a path names, never a tag
+
+
+def preset_ref(text: str | Path) -> tuple[str, str | None] | None:
+    """(name, tag or None) where `text` names a preset, as `name` or timm's `name.tag` (the name need not exist:
+    `preset_path` says which are near); None where it is a path."""
+    if isinstance(text, Path) or "/" in text or os.sep in text or Path(text).suffix in FILE_SUFFIXES:
+        return None
+    if Path(text).exists():
+        return None
+    if not Path(text).suffix:
+        return text, None
+    name, tag = text.split(".", 1)
+    return (name, tag) if name and name.replace("-", "_").isidentifier() and tag else None
+
+
+def list_models(filter: str = "*", pretrained: bool = False) -> list[str]:  # noqa: A002 - timm's argument name
+    """The preset names matching `filter` (fnmatch, as `timm.list_models`), sorted; `pretrained`: only presets
+    with published weights, each as `name.tag` (every tag, the default first; a filter with a '.' matches those)."""
+    from .spec import load_weights_table
+
+    out = []
+    for name, file in sorted(presets().items()):
+        if not pretrained:
+            if fnmatch.fnmatch(name, filter):
+                out.append(name)
+            continue
+        for tag in load_weights_table(file):
+            if fnmatch.fnmatch(f"{name}.{tag}" if "." in filter else name, filter):
+                out.append(f"{name}.{tag}")
+    return out
 
 
 def is_preset_name(name_or_path: str | Path) -> bool:

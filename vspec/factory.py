@@ -21,7 +21,7 @@ from typing import Any
 
 from torch import nn
 
-from .catalogue import PRESETS, is_preset_name, preset_dirs, preset_path, presets  # noqa: F401 - also here
+from .catalogue import PRESETS, is_preset_name, preset_dirs, preset_path, preset_ref, presets  # noqa: F401 - also here
 from .spec import Model, SpecError, from_json, load_spec, override
 from .spec.load import SUFFIXES
 from .spec.weights import requested
@@ -45,7 +45,8 @@ def _source(name_or_path: str | Path) -> tuple[Model, dict | None]:
         return from_json(ckpt["spec"]), ckpt["state_dict"]
     if path.suffix in SUFFIXES or path.exists() or os.sep in str(name_or_path):
         return load_spec(path), None
-    return load_spec(preset_path(str(name_or_path))), None
+    ref = preset_ref(str(name_or_path))  # a name, or timm's name.tag (the tag matters to pretrained only)
+    return load_spec(preset_path(ref[0] if ref else str(name_or_path))), None
 
 
 def create_model(name_or_path: str | Path, pretrained: bool | str = False, features_only: bool = False,
@@ -53,7 +54,8 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
                  num_classes: int | None = None, **overrides: Any) -> nn.Module:
     """A vspec model as `timm.create_model` makes one.
 
-    name_or_path: a preset name (`specs/<name>.py`, installed as `vspec/presets`), a spec file (.py / .json /
+    name_or_path: a preset name (`specs/<name>.py`, installed as `vspec/presets`; timm's `name.tag` names its
+    weights too: `create_model("deit_tiny.fb_in1k", pretrained=True)`), a spec file (.py / .json /
     .toml), a checkpoint (.pt / .pth: its spec and weights) or a model folder. pretrained: for a preset, True
     (its default published weights) or a tag of its `WEIGHTS` (`vspec weights` lists them): fetched, converted
     and cached by `vspec.pretrained`; a path's weights load whatever `pretrained` says (as timm's
@@ -97,7 +99,8 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
 
 def _declares_weights(name_or_path: str | Path) -> bool:
     """A preset name or a .py spec file: where published weights are declared (WEIGHTS beside SPEC)."""
-    return Path(name_or_path).suffix == ".py" or is_preset_name(name_or_path)
+    return Path(name_or_path).suffix == ".py" or (not isinstance(name_or_path, Path) and
+                                                  preset_ref(name_or_path) is not None)
 
 
 def _pretrained(name_or_path: str | Path, pretrained: bool | str, img_size: Any, num_classes: int | None,

@@ -53,18 +53,31 @@ def converted_folder(name: str, tag: str) -> Path:
 # ---------------------------------------------------------------- the table
 
 
-def locate(name_or_path: str | Path) -> tuple[str, Path]:
-    """(the cache's name, the .py file) of a preset name or a preset-style spec file (one that may declare
-    WEIGHTS beside its SPEC; its file name is its name in the cache)."""
-    from .catalogue import preset_path
+def locate(name_or_path: str | Path) -> tuple[str, Path, str | None]:
+    """(the cache's name, the .py file, the tag a `name.tag` gives or None) of a preset name (or timm's
+    `name.tag`) or a preset-style spec file (one that may declare WEIGHTS beside its SPEC; its file name is its
+    name in the cache)."""
+    from .catalogue import preset_path, preset_ref
 
     path = Path(name_or_path)
     if path.suffix == ".py" and path.is_file():
-        return path.stem, path
-    if path.suffix:
+        return path.stem, path, None
+    ref = preset_ref(name_or_path)
+    if ref is None:
         raise WeightsUnavailable(f"{name_or_path}: published weights are declared in a preset's .py file "
-                                 f"(WEIGHTS beside SPEC), not in a {path.suffix} file")
-    return str(name_or_path), preset_path(str(name_or_path))
+                                 f"(WEIGHTS beside SPEC), not in a {path.suffix or 'folder'} file")
+    return ref[0], preset_path(ref[0]), ref[1]
+
+
+def pick(name_or_path: str | Path, pretrained: bool | str) -> tuple[str, Path, str, Weights]:
+    """(name, .py file, tag, entry) of the weights that `name_or_path` (a preset, `name.tag`, or a .py file) and
+    `pretrained` (True or a tag) ask for; a `name.tag` and another tag are refused."""
+    name, file, tag = locate(name_or_path)
+    if tag is not None and pretrained is not True and pretrained != tag:
+        requested(pretrained)
+        raise WeightsUnavailable(f"{name_or_path}: names the tag {tag!r}, pretrained asks for {pretrained!r}: give one")
+    tag, entry = choose(name, file, tag if tag is not None else pretrained)
+    return name, file, tag, entry
 
 
 def choose(name: str, file: Path, pretrained: bool | str) -> tuple[str, Weights]:
@@ -268,8 +281,7 @@ def published(name_or_path: str | Path, pretrained: bool | str) -> Published:
     cannot be had are said at once."""
     from .spec import load_spec
 
-    name, file = locate(name_or_path)
-    tag, entry = choose(name, file, pretrained)
+    name, file, tag, entry = pick(name_or_path, pretrained)
     preset = load_spec(file)
     folder, ckpt = converted(name, tag, entry, preset)
     return Published(entry, folder, ckpt, preset, name, tag)
@@ -314,8 +326,7 @@ def tokenizer_path(text: str | None, name_or_path: str | Path | None = None,
     """A `--tokenizer` value as a local folder: `hf:<repo id>` fetched (`tokenizer_folder`), a folder as given;
     None with `pretrained`: the tokenizer of the preset's weights entry (`Weights.tokenizer`), else None."""
     if text is None and pretrained and name_or_path is not None:
-        name, file = locate(name_or_path)
-        repo = choose(name, file, pretrained)[1].tokenizer
+        repo = pick(name_or_path, pretrained)[3].tokenizer
         return str(tokenizer_folder(repo)) if repo else None
     if text is not None and text.startswith("hf:"):
         return str(tokenizer_folder(text.removeprefix("hf:")))

@@ -15,7 +15,7 @@ from importlib import import_module
 from .._moved import moved as _moved
 from ..spec import SpecError
 from ..version import __version__
-from . import analyze, build, compare, export, fit, profile, show, weights
+from . import analyze, build, compare, export, fit, listing, profile, show, weights
 from .common import (  # noqa: F401 - output_file, output_folder: re-exported
     OneLineParser,
     UsageError,
@@ -25,7 +25,7 @@ from .common import (  # noqa: F401 - output_file, output_folder: re-exported
     output_folder,
 )
 
-COMMANDS = {m.NAME: m for m in (build, profile, show, analyze, export, fit, compare, weights)}
+COMMANDS = {m.NAME: m for m in (build, profile, show, analyze, export, fit, compare, weights, listing)}
 # the training commands: their own parsers (tools/train.py's and tools/eval.py's), imported when used
 RUNS = {"train": ("vspec.cli.train", "train a spec (tools/train.py: the same arguments; vspec train --help)"),
         "eval": ("vspec.cli.eval", "evaluate a checkpoint or a model folder (tools/eval.py: the same arguments)")}
@@ -35,7 +35,8 @@ def parser() -> OneLineParser:
     top = OneLineParser(prog="vspec", description="Transformer specs, for vision and language: validate, build, "
                                                   "profile, show, analyze, export, fit to a budget, compare, "
                                                   "train, evaluate; "
-                                                  "published weights (vspec weights).")
+                                                  "the presets (vspec list), published weights (vspec "
+                                                  "weights).")
     top.add_argument("--version", action="version", version=f"vspec {__version__}")
     sub = top.add_subparsers(dest="command", required=True, parser_class=OneLineParser, metavar="COMMAND")
     for command in COMMANDS.values():

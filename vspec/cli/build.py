@@ -20,7 +20,6 @@ from .common import (
     pretrained_flag,
     printable,
     spec_args,
-    spec_file,
 )
 from .tables import count, describe, format_table, grouped, input_label, stage_labels
 from .weights import source_text
@@ -77,7 +76,7 @@ def run(args: argparse.Namespace) -> None:
     if args.pretrained:  # fetched before the build: weights that cannot be had are said at once
         from ..pretrained import load_into, published
 
-        got = published(spec_file(args.path), args.pretrained)
+        got = published(args.path, args.pretrained)
     t0 = time.perf_counter()
     model = build(spec, check_memory=False).eval()  # checked above, with the forward pass's activations
     if args.pretrained:

@@ -94,10 +94,11 @@ def memory_flag(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def spec_file(path: str) -> str | Path:
-    """`path`, or the file of the preset named so (a bare name that is no file)."""
-    from ..catalogue import is_preset_name, preset_path
+    """`path`, or the file of the preset named so (a bare name that is no file, or timm's `name.tag`)."""
+    from ..catalogue import preset_path, preset_ref
 
-    return preset_path(path) if is_preset_name(path) else path
+    ref = preset_ref(path)
+    return preset_path(ref[0]) if ref else path
 
 
 def weights_tag(text: str) -> str:

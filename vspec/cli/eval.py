@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from .common import OneLineParser, UsageError, one_line, one_line_warnings, pretrained_flag, printable, spec_file
+from .common import OneLineParser, UsageError, one_line, one_line_warnings, pretrained_flag, printable
 from .train import EVAL_RANGES, check_ranges, data_args, errors
 
 NAME, HELP = "eval", "evaluate a checkpoint or a model folder (tools/eval.py's command: the same arguments)"
@@ -84,7 +84,7 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
     if args.pretrained:  # the published model, converted into vspec's cache: a model folder
         from ..pretrained import pretrained_cfg, published
 
-        got = published(spec_file(str(args.checkpoint)), args.pretrained)
+        got = published(str(args.checkpoint), args.pretrained)
         args.checkpoint, entry = got.folder, got.entry
         weights_cfg = pretrained_cfg(got.name, got.tag, entry, got.preset)
         if args.tokenizer is None and entry.tokenizer:

@@ -156,8 +156,8 @@ def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
     if spec.embedder.text and (args.pretrained or (tokenizer or "").startswith("hf:")):
         from ..pretrained import tokenizer_path
 
-        tokenizer = tokenizer_path(tokenizer, source, args.pretrained)
-    inputs = _inputs(args, spec, source, prog)
+        tokenizer = tokenizer_path(tokenizer, args.spec, args.pretrained)
+    inputs = _inputs(args, spec, prog)
     changes = {}
     if args.auto_augment is not None:
         changes["auto_augment"] = None if args.auto_augment == "none" else args.auto_augment
@@ -176,10 +176,10 @@ def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
                        synthetic_size=args.synthetic_size, overwrite=args.overwrite,
                        task=args.task, tokenizer=tokenizer, max_len=args.max_len, init=args.init,
                        save_format=args.save_format,
-                       pretrained=(str(source), args.pretrained) if args.pretrained else None, inputs=inputs)
+                       pretrained=(args.spec, args.pretrained) if args.pretrained else None, inputs=inputs)
 
 
-def _inputs(args: argparse.Namespace, spec, source, prog: str) -> dict | None:
+def _inputs(args: argparse.Namespace, spec, prog: str) -> dict | None:
     """The run's image inputs (`resolve_inputs`): the flags, else the published weights' preprocessing."""
     given = {k: getattr(args, k, None) for k in ("mean", "std", "interpolation")}
     if spec.embedder.text:
@@ -192,10 +192,9 @@ def _inputs(args: argparse.Namespace, spec, source, prog: str) -> dict | None:
 
     weights = None
     if args.pretrained:
-        from ..pretrained import choose, locate
+        from ..pretrained import pick
 
-        name, file = locate(source)
-        tag, entry = choose(name, file, args.pretrained)
+        name, _, tag, entry = pick(args.spec, args.pretrained)
         weights = {**entry.data_config(), "architecture": name, "tag": tag}
     return resolve_inputs(given, weights, spec.in_chans)
 
