@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from importlib import import_module
 
 from .._moved import moved as _moved
+from ..extras import missing_extra
 from ..spec import SpecError
 from ..version import __version__
 from . import analyze, build, compare, export, fit, listing, profile, show, weights
@@ -79,6 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         except (SpecError, OSError, MemoryError) as e:
             print(f"vspec: error: {one_line(e)}", file=sys.stderr)
+            return 2
+        except ImportError as e:  # a module of an extra that is not installed: which extra, in one line
+            if (line := missing_extra(e)) is None:
+                raise
+            print(f"vspec {argv[0] if argv else ''}: error: {line}".replace("  ", " "), file=sys.stderr)
             return 2
         except KeyboardInterrupt:
             print("vspec: interrupted", file=sys.stderr)

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from .common import OneLineParser, UsageError, one_line, one_line_warnings, pretrained_flag, printable
-from .train import EVAL_RANGES, check_ranges, data_args, errors
+from .common import OneLineParser, UsageError, one_line_warnings, pretrained_flag, printable
+from .train import EVAL_RANGES, check_ranges, data_args, errors, report
 
 NAME, HELP = "eval", "evaluate a checkpoint or a model folder (tools/eval.py's command: the same arguments)"
 
@@ -46,10 +46,10 @@ def main(argv=None, prog: str = "eval.py") -> int:
             args = eval_parser(prog).parse_args(argv)
             check_ranges(args, EVAL_RANGES, prog)
             result = evaluate_checkpoint(args, prog)
+        except SystemExit:  # --help, a usage error: argparse's own exit, before `errors()` imports anything
+            raise
         except errors() as e:
-            msg = one_line(e)
-            print(msg if msg.startswith(f"{prog}:") else f"{prog}: error: {msg}", file=sys.stderr)
-            return 2
+            return report(e, prog)
     loss = result["metrics"]["loss"] if "task" in result else result["loss"]
     if not math.isfinite(loss):  # finite weights whose outputs overflow: no result to report
         print(f"{prog}: error: {printable(str(args.checkpoint))}: the loss is {loss}: the model's outputs are not "

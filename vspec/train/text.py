@@ -390,7 +390,7 @@ def glue_metrics(task: str, predictions: np.ndarray, labels: np.ndarray) -> dict
 
 
 # ---------------------------------------------------------------- what a training run reads
-TEXT_DATASETS = ("rt-polarity", "glue")
+from .names import TEXT_DATASETS as TEXT_DATASETS  # noqa: E402 - re-exported
 
 
 @dataclass
