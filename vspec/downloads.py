@@ -212,7 +212,7 @@ def _url_file(name: str, tag: str, source: Url | Manual) -> Path:
     path = drop_path(source)
     try:  # torch writes a temporary file beside it and renames it when whole
         path.parent.mkdir(parents=True, exist_ok=True)
-        torch.hub.download_url_to_file(source.url, str(path), hash_prefix=None, progress=True)
+        torch.hub.download_url_to_file(source.url, str(path), hash_prefix=source.sha256, progress=True)
     except Exception as e:  # noqa: BLE001 - no network, HTTP errors, a cache that cannot be written: one line
         raise _unavailable(name, tag, source, source.file, source.url, f"it cannot be downloaded ({cause(e)})") \
             from None
@@ -247,15 +247,21 @@ def expected_digest(path: Path, source: Hub | Url | Manual) -> str | None:
     if not isinstance(source, Hub):
         return source.sha256
     blob = path.resolve().name
-    return blob if len(blob) == 64 and set(blob) <= set("0123456789abcdef") else None
+    if len(blob) == 64 and set(blob) <= set("0123456789abcdef"):
+        return blob
+    return source.sha256 if path.name == source.file else None  # a file put by hand: the entry's digest, if any
 
 
-def verify(name: str, tag: str, entry: Weights, files: Mapping[str, Path]) -> None:
-    """A corrupt source file (its digest not the published one) or one that cannot be read is refused, naming it."""
-    for path in files.values():
+def verify(name: str, tag: str, entry: Weights, files: Mapping[str, Path]) -> bool:
+    """A corrupt source file (its digest not the published one) or one that cannot be read is refused, naming it.
+    Returns whether the weights file was checked against a published digest (False: unverified, no digest known:
+    a file put by hand for a source that publishes none, or an entry that records none)."""
+    verified = False
+    for key, path in files.items():
         want = expected_digest(path, entry.source)
         if want is None:
             continue
+        verified = verified or key == "weights"
         try:
             got = sha256(path)
         except OSError as e:  # EIO of a link to /proc/self/mem, a file gone meanwhile
@@ -264,6 +270,7 @@ def verify(name: str, tag: str, entry: Weights, files: Mapping[str, Path]) -> No
         if got != want:
             raise WeightsUnavailable(f"{name} ({tag}): {path} is corrupt (its sha256 is not the published {want}); "
                                      "delete it and run again to fetch it anew")
+    return verified
 
 
 def tokenizer_folder(repo: str) -> Path:

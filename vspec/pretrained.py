@@ -204,7 +204,9 @@ def cached_folder(name: str, tag: str, entry: Weights, spec: Model) -> dict[str,
         why = published_difference(entry, spec, from_json(ckpt["spec"]))
         if why is not None:
             raise CheckpointError(folder, f"not the published model of the preset ({why})")
-        return ckpt
+        if "pretrained_cfg" in ckpt or stat.S_ISLNK(mode):
+            return ckpt
+        # converted by an earlier vspec, with no record of the weights' inputs or check: made anew, quietly
     except CheckpointError as e:
         if stat.S_ISLNK(mode):
             raise WeightsUnavailable(f"{what}: {folder} is a symbolic link to what vspec refuses ({e}); vspec "
@@ -227,9 +229,13 @@ def converted(name: str, tag: str, entry: Weights, spec: Model) -> tuple[Path, d
     if (ckpt := cached_folder(name, tag, entry, spec)) is not None:
         return folder, ckpt
     files = fetch(name, tag, entry)
-    verify(name, tag, entry, files)
+    verified = verify(name, tag, entry, files)
+    if not verified:
+        warnings.warn(f"{name} ({tag}): {files['weights']} is unverified: no published sha256 is known for it (a "
+                      "file put by hand, or a source that publishes none); it is used as it is", stacklevel=4)
     model = published_model(name, tag, entry, spec, files)
-    model.pretrained_cfg = pretrained_cfg(name, tag, entry, model.spec)  # the folder carries the weights' inputs
+    # the folder carries the weights' inputs and whether they were checked against a published digest
+    model.pretrained_cfg = pretrained_cfg(name, tag, entry, model.spec, verified)
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
@@ -274,6 +280,11 @@ class Published:
     name: str = ""
     tag: str = ""
 
+    @property
+    def verified(self) -> bool:
+        """Whether the source file was checked against a published sha256 when it was converted."""
+        return (self.ckpt.get("pretrained_cfg") or {}).get("verified") is True
+
 
 def published(name_or_path: str | Path, pretrained: bool | str) -> Published:
     """The published weights of a preset (a name or its .py file; `pretrained`: True or a tag), fetched and
@@ -306,16 +317,17 @@ def load_into(model: nn.Module, name_or_path: str | Path | Published,
     if model.spec.img_size != spec.img_size:
         weights = resample_state(weights, spec, attrs.evolve(spec, img_size=model.spec.img_size))
     fresh = load_pretrained(model, weights, got.folder)
-    model.pretrained_cfg = pretrained_cfg(got.name, got.tag, got.entry, model.spec)
+    model.pretrained_cfg = pretrained_cfg(got.name, got.tag, got.entry, model.spec, got.verified)
     return got.entry, fresh
 
 
-def pretrained_cfg(name: str, tag: str, entry: Weights, spec: Model) -> dict[str, Any]:
+def pretrained_cfg(name: str, tag: str, entry: Weights, spec: Model, verified: bool) -> dict[str, Any]:
     """timm's pretrained_cfg of a model that holds (name, tag)'s weights (`model.pretrained_cfg`, so that
     `timm.data.resolve_data_config(model=model)` gives the weights' transform): the entry's inputs
-    (`Weights.data_config`) at the model's own size, its classes, and where the weights came from."""
+    (`Weights.data_config`) at the model's own size, its classes, where the weights came from and whether their
+    file was checked against a published sha256 (`verified`)."""
     cfg = {"architecture": name, "tag": tag, "source": entry.source.where, "num_classes": spec.num_classes,
-           **entry.data_config()}
+           **entry.data_config(), "verified": verified}
     if "input_size" in cfg:
         cfg["input_size"] = (spec.in_chans, *spec.img_size)
     return cfg

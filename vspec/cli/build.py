@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> None:
     print(f"forward {tuple(x.shape)} -> {tuple(y.shape)}: finite={bool(torch.isfinite(y).all())}, "
           f"{elapsed:.2f} s to build and run")
     if args.pretrained:
-        print(f"weights: {source_text(entry.source)} ({entry.licence})" +
+        print(f"weights: {source_text(entry.source)}{'' if got.verified else ' (unverified)'} ({entry.licence})" +
               (f"; fresh: {', '.join(fresh)}" if fresh else ""))
     if out is not None:
         print(f"checkpoint: {printable(str(out))}")

@@ -86,7 +86,7 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
 
         got = published(str(args.checkpoint), args.pretrained)
         args.checkpoint, entry = got.folder, got.entry
-        weights_cfg = pretrained_cfg(got.name, got.tag, entry, got.preset)
+        weights_cfg = pretrained_cfg(got.name, got.tag, entry, got.preset, got.verified)
         if args.tokenizer is None and entry.tokenizer:
             args.tokenizer = f"hf:{entry.tokenizer}"
     if (args.tokenizer or "").startswith("hf:"):

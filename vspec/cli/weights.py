@@ -34,13 +34,21 @@ def source_text(source, markdown: bool = False) -> str:
 
 
 def cached(name: str, tag: str, entry) -> str:
-    """"converted" (vspec's cache holds the model folder), "downloaded" (the source file is in its cache) or "-"."""
+    """"converted" (vspec's cache holds the model folder; "converted, unverified" where its source file was
+    checked against no published sha256), "downloaded" (the source file is in its cache) or "-"."""
     from .. import downloads as D
     from .. import pretrained as P
     from ..spec.weights import Hub
 
-    if P.converted_folder(name, tag).is_dir():
-        return "converted"
+    folder = P.converted_folder(name, tag)
+    if folder.is_dir():
+        import json
+
+        try:
+            cfg = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("pretrained_cfg") or {}
+        except (OSError, ValueError, AttributeError):
+            cfg = {}
+        return "converted" if cfg.get("verified") is True else "converted, unverified"
     source = entry.source
     if D.drop_path(source).is_file():
         return "downloaded"

@@ -44,12 +44,15 @@ def _sha256(_, attribute, value) -> None:
 @frozen
 class Hub:
     """A file of a Hugging Face Hub repository (`hf_hub_download(repo, file, revision=revision)`); `config`: the
-    repository's config.json that the converter reads too (Hugging Face models), None where it needs none."""
+    repository's config.json that the converter reads too (Hugging Face models), None where it needs none;
+    `sha256`: the file's published digest (its Git LFS sha256), checked where the cache cannot vouch for the file
+    (one put where the error says); a download through Hugging Face's cache is checked against its blob's name."""
 
     repo: str = field(validator=check(str))
     file: str = field(validator=check(str))
     revision: str = field(default="main", validator=check(str))
     config: str | None = field(default=None, validator=check(str, optional=True))
+    sha256: str | None = field(default=None, validator=[check(str, optional=True), _sha256])
 
     def __attrs_post_init__(self):
         _name(self.repo, "repo")
