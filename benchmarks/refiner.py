@@ -2,7 +2,8 @@
 weights, on the CPU.
 
 The reference (`Reference` below) is written here from the released model's description (Refiner
-paper and PAPERS.md, Refiner section) with the released parameter names: CNN patch stem (conv 7x7 s2 ->
+paper and docs/families/refiner.md, The released Refined-ViT) with the released parameter names: CNN
+patch stem (conv 7x7 s2 ->
 3x3 -> 3x3, each + BN + ReLU, then a patch / 2 projection), class token, learned position embedding;
 blocks x + 2 attn(LN(x / 2)), x + 2 mlp(LN(x / 2)), LayerNorm eps 1e-6, MLP ratio 3 with a per-channel
 output scale; compute blocks (even): q, k each scaled by sqrt(scale), A = softmax(q k^T) (+ scale x

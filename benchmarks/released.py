@@ -1,6 +1,6 @@
 """The released formulations of T2T-ViT (yitu-opensource/T2T-ViT @ 0f63dc9, models/t2t_vit.py) and DeiT with
 contextual product iRPE (microsoft/Cream @ 4a13c40, iRPE/DeiT-with-iRPE), written here from their description
-(PAPERS.md, "SoT's other bodies"; the fixtures' README) with the released parameter names, so that the fixtures'
+(docs/families/t2t.md, docs/families/irpe.md) with the released parameter names, so that the fixtures'
 state dicts load into them strictly. `benchmarks/models.py` races vspec against them; tests/test_t2t.py checks
 that they reproduce the fixtures.
 

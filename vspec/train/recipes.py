@@ -1,4 +1,5 @@
-"""Named training recipes (PAPERS.md, last section). Flags of tools/train.py override any field.
+"""Named training recipes (docs/training.md, Recipes: what each paper trained with). Flags of tools/train.py
+override any field.
 
 `lr` is the peak learning rate at `batch_size`; another global batch size scales it linearly
 (DeiT's rule), unless --lr is given.

@@ -278,9 +278,9 @@ class SecondOrderHead(HeadKind):
 
 def language_head(q: int, k: int, drop: float = 0.0, z0: Literal["last_token"] | None = None,
                   padding: Literal["masked", "included"] = "masked") -> SecondOrderHead:
-    """SoT's language head (its released BERT code, PAPERS.md): one MGCrP head whose q- and k-projections are
-    each followed by BatchNorm + ReLU, channel-centred (1/N) X Y^T, svPN by one power iteration started on the
-    left (alpha 0.5, eps 1e-5), dropout, the sum with the first-token classifier. z0 = last_token for GPT
-    (SoT Sec. 4.3); padding = included is the released head's pooling (every position after [CLS])."""
+    """SoT's language head (its released BERT code; docs/families/text.md): one MGCrP head whose q- and
+    k-projections are each followed by BatchNorm + ReLU, channel-centred (1/N) X Y^T, svPN by one power iteration
+    started on the left (alpha 0.5, eps 1e-5), dropout, the sum with the first-token classifier. z0 = last_token
+    for GPT (SoT Sec. 4.3); padding = included is the released head's pooling (every position after [CLS])."""
     return SecondOrderHead(fusion="sum", pool=MGCrP(heads=1, m=q, n=k, centering="channel", bn_relu=True),
                            norm=SvPN(side="left"), drop=drop, z0=z0, padding=padding)
