@@ -64,3 +64,21 @@ def test_a_command_that_needs_an_extra_names_it_in_one_line(tmp_path, extra, arg
     done = run(tmp_path, [m for m, e in EXTRAS.items() if e == extra], *argv)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-2000:]
     assert f"pip install 'vspec[{extra}]'" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("extra, code, what", [
+    ("train", "import vspec; vspec.create_model('deit_tiny', features_only=True)", "create_model(features_only=True)"),
+    ("train", "import vspec.train.engine", "vspec's training and evaluation (vspec.train)"),
+    ("train", "from vspec.analysis import pyplot; pyplot()", "vspec's plots"),
+    ("text", "from vspec.train.text import train_wordpiece; train_wordpiece(['a b'], 'tok')",
+     "training a WordPiece vocabulary"),
+])
+def test_a_function_that_needs_an_extra_names_it(tmp_path, extra, code, what):
+    (tmp_path / "sitecustomize.py").write_text(BLOCKER)
+    blocked = [m for m, e in EXTRAS.items() if e == extra]
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}", "VSPEC_TEST_BLOCK": ",".join(blocked)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and last.startswith(f"ModuleNotFoundError: {what} needs "), done.stderr[-1500:]
+    assert last.endswith(f"pip install 'vspec[{extra}]'"), last

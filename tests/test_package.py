@@ -2,6 +2,7 @@
 --version`, checkpoints, model folders), a licence in the metadata, no binaries committed, the linter in CI."""
 
 import json
+import re
 import subprocess
 import sys
 from importlib.metadata import metadata
@@ -36,6 +37,10 @@ def test_the_metadata_names_a_licence_that_ships():
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
     assert meta["License-Expression"] == "MIT" and "LICENSE" in meta.get_all("License-File")
     assert meta["Author"] or meta["Author-email"]
+    # the long description stands off the repository: no relative link an index's page could not follow
+    description = meta.get_payload() or meta["Description"]
+    assert "Transformer architectures for vision and language" in description
+    assert not [link for link in re.findall(r"\]\(([^)]+)\)", description) if not link.startswith("https://")]
 
 
 def test_no_binary_is_committed_and_ci_lints():

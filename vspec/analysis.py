@@ -328,17 +328,20 @@ def plot_maps(maps: list[dict[str, Any]], path: Path, title: str, labels: Sequen
 def pyplot():
     """matplotlib.pyplot on the Agg backend (files only). MPLBACKEND is hidden while matplotlib is first
     imported: the plots never use the backend it names, and a bogus one would fail the import."""
-    if "matplotlib" not in sys.modules:
-        saved = os.environ.pop("MPLBACKEND", None)
-        try:
-            import matplotlib
-        finally:
-            if saved is not None:
-                os.environ["MPLBACKEND"] = saved
-    import matplotlib
+    from .extras import needs
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    with needs("vspec's plots"):
+        if "matplotlib" not in sys.modules:
+            saved = os.environ.pop("MPLBACKEND", None)
+            try:
+                import matplotlib
+            finally:
+                if saved is not None:
+                    os.environ["MPLBACKEND"] = saved
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
     return plt
 

@@ -1,11 +1,26 @@
 """Which extra installs a module (pyproject.toml's optional-dependencies; a test keeps the two equal), and the one
-line a command prints when a module of an extra is missing. Torch-free."""
+line a command or a function prints when a module of an extra is missing. Torch-free."""
+
+from contextlib import contextmanager
 
 # top-level module -> the extra that installs it
 EXTRAS = {"timm": "train", "torchvision": "train", "sklearn": "train", "matplotlib": "train",
           "transformers": "text", "tokenizers": "text",
           "onnx": "export", "onnxscript": "export", "onnxruntime": "export",
-          "mkdocs": "docs"}
+          "mkdocs": "docs", "pygments": "docs"}
+
+
+@contextmanager
+def needs(what: str):
+    """Around the imports of an extra's modules: a missing one is a ModuleNotFoundError whose one line says what
+    needs it and which extra installs it (`what`: "create_model(features_only=True)", "vspec's training", ...)."""
+    try:
+        yield
+    except ModuleNotFoundError as e:
+        line = missing_extra(e)
+        if line is None:
+            raise
+        raise ModuleNotFoundError(f"{what} {line}", name=e.name) from None
 
 
 def missing_extra(e: BaseException) -> str | None:

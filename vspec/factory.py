@@ -22,6 +22,7 @@ from typing import Any
 from torch import nn
 
 from .catalogue import PRESETS, is_preset_name, preset_dirs, preset_path, preset_ref, presets  # noqa: F401 - also here
+from .extras import needs
 from .spec import Model, SpecError, from_json, load_spec, override
 from .spec.load import SUFFIXES
 from .spec.weights import requested
@@ -131,7 +132,8 @@ class FeatureModel(nn.Module):
 
     def __init__(self, model: nn.Module, out_indices: int | Sequence[int] | None = None, norm: bool = False):
         super().__init__()
-        from timm.models._features import FeatureInfo  # vspec[train]; only features_only needs it
+        with needs("create_model(features_only=True)"):
+            from timm.models._features import FeatureInfo  # vspec[train]; only features_only needs it
 
         if out_indices is None:  # timm: the last 3 blocks of a ViT, every stage of a hierarchical model
             out_indices = min(3, len(model.feature_info)) if len(model.layout) == 1 else len(model.feature_info)
@@ -149,7 +151,8 @@ def register_timm(prefix: str = TIMM_PREFIX) -> list[str]:
     """Make every preset a timm entrypoint `<prefix><name>` (timm's names take no `/`), so that
     `timm.create_model("vspec_deit_tiny", num_classes=10, features_only=True)` calls `create_model`;
     returns the names. Opt-in: importing vspec registers nothing. Safe to call again."""
-    from timm.models import _registry, register_model
+    with needs("register_timm"):
+        from timm.models import _registry, register_model
 
     names = []
     for name in presets():

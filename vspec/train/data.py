@@ -25,8 +25,12 @@ import numpy as np
 import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
-from torchvision import datasets as tvd
-from torchvision import transforms as T
+
+from ..extras import needs
+
+with needs("vspec's training and evaluation (vspec.train)"):
+    from torchvision import datasets as tvd
+    from torchvision import transforms as T
 
 from ..spec.weights import INTERPOLATIONS
 from .names import DATASETS as DATASETS  # re-exported
@@ -335,7 +339,8 @@ def _image_folder(data_dir: str, train_tf, eval_tf):
 
 
 def _digits(train_tf, eval_tf):
-    from sklearn.datasets import load_digits
+    with needs("--data digits"):
+        from sklearn.datasets import load_digits
 
     d = load_digits()
     images = np.round(d.images * (255.0 / 16.0)).clip(0, 255).astype(np.uint8)  # (1797, 8, 8), 'L'

@@ -28,6 +28,7 @@ from .. import spec as S
 from .._moved import moved as _moved
 from ..checkpoint import with_checksum
 from ..compiler import build
+from ..extras import needs
 from ..nn.heads import head_loss
 from ..version import __version__
 from . import checkpoints as C
@@ -245,7 +246,8 @@ class Training:
 
     def make_model(self) -> None:
         """The model (`core`: what is saved and evaluated), the same initial weights on every rank; its EMA."""
-        from timm.utils import ModelEmaV3
+        with needs("vspec's training"):
+            from timm.utils import ModelEmaV3
 
         torch.manual_seed(self.cfg.seed)  # identical initial weights on every rank
         model = build(self.spec)
@@ -273,8 +275,9 @@ class Training:
 
     def make_optimizer(self) -> None:
         """AdamW, the per-step cosine schedule with warmup, the precision (autocast dtype, fp16's grad scaler)."""
-        from timm.optim import create_optimizer_v2
-        from timm.scheduler import CosineLRScheduler
+        with needs("vspec's training"):
+            from timm.optim import create_optimizer_v2
+            from timm.scheduler import CosineLRScheduler
 
         r, cfg, device = self.r, self.cfg, self.device
         from timm.scheduler import PolyLRScheduler

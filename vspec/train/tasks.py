@@ -13,6 +13,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from ..extras import needs
 from .data import build_datasets, build_transforms, eval_crop_ratio
 from .prefetch import DeviceNormalise
 
@@ -20,8 +21,9 @@ from .prefetch import DeviceNormalise
 # ---------------------------------------------------------------- pieces from timm
 def make_criterion(recipe, num_classes: int):
     """(mixup / cutmix or None, the loss): timm's, as the recipe asks."""
-    from timm.data import Mixup
-    from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
+    with needs("vspec's training"):
+        from timm.data import Mixup
+        from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
 
     if recipe.mixup > 0 or recipe.cutmix > 0:
         mixup = Mixup(mixup_alpha=recipe.mixup, cutmix_alpha=recipe.cutmix, label_smoothing=recipe.smoothing,

@@ -21,6 +21,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ..checkpoint import cause
+from ..extras import needs
 from .data import DataError
 
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # the WordPiece vocabulary's first entries, BERT's order
@@ -182,7 +183,8 @@ class Tokenizer:
         self.folder = folder
         _check_files(folder)
         if (folder / "tokenizer.json").is_file() and not (folder / "tokenizer_config.json").is_file():
-            from tokenizers import Tokenizer as Fast
+            with needs("a tokenizer.json"):
+                from tokenizers import Tokenizer as Fast
 
             try:
                 self._fast = Fast.from_file(str(folder / "tokenizer.json"))
@@ -195,8 +197,9 @@ class Tokenizer:
         elif folder.is_dir():
             import logging
 
-            from transformers import AutoTokenizer
-            from transformers.utils import logging as hf_logging
+            with needs("a Hugging Face tokenizer folder"):
+                from transformers import AutoTokenizer
+                from transformers.utils import logging as hf_logging
 
             verbosity = hf_logging.get_verbosity()
             hf_logging.set_verbosity(logging.ERROR)  # its warnings are no second line of an error
@@ -320,8 +323,9 @@ def train_wordpiece(texts: Sequence[str], folder: str | Path, vocab_size: int = 
     """A lower-cased WordPiece vocabulary (BERT's normaliser and pre-tokeniser, special tokens [PAD] = 0, [UNK],
     [CLS], [SEP], [MASK]) learned from `texts` (vspec/train/wordpiece.py: the same file on every run), with BERT's
     templates ([CLS] a [SEP] (b [SEP])), saved as `folder/tokenizer.json`; returns it loaded."""
-    from tokenizers import Tokenizer as Fast
-    from tokenizers import decoders, models, normalizers, pre_tokenizers, processors
+    with needs("training a WordPiece vocabulary"):
+        from tokenizers import Tokenizer as Fast
+        from tokenizers import decoders, models, normalizers, pre_tokenizers, processors
 
     from .wordpiece import learn, word_counts
 
@@ -376,7 +380,8 @@ def pad_batch(pad_id: int) -> Callable[[list], tuple[dict[str, torch.Tensor], to
 def glue_metrics(task: str, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """The task's metrics as GLUE reports them: predictions are class indices (or scores for STS-B)."""
     from scipy.stats import pearsonr, spearmanr
-    from sklearn.metrics import f1_score, matthews_corrcoef
+    with needs("GLUE's metrics"):
+        from sklearn.metrics import f1_score, matthews_corrcoef
 
     if GLUE[task].labels is None:
         return {"pearson": float(pearsonr(predictions, labels)[0]),
