@@ -77,3 +77,18 @@ def test_train_overhead_on_synthetic_data_and_generated_jpegs(tmp_path):
           "--json", str(out))
     result = json.loads(out.read_text())
     assert result["bare"] > 0 and result["synthetic"]["loop"] > 0 and result["imagefolder"]["loop"] > 0
+
+
+def test_a_ratio_whose_range_spans_one_is_read_as_a_tie():
+    """The speed page's reading of each committed GPU run calls a median whose rounds' range spans 1 a tie, never
+    a win or a loss (issue 44, item 9)."""
+    prose = [p.replace("\n", " ") for p in doc("speed").split("\n\n") if not p.lstrip().startswith("|")]
+    sentences = [s for p in prose for s in re.split(r"(?<=\.)\s+(?=[A-Z])", p)]
+    for file in sorted((ROOT / "docs" / "gpu").glob("*.json")):
+        for row in json.loads(file.read_text())["cases"]:
+            ratio = row.get("ratio")
+            if ratio is None or not ratio["range"][0] <= 1 <= ratio["range"][1]:
+                continue
+            median = f"{ratio['median']:.3f}"
+            said = [s for s in sentences if median in s and row["case"] in s]
+            assert said and all("tie" in s for s in said), (file.name, row["case"], row["mode"], median, said)

@@ -54,3 +54,15 @@ def test_no_binary_is_committed_and_ci_lints():
     lint = subprocess.run([sys.executable, "-m", "ruff", "check", "vspec", "tests", "tools", "benchmarks", "specs"],
                           capture_output=True, text=True, cwd=ROOT)
     assert lint.returncode == 0, lint.stdout[-2000:]
+
+
+def test_the_readme_starts_with_the_main_job_then_the_tests():
+    """A newcomer's first two commands (issue 44, item 7): one that installs what it needs and runs the main job
+    on a preset, one that runs the tests; `make install` makes the environment and runs nothing else."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Set up", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.startswith("$ ")]
+    assert commands[:2] == ["$ make install && .venv/bin/vspec build sot_tiny", "$ make test"], commands
+    dry = subprocess.run(["make", "-n", "-B", "install"], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert "pip install" in dry and "pytest" not in dry
+    assert "### With pip" in readme and "pip install '.[train]'" in readme
