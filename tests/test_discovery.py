@@ -54,6 +54,11 @@ def test_name_dot_tag_names_a_preset_and_its_weights(caches, capsys):
     with pytest.raises(WeightsUnavailable, match="no weights tagged 'nope'"):
         vspec.create_model("deit_tiny.nope", pretrained=True)
     assert vspec.create_model("deit_tiny.fb_in1k").spec == vspec.load_spec(presets()["deit_tiny"])
+    with pytest.raises(vspec.SpecError, match="'deit_tiny' has no weights tagged 'typo'; its tags: fb_in1k"):
+        vspec.create_model("deit_tiny.typo")  # timm refuses an unknown tag, pretrained or not
+    assert main(["weights", "vit_base.deit_fb_in1k"]) == 0
+    shown = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("vit_base")]
+    assert [row[1] for row in shown] == ["deit_fb_in1k"]  # that entry alone, and no default mark on it
     assert main(["build", "deit_tiny.fb_in1k", "--pretrained"]) == 0
     assert "timm/deit_tiny_patch16_224.fb_in1k" in capsys.readouterr().out
 

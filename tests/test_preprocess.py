@@ -89,6 +89,14 @@ def test_vit_base_pretrained_is_normalised_with_half_everywhere(caches, capsys, 
     assert folder["pretrained_cfg"]["mean"] == [0.5] * 3
     vspec.save(model, tmp_path / "m.pt")
     assert vspec.load(tmp_path / "m.pt").pretrained_cfg == model.pretrained_cfg
+    # a folder an earlier vspec converted (no record) gets one in place, its weights kept: no fetch, offline
+    file = P.converted_folder("vit_base", "augreg2_in21k_ft_in1k") / "config.json"
+    file.write_text(json.dumps({k: v for k, v in json.loads(file.read_text()).items() if k != "pretrained_cfg"}))
+    for blob in caches["hf"].rglob("blobs/*"):
+        blob.unlink()
+    again = vspec.create_model("vit_base", pretrained=True)
+    assert again.pretrained_cfg["mean"] == (0.5, 0.5, 0.5) and again.pretrained_cfg["verified"] is False
+    assert json.loads(file.read_text())["pretrained_cfg"]["verified"] is False
     # a model without published weights holds none: vspec's defaults (ImageNet's)
     vspec.save(vspec.create_model("deit_tiny", num_classes=10), tmp_path / "fresh.pt")
     assert E.main([str(tmp_path / "fresh.pt"), "--data", "synthetic", "--synthetic-size", "4"]) == 0
@@ -121,12 +129,24 @@ def test_a_fine_tuning_run_uses_and_records_the_weights_inputs(caches, tmp_path,
         "input_size=(3, 16, 16)))}\n")
     monkeypatch.setenv("VSPEC_SPECS", str(folder))
     out = tmp_path / "run"
-    assert T.main(["tiny_half", "--pretrained", "--data", "synthetic", "--synthetic-size", "8", "--batch-size", "4",
-                   "--epochs", "1", "--out", str(out)]) == 0
+    common = ["--data", "synthetic", "--synthetic-size", "8", "--batch-size", "4", "--out", str(out)]
+    assert T.main(["tiny_half", "--pretrained", "--epochs", "1", "--save-format", "folder", *common]) == 0
     assert "note: inputs: mean 0.5 0.5 0.5, std 0.5 0.5 0.5, bilinear (tiny_half (half)'s preprocessing)" in \
         capsys.readouterr().err
     ckpt = torch.load(out / "last.pt", weights_only=False)
     assert ckpt["inputs"]["mean"] == [0.5] * 3 and ckpt["inputs"]["interpolation"] == "bilinear"
-    # evaluating the run's checkpoint normalises as it trained
+    # evaluating the run's checkpoint, or the model folder it wrote, normalises as it trained and validated
     assert E.main([str(out / "best.pt"), "--data", "synthetic", "--synthetic-size", "8"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "mean 0.5 0.5 0.5, std 0.5 0.5 0.5, crop 1, bilinear (the training run's inputs)" in first
+    folder = json.loads((out / "final" / "config.json").read_text())["pretrained_cfg"]
+    assert folder["mean"] == [0.5] * 3 and folder["crop_pct"] == 1 and folder["interpolation"] == "bilinear"
+    assert E.main([str(out / "final"), "--data", "synthetic", "--synthetic-size", "8"]) == 0
     assert "mean 0.5 0.5 0.5, std 0.5 0.5 0.5, crop 1, bilinear" in capsys.readouterr().out.splitlines()[0]
+    model = vspec.create_model(out / "final")  # create_model of a folder keeps its record, features too
+    assert model.pretrained_cfg["mean"] == (0.5, 0.5, 0.5)
+    assert vspec.create_model(out / "final", features_only=True).pretrained_cfg["interpolation"] == "bilinear"
+    # a resume keeps the run's inputs; a flag given then replaces its own key alone
+    assert T.main(["tiny_half", "--resume", "--epochs", "2", "--interpolation", "bicubic", *common]) == 0
+    assert "note: inputs: mean 0.5 0.5 0.5, std 0.5 0.5 0.5, bicubic (tiny_half (half)'s preprocessing, " \
+           "--interpolation given)" in capsys.readouterr().err

@@ -52,15 +52,18 @@ def preset_path(name: str) -> Path:
     raise SpecError("", f"unknown preset {name!r} ({hint}); or give a spec file, checkpoint or model folder path")
 
 
-FILE_SUFFIXES = (".py", ".json", ".toml", ".pt", ".pth")  # what a path names, never a tag
+# what a path names, never a tag (compared lower-cased)
+FILE_SUFFIXES = (".py", ".json", ".toml", ".yaml", ".yml", ".pt", ".pth", ".tar", ".bin", ".safetensors", ".ckpt",
+                 ".onnx", ".pt2", ".gz", ".zip")
 
 
-def preset_ref(text: str | Path) -> tuple[str, str | None] | None:
+def preset_ref(text: str | Path, here: bool = True) -> tuple[str, str | None] | None:
     """(name, tag or None) where `text` names a preset, as `name` or timm's `name.tag` (the name need not exist:
-    `preset_path` says which are near); None where it is a path."""
-    if isinstance(text, Path) or "/" in text or os.sep in text or Path(text).suffix in FILE_SUFFIXES:
+    `preset_path` says which are near); None where it is a path: a Path, a separator, a file's suffix, or (`here`)
+    something of that name in the working folder."""
+    if isinstance(text, Path) or "/" in text or os.sep in text or Path(text).suffix.lower() in FILE_SUFFIXES:
         return None
-    if Path(text).exists():
+    if here and Path(text).exists():
         return None
     if not Path(text).suffix:
         return text, None

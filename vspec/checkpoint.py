@@ -438,12 +438,17 @@ def load(path: str | Path, img_size: int | tuple[int, int] | None = None) -> nn.
     return model_of(ckpt, path)
 
 
+def timm_cfg(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A stored pretrained_cfg as timm holds one on a model: sequences as tuples (JSON gave lists)."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()}
+
+
 def model_of(ckpt: dict[str, Any], file: str | Path) -> nn.Module:
     """The model a checked checkpoint dict (`check_checkpoint`) describes, with its weights."""
     model = build(from_json(ckpt["spec"]))
     load_weights(model, ckpt["state_dict"], file)
-    if ckpt.get("pretrained_cfg"):  # as timm holds it: tuples (JSON gave lists)
-        model.pretrained_cfg = {k: tuple(v) if isinstance(v, list) else v for k, v in ckpt["pretrained_cfg"].items()}
+    if ckpt.get("pretrained_cfg"):
+        model.pretrained_cfg = timm_cfg(ckpt["pretrained_cfg"])
     return model
 
 

@@ -18,7 +18,7 @@ import socket
 import stat
 import threading
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 import torch
@@ -249,7 +249,8 @@ def expected_digest(path: Path, source: Hub | Url | Manual) -> str | None:
     blob = path.resolve().name
     if len(blob) == 64 and set(blob) <= set("0123456789abcdef"):
         return blob
-    return source.sha256 if path.name == source.file else None  # a file put by hand: the entry's digest, if any
+    # a file put by hand (the drop path keeps the file's own name): the entry's digest, if any
+    return source.sha256 if path.name == PurePosixPath(source.file).name else None
 
 
 def verify(name: str, tag: str, entry: Weights, files: Mapping[str, Path]) -> bool:

@@ -4,7 +4,7 @@ line a command or a function prints when a module of an extra is missing. Torch-
 from contextlib import contextmanager
 
 # top-level module -> the extra that installs it
-EXTRAS = {"timm": "train", "torchvision": "train", "sklearn": "train", "matplotlib": "train",
+EXTRAS = {"timm": "train", "torchvision": "train", "sklearn": "train", "scipy": "train", "matplotlib": "train",
           "transformers": "text", "tokenizers": "text",
           "onnx": "export", "onnxscript": "export", "onnxruntime": "export",
           "mkdocs": "docs", "pygments": "docs"}

@@ -23,7 +23,7 @@ from torch import nn
 
 from .catalogue import PRESETS, is_preset_name, preset_dirs, preset_path, preset_ref, presets  # noqa: F401 - also here
 from .extras import needs
-from .spec import Model, SpecError, from_json, load_spec, override
+from .spec import Model, SpecError, from_json, load_spec, load_weights_table, override
 from .spec.load import SUFFIXES
 from .spec.weights import requested
 
@@ -31,8 +31,9 @@ CHECKPOINTS = (".pt", ".pth")
 TIMM_PREFIX = "vspec_"
 
 
-def _source(name_or_path: str | Path) -> tuple[Model, dict | None]:
-    """(spec, state_dict or None) of a preset name, spec file, checkpoint or model folder."""
+def _source(name_or_path: str | Path) -> tuple[Model, dict | None, dict | None]:
+    """(spec, state_dict or None, the pretrained_cfg it records or None) of a preset name (or `name.tag`: the
+    tag must be one of its weights'), spec file, checkpoint or model folder."""
     path = Path(name_or_path)
     try:
         folder = path.is_dir()
@@ -43,11 +44,15 @@ def _source(name_or_path: str | Path) -> tuple[Model, dict | None]:
         from .checkpoint import load_checkpoint
 
         ckpt = load_checkpoint(path)  # a .pt file or a model folder
-        return from_json(ckpt["spec"]), ckpt["state_dict"]
+        return from_json(ckpt["spec"]), ckpt["state_dict"], ckpt.get("pretrained_cfg")
     if path.suffix in SUFFIXES or path.exists() or os.sep in str(name_or_path):
-        return load_spec(path), None
-    ref = preset_ref(str(name_or_path))  # a name, or timm's name.tag (the tag matters to pretrained only)
-    return load_spec(preset_path(ref[0] if ref else str(name_or_path))), None
+        return load_spec(path), None, None
+    name, tag = preset_ref(str(name_or_path)) or (str(name_or_path), None)
+    file = preset_path(name)
+    if tag is not None and tag not in load_weights_table(file):  # timm refuses an unknown tag too
+        raise SpecError("", f"{name!r} has no weights tagged {tag!r}; its tags: "
+                            f"{', '.join(load_weights_table(file)) or 'none'}")
+    return load_spec(file), None, None
 
 
 def create_model(name_or_path: str | Path, pretrained: bool | str = False, features_only: bool = False,
@@ -69,7 +74,7 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
     if requested(pretrained) and _declares_weights(name_or_path):
         model = _pretrained(name_or_path, pretrained, img_size, num_classes, overrides)
         return FeatureModel(model, out_indices) if features_only else model
-    spec, weights = _source(name_or_path)
+    spec, weights, cfg = _source(name_or_path)
     if pretrained and weights is None:
         raise SpecError("", f"pretrained={pretrained!r}: {str(name_or_path)!r} is a .json / .toml spec; give a preset "
                             "with published weights (`vspec weights`), a checkpoint (.pt) or a model folder")
@@ -93,6 +98,11 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
         load_weights(model, weights, name_or_path)
         if num_classes is not None and num_classes != new.num_classes:
             model.reset_classifier(num_classes)
+        if cfg:  # the inputs the weights were made with, at the model's own size and classes
+            from .checkpoint import timm_cfg
+
+            model.pretrained_cfg = {**timm_cfg(cfg), "num_classes": model.num_classes,
+                                    **({"input_size": (new.in_chans, *new.img_size)} if "input_size" in cfg else {})}
     if features_only:
         return FeatureModel(model, out_indices)
     return model
@@ -141,6 +151,8 @@ class FeatureModel(nn.Module):
         self.out_indices = sorted(set(model.prune_intermediate_layers(out_indices, prune_norm=not norm)))
         self.feature_info = FeatureInfo([dict(f) for f in model.feature_info], tuple(self.out_indices))
         self.model, self.norm = model, norm
+        if getattr(model, "pretrained_cfg", None):  # as timm's feature wrappers keep it
+            self.pretrained_cfg = model.pretrained_cfg
 
     def forward(self, x, **kwargs) -> list:
         return self.model.forward_intermediates(x, self.out_indices, norm=self.norm, intermediates_only=True,

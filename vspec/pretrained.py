@@ -60,12 +60,15 @@ def locate(name_or_path: str | Path) -> tuple[str, Path, str | None]:
     from .catalogue import preset_path, preset_ref
 
     path = Path(name_or_path)
-    if path.suffix == ".py" and path.is_file():
-        return path.stem, path, None
-    ref = preset_ref(name_or_path)
+    if path.suffix == ".py":
+        if path.is_file():
+            return path.stem, path, None
+        raise WeightsUnavailable(f"{name_or_path}: no such file (a preset's .py file, or its name)")
+    # weights come from presets alone: a name is a preset's even where a file or folder of that name is here
+    ref = None if isinstance(name_or_path, Path) and path.suffix else preset_ref(str(name_or_path), here=False)
     if ref is None:
-        raise WeightsUnavailable(f"{name_or_path}: published weights are declared in a preset's .py file "
-                                 f"(WEIGHTS beside SPEC), not in a {path.suffix or 'folder'} file")
+        raise WeightsUnavailable(f"{name_or_path}: published weights are declared beside a preset's SPEC (WEIGHTS); "
+                                 "give the preset's name or its .py file")
     return ref[0], preset_path(ref[0]), ref[1]
 
 
@@ -204,9 +207,10 @@ def cached_folder(name: str, tag: str, entry: Weights, spec: Model) -> dict[str,
         why = published_difference(entry, spec, from_json(ckpt["spec"]))
         if why is not None:
             raise CheckpointError(folder, f"not the published model of the preset ({why})")
-        if "pretrained_cfg" in ckpt or stat.S_ISLNK(mode):
-            return ckpt
-        # converted by an earlier vspec, with no record of the weights' inputs or check: made anew, quietly
+        if "pretrained_cfg" not in ckpt:  # converted by an earlier vspec: its record added, the weights kept
+            cfg = pretrained_cfg(name, tag, entry, from_json(ckpt["spec"]), verified=False)
+            ckpt["pretrained_cfg"] = cfg if stat.S_ISLNK(mode) else _record(folder, cfg)  # not through a link
+        return ckpt
     except CheckpointError as e:
         if stat.S_ISLNK(mode):
             raise WeightsUnavailable(f"{what}: {folder} is a symbolic link to what vspec refuses ({e}); vspec "
@@ -218,6 +222,23 @@ def cached_folder(name: str, tag: str, entry: Weights, spec: Model) -> dict[str,
     except OSError as e:
         raise WeightsUnavailable(f"{what}: {folder} cannot be removed ({e.strerror or cause(e)})") from None
     return None
+
+
+def _record(folder: Path, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Add `cfg` as config.json's pretrained_cfg of a folder an earlier vspec converted (not in its checksum; the
+    check of its source is not known then: unverified), written aside and renamed; where the cache cannot be
+    written, the folder stays as it is and `cfg` holds for this run."""
+    import json
+
+    file = folder / "config.json"
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+        tmp = file.with_name(f".config.json.{os.getpid()}")
+        tmp.write_text(json.dumps({**config, "pretrained_cfg": cfg}, indent=2) + "\n")
+        os.replace(tmp, file)
+    except (OSError, ValueError):
+        pass
+    return cfg
 
 
 def converted(name: str, tag: str, entry: Weights, spec: Model) -> tuple[Path, dict[str, Any]]:
@@ -296,12 +317,6 @@ def published(name_or_path: str | Path, pretrained: bool | str) -> Published:
     preset = load_spec(file)
     folder, ckpt = converted(name, tag, entry, preset)
     return Published(entry, folder, ckpt, preset, name, tag)
-
-
-def pretrained_folder(name_or_path: str | Path, pretrained: bool | str) -> tuple[Path, Weights]:
-    """(the converted model folder, the entry) of a preset's published weights, converted where missing."""
-    got = published(name_or_path, pretrained)
-    return got.folder, got.entry
 
 
 def load_into(model: nn.Module, name_or_path: str | Path | Published,

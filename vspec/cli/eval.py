@@ -95,6 +95,9 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
         args.tokenizer = tokenizer_path(args.tokenizer)
     ckpt = load_checkpoint(args.checkpoint)  # a .pt file or a model folder
     spec = from_json(ckpt["spec"])
+    label = None
+    if weights_cfg is None and not ckpt.get("pretrained_cfg") and ckpt.get("inputs"):
+        label = "the training run's inputs"
     weights_cfg = weights_cfg or ckpt.get("pretrained_cfg") or ckpt.get("inputs")
     weights = ckpt.get("ema") if args.ema else ckpt["state_dict"]
     if weights is None:
@@ -122,7 +125,7 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
     # --out writes no recipe: timm's default crop)
     crop = eval_crop_ratio((ckpt.get("recipe") or {}).get("random_resized_crop", True))
     given = {"mean": args.mean, "std": args.std, "interpolation": args.interpolation, "crop_pct": args.crop_pct}
-    inputs = resolve_inputs(given, weights_cfg, spec.in_chans, crop)
+    inputs = resolve_inputs(given, weights_cfg, spec.in_chans, crop, label)
     if not args.json:
         print(f"{prog}: {inputs_line(inputs)}", flush=True)
     crop = inputs["crop_pct"]

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> None:
 
     known = presets()
     table = [["name", "family", "params", "MACs", "tag" if args.pretrained else "published tags"]]
-    counted: dict[str, tuple[str, str, str]] = {}
+    counted: dict[str, tuple[str, str, str, str]] = {}
     for i, name in enumerate(names):
         base = name.split(".", 1)[0]
         if base not in counted:

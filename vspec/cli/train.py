@@ -41,8 +41,9 @@ def data_args(p: argparse.ArgumentParser) -> None:
                    help="images in the synthetic training set (its validation set has N / 4)")
     p.add_argument("--seed", type=int, default=0, help="random seed (training, and the synthetic images)")
     g = p.add_argument_group("inputs", "how images are normalised and resized; default: the published weights' "
-                                       "(--pretrained, or a model that holds them), else ImageNet's mean / std, "
-                                       "bicubic")
+                                       "(--pretrained; eval: also those a model folder or checkpoint records, or "
+                                       "the training run's), else vspec's defaults (ImageNet's mean / std for 3 "
+                                       "channels, 0.5 for others; bicubic)")
     g.add_argument("--mean", type=float, nargs="+", metavar="M", help="per-channel mean of (x - mean) / std, x in "
                                                                       "[0, 1] (one value: every channel's)")
     g.add_argument("--std", type=float, nargs="+", metavar="S", help="per-channel std (> 0; one value: every "

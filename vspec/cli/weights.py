@@ -16,7 +16,8 @@ def add_parser(sub) -> None:
                                                     "licence, the reported score, and whether the weights are "
                                                     "already converted in vspec's cache or downloaded in the "
                                                     "ecosystem's (Hugging Face's, torch hub's). Reads no network.")
-    w.add_argument("names", nargs="*", metavar="PRESET", help="only these presets (default: every one)")
+    w.add_argument("names", nargs="*", metavar="PRESET[.TAG]",
+                   help="only these presets, or one entry as name.tag (default: every one)")
     w.add_argument("--markdown", action="store_true",
                    help="print the table of docs/weights.md (preset, tag, source, params, score, licence) as Markdown")
 
@@ -45,10 +46,10 @@ def cached(name: str, tag: str, entry) -> str:
         import json
 
         try:
-            cfg = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("pretrained_cfg") or {}
+            cfg = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("pretrained_cfg")
         except (OSError, ValueError, AttributeError):
-            cfg = {}
-        return "converted" if cfg.get("verified") is True else "converted, unverified"
+            cfg = None
+        return "converted" if isinstance(cfg, dict) and cfg.get("verified") is True else "converted, unverified"
     source = entry.source
     if D.drop_path(source).is_file():
         return "downloaded"
@@ -64,17 +65,24 @@ def cached(name: str, tag: str, entry) -> str:
 
 
 def rows(names: list[str] | None = None) -> list[tuple[str, str, object]]:
-    """(preset, tag, entry) of every declared weights entry, presets in name order, tags as declared."""
-    from ..catalogue import presets
+    """(preset, tag, entry) of every declared weights entry, presets in name order, tags as declared; `names`:
+    only those presets (a `name.tag`: that entry alone)."""
+    from ..catalogue import preset_ref, presets
     from ..spec import SpecError, load_weights_table
 
     known = presets()
-    if names:
-        if unknown := [n for n in names if n not in known]:
-            raise SpecError("", f"unknown preset {unknown[0]!r} (`vspec weights` lists the presets with weights)")
-        known = {n: known[n] for n in names}
-    return [(name, tag, entry) for name, file in sorted(known.items())
-            for tag, entry in load_weights_table(file).items()]
+    wanted: dict[str, set[str] | None] = {}
+    for text in names or ():
+        name, tag = preset_ref(text) or (text, None)
+        if name not in known:
+            raise SpecError("", f"unknown preset {name!r} (`vspec weights` lists the presets with weights)")
+        wanted[name] = None if tag is None or wanted.get(name, set()) is None else {*wanted.get(name, ()), tag}
+    out = [(name, tag, entry) for name, file in sorted(known.items()) if not wanted or name in wanted
+           for tag, entry in load_weights_table(file).items() if wanted.get(name) is None or tag in wanted[name]]
+    missing = [f"{n}.{t}" for n, tags in wanted.items() for t in tags or () if (n, t) not in {r[:2] for r in out}]
+    if missing:
+        raise SpecError("", f"no weights {missing[0]!r} (`vspec weights {missing[0].split('.')[0]}` lists its tags)")
+    return out
 
 
 def _millions(n: int) -> str:
@@ -86,10 +94,14 @@ def run(args: argparse.Namespace) -> None:
     if args.markdown:
         print(markdown_table(entries))
         return
+    from ..catalogue import presets
+    from ..spec import load_weights_table
+
     table = [["preset", "tag", "source", "params", "licence", "score", "cache"]]
     first: set[str] = set()
+    files = presets()
     for name, tag, entry in entries:
-        default = name not in first
+        default = tag == next(iter(load_weights_table(files[name])))  # the first tag declared, shown or not
         first.add(name)
         table.append([name, tag + (" *" if default else ""), source_text(entry.source), _millions(entry.params),
                       entry.licence, entry.score or "-", cached(name, tag, entry)])

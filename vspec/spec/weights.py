@@ -111,6 +111,13 @@ class Manual:
 Source = Hub | Url | Manual
 
 
+def _numbers(value) -> tuple:
+    """A per-channel sequence as a tuple; a lone number is refused (one value per channel, as timm writes them)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise SpecError("mean / std", f"{value!r}: one number per channel, as a tuple (0.5, 0.5, 0.5)")
+    return tuple(value)
+
+
 def _channels(_, attribute, value) -> None:
     if not value or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < 1e6 for v in value):
         raise SpecError(attribute.name, f"{value!r}: one number per channel")
@@ -129,8 +136,8 @@ class Preprocess:
     normalised as (x - mean) / std per channel (x in [0, 1]); evaluated by resizing the shorter side to
     size / crop_pct with `interpolation`, then a centre crop to `input_size` (channels, height, width)."""
 
-    mean: tuple[float, ...] = field(converter=tuple, validator=_channels)
-    std: tuple[float, ...] = field(converter=tuple, validator=_channels)
+    mean: tuple[float, ...] = field(converter=_numbers, validator=_channels)
+    std: tuple[float, ...] = field(converter=_numbers, validator=_channels)
     crop_pct: float = field(validator=check(float, gt=0, le=4))
     interpolation: str = field(default="bicubic", validator=check(str, choices=INTERPOLATIONS))
     input_size: tuple[int, int, int] = field(default=(3, 224, 224), converter=tuple, validator=_input_size)

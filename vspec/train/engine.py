@@ -73,8 +73,8 @@ class TrainConfig:
     # published weights that start a fresh run: (the preset's name or .py file, True or a tag); vspec.pretrained
     pretrained: tuple[str, bool | str] | None = None
     save_format: str = "pt"
-    # images: mean, std, interpolation (`vspec.train.data.resolve_inputs`: the flags, else the published weights'
-    # preprocessing); None: ImageNet's mean / std, bicubic
+    # images: mean, std, interpolation (`vspec.train.inputs.resolve_inputs`: the flags, else the published weights'
+    # preprocessing); None: vspec's defaults (ImageNet's mean / std, bicubic)
     inputs: dict | None = None
     # batches between reads of the losses on the host (each read waits for the device): None, every batch on the
     # CPU (where reading costs nothing), every 32 on CUDA; a non-finite loss is still reported at its own step
@@ -212,10 +212,12 @@ class Training:
         """The task (image or text), its datasets (which may change num_classes) and loaders; the batch per
         process."""
         cfg, r, d, spec = self.cfg, self.r, self.d, self.spec
-        if self.ckpt is not None and self.ckpt.get("inputs") and "given" not in (cfg.inputs or {}).get("from", ""):
+        if self.ckpt is not None and self.ckpt.get("inputs"):  # a resumed run keeps its inputs, but for the flags
             from dataclasses import replace
 
-            cfg = self.cfg = replace(cfg, inputs=self.ckpt["inputs"])  # a resumed run keeps its inputs
+            from .inputs import resumed
+
+            cfg = self.cfg = replace(cfg, inputs=resumed(self.ckpt["inputs"], cfg.inputs))
         self.task = make_task(cfg, spec, r, d, self.out, self.ckpt, self.device)
         if cfg.inputs and cfg.inputs.get("from") != "vspec's defaults" and d.main:
             from .inputs import inputs_line
@@ -485,6 +487,10 @@ class Training:
         if self.d.main and self.cfg.save_format == "folder":
             from ..hub import save_pretrained
 
+            if self.cfg.inputs:  # the folder says how this run's images were made: what `vspec eval` will use
+                from .inputs import run_pretrained_cfg
+
+                self.core.pretrained_cfg = run_pretrained_cfg(self.cfg.inputs, self.spec, self.r.random_resized_crop)
             save_pretrained(self.core, self.out / name, self.spec)
 
     def summarize(self, final: dict[str, Any]) -> None:

@@ -56,10 +56,17 @@ def refresh_best_folder(out: Path) -> None:
     between the two writes, or an earlier part of the run saved as pt only)."""
     best, config = out / "best.pt", out / "best" / "config.json"
     if best.is_file() and (not config.is_file() or config.stat().st_mtime_ns < best.stat().st_mtime_ns):
-        from ..checkpoint import load
+        from ..checkpoint import load_checkpoint, model_of
         from ..hub import save_pretrained
 
-        save_pretrained(load(best), out / "best")
+        ckpt = load_checkpoint(best)
+        model = model_of(ckpt, best)
+        if ckpt.get("inputs"):  # the run's inputs, as the loop's own export writes them
+            from .inputs import run_pretrained_cfg
+
+            rrc = (ckpt.get("recipe") or {}).get("random_resized_crop", True)
+            model.pretrained_cfg = run_pretrained_cfg(ckpt["inputs"], model.spec, rrc)
+        save_pretrained(model, out / "best")
 
 
 def tensorboard(out: Path):

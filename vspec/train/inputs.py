@@ -1,14 +1,19 @@
 """The inputs of an image run (mean, std, interpolation, the validation crop): from the flags, else the published
-weights' preprocessing (their `pretrained_cfg`, `vspec.spec.Preprocess`), else vspec's defaults."""
+weights' preprocessing (their `pretrained_cfg`, `vspec.spec.Preprocess`) or a training run's, else vspec's
+defaults; and the pretrained_cfg of a model a run trained, for the model folders it writes."""
 
-from .data import INTERPOLATION
+from .data import INTERPOLATION, eval_crop_ratio
 from .data import _mean_std as mean_std
 
+KEYS = ("mean", "std", "interpolation", "crop_pct")
 
-def resolve_inputs(given: dict, weights: dict | None, in_chans: int, crop_ratio: float | None = None) -> dict:
+
+def resolve_inputs(given: dict, weights: dict | None, in_chans: int, crop_ratio: float | None = None,
+                   label: str | None = None) -> dict:
     """The inputs a run uses: mean, std, interpolation (and crop_pct where `crop_ratio` is the default crop) each
-    from `given` (the flags, None where not given), else `weights` (published weights' data config: their
-    `pretrained_cfg`), else the defaults (ImageNet's mean / std, bicubic); "from" says which set them."""
+    from `given` (the flags, None where not given), else `weights` (a data config: published weights'
+    `pretrained_cfg`, or a training run's inputs; `label` names it), else the defaults (ImageNet's mean / std for
+    3 channels, 0.5 for others; bicubic). "from" says which set them, "given" lists the flags' keys."""
     weights = weights or {}
     out, origin = {}, []
     defaults = {"mean": None, "std": None, "interpolation": INTERPOLATION, "crop_pct": crop_ratio}
@@ -20,19 +25,43 @@ def resolve_inputs(given: dict, weights: dict | None, in_chans: int, crop_ratio:
             out[key] = list(value) * in_chans if key in ("mean", "std") and len(value) == 1 else value
             src = f"--{key.replace('_', '-')}"
         elif weights.get(key) is not None:
-            out[key], src = weights[key], "the weights'"
+            out[key], src = weights[key], "weights"
         else:
             out[key], src = default, "default"
         origin.append(src)
     out["mean"], out["std"] = map(list, mean_std(in_chans, out["mean"], out["std"]))
-    if "the weights'" in origin and "architecture" in weights:
+    if "weights" not in origin:
+        out["from"] = "vspec's defaults"
+    elif label is not None:
+        out["from"] = label
+    elif "architecture" in weights:
         out["from"] = f"{weights['architecture']} ({weights.get('tag', '?')})'s preprocessing"
     else:
-        out["from"] = "the weights' preprocessing" if "the weights'" in origin else "vspec's defaults"
-    flags = sorted({s for s in origin if s.startswith("--")})
-    if flags:
-        out["from"] += f", {' '.join(flags)} given"
+        out["from"] = "the weights' preprocessing"
+    out["given"] = sorted(k for k in KEYS if given.get(k) is not None and k in out)
+    if out["given"]:
+        out["from"] += f", {' '.join('--' + k.replace('_', '-') for k in out['given'])} given"
     return out
+
+
+def resumed(saved: dict, now: dict | None) -> dict:
+    """The inputs of a resumed run: the checkpoint's, each flag given now replacing its own key."""
+    now = now or {}
+    given = [k for k in now.get("given", ()) if k in now]
+    merged = {**saved, **{k: now[k] for k in given}}
+    if given:
+        base = saved.get("from", "the run's inputs").split(", --")[0]
+        merged["from"] = f"{base}, {' '.join('--' + k.replace('_', '-') for k in given)} given"
+        merged["given"] = sorted(set(saved.get("given", ())) | set(given))
+    return merged
+
+
+def run_pretrained_cfg(inputs: dict, spec, random_resized_crop: bool) -> dict:
+    """timm's pretrained_cfg of a model a run trained (its model folders'): the run's mean, std and interpolation,
+    the crop it validated with, its size and classes."""
+    return {"input_size": (spec.in_chans, *spec.img_size), "interpolation": inputs["interpolation"],
+            "mean": tuple(inputs["mean"]), "std": tuple(inputs["std"]),
+            "crop_pct": eval_crop_ratio(random_resized_crop), "crop_mode": "center", "num_classes": spec.num_classes}
 
 
 def inputs_line(inputs: dict) -> str:

@@ -379,8 +379,8 @@ def pad_batch(pad_id: int) -> Callable[[list], tuple[dict[str, torch.Tensor], to
 # ---------------------------------------------------------------- metrics
 def glue_metrics(task: str, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """The task's metrics as GLUE reports them: predictions are class indices (or scores for STS-B)."""
-    from scipy.stats import pearsonr, spearmanr
     with needs("GLUE's metrics"):
+        from scipy.stats import pearsonr, spearmanr
         from sklearn.metrics import f1_score, matthews_corrcoef
 
     if GLUE[task].labels is None:
