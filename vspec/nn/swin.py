@@ -67,10 +67,11 @@ class WindowMHSA(ProjectedAttention):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         (nh, nw), (wh, ww) = self.windows, self.window
-        if self.order is None:  # windows of the grid as it is
-            x = rearrange(x, "b (nh wh nw ww) c -> (b nh nw) (wh ww) c", nh=nh, wh=wh, nw=nw, ww=ww)
-            x = self.attend(x, "b n (h d) -> b h n d", "b h n d -> b n (h d)", self.bias().unsqueeze(0))
-            x = rearrange(x, "(b nh nw) (wh ww) c -> b (nh wh nw ww) c", nh=nh, wh=wh, nw=nw, ww=ww)
+        if self.order is None:  # windows of the grid as it is; windows x heads as the heads axis, as shifted
+            x = rearrange(x, "b (nh wh nw ww) c -> b (nh nw wh ww) c", nh=nh, wh=wh, nw=nw, ww=ww)
+            mask = self.bias().unsqueeze(0).expand(nh * nw, -1, -1, -1).flatten(0, 1).unsqueeze(0)
+            x = self.attend(x, "b (w n) (h d) -> b (w h) n d", "b (w h) n d -> b (w n) (h d)", mask)
+            x = rearrange(x, "b (nh nw wh ww) c -> b (nh wh nw ww) c", nh=nh, wh=wh, nw=nw, ww=ww)
         else:  # shifted: gather into windows, windows x heads as the heads axis, scatter back
             x = permute_tokens(x, self.order, self.inverse)
             mask = (self.bias() + self.shift_mask).flatten(0, 1).unsqueeze(0)  # (1, windows x heads, n, n)
