@@ -251,10 +251,10 @@ def converted(name: str, tag: str, entry: Weights, spec: Model) -> tuple[Path, d
         return folder, ckpt
     files = fetch(name, tag, entry)
     verified = verify(name, tag, entry, files)
-    if not verified:
+    model = published_model(name, tag, entry, spec, files)
+    if not verified:  # said once the file is accepted (one that does not convert is only refused)
         warnings.warn(f"{name} ({tag}): {files['weights']} is unverified: no published sha256 is known for it (a "
                       "file put by hand, or a source that publishes none); it is used as it is", stacklevel=4)
-    model = published_model(name, tag, entry, spec, files)
     # the folder carries the weights' inputs and whether they were checked against a published digest
     model.pretrained_cfg = pretrained_cfg(name, tag, entry, model.spec, verified)
     try:
