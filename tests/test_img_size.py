@@ -15,7 +15,8 @@ from timm.layers.pos_embed_rel import resize_rel_pos_bias_table_simple
 import vspec
 from vspec.checkpoint import CheckpointError
 from vspec.cli.eval import main as eval_main
-from vspec.resample import resample_bias_table, resample_pos_embed, resample_state
+from vspec.ops.resample import resample_bias_table, resample_pos_embed
+from vspec.resample import resample_state
 from vspec.spec import (
     KINDS,
     MHSA,

@@ -15,11 +15,11 @@ from .spec import *  # noqa: F403
 from .spec import __all__ as _spec_all
 from .version import __version__ as __version__  # re-exported
 
-_LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.checkpoint",
+_LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.loading",
          "save": "vspec.checkpoint", "Profile": "vspec.profiler", "fast_paths": "vspec.ops.fast",
          "example_input": "vspec.nn.model", "create_model": "vspec.factory", "save_pretrained": "vspec.hub",
          "from_pretrained": "vspec.hub", "register_family": "vspec.spec.families", "fit": "vspec.fitting",
-         "list_models": "vspec.catalogue"}
+         "list_models": "vspec.spec.catalogue"}
 
 __all__ = [*_spec_all, *_LAZY]
 

@@ -64,6 +64,8 @@ NAMES = {
     "vspec.train.cli.eval_main": "vspec.cli.eval.main",
     "vspec.train.cli.eval_parser": "vspec.cli.eval.eval_parser",
     "vspec.train.cli.evaluate_checkpoint": "vspec.cli.eval.evaluate_checkpoint",
+    "vspec.checkpoint.load": "vspec.loading.load",
+    "vspec.checkpoint.load_checkpoint": "vspec.loading.load_checkpoint",
     **{f"vspec.train.engine.{n}": f"vspec.train.{m}.{n}" for m, names in _ENGINE.items() for n in names.split()},
 }
 

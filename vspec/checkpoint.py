@@ -2,10 +2,10 @@
 training checkpoints add "ema", optimizer state and so on (vspec.train.checkpoints). Those of earlier
 releases are upgraded on load.
 
-`load_checkpoint` is the one loader behind every consumer (`vspec.load`, tools/eval.py, `vspec analyze`,
-tools/train.py --resume): it reads with `weights_only=True` (no code in a file ever runs) and, for a zip
-file (what torch.save writes), memory-maps its records after refusing compressed ones, so that nothing is
-allocated that the file does not hold; it walks the file without recursion (refusing a container that
+`read_checkpoint` reads every checkpoint file (behind `vspec.loading.load_checkpoint`: `vspec.load`, `vspec eval`,
+`vspec analyze`; tools/train.py --resume): it reads with `weights_only=True` (no code in a file ever runs) and,
+for a zip file (what torch.save writes), memory-maps its records after refusing compressed ones, so that nothing
+is allocated that the file does not hold; it walks the file without recursion (refusing a container that
 contains itself, or one holding tensors reached by several paths), checks the checksum, validates the
 structure, upgrades the spec and compares the weights' keys, shapes and sizes with what the spec builds
 (on the meta device) before any consumer allocates the model. Every problem is a one-line
@@ -26,11 +26,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import torch
 from torch import nn
 
+from ._moved import moved as _moved
 from .checksum import CONTAINERS, checksum, children, tensor_checksum
-from .compiler import build
+from .compiler import build, check_fit
+from .resample import resample_state
 from .spec import Model, SpecError, from_dict, from_json, to_json
 from .spec.migrate import state_key_upgrade, upgrade, version_of
 from .version import __version__
@@ -315,21 +318,16 @@ def _weights_fit(ckpt: dict[str, Any], file: Path) -> None:
         check_weights(own, ckpt["ema"], file, "EMA weights")
 
 
-def load_checkpoint(path: str | Path, fields: dict[str, tuple] | None = None,
+def read_checkpoint(path: str | Path, fields: dict[str, tuple] | None = None,
                     formats: tuple[str, ...] | None = None) -> dict:
-    """The checkpoint dict, read and checked (see `read`), then validated and upgraded (`check_checkpoint`). A
-    folder is read as a model folder (`vspec.hub.load_folder`), unless `fields` or `formats` ask for a training
-    checkpoint, which no folder is."""
+    """The checkpoint dict of a file, read and checked (see `read`), then validated and upgraded
+    (`check_checkpoint`). A file or a model folder: `vspec.loading.load_checkpoint`."""
     path = Path(path)
     with reading(path):
         folder = path.is_dir()
     if folder:
-        if fields or formats:
-            raise CheckpointError(path, "a folder, not a checkpoint file (a model folder holds weights, not a "
-                                        "training run's state)")
-        from .hub import load_folder
-
-        return load_folder(path)
+        raise CheckpointError(path, "a folder, not a checkpoint file (a model folder holds weights, not a "
+                                    "training run's state)")
     return check_checkpoint(read(path), path, fields, formats)
 
 
@@ -427,17 +425,6 @@ def load_weights(module: nn.Module, weights: dict[str, torch.Tensor], file: str 
     module.load_state_dict(weights)
 
 
-def load(path: str | Path, img_size: int | tuple[int, int] | None = None) -> nn.Module:
-    """Rebuild the model a vspec checkpoint (or model folder) describes and load its weights; a bad one raises a
-    one-line CheckpointError (a SpecError) naming the file. `img_size`: build the spec at that size instead, its
-    weights resampled to it (`vspec.resample.resample_state`); a size the spec refuses is a one-line error."""
-    ckpt = load_checkpoint(path)
-    if img_size is not None:
-        spec, weights = at_img_size(from_json(ckpt["spec"]), ckpt["state_dict"], img_size, path)
-        ckpt = {**ckpt, "spec": to_json(spec), "state_dict": weights}
-    return model_of(ckpt, path)
-
-
 def timm_cfg(cfg: dict[str, Any]) -> dict[str, Any]:
     """A stored pretrained_cfg as timm holds one on a model: sequences as tuples (JSON gave lists)."""
     return {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()}
@@ -456,14 +443,13 @@ def at_img_size(spec: Model, weights: dict[str, torch.Tensor], img_size: Any, pa
                 batch: int = 0) -> tuple[Model, dict[str, torch.Tensor]]:
     """The spec at `img_size` and the weights resampled to it; a size it refuses, or a model at that size that
     would not fit in memory (with a forward pass at `batch`, when > 0), is a CheckpointError."""
-    import attrs
-
-    from .compiler import check_fit
-    from .resample import resample_state
-
     try:
         new = attrs.evolve(spec, img_size=img_size)
         check_fit(new, batch, f"the model at img_size {img_size}")  # before the tables are resampled
         return new, resample_state(weights, spec, new)
     except (SpecError, ValueError, TypeError) as e:
         raise CheckpointError(path, f"img_size {img_size}: {e}") from None
+
+
+def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)
+    return _moved(__name__, name)

@@ -11,7 +11,8 @@ from . import spec as S
 from .spec.core import one_line
 
 # spec class -> module class, the generic kinds'; every module takes (spec, ctx). The families' entries (their
-# `family.MODULES`, vspec/spec/families.py) join when first needed (`modules()`) and when a family is registered.
+# `family.MODULES`, merged by vspec/spec/families.py, which reads them again when the families change) join them in
+# `modules()`.
 MODULES: dict[type, type[nn.Module]] = {
     S.PatchEmbed: N.PatchEmbed,
     S.SimplePatchEmbed: N.SimplePatchEmbed,
@@ -28,16 +29,14 @@ MODULES: dict[type, type[nn.Module]] = {
 
 
 def modules() -> dict[type, type[nn.Module]]:
-    """The whole table: MODULES with every family's entries (read when first needed, and again when a family was
-    registered since: a family's converters import this module, so its table cannot be read on import)."""
-    if _loaded != set(S.families.load()):
-        MODULES.update(S.families.tables("MODULES"))
-        _loaded.clear()
-        _loaded.update(S.families.load())
-    return MODULES
+    """The whole table: MODULES, then every family's entries."""
+    families = S.families.tables("MODULES")
+    if _merged.get("from") is not families:  # the families changed since (or first use)
+        _merged.update({"from": families, "table": {**MODULES, **families}})
+    return _merged["table"]
 
 
-_loaded: set[str] = set()  # the families whose entries MODULES holds
+_merged: dict = {}  # the last merged table and the families' table it was made from
 
 
 def build_component(spec: object, ctx: N.BuildContext) -> nn.Module:

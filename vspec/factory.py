@@ -7,8 +7,8 @@
 
 A preset is `specs/<name>.py` of the repository, installed with the package as `vspec/presets/<name>.py` (a link
 to `specs/` in the repository, its files in the wheel), or of a folder on the `VSPEC_SPECS` search path
-(`os.pathsep`-separated, searched first), or of a family's preset folder (vspec.catalogue finds them). Overrides are
-dotted spec keys as `vspec build --set` takes them (`vspec.spec.override`). `features_only=True` wraps the
+(`os.pathsep`-separated, searched first), or of a family's preset folder (found by vspec.spec.catalogue).
+Overrides are dotted spec keys as `vspec build --set` takes them (`vspec.spec.override`). `features_only=True` wraps the
 model in `FeatureModel` (timm's FeatureGetterNet), whose `feature_info` is timm's `FeatureInfo`: timm (the
 `vspec[train]` extra) is imported then, and only then. `register_timm()` makes every preset a timm
 entrypoint `vspec_<name>`, opt-in (nothing is registered on import).
@@ -21,9 +21,10 @@ from typing import Any
 
 from torch import nn
 
-from .catalogue import PRESETS, is_preset_name, preset_dirs, preset_path, preset_ref, presets  # noqa: F401 - also here
 from .extras import needs
+from .loading import load_checkpoint
 from .spec import Model, SpecError, from_json, load_spec, load_weights_table, override
+from .spec.catalogue import PRESETS, preset_dirs, preset_path, preset_ref, presets  # noqa: F401 - also here
 from .spec.load import SUFFIXES
 from .spec.weights import requested
 
@@ -41,8 +42,6 @@ def _source(name_or_path: str | Path) -> tuple[Model, dict | None, dict | None]:
         raise SpecError("", f"{str(name_or_path)[:80]!r}{'...' if len(str(name_or_path)) > 80 else ''}: no "
                             f"preset, and no path ({e.strerror})") from None
     if folder or path.suffix in CHECKPOINTS:
-        from .checkpoint import load_checkpoint
-
         ckpt = load_checkpoint(path)  # a .pt file or a model folder
         return from_json(ckpt["spec"]), ckpt["state_dict"], ckpt.get("pretrained_cfg")
     if path.suffix in SUFFIXES or path.exists() or os.sep in str(name_or_path):

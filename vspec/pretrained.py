@@ -36,8 +36,9 @@ import attrs
 import torch
 from torch import nn
 
-from .checkpoint import CheckpointError, cause, check_weights, load_checkpoint
+from .checkpoint import CheckpointError, cause, check_weights
 from .downloads import WeightsUnavailable, fetch, regular_file, tokenizer_folder, verify, vspec_cache
+from .loading import load_checkpoint
 from .spec import Model, SpecError, from_json, load_weights_table
 from .spec.core import file_kind
 from .spec.weights import Weights, requested
@@ -57,7 +58,7 @@ def locate(name_or_path: str | Path) -> tuple[str, Path, str | None]:
     """(the cache's name, the .py file, the tag a `name.tag` gives or None) of a preset name (or timm's
     `name.tag`) or a preset-style spec file (one that may declare WEIGHTS beside its SPEC; its file name is its
     name in the cache)."""
-    from .catalogue import preset_path, preset_ref
+    from .spec.catalogue import preset_path, preset_ref
 
     path = Path(name_or_path)
     if path.suffix == ".py":

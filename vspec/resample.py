@@ -13,52 +13,22 @@ Two kinds of parameter follow the grid:
 
 Every other parameter of every kind keeps its shape at another grid (DHVT's, iRPE's tables, T2T's, Conformer's,
 Refiner's convolutions, SoT's heads: their grids are buffers or run-time shapes); `resample_state` still refuses,
-by key, any weight whose shape it cannot explain.
+by key, any weight whose shape it cannot explain. The tensor functions are in vspec/ops/resample.py.
 """
 
 import torch
-import torch.nn.functional as F
-from einops import rearrange
 
-from . import spec as S
-
-
-def _bicubic(grid: torch.Tensor, size: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
-    """(1, c, h, w) -> (1, c, *size) bicubic (align_corners false, no antialias), in float32 at least, as `dtype`."""
-    work = grid if grid.dtype == torch.float64 else grid.float()
-    return F.interpolate(work, size=tuple(size), mode="bicubic", align_corners=False).to(dtype)
+from .compiler import build
+from .ops.resample import resample_bias_table, resample_pos_embed
+from .spec import Model
 
 
-def resample_pos_embed(table: torch.Tensor, old_grid: tuple[int, int], new_grid: tuple[int, int],
-                       prefix: int) -> torch.Tensor:
-    """(1, prefix + old h w, d) -> (1, prefix + new h w, d): the patch rows bicubic over the grid, the prefix
-    rows as they are. Computed in float32 at least (interpolate's bicubic), returned in the table's dtype."""
-    if tuple(old_grid) == tuple(new_grid):
-        return table
-    head, patches = table[:, :prefix], table[:, prefix:]
-    grid = rearrange(patches, "o (h w) d -> o d h w", h=old_grid[0], w=old_grid[1])
-    grid = _bicubic(grid, new_grid, table.dtype)
-    return torch.cat((head, rearrange(grid, "o d h w -> o (h w) d")), dim=1)
-
-
-def resample_bias_table(table: torch.Tensor, old_window: tuple[int, int], new_window: tuple[int, int]) -> torch.Tensor:
-    """((2 wh - 1)(2 ww - 1), heads) of one window -> of another: bicubic over the table of offsets."""
-    if tuple(old_window) == tuple(new_window):
-        return table
-    old, new = (tuple(2 * w - 1 for w in win) for win in (old_window, new_window))
-    grid = rearrange(table, "(a b) h -> 1 h a b", a=old[0], b=old[1])
-    grid = _bicubic(grid, new, table.dtype)
-    return rearrange(grid, "1 h a b -> (a b) h")
-
-
-def resample_state(state_dict: dict[str, torch.Tensor], old_spec: S.Model,
-                   new_spec: S.Model) -> dict[str, torch.Tensor]:
+def resample_state(state_dict: dict[str, torch.Tensor], old_spec: Model,
+                   new_spec: Model) -> dict[str, torch.Tensor]:
     """`state_dict` of `old_spec`'s model, adapted to `new_spec` (the spec at another img_size): a new dict whose
     position table and window tables are resampled (module doc); the other tensors are the same objects. Both
     specs' models are built on the meta device to read their grids and windows. A weight whose shape still
     differs from the new model's is a ValueError naming it."""
-    from .compiler import build  # (vspec.nn imports this module)
-
     old_model, new_model = build(old_spec, device="meta"), build(new_spec, device="meta")
     out = dict(state_dict)
     if "pos_embed" in out and new_spec.pos_embed == "learned":

@@ -121,7 +121,8 @@ def run(args: argparse.Namespace) -> None:
                          "pip install 'vspec[train]'") from None
     torch.manual_seed(args.seed)
     if is_checkpoint(source):
-        from ..checkpoint import load_checkpoint, load_weights
+        from ..checkpoint import load_weights
+        from ..loading import load_checkpoint
         from ..spec import from_json
 
         if args.overrides:

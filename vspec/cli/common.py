@@ -95,7 +95,7 @@ def memory_flag(p: argparse.ArgumentParser, what: str) -> None:
 
 def spec_file(path: str) -> str | Path:
     """`path`, or the file of the preset named so (a bare name that is no file, or timm's `name.tag`)."""
-    from ..catalogue import preset_path, preset_ref
+    from ..spec.catalogue import preset_path, preset_ref
 
     ref = preset_ref(path)
     return preset_path(ref[0]) if ref else path

@@ -72,8 +72,9 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
 
     import torch
 
-    from ..checkpoint import at_img_size, load_checkpoint, load_weights
+    from ..checkpoint import at_img_size, load_weights
     from ..compiler import build
+    from ..loading import load_checkpoint
     from ..spec import from_json
     from ..train.data import build_datasets, build_loaders, build_transforms, eval_crop_ratio
     from ..train.distributed import Dist, workers_for

@@ -54,8 +54,8 @@ def families(spec) -> str:
 
 
 def run(args: argparse.Namespace) -> None:
-    from ..catalogue import list_models, presets
     from ..spec import load_spec, load_weights_table
+    from ..spec.catalogue import list_models, presets
 
     names = list_models(args.pattern, pretrained=args.pretrained)
     if not names:  # as timm's list_models: nothing found is an empty answer, not an error

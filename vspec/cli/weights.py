@@ -67,8 +67,8 @@ def cached(name: str, tag: str, entry) -> str:
 def rows(names: list[str] | None = None) -> list[tuple[str, str, object]]:
     """(preset, tag, entry) of every declared weights entry, presets in name order, tags as declared; `names`:
     only those presets (a `name.tag`: that entry alone)."""
-    from ..catalogue import preset_ref, presets
     from ..spec import SpecError, load_weights_table
+    from ..spec.catalogue import preset_ref, presets
 
     known = presets()
     wanted: dict[str, set[str] | None] = {}
@@ -94,8 +94,8 @@ def run(args: argparse.Namespace) -> None:
     if args.markdown:
         print(markdown_table(entries))
         return
-    from ..catalogue import presets
     from ..spec import load_weights_table
+    from ..spec.catalogue import presets
 
     table = [["preset", "tag", "source", "params", "licence", "score", "cache"]]
     first: set[str] = set()

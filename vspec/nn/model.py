@@ -12,7 +12,7 @@ from torch import nn
 
 from .. import spec as S
 from ..ops import sincos_1d, sincos_2d
-from ..resample import resample_pos_embed
+from ..ops.resample import resample_pos_embed
 from .context import BuildContext
 from .inputs import TokenInputs, inputs_of
 from .layers import Component, DropPath, LayerScale, make_norm, maybe

@@ -15,10 +15,11 @@ from . import (
 )
 from .blocks import Block, PostNormBlock
 from .budget import MemoryBudgetError
+from .catalogue import load_spec
 from .core import SpecError
 from .kinds import AttentionKind, BlockKind, EmbedderKind, EntryKind, FFNKind, HeadKind, Kind
 from .layout import ConvMap, StageLayout, Tokens, conv_layout, embedded, layout
-from .load import load_spec, load_weights_table, override, parse_assignment
+from .load import load_weights_table, override, parse_assignment
 from .migrate import VERSION
 from .model import KINDS, ROLES, Model, Stage
 from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
@@ -60,6 +61,7 @@ def _export_families() -> None:
 
 families.load()
 _export_families()
+families.on_change(_export_families)
 
 
 def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)

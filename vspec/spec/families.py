@@ -16,9 +16,12 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import warnings
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
+
+from .kinds import KINDS, unregister
 
 BUILTIN = "vspec.models"
 GROUP = "vspec.families"
@@ -26,6 +29,19 @@ _registered: list[str] = []
 _specs: dict[str, ModuleType] = {}  # package -> its spec module, in the order they were loaded
 _refused: dict[str, str] = {}  # package -> why it could not be loaded
 _found: list[str] = []  # vspec.models' packages and the entry points', scanned once per process (`rescan`)
+_tables: dict[str, dict] = {}  # the merged tables (`tables`), read again when the families change
+_listeners: list[Callable[[], None]] = []  # what runs when the families change (`on_change`)
+
+
+def on_change(listener: Callable[[], None]) -> None:
+    """Call `listener()` whenever a family is loaded, registered or forgotten (vspec.spec's exported names)."""
+    _listeners.append(listener)
+
+
+def _changed() -> None:
+    _tables.clear()
+    for listener in _listeners:
+        listener()
 
 
 def rescan() -> None:
@@ -48,9 +64,8 @@ def load() -> dict[str, ModuleType]:
     """Import the spec module of every family not yet loaded (its kinds register); {package: spec module}. A
     package of another distribution that fails to import is skipped with a warning (vspec itself still imports);
     one of vspec's own, or a registered one, raises."""
-    for name in packages():
-        if name in _specs or name in _refused:
-            continue
+    new = [name for name in packages() if name not in _specs and name not in _refused]
+    for name in new:
         try:
             _specs[name] = importlib.import_module(f"{name}.spec")
         except Exception as e:  # noqa: BLE001 - a broken installed plugin must not break `import vspec`
@@ -59,6 +74,8 @@ def load() -> dict[str, ModuleType]:
             _refused[name] = f"{type(e).__name__}: {e}"
             warnings.warn(f"vspec family {name!r} (entry point {GROUP}) could not be loaded: {_refused[name]}",
                           stacklevel=2)
+    if any(name in _specs for name in new):
+        _changed()
     return dict(_specs)
 
 
@@ -84,40 +101,29 @@ def register_family(package: str) -> ModuleType:
     if package not in _registered:
         _registered.append(package)
     load()
-    import vspec.spec
-
-    vspec.spec._export_families()
     return _specs[package]
 
 
 def unregister_family(package: str) -> None:
     """Forget a family registered with `register_family` (a test's own, when the test ends): its kinds, its names
-    in `vspec.spec`, its entries in the compiler's table."""
-    import sys
-
-    from .kinds import KINDS, unregister
-
+    in `vspec.spec` and its entries in the merged tables (`tables`)."""
     module = _specs.pop(package, None)
     if package in _registered:
         _registered.remove(package)
     if module is None:
         return
-    kinds = [c for c in KINDS.values() if c.__module__ == module.__name__]
-    for cls in kinds:
+    for cls in [c for c in KINDS.values() if c.__module__ == module.__name__]:
         unregister(cls)
-    import vspec.spec
-
-    vspec.spec._export_families()
-    compiler = sys.modules.get("vspec.compiler")
-    if compiler is not None:
-        for cls in kinds:
-            compiler.MODULES.pop(cls, None)
+    _changed()
 
 
 def tables(name: str) -> dict:
     """Every loaded family's `family.<name>` table merged (MODULES, CONVERTERS, FVCORE_HANDLES); imports the
-    families' family.py (torch). Two families giving one key is an error."""
+    families' family.py (torch). Two families giving one key is an error. Read once until the families change
+    (`_changed`); not to be modified."""
     load()
+    if name in _tables:
+        return _tables[name]
     merged: dict = {}
     for package in _specs:
         table = getattr(importlib.import_module(f"{package}.family"), name, {})
@@ -125,6 +131,7 @@ def tables(name: str) -> dict:
         if clash is not None:
             raise ImportError(f"vspec family {package!r}: its {name} entry {clash!r} is another family's already")
         merged.update(table)
+    _tables[name] = merged
     return merged
 
 

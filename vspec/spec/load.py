@@ -47,15 +47,9 @@ def _run(path: Path, name: str = "SPEC") -> object:
         raise SpecError("", f"{path}, line {line}: {what}") from None
 
 
-def load_spec(path: str | Path) -> Model:
-    """Read a Model spec from a `.py` file (module-level `SPEC`), `.json` or `.toml`, or a preset's (its name, or
-    timm's `name.tag`: `load_spec("deit_tiny")`)."""
-    if isinstance(path, str):
-        from ..catalogue import preset_path, preset_ref  # (a cycle: the catalogue reads spec files)
-
-        ref = preset_ref(path)
-        if ref is not None:
-            path = preset_path(ref[0])
+def read_spec(path: str | Path) -> Model:
+    """Read a Model spec file: a `.py` file (module-level `SPEC`), `.json` or `.toml` (a preset's name: `load_spec`,
+    vspec/spec/catalogue.py)."""
     path = Path(path)
     if path.suffix not in SUFFIXES:
         raise SpecError("", f"{path}: unsupported spec file type {path.suffix!r}; allowed: {', '.join(SUFFIXES)}")

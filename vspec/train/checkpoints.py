@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checkpoint import CheckpointError, cause, check_fields, load_checkpoint, load_weights
+from ..checkpoint import CheckpointError, cause, check_fields, load_weights, read_checkpoint
 
 FORMAT = "vspec-train-1"
 # what a run writes into its folder (OUT/tb holds TensorBoard's logs); a fresh run refuses a folder holding
@@ -246,7 +246,7 @@ def _brief(value: Any) -> str:
 def load(path: Path) -> dict[str, Any]:
     """A training checkpoint, read, validated and upgraded by vspec.checkpoint's loader; errors are one-line
     CheckpointErrors naming the file."""
-    ckpt = load_checkpoint(path, FIELDS, formats=(FORMAT,))
+    ckpt = read_checkpoint(path, FIELDS, formats=(FORMAT,))
     check_fields(ckpt, OPTIONAL_FIELDS, path, required=False)
     if "best_score" not in ckpt:  # an earlier release's name
         if "best_top1" not in ckpt:

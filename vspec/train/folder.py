@@ -56,8 +56,9 @@ def refresh_best_folder(out: Path) -> None:
     between the two writes, or an earlier part of the run saved as pt only)."""
     best, config = out / "best.pt", out / "best" / "config.json"
     if best.is_file() and (not config.is_file() or config.stat().st_mtime_ns < best.stat().st_mtime_ns):
-        from ..checkpoint import load_checkpoint, model_of
+        from ..checkpoint import model_of
         from ..hub import save_pretrained
+        from ..loading import load_checkpoint
 
         ckpt = load_checkpoint(best)
         model = model_of(ckpt, best)

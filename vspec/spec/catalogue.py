@@ -11,9 +11,12 @@ import fnmatch
 import os
 from pathlib import Path
 
-from .spec import SpecError
+from . import families as F
+from .core import SpecError
+from .load import load_weights_table, read_spec
+from .model import Model
 
-PRESETS = Path(__file__).parent / "presets"  # specs/ of the repository, installed with the package
+PRESETS = Path(__file__).parent.parent / "presets"  # specs/ of the repository, installed with the package
 
 
 def preset_dirs(families: bool = True) -> list[Path]:
@@ -23,8 +26,6 @@ def preset_dirs(families: bool = True) -> list[Path]:
     extra = [Path(p) for p in os.environ.get("VSPEC_SPECS", "").split(os.pathsep) if p]
     if not families:
         return [*extra, PRESETS]
-    from .spec import families as F
-
     return [*extra, PRESETS, *map(Path, F.presets())]
 
 
@@ -74,8 +75,6 @@ def preset_ref(text: str | Path, here: bool = True) -> tuple[str, str | None] | 
 def list_models(filter: str = "*", pretrained: bool = False) -> list[str]:  # noqa: A002 - timm's argument name
     """The preset names matching `filter` (fnmatch, as `timm.list_models`), sorted; `pretrained`: only presets
     with published weights, each as `name.tag` (every tag, the default first; a filter with a '.' matches those)."""
-    from .spec import load_weights_table
-
     out = []
     for name, file in sorted(presets().items()):
         if not pretrained:
@@ -88,8 +87,11 @@ def list_models(filter: str = "*", pretrained: bool = False) -> list[str]:  # no
     return out
 
 
-def is_preset_name(name_or_path: str | Path) -> bool:
-    """A bare name that is no path (no file suffix, no separator, nothing there by that name): a preset's."""
-    text = str(name_or_path)
-    return not isinstance(name_or_path, Path) and not Path(text).suffix and "/" not in text and \
-        os.sep not in text and not Path(text).exists()
+def load_spec(path: str | Path) -> Model:
+    """Read a Model spec from a `.py` file (module-level `SPEC`), `.json` or `.toml` (`read_spec`), or a preset's
+    (its name, or timm's `name.tag`: `load_spec("deit_tiny")`)."""
+    if isinstance(path, str):
+        ref = preset_ref(path)
+        if ref is not None:
+            path = preset_path(ref[0])
+    return read_spec(path)

@@ -1,0 +1,110 @@
+"""The package's imports point one way (issue 45, item 1): no circle among vspec's modules, counting the imports
+inside functions too (a function-local import hides a circle from Python, not from this walk), and nothing outside
+tests/ imports tests/. Imports under `if TYPE_CHECKING:` are annotations only and never run: they are not counted.
+The walk reads the sources (ast), so it sees every branch, not just the ones a run takes."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "vspec"
+
+
+def _module(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith("TYPE_CHECKING")
+
+
+def imports(tree: ast.AST):
+    """Every import statement of a module, at any depth, except those under `if TYPE_CHECKING:`."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        stack.extend(child for child in ast.iter_child_nodes(node) if not _type_checking(child))
+
+
+def graph(root: Path = PACKAGE) -> dict[str, dict[str, int]]:
+    """{module: {imported vspec module: line}}: `from a import b` counts as an import of `a.b` where that is a
+    module, else of `a`."""
+    files = {_module(p, root): p for p in sorted(root.rglob("*.py"))}
+
+    def known(name: str) -> str:
+        while name not in files and "." in name:
+            name = name.rsplit(".", 1)[0]
+        return name
+
+    edges: dict[str, dict[str, int]] = {}
+    for name, path in files.items():
+        out = edges.setdefault(name, {})
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                base = ".".join(package[: len(package) - node.level + 1] + [node.module or ""] if node.level
+                                else [node.module or ""]).strip(".")
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
+            for target in targets:
+                if target.split(".")[0] == root.name and known(target) != name:
+                    out.setdefault(known(target), node.lineno)
+    return edges
+
+
+def cycle(edges: dict[str, dict[str, int]]) -> list[str] | None:
+    """One circle of imports (its modules in order, the first again at the end), or None (depth-first search)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in edges.get(node, {}):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt, [*path, nxt])):
+                return found
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (found := visit(start, [start])):
+            return found
+    return None
+
+
+def test_the_walk_finds_a_circle_hidden_in_a_function(tmp_path):
+    """The check can fail: a package whose circle is closed by a function-local import, one under TYPE_CHECKING
+    that closes none."""
+    pkg = tmp_path / "vspec"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .sub import b\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .. import a\n")
+    assert cycle(graph(pkg)) is None
+    (pkg / "sub" / "b.py").write_text("def f():\n    from ..a import x\n")
+    assert cycle(graph(pkg)) == ["vspec.a", "vspec.sub.b", "vspec.a"]
+
+
+def test_the_package_has_no_import_circle():
+    edges = graph()
+    assert len(edges) > 100  # the whole package was read
+    found = cycle(edges)
+    assert found is None, "import circle: " + " -> ".join(
+        f"{m} (line {edges[m][n]})" for m, n in zip(found, found[1:], strict=False))
+
+
+def test_nothing_outside_tests_imports_tests():
+    offenders = []
+    for folder in ("vspec", "tools", "benchmarks", "specs", "docs"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in imports(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                if any(n == "tests" or n.startswith("tests.") for n in names):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []

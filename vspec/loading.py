@@ -1,0 +1,37 @@
+"""Reading a saved model, whatever holds it: a checkpoint file (vspec.checkpoint) or a model folder (vspec.hub).
+The one place that tells the two apart, above both readers, so that neither imports the other."""
+
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from .checkpoint import CheckpointError, at_img_size, model_of, read_checkpoint, reading
+from .hub import load_folder
+from .spec import from_json, to_json
+
+
+def load_checkpoint(path: str | Path, fields: dict[str, tuple] | None = None,
+                    formats: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The checked checkpoint dict of a `.pt` file (`read_checkpoint`) or a model folder (`load_folder`); `fields`
+    or `formats` ask for a training checkpoint, which no folder is."""
+    path = Path(path)
+    with reading(path):
+        folder = path.is_dir()
+    if folder and not (fields or formats):
+        return load_folder(path)
+    return read_checkpoint(path, fields, formats)
+
+
+def load(path: str | Path, img_size: int | tuple[int, int] | None = None) -> nn.Module:
+    """Rebuild the model a vspec checkpoint (or model folder) describes and load its weights; a bad one raises a
+    one-line CheckpointError (a SpecError) naming the file. `img_size`: build the spec at that size instead, its
+    weights resampled to it (`vspec.resample.resample_state`); a size the spec refuses is a one-line error."""
+    ckpt = load_checkpoint(path)
+    if img_size is not None:
+        spec, weights = at_img_size(from_json(ckpt["spec"]), ckpt["state_dict"], img_size, path)
+        ckpt = {**ckpt, "spec": to_json(spec), "state_dict": weights}
+    return model_of(ckpt, path)
+
+
+__all__ = ["CheckpointError", "load", "load_checkpoint"]
