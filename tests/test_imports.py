@@ -108,3 +108,4 @@ def test_nothing_outside_tests_imports_tests():
                 if any(n == "tests" or n.startswith("tests.") for n in names):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
+

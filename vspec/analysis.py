@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .extras import needs
 from .nn.layers import AttentionCoreBase, MapRefiner, ProjectedAttention
 from .spec.vit import PROJECTION_ROLES
 
@@ -328,20 +329,18 @@ def plot_maps(maps: list[dict[str, Any]], path: Path, title: str, labels: Sequen
 def pyplot():
     """matplotlib.pyplot on the Agg backend (files only). MPLBACKEND is hidden while matplotlib is first
     imported: the plots never use the backend it names, and a bogus one would fail the import."""
-    from .extras import needs
-
     with needs("vspec's plots"):
         if "matplotlib" not in sys.modules:
             saved = os.environ.pop("MPLBACKEND", None)
             try:
-                import matplotlib
+                import matplotlib  # extra
             finally:
                 if saved is not None:
                     os.environ["MPLBACKEND"] = saved
-        import matplotlib
+        import matplotlib  # extra
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # extra
 
     return plt
 

@@ -33,8 +33,10 @@ from torch import nn
 from ._moved import moved as _moved
 from .checksum import CONTAINERS, checksum, children, tensor_checksum
 from .compiler import build, check_fit
+from .compiler import weights as count
 from .resample import resample_state
-from .spec import Model, SpecError, from_dict, from_json, to_json
+from .spec import Model, SpecError, budget, from_dict, from_json, to_json
+from .spec.budget import size
 from .spec.migrate import state_key_upgrade, upgrade, version_of
 from .version import __version__
 
@@ -81,8 +83,6 @@ def reading(file: str | Path):
 
 
 def _size(n: int) -> str:
-    from .spec.budget import size
-
     return size(n)
 
 
@@ -296,9 +296,6 @@ def _weights_fit(ckpt: dict[str, Any], file: Path) -> None:
     first the sizes (its blocks against the weights' keys, the blocks' objects against the memory free, then
     the weights counted on the meta device, `vspec.compiler.weights`, against the bytes the file holds), then the
     keys, shapes and kinds of dtype of the model built on the meta device."""
-    from .compiler import weights as count
-    from .spec import budget
-
     spec = from_json(ckpt["spec"])
     weights = ckpt["state_dict"]
     held = sum(_nbytes(t) for t in weights.values())

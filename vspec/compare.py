@@ -43,6 +43,7 @@ from typing import Any
 
 import attrs
 
+from .fitting import MAX_CANDIDATES, FitError, check_search, deviation, fit
 from .spec import Model, load_spec, override
 from .spec.core import printable
 
@@ -78,7 +79,7 @@ def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float] | None:
     """Welch's t-test of mean(a) - mean(b) (unequal variances): t, the Welch-Satterthwaite degrees of freedom and
     the two-sided p-value (Student's t); None with fewer than two values on a side. Equal values on both sides:
     p = 1 if the means are equal, else 0."""
-    from scipy.stats import t as student
+    from scipy.stats import t as student  # extra
 
     if len(a) < 2 or len(b) < 2:
         return None
@@ -133,8 +134,6 @@ def check_searches(specs: dict[str, tuple[Path, Model]], what: str, to: object, 
                    max_candidates: int) -> None:
     """ValueError, before anything is profiled, for a --match search past `max_candidates` (`fitting.check_search`)
     of a spec that `match_budget` fits (every one but the first, or every one with `to`)."""
-    from .fitting import FitError, check_search
-
     for i, (name, (_, spec)) in enumerate(specs.items()):
         if to is not None or i:
             try:
@@ -150,8 +149,7 @@ def match_budget(specs: dict[str, tuple[Path, Model]], what: str, to: Model | No
     (each search at most `max_candidates`, default fitting.MAX_CANDIDATES: `fit` refuses a larger one before
     profiling it; `compare` checks them all first, `check_searches`); returns, per spec, its original counts, the
     fitted field values (none for the reference) and its deviation."""
-    from .fitting import MAX_CANDIDATES, FitError, deviation, fit
-    from .profiler import profile
+    from .profiler import profile  # torch
 
     max_candidates = max_candidates or MAX_CANDIDATES
     first = next(iter(specs))
@@ -181,9 +179,9 @@ def throughput(spec: Model, batch: int = THROUGHPUT["batch"], warmup: int = THRO
     """Samples per second of an eval-mode forward pass on `device`: `batch` random images (or token ids) under
     no_grad, `warmup` passes untimed, then `batch` / the median time of `iterations` passes (the median: other
     processes on the machine slow some passes; synchronised on CUDA)."""
-    import torch
+    import torch  # torch
 
-    from .compiler import build
+    from .compiler import build  # torch
 
     torch.manual_seed(0)
     model = build(spec).eval().to(device)
@@ -233,8 +231,8 @@ def cpu_name() -> str:
 def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None, specs, out: Path) -> dict:
     """The split's sizes and classes, read once; for text the tokenizer every run shares, trained once into
     OUT/tokenizer (its vocabulary fits the smallest embedder), the task and its headline metric."""
-    from .train.data import DATASETS, DataError, build_datasets, build_transforms
-    from .train.text import TEXT_DATASETS, headline, text_datasets
+    from .train.data import DATASETS, DataError, build_datasets, build_transforms  # torch
+    from .train.text import TEXT_DATASETS, headline, text_datasets  # torch
 
     if data in TEXT_DATASETS:
         shutil.rmtree(out / "tokenizer", ignore_errors=True)  # this comparison's own, never an earlier one's
@@ -268,13 +266,13 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     `max_candidates` bounds the grid's points (default MAX_GRID) and each --match search (default
     fitting.MAX_CANDIDATES), both counted before any spec is built or profiled. Raises ValueError (with DataError
     and FitError) / SpecError for what cannot be done, before any training."""
-    import torch
+    import torch  # torch
 
-    from .compiler import check_fit
-    from .profiler import profile
-    from .train.data import DataError
-    from .train.engine import TrainConfig, run
-    from .train.text import TEXT_DATASETS
+    from .compiler import check_fit  # torch
+    from .profiler import profile  # torch
+    from .train.data import DataError  # torch
+    from .train.engine import TrainConfig, run  # torch
+    from .train.text import TEXT_DATASETS  # torch
 
     t0 = time.perf_counter()
     text = data in TEXT_DATASETS
@@ -290,8 +288,6 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
             raise ValueError(f"--grid {', '.join(sorted(searched & set(grid)))} is also what --match varies "
                              f"({', '.join(sorted(searched))}): vary other fields (--vary) or grid others")
     if match:  # the searches' sizes, before the data is read or anything profiled
-        from .fitting import MAX_CANDIDATES
-
         check_searches(specs, match, to, vary, max_candidates or MAX_CANDIDATES)
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device here")
@@ -411,7 +407,7 @@ def table(result: dict[str, Any]) -> str:
 def plot(result: dict[str, Any], path: Path) -> None:
     """The metric's mean against MACs, one labelled point per spec, its min-max as the error bar; filled where the
     spec is the best or told apart from it (Welch's p < ALPHA), hollow where it is within the seed noise."""
-    from .analysis import pyplot
+    from .analysis import pyplot  # torch
 
     plt = pyplot()
     metric = _metric(result)

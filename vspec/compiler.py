@@ -12,7 +12,7 @@ from .spec.core import one_line
 
 # spec class -> module class, the generic kinds'; every module takes (spec, ctx). The families' entries (their
 # `family.MODULES`, merged by vspec/spec/families.py, which reads them again when the families change) join them in
-# `modules()`.
+# `modules()`; a kind defined by a user's code joins with one line, `MODULES[Kind] = Module`.
 MODULES: dict[type, type[nn.Module]] = {
     S.PatchEmbed: N.PatchEmbed,
     S.SimplePatchEmbed: N.SimplePatchEmbed,
@@ -29,18 +29,12 @@ MODULES: dict[type, type[nn.Module]] = {
 
 
 def modules() -> dict[type, type[nn.Module]]:
-    """The whole table: MODULES, then every family's entries."""
-    families = S.families.tables("MODULES")
-    if _merged.get("from") is not families:  # the families changed since (or first use)
-        _merged.update({"from": families, "table": {**MODULES, **families}})
-    return _merged["table"]
-
-
-_merged: dict = {}  # the last merged table and the families' table it was made from
+    """The whole table: MODULES (as it is now: a user's kind may join it), then every family's entries."""
+    return {**MODULES, **S.families.tables("MODULES")}
 
 
 def build_component(spec: object, ctx: N.BuildContext) -> nn.Module:
-    module_cls = modules().get(type(spec))
+    module_cls = MODULES.get(type(spec)) or S.families.tables("MODULES").get(type(spec))
     if module_cls is None:
         raise TypeError(f"no module for spec {type(spec).__name__}; known: {', '.join(c.__name__ for c in modules())}")
     return module_cls(spec, ctx)

@@ -103,7 +103,7 @@ def _damaged(what: str, path: Path, why: str, root: Path) -> WeightsUnavailable:
 def check_hub_cache(what: str, repo: str, revision: str) -> None:
     """Refuse what huggingface_hub would block on or raise a traceback for when it reads its cache for `repo`: the
     revision's ref (refs/<revision>, the commit it points at) must be a small regular file holding a commit hash."""
-    from huggingface_hub.file_download import repo_folder_name
+    from huggingface_hub.file_download import repo_folder_name  # extra
 
     root = hf_cache() / repo_folder_name(repo_id=repo, repo_type="model")
     ref = root / "refs" / revision
@@ -149,7 +149,7 @@ def reachable(url: str, timeout: float = PROBE_SECONDS) -> bool:
 
 def hub_endpoint() -> str:
     """The Hub's address as huggingface_hub uses it (HF_ENDPOINT, read by huggingface_hub at import)."""
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # extra
 
     return constants.ENDPOINT
 
@@ -180,8 +180,8 @@ def _hub_file(name: str, tag: str, source: Hub, file: str) -> Path:
     if (dropped := _dropped(name, tag, source, file)) is not None:
         return dropped
     try:
-        from huggingface_hub import hf_hub_download
-        from huggingface_hub.errors import LocalEntryNotFoundError
+        from huggingface_hub import hf_hub_download  # extra
+        from huggingface_hub.errors import LocalEntryNotFoundError  # extra
     except ImportError:
         url = f"https://huggingface.co/{source.repo}/resolve/{source.revision}/{file}"
         raise _unavailable(name, tag, source, file, url, "huggingface_hub is not installed") from None
@@ -279,7 +279,7 @@ def tokenizer_folder(repo: str) -> Path:
     only the cache read where the Hub cannot be reached), as a folder `transformers.AutoTokenizer` reads; each
     file in it a regular file."""
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # extra
     except ImportError:
         raise WeightsUnavailable(f"hf:{repo}: huggingface_hub is not installed") from None
     check_hub_cache(f"hf:{repo}", repo, "main")

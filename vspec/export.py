@@ -148,7 +148,7 @@ def _refuse_decompositions(program: torch.export.ExportedProgram) -> None:
 def run_onnx(path: str | Path, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """The graph at `path` run by onnxruntime on the CPU: its first output."""
     _onnx_packages(runtime=True)
-    import onnxruntime as ort
+    import onnxruntime as ort  # extra
 
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only
@@ -163,7 +163,7 @@ def check(model: nn.Module, exported: str | Path | torch.export.ExportedProgram,
     eager model (eval, fast paths as they are) on one random batch; the max |difference| of their logits."""
     inputs = example_inputs(model, batch, seed)
     if isinstance(exported, (str, Path)) and Path(exported).suffix.lower() == ".onnx":
-        import onnxruntime as ort
+        import onnxruntime as ort  # extra
 
         got, runtime = run_onnx(exported, inputs), f"onnxruntime {ort.__version__}"
     else:

@@ -21,8 +21,12 @@ from typing import Any
 
 from torch import nn
 
+from . import pretrained as P
+from .checkpoint import load_weights, timm_cfg
+from .compiler import build
 from .extras import needs
 from .loading import load_checkpoint
+from .resample import resample_state
 from .spec import Model, SpecError, from_json, load_spec, load_weights_table, override
 from .spec.catalogue import PRESETS, preset_dirs, preset_path, preset_ref, presets  # noqa: F401 - also here
 from .spec.load import SUFFIXES
@@ -82,24 +86,17 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
     if num_classes is not None and weights is None:
         overrides["num_classes"] = num_classes
     new = override(spec, overrides) if overrides else spec
-    from .compiler import build
 
     if weights is None:
         model = build(new)
     else:
-        from .checkpoint import load_weights
-
         if new.img_size != spec.img_size:  # the position tables resampled (vspec.resample)
-            from .resample import resample_state
-
             weights = resample_state(weights, spec, new)
         model = build(new)
         load_weights(model, weights, name_or_path)
         if num_classes is not None and num_classes != new.num_classes:
             model.reset_classifier(num_classes)
         if cfg:  # the inputs the weights were made with, at the model's own size and classes
-            from .checkpoint import timm_cfg
-
             model.pretrained_cfg = {**timm_cfg(cfg), "num_classes": model.num_classes,
                                     **({"input_size": (new.in_chans, *new.img_size)} if "input_size" in cfg else {})}
     if features_only:
@@ -117,9 +114,6 @@ def _pretrained(name_or_path: str | Path, pretrained: bool | str, img_size: Any,
                 overrides: dict[str, Any]) -> nn.Module:
     """A preset with its published weights (`vspec.pretrained`): the preset's spec (num_classes, img_size and
     overrides applied) built, the published body loaded, the head's parts that fit loaded too, the rest fresh."""
-    from . import pretrained as P
-    from .compiler import build
-
     if img_size is not None:
         overrides["img_size"] = [img_size, img_size] if isinstance(img_size, int) else list(img_size)
     if num_classes is not None:
@@ -142,7 +136,7 @@ class FeatureModel(nn.Module):
     def __init__(self, model: nn.Module, out_indices: int | Sequence[int] | None = None, norm: bool = False):
         super().__init__()
         with needs("create_model(features_only=True)"):
-            from timm.models._features import FeatureInfo  # vspec[train]; only features_only needs it
+            from timm.models._features import FeatureInfo  # extra: vspec[train]; only features_only needs it
 
         if out_indices is None:  # timm: the last 3 blocks of a ViT, every stage of a hierarchical model
             out_indices = min(3, len(model.feature_info)) if len(model.layout) == 1 else len(model.feature_info)
@@ -163,7 +157,7 @@ def register_timm(prefix: str = TIMM_PREFIX) -> list[str]:
     `timm.create_model("vspec_deit_tiny", num_classes=10, features_only=True)` calls `create_model`;
     returns the names. Opt-in: importing vspec registers nothing. Safe to call again."""
     with needs("register_timm"):
-        from timm.models import _registry, register_model
+        from timm.models import _registry, register_model  # extra
 
     names = []
     for name in presets():

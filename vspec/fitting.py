@@ -32,8 +32,10 @@ from typing import Any
 
 import attrs
 
-from .spec import Model, SpecError, load_spec, override
+from .spec import Model, SpecError, load_spec, override, to_json, to_toml
 from .spec.core import printable, show
+from .spec.load import WRITTEN_WHEN_SET, parse_value
+from .spec.serialize import to_dict
 
 SUFFIXES = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 DIM_STEP = 8
@@ -94,7 +96,7 @@ def parse_amount(text: str) -> float:
 
 
 def _counts(spec: Model, cache: dict) -> tuple[int, int]:
-    from .profiler import profile
+    from .profiler import profile  # torch
 
     p = profile(spec, meta=True, crosscheck=False, cache=cache)
     return p.params, p.macs
@@ -102,9 +104,6 @@ def _counts(spec: Model, cache: dict) -> tuple[int, int]:
 
 def _field(spec: Model, key: str) -> Any:
     """The value at a dotted key, as `override` addresses it."""
-    from .spec.load import WRITTEN_WHEN_SET
-    from .spec.serialize import to_dict
-
     tree: Any = {**WRITTEN_WHEN_SET, **to_dict(spec)}
     for part in key.split("."):
         if isinstance(tree, dict) and part in tree:
@@ -201,7 +200,6 @@ def _parse_values(key: str, text: str, current: Any) -> Sequence[Any]:
         if not math.isfinite(n):  # e.g. -1e308:1e308
             raise FitError(f"--vary {key}={text}: more than 10**308 values; narrow --vary")
         return FloatRange(lo, step, math.floor(n + 1e-9) + 1)
-    from .spec.load import parse_value
 
     values = []
     for item in (v for v in text.split(",") if v.strip()):
@@ -430,8 +428,6 @@ def table(result: FitResult, top: int = 10) -> str:
 def write(result: FitResult, path: Path, command: str = "") -> None:
     """The chosen spec as .json, .toml or .py (SPEC = from_json(...), with where it came from); missing folders
     above `path` are created."""
-    from .spec import to_json, to_toml
-
     suffix = path.suffix
     if suffix == ".json":
         text = to_json(result.spec) + "\n"

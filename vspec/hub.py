@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
 from torch import nn
 
 from .checkpoint import CheckpointError, cause, check_checkpoint, check_fields, model_of, reading
@@ -107,8 +109,6 @@ def save_pretrained(model: nn.Module, folder: str | Path, spec: Model | None = N
     """Write `model` (its spec: `spec`, default `model.spec`) as a model folder, config.json and
     model.safetensors (see the module's docstring); missing folders are created, the two files overwritten,
     others in the folder left. Returns the folder."""
-    from safetensors.torch import save_file
-
     spec = spec if spec is not None else model.spec
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -226,7 +226,6 @@ def _weights(file: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     if not (isinstance(aliases, dict) and all(isinstance(v, str) and v in header and k not in header
                                               for k, v in aliases.items())):
         raise _fail(file, f"its metadata {ALIASES!r} is not a table of new names to tensors it holds")
-    from safetensors import safe_open
 
     try:
         with safe_open(str(file), framework="pt") as f:

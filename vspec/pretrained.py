@@ -23,6 +23,7 @@ put the file at; nothing half-written is left in any cache.
 """
 
 import argparse
+import json
 import os
 import shutil
 import stat
@@ -34,12 +35,16 @@ from typing import Any
 
 import attrs
 import torch
+from safetensors.torch import load_file
 from torch import nn
 
 from .checkpoint import CheckpointError, cause, check_weights
 from .downloads import WeightsUnavailable, fetch, regular_file, tokenizer_folder, verify, vspec_cache
+from .hub import save_pretrained
 from .loading import load_checkpoint
-from .spec import Model, SpecError, from_json, load_weights_table
+from .resample import resample_state
+from .spec import Model, SpecError, from_json, load_spec, load_weights_table, to_dict
+from .spec.catalogue import preset_path, preset_ref
 from .spec.core import file_kind
 from .spec.weights import Weights, requested
 
@@ -58,8 +63,6 @@ def locate(name_or_path: str | Path) -> tuple[str, Path, str | None]:
     """(the cache's name, the .py file, the tag a `name.tag` gives or None) of a preset name (or timm's
     `name.tag`) or a preset-style spec file (one that may declare WEIGHTS beside its SPEC; its file name is its
     name in the cache)."""
-    from .spec.catalogue import preset_path, preset_ref
-
     path = Path(name_or_path)
     if path.suffix == ".py":
         if path.is_file():
@@ -114,8 +117,6 @@ def read_state(name: str, tag: str, path: Path, unwrap: tuple[str, ...]) -> dict
     regular_file(path, what)
     try:
         if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
             state: Any = load_file(str(path))
         else:
             with torch.serialization.safe_globals(list(RELEASE_GLOBALS)), warnings.catch_warnings():
@@ -171,8 +172,6 @@ def published_difference(entry: Weights, spec: Model, published: Model) -> str |
 
 
 def _first_difference(a: Model, b: Model) -> str:
-    from .spec import to_dict
-
     def walk(x: Any, y: Any, path: str) -> str | None:
         if isinstance(x, dict) and isinstance(y, dict):
             for key in sorted(set(x) | set(y)):
@@ -229,8 +228,6 @@ def _record(folder: Path, cfg: dict[str, Any]) -> dict[str, Any]:
     """Add `cfg` as config.json's pretrained_cfg of a folder an earlier vspec converted (not in its checksum; the
     check of its source is not known then: unverified), written aside and renamed; where the cache cannot be
     written, the folder stays as it is and `cfg` holds for this run."""
-    import json
-
     file = folder / "config.json"
     try:
         config = json.loads(file.read_text(encoding="utf-8"))
@@ -245,8 +242,6 @@ def _record(folder: Path, cfg: dict[str, Any]) -> dict[str, Any]:
 def converted(name: str, tag: str, entry: Weights, spec: Model) -> tuple[Path, dict[str, Any]]:
     """The converted model folder of (name, tag) and its checked contents (`load_checkpoint`), made where missing
     or refused (`cached_folder`; see the module's docstring)."""
-    from .hub import save_pretrained
-
     folder = converted_folder(name, tag)
     if (ckpt := cached_folder(name, tag, entry, spec)) is not None:
         return folder, ckpt
@@ -312,8 +307,6 @@ def published(name_or_path: str | Path, pretrained: bool | str) -> Published:
     """The published weights of a preset (a name or its .py file; `pretrained`: True or a tag), fetched and
     converted where not yet in vspec's cache. Callers fetch them before building the model, so that weights that
     cannot be had are said at once."""
-    from .spec import load_spec
-
     name, file, tag, entry = pick(name_or_path, pretrained)
     preset = load_spec(file)
     folder, ckpt = converted(name, tag, entry, preset)
@@ -326,8 +319,6 @@ def load_into(model: nn.Module, name_or_path: str | Path | Published,
     `published` gave) into `model`, a build of that preset's spec with any changes (classes, image size,
     dropout...): the position tables resampled to the model's image size, the body loaded, the head's parts that
     fit too (`load_pretrained`). Returns (the entry, the head's keys that start fresh)."""
-    from .resample import resample_state
-
     got = name_or_path if isinstance(name_or_path, Published) else published(name_or_path, pretrained)
     spec, weights = from_json(got.ckpt["spec"]), got.ckpt["state_dict"]
     if model.spec.img_size != spec.img_size:

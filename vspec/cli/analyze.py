@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..spec import Model, SpecError
+from ..spec import Model, SpecError, from_json
 from .common import (
     UsageError,
     check_fit,
@@ -103,10 +103,10 @@ OUTPUTS = {"msf": "analysis", "cka": "cka", "maps": "maps"}  # analysis -> the m
 
 
 def run(args: argparse.Namespace) -> None:
-    import torch
+    import torch  # torch
 
-    from .. import analysis as A
-    from ..compiler import build
+    from .. import analysis as A  # torch
+    from ..compiler import build  # torch
 
     source = Path(args.path)
     what, everything = args.what, args.what == ANALYSES
@@ -121,9 +121,8 @@ def run(args: argparse.Namespace) -> None:
                          "pip install 'vspec[train]'") from None
     torch.manual_seed(args.seed)
     if is_checkpoint(source):
-        from ..checkpoint import load_weights
-        from ..loading import load_checkpoint
-        from ..spec import from_json
+        from ..checkpoint import load_weights  # torch
+        from ..loading import load_checkpoint  # torch
 
         if args.overrides:
             raise SpecError("", "--set applies to spec files, not to a checkpoint's trained model")
@@ -193,10 +192,10 @@ def _sentence(args: argparse.Namespace, spec: Model):
                          "embedder is tokens)")
     if args.text is None or args.tokenizer is None:
         raise UsageError("vspec analyze: error: --text and --tokenizer go together (the sentence and its tokenizer)")
-    import torch
+    import torch  # torch
 
-    from ..train.data import DataError
-    from ..train.text import Tokenizer
+    from ..train.data import DataError  # torch
+    from ..train.text import Tokenizer  # torch
 
     try:
         tokenizer = Tokenizer(args.tokenizer)
@@ -213,16 +212,16 @@ def _images(args: argparse.Namespace, spec: Model):
     """images(count, size): an iterator over `count` batches of `size` images, each made when it is asked
     for and the same for every call: random N(0, 1) from --seed, or --data's validation images in an order
     drawn from --seed."""
-    import torch
+    import torch  # torch
 
-    from ..nn.model import example_input
+    from ..nn.model import example_input  # torch
 
     if args.data is None:
         def random(count: int, size: int):
             g = torch.Generator().manual_seed(args.seed)
             return (example_input(spec, size, generator=g) for _ in range(count))
         return random
-    from ..train.data import DataError, build_datasets, build_transforms
+    from ..train.data import DataError, build_datasets, build_transforms  # torch
 
     if spec.embedder.text:
         raise SpecError("", "--data: image datasets do not feed a text body (leave --data out: random token ids)")

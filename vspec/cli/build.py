@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from safetensors import SafetensorError
+
 from ..spec import SpecError, to_json
 from .common import (
     check_fit,
@@ -47,10 +49,8 @@ def add_parser(sub) -> None:
 
 
 def _save(model: Any, path: Path, folder: bool = False) -> None:
-    from safetensors import SafetensorError
-
-    from ..checkpoint import save
-    from ..hub import save_pretrained
+    from ..checkpoint import save  # torch
+    from ..hub import save_pretrained  # torch
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -68,13 +68,13 @@ def run(args: argparse.Namespace) -> None:
         check_fit(spec, args.batch_size, "building it and running a forward pass")
     if args.json:
         print(to_json(spec))
-    import torch
+    import torch  # torch
 
-    from ..compiler import build
-    from ..profiler import part_params
+    from ..compiler import build  # torch
+    from ..profiler import part_params  # torch
 
     if args.pretrained:  # fetched before the build: weights that cannot be had are said at once
-        from ..pretrained import load_into, published
+        from ..pretrained import load_into, published  # torch
 
         got = published(args.path, args.pretrained)
     t0 = time.perf_counter()

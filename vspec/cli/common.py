@@ -16,11 +16,13 @@ import math
 import os
 import re
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 from typing import NoReturn
 
 from ..spec import Model, SpecError, load_spec, override, parse_assignment
+from ..spec.catalogue import preset_path, preset_ref
 from ..spec.core import FILE_KINDS, MAX_LINE, file_kind, one_line, printable, show  # noqa: F401 - re-exported
 
 
@@ -95,8 +97,6 @@ def memory_flag(p: argparse.ArgumentParser, what: str) -> None:
 
 def spec_file(path: str) -> str | Path:
     """`path`, or the file of the preset named so (a bare name that is no file, or timm's `name.tag`)."""
-    from ..spec.catalogue import preset_path, preset_ref
-
     ref = preset_ref(path)
     return preset_path(ref[0]) if ref else path
 
@@ -130,7 +130,7 @@ def is_checkpoint(path: str | Path) -> bool:
 
 def check_fit(spec: Model, batch: int, what: str) -> None:
     """`vspec.compiler.check_fit`, imported when used (torch is not imported for --help)."""
-    from ..compiler import check_fit as fit
+    from ..compiler import check_fit as fit  # torch
 
     fit(spec, batch, what)
 
@@ -187,8 +187,6 @@ def _writable(flag: str, path: Path, existing: Path, is_file: bool) -> None:
     """Refuse `path` unless it can be written: `existing` (the file itself, else the nearest folder that exists
     above or at it) must not be on the kernel's file systems, and must open for writing (a file: without
     truncating it) or take a new file (a probe, created and removed). Writes nothing."""
-    import tempfile
-
     kind = _file_system(existing)
     if kind in PSEUDO_FILE_SYSTEMS:
         raise SpecError("", f"{flag} {path}: {existing} is on a {kind} file system (the kernel's), where no file can "

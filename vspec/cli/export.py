@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from ..export import ExportError, export, target
+    from ..export import ExportError, export, target  # torch
 
     out = output_file("--out", args.out)
     try:
@@ -40,13 +40,13 @@ def run(args: argparse.Namespace) -> None:
     except ExportError as e:
         raise UsageError(f"vspec export: error: {one_line(e)}") from None
     if is_checkpoint(args.path):  # a checkpoint or a model folder: vspec.load
-        from ..loading import load as load_model
+        from ..loading import load as load_model  # torch
 
         if args.overrides:
             raise SpecError("", "--set applies to spec files, not to a checkpoint's trained model")
         model = load_model(args.path)
     else:
-        from ..compiler import build
+        from ..compiler import build  # torch
 
         spec = load(args)
         check_fit(spec, args.batch + 1, "exporting it")

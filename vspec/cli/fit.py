@@ -8,6 +8,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from .. import fitting as F
+from ..fitting import BLOCKS_PER_CANDIDATE, MAX_CANDIDATES, PART_COST
 from .common import UsageError, int_in, load, nonnegative_float, output_file, printable, show, spec_args, spec_file
 
 NAME = "fit"
@@ -39,8 +41,6 @@ def add_parser(sub) -> None:
 
 
 def max_candidates_flag(p: argparse.ArgumentParser) -> None:
-    from ..fitting import BLOCKS_PER_CANDIDATE, MAX_CANDIDATES, PART_COST
-
     p.add_argument("--max-candidates", type=int_in(1), default=None, metavar="N",
                    help=f"refuse, before anything is profiled, a search of more than N candidates (default "
                         f"{MAX_CANDIDATES:,}: every one-stage preset's default dim x depth grid is under it), of more "
@@ -74,8 +74,6 @@ def vary_items(values: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> None:
-    from .. import fitting as F
-
     out = output_file("--out", args.out) if args.out is not None else None  # before the search: a bad path
     if out is not None and out.suffix not in (".json", ".toml", ".py"):
         raise UsageError(f"vspec fit: error: --out {printable(args.out)}: expected a .json, .toml or .py file")

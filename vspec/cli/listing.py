@@ -8,6 +8,9 @@ import sys
 
 import attrs
 
+from ..spec import families as F
+from ..spec import load_spec, load_weights_table
+from ..spec.catalogue import list_models, presets
 from .tables import format_table
 
 NAME, HELP = "list", "list the presets (fnmatch PATTERN, as timm.list_models): family, params, MACs, published tags"
@@ -28,8 +31,6 @@ def add_parser(sub) -> None:
 
 def families(spec) -> str:
     """The families whose kinds `spec` uses ('sot', 'msf + swin'), or its generic body's ('vit', 'swin')."""
-    from ..spec import families as F
-
     packages = F.packages()
     found, body = set(), set()
 
@@ -54,9 +55,6 @@ def families(spec) -> str:
 
 
 def run(args: argparse.Namespace) -> None:
-    from ..spec import load_spec, load_weights_table
-    from ..spec.catalogue import list_models, presets
-
     names = list_models(args.pattern, pretrained=args.pretrained)
     if not names:  # as timm's list_models: nothing found is an empty answer, not an error
         print(f"no preset matches {args.pattern!r}" + (" with published weights (`vspec weights` lists those)"
@@ -65,7 +63,7 @@ def run(args: argparse.Namespace) -> None:
     if args.names:
         print("\n".join(names))
         return
-    from ..profiler import profile
+    from ..profiler import profile  # torch
 
     known = presets()
     table = [["name", "family", "params", "MACs", "tag" if args.pretrained else "published tags"]]

@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from ..profiler import CONVENTIONS, profile
+    from ..profiler import CONVENTIONS, profile  # torch
 
     spec = load(args)
     text = spec.embedder.text
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> None:
     meta = args.meta
     budget.check(spec, batch=0, tied=True, free=free, what="profiling it on the meta device")
     if not meta:
-        from ..compiler import weights
+        from ..compiler import weights  # torch
 
         try:
             budget.check(spec, weights=weights(spec), tied=True, free=free, what="profiling it")

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 
+from ..spec import SpecError, load_weights_table
+from ..spec.catalogue import preset_ref, presets
+from ..spec.weights import Hub, Url
 from .tables import format_table
 
 NAME, HELP = "weights", "list the presets with published weights: tags, sources, sizes, licences, scores, cache"
@@ -24,8 +28,6 @@ def add_parser(sub) -> None:
 
 def source_text(source, markdown: bool = False) -> str:
     """How a table names a source: hub:<repo>/<file>, the URL, or manual:<page>."""
-    from ..spec.weights import Hub, Url
-
     if isinstance(source, Hub):
         text = f"hub:{source.repo}/{source.file}"
         return f"[{text}]({source.where})" if markdown else text
@@ -37,14 +39,11 @@ def source_text(source, markdown: bool = False) -> str:
 def cached(name: str, tag: str, entry) -> str:
     """"converted" (vspec's cache holds the model folder; "converted, unverified" where its source file was
     checked against no published sha256), "downloaded" (the source file is in its cache) or "-"."""
-    from .. import downloads as D
-    from .. import pretrained as P
-    from ..spec.weights import Hub
+    from .. import downloads as D  # torch
+    from .. import pretrained as P  # torch
 
     folder = P.converted_folder(name, tag)
     if folder.is_dir():
-        import json
-
         try:
             cfg = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("pretrained_cfg")
         except (OSError, ValueError, AttributeError):
@@ -55,7 +54,7 @@ def cached(name: str, tag: str, entry) -> str:
         return "downloaded"
     if isinstance(source, Hub):
         try:
-            from huggingface_hub import try_to_load_from_cache
+            from huggingface_hub import try_to_load_from_cache  # extra
         except ImportError:
             return "-"
         D.check_hub_cache(f"{name} ({tag})", source.repo, source.revision)  # a damaged cache: one line
@@ -67,9 +66,6 @@ def cached(name: str, tag: str, entry) -> str:
 def rows(names: list[str] | None = None) -> list[tuple[str, str, object]]:
     """(preset, tag, entry) of every declared weights entry, presets in name order, tags as declared; `names`:
     only those presets (a `name.tag`: that entry alone)."""
-    from ..spec import SpecError, load_weights_table
-    from ..spec.catalogue import preset_ref, presets
-
     known = presets()
     wanted: dict[str, set[str] | None] = {}
     for text in names or ():
@@ -94,8 +90,6 @@ def run(args: argparse.Namespace) -> None:
     if args.markdown:
         print(markdown_table(entries))
         return
-    from ..spec import load_weights_table
-    from ..spec.catalogue import presets
 
     table = [["preset", "tag", "source", "params", "licence", "score", "cache"]]
     first: set[str] = set()

@@ -91,7 +91,7 @@ def _mem_available() -> int | None:
 def _rlimits_left() -> list[int]:
     """What RLIMIT_AS and RLIMIT_DATA (soft limits) leave above the process's address space and data now."""
     try:
-        import resource
+        import resource  # platform
     except ImportError:  # not on this platform
         return []
     try:

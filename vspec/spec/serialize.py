@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import attrs
 import cattrs
+import tomli_w
 
 from .core import SpecError, cut, show, show_key
 from .kinds import ROLE_BASES, ROLES, Kind
@@ -242,8 +243,6 @@ def _drop_none(value: Any) -> Any:
 
 def to_toml(spec: Any) -> str:
     """The spec as TOML (unset optional fields left out); `from_toml` reads it back as the same spec."""
-    import tomli_w
-
     return tomli_w.dumps(_drop_none(to_dict(spec)))
 
 
