@@ -21,6 +21,7 @@ MODULES: dict[type, type[nn.Module]] = {
     S.GAPHead: N.GAPHead,
     S.WindowMHSA: N.WindowMHSA,
     S.PatchMerging: N.PatchMerging,
+    S.TokenEmbed: N.TokenEmbed, S.FirstTokenHead: N.FirstTokenHead, S.LastTokenHead: N.LastTokenHead,
     S.Block: N.Block,
     S.PostNormBlock: N.PostNormBlock,
     S.Model: N.Transformer,
