@@ -111,6 +111,29 @@ def test_its_converter_loads_a_released_state_dict(family):
         vspec.convert.from_official("toy", sd, {**config, "colour": 1})
 
 
+def test_reading_the_tables_imports_no_converter():
+    """A family names its converters by dotted path: building the module table (every family's family.py, the toy's
+    too) imports no `convert` module; `official()` imports them, each the record its path names."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT)]))
+    code = ("import json, sys, vspec, vspec.compiler; vspec.register_family('toy_family'); vspec.compiler.modules(); "
+            "before = sorted(m for m in sys.modules if 'convert' in m.rpartition('.')[2] "
+            "and m.startswith(('vspec', 'toy'))); "
+            "import vspec.convert; from toy_family.convert import TOY; "
+            "print(json.dumps([before, vspec.convert.official()['toy'] is TOY]))")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == [[], True]
+
+
+def test_a_converter_not_named_by_path_is_refused_in_one_line(monkeypatch):
+    tables = families.tables
+    monkeypatch.setattr(families, "tables", lambda name: {**tables(name), "odd": len} if name == "CONVERTERS"
+                        else tables(name))
+    with pytest.raises(vspec.convert.ConversionError, match=r"^converter 'odd': a family names it by dotted path "
+                                                            r"\('package.module:NAME'\), got a builtin_function"):
+        vspec.convert.from_official("odd", {}, {})
+
+
 def test_folders_and_the_command_line(family, tmp_path, capsys):
     spec = preset()
     torch.manual_seed(0)

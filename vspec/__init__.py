@@ -27,4 +27,6 @@ __all__ = [*_spec_all, *_LAZY]
 def __getattr__(name: str):
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
+    if name == "convert":  # `vspec.convert.from_timm(...)` after `import vspec`, as when building imported it
+        return import_module("vspec.convert")
     return _moved.moved(__name__, name)

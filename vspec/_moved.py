@@ -22,7 +22,7 @@ _RECORDS = {f: f.upper() for f in _FAMILIES}
 _NN = {"conformer": "ConformerHead ConformerStem ConvBranch", "dhvt": "DAFF HeadTokens SOPE", "irpe": "IRPEAttention",
        "msf": "MeanShiftAttention WindowMeanShiftAttention", "refiner": "ConvStem RefinerAttention",
        "sot": "EPN GAPPool GCP LearnableScale MGCrP NoNorm ReprLayerNorm SecondOrderHead SoTEmbed SvPN",
-       "t2t": "T2TEmbed", "text": "FirstTokenHead LastTokenHead TokenEmbed"}
+       "t2t": "T2TEmbed"}
 _OPS = {"msf": "gaussian_attention gaussian_attention_sdpa gaussian_channels",
         "sot": "covariance cross_covariance epn isqrt_cov power_iteration svpn_approx svpn_exact"}
 # the old vspec.cli module's helpers -> their vspec.cli submodule

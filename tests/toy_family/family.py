@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from . import convert, modules, spec
+from . import modules, spec
 
 MODULES = {spec.GLUFFN: modules.GLUFFN, spec.GatedBlock: modules.GatedBlock}
-CONVERTERS = {"toy": convert.TOY}
+CONVERTERS = {"toy": "toy_family.convert:TOY"}  # by dotted path, imported when it runs
 PRESETS = Path(__file__).with_name("presets")

@@ -1,7 +1,9 @@
 """Checkpoint converters: other projects' weights into vspec modules (timm; Hugging Face's language models,
 `from_hf` / `spec_from_hf`; the papers' released code, `from_official`, whose converters are the families'
-(`vspec/models/<family>/family.py: CONVERTERS`), each a `Released` record)."""
+(`vspec/models/<family>/family.py: CONVERTERS`, each named by its dotted path "package.module:NAME" and imported
+only when it runs), each a `Released` record)."""
 
+import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,9 +18,17 @@ from .released import Released
 from .timm import from_timm
 
 
+def _resolve(name: str, path: Any) -> Any:
+    """The converter a family's table names by dotted path ("package.module:NAME"), imported now."""
+    if not isinstance(path, str):
+        raise ConversionError(f"converter {name!r}: a family names it by dotted path ('package.module:NAME'), "
+                              f"got a {type(path).__name__}")
+    return pkgutil.resolve_name(path)
+
+
 def official() -> dict[str, Any]:
-    """name -> converter(state_dict, config, **options) of every family's released code."""
-    return families.tables("CONVERTERS")
+    """name -> converter(state_dict, config, **options) of every family's released code (each imported now)."""
+    return {name: _resolve(name, path) for name, path in families.tables("CONVERTERS").items()}
 
 
 def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any],
@@ -26,10 +36,10 @@ def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: M
     """Build the vspec model of a paper's released model (`config`: its constructor arguments, as
     stored in the fixtures) and load `state_dict` (official parameter names) into it. `options` go to the
     family's converter (sot_text: `body=`, the text spec a head alone sits on)."""
-    converters = official()
-    if family not in converters:
-        raise ConversionError(f"unknown family {family!r}; known: {', '.join(converters)}")
-    return converters[family](state_dict, config, **options)
+    paths = families.tables("CONVERTERS")
+    if family not in paths:
+        raise ConversionError(f"unknown family {family!r}; known: {', '.join(paths)}")
+    return _resolve(family, paths[family])(state_dict, config, **options)
 
 
 __all__ = ["ConversionError", "ConversionNote", "Released", "from_hf", "from_official", "from_timm", "load_mapped",

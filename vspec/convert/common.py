@@ -1,7 +1,8 @@
 """The converters' shared machinery: key rules (`renamer`), loading a renamed state dict with every key and shape
 accounted for (`load_mapped`), reading a released constructor's arguments with every one accounted for (honoured
-or refused by name, never ignored: `read_arguments`, `refuse`), and the readers of the values configs store
-(`layer_norm_eps`, `is_gelu`, `check_sinusoid`). A released model's converter is a `vspec.convert.Released`."""
+or refused by name, never ignored: `read_arguments`, `refuse`), the readers of the values configs store
+(`layer_norm_eps`, `is_gelu`, `check_sinusoid`), and the ViT block the releases share (`released_block`, with the
+one rule for `qk_scale`: `attention_scale`). A released model's converter is a `vspec.convert.Released`."""
 
 import functools
 import re
@@ -198,3 +199,31 @@ _GELU = re.compile(r"<class 'torch\.nn\.modules\.activation\.GELU'>"
 def is_gelu(value: Any) -> bool:
     """Whether an `act_layer` argument is torch's exact (erf) GELU: the class, or its text."""
     return value is nn.GELU or (isinstance(value, str) and _GELU.fullmatch(value.strip()) is not None)
+
+
+def qk_scale_refusal(a: Mapping[str, Any]) -> tuple[bool, str]:
+    """The refusal of a released `qk_scale` that is not a number (or None): for a `Released.refusals` list."""
+    qk = a["qk_scale"]
+    return (qk is not None and (isinstance(qk, bool) or not isinstance(qk, (int, float))),
+            f"qk_scale {qk!r}: a number, or None for head_dim ** -0.5")
+
+
+def attention_scale(qk_scale: float | None) -> float | None:
+    """The attention scale of a released `qk_scale`, by the expression of every release vspec converts (SoT,
+    T2T-ViT, iRPE, Conformer and Refiner all write `self.scale = qk_scale or head_dim ** -0.5`): None and 0 give
+    head_dim ** -0.5 (None, the spec's default), any other number is the scale."""
+    return float(qk_scale) if qk_scale else None
+
+
+def released_block(a: Mapping[str, Any], *, attention: type = S.MHSA, block: type = S.Block,
+                   ffn: Any = None, norm: S.Norm | None = None, **fields: Any) -> Any:
+    """The ViT block of timm 0.3 that the releases build from their constructor's arguments `a`: `attention` with
+    `num_heads` heads, `qkv_bias` and the scale of `qk_scale` (`attention_scale`; a release without the argument,
+    DHVT, has the default), `fields` its other fields; `ffn` (default an MLP of `mlp_ratio`); `norm` (default
+    LayerNorm of `norm_layer`'s eps; a release without the argument, Conformer, has the block's default)."""
+    scale = {"scale": attention_scale(a["qk_scale"])} if "qk_scale" in a else {}
+    if norm is None and "norm_layer" in a:
+        norm = S.Norm(eps=layer_norm_eps(a["norm_layer"]))
+    return block(attention=attention(heads=a["num_heads"], qkv_bias=bool(a["qkv_bias"]), **scale, **fields),
+                 ffn=ffn if ffn is not None else S.MLP(ratio=float(a["mlp_ratio"])),
+                 **({"norm": norm} if norm is not None else {}))

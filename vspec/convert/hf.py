@@ -18,6 +18,8 @@ into vspec's qkv), `attention.output.{dense,LayerNorm}`, `intermediate.dense`, `
 `wpe`, `h.i.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}`, `ln_f`, `score`, its Conv1D weights
 stored (in, out), the transpose of nn.Linear's; OpenAI GPT `tokens_embed`, `positions_embed`, the same blocks
 post-norm and no final norm.
+
+Core, as the text body it builds is (`vspec/spec/text.py`): SoT's language head converter extends it.
 """
 
 import json

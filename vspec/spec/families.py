@@ -6,8 +6,9 @@ three ways and nowhere else:
 
 A family package has `spec.py`, torch-free, whose kinds register themselves when it is imported (kinds.KINDS), and
 `family.py`, imported only when torch is needed, whose tables the core reads (`tables`): `MODULES` (spec class ->
-module class, vspec.compiler), `CONVERTERS` (name -> converter, vspec.convert.from_official), and optionally
-`FVCORE_HANDLES` (the profiler's count of an op it emits) and `PRESETS` (a folder of presets, vspec.factory).
+module class, vspec.compiler), `CONVERTERS` (name -> the converter's dotted path, "pkg.module:NAME", imported by
+vspec.convert when a conversion runs), and optionally `FVCORE_HANDLES` (the profiler's count of an op it emits)
+and `PRESETS` (a folder of presets, vspec.factory).
 The core names no family: it asks this module. Importing this module imports no torch.
 """
 

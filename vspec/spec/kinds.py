@@ -89,7 +89,7 @@ def unregister(cls: type) -> None:
 
 class EmbedderKind(Kind):
     """Image -> tokens on a grid. `patch_size`: pixels per token side (the first stage's reduction).
-    `text`: it reads token ids instead (`vspec.models.text`): its tokens are a sequence, grid (1, L), that may
+    `text`: it reads token ids instead (`vspec.spec.text`): its tokens are a sequence, grid (1, L), that may
     be padded, so that every attention and the head must honour a key-padding mask. `two_branch`: it returns
     (tokens, CNN map), and the blocks carry the map beside the tokens (a two-branch embedder kind; its `map(img_size)`
     is the map's shape)."""

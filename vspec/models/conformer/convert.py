@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import spec as S
-from ...convert.common import Rule
+from ...convert.common import Rule, qk_scale_refusal, released_block
 from ...convert.released import Released
 from . import spec as P
 
@@ -34,6 +34,7 @@ def _int(value: Any) -> bool:
 def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     p, depth = a["patch_size"], a["depth"]
     return [
+        qk_scale_refusal(a),
         (a["base_channel"] != 64, f"base_channel {a['base_channel']!r}: conv_cls_head is hard-wired to 256 x "
                                   "channel_ratio inputs, which only base_channel 64 produces"),
         (not _int(depth) or depth < 3 or depth % 3, f"depth {depth!r}: the constructor asserts a multiple of 3"),
@@ -48,11 +49,8 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
 def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
     p, depth = a["patch_size"], a["depth"]
     ratio, n, drop = a["channel_ratio"], depth // 3, float(a["drop_rate"])
-    scale = a["qk_scale"]
-    block = S.Block(attention=S.MHSA(heads=a["num_heads"], qkv_bias=bool(a["qkv_bias"]),
-                                     scale=None if scale is None else float(scale),
-                                     attn_drop=float(a["attn_drop_rate"]), proj_drop=drop),
-                    ffn=S.MLP(ratio=float(a["mlp_ratio"]), drop=drop))
+    block = released_block(a, ffn=S.MLP(ratio=float(a["mlp_ratio"]), drop=drop),
+                           attn_drop=float(a["attn_drop_rate"]), proj_drop=drop)
     stages = []
     for s in range(3):  # stage s: width 64 x 2^s x channel_ratio, coupled at patch / 4 / 2^s
         width, down, blocks = int(64 * ratio * 2**s), p // 4 // 2**s, []

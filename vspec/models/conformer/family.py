@@ -1,7 +1,7 @@
 """Conformer's table entries: the module of each of its kinds (`vspec.compiler`) and the converters of the released
-code (`vspec.convert.from_official`)."""
+code (`vspec.convert.from_official`), named by dotted path: reading the table imports no conversion."""
 
-from . import convert, modules, spec
+from . import modules, spec
 
 MODULES = {
     spec.ConformerStem: modules.ConformerStem,
@@ -9,4 +9,4 @@ MODULES = {
     spec.CoupledBlock: modules.CoupledBlock,
     spec.ConformerHead: modules.ConformerHead,
 }
-CONVERTERS = {"conformer": convert.CONFORMER}
+CONVERTERS = {"conformer": "vspec.models.conformer.convert:CONFORMER"}

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import spec as S
-from ...convert.common import ISOTROPIC_BODY, is_gelu, layer_norm_eps
+from ...convert.common import ISOTROPIC_BODY, is_gelu, layer_norm_eps, released_block
 from ...convert.released import Released
 from . import spec as P
 
@@ -71,10 +71,9 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
     dim = a["embed_dim"]
     return S.Model(
         embedder=P.SOPE(patch_size=a["patch_size"]),
-        block=P.HeadTokenBlock(attention=S.MHSA(heads=a["num_heads"], qkv_bias=bool(a["qkv_bias"]),
-                                                attn_drop=float(a["attn_drop_rate"]), proj_drop=float(a["drop_rate"])),
-                               ffn=P.DAFF(hidden=int(dim * a["mlp_ratio"])), head_tokens=P.HeadTokens(),
-                               norm=S.Norm(eps=_eps(a["norm_layer"]))),
+        block=released_block(a, block=P.HeadTokenBlock, ffn=P.DAFF(hidden=int(dim * a["mlp_ratio"])),
+                             norm=S.Norm(eps=_eps(a["norm_layer"])), attn_drop=float(a["attn_drop_rate"]),
+                             proj_drop=float(a["drop_rate"])),
         depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=_image(a["img_size"]), pos_embed="none",
         drop_path=float(a["drop_path_rate"]),
     )

@@ -1,11 +1,11 @@
 """DHVT's table entries: the module of each of its kinds (`vspec.compiler`) and the converters of the released
-code (`vspec.convert.from_official`)."""
+code (`vspec.convert.from_official`), named by dotted path: reading the table imports no conversion."""
 
-from . import convert, modules, spec
+from . import modules, spec
 
 MODULES = {
     spec.SOPE: modules.SOPE,
     spec.DAFF: modules.DAFF,
     spec.HeadTokenBlock: modules.HeadTokenBlock,
 }
-CONVERTERS = {"dhvt": convert.DHVT}
+CONVERTERS = {"dhvt": "vspec.models.dhvt.convert:DHVT"}

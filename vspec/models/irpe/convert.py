@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import spec as S
-from ...convert.common import ISOTROPIC_BODY, ConversionError, layer_norm_eps, refuse
+from ...convert.common import ISOTROPIC_BODY, ConversionError, layer_norm_eps, qk_scale_refusal, refuse, released_block
 from ...convert.released import Released
 from . import spec as P
 
@@ -57,6 +57,7 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     args, img = a["rpe_config_args"] or {}, a["img_size"]
     buckets = (2 * int(float(one["beta"])) + 1) ** 2 + 1  # the class token's
     return [
+        qk_scale_refusal(a),
         (not isinstance(img, int) and not (isinstance(img, (list, tuple)) and len(img) == 2 and img[0] == img[1]),
          f"img_size {img!r}: the released attention takes its grid as int(sqrt(N)) square (an int, or an equal "
          "pair)"),
@@ -81,15 +82,12 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
 def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
     on, one = _places(a["rpe_config"])
     dim = a["embed_dim"]
-    attention = P.IRPEAttention(heads=a["num_heads"], qkv_bias=bool(a["qkv_bias"]),
-                                scale=None if a["qk_scale"] is None else float(a["qk_scale"]),
-                                attn_drop=float(a["attn_drop_rate"]), on=on,
-                                alpha=float(one["alpha"]), beta=float(one["beta"]), gamma=float(one["gamma"]),
-                                shared_head=bool(one["shared_head"]))
+    block = released_block(a, attention=P.IRPEAttention, attn_drop=float(a["attn_drop_rate"]), on=on,
+                           alpha=float(one["alpha"]), beta=float(one["beta"]), gamma=float(one["gamma"]),
+                           shared_head=bool(one["shared_head"]))
     return S.Model(
         embedder=S.PatchEmbed(patch_size=a["patch_size"]),
-        block=S.Block(attention=attention, ffn=S.MLP(ratio=float(a["mlp_ratio"])),
-                      norm=S.Norm(eps=layer_norm_eps(a["norm_layer"]))),
+        block=block,
         depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=a["img_size"], in_chans=a["in_chans"],
         drop_path=float(a["drop_path_rate"]),
     )

@@ -1,9 +1,9 @@
 """iRPE's table entries: the module of each of its kinds (`vspec.compiler`) and the converters of the released
-code (`vspec.convert.from_official`)."""
+code (`vspec.convert.from_official`), named by dotted path: reading the table imports no conversion."""
 
-from . import convert, modules, spec
+from . import modules, spec
 
 MODULES = {
     spec.IRPEAttention: modules.IRPEAttention,
 }
-CONVERTERS = {"irpe": convert.IRPE}
+CONVERTERS = {"irpe": "vspec.models.irpe.convert:IRPE"}

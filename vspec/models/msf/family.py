@@ -1,10 +1,10 @@
 """MSF's table entries: the module of each of its kinds (`vspec.compiler`) and the converters of the released
-code (`vspec.convert.from_official`)."""
+code (`vspec.convert.from_official`), named by dotted path: reading the table imports no conversion."""
 
-from . import convert, modules, spec
+from . import modules, spec
 
 MODULES = {
     spec.MeanShiftAttention: modules.MeanShiftAttention,
     spec.WindowMeanShiftAttention: modules.WindowMeanShiftAttention,
 }
-CONVERTERS = {"msf": convert.MSF}
+CONVERTERS = {"msf": "vspec.models.msf.convert:MSF"}

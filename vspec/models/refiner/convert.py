@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import spec as S
-from ...convert.common import layer_norm_eps
+from ...convert.common import attention_scale, layer_norm_eps, qk_scale_refusal
 from ...convert.released import Released
 from . import spec as P
 
@@ -40,7 +40,7 @@ def _is_flags(value: Any) -> bool:
 
 
 def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
-    depth, transform, img, patch, qk = a["depth"], a["apply_transform"], a["img_size"], a["patch_size"], a["qk_scale"]
+    depth, transform, img, patch = a["depth"], a["apply_transform"], a["img_size"], a["patch_size"]
     listed = not isinstance(depth, int)
     square = isinstance(img, int) and not isinstance(img, bool)
     grid = img // patch if square and isinstance(patch, int) else None
@@ -48,8 +48,7 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     return [
         (a["hybrid_backbone"] is not None, "hybrid_backbone: the CNN-backbone embedding (HybridEmbed) is not "
                                            "converted"),
-        (qk is not None and (isinstance(qk, bool) or not isinstance(qk, (int, float))),
-         f"qk_scale {a['qk_scale']!r}: a number, or None for head_dim ** -0.5"),
+        qk_scale_refusal(a),
         (listed and not _is_flags(depth), f"depth {depth!r}: an int, or a list of booleans (True = a shared block)"),
         (listed and transform is None, "apply_transform None with a listed depth: the released constructor reads "
                                        "apply_transform[i] for every block (give a list of booleans)"),
@@ -77,7 +76,7 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
     else:
         pattern, transform = list(depth), list(a["apply_transform"])
     blocks = P.released_blocks(pattern, a["num_heads"], transform, a["head_expand"], qkv_bias=bool(a["qkv_bias"]),
-                               mlp_ratio=a["mlp_ratio"], scale=float(a["qk_scale"]) if a["qk_scale"] else None,
+                               mlp_ratio=a["mlp_ratio"], scale=attention_scale(a["qk_scale"]),
                                attn_drop=float(a["attn_drop_rate"]), norm_eps=layer_norm_eps(a["norm_layer"]))
     patch = a["patch_size"]
     embedder = P.ConvStem(patch_size=patch) if a["use_cnn_embed"] else S.PatchEmbed(patch_size=patch)

@@ -1,11 +1,11 @@
 """Refiner's table entries: the module of each of its kinds (`vspec.compiler`) and the converters of the released
-code (`vspec.convert.from_official`)."""
+code (`vspec.convert.from_official`), named by dotted path: reading the table imports no conversion."""
 
-from . import convert, modules, spec
+from . import modules, spec
 
 MODULES = {
     spec.ConvStem: modules.ConvStem,
     spec.RefinerAttention: modules.RefinerAttention,
     spec.AdjustedBlock: modules.AdjustedBlock,
 }
-CONVERTERS = {"refiner": convert.REFINER}
+CONVERTERS = {"refiner": "vspec.models.refiner.convert:REFINER"}

@@ -20,7 +20,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import spec as S
-from ...convert.common import REQUIRED, ConversionError, Rule, check_sinusoid, is_gelu, layer_norm_eps
+from ...convert.common import (
+    REQUIRED,
+    ConversionError,
+    Rule,
+    check_sinusoid,
+    is_gelu,
+    layer_norm_eps,
+    qk_scale_refusal,
+    released_block,
+)
 from ...convert.released import Released
 from . import spec as P
 
@@ -43,6 +52,7 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     """What vspec does not convert, or the released code cannot build."""
     token, img, large = a["token_type"], a["img_size"], a["large_output"]
     rules = [
+        qk_scale_refusal(a),
         (token not in TOKEN_TYPES, f"token_type {token!r}; known: {', '.join(TOKEN_TYPES)}"),
         (token == "Non-local", "token_type 'Non-local': the released non-local embedding (two strided convs, each "
                                "with a non-local block) is not vspec's nonlocal construction and is not converted"),
@@ -94,9 +104,7 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
     m, dim = a["wr_dim"], a["embed_dim"]
     return S.Model(
         embedder=embedder,
-        block=S.Block(attention=S.MHSA(heads=a["num_heads"], qkv_bias=a["qkv_bias"], scale=a["qk_scale"],
-                                       attn_drop=a["attn_drop"]),
-                      ffn=S.MLP(hidden=int(dim * a["mlp_ratio"])), norm=S.Norm(eps=layer_norm_eps(a["norm_layer"]))),
+        block=released_block(a, ffn=S.MLP(hidden=int(dim * a["mlp_ratio"])), attn_drop=a["attn_drop"]),
         depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=img, in_chans=a["in_chans"],
         pos_embed="sincos1d", drop_path=float(a["drop_path_rate"]),
         head=P.SecondOrderHead(

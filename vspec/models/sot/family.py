@@ -1,9 +1,9 @@
 """SoT's table entries: the module of each of its kinds (`vspec.compiler`) and the converters of the released
-code (`vspec.convert.from_official`)."""
+code (`vspec.convert.from_official`), named by dotted path: reading the table imports no conversion."""
 
 import math
 
-from . import convert, convert_text, modules, spec
+from . import modules, spec
 
 MODULES = {
     spec.SoTEmbed: modules.SoTEmbed,
@@ -17,7 +17,8 @@ MODULES = {
     spec.ReprLayerNorm: modules.ReprLayerNorm,
     spec.NoNorm: modules.NoNorm,
 }
-CONVERTERS = {"sot": convert.SOT, "sot_text": convert_text.from_official_sot_text}
+CONVERTERS = {"sot": "vspec.models.sot.convert:SOT",
+              "sot_text": "vspec.models.sot.convert_text:from_official_sot_text"}
 
 
 def _svpn_exact(inputs: list, outputs: list) -> int:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import spec as S
-from ...convert.common import ISOTROPIC_BODY, check_sinusoid, layer_norm_eps
+from ...convert.common import ISOTROPIC_BODY, check_sinusoid, layer_norm_eps, qk_scale_refusal, released_block
 from ...convert.released import Released
 from . import spec as P
 
@@ -37,6 +37,7 @@ def _side(img: Any) -> Any:
 def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     img = _side(a["img_size"])
     return [
+        qk_scale_refusal(a),
         (a["tokens_type"] not in TOKENS_TYPES, f"tokens_type {a['tokens_type']!r}: vspec builds performer and "
                                                "transformer (the convolution form is another module)"),
         (layer_norm_eps(a["norm_layer"]) is None, f"norm_layer {a['norm_layer']!r}: only torch's LayerNorm (any eps)"),
@@ -49,9 +50,7 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
 
 def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
     dim = a["embed_dim"]
-    block = S.Block(attention=S.MHSA(heads=a["num_heads"], qkv_bias=a["qkv_bias"], scale=a["qk_scale"],
-                                     attn_drop=float(a["attn_drop_rate"])),
-                    ffn=S.MLP(ratio=float(a["mlp_ratio"])), norm=S.Norm(eps=layer_norm_eps(a["norm_layer"])))
+    block = released_block(a, attn_drop=float(a["attn_drop_rate"]))
     return S.Model(embedder=P.T2TEmbed(token_dim=a["token_dim"], block=a["tokens_type"]), block=block,
                    depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=_side(a["img_size"]),
                    in_chans=a["in_chans"], pos_embed="sincos1d", drop_path=float(a["drop_path_rate"]))

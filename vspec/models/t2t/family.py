@@ -1,9 +1,9 @@
 """T2T-ViT's table entries: the module of each of its kinds (`vspec.compiler`) and the converters of the released
-code (`vspec.convert.from_official`)."""
+code (`vspec.convert.from_official`), named by dotted path: reading the table imports no conversion."""
 
-from . import convert, modules, spec
+from . import modules, spec
 
 MODULES = {
     spec.T2TEmbed: modules.T2TEmbed,
 }
-CONVERTERS = {"t2t": convert.T2T}
+CONVERTERS = {"t2t": "vspec.models.t2t.convert:T2T"}

@@ -1,15 +1,19 @@
 """Language bodies (BERT, RoBERTa, ELECTRA, OpenAI GPT, GPT-2): the text embedder and the heads that read a
 padded token sequence. The blocks are the generic ones (`PostNormBlock` for BERT's layout); a text
-body's tokens are a sequence, so image-only kinds refuse it (`Kind.needs_grid`)."""
+body's tokens are a sequence, so image-only kinds refuse it (`Kind.needs_grid`).
+
+The text body is core, not a family, as Swin's windows are: SoT's language head sits on it and its converter extends
+Hugging Face's (`vspec.convert.hf`), and a family never imports another family; the core reads token ids already
+(`EmbedderKind.text`, `vspec.nn.inputs`)."""
 
 from typing import ClassVar, Literal
 
 from attrs import field, frozen
 
-from ...spec.core import SpecError, check, check_size
-from ...spec.kinds import EmbedderKind, HeadKind
-from ...spec.layout import Tokens
-from ...spec.vit import Norm
+from .core import SpecError, check, check_size
+from .kinds import EmbedderKind, HeadKind
+from .layout import Tokens
+from .vit import Norm
 
 __all__ = ["FirstTokenHead", "LastTokenHead", "TokenEmbed"]
 POOLER_ACTS = ("tanh", "gelu")
