@@ -85,7 +85,7 @@ def test_register_dataset_adds_one_and_refuses_a_taken_name():
     (lambda: T.DataConfig("digits", max_len=8), "max_len: for a text data set (rt-polarity, glue); digits holds "
                                                 "images"),
     (lambda: T.DataConfig("glue", task="cola2"), "task: must be one of cola, sst2"),
-    (lambda: T.DataConfig("rt-polarity", inputs={"mean": [0.5]}), "inputs: for images; rt-polarity is text"),
+    (lambda: T.DataConfig("digits", inputs=[0.5]), "inputs: must be dict or None, got [0.5]"),
     (lambda: T.TrainConfig(vspec.load_spec(ROOT / "specs/demo_digits.py"), {"epochs": 1}),
      "recipe: must be Recipe, got {'epochs': 1}"),
 ])

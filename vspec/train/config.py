@@ -32,8 +32,8 @@ class DataConfig:
     """The data set (`name`, vspec/train/datasets.py) and its own options: its folder and whether to fetch it
     there; synthetic's size; a text set's GLUE task, tokenizer folder (None: WordPiece trained into OUT/tokenizer)
     and longest sequence (None: the spec's seq_len); images' `inputs` (mean, std, interpolation:
-    `vspec.train.inputs.resolve_inputs`; None: vspec's defaults). A text option given for an image set, or
-    `inputs` for a text set, is refused."""
+    `vspec.train.inputs.resolve_inputs`; None: vspec's defaults). A text option given for an image set is
+    refused."""
 
     name: str = _F(default="digits", validator=_known)
     data_dir: str | None = _F(default=None, converter=attrs.converters.optional(str))
@@ -51,8 +51,6 @@ class DataConfig:
         given = next((f for f in _TEXT_OPTIONS if getattr(self, f) is not None), None)
         if modality != "text" and given:
             raise ConfigError(given, f"for a text data set ({', '.join(names('text'))}); {self.name} holds images")
-        if modality == "text" and self.inputs:
-            raise ConfigError("inputs", f"for images; {self.name} is text")
 
 
 def _init(instance, attribute, value) -> None:
