@@ -37,7 +37,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -345,7 +344,7 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
                      "score": spread(scores[name]), "runs": runs[name],
                      **({"matched": matched[name]} if matched else {})})
     result = {
-        "command": command, "data": info, "recipe": {"name": recipe_name, **asdict(recipe)}, "seeds": list(seeds),
+        "command": command, "data": info, "recipe": {"name": recipe_name, **attrs.asdict(recipe)}, "seeds": list(seeds),
         "metric": metric, "metric_name": METRICS.get(metric, metric.replace("_", " ")),
         "noise_test": f"Welch's t-test (unequal variances) of the best spec's mean against each other's over the "
                       f"seeds, two-sided; distinguishable when p < {ALPHA}",
