@@ -18,7 +18,6 @@ falls short of the bare step, whether the data is why.
 
 import argparse
 import json
-import math
 import tempfile
 import time
 from pathlib import Path
@@ -26,7 +25,8 @@ from pathlib import Path
 import torch
 
 import vspec
-from vspec.train.engine import TrainConfig, Training, run
+from vspec.train import DataConfig, RunConfig, TrainConfig
+from vspec.train.engine import Training, run
 from vspec.train.recipes import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,15 +76,18 @@ def jpeg_folder(root: Path, images: int, classes: int = 10, side: int = 256) -> 
     return root
 
 
+def _data(name: str, data_dir: Path | None, size: int) -> DataConfig:
+    return DataConfig(name, data_dir=data_dir, synthetic_size=size)
+
+
 def engine(spec, steps: int, batch: int, device: str = "cpu", data: str = "synthetic", workers: int | None = None,
            data_dir: Path | None = None, normalise_on: str = "auto") -> float:
     """Images/s that the training loop itself reports for the second of two epochs of `steps` batches: the
     workers (persistent) and the model are warm, so the figure is the loop's steady rate, not its start."""
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = TrainConfig(spec=spec, recipe=resolve("none", epochs=2, batch_size=batch), data=data,
-                          data_dir=str(data_dir) if data_dir else None, out=Path(tmp) / "run",
-                          synthetic_size=batch * steps, device=device, workers=workers, log_interval=math.inf,
-                          normalise_on=normalise_on)
+        cfg = TrainConfig(spec, resolve("none", epochs=2, batch_size=batch), _data(data, data_dir, batch * steps),
+                          RunConfig(out=Path(tmp) / "run", device=device, workers=workers, log_interval=None,
+                                    normalise_on=normalise_on))
         run(cfg)
         records = [json.loads(line) for line in (Path(tmp) / "run" / "metrics.jsonl").read_text().splitlines()]
         return records[1]["images_per_s"]
@@ -96,10 +99,8 @@ def loader(spec, steps: int, batch: int, device: str = "cpu", data: str = "synth
     made ready on the device by the task (`prepare`: moved, normalised there where asked), no model; the first
     batch (the workers' start) excluded."""
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = TrainConfig(spec=spec, recipe=resolve("none", epochs=1, batch_size=batch), data=data,
-                          data_dir=str(data_dir) if data_dir else None, out=Path(tmp) / "run",
-                          synthetic_size=batch * steps, device=device, workers=workers,
-                          normalise_on=normalise_on)
+        cfg = TrainConfig(spec, resolve("none", epochs=1, batch_size=batch), _data(data, data_dir, batch * steps),
+                          RunConfig(out=Path(tmp) / "run", device=device, workers=workers, normalise_on=normalise_on))
         t = Training(cfg)
         t.resolve_resume()  # a fresh run: sets the spec
         t.make_data()

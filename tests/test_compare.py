@@ -108,7 +108,7 @@ def _error(capsys, argv) -> str:
     ("runs is a file", "cannot make"),
     ("out under /proc", ("--out-dir /proc/vspec-compare: /proc is on a proc file system (the kernel's), where no "
                          "file can be written")),
-    ("--lr nan", "argument --lr: must be finite and > 0, got 'nan'"),
+    ("--lr nan", "argument --lr: must be finite and > 0, got nan"),
     ("--seed-base 4294967295", "--seed-base 4294967295 + --seeds 3 passes 2**32"),
     ("--batch-size 1438", "--batch-size 1438 is more than the 1437 training images of digits"),
     ("--match macs --tolerance 0", "--match macs: tiny_gap: no variant within 0 % of macs="),
@@ -182,13 +182,13 @@ def test_validation_is_resized_as_training_is_without_random_crops(tmp_path):
     centre crop after random resized crops (`deit`)."""
     from PIL import Image
 
-    from vspec.train.engine import TrainConfig, Training
-    from vspec.train.recipes import resolve
+    from vspec.train import RunConfig, TrainConfig, resolve
+    from vspec.train.engine import Training
 
     digit = Image.fromarray(np.arange(64, dtype=np.uint8).reshape(8, 8) * 4, "L")
     seen = {}
     for name in ("none", "deit"):
-        t = Training(TrainConfig(spec=tiny(img_size=16), recipe=resolve(name), data="digits", out=tmp_path / name))
+        t = Training(TrainConfig(tiny(img_size=16), resolve(name), "digits", RunConfig(out=tmp_path / name)))
         t.resolve_resume()
         t.make_data()
         seen[name] = t.val_loader.dataset.transform(digit)

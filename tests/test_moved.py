@@ -66,7 +66,7 @@ vspec.spec.sot: EPN FUSIONS GAPPool GCP LearnableScale MGCrP NoNorm PADDINGS Rep
     SvPN language_head
 vspec.spec.t2t: SOFT_SPLITS T2TEmbed TOKEN_BLOCKS
 vspec.train: cli
-vspec.train.cli: DATA_RANGES EVAL_RANGES RULES TRAIN_RANGES check_ranges config_from_args eval_main eval_parser
+vspec.train.cli: config_from_args eval_main eval_parser
     evaluate_checkpoint train_main train_parser
 vspec.train.engine: Dist MODEL_FOLDERS RegressionLoss evaluate evaluate_text init_distributed make_criterion
     pick_device to_device

@@ -210,7 +210,7 @@ def test_late_fusion_head_trains_on_the_sum_of_losses(tmp_path):
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["--epochs", "0"], "--epochs must be in [1, 100,000]"),
+    (["--epochs", "0"], "--epochs: must be in [1, 100000], got 0"),
     (["--recipe", "sota"], "invalid choice: 'sota'"),
     (["--data", "mnist"], "invalid choice: 'mnist'"),
     (["--resume"], "--resume: no"),

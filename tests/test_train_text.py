@@ -171,7 +171,7 @@ def test_text_flags_are_checked_in_one_line(text_spec, tmp_path, capsys):
     for extra, match in [
         (("--mixup", "0.8"), "--mixup / --cutmix mix images"),
         (("--max-len", "100"), "--max-len 100: the spec's position table holds 64 tokens"),
-        (("--init", "bert"), "--init 'bert': hf:DIR"),
+        (("--init", "bert"), "--init: 'bert': hf:DIR"),
     ]:
         assert train_main(args(text_spec, tmp_path / "x", data, "cola", *extra)) == 2
         err = capsys.readouterr().err
@@ -182,7 +182,10 @@ def test_text_flags_are_checked_in_one_line(text_spec, tmp_path, capsys):
     assert "a text body trains on rt-polarity or glue" in capsys.readouterr().err
     image = str(ROOT / "specs/demo_digits.py")
     assert train_main([image, "--data", "rt-polarity", "--max-len", "8", "--out", str(tmp_path / "i")]) == 2
-    assert "train.py: error: --data rt-polarity / --max-len: for a text body" in capsys.readouterr().err
+    assert "train.py: error: --data rt-polarity: for a text body" in capsys.readouterr().err
+    assert train_main([image, "--data", "digits", "--task", "cola", "--out", str(tmp_path / "j")]) == 2
+    assert "train.py: error: --task: for a text data set (rt-polarity, glue); digits holds images" in \
+        capsys.readouterr().err
 
 
 def test_the_text_demo_runs_both_heads_and_prints_its_table(tmp_path, capsys):

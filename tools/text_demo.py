@@ -18,7 +18,8 @@ sys.path.insert(0, str(ROOT))
 
 from vspec.compare import spread, train_seeds  # noqa: E402
 from vspec.spec import language_head, load_spec  # noqa: E402
-from vspec.train.engine import TrainConfig, run  # noqa: E402
+from vspec.train import DataConfig, RunConfig, TrainConfig  # noqa: E402
+from vspec.train.engine import run  # noqa: E402
 from vspec.train.recipes import resolve  # noqa: E402
 from vspec.train.text import read_rt_polarity  # noqa: E402
 
@@ -40,9 +41,10 @@ def main(argv=None) -> int:
 
     def train(name: str, seed: int) -> float:
         first = (name, seed) == ("first_token", args.seeds[0])  # trains the vocabulary the others use
-        final = run(TrainConfig(spec=heads[name], recipe=recipe, data="rt-polarity",
-                                out=args.out / f"{name}-seed{seed}", seed=seed, device="cpu", max_len=args.max_len,
-                                tokenizer=None if first else str(tokenizer), max_steps=args.max_steps, overwrite=True))
+        data = DataConfig("rt-polarity", max_len=args.max_len, tokenizer=None if first else str(tokenizer))
+        final = run(TrainConfig(heads[name], recipe, data, RunConfig(out=args.out / f"{name}-seed{seed}", seed=seed,
+                                                                     device="cpu", max_steps=args.max_steps,
+                                                                     overwrite=True)))
         return 100 * final["val_accuracy"]
 
     results = train_seeds(list(heads), args.seeds, train)

@@ -37,7 +37,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -231,20 +230,22 @@ def cpu_name() -> str:
 def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None, specs, out: Path) -> dict:
     """The split's sizes and classes, read once; for text the tokenizer every run shares, trained once into
     OUT/tokenizer (its vocabulary fits the smallest embedder), the task and its headline metric."""
-    from .train.data import DATASETS, DataError, build_datasets, build_transforms  # torch
-    from .train.text import TEXT_DATASETS, headline, text_datasets  # torch
+    from .train.data import DataError, build_datasets, build_transforms
+    from .train.datasets import names, table
+    from .train.names import run_tokenizer
+    from .train.text import headline, text_datasets
 
-    if data in TEXT_DATASETS:
-        shutil.rmtree(out / "tokenizer", ignore_errors=True)  # this comparison's own, never an earlier one's
+    if data in names("text"):
+        shutil.rmtree(run_tokenizer(out), ignore_errors=True)  # this comparison's own, never an earlier one's
         bodies = [spec for _, spec in specs.values()]
         text = text_datasets(data, task=task, data_dir=data_dir, tokenizer=None, out=out,
                              max_len=min(b.embedder.seq_len for b in bodies),
                              vocab_size=min(b.embedder.vocab_size for b in bodies))
         return {"name": data, "task": text.task, "train": len(text.train), "val": len(text.val),
                 "classes": text.num_classes, "tokenizer": str(text.tokenizer), "metric": f"val_{headline(text.task)}"}
-    images = tuple(d for d in DATASETS if d != "synthetic")  # synthetic: random labels, nothing to compare
-    if data not in images:
-        raise DataError(f"--data: unknown {data!r}; expected one of {', '.join(images + TEXT_DATASETS)}")
+    comparable = tuple(d.name for d in table().values() if d.comparable)  # not synthetic's random labels
+    if data not in comparable:
+        raise DataError(f"--data: unknown {data!r}; expected one of {', '.join(comparable)}")
     if task is not None:
         raise DataError("--task names a GLUE task: for --data glue")
     tf = build_transforms(first.img_size, first.in_chans, train=False)
@@ -268,14 +269,15 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     and FitError) / SpecError for what cannot be done, before any training."""
     import torch  # torch
 
-    from .compiler import check_fit  # torch
-    from .profiler import profile  # torch
-    from .train.data import DataError  # torch
-    from .train.engine import TrainConfig, run  # torch
-    from .train.text import TEXT_DATASETS  # torch
+    from .compiler import check_fit
+    from .profiler import profile
+    from .train.config import DataConfig, RunConfig, TrainConfig
+    from .train.data import DataError
+    from .train.datasets import names
+    from .train.engine import run
 
     t0 = time.perf_counter()
-    text = data in TEXT_DATASETS
+    text = data in names("text")
     if max_candidates is not None and (not isinstance(max_candidates, int) or isinstance(max_candidates, bool)
                                        or max_candidates < 1):
         raise ValueError(f"--max-candidates: must be an int >= 1, got {max_candidates!r}")
@@ -313,13 +315,13 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     for name in changed:
         say(f"note: {name}: {data} has {classes} classes; num_classes set to {classes}")
     metric = info.pop("metric")
+    data_config = DataConfig(data, data_dir=data_dir, task=task, tokenizer=info.get("tokenizer"))
 
     def train(name: str, seed: int) -> float:
         with contextlib.redirect_stdout(sys.stderr):  # the engine's closing line too: stdout is the table's
-            final = run(TrainConfig(spec=specs[name][1], recipe=recipe, data=data, data_dir=data_dir,
-                                    out=out / "runs" / f"{name}-seed{seed}", seed=seed, device=device,
-                                    log_interval=math.inf, overwrite=True, task=task,  # one progress line per epoch
-                                    tokenizer=info.get("tokenizer")))
+            final = run(TrainConfig(specs[name][1], recipe, data_config,
+                                    RunConfig(out=out / "runs" / f"{name}-seed{seed}", seed=seed, device=device,
+                                              log_interval=None, overwrite=True)))  # one progress line per epoch
         score = final[metric]
         if not math.isfinite(score):  # Pearson / Spearman of constant predictions: no correlation
             say(f"note: {name} seed {seed}: {metric} is {score} (constant predictions); counted as 0")
@@ -338,7 +340,7 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
                      "score": spread(scores[name]), "runs": runs[name],
                      **({"matched": matched[name]} if matched else {})})
     result = {
-        "command": command, "data": info, "recipe": {"name": recipe_name, **asdict(recipe)}, "seeds": list(seeds),
+        "command": command, "data": info, "recipe": {"name": recipe_name, **attrs.asdict(recipe)}, "seeds": list(seeds),
         "metric": metric, "metric_name": METRICS.get(metric, metric.replace("_", " ")),
         "noise_test": f"Welch's t-test (unequal variances) of the best spec's mean against each other's over the "
                       f"seeds, two-sided; distinguishable when p < {ALPHA}",

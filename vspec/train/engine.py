@@ -16,7 +16,7 @@ import signal
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,51 +34,10 @@ from ..version import __version__
 from . import checkpoints as C
 from . import distributed as D
 from . import folder as F
+from .config import TrainConfig as TrainConfig  # re-exported: vspec.train.engine.TrainConfig
 from .data import build_loaders
 from .progress import Progress
-from .recipes import Recipe
 from .tasks import forward, make_task
-
-
-@dataclass
-class TrainConfig:
-    spec: S.Model
-    recipe: Recipe
-    data: str = "digits"
-    data_dir: str | None = None
-    download: bool = False
-    out: Path = Path("runs/train")
-    resume: bool = False
-    seed: int = 0
-    workers: int | None = None  # data-loading processes; None: 0 on the CPU, the cores' share on CUDA (`workers_for`)
-    device: str = "auto"  # auto | cpu | cuda
-    precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16 | fp16 (the last two: autocast)
-    compile: bool = False
-    accum_steps: int = 1
-    channels_last: bool = True
-    # where images are normalised: "host" (the loader's workers), "device" (uint8 batches normalised on the device,
-    # as timm's prefetcher), "auto" (device on CUDA, host on the CPU)
-    normalise_on: str = "auto"
-    synthetic_size: int = 1024
-    max_steps: int | None = None  # stop after this many optimizer steps (benchmarks, smoke tests)
-    log_interval: float = 30.0  # progress when not on a TTY: a line every this many seconds, and one per epoch end
-    overwrite: bool = False  # a fresh run may replace the files of an earlier run in `out`
-    # text bodies (vspec/train/text.py): the GLUE task, the tokenizer folder (None: WordPiece trained into
-    # out/tokenizer), the longest sequence (None: the spec's seq_len), a Hugging Face checkpoint folder whose
-    # body weights start the run ("hf:DIR")
-    task: str | None = None
-    tokenizer: str | None = None
-    max_len: int | None = None
-    init: str | None = None
-    # published weights that start a fresh run: (the preset's name or .py file, True or a tag); vspec.pretrained
-    pretrained: tuple[str, bool | str] | None = None
-    save_format: str = "pt"
-    # images: mean, std, interpolation (`vspec.train.inputs.resolve_inputs`: the flags, else the published weights'
-    # preprocessing); None: vspec's defaults (ImageNet's mean / std, bicubic)
-    inputs: dict | None = None
-    # batches between reads of the losses on the host (each read waits for the device): None, every batch on the
-    # CPU (where reading costs nothing), every 32 on CUDA; a non-finite loss is still reported at its own step
-    loss_every: int | None = None  # pt | folder: also OUT/best and OUT/final as model folders (vspec.hub)
 
 
 class TrainingStopped(RuntimeError):
@@ -121,7 +80,7 @@ class Interrupted(Exception):
 
 
 def run(cfg: TrainConfig) -> dict[str, Any]:
-    """Train `cfg.spec`; returns the final metrics. Writes cfg.out / {last.pt, best.pt, metrics.jsonl,
+    """Train `cfg.spec`; returns the final metrics. Writes cfg.run.out / {last.pt, best.pt, metrics.jsonl,
     curves.png}. Raises TrainingStopped (non-finite loss), Interrupted (SIGTERM / SIGINT, after saving
     last.pt), ValueError / CheckpointError / DataError (what was asked cannot be done)."""
     t = Training(cfg)
@@ -157,11 +116,11 @@ class Training:
 
     def __init__(self, cfg: TrainConfig):
         self.cfg, self.r = cfg, cfg.recipe
-        cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+        cuda = cfg.run.device == "cuda" or (cfg.run.device == "auto" and torch.cuda.is_available())
         self.d = D.init_distributed("cuda" if cuda else "cpu")
-        self.device = D.pick_device(cfg, self.d)
-        self.loss_every = cfg.loss_every or (32 if self.device.type == "cuda" else 1)
-        self.out = Path(cfg.out)
+        self.device = D.pick_device(cfg.run, self.d)
+        self.loss_every = cfg.run.loss_every or (32 if self.device.type == "cuda" else 1)
+        self.out = Path(cfg.run.out)
         self.last = self.out / "last.pt"
         self.ckpt: dict[str, Any] | None = None
         self.start_epoch, self.skip_batches, self.global_step = 0, 0, 0
@@ -174,21 +133,21 @@ class Training:
         """--resume: load last.pt and check that it continues this run; a fresh run: check that `out` may be
         used. Then prepare the folder (rank 0), seed, and settle the spec."""
         cfg, d, last = self.cfg, self.d, self.last
-        if cfg.resume and not last.is_file():
+        if cfg.run.resume and not last.is_file():
             raise ValueError(f"--resume: no {last}")
-        self.ckpt = ckpt = C.load(last) if cfg.resume else None
+        self.ckpt = ckpt = C.load(last) if cfg.run.resume else None
         if ckpt is not None and ckpt.get("dropped"):
             raise ValueError(f"--resume: {last} comes from a release before spec format 2, and upgrading it "
                              "drops weights that could never learn (DAFF re-weighting a class token nothing reads), "
                              "so its optimizer state no longer fits: evaluate it or load it with vspec.load, but "
                              "start a new run to train")
         if ckpt is None:
-            F.check_fresh(self.out, cfg.overwrite)
+            F.check_fresh(self.out, cfg.run.overwrite)
         if d.main:
             F.prepare(self.out, ckpt)
-            if ckpt is not None and cfg.save_format == "folder":
+            if ckpt is not None and cfg.run.save_format == "folder":
                 F.refresh_best_folder(self.out)
-        C.seed_everything(cfg.seed + d.rank)
+        C.seed_everything(cfg.run.seed + d.rank)
         spec = cfg.spec
         if spec.drop_path == 0.0 and self.r.drop_path > 0:
             spec = attrs.evolve(spec, drop_path=self.r.drop_path)
@@ -198,7 +157,7 @@ class Training:
 
     def finished_before(self) -> bool:
         """Whether --resume found a run that is already finished (said on rank 0; nothing more to do)."""
-        ckpt, max_steps = self.ckpt, self.cfg.max_steps
+        ckpt, max_steps = self.ckpt, self.cfg.run.max_steps
         if ckpt is None or ckpt["batches_done"] != 0 or not (
                 ckpt["epoch"] >= self.r.epochs or (max_steps and ckpt["global_step"] >= max_steps)):
             return False
@@ -213,35 +172,35 @@ class Training:
         process."""
         cfg, r, d, spec = self.cfg, self.r, self.d, self.spec
         if self.ckpt is not None and self.ckpt.get("inputs"):  # a resumed run keeps its inputs, but for the flags
-            from dataclasses import replace
-
             from .inputs import resumed
 
-            cfg = self.cfg = replace(cfg, inputs=resumed(self.ckpt["inputs"], cfg.inputs))
+            data = attrs.evolve(cfg.data, inputs=resumed(self.ckpt["inputs"], cfg.data.inputs))
+            cfg = self.cfg = attrs.evolve(cfg, data=data)
         self.task = make_task(cfg, spec, r, d, self.out, self.ckpt, self.device)
-        if cfg.inputs and cfg.inputs.get("from") != "vspec's defaults" and d.main:
+        if cfg.data.inputs and cfg.data.inputs.get("from") != "vspec's defaults" and d.main:
             from .inputs import inputs_line
 
-            print(f"note: {inputs_line(cfg.inputs)}", file=sys.stderr)
+            print(f"note: {inputs_line(cfg.data.inputs)}", file=sys.stderr)
         train_ds, val_ds, collate, self.num_classes = self.task.data()
         if spec.num_classes != self.num_classes:
             if d.main:
-                print(f"note: {cfg.data} has {self.num_classes} classes; setting num_classes = {self.num_classes}",
-                      file=sys.stderr)
+                print(f"note: {cfg.data.name} has {self.num_classes} classes; setting num_classes = "
+                      f"{self.num_classes}", file=sys.stderr)
             spec = attrs.evolve(spec, num_classes=self.num_classes)
         self.spec = spec if self.ckpt is None else S.from_json(self.ckpt["spec"])
-        if r.batch_size % (d.world * cfg.accum_steps):
+        if r.batch_size % (d.world * cfg.run.accum_steps):
             raise ValueError(f"--batch-size {r.batch_size} must be divisible by processes x accumulation steps "
-                             f"({d.world} x {cfg.accum_steps})")
-        self.local_batch = r.batch_size // (d.world * cfg.accum_steps)
+                             f"({d.world} x {cfg.run.accum_steps})")
+        self.local_batch = r.batch_size // (d.world * cfg.run.accum_steps)
         self.train_loader, self.val_loader = build_loaders(train_ds, val_ds, batch_size=self.local_batch,
-                                                           workers=D.workers_for(cfg.workers, self.device, d.world),
-                                                           seed=cfg.seed, rank=d.rank,
+                                                           workers=D.workers_for(cfg.run.workers, self.device,
+                                                                                 d.world),
+                                                           seed=cfg.run.seed, rank=d.rank,
                                                            world_size=d.world, collate_fn=collate)
         batches = len(self.train_loader)
-        self.steps_per_epoch = batches // cfg.accum_steps
+        self.steps_per_epoch = batches // cfg.run.accum_steps
         if self.steps_per_epoch == 0:
-            raise ValueError(f"--accum-steps {cfg.accum_steps} exceeds the {batches} batches of an epoch")
+            raise ValueError(f"--accum-steps {cfg.run.accum_steps} exceeds the {batches} batches of an epoch")
         if self.ckpt is not None and self.ckpt["batches_done"] > batches:
             raise C.CheckpointError(self.last, f"its 'batches_done' ({self.ckpt['batches_done']}) exceeds the "
                                                f"{batches} batches of an epoch of this run")
@@ -251,23 +210,19 @@ class Training:
         with needs("vspec's training"):
             from timm.utils import ModelEmaV3
 
-        torch.manual_seed(self.cfg.seed)  # identical initial weights on every rank
+        torch.manual_seed(self.cfg.run.seed)  # identical initial weights on every rank
         model = build(self.spec)
-        if self.cfg.init is not None and self.ckpt is None:  # a fresh run from a pretrained body
-            from ..convert.hf import load_hf_body
-
-            for line in load_hf_body(model, self.cfg.init.removeprefix("hf:")):
-                if self.d.main:
-                    print(f"note: --init: {line}", file=sys.stderr)
-        if self.cfg.pretrained is not None and self.ckpt is None:  # a fresh run from published weights
+        if self.ckpt is None:  # a fresh run: the task's own starting weights (a text body's --init)
+            self.task.init_model(model)
+        if self.cfg.run.pretrained is not None and self.ckpt is None:  # a fresh run from published weights
             from ..pretrained import load_into
 
-            entry, fresh = load_into(model, *self.cfg.pretrained)
+            entry, fresh = load_into(model, *self.cfg.run.pretrained)
             if self.d.main:
                 print(f"note: --pretrained: {entry.source.where}" + (f"; fresh: {', '.join(fresh)}" if fresh else ""),
                       file=sys.stderr)
         model = model.to(self.device)
-        if self.device.type == "cuda" and self.cfg.channels_last:
+        if self.device.type == "cuda" and self.cfg.run.channels_last:
             model = model.to(memory_format=torch.channels_last)
         has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
         if self.d.world > 1 and self.device.type == "cuda" and has_bn:
@@ -291,7 +246,8 @@ class Training:
         self.scheduler = schedule(self.optimizer, t_initial=total, lr_min=r.min_lr, warmup_t=warmup,
                                   warmup_lr_init=r.warmup_lr, t_in_epochs=False,
                                   **({"power": 1.0} if r.schedule == "linear" else {}))
-        precision = cfg.precision if cfg.precision != "auto" else ("bf16" if device.type == "cuda" else "fp32")
+        precision = cfg.run.precision
+        precision = precision if precision != "auto" else ("bf16" if device.type == "cuda" else "fp32")
         self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
         self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
         if device.type == "cuda":
@@ -326,7 +282,7 @@ class Training:
         if self.d.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.train_model = nn.parallel.DistributedDataParallel(self.core, device_ids=ids)
-        if self.cfg.compile:
+        if self.cfg.run.compile:
             self.train_model = torch.compile(self.train_model)
 
     # ------------------------------------------------ training
@@ -341,16 +297,20 @@ class Training:
                     self.interrupt(epoch, stats, stop.signum)
                 final = self.evaluate_epoch(epoch, stats)
                 self.end_epoch(epoch, final)
-                if self.cfg.max_steps and self.global_step >= self.cfg.max_steps:
+                if self.steps_done():
                     break
         self.summarize(final)
         return final
+
+    def steps_done(self) -> bool:
+        """Whether --max-steps is reached."""
+        return bool(self.cfg.run.max_steps and self.global_step >= self.cfg.run.max_steps)
 
     def train_epoch(self, epoch: int, stop: StopFlag) -> EpochStats:
         """One epoch (or its rest, after a mid-epoch resume), until its end, a signal or --max-steps."""
         skip = self.start_epoch_data(epoch)
         progress = Progress(skip + len(self.train_loader), f"epoch {epoch + 1}/{self.r.epochs}", enabled=self.d.main,
-                            interval=self.cfg.log_interval, unit=self.task.unit)
+                            interval=self.cfg.run.log_interval or math.inf, unit=self.task.unit)
         stats = EpochStats(time.perf_counter(), batches_done=skip)
         if skip and self.ckpt is not None:
             stats.loss_sum, stats.loss_n = self.ckpt.get("epoch_loss", (0.0, 0))
@@ -372,7 +332,7 @@ class Training:
             pending.append((i, self.global_step if stepped else self.global_step + 1, loss))
             stats.batches_done = i + 1
             stats.seen += len(target) * self.d.world
-            done = stop.signum is not None or (self.cfg.max_steps and self.global_step >= self.cfg.max_steps)
+            done = stop.signum is not None or self.steps_done()
             if done or len(pending) >= self.loss_every:
                 read_losses()
             if done:
@@ -389,8 +349,8 @@ class Training:
         if skip and self.ckpt is not None:
             C.set_rng_state(self.ckpt["rng"])  # mid-epoch resume: continue the interrupted RNG streams
         else:
-            C.seed_everything(self.cfg.seed * 100_003 + epoch * 1009 + self.d.rank)
-            self.train_loader.generator.manual_seed(self.cfg.seed * 100_003 + epoch)
+            C.seed_everything(self.cfg.run.seed * 100_003 + epoch * 1009 + self.d.rank)
+            self.train_loader.generator.manual_seed(self.cfg.run.seed * 100_003 + epoch)
         return skip
 
     def train_step(self, i: int, images: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, bool]:
@@ -401,11 +361,11 @@ class Training:
         images, target = self.task.prepare(images, train=True), target.to(device, non_blocking=True)
         if self.mixup is not None:
             images, target = self.mixup(images, target)
-        last_micro = (i + 1) % cfg.accum_steps == 0
+        last_micro = (i + 1) % cfg.run.accum_steps == 0
         sync = nullcontext() if last_micro or self.d.world == 1 else self.train_model.no_sync()
         with sync, self.amp_ctx():
             loss = head_loss(self.criterion, forward(self.train_model, images), target)  # the head's declared outputs
-        scaler.scale(loss / cfg.accum_steps).backward()
+        scaler.scale(loss / cfg.run.accum_steps).backward()
         if last_micro:
             if self.r.clip_grad:
                 scaler.unscale_(optimizer)
@@ -478,19 +438,20 @@ class Training:
                  "scaler": self.scaler.state_dict(), "epoch": epoch, "batches_done": batches_done,
                  "global_step": self.global_step, "rng": C.rng_state(), "metrics": self.history,
                  "best_score": self.best, "best_epoch": self.best_epoch, "epoch_loss": list(epoch_loss),
-                 "recipe": asdict(self.r), "data": self.cfg.data, "data_args": C.data_args(self.cfg),
+                 "recipe": attrs.asdict(self.r), "data": self.cfg.data.name, "data_args": C.data_args(self.cfg),
                  **self.task.state()}
         C.atomic_save(with_checksum(state), self.last)
 
     def export(self, name: str) -> None:
         """--save-format folder: the model's weights as the model folder OUT/`name` (rank 0)."""
-        if self.d.main and self.cfg.save_format == "folder":
+        if self.d.main and self.cfg.run.save_format == "folder":
             from ..hub import save_pretrained
 
-            if self.cfg.inputs:  # the folder says how this run's images were made: what `vspec eval` will use
+            if self.cfg.data.inputs:  # the folder says how this run's images were made: what `vspec eval` will use
                 from .inputs import run_pretrained_cfg
 
-                self.core.pretrained_cfg = run_pretrained_cfg(self.cfg.inputs, self.spec, self.r.random_resized_crop)
+                self.core.pretrained_cfg = run_pretrained_cfg(self.cfg.data.inputs, self.spec,
+                                                              self.r.random_resized_crop)
             save_pretrained(self.core, self.out / name, self.spec)
 
     def summarize(self, final: dict[str, Any]) -> None:
@@ -506,7 +467,8 @@ class Training:
                                 out / "summary.json")
             F.plot(history, out / "curves.png")
             result = self.task.result(final.get(self.score_key, float("nan")), self.best)
-            folders = f", model folders {out / 'best'} and {out / 'final'}" if self.cfg.save_format == "folder" else ""
+            folders = f", model folders {out / 'best'} and {out / 'final'}" if self.cfg.run.save_format == "folder" \
+                else ""
             print(f"done: {len(history)} epochs, {result}; checkpoint {self.last}, best {out / 'best.pt'}{folders}, "
                   f"metrics {out / 'metrics.jsonl'}, curves {out / 'curves.png'}"
                   + (f"; {d.world} processes, weights in sync: {in_sync}" if d.world > 1 else ""))

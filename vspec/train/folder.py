@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from . import checkpoints as C
+from .names import run_tokenizer
 
 
 def jsonl(history: list[dict[str, Any]]) -> str:
@@ -37,7 +38,7 @@ def prepare(out: Path, ckpt: dict[str, Any] | None) -> None:
         for name in C.RUN_FILES:
             (out / name).unlink(missing_ok=True)
         shutil.rmtree(out / "tb", ignore_errors=True)
-        shutil.rmtree(out / "tokenizer", ignore_errors=True)  # a text run's own vocabulary is trained afresh
+        shutil.rmtree(run_tokenizer(out), ignore_errors=True)  # a text run's own vocabulary is trained afresh
         for name in MODEL_FOLDERS:  # an earlier --save-format folder run's (only what save_pretrained writes)
             for file in ("config.json", "model.safetensors"):
                 if (out / name / file).is_file():

