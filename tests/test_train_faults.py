@@ -169,13 +169,15 @@ def test_full_disk_during_training_is_one_line(tiny_spec, tmp_path, monkeypatch,
 def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tiny_spec, tmp_path, monkeypatch,
                                                                              capsys, loss_every):
     """Also with the losses read on the host every 3 batches (as on CUDA, every 32): reported at its own step."""
-    import dataclasses
+    import attrs
 
     import vspec.cli.train as cli
 
+    def with_loss_every(cfg):
+        return attrs.evolve(cfg, run=attrs.evolve(cfg.run, loss_every=loss_every))
+
     real_config = cli.config_from_args
-    monkeypatch.setattr(cli, "config_from_args",
-                        lambda *a, **k: dataclasses.replace(real_config(*a, **k), loss_every=loss_every))
+    monkeypatch.setattr(cli, "config_from_args", lambda *a, **k: with_loss_every(real_config(*a, **k)))
     calls = []
     real = engine.head_loss
 

@@ -23,10 +23,14 @@ API = [
     ("vspec.compare", None),
     ("vspec.convert", None),
     ("vspec.resample", None),
+    ("vspec.loading", None),
     ("vspec.pretrained", None),
     ("vspec.export", None),
     ("vspec.analysis", None),
-    ("vspec.train.engine", ["TrainConfig", "run"]),
+    ("vspec.train.config", ["TrainConfig", "DataConfig", "RunConfig"]),
+    ("vspec.train.recipes", ["Recipe", "resolve"]),
+    ("vspec.train.datasets", ["DataSet", "register_dataset", "unregister_dataset"]),
+    ("vspec.train.engine", ["run"]),
 ]
 SPEC_CLASSES = "vspec.spec"  # every class in its __all__, grouped by defining module
 

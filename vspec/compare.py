@@ -45,6 +45,10 @@ import attrs
 from .fitting import MAX_CANDIDATES, FitError, check_search, deviation, fit
 from .spec import Model, load_spec, override
 from .spec.core import printable
+from .train import datasets
+from .train.config import DataConfig, RunConfig, TrainConfig
+from .train.datasets import names
+from .train.names import run_tokenizer
 
 FILES = ("compare.json", "compare.png")
 MAX_GRID = 100  # grid points (specs x --grid's combinations) by default: each is trained once per seed
@@ -230,10 +234,8 @@ def cpu_name() -> str:
 def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None, specs, out: Path) -> dict:
     """The split's sizes and classes, read once; for text the tokenizer every run shares, trained once into
     OUT/tokenizer (its vocabulary fits the smallest embedder), the task and its headline metric."""
-    from .train.data import DataError, build_datasets, build_transforms
-    from .train.datasets import names, table
-    from .train.names import run_tokenizer
-    from .train.text import headline, text_datasets
+    from .train.data import DataError, build_datasets, build_transforms  # torch
+    from .train.text import headline, text_datasets  # torch
 
     if data in names("text"):
         shutil.rmtree(run_tokenizer(out), ignore_errors=True)  # this comparison's own, never an earlier one's
@@ -243,7 +245,7 @@ def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None
                              vocab_size=min(b.embedder.vocab_size for b in bodies))
         return {"name": data, "task": text.task, "train": len(text.train), "val": len(text.val),
                 "classes": text.num_classes, "tokenizer": str(text.tokenizer), "metric": f"val_{headline(text.task)}"}
-    comparable = tuple(d.name for d in table().values() if d.comparable)  # not synthetic's random labels
+    comparable = tuple(d.name for d in datasets.table().values() if d.comparable)  # not synthetic's random labels
     if data not in comparable:
         raise DataError(f"--data: unknown {data!r}; expected one of {', '.join(comparable)}")
     if task is not None:
@@ -269,12 +271,10 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     and FitError) / SpecError for what cannot be done, before any training."""
     import torch  # torch
 
-    from .compiler import check_fit
-    from .profiler import profile
-    from .train.config import DataConfig, RunConfig, TrainConfig
-    from .train.data import DataError
-    from .train.datasets import names
-    from .train.engine import run
+    from .compiler import check_fit  # torch
+    from .profiler import profile  # torch
+    from .train.data import DataError  # torch
+    from .train.engine import run  # torch
 
     t0 = time.perf_counter()
     text = data in names("text")

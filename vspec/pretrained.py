@@ -39,6 +39,8 @@ from safetensors.torch import load_file
 from torch import nn
 
 from .checkpoint import CheckpointError, cause, check_weights
+from .convert import ConversionError, from_hf, from_official, from_timm
+from .convert.hf import read_config
 from .downloads import WeightsUnavailable, fetch, regular_file, tokenizer_folder, verify, vspec_cache
 from .hub import save_pretrained
 from .loading import load_checkpoint
@@ -138,9 +140,6 @@ def read_state(name: str, tag: str, path: Path, unwrap: tuple[str, ...]) -> dict
 def published_model(name: str, tag: str, entry: Weights, spec: Model, files: Mapping[str, Path]) -> nn.Module:
     """The published model, converted (its own head: `entry.classes` classes, or the Hub model's), after checking
     that the preset `spec` is that model but for the head (`published_difference`)."""
-    from .convert import ConversionError, from_hf, from_official, from_timm
-    from .convert.hf import read_config
-
     state = read_state(name, tag, files["weights"], entry.unwrap)
     try:
         config = read_config(files["config"]) if entry.converter == "hf" else None

@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import math
 
+from .. import compare as C
 from ..compare import MAX_GRID
 from ..fitting import MAX_CANDIDATES
 from ..spec import SpecError
 from ..spec.load import parse_value
-from ..train.recipes import RECIPES, Recipe
+from ..train.datasets import names, table
+from ..train.recipes import RECIPES, Recipe, resolve
 from .common import (
     UsageError,
     field_type,
@@ -23,6 +25,7 @@ from .common import (
     show,
     spec_file,
 )
+from .fit import vary_items
 
 NAME = "compare"
 HELP = ("train several specs (or a grid of one, or all at one MAC / parameter budget) on the same data, split, "
@@ -32,8 +35,6 @@ HELP = ("train several specs (or a grid of one, or all at one MAC / parameter bu
 
 def data_help() -> str:
     """--data's help, from the data sets' table (vspec/train/datasets.py)."""
-    from ..train.datasets import table
-
     sets = table().values()
     image = ", ".join(d.name for d in sets if d.modality == "image" and d.comparable)
     text = " or ".join(d.name for d in sets if d.modality == "text" and d.comparable)
@@ -90,9 +91,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from .. import compare as C
-    from ..train.engine import Interrupted, TrainingStopped
-    from ..train.recipes import resolve
+    from ..train.engine import Interrupted, TrainingStopped  # torch
 
     out = output_folder("--out-dir", args.out_dir)
     for name in C.FILES:
@@ -103,11 +102,9 @@ def run(args: argparse.Namespace) -> None:
     if args.seed_base + args.seeds > 2**32:
         raise UsageError(f"vspec compare: error: --seed-base {args.seed_base} + --seeds {args.seeds} passes 2**32")
     if args.threads is not None:
-        import torch
+        import torch  # torch
 
         torch.set_num_threads(args.threads)
-    from ..train.datasets import names
-    from .fit import vary_items
 
     args.recipe = args.recipe or ("glue" if args.data in names("text") else "compare")
     if (args.to or args.vary or args.tolerance is not None) and not args.match:

@@ -8,8 +8,14 @@ import json
 import math
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
+from ..spec import from_json
+from ..train.config import DataConfig, RunConfig
+from ..train.names import run_tokenizer
+from ..train.recipes import Recipe
+from ..train.rules import FINITE, POSITIVE_FLOAT, POSITIVE_INT, rule
 from .common import OneLineParser, UsageError, one_line_warnings, pretrained_flag, printable
 from .train import check_flags, data_args, errors, report
 
@@ -42,10 +48,6 @@ def eval_parser(prog: str = "eval.py") -> argparse.ArgumentParser:
 def eval_rules() -> dict:
     """Each numeric flag's rule: the training configuration's field of that name (vspec/train/config.py), else a
     positive or finite number."""
-    from ..train.config import DataConfig, RunConfig
-    from ..train.recipes import Recipe
-    from ..train.rules import FINITE, POSITIVE_FLOAT, POSITIVE_INT, rule
-
     return {"workers": rule(RunConfig, "workers"), "seed": rule(RunConfig, "seed"),
             "synthetic_size": rule(DataConfig, "synthetic_size"), "max_len": rule(DataConfig, "max_len"),
             "batch_size": rule(Recipe, "batch_size"), "mean": FINITE, "std": POSITIVE_FLOAT, "crop_pct": POSITIVE_FLOAT,
@@ -81,22 +83,19 @@ def main(argv=None, prog: str = "eval.py") -> int:
 
 
 def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict:
-    from contextlib import nullcontext
+    import torch  # torch
 
-    import torch
-
-    from ..checkpoint import at_img_size, load_weights
-    from ..compiler import build
-    from ..loading import load_checkpoint
-    from ..spec import from_json
-    from ..train.data import build_datasets, build_loaders, build_transforms, eval_crop_ratio
-    from ..train.distributed import Dist, workers_for
-    from ..train.inputs import inputs_line, resolve_inputs
-    from ..train.tasks import evaluate
+    from ..checkpoint import at_img_size, load_weights  # torch
+    from ..compiler import build  # torch
+    from ..loading import load_checkpoint  # torch
+    from ..train.data import build_datasets, build_loaders, build_transforms, eval_crop_ratio  # torch
+    from ..train.distributed import Dist, workers_for  # torch
+    from ..train.inputs import inputs_line, resolve_inputs  # torch
+    from ..train.tasks import evaluate  # torch
 
     weights_cfg = None  # the published weights' data config, where the model holds them
     if args.pretrained:  # the published model, converted into vspec's cache: a model folder
-        from ..pretrained import pretrained_cfg, published
+        from ..pretrained import pretrained_cfg, published  # torch
 
         got = published(str(args.checkpoint), args.pretrained)
         args.checkpoint, entry = got.folder, got.entry
@@ -104,7 +103,7 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
         if args.tokenizer is None and entry.tokenizer:
             args.tokenizer = f"hf:{entry.tokenizer}"
     if (args.tokenizer or "").startswith("hf:"):
-        from ..pretrained import tokenizer_path
+        from ..pretrained import tokenizer_path  # torch
 
         args.tokenizer = tokenizer_path(args.tokenizer)
     ckpt = load_checkpoint(args.checkpoint)  # a .pt file or a model folder
@@ -127,7 +126,7 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
     device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     model.to(device)
     if spec.embedder.text:
-        from ..train.checkpoints import saved_tokenizer
+        from ..train.checkpoints import saved_tokenizer  # torch
 
         flags = [f"--{k}" for k in ("mean", "std", "interpolation") if getattr(args, k) is not None]
         if flags:
@@ -171,13 +170,10 @@ def _evaluate_text(args: argparse.Namespace, spec, model, device, saved: dict[st
                    prog: str) -> dict:
     """A text checkpoint on its task's validation split, tokenised by --tokenizer or the run's OUT/tokenizer (the
     one the run was trained with, when the checkpoint identifies it: `saved`)."""
-    from contextlib import nullcontext
-
-    from ..train.data import build_loaders
-    from ..train.distributed import Dist, workers_for
-    from ..train.names import run_tokenizer
-    from ..train.tasks import evaluate_text
-    from ..train.text import pad_batch, text_datasets, tokenizer_mismatch
+    from ..train.data import build_loaders  # torch
+    from ..train.distributed import Dist, workers_for  # torch
+    from ..train.tasks import evaluate_text  # torch
+    from ..train.text import pad_batch, text_datasets, tokenizer_mismatch  # torch
 
     tokenizer = args.tokenizer or run_tokenizer(args.checkpoint.parent)
     if not Path(tokenizer).is_dir():

@@ -9,17 +9,19 @@ from pathlib import Path
 
 import attrs
 
+from ..extras import missing_extra
 from ..spec import SpecError, load_spec, override, parse_assignment
+from ..train.config import DataConfig, RunConfig, TrainConfig
+from ..train.datasets import help_text, names
+from ..train.names import GLUE_TASKS
 from ..train.recipes import RECIPES, resolve
+from ..train.rules import FINITE, POSITIVE_FLOAT, ConfigError
 from .common import OneLineParser, UsageError, one_line, one_line_warnings, pretrained_flag, spec_file
 
 NAME, HELP = "train", "train a spec (tools/train.py's command: the same arguments)"
 
 
 def data_args(p: argparse.ArgumentParser) -> None:
-    from ..train.datasets import help_text, names
-    from ..train.names import GLUE_TASKS
-
     p.add_argument("--data", choices=names(), default="digits", help=help_text())
     p.add_argument("--data-dir", metavar="DIR", help="dataset folder (cifar*, imagefolder; glue: the task's TSVs)")
     p.add_argument("--task", choices=GLUE_TASKS, help="--data glue: the task")
@@ -117,8 +119,6 @@ def config_error(e, prog: str) -> UsageError:
 
 def check_flags(args: argparse.Namespace, rules: dict, prog: str) -> None:
     """The flags that hold no configuration field (eval's, --mean, --std), each value by its rule (`Range`)."""
-    from ..train.rules import ConfigError
-
     for name, rule in rules.items():
         values = getattr(args, name)
         for value in values if isinstance(values, list) else [values]:  # a flag of several values: each
@@ -131,9 +131,6 @@ def check_flags(args: argparse.Namespace, rules: dict, prog: str) -> None:
 
 def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
     """The `TrainConfig` of the flags: its classes check every value (the Python API's checks, worded by flag)."""
-    from ..train.config import DataConfig, RunConfig, TrainConfig
-    from ..train.rules import FINITE, POSITIVE_FLOAT, ConfigError
-
     try:
         fields = {k: getattr(args, k) for k in ("epochs", "batch_size", "lr", "weight_decay", "warmup_epochs",
                                                 "min_lr", "drop_path", "mixup", "cutmix", "smoothing", "re_prob")}
@@ -157,7 +154,7 @@ def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
     if args.overrides:
         spec = override(spec, dict(parse_assignment(a) for a in args.overrides))
     if spec.embedder.text and (args.pretrained or (args.tokenizer or "").startswith("hf:")):
-        from ..pretrained import tokenizer_path
+        from ..pretrained import tokenizer_path  # torch
 
         data = attrs.evolve(data, tokenizer=tokenizer_path(args.tokenizer, args.spec, args.pretrained))
     return TrainConfig(spec, recipe, attrs.evolve(data, inputs=_inputs(args, spec, prog)), run)
@@ -172,11 +169,11 @@ def _inputs(args: argparse.Namespace, spec, prog: str) -> dict | None:
             raise UsageError(f"{prog}: error: {' / '.join(flags)}: for images (the spec's embedder is "
                              f"{spec.embedder.kind}, a text body)")
         return None
-    from ..train.inputs import resolve_inputs
+    from ..train.inputs import resolve_inputs  # torch
 
     weights = None
     if args.pretrained:
-        from ..pretrained import pick
+        from ..pretrained import pick  # torch
 
         name, _, tag, entry = pick(args.spec, args.pretrained)
         weights = {**entry.data_config(), "architecture": name, "tag": tag}
@@ -188,8 +185,8 @@ def errors() -> tuple[type[BaseException], ...]:
     (`missing_extra` words it)."""
     base = (SpecError, UsageError, ValueError, OSError, ImportError)
     try:
-        from ..train.data import DataError
-        from ..train.engine import TrainingStopped
+        from ..train.data import DataError  # torch
+        from ..train.engine import TrainingStopped  # torch
     except ImportError:  # an extra missing: what is reported is that
         return base
     return (*base, DataError, TrainingStopped)
@@ -197,8 +194,6 @@ def errors() -> tuple[type[BaseException], ...]:
 
 def report(e: BaseException, prog: str) -> int:
     """One line on stderr for what `errors()` catches; an ImportError that is no extra's is raised again."""
-    from ..extras import missing_extra
-
     if isinstance(e, ImportError):
         line = missing_extra(e)
         if line is None:
@@ -223,7 +218,7 @@ def main(argv=None, prog: str = "train.py") -> int:
 
 
 def _train(cfg) -> int:
-    from ..train.engine import Interrupted, run
+    from ..train.engine import Interrupted, run  # torch
 
     try:
         run(cfg)

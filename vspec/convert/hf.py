@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file
 from torch import nn
 
 from .. import spec as S
@@ -83,7 +84,7 @@ def _config(config: Any) -> dict[str, Any]:
     if hasattr(config, "to_dict"):
         return dict(data)
     try:
-        from transformers import AutoConfig
+        from transformers import AutoConfig  # extra
     except ImportError:  # the fields the file has; a missing one is named by spec_from_hf
         return dict(data)
     try:
@@ -254,8 +255,6 @@ def _read_folder(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]
     config = read_config(config_file)
     shards = sorted(folder.glob("*.safetensors"))
     if shards:
-        from safetensors.torch import load_file
-
         state = {k: v for shard in shards for k, v in load_file(shard).items()}
     elif (folder / "pytorch_model.bin").is_file():
         state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)

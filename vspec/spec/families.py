@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 import warnings
 from collections.abc import Callable
 from importlib.metadata import entry_points
@@ -107,7 +108,8 @@ def register_family(package: str) -> ModuleType:
 
 def unregister_family(package: str) -> None:
     """Forget a family registered with `register_family` (a test's own, when the test ends): its kinds, its names
-    in `vspec.spec` and its entries in the merged tables (`tables`)."""
+    in `vspec.spec`, its entries in the merged tables (`tables`) and its modules (a later `register_family`
+    imports it again)."""
     module = _specs.pop(package, None)
     if package in _registered:
         _registered.remove(package)
@@ -115,6 +117,8 @@ def unregister_family(package: str) -> None:
         return
     for cls in [c for c in KINDS.values() if c.__module__ == module.__name__]:
         unregister(cls)
+    for name in [m for m in sys.modules if m == package or m.startswith(f"{package}.")]:
+        del sys.modules[name]  # registered again later: imported afresh, its kinds defined (registered) again
     _changed()
 
 

@@ -15,7 +15,7 @@ __all__ = ["ConfigError", "DataConfig", "DataError", "DataSet", "RECIPES", "Reci
 
 def __getattr__(name: str):
     if name == "run":  # the loop imports torch: only when asked for
-        from .engine import run
+        from .engine import run  # torch
 
         return run
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,6 +17,8 @@ import numpy as np
 import torch
 
 from ..checkpoint import CheckpointError, cause, check_fields, load_weights, read_checkpoint
+from ..spec import to_json
+from .datasets import entry
 
 FORMAT = "vspec-train-1"
 # what a run writes into its folder (OUT/tb holds TensorBoard's logs); a fresh run refuses a folder holding
@@ -259,8 +261,6 @@ def load(path: Path) -> dict[str, Any]:
 def data_args(cfg) -> dict[str, Any]:
     """What decides a run's data: the data set, the seed and the options its entry names (`DataSet.decides`; paths
     made absolute): stored in training checkpoints, compared on --resume."""
-    from .datasets import entry
-
     args = {"data": cfg.data.name, "seed": cfg.run.seed}
     for option in entry(cfg.data.name).decides:
         value = getattr(cfg.data, option)
@@ -295,8 +295,6 @@ def check_resume(ckpt: dict[str, Any], file: Path, spec, data: dict[str, Any]) -
     listing the differences (this run != the checkpoint) in one line. Checkpoints that predate `data_args`
     are compared on their "data" alone. `spec` is the run's spec before its num_classes follows the dataset,
     so num_classes is compared only for synthetic data (otherwise the dataset decides it, compared as data)."""
-    from ..spec import to_json
-
     saved = _run_view(ckpt["spec"], ckpt.get("data_args") or {"data": ckpt.get("data")})
     now = _run_view(to_json(spec), data)
     if data["data"] != "synthetic" and "num_classes" in saved:

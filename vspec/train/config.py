@@ -13,7 +13,7 @@ from pathlib import Path
 import attrs
 
 from ..spec import Model
-from .datasets import names
+from .datasets import entry, names
 from .names import GLUE_TASKS
 from .recipes import Recipe
 from .rules import ConfigError, Is, OneOf, floats, ints
@@ -45,8 +45,6 @@ class DataConfig:
     inputs: dict | None = _F(default=None, validator=Is((dict,), optional=True))
 
     def __attrs_post_init__(self):
-        from .datasets import entry
-
         modality = entry(self.name).modality
         given = next((f for f in _TEXT_OPTIONS if getattr(self, f) is not None), None)
         if modality != "text" and given:

@@ -70,7 +70,7 @@ def _posterize(img: Image.Image, bits_to_keep: int, **_) -> Image.Image:
         return img
     if bits_to_keep <= 0:
         return Image.new(img.mode, img.size)
-    from PIL import ImageOps
+    from PIL import ImageOps  # extra
 
     return ImageOps.posterize(img, bits_to_keep)
 
@@ -105,7 +105,7 @@ def _size2(img_size, what: str = "img_size") -> tuple[int, int]:
 
 
 def _mean_std(in_chans: int, mean, std) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+    from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD  # extra
 
     default_mean, default_std = (IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD) if in_chans == 3 else ((0.5,), (0.5,))
     mean = tuple(float(m) for m in (default_mean if mean is None else mean))
@@ -176,7 +176,7 @@ def build_transforms(
     convert = ConvertMode(_MODES[in_chans])
 
     if train and (random_resized_crop or auto_augment or re_prob > 0):
-        from timm.data import create_transform
+        from timm.data import create_transform  # extra
 
         _check_auto_augment(auto_augment)
         try:
@@ -206,7 +206,7 @@ def build_transforms(
         if size[0] == size[1]:
             resize = [T.Resize(scaled[0], interpolation=interp)]
         else:
-            from timm.data.transforms import ResizeKeepRatio
+            from timm.data.transforms import ResizeKeepRatio  # extra
 
             resize = [ResizeKeepRatio(scaled, longest=0.0, interpolation=interpolation)]
         resize.append(T.CenterCrop(size))  # pads with zeros where the resized image is smaller
@@ -343,7 +343,7 @@ def image_folder(r: Request):
 def digits(r: Request):
     """sklearn's 1797 8x8 digits as 'L' images, fixed 1437 / 360 split (independent of the seed)."""
     with needs("--data digits"):
-        from sklearn.datasets import load_digits
+        from sklearn.datasets import load_digits  # extra
 
     d = load_digits()
     images = np.round(d.images * (255.0 / 16.0)).clip(0, 255).astype(np.uint8)  # (1797, 8, 8), 'L'

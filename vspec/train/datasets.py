@@ -16,6 +16,8 @@ from typing import Any
 
 import attrs
 
+from ..spec import families
+
 MODALITIES = ("image", "text")
 
 
@@ -103,8 +105,6 @@ def unregister_dataset(name: str) -> None:
 
 def _scan_families() -> None:
     """The `DATASETS` of every family package's torch-free `datasets.py` (vspec.spec.families)."""
-    from ..spec import families
-
     for package in families.packages():
         if package in _scanned:
             continue

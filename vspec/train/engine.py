@@ -29,13 +29,16 @@ from .._moved import moved as _moved
 from ..checkpoint import with_checksum
 from ..compiler import build
 from ..extras import needs
+from ..hub import save_pretrained
 from ..nn.heads import head_loss
+from ..pretrained import load_into
 from ..version import __version__
 from . import checkpoints as C
 from . import distributed as D
 from . import folder as F
 from .config import TrainConfig as TrainConfig  # re-exported: vspec.train.engine.TrainConfig
 from .data import build_loaders
+from .inputs import inputs_line, resumed, run_pretrained_cfg
 from .progress import Progress
 from .tasks import forward, make_task
 
@@ -172,14 +175,11 @@ class Training:
         process."""
         cfg, r, d, spec = self.cfg, self.r, self.d, self.spec
         if self.ckpt is not None and self.ckpt.get("inputs"):  # a resumed run keeps its inputs, but for the flags
-            from .inputs import resumed
 
             data = attrs.evolve(cfg.data, inputs=resumed(self.ckpt["inputs"], cfg.data.inputs))
             cfg = self.cfg = attrs.evolve(cfg, data=data)
         self.task = make_task(cfg, spec, r, d, self.out, self.ckpt, self.device)
         if cfg.data.inputs and cfg.data.inputs.get("from") != "vspec's defaults" and d.main:
-            from .inputs import inputs_line
-
             print(f"note: {inputs_line(cfg.data.inputs)}", file=sys.stderr)
         train_ds, val_ds, collate, self.num_classes = self.task.data()
         if spec.num_classes != self.num_classes:
@@ -208,14 +208,13 @@ class Training:
     def make_model(self) -> None:
         """The model (`core`: what is saved and evaluated), the same initial weights on every rank; its EMA."""
         with needs("vspec's training"):
-            from timm.utils import ModelEmaV3
+            from timm.utils import ModelEmaV3  # extra
 
         torch.manual_seed(self.cfg.run.seed)  # identical initial weights on every rank
         model = build(self.spec)
         if self.ckpt is None:  # a fresh run: the task's own starting weights (a text body's --init)
             self.task.init_model(model)
         if self.cfg.run.pretrained is not None and self.ckpt is None:  # a fresh run from published weights
-            from ..pretrained import load_into
 
             entry, fresh = load_into(model, *self.cfg.run.pretrained)
             if self.d.main:
@@ -233,11 +232,11 @@ class Training:
     def make_optimizer(self) -> None:
         """AdamW, the per-step cosine schedule with warmup, the precision (autocast dtype, fp16's grad scaler)."""
         with needs("vspec's training"):
-            from timm.optim import create_optimizer_v2
-            from timm.scheduler import CosineLRScheduler
+            from timm.optim import create_optimizer_v2  # extra
+            from timm.scheduler import CosineLRScheduler  # extra
 
         r, cfg, device = self.r, self.cfg, self.device
-        from timm.scheduler import PolyLRScheduler
+        from timm.scheduler import PolyLRScheduler  # extra
 
         self.optimizer = create_optimizer_v2(self.core, "adamw", lr=r.lr, weight_decay=r.weight_decay)
         total = r.epochs * self.steps_per_epoch
@@ -445,10 +444,7 @@ class Training:
     def export(self, name: str) -> None:
         """--save-format folder: the model's weights as the model folder OUT/`name` (rank 0)."""
         if self.d.main and self.cfg.run.save_format == "folder":
-            from ..hub import save_pretrained
-
             if self.cfg.data.inputs:  # the folder says how this run's images were made: what `vspec eval` will use
-                from .inputs import run_pretrained_cfg
 
                 self.core.pretrained_cfg = run_pretrained_cfg(self.cfg.data.inputs, self.spec,
                                                               self.r.random_resized_crop)

@@ -10,7 +10,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ..analysis import pyplot
+from ..checkpoint import model_of
+from ..hub import save_pretrained
+from ..loading import load_checkpoint
 from . import checkpoints as C
+from .inputs import run_pretrained_cfg
 from .names import run_tokenizer
 
 
@@ -57,14 +62,9 @@ def refresh_best_folder(out: Path) -> None:
     between the two writes, or an earlier part of the run saved as pt only)."""
     best, config = out / "best.pt", out / "best" / "config.json"
     if best.is_file() and (not config.is_file() or config.stat().st_mtime_ns < best.stat().st_mtime_ns):
-        from ..checkpoint import model_of
-        from ..hub import save_pretrained
-        from ..loading import load_checkpoint
-
         ckpt = load_checkpoint(best)
         model = model_of(ckpt, best)
         if ckpt.get("inputs"):  # the run's inputs, as the loop's own export writes them
-            from .inputs import run_pretrained_cfg
 
             rrc = (ckpt.get("recipe") or {}).get("random_resized_crop", True)
             model.pretrained_cfg = run_pretrained_cfg(ckpt["inputs"], model.spec, rrc)
@@ -73,15 +73,13 @@ def refresh_best_folder(out: Path) -> None:
 
 def tensorboard(out: Path):
     try:
-        from torch.utils.tensorboard import SummaryWriter
+        from torch.utils.tensorboard import SummaryWriter  # extra
     except Exception:  # noqa: BLE001 - tensorboard is optional
         return None
     return SummaryWriter(out / "tb")
 
 
 def plot(history: list[dict[str, Any]], path: Path) -> None:
-    from ..analysis import pyplot
-
     plt = pyplot()
     epochs = [h["epoch"] for h in history]
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))

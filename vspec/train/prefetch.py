@@ -23,7 +23,7 @@ class DeviceNormalise:
         self.device, self.channels_last = device, channels_last
         self.erase = None
         if re_prob > 0:
-            from timm.data.random_erasing import RandomErasing
+            from timm.data.random_erasing import RandomErasing  # extra
 
             self.erase = RandomErasing(re_prob, mode="const", device=device)
 

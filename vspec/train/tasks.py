@@ -14,19 +14,22 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from ..convert.hf import load_hf_body
 from ..extras import needs
+from .checkpoints import CheckpointError
 from .data import build_datasets, build_transforms, eval_crop_ratio
 from .datasets import entry
 from .names import run_tokenizer
 from .prefetch import DeviceNormalise
+from .text import headline, pad_batch, text_datasets, text_metrics, tokenizer_identity, tokenizer_mismatch
 
 
 # ---------------------------------------------------------------- pieces from timm
 def make_criterion(recipe, num_classes: int):
     """(mixup / cutmix or None, the loss): timm's, as the recipe asks."""
     with needs("vspec's training"):
-        from timm.data import Mixup
-        from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
+        from timm.data import Mixup  # extra
+        from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy  # extra
 
     if recipe.mixup > 0 or recipe.cutmix > 0:
         mixup = Mixup(mixup_alpha=recipe.mixup, cutmix_alpha=recipe.cutmix, label_smoothing=recipe.smoothing,
@@ -81,8 +84,6 @@ def evaluate(model: nn.Module, loader, device, amp_ctx, d, prepare=None) -> dict
 @torch.no_grad()
 def evaluate_text(model: nn.Module, loader, device, amp_ctx, d, task: str) -> dict[str, float]:
     """Loss (cross-entropy, or MSE for a regression) and the task's metrics over the whole split."""
-    from .text import text_metrics
-
     model.eval()
     logits, targets = [], []
     for inputs, target in loader:
@@ -195,16 +196,11 @@ class TextTask:
 
     @property
     def score_key(self) -> str:
-        from .text import headline
-
         return f"val_{headline(self.name)}"
 
     def data(self):
         """(train, val, collate, num_classes): the text datasets (vspec/train/text.py), tokenised once; the
         tokenizer trained on rank 0 first."""
-        from .checkpoints import CheckpointError
-        from .text import pad_batch, text_datasets, tokenizer_identity, tokenizer_mismatch
-
         cfg, r, spec = self.cfg, self.r, self.spec
         if r.mixup > 0 or r.cutmix > 0:
             raise ValueError("--mixup / --cutmix mix images; a text body trains without them (--recipe glue)")
@@ -234,7 +230,6 @@ class TextTask:
         """--init hf:DIR: a fresh run's body starts from a Hugging Face checkpoint folder's (its head fresh)."""
         if self.cfg.run.init is None:
             return
-        from ..convert.hf import load_hf_body
 
         for line in load_hf_body(model, self.cfg.run.init.removeprefix("hf:")):
             if self.d.main:

@@ -8,8 +8,10 @@ Pearson and Spearman correlation (STS-B, a regression on 0-5 scores)."""
 
 import bz2
 import csv
+import hashlib
 import importlib.util
 import io
+import logging
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -23,6 +25,10 @@ from torch.utils.data import Dataset
 from ..checkpoint import cause
 from ..extras import needs
 from .data import DataError
+from .datasets import Request, entry
+from .datasets import names as dataset_names
+from .names import run_tokenizer
+from .wordpiece import learn, word_counts
 
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # the WordPiece vocabulary's first entries, BERT's order
 
@@ -184,7 +190,7 @@ class Tokenizer:
         _check_files(folder)
         if (folder / "tokenizer.json").is_file() and not (folder / "tokenizer_config.json").is_file():
             with needs("a tokenizer.json"):
-                from tokenizers import Tokenizer as Fast
+                from tokenizers import Tokenizer as Fast  # extra
 
             try:
                 self._fast = Fast.from_file(str(folder / "tokenizer.json"))
@@ -195,11 +201,9 @@ class Tokenizer:
             pad, unk = self._fast.token_to_id("[PAD]"), getattr(self._fast.model, "unk_token", None)
             self.unk_id = None if unk is None else self._fast.token_to_id(unk)
         elif folder.is_dir():
-            import logging
-
             with needs("a Hugging Face tokenizer folder"):
-                from transformers import AutoTokenizer
-                from transformers.utils import logging as hf_logging
+                from transformers import AutoTokenizer  # extra
+                from transformers.utils import logging as hf_logging  # extra
 
             verbosity = hf_logging.get_verbosity()
             hf_logging.set_verbosity(logging.ERROR)  # its warnings are no second line of an error
@@ -290,8 +294,6 @@ def check_tokenizer(tok: Tokenizer, examples: Sequence[Example]) -> None:
 
 def tokenizer_identity(folder: str | Path) -> dict[str, str]:
     """The tokenizer in `folder`, identified: the sha256 of each of its files (.json, .txt, .model), by name."""
-    import hashlib
-
     out = {}
     for path in sorted(Path(folder).iterdir()):
         if path.suffix in TOKENIZER_SUFFIXES and path.is_file():
@@ -324,10 +326,8 @@ def train_wordpiece(texts: Sequence[str], folder: str | Path, vocab_size: int = 
     [CLS], [SEP], [MASK]) learned from `texts` (vspec/train/wordpiece.py: the same file on every run), with BERT's
     templates ([CLS] a [SEP] (b [SEP])), saved as `folder/tokenizer.json`; returns it loaded."""
     with needs("training a WordPiece vocabulary"):
-        from tokenizers import Tokenizer as Fast
-        from tokenizers import decoders, models, normalizers, pre_tokenizers, processors
-
-    from .wordpiece import learn, word_counts
+        from tokenizers import Tokenizer as Fast  # extra
+        from tokenizers import decoders, models, normalizers, pre_tokenizers, processors  # extra
 
     normalizer, pre_tokenizer = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
     counts = word_counts(texts, normalizer.normalize_str, pre_tokenizer.pre_tokenize_str)
@@ -380,8 +380,8 @@ def pad_batch(pad_id: int) -> Callable[[list], tuple[dict[str, torch.Tensor], to
 def glue_metrics(task: str, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """The task's metrics as GLUE reports them: predictions are class indices (or scores for STS-B)."""
     with needs("GLUE's metrics"):
-        from scipy.stats import pearsonr, spearmanr
-        from sklearn.metrics import f1_score, matthews_corrcoef
+        from scipy.stats import pearsonr, spearmanr  # extra
+        from sklearn.metrics import f1_score, matthews_corrcoef  # extra
 
     if GLUE[task].labels is None:
         return {"pearson": float(pearsonr(predictions, labels)[0]),
@@ -395,9 +395,6 @@ def glue_metrics(task: str, predictions: np.ndarray, labels: np.ndarray) -> dict
 
 
 # ---------------------------------------------------------------- what a training run reads
-from .datasets import Request, entry  # noqa: E402
-from .datasets import names as dataset_names  # noqa: E402
-from .names import run_tokenizer  # noqa: E402
 
 
 @dataclass
