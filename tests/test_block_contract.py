@@ -1,4 +1,4 @@
-"""One block contract: `block(x, maps=None, *, mask=None, causal=False) -> Carry(x, maps)` for every block, the
+"""One block contract: `block(x, state={}, *, mask=None, causal=False) -> Carry(x, state)` for every block, the
 stage threading masks to each; masks reach SDPA, checked against softmax written from the equation with the
 masked scores at -inf, and against the same block on the unpadded tokens."""
 
@@ -42,8 +42,8 @@ def test_every_block_returns_a_carry():
     x = torch.randn(2, 17, 16)
     first, second = linked.stages[0].blocks
     out = first(x)
-    assert isinstance(out, Carry) and out.maps.shape == (2, 4, 17, 17)  # handed on to the reusing block
-    assert isinstance(second(out.x, out.maps), Carry) and second(out.x, out.maps).maps is None
+    assert isinstance(out, Carry) and out.state["maps"].shape == (2, 4, 17, 17)  # handed on to the reusing block
+    assert isinstance(second(out.x, out.state), Carry) and second(out.x, out.state).state == {}  # the last reader
     swin = vspec.build(Model(embedder=PatchEmbed(patch_size=4), img_size=16, class_token=False,
                              stages=[Stage(depth=2, dim=16, block=Block(attention=WindowMHSA(heads=2, window=2)))],
                              head=vspec.spec.GAPHead())).eval()

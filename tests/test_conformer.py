@@ -80,7 +80,7 @@ def attentions(spec):
 
 
 def branches(spec):
-    return [b.conv for b in spec.blocks if b.couples]
+    return [b.conv for b in spec.blocks if "conv" in b.writes]
 
 
 def as_small(spec):
@@ -149,24 +149,24 @@ def small():
 
 def test_a_coupled_block_changes_the_map_and_a_plain_one_hands_it_on():
     model = vspec.build(small()).eval()
-    maps = model.conv_layout
+    maps = [s["conv"] for s in model.state_layout]
     # the map each block receives, then the head's: the last fusion halves the grid
     assert [str(m) for m in maps] == ["16x16 map x 16"] * 3 + ["8x8 map x 32"] * 2 + ["4x4 map x 64", "2x2 map x 64"]
     plain, coupled = model.stages[0].blocks
     x, conv = torch.randn(2, 17, 64), torch.randn(2, 16, 16, 16)
     with torch.no_grad():
-        out = plain(x, conv=conv)
-        assert isinstance(out, Carry) and out.conv is conv and out.maps is None
-        out = coupled(x, conv=conv)
-        assert out.conv.shape == (2, 16, 16, 16) and out.x.shape == x.shape
+        out = plain(x, {"conv": conv})
+        assert isinstance(out, Carry) and out.state["conv"] is conv and set(out.state) == {"conv"}
+        out = coupled(x, {"conv": conv})
+        assert out.state["conv"].shape == (2, 16, 16, 16) and out.x.shape == x.shape
 
 
 def test_a_plain_model_is_unchanged():
-    """One branch: no conv submodule, the same state-dict keys as before the two-state carry, and Carry.conv None."""
+    """One branch: no conv submodule, the same state-dict keys as before the carried state, and no state carried."""
     model = vspec.build(Model(block=Block(attention=MHSA(heads=2)), depth=2, dim=32, img_size=32, num_classes=3))
-    assert model.conv_layout == ()
+    assert model.state_layout == ({}, {}, {})
     assert not any(".conv." in k or k.endswith(".conv") for k in model.state_dict())
-    assert model.stages[0].blocks[0](torch.randn(1, 5, 32)).conv is None
+    assert model.stages[0].blocks[0](torch.randn(1, 5, 32)).state == {}
 
 
 def test_the_profile_counts_every_part_of_both_branches():
@@ -185,7 +185,7 @@ def test_the_profile_counts_every_part_of_both_branches():
      "stages.0.block.1", "a coupled block takes a CNN map, which needs an embedder that yields one"),
     (lambda s: attrs.evolve(s, embedder=vspec.spec.PatchEmbed(), final_norm=True, stages=[
         attrs.evolve(st, block=[Block(attention=MHSA(heads=2))] * st.depth) for st in s.stages]),
-     "embedder", "the conformer head reads a CNN map"),
+     "head", "the conformer head reads a CNN map"),
     (lambda s: attrs.evolve(s, class_token=False), "stages.0.block.1.conv", "FCUDown prepends the class token"),
     (lambda s: vspec.override(s, {"stages.1.block.0.conv.down": 4}), "stages.1.block.0.conv.down",
      "the 8x8 map pooled by 4 is not the 4x4 token grid"),
@@ -303,7 +303,7 @@ def test_timm_head_api_on_two_branches(tokens):
         taps = model.forward_intermediates(x, intermediates_only=True)
         assert [tuple(t.shape) for t in taps] == [(2, 16, 2, 2)] * 3
         torch.testing.assert_close(taps[-1].flatten(2).transpose(1, 2), model.forward_features(x)[0][:, 1:])
-    with pytest.raises(ValueError, match="the head reads the CNN map of the last block"):
+    with pytest.raises(ValueError, match=r"the head reads the state of the last block \(conv\)"):
         model.prune_intermediate_layers(1, prune_head=False)
 
 
@@ -362,6 +362,6 @@ def test_a_coupled_block_is_the_papers_conv_trans_block():
                       c.expand_block.conv_project.bias)
         up = torch.relu(_bn(up, c.expand_block.bn)).repeat_interleave(2, dim=2).repeat_interleave(2, dim=3)
         expected = _bottleneck(out, c.fusion_block, up)[0]
-        got = block(x, conv=conv)
+        got = block(x, {"conv": conv})
     torch.testing.assert_close(got.x, y, rtol=0, atol=1e-12)
-    torch.testing.assert_close(got.conv, expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(got.state["conv"], expected, rtol=0, atol=1e-12)

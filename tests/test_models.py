@@ -191,7 +191,7 @@ def expected_params(spec: Model, num_classes: int | None = None) -> int:
         assert len(stack) == stage.depth
         total += sum(block_params(b, d, grid, int(spec.class_token)) for b in stack)
         for b in stack:
-            if b.couples:
+            if "conv" in b.writes:
                 total, chans = total + conv_branch_params(b.conv, chans, d), b.conv.width
     # final norm: the last block's norm kind
     if spec.final_norm:
@@ -398,7 +398,7 @@ def test_feature_api(spec, data):
     assert all(f["module"] in modules for f in info)
     # every tap: the output of its module, captured by a hook
     seen = []
-    def tap(module, args, out):  # a block returns Carry(x, maps): its tokens are the tap
+    def tap(module, args, out):  # a block returns Carry(x, state): its tokens are the tap
         seen.append(out[0] if isinstance(out, tuple) else out)
 
     handles = [modules[f["module"]].register_forward_hook(tap) for f in info]
@@ -849,7 +849,7 @@ def test_preset_specs(path):
         for m in model.modules():
             if isinstance(m, LayerScale):
                 m.gamma.fill_(1.0)
-        if spec.embedder.two_branch:  # BatchNorm statistics of the batch: with the init's (0, 1) a 12-block ResNet
+        if spec.embedder.writes:  # BatchNorm statistics of the batch: with the init's (0, 1) a 12-block ResNet
             calibrate_batch_norms(model, batch(spec))  # branch's logits reach 2e3, and float32 rounds small gradients
     out = model(batch(spec))
     (out * torch.randn_like(out)).sum().backward()

@@ -1,8 +1,9 @@
-"""A whole new family added from outside vspec (issue 33): tests/toy_family (a block kind, an FFN kind, their
-modules, a converter of a "released" model, a preset) registered with `vspec.register_family`, or found through
-the `vspec.families` entry point of an installed distribution, without any edit under vspec/. It builds and
-trains, profiles to the last parameter and MAC, converts a released state dict to the same function as the
-released model written here, round-trips through JSON, TOML and model folders, and works from the command line."""
+"""A whole new family added from outside vspec (issue 33): tests/toy_family (a block kind, an FFN kind, their modules, a
+converter of a "released" model, a preset, a carried state of its own: issue 45) registered with
+`vspec.register_family`, or found through the `vspec.families` entry point of an installed distribution, without any
+edit under vspec/. It builds and trains, profiles to the last parameter and MAC, converts a released state dict to
+the same function as the released model written here, round-trips through JSON, TOML and model folders, and works
+from the command line."""
 
 import json
 import math
@@ -132,6 +133,54 @@ def test_a_converter_not_named_by_path_is_refused_in_one_line(monkeypatch):
     with pytest.raises(vspec.convert.ConversionError, match=r"^converter 'odd': a family names it by dotted path "
                                                             r"\('package.module:NAME'\), got a builtin_function"):
         vspec.convert.from_official("odd", {}, {})
+
+
+def traced(head=None, **fields):
+    """Gated, traced, gated, traced, gated blocks, the trace head: the second traced block's trace reaches the head."""
+    t = vspec.spec
+    kinds = [t.GatedBlock, t.TracedBlock, t.GatedBlock, t.TracedBlock, t.GatedBlock]
+    body = {"depth": 5, "block": [k(attention=t.MHSA(heads=2), ffn=t.GLUFFN(), gate_init=0.5) for k in kinds]}
+    return t.Model(embedder=t.PatchEmbed(patch_size=4), img_size=16, dim=32, num_classes=10,
+                   head=head or t.TraceHead(), **{**body, **fields})
+
+
+def test_a_carried_state_of_its_own(family):
+    """A third kind of carried state, declared by the family's kinds alone: the layout shapes it from where it is
+    written to the head that reads it (the first trace, overwritten before any reader, is dropped), the model
+    threads it (against a forward written from the blocks' outputs), it learns, profiles, and prints."""
+    spec = traced()
+    assert [{k: v.shape for k, v in s.items()} for s in vspec.spec.state_layout(spec)] == \
+        [{}, {}, {}, {}, {"trace": (32,)}, {"trace": (32,)}]
+    torch.manual_seed(0)
+    model = vspec.build(spec).double()
+    assert [sorted(b.hands_on) for b in model.stages[0].blocks] == [[], [], [], ["trace"], []]
+    x = vspec.example_input(spec, 2, dtype=torch.float64)
+    model.eval()
+    with torch.no_grad():
+        out = model(x)
+        taps = model.forward_intermediates(x, output_fmt="NLC", intermediates_only=True)
+        assert torch.allclose(out, model.head.fc(model.norm(taps[-1])[:, 0] + taps[3][:, 0]), atol=1e-12)
+        assert not torch.allclose(out, model.head.fc(model.norm(taps[-1])[:, 0] + taps[1][:, 0]), atol=1e-6)
+        features = model.forward_features(x)
+        assert isinstance(features, tuple) and torch.equal(features[1], taps[3][:, 0])
+        assert torch.equal(model.forward_head(features), out)
+        assert "trace" not in model.stages[0].blocks[1](taps[0]).state  # no later part reads this one
+    model.train()
+    (model(x) * torch.randn(2, 10, dtype=torch.float64)).sum().backward()
+    assert_every_parameter_learns(model)
+    prof = vspec.profile(spec)
+    assert prof.params == sum(p.numel() for p in model.parameters())
+    assert prof.unsupported_ops == [] and prof.crosscheck_macs == prof.macs
+    assert prof.components["head"].macs == 32 * 10
+    labels = vspec.cli.tables.stage_labels(spec, [s.tokens for s in vspec.spec.layout(spec)])
+    assert labels == ["stage 0: 4x4 + 1 tokens x 32 -> trace x 32"]
+
+
+def test_a_state_nothing_writes_is_refused(family):
+    with pytest.raises(SpecError, match="^head: the trace_head head reads the state 'trace', which no part before it"):
+        traced(block=vspec.spec.GatedBlock(attention=vspec.spec.MHSA(heads=2)), depth=2)
+    with pytest.raises(SpecError, match="^block.1: a traced block writes its class token"):
+        traced(class_token=False)
 
 
 def test_folders_and_the_command_line(family, tmp_path, capsys):

@@ -13,13 +13,13 @@ from vspec.spec import KINDS, MHSA, ROLES, Model, SpecError, WindowMHSA
 from vspec.spec.core import check
 from vspec.spec.kinds import ROLE_BASES, AttentionKind, FFNKind, unregister
 
-CAPABILITIES = ("attends_all", "produces_maps", "consumes_maps", "variant", "check_before_head", "reads_prefix",
-                "refines_maps", "no_weight_decay_names", "masks", "causal", "maps_handed_on", "dense")
+CAPABILITIES = ("attends_all", "reads", "writes", "variant", "check_before_head", "reads_prefix", "pad_id",
+                "refines_maps", "no_weight_decay_names", "masks", "causal", "dense")
 
 
 def test_a_misspelt_capability_is_refused():
     with pytest.raises(TypeError, match=r"Typo\.attend_all: not a capability of the attention role \(it has: "
-                                        r"any_grid, attends_all, causal, masks, needs_grid, produces_maps\)"):
+                                        r"any_grid, attends_all, causal, masks, needs_grid\)"):
         @frozen
         class Typo(AttentionKind):
             kind: ClassVar[str] = "typo"

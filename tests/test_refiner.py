@@ -256,7 +256,7 @@ def test_unrefined_block_handing_its_maps_on_is_still_mhsa():
     linked = vspec.build(spec).to(F64).eval()
     assert copy_shared(mhsa, linked) == ["stages.0.blocks.1.attn.qkv.bias", "stages.0.blocks.1.attn.qkv.weight"]
     first = linked.stages[0].blocks[0]
-    assert isinstance(first.attn.core, MapAttention) and first.hands_on
+    assert isinstance(first.attn.core, MapAttention) and first.hands_on == {"maps"}
     with torch.no_grad():
         ours = linked.forward_intermediates(image(), indices=[0], output_fmt="NLC", intermediates_only=True)
         theirs = mhsa.forward_intermediates(image(), indices=[0], output_fmt="NLC", intermediates_only=True)
@@ -364,18 +364,18 @@ def test_unreduced_maps_count_as_heads():
 
 
 def test_blocks_without_maps_pay_nothing():
-    """In a plain MHSA model no block takes or hands on maps (each returns Carry(x, None)), and an unlinked,
+    """In a plain MHSA model no block takes or hands on maps (each returns Carry(x, {})), and an unlinked,
     unrefined RefinerAttention block is on SDPA; in a mixed stack only the linked pair materialises maps."""
     plain = vspec.build(tiny(Block(attention=MHSA(heads=4)), depth=3))
     stage = plain.stages[0]
     x = torch.randn(2, 17, 16)
-    assert all(block(x).maps is None for block in stage.blocks)
-    assert not any(b.carries or b.consumes or b.hands_on for b in stage.blocks)
+    assert all(block(x).state == {} for block in stage.blocks)
+    assert not any(b.carries or b.reads or b.hands_on for b in stage.blocks)
     mixed = vspec.build(tiny((refiner_block(), refiner_block(reuse=True), Block(attention=MHSA(heads=4)),
                               refiner_block(), refiner_block(refine=R)), depth=5))
     blocks = mixed.stages[0].blocks
-    assert [b.hands_on for b in blocks] == [True, False, False, False, False]
-    assert [b.consumes for b in blocks] == [False, True, False, False, False]
+    assert [sorted(b.hands_on) for b in blocks] == [["maps"], [], [], [], []]
+    assert [b.reads for b in blocks] == [(), ("maps",), (), (), ()]
     assert [type(b.attn.core) for b in blocks] == [MapAttention, MapAttention, AttentionCore, AttentionCore,
                                                    MapAttention]
 

@@ -17,7 +17,7 @@ API = [
     ("vspec", ["build", "profile", "Profile", "load", "save", "create_model", "save_pretrained", "from_pretrained",
                "fit", "example_input", "fast_paths", "register_family"]),
     ("vspec.spec", ["load_spec", "override", "parse_assignment", "to_json", "from_json", "to_toml", "from_toml",
-                    "to_dict", "from_dict", "layout", "conv_layout", "SpecError", "MemoryBudgetError"]),
+                    "to_dict", "from_dict", "layout", "state_layout", "SpecError", "MemoryBudgetError"]),
     ("vspec.factory", ["FeatureModel", "register_timm"]),
     ("vspec.fitting", ["FitResult", "FitError"]),
     ("vspec.compare", None),

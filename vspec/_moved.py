@@ -55,6 +55,7 @@ NAMES = {
     **{f"vspec.nn.{n}": f"vspec.models.{f}.modules.{n}" for f, names in _NN.items() for n in names.split()},
     "vspec.nn.text.last_real": "vspec.nn.heads.last_real",
     **{f"vspec.ops.{n}": f"vspec.models.{f}.ops.{n}" for f, names in _OPS.items() for n in names.split()},
+    "vspec.spec.conv_layout": "vspec.models.conformer.spec.conv_layout",
     "vspec.ops.msf.grouped_linear": "vspec.ops.vit.grouped_linear",
     "vspec.ops.msf.structured": "vspec.ops.vit.structured",
     **{f"vspec.cli.cmd_{c}": f"vspec.cli.{c}.run"

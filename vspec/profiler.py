@@ -252,17 +252,16 @@ def _count_torch(module: nn.Module, x: tuple[torch.Tensor, ...]) -> _Count:
     return _Count(mode.get_total_flops() // 2, by_op, *_located(module, by_module))
 
 
-class _WithMap(nn.Module):
-    """A coupled block or a map-reading head (Conformer) that takes its CNN map last and positionally, as the
-    tracers pass inputs (the block contract and the heads take it by keyword, `conv`)."""
+class _WithState(nn.Module):
+    """A part that reads carried state (a block, the head) called with the state's tensors after its input and
+    positionally, as the tracers pass inputs (the block contract and the heads take it by keyword, `state`)."""
 
-    def __init__(self, block: nn.Module):
+    def __init__(self, part: nn.Module, keys: Sequence[str]):
         super().__init__()
-        self.block = block
+        self.part, self.keys = part, tuple(keys)
 
-    def forward(self, x: torch.Tensor, *rest: torch.Tensor):
-        *maps, conv = rest
-        return self.block(x, *maps, conv=conv)
+    def forward(self, x: torch.Tensor, *values: torch.Tensor):
+        return self.part(x, state=dict(zip(self.keys, values)))
 
 
 def part_params(part) -> tuple[int, int, int]:
@@ -321,16 +320,14 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
     for part in parts:
         if part.key in counts:
             continue
-        shared = (meta, crosscheck, context, part.key, part.in_shape, part.maps_in, part.conv_in)
+        shared = (meta, crosscheck, context, part.key, part.in_shape, part.state_in)
         if cache is not None and shared in cache:
             counts[part.key], part_cross = cache[shared]
             cross += part_cross * repeats[part.key]
             continue
         device = "meta" if meta else None
-        x = (part.example(1, device),)  # and the maps a block takes (Refiner)
-        x += (torch.rand(1, *part.maps_in, device=device),) if part.maps_in else ()
-        x += (torch.randn(1, *part.conv_in, device=device),) if part.conv_in else ()  # a two-branch body's map
-        module = _WithMap(part.module) if part.conv_in else part.module
+        x = (part.example(1, device), *(torch.rand(1, *shape, device=device) for _, shape in part.state_in))
+        module = _WithState(part.module, [k for k, _ in part.state_in]) if part.state_in else part.module
         counts[part.key] = _count_torch(module, x) if meta else _count_fvcore(module, x)
         part_cross = _count_torch(module, x).macs if crosscheck and not meta else 0
         cross += part_cross * repeats[part.key]

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from . import modules, spec
 
-MODULES = {spec.GLUFFN: modules.GLUFFN, spec.GatedBlock: modules.GatedBlock}
+MODULES = {spec.GLUFFN: modules.GLUFFN, spec.GatedBlock: modules.GatedBlock, spec.TracedBlock: modules.TracedBlock,
+           spec.TraceHead: modules.TraceHead}
 CONVERTERS = {"toy": "toy_family.convert:TOY"}  # by dotted path, imported when it runs
 PRESETS = Path(__file__).with_name("presets")

@@ -1,4 +1,5 @@
-"""The toy family's modules: the GLU FFN and the gated block (a subclass of vspec's block: same contract)."""
+"""The toy family's modules: the GLU FFN, the gated block (a subclass of vspec's block: same contract), the traced
+block that writes the state "trace", and the head that reads it."""
 
 import torch
 import torch.nn.functional as F
@@ -6,7 +7,7 @@ from torch import nn
 
 from vspec.nn.context import BuildContext
 from vspec.nn.layers import Linear
-from vspec.nn.model import Block, Carry
+from vspec.nn.model import NO_STATE, Block, Carry
 
 from . import spec as P
 
@@ -28,8 +29,32 @@ class GatedBlock(Block):
         super().__init__(spec, ctx)
         self.gates = nn.Parameter(torch.full((2,), spec.gate_init))
 
-    def forward(self, x, maps=None, *, mask=None, causal=False, conv=None) -> Carry:
-        h, maps = self.attend(self.norm1(x), maps, mask, causal)
+    def forward(self, x, state=NO_STATE, *, mask=None, causal=False) -> Carry:
+        h, wrote = self.attend(self.norm1(x), state, mask, causal)
         x = x + self.drop_path(self.gates[0] * h)
         x = x + self.drop_path(self.gates[1] * self.ffn(self.norm2(x)))
-        return Carry(x, maps if self.hands_on else None, conv)
+        return self.carry(x, state, wrote)
+
+
+class TracedBlock(GatedBlock):
+    def forward(self, x, state=NO_STATE, *, mask=None, causal=False) -> Carry:
+        x, state = super().forward(x, state, mask=mask, causal=causal)
+        return self.carry(x, state, {P.TRACE: x[:, 0]})
+
+
+class TraceHead(nn.Module):
+    def __init__(self, spec: P.TraceHead, ctx: BuildContext):
+        super().__init__()
+        self.dim = ctx.dim
+        self.reset(ctx.num_classes)
+
+    def reset(self, num_classes: int) -> list[nn.Module]:
+        self.fc = Linear(self.dim, num_classes) if num_classes > 0 else nn.Identity()
+        return [self.fc]
+
+    def classifier(self) -> nn.Module:
+        return self.fc
+
+    def forward(self, x, pre_logits=False, *, state) -> torch.Tensor:
+        x = x[:, 0] + state[P.TRACE]
+        return x if pre_logits else self.fc(x)

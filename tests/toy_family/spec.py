@@ -1,14 +1,18 @@
-"""The toy family's kinds: a GLU feed-forward (an FFN kind) and the gated block (a block kind)."""
+"""The toy family's kinds: a GLU feed-forward (an FFN kind), the gated block (a block kind), and a carried state of
+its own, "trace" (the class token a traced block writes, which the trace head reads): a third kind of state beside
+Refiner's attention maps and Conformer's CNN map, declared by these kinds alone."""
 
 from typing import ClassVar
 
 from attrs import field, frozen
 
-from vspec.spec import Block, SpecError
+from vspec.spec import Block, SpecError, StateShape
 from vspec.spec.core import check, check_size
-from vspec.spec.kinds import FFNKind
+from vspec.spec.kinds import FFNKind, HeadKind
 
-__all__ = ["GatedBlock", "GLUFFN"]
+__all__ = ["GatedBlock", "GLUFFN", "TracedBlock", "TraceHead"]
+
+TRACE = "trace"
 
 
 @frozen
@@ -40,3 +44,30 @@ class GatedBlock(Block):
         if self.layer_scale is not None:
             raise SpecError("layer_scale", "a gated block scales its branches by its gates already")
         Block.check(self, tokens)
+
+
+@frozen
+class TracedBlock(GatedBlock):
+    """A gated block that also writes its output's class token as the state "trace" (B, dim)."""
+
+    kind: ClassVar[str] = "traced"
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        return (*self.attention.writes, TRACE)
+
+    def state_out(self, state, tokens) -> dict:
+        return {**GatedBlock.state_out(self, state, tokens), TRACE: StateShape((tokens.dim,), f"trace x {tokens.dim}")}
+
+    def check(self, tokens) -> None:
+        if not tokens.prefix:
+            raise SpecError("", "a traced block writes its class token: the model needs class_token = true")
+        GatedBlock.check(self, tokens)
+
+
+@frozen
+class TraceHead(HeadKind):
+    """fc(class token + the trace the last traced block wrote)."""
+
+    kind: ClassVar[str] = "trace_head"
+    reads: ClassVar[tuple[str, ...]] = (TRACE,)

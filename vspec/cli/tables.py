@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..spec import Model, Tokens, conv_layout, layout
+from ..spec import Model, Tokens, layout, state_layout
 
 
 def grouped(rows: list[tuple[str, str, int | None, int | None, tuple[int, ...]]],
@@ -29,13 +29,11 @@ def grouped(rows: list[tuple[str, str, int | None, int | None, tuple[int, ...]]]
 
 
 def stage_labels(spec: Model, tokens: Sequence[Tokens]) -> list[str]:
-    """`stage i: <its tokens>`, and in a two-branch body (Conformer) the CNN map it receives -> hands on."""
-    maps = conv_layout(spec)
+    """`stage i: <its tokens>`, and the state carried into it -> out of it (Conformer's CNN map), where there is."""
+    states = [", ".join(map(str, s.values())) for s in state_layout(spec)]
     labels = [f"stage {i}: {t}" for i, t in enumerate(tokens)]
-    if not maps:
-        return labels
-    ends = [(s.first, s.first + s.depth) for s in layout(spec)]
-    return [f"{label}; {maps[a]}" + (f" -> {maps[b]}" if maps[b] != maps[a] else "")
+    ends = [(states[s.first], states[s.first + s.depth]) for s in layout(spec)]
+    return [label + (f"; {a}" if a else "") + (f" -> {b or 'none'}" if b != a else "")
             for label, (a, b) in zip(labels, ends)]
 
 

@@ -1,7 +1,7 @@
 """What a module needs to know beyond its own spec, handed down by the compiler."""
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from torch import nn
@@ -23,8 +23,9 @@ class BuildContext:
     tie_repeats: build one module per distinct block (or entry) of the model and repeat it, in its
     stage and in others (weights tied): the profiler's model, whose cost grows with the distinct
     parts, not with the depth or the number of stages.
-    hands_on_maps: the next block of the stage takes this block's attention maps.
-    conv_map: a two-branch body's CNN map (vspec.spec.ConvMap) that the block (or the head) receives, else None.
+    state: the shapes of the carried state that the block (or the head) receives, by key
+    (vspec.spec.state_layout). hands_on: the keys the block reads or writes that a later part reads (it hands them
+    on; the others it drops, or need not compute).
     """
 
     tokens: Tokens
@@ -36,8 +37,8 @@ class BuildContext:
     out_dim: int | None = None
     in_shape: tuple[int, ...] = ()
     tie_repeats: bool = False
-    hands_on_maps: bool = False
-    conv_map: Any = None
+    state: Mapping[str, Any] = field(default_factory=dict)
+    hands_on: frozenset[str] = frozenset()
 
     @property
     def dim(self) -> int:

@@ -85,8 +85,8 @@ class TokenInputs:
 
     def head_padding(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor | None:
         """The real tokens as the head reads them: the padding mask, or where the head names a padding id
-        (`LastTokenHead.pad_id`, Hugging Face's rule), the tokens whose id is not that one."""
-        pad_id = getattr(self.spec.head, "pad_id", None)
+        (its kind's `pad_id`, e.g. `LastTokenHead`'s: Hugging Face's rule), the tokens whose id is not that one."""
+        pad_id = self.spec.head.pad_id
         return mask if pad_id is None else x.ne(pad_id)
 
     def embed(self, embedder, x: torch.Tensor, token_type_ids: torch.Tensor | None):

@@ -1,7 +1,7 @@
 """The model assembled from a Model spec: blocks, stages and the transformer (images or text), with timm's model
 API (including its feature API) and the layout that the profiler and the CLI read."""
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -17,15 +17,15 @@ from .context import BuildContext
 from .inputs import TokenInputs, inputs_of
 from .layers import Component, DropPath, LayerScale, make_norm, maybe
 
+NO_STATE: Mapping[str, torch.Tensor] = {}  # never changed: every block builds the state it hands on anew
 
 class Carry(NamedTuple):
-    """What every block returns: its tokens `x`, the attention maps it hands on to the next block of its
-    stage (a side channel; None when it hands none on), and a two-branch body's CNN map `conv` (the second
-    state, changed by a block that couples it, handed on by any other; None in a one-branch body)."""
+    """What every block (and stage) returns: its tokens `x` and the `state` it hands on beside them, tensors by key
+    (Refiner's attention maps, Conformer's CNN map, a family's own), which the kinds declare (`reads`, `writes`) and
+    `vspec.spec.state_layout` shapes; empty for a body that carries nothing."""
 
     x: torch.Tensor
-    maps: torch.Tensor | None = None
-    conv: torch.Tensor | None = None
+    state: Mapping[str, torch.Tensor] = NO_STATE
 
 
 class Block(nn.Module):
@@ -34,19 +34,19 @@ class Block(nn.Module):
     their own files; a kind changes `forward`, or builds what it puts around the attention
     (`build_around_attention`) and runs the attention through it (`attend`).
 
-    One contract for every block kind: `block(x, maps=None, *, mask=None, causal=False, conv=None) -> Carry`.
-    `maps` are the previous block's handed-on maps (read by an attention that takes them, `consumes`); `mask`
-    (B, N) bool is True at real tokens, False at padding (keys that no query may attend; each sample needs one real
-    token); `causal` lets token i attend to tokens <= i (with a mask too: the real ones, and itself, so that left
-    padding has a key); `conv` is a two-branch body's CNN map, which a block that does not couple hands on as it
-    came. An attention kind that does not declare `masks` / `causal` (vspec.spec.kinds.AttentionKind) is refused a
-    mask in one line."""
+    One contract for every block kind: `block(x, state={}, *, mask=None, causal=False) -> Carry(x, state)`. `state`:
+    what the block before it handed on; the block reads its kind's `reads` (an attention that reads or writes state
+    takes it, returns (output, what it wrote)), hands on what it writes and other keys as they came, and drops a key
+    it reads or writes that no later part reads (`hands_on`). `mask` (B, N) bool is True at real tokens, False at
+    padding (keys no query may attend; each sample needs one real token); `causal` lets token i attend to tokens
+    <= i (with a mask too: the real ones, and itself, so that left padding has a key). An attention kind that does
+    not declare `masks` / `causal` (vspec.spec.kinds.AttentionKind) is refused a mask in one line."""
 
     def __init__(self, spec: S.Block, ctx: BuildContext):
         super().__init__()
         d = ctx.dim
-        self.carries = spec.attention.produces_maps  # the attention returns (x, maps)
-        self.consumes, self.hands_on = spec.consumes_maps, ctx.hands_on_maps
+        self.carries = bool(spec.attention.reads or spec.attention.writes)  # the attention takes and returns state
+        self.reads, self.touches, self.hands_on = spec.reads, {*spec.reads, *spec.writes}, ctx.hands_on
         self.kind, self.masks, self.causal = spec.attention.kind, spec.attention.masks, spec.attention.causal
         self.norm1 = make_norm(spec.norm, d)
         self.attn = ctx.child(spec.attention, tokens=spec.attended(ctx.tokens))
@@ -60,20 +60,24 @@ class Block(nn.Module):
     def build_around_attention(self, spec: S.Block, ctx: BuildContext) -> None:
         """What a kind puts around its attention (built right after it, so that its weights come next)."""
 
-    def attend(self, h: torch.Tensor, maps: torch.Tensor | None, mask: torch.Tensor | None,
-               causal: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The attention on `h`: (its output, the maps it hands on, or `maps` as they came)."""
+    def attend(self, h: torch.Tensor, state: Mapping, mask: torch.Tensor | None, causal: bool) -> tuple:
+        """The attention on `h`: (its output, the state it wrote)."""
         masks = self.masks_for(mask, causal)
         if self.carries:
-            return self.attn(h, maps, **masks)
-        return self.attn(h, **masks), maps
+            return self.attn(h, state, **masks)
+        return self.attn(h, **masks), {}
 
-    def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
-                causal: bool = False, conv: torch.Tensor | None = None) -> Carry:
-        h, maps = self.attend(self.norm1(x), maps, mask, causal)
+    def carry(self, x: torch.Tensor, state: Mapping, wrote: Mapping) -> Carry:
+        """Carry(x, `state` with what the block `wrote`), less the keys it reads or writes that it does not hand on."""
+        state = {**state, **wrote}
+        return Carry(x, {k: v for k, v in state.items() if k in self.hands_on or k not in self.touches})
+
+    def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
+                causal: bool = False) -> Carry:
+        h, wrote = self.attend(self.norm1(x), state, mask, causal)
         x = x + self.drop_path(self.ls1(h))
         x = x + self.drop_path(self.ls2(self.ffn(self.norm2(x))))
-        return Carry(x, maps if self.hands_on else None, conv)
+        return self.carry(x, state, wrote)
 
     def masks_for(self, mask: torch.Tensor | None, causal: bool) -> dict:
         """The attention's mask keywords (none without masks: kinds that honour none need not take them)."""
@@ -90,27 +94,26 @@ class PostNormBlock(Block):
     """The original transformer's block (`vspec.spec.PostNormBlock`): x = norm1(x + attn(x)), then
     x = norm2(x + ffn(x))."""
 
-    def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
-                causal: bool = False, conv: torch.Tensor | None = None) -> Carry:
-        h, maps = self.attend(x, maps, mask, causal)
+    def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
+                causal: bool = False) -> Carry:
+        h, wrote = self.attend(x, state, mask, causal)
         x = self.norm1(x + self.drop_path(self.ls1(h)))
         x = self.norm2(x + self.drop_path(self.ls2(self.ffn(x))))
-        return Carry(x, maps if self.hands_on else None, conv)
+        return self.carry(x, state, wrote)
 
 
 class Stage(nn.Module):
     """entry (optional) -> blocks. `keys[j]` says which blocks compute the same thing: equal keys for
-    blocks of one spec on the same tokens with one variant (a window shift's parity) and one side channel,
-    repeated or listed, in this stage or another; `entry_key` does the same for the entry.
+    blocks of one spec on the same tokens with one variant (a window shift's parity), the same state read and
+    handed on, repeated or listed, in this stage or another; `entry_key` does the same for the entry.
 
     With `ctx.tie_repeats`, a part whose key is in `built` (shared by all stages of the model) is that
     module again, weights tied; a new one is built and recorded."""
 
     def __init__(self, spec: S.Stage, shape: S.StageLayout, ctx: BuildContext, rates: Sequence[float],
-                 built: dict[Hashable, nn.Module] | None = None, conv_maps: Sequence[S.ConvMap] = ()):
-        """`conv_maps`: a two-branch body's CNN map that each block of the stage receives (() for one branch)."""
+                 built: dict[Hashable, nn.Module], states: Sequence[Mapping]):
+        """`states`: the state shapes each block receives, then the next part (a slice of `S.state_layout`)."""
         super().__init__()
-        built = {} if built is None else built
         self.entry = self.entry_key = None
         if spec.entry is not None:
             self.entry_key = ("entry", spec.entry, shape.entry_in, shape.tokens.dim)
@@ -121,24 +124,24 @@ class Stage(nn.Module):
         blocks = []
         for j, block in enumerate(spec.blocks):
             i = shape.first + j
-            key = ("block", shape.tokens, block, block.variant(shape.tokens, j), spec.hands_on(j))
-            conv_map = conv_maps[j] if block.couples else None
-            key += (conv_map,) if conv_map is not None else ()
+            state, after = states[j], states[j + 1]
+            hands_on = frozenset(k for k in after if k in block.reads or k in block.writes)
+            key = ("block", shape.tokens, block, block.variant(shape.tokens, j), hands_on,
+                   tuple((k, state[k]) for k in block.reads))
             if not (ctx.tie_repeats and key in built):
-                built[key] = ctx.child(block, tokens=shape.tokens, index_in_stage=j, drop_path=rates[i],
-                                       hands_on_maps=spec.hands_on(j), conv_map=conv_map)
+                built[key] = ctx.child(block, tokens=shape.tokens, index_in_stage=j, drop_path=rates[i], state=state,
+                                       hands_on=hands_on)
             self.keys.append(key)
             blocks.append(built[key])
         self.blocks = nn.ModuleList(blocks)
 
-    def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, causal: bool = False,
-                conv: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The entry, then each block with what the one before it hands on (Block's contract): (the tokens, a
-        two-branch body's CNN map `conv`, or None)."""
-        x, maps = (x if self.entry is None else self.entry(x)), None
+    def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
+                causal: bool = False) -> Carry:
+        """The entry, then each block with what the one before it hands on (Block's contract)."""
+        x = x if self.entry is None else self.entry(x)
         for block in self.blocks:
-            x, maps, conv = block(x, maps, mask=mask, causal=causal, conv=conv)
-        return x, conv
+            x, state = block(x, state, mask=mask, causal=causal)
+        return Carry(x, state)
 
 
 @dataclass(frozen=True)
@@ -147,11 +150,8 @@ class Part:
     block's position in its stage) are None where they do not apply; `in_shape` is the per-sample input
     ((C, H, W) for the embedder, (N, C) tokens for the others); parts with equal `key` compute the same
     thing; `extra` are parameters on the model that belong to the part (the embedder's class token and
-    position embedding); `maps_in` is the per-sample shape (H, N, N) of the attention maps a block takes
-    from the block before it, None for the others; `ids_below`: the input is integer ids below it
-    (a text embedder's token ids), None for a float input; `conv_in`: the per-sample shape (C, H, W) of the CNN
-    map a coupled block or a map-reading head takes (a two-branch body; by keyword `conv`), None for the
-    others."""
+    position embedding); `ids_below`: the input is integer ids below it (a text embedder's token ids), None for a
+    float input; `state_in`: (key, per-sample shape) of each state key a block or the head reads (`state=`)."""
 
     name: str
     role: str  # embedder | entry | block | norm | head
@@ -161,9 +161,8 @@ class Part:
     in_shape: tuple[int, ...]
     key: Hashable
     extra: tuple[nn.Parameter, ...] = ()
-    maps_in: tuple[int, ...] | None = None
     ids_below: int | None = None
-    conv_in: tuple[int, ...] | None = None
+    state_in: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def example(self, batch: int = 1, device: torch.device | str | None = None) -> torch.Tensor:
         """A random input of the part: N(0, 1), or token ids."""
@@ -174,8 +173,8 @@ class Part:
 
 class Transformer(nn.Module):
     """embedder -> [class token] -> + position embedding -> stages -> final norm -> head, for any spec: what the
-    model reads is its `inputs`' business (vspec/nn/inputs.py), what each block does its kind's, and a second state
-    beside the tokens (a two-branch body's CNN map) is threaded through every block as the block contract says.
+    model reads is its `inputs`' business (vspec/nn/inputs.py), what each block does its kind's, and the state beside
+    the tokens (`Carry`, keys the kinds name) is threaded from the embedder through the blocks to the head.
 
     A text body (`spec.embedder.text`) takes `input_ids` (B, L) and, by keyword as Hugging Face models do,
     `attention_mask` (B, L; 1 at real tokens, 0 at padding) and `token_type_ids`; padding is masked in every
@@ -184,7 +183,7 @@ class Transformer(nn.Module):
     timm conventions: `forward_features`, `forward_head(x, pre_logits=False)`, `forward_intermediates`,
     `feature_info`, `num_classes`, `num_features`, `reset_classifier`, `get_classifier`,
     `no_weight_decay`. `.spec` is the spec it was built from (kept in step by `reset_classifier`),
-    `.layout` its stages' shapes, `.parts()` the steps of its forward pass.
+    `.layout` its stages' shapes, `.state_layout` its carried state's, `.parts()` the steps of its forward pass.
     """
 
     def __init__(self, spec: S.Model, ctx: BuildContext):
@@ -196,7 +195,8 @@ class Transformer(nn.Module):
         self.embed_dim = self.layout[0].tokens.dim
         self.num_prefix_tokens = spec.num_prefix_tokens
         self.inputs, self.causal = inputs_of(spec), spec.causal
-        self.conv_layout = S.conv_layout(spec)  # a two-branch body's CNN maps, () for one branch
+        self.state_layout = S.state_layout(spec)  # the state each block receives, then the head's
+        self.starts, self.head_state = bool(spec.embedder.writes), tuple(self.state_layout[-1])  # keys
         first = ctx.tokens  # what the embedder produces
         d = first.dim
         self.embedder = ctx.child(spec.embedder)
@@ -213,11 +213,12 @@ class Transformer(nn.Module):
         depth = spec.depth  # a sum over the stages: once, not per block
         rates = [spec.drop_path * i / max(depth - 1, 1) for i in range(depth)]  # one ramp, all stages
         built: dict[Hashable, nn.Module] = {}  # the tied model's distinct parts, across stages
-        self.stages = nn.ModuleList(Stage(s, shape, ctx, rates, built, self.conv_layout[shape.first:][:shape.depth])
+        self.stages = nn.ModuleList(Stage(s, shape, ctx, rates, built,
+                                          self.state_layout[shape.first:shape.first + shape.depth + 1])
                                     for s, shape in zip(spec.stages, self.layout))
         last = self.layout[-1].tokens
         self.norm = make_norm(spec.stages[-1].blocks[-1].norm, last.dim) if spec.final_norm else nn.Identity()
-        self.head = ctx.child(spec.head, tokens=last, conv_map=self.conv_layout[-1] if self.conv_layout else None)
+        self.head = ctx.child(spec.head, tokens=last, state=self.state_layout[-1])
         self.feature_info = self._feature_info()
         if spec.init == "timm" and not next(self.parameters()).is_meta:  # meta tensors hold no values to set
             self.init_weights()
@@ -245,14 +246,13 @@ class Transformer(nn.Module):
                 e = shape.entry_in
                 out.append(Part(f"stages.{i}.entry", "entry", i, None, stage.entry, (e.length, e.dim), stage.entry_key))
             out += [Part(f"stages.{i}.blocks.{j}", "block", i, j, block, (t.length, t.dim), key,
-                         maps_in=(spec.attention.heads, t.length, t.length) if spec.consumes_maps else None,
-                         conv_in=_map_shape(self.conv_layout[shape.first + j]) if spec.couples else None)
+                         state_in=_shapes(spec.reads, self.state_layout[shape.first + j]))
                     for j, (block, key, spec) in enumerate(zip(stage.blocks, stage.keys, stage_spec.blocks))]
         last = self.layout[-1].tokens
         if self.spec.final_norm:
             out.append(Part("norm", "norm", None, None, self.norm, (last.length, last.dim), "norm"))
-        head_map = _map_shape(self.conv_layout[-1]) if self.conv_layout else None
-        return out + [Part("head", "head", None, None, self.head, (last.length, last.dim), "head", conv_in=head_map)]
+        return out + [Part("head", "head", None, None, self.head, (last.length, last.dim), "head",
+                           state_in=_shapes(self.head_state, self.state_layout[-1]))]
 
     def _feature_info(self) -> list[dict]:
         """timm's feature_info: one entry per block of a one-stage model, per stage otherwise."""
@@ -299,12 +299,12 @@ class Transformer(nn.Module):
         image model)."""
         return self.inputs.padding(x, attention_mask)
 
-    def forward_tokens(self, x: torch.Tensor, token_type_ids: torch.Tensor | None = None):
-        """Images (or token ids) -> the first stage's input (embedder, class token, position embedding), and the CNN
-        map a two-branch embedder yields beside the tokens (None for any other): (tokens, map)."""
+    def forward_tokens(self, x: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> Carry:
+        """Images (or token ids) -> the first stage's input (embedder, class token, position embedding), and the state
+        the embedder starts beside the tokens (its kind's `writes`)."""
         out, grid = self.inputs.embed(self.embedder, x, token_type_ids)
-        x, conv = out if isinstance(out, tuple) else (out, None)  # a two-branch embedder: (tokens, its CNN map)
-        return self._prepend(x, grid), conv
+        x, state = out if self.starts else (out, NO_STATE)  # an embedder that writes state: (tokens, {key: tensor})
+        return Carry(self._prepend(x, grid), state)
 
     def input_grid(self, x: torch.Tensor) -> tuple[int, int]:
         """The token grid of images `x` (vspec.nn.inputs.ImageInputs.grid)."""
@@ -329,23 +329,23 @@ class Transformer(nn.Module):
     def forward_features(self, x: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                          token_type_ids: torch.Tensor | None = None, *,
                          input_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """The last hidden states (B, N, dim), after the final norm; a two-branch body's: (tokens, CNN map)."""
+        """The last hidden states (B, N, dim), after the final norm; (tokens, *the state the head reads) where it reads
+        some (`head_state`'s order; Conformer's: (tokens, CNN map))."""
         x = _one_input(x, input_ids)
-        x, conv = self._features(x, self.padding(x, attention_mask), token_type_ids)
-        return x if conv is None else (x, conv)
+        x, state = self._features(x, self.padding(x, attention_mask), token_type_ids)
+        return (x, *(state[k] for k in self.head_state)) if self.head_state else x
 
-    def _features(self, x: torch.Tensor, mask: torch.Tensor | None, token_type_ids: torch.Tensor | None):
-        """(the last hidden states after the final norm, the CNN map beside them or None)."""
-        x, conv = self.forward_tokens(x, token_type_ids)
+    def _features(self, x: torch.Tensor, mask: torch.Tensor | None, token_type_ids: torch.Tensor | None) -> Carry:
+        x, state = self.forward_tokens(x, token_type_ids)
         for stage in self.stages:
-            x, conv = stage(x, mask=mask, causal=self.causal, conv=conv)
-        return self.norm(x), conv
+            x, state = stage(x, state, mask=mask, causal=self.causal)
+        return Carry(self.norm(x), state)
 
     def forward_head(self, x, pre_logits: bool = False, mask: torch.Tensor | None = None):
-        """The head on the last hidden states; `mask` (B, N) bool: the real tokens of a padded text batch. A
-        two-branch body's features are (tokens, CNN map), and its head reads both (`conv=`)."""
-        x, conv = x if isinstance(x, tuple) else (x, None)
-        return self.head(x, pre_logits=pre_logits, **_head_inputs(mask, conv))
+        """The head on the last hidden states; `mask` (B, N) bool: the real tokens of a padded text batch. Where the
+        head reads state, the features are (tokens, *its tensors) as `forward_features` gives them."""
+        x, state = (x[0], dict(zip(self.head_state, x[1:]))) if isinstance(x, tuple) else (x, NO_STATE)
+        return self.head(x, pre_logits=pre_logits, **_head_inputs(mask, state))
 
     def forward(self, x: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, *, input_ids: torch.Tensor | None = None):
@@ -353,8 +353,8 @@ class Transformer(nn.Module):
         x = _one_input(x, input_ids)
         mask = self.padding(x, attention_mask)  # once, for the blocks and the head
         head_mask = self.inputs.head_padding(x, mask)
-        x, conv = self._features(x, mask, token_type_ids)
-        return self.head(x, **_head_inputs(head_mask, conv))
+        x, state = self._features(x, mask, token_type_ids)
+        return self.head(x, **_head_inputs(head_mask, state))
 
     # ---------------------------------------------------------------- timm's feature API
     def forward_intermediates(self, x: torch.Tensor, indices: int | Sequence[int] | None = None, norm: bool = False,
@@ -380,14 +380,14 @@ class Transformer(nn.Module):
         end = max(take, default=-1) if stop_early else len(self.feature_info) - 1
         grid = self.input_grid(x) if output_fmt == "NCHW" else None  # dynamic_img_size: the input's (one stage)
         feats, last_stage, reached = [], len(self.layout) - 1, -1
-        x, conv = self.forward_tokens(x, token_type_ids)
+        x, state = self.forward_tokens(x, token_type_ids)
         for shape, stage in zip(self.layout, self.stages):
             if end < 0:
                 break
             reached = shape.index
-            x, maps = (x if stage.entry is None else stage.entry(x)), None
+            x = x if stage.entry is None else stage.entry(x)
             for j, block in enumerate(stage.blocks):
-                x, maps, conv = block(x, maps, mask=mask, causal=self.causal, conv=conv)
+                x, state = block(x, state, mask=mask, causal=self.causal)
                 k = taps.get((shape.index, j))
                 if k in take:
                     y = self.norm(x) if norm and shape.index == last_stage else x
@@ -410,9 +410,9 @@ class Transformer(nn.Module):
         the kept entries; `spec`, `layout` and `parts()` still describe the whole model."""
         take = _take_indices(len(self.feature_info), indices)
         last = max(take)
-        if self.conv_layout and not prune_head:
-            raise ValueError("prune_intermediate_layers: the head reads the CNN map of the last block, which pruning "
-                             "removes (a two-branch body): prune the head too")
+        if self.head_state and not prune_head:
+            raise ValueError(f"prune_intermediate_layers: the head reads the state of the last block "
+                             f"({', '.join(self.head_state)}), which pruning removes: prune the head too")
         if len(self.layout) == 1:
             self.stages[0].blocks = self.stages[0].blocks[:last + 1]
         else:
@@ -428,8 +428,7 @@ class Transformer(nn.Module):
 class PrunedHead(nn.Module):
     """What `prune_intermediate_layers(prune_head=True)` leaves of the head: the tokens, unchanged."""
 
-    def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None,
-                conv: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pre_logits: bool = False, mask=None, state=None) -> torch.Tensor:
         return x
 
     def classifier(self) -> nn.Module:
@@ -449,13 +448,13 @@ def example_input(spec: S.Model, batch: int = 1, *, dtype: torch.dtype | None = 
 VisionTransformer = Transformer  # the name of the releases before text and two-branch bodies
 
 
-def _head_inputs(mask: torch.Tensor | None, conv: torch.Tensor | None) -> dict:
-    """The head's keywords beside the tokens: the padding mask of a text batch, the CNN map of a two-branch body."""
-    return {**({} if mask is None else {"mask": mask}), **({} if conv is None else {"conv": conv})}
+def _head_inputs(mask: torch.Tensor | None, state: Mapping[str, torch.Tensor]) -> dict:
+    """The head's keywords beside the tokens: the padding mask of a text batch, the state it reads."""
+    return {**({} if mask is None else {"mask": mask}), **({"state": state} if state else {})}
 
 
-def _map_shape(m: S.ConvMap) -> tuple[int, int, int]:
-    return (m.chans, *m.grid)
+def _shapes(keys: Sequence[str], state: Mapping) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    return tuple((k, tuple(state[k].shape)) for k in keys)
 
 
 def _one_input(x: torch.Tensor | None, input_ids: torch.Tensor | None) -> torch.Tensor:

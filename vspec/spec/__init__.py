@@ -19,7 +19,7 @@ from .budget import MemoryBudgetError
 from .catalogue import load_spec
 from .core import SpecError
 from .kinds import AttentionKind, BlockKind, EmbedderKind, EntryKind, FFNKind, HeadKind, Kind
-from .layout import ConvMap, StageLayout, Tokens, conv_layout, embedded, layout
+from .layout import StageLayout, StateShape, Tokens, embedded, layout, state_layout
 from .load import load_weights_table, override, parse_assignment
 from .migrate import VERSION
 from .model import KINDS, ROLES, Model, Stage
@@ -37,8 +37,8 @@ __all__ = [
     # the role protocol
     "AttentionKind", "BlockKind", "EmbedderKind", "EntryKind", "FFNKind", "HeadKind", "Kind",
     # assembly, shapes, files
-    "KINDS", "ROLES", "VERSION", "ConvMap", "MemoryBudgetError", "Model", "Stage", "StageLayout", "Tokens",
-    "SpecError", "conv_layout", "embedded", "layout",
+    "KINDS", "ROLES", "VERSION", "MemoryBudgetError", "Model", "Stage", "StageLayout", "StateShape", "Tokens",
+    "SpecError", "embedded", "layout", "state_layout",
     "from_dict", "from_json", "from_toml", "load_spec", "load_weights_table", "override", "parse_assignment",
     "to_dict", "to_json",
     "to_toml",

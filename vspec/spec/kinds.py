@@ -7,6 +7,11 @@ family's: in its `family.py`).
 A capability is a class attribute or a method of the base, never probed with a default: a kind that does not
 override it has the base's, written here. The model's validator only composes these rules.
 
+The carried state (`vspec.nn.model.Carry(x, state)`): tensors beside the tokens, by key, that no core file names.
+An embedder may start keys (`writes`, their shapes `state(img_size)`), a block reads and writes keys (`reads`,
+`writes`, the shapes it writes `state_out`, its rule on what it receives `check_state`), the head reads keys;
+`layout.state_layout` derives each key's shape at each block and drops a key after its last reader.
+
 `working_set(...)`: the elements per sample live while the component runs (the size guard's activation figure,
 `budget.py`; float32). The bases' defaults assume a plain component (an MLP 4x wide, attention over all tokens);
 a kind whose working set is larger overrides it.
@@ -14,13 +19,13 @@ a kind whose working set is larger overrides it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from typing import TYPE_CHECKING, ClassVar, Literal, NamedTuple
+from collections.abc import Hashable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 from .core import SpecError
 
 if TYPE_CHECKING:
-    from .layout import ConvMap, Tokens
+    from .layout import Tokens
 
 KINDS: dict[str, type] = {}  # kind tag -> class, every role
 ROLES: dict[str, tuple[type, ...]] = {}  # role -> its kinds, in the order they were defined
@@ -90,15 +95,22 @@ def unregister(cls: type) -> None:
 class EmbedderKind(Kind):
     """Image -> tokens on a grid. `patch_size`: pixels per token side (the first stage's reduction).
     `text`: it reads token ids instead (`vspec.spec.text`): its tokens are a sequence, grid (1, L), that may
-    be padded, so that every attention and the head must honour a key-padding mask. `two_branch`: it returns
-    (tokens, CNN map), and the blocks carry the map beside the tokens (a two-branch embedder kind; its `map(img_size)`
-    is the map's shape)."""
+    be padded, so that every attention and the head must honour a key-padding mask. `writes`: the state keys it
+    starts beside the tokens (its module returns (tokens, {key: tensor})), their shapes `state(img_size)`;
+    `check_head(head)`: its rule on the head (a second branch must reach a head that reads it)."""
 
     __slots__ = ()
     role: ClassVar[str] = "embedder"
     patch_size: int
     text: ClassVar[bool] = False
-    two_branch: ClassVar[bool] = False  # it also yields a CNN map that blocks carry beside the tokens (Conformer)
+    writes: ClassVar[tuple[str, ...]] = ()
+
+    def state(self, img_size: tuple[int, int]) -> dict[str, Any]:
+        """The shape of each state key it writes."""
+        return {}
+
+    def check_head(self, head: HeadKind) -> None:
+        """A rule about the head (raise SpecError with the path relative to the head)."""
 
     def grid(self, img_size: tuple[int, int]) -> tuple[int, int]:
         return (img_size[0] // self.patch_size, img_size[1] // self.patch_size)
@@ -119,35 +131,33 @@ class AttentionKind(Kind):
 
     Capabilities, each False unless a kind declares it:
     - `attends_all`: attends over any token set, so extra tokens (DHVT's head tokens) may join;
-    - `produces_maps`: computes per-head maps that a later block may take (`maps_handed_on` of them);
-      `consumes_maps`: takes the previous block's maps, which `check_maps` holds to a rule;
     - `masks`: honours a key-padding mask (B, N); `causal`: honours a causal mask.
-    `roles`: its projection roles by letter (`vit.PROJECTION_ROLES`), "" for none."""
+    `roles`: its projection roles by letter (`vit.PROJECTION_ROLES`), "" for none. `reads` / `writes`: the state
+    keys it takes and returns (its module: forward(x, state, ...) -> (out, {key: tensor})), `state_out` their
+    shapes, `check_state` its rule on what it receives (Refiner's attention maps)."""
 
     __slots__ = ()
     role: ClassVar[str] = "attention"
     heads: int
     roles: ClassVar[str] = ""
     attends_all: ClassVar[bool] = False
-    produces_maps: ClassVar[bool] = False
     masks: ClassVar[bool] = False
     causal: ClassVar[bool] = False
+    reads: ClassVar[tuple[str, ...]] = ()
+    writes: ClassVar[tuple[str, ...]] = ()
 
-    @property
-    def consumes_maps(self) -> bool:
-        return False
+    def state_out(self, state: Mapping[str, Any], tokens: Tokens) -> dict[str, Any]:
+        """The shape of each state key it writes, given the `state` it receives."""
+        return {}
 
-    @property
-    def maps_handed_on(self) -> int:
-        """How many maps a block of this kind hands on (when it produces maps)."""
-        return 0
+    def check_state(self, state: Mapping[str, Any], tokens: Tokens, before: AttentionKind | None,
+                    index: int) -> None:
+        """The rule for the `state` it receives (shapes by key) from the attention `before` it in its stage (None:
+        it is the first, `index` 0)."""
 
     def variant(self, tokens: Tokens, index_in_stage: int) -> Hashable | None:
         """What distinguishes the blocks of one stage built from this spec (Swin's shift), or None."""
         return None
-
-    def check_maps(self, before: AttentionKind | None, index: int) -> None:
-        """The rule for the maps it takes from the attention `before` it in its stage (None: it is the first)."""
 
     def working_set(self, tokens: Tokens) -> int:
         """q, k, v and the output (4 x n x dim) and the scores, twice (heads x n x n)."""
@@ -209,14 +219,19 @@ LOGITS = (Output("logits"),)  # a one-output head: its logits against the label,
 class HeadKind(Kind):
     """Tokens -> logits. `reads_prefix`: whether it reads the prefix (class) token; `masks`: it honours a
     padding mask (reads real tokens only), which a text body needs; `outputs()`: what it returns in training
-    (vit.Output), by default its logits against the image label; `reads_map`: it also takes a two-branch body's
-    CNN map (`forward(x, conv, ...)`), which only such a body has."""
+    (vit.Output), by default its logits against the image label; `reads`: the state keys it also takes
+    (`forward(x, ..., state={key: tensor})`), `check_state` its rule on them; `pad_id`: a token id that marks
+    padding (its module reads only the other tokens, Hugging Face's rule), None for none."""
 
     __slots__ = ()
     role: ClassVar[str] = "head"
     reads_prefix: ClassVar[bool] = True
     masks: ClassVar[bool] = False
-    reads_map: ClassVar[bool] = False  # it also reads a two-branch body's CNN map (Conformer)
+    reads: ClassVar[tuple[str, ...]] = ()
+    pad_id: ClassVar[int | None] = None
+
+    def check_state(self, state: Mapping[str, Any]) -> None:
+        """The rule for the `state` (shapes by key) it receives."""
 
     def outputs(self) -> tuple[Output, ...]:
         return LOGITS
@@ -234,17 +249,20 @@ class BlockKind(Kind):
 
     - `attended(tokens)`: what its attention sees (extra tokens joined);
     - `check_masks(padding, causal)`: the masks a body asks of it (by default its attention's rule);
-    - `couples`: it takes a two-branch body's CNN map and changes it: `check_map(conv, tokens)` holds it to its
-      rule, `map_output(conv)` is the map it hands on; any other block hands the map on as it came."""
+    - `reads` / `writes`: the state keys it takes and returns (by default its attention's), `state_out(state,
+      tokens)` the shapes it writes, `check_state(state, tokens, before, index)` its rule on what it receives;
+      any key it does not write it hands on as it came."""
 
     __slots__ = ()
     role: ClassVar[str] = "block"
-    couples: ClassVar[bool] = False  # it changes a two-branch body's CNN map (Conformer's coupled block)
 
     @property
-    def consumes_maps(self) -> bool:
-        """Whether its attention takes the previous block's attention maps (Refiner)."""
-        return self.attention.consumes_maps
+    def reads(self) -> tuple[str, ...]:
+        return self.attention.reads
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        return self.attention.writes
 
     def attended(self, tokens: Tokens) -> Tokens:
         return tokens
@@ -273,12 +291,15 @@ class BlockKind(Kind):
         """What distinguishes the blocks of one stage built from this spec (Swin's shift), or None."""
         return self.attention.variant(tokens, index_in_stage)
 
-    def check_map(self, conv: ConvMap, tokens: Tokens) -> None:
-        """A coupled block's rule on the CNN map it receives (only called when it `couples`)."""
+    def state_out(self, state: Mapping[str, Any], tokens: Tokens) -> dict[str, Any]:
+        return self.attention.state_out(state, self.attended(tokens))
 
-    def map_output(self, conv: ConvMap) -> ConvMap:
-        """The CNN map it hands on: the one it received, unless it `couples`."""
-        return conv
+    def check_state(self, state: Mapping[str, Any], tokens: Tokens, before: BlockKind | None, index: int) -> None:
+        try:
+            self.attention.check_state(state, self.attended(tokens), None if before is None else before.attention,
+                                       index)
+        except SpecError as e:
+            raise e.under("attention") from None
 
 
 class PoolKind(Kind):

@@ -1,12 +1,13 @@
 """The shape of a model, computed from its spec alone: what every stage's blocks see.
 
-`layout(model)` is the one place that works out widths, token grids and prefix tokens. The model's
-validator, the build context, the profiler and the CLI all read it; nothing else recomputes shapes.
+`layout(model)` is the one place that works out widths, token grids and prefix tokens, `state_layout(model)` the
+shapes of the state carried beside the tokens. The model's validator, the build context, the profiler and the CLI
+all read them; nothing else recomputes shapes.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
@@ -57,25 +58,33 @@ class StageLayout:
 
 
 @frozen
-class ConvMap:
-    """A two-branch body's CNN map (Conformer): `chans` channels on a `grid` (height, width)."""
+class StateShape:
+    """The per-sample `shape` of one carried state (the batch axis left out), and how the tables show it (`label`;
+    the shape itself by default). A family may use its own frozen class with a `shape` (Conformer's ConvMap)."""
 
-    chans: int
-    grid: tuple[int, int]
+    shape: tuple[int, ...]
+    label: str = ""
 
     def __str__(self) -> str:
-        return f"{self.grid[0]}x{self.grid[1]} map x {self.chans}"
+        return self.label or "x".join(map(str, self.shape))
 
 
-def conv_layout(model: Model) -> tuple[ConvMap, ...]:
-    """A two-branch body's CNN maps: the one each block receives, in order, then the one the head reads; () for
-    a one-branch body. A coupled block changes the map (its `map_output`), any other hands it on."""
-    if not model.embedder.two_branch:
-        return ()
-    out = [model.embedder.map(model.img_size)]
-    for block in model.blocks:
-        out.append(block.map_output(out[-1]))
-    return tuple(out)
+def state_layout(model: Model) -> tuple[dict[str, Any], ...]:
+    """The carried state beside the tokens (`vspec.nn.model.Carry`): the shape of each key that each block receives,
+    in order over all stages, then what the head receives. The embedder starts keys (`state`), a block writes keys
+    (`state_out`) and hands on the others as they came; a key is carried from where it is written to the last part
+    that reads it (kinds' `reads`), and dropped after. () keys for a body that carries nothing."""
+    written, state = [], dict(model.embedder.state(model.img_size))
+    blocks = [(b, s.tokens) for s in layout(model) for b in model.stages[s.index].blocks]
+    for block, tokens in blocks:
+        written.append(state)
+        state = {**state, **block.state_out(state, tokens)}
+    written.append(state)
+    live, out = set(model.head.reads), [{k: v for k, v in state.items() if k in model.head.reads}]
+    for (block, _), before in zip(reversed(blocks), reversed(written[:-1])):
+        live = (live - set(block.writes)) | set(block.reads)
+        out.append({k: v for k, v in before.items() if k in live})
+    return tuple(reversed(out))
 
 
 def embedded(model: Model) -> Tokens:

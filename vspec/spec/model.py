@@ -60,22 +60,6 @@ class Stage:
             return [("block", self.block)]
         return [(f"block.{i}", b) for i, b in enumerate(self.block)]
 
-    def hands_on(self, index: int) -> bool:
-        """Whether block `index` hands its attention maps on: the next block of the stage takes them."""
-        if index + 1 >= self.depth:
-            return False
-        return (self.block if isinstance(self.block, BlockKind) else self.block[index + 1]).consumes_maps
-
-    def check_maps(self) -> None:
-        """The side channel: each attention's rule for the maps it takes from the block before it (the kinds'
-        `check_maps`; a repeated block fails at its first)."""
-        for j, block in enumerate((self.block,) if isinstance(self.block, BlockKind) else self.block):
-            before = self.blocks[j - 1].attention if j else None
-            try:
-                block.attention.check_maps(before, j)
-            except SpecError as e:
-                raise e.under("block.attention" if isinstance(self.block, BlockKind) else f"block.{j}.attention") \
-                    from None
 
 
 def _check_stages(inst, attribute, value):
@@ -84,6 +68,12 @@ def _check_stages(inst, attribute, value):
     for i, s in enumerate(value):
         if not isinstance(s, Stage):
             raise SpecError(f"Model.stages.{i}", f"must be a Stage, got {type(s).__name__}")
+
+
+def _check_read(keys, state, who: str) -> None:
+    for key in keys:
+        if key not in state:
+            raise SpecError("", f"{who} reads the state {key!r}, which no part before it writes")
 
 
 SHORTHAND = ("block", "depth", "dim")
@@ -175,11 +165,7 @@ class Model:
                     block.check(shape.tokens)
                 except SpecError as e:
                     raise e.under(join(prefix, path)) from None
-            try:
-                stage.check_maps()
-            except SpecError as e:
-                raise e.under(prefix) from None
-        self.check_branches(stages)
+        self.check_state(stages)
         try:
             self.head.check(stages[-1].tokens)
         except SpecError as e:
@@ -196,38 +182,30 @@ class Model:
         if self.pos_embed == "sincos1d" and first.dim % 2:
             raise SpecError("pos_embed", f"sincos1d needs an even dim, got {first.dim}")
 
-    def check_branches(self, stages) -> None:
-        """A two-branch body: each coupled block's rule on the map it receives; the map exists only after a
-        two-branch embedder and must reach a head that reads it."""
-        two = self.embedder.two_branch
-        makers = ", ".join(k.kind for k in ROLES["embedder"] if k.two_branch) or "none is registered"
-        if two != self.head.reads_map:
-            readers = ", ".join(k.kind for k in ROLES["head"] if k.reads_map)
-            raise SpecError("head" if two else "embedder",
-                            f"a {self.embedder.kind} embedder's CNN map must reach a head that reads it ({readers})"
-                            if two else f"the {self.head.kind} head reads a CNN map, which only a two-branch embedder "
-                                        f"({makers}) yields")
-        if not two:  # no map: no block may take one (each distinct entry once, whatever the depth)
-            for path, block in self.named_blocks():
-                if block.couples:
-                    raise SpecError(path, f"a {block.kind} block takes a CNN map, which needs an embedder that yields "
-                                          f"one ({makers}), not {self.embedder.kind}")
-            return
-        conv = self.embedder.map(self.img_size)
+    def check_state(self, stages) -> None:
+        """The state carried beside the tokens: each block's rule on the state it receives (a repeated block until
+        what it writes stops changing), each key a block or the head reads written before it, the embedder's rule
+        on the head."""
+        state = self.embedder.state(self.img_size)
         for stage, shape in zip(self.stages, stages):
-            for j, block in enumerate(stage.block if isinstance(stage.block, tuple) else (stage.block,)):
-                entry = "block" if isinstance(stage.block, BlockKind) else f"block.{j}"
-                repeats = stage.depth if isinstance(stage.block, BlockKind) else 1
-                for _ in range(repeats):  # a repeated block: until its map stops changing (a few steps at most)
-                    if not block.couples:
-                        break
+            listed = isinstance(stage.block, tuple)
+            for j, block in enumerate(stage.block if listed else (stage.block,)):
+                path = join(self.stage_path(shape.index), f"block.{j}" if listed else "block")
+                for i in range(j, j + (1 if listed else stage.depth)):
                     try:
-                        block.check_map(conv, shape.tokens)
+                        block.check_state(state, shape.tokens, stage.blocks[i - 1] if i else None, i)
+                        _check_read(block.reads, state, f"a {block.kind} block")
                     except SpecError as e:
-                        raise e.under(join(self.stage_path(shape.index), entry)) from None
-                    conv, before = block.map_output(conv), conv
-                    if conv == before:
+                        raise e.under(path) from None
+                    state, before = {**state, **block.state_out(state, shape.tokens)}, state
+                    if state == before:
                         break
+        try:
+            self.head.check_state(state)
+            _check_read(self.head.reads, state, f"the {self.head.kind} head")
+            self.embedder.check_head(self.head)
+        except SpecError as e:
+            raise e.under("head") from None
 
     def kinds(self) -> list[tuple[str, Any]]:
         """(path, kind) of every component the body and the head hold: entries, attentions, FFNs, the head."""

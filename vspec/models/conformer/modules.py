@@ -1,6 +1,8 @@
 """Conformer's modules (Peng et al., ICCV 2021): the stem that yields a CNN map and tokens, a block's CNN side
 with its feature-coupling units (FCUDown, FCUUp), the coupled block, and the two-classifier head. How blocks carry
-the map: the block contract, `vspec.nn.model.Block` (Carry(x, maps, conv))."""
+the map: the block contract, `vspec.nn.model.Block` (Carry(x, state), the map at state["conv"])."""
+
+from collections.abc import Mapping
 
 import torch
 import torch.nn.functional as F
@@ -58,10 +60,10 @@ class ConformerStem(nn.Module):
         self.patch_conv = nn.Conv2d(c, ctx.dim, k, k)
         _kaiming(self)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         base = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, 2, 1)
         tokens = rearrange(self.patch_conv(base), "b c h w -> b (h w) c")
-        return tokens, self.conv_1(base)[0]
+        return tokens, {P.CONV: self.conv_1(base)[0]}
 
 
 class FCUDown(nn.Module):
@@ -94,13 +96,13 @@ class FCUUp(nn.Module):
 
 
 class ConvBranch(nn.Module):
-    """A block's CNN side (`ctx.conv_map`: the map it receives). `down(conv, x)`: the bottleneck, and the
+    """A block's CNN side (`ctx.state["conv"]`: the map it receives). `down(conv, x)`: the bottleneck, and the
     tokens plus FCUDown's (the class token added to itself); `up(conv, mid, x)`: med blocks, FCUUp into the fusion
     bottleneck."""
 
     def __init__(self, spec: P.ConvBranch, ctx: BuildContext):
         super().__init__()
-        before, eps, w = ctx.conv_map, spec.norm.eps, spec.width
+        before, eps, w = ctx.state[P.CONV], spec.norm.eps, spec.width
         mid = spec.mid(before)
         self.cnn_block = Bottleneck(before.chans, w, spec.stride, before.chans != w or spec.stride != 1, eps)
         self.med_block = nn.ModuleList(Bottleneck(w, w, 1, False, eps) for _ in range(spec.med_blocks))
@@ -137,7 +139,7 @@ class ConformerHead(nn.Module):
     def __init__(self, spec: P.ConformerHead, ctx: BuildContext):
         super().__init__()
         self.outputs = spec.outputs()
-        self.chans = ctx.conv_map.chans
+        self.chans = ctx.state[P.CONV].chans
         self.norm = nn.LayerNorm(ctx.dim, eps=spec.norm.eps)
         self.tokens = ctx.child(spec.tokens)
         self.reset(ctx.num_classes, tokens=False)
@@ -149,8 +151,8 @@ class ConformerHead(nn.Module):
     def classifier(self) -> nn.Module:
         return _SumClassifier(self.fc, self.tokens.classifier(), self.chans)
 
-    def forward(self, x: torch.Tensor, pre_logits: bool = False, *, conv: torch.Tensor) -> torch.Tensor:
-        pooled = conv.mean(dim=(2, 3))
+    def forward(self, x: torch.Tensor, pre_logits: bool = False, *, state: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        pooled = state[P.CONV].mean(dim=(2, 3))
         x = self.norm(x)
         if pre_logits or isinstance(self.fc, nn.Identity):
             return torch.cat((pooled, self.tokens(x, pre_logits=True)), dim=-1)
@@ -170,9 +172,9 @@ class CoupledBlock(Block):
         super().__init__(spec, ctx)
         self.conv = ctx.child(spec.conv)
 
-    def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
-                causal: bool = False, conv: torch.Tensor | None = None) -> Carry:
-        conv, x = self.conv.down(conv, x)  # the CNN block; tokens + FCUDown(its middle map)
-        out = super().forward(x, maps, mask=mask, causal=causal)
-        return Carry(out.x, out.maps, self.conv.up(conv, out.x))
+    def forward(self, x: torch.Tensor, state: Mapping[str, torch.Tensor], *, mask: torch.Tensor | None = None,
+                causal: bool = False) -> Carry:
+        conv, x = self.conv.down(state[P.CONV], x)  # the CNN block; tokens + FCUDown(its middle map)
+        x, state = super().forward(x, state, mask=mask, causal=causal)
+        return self.carry(x, state, {P.CONV: self.conv.up(conv, x)})
 

@@ -1,29 +1,57 @@
 """Conformer (Peng et al., ICCV 2021): a CNN branch beside the transformer branch, coupled at every block.
 
-A two-branch body is the block contract with a two-part carry: every block takes and returns the tokens and
-a CNN map (`vspec.nn.model.Carry(x, maps, conv)`). Three parts state it:
+A two-branch body is the block contract's carried state with one key, "conv": every block takes and returns the
+tokens and the CNN map (`vspec.nn.model.Carry(x, state)`, state {"conv": map}). Three parts state it:
 - `ConformerStem`, the embedder that yields both: the stem map's first bottleneck (the CNN branch) and the
   patch tokens (the transformer branch);
 - `CoupledBlock(conv=ConvBranch(...))`, a block kind with the CNN side of one block and its feature-coupling
   units (FCUs): a bottleneck, FCUDown (map -> tokens, added to the block's input), the transformer block, FCUUp
   (tokens -> map, added to the fusion bottleneck's 3x3 input); a block of another kind hands the map on unchanged;
 - `ConformerHead`, two classifiers: the map's average (conv logits) and a head on the tokens (trans logits).
-The maps' shapes are worked out by `layout.conv_layout`.
+The maps' shapes are worked out by `layout.state_layout` from the kinds' `state` / `state_out`.
 """
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from attrs import field, frozen
 
 from ...spec.blocks import Block
 from ...spec.core import SpecError, check
-from ...spec.kinds import AttentionKind, EmbedderKind, HeadKind, Output, of_role
-from ...spec.layout import ConvMap, Tokens
+from ...spec.kinds import ROLES, AttentionKind, BlockKind, EmbedderKind, HeadKind, Output, of_role
+from ...spec.layout import Tokens, state_layout
 from ...spec.vit import ClassTokenHead, Norm
 
-__all__ = ["ConformerHead", "ConformerStem", "ConvBranch", "CoupledBlock"]
+__all__ = ["ConformerHead", "ConformerStem", "ConvBranch", "ConvMap", "CoupledBlock"]
 
 BRANCH_NORM = Norm("batchnorm", 1e-6)
+CONV = "conv"  # the state key of the CNN map
+
+
+@frozen
+class ConvMap:
+    """A two-branch body's CNN map: `chans` channels on a `grid` (height, width); its state `shape` (C, H, W)."""
+
+    chans: int
+    grid: tuple[int, int]
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.chans, *self.grid)
+
+    def __str__(self) -> str:
+        return f"{self.grid[0]}x{self.grid[1]} map x {self.chans}"
+
+
+def conv_layout(model) -> tuple[ConvMap, ...]:
+    """The CNN map each block receives, in order, then the head's; () for a one-branch body (the previous release's
+    `vspec.spec.conv_layout`; `state_layout` gives every key)."""
+    return tuple(s[CONV] for s in state_layout(model)) if CONV in model.embedder.writes else ()
+
+
+def _kinds(role: str, key: str, side: str) -> str:
+    """The registered kinds of `role` that read or write (`side`) the state `key`."""
+    return ", ".join(k.kind for k in ROLES[role] if key in getattr(k, side)) or "none is registered"
 
 
 @frozen
@@ -33,7 +61,7 @@ class ConformerStem(EmbedderKind):
     BatchNorms `norm`), and by a (p/4) x (p/4) convolution with stride p/4, p = `patch_size`, to the tokens."""
 
     kind: ClassVar[str] = "conformer_stem"
-    two_branch: ClassVar[bool] = True
+    writes: ClassVar[tuple[str, ...]] = (CONV,)
     patch_size: int = field(default=16, validator=check(int, ge=4))
     stem: int = field(default=64, validator=check(int, ge=1))
     width: int = field(default=64, validator=check(int, ge=4))
@@ -50,9 +78,14 @@ class ConformerStem(EmbedderKind):
         if self.norm.kind != "batchnorm":
             raise SpecError("norm.kind", f"{self.norm.kind}: the CNN branch's norm is batchnorm")
 
-    def map(self, img_size: tuple[int, int]) -> ConvMap:
+    def state(self, img_size: tuple[int, int]) -> dict[str, Any]:
         """The CNN branch's map: `width` channels at stride 4."""
-        return ConvMap(self.width, (img_size[0] // 4, img_size[1] // 4))
+        return {CONV: ConvMap(self.width, (img_size[0] // 4, img_size[1] // 4))}
+
+    def check_head(self, head: HeadKind) -> None:
+        if CONV not in head.reads:
+            raise SpecError("", f"a {self.kind} embedder's CNN map must reach a head that reads it "
+                                f"({_kinds('head', CONV, 'reads')})")
 
     def map_elements(self, img_size: tuple[int, int], in_chans: int, tokens: Tokens) -> int:
         return 2 * self.stem * (img_size[0] // 2) * (img_size[1] // 2)
@@ -108,17 +141,28 @@ class CoupledBlock(Block):
     which takes the CNN map the block before it handed on and hands on the one it makes."""
 
     kind: ClassVar[str] = "coupled"
-    couples: ClassVar[bool] = True
     conv: ConvBranch = field(kw_only=True, validator=check(ConvBranch))
 
-    def check_map(self, conv: ConvMap, tokens: Tokens) -> None:
+    @property
+    def reads(self) -> tuple[str, ...]:
+        return (*self.attention.reads, CONV)
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        return (*self.attention.writes, CONV)
+
+    def check_state(self, state: Mapping[str, Any], tokens: Tokens, before: BlockKind | None, index: int) -> None:
+        Block.check_state(self, state, tokens, before, index)
+        if CONV not in state:
+            raise SpecError("", f"a {self.kind} block takes a CNN map, which needs an embedder that yields one "
+                                f"({_kinds('embedder', CONV, 'writes')})")
         try:
-            self.conv.check(conv, tokens, self.attention)
+            self.conv.check(state[CONV], tokens, self.attention)
         except SpecError as e:
             raise e.under("conv") from None
 
-    def map_output(self, conv: ConvMap) -> ConvMap:
-        return self.conv.output(conv)
+    def state_out(self, state: Mapping[str, Any], tokens: Tokens) -> dict[str, Any]:
+        return {**Block.state_out(self, state, tokens), CONV: self.conv.output(state[CONV])}
 
 
 @frozen
@@ -128,9 +172,14 @@ class ConformerHead(HeadKind):
     returns both, each of weight 1/2 (the mean of the two losses); eval returns their sum."""
 
     kind: ClassVar[str] = "conformer"
-    reads_map: ClassVar[bool] = True
+    reads: ClassVar[tuple[str, ...]] = (CONV,)
     tokens: HeadKind = field(default=ClassTokenHead(), validator=of_role(HeadKind))
     norm: Norm = field(default=Norm(eps=1e-5), validator=check(Norm))
+
+    def check_state(self, state: Mapping[str, Any]) -> None:
+        if CONV not in state:
+            raise SpecError("", f"the {self.kind} head reads a CNN map, which only a two-branch embedder "
+                                f"({_kinds('embedder', CONV, 'writes')}) yields")
 
     def check(self, tokens: Tokens) -> None:
         if isinstance(self.tokens, ConformerHead):

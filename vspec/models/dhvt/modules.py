@@ -1,6 +1,8 @@
 """DHVT's components (Lu et al., DHVT): SOPE, DAFF and head tokens, with the released module names
 (`proj`, `pre_affine`, `conv1..3`, `bn1..3`, `compress`, `excitation`)."""
 
+from collections.abc import Mapping
+
 import torch
 import torch.nn.functional as F
 from einops import rearrange
@@ -119,9 +121,9 @@ class HeadTokenBlock(Block):
     def build_around_attention(self, spec: P.HeadTokenBlock, ctx: BuildContext) -> None:
         self.head_tokens = HeadTokens(spec.head_tokens, ctx, spec.attention.heads)
 
-    def attend(self, h: torch.Tensor, maps: torch.Tensor | None, mask: torch.Tensor | None,
-               causal: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def attend(self, h: torch.Tensor, state: Mapping[str, torch.Tensor], mask: torch.Tensor | None,
+               causal: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         if mask is not None or causal:
             raise ValueError("head tokens (DHVT) take the mean over every token: no masks")
-        return self.head_tokens(self.attn, h), maps
+        return self.head_tokens(self.attn, h), {}
 

@@ -12,6 +12,8 @@ was dropped. With the switch off (the profiler) the modules run their plain ops,
 is counted."""
 
 
+from collections.abc import Mapping
+
 import torch
 import torch.nn.functional as F
 from einops import rearrange
@@ -20,7 +22,7 @@ from torch import nn
 from ... import spec as S
 from ...nn.context import BuildContext
 from ...nn.layers import AttentionCore, AttentionCoreBase, Linear, MapRefiner, sdpa_masks
-from ...nn.model import Block, Carry
+from ...nn.model import NO_STATE, Block, Carry
 from ...ops import fast
 from . import spec as P
 
@@ -235,8 +237,9 @@ class MapAttention(AttentionCoreBase):
 class RefinerAttention(nn.Module):
     """Attention that hands its maps on (spec: RefinerAttention). `qkv` projects q, k and the values
     (values only when the block reuses the incoming maps); the value heads are the maps it aggregates
-    with (more than `heads` when the refiner has no reduction). `forward(x, maps)` returns (output,
-    maps handed on or None). A block with nothing to do with maps stays on SDPA (AttentionCore)."""
+    with (more than `heads` when the refiner has no reduction). `forward(x, state)` reads the incoming maps
+    (`state["maps"]`) and returns (output, {"maps": the maps handed on}, or {} when no later block takes them). A
+    block with nothing to do with maps stays on SDPA (AttentionCore)."""
 
     def __init__(self, spec: P.RefinerAttention, ctx: BuildContext):
         super().__init__()
@@ -248,19 +251,21 @@ class RefinerAttention(nn.Module):
         self.proj = Linear(self.widths[-1], ctx.dim, bias=spec.proj_bias)
         self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
         scale = spec.scale or head_dim**-0.5
-        self.sdpa = not (spec.refine or spec.consumes_maps or ctx.hands_on_maps)
+        self.sdpa = not (spec.refine or spec.consumes_maps or P.MAPS in ctx.hands_on)
+        self.consumes = spec.consumes_maps
         self.core = AttentionCore(spec.attn_drop, scale) if self.sdpa else MapAttention(spec, ctx.tokens, scale)
 
-    def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
-                causal: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, x: torch.Tensor, state: Mapping[str, torch.Tensor], *, mask: torch.Tensor | None = None,
+                causal: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         *qk, v = self.qkv(x).split(self.widths, dim=-1)
         q, k = (rearrange(y, "b n (h d) -> b h n d", h=self.heads) for y in qk) if qk else (None, None)
         v = rearrange(v, "b n (h d) -> b h n d", h=self.value_heads)
         if self.sdpa:
-            z, maps = self.core(q, k, v, *sdpa_masks(mask, causal, x.shape[1])), None
+            z, wrote = self.core(q, k, v, *sdpa_masks(mask, causal, x.shape[1])), {}
         else:
-            z, maps = self.core(q, k, v, maps, mask, causal)
-        return self.proj_drop(self.proj(rearrange(z, "b h n d -> b n (h d)"))), maps
+            z, maps = self.core(q, k, v, state[P.MAPS] if self.consumes else None, mask, causal)
+            wrote = {P.MAPS: maps}
+        return self.proj_drop(self.proj(rearrange(z, "b h n d -> b n (h d)"))), wrote
 
 
 class AdjustedBlock(Block):
@@ -271,11 +276,11 @@ class AdjustedBlock(Block):
         super().__init__(spec, ctx)
         self.ratio = spec.adjust_ratio
 
-    def forward(self, x: torch.Tensor, maps: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
-                causal: bool = False, conv: torch.Tensor | None = None) -> Carry:
+    def forward(self, x: torch.Tensor, state: Mapping[str, torch.Tensor] = NO_STATE, *,
+                mask: torch.Tensor | None = None, causal: bool = False) -> Carry:
         r = self.ratio
-        h, maps = self.attend(self.norm1(x * r), maps, mask, causal)
+        h, wrote = self.attend(self.norm1(x * r), state, mask, causal)
         x = x + self.drop_path(self.ls1(h / r))
         x = x + self.drop_path(self.ls2(self.ffn(self.norm2(x * r)) / r))
-        return Carry(x, maps if self.hands_on else None, conv)
+        return self.carry(x, state, wrote)
 

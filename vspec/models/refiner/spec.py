@@ -4,21 +4,22 @@ attention maps, maps handed from block to block (appendix B.4, Table 13), Refine
 adjusted blocks. The released code's forms (Refined-ViT) sit beside the paper's, each named.
 """
 
-from collections.abc import Sequence
-from typing import ClassVar, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal
 
 from attrs import field, frozen
 
 from ...spec.blocks import Block
 from ...spec.core import SpecError, check, check_size
 from ...spec.kinds import AttentionKind
-from ...spec.layout import Tokens
+from ...spec.layout import StateShape, Tokens
 from ...spec.vit import MLP, MultiHead, Norm, Patchify
 
 __all__ = ["AdjustedBlock", "ConvStem", "Refine", "RefinerAttention"]
 
 CONSTRAINTS = ("none", "spatial", "row_col")
 FORMS = ("paper", "released")
+MAPS = "maps"  # the state key of the attention maps handed from block to block
 
 
 @frozen
@@ -97,7 +98,9 @@ class RefinerAttention(MultiHead):
     one map serves the next n blocks. A block that computes its maps hands on what it aggregates with
     (refined, if it refines). add_incoming: A = softmax(q k^T * scale) + scale x the previous block's
     maps (Refined-ViT's compute blocks). A block that does either needs the previous block of its stage
-    to be a RefinerAttention with as many heads; the model checks it.
+    to be a RefinerAttention with as many heads; the model checks it. The maps travel as the carried state
+    "maps" (B, H, N, N) (`vspec.nn.model.Carry`): every RefinerAttention writes them, a block that takes them
+    reads them.
 
     form: paper | released (Refined-ViT: a reusing block's refined maps multiplied by scale; its q and k
     each scaled by sqrt(scale) are computed as scale on q, equal up to rounding). `refine`'s own form says
@@ -106,7 +109,7 @@ class RefinerAttention(MultiHead):
     F.scaled_dot_product_attention like MHSA. `projections` (MSF's roles) are not available here."""
 
     kind: ClassVar[str] = "refiner"
-    produces_maps: ClassVar[bool] = True
+    writes: ClassVar[tuple[str, ...]] = (MAPS,)
     refine: Refine | None = field(default=None, validator=check(Refine, optional=True))
     reuse: bool = field(default=False, validator=check(bool))
     add_incoming: bool = field(default=False, validator=check(bool))
@@ -118,6 +121,14 @@ class RefinerAttention(MultiHead):
     @property
     def consumes_maps(self) -> bool:
         return self.reuse or self.add_incoming
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        return (MAPS,) if self.consumes_maps else ()
+
+    def state_out(self, state: Mapping[str, Any], tokens: Tokens) -> dict[str, Any]:
+        """The maps it hands on, (maps_handed_on, N, N) per sample."""
+        return {MAPS: StateShape((self.maps_handed_on, tokens.length, tokens.length))}
 
     def check_masks(self, padding: bool, causal: bool) -> None:
         """The maps honour padding and causal masks through the paper's linear pipeline (masked softmax, the map
@@ -169,14 +180,15 @@ class RefinerAttention(MultiHead):
         maps = MultiHead.scores(self, tokens)
         return maps if self.refine is None else maps * 2 * self.refine.expansion
 
-    def check_maps(self, before: AttentionKind | None, index: int) -> None:
+    def check_state(self, state: Mapping[str, Any], tokens: Tokens, before: AttentionKind | None,
+                    index: int) -> None:
         """A block that takes maps (reuse, add_incoming) follows, in its stage, a block that hands on as many."""
         if not self.consumes_maps:
             return
         if before is None:
             raise SpecError("", f"block {index} needs the attention maps of the block before it, but it is the first "
                                 "of its stage (maps are handed on within a stage)")
-        if not before.produces_maps:
+        if MAPS not in before.writes:
             raise SpecError("", f"block {index} needs the attention maps of block {index - 1}, whose {before.kind} "
                                 "attention hands none on (make it refiner attention)")
         if before.maps_handed_on != self.heads:
