@@ -109,3 +109,48 @@ def test_nothing_outside_tests_imports_tests():
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
 
+
+
+REASONS = ("torch", "extra", "platform")  # what keeps an import inside a function: the comment's first word
+
+
+def local_imports(path: Path):
+    """(statement, the comment on its last line) of every import inside a function of the module."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    tree = ast.parse("\n".join(lines))
+    for func in ast.walk(tree):
+        if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in imports(func):
+                yield node, lines[node.end_lineno - 1].partition("#")[2].strip()
+
+
+def imports_torch(path: Path) -> bool:
+    """Whether importing the module imports torch: its own top-level imports name torch or a vspec module that
+    does (followed through the package)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    return any((a.name if isinstance(n, ast.Import) else n.module or "").split(".")[0] == "torch"
+               for n in top for a in n.names)
+
+
+def test_an_import_inside_a_function_says_why():
+    """A function-local import keeps torch (or an extra, or a module one platform lacks) out of importing its
+    module, and says which in one word; "torch" where the module imports torch at the top anyway is no reason."""
+    edges, files = graph(), {_module(p, PACKAGE): p for p in PACKAGE.rglob("*.py")}
+    heavy = {name for name, path in files.items() if imports_torch(path)}
+    changed = True
+    while changed:  # a module that imports (at the top) one that imports torch imports torch
+        changed = False
+        for name, path in files.items():
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            top = {n.lineno for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)}
+            if name not in heavy and any(t in heavy and line in top for t, line in edges[name].items()):
+                heavy.add(name)
+                changed = True
+    wrong = []
+    for name, path in sorted(files.items()):
+        for node, comment in local_imports(path):
+            reason = comment.split(":")[0].split()[0] if comment else ""
+            if reason not in REASONS or (reason == "torch" and name in heavy):
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)!r} # {comment}")
+    assert wrong == []

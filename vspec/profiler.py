@@ -32,10 +32,16 @@ from typing import Any
 import attrs
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from .compiler import build
+from .nn.layers import AttentionCoreBase
 from .ops.fast import fast_paths
-from .spec import Model, families
+from .spec import Model, SpecError, families
+
+with warnings.catch_warnings():  # fvcore imports torch.jit.script, which warns of its deprecation
+    warnings.simplefilter("ignore", FutureWarning)
+    from fvcore.nn import FlopCountAnalysis
 
 Shape = Sequence[int]
 
@@ -59,14 +65,13 @@ def norm_macs(x: Shape, affine: bool, training: bool = True) -> int:
 
 
 # ---------------------------------------------------------------- fvcore (JIT trace) handles
-def _shape(value: Any) -> list[int] | None:
-    from fvcore.nn.jit_handles import get_shape
-
-    return get_shape(value)
+def jit_shape(value: Any) -> list[int] | None:
+    """The sizes of a traced graph's tensor value, None where the trace does not know them all (a handle's input)."""
+    return value.type().sizes() if value.isCompleteTensor() else None
 
 
 def _fv_sdpa(inputs: list[Any], outputs: list[Any]) -> int:
-    return sdpa_macs(_shape(inputs[0]), _shape(inputs[1]), _shape(inputs[2]))
+    return sdpa_macs(jit_shape(inputs[0]), jit_shape(inputs[1]), jit_shape(inputs[2]))
 
 
 def _fv_zero(inputs: list[Any], outputs: list[Any]) -> int:
@@ -210,8 +215,6 @@ class _Count:
 
 def _located(module: nn.Module, by_module: dict[str, int]) -> tuple[int, int, int]:
     """(MACs inside conv / linear layers, inside attention cores, inside norms) from per-module counts."""
-    from .nn.layers import AttentionCoreBase
-
     conv_linear = attention = norms = 0
     for name, m in module.named_modules():
         if isinstance(m, WEIGHT_LAYERS):
@@ -224,10 +227,6 @@ def _located(module: nn.Module, by_module: dict[str, int]) -> tuple[int, int, in
 
 
 def _count_fvcore(module: nn.Module, x: tuple[torch.Tensor, ...]) -> _Count:
-    with warnings.catch_warnings():  # fvcore imports torch.jit.script, which warns of its deprecation
-        warnings.simplefilter("ignore", FutureWarning)
-        from fvcore.nn import FlopCountAnalysis
-
     analysis = FlopCountAnalysis(module, x).set_op_handle(**FVCORE_HANDLES, **families.tables("FVCORE_HANDLES"))
     analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
     with fast_paths(False):  # the plain ops, counted as written
@@ -238,8 +237,6 @@ def _count_fvcore(module: nn.Module, x: tuple[torch.Tensor, ...]) -> _Count:
 
 
 def _count_torch(module: nn.Module, x: tuple[torch.Tensor, ...]) -> _Count:
-    from torch.utils.flop_counter import FlopCounterMode
-
     mode = FlopCounterMode(display=False, custom_mapping=_flop_counter_mapping())
     with fast_paths(False), mode, torch.no_grad():
         module(*x)
@@ -284,8 +281,6 @@ def _context(spec: Model) -> Model:
     """What a part's counts depend on beyond its own key (its block, tokens, variant, input shapes): the spec with
     every stage at depth 1, since a depth changes how many parts there are, not what one computes. A stage whose
     blocks are listed one per depth keeps the spec as it is (no sharing across depths there)."""
-    from .spec import SpecError
-
     try:
         return attrs.evolve(spec, stages=tuple(attrs.evolve(s, depth=1) for s in spec.stages))
     except (SpecError, ValueError, TypeError):

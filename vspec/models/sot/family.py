@@ -3,8 +3,7 @@ code (`vspec.convert.from_official`), named by dotted path: reading the table im
 
 import math
 
-from fvcore.nn.jit_handles import get_shape
-
+from ...profiler import jit_shape
 from . import modules, spec
 
 MODULES = {
@@ -26,7 +25,7 @@ CONVERTERS = {"sot": "vspec.models.sot.convert:SOT",
 def _svpn_exact(inputs: list, outputs: list) -> int:
     """The exact svPN (ops.svpn_exact, an autograd Function fvcore sees as one op): the SVD counts 0, as fvcore's
     linalg_svd; U f(S) V^T is counted."""
-    *batch, m, n = get_shape(inputs[0])
+    *batch, m, n = jit_shape(inputs[0])
     return math.prod(batch) * m * min(m, n) * n
 
 
