@@ -1,4 +1,4 @@
-"""torch.compile(fullgraph=True) with inductor on every preset, shrunk as tests/test_compile.py shrinks them:
+"""torch.compile(fullgraph=True) with inductor on every preset, shrunk as the tests shrink them (benchmarks/shrunk.py):
 per preset the graph breaks (dynamo's explain), the compile time, max |compiled - eager| of the eval logits, and
 the eval forward time of compiled over eager (median of alternating rounds, same process; < 1: compiled faster).
 
@@ -7,15 +7,10 @@ the eval forward time of compiled over eager (median of alternating rounds, same
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from test_compile import shrunk  # noqa: E402 - the tests' shrunk presets, shared
+from shrunk import ROOT, shrunk  # benchmarks/shrunk.py: a script's folder is on its import path
 
 
 def timed(fn) -> float:

@@ -9,14 +9,12 @@ width costs one count per distinct part, a new depth none), and a grid where eve
     python benchmarks/fit_rate.py
 """
 
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 import vspec  # noqa: E402
 from vspec import fitting as F  # noqa: E402

@@ -43,8 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # loaded by path too (the tests): siblings by name
 
 import msf  # noqa: E402 - benchmarks/msf.py: MSF's attention race
 import refiner  # noqa: E402 - benchmarks/refiner.py: the released Refined-ViT

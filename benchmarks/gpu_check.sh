@@ -17,6 +17,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
 PY=${PY:-python}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's vspec, installed or not
 BUDGET=${BUDGET:-450}
 COMPILE_CASES=${COMPILE_CASES:-deit_small,swin_tiny}
 COMPILE_MODES=${COMPILE_MODES:-train}

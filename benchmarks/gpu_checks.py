@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 import vspec  # noqa: E402
 from vspec.nn.heads import head_loss  # noqa: E402

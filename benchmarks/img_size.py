@@ -3,7 +3,7 @@
 4000 / 1000) by tools/train.py's engine (recipe none), then its checkpoint evaluated by tools/eval.py's code on
 the 1000 validation digits at 32 px, and at other sizes after resampling (`eval.py --img-size`: the learned
 position table bicubic, the class token kept; vspec.resample). For contrast, the same sizes with the table
-resampled by nearest neighbour. (A model with dynamic_img_size gives the bicubic figures: tests/test_img_size.py
+resampled by nearest neighbour. (A model with dynamic_img_size gives the bicubic figures: tests/test_resample.py
 holds it equal to the resampled model.) Evaluation is eval.py's at crop ratio 1, the training's transform (a plain
 resize of the 28 px digit to the size): the digit fills the same part of the image at every size, and covers 1.5x
 as many tokens per side at 48 px as at 32; the training loop validates with the same transform (recipe none).

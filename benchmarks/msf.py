@@ -36,7 +36,7 @@ import vspec
 from vspec.compiler import build_component, context
 from vspec.models.msf.ops import gaussian_attention, gaussian_attention_sdpa, gaussian_channels
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # also loaded by path (the tests): siblings by name
 from models import race  # noqa: E402 - benchmarks/models.py: the paired-round race
 
 HEADS, HEAD_DIM = 6, 64

@@ -42,7 +42,7 @@ from torch import nn
 import vspec
 from vspec.convert import from_official
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # also loaded by path (the tests): siblings by name
 from models import forward_backward, race  # noqa: E402 - benchmarks/models.py: the paired-round race
 
 ROOT = Path(__file__).resolve().parents[1]

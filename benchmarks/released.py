@@ -1,8 +1,8 @@
 """The released formulations of T2T-ViT (yitu-opensource/T2T-ViT @ 0f63dc9, models/t2t_vit.py) and DeiT with
 contextual product iRPE (microsoft/Cream @ 4a13c40, iRPE/DeiT-with-iRPE), written here from their description
 (docs/families/t2t.md, docs/families/irpe.md) with the released parameter names, so that the fixtures'
-state dicts load into them strictly. `benchmarks/models.py` races vspec against them; tests/test_t2t.py checks
-that they reproduce the fixtures.
+state dicts load into them strictly. `benchmarks/models.py` races vspec against them;
+tests/models/t2t/test_t2t.py checks that they reproduce the fixtures.
 
 Their forward passes compute as the released code does: the body's attention materialises its map (timm 0.3's
 `Attention`), the performer casts to float32 and sums with einsum, iRPE gathers its bias from a flattened bucket

@@ -23,7 +23,7 @@ import vspec
 from vspec.convert.hf import from_hf, spec_from_hf
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # loaded by path too (the tests): siblings by name
 from models import machine, race, row, write  # noqa: E402 - the paired rounds and the JSON of benchmarks/models.py
 
 

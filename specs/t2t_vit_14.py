@@ -1,7 +1,7 @@
 """T2T-ViT-14 (yitu-opensource/T2T-ViT `t2t_vit_14`): the tokens-to-token module (performer token blocks,
 token_dim 64) then 14 x 384, 6 heads, MLP 3x, no qkv bias, LayerNorm eps 1e-5, the fixed sinusoid table; 224 px.
 21,465,806 trainable parameters; 21,545,550 with the random features `w` and the table the released model stores
-as frozen parameters (tests/test_t2t.py)."""
+as frozen parameters (tests/models/t2t/test_t2t.py)."""
 
 from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, MHSA, MLP, Block, Model, Norm, Preprocess, T2TEmbed, Url, Weights
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from docs_examples import doc
 
 import vspec.cli
+from tests.helpers.docs_examples import doc
 from vspec import compare as C
 from vspec.spec import MHSA, MLP, Block, GAPHead, Model, PatchEmbed, to_json
 
@@ -276,8 +276,7 @@ def test_matched_to_another_spec_fits_every_one(specs, tmp_path):
 
 
 def test_a_glue_comparison_compares_the_tasks_headline_metric(tmp_path):
-    from test_train_text import cola_folder
-
+    from tests.helpers.text_runs import cola_folder
     from vspec.train.recipes import resolve
     from vspec.train.text import GLUE
 

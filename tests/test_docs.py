@@ -1,12 +1,14 @@
-"""Every example of README.md and docs/ runs (tests/docs_examples.py says how), printing what the page shows; the
-count of blocks run and of blocks marked not run is printed at the end of the session (conftest.py). The site's
-structure: every page is in mkdocs.yml's navigation and the README links to every page."""
+"""Every example of README.md and docs/ runs (tests/helpers/docs_examples.py says how), printing what the page
+shows; the count of blocks run and of blocks marked not run is printed at the end of the session (conftest.py). The
+site's structure: every page is in mkdocs.yml's navigation and the README links to every page."""
 
+import importlib.util
 import re
 from collections import Counter
 
 import pytest
-from docs_examples import ROOT, RUN, blocks, commands, doc, matches, page_folder, pages, run_command
+
+from tests.helpers.docs_examples import ROOT, RUN, blocks, commands, doc, matches, page_folder, pages, run_command
 
 COUNTS: Counter = Counter()  # "python", "console", "commands", "not run: REASON": read by conftest's summary
 EXAMPLE_PAGES = [p for p in pages() if any(b.lang in RUN for b in blocks(p))]
@@ -83,13 +85,11 @@ def test_the_command_and_the_package_say_vision_and_language():
 
 def test_every_name_of_the_api_reference_has_a_docstring():
     import inspect
-    import sys
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        from docs_reference import api_entries
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
+    loader = importlib.util.spec_from_file_location("docs_reference", ROOT / "tools" / "docs_reference.py")
+    reference = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(reference)
+    api_entries = reference.api_entries
     entries = [(section, name, obj) for section, names in api_entries().items() for name, obj in names.items()]
     assert len(entries) > 150
     assert [(s, n) for s, n, obj in entries if callable(obj) and not inspect.getdoc(obj)] == []
@@ -99,7 +99,7 @@ def test_the_speed_page_cpu_tables_are_the_committed_runs():
     """docs/speed.md's CPU tables are `benchmarks/models.py --table` of docs/cpu/*.json: measured, never typed."""
     import json
 
-    from conftest import load_benchmark
+    from tests.helpers.checks import load_benchmark
 
     models = load_benchmark("models")
     speed = doc("speed")
@@ -114,7 +114,7 @@ def test_the_speed_page_cpu_tables_are_the_committed_runs():
 
 
 def test_the_cpu_benchmark_rows_are_its_rounds():
-    from conftest import load_benchmark
+    from tests.helpers.checks import load_benchmark
 
     models = load_benchmark("models")
     rows = models.compare("deit_tiny", 1, 3)

@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import load_benchmark
-from docs_examples import doc
+
+from tests.helpers.checks import load_benchmark
+from tests.helpers.docs_examples import doc
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCED = {"deit_small", "swin_tiny", "t2t_vit_14", "refined_vit_s", "bert_base", "gpt2"}

@@ -154,3 +154,28 @@ def test_an_import_inside_a_function_says_why():
             if reason not in REASONS or (reason == "torch" and name in heavy):
                 wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)!r} # {comment}")
     assert wrong == []
+
+
+def test_no_test_module_imports_another():
+    """Tests share through tests/helpers/ (and conftest.py's fixtures), never by importing a test module."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in imports(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [f"{node.module}.{a.name}" for a in node.names] + [node.module or ""]
+            if any(part.startswith(("test_", "conftest")) for n in names for part in n.split(".")):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+
+
+def test_the_tests_are_laid_out_like_the_package():
+    """tests/<subpackage>/ for each subpackage of vspec/ that has tests, tests/models/<family>/ for each family;
+    no module inserts into sys.path but a benchmark script that the tests also load by path."""
+    for family in sorted(p.name for p in (PACKAGE / "models").iterdir() if (p / "spec.py").exists()):
+        assert list((ROOT / "tests" / "models" / family).glob("test_*.py")), family
+    for folder in sorted(p for p in (ROOT / "tests").iterdir() if p.is_dir() and list(p.glob("test_*.py"))):
+        assert (PACKAGE / folder.name).is_dir(), folder.name
+    needle = "sys.path" + ".insert("  # (spelled apart: this file is no offender)
+    editing = sorted(str(p.relative_to(ROOT)) for folder in ("vspec", "tests", "tools", "benchmarks", "specs")
+                     for p in (ROOT / folder).rglob("*.py") if needle in p.read_text(encoding="utf-8"))
+    assert all(p.startswith("benchmarks/") for p in editing), editing

@@ -1,5 +1,5 @@
 """Published weights in one call (vspec.pretrained): `create_model(name, pretrained=True)` through the ecosystem's
-caches, filled here as the real downloads leave them (tests/caches.py), in the published files' formats, with
+caches, filled here as the real downloads leave them (tests/helpers/caches.py), in the published files' formats, with
 random weights; the reference is the model built from that file by timm, transformers or the released
 formulation (benchmarks/released.py; for the Conformer the authors' own outputs, the fixtures). No network:
 HF_HUB_OFFLINE=1 throughout."""
@@ -14,11 +14,11 @@ from pathlib import Path
 import attrs
 import pytest
 import torch
-from caches import hub_put, optimizer_state, pickle_bytes, release_args, safetensors_bytes, torch_put
-from conftest import FIXTURES, assert_close_to_stored, load_benchmark, perturbed
-from docs_examples import doc
 
 import vspec
+from tests.helpers.caches import hub_put, optimizer_state, pickle_bytes, release_args, safetensors_bytes, torch_put
+from tests.helpers.checks import FIXTURES, assert_close_to_stored, load_benchmark, perturbed
+from tests.helpers.docs_examples import doc
 from vspec import downloads as D
 from vspec import pretrained as P
 from vspec.convert import ConversionNote, official

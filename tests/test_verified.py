@@ -9,9 +9,9 @@ import warnings
 
 import pytest
 import torch
-from caches import hub_put, pickle_bytes, safetensors_bytes
 
 import vspec
+from tests.helpers.caches import hub_put, pickle_bytes, safetensors_bytes
 from vspec import downloads as D
 from vspec import pretrained as P
 from vspec.cli import main

@@ -14,7 +14,6 @@ from pathlib import Path
 import attrs
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from vspec.compare import spread, train_seeds  # noqa: E402
 from vspec.spec import language_head, load_spec  # noqa: E402

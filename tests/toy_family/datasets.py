@@ -4,7 +4,7 @@ here; the loader imports vspec's training parts when the set is read."""
 
 from vspec.train import DataSet
 
-DATASETS = (DataSet("stripes", "image", "toy_family.datasets:stripes", "the toy family's bars, 2 classes",
+DATASETS = (DataSet("stripes", "image", "tests.toy_family.datasets:stripes", "the toy family's bars, 2 classes",
                     metrics=("top1",)),)
 
 

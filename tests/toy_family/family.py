@@ -6,5 +6,5 @@ from . import modules, spec
 
 MODULES = {spec.GLUFFN: modules.GLUFFN, spec.GatedBlock: modules.GatedBlock, spec.TracedBlock: modules.TracedBlock,
            spec.TraceHead: modules.TraceHead}
-CONVERTERS = {"toy": "toy_family.convert:TOY"}  # by dotted path, imported when it runs
+CONVERTERS = {"toy": "tests.toy_family.convert:TOY"}  # by dotted path, imported when it runs
 PRESETS = Path(__file__).with_name("presets")

@@ -17,7 +17,7 @@ class BiasedAttentionCore(AttentionCore):
     for training on the CPU: there SDPA has no fused kernel for a mask that needs a gradient, and its
     generic fallback spends extra passes (q and k both scaled, a "safe" softmax), so the same math is
     written out where the fast paths run
-    (`ops.fast.enabled`; tests/test_ops.py: equal to SDPA; benchmarks/fast_paths.py: the faster Swin training)."""
+    (`ops.fast.enabled`; tests/ops/test_ops.py: equal to SDPA; benchmarks/fast_paths.py: the faster Swin training)."""
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         if not (mask.requires_grad and torch.is_grad_enabled() and fast.enabled(q)):

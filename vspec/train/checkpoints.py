@@ -115,7 +115,7 @@ def kill_hook(point: str) -> Callable[[], None] | None:
 
 
 def kill_point(point: str) -> None:
-    """Crash-test hook (tests/test_train_faults.py): with VSPEC_TEST_KILL_AT=POINT:N[:SIGNAL] in the
+    """Crash-test hook (tests/train/test_faults.py): with VSPEC_TEST_KILL_AT=POINT:N[:SIGNAL] in the
     environment, the N-th pass through POINT sends SIGNAL (default KILL) to this process. Points: `step`
     (after an optimizer step), `write` (inside an atomic write: the temporary file is complete, not yet
     renamed), `written` (right after the rename)."""

@@ -1,0 +1,936 @@
+"""Hypothesis strategies for vspec specs.
+
+`valid_models()` draws small valid `Model` specs covering every component kind and option: the
+`model_drafts()` (model fields) that `single_token_path` finds no attention over 1 token in; drafts
+that have one (`model_drafts(single_token=True)` always does) must be refused naming that path.
+`breakages(spec)` draws one way to break a valid spec: a sequence of dotted assignments (or key
+deletions) plus the field path the resulting SpecError must name. `invalid_specs()` applies a breakage
+to `to_dict(spec)` (feed the result to `from_dict`); `invalid_overrides()` gives the same breakages as
+`override()` arguments.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any, Literal
+
+import attrs
+from hypothesis import strategies as st
+
+from vspec.spec import (
+    DAFF,
+    EPN,
+    GCP,
+    MHSA,
+    MLP,
+    SOPE,
+    AdjustedBlock,
+    Block,
+    ClassTokenHead,
+    ConformerHead,
+    ConformerStem,
+    ConvBranch,
+    ConvStem,
+    CoupledBlock,
+    DenseAux,
+    FirstTokenHead,
+    GAPHead,
+    GAPPool,
+    HeadTokenBlock,
+    HeadTokens,
+    IRPEAttention,
+    LastTokenHead,
+    LearnableScale,
+    MeanShiftAttention,
+    MGCrP,
+    Model,
+    NoNorm,
+    Norm,
+    PatchEmbed,
+    PatchMerging,
+    PostNormBlock,
+    Projections,
+    Refine,
+    RefinerAttention,
+    ReprLayerNorm,
+    SecondOrderHead,
+    SimplePatchEmbed,
+    SoTEmbed,
+    Stage,
+    SvPN,
+    T2TEmbed,
+    TokenEmbed,
+    WindowMeanShiftAttention,
+    WindowMHSA,
+    to_dict,
+)
+
+ACTS = ("gelu", "gelu_tanh", "relu", "silu")
+POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
+
+DELETE = object()  # a breakage value meaning "remove this key"
+
+
+# ---------------------------------------------------------------------------------------------
+# valid specs
+
+
+def small_floats(lo: float, hi: float) -> st.SearchStrategy[float]:
+    return st.floats(min_value=lo, max_value=hi, allow_nan=False, allow_infinity=False)
+
+
+def drops() -> st.SearchStrategy[float]:
+    return st.one_of(st.just(0.0), small_floats(0.0, 0.5))
+
+
+def norms() -> st.SearchStrategy[Norm]:
+    return st.builds(Norm, kind=st.sampled_from(("layernorm", "batchnorm", "none")), eps=small_floats(1e-7, 1e-2))
+
+
+def embedders(patch_size: int) -> st.SearchStrategy[PatchEmbed | SimplePatchEmbed]:
+    return st.one_of(
+        st.builds(PatchEmbed, patch_size=st.just(patch_size), bias=st.booleans(), norm=st.one_of(st.none(), norms())),
+        st.builds(SimplePatchEmbed, patch_size=st.just(patch_size), norm=norms()),
+    )
+
+
+@st.composite
+def window_attentions(draw, dim: int, grid: tuple[int, int]) -> WindowMHSA:
+    """Window sizes whose window, clamped to the grid, divides it (larger than the grid included)."""
+    windows = [w for w in range(1, max(grid) + 2) if all(g % min(w, g) == 0 for g in grid)]
+    a = draw(attentions(dim))
+    return WindowMHSA(heads=a.heads, window=draw(st.sampled_from(windows)), shift=draw(st.booleans()),
+                      head_dim=a.head_dim, qkv_bias=a.qkv_bias, proj_bias=a.proj_bias, scale=a.scale,
+                      attn_drop=a.attn_drop, proj_drop=a.proj_drop, projections=a.projections)
+
+
+# the MSF paper's projection tyings (roles QUERY KEY VALUE [PROBE] WEIGHT; equal letters share a matrix)
+TABLE1 = ("QQQQQ", "QKKQQ", "QQVVV", "QQVVQ", "QQQPP", "QKKKQ", "QKKQK", "QKKKW", "QKKQW", "QKKPP", "QKKPQ",
+          "QQVPW", "QKKPW", "QKVVW", "QKVPP", "QKVQW", "QKVPQ", "QKVPW")
+TABLE2 = ("QQQQ", "QKKQ", "QQQW", "QQVQ", "QQVV", "QQVW", "QKKW", "QKVV", "QKVW")
+
+
+@st.composite
+def projections(draw, rows: tuple[str, ...], dim: int, inner: int) -> Projections:
+    """A tying of `rows` (or all untied) and groups dividing both widths, either grouping."""
+    groups = draw(st.sampled_from([g for g in (1, 2, 4) if dim % g == 0 and inner % g == 0]))
+    return Projections(roles=draw(st.one_of(st.none(), st.sampled_from(rows))), groups=groups,
+                       grouping=draw(st.sampled_from(("interleaved", "block"))))
+
+
+@st.composite
+def mean_shift_attentions(draw, dim: int, grid: tuple[int, int] | None = None):
+    """MeanShiftAttention, or with a token `grid` WindowMeanShiftAttention, with a form and a tying."""
+    a = draw(attentions(dim, tied=False) if grid is None else window_attentions(dim, grid))
+    form = draw(st.sampled_from(("eq12", "eq14", "gauss_orig")))
+    rows = TABLE2 if form == "gauss_orig" else TABLE1
+    if form == "eq14":  # P~ is a matrix of its own
+        rows = tuple(r for r in rows if r[3] == "P" and r.count("P") == 1)
+    if form == "eq12":  # QUERY = KEY and VALUE = PROBE: a mean shift, blind to a shift of all tokens (the norm's
+        rows = tuple(r for r in rows if r[0] != r[1] or r[2] != r[3])  # bias before it would never learn)
+    fields = dict(heads=a.heads, head_dim=a.head_dim, qkv_bias=a.qkv_bias, proj_bias=a.proj_bias, scale=a.scale,
+                  attn_drop=a.attn_drop, proj_drop=a.proj_drop, form=form,
+                  projections=draw(projections(rows, dim, a.inner_dim(dim))))
+    if grid is None:
+        return MeanShiftAttention(**fields)
+    return WindowMeanShiftAttention(**fields, window=a.window, shift=a.shift)
+
+
+@st.composite
+def attentions(draw, dim: int, tied: bool = True) -> MHSA:
+    if draw(st.booleans()):  # heads dividing dim, implicit head_dim
+        heads = draw(st.sampled_from([h for h in range(1, min(dim, 8) + 1) if dim % h == 0]))
+        head_dim = None
+    else:  # explicit head_dim: any number of heads
+        heads = draw(st.integers(1, 4))
+        head_dim = draw(st.integers(1, 16))
+    inner = heads * (head_dim or dim // heads)
+    return MHSA(
+        heads=heads,
+        head_dim=head_dim,
+        qkv_bias=draw(st.booleans()),
+        proj_bias=draw(st.booleans()),
+        scale=draw(st.one_of(st.none(), small_floats(0.05, 2.0))),
+        attn_drop=draw(drops()),
+        proj_drop=draw(drops()),
+        projections=draw(st.one_of(st.none(), projections(TABLE2, dim, inner))) if tied else None,
+    )
+
+
+@st.composite
+def ffns(draw, dim: int) -> MLP:
+    hidden = draw(st.one_of(st.none(), st.integers(1, 64)))
+    # keep int(dim * ratio) >= 1 so that an unset `hidden` gives a real layer
+    ratio = draw(small_floats(max(0.25, 1.0 / dim), 4.0))
+    return MLP(hidden=hidden, ratio=ratio, act=draw(st.sampled_from(ACTS)), bias=draw(st.booleans()),
+               drop=draw(drops()), layer_scale=draw(st.one_of(st.none(), small_floats(1e-5, 1.0))))
+
+
+def refines(grid: tuple[int, int], released: bool = True) -> st.SearchStrategy[Refine]:
+    """The paper's pipeline with any expansion, kernel (even ones too), constraint and reduction, or (with
+    `released`) the released DLA."""
+    kernels = st.integers(1, min(grid))
+    paper = st.builds(Refine, expansion=st.integers(1, 3), kernel=st.one_of(st.just(0), kernels),
+                      constraint=st.sampled_from(("none", "spatial", "row_col")), reduction=st.booleans())
+    alone = st.builds(Refine, expansion=st.just(1), kernel=kernels, reduction=st.just(False), expand=st.just(False),
+                      constraint=st.sampled_from(("none", "spatial", "row_col")))  # DLA alone (Table 2)
+    released_dla = st.builds(Refine, expansion=st.integers(1, 3), kernel=kernels, form=st.just("released"))
+    return st.one_of(paper, alone, released_dla) if released else st.one_of(paper, alone)
+
+
+@st.composite
+def refiner_stacks(draw, dim: int, depth: int, grid: tuple[int, int]) -> tuple[Block, ...]:
+    """`depth` blocks of refiner attention, each after the first free to reuse the maps handed on or add
+    them to its own when their count fits its heads (Table 13, Refined-ViT)."""
+    heads = draw(st.sampled_from((1, 2, 4)))
+    out: list[Block] = []
+    for j in range(depth):
+        fits = j > 0 and out[-1].attention.maps_handed_on == heads
+        link = draw(st.sampled_from(("none", "reuse", "add_incoming"))) if fits else "none"
+        # the released DLA's ReLU6s on its own softmax maps (>= 0): on a handed-on map of any sign, a unit of
+        # the eval-mode model at init may be dead, so that its parameters would not learn in this test
+        attention = RefinerAttention(heads=heads, refine=draw(st.one_of(st.none(), refines(grid, link == "none"))),
+                                     reuse=link == "reuse", add_incoming=link == "add_incoming",
+                                     form=draw(st.sampled_from(("paper", "released"))), qkv_bias=draw(st.booleans()))
+        ffn = MLP(ratio=2.0, layer_scale=draw(st.one_of(st.none(), st.just(0.5))))
+        # Refined-ViT's adjusted block (x + 2 f(LN(x / 2))) or the plain pre-norm one
+        out.append(AdjustedBlock(attention=attention, ffn=ffn) if draw(st.booleans()) else
+                   Block(attention=attention, ffn=ffn))
+    return tuple(out)
+
+
+@st.composite
+def blocks(draw, dim: int, grid: tuple[int, int] | None = None) -> Block:
+    """A block; with the token `grid` of a body without class token, its attention may be windowed."""
+    windowed = grid is not None and draw(st.booleans())
+    return Block(
+        attention=draw(window_attentions(dim, grid) if windowed else attentions(dim)),
+        ffn=draw(ffns(dim)),
+        norm=draw(norms()),
+        layer_scale=draw(st.one_of(st.none(), small_floats(1e-5, 1.0))),
+    )
+
+
+def stacks(dim: int, depth: int, grid: tuple[int, int] | None = None):
+    """One block repeated, or an explicit heterogeneous stack of `depth` different blocks."""
+    return st.one_of(blocks(dim, grid), st.lists(blocks(dim, grid), min_size=depth, max_size=depth, unique=True)
+                     .map(tuple))
+
+
+@st.composite
+def hierarchical_drafts(draw, single_token: bool = False) -> dict[str, Any]:
+    """Model fields of 2-3 stages joined by patch merging (no class token), window or global attention in
+    any stage. Some attend over 1 token (a window of 1, or a last stage on a 1x1 grid), which the spec
+    refuses: `single_token_path` says where; with `single_token` the last stage is always on a 1x1 grid."""
+    n_stages = draw(st.integers(2, 3))
+    patch = draw(st.integers(1, 4))
+    scale = (1, 1) if single_token else (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    grid = (scale[0] * 2 ** (n_stages - 1), scale[1] * 2 ** (n_stages - 1))
+    pos_embed = draw(st.sampled_from(POS_EMBEDS))
+    img_size = (patch * grid[0], patch * grid[1])
+    stages = []
+    for i in range(n_stages):
+        dim = 4 * draw(st.integers(1, 6)) if i == 0 and pos_embed.startswith("sincos") else draw(st.integers(2, 24))
+        depth = draw(st.integers(1, 3))
+        entry = PatchMerging(norm=draw(norms()), bias=draw(st.booleans())) if i else None
+        stages.append(Stage(depth=depth, dim=dim, block=draw(stacks(dim, depth, grid)), entry=entry))
+        grid = (grid[0] // 2, grid[1] // 2)
+    head = GAPHead(norm=draw(st.one_of(st.none(), norms())), drop=draw(drops()))
+    return dict(embedder=draw(embedders(patch)), stages=stages, img_size=img_size, class_token=False,
+                pos_embed=pos_embed, head=head, **draw(model_options()))
+
+
+def single_token_path(fields: dict[str, Any]) -> str | None:
+    """The field path that the SpecError of a model with these (otherwise valid) fields must name because a
+    softmax in it runs over 1 token, or None: the tests' own count, from the fields alone. Each query
+    of global attention sees the grid, the class token and a block's head tokens (one per head); of window
+    attention, its window clamped to the grid; SoT's nonlocal embedding attends over the token grid."""
+    embedder, size = fields["embedder"], fields["img_size"]
+    h, w = (size, size) if isinstance(size, int) else size
+    grid = (h // embedder.patch_size, w // embedder.patch_size)
+    if isinstance(embedder, SoTEmbed) and embedder.block == "nonlocal" and grid == (1, 1):
+        return "embedder.block"
+    if "stages" in fields:
+        stages, where = fields["stages"], [f"stages.{s}." for s in range(len(fields["stages"]))]
+        if len(stages) == 1:
+            where = [""]
+    else:
+        stages, where = [Stage(depth=fields["depth"], dim=fields["dim"], block=fields["block"])], [""]
+    for stage, prefix in zip(stages, where):
+        if stage.entry is not None:
+            grid = (grid[0] // 2, grid[1] // 2)
+        listed = [("block", stage.block)] if isinstance(stage.block, Block) else \
+            [(f"block.{i}", b) for i, b in enumerate(stage.block)]
+        for path, block in listed:
+            a = block.attention
+            if isinstance(a, WindowMHSA):
+                if a.window == 1:
+                    return f"{prefix}{path}.attention.window"
+                keys = min(a.window, grid[0]) * min(a.window, grid[1])
+            else:
+                keys = grid[0] * grid[1] + int(fields.get("class_token", True))
+                keys += a.heads if isinstance(block, HeadTokenBlock) else 0
+            if keys == 1 and not getattr(a, "reuse", False):  # a reusing block has no query or key weights
+                return f"{prefix}{path}.attention"
+    return None
+
+
+def model_options() -> st.SearchStrategy[dict[str, Any]]:
+    """The fields of a model that any body takes."""
+    return st.fixed_dictionaries(dict(
+        num_classes=st.integers(1, 10), in_chans=st.integers(1, 3), final_norm=st.booleans(),
+        drop_path=st.one_of(st.just(0.0), st.floats(0.0, 0.3, exclude_max=True)),
+        init=st.sampled_from(("timm", "torch")),
+    ))
+
+
+@st.composite
+def isotropic_drafts(draw, single_token: bool = False) -> dict[str, Any]:
+    """Model fields of one stage (the isotropic ViT family); with `single_token`, on a 1x1 grid without
+    class token (refused: attention over 1 token)."""
+    pos_embed = draw(st.sampled_from(POS_EMBEDS))
+    if pos_embed == "sincos2d":
+        dim = 4 * draw(st.integers(1, 12))
+    elif pos_embed == "sincos1d":
+        dim = 2 * draw(st.integers(1, 24))
+    else:
+        dim = draw(st.integers(2, 48))
+    depth = draw(st.integers(1, 3))
+    block = draw(stacks(dim, depth))
+    patch = draw(st.integers(1, 8))
+    gh, gw = (1, 1) if single_token else (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    img_size: int | tuple[int, int] = (patch * gh, patch * gw)
+    if gh == gw and draw(st.booleans()):
+        img_size = patch * gh  # the int shorthand
+    class_token = not single_token and draw(st.booleans())
+    if class_token and draw(st.booleans()):
+        head: ClassTokenHead | GAPHead = ClassTokenHead(drop=draw(drops()))
+    else:
+        head = GAPHead(norm=draw(st.one_of(st.none(), norms())), drop=draw(drops()))
+    return dict(embedder=draw(embedders(patch)), block=block, depth=depth, dim=dim, img_size=img_size,
+                class_token=class_token, pos_embed=pos_embed, head=head, **draw(model_options()))
+
+
+@st.composite
+def model_drafts(draw, single_token: bool = False) -> tuple[dict[str, Any], str | None]:
+    """(model fields, `single_token_path` of them): one stage or, one time in three, several stages. The
+    fields are valid but for attention over 1 token, which the drafts may (with `single_token`, do) have."""
+    fields = draw(hierarchical_drafts(single_token) if draw(st.integers(0, 2)) == 0 else isotropic_drafts(single_token))
+    return fields, single_token_path(fields)
+
+
+def valid_models() -> st.SearchStrategy[Model]:
+    """Small valid models: the drafts whose every attention sees 2 tokens or more."""
+    return model_drafts().filter(lambda case: case[1] is None).map(lambda case: Model(**case[0]))
+
+
+# ---------------------------------------------------------------------------------------------
+# invalid specs
+
+
+def set_path(tree: Any, dotted: str, value: Any) -> None:
+    """Set (or with DELETE, remove) `dotted` in an unstructured spec, in place."""
+    *parents, last = dotted.split(".")
+    node = tree
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    if isinstance(node, list):
+        node[int(last)] = value
+    elif value is DELETE:
+        del node[last]
+    else:
+        node[last] = value
+
+
+def unshared_copy(value: Any) -> Any:
+    """A deep copy in which no two places share an object (deepcopy keeps `[d] * 2` aliased)."""
+    if isinstance(value, dict):
+        return {k: unshared_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [unshared_copy(v) for v in value]
+    return value
+
+
+def apply_changes(data: dict[str, Any], changes: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = unshared_copy(data)
+    for dotted, value in changes:
+        set_path(data, dotted, unshared_copy(value))
+    return data
+
+
+@st.composite
+def breakages(draw, spec: Model) -> tuple[list[tuple[str, Any]], str]:
+    """One way to break `spec`: (changes, expected error path). Each change is (dotted key, value).
+    A one-stage model's stage fields sit at the root (block, depth, dim), a hierarchical one's under
+    `stages.s.`."""
+    s = draw(st.integers(0, len(spec.stages) - 1))
+    stage = spec.stages[s]
+    sp = "" if len(spec.stages) == 1 else f"stages.{s}."
+    if isinstance(stage.block, tuple):
+        i = draw(st.integers(0, len(stage.block) - 1))
+        bp, blk = f"{sp}block.{i}", stage.block[i]
+    else:
+        bp, blk = f"{sp}block", stage.block
+    h, w = spec.img_size
+    p = spec.embedder.patch_size
+    n_blocks = len(stage.block) if isinstance(stage.block, tuple) else 1
+
+    def one(key: str, value: Any, path: str | None = None) -> tuple[list[tuple[str, Any]], str]:
+        return [(key, value)], key if path is None else path
+
+    options = [
+        # negative / zero sizes and out-of-range floats
+        one(f"{sp}depth", draw(st.integers(-3, 0))),
+        one(f"{sp}dim", draw(st.integers(-3, 0))),
+        one("num_classes", draw(st.integers(-3, -1))),
+        one("in_chans", draw(st.integers(-3, 0))),
+        one("img_size", [draw(st.integers(-3, 0)), w]),
+        one("embedder.patch_size", draw(st.integers(-3, 0))),
+        one(f"{bp}.attention.heads", draw(st.integers(-3, 0))),
+        one(f"{bp}.attention.head_dim", draw(st.integers(-3, 0))),
+        one(f"{bp}.attention.scale", draw(st.sampled_from([0.0, -0.5]))),
+        one(f"{bp}.attention.attn_drop", draw(st.sampled_from([1.0, -0.1, 2.5]))),
+        one(f"{bp}.ffn.hidden", draw(st.integers(-3, 0))),
+        one(f"{bp}.ffn.ratio", draw(st.sampled_from([0.0, -1.0, -4]))),
+        one(f"{bp}.norm.eps", draw(st.sampled_from([0.0, -1e-6]))),
+        one(f"{bp}.layer_scale", draw(st.sampled_from([0.0, -0.1]))),
+        one("drop_path", draw(st.sampled_from([1.0, -0.1, 1.5]))),
+        one("head.drop", draw(st.sampled_from([1.0, -0.5]))),
+        # sizes torch cannot take, floats that are not finite
+        one(draw(st.sampled_from([f"{sp}depth", f"{sp}dim", "num_classes", "in_chans", "embedder.patch_size",
+                                  f"{bp}.attention.heads", f"{bp}.ffn.hidden"])),
+            draw(st.sampled_from([2**31, 10**40]))),
+        one(draw(st.sampled_from([f"{bp}.ffn.ratio", f"{bp}.norm.eps", "drop_path", f"{bp}.attention.proj_drop"])),
+            draw(st.sampled_from([float("nan"), float("inf"), -float("inf"), 10**400]))),
+        # wrong types
+        one(f"{sp}depth", str(stage.depth)),
+        one(f"{sp}dim", float(stage.dim)),
+        one(f"{sp}depth", True),
+        one(f"{bp}.attention.heads", str(blk.attention.heads)),
+        one(f"{bp}.ffn.hidden", "64"),
+        one("drop_path", draw(st.booleans())),
+        one(f"{bp}.norm.eps", True),
+        one(f"{bp}.ffn.ratio", "4.0"),
+        one(f"{bp}.layer_scale", False),
+        one("class_token", draw(st.sampled_from([0, 1, "true", None]))),
+        one("final_norm", 1),
+        one(f"{bp}.attention.qkv_bias", 1),
+        one(f"{bp}.ffn.bias", "yes"),
+        one("pos_embed", draw(st.sampled_from(["rope", "LEARNED", True, 1]))),
+        one("init", "xavier"),
+        one(f"{bp}.ffn.act", draw(st.sampled_from(["tanh", "GELU", 3]))),
+        one(f"{bp}.norm.kind", draw(st.sampled_from(["rms", "rmsnorm", None]))),
+        one("img_size", draw(st.sampled_from([str(h), float(h), [h], [h, w, w], True, None]))),
+        one("img_size", [h, str(w)], "img_size.1"),
+        one(f"{sp}depth", None),
+        one(f"{bp}.norm", draw(st.sampled_from([1, [], None]))),
+        one("head", draw(st.sampled_from([3, None, [], True]))),
+        one("embedder", draw(st.sampled_from([None, 7]))),
+        one(f"{sp}block", draw(st.sampled_from([3, "block", None, []]))),
+        # unknown keys
+        one(draw(st.sampled_from(["foo", "blocks", "num_heads"])), 1),
+        one(f"{bp}.attention.windows", 7),
+        one(f"{bp}.ffn.gated", True),
+        one(f"{bp}.norm.affine", False),
+        one("head.pool", "avg"),
+        one("embedder.stride", 2),
+        # unknown kinds
+        one("embedder.kind", draw(st.sampled_from(["conv", "Patch", "mhsa"]))),
+        one("head.kind", draw(st.sampled_from(["token", "GAP", "mlp", 0]))),
+        one(f"{bp}.attention.kind", draw(st.sampled_from(["linear", "mlp"]))),
+        one(f"{bp}.ffn.kind", draw(st.sampled_from(["glu", "mhsa"]))),
+        # heads not dividing dim (implicit head_dim)
+        ([(f"{bp}.attention.head_dim", None), (f"{bp}.attention.heads", stage.dim + 1)], f"{bp}.attention.heads"),
+        # patch size not dividing the image
+        one("embedder.patch_size", h + 1),
+        # class-token head without a class token
+        ([("class_token", False), ("head", {"kind": "class_token", "drop": 0.0})], "head"),
+        # depth not matching the listed blocks
+        ([(f"{sp}block", [to_dict(blk)] * 2), (f"{sp}depth", 3)], f"{sp}depth"),
+        one(f"{sp}depth", n_blocks + 1) if isinstance(stage.block, tuple) else one(f"{sp}depth", 0),
+    ]
+    if p > 1:
+        options.append(one("img_size", [h + 1, w], "embedder.patch_size"))
+    if isinstance(spec.embedder, PatchEmbed):
+        options.append(one("embedder.bias", 1))
+    else:
+        options.append(one("embedder.norm.eps", 0.0))
+        options.append(one("embedder.norm", None))
+    if isinstance(spec.head, GAPHead):
+        options.append(one("head.norm", 3))
+        options.append(one("head.norm.eps" if spec.head.norm is not None else "head.norm",
+                           -1.0 if spec.head.norm is not None else 1))
+    if isinstance(stage.block, tuple):
+        j = draw(st.integers(0, n_blocks - 1))
+        options.append(one(f"{sp}block.{j}", draw(st.sampled_from([1, "block", None]))))
+    if spec.pos_embed != "sincos2d" and spec.stages[0].dim % 4:
+        options.append(one("pos_embed", "sincos2d"))
+    if spec.pos_embed != "sincos1d" and spec.stages[0].dim % 2:
+        options.append(one("pos_embed", "sincos1d"))
+    if isinstance(blk.attention, WindowMHSA):
+        options.append(one(f"{bp}.attention.window", draw(st.integers(-2, 0))))
+        options.append(one(f"{bp}.attention.shift", 1))
+    if not sp:  # the one-stage shorthand beside an empty stages list (which it would ignore)
+        options.append(one("stages", []))
+    if sp:  # several stages: no root shorthand, a first stage without entry, entries with their own fields
+        options.append(one(draw(st.sampled_from(["depth", "dim", "block"])), 2))
+        options.append(one("stages.0.entry", {"kind": "patch_merging"}))
+        options.append(one("stages.1.entry.norm.eps", 0.0))
+        options.append(one("stages.1.entry.kind", "pixel_shuffle"))
+        options.append(one("stages", []))
+        if spec.stages[1].dim != spec.stages[0].dim:
+            options.append(one("stages.1.entry", None, "stages.1.dim"))
+    return draw(st.sampled_from(options))
+
+
+@st.composite
+def invalid_specs(draw, models: st.SearchStrategy[Model] | None = None) -> tuple[dict[str, Any], str]:
+    """(unstructured spec with one thing broken, the field path its SpecError must name)."""
+    spec = draw(models if models is not None else valid_models())
+    changes, path = draw(breakages(spec))
+    return apply_changes(to_dict(spec), changes), path
+
+
+@st.composite
+def invalid_deletions(draw) -> tuple[dict[str, Any], str]:
+    """A required `kind` tag removed from a tagged-union component."""
+    spec = draw(valid_models())
+    key = draw(st.sampled_from(["embedder.kind", "head.kind"]))
+    return apply_changes(to_dict(spec), [(key, DELETE)]), key
+
+
+@st.composite
+def invalid_overrides(draw) -> tuple[Model, dict[str, Any], str]:
+    """(valid spec, override assignments that break it, the path the SpecError must name)."""
+    spec = draw(valid_models())
+    changes, path = draw(breakages(spec))
+    return spec, dict(changes), path
+
+
+# ---------------------------------------------------------------------------------------------
+# one strategy per component kind: small models that use it, with its options drawn
+
+
+def _isotropic(**changes) -> Model:
+    base = dict(embedder=PatchEmbed(patch_size=4), block=Block(attention=MHSA(heads=2)), depth=2, dim=16,
+                num_classes=3, img_size=16)
+    return Model(**{**base, **changes})
+
+
+def _hierarchical(block: Block | None = None, entry: PatchMerging | None = None, **changes) -> Model:
+    """Two stages on a 4 x 4 grid (16 px, patch 4), the second after a patch merging."""
+    block = block or Block(attention=MHSA(heads=2))
+    stages = [Stage(depth=2, dim=16, block=block), Stage(depth=2, dim=32, block=block, entry=entry or PatchMerging())]
+    return Model(**{**dict(embedder=PatchEmbed(patch_size=4), stages=stages, num_classes=3, img_size=16,
+                           class_token=False, head=GAPHead()), **changes})
+
+
+def _text(**changes) -> Model:
+    """A BERT-like text body: 8 tokens of a 50-word vocabulary, two post-norm blocks, the first-token head."""
+    base = dict(embedder=TokenEmbed(vocab_size=50, max_positions=12, seq_len=8, padding_id=0, norm=Norm(eps=1e-12)),
+                block=PostNormBlock(attention=MHSA(heads=2)), depth=2, dim=16, num_classes=3,
+                class_token=False, pos_embed="none", final_norm=False, head=FirstTokenHead(pooler="tanh"))
+    return Model(**{**base, **changes})
+
+
+def _conformer(embedder: ConformerStem | None = None, block: Block | None = None, med_blocks: int = 0,
+               last_stride: int = 2, **changes) -> Model:
+    """A Conformer shrunk (the released depth-3 layout, `conformer_d3.pt`): 32 px, patch 16 (2x2 tokens of width
+    16), the stem's 8x8 map; a plain block, then two coupled blocks (widths 16, 32, each halving the map)."""
+    block = block or Block(attention=MHSA(heads=2))
+    embedder = embedder or ConformerStem(stem=8, width=8)
+    branches = [ConvBranch(width=16, stride=2, down=2, med_blocks=med_blocks),
+                ConvBranch(width=32, stride=2, down=1, fusion_stride=last_stride, med_blocks=med_blocks)]
+    stages = [Stage(depth=1, dim=16, block=block)] + [Stage(depth=1, dim=16, block=CoupledBlock(
+        attention=block.attention, ffn=block.ffn, norm=block.norm, layer_scale=block.layer_scale, conv=b))
+        for b in branches]
+    base = dict(embedder=embedder, stages=stages, num_classes=3, img_size=32, pos_embed="none", final_norm=False,
+                head=ConformerHead())
+    return Model(**{**base, **changes})
+
+
+def conformer_heads() -> st.SearchStrategy[ConformerHead]:
+    """The conformer head over a token head: the class token's, the patch tokens' mean, or SoT's."""
+    mgcrp = st.builds(MGCrP, heads=st.integers(1, 2), m=st.integers(2, 4), n=st.integers(2, 4))
+    tokens = st.one_of(st.builds(ClassTokenHead, drop=drops()), st.builds(GAPHead, norm=st.one_of(st.none(), norms())),
+                       st.builds(SecondOrderHead, fusion=st.sampled_from(["sum", "concat"]), pool=mgcrp,
+                                 norm=st.just(SvPN())))
+    return st.builds(ConformerHead, tokens=tokens, norm=st.builds(Norm, eps=small_floats(1e-6, 1e-4)))
+
+
+@st.composite
+def token_embeds(draw) -> TokenEmbed:
+    padding_id = draw(st.one_of(st.none(), st.integers(0, 3)))
+    pad_positions = padding_id is not None and draw(st.booleans())
+    seq_len = draw(st.integers(2, 8))
+    first = padding_id + 1 if pad_positions else 0
+    return TokenEmbed(vocab_size=draw(st.integers(8, 40)), max_positions=first + seq_len + draw(st.integers(0, 4)),
+                      seq_len=seq_len, type_vocab_size=draw(st.integers(0, 2)), padding_id=padding_id,
+                      pad_positions=pad_positions, norm=draw(st.one_of(st.none(), norms())), drop=draw(drops()),
+                      width=draw(st.sampled_from([None, 8, 16])))
+
+
+def text_second_order() -> st.SearchStrategy[Model]:
+    """SoT's head on a text body: the released BERT head (padding included) or a masked one, its z0 the first or
+    the last real token (GPT)."""
+    pool = st.builds(MGCrP, heads=st.integers(1, 2), m=st.integers(2, 4), n=st.integers(2, 4),
+                     centering=st.sampled_from(["none", "scalar", "channel"]), bn_relu=st.booleans())
+    norm = st.builds(SvPN, side=st.sampled_from(["right", "left"]))
+    masked = st.builds(SecondOrderHead, fusion=st.sampled_from(["sum", "concat", "late"]), pool=pool, norm=norm,
+                       drop=drops(), z0=st.sampled_from([None, "last_token"]))
+    released = st.builds(SecondOrderHead, pool=pool, norm=norm, drop=drops(), padding=st.just("included"))
+    return st.one_of(masked, released).map(lambda h: _text(head=h))
+
+
+def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
+    def head(pool, norm):
+        def centred(h):  # aggr_all over a channel-centred covariance cannot see the final norm's bias
+            return h.fusion == "aggr_all" and (isinstance(h.pool, GCP) or getattr(h.pool, "centering", "") == "channel")
+
+        return st.builds(SecondOrderHead, fusion=st.sampled_from(["sum", "concat", "aggr_all", "late"]), pool=pool,
+                         norm=norm, drop=drops()).filter(lambda h: not centred(h)).map(lambda h: _isotropic(head=h))
+
+    mgcrp = st.builds(MGCrP, heads=st.integers(1, 2), m=st.integers(2, 4), n=st.integers(2, 4),
+                      centering=st.sampled_from(["none", "scalar", "channel"]))
+    daff = st.builds(DAFF, ratio=st.sampled_from([1.0, 2.0]), kernel=st.sampled_from([1, 3, 5]),
+                     spatial=st.sampled_from(["dwconv", "avgpool", "none"]), shortcut=st.booleans(),
+                     cls=st.sampled_from(["reweight", "identity", "all"]), norm=norms(), se_reduction=st.integers(1, 8))
+    # iRPE: any places, shared or per-head tables, other piecewise coefficients; a class token or not, head tokens
+    # or not, one stage or two. The head reads the patch tokens: under a class-token head the last block's key
+    # table could not move the logits (the class token's row has one bucket; tests/models/irpe/test_irpe.py)
+    irpe = st.builds(IRPEAttention, heads=st.just(2), on=st.sampled_from(["q", "k", "v", "qk", "kv", "qkv"]),
+                     shared_head=st.booleans(), alpha=st.sampled_from([1.0, 1.9]), beta=st.sampled_from([2.0, 3.8]),
+                     gamma=st.sampled_from([8.0, 15.2]), qkv_bias=st.booleans(), attn_drop=drops())
+    irpe_models = st.one_of(
+        st.tuples(irpe, st.booleans(), st.booleans()).map(lambda t: _isotropic(
+            block=HeadTokenBlock(attention=t[0]) if t[2] else Block(attention=t[0]), class_token=t[1], head=GAPHead())),
+        irpe.map(lambda a: _hierarchical(Block(attention=a))))
+    return {
+        IRPEAttention: irpe_models,
+        PatchEmbed: embedders(4).filter(lambda e: isinstance(e, PatchEmbed)).map(lambda e: _isotropic(embedder=e)),
+        SimplePatchEmbed: st.builds(SimplePatchEmbed, patch_size=st.sampled_from([2, 4]), norm=norms())
+        .map(lambda e: _isotropic(embedder=e)),
+        SoTEmbed: st.builds(SoTEmbed, block=st.sampled_from(["dense", "resnet", "inception", "nonlocal"]),
+                            stem_dim=st.sampled_from([8, 16]), downsample_last=st.booleans())
+        .map(lambda e: _isotropic(embedder=e, img_size=2 * e.patch_size)),
+        T2TEmbed: st.builds(T2TEmbed, token_dim=st.integers(2, 6), block=st.sampled_from(["performer", "transformer"]))
+        .flatmap(lambda e: st.builds(lambda r, d: attrs.evolve(e, kernel_ratio=r, drop=d), st.sampled_from([0.5, 1.0]),
+                                     drops()) if e.block == "performer" else st.just(e))
+        .map(lambda e: _isotropic(embedder=e, img_size=(16, 32))),
+        SOPE: st.builds(SOPE, patch_size=st.sampled_from([2, 4, 8, 16]), pre_affine=st.booleans(),
+                        post_affine=st.booleans(), norm=norms(), act=st.sampled_from(["released", "every"]))
+        .map(lambda e: _isotropic(embedder=e, img_size=max(16, e.patch_size))),
+        MHSA: attentions(16).map(lambda a: _isotropic(block=Block(attention=a))),
+        MeanShiftAttention: mean_shift_attentions(16).map(lambda a: _isotropic(block=Block(attention=a))),
+        # a window of 1 token is refused (KIND_RULES: nothing to attend)
+        WindowMeanShiftAttention: mean_shift_attentions(16, (4, 4)).filter(lambda a: a.window > 1)
+        .map(lambda a: _hierarchical(Block(attention=a))),
+        WindowMHSA: window_attentions(16, (4, 4)).filter(lambda a: a.window > 1)
+        .map(lambda a: _hierarchical(Block(attention=a))),
+        RefinerAttention: st.one_of(
+            refiner_stacks(16, 3, (4, 4)).map(lambda b: _isotropic(block=b, depth=3)),
+            st.tuples(st.builds(Refine, expansion=st.integers(1, 2), kernel=st.sampled_from([0, 1, 3]),
+                                constraint=st.sampled_from(["none", "row_col"])), st.booleans())
+            .map(lambda t: _text(block=PostNormBlock(attention=RefinerAttention(heads=2, refine=t[0])),
+                                 causal=t[1], head=LastTokenHead() if t[1] else FirstTokenHead(pooler="tanh"))),
+            refiner_stacks(16, 2, (2, 2)).map(lambda b: _hierarchical(Block(), stages=[
+                Stage(depth=2, dim=16, block=b), Stage(depth=2, dim=32, block=b, entry=PatchMerging())]))),
+        ConformerStem: st.tuples(st.builds(ConformerStem, patch_size=st.just(16), stem=st.sampled_from([4, 8]),
+                                           width=st.sampled_from([4, 8])), st.integers(0, 1), st.sampled_from([1, 2]))
+        .map(lambda t: _conformer(embedder=t[0], med_blocks=t[1], last_stride=t[2])),
+        ConformerHead: conformer_heads().map(lambda h: _conformer(head=h)),
+        ConvStem: st.builds(ConvStem, patch_size=st.sampled_from([2, 4]), width=st.integers(1, 4))
+        .map(lambda e: _isotropic(embedder=e, img_size=4 * e.patch_size)),
+        MLP: ffns(16).map(lambda f: _isotropic(block=Block(attention=MHSA(heads=2), ffn=f))),
+        # the class-token head reads what DAFF does to the class token; with cls = identity only the patch
+        # tokens change, so a head that reads them
+        DAFF: daff.map(lambda f: _isotropic(block=Block(attention=MHSA(heads=2), ffn=f),
+                                            head=GAPHead() if f.cls == "identity" else ClassTokenHead())),
+        HeadTokenBlock: st.builds(HeadTokens, norm=norms()).map(
+            lambda t: _isotropic(block=HeadTokenBlock(attention=MHSA(heads=2), head_tokens=t))),
+        Block: st.builds(Block, attention=attentions(16), norm=norms(),
+                         layer_scale=st.one_of(st.none(), small_floats(1e-5, 1.0))).map(lambda b: _isotropic(block=b)),
+        PostNormBlock: st.one_of(
+            st.builds(PostNormBlock, attention=st.just(MHSA(heads=2)), norm=norms()).map(lambda b: _text(block=b)),
+            st.builds(PostNormBlock, attention=attentions(16)).map(lambda b: _isotropic(block=b, final_norm=False))),
+        AdjustedBlock: st.one_of(
+            refiner_stacks(16, 3, (4, 4)).filter(lambda b: any(isinstance(x, AdjustedBlock) for x in b))
+            .map(lambda b: _isotropic(block=b, depth=3)),
+            st.builds(AdjustedBlock, attention=attentions(16), adjust_ratio=st.sampled_from([0.5, 2.0]))
+            .map(lambda b: _isotropic(block=b))),
+        CoupledBlock: st.integers(0, 1).map(lambda m: _conformer(med_blocks=m)),
+        PatchMerging: st.builds(PatchMerging, norm=norms(), bias=st.booleans()).map(lambda e: _hierarchical(entry=e)),
+        ClassTokenHead: st.builds(ClassTokenHead, drop=drops(), dense=st.one_of(st.none(), st.builds(
+            DenseAux, loss_weight=small_floats(0.1, 2.0), eval_weight=small_floats(0.1, 2.0))))
+        .map(lambda h: _isotropic(head=h)),
+        GAPHead: st.builds(GAPHead, norm=st.one_of(st.none(), norms()), drop=drops())
+        .map(lambda h: _isotropic(head=h)),
+        SecondOrderHead: st.one_of(head(mgcrp, st.just(SvPN())), text_second_order()),
+        GAPPool: head(st.just(GAPPool()), st.sampled_from([NoNorm(), EPN(), LearnableScale(), ReprLayerNorm()])),
+        GCP: head(st.builds(GCP, dim=st.integers(2, 6), iters=st.integers(1, 5)), st.just(NoNorm())),
+        MGCrP: head(mgcrp, st.sampled_from([NoNorm(), EPN(), ReprLayerNorm()])),
+        SvPN: head(mgcrp, st.one_of(  # the exact SVD takes alpha alone
+            st.builds(SvPN, alpha=st.sampled_from([0.25, 0.5, 0.75]), method=st.just("approx"), num_sv=st.just(1),
+                      iters=st.integers(1, 3), start=st.sampled_from(["learnable", "fixed"])),
+            st.builds(SvPN, alpha=st.sampled_from([0.25, 0.5, 0.75]), method=st.just("exact")))),
+        EPN: head(mgcrp, st.just(EPN())),
+        LearnableScale: head(st.just(GAPPool()), st.builds(LearnableScale, init=small_floats(0.1, 2.0))),
+        ReprLayerNorm: head(mgcrp, st.builds(ReprLayerNorm, eps=small_floats(1e-7, 1e-3))),
+        NoNorm: head(mgcrp, st.just(NoNorm())),
+        TokenEmbed: st.tuples(token_embeds(), st.booleans()).map(lambda t: _text(
+            embedder=t[0], block=(PostNormBlock if t[1] else Block)(attention=MHSA(heads=2)), final_norm=not t[1])),
+        FirstTokenHead: st.builds(FirstTokenHead, pooler=st.sampled_from([None, "tanh", "gelu"]), drop_in=drops(),
+                                  drop=drops()).map(lambda h: _text(head=h)),
+        LastTokenHead: st.builds(LastTokenHead, bias=st.booleans(), drop=drops()).map(lambda h: _text(
+            head=h, causal=True, block=Block(attention=MHSA(heads=2)), final_norm=True)),
+    }
+
+
+KIND_MODELS = _kind_models()
+
+
+# ---------------------------------------------------------------------------------------------
+# one way to break a model of KIND_MODELS[cls], for every kind: any field given a value of the wrong type
+# or range, an unknown key or kind, or a rule that ties the kind to the rest of the model
+
+
+def component_paths(spec: Any, cls: type, prefix: str = "") -> list[str]:
+    """The dotted paths (in `to_dict(spec)`) of every instance of `cls` in the spec tree."""
+    out = [prefix] if isinstance(spec, cls) else []
+    if isinstance(spec, Model):
+        items = [(f, getattr(spec, f)) for f in ("embedder", "head")]
+        items += [("block", spec.block)] if spec.isotropic else [("stages", spec.stages)]
+    elif isinstance(spec, tuple):
+        items = list(enumerate(spec))
+    elif attrs.has(type(spec)):
+        items = [(f.name, getattr(spec, f.name)) for f in attrs.fields(type(spec))]
+    else:
+        items = []
+    for key, value in items:
+        out += component_paths(value, cls, f"{prefix}.{key}" if prefix else str(key))
+    return out
+
+
+def _bad_values(field_type: Any) -> list[Any]:
+    """Values that no field of this type takes (every size field is >= 0 and <= 2**31 - 1, every float
+    field finite and >= 0)."""
+    args = [t for t in typing.get_args(field_type) if t is not type(None)] or [field_type]
+    if typing.get_origin(field_type) is Literal:
+        return ["bogus", 7]
+    if args[0] is int:
+        return [-1, 2**31, 10**40, "2", "9" * 10_000, True, 1.5]
+    if args[0] is float:
+        return [-1.0, float("nan"), float("inf"), -float("inf"), 10**400, "0.1", True]
+    if args[0] is bool:
+        return [1, "yes", None]
+    if typing.get_origin(args[0]) is Literal:
+        return ["bogus", 7]
+    return [3, [1]]  # a component or a norm (a string would set its kind, in an override)
+
+
+@st.composite
+def field_breakages(draw, spec: Model, cls: type) -> tuple[list[tuple[str, Any]], str]:
+    """One field of one `cls` in `spec` given a value it does not take, or an unknown key or kind."""
+    path = draw(st.sampled_from(component_paths(spec, cls)))
+    options = [([(f"{path}.no_such_option", 1)], f"{path}.no_such_option")]
+    if isinstance(getattr(cls, "kind", None), str) and "kind" not in attrs.fields_dict(cls):
+        options.append(([(f"{path}.kind", "bogus")], f"{path}.kind"))
+    for f in attrs.fields(cls):
+        options += [([(f"{path}.{f.name}", v)], f"{path}.{f.name}") for v in _bad_values(f.type)]
+    return draw(st.sampled_from(options))
+
+
+# an isotropic model of KIND_MODELS (16 px, patch 4) on a 1x1 grid without class token: 1 token to attend
+SINGLE_TOKEN = [("img_size", 4), ("class_token", False), ("head", {"kind": "gap"})]
+
+
+def _kind_rules() -> dict[type, Any]:
+    """For every kind, `rules(spec)`: changes to a model of KIND_MODELS[kind] that break a rule tying the
+    kind to the rest of the model (all fields valid on their own): a derived width of zero or above
+    2**31 - 1, a shape that does not fit, an option that would do nothing. [(changes, path), ...]"""
+    def embedder(spec):
+        (h, w), p = spec.img_size, spec.embedder.patch_size
+        out = [([("img_size", [h + 1, w])], "embedder.patch_size")]
+        if isinstance(spec.embedder, SimplePatchEmbed):  # a patch of in_chans x p^2 values past the largest size
+            out.append(([("embedder.patch_size", 2**16), ("img_size", 2**16), ("in_chans", 3)], "embedder.patch_size"))
+        if isinstance(spec.embedder, SOPE) and p > 2:  # the first of log2(p) units: dim / 2^(units - 1) < 1 channel
+            out.append(([("dim", p // 2 - 1), ("block.attention.heads", 1)], "embedder.patch_size"))
+        if isinstance(spec.embedder, T2TEmbed):  # not a multiple of 16; widths of zero or past the largest size
+            return [([("img_size", [h + 16 + 1, w])], "embedder"),
+                    ([("embedder.token_dim", 2**30)], "embedder.token_dim"),
+                    ([("embedder.block", "performer"), ("embedder.kernel_ratio", 0.01)], "embedder.kernel_ratio"),
+                    ([("in_chans", 2**26)], "embedder")]
+        if isinstance(spec.embedder, SoTEmbed):
+            out.append(([("embedder.block", "resnet"), ("embedder.large_output", True)], "embedder.large_output"))
+            out.append(([("embedder.block", "nonlocal"), ("img_size", p)], "embedder.block"))  # attends 1 position
+        return out
+
+    def attention(cls):
+        def rules(spec):
+            path = component_paths(spec, cls)[0]
+            out = [([(f"{path}.heads", 3), (f"{path}.head_dim", None)], f"{path}.heads"),
+                   ([(f"{path}.heads", 2**16), (f"{path}.head_dim", 2**16)], f"{path}.head_dim")]
+            if cls in (WindowMHSA, WindowMeanShiftAttention):
+                out += [([(f"{path}.window", 3)], f"{path}.window"), ([("class_token", True)], path),
+                        ([(f"{path}.window", 1)], f"{path}.window"),  # 1 token per window: nothing to attend
+                        ([("img_size", 8)], "stages.1.block.attention")]  # a 1x1 grid after the merging
+            else:  # a 1x1 grid, no class token: 1 token, nothing to attend
+                out.append((SINGLE_TOKEN, path))
+            if cls in (MeanShiftAttention, WindowMeanShiftAttention):  # groups or roles that do not fit
+                proj = f"{path}.projections"
+                out += [([(f"{path}.heads", 1), (f"{path}.head_dim", 3), (f"{proj}.groups", 2)], f"{proj}.groups"),
+                        ([(f"{proj}.groups", 3)], f"{proj}.groups"),
+                        ([(f"{path}.form", "gauss_orig"), (f"{proj}.roles", "QKVPW")], f"{proj}.roles"),
+                        ([(f"{path}.form", "eq12"), (f"{proj}.roles", "QKVW")], f"{proj}.roles"),
+                        ([(f"{path}.form", "eq14"), (f"{proj}.roles", "QKVPP")], f"{proj}.roles"),
+                        ([(f"{proj}.roles", "QKPVW")], f"{proj}.roles"),
+                        ([(f"{proj}.roles", "KKVPW")], f"{proj}.roles"),
+                        ([(f"{proj}.grouping", "shuffled")], f"{proj}.grouping")]
+            if cls is MHSA:
+                out += [([(f"{path}.projections", {"roles": "QKVPW"})], f"{path}.projections.roles"),
+                        ([(f"{path}.projections", {"groups": 3})], f"{path}.projections.groups")]
+            return out
+        return rules
+
+    def ffn(cls):
+        def rules(spec):
+            path = component_paths(spec, cls)[0]
+            out = [([(f"{path}.hidden", None), (f"{path}.ratio", 0.01)], f"{path}.ratio"),
+                   ([(f"{path}.hidden", None), (f"{path}.ratio", 1e300)], f"{path}.ratio")]
+            if cls is DAFF:
+                out.append(([(f"{path}.kernel", 4)], f"{path}.kernel"))
+                out.append(([(f"{path}.split_cls", False), (f"{path}.spatial", "dwconv")], f"{path}.split_cls"))
+                if spec.block.ffn.cls != "identity":  # the re-weighting's hidden width dim // se_reduction is 0
+                    out.append(([(f"{path}.se_reduction", spec.dim + 1)], f"{path}.se_reduction"))
+            return out
+        return rules
+
+    def head(extra):
+        """Second-order heads: one word token gives a degenerate (cross-)covariance, then `extra(head)`."""
+        def rules(spec):
+            one_token = [] if isinstance(spec.head.pool, GAPPool) else [([("img_size", spec.embedder.patch_size)],
+                                                                         "head.pool")]
+            return one_token + extra(spec.head)
+        return rules
+
+    def irpe(spec):
+        path = component_paths(spec, IRPEAttention)[0]
+        return attention(IRPEAttention)(spec) + [  # Eq. 18 divides by ln(gamma / alpha); places are letters of qkv
+            ([(f"{path}.alpha", 2.0), (f"{path}.gamma", 2.0)], f"{path}.gamma"),
+            ([(f"{path}.alpha", 3.0), (f"{path}.beta", 2.0)], f"{path}.beta"),
+            ([(f"{path}.on", "kk")], f"{path}.on")]
+
+    constant = [  # one value: EPN gives its sign, a LayerNorm 0 (of two values, their order)
+        ([("head.pool", {"kind": "gcp", "dim": 1}), ("head.norm", {"kind": n})], "head.norm")
+        for n in ("epn", "repr_layernorm")
+    ] + [([("head.pool", {"kind": "mgcrp", "heads": 1, "m": 1, "n": 2}), ("head.norm", {"kind": "repr_layernorm"})],
+          "head.norm")]
+    return {
+        PatchEmbed: embedder, SimplePatchEmbed: embedder, SoTEmbed: embedder, SOPE: embedder, ConvStem: embedder,
+        T2TEmbed: embedder,
+        ConformerStem: lambda spec: embedder(spec) + [  # a map at stride 4; the map must reach a head that reads it
+            ([("embedder.patch_size", 6), ("img_size", 36)], "embedder.patch_size"),
+            ([("embedder.width", 6)], "embedder.width"),
+            ([("head", {"kind": "class_token"})], "head"),
+            ([("stages.1.block.conv.down", 1)], "stages.1.block.conv.down")],
+        ConformerHead: lambda spec: [  # a CNN map only after a two-branch embedder; a token head reads tokens only
+            ([("embedder", {"kind": "patch", "patch_size": 16})], "embedder"),
+            ([("head.tokens", {"kind": "conformer"})], "head.tokens"),
+            ([("class_token", False)], "stages.1.block.conv")],
+        RefinerAttention: lambda spec: [  # on text: the released DLA's BatchNorms, a grid, a kernel above 8 tokens
+            ([("block.attention.refine", {"form": "released"})], "block.attention.refine.form"),
+            ([("block.attention.refine", {"constraint": "spatial"})], "block.attention.refine.constraint"),
+            ([("block.attention.refine", {"kernel": spec.embedder.seq_len + 1})], "block.attention.refine.kernel")]
+        if spec.embedder.text else [  # maps handed on within a stage, as many as the taker's heads
+            ([("block.0.attention.reuse", True), ("block.0.attention.add_incoming", False)], "block.0.attention"),
+            ([("block.0.attention", {"kind": "mhsa", "heads": 2}), ("block.1.attention.reuse", True),
+              ("block.1.attention.add_incoming", False)], "block.1.attention"),
+            ([("block.1.attention.reuse", True), ("block.1.attention.add_incoming", True)],
+             "block.1.attention.add_incoming"),
+            ([("block.0.attention.refine", {"expansion": 2, "reduction": False, "kernel": 0}),
+              ("block.1.attention.reuse", True), ("block.1.attention.add_incoming", False)], "block.1.attention"),
+            ([("block.0.attention.refine", {"kernel": 18})], "block.0.attention.refine.kernel"),  # 17 tokens
+            ([("block.0.attention.refine", {"kernel": 5, "constraint": "spatial"})],  # a 4 x 4 grid
+             "block.0.attention.refine.kernel"),
+            ([("block.0.attention.refine", {"form": "released", "reduction": False})], "block.0.attention.refine.form"),
+            ([("block.0.attention.projections", {"groups": 2})], "block.0.attention.projections"),
+            ([("block.0.attention.heads", 3), ("block.0.attention.head_dim", None)], "block.0.attention.heads"),
+            (SINGLE_TOKEN, "block.0.attention")]  # a 1x1 grid, no class token: 1 token, nothing to attend
+        if spec.isotropic else [([("stages.0.block.0.attention.reuse", True)], "stages.0.block.0.attention"),
+                                ([("img_size", 8)], "stages.1.block.0.attention")],  # a 1x1 grid after the merging
+        MHSA: attention(MHSA), WindowMHSA: attention(WindowMHSA),
+        IRPEAttention: irpe,
+        MeanShiftAttention: attention(MeanShiftAttention),
+        WindowMeanShiftAttention: attention(WindowMeanShiftAttention),
+        MLP: ffn(MLP), DAFF: ffn(DAFF),
+        HeadTokenBlock: lambda spec: [  # one channel group per attention head; extra tokens need global attention
+            ([("block.attention.heads", 3), ("block.attention.head_dim", 4)], "block.head_tokens"),
+            ([("block.attention.kind", "window_mhsa"), ("class_token", False), ("head", {"kind": "gap"})],
+             "block.head_tokens")],
+        Block: lambda spec: [([("block.layer_scale", 0.0)], "block.layer_scale"),
+                             ([("block.norm.eps", 0.0)], "block.norm.eps")],
+        PostNormBlock: lambda spec: [([("block.layer_scale", -1.0)], "block.layer_scale"),
+                                     ([("block.adjust_ratio", 0.5)], "block.adjust_ratio")],
+        AdjustedBlock: lambda spec: (
+            [([(f"block.{i}.adjust_ratio", 0.0)], f"block.{i}.adjust_ratio") for i, b in enumerate(spec.block)
+             if isinstance(b, AdjustedBlock)][:1] if isinstance(spec.block, tuple) else
+            [([("block.adjust_ratio", 0.0)], "block.adjust_ratio"), ([("block.adjust_ratio", -0.5)],
+                                                                   "block.adjust_ratio")]),
+        CoupledBlock: lambda spec: [  # the pooled map must be the token grid; a class token for FCUDown; a map
+            ([("stages.1.block.conv.down", 1)], "stages.1.block.conv.down"),
+            ([("class_token", False)], "stages.1.block.conv"),
+            ([("embedder", {"kind": "patch", "patch_size": 16}), ("head", {"kind": "class_token"})], "stages.1.block")],
+        PatchMerging: lambda spec: [
+            ([("img_size", [spec.img_size[0] + spec.embedder.patch_size, spec.img_size[1]])], "stages.1.entry"),
+            ([("class_token", True)], "stages.1.entry"),
+            ([("stages.0.entry", {"kind": "patch_merging"})], "stages.0.entry")],
+        ClassTokenHead: lambda spec: [([("class_token", False)], "head"),  # and a dense head's weights
+                                      ([("head.dense", {"loss_weight": 0.0})], "head.dense.loss_weight"),
+                                      ([("head.dense", {"eval_weight": 0.0})], "head.dense.eval_weight"),
+                                      ([("head.dense", {"weight": 0.5})], "head.dense.weight")],
+        GAPHead: lambda spec: [([("head.norm", {"kind": "layernorm", "eps": 0.0})], "head.norm.eps")],
+        SecondOrderHead: lambda spec: [  # on text: 1 word token besides z0; the released head's z0 is the first
+            ([("embedder.seq_len", 2)], "head.pool"),
+            ([("head.z0", "last_token"), ("head.padding", "included")], "head.padding")] if spec.embedder.text
+        else head(lambda h: [
+            ([("class_token", False), ("head.fusion", "sum"), ("head.z0", None)], "head"),
+            ([("head.fusion", "aggr_all"), ("head.z0", "mean_token")], "head.z0"),
+            ([("head.z0", "last_token"), ("head.fusion", "sum")], "head.z0")])(spec),
+        GAPPool: head(lambda h: [([("head.norm", {"kind": "svpn"})], "head.norm")]),
+        GCP: head(lambda h: [([("head.pool.dim", 2**16 + 1)], "head.pool"), *constant]),
+        MGCrP: head(lambda h: [([("head.pool.heads", 2**11), ("head.pool.m", 2**11), ("head.pool.n", 2**11)],
+                                 "head.pool"), *constant]),
+        SvPN: head(lambda h: [
+            ([("head.norm.num_sv", min(h.pool.m, h.pool.n) + 1), ("head.norm.method", "approx")], "head.norm.num_sv"),
+            *[([("head.norm", {"kind": "svpn", "method": "exact", k: v})], f"head.norm.{k}")  # approx's options
+              for k, v in (("num_sv", 2), ("iters", 3), ("start", "fixed"), ("eps", 0.0))]]),
+        EPN: head(lambda h: constant[:1]),
+        ReprLayerNorm: head(lambda h: constant[1:]),
+        LearnableScale: head(lambda h: [([("head.norm.init", 0.0)], "head.norm.init")]),
+        NoNorm: head(lambda h: [([("head.norm.eps", 1e-5)], "head.norm.eps")]),
+        TokenEmbed: lambda spec: [  # positions the table lacks; a padding id outside the vocabulary; image options
+            ([("embedder.seq_len", spec.embedder.max_positions + 1)], "embedder.seq_len"),
+            ([("embedder.padding_id", spec.embedder.vocab_size)], "embedder.padding_id"),
+            ([("embedder.padding_id", None), ("embedder.pad_positions", True)], "embedder.pad_positions"),
+            ([("class_token", True)], "class_token"), ([("pos_embed", "learned")], "pos_embed"),
+            ([("block.ffn", {"kind": "daff"})], "block.ffn"),
+            ([("block.attention", {"kind": "refiner", "heads": 2, "refine": {"form": "released"}})],
+             "block.attention.refine.form")],
+        FirstTokenHead: lambda spec: [([("head", {"kind": "class_token"})], "head"),
+                                      ([("head", {"kind": "second_order", "z0": "last_token", "padding": "included"})],
+                                       "head.padding")],
+        LastTokenHead: lambda spec: [([("block.attention", {"kind": "window_mhsa", "heads": 2})], "block.attention"),
+                                     ([("block.kind", "head_tokens")], "block.head_tokens")],
+    }
+
+
+KIND_RULES = _kind_rules()
+
+
+@st.composite
+def kind_breakages(draw, spec: Model, cls: type) -> tuple[list[tuple[str, Any]], str]:
+    """A field breakage or a rule breakage of `cls` in `spec`."""
+    rules = KIND_RULES[cls](spec)
+    if rules and draw(st.booleans()):
+        return draw(st.sampled_from(rules))
+    return draw(field_breakages(spec, cls))

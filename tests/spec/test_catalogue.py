@@ -1,0 +1,70 @@
+"""Finding models as a timm user does (issue 44, item 4): `vspec.list_models` (fnmatch, `pretrained=True` as
+`name.tag`), `vspec list`, timm's `name.tag` wherever a preset is named, and `load_spec` of a preset's name."""
+
+import fnmatch
+
+import pytest
+import torch
+
+import vspec
+from tests.helpers.caches import hub_put, safetensors_bytes
+from tests.helpers.checks import perturbed
+from vspec.cli import main
+from vspec.cli.weights import rows
+from vspec.factory import presets
+from vspec.pretrained import WeightsUnavailable
+
+
+def test_list_models_matches_as_timm_and_lists_every_published_tag():
+    sot = vspec.list_models("*sot*")
+    assert "sot_tiny" in sot and "deit_tiny" not in sot and sot == sorted(sot)
+    assert all(fnmatch.fnmatch(n, "*sot*") for n in sot)
+    assert set(vspec.list_models()) == set(presets())
+    published = vspec.list_models(pretrained=True)
+    assert set(published) == {f"{name}.{tag}" for name, tag, _ in rows()}  # what `vspec weights` lists
+    assert "vit_base.augreg2_in21k_ft_in1k" in published and "sot_tiny" not in {p.split(".")[0] for p in published}
+    assert vspec.list_models("deit_tiny.*", pretrained=True) == ["deit_tiny.fb_in1k"]
+    assert vspec.list_models("*sot*", pretrained=True) == []
+
+
+def test_vspec_list_prints_family_counts_and_tags(capsys):
+    assert main(["list", "deit_tiny*"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    row = next(line.split() for line in out if line.startswith("deit_tiny "))
+    params = sum(p.numel() for p in vspec.build(vspec.load_spec("deit_tiny")).parameters())
+    assert row[1] == "vit" and row[2] == f"{params / 1e6:.2f}" and row[-1] == "fb_in1k"
+    assert next(line for line in out if line.startswith("deit_tiny_sot ")).split()[1] == "sot"
+    assert main(["list", "*sot*", "--pretrained"]) == 0
+    assert "no preset matches '*sot*' with published weights" in capsys.readouterr().out
+    assert main(["list", "t2t_vit_7*", "--pretrained", "--names"]) == 0
+    assert capsys.readouterr().out.split() == ["t2t_vit_7.ema"]
+
+
+def test_name_dot_tag_names_a_preset_and_its_weights(caches, capsys):
+    timm = pytest.importorskip("timm")
+    ref = perturbed(timm.create_model("deit_tiny_patch16_224"))
+    hub_put(caches["hf"], "timm/deit_tiny_patch16_224.fb_in1k", "model.safetensors",
+            safetensors_bytes(ref.state_dict()))
+    x = torch.randn(1, 3, 224, 224)
+    model = vspec.create_model("deit_tiny.fb_in1k", pretrained=True).eval()
+    assert torch.allclose(model(x), ref(x), atol=1e-5)
+    assert model.pretrained_cfg["tag"] == "fb_in1k"
+    with pytest.raises(WeightsUnavailable, match="names the tag 'fb_in1k', pretrained asks for 'other'"):
+        vspec.create_model("deit_tiny.fb_in1k", pretrained="other")
+    with pytest.raises(WeightsUnavailable, match="no weights tagged 'nope'"):
+        vspec.create_model("deit_tiny.nope", pretrained=True)
+    assert vspec.create_model("deit_tiny.fb_in1k").spec == vspec.load_spec(presets()["deit_tiny"])
+    with pytest.raises(vspec.SpecError, match="'deit_tiny' has no weights tagged 'typo'; its tags: fb_in1k"):
+        vspec.create_model("deit_tiny.typo")  # timm refuses an unknown tag, pretrained or not
+    assert main(["weights", "vit_base.deit_fb_in1k"]) == 0
+    shown = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("vit_base")]
+    assert [row[1] for row in shown] == ["deit_fb_in1k"]  # that entry alone, and no default mark on it
+    assert main(["build", "deit_tiny.fb_in1k", "--pretrained"]) == 0
+    assert "timm/deit_tiny_patch16_224.fb_in1k" in capsys.readouterr().out
+
+
+def test_load_spec_takes_a_preset_name():
+    assert vspec.load_spec("deit_tiny") == vspec.load_spec(presets()["deit_tiny"])
+    assert vspec.load_spec("deit_tiny.fb_in1k") == vspec.load_spec("deit_tiny")
+    with pytest.raises(vspec.SpecError, match="unknown preset 'deit_tyni' .close: deit_tiny"):
+        vspec.load_spec("deit_tyni")
