@@ -833,8 +833,9 @@ def _kind_rules() -> dict[type, Any]:
             ([("embedder.width", 6)], "embedder.width"),
             ([("head", {"kind": "class_token"})], "head"),
             ([("stages.1.block.conv.down", 1)], "stages.1.block.conv.down")],
-        ConformerHead: lambda spec: [  # a CNN map only after a two-branch embedder; a token head reads tokens only
-            ([("embedder", {"kind": "patch", "patch_size": 16})], "embedder"),
+        ConformerHead: lambda spec: [  # a CNN map only after a two-branch embedder (refused at its first reader, the
+            # first coupled block); a token head reads tokens only
+            ([("embedder", {"kind": "patch", "patch_size": 16})], "stages.1.block"),
             ([("head.tokens", {"kind": "conformer"})], "head.tokens"),
             ([("class_token", False)], "stages.1.block.conv")],
         RefinerAttention: lambda spec: [  # on text: the released DLA's BatchNorms, a grid, a kernel above 8 tokens

@@ -132,7 +132,7 @@ def entry(name: str, modality: str | None = None) -> DataSet:
     """The entry of --data `name`; a ValueError naming the known ones otherwise."""
     known = names(modality)
     if name not in known:
-        raise DataError(f"--data: unknown {name!r}; expected one of {', '.join(known)}")
+        raise DataError(f"dataset: unknown {name!r}; expected one of {', '.join(known)}")
     return _table[name]
 
 
