@@ -27,7 +27,7 @@ TESTS = ROOT / "tests"
 
 @pytest.fixture(scope="module")
 def family():
-    spec_module = vspec.register_family("tests.toy_family")  # the checkout is on sys.path (tests/ is a package)
+    spec_module = vspec.register_family("tests.toy_family")  # tests/ is a package of the checkout
     yield spec_module
     families.unregister_family("tests.toy_family")
     assert "gated" not in KINDS and not hasattr(vspec.spec, "GatedBlock")

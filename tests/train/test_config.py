@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def toy():
-    vspec.register_family("tests.toy_family")  # the checkout is on sys.path
+    vspec.register_family("tests.toy_family")  # tests/ is a package of the checkout
     yield
     families.unregister_family("tests.toy_family")
     D.unregister_dataset("stripes")
