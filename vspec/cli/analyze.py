@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from ..spec import Model, SpecError, from_json
+from ..train.datasets import names
 from .common import (
     UsageError,
     check_fit,
@@ -83,8 +84,8 @@ def add_parser(sub) -> None:
                         "4 evenly spaced from the first to the last)")
     a.add_argument("--heads", type=indices, metavar="I,J,...", help="heads shown per block (default: the first 4)")
     a.add_argument("--data", metavar="NAME",
-                   help="read the images from this dataset's validation split (as tools/eval.py: digits, cifar10, "
-                        "cifar100, imagefolder, synthetic), resized and centre-cropped to the spec's input size "
+                   help=f"read the images from this dataset's validation split (as tools/eval.py: "
+                        f"{', '.join(names('image'))}), resized and centre-cropped to the spec's input size "
                         "(default: random N(0, 1) images)")
     a.add_argument("--data-dir", metavar="DIR", help="the dataset's folder (cifar10, cifar100, imagefolder)")
     a.add_argument("--text", metavar="TEXT",
