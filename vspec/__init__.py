@@ -9,6 +9,7 @@ from outside vspec (vspec/spec/families.py).
 """
 
 from importlib import import_module
+from pathlib import Path as _Path
 
 from . import _moved  # the previous release's import paths, kept for one release
 from .spec import *  # noqa: F403
@@ -27,6 +28,7 @@ __all__ = [*_spec_all, *_LAZY]
 def __getattr__(name: str):
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
-    if name == "convert":  # `vspec.convert.from_timm(...)` after `import vspec`, as when building imported it
-        return import_module("vspec.convert")
+    here = _Path(__file__).parent
+    if name.isidentifier() and ((here / name / "__init__.py").is_file() or (here / f"{name}.py").is_file()):
+        return import_module(f"{__name__}.{name}")  # a subpackage or module: `vspec.convert.from_timm(...)`
     return _moved.moved(__name__, name)

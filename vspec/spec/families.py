@@ -51,6 +51,7 @@ def rescan() -> None:
     distribution installed while the process runs); scanning every distribution's metadata takes milliseconds,
     too long for each of the thousands of lookups a build makes."""
     _found.clear()
+    _tables.clear()  # the next `tables` loads what is new
 
 
 def packages() -> list[str]:
@@ -126,9 +127,9 @@ def tables(name: str) -> dict:
     """Every loaded family's `family.<name>` table merged (MODULES, CONVERTERS, FVCORE_HANDLES); imports the
     families' family.py (torch). Two families giving one key is an error. Read once until the families change
     (`_changed`); not to be modified."""
-    load()
-    if name in _tables:
+    if name in _tables:  # (the compiler asks once per component: no scan until the families change)
         return _tables[name]
+    load()
     merged: dict = {}
     for package in _specs:
         table = getattr(importlib.import_module(f"{package}.family"), name, {})

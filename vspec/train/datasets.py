@@ -83,6 +83,7 @@ BUILTIN = (
 )
 _table: dict[str, DataSet] = {d.name: d for d in BUILTIN}
 _scanned: set[str] = set()  # the family packages whose datasets.py was read
+families.on_change(_scanned.clear)  # a family registered again is read again
 
 
 def register_dataset(entry: DataSet) -> DataSet:
@@ -100,7 +101,6 @@ def unregister_dataset(name: str) -> None:
     """Forget a registered data set (a test's own, when the test ends); vspec's own stay."""
     if name not in {d.name for d in BUILTIN}:
         _table.pop(name, None)
-        _scanned.clear()  # a family registered again is read again
 
 
 def _scan_families() -> None:
