@@ -316,9 +316,17 @@ def cifar100(r: Request):
     return _cifar(_CIFAR100Files, "cifar100", "CIFAR-100", r)
 
 
+def read_bytes(path: str) -> torch.Tensor:
+    """A file's bytes as a uint8 tensor (an encoded image, for the device's decoder)."""
+    with open(path, "rb") as f:
+        return torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
+
+
 def image_folder(r: Request):
-    """torchvision's ImageFolder on data_dir/train and data_dir/val (the same class folders)."""
+    """torchvision's ImageFolder on data_dir/train and data_dir/val (the same class folders); with `r.encoded`,
+    each item is the file's bytes (decoded on the device)."""
     splits = {}
+    encoded = {"loader": read_bytes} if r.encoded else {}
     for split, tf in (("train", r.train_transform), ("val", r.eval_transform)):
         path = os.path.join(os.fspath(r.data_dir), split)
         if not os.path.isdir(path):
@@ -326,7 +334,7 @@ def image_folder(r: Request):
                 f"imagefolder: no folder {path} (expected {r.data_dir}/train/<class>/ and {r.data_dir}/val/<class>/)"
             )
         try:
-            splits[split] = tvd.ImageFolder(path, transform=tf)
+            splits[split] = tvd.ImageFolder(path, transform=None if r.encoded else tf, **encoded)
         except (FileNotFoundError, ValueError) as e:
             raise DataError(f"imagefolder: {path}: {e}") from None
     train, val = splits["train"], splits["val"]
@@ -406,12 +414,17 @@ def build_datasets(
     num_classes: int | None = None,
     synthetic_size: int = 256,
     seed: int = 0,
+    encoded: bool = False,
 ) -> tuple[Dataset, Dataset, int]:
     """(train, val, num_classes) of the image data set `name` (vspec/train/datasets.py: its entry says what it
-    needs and which loader reads it); items are (transform(PIL image), int label). For the data sets that know
-    their classes, a given `num_classes` must match (DataError otherwise); synthetic's labels are i % num_classes.
+    needs and which loader reads it); items are (transform(PIL image), int label), or with `encoded` (for the sets
+    whose entry says `encoded`) (the JPEG file's bytes as a uint8 tensor, int label), decoded by the device
+    pipeline (vspec/train/gpu_data.py). For the data sets that know their classes, a given `num_classes` must match
+    (DataError otherwise); synthetic's labels are i % num_classes.
     """
     found = entry(name, "image")
+    if encoded and not found.encoded:
+        raise DataError(f"{name}: holds no JPEG files to decode on the device (--decode-on host)")
     size = _size2(img_size)
     if num_classes is not None and (not isinstance(num_classes, int) or num_classes < 1):
         raise DataError(f"num_classes: must be an int >= 1, got {num_classes!r}")
@@ -422,7 +435,7 @@ def build_datasets(
         raise DataError(f"{name}: --download is only for {' / '.join(with_download)}")
     request = Request(img_size=size, in_chans=in_chans, train_transform=train_transform, eval_transform=eval_transform,
                       data_dir=data_dir, download=download, num_classes=num_classes, synthetic_size=synthetic_size,
-                      seed=seed)
+                      seed=seed, encoded=encoded)
     result = found.load()(request)
     if num_classes is not None and num_classes != result[2]:
         raise DataError(f"num_classes: {name} has {result[2]} classes, got num_classes={num_classes}")

