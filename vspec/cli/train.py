@@ -103,6 +103,10 @@ def train_parser(prog: str = "train.py") -> argparse.ArgumentParser:
                    help="images: normalised by the loader's workers (host) or, as uint8 batches, on the device "
                         "(timm's prefetcher; random erasing there too); auto (default): device on CUDA, host on "
                         "the CPU")
+    s.add_argument("--decode-on", choices=("auto", "host", "device"), default="auto",
+                   help="JPEG files (imagefolder, shards): decoded and augmented by the loader's workers (host: PIL "
+                        "and timm's transforms) or on the device (nvJPEG and the same augmentations as tensor "
+                        "operations; the workers only read the files); auto (default): device on CUDA")
     s.add_argument("--compile", action="store_true", help="torch.compile the model")
     s.add_argument("--max-steps", type=int, help="stop after N optimizer steps (smoke tests, benchmarks)")
     s.add_argument("--log-interval", type=float, default=30.0, metavar="SECONDS",
@@ -141,7 +145,8 @@ def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
                                          if getattr(args, k) is not None})
         run = RunConfig(out=args.out, resume=args.resume, overwrite=args.overwrite, seed=args.seed,
                         workers=args.workers, device=args.device, precision=args.precision,
-                        normalise_on=args.normalise_on, compile=args.compile, accum_steps=args.accum_steps,
+                        normalise_on=args.normalise_on, decode_on=args.decode_on, compile=args.compile,
+                        accum_steps=args.accum_steps,
                         max_steps=args.max_steps, log_interval=args.log_interval, save_format=args.save_format,
                         pretrained=(args.spec, args.pretrained) if args.pretrained else None, init=args.init)
         data = DataConfig(args.data, data_dir=args.data_dir, download=args.download,

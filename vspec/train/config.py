@@ -62,7 +62,9 @@ class RunConfig:
     files), its seed, the data-loading processes (None: 0 on the CPU, the cores' share on CUDA), the device and
     precision (auto: bf16 on CUDA, fp32 on the CPU; bf16 / fp16: autocast), torch.compile, accumulation steps,
     channels-last on CUDA, where images are normalised (host: the loader's workers; device: uint8 batches
-    normalised on the device, as timm's prefetcher; auto: device on CUDA), a step limit (benchmarks, smoke tests),
+    normalised on the device, as timm's prefetcher; auto: device on CUDA), where JPEGs are decoded and augmented
+    (host: the workers; device: the device, vspec/train/gpu_data.py; auto: device on CUDA for the sets that hold
+    JPEG files), a step limit (benchmarks, smoke tests),
     the seconds between progress lines off a TTY (None: one line per epoch), the batches between reads of the
     losses (None: 1 on the CPU, 32 on CUDA), the saved format (pt, or also model folders OUT/best and OUT/final),
     and the starting weights: a preset's published ones (`pretrained`: (name or .py file, True or a tag)) or a
@@ -79,6 +81,7 @@ class RunConfig:
     accum_steps: int = _F(default=1, validator=ints(1))
     channels_last: bool = _F(default=True, validator=Is((bool,)))
     normalise_on: str = _F(default="auto", validator=OneOf(("auto", "host", "device")))
+    decode_on: str = _F(default="auto", validator=OneOf(("auto", "host", "device")))
     max_steps: int | None = _F(default=None, validator=ints(1, optional=True))
     log_interval: float | None = _F(default=30.0, validator=floats(0, open_low=True, optional=True))
     loss_every: int | None = _F(default=None, validator=ints(1, optional=True))

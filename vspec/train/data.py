@@ -339,11 +339,13 @@ def image_folder(r: Request):
             raise DataError(f"imagefolder: {path}: {e}") from None
     train, val = splits["train"], splits["val"]
     if train.classes != val.classes:
-        only_train = sorted(set(train.classes) - set(val.classes))
-        only_val = sorted(set(val.classes) - set(train.classes))
+        def some(names: set) -> str:  # the first few of many
+            names = sorted(names)
+            return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "") or "none"
+
         raise DataError(
-            f"imagefolder: train and val must have the same class folders; only in train: {only_train or 'none'}, "
-            f"only in val: {only_val or 'none'}"
+            f"imagefolder: train and val must have the same class folders; only in train: "
+            f"{some(set(train.classes) - set(val.classes))}; only in val: {some(set(val.classes) - set(train.classes))}"
         )
     return train, val, len(train.classes)
 

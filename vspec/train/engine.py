@@ -326,7 +326,7 @@ class Training:
                                 lr=self.optimizer.param_groups[0]["lr"], ips=stats.seen / stats.elapsed)
             pending.clear()
 
-        for i, (images, target) in enumerate(self.train_loader, start=skip):
+        for i, (images, target) in enumerate(self.task.batches(self.train_loader, True, epoch, skip), start=skip):
             loss, stepped = self.train_step(i, images, target)
             pending.append((i, self.global_step if stepped else self.global_step + 1, loss))
             stats.batches_done = i + 1
@@ -353,11 +353,11 @@ class Training:
         return skip
 
     def train_step(self, i: int, images: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, bool]:
-        """Forward and backward of batch `i`; an optimizer step after every `accum_steps` batches (gradients
-        all-reduced only then). Returns the batch's loss (a tensor on the device: reading it is a host sync, which
-        `train_epoch` does once per `loss_every` batches) and whether a step was taken."""
-        cfg, device, scaler, optimizer = self.cfg, self.device, self.scaler, self.optimizer
-        images, target = self.task.prepare(images, train=True), target.to(device, non_blocking=True)
+        """Forward and backward of batch `i` (ready on the device: `task.batches`); an optimizer step after every
+        `accum_steps` batches (gradients all-reduced only then). Returns the batch's loss (a tensor on the device:
+        reading it is a host sync, which `train_epoch` does once per `loss_every` batches) and whether a step was
+        taken."""
+        cfg, scaler, optimizer = self.cfg, self.scaler, self.optimizer
         if self.mixup is not None:
             images, target = self.mixup(images, target)
         last_micro = (i + 1) % cfg.run.accum_steps == 0

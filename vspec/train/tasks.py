@@ -17,8 +17,9 @@ from torch import nn
 from ..convert.hf import load_hf_body
 from ..extras import needs
 from .checkpoints import CheckpointError
-from .data import build_datasets, build_transforms, eval_crop_ratio
+from .data import INTERPOLATION, build_datasets, build_transforms, eval_crop_ratio
 from .datasets import entry
+from .gpu_data import DevicePipeline, collate_encoded, device_batches
 from .names import run_tokenizer
 from .prefetch import DeviceNormalise
 from .text import headline, pad_batch, text_datasets, text_metrics, tokenizer_identity, tokenizer_mismatch
@@ -118,20 +119,49 @@ class ImageTask:
         mean, std = self.inputs.get("mean"), self.inputs.get("std")
         self.normalise = None if on != "device" else DeviceNormalise(
             spec.in_chans, device, re_prob=recipe.re_prob, channels_last=self.channels_last, mean=mean, std=std)
+        # JPEG files decoded and augmented on the device (vspec/train/gpu_data.py): on CUDA, or where asked
+        decode = cfg.run.decode_on
+        if decode == "auto":
+            decode = "device" if device.type == "cuda" and entry(cfg.data.name).encoded else "host"
+        self.pipeline = None
+        if decode == "device":
+            self.pipeline = DevicePipeline(
+                spec.img_size, spec.in_chans, device, random_resized_crop=recipe.random_resized_crop,
+                auto_augment=recipe.auto_augment, re_prob=recipe.re_prob,
+                crop_ratio=eval_crop_ratio(recipe.random_resized_crop), mean=mean, std=std,
+                interpolation=self.inputs.get("interpolation") or INTERPOLATION, channels_last=self.channels_last,
+                seed=cfg.run.seed, rank=d.rank)
 
     def prepare(self, images: torch.Tensor, train: bool) -> torch.Tensor:
-        """A batch of the loader on the device, ready for the model: normalised there if the loader's are uint8
-        (`DeviceNormalise`), channels-last on CUDA."""
+        """A batch of the loader on the device, ready for the model: decoded and augmented there if the loader's
+        are encoded (`DevicePipeline`), normalised there if they are uint8 (`DeviceNormalise`), channels-last on
+        CUDA."""
+        if self.pipeline is not None:
+            return self.pipeline(images, train)
         if self.normalise is not None:
             return self.normalise(images, train)
         images = images.to(self.device, non_blocking=True)
         return images.contiguous(memory_format=torch.channels_last) if self.channels_last else images
+
+    def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
+        """The loader's batches (from batch `start` of `epoch`) ready on the device: (images, target)."""
+        if self.pipeline is not None:
+            yield from device_batches(loader, self.pipeline, train, epoch, start)
+            return
+        for images, target in loader:
+            yield self.prepare(images, train), target.to(self.device, non_blocking=True)
 
     def data(self):
         """(train, val, collate or None, num_classes): transforms at the scale training sees, datasets."""
         cfg, r, spec = self.cfg, self.r, self.spec
         if entry(cfg.data.name).modality != "image":  # the text options are DataConfig's to refuse
             raise ValueError(f"--data {cfg.data.name}: for a text body (the spec's embedder is {spec.embedder.kind})")
+        if self.pipeline is not None:  # the workers read the files; the device does the rest
+            train_ds, val_ds, num_classes = build_datasets(
+                cfg.data.name, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=None,
+                eval_transform=None, data_dir=cfg.data.data_dir, download=cfg.data.download, seed=cfg.run.seed,
+                encoded=True)
+            return train_ds, val_ds, collate_encoded, num_classes
         on_device = self.normalise is not None
         inputs = {k: self.inputs[k] for k in ("mean", "std", "interpolation") if self.inputs.get(k) is not None}
         train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
@@ -242,6 +272,11 @@ class TextTask:
     def prepare(self, batch, train: bool):
         """A batch's input_ids / attention_mask / token_type_ids on the device."""
         return to_device(batch, self.device)
+
+    def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
+        """The loader's batches ready on the device: (inputs, target)."""
+        for batch, target in loader:
+            yield self.prepare(batch, train), target.to(self.device, non_blocking=True)
 
     def evaluate(self, model, ema, loader, device, amp_ctx) -> dict[str, float]:
         return {f"val_{k}": v for k, v in evaluate_text(model, loader, device, amp_ctx, self.d, self.name).items()}

@@ -1,0 +1,78 @@
+"""The device pipeline (vspec/train/gpu_data.py) on `--device` against the CPU, on generated ImageNet-shaped JPEGs
+(benchmarks/loader.py's): decoded pixels against Pillow's decoder (the CPU path's; JPEG decoders differ in their
+IDCT and chroma upsampling, so within a tolerance: mean |diff| <= 1 level, max <= 16), the whole training and
+validation pipelines against themselves on the CPU with the same draws (the same computation: mean |diff| of the
+normalised output <= 0.02), and the rates of decoding alone and of each pipeline at batch 256. Writes
+OUT/decode_check.json; exits 1 when a check fails.
+
+    python benchmarks/decode_check.py [--device cuda] [--images 256] [--out DIR]
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from vspec.train.data import read_bytes
+from vspec.train.gpu_data import DevicePipeline, decode
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/loader.py: the generated JPEGs
+from loader import _jpeg  # noqa: E402
+
+
+def rate(fn, n: int, device: torch.device, rounds: int = 3) -> float:
+    fn()  # warm-up
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return rounds * n / (time.perf_counter() - t0)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--images", type=int, default=256)
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
+    args = ap.parse_args(argv)
+    device, cpu = torch.device(args.device), torch.device("cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [Path(tmp) / f"{i}.jpg" for i in range(args.images)]
+        for i, p in enumerate(paths):
+            _jpeg((p, i))
+        data = [read_bytes(str(p)) for p in paths]
+        pil = [torch.from_numpy(np.array(Image.open(p).convert("RGB"))).permute(2, 0, 1) for p in paths]
+    out = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "images": len(data)}
+    decoded = decode(data, device, 3)
+    diffs = [(d.cpu().int() - p.int()).abs() for d, p in zip(decoded, pil)]
+    out["decode_mean_abs"] = float(torch.cat([d.flatten().float() for d in diffs]).mean())
+    out["decode_max_abs"] = int(max(d.max() for d in diffs))
+    kw = {"random_resized_crop": True, "auto_augment": "rand-m9-mstd0.5-inc1", "re_prob": 0.25}
+    on_dev, on_cpu = DevicePipeline((224, 224), 3, device, **kw), DevicePipeline((224, 224), 3, cpu, **kw)
+    for split, train in (("train", True), ("val", False)):
+        a = on_dev(data, train, on_dev.generator(0, 0)).cpu()
+        b = on_cpu(data, train, on_cpu.generator(0, 0))
+        out[f"{split}_mean_abs"] = float((a - b).abs().mean())
+        out[f"{split}_rate"] = rate(lambda t=train: on_dev(data, t, on_dev.generator(0, 1)), len(data), device)
+    out["decode_rate"] = rate(lambda: decode(data, device, 3), len(data), device)
+    out["ok"] = (out["decode_mean_abs"] <= 1.0 and out["decode_max_abs"] <= 16 and out["train_mean_abs"] <= 0.02
+                 and out["val_mean_abs"] <= 0.02)
+    for k, v in out.items():
+        print(f"{k}: {v:.4g}" if isinstance(v, float) else f"{k}: {v}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "decode_check.json").write_text(json.dumps(out, indent=1) + "\n")
+    return 0 if out["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

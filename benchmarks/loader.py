@@ -1,0 +1,204 @@
+"""The training loop at ImageNet's shape (issue 47): N generated JPEGs (sizes around 500 x 375, quality 90,
+1,000 classes; noise-textured so that they weigh about what ImageNet's do) as an ImageFolder (and as shards where
+`vspec data pack` exists), and, in one process on one device, images/s of
+  - the bare training step: deit_small forward + backward + AdamW on one fixed batch (bf16, channels-last on CUDA);
+  - the whole `vspec train` loop (DeiT's recipe: random resized crop, flip, RandAugment rand-m9-mstd0.5-inc1,
+    random erasing 0.25, mixup / cutmix, EMA; drop path 0 so that the model is the bare step's) on each data path:
+    decoded on the host (the workers: PIL and timm's transforms) or on the device (nvJPEG and vspec/train/
+    gpu_data.py), from the folder (and the shards); its second epoch, as `vspec train` reports it;
+  - timm's own loader (create_loader: the same augmentations in its workers, its CUDA prefetcher) feeding the same
+    bare step with timm's Mixup;
+  - each data path alone (its batches made ready on the device, no model).
+Ratios are against the bare step of the same run.
+
+    python benchmarks/loader.py [--images 5120] [--batch-size 256] [--device cuda] [--workers N] [--json FILE]
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from multiprocessing import Pool
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import vspec
+from vspec.train import DataConfig, RunConfig, TrainConfig
+from vspec.train.datasets import names
+from vspec.train.engine import Training, run
+from vspec.train.recipes import resolve
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/train_overhead.py: the bare step
+from train_overhead import bare  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+AA, RE = "rand-m9-mstd0.5-inc1", 0.25
+
+
+def _jpeg(job) -> None:
+    path, seed = job
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    w, h = int(rng.integers(400, 601)), int(rng.integers(300, 451))
+    if rng.random() < 0.2:  # some portraits
+        w, h = h, w
+    base = Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)).resize((w, h), Image.BICUBIC)
+    pixels = np.asarray(base, dtype=np.int16) + rng.normal(0, 16, (h, w, 3)).astype(np.int16)
+    Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(path, quality=90)
+
+
+def make_folder(root: Path, images: int, classes: int = 1000, val: int | None = None) -> Path:
+    """ImageFolder root/train/<class>/*.jpg (`images` of them) and root/val (a tenth), in parallel."""
+    jobs, classes = [], min(classes, images)
+    for split, n in (("train", images), ("val", val or max(classes, images // 10))):
+        for i in range(n):
+            folder = root / split / f"n{i % classes:05d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            jobs.append((folder / f"{i}.jpg", hash((split, i)) % 2**32))
+    with Pool(min(16, os.cpu_count() or 1)) as pool:
+        pool.map(_jpeg, jobs, chunksize=64)
+    return root
+
+
+def _cfg(spec, out: Path, batch: int, data: DataConfig, device: str, workers, decode_on: str, epochs: int = 2):
+    recipe = resolve("deit", epochs=epochs, batch_size=batch, drop_path=0.0)
+    return TrainConfig(spec, recipe, data, RunConfig(out=out, device=device, workers=workers, log_interval=None,
+                                                     decode_on=decode_on))
+
+
+def loop(spec, batch: int, data: DataConfig, device: str, workers, decode_on: str) -> float:
+    """Images/s `vspec train` reports for its second epoch (workers and model warm)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run(_cfg(spec, Path(tmp) / "run", batch, data, device, workers, decode_on))
+        records = [json.loads(line) for line in (Path(tmp) / "run" / "metrics.jsonl").read_text().splitlines()]
+        return records[1]["images_per_s"]
+
+
+def data_path(spec, batch: int, data: DataConfig, device: str, workers, decode_on: str) -> float:
+    """Images/s of the loop's batches made ready on the device (`task.batches`), no model; the first excluded."""
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Training(_cfg(spec, Path(tmp) / "run", batch, data, device, workers, decode_on, epochs=1))
+        t.resolve_resume()
+        t.make_data()
+        t.start_epoch_data(0)
+        batches = t.task.batches(t.train_loader, True, 0, 0)
+        next(batches)
+        t0, n = time.perf_counter(), 0
+        for images, _ in batches:
+            n += len(images)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return n / (time.perf_counter() - t0)
+
+
+def timm_loader(spec, folder: Path, batch: int, device: str, workers: int, model: bool) -> float:
+    """Images/s of timm's create_loader (the same augmentations, its prefetcher on CUDA) over folder/train, feeding
+    the bare step with timm's Mixup (or, without `model`, nothing); the second pass over the data, timed."""
+    from timm.data import Mixup, create_dataset, create_loader
+
+    cuda = device == "cuda"
+    ds = create_dataset("", root=str(folder / "train"))
+    loader = create_loader(ds, input_size=(3, *spec.img_size), batch_size=batch, is_training=True,
+                           use_prefetcher=cuda, auto_augment=AA, re_prob=RE, interpolation="bicubic",
+                           num_workers=workers, persistent_workers=True, device=torch.device(device))
+    mixup = Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1, num_classes=spec.num_classes)
+    net = vspec.build(spec).train().to(device)
+    if cuda:
+        net = net.to(memory_format=torch.channels_last)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=0.05)
+    rate = 0.0
+    for _ in range(2):  # the first pass warms the workers and the model
+        t0, n = time.perf_counter(), 0
+        for x, y in loader:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            if model:
+                x, y = mixup(x, y)
+                opt.zero_grad(set_to_none=True)
+                with torch.autocast(device, dtype=torch.bfloat16, enabled=cuda):
+                    loss = torch.sum(-y * torch.log_softmax(net(x).float(), -1), -1).mean()
+                loss.backward()
+                opt.step()
+            n += len(x)
+        if cuda:
+            torch.cuda.synchronize()
+        rate = n / (time.perf_counter() - t0)
+    return rate
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--images", type=int, default=5120, help="training JPEGs (a tenth more for validation)")
+    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--workers", type=int, default=None, help="data workers (default: the loop's own choice)")
+    ap.add_argument("--model", default="deit_small")
+    ap.add_argument("--img-size", type=int, default=224)
+    ap.add_argument("--steps", type=int, default=20, help="timed steps of the bare step")
+    ap.add_argument("--paths", default="host,device", help="the loop's decode paths to run (host, device)")
+    ap.add_argument("--no-timm", action="store_true", help="leave timm's loader out")
+    ap.add_argument("--data-dir", type=Path, help="use this ImageFolder instead of generating one")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args(argv)
+    spec = vspec.override(vspec.load_spec(args.model), {"num_classes": 1000,
+                                                        "img_size": [args.img_size, args.img_size]})
+    workers = args.workers
+    if workers is None:
+        from vspec.train.distributed import workers_for
+
+        workers = workers_for(None, torch.device(args.device))
+    out = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "model": args.model,
+           "batch": args.batch_size, "images": args.images, "cpu_cores": len(os.sched_getaffinity(0)),
+           "workers": workers, "torch": torch.__version__}
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        folder = args.data_dir or make_folder(Path(tmp) / "folder", args.images)
+        sizes = [p.stat().st_size for p in (folder / "train").rglob("*.jpg")]
+        out["jpeg_kb"] = sum(sizes) / len(sizes) / 1000
+        print(f"{len(sizes)} JPEGs, {out['jpeg_kb']:.0f} KB on average, made in {time.perf_counter() - t0:.1f} s; "
+              f"{args.model}, batch {args.batch_size}, {args.device}, {out['cpu_cores']} cores, {workers} workers",
+              flush=True)
+        out["bare"] = bare(spec, args.steps, args.batch_size, args.device)
+        print(f"bare training step: {out['bare']:8.1f} img/s", flush=True)
+        sources = {"folder": DataConfig("imagefolder", data_dir=str(folder))}
+        if "shards" in names():
+            shards = Path(tmp) / "shards"
+            from vspec.cli import main as cli
+
+            cli(["data", "pack", str(folder), str(shards)])
+            sources["shards"] = DataConfig("shards", data_dir=str(shards))
+        for source, data in sources.items():
+            for path in args.paths.split(","):
+                key = f"{source}_{path}"
+                try:
+                    out[key] = {"loop": loop(spec, args.batch_size, data, args.device, workers, path),
+                                "data_path": data_path(spec, args.batch_size, data, args.device, workers, path)}
+                except Exception as e:  # one path failing leaves the others' figures
+                    out[key] = {"error": f"{type(e).__name__}: {e}"}
+                    print(f"{key}: {out[key]['error']}", flush=True)
+                    continue
+                out[key]["of_bare"] = out[key]["loop"] / out["bare"]
+                print(f"vspec train, {source}, decoded on the {path}: {out[key]['loop']:8.1f} img/s "
+                      f"({out[key]['of_bare']:.3f} of the bare step); data path alone "
+                      f"{out[key]['data_path']:8.1f} img/s", flush=True)
+        if not args.no_timm:
+            out["timm"] = {"loop": timm_loader(spec, folder, args.batch_size, args.device, workers, True),
+                           "data_path": timm_loader(spec, folder, args.batch_size, args.device, workers, False)}
+            out["timm"]["of_bare"] = out["timm"]["loop"] / out["bare"]
+            print(f"timm's loader + the bare step: {out['timm']['loop']:8.1f} img/s ({out['timm']['of_bare']:.3f} "
+                  f"of the bare step); its data path alone {out['timm']['data_path']:8.1f} img/s", flush=True)
+            best = max((v["loop"] for k, v in out.items() if k.endswith("_device") and "loop" in v), default=None)
+            if best:
+                out["device_over_timm"] = best / out["timm"]["loop"]
+                print(f"the loop decoding on the device / timm's loader: {out['device_over_timm']:.2f}x")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
+    return out
+
+
+if __name__ == "__main__":
+    main()

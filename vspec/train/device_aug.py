@@ -1,0 +1,361 @@
+"""DeiT's training augmentations as batched tensor operations, for images decoded on the device (vspec/train/
+gpu_data.py): the same distributions as timm's PIL transforms that the workers run on the CPU path, drawn for a
+whole batch at once from one `torch.Generator` (so a batch's draws depend only on its seed, whatever thread draws
+them), applied per sample where the sample's draw says so.
+
+    crop_boxes(sizes, g)                 timm's RandomResizedCrop boxes (scale, ratio, 10 tries, centre fallback)
+    RandAugment(config, mean, img_size)  'rand-m9-mstd0.5-inc1': its plan (ops, magnitudes) and its ops on tensors
+    ColorJitter(strength)                torchvision's, for training without auto_augment (timm's 0.4 default)
+    erase_boxes(n, h, w, p, g)           timm's RandomErasing boxes (mode 'const': zeros after normalisation)
+
+Images are float tensors (N, C, H, W) holding 0..255; every op rounds back to whole values as PIL's uint8 ops do.
+Parameters are drawn on the CPU (small tensors) and the pixels stay where they are.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .datasets import DataError
+
+LEVEL_DENOM = 10.0  # timm's 'Mx' magnitude scale: level = magnitude / 10
+
+
+def _uniform(g, n, lo, hi, *shape):
+    return torch.rand(n, *shape, generator=g, dtype=torch.float64) * (hi - lo) + lo
+
+
+def _randint(g, hi: torch.Tensor) -> torch.Tensor:
+    """Uniform integers in [0, hi] (inclusive, elementwise), as random.randint(0, hi)."""
+    return (torch.rand(hi.shape, generator=g, dtype=torch.float64) * (hi + 1)).floor().long().clamp(max=hi)
+
+
+def crop_boxes(sizes: torch.Tensor, g: torch.Generator, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3),
+               tries: int = 10) -> torch.Tensor:
+    """(N, 4) boxes (top, left, height, width) of timm's RandomResizedCropAndInterpolation.get_params for images of
+    `sizes` (N, 2: height, width): up to `tries` draws of an area fraction in `scale` and a log-uniform aspect in
+    `ratio`, the first that fits; else the whole image cropped to the nearest allowed aspect, centred."""
+    n = len(sizes)
+    h, w = sizes[:, 0:1].double(), sizes[:, 1:2].double()
+    area = _uniform(g, n, *scale, tries) * h * w
+    aspect = torch.exp(_uniform(g, n, math.log(ratio[0]), math.log(ratio[1]), tries))
+    cw, ch = torch.round(torch.sqrt(area * aspect)), torch.round(torch.sqrt(area / aspect))
+    fits = (cw <= w) & (ch <= h) & (cw > 0) & (ch > 0)
+    first = torch.where(fits.any(1), fits.double().argmax(1), -1)
+    pick = first.clamp(min=0)[:, None]
+    ch, cw = ch.gather(1, pick)[:, 0].long(), cw.gather(1, pick)[:, 0].long()
+    hi, wi = sizes[:, 0].long(), sizes[:, 1].long()
+    top, left = _randint(g, (hi - ch).clamp(min=0)), _randint(g, (wi - cw).clamp(min=0))
+    # the fallback: the whole image, cut to the nearest allowed aspect, centred
+    in_ratio = wi.double() / hi.double()
+    fw = torch.where(in_ratio < min(ratio), wi, torch.where(in_ratio > max(ratio), torch.round(hi * max(ratio)).long(),
+                                                            wi))
+    fh = torch.where(in_ratio < min(ratio), torch.round(wi / min(ratio)).long(), hi)
+    miss = first < 0
+    ch, cw = torch.where(miss, fh, ch), torch.where(miss, fw, cw)
+    top, left = torch.where(miss, (hi - ch) // 2, top), torch.where(miss, (wi - cw) // 2, left)
+    return torch.stack([top, left, ch, cw], 1)
+
+
+def erase_boxes(n: int, h: int, w: int, p: float, g: torch.Generator, area=(0.02, 1 / 3), log_ratio=None,
+                tries: int = 10) -> torch.Tensor:
+    """(N, 4) boxes (top, left, height, width; height 0: not erased) of timm's RandomErasing (one box, `p` the
+    probability): up to `tries` draws of an area fraction and a log-uniform aspect in (0.3, 1 / 0.3) that fit."""
+    log_ratio = log_ratio or (math.log(0.3), math.log(1 / 0.3))
+    erase = torch.rand(n, generator=g, dtype=torch.float64) < p
+    target = _uniform(g, n, *area, tries) * h * w
+    aspect = torch.exp(_uniform(g, n, *log_ratio, tries))
+    bh, bw = torch.round(torch.sqrt(target * aspect)).long(), torch.round(torch.sqrt(target / aspect)).long()
+    fits = (bw < w) & (bh < h)
+    ok = fits.any(1) & erase
+    pick = fits.double().argmax(1)[:, None]
+    bh, bw = bh.gather(1, pick)[:, 0], bw.gather(1, pick)[:, 0]
+    top, left = _randint(g, (h - bh).clamp(min=0)), _randint(g, (w - bw).clamp(min=0))
+    zero = torch.zeros_like(bh)
+    return torch.stack([top, left, torch.where(ok, bh, zero), torch.where(ok, bw, zero)], 1)
+
+
+def box_mask(boxes: torch.Tensor, h: int, w: int, device) -> torch.Tensor:
+    """(N, 1, H, W) bool: inside each box (top, left, height, width)."""
+    b = boxes.to(device)
+    ys, xs = torch.arange(h, device=device), torch.arange(w, device=device)
+    inside_y = (ys >= b[:, 0:1]) & (ys < b[:, 0:1] + b[:, 2:3])
+    inside_x = (xs >= b[:, 1:2]) & (xs < b[:, 1:2] + b[:, 3:4])
+    return (inside_y[:, :, None] & inside_x[:, None, :])[:, None]
+
+
+# ------------------------------------------------------------------------------------ PIL's ops on tensors
+def _q(x: torch.Tensor) -> torch.Tensor:
+    """Back to whole values in 0..255 (PIL's uint8)."""
+    return x.round_().clamp_(0, 255)
+
+
+def _gray(x: torch.Tensor) -> torch.Tensor:
+    """PIL's convert('L'): (R * 299 + G * 587 + B * 114) / 1000, rounded; one channel stays as it is."""
+    if x.shape[1] == 1:
+        return x
+    return torch.floor((x[:, 0:1] * 19595 + x[:, 1:2] * 38470 + x[:, 2:3] * 7471 + 0x8000) / 65536)
+
+
+def _blend(degenerate: torch.Tensor, x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """PIL's ImageEnhance: degenerate + factor * (x - degenerate), per sample."""
+    return _q(degenerate + factor.view(-1, 1, 1, 1) * (x - degenerate))
+
+
+def color(x, f):
+    return _blend(_gray(x).expand_as(x), x, f)
+
+
+def contrast(x, f):
+    mean = torch.floor(_gray(x).mean((1, 2, 3), keepdim=True) + 0.5)
+    return _blend(mean.expand_as(x), x, f)
+
+
+def brightness(x, f):
+    return _blend(torch.zeros_like(x), x, f)
+
+
+def sharpness(x, f):
+    """Blend with PIL's SMOOTH filter (3 x 3, centre 5, others 1, / 13; the border keeps its pixels)."""
+    k = torch.ones(3, 3, device=x.device, dtype=x.dtype)
+    k[1, 1] = 5
+    c = x.shape[1]
+    smooth = _q(F.conv2d(x, (k / 13).expand(c, 1, 3, 3), padding=1, groups=c))
+    border = torch.ones_like(x[:1, :1], dtype=torch.bool)
+    border[..., 1:-1, 1:-1] = False
+    return _blend(torch.where(border, x, smooth), x, f)
+
+
+def autocontrast(x, _=None):
+    """ImageOps.autocontrast (no cutoff): each channel stretched to 0..255 (truncated), flat channels kept."""
+    lo, hi = x.amin((2, 3), keepdim=True), x.amax((2, 3), keepdim=True)
+    scale = 255.0 / (hi - lo).clamp(min=1)
+    return torch.where(hi > lo, torch.floor(((x - lo) * scale).clamp(0, 255)), x)
+
+
+def equalize(x, _=None):
+    """ImageOps.equalize: per channel, lut[i] = (step // 2 + pixels below i) // step, step = (pixels - the count of
+    the last value present) // 255; a channel with one value (or step 0) is kept."""
+    n, c = x.shape[:2]
+    v = x.reshape(n * c, -1).long()
+    hist = torch.zeros(n * c, 256, dtype=torch.long, device=x.device).scatter_add_(1, v, torch.ones_like(v))
+    last = hist.gather(1, v.amax(1, keepdim=True))
+    step = (v.shape[1] - last) // 255
+    below = hist.cumsum(1) - hist
+    lut = ((step // 2 + below) // step.clamp(min=1)).clamp(max=255)
+    keep = ((hist > 0).sum(1, keepdim=True) <= 1) | (step == 0)
+    out = torch.where(keep, v, lut.gather(1, v))
+    return out.view_as(x).to(x.dtype)
+
+
+def invert(x, _=None):
+    return 255 - x
+
+
+def posterize(x, bits):
+    """Keep the top `bits` bits (0: black)."""
+    mask = (255 << (8 - bits.long().clamp(0, 8))) & 255
+    return (x.long() & mask.view(-1, 1, 1, 1).to(x.device)).to(x.dtype)
+
+
+def solarize(x, thresh):
+    t = thresh.view(-1, 1, 1, 1).to(x)
+    return torch.where(x >= t, 255 - x, x)
+
+
+def solarize_add(x, add, thresh: float = 128):
+    return torch.where(x < thresh, (x + add.view(-1, 1, 1, 1).to(x)).clamp(max=255), x)
+
+
+def affine(x, m: torch.Tensor, fill, mode: str = "bicubic"):
+    """PIL's Image.transform(AFFINE, (a, b, c, d, e, f)) per sample: output pixel centre q samples the input at
+    (a qx + b qy + c, d qx + e qy + f); outside the image, `fill` (timm's image mean)."""
+    n, _, h, w = x.shape
+    m = m.to(torch.float64)
+    norm = torch.tensor([[2 / w, 0, -1], [0, 2 / h, -1], [0, 0, 1]], dtype=torch.float64)
+    full = torch.zeros(n, 3, 3, dtype=torch.float64)
+    full[:, :2], full[:, 2, 2] = m.view(n, 2, 3), 1
+    theta = (norm @ full @ torch.linalg.inv(norm))[:, :2].to(x.device, torch.float32)
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    fill = torch.as_tensor(fill, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+    return _q(F.grid_sample(x - fill, grid, mode=mode, padding_mode="zeros", align_corners=False) + fill)
+
+
+def _matrices(n, a=1.0, b=0.0, c=0.0, d=0.0, e=1.0, f=0.0):
+    cols = [torch.as_tensor(v, dtype=torch.float64).expand(n) for v in (a, b, c, d, e, f)]
+    return torch.stack(cols, 1)
+
+
+def rotate(x, degrees, fill, mode="bicubic"):
+    """Image.rotate(degrees): counter-clockwise about the centre, the same size."""
+    h, w = x.shape[2:]
+    a = -torch.deg2rad(degrees.double())
+    cos, sin = torch.cos(a), torch.sin(a)
+    cx, cy = w / 2, h / 2
+    m = _matrices(len(x), cos, sin, cx - cos * cx - sin * cy, -sin, cos, cy + sin * cx - cos * cy)
+    return affine(x, m, fill, mode)
+
+
+def _shear_x(x, v, fill, mode):
+    return affine(x, _matrices(len(x), b=v), fill, mode)
+
+
+def _shear_y(x, v, fill, mode):
+    return affine(x, _matrices(len(x), d=v), fill, mode)
+
+
+def _translate_x(x, v, fill, mode):
+    return affine(x, _matrices(len(x), c=v), fill, mode)
+
+
+def _translate_y(x, v, fill, mode):
+    return affine(x, _matrices(len(x), f=v), fill, mode)
+
+
+# ----------------------------------------------------------------------------- RandAugment: its plan and ops
+def _negate(g, v):
+    return torch.where(torch.rand(v.shape, generator=g, dtype=torch.float64) > 0.5, -v, v)
+
+
+def _arg(name: str, level: torch.Tensor, g, hp: dict, size: tuple[int, int]) -> torch.Tensor:
+    """timm's level_to_arg for op `name` at magnitudes `level` (per sample), signs drawn from `g`."""
+    lv = level / LEVEL_DENOM
+    if name == "Rotate":
+        return _negate(g, lv * 30)
+    if name in ("ShearX", "ShearY"):
+        return _negate(g, lv * 0.3)
+    if name in ("TranslateXRel", "TranslateYRel"):
+        return _negate(g, lv * hp.get("translate_pct", 0.45)) * size[1 if name == "TranslateXRel" else 0]
+    if name in ("TranslateX", "TranslateY"):
+        return _negate(g, lv * float(hp["translate_const"]))
+    if name in ("Color", "Contrast", "Brightness", "Sharpness"):
+        return lv * 1.8 + 0.1
+    if name.endswith("Increasing") and name[:-10] in ("Color", "Contrast", "Brightness", "Sharpness"):
+        return (1.0 + _negate(g, lv * 0.9)).clamp(min=0.1)
+    if name == "Posterize":
+        return torch.floor(lv * 4)
+    if name == "PosterizeIncreasing":
+        return 4 - torch.floor(lv * 4)
+    if name == "PosterizeOriginal":
+        return torch.floor(lv * 4) + 4
+    if name == "Solarize":
+        return torch.floor(lv * 256).clamp(max=256)
+    if name == "SolarizeIncreasing":
+        return 256 - torch.floor(lv * 256).clamp(max=256)
+    if name == "SolarizeAdd":
+        return torch.floor(lv * 110).clamp(max=128)
+    return torch.zeros_like(level)  # AutoContrast, Equalize, Invert: no argument
+
+
+_COLOUR = {"AutoContrast": autocontrast, "Equalize": equalize, "Invert": invert, "Color": color,
+           "Contrast": contrast, "Brightness": brightness, "Sharpness": sharpness, "Posterize": posterize,
+           "Solarize": solarize, "SolarizeAdd": solarize_add}
+_GEOMETRY = {"Rotate": rotate, "ShearX": _shear_x, "ShearY": _shear_y, "TranslateX": _translate_x,
+             "TranslateY": _translate_y}
+
+
+def _op(name: str):
+    """(function, takes fill) for timm's op `name` (its Increasing / Rel / Original forms share a function)."""
+    for suffix in ("Increasing", "Rel", "Original"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    if name in _GEOMETRY:
+        return _GEOMETRY[name], True
+    if name in _COLOUR:
+        return _COLOUR[name], False
+    return None, False
+
+
+class RandAugment:
+    """timm's RandAugment from its config string (timm parses it: the same ops, probability, magnitude and its
+    noise, layers and choice weights), planned for a batch by `plan` and applied by `apply`."""
+
+    def __init__(self, config: str, mean, img_size: tuple[int, int], interpolation: str = "bicubic"):
+        from timm.data.auto_augment import rand_augment_transform  # extra
+
+        if not config.startswith("rand"):
+            raise DataError(f"auto_augment {config!r}: the device pipeline runs RandAugment ('rand-...') only; "
+                            f"use --decode-on host for timm's other policies")
+        fill = tuple(min(255, round(255 * m)) for m in mean)
+        hp = {"translate_const": int(min(img_size) * 0.45), "img_mean": fill}
+        ra = rand_augment_transform(config, hp)
+        self.names = [op.name for op in ra.ops]
+        unknown = [n for n in self.names if _op(n)[0] is None]
+        if unknown:
+            raise DataError(f"auto_augment {config!r}: the device pipeline has no {', '.join(unknown)}; "
+                            f"use --decode-on host")
+        self.ops, self.layers, self.weights = ra.ops, ra.num_layers, ra.choice_weights
+        self.fill, self.hparams, self.size = fill, hp, img_size
+        self.mode = "bicubic" if interpolation == "bicubic" else "bilinear"
+
+    def plan(self, n: int, g: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """Per layer: (op index, applied, argument) for each of `n` samples, as timm draws them (ops uniformly
+        with replacement, or by the weights without; each applied with its probability; the magnitude noised by
+        a normal of its std, or uniform for 'inf', clipped to [0, magnitude_max or 10])."""
+        if self.weights is None:
+            chosen = torch.randint(len(self.ops), (n, self.layers), generator=g)
+        else:
+            w = torch.as_tensor(self.weights, dtype=torch.float64).expand(n, -1)
+            chosen = torch.multinomial(w, self.layers, replacement=False, generator=g)
+        out = []
+        for layer in range(self.layers):
+            idx = chosen[:, layer]
+            prob = torch.tensor([op.prob for op in self.ops], dtype=torch.float64)[idx]
+            applied = torch.rand(n, generator=g, dtype=torch.float64) <= prob
+            arg = torch.zeros(n, dtype=torch.float64)
+            for k, op in enumerate(self.ops):
+                rows = (idx == k).nonzero()[:, 0]
+                if len(rows):
+                    arg[rows] = _arg(op.name, self._magnitude(op, len(rows), g), g, self.hparams, self.size)
+            out.append((idx, applied, arg))
+        return out
+
+    @staticmethod
+    def _magnitude(op, n: int, g) -> torch.Tensor:
+        m = torch.full((n,), float(op.magnitude), dtype=torch.float64)
+        if op.magnitude_std == float("inf"):
+            m = torch.rand(n, generator=g, dtype=torch.float64) * op.magnitude
+        elif op.magnitude_std > 0:
+            m = m + op.magnitude_std * torch.randn(n, generator=g, dtype=torch.float64)
+        return m.clamp(0.0, op.magnitude_max or LEVEL_DENOM)
+
+    def apply(self, x: torch.Tensor, plan) -> torch.Tensor:
+        """The planned ops on a batch (N, C, H, W) of whole values 0..255, each op on the samples that drew it."""
+        for idx, applied, arg in plan:
+            for k, name in enumerate(self.names):
+                rows = ((idx == k) & applied).nonzero()[:, 0]
+                if not len(rows):
+                    continue
+                fn, geometric = _op(name)
+                rows_d = rows.to(x.device)
+                sub = x.index_select(0, rows_d)
+                # a geometric op builds its matrices on the CPU; a colour op's argument goes to the pixels
+                x[rows_d] = (fn(sub, arg[rows], self.fill, self.mode) if geometric
+                             else fn(sub, arg[rows].to(x.device, x.dtype)))
+        return x
+
+
+class ColorJitter:
+    """torchvision's ColorJitter(brightness, contrast, saturation) as timm adds it without auto_augment: factors
+    uniform in [1 - s, 1 + s], the three applied in a random order per sample."""
+
+    def __init__(self, strength: float):
+        self.s = float(strength)
+
+    def plan(self, n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        order = torch.argsort(torch.rand(n, 3, generator=g), 1)
+        return order, _uniform(g, n, 1 - self.s, 1 + self.s, 3)
+
+    def apply(self, x: torch.Tensor, plan) -> torch.Tensor:
+        order, factors = plan
+        ops = (brightness, contrast, color)
+        for position in range(3):
+            for k, fn in enumerate(ops):
+                rows = (order[:, position] == k).nonzero()[:, 0]
+                if len(rows):
+                    rows_d = rows.to(x.device)
+                    x[rows_d] = fn(x.index_select(0, rows_d), factors[rows, k].to(x.device, x.dtype))
+        return x

@@ -1,0 +1,204 @@
+"""JPEG decoding and DeiT's augmentations on the device (`vspec train --decode-on device`, the default on CUDA for
+the data sets that hold JPEG files): the loader's workers only read the files' bytes, the device decodes a batch
+at once (torchvision's `decode_jpeg(device="cuda")`: nvJPEG) and augments it there (vspec/train/device_aug.py: the
+same distributions as timm's transforms on the CPU path), and on CUDA a thread prepares the next batches on a side
+stream while the model trains on this one. On the CPU the same code runs on CPU tensors (the tests' backend).
+
+    collate_encoded(items)                -> (list of encoded images, labels)
+    DevicePipeline(...)(data, train, g)   -> the model's input (N, C, H, W), normalised, on the device
+    device_batches(loader, pipeline, ...) -> ready (images, target) batches, prepared ahead on CUDA
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterable, Iterator
+
+import torch
+import torch.nn.functional as F
+
+from .data import _mean_std
+from .datasets import DataError
+from .device_aug import ColorJitter, RandAugment, box_mask, crop_boxes, erase_boxes
+
+JPEG = b"\xff\xd8"
+
+
+def collate_encoded(items) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """A batch of (encoded image, label) items: the images as a list (their lengths differ), the labels stacked."""
+    return [data for data, _ in items], torch.tensor([int(label) for _, label in items])
+
+
+def decode(data: list[torch.Tensor], device: torch.device, in_chans: int) -> list[torch.Tensor]:
+    """Encoded images -> uint8 (C, H, W) tensors on `device`: the JPEGs in one batched call (nvJPEG on CUDA), any
+    other format torchvision reads on the CPU. A file that does not decode is one DataError naming its place."""
+    from torchvision.io import ImageReadMode, decode_image, decode_jpeg  # extra
+
+    mode = ImageReadMode.RGB if in_chans == 3 else ImageReadMode.GRAY
+    jpeg = [k for k, d in enumerate(data) if bytes(d[:2].tolist()) == JPEG]
+    out: list[torch.Tensor | None] = [None] * len(data)
+    try:
+        if jpeg:
+            decoded = decode_jpeg([data[k] for k in jpeg], mode=mode, device=device)
+            for k, img in zip(jpeg, decoded):
+                out[k] = img
+        for k in set(range(len(data))) - set(jpeg):
+            out[k] = decode_image(data[k], mode=mode).to(device, non_blocking=True)
+    except RuntimeError:
+        for k, d in enumerate(data):  # one by one, to name the bad one
+            try:
+                decode_image(d, mode=mode)
+            except RuntimeError as e:
+                raise DataError(f"image {k} of the batch ({len(d)} bytes) does not decode: {e}; "
+                                f"--decode-on host names its file") from None
+        raise
+    return out
+
+
+def _resize(img: torch.Tensor, size: tuple[int, int], interpolation: str) -> torch.Tensor:
+    """uint8 (C, h, w) -> float (C, H, W) of whole values: torchvision's antialiased resize (the CPU path's
+    filter, up to rounding)."""
+    x = img[None].float()
+    if tuple(x.shape[-2:]) != tuple(size):
+        aa = {"antialias": True, "align_corners": False} if interpolation != "nearest" else {}
+        x = F.interpolate(x, size=size, mode=interpolation, **aa)
+    return x[0].round_().clamp_(0, 255)
+
+
+def _eval_size(h: int, w: int, size: tuple[int, int], crop_ratio: float) -> tuple[int, int]:
+    """The resized (height, width) before the centre crop, as build_transforms(train=False) resizes."""
+    if crop_ratio == 1:
+        return size
+    scaled = tuple(max(1, round(s / crop_ratio)) for s in size)
+    if size[0] == size[1]:  # torchvision's Resize(int): the shorter side, the longer truncated
+        short, long = min(h, w), max(h, w)
+        new_long = int(scaled[0] * long / short)
+        return (scaled[0], new_long) if h <= w else (new_long, scaled[0])
+    ratio = min(h / scaled[0], w / scaled[1])  # timm's ResizeKeepRatio(longest=0): cover both sides
+    return round(h / ratio), round(w / ratio)
+
+
+def _centre(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """torchvision's CenterCrop: zero padding where smaller, then the centred window."""
+    h, w = x.shape[-2:]
+    ph, pw = max(size[0] - h, 0), max(size[1] - w, 0)
+    if ph or pw:
+        x = F.pad(x, (pw // 2, (pw + 1) // 2, ph // 2, (ph + 1) // 2))
+        h, w = x.shape[-2:]
+    top, left = int(round((h - size[0]) / 2.0)), int(round((w - size[1]) / 2.0))
+    return x[..., top: top + size[0], left: left + size[1]]
+
+
+class DevicePipeline:
+    """What build_transforms + DeviceNormalise do, from encoded images, on the device: in training with
+    augmentation (random_resized_crop, auto_augment or re_prob, as on the CPU path), timm's random resized crop,
+    horizontal flip, RandAugment (or colour jitter 0.4 without auto_augment), normalisation and random erasing;
+    in training without, a plain resize; in evaluation, the resize and centre crop of `crop_ratio`. Random draws
+    come from the generator passed in (`generator(epoch, batch)`: a batch's draws depend on the run's seed, its
+    rank, the epoch and the batch alone)."""
+
+    def __init__(self, img_size: tuple[int, int], in_chans: int, device: torch.device, *, random_resized_crop=False,
+                 auto_augment: str | None = None, re_prob: float = 0.0, crop_ratio: float = 0.875, mean=None,
+                 std=None, interpolation: str = "bicubic", channels_last: bool = False, seed: int = 0, rank: int = 0):
+        self.size, self.in_chans, self.device = tuple(img_size), in_chans, device
+        self.augment = bool(random_resized_crop or auto_augment or re_prob > 0)
+        self.re_prob, self.crop_ratio, self.interpolation = re_prob, crop_ratio, interpolation
+        self.channels_last, self.seed, self.rank = channels_last, seed, rank
+        mean, std = _mean_std(in_chans, mean, std)
+        self.mean = torch.tensor(mean, device=device).view(1, -1, 1, 1) * 255
+        self.std = torch.tensor(std, device=device).view(1, -1, 1, 1) * 255
+        self.colour = None
+        if self.augment and auto_augment:
+            self.colour = RandAugment(auto_augment, mean, self.size, interpolation)
+        elif self.augment and in_chans == 3:  # timm's colour jitter (0.4) where no auto_augment is given
+            self.colour = ColorJitter(0.4)
+
+    def generator(self, epoch: int, batch: int) -> torch.Generator:
+        key = ((self.seed * 1_000_003 + self.rank) * 1_000_003 + epoch) * 1_000_003 + batch
+        return torch.Generator().manual_seed(key % 2**63)
+
+    def __call__(self, data: list[torch.Tensor], train: bool, g: torch.Generator | None = None) -> torch.Tensor:
+        images = decode(data, self.device, self.in_chans)
+        if train and self.augment:
+            g = g if g is not None else torch.Generator().manual_seed(self.seed)
+            x = self.crop(images, g)
+            if self.colour is not None:
+                x = self.colour.apply(x, self.colour.plan(len(x), g))
+        elif train:
+            x = torch.stack([_resize(img, self.size, self.interpolation) for img in images])
+        else:
+            x = torch.stack([_centre(_resize(img, _eval_size(*img.shape[-2:], self.size, self.crop_ratio),
+                                             self.interpolation), self.size) for img in images])
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        x = x.sub_(self.mean).div_(self.std)
+        if train and self.re_prob > 0:
+            boxes = erase_boxes(len(x), *self.size, self.re_prob, g)
+            x = x.masked_fill_(box_mask(boxes, *self.size, x.device), 0.0)
+        return x
+
+    def crop(self, images: list[torch.Tensor], g: torch.Generator) -> torch.Tensor:
+        """timm's random resized crop of each image to the model's size, then a horizontal flip at rate 1/2."""
+        sizes = torch.tensor([img.shape[-2:] for img in images])
+        boxes = crop_boxes(sizes, g).tolist()
+        flip = (torch.rand(len(images), generator=g) < 0.5).tolist()
+        out = []
+        for img, (top, left, h, w), f in zip(images, boxes, flip):
+            x = _resize(img[:, top: top + h, left: left + w], self.size, self.interpolation)
+            out.append(x.flip(-1) if f else x)
+        return torch.stack(out)
+
+
+_END = object()
+
+
+def device_batches(loader: Iterable, pipeline: DevicePipeline, train: bool, epoch: int = 0, start: int = 0,
+                   depth: int = 2) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The loader's batches of encoded images made ready by `pipeline` (batch i's draws from
+    `pipeline.generator(epoch, i)`, i counted from `start`), with their labels, on the device. On CUDA a thread
+    prepares up to `depth` batches ahead on a side stream (decoding and augmenting beside the training step)."""
+    device = pipeline.device
+    if device.type != "cuda":
+        for i, (data, target) in enumerate(loader, start):
+            yield pipeline(data, train, pipeline.generator(epoch, i)), target.to(device)
+        return
+    ready: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    stream = torch.cuda.Stream(device)
+
+    def work():
+        try:
+            with torch.cuda.device(device), torch.cuda.stream(stream):
+                for i, (data, target) in enumerate(loader, start):
+                    if stop.is_set():
+                        return
+                    x = pipeline(data, train, pipeline.generator(epoch, i))
+                    t = target.to(device, non_blocking=True)
+                    event = torch.cuda.Event()
+                    event.record(stream)
+                    ready.put((x, t, event))
+            ready.put(_END)
+        except BaseException as e:  # handed to the consumer, raised there
+            ready.put(e)
+
+    thread = threading.Thread(target=work, name="vspec-device-batches", daemon=True)
+    thread.start()
+    try:
+        while (item := ready.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            x, t, event = item
+            current = torch.cuda.current_stream(device)
+            current.wait_event(event)
+            x.record_stream(current)
+            t.record_stream(current)
+            yield x, t
+    finally:
+        stop.set()
+        while thread.is_alive():  # let a blocked put return
+            try:
+                ready.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        thread.join()
