@@ -1,8 +1,10 @@
 """The device pipeline (vspec/train/gpu_data.py) on `--device` against the CPU, on generated ImageNet-shaped JPEGs
-(benchmarks/loader.py's): decoded pixels against Pillow's decoder (the CPU path's; JPEG decoders differ in their
-IDCT and chroma upsampling, so within a tolerance: mean |diff| <= 1 level, max <= 16), the whole training and
-validation pipelines against themselves on the CPU with the same draws (the same computation: mean |diff| of the
-normalised output <= 0.02), and the rates of decoding alone and of each pipeline at batch 256. Writes
+(benchmarks/loader.py's): decoded pixels against Pillow's decoder (the CPU path's). JPEG decoders differ in their
+IDCT and chroma upsampling (libjpeg-turbo's "fancy" 4:2:0 upsampling against nvJPEG's), most on these images'
+independent per-channel noise, so the check is a tolerance: PSNR >= 30 dB, mean |diff| <= 3 levels. Then the whole
+training and validation pipelines against themselves on the CPU with the same draws: the same computation, so
+their mean |diff| (normalised) is at most the decoders' (mean |diff| / (255 std)) plus 0.005. And the rates at the
+batch: decoding alone, decoding + random resized crop + flip, the whole training pipeline, validation. Writes
 OUT/decode_check.json; exits 1 when a check fails.
 
     python benchmarks/decode_check.py [--device cuda] [--images 256] [--out DIR]
@@ -55,8 +57,9 @@ def main(argv=None) -> int:
     out = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "images": len(data)}
     decoded = decode(data, device, 3)
     diffs = [(d.cpu().int() - p.int()).abs() for d, p in zip(decoded, pil)]
-    out["decode_mean_abs"] = float(torch.cat([d.flatten().float() for d in diffs]).mean())
-    out["decode_max_abs"] = int(max(d.max() for d in diffs))
+    every = torch.cat([d.flatten().float() for d in diffs])
+    out["decode_mean_abs"], out["decode_max_abs"] = float(every.mean()), int(every.max())
+    out["decode_psnr_db"] = float(10 * torch.log10(255**2 / every.square().mean().clamp_min(1e-12)))
     kw = {"random_resized_crop": True, "auto_augment": "rand-m9-mstd0.5-inc1", "re_prob": 0.25}
     on_dev, on_cpu = DevicePipeline((224, 224), 3, device, **kw), DevicePipeline((224, 224), 3, cpu, **kw)
     for split, train in (("train", True), ("val", False)):
@@ -65,8 +68,12 @@ def main(argv=None) -> int:
         out[f"{split}_mean_abs"] = float((a - b).abs().mean())
         out[f"{split}_rate"] = rate(lambda t=train: on_dev(data, t, on_dev.generator(0, 1)), len(data), device)
     out["decode_rate"] = rate(lambda: decode(data, device, 3), len(data), device)
-    out["ok"] = (out["decode_mean_abs"] <= 1.0 and out["decode_max_abs"] <= 16 and out["train_mean_abs"] <= 0.02
-                 and out["val_mean_abs"] <= 0.02)
+    crop = DevicePipeline((224, 224), 3, device, random_resized_crop=True)
+    crop.colour = None  # the crop and flip alone
+    out["crop_rate"] = rate(lambda: crop(data, True, crop.generator(0, 1)), len(data), device)
+    bound = out["decode_mean_abs"] / (255 * 0.225) + 0.005  # ImageNet's smallest std
+    out["ok"] = (out["decode_psnr_db"] >= 30 and out["decode_mean_abs"] <= 3 and out["train_mean_abs"] <= bound
+                 and out["val_mean_abs"] <= bound)
     for k, v in out.items():
         print(f"{k}: {v:.4g}" if isinstance(v, float) else f"{k}: {v}")
     args.out.mkdir(parents=True, exist_ok=True)

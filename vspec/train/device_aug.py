@@ -24,6 +24,15 @@ from .datasets import DataError
 LEVEL_DENOM = 10.0  # timm's 'Mx' magnitude scale: level = magnitude / 10
 
 
+def to(t: torch.Tensor, device, dtype=None) -> torch.Tensor:
+    """A small CPU tensor (a plan's parameters) onto `device` without waiting for the device: through pinned
+    memory, asynchronously on CUDA (a plain copy from pageable memory would synchronise the stream)."""
+    t = t if dtype is None else t.to(dtype)
+    if torch.device(device).type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 def _uniform(g, n, lo, hi, *shape):
     return torch.rand(n, *shape, generator=g, dtype=torch.float64) * (hi - lo) + lo
 
@@ -80,7 +89,7 @@ def erase_boxes(n: int, h: int, w: int, p: float, g: torch.Generator, area=(0.02
 
 def box_mask(boxes: torch.Tensor, h: int, w: int, device) -> torch.Tensor:
     """(N, 1, H, W) bool: inside each box (top, left, height, width)."""
-    b = boxes.to(device)
+    b = to(boxes, device)
     ys, xs = torch.arange(h, device=device), torch.arange(w, device=device)
     inside_y = (ys >= b[:, 0:1]) & (ys < b[:, 0:1] + b[:, 2:3])
     inside_x = (xs >= b[:, 1:2]) & (xs < b[:, 1:2] + b[:, 3:4])
@@ -178,9 +187,9 @@ def affine(x, m: torch.Tensor, fill, mode: str = "bicubic"):
     norm = torch.tensor([[2 / w, 0, -1], [0, 2 / h, -1], [0, 0, 1]], dtype=torch.float64)
     full = torch.zeros(n, 3, 3, dtype=torch.float64)
     full[:, :2], full[:, 2, 2] = m.view(n, 2, 3), 1
-    theta = (norm @ full @ torch.linalg.inv(norm))[:, :2].to(x.device, torch.float32)
+    theta = to((norm @ full @ torch.linalg.inv(norm))[:, :2], x.device, torch.float32)
     grid = F.affine_grid(theta, list(x.shape), align_corners=False)
-    fill = torch.as_tensor(fill, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+    fill = to(torch.tensor(fill), x.device, x.dtype).view(1, -1, 1, 1)
     return _q(F.grid_sample(x - fill, grid, mode=mode, padding_mode="zeros", align_corners=False) + fill)
 
 
@@ -330,11 +339,11 @@ class RandAugment:
                 if not len(rows):
                     continue
                 fn, geometric = _op(name)
-                rows_d = rows.to(x.device)
+                rows_d = to(rows, x.device)
                 sub = x.index_select(0, rows_d)
                 # a geometric op builds its matrices on the CPU; a colour op's argument goes to the pixels
                 x[rows_d] = (fn(sub, arg[rows], self.fill, self.mode) if geometric
-                             else fn(sub, arg[rows].to(x.device, x.dtype)))
+                             else fn(sub, to(arg[rows], x.device, x.dtype)))
         return x
 
 
@@ -356,6 +365,6 @@ class ColorJitter:
             for k, fn in enumerate(ops):
                 rows = (order[:, position] == k).nonzero()[:, 0]
                 if len(rows):
-                    rows_d = rows.to(x.device)
-                    x[rows_d] = fn(x.index_select(0, rows_d), factors[rows, k].to(x.device, x.dtype))
+                    rows_d = to(rows, x.device)
+                    x[rows_d] = fn(x.index_select(0, rows_d), to(factors[rows, k], x.device, x.dtype))
         return x

@@ -20,9 +20,10 @@ import torch.nn.functional as F
 
 from .data import _mean_std
 from .datasets import DataError
-from .device_aug import ColorJitter, RandAugment, box_mask, crop_boxes, erase_boxes
+from .device_aug import ColorJitter, RandAugment, box_mask, crop_boxes, erase_boxes, to
 
 JPEG = b"\xff\xd8"
+CANVAS_MAX = 1024  # the longest side laid into the batch for the random resized crop; larger images shrink first
 
 
 def collate_encoded(items) -> tuple[list[torch.Tensor], torch.Tensor]:
@@ -57,13 +58,13 @@ def decode(data: list[torch.Tensor], device: torch.device, in_chans: int) -> lis
 
 
 def _resize(img: torch.Tensor, size: tuple[int, int], interpolation: str) -> torch.Tensor:
-    """uint8 (C, h, w) -> float (C, H, W) of whole values: torchvision's antialiased resize (the CPU path's
-    filter, up to rounding)."""
+    """uint8 (C, h, w) -> float (C, H, W): torchvision's antialiased resize (the CPU path's filter), not yet
+    rounded."""
     x = img[None].float()
     if tuple(x.shape[-2:]) != tuple(size):
         aa = {"antialias": True, "align_corners": False} if interpolation != "nearest" else {}
         x = F.interpolate(x, size=size, mode=interpolation, **aa)
-    return x[0].round_().clamp_(0, 255)
+    return x[0]
 
 
 def _eval_size(h: int, w: int, size: tuple[int, int], crop_ratio: float) -> tuple[int, int]:
@@ -126,10 +127,11 @@ class DevicePipeline:
             if self.colour is not None:
                 x = self.colour.apply(x, self.colour.plan(len(x), g))
         elif train:
-            x = torch.stack([_resize(img, self.size, self.interpolation) for img in images])
+            x = torch.stack([_resize(img, self.size, self.interpolation) for img in images]).round_().clamp_(0, 255)
         else:
             x = torch.stack([_centre(_resize(img, _eval_size(*img.shape[-2:], self.size, self.crop_ratio),
                                              self.interpolation), self.size) for img in images])
+            x = x.round_().clamp_(0, 255)
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         x = x.sub_(self.mean).div_(self.std)
@@ -139,15 +141,26 @@ class DevicePipeline:
         return x
 
     def crop(self, images: list[torch.Tensor], g: torch.Generator) -> torch.Tensor:
-        """timm's random resized crop of each image to the model's size, then a horizontal flip at rate 1/2."""
+        """timm's random resized crop of each image to the model's size, then a horizontal flip at rate 1/2. The
+        images are laid into one zero-padded batch (a side over CANVAS_MAX shrunk first, its box with it) and
+        torchvision's roi_align resamples every box at once: bilinear samples averaged over each output pixel's
+        area (as many per pixel as the box is larger: an antialiased resize)."""
+        from torchvision.ops import roi_align  # extra
+
         sizes = torch.tensor([img.shape[-2:] for img in images])
-        boxes = crop_boxes(sizes, g).tolist()
-        flip = (torch.rand(len(images), generator=g) < 0.5).tolist()
-        out = []
-        for img, (top, left, h, w), f in zip(images, boxes, flip):
-            x = _resize(img[:, top: top + h, left: left + w], self.size, self.interpolation)
-            out.append(x.flip(-1) if f else x)
-        return torch.stack(out)
+        boxes = crop_boxes(sizes, g).double()
+        flip = to(torch.rand(len(images), generator=g) < 0.5, self.device).view(-1, 1, 1, 1)
+        scale = (CANVAS_MAX / sizes.amax(1).double()).clamp(max=1)
+        shown = [img if s == 1 else _resize(img, tuple(round(float(v * s)) for v in img.shape[-2:]), "bilinear")
+                 for img, s in zip(images, scale.tolist())]
+        h, w = max(x.shape[-2] for x in shown), max(x.shape[-1] for x in shown)
+        canvas = torch.zeros(len(images), images[0].shape[0], h, w, device=self.device)
+        for k, x in enumerate(shown):
+            canvas[k, :, : x.shape[-2], : x.shape[-1]] = x
+        top, left, bh, bw = (boxes * scale[:, None]).unbind(1)
+        rois = torch.stack([torch.arange(len(images), dtype=torch.float64), left, top, left + bw, top + bh], 1)
+        out = roi_align(canvas, to(rois, self.device, torch.float32), self.size, 1.0, -1, aligned=True)
+        return torch.where(flip, out.flip(-1), out).round_().clamp_(0, 255)
 
 
 _END = object()
