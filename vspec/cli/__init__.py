@@ -1,7 +1,8 @@
 """The `vspec` command: one module per subcommand (build, profile, show, analyze, export, fit, compare, weights,
 train, eval), each with its `NAME`, `HELP`, `add_parser(sub)` and `run(args)`; what they share (one-line errors,
-argument types, output paths) is in `common.py`, the tables in `tables.py`. `vspec train` and `vspec eval` are
-tools/train.py and tools/eval.py (the same arguments, the same runs). Importing this package does not import torch.
+argument types, output paths) is in `common.py`, the tables in `tables.py`, the training configuration's flags
+(derived from its fields) in `fields.py`. `vspec train` and `vspec eval` are tools/train.py and tools/eval.py (the
+same arguments, the same runs). Importing this package does not import torch.
 """
 
 from __future__ import annotations

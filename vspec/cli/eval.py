@@ -17,8 +17,10 @@ from ..train.names import run_tokenizer
 from ..train.recipes import Recipe
 from ..train.rules import FINITE, POSITIVE_FLOAT, POSITIVE_INT, rule
 from .common import OneLineParser, UsageError, one_line_warnings, pretrained_flag, printable
+from .fields import field_rules
 from .train import check_flags, data_args, errors, report
 
+EVAL_RUN = ("seed", "workers", "device")  # the run's fields that evaluation takes too (flags of `data_args`)
 NAME, HELP = "eval", "evaluate a checkpoint or a model folder (tools/eval.py's command: the same arguments)"
 
 
@@ -29,7 +31,7 @@ def eval_parser(prog: str = "eval.py") -> argparse.ArgumentParser:
     p.add_argument("checkpoint", type=Path, metavar="CHECKPOINT",
                    help="a checkpoint (.pt), a model folder, or with --pretrained a preset's name or .py file")
     pretrained_flag(p, "evaluate")
-    data_args(p)
+    data_args(p, EVAL_RUN)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--ema", action="store_true", help="evaluate the EMA weights of a training checkpoint")
     p.add_argument("--crop-pct", "--crop-ratio", dest="crop_pct", type=float, metavar="RATIO",
@@ -48,10 +50,8 @@ def eval_parser(prog: str = "eval.py") -> argparse.ArgumentParser:
 def eval_rules() -> dict:
     """Each numeric flag's rule: the training configuration's field of that name (vspec/train/config.py), else a
     positive or finite number."""
-    return {"workers": rule(RunConfig, "workers"), "seed": rule(RunConfig, "seed"),
-            "synthetic_size": rule(DataConfig, "synthetic_size"), "max_len": rule(DataConfig, "max_len"),
-            "batch_size": rule(Recipe, "batch_size"), "mean": FINITE, "std": POSITIVE_FLOAT, "crop_pct": POSITIVE_FLOAT,
-            "img_size": POSITIVE_INT}
+    return {**field_rules(DataConfig), **field_rules(RunConfig, EVAL_RUN), "batch_size": rule(Recipe, "batch_size"),
+            "mean": FINITE, "std": POSITIVE_FLOAT, "crop_pct": POSITIVE_FLOAT, "img_size": POSITIVE_INT}
 
 
 def main(argv=None, prog: str = "eval.py") -> int:

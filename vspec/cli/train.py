@@ -5,41 +5,26 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import attrs
 
 from ..extras import missing_extra
 from ..spec import SpecError, load_spec, override, parse_assignment
 from ..train.config import DataConfig, RunConfig, TrainConfig
-from ..train.datasets import help_text, names
-from ..train.names import GLUE_TASKS
-from ..train.recipes import RECIPES, resolve
+from ..train.recipes import RECIPES, Recipe, resolve
 from ..train.rules import FINITE, POSITIVE_FLOAT, ConfigError
 from .common import OneLineParser, UsageError, one_line, one_line_warnings, pretrained_flag, spec_file
+from .fields import add_fields, flags, given
 
 NAME, HELP = "train", "train a spec (tools/train.py's command: the same arguments)"
 
 
-def data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", choices=names(), default="digits", help=help_text())
-    p.add_argument("--data-dir", metavar="DIR", help="dataset folder (cifar*, imagefolder; glue: the task's TSVs)")
-    p.add_argument("--task", choices=GLUE_TASKS, help="--data glue: the task")
-    p.add_argument("--tokenizer", metavar="DIR|hf:ID",
-                   help="text: a tokenizer folder (tokenizer.json, or a Hugging Face tokenizer's files), or hf:ID, a "
-                        "Hub repository's tokenizer through Hugging Face's cache (HF_HUB_OFFLINE honoured); default: "
-                        "with --pretrained, the weights' own tokenizer; else a WordPiece vocabulary trained on the "
-                        "training texts, saved in OUT/tokenizer")
-    p.add_argument("--max-len", type=int, metavar="N", help="text: truncate sequences to N tokens (default: the "
-                                                           "spec's seq_len); batches are padded to their longest")
-    p.add_argument("--download", action="store_true", help="download CIFAR into --data-dir when missing")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="data-loading processes (default: 0 on the CPU; on CUDA each process's share of the cores, "
-                        "at most 8)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="default: cuda when available")
-    p.add_argument("--synthetic-size", type=int, default=1024, metavar="N",
-                   help="images in the synthetic training set (its validation set has N / 4)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (training, and the synthetic images)")
+def data_args(p: argparse.ArgumentParser, run_fields=()) -> None:
+    """The data group (DataConfig's fields, and RunConfig's `run_fields`: evaluation's seed, workers, device), then
+    the inputs group."""
+    g = p.add_argument_group("data")
+    add_fields(g, DataConfig)
+    add_fields(g, RunConfig, only=run_fields)
     g = p.add_argument_group("inputs", "how images are normalised and resized; default: the published weights' "
                                        "(--pretrained; eval: also those a model folder or checkpoint records, or "
                                        "the training run's), else vspec's defaults (ImageNet's mean / std for 3 "
@@ -52,6 +37,8 @@ def data_args(p: argparse.ArgumentParser) -> None:
 
 
 def train_parser(prog: str = "train.py") -> argparse.ArgumentParser:
+    """SPEC, --set, --recipe and --pretrained by hand; the data, recipe and run groups from the configuration's
+    fields (`add_fields`)."""
     p = OneLineParser(prog=prog, description="Train a vspec spec on a CPU, one GPU, or many under torchrun "
                       "(DDP). "
                 "Writes OUT/last.pt (every epoch and on SIGTERM / SIGINT), OUT/best.pt, OUT/metrics.jsonl and "
@@ -59,66 +46,21 @@ def train_parser(prog: str = "train.py") -> argparse.ArgumentParser:
     p.add_argument("spec", metavar="SPEC", help="spec file (.py / .json / .toml), or a preset's name")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="dotted spec override, repeatable (e.g. --set block.attention.heads=6)")
-    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder")
     p.add_argument("--recipe", choices=tuple(RECIPES), default="none",
                    help="hyper-parameters: deit (DeiT ImageNet: SoT, Refiner, DHVT-ImageNet), dhvt_cifar, msf, glue "
                         "(fine-tuning a language body: lr 2e-5, batch 32, 10 %% warmup, linear decay, 3 epochs), "
-                        "none (plain AdamW + cosine; default); the flags below override single fields")
-    p.add_argument("--resume", action="store_true",
-                   help="continue from OUT/last.pt (with the same spec and data flags: a run that differs is refused)")
-    p.add_argument("--init", metavar="hf:DIR",
-                   help="start a text body from a Hugging Face checkpoint folder's body weights (save_pretrained's "
-                        "config.json + safetensors; no download); the spec's head starts fresh")
+                        "none (plain AdamW + cosine; default); the recipe fields' flags override single fields")
     pretrained_flag(p)
-    p.add_argument("--save-format", choices=("pt", "folder"), default="pt",
-                   help="pt (default): the .pt checkpoints only; folder: also the best and the final weights as "
-                        "model folders OUT/best and OUT/final (config.json + model.safetensors; "
-                        "vspec.from_pretrained reads them); the .pt checkpoints stay, for --resume")
-    p.add_argument("--overwrite", action="store_true",
-                   help="start afresh in an OUT that holds an earlier run, removing its files (without it such an "
-                        "OUT is refused)")
     data_args(p)
-    g = p.add_argument_group("recipe fields")
-    g.add_argument("--epochs", type=int)
-    g.add_argument("--batch-size", type=int, help="global batch (all processes and accumulation steps); "
-                   "rescales the recipe's lr linearly unless --lr is given")
-    g.add_argument("--lr", type=float, help="peak learning rate")
-    g.add_argument("--weight-decay", type=float)
-    g.add_argument("--warmup-epochs", type=int)
-    g.add_argument("--min-lr", type=float)
-    g.add_argument("--drop-path", type=float, help="stochastic depth (applied when the spec sets none)")
-    g.add_argument("--mixup", type=float, help="mixup alpha (0: off)")
-    g.add_argument("--cutmix", type=float, help="cutmix alpha (0: off)")
-    g.add_argument("--smoothing", type=float, help="label smoothing")
-    g.add_argument("--auto-augment", metavar="POLICY", help="timm policy, e.g. rand-m9-mstd0.5-inc1, or none")
-    g.add_argument("--re-prob", type=float, help="random-erasing probability")
-    g.add_argument("--ema-decay", type=float, help="EMA of weights (0: off)")
-    g.add_argument("--clip-grad", type=float, help="gradient-norm clipping (0: off)")
-    s = p.add_argument_group("execution")
-    s.add_argument("--accum-steps", type=int, default=1, help="gradient accumulation steps")
-    s.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
-                   help="fp32, or mixed precision: bf16 / fp16 autocast (fp16 with a grad scaler), on the CPU too; "
-                        "auto (default): bf16 on CUDA, fp32 on the CPU")
-    s.add_argument("--normalise-on", choices=("auto", "host", "device"), default="auto",
-                   help="images: normalised by the loader's workers (host) or, as uint8 batches, on the device "
-                        "(timm's prefetcher; random erasing there too); auto (default): device on CUDA, host on "
-                        "the CPU")
-    s.add_argument("--decode-on", choices=("auto", "host", "device"), default="auto",
-                   help="JPEG files (imagefolder, shards): decoded and augmented by the loader's workers (host: PIL "
-                        "and timm's transforms) or on the device (nvJPEG and the same augmentations as tensor "
-                        "operations; the workers only read the files); auto (default): device on CUDA")
-    s.add_argument("--compile", action="store_true", help="torch.compile the model")
-    s.add_argument("--max-steps", type=int, help="stop after N optimizer steps (smoke tests, benchmarks)")
-    s.add_argument("--log-interval", type=float, default=30.0, metavar="SECONDS",
-                   help="when the output is not a terminal (CI logs, redirected runs): a progress line every SECONDS "
-                        "(default 30) and one at the end of each epoch; a terminal redraws one line in place")
+    add_fields(p.add_argument_group("recipe fields", "default: the --recipe's"), Recipe, unset=True)
+    add_fields(p.add_argument_group("run", "how the run executes"), RunConfig)
     return p
 
 
 def config_error(e, prog: str) -> UsageError:
     """A `ConfigError` of the configuration a command built from its flags, worded by the flag (`--epochs: ...`)."""
-    flag = {"name": "data"}.get(e.field, e.field).replace("_", "-")
-    return UsageError(f"{prog}: error: --{flag}: {e.message}")
+    flag = flags(Recipe, DataConfig, RunConfig).get(e.field) or "--" + e.field.replace("_", "-")
+    return UsageError(f"{prog}: error: {flag}: {e.message}")
 
 
 def check_flags(args: argparse.Namespace, rules: dict, prog: str) -> None:
@@ -136,22 +78,10 @@ def check_flags(args: argparse.Namespace, rules: dict, prog: str) -> None:
 def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
     """The `TrainConfig` of the flags: its classes check every value (the Python API's checks, worded by flag)."""
     try:
-        fields = {k: getattr(args, k) for k in ("epochs", "batch_size", "lr", "weight_decay", "warmup_epochs",
-                                                "min_lr", "drop_path", "mixup", "cutmix", "smoothing", "re_prob")}
-        if args.auto_augment is not None:
-            fields["auto_augment"] = None if args.auto_augment == "none" else args.auto_augment
-        recipe = resolve(args.recipe, **fields)
-        recipe = attrs.evolve(recipe, **{k: getattr(args, k) or None for k in ("ema_decay", "clip_grad")  # 0: off
-                                         if getattr(args, k) is not None})
-        run = RunConfig(out=args.out, resume=args.resume, overwrite=args.overwrite, seed=args.seed,
-                        workers=args.workers, device=args.device, precision=args.precision,
-                        normalise_on=args.normalise_on, decode_on=args.decode_on, compile=args.compile,
-                        accum_steps=args.accum_steps,
-                        max_steps=args.max_steps, log_interval=args.log_interval, save_format=args.save_format,
-                        pretrained=(args.spec, args.pretrained) if args.pretrained else None, init=args.init)
-        data = DataConfig(args.data, data_dir=args.data_dir, download=args.download,
-                          synthetic_size=args.synthetic_size, task=args.task, tokenizer=args.tokenizer,
-                          max_len=args.max_len)
+        fields = given(Recipe, args)  # a recipe field's flag not given: the recipe's value; "off": None
+        recipe = attrs.evolve(resolve(args.recipe, **fields), **{k: None for k, v in fields.items() if v is None})
+        run = RunConfig(**given(RunConfig, args), pretrained=(args.spec, args.pretrained) if args.pretrained else None)
+        data = DataConfig(**given(DataConfig, args))
     except ConfigError as e:
         raise config_error(e, prog) from None
     check_flags(args, {"mean": FINITE, "std": POSITIVE_FLOAT}, prog)

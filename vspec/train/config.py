@@ -1,7 +1,8 @@
 """A training run's configuration: the spec, the `Recipe` (hyper-parameters, vspec/train/recipes.py), the data set's
 own options (`DataConfig`) and how the run executes (`RunConfig`). Frozen attrs classes whose validators refuse a
 bad value with one line naming the field (`ConfigError`, vspec/train/rules.py); `vspec train` builds the same
-classes from its flags, so the command line and the Python API refuse the same values. Torch-free.
+classes from its flags, so the command line and the Python API refuse the same values. Those flags are derived from
+the fields: each field's metadata holds its flag's help (vspec/cli/fields.py). Torch-free.
 
     vspec.train.run(TrainConfig(spec, resolve("none", epochs=3), DataConfig("digits"), RunConfig(out="runs/x")))
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 import attrs
 
 from ..spec import Model
-from .datasets import entry, names
+from .datasets import entry, help_text, names
 from .names import GLUE_TASKS
 from .recipes import Recipe
 from .rules import ConfigError, Is, OneOf, floats, ints
@@ -35,14 +36,26 @@ class DataConfig:
     `vspec.train.inputs.resolve_inputs`; None: vspec's defaults). A text option given for an image set is
     refused."""
 
-    name: str = _F(default="digits", validator=_known)
-    data_dir: str | None = _F(default=None, converter=attrs.converters.optional(str))
-    download: bool = _F(default=False, validator=Is((bool,)))
-    synthetic_size: int = _F(default=1024, validator=ints(1))
-    task: str | None = _F(default=None, validator=OneOf(GLUE_TASKS, optional=True))
-    tokenizer: str | None = _F(default=None, converter=attrs.converters.optional(str))
-    max_len: int | None = _F(default=None, validator=ints(1, optional=True))
-    inputs: dict | None = _F(default=None, validator=Is((dict,), optional=True))
+    name: str = _F(default="digits", validator=_known, metadata={"flag": "--data", "choices": names, "help": help_text})
+    data_dir: str | None = _F(default=None, converter=attrs.converters.optional(str), metadata={
+        "metavar": "DIR", "help": "dataset folder (cifar*, imagefolder; glue: the task's TSVs)"})
+    download: bool = _F(default=False, validator=Is((bool,)), metadata={
+        "help": "download CIFAR into --data-dir when missing"})
+    synthetic_size: int = _F(default=1024, validator=ints(1), metadata={
+        "metavar": "N", "help": "images in the synthetic training set (its validation set has N / 4)"})
+    task: str | None = _F(default=None, validator=OneOf(GLUE_TASKS, optional=True), metadata={
+        "help": "--data glue: the task"})
+    tokenizer: str | None = _F(default=None, converter=attrs.converters.optional(str), metadata={
+        "metavar": "DIR|hf:ID",
+        "help": "text: a tokenizer folder (tokenizer.json, or a Hugging Face tokenizer's files), or hf:ID, a Hub "
+                "repository's tokenizer through Hugging Face's cache (HF_HUB_OFFLINE honoured); default: with "
+                "--pretrained, the weights' own tokenizer; else a WordPiece vocabulary trained on the training texts, "
+                "saved in OUT/tokenizer"})
+    max_len: int | None = _F(default=None, validator=ints(1, optional=True), metadata={
+        "metavar": "N", "help": "text: truncate sequences to N tokens (default: the spec's seq_len); batches are "
+                                "padded to their longest"})
+    # no flag of its own: --mean, --std, --interpolation, merged with the weights' (resolve_inputs)
+    inputs: dict | None = _F(default=None, validator=Is((dict,), optional=True), metadata={"flag": None})
 
     def __attrs_post_init__(self):
         modality = entry(self.name).modality
@@ -62,32 +75,62 @@ class RunConfig:
     files), its seed, the data-loading processes (None: 0 on the CPU, the cores' share on CUDA), the device and
     precision (auto: bf16 on CUDA, fp32 on the CPU; bf16 / fp16: autocast), torch.compile, accumulation steps,
     channels-last on CUDA, where images are normalised (host: the loader's workers; device: uint8 batches
-    normalised on the device, as timm's prefetcher; auto: device on CUDA), where JPEGs are decoded and augmented
-    (host: the workers; device: the device, vspec/train/gpu_data.py; auto: device on CUDA for the sets that hold
-    JPEG files), a step limit (benchmarks, smoke tests),
+    normalised on the device, as timm's prefetcher; auto: device on CUDA), where JPEG files are decoded and
+    augmented (host: the workers; device: vspec/train/gpu_data.py; auto: host), a step limit (benchmarks, smoke tests),
     the seconds between progress lines off a TTY (None: one line per epoch), the batches between reads of the
     losses (None: 1 on the CPU, 32 on CUDA), the saved format (pt, or also model folders OUT/best and OUT/final),
     and the starting weights: a preset's published ones (`pretrained`: (name or .py file, True or a tag)) or a
     text body's from a Hugging Face folder (`init`: "hf:DIR")."""
 
-    out: Path = _F(default=Path("runs/train"), converter=Path)
-    resume: bool = _F(default=False, validator=Is((bool,)))
-    overwrite: bool = _F(default=False, validator=Is((bool,)))
-    seed: int = _F(default=0, validator=ints(0, 2**32, open_high=True, label="2**32"))
-    workers: int | None = _F(default=None, validator=ints(0, optional=True))
-    device: str = _F(default="auto", validator=OneOf(("auto", "cpu", "cuda")))
-    precision: str = _F(default="auto", validator=OneOf(("auto", "fp32", "bf16", "fp16")))
-    compile: bool = _F(default=False, validator=Is((bool,)))
-    accum_steps: int = _F(default=1, validator=ints(1))
-    channels_last: bool = _F(default=True, validator=Is((bool,)))
-    normalise_on: str = _F(default="auto", validator=OneOf(("auto", "host", "device")))
-    decode_on: str = _F(default="auto", validator=OneOf(("auto", "host", "device")))
-    max_steps: int | None = _F(default=None, validator=ints(1, optional=True))
-    log_interval: float | None = _F(default=30.0, validator=floats(0, open_low=True, optional=True))
-    loss_every: int | None = _F(default=None, validator=ints(1, optional=True))
-    save_format: str = _F(default="pt", validator=OneOf(("pt", "folder")))
-    pretrained: tuple[str, bool | str] | None = _F(default=None, validator=Is((tuple,), optional=True))
-    init: str | None = _F(default=None, validator=_init)
+    out: Path = _F(default=Path("runs/train"), converter=Path, metadata={
+        "required": True, "metavar": "DIR", "help": "output folder"})
+    resume: bool = _F(default=False, validator=Is((bool,)), metadata={
+        "help": "continue from OUT/last.pt (with the same spec and data flags: a run that differs is refused)"})
+    overwrite: bool = _F(default=False, validator=Is((bool,)), metadata={
+        "help": "start afresh in an OUT that holds an earlier run, removing its files (without it such an OUT is "
+                "refused)"})
+    seed: int = _F(default=0, validator=ints(0, 2**32, open_high=True, label="2**32"), metadata={
+        "help": "random seed (training, and the synthetic images)"})
+    workers: int | None = _F(default=None, validator=ints(0, optional=True), metadata={
+        "metavar": "N", "help": "data-loading processes (default: 0 on the CPU; on CUDA each process's share of the "
+                                "cores, at most 8)"})
+    device: str = _F(default="auto", validator=OneOf(("auto", "cpu", "cuda")), metadata={
+        "help": "default: cuda when available"})
+    precision: str = _F(default="auto", validator=OneOf(("auto", "fp32", "bf16", "fp16")), metadata={
+        "help": "fp32, or mixed precision: bf16 / fp16 autocast (fp16 with a grad scaler), on the CPU too; auto "
+                "(default): bf16 on CUDA, fp32 on the CPU"})
+    compile: bool = _F(default=False, validator=Is((bool,)), metadata={"help": "torch.compile the model"})
+    accum_steps: int = _F(default=1, validator=ints(1), metadata={"help": "gradient accumulation steps"})
+    channels_last: bool = _F(default=True, validator=Is((bool,)), metadata={
+        "help": "CUDA: the model and its image batches in channels-last memory format"})
+    normalise_on: str = _F(default="auto", validator=OneOf(("auto", "host", "device")), metadata={
+        "help": "images: normalised by the loader's workers (host) or, as uint8 batches, on the device (timm's "
+                "prefetcher; random erasing there too); auto (default): device on CUDA, host on the CPU"})
+    decode_on: str = _F(default="auto", validator=OneOf(("auto", "host", "device")), metadata={
+        "help": "JPEG files (imagefolder): decoded and augmented by the loader's workers (host: Pillow and timm's "
+                "transforms) or on the device (nvJPEG and the same augmentations as tensor operations, "
+                "vspec/train/gpu_data.py; the workers only read the files); auto (default): host (the device path "
+                "is opt-in while an intermittent stall on CUDA is open, issue 47)"})
+    max_steps: int | None = _F(default=None, validator=ints(1, optional=True), metadata={
+        "help": "stop after N optimizer steps (smoke tests, benchmarks)"})
+    log_interval: float | None = _F(default=30.0, validator=floats(0, open_low=True, optional=True), metadata={
+        "metavar": "SECONDS",
+        "help": "when the output is not a terminal (CI logs, redirected runs): a progress line every SECONDS "
+                "(default 30) and one at the end of each epoch; a terminal redraws one line in place"})
+    loss_every: int | None = _F(default=None, validator=ints(1, optional=True), metadata={
+        "metavar": "N", "help": "read the losses on the host every N batches (default: 1 on the CPU, 32 on CUDA); a "
+                                "non-finite loss stops the run at its own step either way"})
+    save_format: str = _F(default="pt", validator=OneOf(("pt", "folder")), metadata={
+        "help": "pt (default): the .pt checkpoints only; folder: also the best and the final weights as model "
+                "folders OUT/best and OUT/final (config.json + model.safetensors; vspec.from_pretrained reads them); "
+                "the .pt checkpoints stay, for --resume"})
+    # no generated flag: --pretrained [TAG] (shared with eval and build) names the tag, SPEC the preset
+    pretrained: tuple[str, bool | str] | None = _F(default=None, validator=Is((tuple,), optional=True),
+                                                   metadata={"flag": None})
+    init: str | None = _F(default=None, validator=_init, metadata={
+        "metavar": "hf:DIR",
+        "help": "start a text body from a Hugging Face checkpoint folder's body weights (save_pretrained's "
+                "config.json + safetensors; no download); the spec's head starts fresh"})
 
     def __attrs_post_init__(self):
         if self.resume and self.overwrite:

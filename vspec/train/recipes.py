@@ -1,5 +1,5 @@
-"""Named training recipes (docs/training.md, Recipes: what each paper trained with). Flags of tools/train.py
-override any field.
+"""Named training recipes (docs/training.md, Recipes: what each paper trained with). Every field is a flag of
+`vspec train` (tools/train.py) that overrides it, its help in the field's metadata (vspec/cli/fields.py).
 
 `lr` is the peak learning rate at `batch_size`; another global batch size scales it linearly
 (DeiT's rule), unless --lr is given.
@@ -19,25 +19,34 @@ class Recipe:
     """The hyper-parameters of a run; each field is checked when the recipe is made (`ConfigError`, one line naming
     the field), from Python as from the command line."""
 
-    epochs: int = _F(default=300, validator=ints(1, MAX_EPOCHS))
-    batch_size: int = _F(default=1024, validator=ints(1))  # global: all processes and accumulation steps
-    lr: float = _F(default=1e-3, validator=floats(0, open_low=True))
-    weight_decay: float = _F(default=0.05, validator=_NONNEGATIVE)
-    warmup_epochs: int = _F(default=5, validator=ints(0, MAX_EPOCHS))
-    warmup_lr: float = _F(default=1e-6, validator=_NONNEGATIVE)
-    min_lr: float = _F(default=1e-5, validator=_NONNEGATIVE)
-    auto_augment: str | None = _F(default="rand-m9-mstd0.5-inc1", validator=Is((str,), optional=True))
-    re_prob: float = _F(default=0.25, validator=floats(0, 1))
-    random_resized_crop: bool = _F(default=True, validator=Is((bool,)))
-    mixup: float = _F(default=0.8, validator=_NONNEGATIVE)
-    cutmix: float = _F(default=1.0, validator=_NONNEGATIVE)
-    smoothing: float = _F(default=0.1, validator=_SHARE)
-    drop_path: float = _F(default=0.1, validator=_SHARE)
-    ema_decay: float | None = _F(default=0.99996, validator=floats(0, 1, open_high=True, optional=True))
-    clip_grad: float | None = _F(default=None, validator=floats(0, optional=True))
-    schedule: str = _F(default="cosine", validator=OneOf(("cosine", "linear")))  # linear: decay to min_lr
-    warmup_frac: float = _F(default=0.0, validator=_SHARE)  # warmup as a share of all steps, for warmup_epochs
-
+    epochs: int = _F(default=300, validator=ints(1, MAX_EPOCHS), metadata={"help": "training epochs"})
+    batch_size: int = _F(default=1024, validator=ints(1), metadata={
+        "help": "global batch (all processes and accumulation steps); rescales the recipe's lr linearly unless --lr "
+                "is given"})
+    lr: float = _F(default=1e-3, validator=floats(0, open_low=True), metadata={"help": "peak learning rate"})
+    weight_decay: float = _F(default=0.05, validator=_NONNEGATIVE, metadata={"help": "AdamW's weight decay"})
+    warmup_epochs: int = _F(default=5, validator=ints(0, MAX_EPOCHS), metadata={"help": "epochs of linear warmup"})
+    warmup_lr: float = _F(default=1e-6, validator=_NONNEGATIVE, metadata={"help": "the lr warmup starts from"})
+    min_lr: float = _F(default=1e-5, validator=_NONNEGATIVE, metadata={"help": "the lr the schedule ends at"})
+    auto_augment: str | None = _F(default="rand-m9-mstd0.5-inc1", validator=Is((str,), optional=True), metadata={
+        "metavar": "POLICY", "off": "none", "help": "timm policy, e.g. rand-m9-mstd0.5-inc1, or none"})
+    re_prob: float = _F(default=0.25, validator=floats(0, 1), metadata={"help": "random-erasing probability"})
+    random_resized_crop: bool = _F(default=True, validator=Is((bool,)), metadata={
+        "help": "timm's training transform (random resized crops, flips) even with no --auto-augment or --re-prob, "
+                "validated at crop ratio 0.875; --no-random-resized-crop: plain resizes, ratio 1"})
+    mixup: float = _F(default=0.8, validator=_NONNEGATIVE, metadata={"help": "mixup alpha (0: off)"})
+    cutmix: float = _F(default=1.0, validator=_NONNEGATIVE, metadata={"help": "cutmix alpha (0: off)"})
+    smoothing: float = _F(default=0.1, validator=_SHARE, metadata={"help": "label smoothing"})
+    drop_path: float = _F(default=0.1, validator=_SHARE, metadata={
+        "help": "stochastic depth (applied when the spec sets none)"})
+    ema_decay: float | None = _F(default=0.99996, validator=floats(0, 1, open_high=True, optional=True), metadata={
+        "off": 0.0, "help": "EMA of weights (0: off)"})
+    clip_grad: float | None = _F(default=None, validator=floats(0, optional=True), metadata={
+        "off": 0.0, "help": "gradient-norm clipping (0: off)"})
+    schedule: str = _F(default="cosine", validator=OneOf(("cosine", "linear")), metadata={
+        "help": "the lr's decay after warmup: cosine, or linear to --min-lr"})
+    warmup_frac: float = _F(default=0.0, validator=_SHARE, metadata={
+        "help": "warmup as a share of all steps (0: --warmup-epochs)"})
 
 RECIPES: dict[str, Recipe] = {
     # the ImageNet DeiT recipe used by SoT, Refiner and DHVT-ImageNet (SoT: lr 1e-3, wd 0.03 at batch 1024)

@@ -119,12 +119,10 @@ class ImageTask:
         mean, std = self.inputs.get("mean"), self.inputs.get("std")
         self.normalise = None if on != "device" else DeviceNormalise(
             spec.in_chans, device, re_prob=recipe.re_prob, channels_last=self.channels_last, mean=mean, std=std)
-        # JPEG files decoded and augmented on the device (vspec/train/gpu_data.py): on CUDA, or where asked
-        decode = cfg.run.decode_on
-        if decode == "auto":
-            decode = "device" if device.type == "cuda" and entry(cfg.data.name).encoded else "host"
+        # JPEG files decoded and augmented on the device (vspec/train/gpu_data.py) where asked; auto is host while
+        # the device path's intermittent stall on CUDA (issue 47) is open
         self.pipeline = None
-        if decode == "device":
+        if cfg.run.decode_on == "device":
             self.pipeline = DevicePipeline(
                 spec.img_size, spec.in_chans, device, random_resized_crop=recipe.random_resized_crop,
                 auto_augment=recipe.auto_augment, re_prob=recipe.re_prob,
