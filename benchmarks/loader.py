@@ -130,6 +130,25 @@ def timm_loader(spec, folder: Path, batch: int, device: str, workers: int, model
     return rate
 
 
+def table(result: dict) -> str:
+    """The speed page's table of a committed result (docs/gpu/loader/<device>.json: its runs)."""
+    lines = [f"{result['device']}, {result['cpu_cores']} CPU cores, torch {result['torch']}, {result['date']}: "
+             f"{result['loader'][0]['model']}, batch {result['loader'][0]['batch']}, img/s (of the bare step):", "",
+             "| run | workers | bare step | loop, host decoding | loop, device decoding | timm's loader + step | "
+             "data path: host / device / timm |", "|---|---|---|---|---|---|---|"]
+
+    def cell(r, key, part="loop"):
+        v = r.get(key) or {}
+        return f"{v[part]:.0f} ({v[part] / r['bare']:.3f})" if part in v else "-"
+
+    for r in result["loader"]:
+        paths = " / ".join(f"{(r.get(k) or {}).get('data_path', 0):.0f}" if k in r else "-"
+                           for k in ("folder_host", "folder_device", "timm"))
+        lines.append(f"| {r['run']} | {r['workers']} | {r['bare']:.0f} | {cell(r, 'folder_host')} | "
+                     f"{cell(r, 'folder_device')} | {cell(r, 'timm')} | {paths} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", type=int, default=5120, help="training JPEGs (a tenth more for validation)")

@@ -93,3 +93,15 @@ def test_a_ratio_whose_range_spans_one_is_read_as_a_tie():
             median = f"{ratio['median']:.3f}"
             said = [s for s in sentences if median in s and row["case"] in s]
             assert said and all("tie" in s for s in said), (file.name, row["case"], row["mode"], median, said)
+
+
+def test_committed_loader_results_are_the_speed_page_table():
+    """benchmarks/loader.py's committed runs (docs/gpu/loader/*.json) are shown on the speed page as its table."""
+    loader = load_benchmark("loader")
+    files = sorted((ROOT / "docs" / "gpu" / "loader").glob("*.json"))
+    assert files
+    for file in files:
+        result = json.loads(file.read_text())
+        assert loader.table(result) in doc("speed"), file
+        for run in result["loader"]:
+            assert run["cpu_cores"] >= 1 and run["bare"] > 0 and run["model"] == "deit_small"
