@@ -1,5 +1,5 @@
 """The `vspec` command: one module per subcommand (build, profile, show, analyze, export, fit, compare, weights,
-train, eval), each with its `NAME`, `HELP`, `add_parser(sub)` and `run(args)`; what they share (one-line errors,
+train, eval, data), each with its `NAME`, `HELP`, `add_parser(sub)` and `run(args)`; what they share (one-line errors,
 argument types, output paths) is in `common.py`, the tables in `tables.py`. `vspec train` and `vspec eval` are
 tools/train.py and tools/eval.py (the same arguments, the same runs). Importing this package does not import torch.
 """
@@ -16,7 +16,7 @@ from .._moved import moved as _moved
 from ..extras import missing_extra
 from ..spec import SpecError
 from ..version import __version__
-from . import analyze, build, compare, export, fit, listing, profile, show, weights
+from . import analyze, build, compare, data, export, fit, listing, profile, show, weights
 from .common import (  # noqa: F401 - output_file, output_folder: re-exported
     OneLineParser,
     UsageError,
@@ -26,7 +26,7 @@ from .common import (  # noqa: F401 - output_file, output_folder: re-exported
     output_folder,
 )
 
-COMMANDS = {m.NAME: m for m in (build, profile, show, analyze, export, fit, compare, weights, listing)}
+COMMANDS = {m.NAME: m for m in (build, profile, show, analyze, export, fit, compare, weights, listing, data)}
 # the training commands: their own parsers (tools/train.py's and tools/eval.py's), imported when used
 RUNS = {"train": ("vspec.cli.train", "train a spec (tools/train.py: the same arguments; vspec train --help)"),
         "eval": ("vspec.cli.eval", "evaluate a checkpoint or a model folder (tools/eval.py: the same arguments)")}
