@@ -92,28 +92,26 @@ class _Hashing:
 
 
 def _members(shard: dict):
-    """(member name, bytes) of a shard in order; after the last, its count and sha256 are checked."""
-    name, last = shard["name"], None
+    """(member name, bytes) of a shard in order; returns the shard's sha256."""
+    where = "at its start"
     try:
         with gopen(shard["url"], "rb") as raw:
             f = _Hashing(raw)
             with tarfile.open(fileobj=f, mode="r|") as tar:
                 for info in tar:
                     if info.isreg():
-                        last = info.name
-                        yield info.name, tar.extractfile(info).read()
-            digest = f.finish()
+                        where = f"in member {info.name}"
+                        data = tar.extractfile(info).read()
+                        where = f"after member {info.name}"
+                        yield info.name, data
+            return f.finish()
     except (OSError, EOFError, tarfile.TarError) as e:
-        where = f"after member {last}" if last else "at its start"
-        raise DataError(f"shards: {name}: truncated or not a tar ({where}: {e})") from None
-    if digest != shard["sha256"]:
-        raise DataError(f"shards: {name}: its sha256 {digest[:16]}... is not the manifest's {shard['sha256'][:16]}...: "
-                        "the shard changed since it was packed")
+        raise DataError(f"shards: {shard['name']}: truncated or not a tar ({where}: {e})") from None
 
 
 def _samples(shard: dict, num_classes: int):
-    """((shard, member of the image), its bytes, label) of a shard's samples (webdataset's grouping: KEY.EXT members in a
-    row make one sample)."""
+    """((shard, member of the image), its bytes, label) of a shard's samples (webdataset's grouping: KEY.EXT
+    members in a row make one sample)."""
     def done(key, parts):
         image = next((e for e in parts if e != "cls"), None)
         if image is None or "cls" not in parts:
@@ -129,7 +127,13 @@ def _samples(shard: dict, num_classes: int):
         return (shard["name"], f"{key}.{image}"), parts[image], label
 
     key, parts, count = None, {}, 0
-    for member, data in _members(shard):
+    members = _members(shard)
+    while True:
+        try:
+            member, data = next(members)
+        except StopIteration as end:
+            digest = end.value
+            break
         base, _, ext = member.rpartition("/")[2].partition(".")
         this = member[:len(member) - len(member.rpartition("/")[2])] + base
         if key is not None and this != key:
@@ -139,8 +143,12 @@ def _samples(shard: dict, num_classes: int):
     if key is not None:
         yield done(key, parts)
         count += 1
-    if count != shard["count"]:
-        raise DataError(f"shards: {shard['name']}: holds {count} samples, the manifest says {shard['count']}")
+    if count != shard["count"]:  # a tar cut between members reads as a shorter one
+        raise DataError(f"shards: {shard['name']}: holds {count} samples, the manifest says {shard['count']} "
+                        "(truncated, or not the shard the manifest lists)")
+    if digest != shard["sha256"]:
+        raise DataError(f"shards: {shard['name']}: its sha256 {digest[:16]}... is not the manifest's "
+                        f"{shard['sha256'][:16]}...: the shard changed since it was packed")
 
 
 def decode(data: bytes, shard: str, member: str) -> Image.Image:
