@@ -35,7 +35,7 @@ RUNS = {"train": ("vspec.cli.train", "train a spec (tools/train.py: the same arg
 def parser() -> OneLineParser:
     top = OneLineParser(prog="vspec", description="Transformer specs, for vision and language: validate, build, "
                                                   "profile, show, analyze, export, fit to a budget, compare, "
-                                                  "train, evaluate; "
+                                                  "train, evaluate, pack data sets; "
                                                   "the presets (vspec list), published weights (vspec "
                                                   "weights).")
     top.add_argument("--version", action="version", version=f"vspec {__version__}")
