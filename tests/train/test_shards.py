@@ -59,7 +59,8 @@ def test_pack_writes_shards_and_a_manifest(tmp_path, capsys):
     out = tmp_path / "out"
     assert vspec_main(["data", "pack", str(images), str(out), "--shard-size", "4"]) == 0
     said = capsys.readouterr()
-    assert "15 training images in 4 shards, 3 validation images in 1" in said.out and "pack: train 15/15" in said.err
+    assert "training 15 images in 4 shards, validation 3 images in 1 shard, 3 classes" in said.out
+    assert "pack: train 15/15 images" in said.err
     manifest = json.loads((out / MANIFEST).read_text())
     assert manifest["classes"] == list(CLASSES)
     assert [s["count"] for s in manifest["train"]] == [4, 4, 4, 3] and [s["count"] for s in manifest["val"]] == [3]

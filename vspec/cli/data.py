@@ -56,7 +56,9 @@ def run(args: argparse.Namespace) -> None:
                         progress=_Report())
     except DataError as e:
         raise UsageError(f"vspec data pack: error: {one_line(e).removeprefix('pack: ')}") from None
-    counts = {s: (len(manifest[s]), sum(x["count"] for x in manifest[s])) for s in ("train", "val")}
-    print(f"{printable(str(out))}: {counts['train'][1]} training images in {counts['train'][0]} shards, "
-          f"{counts['val'][1]} validation images in {counts['val'][0]}, {len(manifest['classes'])} classes; "
-          f"vspec train --data shards --data-dir {printable(str(out))}")
+    said = {}
+    for split in ("train", "val"):
+        shards, images = len(manifest[split]), sum(x["count"] for x in manifest[split])
+        said[split] = f"{images} images in {shards} shard{'s' * (shards != 1)}"
+    print(f"{printable(str(out))}: training {said['train']}, validation {said['val']}, {len(manifest['classes'])} "
+          f"classes; vspec train --data shards --data-dir {printable(str(out))}")
