@@ -43,8 +43,12 @@ def cli_reference() -> str:
 
     top = cli.parser()
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
-    parsers = {"vspec": top, **{f"vspec {name}": sub.choices[name] for name in cli.COMMANDS},
-               "vspec train": train_parser("vspec train"), "vspec eval": eval_parser("vspec eval")}
+    parsers = {"vspec": top}
+    for name in cli.COMMANDS:  # each command, then its own commands (vspec data pack)
+        parsers[f"vspec {name}"] = sub.choices[name]
+        nested = [a for a in sub.choices[name]._actions if isinstance(a, argparse._SubParsersAction)]
+        parsers.update({f"vspec {name} {action}": p for a in nested for action, p in a.choices.items()})
+    parsers.update({"vspec train": train_parser("vspec train"), "vspec eval": eval_parser("vspec eval")})
     columns = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"  # argparse wraps at the terminal's width: one width for the page
     try:

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 EXTRAS = {"timm": "train", "torchvision": "train", "sklearn": "train", "scipy": "train", "matplotlib": "train",
           "transformers": "text", "tokenizers": "text",
           "onnx": "export", "onnxscript": "export", "onnxruntime": "export",
-          "mkdocs": "docs", "pygments": "docs"}
+          "mkdocs": "docs", "pygments": "docs", "webdataset": "shards"}
 
 
 @contextmanager

@@ -1,8 +1,8 @@
 """The `vspec` command: one module per subcommand (build, profile, show, analyze, export, fit, compare, weights,
-train, eval), each with its `NAME`, `HELP`, `add_parser(sub)` and `run(args)`; what they share (one-line errors,
-argument types, output paths) is in `common.py`, the tables in `tables.py`, the training configuration's flags
-(derived from its fields) in `fields.py`. `vspec train` and `vspec eval` are tools/train.py and tools/eval.py (the
-same arguments, the same runs). Importing this package does not import torch.
+train, eval, data), each with its `NAME`, `HELP`, `add_parser(sub)` and `run(args)`; what they share (one-line
+errors, argument types, output paths) is in `common.py`, the tables in `tables.py`, the training configuration's
+flags (derived from its fields) in `fields.py`. `vspec train` and `vspec eval` are tools/train.py and tools/eval.py
+(the same arguments, the same runs). Importing this package does not import torch.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from .._moved import moved as _moved
 from ..extras import missing_extra
 from ..spec import SpecError
 from ..version import __version__
-from . import analyze, build, compare, export, fit, listing, profile, show, weights
+from . import analyze, build, compare, data, export, fit, listing, profile, show, weights
 from .common import (  # noqa: F401 - output_file, output_folder: re-exported
     OneLineParser,
     UsageError,
@@ -27,7 +27,7 @@ from .common import (  # noqa: F401 - output_file, output_folder: re-exported
     output_folder,
 )
 
-COMMANDS = {m.NAME: m for m in (build, profile, show, analyze, export, fit, compare, weights, listing)}
+COMMANDS = {m.NAME: m for m in (build, profile, show, analyze, export, fit, compare, weights, listing, data)}
 # the training commands: their own parsers (tools/train.py's and tools/eval.py's), imported when used
 RUNS = {"train": ("vspec.cli.train", "train a spec (tools/train.py: the same arguments; vspec train --help)"),
         "eval": ("vspec.cli.eval", "evaluate a checkpoint or a model folder (tools/eval.py: the same arguments)")}
@@ -36,7 +36,7 @@ RUNS = {"train": ("vspec.cli.train", "train a spec (tools/train.py: the same arg
 def parser() -> OneLineParser:
     top = OneLineParser(prog="vspec", description="Transformer specs, for vision and language: validate, build, "
                                                   "profile, show, analyze, export, fit to a budget, compare, "
-                                                  "train, evaluate; "
+                                                  "train, evaluate, pack data sets; "
                                                   "the presets (vspec list), published weights (vspec "
                                                   "weights).")
     top.add_argument("--version", action="version", version=f"vspec {__version__}")

@@ -231,6 +231,8 @@ def _images(args: argparse.Namespace, spec: Model):
         _, val, _ = build_datasets(args.data, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=tf,
                                    eval_transform=tf, data_dir=args.data_dir, seed=args.seed,
                                    num_classes=max(spec.num_classes, 1) if args.data == "synthetic" else None)
+        if isinstance(val, torch.utils.data.IterableDataset):  # shards: a stream
+            raise DataError(f"{args.data} is read in order, with no random access; use --data imagefolder")
     except DataError as e:
         raise UsageError(f"vspec analyze: error: --data: {one_line(e)}") from None
     order = torch.randperm(len(val), generator=torch.Generator().manual_seed(args.seed)).tolist()

@@ -263,7 +263,7 @@ def data_args(cfg) -> dict[str, Any]:
     made absolute): stored in training checkpoints, compared on --resume."""
     args = {"data": cfg.data.name, "seed": cfg.run.seed}
     for option in entry(cfg.data.name).decides:
-        value = getattr(cfg.data, option)
+        value = getattr(cfg.data if hasattr(cfg.data, option) else cfg.run, option)
         args[option] = str(Path(value).resolve()) if value and option in ("data_dir", "tokenizer") else value
     return args
 

@@ -9,6 +9,7 @@ file into one `DataError` line that says what is wrong and what is allowed.
     digits, mnist5k, cifar10, cifar100, image_folder, synthetic: the loaders its entries name
     build_loaders(train, val, batch_size=...)         -> (train_loader, val_loader)
     ResumableSampler                                  epoch order from (seed, epoch), `skip` to resume
+    set_epoch(train_loader, epoch, skip)              the epoch's order: its sampler's, or a stream's (shards)
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset
 
 from ..extras import needs
 
@@ -474,12 +475,20 @@ class ResumableSampler(DistributedSampler):
         return self.num_samples - self.skip
 
 
+def set_epoch(loader: DataLoader, epoch: int, skip: int = 0) -> None:
+    """The epoch's order and the samples of it already trained (`skip`, per rank): the ResumableSampler's, or the
+    stream's (an IterableDataset: --data shards, vspec/train/shards.py)."""
+    stream = isinstance(loader.dataset, IterableDataset)
+    (loader.dataset if stream else loader.sampler).set_epoch(epoch, skip=skip)
+
+
 def build_loaders(train_ds, val_ds, *, batch_size: int, workers: int = 0, seed: int = 0, rank: int = 0,
                   world_size: int = 1, drop_last: bool = True, collate_fn=None):
     """(train_loader, val_loader). `batch_size` is per rank.
 
     Train: ResumableSampler (shuffled by (seed, epoch), this rank's share) and a torch.Generator seeded from
-    `seed`, so worker seeds are deterministic; call `train_loader.sampler.set_epoch(epoch, skip)` each epoch.
+    `seed`, so worker seeds are deterministic; call `set_epoch(train_loader, epoch, skip)` each epoch. A stream
+    (an IterableDataset: --data shards) makes its own loaders, splitting itself (`ShardStream.loader`).
     Val: in order; with world_size > 1 a DistributedSampler without shuffle (which repeats a few samples to
     give every rank the same count). pin_memory when CUDA is available. `collate_fn`: how samples become a
     batch (text: padded to the batch's longest sequence); None: stacked.
@@ -490,6 +499,10 @@ def build_loaders(train_ds, val_ds, *, batch_size: int, workers: int = 0, seed: 
         raise DataError(f"workers: must be an int >= 0, got {workers!r}")
     if not (isinstance(world_size, int) and world_size >= 1 and isinstance(rank, int) and 0 <= rank < world_size):
         raise DataError(f"rank / world_size: need 0 <= rank < world_size, got rank={rank!r}, world_size={world_size!r}")
+    if isinstance(train_ds, IterableDataset):  # a stream (--data shards) batches and splits itself
+        layout = dict(batch_size=batch_size, workers=workers, seed=seed, rank=rank, world_size=world_size,
+                      collate_fn=collate_fn)
+        return train_ds.loader(**layout), val_ds.loader(**layout)
 
     sampler = ResumableSampler(train_ds, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
     if drop_last and sampler.num_samples < batch_size:

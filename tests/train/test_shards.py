@@ -1,0 +1,239 @@
+"""--data shards and `vspec data pack` (issue 47, item 1): shards written and read back, split over processes and
+workers with no sample lost or repeated, resumed exactly after SIGKILL and SIGTERM mid-epoch, and every bad shard
+one line naming the shard and the member."""
+
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.helpers import ROOT
+from tests.helpers.image_runs import assert_same_weights, env, weights
+from tests.helpers.shard_runs import CLASSES, image_folder, packed
+from vspec.cli import main as vspec_main
+from vspec.cli.train import main as train_main
+from vspec.train import checkpoints as C
+from vspec.train.data import DataError, build_datasets, build_loaders, build_transforms, set_epoch
+from vspec.train.pack import MANIFEST, pack
+
+TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+
+
+def as_list(batch):
+    return batch
+
+
+def streams(data_dir, encoded=True, **kw):
+    tf = build_transforms(8, 3, train=False)
+    return build_datasets("shards", img_size=8, in_chans=3, train_transform=tf, eval_transform=tf,
+                          data_dir=str(data_dir), encoded=encoded, seed=kw.pop("seed", 5))
+
+
+def digests(data_dir, world, workers, epoch=0, skip=0, batch=4, split="train"):
+    """Per rank, the batches of an epoch as the images' sha256 (encoded items: the files' bytes)."""
+    ranks = []
+    for rank in range(world):
+        train, val, _ = streams(data_dir)
+        train_loader, val_loader = build_loaders(train, val, batch_size=batch, workers=workers, seed=5, rank=rank,
+                                                 world_size=world, collate_fn=as_list)
+        set_epoch(train_loader, epoch, skip * batch)
+        loader = train_loader if split == "train" else val_loader
+        got = [[hashlib.sha256(bytes(x.numpy())).hexdigest() for x, _ in b] for b in loader]
+        assert len(got) == len(loader)
+        ranks.append(got)
+    return ranks
+
+
+def files(folder, split):
+    return {hashlib.sha256(p.read_bytes()).hexdigest() for p in (folder / split).rglob("*.jpg")}
+
+
+def test_pack_writes_shards_and_a_manifest(tmp_path, capsys):
+    images = image_folder(tmp_path / "images", per_class=5)
+    out = tmp_path / "out"
+    assert vspec_main(["data", "pack", str(images), str(out), "--shard-size", "4"]) == 0
+    said = capsys.readouterr()
+    assert "training 15 images in 4 shards, validation 3 images in 1 shard, 3 classes" in said.out
+    assert "pack: train 15/15 images" in said.err
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert manifest["classes"] == list(CLASSES)
+    assert [s["count"] for s in manifest["train"]] == [4, 4, 4, 3] and [s["count"] for s in manifest["val"]] == [3]
+    for shard in manifest["train"] + manifest["val"]:
+        assert hashlib.sha256((out / shard["name"]).read_bytes()).hexdigest() == shard["sha256"]
+    with tarfile.open(out / "train-000000.tar") as tar:
+        assert tar.getnames()[:2] == ["00000000.jpg", "00000000.cls"]
+    again = tmp_path / "again"  # the same folder and seed: the same bytes
+    pack(images, again, shard_size=4)
+    assert (again / "train-000001.tar").read_bytes() == (out / "train-000001.tar").read_bytes()
+    assert vspec_main(["data", "pack", str(images), str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not empty; pass --overwrite" in err
+    assert vspec_main(["data", "pack", str(images), str(out), "--overwrite", "--shard-size", "100"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "train-000000.tar", "val-000000.tar"]
+
+
+def test_shards_read_back_decoded_and_encoded(tmp_path):
+    out = packed(tmp_path, per_class=4, shard_size=5)
+    train, val, classes = streams(out, encoded=False)
+    assert (classes, len(train), len(val)) == (3, 12, 3)
+    train_loader, val_loader = build_loaders(train, val, batch_size=4, workers=0)
+    images, labels = next(iter(train_loader))
+    assert images.shape == (4, 3, 8, 8) and images.dtype == torch.float32 and set(labels.tolist()) <= {0, 1, 2}
+    assert sum(len(y) for _, y in val_loader) == 3 and len(val_loader) == 1
+    # encoded: the image files' bytes, not decoded; every training image once an epoch
+    got = [h for b in digests(out, 1, 0, batch=3)[0] for h in b]
+    assert sorted(got) == sorted(files(tmp_path / "images", "train"))
+    assert {h for b in digests(out, 1, 0, split="val")[0] for h in b} == files(tmp_path / "images", "val")
+
+
+def test_two_processes_by_two_workers_lose_and_repeat_nothing(tmp_path):
+    out = packed(tmp_path)  # 48 training images in 8 shards of 6
+    epoch0 = digests(out, world=2, workers=2)
+    seen = [h for rank in epoch0 for b in rank for h in b]
+    assert [len(rank) for rank in epoch0] == [6, 6] and len(seen) == 48
+    assert set(seen) == files(tmp_path / "images", "train")  # none lost, none twice
+    assert digests(out, world=2, workers=2) == epoch0  # a function of (seed, epoch, processes, workers)
+    assert digests(out, world=2, workers=2, epoch=1) != epoch0
+    for skip in (1, 3):  # a resumed epoch: the batches not yet trained, in the same order
+        assert digests(out, world=2, workers=2, skip=skip) == [rank[skip:] for rank in epoch0]
+    val = [h for rank in digests(out, world=2, workers=2, split="val") for b in rank for h in b]
+    assert sorted(val) == sorted(files(tmp_path / "images", "val"))
+
+
+def test_a_pattern_of_shards_and_its_manifest_beside(tmp_path):
+    out = packed(tmp_path)
+    train, val, _ = streams(f"{out}/train-{{000000..000003}}.tar")
+    assert len(train) == 24 and len(val) == 12
+    train, _, _ = streams(f"pipe:cat {out}/train-{{000004..000007}}.tar")
+    assert len(train) == 24 and len(next(iter(build_loaders(train, val, batch_size=4, collate_fn=as_list)[0]))) == 4
+    with pytest.raises(DataError, match=r"train-000008.tar is not a training shard of the manifest"):
+        streams(f"{out}/train-{{000007..000009}}.tar")
+    with pytest.raises(DataError, match="no manifest"):
+        streams(tmp_path)
+    with pytest.raises(DataError, match="8 training shards for 2 processes x 5 workers"):
+        build_loaders(*streams(out)[:2], batch_size=4, workers=5, world_size=2)
+
+
+def rewrite(shard: Path, change):
+    """The shard again, each member's bytes through change(name, data)."""
+    members = []
+    with tarfile.open(shard) as tar:
+        for info in tar:
+            members.append((info, change(info.name, tar.extractfile(info).read())))
+    with tarfile.open(shard, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for info, data in members:
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def break_label(out):
+    rewrite(out / "train-000002.tar", lambda name, data: b"7" if name == "00000013.cls" else data)
+
+
+def break_count(out):
+    manifest = json.loads((out / MANIFEST).read_text())
+    manifest["train"][1]["count"] = 7
+    (out / MANIFEST).write_text(json.dumps(manifest))
+
+
+def break_digest(out):
+    manifest = json.loads((out / MANIFEST).read_text())
+    manifest["train"][3]["sha256"] = "0" * 64
+    (out / MANIFEST).write_text(json.dumps(manifest))
+
+
+def truncate(out, inside=True):
+    """train-000005.tar cut inside its third member (00000031.jpg), or before it."""
+    with tarfile.open(out / "train-000005.tar") as tar:
+        third = tar.getmembers()[2]
+    data = (out / "train-000005.tar").read_bytes()
+    (out / "train-000005.tar").write_bytes(data[:third.offset_data + 10 if inside else third.offset])
+
+
+def cut_between(out):
+    truncate(out, inside=False)
+
+
+@pytest.mark.parametrize("damage, line", [
+    (truncate, r"^shards: train-000005.tar: truncated or not a tar \(in member 00000031.jpg: "),
+    (cut_between, r"^shards: train-000005.tar: holds 1 samples, the manifest says 6 \(truncated, or not the shard "),
+    (break_label, r"^shards: train-000002.tar: 00000013.cls: label 7 is out of range for the manifest's 3 classes$"),
+    (break_count, r"^shards: train-000001.tar: holds 6 samples, the manifest says 7 "),
+    (break_digest, r"^shards: train-000003.tar: its sha256 \w+\.\.\. is not the manifest's 0+\.\.\.: the shard "),
+])
+def test_a_bad_shard_is_one_line_naming_it(tmp_path, damage, line):
+    out = packed(tmp_path)
+    damage(out)
+    for workers in (0, 2):
+        train, val, _ = streams(out)
+        loader, _ = build_loaders(train, val, batch_size=4, workers=workers, collate_fn=as_list)
+        with pytest.raises(DataError, match=line) as e:
+            list(loader)
+        assert "\n" not in str(e.value)
+
+
+def test_a_corrupt_jpeg_is_one_line_of_the_training_command(tmp_path, tiny_spec, capsys):
+    images = image_folder(tmp_path / "images", per_class=4)
+    (images / "train" / "bee" / "001.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a JPEG after all")
+    pack(images, tmp_path / "out", shard_size=4)
+    code = train_main([str(tiny_spec), "--data", "shards", "--data-dir", str(tmp_path / "out"), "--out",
+                       str(tmp_path / "run"), "--batch-size", "4", "--device", "cpu", "--epochs", "1"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("train.py")]
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("train.py: error: shards: train-0000") and ".jpg is not a readable image" in err[0]
+
+
+def run_args(spec, data, out, *extra):
+    return [str(spec), "--data", "shards", "--data-dir", str(data), "--out", str(out), "--batch-size", "8",
+            "--device", "cpu", "--seed", "3", "--epochs", "2", "--workers", "2", *extra]
+
+
+def train(spec, data, out, *extra, kill_at=None):
+    """tools/train.py in its own process (one thread, as every run compared here: the same arithmetic)."""
+    e = dict(env(), VSPEC_TEST_KILL_AT=kill_at) if kill_at else env()
+    return subprocess.run([sys.executable, str(ROOT / "tools/train.py"), *run_args(spec, data, out, *extra)], env=e,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_killed_and_stopped_mid_epoch_then_resumed_equals_the_uninterrupted_run(tmp_path, tiny_spec):
+    """48 images in batches of 8 over 2 workers: 6 steps an epoch. SIGKILL at step 9 (mid epoch 2: last.pt is
+    epoch 1's), then the resumed run stopped by SIGTERM at the same step (last.pt records 3 batches of epoch 2, an
+    odd count: the workers' turns rotate), then resumed again: the weights of the uninterrupted run."""
+    data = packed(tmp_path)
+    ref, out = tmp_path / "ref", tmp_path / "cut"
+    assert train(tiny_spec, data, ref).returncode == 0
+    assert train(tiny_spec, data, out, kill_at="step:9").returncode == -9
+    assert C.load(out / "last.pt")["epoch"] == 1
+    assert train(tiny_spec, data, out, "--resume", kill_at="step:3:TERM").returncode == 128 + 15  # steps 7, 8, 9
+    assert (C.load(out / "last.pt")["epoch"], C.load(out / "last.pt")["batches_done"]) == (1, 3)
+    done = train(tiny_spec, data, out, "--resume")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))
+    assert C.load(out / "last.pt")["global_step"] == 12
+    with pytest.raises(C.CheckpointError, match="--workers 3 != 2"):  # the order depends on the workers
+        C.check_resume(C.load(out / "last.pt"), out / "last.pt", *_spec_and_data(tiny_spec, data, out))
+
+
+def _spec_and_data(spec, data, out):
+    from vspec.cli.train import config_from_args, train_parser
+
+    cfg = config_from_args(train_parser().parse_args(run_args(spec, data, out, "--workers", "3")), "train.py")
+    return cfg.spec, C.data_args(cfg)
+
+
+def test_two_processes_by_two_workers_under_torchrun(tmp_path, tiny_spec):
+    data = packed(tmp_path)
+    out = tmp_path / "ddp"
+    done = subprocess.run([TORCHRUN, "--standalone", "--nproc_per_node=2", str(ROOT / "tools/train.py"),
+                           *run_args(tiny_spec, data, out, "--epochs", "1")], capture_output=True, text=True,
+                          timeout=300, env=env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["ranks_in_sync"] is True
+    assert C.load(out / "last.pt")["global_step"] == 6  # 48 images, 24 a process, batches of 4 a process

@@ -1,0 +1,118 @@
+"""`vspec data pack`: an image folder (DIR/train/<class>/, DIR/val/<class>/, as --data imagefolder reads) as
+WebDataset tar shards for --data shards (vspec/train/shards.py). Torch-free: the standard library's tarfile.
+
+OUT/train-000000.tar ..., OUT/val-000000.tar ... and OUT/manifest.json, written last (a folder without it is an
+unfinished pack). A shard holds up to `shard_size` samples, each two members, KEY.<the image's own extension>
+(its file's bytes, not re-encoded) and KEY.cls (the class index in ASCII); KEY is the sample's number in its
+split. The training split is shuffled by `seed` before packing (a shard then holds every class, which the reader's
+shuffle buffer needs), validation keeps the folder's order. Members carry no time or owner: the same folder and
+seed give the same bytes. The manifest records the class names (index order) and, per split, every shard's name,
+sample count and sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import random
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+from .datasets import DataError
+
+MANIFEST = "manifest.json"
+FORMAT = "vspec-shards/1"
+SPLITS = ("train", "val")
+# torchvision's ImageFolder extensions (IMG_EXTENSIONS): what --data imagefolder reads
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+
+def shard_name(split: str, index: int) -> str:
+    return f"{split}-{index:06d}.tar"
+
+
+def scan(folder: Path) -> tuple[list[str], dict[str, list[tuple[Path, int]]]]:
+    """(class names, {split: [(image file, class index)]}), classes and files sorted as ImageFolder sorts them."""
+    classes: dict[str, list[str]] = {}
+    for split in SPLITS:
+        root = folder / split
+        if not root.is_dir():
+            raise DataError(f"pack: no folder {root} (expected {folder}/train/<class>/ and {folder}/val/<class>/)")
+        classes[split] = sorted(e.name for e in os.scandir(root) if e.is_dir())
+    if classes["train"] != classes["val"] or not classes["train"]:
+        raise DataError(f"pack: {folder}/train and {folder}/val need the same class folders, at least one; train "
+                        f"has {len(classes['train'])}, val {len(classes['val'])}")
+    names = classes["train"]
+    files = {}
+    for split in SPLITS:
+        files[split] = [(path, label) for label, name in enumerate(names)
+                        for path in sorted((folder / split / name).rglob("*"))
+                        if path.suffix.lower() in IMAGE_SUFFIXES and path.is_file()]
+        if not files[split]:
+            raise DataError(f"pack: {folder}/{split} holds no images ({', '.join(IMAGE_SUFFIXES)})")
+    return names, files
+
+
+def _member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = len(data), 0o444, 0
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _write_shard(path: Path, samples: list[tuple[int, Path, int]]) -> str:
+    """One shard; returns its sha256."""
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for number, image, label in samples:
+            suffix = image.suffix.lower().lstrip(".").replace("jpeg", "jpg")
+            _member(tar, f"{number:08d}.{suffix}", image.read_bytes())
+            _member(tar, f"{number:08d}.cls", str(label).encode())
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def clear(out: Path, overwrite: bool) -> None:
+    """Refuse an OUT that holds anything unless `overwrite`; then remove an earlier pack's files (only those)."""
+    if out.exists() and not out.is_dir():
+        raise DataError(f"pack: {out} is not a folder")
+    if not out.exists() or not any(out.iterdir()):
+        return
+    if not overwrite:
+        raise DataError(f"pack: {out} is not empty; pass --overwrite to replace an earlier pack there")
+    for path in out.iterdir():
+        if path.name == MANIFEST or (path.suffix == ".tar" and path.name.startswith(tuple(f"{s}-" for s in SPLITS))):
+            path.unlink()
+
+
+def pack(folder: str | Path, out: str | Path, *, shard_size: int, seed: int = 0, overwrite: bool = False,
+         progress: Callable[[str, int, int], None] | None = None) -> dict:
+    """Pack `folder` into `out`; returns the manifest. `progress(split, done, total)` after every shard."""
+    folder, out = Path(folder), Path(out)
+    if not isinstance(shard_size, int) or shard_size < 1:
+        raise DataError(f"pack: --shard-size must be an int >= 1, got {shard_size!r}")
+    classes, files = scan(folder)
+    clear(out, overwrite)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest: dict = {"format": FORMAT, "classes": classes, "seed": seed, "shard_size": shard_size}
+    for split in SPLITS:
+        samples = files[split]
+        if split == "train":
+            samples = list(samples)
+            random.Random(seed).shuffle(samples)
+        numbered = [(i, path, label) for i, (path, label) in enumerate(samples)]
+        shards = []
+        for start in range(0, len(numbered), shard_size):
+            part = numbered[start:start + shard_size]
+            name = shard_name(split, len(shards))
+            shards.append({"name": name, "count": len(part), "sha256": _write_shard(out / name, part)})
+            if progress is not None:
+                progress(split, start + len(part), len(numbered))
+        manifest[split] = shards
+    (out / (MANIFEST + ".tmp")).write_text(json.dumps(manifest, indent=1) + "\n")
+    os.replace(out / (MANIFEST + ".tmp"), out / MANIFEST)  # last: a folder with a manifest is a whole pack
+    return manifest

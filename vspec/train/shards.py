@@ -1,0 +1,328 @@
+"""--data shards: WebDataset tar shards and their manifest (`vspec data pack`, vspec/train/pack.py), read in order,
+as iterable streams that batch and split themselves.
+
+--data-dir: the pack's folder (or URL prefix) holding manifest.json, or a pattern of training shards as webdataset
+takes them ('OUT/train-{000000..000127}.tar', 'https://host/d/train-{000000..000127}.tar', 'pipe:curl -s
+https://host/d/train-{000000..000127}.tar'); the manifest is found beside the first shard (its file name replaced
+by manifest.json), and so are the validation shards the manifest lists.
+
+Training, per epoch (seed, epoch): the training shards in a shuffled order; shard i goes to process i % P, and
+within it to worker (i // P) % W (P processes, W loader workers, W = 1 without workers): a worker reads only its
+shards, through a shuffle buffer seeded by (seed, epoch, process, worker). Every process gets the same number of
+batches, floor(samples / P / batch), shared round-robin among its workers as the DataLoader takes them; a worker
+whose shards hold fewer samples than its share reads them again, one whose shards hold more stops early (as
+webdataset's `with_epoch`: with uneven shards a few samples repeat or wait for the next epoch). The order is a
+function of (seed, epoch, P, W): a resumed run keeps --workers (the checkpoint records it). A resume in the middle
+of an epoch skips the batches done: each worker drops its share of them from its stream before decoding, and the
+workers are rotated so that the DataLoader's first worker makes the next batch.
+
+Validation: the validation shards split the same way, unshuffled, every sample once over the processes.
+
+A bad shard (truncated, not a tar, an image that does not decode, a label out of range, a count or sha256 that
+differs from the manifest's) is one `DataError` naming the shard and the member.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import tarfile
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, IterableDataset, default_collate, get_worker_info
+
+from ..extras import needs
+from .datasets import DataError, Request
+from .pack import FORMAT, MANIFEST, SPLITS
+
+with needs("--data shards"):
+    from webdataset.gopen import gopen
+    from webdataset.shardlists import expand_urls
+
+SHUFFLE_BUFFER = 1000  # samples (their encoded bytes) each worker holds to shuffle
+_TAR_NAME = re.compile(r"[^/\s'\"]+\.tar")
+
+
+# ---------------------------------------------------------------- the manifest and the shards' addresses
+def locate(data_dir: str) -> tuple[tuple[str, str], list[str] | None]:
+    """((before, after): a file of the pack is at before + its name + after; the training shards' addresses, or
+    None: the manifest's)."""
+    text = str(data_dir)
+    if not _TAR_NAME.search(text):
+        return (text.rstrip("/") + "/", ""), None
+    urls = expand_urls(text)
+    last = list(_TAR_NAME.finditer(urls[0]))[-1]  # the first shard's file name, in a path, URL or pipe: command
+    return (urls[0][:last.start()], urls[0][last.end():]), urls
+
+
+def read_manifest(url: str) -> dict:
+    try:
+        with gopen(url, "rb") as f:
+            manifest = json.loads(f.read())
+    except FileNotFoundError:
+        raise DataError(f"shards: no manifest {url} (vspec data pack writes it beside the shards)") from None
+    except (OSError, ValueError) as e:
+        raise DataError(f"shards: cannot read the manifest {url}: {e}") from None
+    ok = isinstance(manifest, dict) and manifest.get("format") == FORMAT and isinstance(manifest.get("classes"), list)
+    if not ok or not all(isinstance(manifest.get(s), list) and all(
+            isinstance(x, dict) and {"name", "count", "sha256"} <= set(x) for x in manifest[s]) for s in SPLITS):
+        raise DataError(f"shards: {url} is no manifest of vspec data pack ({FORMAT})")
+    return manifest
+
+
+class _Hashing:
+    """A file object that hashes what is read from it."""
+
+    def __init__(self, f):
+        self.f, self.digest = f, hashlib.sha256()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.f.read(n)
+        self.digest.update(data)
+        return data
+
+    def finish(self) -> str:
+        while self.read(1 << 20):
+            pass
+        return self.digest.hexdigest()
+
+
+def _members(shard: dict):
+    """(member name, bytes) of a shard in order; returns the shard's sha256."""
+    where = "at its start"
+    try:
+        with gopen(shard["url"], "rb") as raw:
+            f = _Hashing(raw)
+            with tarfile.open(fileobj=f, mode="r|") as tar:
+                for info in tar:
+                    if info.isreg():
+                        where = f"in member {info.name}"
+                        data = tar.extractfile(info).read()
+                        where = f"after member {info.name}"
+                        yield info.name, data
+            return f.finish()
+    except (OSError, EOFError, tarfile.TarError) as e:
+        raise DataError(f"shards: {shard['name']}: truncated or not a tar ({where}: {e})") from None
+
+
+def _samples(shard: dict, num_classes: int):
+    """((shard, member of the image), its bytes, label) of a shard's samples (webdataset's grouping: KEY.EXT
+    members in a row make one sample)."""
+    def done(key, parts):
+        image = next((e for e in parts if e != "cls"), None)
+        if image is None or "cls" not in parts:
+            raise DataError(f"shards: {shard['name']}: sample {key} has {', '.join(sorted(parts))}; expected an image "
+                            "and a .cls member")
+        try:
+            label = int(parts["cls"])
+        except ValueError:
+            raise DataError(f"shards: {shard['name']}: {key}.cls is no class index: {parts['cls'][:20]!r}") from None
+        if not 0 <= label < num_classes:
+            raise DataError(f"shards: {shard['name']}: {key}.cls: label {label} is out of range for the manifest's "
+                            f"{num_classes} classes")
+        return (shard["name"], f"{key}.{image}"), parts[image], label
+
+    key, parts, count = None, {}, 0
+    members = _members(shard)
+    while True:
+        try:
+            member, data = next(members)
+        except StopIteration as end:
+            digest = end.value
+            break
+        base, _, ext = member.rpartition("/")[2].partition(".")
+        this = member[:len(member) - len(member.rpartition("/")[2])] + base
+        if key is not None and this != key:
+            yield done(key, parts)
+            count, parts = count + 1, {}
+        key, parts[ext.lower()] = this, data
+    if key is not None:
+        yield done(key, parts)
+        count += 1
+    if count != shard["count"]:  # a tar cut between members reads as a shorter one
+        raise DataError(f"shards: {shard['name']}: holds {count} samples, the manifest says {shard['count']} "
+                        "(truncated, or not the shard the manifest lists)")
+    if digest != shard["sha256"]:
+        raise DataError(f"shards: {shard['name']}: its sha256 {digest[:16]}... is not the manifest's "
+                        f"{shard['sha256'][:16]}...: the shard changed since it was packed")
+
+
+def decode(data: bytes, shard: str, member: str) -> Image.Image:
+    try:
+        image = Image.open(io.BytesIO(data))
+        image.load()
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
+        raise DataError(f"shards: {shard}: {member} is not a readable image ({e})") from None
+    return image
+
+
+# ---------------------------------------------------------------- the stream
+class Failure:
+    """A worker's DataError, handed to the main process as an item (a worker's exception would come with its
+    traceback in the message)."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+def shuffled(items, rng: np.random.Generator, size: int):
+    """A shuffle buffer of `size` items (the first yielded once it is full)."""
+    buffer = []
+    for item in items:
+        if len(buffer) < size:
+            buffer.append(item)
+            continue
+        i = int(rng.integers(len(buffer)))
+        buffer[i], item = item, buffer[i]
+        yield item
+    rng.shuffle(buffer)
+    yield from buffer
+
+
+class ShardStream(IterableDataset):
+    """One split's shards as a stream of batches (module docstring); `len()` is its samples. `loader(...)` sets
+    the batch and the layout and returns its DataLoader; `set_epoch(epoch, skip)` (skip: samples of this
+    process's epoch already trained) before each epoch."""
+
+    def __init__(self, shards: list[dict], classes: list[str], transform, *, train: bool, encoded: bool, seed: int):
+        self.shards, self.classes, self.transform = shards, classes, transform
+        self.train, self.encoded, self.seed = train, encoded, seed
+        self.batch_size, self.collate, self.rank, self.world, self.workers = 1, default_collate, 0, 1, 1
+        self.epoch, self.skip = 0, 0
+
+    def __len__(self) -> int:
+        return sum(s["count"] for s in self.shards)
+
+    def __getitem__(self, index):
+        raise DataError("shards: read in order, with no random access; use --data imagefolder for this command")
+
+    def batches(self) -> int:
+        """This process's batches in an epoch (training), or in its validation shards."""
+        if self.train:
+            return len(self) // self.world // self.batch_size
+        return sum(-(-self._count(w) // self.batch_size) for w in range(self.workers))
+
+    def _count(self, worker: int) -> int:
+        return sum(s["count"] for s in self.shards[self.rank::self.world][worker::self.workers])
+
+    def set_epoch(self, epoch: int, skip: int = 0) -> None:
+        total = self.batches() * self.batch_size
+        if not 0 <= skip <= total or skip % self.batch_size:
+            raise DataError(f"skip: must be whole batches in [0, {total}] (samples per rank per epoch), got {skip}")
+        self.epoch, self.skip = epoch, skip
+
+    def loader(self, *, batch_size: int, workers: int, seed: int, rank: int, world_size: int, collate_fn=None):
+        self.batch_size, self.collate = batch_size, collate_fn or default_collate
+        self.rank, self.world, self.workers = rank, world_size, max(workers, 1)
+        if self.train and len(self.shards) < world_size * self.workers:
+            raise DataError(f"shards: {len(self.shards)} training shards for {world_size} processes x "
+                            f"{self.workers} workers; each worker needs one: pack smaller shards (--shard-size) or "
+                            "use fewer --workers")
+        if self.train and self.batches() < 1:
+            raise DataError(f"batch_size: {batch_size} per rank is more than the {len(self) // world_size} training "
+                            "samples per rank, so no full batch exists; lower the batch size")
+        self.set_epoch(0)
+        # workers start afresh each epoch: they copy this stream's epoch and skip
+        return ShardLoader(self, batch_size=None, num_workers=workers, pin_memory=torch.cuda.is_available(),
+                           generator=torch.Generator().manual_seed(seed))
+
+    def __iter__(self):
+        info = get_worker_info()
+        worker = info.id if info is not None else 0
+        try:
+            yield from (self._train(worker) if self.train else self._val(worker))
+        except DataError as e:
+            yield Failure(str(e))
+
+    def _val(self, worker: int):
+        shards = self.shards[self.rank::self.world][worker::self.workers]
+        samples = (s for shard in shards for s in self._read(shard))
+        yield from self._batched(samples)
+
+    def _train(self, worker: int):
+        w, done = self.workers, self.skip // self.batch_size
+        role = (worker + done) % w  # the worker whose batches this one makes (the DataLoader starts at worker 0)
+        total = self.batches()
+        mine = len(range(role, total, w))  # batches role, role + w, ... of this process's epoch
+        skipped = len(range(role, done, w))
+        order = np.random.default_rng((self.seed, self.epoch)).permutation(len(self.shards))
+        shards = [self.shards[i] for i in order[self.rank::self.world][role::w]]
+        rng = np.random.default_rng((self.seed, self.epoch, self.rank, self.world, role, w))
+        stream = shuffled(self._cycle(shards, mine * self.batch_size), rng, SHUFFLE_BUFFER)
+        for _ in range(skipped * self.batch_size):
+            next(stream)
+        yield from self._batched(stream)
+
+    def _cycle(self, shards: list[dict], n: int):
+        """The first `n` samples of `shards`, read again from the first where they hold fewer."""
+        while n > 0:
+            before = n
+            for shard in shards:
+                for sample in self._read(shard):
+                    if n == 0:
+                        return
+                    yield sample
+                    n -= 1
+            if n == before:
+                raise DataError(f"shards: {', '.join(s['name'] for s in shards)} hold no samples")
+
+    def _read(self, shard: dict):
+        return _samples(shard, len(self.classes))
+
+    def _item(self, sample):
+        where, data, label = sample
+        if self.encoded:
+            return torch.frombuffer(bytearray(data), dtype=torch.uint8), label
+        image = decode(data, *where)
+        return (self.transform(image) if self.transform else image), label
+
+    def _batched(self, samples):
+        batch = []
+        for sample in samples:
+            batch.append(self._item(sample))
+            if len(batch) == self.batch_size:
+                yield self.collate(batch)
+                batch = []
+        if batch:
+            yield self.collate(batch)
+
+
+class ShardLoader(DataLoader):
+    """A stream's DataLoader: `len()` is its batches; a worker's `Failure` is raised here as a DataError."""
+
+    def __len__(self) -> int:
+        ds = self.dataset
+        return ds.batches() - ds.skip // ds.batch_size if ds.train else ds.batches()
+
+    def __iter__(self):
+        for batch in super().__iter__():
+            if isinstance(batch, Failure):
+                raise DataError(batch.message)
+            yield batch
+
+
+# ---------------------------------------------------------------- the loader of --data shards
+def shards(r: Request):
+    """(train stream, val stream, num_classes) of the pack at `r.data_dir` (module docstring)."""
+    (before, after), urls = locate(r.data_dir)
+    where = before + MANIFEST + after
+    manifest = read_manifest(where)
+    listed = {s: {x["name"]: dict(x, url=before + x["name"] + after) for x in manifest[s]} for s in SPLITS}
+    if urls is None:
+        train = list(listed["train"].values())
+    else:
+        train = []
+        for url in urls:
+            name = _TAR_NAME.findall(url)[-1]
+            if name not in listed["train"]:
+                raise DataError(f"shards: {url} is not a training shard of the manifest {where}")
+            train.append(dict(listed["train"][name], url=url))
+    classes = manifest["classes"]
+    common = dict(encoded=r.encoded, seed=r.seed)
+    return (ShardStream(train, classes, r.train_transform, train=True, **common),
+            ShardStream(list(listed["val"].values()), classes, r.eval_transform, train=False, **common),
+            len(classes))
