@@ -110,8 +110,10 @@ def _gray(x: torch.Tensor) -> torch.Tensor:
 
 
 def _blend(degenerate: torch.Tensor, x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """PIL's ImageEnhance: degenerate + factor * (x - degenerate), per sample."""
-    return _q(degenerate + factor.view(-1, 1, 1, 1) * (x - degenerate))
+    """PIL's ImageEnhance (Image.blend): degenerate + factor * (x - degenerate) per sample, in float32 and
+    truncated to whole values as PIL's C code does (rounding would sit half a level above PIL on average)."""
+    f = factor.to(x.device, torch.float32).view(-1, 1, 1, 1)
+    return (degenerate.float() + f * (x.float() - degenerate.float())).floor_().clamp_(0, 255).to(x.dtype)
 
 
 def color(x, f):
@@ -139,10 +141,12 @@ def sharpness(x, f):
 
 
 def autocontrast(x, _=None):
-    """ImageOps.autocontrast (no cutoff): each channel stretched to 0..255 (truncated), flat channels kept."""
-    lo, hi = x.amin((2, 3), keepdim=True), x.amax((2, 3), keepdim=True)
-    scale = 255.0 / (hi - lo).clamp(min=1)
-    return torch.where(hi > lo, torch.floor(((x - lo) * scale).clamp(0, 255)), x)
+    """ImageOps.autocontrast (no cutoff): each channel stretched to 0..255 (truncated), flat channels kept;
+    rounded as PIL's int(ix * scale + offset) in float64 (int((ix - lo) * scale) truncates some values one higher)."""
+    lo, hi = x.amin((2, 3), keepdim=True).double(), x.amax((2, 3), keepdim=True).double()
+    scale = torch.full_like(hi, 255.0) / (hi - lo).clamp(min=1)  # a true division (255.0 / t is 255 * (1 / t))
+    out = torch.floor((x.double() * scale - lo * scale).clamp(0, 255)).to(x.dtype)
+    return torch.where(hi > lo, out, x)
 
 
 def equalize(x, _=None):
