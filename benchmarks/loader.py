@@ -159,6 +159,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--img-size", type=int, default=224)
     ap.add_argument("--steps", type=int, default=20, help="timed steps of the bare step")
     ap.add_argument("--paths", default="host,device", help="the loop's decode paths to run (host, device)")
+    ap.add_argument("--ahead", default="main", help="device path: who prepares the next batches (main, thread; "
+                                                    "both: main,thread; vspec.train.gpu_data.AHEAD)")
     ap.add_argument("--no-timm", action="store_true", help="leave timm's loader out")
     ap.add_argument("--data-dir", type=Path, help="use this ImageFolder instead of generating one")
     ap.add_argument("--json", type=Path, help="also write the figures here")
@@ -190,9 +192,13 @@ def main(argv=None) -> dict:
 
             cli(["data", "pack", str(folder), str(shards)])
             sources["shards"] = DataConfig("shards", data_dir=str(shards))
+        from vspec.train import gpu_data
+
+        runs = [(p, a) for p in args.paths.split(",") for a in (args.ahead.split(",") if p == "device" else [""])]
         for source, data in sources.items():
-            for path in args.paths.split(","):
-                key = f"{source}_{path}"
+            for path, ahead in runs:
+                key = f"{source}_{path}" + (f"_{ahead}" if ahead and ahead != "main" else "")
+                gpu_data.AHEAD = ahead or gpu_data.AHEAD
                 try:
                     out[key] = {"loop": loop(spec, args.batch_size, data, args.device, workers, path),
                                 "data_path": data_path(spec, args.batch_size, data, args.device, workers, path)}
@@ -201,7 +207,7 @@ def main(argv=None) -> dict:
                     print(f"{key}: {out[key]['error']}", flush=True)
                     continue
                 out[key]["of_bare"] = out[key]["loop"] / out["bare"]
-                print(f"vspec train, {source}, decoded on the {path}: {out[key]['loop']:8.1f} img/s "
+                print(f"vspec train, {source}, decoded on the {path} {ahead}: {out[key]['loop']:8.1f} img/s "
                       f"({out[key]['of_bare']:.3f} of the bare step); data path alone "
                       f"{out[key]['data_path']:8.1f} img/s", flush=True)
         if not args.no_timm:
@@ -210,7 +216,7 @@ def main(argv=None) -> dict:
             out["timm"]["of_bare"] = out["timm"]["loop"] / out["bare"]
             print(f"timm's loader + the bare step: {out['timm']['loop']:8.1f} img/s ({out['timm']['of_bare']:.3f} "
                   f"of the bare step); its data path alone {out['timm']['data_path']:8.1f} img/s", flush=True)
-            best = max((v["loop"] for k, v in out.items() if k.endswith("_device") and "loop" in v), default=None)
+            best = max((v["loop"] for k, v in out.items() if "_device" in k and "loop" in v), default=None)
             if best:
                 out["device_over_timm"] = best / out["timm"]["loop"]
                 print(f"the loop decoding on the device / timm's loader: {out['device_over_timm']:.2f}x")

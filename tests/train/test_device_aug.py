@@ -416,3 +416,20 @@ def test_color_jitter_apply_matches_torchvision():
             pil = adjust[k](pil, float(factors[i, k]))
         diff = _array(out[i]) - np.asarray(pil).astype(np.int64)
         assert np.abs(diff).max() <= 2 and abs(diff.mean()) < 0.05, f"image {i}: up to {np.abs(diff).max()} off"
+
+
+def test_a_mixed_batch_is_each_sample_alone():
+    """RandAugment.apply runs a layer as batched passes (tables, blends, one resampling) over samples that drew
+    different ops, or none: every sample must come out as its own op alone would make it, op by op and layer by
+    layer (a pass that touched the samples of another op, or missed its own, breaks the equality)."""
+    ra = da.RandAugment(CONFIG, IMAGENET_DEFAULT_MEAN, SIZE, "bicubic")
+    x = _tensor(_images(47, seed=3))
+    plan = ra.plan(len(x), torch.Generator().manual_seed(11))
+    assert len({int(k) for idx, applied, _ in plan for k in idx[applied]}) >= 12  # the batch mixes the ops
+    got = ra.apply(x.clone(), plan)
+    want = x.clone()
+    for idx, applied, arg in plan:
+        for i in range(len(x)):
+            if applied[i]:
+                want[i] = _apply_one(ra, ra.names[idx[i]], want[i: i + 1], float(arg[i]))[0]
+    assert torch.equal(got, want)

@@ -130,28 +130,33 @@ def brightness(x, f):
 
 
 def sharpness(x, f):
-    """Blend with PIL's SMOOTH filter (3 x 3, centre 5, others 1, / 13; the border keeps its pixels)."""
-    k = torch.ones(3, 3, device=x.device, dtype=x.dtype)
-    k[1, 1] = 5
-    c = x.shape[1]
-    smooth = _q(F.conv2d(x, (k / 13).expand(c, 1, 3, 3), padding=1, groups=c))
-    border = torch.ones_like(x[:1, :1], dtype=torch.bool)
-    border[..., 1:-1, 1:-1] = False
-    return _blend(torch.where(border, x, smooth), x, f)
+    """Blend with PIL's SMOOTH filter (`_smooth`)."""
+    return _blend(_smooth(x), x, f)
+
+
+def apply_lut(x: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
+    """Each channel's values looked up in its table: lut (N, C, 256)."""
+    n, c = x.shape[:2]
+    return lut.to(x.dtype).gather(2, x.reshape(n, c, -1).long()).view_as(x)
+
+
+def autocontrast_lut(x):
+    """ImageOps.autocontrast (no cutoff) as a table per channel: stretched to 0..255 (truncated), flat channels
+    kept; rounded as PIL's int(ix * scale + offset) in float64 (int((ix - lo) * scale) truncates some values one
+    higher)."""
+    lo, hi = x.amin((2, 3)).double()[..., None], x.amax((2, 3)).double()[..., None]
+    ramp = torch.arange(256, dtype=torch.float64, device=x.device).expand(*x.shape[:2], 256)
+    scale = torch.full_like(hi, 255.0) / (hi - lo).clamp(min=1)  # a true division (255.0 / t is 255 * (1 / t))
+    return torch.where(hi > lo, torch.floor((ramp * scale - lo * scale).clamp(0, 255)), ramp)
 
 
 def autocontrast(x, _=None):
-    """ImageOps.autocontrast (no cutoff): each channel stretched to 0..255 (truncated), flat channels kept;
-    rounded as PIL's int(ix * scale + offset) in float64 (int((ix - lo) * scale) truncates some values one higher)."""
-    lo, hi = x.amin((2, 3), keepdim=True).double(), x.amax((2, 3), keepdim=True).double()
-    scale = torch.full_like(hi, 255.0) / (hi - lo).clamp(min=1)  # a true division (255.0 / t is 255 * (1 / t))
-    out = torch.floor((x.double() * scale - lo * scale).clamp(0, 255)).to(x.dtype)
-    return torch.where(hi > lo, out, x)
+    return apply_lut(x, autocontrast_lut(x))
 
 
-def equalize(x, _=None):
-    """ImageOps.equalize: per channel, lut[i] = (step // 2 + pixels below i) // step, step = (pixels - the count of
-    the last value present) // 255; a channel with one value (or step 0) is kept."""
+def equalize_lut(x):
+    """ImageOps.equalize as a table per channel: lut[i] = (step // 2 + pixels below i) // step, step = (pixels -
+    the count of the last value present) // 255; a channel with one value (or step 0) is kept."""
     n, c = x.shape[:2]
     v = x.reshape(n * c, -1).long()
     hist = torch.zeros(n * c, 256, dtype=torch.long, device=x.device).scatter_add_(1, v, torch.ones_like(v))
@@ -160,8 +165,11 @@ def equalize(x, _=None):
     below = hist.cumsum(1) - hist
     lut = ((step // 2 + below) // step.clamp(min=1)).clamp(max=255)
     keep = ((hist > 0).sum(1, keepdim=True) <= 1) | (step == 0)
-    out = torch.where(keep, v, lut.gather(1, v))
-    return out.view_as(x).to(x.dtype)
+    return torch.where(keep, torch.arange(256, device=x.device), lut).view(n, c, 256)
+
+
+def equalize(x, _=None):
+    return apply_lut(x, equalize_lut(x))
 
 
 def invert(x, _=None):
@@ -202,14 +210,17 @@ def _matrices(n, a=1.0, b=0.0, c=0.0, d=0.0, e=1.0, f=0.0):
     return torch.stack(cols, 1)
 
 
-def rotate(x, degrees, fill, mode="bicubic"):
-    """Image.rotate(degrees): counter-clockwise about the centre, the same size."""
-    h, w = x.shape[2:]
+def _rotation(degrees: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    """Image.rotate(degrees)'s matrices: counter-clockwise about the centre."""
     a = -torch.deg2rad(degrees.double())
     cos, sin = torch.cos(a), torch.sin(a)
     cx, cy = w / 2, h / 2
-    m = _matrices(len(x), cos, sin, cx - cos * cx - sin * cy, -sin, cos, cy + sin * cx - cos * cy)
-    return affine(x, m, fill, mode)
+    return _matrices(len(degrees), cos, sin, cx - cos * cx - sin * cy, -sin, cos, cy + sin * cx - cos * cy)
+
+
+def rotate(x, degrees, fill, mode="bicubic"):
+    """Image.rotate(degrees): counter-clockwise about the centre, the same size."""
+    return affine(x, _rotation(degrees, *x.shape[2:]), fill, mode)
 
 
 def _shear_x(x, v, fill, mode):
@@ -263,6 +274,24 @@ def _arg(name: str, level: torch.Tensor, g, hp: dict, size: tuple[int, int]) -> 
     return torch.zeros_like(level)  # AutoContrast, Equalize, Invert: no argument
 
 
+def _smooth(x):
+    """PIL's SMOOTH filter (3 x 3, centre 5, others 1, / 13), rounded; the border keeps its pixels."""
+    k = torch.ones(3, 3, device=x.device, dtype=x.dtype)
+    k[1, 1] = 5
+    c = x.shape[1]
+    smooth = _q(F.conv2d(x, (k / 13).expand(c, 1, 3, 3), padding=1, groups=c))
+    border = torch.ones_like(x[:1, :1], dtype=torch.bool)
+    border[..., 1:-1, 1:-1] = False
+    return torch.where(border, x, smooth)
+
+
+# RandAugment's ops by how a layer runs them: tables per channel (from the ramp 0..255, or from the image), the
+# degenerate images the blends start from, the geometric ops' matrices
+_POINTS = {"AutoContrast": autocontrast_lut, "Equalize": equalize_lut, "Invert": invert, "Posterize": posterize,
+           "Solarize": solarize, "SolarizeAdd": solarize_add}
+_BLENDS = {"Color": lambda x: _gray(x).expand_as(x),
+           "Contrast": lambda x: torch.floor(_gray(x).mean((1, 2, 3), keepdim=True) + 0.5).expand_as(x),
+           "Brightness": torch.zeros_like, "Sharpness": _smooth}
 _COLOUR = {"AutoContrast": autocontrast, "Equalize": equalize, "Invert": invert, "Color": color,
            "Contrast": contrast, "Brightness": brightness, "Sharpness": sharpness, "Posterize": posterize,
            "Solarize": solarize, "SolarizeAdd": solarize_add}
@@ -270,16 +299,20 @@ _GEOMETRY = {"Rotate": rotate, "ShearX": _shear_x, "ShearY": _shear_y, "Translat
              "TranslateY": _translate_y}
 
 
-def _op(name: str):
-    """(function, takes fill) for timm's op `name` (its Increasing / Rel / Original forms share a function)."""
+def _base(name: str) -> str:
+    """timm's op name without its Increasing / Rel / Original form."""
     for suffix in ("Increasing", "Rel", "Original"):
         if name.endswith(suffix):
-            name = name[: -len(suffix)]
+            return name[: -len(suffix)]
+    return name
+
+
+def _op(name: str):
+    """(function, takes fill) for timm's op `name` (its Increasing / Rel / Original forms share a function)."""
+    name = _base(name)
     if name in _GEOMETRY:
         return _GEOMETRY[name], True
-    if name in _COLOUR:
-        return _COLOUR[name], False
-    return None, False
+    return _COLOUR.get(name), False
 
 
 class RandAugment:
@@ -336,19 +369,57 @@ class RandAugment:
         return m.clamp(0.0, op.magnitude_max or LEVEL_DENOM)
 
     def apply(self, x: torch.Tensor, plan) -> torch.Tensor:
-        """The planned ops on a batch (N, C, H, W) of whole values 0..255, each op on the samples that drew it."""
+        """The planned ops on a batch (N, C, H, W) of whole values 0..255, each sample's op of each layer. A layer
+        runs as three passes over the batch, each leaving the samples that drew none of its ops as they are: the
+        point ops as one table lookup per channel, the blends as one blend, the geometric ops as one resampling
+        (a few dozen kernels a layer, whatever the batch; no host-device synchronisation)."""
+        base = [_base(name) for name in self.names]
         for idx, applied, arg in plan:
-            for k, name in enumerate(self.names):
-                rows = ((idx == k) & applied).nonzero()[:, 0]
-                if not len(rows):
-                    continue
-                fn, geometric = _op(name)
-                rows_d = to(rows, x.device)
-                sub = x.index_select(0, rows_d)
-                # a geometric op builds its matrices on the CPU; a colour op's argument goes to the pixels
-                x[rows_d] = (fn(sub, arg[rows], self.fill, self.mode) if geometric
-                             else fn(sub, to(arg[rows], x.device, x.dtype)))
+            names = [base[k] if a else None for k, a in zip(idx.tolist(), applied.tolist())]
+            present = set(names) - {None}
+            if present & _POINTS.keys():
+                x = self._points(x, names, present, arg)
+            if present & _BLENDS.keys():
+                x = self._blends(x, names, present, arg)
+            if present & _GEOMETRY.keys():
+                x = self._geometry(x, names, arg)
         return x
+
+    @staticmethod
+    def _where(names, wanted, device):
+        return to(torch.tensor([n in wanted for n in names]), device)
+
+    def _points(self, x, names, present, arg):
+        n, c = x.shape[:2]
+        a = to(arg, x.device, x.dtype)
+        ramp = torch.arange(256, dtype=x.dtype, device=x.device).expand(n, c, 1, 256)
+        lut = ramp[:, :, 0]
+        for name in present & _POINTS.keys():
+            fn = _POINTS[name]
+            table = fn(x) if fn in (autocontrast_lut, equalize_lut) else fn(ramp, a)[:, :, 0]
+            lut = torch.where(self._where(names, {name}, x.device).view(-1, 1, 1), table.to(x.dtype), lut)
+        return apply_lut(x, lut)
+
+    def _blends(self, x, names, present, arg):
+        degenerate = torch.zeros_like(x)
+        for name in present & _BLENDS.keys():
+            degenerate = torch.where(self._where(names, {name}, x.device).view(-1, 1, 1, 1), _BLENDS[name](x),
+                                     degenerate)
+        blended = _blend(degenerate, x, to(arg, x.device, torch.float32))
+        return torch.where(self._where(names, _BLENDS.keys(), x.device).view(-1, 1, 1, 1), blended, x)
+
+    def _geometry(self, x, names, arg):
+        m = _matrices(len(x))
+        for name, op in (("Rotate", None), ("ShearX", 1), ("ShearY", 3), ("TranslateX", 2), ("TranslateY", 5)):
+            rows = torch.tensor([k for k, n in enumerate(names) if n == name], dtype=torch.long)
+            if not len(rows):
+                continue
+            if op is None:
+                m[rows] = _rotation(arg[rows], *x.shape[2:])
+            else:
+                m[rows, op] = arg[rows]
+        moved = affine(x, m, self.fill, self.mode)
+        return torch.where(self._where(names, _GEOMETRY.keys(), x.device).view(-1, 1, 1, 1), moved, x)
 
 
 class ColorJitter:
@@ -363,12 +434,15 @@ class ColorJitter:
         return order, _uniform(g, n, 1 - self.s, 1 + self.s, 3)
 
     def apply(self, x: torch.Tensor, plan) -> torch.Tensor:
+        """Each position of the order as one blend over the batch: every sample from the degenerate image of
+        its op at that position (brightness: black, contrast: the grey mean, saturation: the greyscale)."""
         order, factors = plan
-        ops = (brightness, contrast, color)
+        ops = ("Brightness", "Contrast", "Color")
         for position in range(3):
-            for k, fn in enumerate(ops):
-                rows = (order[:, position] == k).nonzero()[:, 0]
-                if len(rows):
-                    rows_d = to(rows, x.device)
-                    x[rows_d] = fn(x.index_select(0, rows_d), to(factors[rows, k], x.device, x.dtype))
+            k = order[:, position]
+            kind = to(k, x.device).view(-1, 1, 1, 1)
+            degenerate = torch.zeros_like(x)
+            for j, name in enumerate(ops[1:], start=1):
+                degenerate = torch.where(kind == j, _BLENDS[name](x), degenerate)
+            x = _blend(degenerate, x, to(factors.gather(1, k[:, None])[:, 0], x.device, torch.float32))
         return x

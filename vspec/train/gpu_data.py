@@ -1,8 +1,8 @@
-"""JPEG decoding and DeiT's augmentations on the device (`vspec train --decode-on device`, the default on CUDA for
-the data sets that hold JPEG files): the loader's workers only read the files' bytes, the device decodes a batch
-at once (torchvision's `decode_jpeg(device="cuda")`: nvJPEG) and augments it there (vspec/train/device_aug.py: the
-same distributions as timm's transforms on the CPU path), and on CUDA a thread prepares the next batches on a side
-stream while the model trains on this one. On the CPU the same code runs on CPU tensors (the tests' backend).
+"""JPEG decoding and DeiT's augmentations on the device (`vspec train --decode-on device`, for the data sets that
+hold JPEG files): the loader's workers only read the files' bytes, the device decodes a batch at once
+(torchvision's `decode_jpeg(device="cuda")`: nvJPEG) and augments it there (vspec/train/device_aug.py: the same
+distributions as timm's transforms on the CPU path), and on CUDA the next batches are prepared on a side stream
+while the model trains on this one. On the CPU the same code runs on CPU tensors (the tests' backend).
 
     collate_encoded(items)                -> (list of encoded images, labels)
     DevicePipeline(...)(data, train, g)   -> the model's input (N, C, H, W), normalised, on the device
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import deque
 from collections.abc import Iterable, Iterator
 
 import torch
@@ -163,19 +164,55 @@ class DevicePipeline:
         return torch.where(flip, out.flip(-1), out).round_().clamp_(0, 255)
 
 
-_END = object()
+AHEAD = "main"  # who prepares the next batches on CUDA: "main" (this thread, before the step) or "thread"
 
 
 def device_batches(loader: Iterable, pipeline: DevicePipeline, train: bool, epoch: int = 0, start: int = 0,
                    depth: int = 2) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """The loader's batches of encoded images made ready by `pipeline` (batch i's draws from
-    `pipeline.generator(epoch, i)`, i counted from `start`), with their labels, on the device. On CUDA a thread
-    prepares up to `depth` batches ahead on a side stream (decoding and augmenting beside the training step)."""
+    `pipeline.generator(epoch, i)`, i counted from `start`), with their labels, on the device. On CUDA the next
+    batches are prepared ahead on a side stream, as timm's prefetcher does: launched from this thread before the
+    current batch goes to the step (`AHEAD = "main"`: one interpreter thread, the device overlapping the two), or
+    by a thread of their own (`"thread"`), up to `depth` batches in flight either way."""
     device = pipeline.device
     if device.type != "cuda":
         for i, (data, target) in enumerate(loader, start):
             yield pipeline(data, train, pipeline.generator(epoch, i)), target.to(device)
         return
+    if AHEAD == "thread":
+        yield from _threaded(loader, pipeline, train, epoch, start, depth)
+        return
+    stream = torch.cuda.Stream(device)
+    pending: deque = deque()
+    for i, (data, target) in enumerate(loader, start):
+        with torch.cuda.stream(stream):
+            x = pipeline(data, train, pipeline.generator(epoch, i))
+            t = target.to(device, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record(stream)
+        pending.append((x, t, event))
+        if len(pending) >= depth:
+            yield _ready(*pending.popleft(), device)
+    while pending:
+        yield _ready(*pending.popleft(), device)
+
+
+def _ready(x: torch.Tensor, t: torch.Tensor, event, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch prepared on the side stream, for the current one: it waits for the batch's event there, and the
+    allocator keeps the memory until the current stream is done with it."""
+    current = torch.cuda.current_stream(device)
+    current.wait_event(event)
+    x.record_stream(current)
+    t.record_stream(current)
+    return x, t
+
+
+_END = object()
+
+
+def _threaded(loader, pipeline, train, epoch, start, depth):
+    """device_batches' thread: it prepares up to `depth` batches on a side stream of its own."""
+    device = pipeline.device
     ready: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
     stream = torch.cuda.Stream(device)
@@ -201,12 +238,7 @@ def device_batches(loader: Iterable, pipeline: DevicePipeline, train: bool, epoc
         while (item := ready.get()) is not _END:
             if isinstance(item, BaseException):
                 raise item
-            x, t, event = item
-            current = torch.cuda.current_stream(device)
-            current.wait_event(event)
-            x.record_stream(current)
-            t.record_stream(current)
-            yield x, t
+            yield _ready(*item, device)
     finally:
         stop.set()
         while thread.is_alive():  # let a blocked put return
