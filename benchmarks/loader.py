@@ -131,21 +131,26 @@ def timm_loader(spec, folder: Path, batch: int, device: str, workers: int, model
 
 
 def table(result: dict) -> str:
-    """The speed page's table of a committed result (docs/gpu/loader/<device>.json: its runs)."""
+    """The speed page's table of a committed result (docs/gpu/loader/<device>.json: its runs; a run's device
+    path once per way of preparing batches ahead, `gpu_data.AHEAD`)."""
+    first = result["loader"][0]
     lines = [f"{result['device']}, {result['cpu_cores']} CPU cores, torch {result['torch']}, {result['date']}: "
-             f"{result['loader'][0]['model']}, batch {result['loader'][0]['batch']}, img/s (of the bare step):", "",
-             "| run | workers | bare step | loop, host decoding | loop, device decoding | timm's loader + step | "
-             "data path: host / device / timm |", "|---|---|---|---|---|---|---|"]
+             f"{first['model']}, batch {first['batch']}, img/s (of the bare step):", "",
+             "| run | workers | device path ahead by | bare step | loop, host decoding | loop, device decoding | "
+             "timm's loader + step | data path: host / device / timm |", "|---|---|---|---|---|---|---|---|"]
 
     def cell(r, key, part="loop"):
         v = r.get(key) or {}
         return f"{v[part]:.0f} ({v[part] / r['bare']:.3f})" if part in v else "-"
 
     for r in result["loader"]:
-        paths = " / ".join(f"{(r.get(k) or {}).get('data_path', 0):.0f}" if k in r else "-"
-                           for k in ("folder_host", "folder_device", "timm"))
-        lines.append(f"| {r['run']} | {r['workers']} | {r['bare']:.0f} | {cell(r, 'folder_host')} | "
-                     f"{cell(r, 'folder_device')} | {cell(r, 'timm')} | {paths} |")
+        variants = [(r.get("ahead", "main"), "folder_device")] + ([("thread", "folder_device_thread")]
+                                                                  if "folder_device_thread" in r else [])
+        for ahead, key in variants:
+            paths = " / ".join(f"{r[k]['data_path']:.0f}" if "data_path" in r.get(k, {}) else "-"
+                               for k in ("folder_host", key, "timm"))
+            lines.append(f"| {r['run']} | {r['workers']} | {ahead} | {r['bare']:.0f} | {cell(r, 'folder_host')} | "
+                         f"{cell(r, key)} | {cell(r, 'timm')} | {paths} |")
     return "\n".join(lines)
 
 
