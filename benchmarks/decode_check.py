@@ -20,13 +20,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from loader import _jpeg  # benchmarks/loader.py (a script: its folder is on sys.path)
 from PIL import Image
 
 from vspec.train.data import read_bytes
 from vspec.train.gpu_data import DevicePipeline, decode
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/loader.py: the generated JPEGs
-from loader import _jpeg  # noqa: E402
 
 
 def rate(fn, n: int, device: torch.device, rounds: int = 3) -> float:

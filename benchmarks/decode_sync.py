@@ -11,18 +11,15 @@ OUT/decode_sync.json.
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+from loader import _jpeg  # benchmarks/loader.py (a script: its folder is on sys.path)
 from torchvision.io import decode_jpeg
 
 from vspec.train.data import read_bytes
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/loader.py: the generated JPEGs
-from loader import _jpeg  # noqa: E402
 
 
 def main(argv=None) -> dict:

@@ -32,7 +32,7 @@ from vspec.train.datasets import names
 from vspec.train.engine import Training, run
 from vspec.train.recipes import resolve
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/train_overhead.py: the bare step
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # also loaded by path (the tests): siblings by name
 from train_overhead import bare  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
