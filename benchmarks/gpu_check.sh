@@ -62,7 +62,7 @@ step overhead 90 $PY benchmarks/train_overhead.py --device $DEVICE --steps 30 --
 step overhead_host 60 $PY benchmarks/train_overhead.py --device $DEVICE --steps 30 --batch-size 128 --data synthetic \
     --normalise-on host --json "$OUT/train_overhead_host.json"
 step decode 60 $PY benchmarks/decode_check.py --device $DEVICE --out "$OUT"
-step loader 240 $PY benchmarks/loader.py --device $DEVICE ${LOADER_ARGS:-} --json "$OUT/loader.json"
+step loader 240 $PY benchmarks/loader.py --device $DEVICE ${LOADER_ARGS:---ahead main,workers} --json "$OUT/loader.json"
 step bench 600 $PY benchmarks/gpu.py --rounds 5 --compile-cases "$COMPILE_CASES" --compile-modes "$COMPILE_MODES" \
     --device "$DEVICE" ${BENCH_ARGS:-} --out "$OUT"
 [ -f "$OUT/gpu.json" ] && $PY benchmarks/gpu.py --table "$OUT/gpu.json" | tee "$OUT/table.md"

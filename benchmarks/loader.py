@@ -164,8 +164,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--img-size", type=int, default=224)
     ap.add_argument("--steps", type=int, default=20, help="timed steps of the bare step")
     ap.add_argument("--paths", default="host,device", help="the loop's decode paths to run (host, device)")
-    ap.add_argument("--ahead", default="main", help="device path: who prepares the next batches (main, thread; "
-                                                    "both: main,thread; vspec.train.gpu_data.AHEAD)")
+    ap.add_argument("--ahead", default="main", help="device path: who prepares the next batches, one or several of "
+                                                    "main, thread, workers (vspec.train.gpu_data.AHEAD)")
     ap.add_argument("--no-timm", action="store_true", help="leave timm's loader out")
     ap.add_argument("--data-dir", type=Path, help="use this ImageFolder instead of generating one")
     ap.add_argument("--json", type=Path, help="also write the figures here")

@@ -105,3 +105,46 @@ def test_eval_matches_cpu_path(tmp_path, size):
         diff = (ours - ref[None]).abs()
         assert diff.mean() < EVAL_BOUND, f"{hw} -> {size}: mean |diff| {diff.mean():.4f}"
         assert (diff / LEVEL).max() <= 2 + 1e-3, f"{hw} -> {size}: up to {(diff / LEVEL).max():.2f} levels off"
+
+
+def _epoch(folder, workers: int, skip: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The first epoch's training batches of a run decoding in its loader's workers (gpu_data.AHEAD = "workers"),
+    from batch `skip` on (a mid-epoch resume's start)."""
+    from vspec import load_spec, override
+    from vspec.train import DataConfig, RunConfig, TrainConfig, gpu_data
+    from vspec.train.engine import Training
+    from vspec.train.recipes import resolve
+
+    spec = override(load_spec("deit_tiny"), {"depth": 1, "img_size": [16, 16], "num_classes": 3})
+    cfg = TrainConfig(spec, resolve("deit", epochs=1, batch_size=4), DataConfig("imagefolder", data_dir=str(folder)),
+                      RunConfig(out=folder / "run", workers=workers, decode_on="device", device="cpu"))
+    before, gpu_data.AHEAD = gpu_data.AHEAD, "workers"
+    try:
+        t = Training(cfg)
+        t.resolve_resume()
+        t.make_data()
+        t.skip_batches = skip
+        t.start_epoch_data(0)
+        assert t.task.in_workers
+        return list(t.task.batches(t.train_loader, True, 0, skip))
+    finally:
+        gpu_data.AHEAD = before
+
+
+def test_decoding_in_the_workers_draws_by_the_samples(tmp_path):
+    """WorkerPipeline seeds each batch from its samples (and the run's seed and rank), not from the worker that
+    makes it: one worker or two give the same batches, and a resume from batch 2 gives the rest of them. A
+    pipeline seeded per worker, or from a counter, gives other batches with another worker count or after the
+    skip."""
+    for split, n in (("train", 16), ("val", 3)):
+        for i in range(n):
+            folder = tmp_path / split / f"c{i % 3}"
+            folder.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(_natural(20 + i % 5, 24 + i % 7, seed=i)).save(folder / f"{i}.jpg", quality=90)
+    one, two = _epoch(tmp_path, 1), _epoch(tmp_path, 2)
+    assert len(one) == len(two) == 4
+    for (x1, y1), (x2, y2) in zip(one, two):
+        assert x1.shape == (4, 3, 16, 16) and torch.equal(x1, x2) and torch.equal(y1, y2)
+    assert not torch.equal(one[0][0], one[1][0])
+    rest = _epoch(tmp_path, 2, skip=2)
+    assert len(rest) == 2 and all(torch.equal(a[0], b[0]) for a, b in zip(rest, one[2:]))

@@ -512,9 +512,16 @@ def build_loaders(train_ds, val_ds, *, batch_size: int, workers: int = 0, seed: 
         )
     common = dict(batch_size=batch_size, num_workers=workers, pin_memory=torch.cuda.is_available(),
                   persistent_workers=workers > 0, collate_fn=collate_fn)
+    # a collate that makes device tensors in the workers (gpu_data.WorkerPipeline) says how its workers start,
+    # is not pinned, and names the validation split's own collate
+    on_device = getattr(collate_fn, "on_device", False)
+    context = getattr(collate_fn, "worker_context", None) if workers > 0 else None
     train_loader = DataLoader(train_ds, sampler=sampler, drop_last=drop_last,
-                              generator=torch.Generator().manual_seed(seed), **common)
+                              generator=torch.Generator().manual_seed(seed),
+                              **{**common, "pin_memory": common["pin_memory"] and not on_device},
+                              multiprocessing_context=context)
     val_sampler = (DistributedSampler(val_ds, num_replicas=world_size, rank=rank, shuffle=False)
                    if world_size > 1 else None)
-    val_loader = DataLoader(val_ds, sampler=val_sampler, shuffle=False, drop_last=False, **common)
+    val_loader = DataLoader(val_ds, sampler=val_sampler, shuffle=False, drop_last=False,
+                            **{**common, "collate_fn": getattr(collate_fn, "val_collate", collate_fn)})
     return train_loader, val_loader

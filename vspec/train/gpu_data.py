@@ -7,10 +7,12 @@ while the model trains on this one. On the CPU the same code runs on CPU tensors
     collate_encoded(items)                -> (list of encoded images, labels)
     DevicePipeline(...)(data, train, g)   -> the model's input (N, C, H, W), normalised, on the device
     device_batches(loader, pipeline, ...) -> ready (images, target) batches, prepared ahead on CUDA
+    WorkerPipeline(kwargs, device)        -> the same, run in the loader's worker processes (AHEAD = "workers")
 """
 
 from __future__ import annotations
 
+import hashlib
 import queue
 import threading
 from collections import deque
@@ -18,6 +20,7 @@ from collections.abc import Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
+from torch.utils.data import Dataset
 
 from .data import _mean_std
 from .datasets import DataError
@@ -164,7 +167,50 @@ class DevicePipeline:
         return torch.where(flip, out.flip(-1), out).round_().clamp_(0, 255)
 
 
-AHEAD = "main"  # who prepares the next batches on CUDA: "main" (this thread, before the step) or "thread"
+AHEAD = "main"  # who prepares the next batches on CUDA: "main" (this thread, before the step), "thread", "workers"
+
+
+class Indexed(Dataset):
+    """A data set's items with their index appended: (..., i) (`WorkerPipeline` seeds a batch from them)."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, i: int):
+        return (*self.dataset[i], i)
+
+
+class WorkerPipeline:
+    """`AHEAD = "workers"`: a collate function that runs the DevicePipeline inside the loader's worker processes.
+    On CUDA each worker (spawned) holds a CUDA context of its own, decodes and augments there and hands the batch
+    over by CUDA IPC, so a decoder that waits for its device (torchvision's does) never drains the training
+    process's queue. A batch's draws come from the run's seed and rank and its samples' indices (`Indexed`): the
+    same batch gets the same draws whichever worker makes it, after a resume too. Validation batches stay
+    encoded (`val_collate`) for the training process's pipeline."""
+
+    on_device = True  # its batches are device tensors, not to be pinned
+    val_collate = staticmethod(collate_encoded)
+
+    def __init__(self, kwargs: dict, device: torch.device):
+        self.kwargs, self.device, self.pipeline = kwargs, str(device), None
+        self.worker_context = "spawn" if torch.device(device).type == "cuda" else None
+
+    def __getstate__(self):
+        return {**self.__dict__, "pipeline": None}  # each worker builds its own
+
+    def __call__(self, items) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.pipeline is None:
+            self.pipeline = DevicePipeline(**self.kwargs, device=torch.device(self.device))
+        data, labels, index = zip(*items)
+        key = torch.tensor([self.pipeline.seed, self.pipeline.rank, *index], dtype=torch.int64).numpy().tobytes()
+        g = torch.Generator().manual_seed(int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 1)
+        x = self.pipeline(list(data), True, g)
+        if x.is_cuda:  # finished before the training process reads it
+            torch.cuda.current_stream(x.device).synchronize()
+        return x, torch.tensor(labels)
 
 
 def device_batches(loader: Iterable, pipeline: DevicePipeline, train: bool, epoch: int = 0, start: int = 0,

@@ -13,13 +13,15 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.data import IterableDataset
 
 from ..convert.hf import load_hf_body
 from ..extras import needs
+from . import gpu_data
 from .checkpoints import CheckpointError
 from .data import INTERPOLATION, build_datasets, build_transforms, eval_crop_ratio
 from .datasets import entry
-from .gpu_data import DevicePipeline, collate_encoded, device_batches
+from .gpu_data import DevicePipeline, Indexed, WorkerPipeline, collate_encoded, device_batches
 from .names import run_tokenizer
 from .prefetch import DeviceNormalise
 from .text import headline, pad_batch, text_datasets, text_metrics, tokenizer_identity, tokenizer_mismatch
@@ -121,19 +123,22 @@ class ImageTask:
             spec.in_chans, device, re_prob=recipe.re_prob, channels_last=self.channels_last, mean=mean, std=std)
         # JPEG files decoded and augmented on the device (vspec/train/gpu_data.py) where asked; auto is host while
         # the device path's intermittent stall on CUDA (issue 47) is open
-        self.pipeline = None
+        self.pipeline, self.in_workers = None, False
         if cfg.run.decode_on == "device":
-            self.pipeline = DevicePipeline(
-                spec.img_size, spec.in_chans, device, random_resized_crop=recipe.random_resized_crop,
+            self.pipeline_args = dict(
+                img_size=spec.img_size, in_chans=spec.in_chans, random_resized_crop=recipe.random_resized_crop,
                 auto_augment=recipe.auto_augment, re_prob=recipe.re_prob,
                 crop_ratio=eval_crop_ratio(recipe.random_resized_crop), mean=mean, std=std,
                 interpolation=self.inputs.get("interpolation") or INTERPOLATION, channels_last=self.channels_last,
                 seed=cfg.run.seed, rank=d.rank)
+            self.pipeline = DevicePipeline(**self.pipeline_args, device=device)
 
     def prepare(self, images: torch.Tensor, train: bool) -> torch.Tensor:
         """A batch of the loader on the device, ready for the model: decoded and augmented there if the loader's
         are encoded (`DevicePipeline`), normalised there if they are uint8 (`DeviceNormalise`), channels-last on
         CUDA."""
+        if train and self.in_workers:  # the workers' pipeline made it ready
+            return images.to(self.device, non_blocking=True)
         if self.pipeline is not None:
             return self.pipeline(images, train)
         if self.normalise is not None:
@@ -143,10 +148,10 @@ class ImageTask:
 
     def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
         """The loader's batches (from batch `start` of `epoch`) ready on the device: (images, target)."""
-        if self.pipeline is not None:
+        if self.pipeline is not None and not (train and self.in_workers):
             yield from device_batches(loader, self.pipeline, train, epoch, start)
             return
-        for images, target in loader:
+        for images, target in loader:  # ready where the workers made them ready (WorkerPipeline), or to be made
             yield self.prepare(images, train), target.to(self.device, non_blocking=True)
 
     def data(self):
@@ -159,6 +164,9 @@ class ImageTask:
                 cfg.data.name, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=None,
                 eval_transform=None, data_dir=cfg.data.data_dir, download=cfg.data.download, seed=cfg.run.seed,
                 encoded=True)
+            if gpu_data.AHEAD == "workers" and not isinstance(train_ds, IterableDataset):
+                self.in_workers = True
+                return Indexed(train_ds), val_ds, WorkerPipeline(self.pipeline_args, self.device), num_classes
             return train_ds, val_ds, collate_encoded, num_classes
         on_device = self.normalise is not None
         inputs = {k: self.inputs[k] for k in ("mean", "std", "interpolation") if self.inputs.get(k) is not None}
