@@ -144,8 +144,8 @@ def table(result: dict) -> str:
         return f"{v[part]:.0f} ({v[part] / r['bare']:.3f})" if part in v else "-"
 
     for r in result["loader"]:
-        variants = [(r.get("ahead", "main"), "folder_device")] + ([("thread", "folder_device_thread")]
-                                                                  if "folder_device_thread" in r else [])
+        variants = [(r.get("ahead", "main"), "folder_device")] + [(k.removeprefix("folder_device_"), k) for k in r
+                                                                  if k.startswith("folder_device_")]
         for ahead, key in variants:
             paths = " / ".join(f"{r[k]['data_path']:.0f}" if "data_path" in r.get(k, {}) else "-"
                                for k in ("folder_host", key, "timm"))
@@ -164,8 +164,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--img-size", type=int, default=224)
     ap.add_argument("--steps", type=int, default=20, help="timed steps of the bare step")
     ap.add_argument("--paths", default="host,device", help="the loop's decode paths to run (host, device)")
-    ap.add_argument("--ahead", default="main", help="device path: who prepares the next batches, one or several of "
-                                                    "main, thread, workers (vspec.train.gpu_data.AHEAD)")
+    ap.add_argument("--ahead", default="main", help="device path: who prepares the next batches, one or both of "
+                                                    "main, workers (vspec.train.gpu_data.AHEAD)")
     ap.add_argument("--no-timm", action="store_true", help="leave timm's loader out")
     ap.add_argument("--data-dir", type=Path, help="use this ImageFolder instead of generating one")
     ap.add_argument("--json", type=Path, help="also write the figures here")

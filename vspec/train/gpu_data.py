@@ -13,8 +13,6 @@ while the model trains on this one. On the CPU the same code runs on CPU tensors
 from __future__ import annotations
 
 import hashlib
-import queue
-import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
 
@@ -167,7 +165,9 @@ class DevicePipeline:
         return torch.where(flip, out.flip(-1), out).round_().clamp_(0, 255)
 
 
-AHEAD = "main"  # who prepares the next batches on CUDA: "main" (this thread, before the step), "thread", "workers"
+# who prepares the next training batches on CUDA: "main" (this thread, before the step; a thread of their own
+# measured the same on an H200, docs/speed.md) or "workers" (the loader's processes, WorkerPipeline)
+AHEAD = "main"
 
 
 class Indexed(Dataset):
@@ -218,15 +218,11 @@ def device_batches(loader: Iterable, pipeline: DevicePipeline, train: bool, epoc
     """The loader's batches of encoded images made ready by `pipeline` (batch i's draws from
     `pipeline.generator(epoch, i)`, i counted from `start`), with their labels, on the device. On CUDA the next
     batches are prepared ahead on a side stream, as timm's prefetcher does: launched from this thread before the
-    current batch goes to the step (`AHEAD = "main"`: one interpreter thread, the device overlapping the two), or
-    by a thread of their own (`"thread"`), up to `depth` batches in flight either way."""
+    current batch goes to the step, up to `depth` batches in flight."""
     device = pipeline.device
     if device.type != "cuda":
         for i, (data, target) in enumerate(loader, start):
             yield pipeline(data, train, pipeline.generator(epoch, i)), target.to(device)
-        return
-    if AHEAD == "thread":
-        yield from _threaded(loader, pipeline, train, epoch, start, depth)
         return
     stream = torch.cuda.Stream(device)
     pending: deque = deque()
@@ -251,45 +247,3 @@ def _ready(x: torch.Tensor, t: torch.Tensor, event, device) -> tuple[torch.Tenso
     x.record_stream(current)
     t.record_stream(current)
     return x, t
-
-
-_END = object()
-
-
-def _threaded(loader, pipeline, train, epoch, start, depth):
-    """device_batches' thread: it prepares up to `depth` batches on a side stream of its own."""
-    device = pipeline.device
-    ready: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    stream = torch.cuda.Stream(device)
-
-    def work():
-        try:
-            with torch.cuda.device(device), torch.cuda.stream(stream):
-                for i, (data, target) in enumerate(loader, start):
-                    if stop.is_set():
-                        return
-                    x = pipeline(data, train, pipeline.generator(epoch, i))
-                    t = target.to(device, non_blocking=True)
-                    event = torch.cuda.Event()
-                    event.record(stream)
-                    ready.put((x, t, event))
-            ready.put(_END)
-        except BaseException as e:  # handed to the consumer, raised there
-            ready.put(e)
-
-    thread = threading.Thread(target=work, name="vspec-device-batches", daemon=True)
-    thread.start()
-    try:
-        while (item := ready.get()) is not _END:
-            if isinstance(item, BaseException):
-                raise item
-            yield _ready(*item, device)
-    finally:
-        stop.set()
-        while thread.is_alive():  # let a blocked put return
-            try:
-                ready.get(timeout=0.1)
-            except queue.Empty:
-                pass
-        thread.join()
