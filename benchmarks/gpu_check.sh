@@ -17,6 +17,9 @@
 # whole run, the last step (the longest) taking what is left. OUT/steps.log says how each step ended; the exit code
 # is the number of steps that failed or were cut short. STEPS (comma-separated names) runs only those steps.
 # Run from the repository root: OUT=/path PY=python3 bash benchmarks/gpu_check.sh
+# The lent machines' image lacks some of vspec's pure-Python dependencies: download their wheels here into the
+# git-ignored .whl (pip download --no-deps attrs cattrs fvcore iopath yacs termcolor tomli_w typing_extensions
+# webdataset braceexpand), carry .whl, and pip install --target them first (.library/device/README.md's recipe).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
