@@ -800,8 +800,11 @@ def test_simple_patch_embed_uses_patch_major_layout():
 # the preset specs
 
 
-# the largest presets (100 M+ parameters, or Swin-B's 88 M with its many window shapes): `make test-slow`
+# the base-size and larger presets (80 M+ parameters: ViT-B, Swin-B, BERT / RoBERTa / GPT base and up, and their
+# variants): `make test-slow`; every family's smaller presets stay in `make test`
 SLOW_PRESETS = {"refined_vit_l", "refined_vit_l_dense", "refined_vit_m_dense", "swin_base", "bert_large",
+                "refined_vit_m", "gpt2", "gpt", "bert_base_sot_cola", "bert_base", "msf_vit_b", "msf_vit_b_g2",
+                "gpt_sot", "roberta_base", "simplevit_b", "swin_base_sot", "sot_base", "vit_base",
                 "roberta_large", "gpt2_medium", "bert_large_sot", "roberta_large_sot",
                 # the other SoT language presets: the bodies above with the head of bert_base_sot_cola / gpt_sot
                 "bert_base_sot_rte", "bert_base_sot_mnli", "bert_base_sot_qnli", "spanbert_base_sot",

@@ -26,6 +26,7 @@ def bench(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return done
 
 
+@pytest.mark.slow  # every case, ~35 s: make test-slow
 def test_gpu_benchmark_quick_runs_every_case_and_its_table_is_its_json(tmp_path):
     gpu = load_benchmark("gpu")
     bench("benchmarks/gpu.py", "--quick", "--device", "cpu", "--out", str(tmp_path))

@@ -315,6 +315,7 @@ def test_manual_source_conformer_against_the_authors_outputs(caches, tmp_path, m
         assert_close_to_stored(model(data["x"]), data["y"][0] + data["y"][1])  # eval: the two branches' sum
 
 
+@pytest.mark.slow  # a fine-tuning run, ~17 s: make test-slow
 def test_hub_text_electra_body_logits_equal_transformers_and_fine_tunes(caches, tmp_path):
     transformers = pytest.importorskip("transformers")
     config = hf_config("electra_small")

@@ -63,6 +63,7 @@ def _vit_base_cache(caches):
             safetensors_bytes(ref.state_dict()))
 
 
+@pytest.mark.slow  # ViT-B at full size, ~15 s: make test-slow
 def test_vit_base_pretrained_is_normalised_with_half_everywhere(caches, capsys, tmp_path):
     timm = pytest.importorskip("timm")
     _vit_base_cache(caches)

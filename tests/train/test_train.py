@@ -32,6 +32,7 @@ def test_a_bogus_mplbackend_does_not_stop_the_curves(tiny_spec, tmp_path):
     assert (out / "curves.png").stat().st_size > 1000
 
 
+@pytest.mark.slow  # two runs, ~20 s: make test-slow
 def test_vspec_train_and_tools_train_give_identical_runs(tiny_spec, tmp_path):
     """The same arguments to `vspec train` (the installed command) and to tools/train.py, each in its own process:
     the same weights, the same records (timings aside), and `vspec eval` / tools/eval.py print the same result."""
