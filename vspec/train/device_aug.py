@@ -116,22 +116,37 @@ def _blend(degenerate: torch.Tensor, x: torch.Tensor, factor: torch.Tensor) -> t
     return (degenerate.float() + f * (x.float() - degenerate.float())).floor_().clamp_(0, 255).to(x.dtype)
 
 
+def _smooth(x):
+    """PIL's SMOOTH filter (3 x 3, centre 5, others 1, / 13), rounded; the border keeps its pixels."""
+    k = torch.ones(3, 3, device=x.device, dtype=x.dtype)
+    k[1, 1] = 5
+    c = x.shape[1]
+    smooth = _q(F.conv2d(x, (k / 13).expand(c, 1, 3, 3), padding=1, groups=c))
+    border = torch.ones_like(x[:1, :1], dtype=torch.bool)
+    border[..., 1:-1, 1:-1] = False
+    return torch.where(border, x, smooth)
+
+
+# the image each ImageEnhance op blends from (PIL's): greyscale, its rounded mean, black, smoothed
+_DEGENERATE = {"Color": lambda x: _gray(x).expand_as(x),
+               "Contrast": lambda x: torch.floor(_gray(x).mean((1, 2, 3), keepdim=True) + 0.5).expand_as(x),
+               "Brightness": torch.zeros_like, "Sharpness": _smooth}
+
+
 def color(x, f):
-    return _blend(_gray(x).expand_as(x), x, f)
+    return _blend(_DEGENERATE["Color"](x), x, f)
 
 
 def contrast(x, f):
-    mean = torch.floor(_gray(x).mean((1, 2, 3), keepdim=True) + 0.5)
-    return _blend(mean.expand_as(x), x, f)
+    return _blend(_DEGENERATE["Contrast"](x), x, f)
 
 
 def brightness(x, f):
-    return _blend(torch.zeros_like(x), x, f)
+    return _blend(_DEGENERATE["Brightness"](x), x, f)
 
 
 def sharpness(x, f):
-    """Blend with PIL's SMOOTH filter (`_smooth`)."""
-    return _blend(_smooth(x), x, f)
+    return _blend(_DEGENERATE["Sharpness"](x), x, f)
 
 
 def apply_lut(x: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
@@ -223,22 +238,6 @@ def rotate(x, degrees, fill, mode="bicubic"):
     return affine(x, _rotation(degrees, *x.shape[2:]), fill, mode)
 
 
-def _shear_x(x, v, fill, mode):
-    return affine(x, _matrices(len(x), b=v), fill, mode)
-
-
-def _shear_y(x, v, fill, mode):
-    return affine(x, _matrices(len(x), d=v), fill, mode)
-
-
-def _translate_x(x, v, fill, mode):
-    return affine(x, _matrices(len(x), c=v), fill, mode)
-
-
-def _translate_y(x, v, fill, mode):
-    return affine(x, _matrices(len(x), f=v), fill, mode)
-
-
 # ----------------------------------------------------------------------------- RandAugment: its plan and ops
 def _negate(g, v):
     return torch.where(torch.rand(v.shape, generator=g, dtype=torch.float64) > 0.5, -v, v)
@@ -274,29 +273,12 @@ def _arg(name: str, level: torch.Tensor, g, hp: dict, size: tuple[int, int]) -> 
     return torch.zeros_like(level)  # AutoContrast, Equalize, Invert: no argument
 
 
-def _smooth(x):
-    """PIL's SMOOTH filter (3 x 3, centre 5, others 1, / 13), rounded; the border keeps its pixels."""
-    k = torch.ones(3, 3, device=x.device, dtype=x.dtype)
-    k[1, 1] = 5
-    c = x.shape[1]
-    smooth = _q(F.conv2d(x, (k / 13).expand(c, 1, 3, 3), padding=1, groups=c))
-    border = torch.ones_like(x[:1, :1], dtype=torch.bool)
-    border[..., 1:-1, 1:-1] = False
-    return torch.where(border, x, smooth)
-
-
-# RandAugment's ops by how a layer runs them: tables per channel (from the ramp 0..255, or from the image), the
-# degenerate images the blends start from, the geometric ops' matrices
+# RandAugment's ops by how a layer runs them: tables per channel (from the ramp 0..255, or from the image), blends
+# from the degenerate images (_DEGENERATE), and one resampling: the matrix entry (a, b, c, d, e, f) a geometric op's
+# argument sets (Rotate builds its whole matrix)
 _POINTS = {"AutoContrast": autocontrast_lut, "Equalize": equalize_lut, "Invert": invert, "Posterize": posterize,
            "Solarize": solarize, "SolarizeAdd": solarize_add}
-_BLENDS = {"Color": lambda x: _gray(x).expand_as(x),
-           "Contrast": lambda x: torch.floor(_gray(x).mean((1, 2, 3), keepdim=True) + 0.5).expand_as(x),
-           "Brightness": torch.zeros_like, "Sharpness": _smooth}
-_COLOUR = {"AutoContrast": autocontrast, "Equalize": equalize, "Invert": invert, "Color": color,
-           "Contrast": contrast, "Brightness": brightness, "Sharpness": sharpness, "Posterize": posterize,
-           "Solarize": solarize, "SolarizeAdd": solarize_add}
-_GEOMETRY = {"Rotate": rotate, "ShearX": _shear_x, "ShearY": _shear_y, "TranslateX": _translate_x,
-             "TranslateY": _translate_y}
+_GEOMETRY = {"Rotate": None, "ShearX": 1, "ShearY": 3, "TranslateX": 2, "TranslateY": 5}
 
 
 def _base(name: str) -> str:
@@ -305,14 +287,6 @@ def _base(name: str) -> str:
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return name
-
-
-def _op(name: str):
-    """(function, takes fill) for timm's op `name` (its Increasing / Rel / Original forms share a function)."""
-    name = _base(name)
-    if name in _GEOMETRY:
-        return _GEOMETRY[name], True
-    return _COLOUR.get(name), False
 
 
 class RandAugment:
@@ -329,7 +303,7 @@ class RandAugment:
         hp = {"translate_const": int(min(img_size) * 0.45), "img_mean": fill}
         ra = rand_augment_transform(config, hp)
         self.names = [op.name for op in ra.ops]
-        unknown = [n for n in self.names if _op(n)[0] is None]
+        unknown = [n for n in self.names if _base(n) not in _POINTS.keys() | _DEGENERATE.keys() | _GEOMETRY.keys()]
         if unknown:
             raise DataError(f"auto_augment {config!r}: the device pipeline has no {', '.join(unknown)}; "
                             f"use --decode-on host")
@@ -379,7 +353,7 @@ class RandAugment:
             present = set(names) - {None}
             if present & _POINTS.keys():
                 x = self._points(x, names, present, arg)
-            if present & _BLENDS.keys():
+            if present & _DEGENERATE.keys():
                 x = self._blends(x, names, present, arg)
             if present & _GEOMETRY.keys():
                 x = self._geometry(x, names, arg)
@@ -402,15 +376,15 @@ class RandAugment:
 
     def _blends(self, x, names, present, arg):
         degenerate = torch.zeros_like(x)
-        for name in present & _BLENDS.keys():
-            degenerate = torch.where(self._where(names, {name}, x.device).view(-1, 1, 1, 1), _BLENDS[name](x),
+        for name in present & _DEGENERATE.keys():
+            degenerate = torch.where(self._where(names, {name}, x.device).view(-1, 1, 1, 1), _DEGENERATE[name](x),
                                      degenerate)
         blended = _blend(degenerate, x, to(arg, x.device, torch.float32))
-        return torch.where(self._where(names, _BLENDS.keys(), x.device).view(-1, 1, 1, 1), blended, x)
+        return torch.where(self._where(names, _DEGENERATE.keys(), x.device).view(-1, 1, 1, 1), blended, x)
 
     def _geometry(self, x, names, arg):
         m = _matrices(len(x))
-        for name, op in (("Rotate", None), ("ShearX", 1), ("ShearY", 3), ("TranslateX", 2), ("TranslateY", 5)):
+        for name, op in _GEOMETRY.items():
             rows = torch.tensor([k for k, n in enumerate(names) if n == name], dtype=torch.long)
             if not len(rows):
                 continue
@@ -443,6 +417,6 @@ class ColorJitter:
             kind = to(k, x.device).view(-1, 1, 1, 1)
             degenerate = torch.zeros_like(x)
             for j, name in enumerate(ops[1:], start=1):
-                degenerate = torch.where(kind == j, _BLENDS[name](x), degenerate)
+                degenerate = torch.where(kind == j, _DEGENERATE[name](x), degenerate)
             x = _blend(degenerate, x, to(factors.gather(1, k[:, None])[:, 0], x.device, torch.float32))
         return x

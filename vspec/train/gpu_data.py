@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
+from torchvision.transforms.functional import center_crop
 
 from .data import _mean_std
 from .datasets import DataError
@@ -82,17 +83,6 @@ def _eval_size(h: int, w: int, size: tuple[int, int], crop_ratio: float) -> tupl
     return round(h / ratio), round(w / ratio)
 
 
-def _centre(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """torchvision's CenterCrop: zero padding where smaller, then the centred window."""
-    h, w = x.shape[-2:]
-    ph, pw = max(size[0] - h, 0), max(size[1] - w, 0)
-    if ph or pw:
-        x = F.pad(x, (pw // 2, (pw + 1) // 2, ph // 2, (ph + 1) // 2))
-        h, w = x.shape[-2:]
-    top, left = int(round((h - size[0]) / 2.0)), int(round((w - size[1]) / 2.0))
-    return x[..., top: top + size[0], left: left + size[1]]
-
-
 class DevicePipeline:
     """What build_transforms + DeviceNormalise do, from encoded images, on the device: in training with
     augmentation (random_resized_crop, auto_augment or re_prob, as on the CPU path), timm's random resized crop,
@@ -131,8 +121,9 @@ class DevicePipeline:
         elif train:
             x = torch.stack([_resize(img, self.size, self.interpolation) for img in images]).round_().clamp_(0, 255)
         else:
-            x = torch.stack([_centre(_resize(img, _eval_size(*img.shape[-2:], self.size, self.crop_ratio),
-                                             self.interpolation), self.size) for img in images])
+            # torchvision's CenterCrop: zero padding where smaller, then the centred window
+            x = torch.stack([center_crop(_resize(img, _eval_size(*img.shape[-2:], self.size, self.crop_ratio),
+                                                 self.interpolation), list(self.size)) for img in images])
             x = x.round_().clamp_(0, 255)
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
