@@ -11,6 +11,7 @@ from vspec.train.relabel import (
     cos_reg_term,
     crop_boxes,
     dense_scores,
+    image_keys,
     label_path,
     pool,
     read_label_map,
@@ -35,6 +36,24 @@ def close(got, want, atol=ATOL):
 
 
 # ---- the files
+
+def test_image_keys_name_files_by_their_path_and_arrays_by_class_and_index(tmp_path):
+    import numpy as np
+    from PIL import Image
+    from torchvision.datasets import ImageFolder
+
+    from vspec.train.data import ArrayImages
+
+    for rel in ("cls_b/b.001.png", "cls_a/z.png", "cls_a/a.png"):
+        (tmp_path / rel).parent.mkdir(exist_ok=True)
+        Image.new("RGB", (4, 4)).save(tmp_path / rel)
+    keys = image_keys(ImageFolder(str(tmp_path)))
+    assert keys == ["cls_a/a.png", "cls_a/z.png", "cls_b/b.001.png"]
+    assert label_path("R", keys[2]).as_posix() == "R/cls_b/b.pt"
+    assert image_keys(ArrayImages(np.zeros((2, 8, 8), np.uint8), [3, 0])) == ["3/0000000", "0/0000001"]
+    with pytest.raises(DataError, match="cannot name"):
+        image_keys(object())
+
 
 def test_label_path_cuts_at_the_first_dot(tmp_path):
     # a rule cutting at the last dot (Path.stem) gives cls_b/b.001.pt for cls_b/b.001.png

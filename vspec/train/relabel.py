@@ -31,6 +31,20 @@ def label_path(relabel_root, image_rel_path) -> Path:
     return Path(relabel_root) / (rel.as_posix().split(".", 1)[0] + ".pt")
 
 
+def image_keys(dataset) -> list[str]:
+    """Each training image's name relative to the train folder, in the data set's order: the file's path for a
+    folder of files (torchvision's ImageFolder: `<class_dir>/<file>`); for images without files (mnist5k,
+    digits, synthetic: `targets` and an index) `<class>/<index:07d>`. `label_path` maps a name to its label map;
+    `vspec label` writes, and the token-labeling data set reads, maps under these names."""
+    if hasattr(dataset, "samples") and hasattr(dataset, "root"):
+        root = Path(dataset.root)
+        return [Path(path).relative_to(root).as_posix() for path, _ in dataset.samples]
+    targets = getattr(dataset, "targets", None)
+    if targets is None:
+        raise DataError(f"token labels: cannot name the images of a {type(dataset).__name__} (no files, no targets)")
+    return [f"{int(t)}/{i:07d}" for i, t in enumerate(targets)]
+
+
 def read_label_map(path) -> torch.Tensor:
     """One on-disk label map: a (2, k, Hm, Wm) tensor, plane 0 the top-k teacher scores, plane 1 their class
     indices (stored as floats), any dtype -> float32. Wm >= 6: the crop plane added later uses 6 entries."""
