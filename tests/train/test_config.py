@@ -76,7 +76,8 @@ def test_register_dataset_adds_one_and_refuses_a_taken_name():
     (lambda: T.Recipe(smoothing=1.0), "smoothing: must be finite and in [0, 1), got 1.0"),
     (lambda: T.Recipe(batch_size="64"), "batch_size: must be an int >= 1, got '64'"),
     (lambda: T.Recipe(schedule="step"), "schedule: must be one of cosine, linear, got 'step'"),
-    (lambda: T.resolve("sota"), "recipe: unknown 'sota'; known: deit, dhvt_cifar, msf, none, compare, glue"),
+    (lambda: T.resolve("sota"), "recipe: unknown 'sota'; known: deit, dhvt_cifar, msf, refiner, refiner_advanced, "
+                                   "none, compare, glue"),
     (lambda: T.RunConfig(seed=2**32), "seed: must be in [0, 2**32), got 4294967296"),
     (lambda: T.RunConfig(log_interval=float("inf")), "log_interval: must be finite and > 0, got inf"),
     (lambda: T.RunConfig(device="tpu"), "device: must be one of auto, cpu, cuda, got 'tpu'"),

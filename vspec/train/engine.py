@@ -40,6 +40,7 @@ from .config import TrainConfig as TrainConfig  # re-exported: vspec.train.engin
 from .data import build_loaders, set_epoch
 from .inputs import inputs_line, resumed, run_pretrained_cfg
 from .progress import Progress
+from .recipes import drop_path_rate
 from .tasks import forward, make_task
 
 
@@ -153,7 +154,7 @@ class Training:
         C.seed_everything(cfg.run.seed + d.rank)
         spec = cfg.spec
         if spec.drop_path == 0.0 and self.r.drop_path > 0:
-            spec = attrs.evolve(spec, drop_path=self.r.drop_path)
+            spec = attrs.evolve(spec, drop_path=drop_path_rate(self.r, spec))
         if ckpt is not None:  # a resume goes on with the same spec and data, or not at all
             C.check_resume(ckpt, last, spec, C.data_args(cfg))
         self.spec = spec

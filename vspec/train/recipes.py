@@ -47,6 +47,8 @@ class Recipe:
         "help": "the lr's decay after warmup: cosine, or linear to --min-lr"})
     warmup_frac: float = _F(default=0.0, validator=_SHARE, metadata={
         "help": "warmup as a share of all steps (0: --warmup-epochs)"})
+    drop_path_by_depth: bool = _F(default=False, validator=Is((bool,)), metadata={
+        "help": "scale --drop-path by the spec's blocks / 12 (Refiner's advanced recipe, Table 8: 0.1 x #blocks / 12)"})
 
 RECIPES: dict[str, Recipe] = {
     # the ImageNet DeiT recipe used by SoT, Refiner and DHVT-ImageNet (SoT: lr 1e-3, wd 0.03 at batch 1024)
@@ -56,6 +58,12 @@ RECIPES: dict[str, Recipe] = {
     # MSF on ImageNet: 100 epochs, batch 1024, lr 1e-3, wd 0.05, warmup 10, smoothing 0.1, mixup / cutmix 0.2
     "msf": Recipe(epochs=100, warmup_epochs=10, auto_augment=None, re_prob=0.0, mixup=0.2, cutmix=0.2,
                   drop_path=0.0, ema_decay=None),
+    # Refiner's Table 8, standard column (its ablations): batch 256, lr 5e-3 x batch / 256, mixup 0.2, no cutmix;
+    # smoothing and EMA are not in the table: timm's smoothing 0.1, EMA off (the released main.py's default)
+    "refiner": Recipe(batch_size=256, lr=5e-3, mixup=0.2, cutmix=0.0, ema_decay=None),
+    # Table 8, advanced column (Table 7's results, LV-ViT's recipe): batch 512, lr 5e-3 x batch / 512, stochastic depth
+    # 0.1 x #blocks / 12, mixup 0.8, cutmix 1.0; with token labels (--token-labels DIR) as released
+    "refiner_advanced": Recipe(batch_size=512, lr=5e-3, mixup=0.8, cutmix=1.0, ema_decay=None, drop_path_by_depth=True),
     # plain AdamW + cosine, no augmentation or regularisation: small data, smoke tests, the demo
     "none": Recipe(epochs=30, batch_size=64, warmup_epochs=2, auto_augment=None, re_prob=0.0,
                    random_resized_crop=False, mixup=0.0, cutmix=0.0, smoothing=0.0, drop_path=0.0, ema_decay=None),
@@ -71,6 +79,15 @@ RECIPES: dict[str, Recipe] = {
 }
 
 FIELDS = tuple(f.name for f in attrs.fields(Recipe))
+
+
+def drop_path_rate(recipe: Recipe, spec) -> float:
+    """The stochastic-depth rate a spec that sets none trains with: the recipe's, times the spec's blocks / 12 with
+    `drop_path_by_depth` (Refiner's Table 8, advanced: 0.1 x #blocks / 12)."""
+    rate = recipe.drop_path * (spec.depth / 12 if recipe.drop_path_by_depth else 1.0)
+    if rate >= 1:
+        raise ConfigError("drop_path", f"{recipe.drop_path} x {spec.depth} blocks / 12 = {rate:g} is not below 1")
+    return rate
 
 
 def resolve(name: str, **overrides) -> Recipe:
