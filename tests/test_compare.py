@@ -238,6 +238,7 @@ def test_matched_to_the_first_budget_on_a_grid(specs, tmp_path, capsys):
     assert result["vs_best"][max(result["specs"], key=lambda r: r["score"]["mean"])["name"]] is None
 
 
+@pytest.mark.slow  # ~21 s: six text runs
 def test_a_text_comparison_on_rt_polarity_prints_accuracy_and_the_noise_column(tmp_path, capsys):
     body = vspec.override(vspec.load_spec(ROOT / "specs/demo_text.py"),
                           {"embedder.seq_len": 32, "embedder.max_positions": 32, "depth": 1, "dim": 32,

@@ -12,9 +12,12 @@ from tests.helpers.docs_examples import ROOT, RUN, blocks, commands, doc, matche
 
 COUNTS: Counter = Counter()  # "python", "console", "commands", "not run: REASON": read by conftest's summary
 EXAMPLE_PAGES = [p for p in pages() if any(b.lang in RUN for b in blocks(p))]
+# the pages whose examples train for longest (20 to 30 s each) run in `make test-slow`, which CI runs too
+SLOW_PAGES = {"README.md", "docs/training.md", "docs/interop.md"}
 
 
-@pytest.mark.parametrize("page", EXAMPLE_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow) if str(p.relative_to(ROOT)) in SLOW_PAGES
+                                  else p for p in EXAMPLE_PAGES], ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_example_of_the_page_runs(page, tmp_path):
     scope: dict = {"__name__": "__docs__"}
     with page_folder(tmp_path):

@@ -61,13 +61,13 @@ def model_of(preset: str) -> torch.nn.Module:
 
 
 slow = pytest.mark.slow
-FAMILIES = [  # (family, preset): the normal run keeps ViT, DHVT, MSF, Refiner, a text body and iRPE
+FAMILIES = [  # (family, preset): the normal run keeps ViT, DHVT, MSF and a text body
     ("vit", "deit_tiny"),
     ("dhvt", "dhvt_tiny_cifar_p4"),
     ("msf", "msf_vit_ti"),
-    ("refiner", "refined_vit_s"),
     ("text", "electra_small"),
-    ("irpe", "deit_tiny_irpe_k"),
+    pytest.param("refiner", "refined_vit_s", marks=slow),
+    pytest.param("irpe", "deit_tiny_irpe_k", marks=slow),
     pytest.param("text_causal", "gpt2", marks=slow),
     pytest.param("swin", "swin_tiny", marks=slow),
     pytest.param("sot", "deit_tiny_sot", marks=slow),

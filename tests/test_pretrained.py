@@ -456,6 +456,7 @@ def run(*args: str, env: dict) -> subprocess.CompletedProcess:
                           cwd=ROOT, timeout=600)
 
 
+@pytest.mark.slow  # ~22 s: builds, trains and evaluates through the CLI
 def test_vspec_weights_build_and_train_with_pretrained(caches, tmp_path):
     timm = pytest.importorskip("timm")
     env = {**os.environ, "HF_HUB_CACHE": str(caches["hf"]), "TORCH_HOME": str(caches["torch"]),

@@ -200,6 +200,7 @@ def test_eval_errors(tmp_path, capsys):
     assert "no such checkpoint" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # ~28 s: trains the demo to its accuracy
 def test_demo_spec_learns_digits(tmp_path):
     """`make demo`'s spec and data, shortened to 3 epochs: already above 90 % validation top-1."""
     out = tmp_path / "demo"
