@@ -178,6 +178,9 @@ def test_a_whole_image_crop_without_flip_is_the_identity_on_the_map(tmp_path):
     assert torch.equal(got[:2], m)
     assert got[2, 0, 0].tolist() == [0.0, 0.0, 1.0, 1.0, 0.0, 1.0] + [0.0] * 8
     assert not got[2].flatten()[6:].any()
+    plain = TokenLabels(ds.dataset, tmp_path, build_transforms(16, 3, train=True), num_classes=10)  # no randomness
+    x, again = plain[1]
+    assert x.shape == (3, 16, 16) and torch.equal(again, got)
 
 
 def test_the_flip_moves_image_and_map_alike(tmp_path):
@@ -236,6 +239,10 @@ def test_transforms_that_would_leave_the_map_behind_are_refused(tmp_path):
     tf = build_transforms(16, 3, train=True, random_resized_crop=True)
     with pytest.raises(DataError, match="--decode-on device"):
         TokenLabels(arrays(), tmp_path, tf, num_classes=10, decode_on="device")
+    transformed = arrays()
+    transformed.transform = tf
+    with pytest.raises(DataError, match="hands over a Tensor, not a PIL image"):
+        TokenLabels(transformed, tmp_path, tf, num_classes=10)[0]
 
 
 # ---- the label folder

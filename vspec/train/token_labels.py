@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from PIL import Image
 from torch.utils.data import Dataset
 
 from .datasets import DataError
@@ -166,8 +167,9 @@ class TokenLabels(Dataset):
     Randomness: the flips draw from torch's global generator (as torchvision's flips), RandAugment from numpy's
     and python's, the crop from python's (timm's get_params) — the streams timm's transform uses. In the main
     process (workers 0) these are the streams `vspec train` seeds every epoch and saves in its checkpoints, so a
-    resume, mid-epoch included, gives the very items of the uninterrupted run; with workers > 0 each worker's
-    streams are seeded by the loader when the workers start, exactly as for the plain image path."""
+    resume, mid-epoch included, gives the very items of the uninterrupted run. With workers > 0 the draws come
+    from each worker's streams, which the loader seeds when its (persistent) workers start and no checkpoint
+    saves: as for the plain image path, a resume keeps the images and their order, not their draws."""
 
     def __init__(self, dataset, label_root, transform, *, num_classes: int, keys=None, decode_on: str = "host"):
         if decode_on == "device":
@@ -190,6 +192,9 @@ class TokenLabels(Dataset):
 
     def __getitem__(self, i: int):
         img, label = self.dataset[i]
+        if not isinstance(img, Image.Image):
+            raise DataError(f"token labels: the data set hands over a {type(img).__name__}, not a PIL image (build "
+                            f"it with train_transform=None: the transform is TokenLabels')")
         return self.transform(img, self.read(i), label)
 
     def transform(self, img, label_map: torch.Tensor, label: int, *, flip: bool | None = None, crop=None):
