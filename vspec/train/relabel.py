@@ -78,14 +78,15 @@ def dense_scores(batch: torch.Tensor, num_classes: int) -> torch.Tensor:
     """Step 3: (B, C, Hm, Wm) zeros with each location's k scores written at their class indices (a class outside
     the top-k scores 0, not -inf)."""
     b, _, _, hm, wm = batch.shape
-    return torch.zeros(b, num_classes, hm, wm).scatter_(1, batch[:, 1].long(), batch[:, 0].float())
+    return batch.new_zeros(b, num_classes, hm, wm, dtype=torch.float32).scatter_(1, batch[:, 1].long(),
+                                                                          batch[:, 0].float())
 
 
 def crop_boxes(coords: torch.Tensor, hm: int, wm: int, released: bool = False) -> torch.Tensor:
     """roi_align's (index, x1, y1, x2, y2) boxes, x along the map's last axis, in cells, the -0.5 putting cell
     centres on integers (aligned=False). coords: (B, 4) = (top, left, height, width) fractions (step 4)."""
     top, left, h, w = coords.unbind(1)
-    index = torch.arange(len(coords), dtype=coords.dtype)
+    index = torch.arange(len(coords), dtype=coords.dtype, device=coords.device)
     if released:  # step 5's transposed box: vertical range along x, all four scaled by Wm
         corners = (top * wm, left * wm, (top + h) * wm, (left + w) * wm)
     else:  # columns (left, width) along x scaled by Wm, rows (top, height) along y scaled by Hm
@@ -119,7 +120,7 @@ def relabel_target(batch: torch.Tensor, num_classes: int, *, lam: float = 1.0, s
     off = smoothing / num_classes  # step 1
     on = 1.0 - smoothing + off
     classes = batch[:, 2, 0, 0, 5].long()  # step 2
-    truth = torch.full((b, num_classes), off).scatter_(1, classes[:, None], on)
+    truth = torch.full((b, num_classes), off, device=batch.device).scatter_(1, classes[:, None], on)
     dense = dense_scores(batch, num_classes)
     boxes = crop_boxes(batch[:, 2, 0, 0, :4], hm, wm, released_alignment)
 
