@@ -58,6 +58,11 @@ def test_a_checkpoint_labels_an_image_folder_whole_images_resized(folder, tmp_pa
     record = json.loads((out / "labels.json").read_text())
     assert record["grid"] == [14, 14] and record["top_k"] == 2 and record["classes"] == 2 and record["count"] == 3
     assert record["scores"] == "logits" and record["model"] == str(ckpt)
+    run = tmp_path / "run"  # a training run's folder: its best.pt
+    run.mkdir()
+    (run / "best.pt").write_bytes(ckpt.read_bytes())
+    assert label(run, "--data", "imagefolder", "--data-dir", folder, "--out", tmp_path / "again", "--top-k", "2") == 0
+    assert torch.equal(read_label_map(tmp_path / "again/cls_b/b.pt"), read_label_map(out / "cls_b/b.pt"))
 
 
 def test_a_limited_run_then_a_resumed_one_write_each_map_once(tmp_path, capsys):

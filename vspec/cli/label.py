@@ -173,8 +173,9 @@ def label(args: argparse.Namespace, prog: str) -> dict:
     from ..train.data import build_datasets, build_transforms  # torch
     from ..train.distributed import workers_for  # torch
     from ..train.inputs import inputs_line, resolve_inputs  # torch
-    from ..train.labeling import MIN_WIDTH, scorer, write_label_maps  # torch
+    from ..train.labeling import MIN_WIDTH, pending, scorer, write_label_maps  # torch
     from ..train.progress import Progress
+    from ..train.relabel import image_keys  # torch
 
     grid = _pair(args.grid, "--grid", prog)
     if grid[1] < MIN_WIDTH:
@@ -212,9 +213,9 @@ def label(args: argparse.Namespace, prog: str) -> dict:
         score, train_ds, out, grid=grid, k=args.top_k, batch_size=args.batch_size,
         workers=workers_for(args.workers, device), device=device, overwrite=args.overwrite, limit=args.limit,
         progress=lambda total: Progress(total, "label", unit="img", interval=30.0))
-    record["count"] = written + skipped
+    left = len(pending(image_keys(train_ds), out))  # the maps still missing (after --overwrite --limit too)
+    record["count"] = len(train_ds) - left
     _write_json(out / "labels.json", record)
-    left = len(train_ds) - written - skipped
     print(f"{out}: {written} label maps written, {skipped} already there"
           + (f", {left} left for a later run" if left else "")
           + f" ({args.top_k} logits at {grid[0]}x{grid[1]}, {n} classes, {args.data}'s {len(train_ds)} training "
