@@ -36,9 +36,11 @@ SPEC_CLASSES = "vspec.spec"  # every class in its __all__, grouped by defining m
 
 
 def cli_reference() -> str:
-    """Markdown: `vspec --help`, then each subcommand's help (train and eval: tools/train.py's and eval.py's)."""
+    """Markdown: `vspec --help`, then each subcommand's help (train and eval: tools/train.py's and eval.py's; label:
+    its own parser's)."""
     from vspec import cli
     from vspec.cli.eval import eval_parser
+    from vspec.cli.label import label_parser
     from vspec.cli.train import train_parser
 
     top = cli.parser()
@@ -48,7 +50,8 @@ def cli_reference() -> str:
         parsers[f"vspec {name}"] = sub.choices[name]
         nested = [a for a in sub.choices[name]._actions if isinstance(a, argparse._SubParsersAction)]
         parsers.update({f"vspec {name} {action}": p for a in nested for action, p in a.choices.items()})
-    parsers.update({"vspec train": train_parser("vspec train"), "vspec eval": eval_parser("vspec eval")})
+    parsers.update({"vspec train": train_parser("vspec train"), "vspec eval": eval_parser("vspec eval"),
+                    "vspec label": label_parser("vspec label")})
     columns = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"  # argparse wraps at the terminal's width: one width for the page
     try:

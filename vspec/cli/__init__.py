@@ -1,8 +1,9 @@
 """The `vspec` command: one module per subcommand (build, profile, show, analyze, export, fit, compare, weights,
-train, eval, data), each with its `NAME`, `HELP`, `add_parser(sub)` and `run(args)`; what they share (one-line
-errors, argument types, output paths) is in `common.py`, the tables in `tables.py`, the training configuration's
-flags (derived from its fields) in `fields.py`. `vspec train` and `vspec eval` are tools/train.py and tools/eval.py
-(the same arguments, the same runs). Importing this package does not import torch.
+train, eval, label, data), each with its `NAME`, `HELP`, `add_parser(sub)` and `run(args)`; what they share
+(one-line errors, argument types, output paths) is in `common.py`, the tables in `tables.py`, the training
+configuration's flags (derived from its fields) in `fields.py`. `vspec train` and `vspec eval` are tools/train.py
+and tools/eval.py (the same arguments, the same runs); they and `vspec label` (token-label maps) have their own
+parsers, imported when used. Importing this package does not import torch.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ from .common import (  # noqa: F401 - output_file, output_folder: re-exported
 COMMANDS = {m.NAME: m for m in (build, profile, show, analyze, export, fit, compare, weights, listing, data)}
 # the training commands: their own parsers (tools/train.py's and tools/eval.py's), imported when used
 RUNS = {"train": ("vspec.cli.train", "train a spec (tools/train.py: the same arguments; vspec train --help)"),
-        "eval": ("vspec.cli.eval", "evaluate a checkpoint or a model folder (tools/eval.py: the same arguments)")}
+        "eval": ("vspec.cli.eval", "evaluate a checkpoint or a model folder (tools/eval.py: the same arguments)"),
+        "label": ("vspec.cli.label", "write token-label maps of a data set's training images with a model")}
 
 
 def parser() -> OneLineParser:
     top = OneLineParser(prog="vspec", description="Transformer specs, for vision and language: validate, build, "
                                                   "profile, show, analyze, export, fit to a budget, compare, "
-                                                  "train, evaluate, pack data sets; "
+                                                  "train, evaluate, label tokens, pack data sets; "
                                                   "the presets (vspec list), published weights (vspec "
                                                   "weights).")
     top.add_argument("--version", action="version", version=f"vspec {__version__}")

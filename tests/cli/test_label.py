@@ -1,0 +1,126 @@
+"""`vspec label`: token-label maps of a tiny ImageFolder, digits and synthetic, by a vspec checkpoint, a spec and
+timm models by name; resume after a partial run; the one-line refusals."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import torchvision.transforms.functional as TF
+from PIL import Image
+
+import vspec
+from tests.helpers import ROOT
+from vspec.cli import main
+from vspec.train.labeling import resample, score_maps, top_k
+from vspec.train.relabel import read_label_map
+
+TINY = {"depth": 1, "dim": 32, "block.attention.heads": 2, "img_size": 16, "embedder.patch_size": 4}
+IMAGES = {"cls_a/a_001.png": (20, 30), "cls_a/a_002.png": (16, 16), "cls_b/b.001.png": (30, 12)}  # (W, H)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("images")
+    rng = np.random.default_rng(0)
+    for split in ("train", "val"):
+        for name, (w, h) in IMAGES.items():
+            (root / split / name).parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(root / split / name)
+    return root
+
+
+def checkpoint(path, classes, **changes):
+    torch.manual_seed(0)
+    spec = vspec.override(vspec.load_spec(ROOT / "specs/deit_tiny.py"), {**TINY, "num_classes": classes, **changes})
+    return vspec.save(vspec.build(spec), path)
+
+
+def label(*argv):
+    return main(["label", *map(str, argv), "--device", "cpu"])
+
+
+def test_a_checkpoint_labels_an_image_folder_whole_images_resized(folder, tmp_path, capsys):
+    ckpt = checkpoint(tmp_path / "m.pt", 2, **{"head.dense": {}})
+    out = tmp_path / "labels"
+    assert label(ckpt, "--data", "imagefolder", "--data-dir", folder, "--out", out, "--top-k", "2") == 0
+    assert capsys.readouterr().out.strip().endswith("3 label maps written, 0 already there (2 logits at 14x14, "
+                                                    "2 classes, imagefolder's 3 training images)")
+    model = vspec.load(ckpt).eval()
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # vspec's defaults for 3 channels, bicubic
+    for name, stem in (("cls_a/a_001.png", "cls_a/a_001"), ("cls_a/a_002.png", "cls_a/a_002"),
+                       ("cls_b/b.001.png", "cls_b/b")):  # the released name: cut at the first dot
+        img = Image.open(folder / "train" / name).convert("RGB")
+        x = TF.normalize(TF.to_tensor(TF.resize(img, [16, 16], TF.InterpolationMode.BICUBIC)), mean, std)
+        with torch.no_grad():
+            want = top_k(resample(score_maps(model, x[None]), (14, 14)), 2)[0]
+        torch.testing.assert_close(read_label_map(out / f"{stem}.pt"), want, rtol=1e-4, atol=1e-4)
+    record = json.loads((out / "labels.json").read_text())
+    assert record["grid"] == [14, 14] and record["top_k"] == 2 and record["classes"] == 2 and record["count"] == 3
+    assert record["scores"] == "logits" and record["model"] == str(ckpt)
+    run = tmp_path / "run"  # a training run's folder: its best.pt
+    run.mkdir()
+    (run / "best.pt").write_bytes(ckpt.read_bytes())
+    assert label(run, "--data", "imagefolder", "--data-dir", folder, "--out", tmp_path / "again", "--top-k", "2") == 0
+    assert torch.equal(read_label_map(tmp_path / "again/cls_b/b.pt"), read_label_map(out / "cls_b/b.pt"))
+
+
+def test_a_limited_run_then_a_resumed_one_write_each_map_once(tmp_path, capsys):
+    out, spec = tmp_path / "labels", tmp_path / "spec.json"
+    spec.write_text(vspec.to_json(vspec.override(vspec.load_spec(ROOT / "specs/deit_tiny.py"),
+                                                 {**TINY, "num_classes": 6})))
+    common = [spec, "--data", "synthetic", "--synthetic-size", "24", "--out", out, "--grid", "6", "8"]
+    assert label(*common, "--limit", "10", "--batch-size", "4") == 0
+    assert "10 label maps written, 0 already there, 14 left for a later run" in capsys.readouterr().out
+    maps = sorted(out.glob("*/*.pt"))
+    assert len(maps) == 10 and read_label_map(maps[0]).shape == (2, 5, 6, 8)
+    before = {p: p.read_bytes() for p in maps}
+    deleted = read_label_map(maps[3])
+    maps[3].unlink()
+    assert label(*common) == 0
+    assert "15 label maps written, 9 already there" in capsys.readouterr().out
+    assert len(list(out.glob("*/*.pt"))) == 24
+    assert all(p.read_bytes() == b for p, b in before.items() if p != maps[3])  # the others were not rewritten
+    assert torch.equal(read_label_map(maps[3]), deleted)  # a spec's random weights are seeded (--seed)
+    assert label(*common, "--grid", "7") == 2  # another labeling in the same folder
+    assert "holds the maps of another labeling (grid [6, 8] there, [7, 7] now)" in capsys.readouterr().err
+    assert label(*common, "--overwrite") == 0
+    assert "24 label maps written, 0 already there" in capsys.readouterr().out
+
+
+def test_timm_models_by_name_label_digits_and_a_folder(folder, tmp_path, capsys):
+    assert label("timm:vit_tiny_patch16_224", "--img-size", "32", "--data", "digits", "--out", tmp_path / "vit",
+                 "--limit", "20", "--grid", "6") == 0
+    assert "20 label maps written" in capsys.readouterr().out
+    got = read_label_map(tmp_path / "vit/0/0000017.pt")  # digits' names: <class>/<index>; image 17 is a 0
+    assert got.shape == (2, 5, 6, 6) and got[1].max() < 10
+    assert label("resnet18", "--img-size", "64", "--data", "imagefolder", "--data-dir", folder, "--out",
+                 tmp_path / "cnn", "--top-k", "2") == 0
+    assert "3 label maps written" in capsys.readouterr().out
+    assert json.loads((tmp_path / "cnn/labels.json").read_text())["model"] == "timm:resnet18"
+    assert read_label_map(tmp_path / "cnn/cls_b/b.pt").shape == (2, 2, 14, 14)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--top-k", "5"], "--top-k 5: the model has 4 classes"),
+    (["--grid", "14", "5"], "--grid 14 5: the maps' width must be >= 6"),
+    (["--grid", "1", "2", "3"], "--grid takes H or H W, got 1 2 3"),
+    (["--limit", "0"], "--limit: must be >= 1"),
+    (["--data", "digits"], "digits has 10 classes, the model 4"),
+])
+def test_refusals_are_one_line(tmp_path, capsys, argv, message):
+    ckpt = checkpoint(tmp_path / "m.pt", 4)
+    defaults = ["--data", "synthetic", "--synthetic-size", "8", "--top-k", "2"]
+    assert label(ckpt, *defaults, "--out", tmp_path / "o", *argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and err.startswith("vspec label: error: "), err
+
+
+def test_models_without_a_token_classifier_are_refused(tmp_path, capsys):
+    ckpt = checkpoint(tmp_path / "sot.pt", 4, **{"head.kind": "second_order"})
+    assert label(ckpt, "--data", "synthetic", "--out", tmp_path / "o") == 2
+    assert "its classifier (SumOfClassifiers) is not one Linear" in capsys.readouterr().err
+    assert label("bert_base", "--data", "synthetic", "--out", tmp_path / "o") == 2
+    assert "a text body (token labels are for image models)" in capsys.readouterr().err
+    assert label("no_such_model_anywhere", "--data", "synthetic", "--out", tmp_path / "o") == 2
+    assert "neither a vspec preset nor a timm model" in capsys.readouterr().err
