@@ -53,6 +53,7 @@ from .train.names import run_tokenizer
 FILES = ("compare.json", "compare.png")
 MAX_GRID = 100  # grid points (specs x --grid's combinations) by default: each is trained once per seed
 THROUGHPUT = {"batch": 64, "warmup": 3, "iterations": 10}
+TOKEN_LABELED = "+tl"  # --token-labels: the row of a spec trained on them
 ALPHA = 0.05  # Welch's test: a difference with p below it is told apart from the seed noise
 
 
@@ -263,9 +264,11 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
             recipe_name: str = "compare", data_dir: str | None = None, task: str | None = None, command: str = "",
             grid: dict[str, list] | None = None, match: str | None = None, to: str | Path | None = None,
             vary: Sequence[str] | None = None, tolerance: float = 0.02, device: str = "cpu",
-            say: Callable[[str], None] = print, max_candidates: int | None = None) -> dict[str, Any]:
+            say: Callable[[str], None] = print, max_candidates: int | None = None,
+            token_labels: str | None = None) -> dict[str, Any]:
     """Train every spec in `paths` (each expanded by `grid`; fitted to one budget with `match`) with every seed in
     `seeds` (`recipe`, on `device`), then write OUT/compare.json and OUT/compare.png; returns the JSON's content.
+    With `token_labels` (a folder of label maps) every spec is trained twice: NAME without them, NAME+tl with.
     `max_candidates` bounds the grid's points (default MAX_GRID) and each --match search (default
     fitting.MAX_CANDIDATES), both counted before any spec is built or profiled. Raises ValueError (with DataError
     and FitError) / SpecError for what cannot be done, before any training."""
@@ -275,6 +278,7 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     from .profiler import profile  # torch
     from .train.data import DataError  # torch
     from .train.engine import run  # torch
+    from .train.tasks import token_grid  # torch
 
     t0 = time.perf_counter()
     text = data in names("text")
@@ -316,10 +320,19 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
         say(f"note: {name}: {data} has {classes} classes; num_classes set to {classes}")
     metric = info.pop("metric")
     data_config = DataConfig(data, data_dir=data_dir, task=task, tokenizer=info.get("tokenizer"))
+    labelled = {}  # NAME+tl: trained on the token labels
+    if token_labels is not None:
+        if text:
+            raise ValueError(f"--token-labels: label maps of images; {data} holds texts")
+        for name, (path, spec) in list(specs.items()):
+            token_grid(spec)  # a head that cannot take them, refused before any run
+            labelled[f"{name}{TOKEN_LABELED}"] = name
+            specs[f"{name}{TOKEN_LABELED}"] = (path, spec)
+        with_labels = attrs.evolve(data_config, token_labels=str(token_labels))
 
     def train(name: str, seed: int) -> float:
         with contextlib.redirect_stdout(sys.stderr):  # the engine's closing line too: stdout is the table's
-            final = run(TrainConfig(specs[name][1], recipe, data_config,
+            final = run(TrainConfig(specs[name][1], recipe, with_labels if name in labelled else data_config,
                                     RunConfig(out=out / "runs" / f"{name}-seed{seed}", seed=seed, device=device,
                                               log_interval=None, overwrite=True)))  # one progress line per epoch
         score = final[metric]
@@ -336,6 +349,7 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     for name, (path, spec) in specs.items():
         prof = profile(spec, crosscheck=False)
         rows.append({"name": name, "path": str(path), "params": prof.params, "macs": prof.macs,
+                     **({"token_labels": str(token_labels) if name in labelled else None} if labelled else {}),
                      "samples_per_s": throughput(spec, device=device), "scores": scores[name],
                      "score": spread(scores[name]), "runs": runs[name],
                      **({"matched": matched[name]} if matched else {})})
@@ -387,7 +401,9 @@ def table(result: dict[str, Any]) -> str:
     digits = 2 if metric == "val_top1" else 4
     matched = result.get("match")
     tests = noise(result)
-    head = ["spec", "params", "MACs", *(["matched from (params, MACs)", "fitted"] if matched else []), "samples/s",
+    labels = any("token_labels" in r for r in result["specs"])
+    head = ["spec", *(["token labels"] if labels else []), "params", "MACs",
+            *(["matched from (params, MACs)", "fitted"] if matched else []), "samples/s",
             f"{name}, mean", "std", "min-max", f"vs the best: Welch's p (< {ALPHA}: distinguishable)"]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for r in result["specs"]:
@@ -400,7 +416,8 @@ def table(result: dict[str, Any]) -> str:
         extra = [f"{m['params']:,}, {m['macs'] / 1e6:.2f} M", ", ".join(f"{k}={v}" for k, v in m["fitted"].items())
                  or "the reference"] if matched else []
         rate = r.get("samples_per_s", r.get("images_per_s"))
-        lines.append("| " + " | ".join([r["name"], f"{r['params']:,}", f"{r['macs'] / 1e6:.2f} M", *extra,
+        tl = ["yes" if r.get("token_labels") else "no"] if labels else []
+        lines.append("| " + " | ".join([r["name"], *tl, f"{r['params']:,}", f"{r['macs'] / 1e6:.2f} M", *extra,
                                         f"{rate:,.0f}", f"{t['mean']:.{digits}f}", f"{t['std']:.{digits}f}",
                                         f"{t['min']:.{digits}f}-{t['max']:.{digits}f}", verdict]) + " |")
     return "\n".join(lines)

@@ -69,6 +69,9 @@ def add_parser(sub) -> None:
                                                                                "recipe's)")
     c.add_argument("--warmup-epochs", type=field_type(Recipe, "warmup_epochs"), metavar="N",
                    help="default: the recipe's")
+    c.add_argument("--token-labels", metavar="DIR",
+                   help="images: every SPEC trained twice, without and with these token-label maps (vspec label; "
+                        "rows NAME and NAME+tl, a column says which); each needs the dense auxiliary head")
     c.add_argument("--threads", type=int_in(1, 1024), metavar="N", help="torch's CPU threads (default: torch's)")
     c.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the runs train (default cpu)")
     c.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
@@ -131,7 +134,7 @@ def run(args: argparse.Namespace) -> None:
                            recipe=recipe, recipe_name=args.recipe, out=out, command=C.command_line(args),
                            grid=grid or None, match=args.match, to=spec_file(args.to) if args.to else None,
                            vary=vary_items(args.vary) or None, tolerance=args.tolerance, device=args.device,
-                           say=C.say_err, max_candidates=args.max_candidates)
+                           say=C.say_err, max_candidates=args.max_candidates, token_labels=args.token_labels)
     except SpecError:
         raise
     except (ValueError, TrainingStopped) as e:  # DataError, a duplicate name: before any training

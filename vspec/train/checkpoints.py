@@ -265,6 +265,8 @@ def data_args(cfg) -> dict[str, Any]:
     for option in entry(cfg.data.name).decides:
         value = getattr(cfg.data if hasattr(cfg.data, option) else cfg.run, option)
         args[option] = str(Path(value).resolve()) if value and option in ("data_dir", "tokenizer") else value
+    if getattr(cfg.data, "token_labels", None):  # recorded only when used: earlier checkpoints compare as before
+        args["token_labels"] = str(Path(cfg.data.token_labels).resolve())
     return args
 
 

@@ -33,8 +33,8 @@ class DataConfig:
     """The data set (`name`, vspec/train/datasets.py) and its own options: its folder and whether to fetch it
     there; synthetic's size; a text set's GLUE task, tokenizer folder (None: WordPiece trained into OUT/tokenizer)
     and longest sequence (None: the spec's seq_len); images' `inputs` (mean, std, interpolation:
-    `vspec.train.inputs.resolve_inputs`; None: vspec's defaults). A text option given for an image set is
-    refused."""
+    `vspec.train.inputs.resolve_inputs`; None: vspec's defaults) and token-label maps (`token_labels`, a folder
+    vspec/train/token_labels.py reads). A text option given for an image set is refused, and the reverse."""
 
     name: str = _F(default="digits", validator=_known, metadata={"flag": "--data", "choices": names, "help": help_text})
     data_dir: str | None = _F(default=None, converter=attrs.converters.optional(str), metadata={
@@ -54,6 +54,11 @@ class DataConfig:
     max_len: int | None = _F(default=None, validator=ints(1, optional=True), metadata={
         "metavar": "N", "help": "text: truncate sequences to N tokens (default: the spec's seq_len); batches are "
                                 "padded to their longest"})
+    token_labels: str | None = _F(default=None, converter=attrs.converters.optional(str), metadata={
+        "metavar": "DIR",
+        "help": "images: token labeling (Refiner's advanced recipe, LV-ViT): a folder of per-image label maps in the "
+                "released format (`vspec label` writes them; LV-ViT's published ImageNet maps are read as they are), "
+                "the model's dense auxiliary head trained on them, cropped and flipped with each image"})
     # no flag of its own: --mean, --std, --interpolation, merged with the weights' (resolve_inputs)
     inputs: dict | None = _F(default=None, validator=Is((dict,), optional=True), metadata={"flag": None})
 
@@ -62,6 +67,8 @@ class DataConfig:
         given = next((f for f in _TEXT_OPTIONS if getattr(self, f) is not None), None)
         if modality != "text" and given:
             raise ConfigError(given, f"for a text data set ({', '.join(names('text'))}); {self.name} holds images")
+        if modality == "text" and self.token_labels is not None:
+            raise ConfigError("token_labels", f"label maps of images; {self.name} holds texts")
 
 
 def _init(instance, attribute, value) -> None:

@@ -47,6 +47,9 @@ class Recipe:
         "help": "the lr's decay after warmup: cosine, or linear to --min-lr"})
     warmup_frac: float = _F(default=0.0, validator=_SHARE, metadata={
         "help": "warmup as a share of all steps (0: --warmup-epochs)"})
+    released_alignment: bool = _F(default=False, validator=Is((bool,)), metadata={
+        "help": "token labels: pool each crop's targets as the release did, from the transposed box (its bug, for "
+                "matching the published training); default: the crop's own region"})
     drop_path_by_depth: bool = _F(default=False, validator=Is((bool,)), metadata={
         "help": "scale --drop-path by the spec's blocks / 12 (Refiner's advanced recipe, Table 8: 0.1 x #blocks / 12)"})
 

@@ -15,16 +15,20 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import IterableDataset
 
+from .. import spec as S
 from ..convert.hf import load_hf_body
 from ..extras import needs
 from . import gpu_data
 from .checkpoints import CheckpointError
 from .data import INTERPOLATION, build_datasets, build_transforms, eval_crop_ratio
-from .datasets import entry
+from .datasets import DataError, entry
 from .gpu_data import DevicePipeline, Indexed, WorkerPipeline, collate_encoded, device_batches
 from .names import run_tokenizer
 from .prefetch import DeviceNormalise
+from .relabel import soft_cross_entropy
+from .relabel_mix import RelabelMix
 from .text import headline, pad_batch, text_datasets, text_metrics, tokenizer_identity, tokenizer_mismatch
+from .token_labels import TokenLabels
 
 
 # ---------------------------------------------------------------- pieces from timm
@@ -48,6 +52,19 @@ class RegressionLoss(nn.Module):
 
     def forward(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return F.mse_loss(out.squeeze(-1).float(), target)
+
+
+def token_grid(spec) -> int:
+    """The side S of the square token grid a token-label target covers (S x S token targets): the spec's last
+    stage's grid, under a class-token head with the dense auxiliary head."""
+    dense = getattr(spec.head, "dense", None)
+    if dense is None:
+        raise ValueError(f"--token-labels: the spec's head ({spec.head.kind}) has no dense auxiliary head to train "
+                         f"on them (ClassTokenHead(dense=DenseAux()), as Refined-ViT's and LV-ViT's)")
+    h, w = S.layout(spec)[-1].tokens.grid
+    if h != w:
+        raise ValueError(f"--token-labels: the token grid is {h} x {w}; the released targets are square")
+    return h
 
 
 def to_device(batch, device):
@@ -156,9 +173,11 @@ class ImageTask:
 
     def data(self):
         """(train, val, collate or None, num_classes): transforms at the scale training sees, datasets."""
-        cfg, r, spec = self.cfg, self.r, self.spec
+        cfg, spec = self.cfg, self.spec
         if entry(cfg.data.name).modality != "image":  # the text options are DataConfig's to refuse
             raise ValueError(f"--data {cfg.data.name}: for a text body (the spec's embedder is {spec.embedder.kind})")
+        if cfg.data.token_labels is not None:
+            return self.token_label_data()
         if self.pipeline is not None:  # the workers read the files; the device does the rest
             train_ds, val_ds, num_classes = build_datasets(
                 cfg.data.name, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=None,
@@ -168,6 +187,13 @@ class ImageTask:
                 self.in_workers = True
                 return Indexed(train_ds), val_ds, WorkerPipeline(self.pipeline_args, self.device), num_classes
             return train_ds, val_ds, collate_encoded, num_classes
+        train_tf, eval_tf = self.transforms()
+        train_ds, val_ds, num_classes = self.datasets(train_tf, eval_tf)
+        return train_ds, val_ds, None, num_classes
+
+    def transforms(self):
+        """(train, eval) transforms of PIL images, at the scale training sees."""
+        r, spec = self.r, self.spec
         on_device = self.normalise is not None
         inputs = {k: self.inputs[k] for k in ("mean", "std", "interpolation") if self.inputs.get(k) is not None}
         train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=r.auto_augment,
@@ -176,11 +202,25 @@ class ImageTask:
         # at the scale training sees (a 0.875 crop after a plain resize would enlarge every digit by 8 / 7)
         eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False,
                                    crop_ratio=eval_crop_ratio(r.random_resized_crop), on_device=on_device, **inputs)
-        train_ds, val_ds, num_classes = build_datasets(
+        return train_tf, eval_tf
+
+    def datasets(self, train_tf, eval_tf):
+        cfg, spec = self.cfg, self.spec
+        return build_datasets(
             cfg.data.name, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=train_tf,
             eval_transform=eval_tf, data_dir=cfg.data.data_dir, download=cfg.data.download,
             synthetic_size=cfg.data.synthetic_size, seed=cfg.run.seed,
             num_classes=spec.num_classes if cfg.data.name == "synthetic" else None)
+
+    def token_label_data(self):
+        """--token-labels: each training image with its label map, augmented together (TokenLabels); the
+        validation split as without."""
+        self.label_size = token_grid(self.spec)  # refuses a spec without the dense head first
+        if self.cfg.run.decode_on == "device":
+            raise DataError("--token-labels: the label maps are cropped and flipped on the host (--decode-on host)")
+        train_tf, eval_tf = self.transforms()
+        train_ds, val_ds, num_classes = self.datasets(None, eval_tf)
+        train_ds = TokenLabels(train_ds, self.cfg.data.token_labels, train_tf, num_classes=num_classes)
         return train_ds, val_ds, None, num_classes
 
     def init_model(self, model: nn.Module) -> None:
@@ -189,7 +229,14 @@ class ImageTask:
             raise ValueError(f"--init: for a text body (the spec's embedder is {self.spec.embedder.kind})")
 
     def loss(self, num_classes: int):
-        return make_criterion(self.r, num_classes)
+        """(the batch's mixing or None, the criterion); with token labels the mixing also builds the token targets
+        (B, C, 2 + S²) from the batch's label maps (RelabelMix: mixup / cutmix as released, or lam 1)."""
+        if self.cfg.data.token_labels is None:
+            return make_criterion(self.r, num_classes)
+        r = self.r
+        mix = RelabelMix(num_classes, mixup_alpha=r.mixup, cutmix_alpha=r.cutmix, smoothing=r.smoothing,
+                         label_size=self.label_size, released_alignment=r.released_alignment)
+        return mix, soft_cross_entropy
 
     def evaluate(self, model, ema, loader, device, amp_ctx) -> dict[str, float]:
         """val_loss, val_top1, val_top5 (and ema_val_top1 with an EMA)."""

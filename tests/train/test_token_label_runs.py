@@ -1,0 +1,107 @@
+"""Token labeling end to end (issue 46): `vspec label` writes the maps, `vspec train --token-labels DIR --recipe
+refiner_advanced` trains a dense-head spec on them (flips, RandAugment, crops, mixup / cutmix, MixToken), a label
+folder that does not match the data set is refused in one line, and a run killed and resumed equals the
+uninterrupted one (labels and crops included)."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import vspec
+from tests.helpers import ROOT
+from tests.helpers.image_runs import assert_same_weights, env, weights
+from vspec.cli import main
+from vspec.train import checkpoints as C
+from vspec.train.relabel import read_label_map
+
+TINY = {"depth": 2, "dim": 32, "block.attention.heads": 2, "img_size": 16, "embedder.patch_size": 4,
+        "num_classes": 4, "head.dense": {}}  # a 4 x 4 token grid under a dense auxiliary head
+DATA = ["--data", "synthetic", "--synthetic-size", "64", "--device", "cpu", "--seed", "3"]
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory):
+    path = tmp_path_factory.mktemp("spec") / "tiny_dense.json"
+    path.write_text(vspec.to_json(vspec.override(vspec.load_spec(ROOT / "specs/deit_tiny.py"), TINY)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def labels(spec, tmp_path_factory):
+    out = tmp_path_factory.mktemp("labels")
+    assert main(["label", str(spec), *DATA, "--out", str(out), "--grid", "6", "--top-k", "3"]) == 0
+    return out
+
+
+def train_args(spec, labels, out, *extra):
+    return [str(spec), *DATA, "--token-labels", str(labels), "--recipe", "refiner_advanced", "--batch-size", "16",
+            "--epochs", "2", "--out", str(out), *extra]
+
+
+def test_label_then_train_with_the_advanced_recipe(spec, labels, tmp_path, capsys):
+    first = read_label_map(labels / "0" / "0000000.pt")  # image 0 is of class 0: synthetic's labels are i % 4
+    assert first.shape == (2, 3, 6, 6) and set(first[1].unique().tolist()) <= {0.0, 1.0, 2.0, 3.0}
+    out = tmp_path / "run"
+    assert main(["train", *train_args(spec, labels, out, "--epochs", "1")]) == 0
+    ckpt = C.load(out / "last.pt")
+    assert ckpt["global_step"] == 4 and ckpt["data_args"]["token_labels"] == str(labels.resolve())
+    assert ckpt["recipe"]["mixup"] == 0.8 and ckpt["recipe"]["drop_path_by_depth"] is True
+    assert all(torch.isfinite(v).all() for v in ckpt["state_dict"].values() if v.is_floating_point())
+
+
+def _refused(spec, labels, tmp_path, capsys):
+    code = main(["train", *train_args(spec, labels, tmp_path / "refused")])
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith(("note:", "epoch "))]
+    assert code == 2 and len(err) == 1, err
+    return err[0]
+
+
+def test_a_folder_that_does_not_match_the_data_set_is_refused_in_one_line(spec, labels, tmp_path, capsys):
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(labels, bad)
+    (bad / "1" / "0000005.pt").unlink()
+    assert "0000005.pt" in _refused(spec, bad, tmp_path, capsys)
+    shutil.rmtree(bad)
+    shutil.copytree(labels, bad)
+    torch.save(torch.zeros(2, 3, 7, 7), bad / "0" / "0000000.pt")  # the first map: another grid than the rest
+    assert "7" in _refused(spec, bad, tmp_path, capsys)
+    first = read_label_map(labels / "0" / "0000000.pt")
+    first[1, 0, 0, 0] = 9  # a class index the data set's 4 classes do not have
+    torch.save(first, bad / "0" / "0000000.pt")
+    assert "9" in _refused(spec, bad, tmp_path, capsys)
+    (bad / "0" / "0000000.pt").write_bytes(b"not a tensor")
+    assert "0000000.pt" in _refused(spec, bad, tmp_path, capsys)
+
+
+def test_a_head_without_the_dense_head_is_refused(labels, tmp_path, capsys):
+    path = tmp_path / "plain.json"
+    plain = {k: v for k, v in TINY.items() if k != "head.dense"}
+    path.write_text(vspec.to_json(vspec.override(vspec.load_spec(ROOT / "specs/deit_tiny.py"), plain)))
+    assert "no dense auxiliary head" in _refused(path, labels, tmp_path, capsys)
+
+
+def _train(spec, labels, out, *extra, kill_at=None):
+    e = dict(env(), VSPEC_TEST_KILL_AT=kill_at) if kill_at else env()
+    return subprocess.run([sys.executable, str(ROOT / "tools/train.py"), *train_args(spec, labels, out, *extra)],
+                          env=e, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow  # ~25 s: four runs in subprocesses
+def test_killed_and_stopped_mid_epoch_then_resumed_equals_the_uninterrupted_run(spec, labels, tmp_path):
+    """4 steps an epoch: SIGKILL at step 6 (mid epoch 2; last.pt is epoch 1's), the resumed run stopped by SIGTERM
+    after its first step (last.pt mid epoch 2, with the RNG streams the crops, flips, RandAugment and the mixing
+    draw from), resumed again: the weights of the uninterrupted run."""
+    ref, out = tmp_path / "ref", tmp_path / "cut"
+    done = _train(spec, labels, ref)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _train(spec, labels, out, kill_at="step:6").returncode == -9
+    assert C.load(out / "last.pt")["epoch"] == 1
+    assert _train(spec, labels, out, "--resume", kill_at="step:1:TERM").returncode == 128 + 15
+    assert (C.load(out / "last.pt")["epoch"], C.load(out / "last.pt")["batches_done"]) == (1, 1)
+    done = _train(spec, labels, out, "--resume")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))
