@@ -95,10 +95,10 @@ def embedder_params(e, in_chans: int, d: int) -> int:
         channels = [in_chans] + [d // 2 ** (k - 1 - i) for i in range(k)]
         total = 2 * in_chans * e.pre_affine + 2 * d * e.post_affine
         return total + sum(c_in * c_out * 9 + norm_params(e.norm, c_out) for c_in, c_out in zip(channels, channels[1:]))
-    if isinstance(e, ConvStem):  # conv 7x7 (w), 3x3 (2w), 3x3 (4w), no bias, each + BN; conv p/2 (bias) to d
-        w = e.width
-        convs = in_chans * w * 49 + w * 2 * w * 9 + 2 * w * 4 * w * 9 + linear_params(4 * w * (p // 2) ** 2, d)
-        return convs + 2 * (w + 2 * w + 4 * w)
+    if isinstance(e, ConvStem):  # conv 7x7 (w), 3x3 (g w), 3x3 (g^2 w), no bias, each + BN; conv p/2 (bias) to d
+        w1, w2, w3 = e.width, e.growth * e.width, e.growth * e.growth * e.width
+        convs = in_chans * w1 * 49 + w1 * w2 * 9 + w2 * w3 * 9 + linear_params(w3 * (p // 2) ** 2, d)
+        return convs + 2 * (w1 + w2 + w3)
     if isinstance(e, T2TEmbed):  # 2 token blocks: LN(in), kqv (qkv: no bias), proj, LN(t), MLP t-t-t; project
         t = e.token_dim
         blocks = sum(2 * w + linear_params(w, 3 * t, e.block == "performer") + linear_params(t, t) + 2 * t
@@ -810,7 +810,11 @@ SLOW_PRESETS = {"refined_vit_l", "refined_vit_l_dense", "refined_vit_m_dense", "
                 "bert_base_sot_rte", "bert_base_sot_mnli", "bert_base_sot_qnli", "spanbert_base_sot",
                 "roberta_base_sot",
                 # T2T-ViT-14 / 24 and their variants (T2T-ViT-7 / 12 and t2t_vit_12_sot stay in make test)
-                "t2t_vit_14", "t2t_vit_24", "t2t_vit_t_14", "t2t_vit_t_24", "t2t_vit_14_sot", "t2t_vit_24_sot"}
+                "t2t_vit_14", "t2t_vit_24", "t2t_vit_t_14", "t2t_vit_t_24", "t2t_vit_14_sot", "t2t_vit_24_sot",
+                # LV-ViT-S / M / L at every resolution (LV-ViT-T stays in make test; tests/models/lvvit counts them
+                # all on the meta device)
+                "lvvit_s", "lvvit_s_384", "lvvit_m", "lvvit_m_384", "lvvit_m_448", "lvvit_l", "lvvit_l_448",
+                "lvvit_l_512"}
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW_PRESETS else p

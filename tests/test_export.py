@@ -73,6 +73,7 @@ FAMILIES = [  # (family, preset): the normal run keeps ViT, DHVT, MSF and a text
     pytest.param("sot", "deit_tiny_sot", marks=slow),
     pytest.param("t2t", "t2t_vit_7", marks=slow),
     pytest.param("conformer", "conformer_ti", marks=slow),
+    pytest.param("lvvit", "lvvit_t", marks=slow),
 ]
 
 

@@ -16,7 +16,15 @@ import pytest
 import torch
 
 import vspec
-from tests.helpers.caches import hub_put, optimizer_state, pickle_bytes, release_args, safetensors_bytes, torch_put
+from tests.helpers.caches import (
+    hub_put,
+    optimizer_state,
+    pickle_bytes,
+    release_args,
+    released_preset,
+    safetensors_bytes,
+    torch_put,
+)
 from tests.helpers.checks import FIXTURES, assert_close_to_stored, load_benchmark, perturbed
 from tests.helpers.docs_examples import doc
 from vspec import downloads as D
@@ -295,14 +303,9 @@ def test_manual_source_conformer_against_the_authors_outputs(caches, tmp_path, m
     folder = tmp_path / "presets"
     folder.mkdir()
     params = P.params(vspec.build(official()["conformer"].spec_of(data["config"])))
-    (folder / "conformer_fixture.py").write_text(
-        "from vspec.convert import official\n"
-        "from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Manual, Preprocess, Weights\n"
-        f"CONFIG = {data['config']!r}\n"
-        "SPEC = official()['conformer'].spec_of(CONFIG)\n"
-        "WEIGHTS = {'released': Weights(source=Manual('https://drive.google.com/file/d/fixture/view', "
-        f"'conformer_fixture.pth'), converter='conformer', params={params}, licence='Apache-2.0', classes=10, "
-        "config=CONFIG, unwrap=('model',), preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=0.9))}\n")
+    released_preset(folder, "conformer_fixture", "conformer", data["config"], params=params, classes=10,
+                    unwrap=("model",), source="Manual('https://drive.google.com/file/d/fixture/view', "
+                                              "'conformer_fixture.pth')")
     monkeypatch.setenv("VSPEC_SPECS", str(folder))
     with pytest.raises(P.WeightsUnavailable, match="behind a page a program cannot follow; download https://drive"):
         vspec.create_model("conformer_fixture", pretrained=True)

@@ -20,7 +20,7 @@ _FAMILIES = ("conformer", "dhvt", "irpe", "msf", "refiner", "sot", "t2t")
 _RECORDS = {f: f.upper() for f in _FAMILIES}
 # the classes vspec.nn re-exported and the functions vspec.ops did, by family
 _NN = {"conformer": "ConformerHead ConformerStem ConvBranch", "dhvt": "DAFF HeadTokens SOPE", "irpe": "IRPEAttention",
-       "msf": "MeanShiftAttention WindowMeanShiftAttention", "refiner": "ConvStem RefinerAttention",
+       "msf": "MeanShiftAttention WindowMeanShiftAttention", "refiner": "RefinerAttention",
        "sot": "EPN GAPPool GCP LearnableScale MGCrP NoNorm ReprLayerNorm SecondOrderHead SoTEmbed SvPN",
        "t2t": "T2TEmbed"}
 _OPS = {"msf": "gaussian_attention gaussian_attention_sdpa gaussian_channels",

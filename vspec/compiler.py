@@ -16,6 +16,7 @@ from .spec.core import one_line
 MODULES: dict[type, type[nn.Module]] = {
     S.PatchEmbed: N.PatchEmbed,
     S.SimplePatchEmbed: N.SimplePatchEmbed,
+    S.ConvStem: N.ConvStem,
     S.MHSA: N.MHSA,
     S.MLP: N.MLP,
     S.ClassTokenHead: N.ClassTokenHead,

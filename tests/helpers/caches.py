@@ -74,3 +74,20 @@ def optimizer_state(state: dict) -> dict:
                       for i, t in enumerate(tensors) if t.is_floating_point()},
             "param_groups": [{"lr": 1e-6, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.05,
                               "params": list(range(len(tensors)))}]}
+
+
+def released_preset(folder: Path, name: str, converter: str, config: dict, source: str, *, params: int,
+                    unwrap: tuple[str, ...], classes: int) -> Path:
+    """Write preset `name` into `folder` (a VSPEC_SPECS folder): the released `converter`'s spec of `config`, with
+    one weights entry "released" from `source` (a Python expression: `Url(...)`, `Manual(...)`) holding `params`
+    parameters and `classes` classes, read from the file's `unwrap` entry; ImageNet inputs, crop 0.9."""
+    path = folder / f"{name}.py"
+    path.write_text(
+        "from vspec.convert import official\n"
+        "from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Manual, Preprocess, Url, Weights\n"
+        f"CONFIG = {config!r}\n"
+        f"SPEC = official()[{converter!r}].spec_of(CONFIG)\n"
+        f"WEIGHTS = {{'released': Weights(source={source}, converter={converter!r}, params={params}, "
+        f"licence='Apache-2.0', classes={classes}, config=CONFIG, unwrap={unwrap!r}, "
+        "preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=0.9))}\n")
+    return path

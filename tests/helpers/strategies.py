@@ -53,6 +53,7 @@ from vspec.spec import (
     Refine,
     RefinerAttention,
     ReprLayerNorm,
+    RescaledBlock,
     SecondOrderHead,
     SimplePatchEmbed,
     SoTEmbed,
@@ -639,7 +640,8 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
                                            width=st.sampled_from([4, 8])), st.integers(0, 1), st.sampled_from([1, 2]))
         .map(lambda t: _conformer(embedder=t[0], med_blocks=t[1], last_stride=t[2])),
         ConformerHead: conformer_heads().map(lambda h: _conformer(head=h)),
-        ConvStem: st.builds(ConvStem, patch_size=st.sampled_from([2, 4]), width=st.integers(1, 4))
+        ConvStem: st.builds(ConvStem, patch_size=st.sampled_from([2, 4]), width=st.integers(1, 4),
+                            growth=st.integers(1, 2))
         .map(lambda e: _isotropic(embedder=e, img_size=4 * e.patch_size)),
         MLP: ffns(16).map(lambda f: _isotropic(block=Block(attention=MHSA(heads=2), ffn=f))),
         # the class-token head reads what DAFF does to the class token; with cls = identity only the patch
@@ -658,6 +660,9 @@ def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
             .map(lambda b: _isotropic(block=b, depth=3)),
             st.builds(AdjustedBlock, attention=attentions(16), adjust_ratio=st.sampled_from([0.5, 2.0]))
             .map(lambda b: _isotropic(block=b))),
+        # LV-ViT's block: the residual branches divided by skip_lam (1: the plain pre-norm block)
+        RescaledBlock: st.builds(RescaledBlock, attention=attentions(16), norm=norms(),
+                                 skip_lam=st.sampled_from([0.5, 1.0, 2.0, 3.0])).map(lambda b: _isotropic(block=b)),
         CoupledBlock: st.integers(0, 1).map(lambda m: _conformer(med_blocks=m)),
         PatchMerging: st.builds(PatchMerging, norm=norms(), bias=st.booleans()).map(lambda e: _hierarchical(entry=e)),
         ClassTokenHead: st.builds(ClassTokenHead, drop=drops(), dense=st.one_of(st.none(), st.builds(
@@ -753,6 +758,8 @@ def _kind_rules() -> dict[type, Any]:
         out = [([("img_size", [h + 1, w])], "embedder.patch_size")]
         if isinstance(spec.embedder, SimplePatchEmbed):  # a patch of in_chans x p^2 values past the largest size
             out.append(([("embedder.patch_size", 2**16), ("img_size", 2**16), ("in_chans", 3)], "embedder.patch_size"))
+        if isinstance(spec.embedder, ConvStem):  # the last conv's growth^2 x width channels past the largest size
+            out.append(([("embedder.width", 2**20), ("embedder.growth", 64)], "embedder.width"))
         if isinstance(spec.embedder, SOPE) and p > 2:  # the first of log2(p) units: dim / 2^(units - 1) < 1 channel
             out.append(([("dim", p // 2 - 1), ("block.attention.heads", 1)], "embedder.patch_size"))
         if isinstance(spec.embedder, T2TEmbed):  # not a multiple of 16; widths of zero or past the largest size
@@ -877,6 +884,8 @@ def _kind_rules() -> dict[type, Any]:
              if isinstance(b, AdjustedBlock)][:1] if isinstance(spec.block, tuple) else
             [([("block.adjust_ratio", 0.0)], "block.adjust_ratio"), ([("block.adjust_ratio", -0.5)],
                                                                    "block.adjust_ratio")]),
+        RescaledBlock: lambda spec: [([("block.skip_lam", 0.0)], "block.skip_lam"),
+                                     ([("block.skip_lam", -2.0)], "block.skip_lam")],
         CoupledBlock: lambda spec: [  # the pooled map must be the token grid; a class token for FCUDown; a map
             ([("stages.1.block.conv.down", 1)], "stages.1.block.conv.down"),
             ([("class_token", False)], "stages.1.block.conv"),

@@ -1,22 +1,23 @@
 """The generic modules, one per generic component kind, each taking its spec and a BuildContext: `vit.py` (ViT's
-parts), `swin.py` (window attention, patch merging), `text.py` (the language bodies' embedder and heads); `model.py`
-assembles blocks (the pre-norm and post-norm blocks), stages and the model; `inputs.py` what a model reads;
-`layers.py` holds the shared layers and the one norm factory; `heads.py` the contract between heads and training
-(HeadOutput, head_loss). The families' modules (the papers') are in their folders
-(`vspec/models/<family>/modules.py`)."""
+parts), `swin.py` (window attention, patch merging), `stems.py` (the CNN patch stem), `text.py` (the language
+bodies' embedder and heads); `model.py` assembles blocks (the pre-norm and post-norm blocks), stages and the model;
+`inputs.py` what a model reads; `layers.py` holds the shared layers and the one norm factory; `heads.py` the
+contract between heads and training (HeadOutput, head_loss). The families' modules (the papers') are in their
+folders (`vspec/models/<family>/modules.py`)."""
 
 from .._moved import moved as _moved
 from .context import BuildContext
 from .heads import HeadOutput, head_loss
 from .layers import make_norm
 from .model import Block, Part, PostNormBlock, Stage, Transformer, VisionTransformer
+from .stems import ConvStem
 from .swin import PatchMerging, WindowMHSA
 from .text import FirstTokenHead, LastTokenHead, TokenEmbed
 from .vit import MHSA, MLP, ClassTokenHead, GAPHead, PatchEmbed, SimplePatchEmbed
 
 __all__ = [
-    "ClassTokenHead", "GAPHead", "MHSA", "MLP", "PatchEmbed", "SimplePatchEmbed", "PatchMerging", "WindowMHSA",
-    "FirstTokenHead", "LastTokenHead", "TokenEmbed",
+    "ClassTokenHead", "ConvStem", "GAPHead", "MHSA", "MLP", "PatchEmbed", "SimplePatchEmbed", "PatchMerging",
+    "WindowMHSA", "FirstTokenHead", "LastTokenHead", "TokenEmbed",
     "HeadOutput", "head_loss",
     "Block", "BuildContext", "Part", "PostNormBlock", "Stage", "Transformer", "VisionTransformer", "make_norm",
 ]

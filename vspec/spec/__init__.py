@@ -1,8 +1,9 @@
 """The spec language: frozen attrs classes that describe a transformer (for images or text) as data.
 
 `kinds.py` declares what each role's kinds may have (their bases); the generic kinds are `vit.py` (ViT's parts),
-`swin.py` (window attention and patch merging, which MSF's window attention extends), `text.py` (the language
-bodies' embedder and heads, which SoT's language head runs on) and `blocks.py` (the pre-norm and post-norm blocks);
+`swin.py` (window attention and patch merging, which MSF's window attention extends), `stems.py` (the CNN patch
+stem of Refined-ViT and LV-ViT), `text.py` (the language bodies' embedder and heads, which SoT's language head runs
+on) and `blocks.py` (the pre-norm and post-norm blocks);
 the families' kinds (the papers') are in their folders
 (`vspec/models/<family>/spec.py`, found by `families.py` and re-exported here by name); `model.py` assembles them
 into stages and a model; `layout.py` works out the shapes.
@@ -24,6 +25,7 @@ from .load import load_weights_table, override, parse_assignment
 from .migrate import VERSION
 from .model import KINDS, ROLES, Model, Stage
 from .serialize import from_dict, from_json, from_toml, to_dict, to_json, to_toml
+from .stems import ConvStem
 from .swin import PatchMerging, WindowMHSA
 from .text import FirstTokenHead, LastTokenHead, TokenEmbed
 from .vit import MHSA, MLP, ClassTokenHead, DenseAux, GAPHead, Norm, Output, PatchEmbed, Projections, SimplePatchEmbed
@@ -31,7 +33,7 @@ from .weights import IMAGENET_MEAN, IMAGENET_STD, INCEPTION_MEAN, INCEPTION_STD,
 
 __all__ = [
     # generic parts
-    "ClassTokenHead", "DenseAux", "GAPHead", "MHSA", "MLP", "Norm", "Output", "PatchEmbed", "Projections",
+    "ClassTokenHead", "ConvStem", "DenseAux", "GAPHead", "MHSA", "MLP", "Norm", "Output", "PatchEmbed", "Projections",
     "SimplePatchEmbed", "Block", "PostNormBlock", "PatchMerging", "WindowMHSA", "FirstTokenHead", "LastTokenHead",
     "TokenEmbed",
     # the role protocol

@@ -79,7 +79,7 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
                                mlp_ratio=a["mlp_ratio"], scale=attention_scale(a["qk_scale"]),
                                attn_drop=float(a["attn_drop_rate"]), norm_eps=layer_norm_eps(a["norm_layer"]))
     patch = a["patch_size"]
-    embedder = P.ConvStem(patch_size=patch) if a["use_cnn_embed"] else S.PatchEmbed(patch_size=patch)
+    embedder = S.ConvStem(patch_size=patch) if a["use_cnn_embed"] else S.PatchEmbed(patch_size=patch)
     head = S.ClassTokenHead(dense=S.DenseAux() if a["return_dense"] else None)
     return S.Model(embedder=embedder, block=blocks, head=head, dim=a["embed_dim"], num_classes=a["num_classes"],
                    img_size=a["img_size"], in_chans=a["in_chans"], drop_path=float(a["drop_path_rate"]))

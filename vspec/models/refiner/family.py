@@ -4,7 +4,6 @@ code (`vspec.convert.from_official`), named by dotted path: reading the table im
 from . import modules, spec
 
 MODULES = {
-    spec.ConvStem: modules.ConvStem,
     spec.RefinerAttention: modules.RefinerAttention,
     spec.AdjustedBlock: modules.AdjustedBlock,
 }

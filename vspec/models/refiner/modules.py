@@ -1,11 +1,12 @@
-"""Refiner's modules: the CNN patch stem, the map pipelines (the paper's Fig. 3a and Refined-ViT's
-released DLA) and the attention whose maps are materialised and handed from block to block.
+"""Refiner's modules: the map pipelines (the paper's Fig. 3a and Refined-ViT's
+released DLA), the attention whose maps are materialised and handed from block to block, and the adjusted block.
+Refined-ViT's CNN patch stem is the core's `vspec.nn.stems.ConvStem` (LV-ViT's too).
 
 Speed (where the CPU fast paths run, `ops.fast.enabled`): the released DLA runs channels-last (oneDNN's
 convolutions reorder NCHW inputs, which costs more than the depthwise and 1x1 convolutions themselves on the
-(B, H, N, N) maps), and so does the stem in eval. In eval their BatchNorms (running statistics) are
-folded into the convolutions; the DLA's last two with the identity become one 1x1 convolution plus a
-per-head scale of the input. In training both run as written, NCHW: channels-last convolutions and
+(B, H, N, N) maps). In eval its BatchNorms (running statistics) are
+folded into the convolutions; its last two with the identity become one 1x1 convolution plus a
+per-head scale of the input. In training it runs as written, NCHW: channels-last convolutions and
 BatchNorms sum less accurately (issue 19), and a channels-last DLA with accurate batch statistics measured
 no faster than NCHW (benchmarks/fast_paths.py, plain/fast 0.89-0.94 on AVX-512, 0.94-1.05 on AVX2), so it
 was dropped. With the switch off (the profiler) the modules run their plain ops, so that every BatchNorm
@@ -23,48 +24,9 @@ from ... import spec as S
 from ...nn.context import BuildContext
 from ...nn.layers import AttentionCore, AttentionCoreBase, Linear, MapRefiner, sdpa_masks
 from ...nn.model import NO_STATE, Block, Carry
+from ...nn.stems import ConvStem, bn_affine, on_running_stats  # noqa: F401 - ConvStem: its earlier place
 from ...ops import fast
 from . import spec as P
-
-
-def bn_affine(bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
-    """(s, c) with bn(x) = s x + c per channel, from the running statistics (eval)."""
-    s = bn.weight * torch.rsqrt(bn.running_var + bn.eps)
-    return s, bn.bias - bn.running_mean * s
-
-
-def on_running_stats(bns) -> bool:
-    return all(not bn.training and bn.running_mean is not None for bn in bns)
-
-
-class ConvStem(nn.Module):
-    """(conv -> BN -> ReLU) x 3, the first with stride 2, then the patch_size / 2 projection. Names as
-    the released PatchEmbed_cnn."""
-
-    def __init__(self, spec: P.ConvStem, ctx: BuildContext):
-        super().__init__()
-        w, p = spec.width, spec.patch_size // 2
-        self.conv1 = nn.Conv2d(ctx.in_chans, w, 7, stride=2, padding=3, bias=False)
-        self.bn1 = nn.BatchNorm2d(w)
-        self.conv2 = nn.Conv2d(w, 2 * w, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(2 * w)
-        self.conv3 = nn.Conv2d(2 * w, 4 * w, 3, padding=1, bias=False)
-        self.bn3 = nn.BatchNorm2d(4 * w)
-        self.proj = nn.Conv2d(4 * w, ctx.dim, p, stride=p)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        layers = ((self.conv1, self.bn1), (self.conv2, self.bn2), (self.conv3, self.bn3))
-        if fast.enabled(x) and on_running_stats([bn for _, bn in layers]):
-            # eval: channels-last (faster convolutions; the tokens come out without a copy), each
-            # BatchNorm folded into its convolution
-            x = x.contiguous(memory_format=torch.channels_last)
-            for conv, bn in layers:
-                s, c = bn_affine(bn)
-                x = F.relu(conv._conv_forward(x, conv.weight * s[:, None, None, None], c), inplace=True)
-        else:  # training: as written, NCHW (oneDNN's channels-last convolutions sum less accurately)
-            for conv, bn in layers:
-                x = F.relu(bn(conv(x)))
-        return rearrange(self.proj(x), "b d h w -> b (h w) d")
 
 
 class SameConv2d(nn.Conv2d):

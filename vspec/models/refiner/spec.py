@@ -1,7 +1,8 @@
 """Refiner (Zhou et al., "Refiner: refining self-attention for vision transformers"): attention
 expansion (Sec. 3.2), distributed local attention (DLA, Sec. 3.3) and reduction (Sec. 3.4) of the
-attention maps, maps handed from block to block (appendix B.4, Table 13), Refined-ViT's CNN patch stem and its
-adjusted blocks. The released code's forms (Refined-ViT) sit beside the paper's, each named.
+attention maps, maps handed from block to block (appendix B.4, Table 13) and Refined-ViT's adjusted blocks (its
+CNN patch stem, which LV-ViT shares, is the core's `vspec.spec.ConvStem`). The released code's forms
+(Refined-ViT) sit beside the paper's, each named.
 """
 
 from collections.abc import Mapping, Sequence
@@ -13,32 +14,14 @@ from ...spec.blocks import Block
 from ...spec.core import SpecError, check, check_size
 from ...spec.kinds import AttentionKind
 from ...spec.layout import StateShape, Tokens
-from ...spec.vit import MLP, MultiHead, Norm, Patchify
+from ...spec.stems import ConvStem  # noqa: F401 - Refined-ViT's stem, in the core since LV-ViT shares it
+from ...spec.vit import MLP, MultiHead, Norm
 
-__all__ = ["AdjustedBlock", "ConvStem", "Refine", "RefinerAttention"]
+__all__ = ["AdjustedBlock", "Refine", "RefinerAttention"]
 
 CONSTRAINTS = ("none", "spatial", "row_col")
 FORMS = ("paper", "released")
 MAPS = "maps"  # the state key of the attention maps handed from block to block
-
-
-@frozen
-class ConvStem(Patchify):
-    """Refined-ViT's CNN patch stem (T2T-style, "more convs for patch embedding", Table 11): conv 7x7
-    stride 2 (width channels) -> conv 3x3 (2 x width) -> conv 3x3 (4 x width), each without bias and
-    followed by BatchNorm and ReLU, then a projection conv with kernel = stride = patch_size / 2 (bias)
-    to dim. The released widths are 32 / 64 / 128."""
-
-    kind: ClassVar[str] = "conv_stem"
-    patch_size: int = field(default=16, validator=check(int, ge=2))
-    width: int = field(default=32, validator=check(int, ge=1))
-
-    def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
-        if self.patch_size % 2:
-            raise SpecError("patch_size", f"must be even (the stem strides 2, then patch_size / 2), got "
-                                          f"{self.patch_size}")
-        Patchify.check_input(self, img_size, in_chans, dim)
-        check_size("width", 4 * self.width, "the stem's last width 4 x width")
 
 
 @frozen

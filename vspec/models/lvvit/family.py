@@ -1,0 +1,9 @@
+"""LV-ViT's table entries: the module of its kind (`vspec.compiler`) and the converter of the released code
+(`vspec.convert.from_official`), named by dotted path: reading the table imports no conversion."""
+
+from . import modules, spec
+
+MODULES = {
+    spec.RescaledBlock: modules.RescaledBlock,
+}
+CONVERTERS = {"lvvit": "vspec.models.lvvit.convert:LVVIT"}
