@@ -37,9 +37,9 @@ def test_format_2_spec_files_load_as_the_same_models(path):
         assert all("kind" not in b for entry in blocks for b in (entry if isinstance(entry, list) else [entry]))
 
 
-# the presets added since that release (of kinds format 2 did not have)
+# the presets added since that release (LV-ViT: of kinds format 2 did not have)
 NEWER_PRESETS = {"lvvit_t", "lvvit_s", "lvvit_s_384", "lvvit_m", "lvvit_m_384", "lvvit_m_448", "lvvit_l",
-                 "lvvit_l_448", "lvvit_l_512"}
+                 "lvvit_l_448", "lvvit_l_512", "compare_vit_dense"}
 
 
 def test_every_format_2_preset_is_covered():

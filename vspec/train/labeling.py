@@ -54,7 +54,8 @@ def _vspec_scorer(model) -> Callable[[torch.Tensor], torch.Tensor]:
     from ..nn.vit import GAPHead  # torch
 
     head = model.head
-    dense = getattr(head, "dense", None) is not None and isinstance(getattr(head, "aux", None), nn.Linear)
+    dense = any(o.target == "tokens" for o in model.spec.head.outputs()) and isinstance(getattr(head, "aux", None),
+                                                                                       nn.Linear)
     classifier = _token_classifier(head.aux if dense else model.get_classifier(), tokens.dim, "the vspec model")
     norm = head.norm if isinstance(head, GAPHead) else nn.Identity()
     h, w = tokens.grid

@@ -57,8 +57,7 @@ class RegressionLoss(nn.Module):
 def token_grid(spec) -> int:
     """The side S of the square token grid a token-label target covers (S x S token targets): the spec's last
     stage's grid, under a class-token head with the dense auxiliary head."""
-    dense = getattr(spec.head, "dense", None)
-    if dense is None:
+    if not any(o.target == "tokens" for o in spec.head.outputs()):
         raise ValueError(f"--token-labels: the spec's head ({spec.head.kind}) has no dense auxiliary head to train "
                          f"on them (ClassTokenHead(dense=DenseAux()), as Refined-ViT's and LV-ViT's)")
     h, w = S.layout(spec)[-1].tokens.grid
