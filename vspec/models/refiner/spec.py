@@ -12,14 +12,13 @@ from attrs import field, frozen
 from ...spec.blocks import Block
 from ...spec.core import SpecError, check, check_size
 from ...spec.kinds import AttentionKind
-from ...spec.layout import StateShape, Tokens
+from ...spec.layout import MAPS, StateShape, Tokens
 from ...spec.vit import MLP, MultiHead, Norm, Patchify
 
 __all__ = ["AdjustedBlock", "ConvStem", "Refine", "RefinerAttention"]
 
 CONSTRAINTS = ("none", "spatial", "row_col")
 FORMS = ("paper", "released")
-MAPS = "maps"  # the state key of the attention maps handed from block to block
 
 
 @frozen
