@@ -118,7 +118,7 @@ def _relabel_loss(criterion: Callable, outs: tuple[HeadOutput, ...], target: tor
         cos = {} if maps is None else {"atten": maps, "n_comn": n_comn}
         return relabel_cross_entropy(cls.logits, aux.logits, box, target, **weights, **cos)
     if target.dim() == 1:
-        target = _smoothed_one_hot(target, cls.logits.shape[1], _smoothing(criterion)).to(cls.logits.dtype)
+        target = _smoothed_one_hot(target, cls.logits, _smoothing(criterion))
     loss = relabel_pooled_cross_entropy(cls.logits, aux.logits, box, target, **weights)
     return loss if maps is None else loss + cos_reg_term(maps, n_comn)
 
@@ -132,17 +132,18 @@ def _smoothing(criterion: Callable) -> float:
     return 0.0
 
 
-def _smoothed_one_hot(labels: torch.Tensor, classes: int, smoothing: float) -> torch.Tensor:
-    """(B,) labels -> (B, C) rows: 1 - s + s / C at the label, s / C elsewhere (timm's smoothed targets)."""
-    off = smoothing / classes
-    return F.one_hot(labels, classes).float() * (1.0 - smoothing) + off
+def _smoothed_one_hot(labels: torch.Tensor, like: torch.Tensor, smoothing: float) -> torch.Tensor:
+    """(B,) labels -> (B, C) rows of the logits `like` (B, C): 1 - s + s / C at the label, s / C elsewhere (timm's
+    smoothed targets)."""
+    classes = like.shape[1]
+    return F.one_hot(labels, classes).to(like.dtype) * (1.0 - smoothing) + smoothing / classes
 
 
 def _box_mixed_loss(criterion: Callable, logits: torch.Tensor, target: torch.Tensor, lam: float) -> torch.Tensor:
     """The loss of class logits whose input MixToken mixed: the target lam t + (1 - lam) t.flip(0) (sample b's
     partner is B - 1 - b, as the box's tokens came from it)."""
     soft = target.is_floating_point()
-    t = target if soft else _smoothed_one_hot(target, logits.shape[1], _smoothing(criterion)).to(logits.dtype)
+    t = target if soft else _smoothed_one_hot(target, logits, _smoothing(criterion))
     t = lam * t + (1.0 - lam) * t.flip(0)
     if soft:
         return criterion(logits, t)

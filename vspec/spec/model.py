@@ -218,13 +218,11 @@ class Model:
         needs one image token grid from the embedder to the head, and `attention_maps` a map from every block."""
         if self.head.mixes_tokens:
             first, last = embedded(self), stages[-1].tokens
-            why = ("a text body is a token sequence" if self.embedder.text else
-                   f"the embedder also starts the state {', '.join(self.embedder.writes)}" if self.embedder.writes
-                   else f"the head sees a {last.grid[0]}x{last.grid[1]} grid, the embedder makes "
-                        f"{first.grid[0]}x{first.grid[1]}" if last.grid != first.grid else None)
-            if why:
-                raise SpecError("head", f"MixToken (dense.mix_token) swaps a box of the embedder's token grid and "
-                                        f"swaps the head's token logits back on the same grid: {why}")
+            if self.embedder.text or self.embedder.writes or first.grid != last.grid:
+                raise SpecError("head", f"MixToken swaps a box of the embedder's token grid, and the head's token "
+                                        f"logits back in it: it needs an image body whose embedder makes the grid the "
+                                        f"head sees ({first.grid[0]}x{first.grid[1]}, the head's "
+                                        f"{last.grid[0]}x{last.grid[1]}) and carries no state beside the tokens")
         if self.attention_maps:
             for path, block in self.named_blocks():
                 if MAPS not in block.writes:
