@@ -13,9 +13,12 @@ from torch import nn
 from .. import spec as S
 from ..ops import sincos_1d, sincos_2d
 from ..ops.resample import resample_pos_embed
+from ..spec.layout import MAPS
 from .context import BuildContext
+from .heads import as_outputs
 from .inputs import TokenInputs, inputs_of
 from .layers import Component, DropPath, LayerScale, make_norm, maybe
+from .mix_token import TokenBox, draw_box, swap_box
 
 NO_STATE: Mapping[str, torch.Tensor] = {}  # never changed: every block builds the state it hands on anew
 
@@ -136,11 +139,14 @@ class Stage(nn.Module):
         self.blocks = nn.ModuleList(blocks)
 
     def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
-                causal: bool = False) -> Carry:
-        """The entry, then each block with what the one before it hands on (Block's contract)."""
+                causal: bool = False, maps: list | None = None) -> Carry:
+        """The entry, then each block with what the one before it hands on (Block's contract); `maps`, a list: each
+        block's handed-on attention maps are appended to it (`Model.attention_maps`)."""
         x = x if self.entry is None else self.entry(x)
         for block in self.blocks:
             x, state = block(x, state, mask=mask, causal=causal)
+            if maps is not None:
+                maps.append(state[MAPS])
         return Carry(x, state)
 
 
@@ -196,7 +202,9 @@ class Transformer(nn.Module):
         self.num_prefix_tokens = spec.num_prefix_tokens
         self.inputs, self.causal = inputs_of(spec), spec.causal
         self.state_layout = S.state_layout(spec)  # the state each block receives, then the head's
-        self.starts, self.head_state = bool(spec.embedder.writes), tuple(self.state_layout[-1])  # keys
+        self.starts = bool(spec.embedder.writes)
+        self.head_state = tuple(k for k in self.state_layout[-1] if k in spec.head.reads)  # keys
+        self.mix_token, self.attention_maps = spec.head.mixes_tokens, spec.attention_maps  # training outputs
         first = ctx.tokens  # what the embedder produces
         d = first.dim
         self.embedder = ctx.child(spec.embedder)
@@ -299,12 +307,14 @@ class Transformer(nn.Module):
         image model)."""
         return self.inputs.padding(x, attention_mask)
 
-    def forward_tokens(self, x: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> Carry:
+    def forward_tokens(self, x: torch.Tensor, token_type_ids: torch.Tensor | None = None, *,
+                       box: TokenBox | None = None) -> Carry:
         """Images (or token ids) -> the first stage's input (embedder, class token, position embedding), and the state
-        the embedder starts beside the tokens (its kind's `writes`)."""
+        the embedder starts beside the tokens (its kind's `writes`); with a MixToken `box`, the embedder's tokens
+        in it swapped with the batch-flipped sample's first (vspec.nn.mix_token)."""
         out, grid = self.inputs.embed(self.embedder, x, token_type_ids)
         x, state = out if self.starts else (out, NO_STATE)  # an embedder that writes state: (tokens, {key: tensor})
-        return Carry(self._prepend(x, grid), state)
+        return Carry(self._prepend(x if box is None else swap_box(x, box), grid), state)
 
     def input_grid(self, x: torch.Tensor) -> tuple[int, int]:
         """The token grid of images `x` (vspec.nn.inputs.ImageInputs.grid)."""
@@ -335,10 +345,11 @@ class Transformer(nn.Module):
         x, state = self._features(x, self.padding(x, attention_mask), token_type_ids)
         return (x, *(state[k] for k in self.head_state)) if self.head_state else x
 
-    def _features(self, x: torch.Tensor, mask: torch.Tensor | None, token_type_ids: torch.Tensor | None) -> Carry:
-        x, state = self.forward_tokens(x, token_type_ids)
+    def _features(self, x: torch.Tensor, mask: torch.Tensor | None, token_type_ids: torch.Tensor | None,
+                  box: TokenBox | None = None, maps: list | None = None) -> Carry:
+        x, state = self.forward_tokens(x, token_type_ids, box=box)
         for stage in self.stages:
-            x, state = stage(x, state, mask=mask, causal=self.causal)
+            x, state = stage(x, state, mask=mask, causal=self.causal, **({} if maps is None else {"maps": maps}))
         return Carry(self.norm(x), state)
 
     def forward_head(self, x, pre_logits: bool = False, mask: torch.Tensor | None = None):
@@ -349,12 +360,23 @@ class Transformer(nn.Module):
 
     def forward(self, x: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, *, input_ids: torch.Tensor | None = None):
-        """Images (B, C, H, W), or a text body's input_ids (B, L) [, attention_mask, token_type_ids] -> logits."""
+        """Images (B, C, H, W), or a text body's input_ids (B, L) [, attention_mask, token_type_ids] -> logits.
+
+        Training adds what the spec asks for to the head's outputs (vspec/nn/heads.py): MixToken (the head's
+        `mixes_tokens`) mixes a box of the token grid, drawn here, and the head's outputs carry it; with
+        `attention_maps` the first output carries every block's handed-on maps (`HeadOutput.maps`)."""
         x = _one_input(x, input_ids)
         mask = self.padding(x, attention_mask)  # once, for the blocks and the head
         head_mask = self.inputs.head_padding(x, mask)
-        x, state = self._features(x, mask, token_type_ids)
-        return self.head(x, **_head_inputs(head_mask, state))
+        box = draw_box(self.input_grid(x)) if self.training and self.mix_token else None
+        maps = [] if self.training and self.attention_maps else None
+        x, state = self._features(x, mask, token_type_ids, box, maps)
+        state = {k: state[k] for k in self.head_state}  # less the maps kept for the training output
+        out = self.head(x, **_head_inputs(head_mask, state), **({} if box is None else {"box": box}))
+        if maps is None:
+            return out
+        first, *rest = as_outputs(out)
+        return (first._replace(maps=tuple(maps)), *rest)
 
     # ---------------------------------------------------------------- timm's feature API
     def forward_intermediates(self, x: torch.Tensor, indices: int | Sequence[int] | None = None, norm: bool = False,

@@ -233,6 +233,12 @@ class HeadKind(Kind):
     def check_state(self, state: Mapping[str, Any]) -> None:
         """The rule for the `state` (shapes by key) it receives."""
 
+    @property
+    def mixes_tokens(self) -> bool:
+        """MixToken: the training forward mixes the embedder's token grid between samples and hands the head the
+        box (`forward(x, ..., box=...)`), whose token outputs it swaps back (vspec.nn.mix_token)."""
+        return False
+
     def outputs(self) -> tuple[Output, ...]:
         return LOGITS
 

@@ -14,6 +14,8 @@ from attrs import frozen
 if TYPE_CHECKING:
     from .model import Model
 
+MAPS = "maps"  # the state key of the attention maps handed from block to block (Refiner's)
+
 
 @frozen
 class Tokens:
@@ -73,14 +75,16 @@ def state_layout(model: Model) -> tuple[dict[str, Any], ...]:
     """The carried state beside the tokens (`vspec.nn.model.Carry`): the shape of each key that each block receives,
     in order over all stages, then what the head receives. The embedder starts keys (`state`), a block writes keys
     (`state_out`) and hands on the others as they came; a key is carried from where it is written to the last part
-    that reads it (kinds' `reads`), and dropped after. () keys for a body that carries nothing."""
+    that reads it (kinds' `reads`; the model's own training output: `Model.attention_maps` keeps the maps to the end),
+    and dropped after. () keys for a body that carries nothing."""
     written, state = [], dict(model.embedder.state(model.img_size))
     blocks = [(b, s.tokens) for s in layout(model) for b in model.stages[s.index].blocks]
     for block, tokens in blocks:
         written.append(state)
         state = {**state, **block.state_out(state, tokens)}
     written.append(state)
-    live, out = set(model.head.reads), [{k: v for k, v in state.items() if k in model.head.reads}]
+    kept = {*model.head.reads, *((MAPS,) if model.attention_maps else ())}  # read after the last block
+    live, out = kept, [{k: v for k, v in state.items() if k in kept}]
     for (block, _), before in zip(reversed(blocks), reversed(written[:-1])):
         live = (live - set(block.writes)) | set(block.reads)
         out.append({k: v for k, v in before.items() if k in live})

@@ -12,7 +12,7 @@ from attrs import field, frozen
 from .blocks import Block
 from .core import SpecError, check, check_pair, check_size, join, pair, show
 from .kinds import KINDS, ROLES, BlockKind, EmbedderKind, EntryKind, HeadKind, of_role  # noqa: F401
-from .layout import embedded, layout
+from .layout import MAPS, embedded, layout
 from .vit import ClassTokenHead, PatchEmbed
 
 POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
@@ -93,6 +93,10 @@ class Model:
     `causal`: every attention lets token i attend to tokens <= i only (a decoder's). `dynamic_img_size`: the model also
     takes images of other sizes (multiples of the patch) at run time, its position table resampled to their grid
     (vspec.resample; timm's dynamic_img_size), where every kind declares `any_grid` (`check_dynamic`).
+    `attention_maps`: the training forward also returns the attention maps each block hands on (the carried state
+    "maps": a map-computing block's own, a reusing block's incoming ones; Refiner's released cos_reg), one per block,
+    for the loss (`vspec.nn.heads.head_loss`'s n_comn); every block must hand maps on. The head's `mixes_tokens`
+    (MixToken) needs an image body whose token grid runs unchanged from the embedder to the head.
 
     A text embedder (`TokenEmbed`) makes a language body: its tokens are a sequence that may be padded
     (img_size and in_chans do not apply), so every attention and the head honour a padding mask, kinds that
@@ -114,6 +118,7 @@ class Model:
     init: Literal["timm", "torch"] = field(default="timm", validator=check(str, choices=INITS))
     causal: bool = field(default=False, validator=check(bool))
     dynamic_img_size: bool = field(default=False, validator=check(bool))
+    attention_maps: bool = field(default=False, validator=check(bool))
 
     def __init__(self, *, block: Any = None, depth: Any = None, dim: Any = None, **fields: Any):
         """`block` / `depth` / `dim` set the fields of a one-stage model's stage (also on
@@ -166,6 +171,7 @@ class Model:
                 except SpecError as e:
                     raise e.under(join(prefix, path)) from None
         self.check_state(stages)
+        self.check_training_outputs(stages)
         try:
             self.head.check(stages[-1].tokens)
         except SpecError as e:
@@ -206,6 +212,22 @@ class Model:
             self.embedder.check_head(self.head)
         except SpecError as e:
             raise e.under("head") from None
+
+    def check_training_outputs(self, stages) -> None:
+        """What the training forward returns beyond the head's logits: MixToken's box (the head's `mixes_tokens`)
+        needs one image token grid from the embedder to the head, and `attention_maps` a map from every block."""
+        if self.head.mixes_tokens:
+            first, last = embedded(self), stages[-1].tokens
+            if self.embedder.text or self.embedder.writes or first.grid != last.grid:
+                raise SpecError("head", f"MixToken swaps a box of the embedder's token grid, and the head's token "
+                                        f"logits back in it: it needs an image body whose embedder makes the grid the "
+                                        f"head sees ({first.grid[0]}x{first.grid[1]}, the head's "
+                                        f"{last.grid[0]}x{last.grid[1]}) and carries no state beside the tokens")
+        if self.attention_maps:
+            for path, block in self.named_blocks():
+                if MAPS not in block.writes:
+                    raise SpecError(join(path, "attention"), f"attention_maps returns the maps every block hands on; "
+                                                             f"{block.attention.kind} attention hands none on")
 
     def kinds(self) -> list[tuple[str, Any]]:
         """(path, kind) of every component the body and the head hold: entries, attentions, FFNs, the head."""

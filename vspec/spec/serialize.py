@@ -155,17 +155,22 @@ def _structure_tuple(value: Any, t: Any) -> Any:
     return tuple(out)
 
 
+# Fields added after format 2 that are written only when set: a file of a model that leaves them at their default
+# stays what earlier releases wrote and read (they refuse unknown keys). By class name; Model's own below.
+FIELDS_WRITTEN_WHEN_SET = {("DenseAux", "mix_token"): False}
+
+
 def _unstructure_attrs(obj: Any) -> dict[str, Any]:
     tag = _tag(type(obj))
     out = {"kind": tag} if tag is not None else {}
     for f in attrs.fields(type(obj)):
-        out[f.name] = converter.unstructure(getattr(obj, f.name))
+        value, key = getattr(obj, f.name), (type(obj).__name__, f.name)
+        if key not in FIELDS_WRITTEN_WHEN_SET or value is not FIELDS_WRITTEN_WHEN_SET[key]:
+            out[f.name] = converter.unstructure(value)
     return out
 
 
-# Model fields added after format 2 that are written only when set: a file of a model that leaves them at their
-# default stays what earlier releases wrote and read (they refuse unknown keys)
-WRITTEN_WHEN_SET = {"dynamic_img_size": False}
+WRITTEN_WHEN_SET = {"dynamic_img_size": False, "attention_maps": False}
 
 
 def _unstructure_model(model: Model) -> dict[str, Any]:

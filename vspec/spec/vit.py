@@ -250,13 +250,20 @@ class DenseAux:
     """The dense auxiliary head of Refined-ViT (Refiner released code: `aux_head`, from LV-ViT's token
     labelling): a Linear classifier on every patch token (prefix tokens excluded) beside the class-token
     classifier. Training: its logits (B, N, C) take `loss_weight` x the loss against the image label at
-    every token (the class token's weight is 1; 0.5 is the released training's dense weight). Token-level
-    labels, MixToken and token relabelling are not implemented. Eval: class logits + `eval_weight` x the
-    max over patch tokens of its logits (the released 0.5). Both weights are > 0: at 0 the classifier
-    would go untrained, or unread at eval."""
+    every token, or against each token's own label with a token-labelling target (vspec.nn.heads.head_loss;
+    the class token's weight is 1; 0.5 is the released training's dense weight). Eval: class logits +
+    `eval_weight` x the max over patch tokens of its logits (the released 0.5). Both weights are > 0: at 0 the
+    classifier would go untrained, or unread at eval.
+
+    `mix_token`: MixToken (LV-ViT; Refiner's released training) in the training forward: a box of the
+    embedder's token grid is swapped with the batch-flipped sample's before the class token and position
+    embedding (vspec.nn.mix_token), the head swaps its token logits back, and the class target is mixed by the
+    box's share (head_loss). It needs an image body whose token grid runs unchanged from the embedder to the head.
+    Eval: nothing is mixed."""
 
     loss_weight: float = field(default=0.5, validator=check(float, gt=0))
     eval_weight: float = field(default=0.5, validator=check(float, gt=0))
+    mix_token: bool = field(default=False, validator=check(bool))
 
 
 @frozen
@@ -272,6 +279,10 @@ class ClassTokenHead(HeadKind):
         """A class token is needed; the dense head always has patch tokens (at least one)."""
         if not tokens.prefix:
             raise SpecError("", "the class_token head needs class_token = true")
+
+    @property
+    def mixes_tokens(self) -> bool:
+        return self.dense is not None and self.dense.mix_token
 
     def working_set(self, tokens: Tokens, classes: int) -> int:
         """With the dense head, the logits of every patch token too."""

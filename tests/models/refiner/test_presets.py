@@ -3,10 +3,10 @@
 (Sec. 4.4) through tools/eval.py on a Refiner checkpoint."""
 
 import json
-import re
 import warnings
 from pathlib import Path
 
+import attrs
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,8 +17,9 @@ import vspec.models.refiner.convert
 from tests.helpers.checks import FIXTURES, argument_cases, assert_close_to_stored, check_argument, load_benchmark
 from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
-from vspec.convert import ConversionError, ConversionNote, from_official
+from vspec.convert import ConversionError, from_official
 from vspec.models.refiner.modules import MapAttention
+from vspec.spec import DenseAux
 from vspec.train.data import build_datasets, build_transforms
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -96,7 +97,7 @@ REFINER_CASES = {
                    ({"norm_layer": "BatchNorm1d"}, r"norm_layer 'BatchNorm1d': only LayerNorm")],
     "group": [({"group": True}, as_base)],
     "share_atten": [({"share_atten": False}, as_base)],
-    "cos_reg": [({"cos_reg": True}, as_base)],  # + a note
+    "cos_reg": [({"cos_reg": True}, lambda s: s.attention_maps and as_base(attrs.evolve(s, attention_maps=False)))],
     "use_cnn_embed": [({"use_cnn_embed": False}, lambda s: s.embedder == vspec.PatchEmbed(patch_size=16))],
     "apply_transform": [({"apply_transform": [True, False, True, False]},
                          lambda s: [a.refine and a.refine.expansion for a in attentions(s)] == [6, 3, 6, 3]),
@@ -107,7 +108,7 @@ REFINER_CASES = {
     "head_expand": [({"head_expand": 2}, as_base),  # transform off
                     ({"head_expand": 2, "apply_transform": [True] * 4},
                      lambda s: [a.refine.expansion for a in attentions(s)] == [2, 3, 2, 3])],
-    "mix_token": [({"mix_token": True, "return_dense": True}, lambda s: s.head.dense is not None),  # + a note
+    "mix_token": [({"mix_token": True, "return_dense": True}, lambda s: s.head.dense == DenseAux(mix_token=True)),
                   ({"mix_token": True}, r"mix_token without return_dense: the released constructor asserts")],
     "return_dense": [({"return_dense": True}, lambda s: s.head.dense == vspec.spec.DenseAux())],
     "unknown keys": [({"window": 7}, r"unknown argument 'window'; the released constructor takes img_size, ")],
@@ -141,26 +142,17 @@ def test_refiner_qk_scale_sets_the_attention_scale_as_released():
         assert (model(data["x"]) - expected).abs().max() <= 1e-5  # two formulations, float32
 
 
-@pytest.mark.parametrize("changes,note", [
-    ({"attn_drop_rate": 0.1, "drop_path_rate": 0.1, "group": True, "share_atten": False,
-      "interpolate_pos_embedding": True}, None),
-    ({"cos_reg": True}, r"^Refiner config: cos_reg: .* eval outputs are the released ones$"),
+@pytest.mark.parametrize("name,changes", [
+    ("refiner_cls", {"attn_drop_rate": 0.1, "drop_path_rate": 0.1, "group": True, "share_atten": False,
+                     "interpolate_pos_embedding": True, "cos_reg": True}),
+    ("refiner_dense", {"mix_token": True, "cos_reg": True}),
 ])
-def test_refiner_training_only_arguments_leave_the_eval_output_as_released(changes, note):
-    data = refiner_fixture()
-    with warnings.catch_warnings(record=True) as notes:
-        warnings.simplefilter("always")
+def test_refiner_training_only_arguments_leave_the_eval_output_as_released(name, changes):
+    """Every one is honoured without a note (MixToken and cos_reg: tests/models/refiner/test_mix_token.py)."""
+    data = refiner_fixture(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         model = from_official("refiner", data["state_dict"], {**data["config"], **changes}).eval()
-    messages = [str(n.message) for n in notes]
-    assert messages == [] if note is None else len(messages) == 1 and re.match(note, messages[0])
-    with torch.no_grad():
-        assert_close_to_stored(model(data["x"]), data["y"])
-
-
-def test_refiner_mix_token_converts_with_a_note():
-    data = refiner_fixture("refiner_dense")
-    with pytest.warns(ConversionNote, match=r"^Refiner config: mix_token: MixToken .* not implemented in vspec"):
-        model = from_official("refiner", data["state_dict"], {**data["config"], "mix_token": True}).eval()
     with torch.no_grad():
         assert_close_to_stored(model(data["x"]), data["y"])
 

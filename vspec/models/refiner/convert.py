@@ -10,13 +10,12 @@ for those left out). Every one is honoured or refused by name; none is ignored:
   (LayerNorm, its eps), use_cnn_embed (the CNN stem, or a plain p x p convolution), apply_transform
   and head_expand (compute blocks refining their own maps), return_dense (the dense auxiliary head);
   training-only arguments map onto the spec's training fields: attn_drop_rate (`attn_drop`),
-  drop_path_rate (`Model.drop_path`, ramped linearly from 0 as released).
+  drop_path_rate (`Model.drop_path`, ramped linearly from 0 as released), mix_token (`DenseAux.mix_token`:
+  MixToken in the training forward) and cos_reg (`Model.attention_maps`: the training forward also returns
+  every block's attention maps, for the cos_reg loss term).
 - no effect in the released model, accepted: group and share_atten (stored, never read);
   interpolate_pos_embedding where the grid is 14 x 14 (it resizes the 14 x 14 table to the grid: the
   identity there; at any other grid the released forward fails, refused).
-- training-only behaviour vspec does not implement, converted with a `ConversionNote` warning naming
-  it: mix_token (MixToken) and cos_reg (the training forward's attention maps for a cosine-similarity
-  loss). Eval outputs are the released ones.
 - refused: hybrid_backbone, a nonzero drop_rate (it also drops after the position embedding, which
   vspec has no place for), other norm layers, and what the released constructor cannot build.
 
@@ -80,19 +79,10 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
                                attn_drop=float(a["attn_drop_rate"]), norm_eps=layer_norm_eps(a["norm_layer"]))
     patch = a["patch_size"]
     embedder = S.ConvStem(patch_size=patch) if a["use_cnn_embed"] else S.PatchEmbed(patch_size=patch)
-    head = S.ClassTokenHead(dense=S.DenseAux() if a["return_dense"] else None)
+    head = S.ClassTokenHead(dense=S.DenseAux(mix_token=bool(a["mix_token"])) if a["return_dense"] else None)
     return S.Model(embedder=embedder, block=blocks, head=head, dim=a["embed_dim"], num_classes=a["num_classes"],
-                   img_size=a["img_size"], in_chans=a["in_chans"], drop_path=float(a["drop_path_rate"]))
-
-
-def _notes(a: dict[str, Any], spec: S.Model, weights: Mapping) -> list[str]:
-    """What the released model does in training only, and vspec does not implement."""
-    return [note for on, note in (
-        (a["mix_token"], "mix_token: MixToken (patches mixed between images in training) is not implemented in "
-                         "vspec; eval outputs are the released ones"),
-        (a["cos_reg"], "cos_reg: the released training forward also returns the attention maps for a "
-                       "cosine-similarity loss, which vspec does not implement; eval outputs are the released ones"),
-    ) if on]
+                   img_size=a["img_size"], in_chans=a["in_chans"], drop_path=float(a["drop_path_rate"]),
+                   attention_maps=bool(a["cos_reg"]))
 
 
 REFINER = Released(
@@ -107,7 +97,6 @@ REFINER = Released(
     },
     to_spec=_spec,
     refusals=_refusals,
-    notes=_notes,
     rules=[
         (r"^patch_embed\.", "embedder."),
         (r"^blocks\.(\d+)\.attn\.DLA\.", r"stages.0.blocks.\1.attn.core.refine."),

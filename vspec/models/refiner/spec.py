@@ -13,7 +13,7 @@ from attrs import field, frozen
 from ...spec.blocks import Block
 from ...spec.core import SpecError, check, check_size
 from ...spec.kinds import AttentionKind
-from ...spec.layout import StateShape, Tokens
+from ...spec.layout import MAPS, StateShape, Tokens
 from ...spec.stems import ConvStem  # noqa: F401 - Refined-ViT's stem, in the core since LV-ViT shares it
 from ...spec.vit import MLP, MultiHead, Norm
 
@@ -21,7 +21,6 @@ __all__ = ["AdjustedBlock", "Refine", "RefinerAttention"]
 
 CONSTRAINTS = ("none", "spatial", "row_col")
 FORMS = ("paper", "released")
-MAPS = "maps"  # the state key of the attention maps handed from block to block
 
 
 @frozen
