@@ -51,8 +51,8 @@ def test_label_then_train_with_the_advanced_recipe(spec, labels, tmp_path, capsy
     assert all(torch.isfinite(v).all() for v in ckpt["state_dict"].values() if v.is_floating_point())
 
 
-def _refused(spec, labels, tmp_path, capsys):
-    code = main(["train", *train_args(spec, labels, tmp_path / "refused")])
+def _refused(spec, labels, tmp_path, capsys, *extra):
+    code = main(["train", *train_args(spec, labels, tmp_path / "refused", *extra)])
     err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith(("note:", "epoch "))]
     assert code == 2 and len(err) == 1, err
     return err[0]
@@ -81,7 +81,10 @@ def test_a_head_without_the_dense_head_is_refused(labels, tmp_path, capsys):
     path = tmp_path / "plain.json"
     plain = {k: v for k, v in TINY.items() if k != "head.dense"}
     path.write_text(vspec.to_json(vspec.override(vspec.load_spec(ROOT / "specs/deit_tiny.py"), plain)))
-    assert "no dense auxiliary head" in _refused(path, labels, tmp_path, capsys)
+    assert "mix_token: MixToken mixes the tokens the dense auxiliary head scores" in \
+        _refused(path, labels, tmp_path, capsys)
+    code = main(["train", *train_args(path, labels, tmp_path / "refused", "--no-mix-token")])
+    assert code == 2 and "no dense auxiliary head" in capsys.readouterr().err
 
 
 def _train(spec, labels, out, *extra, kill_at=None):

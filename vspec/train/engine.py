@@ -40,7 +40,7 @@ from .config import TrainConfig as TrainConfig  # re-exported: vspec.train.engin
 from .data import build_loaders, set_epoch
 from .inputs import inputs_line, resumed, run_pretrained_cfg
 from .progress import Progress
-from .recipes import drop_path_rate
+from .recipes import training_spec
 from .tasks import forward, make_task
 
 
@@ -153,8 +153,7 @@ class Training:
                 F.refresh_best_folder(self.out)
         C.seed_everything(cfg.run.seed + d.rank)
         spec = cfg.spec
-        if spec.drop_path == 0.0 and self.r.drop_path > 0:
-            spec = attrs.evolve(spec, drop_path=drop_path_rate(self.r, spec))
+        spec = training_spec(self.r, spec)
         if ckpt is not None:  # a resume goes on with the same spec and data, or not at all
             C.check_resume(ckpt, last, spec, C.data_args(cfg))
         self.spec = spec
@@ -260,9 +259,14 @@ class Training:
     def make_loss(self) -> None:
         """The task's loss (mixup / cutmix for images); a head with several outputs says what it trains on (rank 0)."""
         self.mixup, self.criterion = self.task.loss(self.num_classes)
+        self.dense_scale = 1.0  # --annealing-weight sets it each epoch
+        if self.r.dense_avg_pool and self.cfg.data.token_labels is not None:
+            raise ValueError("--dense-avg-pool: the pooled loss takes the image's target (the release fails on token "
+                             "targets too); give --token-labels or --dense-avg-pool, not both")
         outputs = self.spec.head.outputs()  # what the head declares it returns in training (vspec/nn/heads.py)
         if self.d.main and len(outputs) > 1:
-            label = {"sample": "the label", "tokens": "the label at every token"}
+            tokens = "its token label" if self.cfg.data.token_labels is not None else "the label"
+            label = {"sample": "the label", "tokens": f"{tokens} at every token"}
             terms = " + ".join(f"{o.weight:g} x loss({o.name}, {label[o.target]})" for o in outputs)
             print(f"note: the {self.spec.head.kind} head trains on {len(outputs)} outputs: {terms}", file=sys.stderr)
 
@@ -342,9 +346,13 @@ class Training:
         return stats
 
     def start_epoch_data(self, epoch: int) -> int:
-        """The epoch's data order and RNG streams (those of the interrupted epoch after a mid-epoch resume);
-        returns the batches to skip."""
+        """The epoch's data order and RNG streams (those of the interrupted epoch after a mid-epoch resume), the
+        dense head's loss scale (--annealing-weight: the mean lr at the epoch's first step / the peak lr); returns
+        the batches to skip."""
         skip = self.skip_batches if epoch == self.start_epoch else 0
+        if self.r.annealing_weight:  # from the schedule, so a run resumed mid-epoch scales as the uninterrupted one
+            lrs = self.scheduler._get_lr(epoch * self.steps_per_epoch)
+            self.dense_scale = sum(lrs) / len(lrs) / self.r.lr
         set_epoch(self.train_loader, epoch, skip=skip * self.local_batch)
         if skip and self.ckpt is not None:
             C.set_rng_state(self.ckpt["rng"])  # mid-epoch resume: continue the interrupted RNG streams
@@ -364,7 +372,9 @@ class Training:
         last_micro = (i + 1) % cfg.run.accum_steps == 0
         sync = nullcontext() if last_micro or self.d.world == 1 else self.train_model.no_sync()
         with sync, self.amp_ctx():
-            loss = head_loss(self.criterion, forward(self.train_model, images), target)  # the head's declared outputs
+            loss = head_loss(self.criterion, forward(self.train_model, images), target,  # the head's declared outputs
+                             n_comn=self.r.cos_reg_component or None, pooled=self.r.dense_avg_pool,
+                             dense_scale=self.dense_scale)
         scaler.scale(loss / cfg.run.accum_steps).backward()
         if last_micro:
             if self.r.clip_grad:

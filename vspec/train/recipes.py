@@ -50,6 +50,18 @@ class Recipe:
     released_alignment: bool = _F(default=False, validator=Is((bool,)), metadata={
         "help": "token labels: pool each crop's targets as the release did, from the transposed box (its bug, for "
                 "matching the published training); default: the crop's own region"})
+    mix_token: bool = _F(default=False, validator=Is((bool,)), metadata={
+        "help": "MixToken (LV-ViT; Refiner's released training): a box of the token grid swapped between images in "
+                "training; needs the dense auxiliary head (the spec's DenseAux.mix_token turns it on too)"})
+    cos_reg_component: int = _F(default=0, validator=ints(0, 10_000), metadata={
+        "metavar": "N", "help": "Refiner's cos_reg: add 0.1 x the mean cosine similarity of the attention maps of "
+                                "blocks i, i + 1 for i < N (released yamls: 12; needs N + 1 refiner blocks; 0: off)"})
+    annealing_weight: bool = _F(default=False, validator=Is((bool,)), metadata={
+        "help": "the dense head's loss weight follows the lr: x (lr at the epoch's start) / peak lr (the released "
+                "--annealing-weight)"})
+    dense_avg_pool: bool = _F(default=False, validator=Is((bool,)), metadata={
+        "help": "the dense head trained on the mean of its token logits against the image's target (the released "
+                "RelabelPooledCrossEntropy, label_size 1) rather than token by token; not with --token-labels"})
     drop_path_by_depth: bool = _F(default=False, validator=Is((bool,)), metadata={
         "help": "scale --drop-path by the spec's blocks / 12 (Refiner's advanced recipe, Table 8: 0.1 x #blocks / 12)"})
 
@@ -65,8 +77,10 @@ RECIPES: dict[str, Recipe] = {
     # smoothing and EMA are not in the table: timm's smoothing 0.1, EMA off (the released main.py's default)
     "refiner": Recipe(batch_size=256, lr=5e-3, mixup=0.2, cutmix=0.0, ema_decay=None),
     # Table 8, advanced column (Table 7's results, LV-ViT's recipe): batch 512, lr 5e-3 x batch / 512, stochastic depth
-    # 0.1 x #blocks / 12, mixup 0.8, cutmix 1.0; with token labels (--token-labels DIR) as released
-    "refiner_advanced": Recipe(batch_size=512, lr=5e-3, mixup=0.8, cutmix=1.0, ema_decay=None, drop_path_by_depth=True),
+    # 0.1 x #blocks / 12, mixup 0.8, cutmix 1.0; MixToken and token labels (--token-labels DIR) as released (cos_reg is
+    # the released yamls' only: --cos-reg-component 12)
+    "refiner_advanced": Recipe(batch_size=512, lr=5e-3, mixup=0.8, cutmix=1.0, ema_decay=None, drop_path_by_depth=True,
+                               mix_token=True),
     # plain AdamW + cosine, no augmentation or regularisation: small data, smoke tests, the demo
     "none": Recipe(epochs=30, batch_size=64, warmup_epochs=2, auto_augment=None, re_prob=0.0,
                    random_resized_crop=False, mixup=0.0, cutmix=0.0, smoothing=0.0, drop_path=0.0, ema_decay=None),
@@ -82,6 +96,21 @@ RECIPES: dict[str, Recipe] = {
 }
 
 FIELDS = tuple(f.name for f in attrs.fields(Recipe))
+
+
+def training_spec(recipe: Recipe, spec):
+    """The spec as the recipe trains it: its stochastic depth (`drop_path_rate`, when the spec sets none), MixToken
+    on its dense head (`mix_token`) and the attention maps its training forward returns (`cos_reg_component`)."""
+    if spec.drop_path == 0.0 and recipe.drop_path > 0:
+        spec = attrs.evolve(spec, drop_path=drop_path_rate(recipe, spec))
+    if recipe.mix_token and not spec.head.mixes_tokens:
+        if not any(o.target == "tokens" for o in spec.head.outputs()):
+            raise ConfigError("mix_token", f"MixToken mixes the tokens the dense auxiliary head scores; the spec's "
+                                           f"{spec.head.kind} head has none (--no-mix-token trains without)")
+        spec = attrs.evolve(spec, head=attrs.evolve(spec.head, dense=attrs.evolve(spec.head.dense, mix_token=True)))
+    if recipe.cos_reg_component and not spec.attention_maps:
+        spec = attrs.evolve(spec, attention_maps=True)  # a body whose blocks hand no maps on: SpecError
+    return spec
 
 
 def drop_path_rate(recipe: Recipe, spec) -> float:
