@@ -9,4 +9,4 @@ from vspec.spec import MHSA, MLP, ClassTokenHead, ConvStem, DenseAux, Model, Nor
 SPEC = Model(embedder=ConvStem(patch_size=16, width=128, growth=1),
              block=RescaledBlock(attention=MHSA(heads=12, qkv_bias=False), ffn=MLP(ratio=3.0), norm=Norm(eps=1e-5),
                                  skip_lam=3.0),
-             depth=24, dim=768, head=ClassTokenHead(dense=DenseAux()))
+             depth=24, dim=768, head=ClassTokenHead(dense=DenseAux(mix_token=True)))

@@ -10,7 +10,7 @@ from vspec.spec import MHSA, MLP, ClassTokenHead, ConvStem, DenseAux, Model, Nor
 SPEC = Model(embedder=ConvStem(patch_size=16, width=64, growth=1),
              block=RescaledBlock(attention=MHSA(heads=8, qkv_bias=False), ffn=MLP(ratio=3.0), norm=Norm(eps=1e-5),
                                  skip_lam=2.0),
-             depth=20, dim=512, head=ClassTokenHead(dense=DenseAux()))
+             depth=20, dim=512, head=ClassTokenHead(dense=DenseAux(mix_token=True)))
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {"released": released("lvvit_m", "1.0/lvvit_m-56M-224-84.0.pth.tar", params=55_830_544, top1=84.0)}

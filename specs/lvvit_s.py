@@ -10,7 +10,7 @@ from vspec.spec import MHSA, MLP, ClassTokenHead, ConvStem, DenseAux, Model, Nor
 SPEC = Model(embedder=ConvStem(patch_size=16, width=64, growth=1),
              block=RescaledBlock(attention=MHSA(heads=6, qkv_bias=False), ffn=MLP(ratio=3.0), norm=Norm(eps=1e-5),
                                  skip_lam=2.0),
-             depth=16, dim=384, head=ClassTokenHead(dense=DenseAux()))
+             depth=16, dim=384, head=ClassTokenHead(dense=DenseAux(mix_token=True)))
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {"released": released("lvvit_s", "1.0/lvvit_s-26M-224-83.3.pth.tar", params=26_151_824, top1=83.3)}

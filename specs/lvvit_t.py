@@ -9,7 +9,7 @@ from vspec.spec import MHSA, MLP, Block, ClassTokenHead, ConvStem, DenseAux, Mod
 
 SPEC = Model(embedder=ConvStem(patch_size=16, width=64, growth=1),
              block=Block(attention=MHSA(heads=4, qkv_bias=False), ffn=MLP(ratio=3.0), norm=Norm(eps=1e-5)),
-             depth=12, dim=240, head=ClassTokenHead(dense=DenseAux()))
+             depth=12, dim=240, head=ClassTokenHead(dense=DenseAux(mix_token=True)))
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {"released": released("lvvit_t", "v0.2.0/lvvit_t.pth", params=8_534_720, top1=79.1)}

@@ -30,13 +30,38 @@ def test_released_models_reproduce_the_reference_outputs(name):
         warnings.simplefilter("always")
         model = from_official("lvvit", data["state_dict"], data["config"]).eval()
     notes = [str(w.message) for w in caught if issubclass(w.category, ConversionNote)]
-    note = ("LV-ViT config: mix_token: MixToken (patch tokens mixed between images in training) is not implemented "
-            "in vspec; eval outputs are the released ones")
-    assert notes == ([note] if data["config"]["mix_token"] else [])
+    assert notes == []  # mix_token is MixToken in the training forward, as released
+    assert model.spec.head.mixes_tokens == bool(data["config"]["mix_token"])
     with torch.no_grad():
         assert_close_to_stored(model(data["x"]), data["y"])
     assert sum(p.numel() for p in model.parameters()) == {"lvvit_cls": 375_514, "lvvit_dense": 376_004,
                                                           "lvvit_stem128": 412_948}[name]
+
+
+@pytest.mark.parametrize("bn", ["batch statistics", "running statistics"])
+def test_the_training_forward_mixes_tokens_as_released(bn):
+    """lvvit_dense.pt's training keys: numpy seeded with 12 draws the box rows 0:2, columns 1:3 of the 4 x 4 grid
+    (lam from the box 0.75); the class and token logits of the train-mode forward (`y_train`: the stem's BatchNorms
+    on the batch's statistics; `y_train_bn_eval`: on their running ones)."""
+    import numpy as np
+
+    from vspec.nn.heads import as_outputs
+    from vspec.nn.mix_token import TokenBox
+
+    data = fixture("lvvit_dense")
+    mix = data["train_mix"]
+    model = from_official("lvvit", data["state_dict"], data["config"]).train()
+    if bn == "running statistics":
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.eval()
+    np.random.seed(mix["numpy_seed"])
+    with torch.no_grad():
+        cls, aux = as_outputs(model(data["x"]))
+    assert cls.box == TokenBox(*mix["box"], tuple(mix["grid"])) and cls.box.lam == mix["lam_from_box"]
+    want = data["y_train"] if bn == "batch statistics" else data["y_train_bn_eval"]
+    assert_close_to_stored(cls.logits, want[0])
+    assert_close_to_stored(aux.logits, want[1])
 
 
 def test_the_stems_are_one_kind_of_two_widths():
@@ -149,7 +174,7 @@ LVVIT_CASES = {
     "order": [({"order": ["tr"] * 3}, lambda s: len(blocks(s)) == 3),  # overrides depth
               ({"order": ["tr", "mha"]}, r"order \['tr', 'mha'\]: only 'tr' blocks are converted"),
               ({"order": "tr"}, r"order 'tr': None or a list of block types")],
-    "mix_token": [({"mix_token": True, "return_dense": True}, lambda s: s.head.dense is not None),  # + a note
+    "mix_token": [({"mix_token": True, "return_dense": True}, lambda s: s.head.dense.mix_token),
                   ({"mix_token": True}, r"mix_token without return_dense: the released constructor asserts")],
     "return_dense": [({"return_dense": True}, lambda s: s.head.dense == DenseAux())],
     "unknown keys": [({"window": 7}, r"unknown argument 'window'; the released constructor takes img_size, ")],

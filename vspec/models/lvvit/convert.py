@@ -11,8 +11,7 @@ is honoured or refused by name; none is ignored:
   auxiliary head: eval logits = class logits + 0.5 x the max over patch tokens of the aux logits); training-only
   attn_drop_rate (`attn_drop`), drop_path_rate with drop_path_decay 'linear' (`Model.drop_path`, ramped from 0 as
   released).
-- training-only behaviour vspec does not implement, converted with a `ConversionNote` warning naming it: mix_token
-  (MixToken). Eval outputs are the released ones.
+- mix_token: MixToken in the training forward (`DenseAux.mix_token`, vspec/nn/mix_token.py), as released.
 - refused: hybrid_backbone, a nonzero drop_rate (it also drops after the position embedding, which vspec has no place
   for), drop_path_decay other than 'linear' with a nonzero rate, order entries 'mha' / 'ffn' (blocks no released
   factory builds: they also scale the norm's input), another head_dim, other norm layers, mix_token without
@@ -84,7 +83,7 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
     block = released_block(a, block=S.Block if lam == 1 else functools.partial(P.RescaledBlock, skip_lam=lam),
                            attn_drop=float(a["attn_drop_rate"]))
     depth = a["depth"] if a["order"] is None else len(a["order"])  # order overrides depth
-    head = S.ClassTokenHead(dense=S.DenseAux() if a["return_dense"] else None)
+    head = S.ClassTokenHead(dense=S.DenseAux(mix_token=bool(a["mix_token"])) if a["return_dense"] else None)
     return S.Model(embedder=embedder, block=block, depth=depth, head=head, dim=a["embed_dim"],
                    num_classes=a["num_classes"], img_size=_side(a["img_size"]), in_chans=a["in_chans"],
                    drop_path=float(a["drop_path_rate"]))
@@ -93,8 +92,6 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
 def _notes(a: dict[str, Any], spec: S.Model, weights: Mapping) -> list[str]:
     """What the released model does differently, and vspec does not implement."""
     return [note for on, note in (
-        (a["mix_token"], "mix_token: MixToken (patch tokens mixed between images in training) is not implemented in "
-                         "vspec; eval outputs are the released ones"),
         (a["return_dense"] and a["num_classes"] == 0,
          "num_classes 0 with return_dense: the released eval output adds 0.5 x the max of the patch tokens to the "
          "class token; vspec's headless model returns the class token"),

@@ -29,5 +29,5 @@ def released(factory: str, file: str, params: int, top1: float, img_size: int = 
         unwrap=("state_dict",),  # validate.py's load_checkpoint: the `state_dict` entry (EMA only with --use-ema)
         preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=CROP_PCT[factory], interpolation="bicubic",
                               input_size=(3, img_size, img_size)),
-        notes="trained with MixToken and token labeling (mix_token=True: a training-only augmentation; the eval "
+        notes="trained with MixToken and token labeling (mix_token=True: MixToken in the training forward; the eval "
               "output, class logits + 0.5 x the max over patch tokens of the dense head's, is the released one)")
