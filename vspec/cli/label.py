@@ -12,7 +12,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import attrs
+
+from ..spec import from_json, load_spec
+from ..spec.catalogue import presets
 from ..train.config import DataConfig, RunConfig
+from ..train.progress import Progress
 from ..train.recipes import Recipe
 from ..train.rules import FINITE, POSITIVE_FLOAT, POSITIVE_INT, rule
 from .common import (
@@ -89,13 +94,11 @@ def _pair(values: list[int], flag: str, prog: str) -> tuple[int, int]:
 
 def _vspec_model(args, prog: str):
     """(model, in_chans, img_size, the weights' data config or None, what it is) of a vspec MODEL."""
-    import attrs
     import torch  # torch
 
     from ..checkpoint import at_img_size, load_weights  # torch
     from ..compiler import build  # torch
     from ..loading import load_checkpoint  # torch
-    from ..spec import from_json, load_spec
 
     path, cfg = args.model, None
     if args.pretrained:
@@ -161,8 +164,6 @@ def _resolve(args, prog: str) -> tuple[str | None, str]:
         return text[len(TIMM):], text
     if Path(text).exists() or "/" in text or Path(text).suffix:
         return None, text
-    from ..spec.catalogue import presets
-
     return (None, text) if text.split(".")[0] in presets() else (text, TIMM + text)
 
 
@@ -174,7 +175,6 @@ def label(args: argparse.Namespace, prog: str) -> dict:
     from ..train.distributed import workers_for  # torch
     from ..train.inputs import inputs_line, resolve_inputs  # torch
     from ..train.labeling import MIN_WIDTH, pending, scorer, write_label_maps  # torch
-    from ..train.progress import Progress
     from ..train.relabel import image_keys  # torch
 
     grid = _pair(args.grid, "--grid", prog)

@@ -19,8 +19,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.data import DataLoader, Subset
 
+from ..nn.model import Transformer
+from ..nn.vit import GAPHead
 from .datasets import DataError
+from .relabel import image_keys, label_path
 
 # the crop plane the data set adds later stores 6 numbers along Wm (relabel.read_label_map)
 MIN_WIDTH = 6
@@ -51,7 +55,6 @@ def _vspec_scorer(model) -> Callable[[torch.Tensor], torch.Tensor]:
     if model.head_state:
         raise LabelError(f"the model's head reads more than the tokens ({', '.join(model.head_state)}): no "
                          "classifier scores a token alone")
-    from ..nn.vit import GAPHead  # torch
 
     head = model.head
     dense = any(o.target == "tokens" for o in model.spec.head.outputs()) and isinstance(getattr(head, "aux", None),
@@ -109,7 +112,6 @@ def _timm_scorer(model) -> Callable[[torch.Tensor], torch.Tensor]:
 def scorer(model) -> Callable[[torch.Tensor], torch.Tensor]:
     """A function images (B, C, H, W) -> dense logits (B, classes, h, w) on the model's last token grid (a vspec
     model, or a timm model); a model that cannot score every token is a one-line LabelError."""
-    from ..nn.model import Transformer  # torch
 
     return _vspec_scorer(model) if isinstance(model, Transformer) else _timm_scorer(model)
 
@@ -167,7 +169,6 @@ def save_map(label_map: torch.Tensor, path: Path, partial: Path) -> None:
 def pending(keys: list[str], out: Path, overwrite: bool = False) -> list[int]:
     """The indices of `keys` whose map is still to write (all with `overwrite`); two images whose maps would share
     a name (the released rule cuts at the first dot: `a.png` and `a.jpg`) are refused."""
-    from .relabel import label_path
 
     seen: dict[Path, str] = {}
     for key in keys:
@@ -185,9 +186,7 @@ def write_label_maps(score: Callable, dataset, out: Path, *, grid: tuple[int, in
     """Write the label map of every image of `dataset` (items (image tensor, label), in `image_keys` order) under
     `label_path(out, key)`, skipping those already there (`overwrite`: all anew); `limit`: at most that many this
     run. `progress(total)`: a `Progress` of the maps to write (updated per batch). Returns (written, skipped)."""
-    from torch.utils.data import DataLoader, Subset
 
-    from .relabel import image_keys, label_path
 
     keys = image_keys(dataset)
     todo = pending(keys, out, overwrite)

@@ -26,7 +26,10 @@ import numpy as np
 import torch
 from PIL import Image
 from torch.utils.data import Dataset
+from torchvision import transforms as T
+from torchvision.transforms import functional as F
 
+from .data import ConvertMode
 from .datasets import DataError
 from .relabel import image_keys, label_path, read_label_map
 
@@ -117,9 +120,7 @@ def _split(transform):
     would move pixels without the map."""
     from timm.data.auto_augment import RandAugment  # extra
     from timm.data.transforms import RandomResizedCropAndInterpolation  # extra
-    from torchvision import transforms as T
 
-    from .data import ConvertMode
 
     parts = {"convert": [], "hflip": 0.0, "vflip": 0.0, "augment": [], "crop": None, "tail": []}
     photometric = (T.ColorJitter, T.RandomGrayscale, T.RandomApply)
@@ -200,8 +201,6 @@ class TokenLabels(Dataset):
     def transform(self, img, label_map: torch.Tensor, label: int, *, flip: bool | None = None, crop=None):
         """(PIL image, its (2, k, Hm, Wm) map, class) -> (image, (3, k, Hm, Wm)). `flip` / `crop` (top, left,
         height, width pixels) replace the horizontal flip's / the crop's random draws when given."""
-        from torchvision.transforms import functional as F
-
         p = self.parts
         for t in p["convert"]:
             img = t(img)
@@ -219,8 +218,6 @@ class TokenLabels(Dataset):
         return img, crop_plane(label_map, crop, image_hw, label)
 
     def _crop(self, img, crop):
-        from torchvision.transforms import functional as F
-
         t = self.parts["crop"]
         if t is None or not hasattr(t, "scale"):  # no random crop: the whole image (resized when asked)
             return (t(img) if t is not None else img), (0, 0, img.size[1], img.size[0])
