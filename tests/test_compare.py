@@ -212,6 +212,33 @@ def test_welch_is_the_textbook_test():
     assert C.welch([1.0, 1.0], [1.0, 1.0])["p"] == 1.0 and C.welch([2.0, 2.0], [1.0, 1.0])["p"] == 0.0
 
 
+def test_token_labels_train_each_spec_without_and_with_them(tmp_path, capsys):
+    """--token-labels DIR: each spec twice (NAME, NAME+tl), the second on the label maps, a column saying which; a
+    spec without the dense head, or text, is refused before any run."""
+    from vspec.spec import ClassTokenHead, DenseAux
+
+    dense, plain = tmp_path / "dense.json", tmp_path / "plain.json"
+    dense.write_text(to_json(tiny(embedder=PatchEmbed(patch_size=2), head=ClassTokenHead(dense=DenseAux()))))
+    plain.write_text(to_json(tiny()))
+    labels, out = tmp_path / "labels", tmp_path / "cmp"
+    assert vspec.cli.main(["label", str(dense), "--data", "digits", "--out", str(labels), "--grid", "6",
+                           "--device", "cpu"]) == 0
+    argv = ["compare", str(dense), "--data", "digits", "--token-labels", str(labels), "--seeds", "1", "--epochs",
+            "1", "--batch-size", "256", "--out-dir", str(out)]
+    assert vspec.cli.main(argv) == 0
+    result = json.loads((out / "compare.json").read_text())
+    assert [(r["name"], r["token_labels"]) for r in result["specs"]] == [("dense", None), ("dense+tl", str(labels))]
+    assert f"--token-labels {labels}" in result["command"]
+    runs = out / "runs"
+    assert "token_labels" not in torch.load(runs / "dense-seed0" / "last.pt", weights_only=False)["data_args"]
+    assert torch.load(runs / "dense+tl-seed0" / "last.pt", weights_only=False)["data_args"]["token_labels"] == \
+        str(labels.resolve())
+    assert "| token labels |" in C.table(result) and "| dense+tl | yes |" in C.table(result)
+    capsys.readouterr()
+    argv[argv.index(str(dense))] = str(plain)
+    assert "no dense auxiliary head" in _error(capsys, [*argv, "--overwrite"])
+
+
 def test_matched_to_the_first_budget_on_a_grid(specs, tmp_path, capsys):
     """--grid expands a spec; --match macs fits every other spec to the first's MACs before training, and the
     table shows the original counts beside the matched ones and the noise column."""
@@ -371,3 +398,17 @@ def test_bad_flags_are_one_line_before_any_spec_is_loaded(specs, tmp_path, capsy
         _refuse_work(monkeypatch)
     err = _error(capsys, ["compare", *specs, *argv, "--out-dir", str(tmp_path / "cmp")])
     assert needle in err and "cannot convert" not in err, err
+
+
+def test_the_refiner_page_shows_the_token_label_comparison():
+    """Issue 46's mnist5k comparison (benchmarks/token_labels.py): the Refiner page's table is `table` of
+    docs/compare/token_labels/compare.json, with and without the teacher's token labels, 3 seeds each, and its verdict
+    is the noise test's."""
+    result = json.loads((MEASURED / "token_labels" / "compare.json").read_text())
+    page = doc("families/refiner")
+    assert C.table(result) in page and f"`{result['command']}`" in page
+    assert result["data"]["name"] == "mnist5k" and len(result["seeds"]) == 3
+    assert [r.get("token_labels") is not None for r in result["specs"]] == [False, True]
+    assert "--token-labels" in result["command"] and result["teacher"]["val_top1"] > 80
+    within = all(t is None or t["p"] >= C.ALPHA for t in C.noise(result).values())
+    assert ("Within the seed noise" in page) == within

@@ -207,6 +207,7 @@ def command_line(args) -> str:
     argv = ["vspec", "compare", *args.specs, "--data", args.data]
     argv += ["--data-dir", args.data_dir] if args.data_dir else []
     argv += ["--task", args.task] if args.task else []
+    argv += ["--token-labels", args.token_labels] if getattr(args, "token_labels", None) else []
     argv += ["--seeds", str(args.seeds), "--seed-base", str(args.seed_base), "--recipe", args.recipe]
     for flag in ("epochs", "batch_size", "lr", "warmup_epochs", "threads"):
         if getattr(args, flag) is not None:
