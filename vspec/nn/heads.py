@@ -136,7 +136,8 @@ def _smoothed_one_hot(labels: torch.Tensor, like: torch.Tensor, smoothing: float
     """(B,) labels -> (B, C) rows of the logits `like` (B, C): 1 - s + s / C at the label, s / C elsewhere (timm's
     smoothed targets)."""
     classes = like.shape[1]
-    return F.one_hot(labels, classes).to(like.dtype) * (1.0 - smoothing) + smoothing / classes
+    dtype = torch.promote_types(like.dtype, torch.float32)  # not in half precision under autocast
+    return F.one_hot(labels, classes).to(dtype) * (1.0 - smoothing) + smoothing / classes
 
 
 def _box_mixed_loss(criterion: Callable, logits: torch.Tensor, target: torch.Tensor, lam: float) -> torch.Tensor:
