@@ -172,9 +172,9 @@ def test_train_cli_precision_on_the_cpu(exact_svpn_spec, tmp_path, monkeypatch, 
     seen = []
     loss_fn = engine.head_loss
 
-    def spy(criterion, outputs, target):
+    def spy(criterion, outputs, target, **options):
         seen.append(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None)
-        return loss_fn(criterion, outputs, target)
+        return loss_fn(criterion, outputs, target, **options)
 
     monkeypatch.setattr(engine, "head_loss", spy)
     out = tmp_path / "run"

@@ -171,8 +171,9 @@ def test_a_dense_head_trains_on_digits_with_mixup(tmp_path, monkeypatch, capsys)
     path.write_text(vspec.to_json(spec))
     checked = []
 
-    def spy(criterion, outputs, target):
-        loss = head_loss(criterion, outputs, target)
+    def spy(criterion, outputs, target, **options):
+        assert options == {"n_comn": None, "pooled": False, "dense_scale": 1.0}  # the deit recipe: plain
+        loss = head_loss(criterion, outputs, target, **options)
         cls, tokens = (o.logits.float() for o in outputs)
         assert target.shape == (len(cls), 10)  # soft targets
         expected = soft(cls, target) + 0.5 * torch.stack([soft(tokens[:, n], target) for n in range(16)]).mean()

@@ -180,9 +180,9 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tiny
     calls = []
     real = engine.head_loss
 
-    def diverging(criterion, outputs, target):  # finite for epoch 1 (4 steps), then NaN from step 6 on
+    def diverging(criterion, outputs, target, **options):  # finite for epoch 1 (4 steps), then NaN from step 6 on
         calls.append(1)
-        return real(criterion, outputs, target) * (math.nan if len(calls) >= 6 else 1.0)
+        return real(criterion, outputs, target, **options) * (math.nan if len(calls) >= 6 else 1.0)
 
     monkeypatch.setattr(engine, "head_loss", diverging)
     out = tmp_path / "run"

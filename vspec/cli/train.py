@@ -19,11 +19,12 @@ from .fields import add_fields, flags, given
 NAME, HELP = "train", "train a spec (tools/train.py's command: the same arguments)"
 
 
-def data_args(p: argparse.ArgumentParser, run_fields=()) -> None:
-    """The data group (DataConfig's fields, and RunConfig's `run_fields`: evaluation's seed, workers, device), then
-    the inputs group."""
+def data_args(p: argparse.ArgumentParser, run_fields=(), training: bool = False) -> None:
+    """The data group (DataConfig's fields, those of training only with `training`, and RunConfig's `run_fields`:
+    evaluation's seed, workers, device), then the inputs group."""
     g = p.add_argument_group("data")
-    add_fields(g, DataConfig)
+    add_fields(g, DataConfig, only=[f.name for f in attrs.fields(DataConfig)
+                                    if training or not f.metadata.get("training_only")])
     add_fields(g, RunConfig, only=run_fields)
     g = p.add_argument_group("inputs", "how images are normalised and resized; default: the published weights' "
                                        "(--pretrained; eval: also those a model folder or checkpoint records, or "
@@ -51,7 +52,7 @@ def train_parser(prog: str = "train.py") -> argparse.ArgumentParser:
                         "(fine-tuning a language body: lr 2e-5, batch 32, 10 %% warmup, linear decay, 3 epochs), "
                         "none (plain AdamW + cosine; default); the recipe fields' flags override single fields")
     pretrained_flag(p)
-    data_args(p)
+    data_args(p, training=True)
     add_fields(p.add_argument_group("recipe fields", "default: the --recipe's"), Recipe, unset=True)
     add_fields(p.add_argument_group("run", "how the run executes"), RunConfig)
     return p

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import spec as S
+from .token_losses import cos_reg_term, relabel_cross_entropy, relabel_pooled_cross_entropy, soft_cross_entropy
 
 if TYPE_CHECKING:
     from .mix_token import TokenBox
@@ -79,13 +80,13 @@ def head_loss(criterion: Callable, out: torch.Tensor | tuple[HeadOutput, ...], t
     """The loss of a training forward: the sum of weight x criterion over the head's outputs.
 
     A token-labelling target (B, C, 2 + N) (relabel_target) takes the released RelabelCrossEntropy
-    (`vspec.train.relabel.relabel_cross_entropy`, whatever `criterion`: the smoothing is in the target): the sample
+    (`vspec.nn.token_losses.relabel_cross_entropy`, whatever `criterion`: the smoothing is in the target): the sample
     output against column 1 (mixed by its MixToken box), the tokens output against columns 2..; the weights are the
     outputs' declared ones. `pooled`: the released RelabelPooledCrossEntropy instead (label_size 1,
     --dense-avg-pool; the mean of the token logits against the sample's target (B, C), hard labels as smoothed
     one-hot rows). `dense_scale` multiplies the tokens output's weight (the released --annealing-weight: current
     lr / base lr). `n_comn`: add Refiner's cos_reg term over the attention maps the outputs carry
-    (`vspec.train.relabel.cos_reg_term`; the released cos_reg_component); the maps are not used without it."""
+    (`vspec.nn.token_losses.cos_reg_term`; the released cos_reg_component); the maps are not used without it."""
     outs = tuple(o._replace(weight=o.weight * dense_scale) if o.target == "tokens" and dense_scale != 1.0 else o
                  for o in as_outputs(out))
     maps = next((o.maps for o in outs if o.maps is not None), None)
@@ -97,15 +98,11 @@ def head_loss(criterion: Callable, out: torch.Tensor | tuple[HeadOutput, ...], t
     loss = sum(o.weight * output_loss(criterion, o, target) for o in outs)
     if n_comn is None:
         return loss
-    from ..train.relabel import cos_reg_term  # the training side; vspec.train imports this module
-
     return loss + cos_reg_term(maps, n_comn)
 
 
 def _relabel_loss(criterion: Callable, outs: tuple[HeadOutput, ...], target: torch.Tensor, pooled: bool, maps,
                   n_comn: int | None) -> torch.Tensor:
-    from ..train.relabel import cos_reg_term, relabel_cross_entropy, relabel_pooled_cross_entropy
-
     kinds = [o.target for o in outs]
     if sorted(kinds) != ["sample", "tokens"]:
         what = "pooled relabel loss" if pooled else f"token-labelling target {tuple(target.shape)}"
@@ -148,8 +145,6 @@ def _box_mixed_loss(criterion: Callable, logits: torch.Tensor, target: torch.Ten
     t = lam * t + (1.0 - lam) * t.flip(0)
     if soft:
         return criterion(logits, t)
-    from ..train.relabel import soft_cross_entropy
-
     return soft_cross_entropy(logits, t)
 
 

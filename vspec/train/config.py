@@ -55,7 +55,7 @@ class DataConfig:
         "metavar": "N", "help": "text: truncate sequences to N tokens (default: the spec's seq_len); batches are "
                                 "padded to their longest"})
     token_labels: str | None = _F(default=None, converter=attrs.converters.optional(str), metadata={
-        "metavar": "DIR",
+        "metavar": "DIR", "training_only": True,
         "help": "images: token labeling (Refiner's advanced recipe, LV-ViT): a folder of per-image label maps in the "
                 "released format (`vspec label` writes them; LV-ViT's published ImageNet maps are read as they are), "
                 "the model's dense auxiliary head trained on them, cropped and flipped with each image"})

@@ -1,7 +1,7 @@
 """Token-label maps from any classifier (`vspec label`): a teacher's dense class scores over a whole training
 image, resampled to a fixed grid and cut to the top-k, in the released on-disk format that `relabel.read_label_map`
-reads (../shared/fixtures/official/README.md, "On-disk label map": (2, k, Hm, Wm), plane 0 the scores, plane 1
-their class indices as floats).
+reads (the fixtures' README, "On-disk label map": (2, k, Hm, Wm), plane 0 the scores, plane 1 their class indices
+as floats).
 
 The scores are logits: the classifier applied at every location of the model's last token grid (a vspec model's
 dense auxiliary head where it has one, else its classifier on every patch token; a timm CNN's classifier as a 1x1

@@ -2,7 +2,7 @@
 together in the release's order, and the label folder checked against the data set before training starts.
 
 The conventions are the release's (github.com/zhoudaquan/Refiner_ViT @ b3e8cb0) as the fixtures' README
-describes them (../shared/fixtures/official/README.md, "Token labeling": "What the reader / transform returns",
+describes them ("Token labeling": "What the reader / transform returns",
 "RandAugment label ops"). The image side is `build_transforms`' own timm pieces, only reordered: (1) horizontal
 flip, (2) vertical flip, (3) RandAugment (its geometric ops also move the map) or colour jitter, (4) the random
 resized crop, which does not crop the map but appends a third plane holding the crop, then to tensor / normalise
