@@ -3,6 +3,7 @@ refiner_advanced` trains a dense-head spec on them (flips, RandAugment, crops, m
 folder that does not match the data set is refused in one line, and a run killed and resumed equals the
 uninterrupted one (labels and crops included)."""
 
+import math
 import subprocess
 import sys
 
@@ -108,3 +109,34 @@ def test_killed_and_stopped_mid_epoch_then_resumed_equals_the_uninterrupted_run(
     done = _train(spec, labels, out, "--resume")
     assert done.returncode == 0, done.stderr[-2000:]
     assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))
+
+
+def test_the_recipe_fields_reach_the_loss(labels, tmp_path, monkeypatch):
+    """--cos-reg-component N turns the spec's attention maps on and reaches head_loss as n_comn; --annealing-weight
+    scales the dense weight by the lr at each epoch's first step over the peak lr (the released rule), from the
+    schedule; the loss stays finite."""
+    from vspec.train import engine
+
+    spec = tmp_path / "refiner_dense.json"
+    refiner = vspec.override(vspec.load_spec(ROOT / "specs/compare_refiner.py"),
+                             {"img_size": 16, "embedder.patch_size": 4, "in_chans": 3, "num_classes": 4,
+                              "head.dense": {}})
+    spec.write_text(vspec.to_json(refiner))
+    seen, real = [], engine.head_loss
+
+    def spy(criterion, outputs, target, **options):
+        seen.append(options)
+        return real(criterion, outputs, target, **options)
+
+    monkeypatch.setattr(engine, "head_loss", spy)
+    out = tmp_path / "run"
+    argv = train_args(spec, labels, out, "--cos-reg-component", "2", "--annealing-weight", "--warmup-epochs", "1",
+                      "--lr", "0.01", "--warmup-lr", "0.001")
+    assert main(["train", *argv]) == 0
+    assert [o["n_comn"] for o in seen] == [2] * 8 and not any(o["pooled"] for o in seen)
+    # the lr at each epoch's first step (4 steps an epoch of 8): warmup from 1e-3 at step 0, then at step 4 the cosine
+    # from 1e-2 to min_lr 1e-5 halfway through its 8 steps: 1e-5 + (1e-2 - 1e-5) x (1 + cos(pi x 4 / 8)) / 2
+    second = (1e-5 + (1e-2 - 1e-5) * (1 + math.cos(math.pi * 4 / 8)) / 2) / 1e-2
+    assert [o["dense_scale"] for o in seen] == pytest.approx([0.1] * 4 + [second] * 4)
+    ckpt = C.load(out / "last.pt")
+    assert vspec.from_json(ckpt["spec"]).attention_maps and vspec.from_json(ckpt["spec"]).head.mixes_tokens

@@ -83,10 +83,11 @@ def state_layout(model: Model) -> tuple[dict[str, Any], ...]:
         written.append(state)
         state = {**state, **block.state_out(state, tokens)}
     written.append(state)
-    kept = {*model.head.reads, *((MAPS,) if model.attention_maps else ())}  # read after the last block
+    maps = {MAPS} if model.attention_maps else set()  # every block's handed-on maps, read by the training output
+    kept = {*model.head.reads, *maps}  # read after the last block
     live, out = kept, [{k: v for k, v in state.items() if k in kept}]
     for (block, _), before in zip(reversed(blocks), reversed(written[:-1])):
-        live = (live - set(block.writes)) | set(block.reads)
+        live = (live - set(block.writes)) | set(block.reads) | maps
         out.append({k: v for k, v in before.items() if k in live})
     return tuple(reversed(out))
 
