@@ -76,6 +76,8 @@ def test_a_folder_that_does_not_match_the_data_set_is_refused_in_one_line(spec, 
     assert "9" in _refused(spec, bad, tmp_path, capsys)
     (bad / "0" / "0000000.pt").write_bytes(b"not a tensor")
     assert "0000000.pt" in _refused(spec, bad, tmp_path, capsys)
+    assert "--dense-avg-pool: the pooled loss takes the image's target" in \
+        _refused(spec, labels, tmp_path, capsys, "--dense-avg-pool")
 
 
 def test_a_head_without_the_dense_head_is_refused(labels, tmp_path, capsys):
