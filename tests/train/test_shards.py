@@ -201,7 +201,6 @@ def train(spec, data, out, *extra, kill_at=None):
                           capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.slow  # ~27 s: five runs in subprocesses
 def test_killed_and_stopped_mid_epoch_then_resumed_equals_the_uninterrupted_run(tmp_path, tiny_spec):
     """48 images in batches of 8 over 2 workers: 6 steps an epoch. SIGKILL at step 9 (mid epoch 2: last.pt is
     epoch 1's), then the resumed run stopped by SIGTERM at the same step (last.pt records 3 batches of epoch 2, an
