@@ -11,7 +11,7 @@ Three steps, each a vspec command (printed before it runs):
 3. vspec compare specs/compare_vit_dense.py --data mnist5k --token-labels OUT/labels --seeds N --recipe compare
    --threads 1 --out-dir OUT
 The teacher's run and the label maps are left in OUT/teacher and OUT/labels (git-ignored under docs/: only
-compare.json and compare.png are committed); its final val top-1 is added to compare.json under "teacher".
+compare.json is committed); its final val top-1 is added to compare.json under "teacher".
 About 3 minutes on a 2-core CPU.
 """
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import attrs
@@ -171,6 +169,7 @@ def label(args: argparse.Namespace, prog: str) -> dict:
     """Write the maps; returns what labels.json records, with this run's written / skipped counts."""
     import torch  # torch
 
+    from ..train.checkpoints import atomic_write_text  # torch
     from ..train.data import build_datasets, build_transforms  # torch
     from ..train.distributed import workers_for  # torch
     from ..train.inputs import inputs_line, resolve_inputs  # torch
@@ -215,7 +214,7 @@ def label(args: argparse.Namespace, prog: str) -> dict:
         progress=lambda total: Progress(total, "label", unit="img", interval=30.0))
     left = len(pending(image_keys(train_ds), out))  # the maps still missing (after --overwrite --limit too)
     record["count"] = len(train_ds) - left
-    _write_json(out / "labels.json", record)
+    atomic_write_text(json.dumps(record, indent=1), out / "labels.json")
     print(f"{out}: {written} label maps written, {skipped} already there"
           + (f", {left} left for a later run" if left else "")
           + f" ({args.top_k} logits at {grid[0]}x{grid[1]}, {n} classes, {args.data}'s {len(train_ds)} training "
@@ -243,10 +242,3 @@ def _check_same(out: Path, record: dict, overwrite: bool, prog: str) -> None:
         k = differ[0]
         raise UsageError(f"{prog}: error: {out} holds the maps of another labeling ({k} {before.get(k)!r} there, "
                          f"{record[k]!r} now): --overwrite to write them all anew, or another --out")
-
-
-def _write_json(path: Path, record: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".labels.", suffix=".json", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(record, f, indent=1)
-    os.replace(tmp, path)

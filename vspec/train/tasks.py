@@ -214,7 +214,7 @@ class ImageTask:
     def token_label_data(self):
         """--token-labels: each training image with its label map, augmented together (TokenLabels); the
         validation split as without."""
-        self.label_size = token_grid(self.spec)  # refuses a spec without the dense head first
+        token_grid(self.spec)  # refuses a spec without the dense head first
         if self.cfg.run.decode_on == "device":
             raise DataError("--token-labels: the label maps are cropped and flipped on the host (--decode-on host)")
         train_tf, eval_tf = self.transforms()
@@ -234,7 +234,7 @@ class ImageTask:
             return make_criterion(self.r, num_classes)
         r = self.r
         mix = RelabelMix(num_classes, mixup_alpha=r.mixup, cutmix_alpha=r.cutmix, smoothing=r.smoothing,
-                         label_size=self.label_size, released_alignment=r.released_alignment)
+                         label_size=token_grid(self.spec), released_alignment=r.released_alignment)
         return mix, soft_cross_entropy
 
     def evaluate(self, model, ema, loader, device, amp_ctx) -> dict[str, float]:

@@ -266,7 +266,7 @@ def check_label_folder(label_root, keys, num_classes: int) -> tuple[int, int, in
             with os.scandir(parent) as it:
                 by_dir[parent] = {e.name for e in it}
         except (FileNotFoundError, NotADirectoryError):
-            pass
+            pass  # no such class folder: every map of it is missing (by_dir's empty set)
     missing = [p for p in paths if p.name not in by_dir[p.parent]]
     if missing:
         raise DataError(f"{missing[0]}: no label map for {owner[missing[0]]} ({len(missing)} of {len(paths)} "
