@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from ..extras import missing_extra
 from ..spec import Model, SpecError, from_json
 from ..train.datasets import names
 from .common import (
@@ -122,9 +123,10 @@ def run(args: argparse.Namespace) -> None:
                     output_file("output", folder / f"{source.stem}.{OUTPUTS[name]}.json")) for name in what}
     try:
         A.pyplot()  # before any work: matplotlib is there and imports
-    except ImportError as e:
-        raise UsageError(f"vspec analyze: error: the plots need matplotlib ({one_line(e)}); "
-                         "pip install 'vspec[train]'") from None
+    except ImportError as e:  # missing: `needs` named the extra already; installed but broken: name it here
+        said = one_line(e) if missing_extra(e) else \
+            f"the plots need matplotlib ({one_line(e)}); pip install 'vspec[train]'"
+        raise UsageError(f"vspec analyze: error: {said}") from None
     torch.manual_seed(args.seed)
     if is_checkpoint(source):
         from ..checkpoint import load_weights  # torch
