@@ -197,8 +197,21 @@ def test_the_old_statements_work_and_their_warnings_point_at_them():
     assert {w.filename for w in records} == {__file__}
 
 
+def test_the_download_helpers_of_vspec_pretrained_still_import_from_there():
+    # documented under vspec.pretrained before the fetching went to vspec.downloads (issue 54)
+    from vspec import downloads
+
+    for name in ("hf_cache", "drop_path", "torch_checkpoints", "sha256"):
+        with pytest.warns(DeprecationWarning, match=_message(f"vspec.pretrained.{name}", f"vspec.downloads.{name}")):
+            got = getattr(importlib.import_module("vspec.pretrained"), name)
+        assert got is getattr(downloads, name)
+    with pytest.warns(DeprecationWarning, match=_message("vspec.pretrained.sha256", "vspec.downloads.sha256")) as w:
+        from vspec.pretrained import sha256
+    assert sha256 is downloads.sha256 and w[0].filename == __file__
+
+
 @pytest.mark.parametrize("owner", ["vspec", "vspec.nn", "vspec.ops", "vspec.convert", "vspec.spec", "vspec.cli",
-                                   "vspec.train.engine"])
+                                   "vspec.train.engine", "vspec.pretrained"])
 def test_an_unknown_name_is_still_an_error_without_a_warning(owner):
     module = importlib.import_module(owner)
     with warnings.catch_warnings():

@@ -56,6 +56,21 @@ def test_no_binary_is_committed_and_ci_lints():
     assert lint.returncode == 0, lint.stdout[-2000:]
 
 
+def test_git_ignores_what_the_documented_commands_write():
+    """Every `--out` / `--out-dir` of a command line in the README and docs/ (`$ ...`), `vspec data pack`'s folder,
+    `python -m build`'s dist/ and analyze's default folder: a clone stays clean after following the docs (issue 54)."""
+    pages = [ROOT / "README.md", ROOT / "DESCRIPTION.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    lines = [line for page in pages for line in page.read_text().splitlines() if line.lstrip().startswith("$ ")]
+    outs = {m[1] for line in lines for m in re.finditer(r"--out(?:-dir)?[ =]([a-z0-9_./-]+)(?=\s|$)", line)}
+    outs |= {m[1] for line in lines for m in re.finditer(r"vspec data pack \S+ ([a-z0-9_./-]+)", line)}
+    assert {"cmp", "relabel/digits", "packed/", "deit_tiny.onnx", "runs/first"} <= outs  # the pages still say so
+    written = [o if Path(o).suffix else f"{o.rstrip('/')}/last.pt.tmp" for o in outs]
+    written += ["dist/vspec-0.1.0.tar.gz", "runs/analyze/deit_tiny.maps.png"]
+    check = subprocess.run(["git", "check-ignore", "--no-index", "--verbose", "--non-matching", *written],
+                           capture_output=True, text=True, cwd=ROOT)
+    assert [line.split("\t")[1] for line in check.stdout.splitlines() if line.startswith("::")] == []
+
+
 def test_the_readme_starts_with_the_main_job_then_the_tests():
     """A newcomer's first two commands (issue 44, item 7): one that installs what it needs and runs the main job
     on a preset, one that runs the tests; `make install` makes the environment and runs nothing else."""

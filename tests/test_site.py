@@ -1,7 +1,7 @@
 """The documentation site stands on its own (issue 44, item 8): `make docs` builds a site that loads no script,
 stylesheet or font from elsewhere and keeps no 404 page of root-absolute links; in Chromium (Debian's, which
-`make test-slow` installs) at 1280 px the speed page's widest table shows its last column and code blocks are
-highlighted, checked on the rendered page and saved as a screenshot."""
+`make test-slow` installs) at 1280 px the speed page's widest table, and every other table, shows its last column
+and code blocks are highlighted, checked on the rendered page and saved as a screenshot."""
 
 import re
 import shutil
@@ -63,6 +63,18 @@ def test_chromium_shows_the_speed_table_whole_and_highlighted_code(site, tmp_pat
         assert widest["scroll"] <= 1 and widest["right"] <= min(widest["box"], widest["width"]) + 1, widest
         driver.save_screenshot(str(tmp_path / "speed.png"))
         assert (tmp_path / "speed.png").stat().st_size > 10_000
+        # every table of every page shows its last column (issue 54: the 12-column recipes table did not)
+        cut = []
+        for page in sorted(site.rglob("index.html")):
+            driver.get(page.as_uri())
+            cut += [f"{page.parent.relative_to(site)}: {t}" for t in driver.execute_script("""
+                return [...document.querySelectorAll('.rst-content table')].filter(t => {
+                    const cells = t.rows[0].cells, last = cells[cells.length - 1].getBoundingClientRect();
+                    return t.scrollWidth - t.clientWidth > 1 || last.right > Math.min(t.getBoundingClientRect().right,
+                                                                                      window.innerWidth) + 1;
+                }).map(t => [...t.rows[0].cells].map(c => c.innerText).join(' | '));
+            """)]
+        assert cut == []
         driver.get((site / "getting-started" / "index.html").as_uri())
         colours = driver.execute_script("""
             const spans = [...document.querySelectorAll('.codehilite pre span')];

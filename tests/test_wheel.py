@@ -1,11 +1,13 @@
 """The package installs with its presets (issue 33, item 6): a wheel built from this checkout by `pip wheel`, installed
-into a temporary folder, creates every preset from there, run in a process that cannot see the checkout."""
+into a temporary folder, creates every preset from there, run in a process that cannot see the checkout. The sdist
+holds the package and no part of the test tree (issue 54: its tests need the clone's specs/, docs/ and tools/)."""
 
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -28,15 +30,34 @@ print(json.dumps({"vspec": vspec.__file__, "presets": names, "params": params, "
 """
 
 
+def _source(tmp_path: Path) -> Path:
+    """A copy of the checkout to build from: setuptools keeps its build/ folder in the tree it builds, where files of
+    an earlier layout would stay and ship."""
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis", "runs",
+        "*.whl"))
+    return source
+
+
+def test_the_sdist_holds_the_package_and_no_tests(tmp_path):
+    out = tmp_path / "dist"
+    build = f"from setuptools import build_meta; print(build_meta.build_sdist({str(out)!r}))"
+    done = subprocess.run([sys.executable, "-c", build], cwd=_source(tmp_path), capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    names = [n.partition("/")[2] for n in tarfile.open(out / done.stdout.split()[-1]).getnames()]
+    assert [n for n in names if n.split("/")[0] == "tests"] == []
+    shipped = sorted(Path(n).stem for n in names if n.startswith("vspec/presets/"))
+    assert shipped == sorted(p.stem for p in (ROOT / "specs").glob("*.py"))
+    assert {"pyproject.toml", "LICENSE", "DESCRIPTION.md", "vspec/__init__.py", "vspec/cli/__main__.py"} <= set(names)
+
+
 def test_the_wheel_installs_with_every_preset(tmp_path):
     wheels, target, elsewhere = tmp_path / "wheels", tmp_path / "site", tmp_path / "cwd"
     elsewhere.mkdir()
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    # from a copy of the source: setuptools keeps its build/ folder in the tree it builds, where files of an earlier
-    # layout would stay and ship
-    source = tmp_path / "source"
-    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis", "runs", "*.whl"))
+    source = _source(tmp_path)
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(source)], check=True,
                    timeout=300, capture_output=True)
     (wheel,) = wheels.glob("vspec-*.whl")

@@ -1,6 +1,6 @@
 """The import paths of the previous release that moved (the families into vspec/models/<family>/, the commands into
-vspec/cli/), kept for one release: the one table of what moved where, each old name served with a DeprecationWarning
-naming its new place (CHANGELOG.md lists the same rows).
+vspec/cli/; vspec.pretrained's download helpers into vspec.downloads), kept for one release: the one table of what
+moved where, each old name served with a DeprecationWarning naming its new place (CHANGELOG.md lists the same rows).
 
 MODULES: old module -> new module. Importing an old module (a finder `import vspec` installs) gives an alias module:
   the new module's names, and the old module's moved names (NAMES) under their old ones.
@@ -31,6 +31,8 @@ _CLI = {"analyze": "ANALYSES MAX_BATCHES OUTPUTS", "common": "FILE_KINDS check_f
 # vspec.train.engine's helpers -> the modules they went to
 _ENGINE = {"distributed": "Dist init_distributed pick_device", "folder": "MODEL_FOLDERS",
            "tasks": "RegressionLoss evaluate evaluate_text make_criterion to_device"}
+# vspec.pretrained's helpers that went to vspec.downloads
+_DOWNLOADS = "drop_path hf_cache sha256 torch_checkpoints"
 
 MODULES = {
     "vspec.cli_common": "vspec.cli.common",
@@ -67,6 +69,7 @@ NAMES = {
     "vspec.train.cli.evaluate_checkpoint": "vspec.cli.eval.evaluate_checkpoint",
     "vspec.checkpoint.load": "vspec.loading.load",
     "vspec.checkpoint.load_checkpoint": "vspec.loading.load_checkpoint",
+    **{f"vspec.pretrained.{n}": f"vspec.downloads.{n}" for n in _DOWNLOADS.split()},
     **{f"vspec.train.engine.{n}": f"vspec.train.{m}.{n}" for m, names in _ENGINE.items() for n in names.split()},
 }
 

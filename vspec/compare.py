@@ -80,20 +80,18 @@ def train_seeds(names: Sequence[str], seeds: Sequence[int], train: Callable[[str
 
 
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float] | None:
-    """Welch's t-test of mean(a) - mean(b) (unequal variances): t, the Welch-Satterthwaite degrees of freedom and
-    the two-sided p-value (Student's t); None with fewer than two values on a side. Equal values on both sides:
-    p = 1 if the means are equal, else 0."""
-    from scipy.stats import t as student  # extra
+    """Welch's t-test of mean(a) - mean(b) (unequal variances; scipy's `ttest_ind(equal_var=False)`): t, the
+    Welch-Satterthwaite degrees of freedom and the two-sided p-value; None with fewer than two values on a side.
+    Equal values on both sides (no variance, where scipy's t is 0 / 0): p = 1 if the means are equal, else 0."""
+    from scipy.stats import ttest_ind  # extra
 
     if len(a) < 2 or len(b) < 2:
         return None
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    diff = statistics.fmean(a) - statistics.fmean(b)
-    if va + vb == 0:
+    if statistics.variance(a) == statistics.variance(b) == 0:
+        diff = statistics.fmean(a) - statistics.fmean(b)
         return {"t": None if diff else 0.0, "df": float(len(a) + len(b) - 2), "p": 0.0 if diff else 1.0}
-    t = diff / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    return {"t": t, "df": df, "p": float(2 * student.sf(abs(t), df))}
+    test = ttest_ind(a, b, equal_var=False)
+    return {"t": float(test.statistic), "df": float(test.df), "p": float(test.pvalue)}
 
 
 def grid_points(paths: Sequence[str | Path], grid: dict[str, list] | None, max_points: int = MAX_GRID) -> int:

@@ -38,6 +38,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
+from ._moved import moved as _moved
 from .checkpoint import CheckpointError, cause, check_weights
 from .convert import ConversionError, from_hf, from_official, from_timm
 from .convert.hf import read_config
@@ -354,3 +355,7 @@ def tokenizer_path(text: str | None, name_or_path: str | Path | None = None,
 def params(model: nn.Module) -> int:
     """Parameters as a Weights entry counts them: every one the model holds (trainable or not), tied ones once."""
     return sum(p.numel() for p in model.parameters())
+
+
+def __getattr__(name: str):  # the names that moved to vspec.downloads (vspec/_moved.py)
+    return _moved(__name__, name)

@@ -381,20 +381,22 @@ def test_analyze_ignores_a_bogus_mplbackend(tmp_path):
     path.write_text(vspec.to_json(bases()["vit"]))
     exe = Path(sys.executable).with_name("vspec")
     done = subprocess.run([str(exe), "analyze", str(path), "--what", "cka", "--batch-size", "2"], capture_output=True,
-                          text=True, timeout=300, env=_env(MPLBACKEND="bogus"))
+                          text=True, timeout=300, env=_env(MPLBACKEND="bogus"), cwd=tmp_path)
     assert done.returncode == 0 and done.stderr == "", done.stderr
-    assert (tmp_path / "vit.cka.png").read_bytes()[:4] == b"\x89PNG"
-    assert done.stdout.splitlines() == [str(tmp_path / "vit.cka.png"), str(tmp_path / "vit.cka.json")]
+    assert (tmp_path / "runs/analyze/vit.cka.png").read_bytes()[:4] == b"\x89PNG"
+    assert done.stdout.splitlines() == ["runs/analyze/vit.cka.png", "runs/analyze/vit.cka.json"]
 
 
-def test_analyze_output_files_that_are_fifos_are_refused_before_any_work(tmp_path):
+def test_analyze_output_files_that_are_fifos_are_refused_before_any_work(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     path = tmp_path / "vit.json"
     path.write_text(vspec.to_json(bases()["vit"]))
-    os.mkfifo(tmp_path / "vit.cka.json")
+    (tmp_path / "runs/analyze").mkdir(parents=True)
+    os.mkfifo(tmp_path / "runs/analyze/vit.cka.json")
     outcome = run_case(["analyze", str(path), "--what", "cka", "--batch-size", "2"], limit=30)
-    assert outcome.clean and outcome.stderr == f"vspec: error: output {tmp_path / 'vit.cka.json'}: is a named pipe " \
+    assert outcome.clean and outcome.stderr == "vspec: error: output runs/analyze/vit.cka.json: is a named pipe " \
                                                "(FIFO), not a regular file; give a new path or a file to overwrite\n"
-    assert not (tmp_path / "vit.cka.png").exists()
+    assert not (tmp_path / "runs/analyze/vit.cka.png").exists()
 
 
 def test_a_reader_that_goes_away_gets_no_error_line(tmp_path):

@@ -19,7 +19,11 @@ def test_list_models_matches_as_timm_and_lists_every_published_tag():
     sot = vspec.list_models("*sot*")
     assert "sot_tiny" in sot and "deit_tiny" not in sot and sot == sorted(sot)
     assert all(fnmatch.fnmatch(n, "*sot*") for n in sot)
-    assert set(vspec.list_models()) == set(presets())
+    examples = {"demo_digits", "demo_text", "compare_vit", "compare_sot", "compare_dhvt", "compare_refiner",
+                "compare_vit_dense"}  # what `make demo` and `vspec compare` train: no architecture (issue 54)
+    assert set(vspec.list_models()) == set(presets()) - examples
+    assert set(vspec.list_models(examples=True)) == set(presets())
+    assert vspec.list_models("compare_*") == [] and vspec.list_models("compare_s*", examples=True) == ["compare_sot"]
     published = vspec.list_models(pretrained=True)
     assert set(published) == {f"{name}.{tag}" for name, tag, _ in rows()}  # what `vspec weights` lists
     assert "vit_base.augreg2_in21k_ft_in1k" in published and "sot_tiny" not in {p.split(".")[0] for p in published}
@@ -33,7 +37,18 @@ def test_vspec_list_prints_family_counts_and_tags(capsys):
     row = next(line.split() for line in out if line.startswith("deit_tiny "))
     params = sum(p.numel() for p in vspec.build(vspec.load_spec("deit_tiny")).parameters())
     assert row[1] == "vit" and row[2] == f"{params / 1e6:.2f}" and row[-1] == "fb_in1k"
+    assert row[4:6] == ["1.258", "G"]  # 1,257,712,128 MACs (DeiT-Ti's 1.3 G, fvcore's count)
     assert next(line for line in out if line.startswith("deit_tiny_sot ")).split()[1] == "sot"
+    # a small spec's MACs in SI units, not 0.00 G; one preset, not "1 presets"
+    assert main(["list", "compare_vit", "--examples"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    # 17 tokens x 64: patches 16 * 64 * 64; per block qkv 17*64*192, proj 17*64*64, q.k and attn.v 2 * 17*17*64,
+    # MLP 2 * 17*64*128, two LayerNorms 2 * 5*17*64 (x 3 blocks); the last norm 5*17*64, the head 64*10
+    macs = 16 * 64 * 64 + 3 * (17 * 64 * 192 + 17 * 64 * 64 + 2 * 17 * 17 * 64 + 2 * 17 * 64 * 128 + 2 * 5 * 17 * 64) \
+        + 5 * 17 * 64 + 64 * 10
+    assert out[1].split()[4:6] == [f"{macs / 1e6:.4g}", "M"] and out[2].startswith("1 preset; ")
+    assert main(["list", "compare_vit"]) == 0
+    assert capsys.readouterr().out == "no preset matches 'compare_vit' but example specs (--examples lists them)\n"
     assert main(["list", "*sot*", "--pretrained"]) == 0
     assert "no preset matches '*sot*' with published weights" in capsys.readouterr().out
     assert main(["list", "t2t_vit_7*", "--pretrained", "--names"]) == 0
@@ -57,10 +72,25 @@ def test_name_dot_tag_names_a_preset_and_its_weights(caches, capsys):
     with pytest.raises(vspec.SpecError, match="'deit_tiny' has no weights tagged 'typo'; its tags: fb_in1k"):
         vspec.create_model("deit_tiny.typo")  # timm refuses an unknown tag, pretrained or not
     assert main(["weights", "vit_base.deit_fb_in1k"]) == 0
-    shown = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("vit_base")]
+    out = capsys.readouterr().out.splitlines()
+    shown = [line.split() for line in out if line.startswith("vit_base")]
     assert [row[1] for row in shown] == ["deit_fb_in1k"]  # that entry alone, and no default mark on it
+    assert out[-2].startswith("1 published checkpoint of 1 preset; ")
     assert main(["build", "deit_tiny.fb_in1k", "--pretrained"]) == 0
     assert "timm/deit_tiny_patch16_224.fb_in1k" in capsys.readouterr().out
+
+
+def test_vspec_weights_lines_fit_120_characters(capsys):
+    """Every entry's source and score wrap in their column (before: lines up to 291 characters); each entry's
+    first line still names its preset, tag and cache state."""
+    assert main(["weights"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert max(map(len, out)) <= 120
+    first = {tuple(line.split()[:2]) for line in out if line[:1].strip()}
+    assert {(name, tag) for name, tag, _ in rows()} <= {(n, t) for n, t in first}
+    assert ("deit_tiny_irpe_k", "released") in first
+    long = next(e for n, t, e in rows() if (n, t) == ("deit_tiny_irpe_k", "released")).source.url
+    assert long in "".join(line[out[0].index("source"):].split("  ")[0] for line in out)
 
 
 def test_load_spec_takes_a_preset_name():

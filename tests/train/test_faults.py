@@ -94,7 +94,7 @@ def test_sigterm_mid_epoch_keeps_the_whole_epochs_loss_and_progress(tiny_spec, t
     monkeypatch.delenv("VSPEC_TEST_KILL_AT")
     capsys.readouterr()
     assert train_main(args(tiny_spec, out, "--epochs", "1", "--resume")) == 0
-    bars = [tuple(map(int, m)) for m in re.findall(r"\] (\d+)/(\d+) ", capsys.readouterr().err)]
+    bars = [tuple(map(int, m)) for m in re.findall(r"\] (\d+)/(\d+)\b", capsys.readouterr().err)]
     assert bars and all(total == 4 and done <= total for done, total in bars) and bars[-1] == (4, 4)
     assert epochs_in(out) == [1]
     assert (json.loads((out / "metrics.jsonl").read_text())["train_loss"]

@@ -34,20 +34,35 @@ def run(stream, steps, dt, **kw):
 def test_not_a_terminal_prints_at_the_interval_and_at_the_end():
     out = run(io.StringIO(), steps=1000, dt=0.125, interval=30.0)  # 125 s of updates
     lines = out.splitlines()
-    assert [line.split("] ")[1].split(" ")[0] for line in lines] == [
+    assert [line.split("] ")[1].split(",")[0] for line in lines] == [
         "240/1000", "480/1000", "720/1000", "960/1000", "1000/1000"]
     assert "\r" not in out and all(line.startswith("epoch 1/1 [") for line in lines)
-    assert "loss 1  100.0 img/s  ETA 0s" in lines[-1]
+    assert lines[0] == "epoch 1/1 [####................] 240/1000, loss 1  100.0 img/s  ETA 01:35"  # 760 at 8 per s
+    assert lines[-1].endswith("] 1000/1000, loss 1  100.0 img/s  ETA 00:00")
+
+
+def test_a_resumed_epoch_counts_its_rate_from_where_it_started():
+    clock, out = Clock(), io.StringIO()
+    bar = Progress(100, "epoch 2/3", stream=out, clock=clock, interval=10.0)
+    for i in range(51, 101):  # 50 batches skipped: 2 batches a second from here
+        clock.t += 0.5
+        bar.update(i, loss=2.0)
+    assert out.getvalue().splitlines()[0] == "epoch 2/3 [##############......] 70/100, loss 2  ETA 00:15"
 
 
 def test_fast_epochs_print_only_their_end():
     assert len(run(io.StringIO(), steps=5000, dt=0.001, interval=30.0).splitlines()) == 1
 
 
-def test_a_terminal_redraws_one_line_at_most_redraw_times_a_second():
-    out = run(Tty(), steps=1024, dt=1 / 64, redraw=8)  # 16 s of updates: 128 redraws, not 1024
+def test_a_terminal_redraws_one_line_in_place_at_most_redraw_times_a_second():
+    out = run(Tty(), steps=1024, dt=1 / 64, redraw=1e-6)  # tqdm's clock: no redraw within 10**6 s
     assert out.endswith("\n") and out.count("\n") == 1
-    assert out.count("\r") == 128 and "1024/1024" in out.split("\r")[-1]
+    assert out.count("\r") == 2  # the first draw and the last (at close), not 1024
+    assert out.split("\r")[-1] == "epoch 1/1 [####################] 1024/1024, loss 1  100.0 img/s  ETA 00:00\n"
+
+
+def test_a_disabled_bar_writes_nothing():
+    assert run(io.StringIO(), steps=10, dt=60, enabled=False) == run(Tty(), steps=10, dt=60, enabled=False) == ""
 
 
 def test_interval_must_be_positive():

@@ -45,7 +45,16 @@ def test_label_then_train_with_the_advanced_recipe(spec, labels, tmp_path, capsy
     first = read_label_map(labels / "0" / "0000000.pt")  # image 0 is of class 0: synthetic's labels are i % 4
     assert first.shape == (2, 3, 6, 6) and set(first[1].unique().tolist()) <= {0.0, 1.0, 2.0, 3.0}
     out = tmp_path / "run"
+    capsys.readouterr()
     assert main(["train", *train_args(spec, labels, out, "--epochs", "1")]) == 0
+    printed, err = capsys.readouterr()
+    # the recipe's lr 5e-3 at batch 512, scaled to batch 16: 1.5625e-4
+    # the class token's target is relabel_target's column 1 (the crop pooled to 1 x 1), not the label (issue 54)
+    assert "note: the class_token head trains on 2 outputs: 1 x loss(cls, the crop's pooled teacher scores) + " \
+           "0.5 x loss(aux, its token label at every token)" in err.splitlines()
+    assert "note: 1 epoch < the recipe's 5 warmup epochs: the lr rises for the whole run, to about 20% of its " \
+           "peak 0.000156, and never decays; --warmup-epochs sets a shorter warmup" in err.splitlines()
+    assert printed.splitlines()[-1].startswith("done: 1 epoch, ")
     ckpt = C.load(out / "last.pt")
     assert ckpt["global_step"] == 4 and ckpt["data_args"]["token_labels"] == str(labels.resolve())
     assert ckpt["recipe"]["mixup"] == 0.8 and ckpt["recipe"]["drop_path_by_depth"] is True

@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from ..extras import missing_extra
 from ..spec import Model, SpecError, from_json
 from ..train.datasets import names
 from .common import (
@@ -29,6 +30,7 @@ HELP = ("the MSF and Refiner papers' analyses: projection subspaces, feature nor
 MAX_BATCHES = 1000  # analyze --batches (the Refiner paper averages over 10)
 
 ANALYSES = ("msf", "cka", "maps")
+SPEC_OUT = "runs/analyze"  # a spec's (or preset's) files by default: not beside it, inside specs/ or a clone
 
 
 def analyses(text: str) -> tuple[str, ...]:
@@ -55,7 +57,8 @@ def indices(text: str) -> list[int]:
 def add_parser(sub) -> None:
     a = sub.add_parser(NAME, help=HELP,
                        description="Analyze a model (a vspec checkpoint, .pt, or a spec, randomly initialised) "
-                                   "and write a PNG and a JSON per analysis beside PATH (or in --out-dir). "
+                                   "and write a PNG and a JSON per analysis in --out-dir (default: beside a "
+                                   f"checkpoint, in its run's folder; {SPEC_OUT}/ for a spec or a preset). "
                                    "msf -> PATH_STEM.analysis.png/.json: (1) the subspace similarity (MSF Eq. 13: "
                                    "the mean cos^2 of the canonical angles, 0..1) of every pair of projection "
                                    "roles QUERY, KEY, VALUE, PROBE, WEIGHT, per layer and averaged over the "
@@ -96,8 +99,8 @@ def add_parser(sub) -> None:
                         "download)")
     a.add_argument("--seed", type=int_in(0, 2**32 - 1, "2**32 - 1"), default=0, metavar="N",
                    help="seed of the initialisation (specs) and the images, 0 to 2**32 - 1 (default 0)")
-    a.add_argument("--out-dir", metavar="DIR", help="where to write the PNGs and JSONs (default: beside PATH); "
-                                                    "a folder or a new path")
+    a.add_argument("--out-dir", metavar="DIR", help="where to write the PNGs and JSONs, a folder or a new path "
+                                                    f"(default: beside a checkpoint; {SPEC_OUT} for a spec)")
 
 
 OUTPUTS = {"msf": "analysis", "cka": "cka", "maps": "maps"}  # analysis -> the middle of its files' names
@@ -112,14 +115,18 @@ def run(args: argparse.Namespace) -> None:
     source = Path(args.path)
     what, everything = args.what, args.what == ANALYSES
     sizes = {"msf": args.batch_size or 8, "cka": args.batch_size or 32, "maps": 1}
-    folder = output_folder("--out-dir", args.out_dir) if args.out_dir else source.parent
+    if args.out_dir or not is_checkpoint(source):
+        folder = output_folder("--out-dir", args.out_dir or SPEC_OUT)
+    else:
+        folder = source.parent
     files = {name: (output_file("output", folder / f"{source.stem}.{OUTPUTS[name]}.png"),
                     output_file("output", folder / f"{source.stem}.{OUTPUTS[name]}.json")) for name in what}
     try:
         A.pyplot()  # before any work: matplotlib is there and imports
-    except ImportError as e:
-        raise UsageError(f"vspec analyze: error: the plots need matplotlib ({one_line(e)}); "
-                         "pip install 'vspec[train]'") from None
+    except ImportError as e:  # missing: `needs` named the extra already; installed but broken: name it here
+        said = one_line(e) if missing_extra(e) else \
+            f"the plots need matplotlib ({one_line(e)}); pip install 'vspec[train]'"
+        raise UsageError(f"vspec analyze: error: {said}") from None
     torch.manual_seed(args.seed)
     if is_checkpoint(source):
         from ..checkpoint import load_weights  # torch

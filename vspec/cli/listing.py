@@ -10,8 +10,8 @@ import attrs
 
 from ..spec import families as F
 from ..spec import load_spec, load_weights_table
-from ..spec.catalogue import list_models, presets
-from .tables import format_table
+from ..spec.catalogue import EXAMPLES, list_models, presets
+from .tables import format_table, si
 
 NAME, HELP = "list", "list the presets (fnmatch PATTERN, as timm.list_models): family, params, MACs, published tags"
 CORE = {"vspec.spec.vit": "vit", "vspec.spec.swin": "swin"}  # the generic kinds' modules: a body, not a family
@@ -27,6 +27,9 @@ def add_parser(sub) -> None:
     p.add_argument("--pretrained", action="store_true",
                    help="only presets with published weights, one row per name.tag (what create_model takes)")
     p.add_argument("--names", action="store_true", help="print the names only (vspec.list_models), no counting")
+    p.add_argument("--examples", action="store_true",
+                   help=f"the example specs too ({', '.join(EXAMPLES)}: what the demos and `vspec compare` train, "
+                        "not architectures)")
 
 
 def families(spec) -> str:
@@ -55,10 +58,15 @@ def families(spec) -> str:
 
 
 def run(args: argparse.Namespace) -> None:
-    names = list_models(args.pattern, pretrained=args.pretrained)
+    names = list_models(args.pattern, pretrained=args.pretrained, examples=args.examples)
     if not names:  # as timm's list_models: nothing found is an empty answer, not an error
-        print(f"no preset matches {args.pattern!r}" + (" with published weights (`vspec weights` lists those)"
-                                                       if args.pretrained else " (`vspec list` lists them all)"))
+        if list_models(args.pattern, pretrained=args.pretrained, examples=True):
+            hint = " but example specs (--examples lists them)"
+        elif args.pretrained:
+            hint = " with published weights (`vspec weights` lists those)"
+        else:
+            hint = " (`vspec list` lists them all)"
+        print(f"no preset matches {args.pattern!r}{hint}")
         return
     if args.names:
         print("\n".join(names))
@@ -76,11 +84,12 @@ def run(args: argparse.Namespace) -> None:
             spec = load_spec(known[base])
             prof = profile(spec, meta=True, crosscheck=False, check_memory=False)
             tags = ", ".join(load_weights_table(known[base])) or "-"
-            counted[base] = (families(spec), f"{prof.params / 1e6:.2f} M", f"{prof.macs / 1e9:.2f} G", tags)
+            counted[base] = (families(spec), f"{prof.params / 1e6:.2f} M", si(prof.macs), tags)
         fam, params, macs, tags = counted[base]
         table.append([name, fam, params, macs, name.split(".", 1)[1] if "." in name else tags])
     if sys.stderr.isatty():
         print("\r\033[K", end="", file=sys.stderr, flush=True)
     print(format_table(table))
-    print(f"{len(names)} {'published checkpoints' if args.pretrained else 'presets'}; MACs of one image at the "
-          "spec's size (a text body: one sequence of its seq_len); create_model takes name or name.tag")
+    what = "published checkpoint" if args.pretrained else "preset"
+    print(f"{len(names)} {what}{'s' * (len(names) != 1)}; MACs of one image at the spec's size (a text body: one "
+          "sequence of its seq_len); create_model takes name or name.tag")

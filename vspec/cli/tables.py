@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tabulate import tabulate
+
 from ..spec import Model, Tokens, layout, state_layout
 
 
@@ -63,8 +65,11 @@ def count(n: int, times: int, fmt=lambda v: f"{v:,}") -> str:
     return f"{times} x {fmt(n)}" if times > 1 else fmt(n)
 
 
-def format_table(rows: list[list[str]]) -> str:
-    """Columns padded to their widest cell: the first left-aligned, the others right-aligned."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-                     for r in rows)
+def format_table(rows: list[list[str]], align: str = "", widths: Sequence[int | None] | None = None) -> str:
+    """rows[0] the header: columns two spaces apart (tabulate's plain format), aligned as `align` says per column
+    ("l" left, "r" right; default: the first left, the others right); `widths`: a column's most characters, its
+    longer cells wrapped onto more lines (at spaces, a word longer than that broken)."""
+    align = align or "l" + "r" * (len(rows[0]) - 1)
+    return tabulate(rows[1:], headers=rows[0], tablefmt="plain", disable_numparse=True, preserve_whitespace=True,
+                    colalign=[{"l": "left", "r": "right"}[a] for a in align], break_on_hyphens=False,
+                    maxcolwidths=list(widths) if widths else None)

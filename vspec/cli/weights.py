@@ -10,6 +10,7 @@ from ..spec.catalogue import preset_ref, presets
 from ..spec.weights import Hub, Url
 from .tables import format_table
 
+LINE, MIN_SOURCE = 120, 30  # the table's width, within which the source / score column wraps (at least this wide)
 NAME, HELP = "weights", "list the presets with published weights: tags, sources, sizes, licences, scores, cache"
 
 
@@ -91,16 +92,19 @@ def run(args: argparse.Namespace) -> None:
         print(markdown_table(entries))
         return
 
-    table = [["preset", "tag", "source", "params", "licence", "score", "cache"]]
+    table = [["preset", "tag", "params", "licence", "source / score", "cache"]]
     first: set[str] = set()
     files = presets()
     for name, tag, entry in entries:
         default = tag == next(iter(load_weights_table(files[name])))  # the first tag declared, shown or not
         first.add(name)
-        table.append([name, tag + (" *" if default else ""), source_text(entry.source), _millions(entry.params),
-                      entry.licence, entry.score or "-", cached(name, tag, entry)])
-    print(format_table(table))
-    print(f"{len(entries)} published checkpoints of {len(first)} presets; * the default tag (pretrained=True); "
+        table.append([name, tag + (" *" if default else ""), _millions(entry.params), entry.licence,
+                      f"{source_text(entry.source)}\n{entry.score or '-'}", cached(name, tag, entry)])
+    # the source and the score under it, wrapped to what the other columns leave of a line (a header is padded by 2)
+    rest = sum(max(max(len(row[i]) for row in table[1:]), len(table[0][i]) + 2) + 2 for i in (0, 1, 2, 3, 5))
+    print(format_table(table, "llrlll", [None] * 4 + [max(LINE - rest, MIN_SOURCE), None]))
+    print(f"{len(entries)} published checkpoint{'s' * (len(entries) != 1)} of {len(first)} preset"
+          f"{'s' * (len(first) != 1)}; * the default tag (pretrained=True)\n"
           "manual: a file only a person can download (the error says where to put it)")
 
 

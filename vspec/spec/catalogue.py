@@ -72,11 +72,24 @@ def preset_ref(text: str | Path, here: bool = True) -> tuple[str, str | None] | 
     return (name, tag) if name and name.replace("-", "_").isidentifier() and tag else None
 
 
-def list_models(filter: str = "*", pretrained: bool = False) -> list[str]:  # noqa: A002 - timm's argument name
-    """The preset names matching `filter` (fnmatch, as `timm.list_models`), sorted; `pretrained`: only presets
-    with published weights, each as `name.tag` (every tag, the default first; a filter with a '.' matches those)."""
+# the example specs, not architectures: what `make demo` / `make demo-text` train and `vspec compare`'s specs
+EXAMPLES = ("demo_*", "compare_*")
+
+
+def is_example(name: str) -> bool:
+    """Whether preset `name` is an example spec (EXAMPLES), which `list_models` leaves out unless asked."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in EXAMPLES)
+
+
+def list_models(filter: str = "*", pretrained: bool = False,  # noqa: A002 - timm's argument name
+                examples: bool = False) -> list[str]:
+    """The models' preset names matching `filter` (fnmatch, as `timm.list_models` lists architectures), sorted;
+    `pretrained`: only presets with published weights, each as `name.tag` (every tag, the default first; a filter
+    with a '.' matches those); `examples`: the example specs too (EXAMPLES: the demos' and `vspec compare`'s)."""
     out = []
     for name, file in sorted(presets().items()):
+        if is_example(name) and not examples:
+            continue
         if not pretrained:
             if fnmatch.fnmatch(name, filter):
                 out.append(name)

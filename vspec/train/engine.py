@@ -266,8 +266,10 @@ class Training:
                              "targets too); give --token-labels or --dense-avg-pool, not both")
         outputs = self.spec.head.outputs()  # what the head declares it returns in training (vspec/nn/heads.py)
         if self.d.main and len(outputs) > 1:
-            tokens = "its token label" if self.cfg.data.token_labels is not None else "the label"
-            label = {"sample": "the label", "tokens": f"{tokens} at every token"}
+            if self.cfg.data.token_labels is not None:  # relabel_target's columns: the crop's, each token's
+                label = {"sample": "the crop's pooled teacher scores", "tokens": "its token label at every token"}
+            else:
+                label = {"sample": "the label", "tokens": "the label at every token"}
             terms = " + ".join(f"{o.weight:g} x loss({o.name}, {label[o.target]})" for o in outputs)
             print(f"note: the {self.spec.head.kind} head trains on {len(outputs)} outputs: {terms}", file=sys.stderr)
 
@@ -293,6 +295,11 @@ class Training:
     # ------------------------------------------------ training
     def train(self) -> dict[str, Any]:
         """The epochs, each trained, evaluated and checkpointed; then the summary. Returns the last record."""
+        r = self.r
+        if self.d.main and not r.warmup_frac and r.warmup_epochs > r.epochs:  # (after every refusal)
+            print(f"note: {r.epochs} epoch{'s' * (r.epochs != 1)} < the recipe's {r.warmup_epochs} warmup epochs: the "
+                  f"lr rises for the whole run, to about {r.epochs / r.warmup_epochs:.0%} of its peak {r.lr:.3g}, "
+                  "and never decays; --warmup-epochs sets a shorter warmup", file=sys.stderr)
         self.writer = F.tensorboard(self.out) if self.d.main else None
         final: dict[str, Any] = {}
         with StopFlag() as stop:
@@ -477,8 +484,8 @@ class Training:
             result = self.task.result(final.get(self.score_key, float("nan")), self.best)
             folders = f", model folders {out / 'best'} and {out / 'final'}" if self.cfg.run.save_format == "folder" \
                 else ""
-            print(f"done: {len(history)} epochs, {result}; checkpoint {self.last}, best {out / 'best.pt'}{folders}, "
-                  f"metrics {out / 'metrics.jsonl'}, curves {out / 'curves.png'}"
+            print(f"done: {len(history)} epoch{'s' * (len(history) != 1)}, {result}; checkpoint {self.last}, best "
+                  f"{out / 'best.pt'}{folders}, metrics {out / 'metrics.jsonl'}, curves {out / 'curves.png'}"
                   + (f"; {d.world} processes, weights in sync: {in_sync}" if d.world > 1 else ""))
         if self.writer is not None:
             self.writer.close()

@@ -1,9 +1,16 @@
-"""A one-line progress bar (loss, lr, images/s or samples/s: `unit`, ETA) for rank 0. On a terminal it is redrawn in
-place (at most `redraw` times a second); when the output is a file or a pipe (CI logs, redirected runs) a line is
-printed every `interval` seconds and one at the end, never a line per update."""
+"""The progress bar (loss, lr, images/s or samples/s: `unit`, ETA) for rank 0, drawn by tqdm. On a terminal tqdm
+redraws it in place (at most `redraw` times a second); when the output is a file or a pipe (CI logs, redirected runs)
+the same line (`tqdm.format_meter`) is printed every `interval` seconds and once at the end, never a line per update
+and never a carriage return."""
 
 import sys
 import time
+
+from tqdm import tqdm
+
+# `epoch 2/90 [#####...............] 250/1000, loss 6.91  lr 0.0005  812.3 img/s  ETA 00:55`
+FORMAT = "{desc} [{bar:20}] {n_fmt}/{total_fmt}{postfix}  ETA {remaining}"
+ASCII = ".#"  # the bar's empty and full cells: plain ASCII in any log
 
 
 class Progress:
@@ -14,36 +21,36 @@ class Progress:
         self.total, self.desc, self.enabled, self.unit, self.clock = total, desc, enabled, unit, clock
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
-        self.interval = 1.0 / redraw if self.tty else interval
-        self.start = self.clock()
-        self.last = self.start  # when the last line was written (the first after `interval`)
-        self.first = None
+        self.interval, self.redraw = interval, redraw
+        self.start = self.last = self.clock()  # off a terminal: when the last line was written
+        self.first = None  # the count before the first update: a resumed epoch starts part-way
+        self.bar: tqdm | None = None  # on a terminal
         self.line = ""
 
     def update(self, done: int, **values: float) -> None:
         if not self.enabled:
             return
         if self.first is None:
-            self.first = done - 1  # a resumed epoch starts part-way
+            self.first = done - 1
+        postfix = "  ".join(f"{v:.1f} {self.unit}/s" if k == "ips" else f"{k} {v:.3g}" for k, v in values.items())
+        if self.tty:
+            if self.bar is None:  # no monitor thread (maxinterval=0): a redraw happens in update, nowhere else
+                self.bar = tqdm(total=self.total, initial=self.first, desc=self.desc, file=self.stream, leave=True,
+                                bar_format=FORMAT, ascii=ASCII, mininterval=1.0 / self.redraw, maxinterval=0,
+                                miniters=1)
+            self.bar.set_postfix_str(postfix, refresh=False)
+            self.bar.update(done - self.bar.n)
+            return
         now = self.clock()
         if now - self.last < self.interval and done != self.total:
             return
         self.last = now
-        elapsed = now - self.start
-        rate = (done - self.first) / elapsed if elapsed > 0 else 0.0
-        eta = (self.total - done) / rate if rate > 0 else 0.0
-        width = 20
-        filled = int(width * done / max(self.total, 1))
-        parts = [f"{k} {v:.3g}" if k != "ips" else f"{v:.1f} {self.unit}/s" for k, v in values.items()]
-        self.line = (f"{self.desc} [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
-                     + "  ".join(parts) + f"  ETA {eta:.0f}s")
-        if self.tty:
-            self.stream.write("\r" + self.line)
-        else:
-            self.stream.write(self.line + "\n")
+        self.line = tqdm.format_meter(done, self.total, now - self.start, prefix=self.desc, postfix=postfix,
+                                      bar_format=FORMAT, ascii=ASCII, initial=self.first)
+        self.stream.write(self.line + "\n")
         self.stream.flush()
 
     def close(self) -> None:
-        if self.enabled and self.tty and self.line:
-            self.stream.write("\n")
-            self.stream.flush()
+        """On a terminal: the last state drawn and the line ended."""
+        if self.bar is not None:
+            self.bar.close()

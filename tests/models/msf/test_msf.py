@@ -442,11 +442,13 @@ def test_subspace_similarity_reads_the_subspaces(d, seed, data):
     assert abs(subspace_similarity(x, z) - subspace_similarity(z, x)) < 1e-9 and 0 <= subspace_similarity(x, z) <= 1
 
 
-def test_analyze_writes_both_plots_and_reads_tied_roles_and_norms(tmp_path, capsys):
-    """`vspec analyze` on a spec (random init) and on a checkpoint: the PNG and the JSON; roles sharing a
-    matrix (Table 1i: VALUE = KEY, PROBE = QUERY) have similarity 1; the feature norms are those of the
-    tokens after the embedding and after each block, computed here block by block."""
+def test_analyze_writes_both_plots_and_reads_tied_roles_and_norms(tmp_path, capsys, monkeypatch):
+    """`vspec analyze` on a spec (random init, its files in runs/analyze/, not beside the spec) and on a checkpoint:
+    the PNG and the JSON; roles sharing a matrix (Table 1i: VALUE = KEY, PROBE = QUERY) have similarity 1; the
+    feature norms are those of the tokens after the embedding and after each block, computed here block by block."""
     from vspec.cli import main
+
+    monkeypatch.chdir(tmp_path)
 
     spec = vspec.override(vspec.load_spec(ROOT / "specs" / "msf_vit_ti.py"),
                           {"depth": 2, "dim": 32, "block.attention.heads": 2, "block.attention.head_dim": 8,
@@ -454,7 +456,8 @@ def test_analyze_writes_both_plots_and_reads_tied_roles_and_norms(tmp_path, caps
     path = tmp_path / "tiny.json"
     path.write_text(vspec.to_json(spec))
     assert main(["analyze", str(path), "--batch-size", "3", "--seed", "5"]) == 0
-    png, out = tmp_path / "tiny.analysis.png", tmp_path / "tiny.analysis.json"
+    png, out = tmp_path / "runs/analyze/tiny.analysis.png", tmp_path / "runs/analyze/tiny.analysis.json"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs", "tiny.json"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     result = __import__("json").loads(out.read_text())
     assert [layer["roles"] for layer in result["layers"]] == ["QKVPW"] * 2

@@ -260,7 +260,7 @@ def test_analyze_writes_cka_and_maps(tmp_path, capsys):
     path = tmp_path / "tiny.json"
     path.write_text(vspec.to_json(tiny_vit()))
     assert main(["analyze", str(path), "--what", "cka,maps", "--blocks", "0,2", "--heads", "1",
-                 "--batch-size", "4", "--batches", "2"]) == 0
+                 "--batch-size", "4", "--batches", "2", "--out-dir", str(tmp_path)]) == 0
     for name in ("cka", "maps"):
         assert (tmp_path / f"tiny.{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (tmp_path / "tiny.analysis.png").exists()
@@ -282,13 +282,16 @@ def test_analyze_writes_cka_and_maps(tmp_path, capsys):
         f"tiny.{a}.{e}" for a in ("analysis", "cka", "maps") for e in ("json", "png")]
 
 
-def test_analyze_skips_what_does_not_apply_unless_asked(tmp_path, capsys):
+def test_analyze_skips_what_does_not_apply_unless_asked(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     path = tmp_path / "swin.json"
     path.write_text(vspec.to_json(tiny_swin()))
     assert main(["analyze", str(path), "--batch-size", "2"]) == 0
     out = capsys.readouterr().out
     assert "cka: skipped: stages.0 has 64 tokens" in out and "maps: skipped:" in out
-    assert (tmp_path / "swin.analysis.png").exists() and not (tmp_path / "swin.cka.png").exists()
+    written = tmp_path / "runs" / "analyze"  # a spec's files: not beside it
+    assert (written / "swin.analysis.png").exists() and not (written / "swin.cka.png").exists()
+    assert not list(tmp_path.glob("swin.*.png"))
     assert main(["analyze", str(path), "--what", "cka", "--batch-size", "2"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("vspec analyze: error: cka: stages.0 has 64 tokens") and err.count("\n") == 1
