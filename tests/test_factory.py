@@ -1,6 +1,7 @@
 """vspec.create_model (timm's factory), features_only and prune_intermediate_layers."""
 
 import copy
+import json
 import warnings
 from pathlib import Path
 
@@ -220,3 +221,36 @@ def test_register_timm():
         timm.create_model("vspec_deit_tiny", pretrained=True)
     with pytest.raises(ValueError, match="local path"):  # why the names take no '/': timm reads it as a path
         timm.create_model("vspec/deit_tiny")
+
+
+# ---------------------------------------------------------------- pretrained_cfg (issue 54, item 6)
+def test_every_model_has_a_pretrained_cfg_the_declared_one_or_the_marked_default(tmp_path):
+    from timm.data import DEFAULT_CROP_PCT, resolve_data_config
+
+    declared = next(iter(vspec.load_weights_table(SPECS / "lvvit_m.py").values())).preprocess
+    model = vspec.create_model("lvvit_m")  # no published weights held: the preprocessing its weights declare
+    data = resolve_data_config(model=model)
+    assert (data["crop_pct"], data["mean"], data["std"], data["interpolation"]) == (
+        declared.crop_pct, declared.mean, declared.std, declared.interpolation)
+    assert model.pretrained_cfg["vspec_inputs"] == "declared" and model.default_cfg is model.pretrained_cfg
+    register_timm()
+    small = timm.create_model("vspec_lvvit_m", depth=1, img_size=64)  # at the model's own size
+    assert resolve_data_config(model=small)["input_size"] == (3, 64, 64)
+    assert resolve_data_config(model=small)["crop_pct"] == declared.crop_pct
+    # a spec without published weights: vspec's default, marked so; so is a model that builds from a spec alone
+    spec = load_spec(SPECS / "deit_tiny.py")
+    (tmp_path / "s.json").write_text(to_json(override(spec, {"depth": 1, "img_size": [32, 32]})))
+    for model in (vspec.create_model(tmp_path / "s.json"), vspec.build(override(spec, {"depth": 1})),
+                  vspec.create_model("demo_digits")):
+        cfg = model.pretrained_cfg
+        assert cfg["vspec_inputs"] == "default" and cfg["crop_pct"] == DEFAULT_CROP_PCT
+        assert cfg["input_size"] == (model.spec.in_chans, *model.spec.img_size)
+        assert resolve_data_config(model=model)["input_size"] == cfg["input_size"]
+    gray = vspec.create_model("deit_tiny", depth=1, in_chans=1).pretrained_cfg  # not the 3-channel weights' inputs
+    assert gray["vspec_inputs"] == "default" and gray["mean"] == gray["std"] == (0.5,)
+    # saved, inputs the model's weights were not trained on are not written as theirs
+    vspec.save(vspec.create_model("lvvit_t", depth=1), tmp_path / "m.pt")
+    assert "pretrained_cfg" not in torch.load(tmp_path / "m.pt", weights_only=True)
+    vspec.save_pretrained(vspec.create_model("lvvit_t", depth=1), tmp_path / "folder")
+    assert "pretrained_cfg" not in json.loads((tmp_path / "folder" / "config.json").read_text())
+    assert vspec.from_pretrained(tmp_path / "folder").pretrained_cfg["vspec_inputs"] == "default"

@@ -30,7 +30,7 @@ from .resample import resample_state
 from .spec import Model, SpecError, from_json, load_spec, load_weights_table, override
 from .spec.catalogue import PRESETS, preset_dirs, preset_path, preset_ref, presets  # noqa: F401 - also here
 from .spec.load import SUFFIXES
-from .spec.weights import requested
+from .spec.weights import Weights, inputs_cfg, requested
 
 CHECKPOINTS = (".pt", ".pth")
 TIMM_PREFIX = "vspec_"
@@ -73,6 +73,8 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
     the classifier, which starts fresh (timm's pretrained model with other classes), and a new img_size
     resamples the weights (`resample`). features_only: a `FeatureModel` giving the `feature_info` entries at
     `out_indices` (timm's defaults: the last 3 blocks of a one-stage model, every stage of a hierarchical one).
+    The model's `pretrained_cfg` is its weights' inputs, else the preprocessing its preset's weights declare, else
+    vspec's default (marked: `INPUTS`).
     """
     if requested(pretrained) and _declares_weights(name_or_path):
         model = _pretrained(name_or_path, pretrained, img_size, num_classes, overrides)
@@ -89,6 +91,8 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
 
     if weights is None:
         model = build(new)
+        if _declares_weights(name_or_path):  # a preset: the inputs its weights declare, marked as not held
+            model.pretrained_cfg = inputs_cfg(new, *_declared(name_or_path))
     else:
         if new.img_size != spec.img_size:  # the position tables resampled (vspec.resample)
             weights = resample_state(weights, spec, new)
@@ -108,6 +112,14 @@ def _declares_weights(name_or_path: str | Path) -> bool:
     """A preset name or a .py spec file: where published weights are declared (WEIGHTS beside SPEC)."""
     return Path(name_or_path).suffix == ".py" or (not isinstance(name_or_path, Path) and
                                                   preset_ref(name_or_path) is not None)
+
+
+def _declared(name_or_path: str | Path) -> tuple[str, str, Weights] | tuple[()]:
+    """(name, tag, entry) of the weights a preset (`name.tag`: that tag's) declares, () where it declares none."""
+    name, file, tag = P.locate(name_or_path)
+    table = load_weights_table(file)
+    tag = tag if tag in table else next(iter(table), None)
+    return () if tag is None else (name, tag, table[tag])
 
 
 def _pretrained(name_or_path: str | Path, pretrained: bool | str, img_size: Any, num_classes: int | None,
@@ -144,8 +156,13 @@ class FeatureModel(nn.Module):
         self.out_indices = sorted(set(model.prune_intermediate_layers(out_indices, prune_norm=not norm)))
         self.feature_info = FeatureInfo([dict(f) for f in model.feature_info], tuple(self.out_indices))
         self.model, self.norm = model, norm
-        if getattr(model, "pretrained_cfg", None):  # as timm's feature wrappers keep it
-            self.pretrained_cfg = model.pretrained_cfg
+
+    @property
+    def pretrained_cfg(self) -> dict:
+        """The model's (as timm's feature wrappers keep it)."""
+        return self.model.pretrained_cfg
+
+    default_cfg = pretrained_cfg
 
     def forward(self, x, **kwargs) -> list:
         return self.model.forward_intermediates(x, self.out_indices, norm=self.norm, intermediates_only=True,

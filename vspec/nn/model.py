@@ -14,6 +14,7 @@ from .. import spec as S
 from ..ops import sincos_1d, sincos_2d
 from ..ops.resample import resample_pos_embed
 from ..spec.layout import MAPS
+from ..spec.weights import inputs_cfg
 from .context import BuildContext
 from .heads import as_outputs
 from .inputs import TokenInputs, inputs_of
@@ -272,6 +273,19 @@ class Transformer(nn.Module):
                      index=s.depth - 1) for s in self.layout]
 
     # ---------------------------------------------------------------- timm's model API
+    @property
+    def pretrained_cfg(self) -> dict:
+        """timm's pretrained_cfg: the inputs of the weights the model holds (published ones, a training run's), set
+        where it loads them; else vspec's default, marked (`vspec.spec.weights.inputs_cfg`; `create_model` of a
+        preset sets the preprocessing its weights declare). `default_cfg` is the same dict, as in timm."""
+        return self.__dict__.get("_pretrained_cfg") or inputs_cfg(self.spec)
+
+    @pretrained_cfg.setter
+    def pretrained_cfg(self, cfg: dict) -> None:
+        self.__dict__["_pretrained_cfg"] = cfg
+
+    default_cfg = pretrained_cfg
+
     def no_weight_decay(self) -> set[str]:
         names = {name for name in ("pos_embed", "cls_token") if isinstance(getattr(self, name), nn.Parameter)}
         for prefix, m in self.named_modules():
