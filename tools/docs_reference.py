@@ -15,10 +15,10 @@ import sys
 # defined in it. The spec classes are grouped by the module that defines them (the core's, then each family's).
 API = [
     ("vspec", ["build", "profile", "Profile", "load", "save", "create_model", "save_pretrained", "from_pretrained",
-               "fit", "example_input", "fast_paths", "register_family"]),
+               "register_timm", "fit", "example_input", "fast_paths", "register_family"]),
     ("vspec.spec", ["load_spec", "override", "parse_assignment", "to_json", "from_json", "to_toml", "from_toml",
                     "to_dict", "from_dict", "layout", "state_layout", "SpecError", "MemoryBudgetError"]),
-    ("vspec.factory", ["FeatureModel", "register_timm"]),
+    ("vspec.factory", ["FeatureModel"]),
     ("vspec.fitting", ["FitResult", "FitError"]),
     ("vspec.compare", None),
     ("vspec.convert", None),
