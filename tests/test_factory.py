@@ -285,6 +285,18 @@ def test_timm_create_model_takes_train_pys_keywords():
     model = timm.create_model("vspec_deit_tiny", **{**TRAIN_PY, "num_classes": 5, "drop_path_rate": 0.1},
                               depth=2, img_size=32)
     assert model.spec == vspec.create_model("deit_tiny", num_classes=5, depth=2, img_size=32, drop_path=0.1).spec
+    # timm hands `name.tag`'s tag over as pretrained_cfg: it names the preset's weights, as vspec's `name.tag` does
+    tagged = timm.create_model("vspec_vit_base.deit_fb_in1k", depth=1)
+    assert tagged.pretrained_cfg["tag"] == "deit_fb_in1k"
+    assert tagged.pretrained_cfg["crop_pct"] == vspec.load_weights_table(SPECS / "vit_base.py")[
+        "deit_fb_in1k"].preprocess.crop_pct
+    with pytest.raises(SpecError, match="has no weights tagged 'nope'"):
+        timm.create_model("vspec_deit_tiny.nope", depth=1)
+    # train.py's --pretrained-path: timm's own weights source, which vspec does not read: refused, not ignored
+    with pytest.raises(SpecError) as e:
+        timm.create_model("vspec_deit_tiny", pretrained=True,
+                          pretrained_cfg_overlay={"file": "w.pth", "num_classes": -1})
+    assert one_line(e).startswith("pretrained_cfg_overlay file: a vspec preset's weights are its published ones")
 
 
 # ---------------------------------------------------------------- pretrained_cfg (issue 54, item 6)

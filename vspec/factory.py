@@ -235,6 +235,22 @@ def _timm_model(model: nn.Module, timm_kw: dict[str, Any]) -> nn.Module:
     return model
 
 
+def _timm_source(name: str, pretrained: Any, cfg: Any, overlay: dict | None, cache_dir: Any) -> str:
+    """The preset a timm entrypoint call names: timm hands the tag of `vspec_<name>.<tag>` over as `pretrained_cfg`
+    (`name.tag`, checked as create_model checks it). Weights from timm's own sources are refused where `pretrained`
+    asks for weights (a pretrained_cfg that is no tag, an overlay's file / url / hub id, cache_dir): a preset's come
+    from its WEIGHTS, cached under VSPEC_CACHE; other weights load through checkpoint_path."""
+    if cfg is not None and not isinstance(cfg, str):
+        raise SpecError("pretrained_cfg", f"{type(cfg).__name__}: a vspec preset takes a tag of its weights "
+                                          "(`vspec weights`), not timm's config")
+    sources = [k for k in ("file", "url", "hf_hub_id", "state_dict") if (overlay or {}).get(k)]
+    if pretrained and (sources or cache_dir is not None):
+        given = f"pretrained_cfg_overlay {sources[0]}" if sources else "cache_dir"
+        raise SpecError("", f"{given}: a vspec preset's weights are its published ones (a tag, `vspec weights`; "
+                            "cached under VSPEC_CACHE); load others with checkpoint_path (timm's --initial-checkpoint)")
+    return f"{name}.{cfg}" if cfg else name
+
+
 class FeatureModel(nn.Module):
     """timm's FeatureGetterNet: `forward(x)` is `model.forward_intermediates(x, out_indices, norm,
     intermediates_only=True)`, a list of (B, C, H / r, W / r) maps for images (of NLC tokens for a text body).
@@ -279,10 +295,10 @@ def register_timm(prefix: str = TIMM_PREFIX) -> list[str]:
         if getattr(_registry._model_entrypoints.get(entry), "__module__", None) == __name__:
             continue  # registered by an earlier call (timm warns when a name is registered again)
 
-        def entrypoint(pretrained: bool = False, *, _preset: str = name, **kwargs: Any) -> nn.Module:
-            for key in ("pretrained_cfg", "pretrained_cfg_overlay", "cache_dir"):  # timm's own, unused here
-                kwargs.pop(key, None)
-            return create_model(_preset, pretrained=pretrained, **kwargs)
+        def entrypoint(pretrained: bool = False, *, _preset: str = name, pretrained_cfg: Any = None,
+                       pretrained_cfg_overlay: dict | None = None, cache_dir: Any = None, **kwargs: Any) -> nn.Module:
+            source = _timm_source(_preset, pretrained, pretrained_cfg, pretrained_cfg_overlay, cache_dir)
+            return create_model(source, pretrained=pretrained, **kwargs)
 
         entrypoint.__name__ = entrypoint.__qualname__ = entry
         entrypoint.__module__ = __name__
