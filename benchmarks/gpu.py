@@ -155,6 +155,8 @@ def stepper(model: nn.Module, mode: str, args, labels, device: torch.device, rep
             _sync(device)
         return step
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    if hasattr(model, "set_training_outputs"):  # a vspec model trains on its head's declared outputs, as vspec train
+        model.set_training_outputs(True)
 
     def step():
         for _ in range(repeat):

@@ -61,7 +61,7 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 def sgd_update(model, x, labels) -> dict[str, torch.Tensor]:
     """The change of each parameter after one SGD step (lr 0.1) in train mode."""
     before = {k: p.detach().clone() for k, p in model.named_parameters()}
-    model.train()
+    model.train().set_training_outputs(True)  # the head's declared outputs, as vspec train
     head_loss(F.cross_entropy, model(x), labels).backward()
     with torch.no_grad():
         for p in model.parameters():

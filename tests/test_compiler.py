@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import attrs
+import numpy as np
 import pytest
 import torch
 from hypothesis import assume, given, settings
@@ -822,7 +823,8 @@ SLOW_PRESETS = {"refined_vit_l", "refined_vit_l_dense", "refined_vit_m_dense", "
 def test_preset_specs(path):
     """Every preset round-trips, has the parameter count its spec implies (a language body's: Hugging Face's,
     tests/convert/test_hf.py), and a backward pass on a random batch gives every parameter a finite, nonzero gradient
-    (eval mode: nothing stochastic hides one)."""
+    (eval mode: nothing stochastic hides one); in training, `model(x)` is the logits tensor too (timm's convention:
+    MixToken and the heads' several outputs only on request) and draws nothing from numpy's global state."""
     spec = load_spec(path)
     assert from_json(to_json(spec)) == spec
     assert from_toml(to_toml(spec)) == spec
@@ -842,6 +844,11 @@ def test_preset_specs(path):
     out = model(batch(spec))
     (out * torch.randn_like(out)).sum().backward()
     assert_every_parameter_learns(model, inert=inert_parameters(spec))
+    numpy_state = np.random.get_state()
+    with torch.no_grad():
+        out = model.train()(batch(spec))
+    assert isinstance(out, torch.Tensor) and out.shape == (2, spec.num_classes)
+    assert all(np.array_equal(a, b) for a, b in zip(np.random.get_state(), numpy_state))
 
 
 def inert_parameters(spec: Model) -> tuple[str, ...]:

@@ -6,19 +6,24 @@ this file as a hook (mkdocs.yml: `hooks`), so the pages are made from the code a
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import inspect
 import os
 import sys
 
 # The API reference: (module, names) in page order; None takes the module's __all__, else its public names
-# defined in it. The spec classes are grouped by the module that defines them (the core's, then each family's).
+# defined in it; a dotted name is a class's method. The spec classes are grouped by the module that defines them
+# (the core's, then each family's).
 API = [
     ("vspec", ["build", "profile", "Profile", "load", "save", "create_model", "save_pretrained", "from_pretrained",
-               "register_timm", "fit", "example_input", "fast_paths", "register_family"]),
+               "register_timm", "fit", "example_input", "fast_paths", "register_family", "head_loss"]),
     ("vspec.spec", ["load_spec", "override", "parse_assignment", "to_json", "from_json", "to_toml", "from_toml",
                     "to_dict", "from_dict", "layout", "state_layout", "SpecError", "MemoryBudgetError"]),
     ("vspec.factory", ["FeatureModel"]),
+    ("vspec.nn.model", ["Transformer", "Transformer.set_training_outputs", "Transformer.set_grad_checkpointing",
+                        "Transformer.group_matcher"]),
+    ("vspec.nn.heads", ["HeadOutput", "head_loss"]),
     ("vspec.fitting", ["FitResult", "FitError"]),
     ("vspec.compare", None),
     ("vspec.convert", None),
@@ -90,7 +95,7 @@ def api_entries() -> dict[str, dict[str, object]]:
     sections: dict[str, dict[str, object]] = {}
     for modname, names in API:
         module = importlib.import_module(modname)
-        sections[modname] = {n: getattr(module, n) for n in (names or _public(module))}
+        sections[modname] = {n: functools.reduce(getattr, n.split("."), module) for n in (names or _public(module))}
     spec = importlib.import_module(SPEC_CLASSES)
     for n in spec.__all__:
         obj = getattr(spec, n)

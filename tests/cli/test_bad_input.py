@@ -35,28 +35,32 @@ def _env(**changes: str) -> dict[str, str]:
 
 
 ISSUE_43 = ("weights cache", "weights encoding", "weights dtype", "weights globals", "search size", "search values")
+ISSUE_54 = ("shard names", "manifest", "shard files", "shard pattern")  # tests/helpers/shard_corpus.py
 
 
 def test_every_malformed_input_is_one_line_exit_2(tmp_path, capsys):
     """The whole corpus (tests/helpers/cli_corpus.py: paths, encodings, nesting, types, kinds, huge sizes,
     .py specs that raise or exit, --out targets, flags; tests/helpers/data_corpus.py: tokenizer folders, GLUE files,
     model folders, compare's arguments; tests/helpers/weights_corpus.py: published weights and their caches;
-    tests/helpers/search_corpus.py: budget searches) through vspec.cli.main, tools/train.py and tools/eval.py. Prints
-    the figures, per class for issue 43's."""
+    tests/helpers/search_corpus.py: budget searches; tests/helpers/shard_corpus.py: WebDataset packs) through
+    vspec.cli.main, tools/train.py and tools/eval.py. Prints the figures, per class for issues 43's and 54's; no
+    case runs a command (executions: the marker files a command injected through the input would create)."""
     results = run_corpus(tmp_path)
     entries = {e: sum(case.entry == e for case, _ in results) for e in ("vspec", "train", "eval")}
     assert len(results) >= 700 and entries["train"] >= 80 and entries["eval"] >= 5, entries
     assert {name.split(":")[0] for name in (case.name for case, _ in results)} >= {
-        "tokenizer", "TSV cola", "TSV sst2", "TSV stsb", "model folder", "compare", *ISSUE_43}
+        "tokenizer", "TSV cola", "TSV sst2", "TSV stsb", "model folder", "compare", *ISSUE_43, *ISSUE_54}
     bad = [(case.name, outcome.code, outcome.hung, outcome.stderr[:300]) for case, outcome in results
            if not outcome.clean]
     with capsys.disabled():
         print(f"\nfuzz_cli corpus: {fuzz.report(results, TIME_LIMIT)[0]}")
-        for group in ISSUE_43:  # the classes of issue 43 (tests/helpers/weights_corpus.py, search_corpus.py)
+        for group in ISSUE_43 + ISSUE_54:  # tests/helpers/weights_corpus.py, search_corpus.py, shard_corpus.py
             drawn = [(case, o) for case, o in results if case.name.startswith(f"{group}:")]
             print(f"  {group}: {fuzz.report(drawn, TIME_LIMIT)[0]}")
     assert bad == []
     assert not (tmp_path / "weights" / "ran").exists()  # a release pickle's os.mkdir never ran
+    markers = [case.marker for case, _ in results if case.marker]
+    assert len(markers) >= 30 and not any(os.path.lexists(m) for m in markers)  # no manifest name ran a command
     assert all(len(o.stderr) <= MAX_LINE + 100 for _, o in results)  # "vspec: error: " and the cut notice
 
 
@@ -232,12 +236,14 @@ def test_the_runner_stops_a_hang_and_counts_it(tmp_path):
     assert outcome.hung and not outcome.clean and not outcome.traceback and time.perf_counter() - t0 < 10
     results = [(Case("ok", []), Outcome(2, "vspec: error: x\n")), (Case("tb", []), Outcome(None, "Traceback ...\n")),
                (Case("hang", []), Outcome(None, "", hung=True)),
-               (Case("escape", []), Outcome(2, "vspec: error: \x1b[2J\n"))]
+               (Case("escape", []), Outcome(2, "vspec: error: \x1b[2J\n")),
+               (Case("ran", [], marker="/m"), Outcome(2, "vspec: error: y\n", executed=True))]
     lines = fuzz.report(results, 0.5)
-    assert lines[0] == "tried 4 / clean one-line errors 1 / tracebacks 1 / hangs 1"
+    assert lines[0] == "tried 5 / clean one-line errors 1 / tracebacks 1 / hangs 1 / executions 1"
     assert lines[1:] == ["FAIL 'tb': exit None, 1 lines: 'Traceback ...'",
                          "FAIL 'hang': hung past 0.5 s, 1 lines: '(nothing on stderr)'",
-                         "FAIL 'escape': exit 2, 1 lines: 'vspec: error: \\x1b[2J'"]
+                         "FAIL 'escape': exit 2, 1 lines: 'vspec: error: \\x1b[2J'",
+                         "FAIL 'ran': exit 2, ran a command (created /m), 1 lines: 'vspec: error: y'"]
 
 
 def test_printable_escapes_what_a_terminal_acts_on():

@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from tests.helpers.data_corpus import data_cases
 from tests.helpers.search_corpus import search_cases
+from tests.helpers.shard_corpus import shard_cases
 from tests.helpers.weights_corpus import weights_cases
 from vspec.spec import (
     DAFF,
@@ -56,6 +57,7 @@ class Case(NamedTuple):
     argv: list[str]
     env: dict[str, str] | None = None  # environment variables set while the case runs
     entry: str = "vspec"  # the command: vspec, train (tools/train.py) or eval (tools/eval.py)
+    marker: str | None = None  # a file that a command injected through the input would create
 
 
 class Outcome(NamedTuple):
@@ -63,6 +65,7 @@ class Outcome(NamedTuple):
     stderr: str
     stdout: str = ""
     hung: bool = False  # still running at the time limit
+    executed: bool = False  # the case's marker file appeared: the input ran a command
 
     @property
     def traceback(self) -> bool:
@@ -70,11 +73,11 @@ class Outcome(NamedTuple):
 
     @property
     def clean(self) -> bool:
-        """Exit 2 with exactly one non-empty line on stderr, no traceback, within the time limit, and
-        nothing printed (stdout or stderr) that a terminal would act on: no control character but the
-        line breaks, no lone surrogate (an undecodable byte of a file name)."""
+        """Exit 2 with exactly one non-empty line on stderr, no traceback, within the time limit, no command
+        run (the marker absent), and nothing printed (stdout or stderr) that a terminal would act on: no control
+        character but the line breaks, no lone surrogate (an undecodable byte of a file name)."""
         lines = self.stderr.splitlines()
-        return (not self.hung and self.code == 2 and len(lines) == 1 and bool(lines[0].strip())
+        return (not self.hung and not self.executed and self.code == 2 and len(lines) == 1 and bool(lines[0].strip())
                 and "Traceback" not in self.stderr and printable(self.stderr) and printable(self.stdout))
 
 
@@ -384,6 +387,8 @@ def corpus(folder: Path) -> list[Case]:
     cases += [Case(name, argv, env, entry) for name, entry, argv, env in weights_cases(folder / "weights")]
     # budget searches past their limits, non-finite ranges, repeated keys, drawn by tests/helpers/search_corpus.py
     cases += [Case(name, argv, None, entry) for name, entry, argv in search_cases(folder / "search")]
+    # WebDataset packs: manifest names that would run a command, manifest fields, special files, members, patterns
+    cases += [Case(name, argv, None, entry, marker) for name, entry, argv, marker in shard_cases(folder / "shards")]
     return cases
 
 
@@ -689,7 +694,8 @@ def run_corpus(folder: Path, cases: Sequence[Case] | None = None,
     results = []
     for case in cases if cases is not None else corpus(folder):
         cwd = os.getcwd()
-        results.append((case, run_case(case.argv, case.env, limit, case.entry)))
+        outcome = run_case(case.argv, case.env, limit, case.entry)
+        results.append((case, outcome._replace(executed=bool(case.marker and os.path.lexists(case.marker)))))
         os.chdir(cwd)
         sys.setrecursionlimit(limit_)
     return results

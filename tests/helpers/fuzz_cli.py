@@ -1,14 +1,15 @@
 """Run the malformed-input corpus (tests/helpers/cli_corpus.py, with tests/helpers/data_corpus.py's tokenizer
-folders, GLUE files, model folders and compare arguments) through `vspec.cli.main`, tools/train.py and tools/eval.py;
-count the answers.
+folders, GLUE files, model folders and compare arguments, and tests/helpers/shard_corpus.py's packs) through
+`vspec.cli.main`, tools/train.py and tools/eval.py; count the answers.
 
     python -m tests.helpers.fuzz_cli [-v] [--limit SECONDS]
 
 Each case runs in this process, on this checkout's vspec, under a time limit (default 20 s, by SIGALRM),
-with stdout a strict UTF-8 stream. Prints `tried N / clean one-line errors C / tracebacks T / hangs H`,
-then every case that was not a clean one-line error (exit 2, one non-empty line on stderr, within the
-limit, no control character or undecodable byte printed): its exit code, or that it hung, and the first
-and last lines it printed. Exit status 1 when any case failed.
+with stdout a strict UTF-8 stream. Prints `tried N / clean one-line errors C / tracebacks T / hangs H /
+executions E` (E: cases whose input ran a command: the file it would create was found), then every case that was
+not a clean one-line error (exit 2, one non-empty line on stderr, within the limit, no command run, no control
+character or undecodable byte printed): its exit code, or that it hung, and the first and last lines it printed.
+Exit status 1 when any case failed.
 """
 
 import argparse
@@ -24,11 +25,14 @@ def report(results: list[tuple[Case, Outcome]], limit: float, verbose: bool = Fa
     clean = sum(o.clean for _, o in results)
     tracebacks = sum(o.traceback for _, o in results)
     hangs = sum(o.hung for _, o in results)
-    lines = [f"tried {len(results)} / clean one-line errors {clean} / tracebacks {tracebacks} / hangs {hangs}"]
+    executions = sum(o.executed for _, o in results)
+    lines = [f"tried {len(results)} / clean one-line errors {clean} / tracebacks {tracebacks} / hangs {hangs} / "
+             f"executions {executions}"]
     for case, outcome in results:
         printed = outcome.stderr.strip().splitlines() or ["(nothing on stderr)"]
         if not outcome.clean:
             what = f"hung past {limit:g} s" if outcome.hung else f"exit {outcome.code}"
+            what += f", ran a command (created {case.marker})" if outcome.executed else ""
             tail = f" ... {ascii(printed[-1][:200])}" if len(printed) > 1 else ""
             lines.append(f"FAIL {ascii(case.name)}: {what}, {len(printed)} lines: {ascii(printed[0][:200])}{tail}")
         elif verbose:

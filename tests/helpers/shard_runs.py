@@ -1,10 +1,12 @@
-"""--data shards in the tests: a small image folder of noise JPEGs (made here, nothing downloaded), packed."""
+"""--data shards in the tests: a small image folder of noise JPEGs (made here, nothing downloaded), packed, and
+read back."""
 
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from vspec.train.data import build_datasets, build_transforms
 from vspec.train.pack import pack
 
 CLASSES = ("ant", "bee", "cat")
@@ -28,3 +30,10 @@ def packed(tmp_path: Path, per_class: int = 16, shard_size: int = 6) -> Path:
     out = tmp_path / "shards"
     pack(image_folder(tmp_path / "images", per_class), out, shard_size=shard_size)
     return out
+
+
+def streams(data_dir, encoded=True, seed=5):
+    """(train stream, val stream, classes) of --data shards at `data_dir`, 8 px images."""
+    tf = build_transforms(8, 3, train=False)
+    return build_datasets("shards", img_size=8, in_chans=3, train_transform=tf, eval_transform=tf,
+                          data_dir=str(data_dir), encoded=encoded, seed=seed)

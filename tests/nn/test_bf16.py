@@ -42,7 +42,7 @@ def assert_trains_under_bf16(spec: vspec.Model) -> None:
     """Training mode: forward + backward under autocast, finite outputs and gradients for every
     parameter, the logits in bfloat16 (autocast reached the classifier); eval mode: finite too."""
     torch.manual_seed(0)
-    model = vspec.build(spec).train()
+    model = vspec.build(spec).train().set_training_outputs(True)
     x = vspec.example_input(spec, 2)
     with bf16():
         out = model(x)

@@ -47,7 +47,7 @@ def test_any_composition_builds_trains_and_profiles(case, seed):
     assert vspec.from_json(vspec.to_json(spec)) == spec
     assert vspec.from_toml(vspec.to_toml(spec)) == spec
     torch.manual_seed(seed)
-    model = vspec.build(spec).train()
+    model = vspec.build(spec).train().set_training_outputs(True)
     outs = as_outputs(model(torch.randn(2, 3, *spec.img_size)))
     assert [(o.name, o.target, o.weight) for o in outs] == list(spec.head.outputs())  # the declared outputs
     n = model.layout[-1].tokens.patches
@@ -93,7 +93,7 @@ def test_sot_head_on_swin_with_the_mean_token():
     spec = vspec.override(SWIN, {"head.kind": "second_order", "head.z0": "mean_token", "img_size": 64,
                                  **{f"stages.{i}.block.attention.window": 2 for i in range(4)}})
     torch.manual_seed(0)
-    model = vspec.build(spec).train()
+    model = vspec.build(spec).train().set_training_outputs(True)
     x, y = torch.randn(2, 3, 64, 64), torch.tensor([1, 7])
     words = model.forward_features(x)
     assert torch.allclose(model.head.first_order(words), words.mean(dim=1))

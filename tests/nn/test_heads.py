@@ -55,7 +55,8 @@ def test_dense_training_outputs_follow_the_declaration():
     torch.manual_seed(0)
     model = vspec.build(spec).double().train()
     x = torch.randn(2, 3, 16, 16, dtype=torch.float64)
-    outs = model(x)
+    assert isinstance(model(x), torch.Tensor)  # the outputs only on request (the training loop's)
+    outs = model.set_training_outputs(True)(x)
     assert all(isinstance(o, HeadOutput) for o in outs)
     assert [(o.name, o.target, o.weight) for o in outs] == list(spec.head.outputs())
     cls, tokens, _ = by_hand(model, x, 0.5)
@@ -82,7 +83,7 @@ def test_dense_loss_is_cls_loss_plus_weight_times_mean_token_loss(criterion, sof
     """The engine's loss for a dense head: loss(cls, y) + 0.5 x the mean over tokens of loss(aux_token, y),
     for hard labels (plain and label-smoothed) and for mixup / cutmix probability targets."""
     torch.manual_seed(0)
-    model = vspec.build(tiny()).double().train()
+    model = vspec.build(tiny()).double().train().set_training_outputs(True)
     x = torch.randn(4, 3, 16, 16, dtype=torch.float64)
     y = torch.tensor([0, 3, 1, 4])
     if soft_targets:
@@ -115,7 +116,7 @@ def test_reset_classifier_resets_both_classifiers():
     x = torch.randn(2, 3, 16, 16)
     model.reset_classifier(7)
     assert model.head.fc.out_features == 7 and model.head.aux.out_features == 7
-    assert [o.logits.shape for o in model.train()(x)] == [(2, 7), (2, TOKENS, 7)]
+    assert [o.logits.shape for o in model.train().set_training_outputs(True)(x)] == [(2, 7), (2, TOKENS, 7)]
     assert model.eval()(x).shape == (2, 7)
     model.reset_classifier(0)  # features only, as timm: the class token, in either mode
     trunk = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("head."))

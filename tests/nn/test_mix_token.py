@@ -1,5 +1,7 @@
-"""MixToken and the training outputs beyond the logits, on a plain ViT with the dense head: the training forward
-against a hand-written one (the box drawn as the fixtures README describes it, tokens swapped by loops), the
+"""MixToken and the training outputs beyond the logits, on a plain ViT with the dense head: a plain `model(x)` in
+training is one tensor that mixes nothing; the training forward that asks for the outputs against a hand-written
+one (the box drawn as the fixtures README describes it, tokens swapped by loops; the default draw from torch's
+generator, the caller's numpy state untouched), the
 class target mixed by the box's share for hard and soft labels, the spec's rules and file form, and head_loss's
 refusals. The released Refiner's numbers: tests/models/refiner/test_mix_token.py."""
 
@@ -16,7 +18,7 @@ from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
 
 import vspec
 from vspec.nn.heads import HeadOutput, as_outputs, head_loss
-from vspec.nn.mix_token import TokenBox
+from vspec.nn.mix_token import TokenBox, draw_box, released_draw_box
 from vspec.spec import MHSA, Block, ClassTokenHead, DenseAux, GAPHead, Model, PatchEmbed, PatchMerging, SpecError, Stage
 from vspec.spec.kinds import unregister
 
@@ -33,7 +35,10 @@ def readme_box(seed: int, hp: int, wp: int) -> tuple[int, int, int, int]:
     """The fixtures README's MixToken draw, written out: lam ~ beta(1, 1), row, column, cut int(side sqrt(1 - lam))."""
     np.random.seed(seed)
     lam = np.random.beta(1, 1)
-    r, c = np.random.randint(hp), np.random.randint(wp)
+    return cut(lam, np.random.randint(hp), np.random.randint(wp), hp, wp)
+
+
+def cut(lam: float, r: int, c: int, hp: int, wp: int) -> tuple[int, int, int, int]:
     cut_r, cut_c = int(hp * np.sqrt(1 - lam)), int(wp * np.sqrt(1 - lam))
     return (max(r - cut_r // 2, 0), max(c - cut_c // 2, 0), min(r + cut_r // 2, hp), min(c + cut_c // 2, wp))
 
@@ -66,6 +71,7 @@ def by_hand(model, x, box):
 def test_the_training_forward_mixes_a_box_and_swaps_the_token_logits_back(seed):
     torch.manual_seed(seed)
     model = vspec.build(tiny()).double().train()
+    model.set_training_outputs(True, draw=released_draw_box)
     x = torch.randn(3, 3, 16, 12, dtype=torch.float64)
     want = readme_box(seed, *GRID)
     np.random.seed(seed)
@@ -80,6 +86,46 @@ def test_the_training_forward_mixes_a_box_and_swaps_the_token_logits_back(seed):
         assert not torch.allclose(cls.logits, plain)
 
 
+def test_a_plain_training_forward_is_one_tensor_that_never_mixes_the_batch():
+    """timm's convention: `model.train(); model(x)` is the logits tensor, each sample's its own (sample 0's logits do
+    not move when sample 1's image changes), numpy's global state untouched; the outputs only on request."""
+    torch.manual_seed(0)
+    model = vspec.build(tiny()).double().train()
+    x = torch.randn(3, 3, 16, 12, dtype=torch.float64)
+    other = x.clone()
+    other[1] = torch.randn(3, 16, 12, dtype=torch.float64)
+    np.random.seed(5)
+    state = np.random.get_state()
+    out = model(x)
+    assert isinstance(out, torch.Tensor) and out.shape == (3, CLASSES)
+    assert torch.equal(model(other)[[0, 2]], out[[0, 2]])
+    with torch.no_grad():
+        cls, aux = by_hand(model, x, (0, 0, 0, 0))
+    assert torch.allclose(out, cls + 0.5 * aux.amax(dim=1), atol=1e-12)  # the eval output, in training
+    assert F.cross_entropy(out, torch.tensor([0, 1, 2])).requires_grad
+    model.set_training_outputs(True)
+    torch.manual_seed(3)
+    cls, aux = as_outputs(model(x))
+    assert cls.box is not None and aux.logits.shape == (3, 12, CLASSES)
+    model.set_training_outputs(False)
+    assert isinstance(model(x), torch.Tensor)
+    assert vspec.head_loss is head_loss  # the loss of the outputs, at the top level
+    assert all(np.array_equal(a, b) for a, b in zip(np.random.get_state(), state))  # numpy never drawn from
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 9])
+def test_the_default_draw_is_the_released_rule_on_torchs_host_generator(seed):
+    """lam, the row and the column from three uniform draws of torch's generator; the box cut as the README says."""
+    u = torch.rand(3, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).tolist()
+    hp, wp = 7, 5
+    want = cut(u[0], int(u[1] * hp), int(u[2] * wp), hp, wp)
+    state = np.random.get_state()
+    assert draw_box((hp, wp), torch.Generator().manual_seed(seed)) == TokenBox(*want, (hp, wp))
+    torch.manual_seed(seed)
+    assert draw_box((hp, wp)) == TokenBox(*want, (hp, wp))  # torch's default generator: a resume restores it
+    assert all(np.array_equal(a, b) for a, b in zip(np.random.get_state(), state))
+
+
 def test_eval_and_the_feature_api_mix_nothing():
     torch.manual_seed(0)
     model = vspec.build(tiny()).eval()
@@ -87,6 +133,7 @@ def test_eval_and_the_feature_api_mix_nothing():
     plain.load_state_dict(model.state_dict())
     x = torch.randn(2, 3, 16, 12)
     np.random.seed(1)
+    model.set_training_outputs(True)
     with torch.no_grad():
         assert torch.equal(model(x), plain(x))
         assert torch.equal(model.train().forward_features(x), plain.train().forward_features(x))

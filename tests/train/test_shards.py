@@ -2,37 +2,38 @@
 workers with no sample lost or repeated, resumed exactly after SIGKILL and SIGTERM mid-epoch, and every bad shard
 one line naming the shard and the member."""
 
+import gc
 import hashlib
 import io
 import json
+import os
 import subprocess
 import sys
 import tarfile
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests.helpers import ROOT
+from tests.helpers.cli_corpus import run_case
+from tests.helpers.data_corpus import special_file
 from tests.helpers.image_runs import assert_same_weights, env, weights
-from tests.helpers.shard_runs import CLASSES, image_folder, packed
+from tests.helpers.shard_corpus import member_tar
+from tests.helpers.shard_runs import CLASSES, image_folder, packed, streams
 from vspec.cli import main as vspec_main
 from vspec.cli.train import main as train_main
 from vspec.train import checkpoints as C
-from vspec.train.data import DataError, build_datasets, build_loaders, build_transforms, set_epoch
+from vspec.train.data import DataError, build_loaders, set_epoch
 from vspec.train.pack import MANIFEST, pack
+from vspec.train.shards import ShardStream
 
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 
 
 def as_list(batch):
     return batch
-
-
-def streams(data_dir, encoded=True, **kw):
-    tf = build_transforms(8, 3, train=False)
-    return build_datasets("shards", img_size=8, in_chans=3, train_transform=tf, eval_transform=tf,
-                          data_dir=str(data_dir), encoded=encoded, seed=kw.pop("seed", 5))
 
 
 def digests(data_dir, world, workers, epoch=0, skip=0, batch=4, split="train"):
@@ -60,6 +61,14 @@ def test_pack_writes_shards_and_a_manifest(tmp_path, capsys):
     assert vspec_main(["data", "pack", str(images), str(out), "--shard-size", "4"]) == 0
     said = capsys.readouterr()
     assert "training 15 images in 4 shards, validation 3 images in 1 shard, 3 classes" in said.out
+    # fewer shards than the default workers (at most 8 on CUDA): the command printed says how many fit
+    assert said.out.endswith(f"; vspec train --data shards --data-dir {out} --workers 4\n")
+    with warnings.catch_warnings():  # torch's note on more workers than cores
+        warnings.simplefilter("ignore")
+        build_loaders(*streams(out)[:2], batch_size=4, workers=4)
+    with pytest.raises(DataError, match=r"^shards: 4 training shards for 1 process x 5 workers; each worker needs "
+                                        r"one: --workers 4 or fewer, or pack smaller shards \(vspec data pack "):
+        build_loaders(*streams(out)[:2], batch_size=4, workers=5)
     assert "pack: train 15/15 images" in said.err
     manifest = json.loads((out / MANIFEST).read_text())
     assert manifest["classes"] == list(CLASSES)
@@ -116,8 +125,12 @@ def test_a_pattern_of_shards_and_its_manifest_beside(tmp_path):
         streams(f"{out}/train-{{000007..000009}}.tar")
     with pytest.raises(DataError, match="no manifest"):
         streams(tmp_path)
-    with pytest.raises(DataError, match="8 training shards for 2 processes x 5 workers"):
+    with pytest.raises(DataError, match="8 training shards for 2 processes x 5 workers; each worker needs one: "
+                                        "--workers 4 or fewer"):
         build_loaders(*streams(out)[:2], batch_size=4, workers=5, world_size=2)
+    with pytest.raises(DataError, match="8 training shards for 9 processes x 1 worker; each worker needs one: "
+                                        "fewer processes, or pack smaller shards"):
+        build_loaders(*streams(out)[:2], batch_size=4, workers=0, world_size=9, rank=8)
 
 
 def rewrite(shard: Path, change):
@@ -176,6 +189,85 @@ def test_a_bad_shard_is_one_line_naming_it(tmp_path, damage, line):
         with pytest.raises(DataError, match=line) as e:
             list(loader)
         assert "\n" not in str(e.value)
+
+
+def replaced(out: Path, name: str, kind: str) -> Path:
+    (out / name).unlink()
+    return special_file(out / name, kind)
+
+
+@pytest.mark.parametrize("name, kind, what", [
+    ("train-000003.tar", "FIFO", "a named pipe (FIFO)"), ("train-000003.tar", "/dev/zero", "a character device"),
+    ("val-000001.tar", "FIFO", "a named pipe (FIFO)"), ("val-000000.tar", "folder", "a folder"),
+])
+def test_a_shard_that_is_a_fifo_or_a_device_is_one_line(tmp_path, tiny_spec, name, kind, what):
+    """A FIFO blocked the run for ever at its open; /dev/zero was hashed for ever."""
+    out = packed(tmp_path)
+    replaced(out, name, kind)
+    outcome = run_case(run_args(tiny_spec, out, tmp_path / "run", "--workers", "0"), entry="train", limit=120)
+    assert outcome.code == 2 and not outcome.hung and "Traceback" not in outcome.stderr  # the notes before it
+    assert outcome.stderr.splitlines()[-1] == f"train.py: error: shards: {out / name} is {what}, not a file"
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_a_member_beyond_the_bound_is_refused_before_it_is_read(tmp_path, sparse):
+    """A member whose header says 7 GiB (a sparse file: no disk written; or the header alone) is refused from its
+    header: the old code read members whole into memory."""
+    out = packed(tmp_path)
+    member_tar(out / "train-000002.tar", 7 << 30, sparse=sparse)
+    train, val, _ = streams(out)
+    loader, _ = build_loaders(train, val, batch_size=4, collate_fn=as_list)
+    with pytest.raises(DataError, match=r"^shards: train-000002.tar: member 00000000.jpg holds 7,516,192,768 bytes, "
+                                        r"more than the 1 GiB a member may hold \(vspec data pack writes none "
+                                        r"larger\)$"):
+        list(loader)
+
+
+def test_an_endless_stream_ends_at_its_bound_and_one_left_early_closes_quietly(tmp_path, monkeypatch):
+    """`pipe:exec cat shard /dev/zero`: the tar, then zeros for ever, which the old code hashed for ever; read up
+    to the worker's share (inside the shard) and left, its command stopped by the closed pipe (SIGPIPE; curl's
+    exit 23) was a DataError raised while the generator closed ("Exception ignored in: <generator object
+    _members>")."""
+    out = packed(tmp_path)
+    listed = json.loads((out / MANIFEST).read_text())["train"][0]
+    shard = dict(listed, url=f"pipe:exec cat {out}/train-000000.tar /dev/zero")
+    stream = ShardStream([shard], list(CLASSES), None, train=False, encoded=True, seed=0)
+    with pytest.raises(DataError, match=r"^shards: train-000000.tar: more than 1 MiB after the tar's end: not the "):
+        list(stream.loader(batch_size=4, workers=0, seed=0, rank=0, world_size=1, collate_fn=as_list))
+    unraised = []
+    monkeypatch.setattr(sys, "unraisablehook", unraised.append)
+    stream = ShardStream([shard], list(CLASSES), None, train=True, encoded=True, seed=0)
+    batches = list(stream.loader(batch_size=4, workers=0, seed=0, rank=0, world_size=1, collate_fn=as_list))
+    gc.collect()
+    assert [len(b) for b in batches] == [4] and unraised == []  # 4 of the shard's 6 samples
+
+
+def test_a_shard_of_more_samples_or_members_than_listed_stops_at_the_first_extra(tmp_path):
+    """An endless stream of samples, or of members that are no sample (folders), ends at the manifest's count."""
+    out = packed(tmp_path)
+    manifest = json.loads((out / MANIFEST).read_text())
+    manifest["train"][4]["count"] = 2
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    with tarfile.open(out / "train-000001.tar", "w", format=tarfile.USTAR_FORMAT) as tar:
+        for i in range(49):
+            folder = tarfile.TarInfo(f"{i}")
+            folder.type = tarfile.DIRTYPE
+            tar.addfile(folder)
+    for shard, line in (("train-000004.tar", "holds more than the manifest's 2 samples"),
+                        ("train-000001.tar", "more than 48 members for the manifest's 6 samples")):
+        train, val, _ = streams(out)
+        stream = ShardStream([s for s in train.shards if s["name"] == shard], list(CLASSES), None, train=False,
+                             encoded=True, seed=0)
+        with pytest.raises(DataError, match=f"^shards: {shard}: {line}"):
+            list(stream.loader(batch_size=4, workers=0, seed=0, rank=0, world_size=1, collate_fn=as_list))
+
+
+def test_pack_refuses_an_image_the_reader_would(tmp_path, capsys):
+    images = image_folder(tmp_path / "images", per_class=1)
+    os.truncate(images / "val" / "cat" / "000.jpg", (1 << 30) + 1)  # sparse: nothing written
+    assert vspec_main(["data", "pack", str(images), str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (f"vspec data pack: error: {images}/val/cat/000.jpg is larger than 1 GiB, "
+                                       "the most a shard's member may hold\n")
 
 
 def test_a_corrupt_jpeg_is_one_line_of_the_training_command(tmp_path, tiny_spec, capsys):

@@ -11,6 +11,7 @@ from ..train.datasets import DataError
 from ..train.pack import MANIFEST, pack
 from .common import UsageError, int_in, one_line, output_folder, printable
 
+MAX_WORKERS = 8  # the default --workers' ceiling on CUDA (vspec.train.distributed.workers_for; torch-free here)
 NAME, HELP = "data", "prepare data sets: pack an image folder into WebDataset tar shards (vspec data pack)"
 
 
@@ -59,6 +60,9 @@ def run(args: argparse.Namespace) -> None:
     said = {}
     for split in ("train", "val"):
         shards, images = len(manifest[split]), sum(x["count"] for x in manifest[split])
-        said[split] = f"{images} images in {shards} shard{'s' * (shards != 1)}"
+        said[split] = f"{images} image{'s' * (images != 1)} in {shards} shard{'s' * (shards != 1)}"
+    # each loader worker reads training shards of its own: fewer shards than the default workers need --workers
+    shards = len(manifest["train"])
+    workers = f" --workers {shards}" if shards < MAX_WORKERS else ""
     print(f"{printable(str(out))}: training {said['train']}, validation {said['val']}, {len(manifest['classes'])} "
-          f"classes; vspec train --data shards --data-dir {printable(str(out))}")
+          f"classes; vspec train --data shards --data-dir {printable(str(out))}{workers}")

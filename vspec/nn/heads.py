@@ -1,21 +1,24 @@
 """The contract between heads and training (DESIGN: heads declare their outputs).
 
 Every head spec declares what it returns in training, `spec.head.outputs()`: one `vspec.spec.Output`
-(name, target, weight) per output, readable without building or running the model. In eval mode every
-head returns one logits tensor. In training mode a head that declares one sample output of weight 1
-returns its logits tensor; any other head returns a tuple of `HeadOutput`, one per declared output, in
-order. The loss of a training forward is the sum of weight x criterion over the outputs (`head_loss`).
+(name, target, weight) per output, readable without building or running the model. `model(x)` returns one logits
+tensor in training as in eval (timm's convention: `F.cross_entropy(model(x), y)` works on every model). The declared
+outputs come on request: `model.set_training_outputs(True)` (vspec train's loop asks; timm's
+`set_distilled_training(True)` is the same idea), and then, in training, a head that declares one sample output of
+weight 1 still returns its logits tensor while any other head is called with `outputs=True` and returns a tuple of
+`HeadOutput`, one per declared output, in order. The loss of such a forward is the sum of weight x criterion over the
+outputs (`head_loss`, also `vspec.head_loss`).
 
 Targets: "sample", logits (B, C) against the sample's label (an image's, a text's); "tokens", logits (B, N, C)
 against the sample's label at every token (flattened to (B * N, C), the label repeated N times: hard labels and mixup /
 cutmix soft targets alike), or with a token-labelling target (B, C, 2 + N) (`vspec.train.relabel.relabel_target`:
 LV-ViT's token labels, Refiner's released training) against each token's own label.
 
-What the training forward may add (the spec asks for it): MixToken (`DenseAux.mix_token`) mixed a box of the token
-grid between samples; the sample output carries the box (`HeadOutput.box`), so its target is mixed by the box's share
-lam = 1 - area / N (`lam t + (1 - lam) t.flip(0)`), the tokens output having been swapped back. `Model.attention_maps`
-(Refiner's cos_reg): the first output carries every block's attention maps (`HeadOutput.maps`), which add the cos_reg
-term when `head_loss` is given `n_comn`.
+What the training forward may add when its outputs are asked for (the spec asks for it): MixToken (`DenseAux.mix_token`)
+mixed a box of the token grid between samples; the sample output carries the box (`HeadOutput.box`), so its target is
+mixed by the box's share lam = 1 - area / N (`lam t + (1 - lam) t.flip(0)`), the tokens output having been swapped back.
+`Model.attention_maps` (Refiner's cos_reg): the first output carries every block's attention maps (`HeadOutput.maps`),
+which add the cos_reg term when `head_loss` is given `n_comn`.
 
 Heads that honour a padding mask (True at real tokens) find each sequence's last real token with `last_real`.
 """

@@ -1,9 +1,14 @@
-"""MixToken (LV-ViT, Jiang et al. 2021, "All tokens matter"; Refiner's released training): in the training forward a
+"""MixToken (LV-ViT, Jiang et al. 2021, "All tokens matter"; Refiner's released training): in the training forward
+that asks for the head's outputs (`Transformer.set_training_outputs`; a plain `model(x)` never mixes a batch) a
 box of the embedder's token grid is taken from the batch-flipped sample (sample b gets sample B - 1 - b's tokens
 there), before the class token and the position embedding; the head swaps its token logits back in the box, so
 that each token is scored against its own image's token label, and the class target is mixed by the box's share
-(`vspec.nn.heads.head_loss`). As released (fixtures README, "Token labeling", MixToken), with beta = 1."""
+(`vspec.nn.heads.head_loss`). As released (fixtures README, "Token labeling", MixToken), with beta = 1.
 
+The box is drawn from torch's host generator (`draw_box`: the caller's numpy state is left alone, no device value is
+read); `released_draw_box` is the released draw from numpy's legacy global stream, for reproducing the release."""
+
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -30,17 +35,34 @@ class TokenBox(NamedTuple):
         return 1.0 - (self.r2 - self.r1) * (self.c2 - self.c1) / (self.grid[0] * self.grid[1])
 
 
-def draw_box(grid: tuple[int, int]) -> TokenBox:
+def draw_box(grid: tuple[int, int], generator: torch.Generator | None = None) -> TokenBox:
+    """lam ~ Beta(1, 1) = U(0, 1), then the row centre, then the column centre, uniform over the grid, from torch's
+    host generator (`generator`, else torch's default CPU one, which vspec's checkpoints save and restore, so a
+    resumed run draws the same boxes); the box as the release cuts it (`_box`)."""
+    lam, u_row, u_col = torch.rand(3, generator=generator, dtype=torch.float64).tolist()  # host values: no sync
+    hp, wp = grid
+    return _box(grid, lam, min(int(u_row * hp), hp - 1), min(int(u_col * wp), wp - 1))
+
+
+def released_draw_box(grid: tuple[int, int]) -> TokenBox:
     """The released draw: lam ~ Beta(1, 1), then the row centre, then the column centre, from numpy's legacy global
-    generator in that order (vspec's checkpoints save and restore its state, so a resumed run draws the same boxes);
-    cut = int(side x sqrt(1 - lam)) per axis, the box [centre - cut // 2, centre + cut // 2) clipped to the grid."""
+    generator in that order (it moves the caller's numpy state: for reproducing the release, e.g.
+    `model.set_training_outputs(True, draw=released_draw_box)` after `np.random.seed(...)`)."""
     hp, wp = grid
     lam = np.random.beta(1.0, 1.0)
-    row, col = np.random.randint(hp), np.random.randint(wp)
+    return _box(grid, lam, np.random.randint(hp), np.random.randint(wp))
+
+
+def _box(grid: tuple[int, int], lam: float, row: int, col: int) -> TokenBox:
+    """cut = int(side x sqrt(1 - lam)) per axis, the box [centre - cut // 2, centre + cut // 2) clipped to the grid."""
+    hp, wp = grid
     cut_r, cut_c = int(hp * np.sqrt(1.0 - lam)), int(wp * np.sqrt(1.0 - lam))
     r1, r2 = (int(np.clip(row + d, 0, hp)) for d in (-(cut_r // 2), cut_r // 2))
     c1, c2 = (int(np.clip(col + d, 0, wp)) for d in (-(cut_c // 2), cut_c // 2))
     return TokenBox(r1, c1, r2, c2, (hp, wp))
+
+
+BoxDraw = Callable[[tuple[int, int]], TokenBox]  # grid -> box: draw_box, released_draw_box or the caller's own
 
 
 def swap_box(x: torch.Tensor, box: TokenBox) -> torch.Tensor:

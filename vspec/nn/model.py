@@ -14,13 +14,14 @@ from torch.utils.checkpoint import checkpoint
 from .. import spec as S
 from ..ops import sincos_1d, sincos_2d
 from ..ops.resample import resample_pos_embed
+from ..spec.kinds import LOGITS
 from ..spec.layout import MAPS
 from ..spec.weights import inputs_cfg
 from .context import BuildContext
 from .heads import as_outputs
 from .inputs import TokenInputs, inputs_of
 from .layers import Component, DropPath, LayerScale, make_norm, maybe
-from .mix_token import TokenBox, draw_box, swap_box
+from .mix_token import BoxDraw, TokenBox, draw_box, swap_box
 
 NO_STATE: Mapping[str, torch.Tensor] = {}  # never changed: every block builds the state it hands on anew
 
@@ -200,8 +201,10 @@ class Transformer(nn.Module):
 
     timm conventions: `forward_features`, `forward_head(x, pre_logits=False)`, `forward_intermediates`,
     `feature_info`, `num_classes`, `num_features`, `reset_classifier`, `get_classifier`,
-    `no_weight_decay`. `.spec` is the spec it was built from (kept in step by `reset_classifier`),
-    `.layout` its stages' shapes, `.state_layout` its carried state's, `.parts()` the steps of its forward pass.
+    `no_weight_decay`; `model(x)` is the logits tensor in both modes, the head's declared training outputs come on
+    request (`set_training_outputs`, as timm's `set_distilled_training`). `.spec` is the spec it was built from
+    (kept in step by `reset_classifier`), `.layout` its stages' shapes, `.state_layout` its carried state's, `.parts()`
+    the steps of its forward pass.
     """
 
     def __init__(self, spec: S.Model, ctx: BuildContext):
@@ -217,6 +220,8 @@ class Transformer(nn.Module):
         self.starts = bool(spec.embedder.writes)
         self.head_state = tuple(k for k in self.state_layout[-1] if k in spec.head.reads)  # keys
         self.mix_token, self.attention_maps = spec.head.mixes_tokens, spec.attention_maps  # training outputs
+        self.training_outputs, self.draw_box = False, draw_box  # set_training_outputs: the loop's request
+        self.head_outputs = spec.head.outputs() != LOGITS  # the head returns HeadOutputs when they are asked for
         first = ctx.tokens  # what the embedder produces
         d = first.dim
         self.embedder = ctx.child(spec.embedder)
@@ -399,27 +404,41 @@ class Transformer(nn.Module):
         x, state = (x[0], dict(zip(self.head_state, x[1:]))) if isinstance(x, tuple) else (x, NO_STATE)
         return self.head(x, pre_logits=pre_logits, **_head_inputs(mask, state))
 
+    def set_training_outputs(self, enable: bool = True, draw: BoxDraw | None = None) -> "Transformer":
+        """Whether the training forward returns what the head declares (`spec.head.outputs()`, vspec/nn/heads.py):
+        off (the default, as timm's models), `model(x)` is one logits tensor in training as in eval, and nothing is
+        mixed between samples; on (the training loop's request, as timm's `set_distilled_training(True)`), a head
+        with several outputs returns its tuple of `HeadOutput`, MixToken (the spec's `DenseAux.mix_token`) mixes a box
+        of the token grid, drawn by `draw` (default `vspec.nn.mix_token.draw_box`, torch's host generator;
+        `released_draw_box`: the release's numpy draw), and `Model.attention_maps` puts every block's maps on the
+        first output. Eval is never changed. Returns the model (as `train()` does)."""
+        self.training_outputs = bool(enable)
+        self.draw_box = draw_box if draw is None else draw
+        return self
+
     def forward(self, x: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, *, input_ids: torch.Tensor | None = None):
-        """Images (B, C, H, W), or a text body's input_ids (B, L) [, attention_mask, token_type_ids] -> logits.
+        """Images (B, C, H, W), or a text body's input_ids (B, L) [, attention_mask, token_type_ids] -> logits (B, C).
 
-        Training adds what the spec asks for to the head's outputs (vspec/nn/heads.py): MixToken (the head's
-        `mixes_tokens`) mixes a box of the token grid, drawn here, and the head's outputs carry it; with
-        `attention_maps` the first output carries every block's handed-on maps (`HeadOutput.maps`)."""
+        With `set_training_outputs(True)`, in training: the head's declared outputs (vspec/nn/heads.py) and what the
+        spec asks for beside them: MixToken (the head's `mixes_tokens`) mixes a box of the token grid, drawn here,
+        and the head's outputs carry it; with `attention_maps` the first output carries every block's handed-on
+        maps (`HeadOutput.maps`)."""
         x = _one_input(x, input_ids)
         mask = self.padding(x, attention_mask)  # once, for the blocks and the head
         head_mask = self.inputs.head_padding(x, mask)
-        box = draw_box(self.input_grid(x)) if self.training and self.mix_token else None
-        maps = [] if self.training and self.attention_maps else None
+        outputs = self.training and self.training_outputs
+        box = self.draw_box(self.input_grid(x)) if outputs and self.mix_token else None
+        maps = [] if outputs and self.attention_maps else None
         x, state = self._features(x, mask, token_type_ids, box, maps)
         state = {k: state[k] for k in self.head_state}  # less the maps kept for the training output
-        out = self.head(x, **_head_inputs(head_mask, state), **({} if box is None else {"box": box}))
+        asked = {"outputs": True} if outputs and self.head_outputs else {}
+        out = self.head(x, **_head_inputs(head_mask, state), **asked, **({} if box is None else {"box": box}))
         if maps is None:
             return out
         first, *rest = as_outputs(out)
         return (first._replace(maps=tuple(maps)), *rest)
 
-    # ---------------------------------------------------------------- timm's feature API
     def forward_intermediates(self, x: torch.Tensor, indices: int | Sequence[int] | None = None, norm: bool = False,
                               stop_early: bool = False, output_fmt: str | None = None, intermediates_only: bool = False,
                               return_prefix_tokens: bool = False, attention_mask: torch.Tensor | None = None,

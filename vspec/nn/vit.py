@@ -104,11 +104,11 @@ class PoolHead(nn.Module):
 
 class ClassTokenHead(PoolHead):
     """Class token -> dropout -> fc. With `dense` (Refined-ViT's auxiliary head), `aux` classifies every
-    patch token (after the same dropout): training returns HeadOutputs cls (B, C) and aux (B, N, C)
-    (vspec/nn/heads.py; with MixToken, cls carries the box); eval returns fc(class token) + eval_weight x the
-    max over tokens of aux. As in timm's VOLO, `pre_logits` is the class token and `classifier()` is fc: the
-    aux term reads the patch tokens. With num_classes 0 both classifiers are identities and the head returns
-    the class token."""
+    patch token (after the same dropout): asked for its `outputs` (the training loop's request,
+    vspec/nn/heads.py) it returns HeadOutputs cls (B, C) and aux (B, N, C) (with MixToken, cls carries the box);
+    otherwise, in training as in eval, fc(class token) + eval_weight x the max over tokens of aux (timm's VOLO).
+    As in timm's VOLO, `pre_logits` is the class token and `classifier()` is fc: the aux term reads the patch tokens.
+    With num_classes 0 both classifiers are identities and the head returns the class token."""
 
     def __init__(self, spec: S.ClassTokenHead, ctx: BuildContext):
         self.dense, self.outputs = spec.dense, spec.outputs()  # read by reset, which PoolHead calls
@@ -126,10 +126,11 @@ class ClassTokenHead(PoolHead):
         return x[:, 0]
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None,
-                box: TokenBox | None = None):
-        """`box`: the MixToken box the training forward mixed (`DenseAux.mix_token`): the aux logits in it are
-        swapped back with the batch-flipped sample's, so that each token's logits are its own image's, and the
-        cls output carries the box (its target is mixed: vspec/nn/heads.py)."""
+                box: TokenBox | None = None, outputs: bool = False):
+        """`outputs`: return the declared HeadOutputs; `box`: the MixToken box the training forward mixed
+        (`DenseAux.mix_token`): the aux logits in it are swapped back with the batch-flipped sample's, so that each
+        token's logits are its own image's, and the cls output carries the box (its target is mixed:
+        vspec/nn/heads.py)."""
         features_only = pre_logits or isinstance(self.fc, nn.Identity)  # num_classes 0: the class token
         if self.dense is None or features_only:
             return super().forward(x, pre_logits=features_only)
@@ -137,7 +138,7 @@ class ClassTokenHead(PoolHead):
         aux = self.aux(self.drop(x[:, self.num_prefix_tokens:]))  # (B, N, C)
         if box is not None:
             aux = swap_box(aux, box)
-        if self.training:
+        if outputs:
             d_cls, d_aux = self.outputs
             return HeadOutput.of(cls, d_cls)._replace(box=box), HeadOutput.of(aux, d_aux)
         return cls + self.dense.eval_weight * aux.amax(dim=1)

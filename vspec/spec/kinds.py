@@ -218,8 +218,10 @@ LOGITS = (Output("logits"),)  # a one-output head: its logits against the label,
 
 class HeadKind(Kind):
     """Tokens -> logits. `reads_prefix`: whether it reads the prefix (class) token; `masks`: it honours a
-    padding mask (reads real tokens only), which a text body needs; `outputs()`: what it returns in training
-    (vit.Output), by default its logits against the image label; `reads`: the state keys it also takes
+    padding mask (reads real tokens only), which a text body needs; `outputs()`: what it returns in training when
+    the loop asks (vit.Output; a module of a head that declares other than LOGITS takes `forward(..., outputs=True)`
+    then and returns a tuple of HeadOutput, one logits tensor otherwise), by default its logits against the image
+    label; `reads`: the state keys it also takes
     (`forward(x, ..., state={key: tensor})`), `check_state` its rule on them; `pad_id`: a token id that marks
     padding (its module reads only the other tokens, Hugging Face's rule), None for none."""
 

@@ -255,7 +255,8 @@ class DenseAux:
     `eval_weight` x the max over patch tokens of its logits (the released 0.5). Both weights are > 0: at 0 the
     classifier would go untrained, or unread at eval.
 
-    `mix_token`: MixToken (LV-ViT; Refiner's released training) in the training forward: a box of the
+    `mix_token`: MixToken (LV-ViT; Refiner's released training) in the training forward that asks for the head's
+    outputs (`set_training_outputs(True)`: vspec train's; a plain `model(x)` never mixes): a box of the
     embedder's token grid is swapped with the batch-flipped sample's before the class token and position
     embedding (vspec.nn.mix_token), the head swaps its token logits back, and the class target is mixed by the
     box's share (head_loss). It needs an image body whose token grid runs unchanged from the embedder to the head.

@@ -220,6 +220,7 @@ class Training:
             if self.d.main:
                 print(f"note: --pretrained: {entry.source.where}" + (f"; fresh: {', '.join(fresh)}" if fresh else ""),
                       file=sys.stderr)
+        model.set_training_outputs(True)  # the head's declared outputs (MixToken, maps) for head_loss
         model = model.to(self.device)
         if self.device.type == "cuda" and self.cfg.run.channels_last:
             model = model.to(memory_format=torch.channels_last)

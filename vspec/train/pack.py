@@ -17,6 +17,7 @@ import io
 import json
 import os
 import random
+import re
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -28,10 +29,19 @@ FORMAT = "vspec-shards/1"
 SPLITS = ("train", "val")
 # torchvision's ImageFolder extensions (IMG_EXTENSIONS): what --data imagefolder reads
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+MAX_MEMBER = 1 << 30  # bytes of an image file in a shard (Pillow refuses 179 M pixels: 0.5 GiB as 8-bit RGB)
+_NAME = re.compile(r"([a-z]+)-(\d{6,9})\.tar", re.ASCII)
 
 
 def shard_name(split: str, index: int) -> str:
     return f"{split}-{index:06d}.tar"
+
+
+def is_shard_name(split: str, name) -> bool:
+    """Whether `name` is a name `shard_name(split, ...)` writes (no other text: a manifest's names reach no
+    shell, no parent folder, no other host)."""
+    m = _NAME.fullmatch(name) if isinstance(name, str) else None
+    return m is not None and m[1] == split and shard_name(split, int(m[2])) == name
 
 
 def scan(folder: Path) -> tuple[list[str], dict[str, list[tuple[Path, int]]]]:
@@ -53,6 +63,9 @@ def scan(folder: Path) -> tuple[list[str], dict[str, list[tuple[Path, int]]]]:
                         if path.suffix.lower() in IMAGE_SUFFIXES and path.is_file()]
         if not files[split]:
             raise DataError(f"pack: {folder}/{split} holds no images ({', '.join(IMAGE_SUFFIXES)})")
+        big = next((path for path, _ in files[split] if path.stat().st_size > MAX_MEMBER), None)
+        if big is not None:  # the reader refuses such a member (vspec/train/shards.py)
+            raise DataError(f"pack: {big} is larger than {MAX_MEMBER >> 30} GiB, the most a shard's member may hold")
     return names, files
 
 

@@ -4,7 +4,8 @@ as iterable streams that batch and split themselves.
 --data-dir: the pack's folder (or URL prefix) holding manifest.json, or a pattern of training shards as webdataset
 takes them ('OUT/train-{000000..000127}.tar', 'https://host/d/train-{000000..000127}.tar', 'pipe:curl -s
 https://host/d/train-{000000..000127}.tar'); the manifest is found beside the first shard (its file name replaced
-by manifest.json), and so are the validation shards the manifest lists.
+by manifest.json), and so are the validation shards the manifest lists (vspec/train/manifest.py: the addresses,
+the manifest checked; its names are pack's, so only --data-dir itself may be a command).
 
 Training, per epoch (seed, epoch): the training shards in a shuffled order; shard i goes to process i % P, and
 within it to worker (i // P) % W (P processes, W loader workers, W = 1 without workers): a worker reads only its
@@ -19,15 +20,14 @@ workers are rotated so that the DataLoader's first worker makes the next batch.
 Validation: the validation shards split the same way, unshuffled, every sample once over the processes.
 
 A bad shard (truncated, not a tar, an image that does not decode, a label out of range, a count or sha256 that
-differs from the manifest's) is one `DataError` naming the shard and the member.
+differs from the manifest's, a FIFO or device, a member beyond MAX_MEMBER, an endless stream) is one `DataError`
+naming the shard and the member.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import json
-import re
 import tarfile
 
 import numpy as np
@@ -35,45 +35,16 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, IterableDataset, default_collate, get_worker_info
 
-from ..extras import needs
 from .datasets import DataError, Request
-from .pack import FORMAT, MANIFEST, SPLITS
-
-with needs("--data shards"):
-    from webdataset.gopen import gopen
-    from webdataset.shardlists import expand_urls
+from .manifest import close_quietly, locate, open_file, read_manifest, shard_in
+from .pack import MANIFEST, MAX_MEMBER, SPLITS
 
 SHUFFLE_BUFFER = 1000  # samples (their encoded bytes) each worker holds to shuffle
-_TAR_NAME = re.compile(r"[^/\s'\"]+\.tar")
+MAX_PARTS = 8  # members of one sample (pack writes two)
+TRAILER = 1 << 20  # bytes after a tar's end (its last record's padding) read into the shard's sha256
 
 
-# ---------------------------------------------------------------- the manifest and the shards' addresses
-def locate(data_dir: str) -> tuple[tuple[str, str], list[str] | None]:
-    """((before, after): a file of the pack is at before + its name + after; the training shards' addresses, or
-    None: the manifest's)."""
-    text = str(data_dir)
-    if not _TAR_NAME.search(text):
-        return (text.rstrip("/") + "/", ""), None
-    urls = expand_urls(text)
-    last = list(_TAR_NAME.finditer(urls[0]))[-1]  # the first shard's file name, in a path, URL or pipe: command
-    return (urls[0][:last.start()], urls[0][last.end():]), urls
-
-
-def read_manifest(url: str) -> dict:
-    try:
-        with gopen(url, "rb") as f:
-            manifest = json.loads(f.read())
-    except FileNotFoundError:
-        raise DataError(f"shards: no manifest {url} (vspec data pack writes it beside the shards)") from None
-    except (OSError, ValueError) as e:
-        raise DataError(f"shards: cannot read the manifest {url}: {e}") from None
-    ok = isinstance(manifest, dict) and manifest.get("format") == FORMAT and isinstance(manifest.get("classes"), list)
-    if not ok or not all(isinstance(manifest.get(s), list) and all(
-            isinstance(x, dict) and {"name", "count", "sha256"} <= set(x) for x in manifest[s]) for s in SPLITS):
-        raise DataError(f"shards: {url} is no manifest of vspec data pack ({FORMAT})")
-    return manifest
-
-
+# ---------------------------------------------------------------- the shards
 class _Hashing:
     """A file object that hashes what is read from it."""
 
@@ -85,28 +56,48 @@ class _Hashing:
         self.digest.update(data)
         return data
 
-    def finish(self) -> str:
-        while self.read(1 << 20):
-            pass
+    def finish(self, name: str) -> str:
+        """The sha256 of the whole file, the bytes after the tar's end included (at most TRAILER of them: an
+        endless stream is no shard)."""
+        left = TRAILER
+        while data := self.read(1 << 16):
+            left -= len(data)
+            if left < 0:
+                raise DataError(f"shards: {name}: more than {TRAILER >> 20} MiB after the tar's end: not the shard "
+                                "the manifest lists")
         return self.digest.hexdigest()
 
 
 def _members(shard: dict):
-    """(member name, bytes) of a shard in order; returns the shard's sha256."""
-    where = "at its start"
+    """(member name, bytes) of a shard in order, each at most MAX_MEMBER bytes and at most MAX_PARTS per sample
+    of the manifest's count; returns the shard's sha256."""
+    where, name, members = "at its start", shard["name"], 0
+    raw = None
     try:
-        with gopen(shard["url"], "rb") as raw:
-            f = _Hashing(raw)
-            with tarfile.open(fileobj=f, mode="r|") as tar:
-                for info in tar:
-                    if info.isreg():
-                        where = f"in member {info.name}"
-                        data = tar.extractfile(info).read()
-                        where = f"after member {info.name}"
-                        yield info.name, data
-            return f.finish()
+        raw = open_file(shard["url"])
+        f = _Hashing(raw)
+        with tarfile.open(fileobj=f, mode="r|") as tar:
+            for info in tar:
+                members += 1
+                if info.size > MAX_MEMBER:  # read whole below: a bound before the read
+                    raise DataError(f"shards: {name}: member {info.name} holds {info.size:,} bytes, more than the "
+                                    f"{MAX_MEMBER >> 30} GiB a member may hold (vspec data pack writes none larger)")
+                if members > MAX_PARTS * shard["count"]:
+                    raise DataError(f"shards: {name}: more than {members - 1} members for the manifest's "
+                                    f"{shard['count']} samples: not the shard the manifest lists")
+                if info.isreg():
+                    where = f"in member {info.name}"
+                    data = tar.extractfile(info).read()
+                    where = f"after member {info.name}"
+                    yield info.name, data
+        digest = f.finish(name)
+        raw.close()  # read to its end: a pipe: command's exit status counts
+        return digest
     except (OSError, EOFError, tarfile.TarError) as e:
-        raise DataError(f"shards: {shard['name']}: truncated or not a tar ({where}: {e})") from None
+        raise DataError(f"shards: {name}: truncated or not a tar ({where}: {e})") from None
+    finally:
+        if raw is not None:
+            close_quietly(raw)  # a stream left early (the worker's share ends inside it)
 
 
 def _samples(shard: dict, num_classes: int):
@@ -139,6 +130,9 @@ def _samples(shard: dict, num_classes: int):
         if key is not None and this != key:
             yield done(key, parts)
             count, parts = count + 1, {}
+            if count >= shard["count"]:  # one more sample than the manifest says: no need to read them all
+                raise DataError(f"shards: {shard['name']}: holds more than the manifest's {shard['count']} samples "
+                                "(not the shard the manifest lists)")
         key, parts[ext.lower()] = this, data
     if key is not None:
         yield done(key, parts)
@@ -219,9 +213,11 @@ class ShardStream(IterableDataset):
         self.batch_size, self.collate = batch_size, collate_fn or default_collate
         self.rank, self.world, self.workers = rank, world_size, max(workers, 1)
         if self.train and len(self.shards) < world_size * self.workers:
-            raise DataError(f"shards: {len(self.shards)} training shards for {world_size} processes x "
-                            f"{self.workers} workers; each worker needs one: pack smaller shards (--shard-size) or "
-                            "use fewer --workers")
+            n, fit = len(self.shards), len(self.shards) // world_size
+            fix = f"--workers {fit} or fewer, or pack" if fit else "fewer processes, or pack"
+            raise DataError(f"shards: {n} training shard{'s' * (n != 1)} for {world_size} process"
+                            f"{'es' * (world_size != 1)} x {self.workers} worker{'s' * (self.workers != 1)}; each "
+                            f"worker needs one: {fix} smaller shards (vspec data pack --shard-size)")
         if self.train and self.batches() < 1:
             raise DataError(f"batch_size: {batch_size} per rank is more than the {len(self) // world_size} training "
                             "samples per rank, so no full batch exists; lower the batch size")
@@ -310,14 +306,14 @@ def shards(r: Request):
     """(train stream, val stream, num_classes) of the pack at `r.data_dir` (module docstring)."""
     (before, after), urls = locate(r.data_dir)
     where = before + MANIFEST + after
-    manifest = read_manifest(where)
+    manifest = read_manifest(where)  # its names are pack's: no shell command, no other folder or host
     listed = {s: {x["name"]: dict(x, url=before + x["name"] + after) for x in manifest[s]} for s in SPLITS}
     if urls is None:
         train = list(listed["train"].values())
     else:
         train = []
         for url in urls:
-            name = _TAR_NAME.findall(url)[-1]
+            name = shard_in(url)
             if name not in listed["train"]:
                 raise DataError(f"shards: {url} is not a training shard of the manifest {where}")
             train.append(dict(listed["train"][name], url=url))

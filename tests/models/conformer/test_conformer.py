@@ -66,7 +66,7 @@ def test_released_checkpoints_reproduced(name):
 
 def test_training_returns_both_logits_and_the_loss_is_their_mean():
     data = fixture()
-    model = from_official("conformer", data["state_dict"], data["config"]).train()
+    model = from_official("conformer", data["state_dict"], data["config"]).train().set_training_outputs(True)
     out = as_outputs(model(data["x"]))
     assert [(o.name, o.target, o.weight) for o in out] == [("conv", "sample", 0.5), ("trans_logits", "sample", 0.5)]
     assert [o.name for o in out] == [o.name for o in model.spec.head.outputs()]
@@ -261,7 +261,7 @@ def test_sot_head_on_a_small_conformer_trains_both_branches():
     spec = _conformer(head=head)
     model = vspec.build(spec).double()
     x = vspec.example_input(spec, 2, dtype=torch.float64)
-    out = as_outputs(model.train()(x))
+    out = as_outputs(model.train().set_training_outputs(True)(x))
     assert [(o.name, o.weight) for o in out] == [("conv", 0.5), ("trans_logits", 0.5)]
     assert torch.isfinite(head_loss(F.cross_entropy, out, torch.tensor([0, 2])))
     y = model.eval()(x)

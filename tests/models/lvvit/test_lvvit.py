@@ -46,11 +46,12 @@ def test_the_training_forward_mixes_tokens_as_released(bn):
     import numpy as np
 
     from vspec.nn.heads import as_outputs
-    from vspec.nn.mix_token import TokenBox
+    from vspec.nn.mix_token import TokenBox, released_draw_box
 
     data = fixture("lvvit_dense")
     mix = data["train_mix"]
     model = from_official("lvvit", data["state_dict"], data["config"]).train()
+    model.set_training_outputs(True, draw=released_draw_box)  # the head's outputs, the box drawn as released
     if bn == "running statistics":
         for m in model.modules():
             if isinstance(m, torch.nn.BatchNorm2d):

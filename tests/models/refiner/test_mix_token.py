@@ -11,7 +11,7 @@ import torch
 from tests.helpers.checks import FIXTURES, STORED_ATOL
 from vspec.convert import from_official
 from vspec.nn.heads import HeadOutput, as_outputs, head_loss
-from vspec.nn.mix_token import TokenBox
+from vspec.nn.mix_token import TokenBox, released_draw_box
 from vspec.spec import DenseAux
 from vspec.train.relabel import relabel_cross_entropy, soft_cross_entropy
 
@@ -30,10 +30,12 @@ def close(got, want, atol=EXACT):
 
 
 def released(data: dict, **changes):
-    """The released model converted with no note: mix_token and cos_reg are honoured."""
+    """The released model converted with no note: mix_token and cos_reg are honoured; its training forward returns
+    the head's outputs, MixToken's box drawn as released (numpy's global stream)."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        return from_official("refiner", data["state_dict"], {**data["config"], **changes})
+        model = from_official("refiner", data["state_dict"], {**data["config"], **changes})
+    return model.set_training_outputs(True, draw=released_draw_box)
 
 
 def draws_after(seed: int, count: int) -> float:

@@ -339,7 +339,7 @@ def test_late_fusion_pair_in_training_sum_in_eval():
     torch.manual_seed(0)
     model = vspec.build(small(fusion="late"))
     x = torch.randn(2, 3, 32, 32)
-    model.train()
+    model.train().set_training_outputs(True)
     out = model(x)
     assert [(o.name, o.target, o.weight) for o in out] == [("cls", "sample", 1.0), ("word", "sample", 1.0)]
     assert all(o.logits.shape == (2, 5) for o in out)
@@ -378,7 +378,7 @@ def test_concat_and_aggr_all_use_the_documented_inputs():
 def test_every_pool_norm_fusion_trains_one_step(pool, norm, fusion):
     torch.manual_seed(0)
     spec = small(fusion=fusion, pool=pool, norm=norm, drop=0.1)
-    model = vspec.build(spec).train()
+    model = vspec.build(spec).train().set_training_outputs(True)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     out = model(torch.randn(4, 3, 32, 32))
     loss = head_loss(torch.nn.functional.cross_entropy, out, torch.tensor([0, 1, 2, 3]))

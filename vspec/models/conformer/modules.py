@@ -13,6 +13,7 @@ from ...nn.context import BuildContext
 from ...nn.heads import HeadOutput
 from ...nn.layers import Linear
 from ...nn.model import Block, Carry
+from ...spec.kinds import LOGITS
 from . import spec as P
 
 
@@ -133,8 +134,9 @@ class _SumClassifier(nn.Module):
 
 
 class ConformerHead(nn.Module):
-    """conv logits = fc(mean of the map), trans logits = the token head on norm(tokens). Training: HeadOutputs
-    conv and trans_* (weight 1/2 each: the mean of the two losses); eval: their sum."""
+    """conv logits = fc(mean of the map), trans logits = the token head on norm(tokens). Asked for its outputs (the
+    training loop's request): HeadOutputs conv and trans_* (weight 1/2 each: the mean of the two losses); else, in
+    training as in eval, their sum."""
 
     def __init__(self, spec: P.ConformerHead, ctx: BuildContext):
         super().__init__()
@@ -142,6 +144,7 @@ class ConformerHead(nn.Module):
         self.chans = ctx.state[P.CONV].chans
         self.norm = nn.LayerNorm(ctx.dim, eps=spec.norm.eps)
         self.tokens = ctx.child(spec.tokens)
+        self.many = spec.tokens.outputs() != LOGITS  # the token head returns HeadOutputs when asked
         self.reset(ctx.num_classes, tokens=False)
 
     def reset(self, num_classes: int, tokens: bool = True) -> list[nn.Module]:
@@ -151,13 +154,16 @@ class ConformerHead(nn.Module):
     def classifier(self) -> nn.Module:
         return _SumClassifier(self.fc, self.tokens.classifier(), self.chans)
 
-    def forward(self, x: torch.Tensor, pre_logits: bool = False, *, state: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pre_logits: bool = False, *, state: Mapping[str, torch.Tensor],
+                outputs: bool = False):
+        """`outputs` (the training loop's request, vspec/nn/heads.py): the conv classifier's HeadOutput and the token
+        head's; else the sum of the two logits."""
         pooled = state[P.CONV].mean(dim=(2, 3))
         x = self.norm(x)
         if pre_logits or isinstance(self.fc, nn.Identity):
             return torch.cat((pooled, self.tokens(x, pre_logits=True)), dim=-1)
-        out, trans = self.fc(pooled), self.tokens(x)
-        if not self.training:
+        out, trans = self.fc(pooled), self.tokens(x, **({"outputs": True} if outputs and self.many else {}))
+        if not outputs:
             return out + trans
         trans = trans if isinstance(trans, tuple) else (HeadOutput(trans),)
         return (HeadOutput.of(out, self.outputs[0]),

@@ -265,11 +265,11 @@ class NoNorm(nn.Identity):
 
 # ---------------------------------------------------------------- the head
 class SecondOrderHead(nn.Module):
-    """Eq. 1. Classifiers: `cls_fc` (z0) and `word_fc` (representation) for sum and late fusion; `fc`
-    for concat ([z0, r]) and aggr_all. z0 is the class token (a text body's first token), the mean word token
-    (`z0 = mean_token`) or a text body's last real token (`last_token`, the word tokens the others). Late
-    fusion returns HeadOutputs cls and word (z0 and word logits, weight 1 each: vspec/nn/heads.py) in training
-    and their sum in eval; `branches(x)` gives the pair in either mode. `mask` (B, N): a padded text batch's
+    """Eq. 1. Classifiers: `cls_fc` (z0) and `word_fc` (representation) for sum and late fusion; `fc` for concat ([z0,
+    r]) and aggr_all. z0 is the class token (a text body's first token), the mean word token (`z0 = mean_token`) or a
+    text body's last real token (`last_token`, the word tokens the others). Late fusion returns HeadOutputs cls and
+    word (z0 and word logits, weight 1 each: vspec/nn/heads.py) when its outputs are asked for (the training loop's
+    request), their sum otherwise; `branches(x)` gives the pair in either mode. `mask` (B, N): a padded text batch's
     real tokens; padding `masked` pools those alone, `included` every position after the first (released)."""
 
     def __init__(self, spec: P.SecondOrderHead, ctx: BuildContext):
@@ -332,12 +332,15 @@ class SecondOrderHead(nn.Module):
         """(z0 logits, word-token logits) for sum and late fusion."""
         return self.cls_fc(self.first_order(x, mask)), self.word_fc(self.representation(x, mask))
 
-    def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None):
+    def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None,
+                outputs: bool = False):
+        """`outputs` (the training loop's request, vspec/nn/heads.py): late fusion's two HeadOutputs; else the
+        logits, the two branches summed for sum and late fusion."""
         if self.fusion in ("sum", "late"):
             if pre_logits or isinstance(self.cls_fc, nn.Identity):  # num_classes 0: the features
                 return torch.cat((self.first_order(x, mask), self.representation(x, mask)), dim=1)
             cls, word = self.branches(x, mask)
-            if self.fusion == "late" and self.training:
+            if self.fusion == "late" and outputs:
                 return tuple(HeadOutput.of(o, d) for o, d in zip((cls, word), self.outputs))
             return cls + word
         r = self.representation(x, mask)
