@@ -9,9 +9,11 @@ import attrs
 import pytest
 import timm.optim
 import torch
+import torch.nn.functional as F
 
 import vspec
 from tests.helpers.shrunk import small_spec
+from vspec.nn.heads import head_loss
 
 torch.set_num_threads(2)
 
@@ -94,6 +96,34 @@ def test_grad_checkpointing_threads_every_familys_state(name):
     assert plain.keys() == ckpt.keys()
     for key, g in plain.items():
         torch.testing.assert_close(ckpt[key], g, rtol=0, atol=0, msg=key)
+
+
+@pytest.mark.parametrize("name, fields", [("lvvit_t", {}), ("refined_vit_s", {"attention_maps": True})])
+def test_grad_checkpointing_keeps_the_training_outputs(name, fields):
+    """The training loop's outputs through checkpointed blocks: LV-ViT's MixToken box (drawn before the blocks) and
+    dense head, Refiner's attention maps of every block for cos_reg: the same outputs, the same gradients."""
+    spec = attrs.evolve(small_spec(name), drop_path=0.1, **fields)
+    torch.manual_seed(0)
+    model = vspec.build(spec).train().set_training_outputs(True)
+    x, y = vspec.example_input(spec, 4), torch.tensor([0, 1, 2, 0])
+    grads, outputs = [], []
+    for checkpointing in (False, True):
+        model.set_grad_checkpointing(checkpointing)
+        model.zero_grad()
+        torch.manual_seed(0)
+        out = model(x)
+        head_loss(F.cross_entropy, out, y, **({"n_comn": 1} if fields else {})).backward()
+        outputs.append(out)
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    plain, ckpt = outputs
+    assert [o.name for o in ckpt] == [o.name for o in plain] and len(plain) == (2 if name == "lvvit_t" else 1)
+    assert (plain[0].box is None) == (ckpt[0].box is None) == (name != "lvvit_t")
+    assert len(ckpt[0].maps or ()) == len(plain[0].maps or ()) == (spec.depth if fields else 0)
+    for a, b in zip(plain, ckpt):
+        torch.testing.assert_close(b.logits, a.logits, rtol=0, atol=0)
+    assert grads[0].keys() == grads[1].keys()
+    for key, g in grads[0].items():
+        torch.testing.assert_close(grads[1][key], g, rtol=0, atol=0, msg=key)
 
 
 def layer_groups(model, caplog) -> list[tuple[float, set[str]]]:
