@@ -1,9 +1,11 @@
 """vspec.create_model (timm's factory), features_only and prune_intermediate_layers."""
 
 import copy
+import json
 import warnings
 from pathlib import Path
 
+import attrs
 import pytest
 import timm  # vspec[train], part of vspec[dev]: features_only's FeatureInfo is timm's
 import torch
@@ -220,3 +222,111 @@ def test_register_timm():
         timm.create_model("vspec_deit_tiny", pretrained=True)
     with pytest.raises(ValueError, match="local path"):  # why the names take no '/': timm reads it as a path
         timm.create_model("vspec/deit_tiny")
+
+
+# ---------------------------------------------------------------- timm's standard keywords (issue 54, item 11)
+# what timm's train.py passes to create_model on its defaults (timm.create_model drops the None ones itself;
+# scriptable and checkpoint_path are timm's own there)
+TRAIN_PY = {"in_chans": 3, "num_classes": None, "drop_rate": 0.0, "drop_path_rate": None, "drop_block_rate": None,
+            "global_pool": None, "bn_momentum": None, "bn_eps": None, "scriptable": False, "checkpoint_path": ""}
+
+
+def test_timm_keywords_set_the_spec():
+    plain = vspec.create_model("deit_tiny", depth=1, img_size=32)
+    assert vspec.create_model("deit_tiny", depth=1, img_size=32, **TRAIN_PY).spec == plain.spec  # None: not given
+    model = vspec.create_model("deit_tiny", depth=1, img_size=32, drop_rate=0.1, drop_path_rate=0.2,
+                               attn_drop_rate=0.3, proj_drop_rate=0.05, in_chans=1, global_pool="avg")
+    block = plain.spec.block
+    assert model.spec == attrs.evolve(plain.spec, drop_path=0.2, in_chans=1, head=vspec.GAPHead(drop=0.1),
+                                      block=attrs.evolve(block, attention=attrs.evolve(block.attention, attn_drop=0.3,
+                                                                                       proj_drop=0.05),
+                                                         ffn=attrs.evolve(block.ffn, drop=0.05)))
+    assert model(torch.randn(2, 1, 32, 32)).shape == (2, 1000)
+    # every stage of a hierarchical body, a nested head (Conformer's token head)
+    swin = vspec.create_model("swin_tiny", attn_drop_rate=0.1, **SWIN)
+    assert [s.block.attention.attn_drop for s in swin.spec.stages] == [0.1] * 4
+    conformer = load_spec(SPECS / "conformer_ti.py")
+    assert vspec.create_model("conformer_ti", drop_rate=0.2).spec.head == attrs.evolve(
+        conformer.head, tokens=attrs.evolve(conformer.head.tokens, drop=0.2))
+    # BatchNorms (LV-ViT's convolutional stem) take timm's bn_momentum and bn_eps
+    lvvit = vspec.create_model("lvvit_t", depth=1, img_size=32, bn_momentum=0.01, bn_eps=1e-3)
+    norms = [m for m in lvvit.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert norms and {(m.momentum, m.eps) for m in norms} == {(0.01, 1e-3)}
+
+
+def test_timm_checkpoint_path_loads_its_weights(checkpoint):
+    model = vspec.create_model("deit_tiny", depth=2, img_size=32, num_classes=4, checkpoint_path=str(checkpoint))
+    saved = torch.load(checkpoint, weights_only=True)["state_dict"]
+    assert all(torch.equal(v, saved[k]) for k, v in model.state_dict().items())
+    with pytest.raises(CheckpointError, match="do not fit"):  # another model's weights: named, one line
+        vspec.create_model("deit_tiny", depth=3, img_size=32, num_classes=4, checkpoint_path=checkpoint)
+
+
+@pytest.mark.parametrize("name, kwargs, needle", [
+    ("deit_tiny", {"drop_block_rate": 0.1}, "drop_block_rate: 0.1: vspec models have no DropBlock"),
+    ("deit_tiny", {"bn_eps": 1e-3}, "bn_eps: 0.001: the model has no BatchNorm"),
+    ("lvvit_t", {"bn_momentum": 2.0}, "bn_momentum: 2.0: a BatchNorm momentum is a finite number in [0, 1]"),
+    ("deit_tiny", {"scriptable": True}, "scriptable: True: vspec models are not TorchScript-scriptable"),
+    ("deit_tiny", {"global_pool": "max"}, "global_pool: 'max': the model pools with its class_token head"),
+    ("lvvit_t", {"global_pool": "avg"}, "global_pool: 'avg': the model pools with its class_token head (dense)"),
+    ("simplevit_ti", {"global_pool": "token"}, "global_pool: 'token': the model pools with its gap head (norm)"),
+    ("deit_tiny", {"drop_rate": 1.5}, "drop_rate: 1.5: head.drop: must be < 1"),
+    ("deit_tiny", {"drop_path_rate": -0.1}, "drop_path_rate: -0.1: drop_path: must be >= 0"),
+])
+def test_timm_keywords_without_a_meaning_are_refused_in_one_line(name, kwargs, needle):
+    with pytest.raises(SpecError) as e:
+        vspec.create_model(name, depth=1, **kwargs)
+    assert one_line(e).startswith(needle), one_line(e)
+
+
+def test_timm_create_model_takes_train_pys_keywords():
+    assert vspec.register_timm is register_timm  # at the top level too
+    register_timm()
+    model = timm.create_model("vspec_deit_tiny", **{**TRAIN_PY, "num_classes": 5, "drop_path_rate": 0.1},
+                              depth=2, img_size=32)
+    assert model.spec == vspec.create_model("deit_tiny", num_classes=5, depth=2, img_size=32, drop_path=0.1).spec
+    # timm hands `name.tag`'s tag over as pretrained_cfg: it names the preset's weights, as vspec's `name.tag` does
+    tagged = timm.create_model("vspec_vit_base.deit_fb_in1k", depth=1)
+    assert tagged.pretrained_cfg["tag"] == "deit_fb_in1k"
+    assert tagged.pretrained_cfg["crop_pct"] == vspec.load_weights_table(SPECS / "vit_base.py")[
+        "deit_fb_in1k"].preprocess.crop_pct
+    with pytest.raises(SpecError, match="has no weights tagged 'nope'"):
+        timm.create_model("vspec_deit_tiny.nope", depth=1)
+    # train.py's --pretrained-path: timm's own weights source, which vspec does not read: refused, not ignored
+    with pytest.raises(SpecError) as e:
+        timm.create_model("vspec_deit_tiny", pretrained=True,
+                          pretrained_cfg_overlay={"file": "w.pth", "num_classes": -1})
+    assert one_line(e).startswith("pretrained_cfg_overlay file: a vspec preset's weights are its published ones")
+
+
+# ---------------------------------------------------------------- pretrained_cfg (issue 54, item 6)
+def test_every_model_has_a_pretrained_cfg_the_declared_one_or_the_marked_default(tmp_path):
+    from timm.data import DEFAULT_CROP_PCT, resolve_data_config
+
+    declared = next(iter(vspec.load_weights_table(SPECS / "lvvit_m.py").values())).preprocess
+    model = vspec.create_model("lvvit_m")  # no published weights held: the preprocessing its weights declare
+    data = resolve_data_config(model=model)
+    assert (data["crop_pct"], data["mean"], data["std"], data["interpolation"]) == (
+        declared.crop_pct, declared.mean, declared.std, declared.interpolation)
+    assert model.pretrained_cfg["vspec_inputs"] == "declared" and model.default_cfg is model.pretrained_cfg
+    register_timm()
+    small = timm.create_model("vspec_lvvit_m", depth=1, img_size=64)  # at the model's own size
+    assert resolve_data_config(model=small)["input_size"] == (3, 64, 64)
+    assert resolve_data_config(model=small)["crop_pct"] == declared.crop_pct
+    # a spec without published weights: vspec's default, marked so; so is a model that builds from a spec alone
+    spec = load_spec(SPECS / "deit_tiny.py")
+    (tmp_path / "s.json").write_text(to_json(override(spec, {"depth": 1, "img_size": [32, 32]})))
+    for model in (vspec.create_model(tmp_path / "s.json"), vspec.build(override(spec, {"depth": 1})),
+                  vspec.create_model("demo_digits")):
+        cfg = model.pretrained_cfg
+        assert cfg["vspec_inputs"] == "default" and cfg["crop_pct"] == DEFAULT_CROP_PCT
+        assert cfg["input_size"] == (model.spec.in_chans, *model.spec.img_size)
+        assert resolve_data_config(model=model)["input_size"] == cfg["input_size"]
+    gray = vspec.create_model("deit_tiny", depth=1, in_chans=1).pretrained_cfg  # not the 3-channel weights' inputs
+    assert gray["vspec_inputs"] == "default" and gray["mean"] == gray["std"] == (0.5,)
+    # saved, inputs the model's weights were not trained on are not written as theirs
+    vspec.save(vspec.create_model("lvvit_t", depth=1), tmp_path / "m.pt")
+    assert "pretrained_cfg" not in torch.load(tmp_path / "m.pt", weights_only=True)
+    vspec.save_pretrained(vspec.create_model("lvvit_t", depth=1), tmp_path / "folder")
+    assert "pretrained_cfg" not in json.loads((tmp_path / "folder" / "config.json").read_text())
+    assert vspec.from_pretrained(tmp_path / "folder").pretrained_cfg["vspec_inputs"] == "default"

@@ -6,7 +6,9 @@ The spec language (`vspec.spec`, re-exported here) is torch-free; `build`, `prof
 parameter budget, vspec/fitting.py) and `head_loss` (the loss of a training forward's declared outputs, asked for
 with `model.set_training_outputs(True)`: vspec/nn/heads.py) import torch when first used; `fast_paths(False)` turns
 vspec's CPU fast paths off within a block (vspec/ops/fast.py); `register_family(package)` adds a family of kinds,
-modules and converters from outside vspec (vspec/spec/families.py).
+modules and converters from outside vspec (vspec/spec/families.py); `create_model` is timm's factory for vspec
+models and `register_timm()` makes every preset a timm entrypoint `vspec_<name>` (vspec/factory.py). `python -m
+vspec` is the `vspec` command.
 """
 
 from importlib import import_module
@@ -21,7 +23,8 @@ _LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.
          "save": "vspec.checkpoint", "Profile": "vspec.profiler", "fast_paths": "vspec.ops.fast",
          "example_input": "vspec.nn.model", "create_model": "vspec.factory", "save_pretrained": "vspec.hub",
          "from_pretrained": "vspec.hub", "register_family": "vspec.spec.families", "fit": "vspec.fitting",
-         "list_models": "vspec.spec.catalogue", "head_loss": "vspec.nn.heads"}
+         "list_models": "vspec.spec.catalogue", "head_loss": "vspec.nn.heads",
+         "register_timm": "vspec.factory"}
 
 __all__ = [*_spec_all, *_LAZY]
 

@@ -38,6 +38,7 @@ from .resample import resample_state
 from .spec import Model, SpecError, budget, from_dict, from_json, to_json
 from .spec.budget import size
 from .spec.migrate import state_key_upgrade, upgrade, version_of
+from .spec.weights import INPUTS
 from .version import __version__
 
 FORMAT = "vspec-checkpoint-1"
@@ -184,7 +185,7 @@ def save(model: nn.Module, path: str | Path, spec: Model | None = None) -> Path:
     spec = spec if spec is not None else model.spec
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    cfg = getattr(model, "pretrained_cfg", None)  # the published weights' inputs, where it holds them
+    cfg = weights_cfg(model)
     torch.save(with_checksum({"format": FORMAT, "vspec_version": __version__, "spec": to_json(spec),
                               "state_dict": model.state_dict(),
                               **({"pretrained_cfg": dict(cfg)} if cfg else {})}), path)
@@ -420,6 +421,13 @@ def load_weights(module: nn.Module, weights: dict[str, torch.Tensor], file: str 
     """module.load_state_dict(weights), or a CheckpointError (see `check_weights`)."""
     check_weights(module.state_dict(), weights, file, what)
     module.load_state_dict(weights)
+
+
+def weights_cfg(model: nn.Module) -> dict[str, Any] | None:
+    """The model's pretrained_cfg where it gives the inputs of the weights the model holds (published ones, a run's),
+    for saving; None where it holds none, or only inputs its preset declares or vspec's default (`INPUTS`)."""
+    cfg = getattr(model, "pretrained_cfg", None)
+    return None if not cfg or INPUTS in cfg else cfg
 
 
 def timm_cfg(cfg: dict[str, Any]) -> dict[str, Any]:

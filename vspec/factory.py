@@ -14,11 +14,13 @@ model in `FeatureModel` (timm's FeatureGetterNet), whose `feature_info` is timm'
 entrypoint `vspec_<name>`, opt-in (nothing is registered on import).
 """
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 from torch import nn
 
 from . import pretrained as P
@@ -30,7 +32,7 @@ from .resample import resample_state
 from .spec import Model, SpecError, from_json, load_spec, load_weights_table, override
 from .spec.catalogue import PRESETS, preset_dirs, preset_path, preset_ref, presets  # noqa: F401 - also here
 from .spec.load import SUFFIXES
-from .spec.weights import requested
+from .spec.weights import Weights, inputs_cfg, requested
 
 CHECKPOINTS = (".pt", ".pth")
 TIMM_PREFIX = "vspec_"
@@ -73,9 +75,13 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
     the classifier, which starts fresh (timm's pretrained model with other classes), and a new img_size
     resamples the weights (`resample`). features_only: a `FeatureModel` giving the `feature_info` entries at
     `out_indices` (timm's defaults: the last 3 blocks of a one-stage model, every stage of a hierarchical one).
+    timm's standard keywords (`TIMM_KWARGS`: drop_rate, drop_path_rate, ..., checkpoint_path) are taken as timm's
+    train.py passes them, None meaning not given (`_timm_spec`, `_timm_model`). The model's `pretrained_cfg` is its
+    weights' inputs, else the preprocessing its preset's weights declare, else vspec's default (marked: `INPUTS`).
     """
+    timm_kw = {k: v for k in TIMM_KWARGS if k in overrides and (v := overrides.pop(k)) is not None}
     if requested(pretrained) and _declares_weights(name_or_path):
-        model = _pretrained(name_or_path, pretrained, img_size, num_classes, overrides)
+        model = _timm_model(_pretrained(name_or_path, pretrained, img_size, num_classes, overrides, timm_kw), timm_kw)
         return FeatureModel(model, out_indices) if features_only else model
     spec, weights, cfg = _source(name_or_path)
     if pretrained and weights is None:
@@ -85,10 +91,12 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
         overrides["img_size"] = [img_size, img_size] if isinstance(img_size, int) else list(img_size)
     if num_classes is not None and weights is None:
         overrides["num_classes"] = num_classes
-    new = override(spec, overrides) if overrides else spec
+    new = _timm_spec(override(spec, overrides) if overrides else spec, timm_kw)
 
     if weights is None:
         model = build(new)
+        if _declares_weights(name_or_path):  # a preset: the inputs its weights declare, marked as not held
+            model.pretrained_cfg = inputs_cfg(new, *_declared(name_or_path))
     else:
         if new.img_size != spec.img_size:  # the position tables resampled (vspec.resample)
             weights = resample_state(weights, spec, new)
@@ -99,6 +107,7 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
         if cfg:  # the inputs the weights were made with, at the model's own size and classes
             model.pretrained_cfg = {**timm_cfg(cfg), "num_classes": model.num_classes,
                                     **({"input_size": (new.in_chans, *new.img_size)} if "input_size" in cfg else {})}
+    model = _timm_model(model, timm_kw)
     if features_only:
         return FeatureModel(model, out_indices)
     return model
@@ -110,21 +119,136 @@ def _declares_weights(name_or_path: str | Path) -> bool:
                                                   preset_ref(name_or_path) is not None)
 
 
+def _declared(name_or_path: str | Path) -> tuple[str, str, Weights] | tuple[()]:
+    """(name, tag, entry) of the weights a preset (`name.tag`: that tag's) declares, () where it declares none."""
+    name, file, tag = P.locate(name_or_path)
+    table = load_weights_table(file)
+    tag = tag if tag in table else next(iter(table), None)
+    return () if tag is None else (name, tag, table[tag])
+
+
 def _pretrained(name_or_path: str | Path, pretrained: bool | str, img_size: Any, num_classes: int | None,
-                overrides: dict[str, Any]) -> nn.Module:
-    """A preset with its published weights (`vspec.pretrained`): the preset's spec (num_classes, img_size and
-    overrides applied) built, the published body loaded, the head's parts that fit loaded too, the rest fresh."""
+                overrides: dict[str, Any], timm_kw: dict[str, Any]) -> nn.Module:
+    """A preset with its published weights (`vspec.pretrained`): the preset's spec (num_classes, img_size,
+    overrides and timm's keywords applied) built, the published body loaded, the head's parts that fit loaded too,
+    the rest fresh."""
     if img_size is not None:
         overrides["img_size"] = [img_size, img_size] if isinstance(img_size, int) else list(img_size)
     if num_classes is not None:
         overrides["num_classes"] = num_classes
     got = P.published(name_or_path, pretrained)  # first: weights that cannot be had are said before any build
-    model = build(override(got.preset, overrides) if overrides else got.preset)
+    model = build(_timm_spec(override(got.preset, overrides) if overrides else got.preset, timm_kw))
     entry, _ = P.load_into(model, got)
-    if not overrides and P.params(model) != entry.params:
+    if not overrides and "in_chans" not in timm_kw and P.params(model) != entry.params:
         raise P.WeightsUnavailable(f"{name_or_path}: the model has {P.params(model):,} parameters, its weights "
                                    f"entry declares {entry.params:,}")
     return model
+
+
+# timm's standard create_model keywords beside pretrained, num_classes and img_size (its train.py passes them all)
+TIMM_KWARGS = ("global_pool", "in_chans", "drop_rate", "drop_path_rate", "proj_drop_rate", "attn_drop_rate",
+               "drop_block_rate", "bn_momentum", "bn_eps", "scriptable", "checkpoint_path")
+# timm's keyword -> the field it sets in every component of the role that has it (the first listed must be found)
+DROPOUTS = {"drop_rate": (("head", "drop"),), "attn_drop_rate": (("attention", "attn_drop"),),
+            "proj_drop_rate": (("attention", "proj_drop"), ("ffn", "drop"))}
+POOLS = {"token": "class_token", "avg": "gap"}  # timm's global_pool -> the head kind that pools so
+
+
+def _timm_spec(spec: Model, timm_kw: dict[str, Any]) -> Model:
+    """`spec` with timm's keywords applied: global_pool ("token": the class-token head, "avg": the average-pooling
+    head), in_chans, drop_path_rate -> the stochastic depth (`drop_path`), drop_rate -> the head's dropout (`drop`,
+    a nested head's too), attn_drop_rate / proj_drop_rate -> the attentions' `attn_drop` / `proj_drop` (and
+    proj_drop_rate the FFNs' `drop`, as timm's blocks) where the kinds have them. A rate of 0 asks for nothing; a
+    value the model cannot honour (a rate no component takes, DropBlock, another pooling) is a one-line SpecError
+    naming the keyword."""
+    for key, value in timm_kw.items():
+        try:
+            if key == "global_pool":
+                spec = _pool(spec, value)
+            elif key in ("in_chans", "drop_path_rate"):
+                spec = override(spec, {key.removesuffix("_rate"): value})
+            elif key == "drop_block_rate" and value != 0:
+                raise SpecError("", "vspec models have no DropBlock (a CNN's); use drop_path_rate")
+            elif key in DROPOUTS:
+                (role, first), *_ = DROPOUTS[key]
+                found = {f"{path}.{name}": value for role_, name in DROPOUTS[key]
+                         for path, kind in _components(spec, role_) if name in attrs.fields_dict(type(kind))}
+                if value != 0 and not any(k.endswith(f".{first}") for k in found):
+                    kinds = sorted({kind.kind for _, kind in _components(spec, role)})
+                    raise SpecError("", f"no {role} of the model has that dropout ({', '.join(kinds) or 'none'})")
+                spec = override(spec, found) if found else spec
+        except SpecError as e:
+            raise SpecError(key, f"{value!r}: {e}") from None
+    return spec
+
+
+def _components(spec: Model, role: str) -> list[tuple[str, Any]]:
+    """(path, kind) of every component of `role` (a head's nested heads too, e.g. Conformer's token head)."""
+    out = [(path, kind) for path, kind in spec.kinds() if kind.role == role]
+    for path, kind in list(out) if role == "head" else ():
+        out += [(f"{path}.{f.name}", v) for f in attrs.fields(type(kind))
+                if getattr(v := getattr(kind, f.name), "role", None) == "head"]
+    return out
+
+
+def _pool(spec: Model, value: Any) -> Model:
+    """The spec whose head pools as timm's `global_pool` says: the head as it is where it does already; a plain
+    class-token or average-pooling head switched to the other; anything else refused."""
+    kind = POOLS.get(value) if isinstance(value, str) else None
+    head = spec.head
+    if kind == head.kind:
+        return spec
+    extras = [f.name for f in attrs.fields(type(head)) if f.name != "drop" and getattr(head, f.name) != f.default]
+    if kind is None or head.kind not in POOLS.values() or extras:
+        held = f" ({', '.join(extras)})" if extras else ""
+        raise SpecError("", f"the model pools with its {head.kind} head{held}; vspec switches only a plain "
+                            "class_token head ('token') and gap head ('avg')")
+    return override(spec, {"head.kind": kind})
+
+
+def _timm_model(model: nn.Module, timm_kw: dict[str, Any]) -> nn.Module:
+    """The built model with timm's other keywords: bn_momentum / bn_eps set on every BatchNorm (as timm's models
+    take them; the spec keeps its own eps), checkpoint_path's weights loaded (a vspec checkpoint or model folder,
+    every key checked; timm's "" is none), scriptable refused (vspec models are not TorchScript: torch.compile or
+    torch.export them)."""
+    if timm_kw.get("scriptable"):
+        raise SpecError("scriptable", "True: vspec models are not TorchScript-scriptable; use torch.compile, or "
+                                      "torch.export (`vspec export`)")
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    for key, attr, ok in (("bn_momentum", "momentum", lambda v: 0 <= v <= 1), ("bn_eps", "eps", lambda v: v > 0)):
+        if key not in timm_kw:
+            continue
+        value = timm_kw[key]
+        if not norms or not isinstance(value, (int, float)) or isinstance(value, bool) or not ok(value) \
+                or not math.isfinite(value):
+            raise SpecError(key, f"{value!r}: " + ("the model has no BatchNorm" if not norms else
+                                                   f"a BatchNorm {attr} is a finite number " +
+                                                   ("in [0, 1]" if key == "bn_momentum" else "> 0")))
+        for m in norms:
+            setattr(m, attr, float(value))
+    if timm_kw.get("checkpoint_path"):
+        path = timm_kw["checkpoint_path"]
+        ckpt = load_checkpoint(path)
+        load_weights(model, ckpt["state_dict"], path)
+        if ckpt.get("pretrained_cfg"):
+            model.pretrained_cfg = timm_cfg(ckpt["pretrained_cfg"])
+    return model
+
+
+def _timm_source(name: str, pretrained: Any, cfg: Any, overlay: dict | None, cache_dir: Any) -> str:
+    """The preset a timm entrypoint call names: timm hands the tag of `vspec_<name>.<tag>` over as `pretrained_cfg`
+    (`name.tag`, checked as create_model checks it). Weights from timm's own sources are refused where `pretrained`
+    asks for weights (a pretrained_cfg that is no tag, an overlay's file / url / hub id, cache_dir): a preset's come
+    from its WEIGHTS, cached under VSPEC_CACHE; other weights load through checkpoint_path."""
+    if cfg is not None and not isinstance(cfg, str):
+        raise SpecError("pretrained_cfg", f"{type(cfg).__name__}: a vspec preset takes a tag of its weights "
+                                          "(`vspec weights`), not timm's config")
+    sources = [k for k in ("file", "url", "hf_hub_id", "state_dict") if (overlay or {}).get(k)]
+    if pretrained and (sources or cache_dir is not None):
+        given = f"pretrained_cfg_overlay {sources[0]}" if sources else "cache_dir"
+        raise SpecError("", f"{given}: a vspec preset's weights are its published ones (a tag, `vspec weights`; "
+                            "cached under VSPEC_CACHE); load others with checkpoint_path (timm's --initial-checkpoint)")
+    return f"{name}.{cfg}" if cfg else name
 
 
 class FeatureModel(nn.Module):
@@ -144,8 +268,13 @@ class FeatureModel(nn.Module):
         self.out_indices = sorted(set(model.prune_intermediate_layers(out_indices, prune_norm=not norm)))
         self.feature_info = FeatureInfo([dict(f) for f in model.feature_info], tuple(self.out_indices))
         self.model, self.norm = model, norm
-        if getattr(model, "pretrained_cfg", None):  # as timm's feature wrappers keep it
-            self.pretrained_cfg = model.pretrained_cfg
+
+    @property
+    def pretrained_cfg(self) -> dict:
+        """The model's (as timm's feature wrappers keep it)."""
+        return self.model.pretrained_cfg
+
+    default_cfg = pretrained_cfg
 
     def forward(self, x, **kwargs) -> list:
         return self.model.forward_intermediates(x, self.out_indices, norm=self.norm, intermediates_only=True,
@@ -166,10 +295,10 @@ def register_timm(prefix: str = TIMM_PREFIX) -> list[str]:
         if getattr(_registry._model_entrypoints.get(entry), "__module__", None) == __name__:
             continue  # registered by an earlier call (timm warns when a name is registered again)
 
-        def entrypoint(pretrained: bool = False, *, _preset: str = name, **kwargs: Any) -> nn.Module:
-            for key in ("pretrained_cfg", "pretrained_cfg_overlay", "cache_dir"):  # timm's own, unused here
-                kwargs.pop(key, None)
-            return create_model(_preset, pretrained=pretrained, **kwargs)
+        def entrypoint(pretrained: bool = False, *, _preset: str = name, pretrained_cfg: Any = None,
+                       pretrained_cfg_overlay: dict | None = None, cache_dir: Any = None, **kwargs: Any) -> nn.Module:
+            source = _timm_source(_preset, pretrained, pretrained_cfg, pretrained_cfg_overlay, cache_dir)
+            return create_model(source, pretrained=pretrained, **kwargs)
 
         entrypoint.__name__ = entrypoint.__qualname__ = entry
         entrypoint.__module__ = __name__

@@ -43,7 +43,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from .checkpoint import CheckpointError, cause, check_checkpoint, check_fields, model_of, reading
+from .checkpoint import CheckpointError, cause, check_checkpoint, check_fields, model_of, reading, weights_cfg
 from .checksum import checksum
 from .spec import Model, to_dict
 from .version import __version__
@@ -119,8 +119,8 @@ def save_pretrained(model: nn.Module, folder: str | Path, spec: Model | None = N
               "num_classes": spec.num_classes,
               "num_features": getattr(model, "num_features", spec.dim), "spec": spec_dict,
               "sha256": _digest(spec_dict, tensors, aliases)}
-    if getattr(model, "pretrained_cfg", None):  # the published weights' inputs (timm writes it so too)
-        config["pretrained_cfg"] = dict(model.pretrained_cfg)
+    if cfg := weights_cfg(model):  # the inputs of the weights it holds (timm writes it so too)
+        config["pretrained_cfg"] = dict(cfg)
     _write(folder / WEIGHTS, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
     _write(folder / CONFIG, lambda tmp: tmp.write_text(json.dumps(config, indent=2) + "\n"))
     return folder

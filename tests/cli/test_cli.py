@@ -139,6 +139,16 @@ def test_console_script_entry_point():
     assert done.stderr.strip() == "vspec: error: dim: must be >= 1, got 0"
 
 
+def test_python_dash_m_vspec_is_the_command():
+    """`python -m vspec` runs the `vspec` command, errors as one line with exit code 2."""
+    done = subprocess.run([sys.executable, "-m", "vspec", "show", TINY, "--set", "dim=0"], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 2 and done.stderr.strip() == "vspec: error: dim: must be >= 1, got 0"
+    done = subprocess.run([sys.executable, "-m", "vspec", "build", "--help"], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.startswith("usage: vspec build")
+
+
 def test_readme_swin_example_runs():
     """The spec page's stages example: the Swin-T it writes out is specs/swin_tiny.py (but drop_path)."""
     text = (ROOT / "docs/spec.md").read_text()

@@ -9,12 +9,14 @@ import attrs
 import torch
 from einops import rearrange
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from .. import spec as S
 from ..ops import sincos_1d, sincos_2d
 from ..ops.resample import resample_pos_embed
 from ..spec.kinds import LOGITS
 from ..spec.layout import MAPS
+from ..spec.weights import inputs_cfg
 from .context import BuildContext
 from .heads import as_outputs
 from .inputs import TokenInputs, inputs_of
@@ -138,6 +140,7 @@ class Stage(nn.Module):
             self.keys.append(key)
             blocks.append(built[key])
         self.blocks = nn.ModuleList(blocks)
+        self.grad_checkpointing = False  # Transformer.set_grad_checkpointing
 
     def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
                 causal: bool = False, maps: list | None = None) -> Carry:
@@ -145,10 +148,19 @@ class Stage(nn.Module):
         block's handed-on attention maps are appended to it (`Model.attention_maps`)."""
         x = x if self.entry is None else self.entry(x)
         for block in self.blocks:
-            x, state = block(x, state, mask=mask, causal=causal)
+            x, state = self.run(block, x, state, mask, causal)
             if maps is not None:
                 maps.append(state[MAPS])
         return Carry(x, state)
+
+    def run(self, block: nn.Module, x: torch.Tensor, state: Mapping, mask: torch.Tensor | None,
+            causal: bool) -> Carry:
+        """`block(x, state, mask=mask, causal=causal)`; with `grad_checkpointing` while autograd records, under
+        activation checkpointing: only the block's inputs are kept for the backward pass, which runs the block
+        again (same random draws: dropout, drop path) to get the rest."""
+        if self.grad_checkpointing and torch.is_grad_enabled():
+            return checkpoint(block, x, state, mask=mask, causal=causal, use_reentrant=False)
+        return block(x, state, mask=mask, causal=causal)
 
 
 @dataclass(frozen=True)
@@ -277,6 +289,35 @@ class Transformer(nn.Module):
                      index=s.depth - 1) for s in self.layout]
 
     # ---------------------------------------------------------------- timm's model API
+    @property
+    def pretrained_cfg(self) -> dict:
+        """timm's pretrained_cfg: the inputs of the weights the model holds (published ones, a training run's), set
+        where it loads them; else vspec's default, marked (`vspec.spec.weights.inputs_cfg`; `create_model` of a
+        preset sets the preprocessing its weights declare). `default_cfg` is the same dict, as in timm."""
+        return self.__dict__.get("_pretrained_cfg") or inputs_cfg(self.spec)
+
+    @pretrained_cfg.setter
+    def pretrained_cfg(self, cfg: dict) -> None:
+        self.__dict__["_pretrained_cfg"] = cfg
+
+    default_cfg = pretrained_cfg
+
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        """timm's: activation checkpointing over the blocks (`Stage.run`), trading a second forward pass of each
+        block in the backward pass for the activations it would keep."""
+        for stage in self.stages:
+            stage.grad_checkpointing = enable
+
+    def group_matcher(self, coarse: bool = False) -> dict:
+        """timm's parameter groups, in forward order (layer-wise lr decay: `timm.optim.create_optimizer_v2(model,
+        layer_decay=...)`): the stem (embedder, class token, position table), each block (a stage's entry with
+        its first block; `coarse`: each stage of a hierarchical model), the final norm; the head, unmatched, last."""
+        stem = r"^(?:embedder|cls_token|pos_embed)(?:\.|$)"
+        if coarse and len(self.stages) > 1:
+            return {"stem": stem, "blocks": r"^stages\.(\d+)\."}
+        return {"stem": stem, "blocks": [(r"^stages\.(\d+)\.entry\.", (0,)), (r"^stages\.(\d+)\.blocks\.(\d+)\.", None),
+                                         (r"^norm\.", (99999,))]}
+
     def no_weight_decay(self) -> set[str]:
         names = {name for name in ("pos_embed", "cls_token") if isinstance(getattr(self, name), nn.Parameter)}
         for prefix, m in self.named_modules():
@@ -428,7 +469,7 @@ class Transformer(nn.Module):
             reached = shape.index
             x = x if stage.entry is None else stage.entry(x)
             for j, block in enumerate(stage.blocks):
-                x, state = block(x, state, mask=mask, causal=self.causal)
+                x, state = stage.run(block, x, state, mask, self.causal)
                 k = taps.get((shape.index, j))
                 if k in take:
                     y = self.norm(x) if norm and shape.index == last_stage else x

@@ -203,6 +203,31 @@ class Weights:
         return {"tokenizer": self.tokenizer} if self.preprocess is None else self.preprocess.config()
 
 
+DEFAULT_CROP_PCT = 0.875  # timm's (timm.data.DEFAULT_CROP_PCT), vspec's validation crop after random resized crops
+INPUTS = "vspec_inputs"  # the pretrained_cfg key of inputs that are not the model's weights': "declared" | "default"
+
+
+def inputs_cfg(spec: Any, name: str = "", tag: str = "", entry: Weights | None = None) -> dict[str, Any]:
+    """timm's pretrained_cfg of a model that holds no published weights (`model.pretrained_cfg`, which
+    `timm.data.resolve_data_config(model=m)` reads): the preprocessing its preset `name`'s weights `entry` (tagged
+    `tag`) declare, marked `INPUTS: "declared"`, else vspec's default, marked "default" (ImageNet's mean and std for
+    3 channels, 0.5 for others, bicubic, timm's 0.875 crop; a text body: no inputs); at the model's own size and
+    classes. Declared inputs of other channels than the model's are not its own: the default then."""
+    if entry is not None and entry.tokenizer is not None:  # a text body's weights: their tokenizer
+        return {"architecture": name, "tag": tag, "num_classes": spec.num_classes, "tokenizer": entry.tokenizer,
+                INPUTS: "declared"}
+    if spec.embedder.text:
+        return {"num_classes": spec.num_classes, INPUTS: "default"}
+    declared = entry is not None and entry.preprocess.input_size[0] == spec.in_chans
+    if declared:
+        cfg = {"architecture": name, "tag": tag, **entry.preprocess.config()}
+    else:
+        mean, std = (IMAGENET_MEAN, IMAGENET_STD) if spec.in_chans == 3 else ((0.5,) * spec.in_chans,) * 2
+        cfg = Preprocess(mean, std, DEFAULT_CROP_PCT, input_size=(spec.in_chans, 1, 1)).config()
+    return {**cfg, "input_size": (spec.in_chans, *spec.img_size), "num_classes": spec.num_classes,
+            INPUTS: "declared" if declared else "default"}
+
+
 def requested(pretrained: object) -> bool:
     """Whether a `pretrained` argument asks for published weights: True or a tag; False (or None) does not. An empty
     tag or any other value is a one-line SpecError (an empty string is no tag, and not False either)."""
