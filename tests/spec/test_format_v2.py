@@ -26,10 +26,15 @@ KINDS = {"dhvt_head_tokens": "head_tokens", "conformer_coupled": "coupled", "ber
          "refiner_adjusted": "adjusted", "gpt_causal": "post_norm", "train_last": "head_tokens"}
 
 
+# presets changed on purpose since that release: the change undone (issue 54: Refined-ViT's dense presets set
+# MixToken, as their released factories and LV-ViT's presets)
+CHANGED_SINCE = {f"refined_vit_{size}_dense": {"head.dense.mix_token": False} for size in "sml"}
+
+
 @pytest.mark.parametrize("path", V2_SPECS, ids=lambda p: p.name)
 def test_format_2_spec_files_load_as_the_same_models(path):
     old = from_json(path.read_text()) if path.suffix == ".json" else from_toml(path.read_text())
-    assert old == vspec.load_spec(ROOT / f"specs/{path.stem}.py")
+    assert old == vspec.override(vspec.load_spec(ROOT / f"specs/{path.stem}.py"), CHANGED_SINCE.get(path.stem, {}))
     if path.suffix == ".json":
         data = json.loads(path.read_text())
         assert data["version"] == 2  # really the old format
