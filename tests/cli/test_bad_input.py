@@ -35,16 +35,18 @@ def _env(**changes: str) -> dict[str, str]:
 
 
 ISSUE_43 = ("weights cache", "weights encoding", "weights dtype", "weights globals", "search size", "search values")
-ISSUE_54 = ("shard names", "manifest", "shard files", "shard pattern")  # tests/helpers/shard_corpus.py
+ISSUE_54 = ("shard names", "manifest", "shard files", "shard pattern",  # tests/helpers/shard_corpus.py
+            "label image", "label map", "labels.json", "label flags", "label scores")  # tests/helpers/label_corpus.py
 
 
 def test_every_malformed_input_is_one_line_exit_2(tmp_path, capsys):
     """The whole corpus (tests/helpers/cli_corpus.py: paths, encodings, nesting, types, kinds, huge sizes,
     .py specs that raise or exit, --out targets, flags; tests/helpers/data_corpus.py: tokenizer folders, GLUE files,
     model folders, compare's arguments; tests/helpers/weights_corpus.py: published weights and their caches;
-    tests/helpers/search_corpus.py: budget searches; tests/helpers/shard_corpus.py: WebDataset packs) through
-    vspec.cli.main, tools/train.py and tools/eval.py. Prints the figures, per class for issues 43's and 54's; no
-    case runs a command (executions: the marker files a command injected through the input would create)."""
+    tests/helpers/search_corpus.py: budget searches; tests/helpers/shard_corpus.py: WebDataset packs;
+    tests/helpers/label_corpus.py: image files, label maps, labels.json, normalisation flags) through vspec.cli.main,
+    tools/train.py and tools/eval.py. Prints the figures, per class for issues 43's and 54's; no case runs a command
+    (executions: the marker files a command injected through the input would create)."""
     results = run_corpus(tmp_path)
     entries = {e: sum(case.entry == e for case, _ in results) for e in ("vspec", "train", "eval")}
     assert len(results) >= 700 and entries["train"] >= 80 and entries["eval"] >= 5, entries
@@ -54,7 +56,7 @@ def test_every_malformed_input_is_one_line_exit_2(tmp_path, capsys):
            if not outcome.clean]
     with capsys.disabled():
         print(f"\nfuzz_cli corpus: {fuzz.report(results, TIME_LIMIT)[0]}")
-        for group in ISSUE_43 + ISSUE_54:  # tests/helpers/weights_corpus.py, search_corpus.py, shard_corpus.py
+        for group in (*ISSUE_43, *ISSUE_54):  # issues 43 and 54 (weights_, search_, shard_, label_corpus)
             drawn = [(case, o) for case, o in results if case.name.startswith(f"{group}:")]
             print(f"  {group}: {fuzz.report(drawn, TIME_LIMIT)[0]}")
     assert bad == []

@@ -11,7 +11,11 @@ from PIL import Image
 
 import vspec
 from tests.helpers import ROOT
+from tests.helpers.data_corpus import special_file
+from tests.helpers.label_corpus import _label, _setup, _train
 from vspec.cli import main
+from vspec.cli.eval import main as eval_main
+from vspec.cli.train import main as train_main
 from vspec.train.labeling import resample, score_maps, top_k
 from vspec.train.relabel import read_label_map
 
@@ -38,6 +42,13 @@ def checkpoint(path, classes, **changes):
 
 def label(*argv):
     return main(["label", *map(str, argv), "--device", "cpu"])
+
+
+def spec_of(ckpt):
+    """The checkpoint's spec as a file (what `vspec train` takes)."""
+    path = ckpt.with_suffix(".json")
+    path.write_text(vspec.to_json(vspec.load(ckpt).spec))
+    return str(path)
 
 
 def test_a_checkpoint_labels_an_image_folder_whole_images_resized(folder, tmp_path, capsys):
@@ -107,6 +118,13 @@ def test_timm_models_by_name_label_digits_and_a_folder(folder, tmp_path, capsys)
     (["--grid", "1", "2", "3"], "--grid takes H or H W, got 1 2 3"),
     (["--limit", "0"], "--limit: must be >= 1"),
     (["--data", "digits"], "digits has 10 classes, the model 4"),
+    (["--grid", "1000000"], "--grid: must be in [1, 64], got 1000000"),  # allocated a map of 10^12 cells
+    (["--grid", "6", "65"], "--grid: must be in [1, 64], got 65"),
+    (["--mean", "1e308"], "--mean: must be a number float32 holds (0, or a magnitude from 1.175e-38 to 3.403e+38), "
+                          "got 1e+308"),  # inf in float32: every map NaN, exit 0
+    (["--std", "1e-50"], "--std: must be a number float32 holds (a magnitude from 1.175e-38 to 3.403e+38), got 1e-50"),
+    (["--mean", "1e10", "--std", "1e-30"], "--mean / --std: (x - mean) / std reaches 1e+40 with mean 1e+10 and std "
+                                           "1e-30 (channel 0; pixels x in [0, 1]): beyond float32's 3.403e+38"),
 ])
 def test_refusals_are_one_line(tmp_path, capsys, argv, message):
     ckpt = checkpoint(tmp_path / "m.pt", 4)
@@ -124,3 +142,100 @@ def test_models_without_a_token_classifier_are_refused(tmp_path, capsys):
     assert "a text body (token labels are for image models)" in capsys.readouterr().err
     assert label("no_such_model_anywhere", "--data", "synthetic", "--out", tmp_path / "o") == 2
     assert "neither a vspec preset nor a timm model" in capsys.readouterr().err
+
+
+def test_an_empty_out_is_refused_not_the_working_folder(tmp_path, capsys, monkeypatch):
+    """`--out ""` is Path(".") once parsed: the maps went into the working folder."""
+    ckpt = checkpoint(tmp_path / "m.pt", 4)
+    monkeypatch.chdir(tmp_path)
+    assert label(ckpt, "--data", "synthetic", "--synthetic-size", "8", "--top-k", "2", "--out", "") == 2
+    assert capsys.readouterr().err == "vspec label: error: --out '': an empty path; give a folder ('.' for the " \
+                                      "working folder)\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pt"]
+
+
+def test_maps_whose_scores_overflow_are_not_written(tmp_path, capsys):
+    """Finite weights whose logits overflow float32 (as --mean 1e308 made every input inf): the map is refused
+    naming it, before it is written, so no run skips a NaN map later; nothing is written, labels.json neither."""
+    ckpt = checkpoint(tmp_path / "m.pt", 4)
+    model = vspec.load(ckpt)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.fill_(1e30)
+    huge = vspec.save(model, tmp_path / "huge.pt")
+    out = tmp_path / "o"
+    for _ in range(2):  # a rerun refuses them again: nothing was written to skip
+        assert label(huge, "--data", "synthetic", "--synthetic-size", "8", "--top-k", "2", "--out", out) == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"vspec label: error: {out}/0/0000000.pt: not written: the model's scores of 0/0000000 are NaN or infinite "
+            "(its weights or its inputs overflow float32)")
+    assert not list(out.rglob("*.pt")) and not (out / "labels.json").exists()
+
+
+@pytest.mark.parametrize("kind,why", [("FIFO", "is a named pipe (FIFO), not an image file"),
+                                      ("/proc/self/mem", "not a readable image (Input/output error)"),
+                                      ("random bytes", "not an image file PIL reads (corrupt, or another format)")])
+def test_an_image_no_reader_can_use_is_one_line_naming_it(folder, tmp_path, capsys, kind, why):
+    """A FIFO hung `vspec label` (and `vspec train --data imagefolder`, which ignored SIGTERM meanwhile); the
+    others named no file ("[Errno 5] Input/output error", "cannot identify image file <_io.BufferedReader ...>")."""
+    import shutil
+
+    images = tmp_path / "images"
+    shutil.copytree(folder, images)
+    path = images / "train" / "cls_a" / "a_002.png"
+    path.unlink()
+    if kind == "random bytes":
+        path.write_bytes(b"\x89PNG not really")
+    else:
+        special_file(path, kind)
+    ckpt = checkpoint(tmp_path / "m.pt", 2)
+    assert label(ckpt, "--data", "imagefolder", "--data-dir", images, "--out", tmp_path / "o", "--top-k", "2") == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"vspec label: error: {path}: {why}"
+    assert main(["train", spec_of(ckpt), "--data", "imagefolder", "--data-dir", str(images), "--out",
+                 str(tmp_path / "r"), "--batch-size", "3", "--device", "cpu"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"vspec train: error: {path}: {why}"
+
+
+def test_a_rerun_refuses_a_labels_json_it_cannot_read(tmp_path, capsys):
+    """labels.json a FIFO hung the rerun; JSON of another shape was a traceback (`.get` of a list)."""
+    ckpt = checkpoint(tmp_path / "m.pt", 4)
+    common = [ckpt, "--data", "synthetic", "--synthetic-size", "8", "--top-k", "2", "--out", tmp_path / "o"]
+    assert label(*common) == 0
+    record = tmp_path / "o" / "labels.json"
+    for make, why in ((lambda: special_file(record, "FIFO"), "is a named pipe (FIFO), not a labels.json file"),
+                      (lambda: record.write_text("[1, 2]"), "not a JSON object (an array), as vspec label writes"),
+                      (lambda: special_file(record, "/dev/zero"), "is a character device, not a labels.json file")):
+        record.unlink()
+        make()
+        assert label(*common) == 2
+        assert capsys.readouterr().err.splitlines()[-1] == f"vspec label: error: {record}: {why}"
+
+
+def test_labels_json_names_the_data_set_and_training_on_another_says_so(folder, tmp_path, capsys):
+    """Maps made for one data set, given to a run on another, said "no label map for ..."."""
+    ckpt = checkpoint(tmp_path / "m.pt", 2, **{"head.dense": {}})
+    out = tmp_path / "labels"
+    assert label(ckpt, "--data", "imagefolder", "--data-dir", folder, "--out", out, "--top-k", "2") == 0
+    record = json.loads((out / "labels.json").read_text())
+    assert {k: record[k] for k in ("data", "data_dir", "split", "images", "classes", "count")} == {
+        "data": "imagefolder", "data_dir": str(folder.resolve()), "split": "train", "images": 3, "classes": 2,
+        "count": 3}
+    capsys.readouterr()
+    assert main(["train", spec_of(ckpt), "--data", "synthetic", "--synthetic-size", "8", "--token-labels", str(out),
+                 "--out", str(tmp_path / "r"), "--device", "cpu"]) == 2
+    assert capsys.readouterr().err == (
+        f"vspec train: error: {out}/labels.json: the maps here are of imagefolder {folder.resolve()} (train: 3 images, "
+        "2 classes), not of this run's synthetic (train: 8 images, 2 classes): label this data set (vspec label), or "
+        "give its label folder\n")
+    assert main(["train", spec_of(ckpt), "--data", "imagefolder", "--data-dir", str(folder), "--token-labels", str(out),
+                 "--out", str(tmp_path / "r"), "--device", "cpu", "--batch-size", "3", "--max-steps", "1"]) == 0
+
+
+def test_the_label_corpus_good_inputs_run(tmp_path):
+    """The base every case of tests/helpers/label_corpus.py damages is good: each class's command runs on it."""
+    spec, images, maps = _setup(tmp_path)
+    assert main(_label(tmp_path / "dense.pt", images, tmp_path / "o")) == 0
+    assert train_main(_train(spec, images, tmp_path / "r1", "--token-labels", str(maps))) == 0
+    assert train_main(_train(spec, images, tmp_path / "r2", "--workers", "1")) == 0
+    assert eval_main([str(tmp_path / "dense.pt"), "--data", "imagefolder", "--data-dir", str(images), "--device",
+                      "cpu"]) == 0

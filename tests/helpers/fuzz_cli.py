@@ -1,5 +1,6 @@
 """Run the malformed-input corpus (tests/helpers/cli_corpus.py, with tests/helpers/data_corpus.py's tokenizer
-folders, GLUE files, model folders and compare arguments, and tests/helpers/shard_corpus.py's packs) through
+folders, GLUE files, model folders and compare arguments, tests/helpers/shard_corpus.py's packs, and
+tests/helpers/label_corpus.py's image files, label maps, labels.json and normalisation flags) through
 `vspec.cli.main`, tools/train.py and tools/eval.py; count the answers.
 
     python -m tests.helpers.fuzz_cli [-v] [--limit SECONDS]

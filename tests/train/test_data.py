@@ -10,6 +10,8 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from torch.utils.data import TensorDataset
 from torchvision import transforms as T
 
+from tests.helpers.data_corpus import SPECIAL, special_file
+from tests.helpers.label_corpus import png_header
 from vspec.train.data import (
     DataError,
     ResumableSampler,
@@ -272,6 +274,76 @@ def test_imagefolder_errors(tmp_path):
     with pytest.raises(DataError) as e:
         datasets("imagefolder", data_dir=tmp_path / "empty")
     assert "imagefolder" in one_line(e)
+
+
+@pytest.mark.parametrize("kind,why", [
+    ("FIFO", "is a named pipe (FIFO), not an image file"),  # open() blocked for ever (and SIGTERM waited)
+    ("/dev/zero", "is a character device, not an image file"),
+    ("/proc/self/mem", "not a readable image (Input/output error)"),  # was "[Errno 5] Input/output error" alone
+    ("dangling link", "a symbolic link to "),
+    ("random bytes", "not an image file PIL reads (corrupt, or another format)"),  # was named through a repr only
+    ("20,000 x 20,000 header", "not a readable image (Image size (400000000 pixels) exceeds limit"),  # a traceback
+])
+def test_an_image_no_reader_can_use_is_one_line_naming_the_file(tmp_path, kind, why):
+    write_folder(tmp_path, "train", {"dog": 2})
+    write_folder(tmp_path, "val", {"dog": 1})
+    path = tmp_path / "train" / "dog" / "1.png"
+    path.unlink()
+    if kind in SPECIAL:
+        special_file(path, kind)
+    else:
+        path.write_bytes(b"\x00\x01 no image" if kind == "random bytes" else png_header(20_000, 20_000))
+    for encoded in (False, True):  # PIL's decoder in the workers, or the file's bytes for the device's
+        if encoded and kind not in SPECIAL:
+            continue  # bytes are read as they are; the device's decoder meets them
+        train = datasets("imagefolder", data_dir=tmp_path, encoded=encoded)[0] if encoded else \
+            datasets("imagefolder", data_dir=tmp_path)[0]
+        assert train[0][1] == 0  # the good image
+        with pytest.raises(DataError) as e:
+            train[1]
+        assert one_line(e).startswith(f"{path}: {why}"), one_line(e)
+
+
+def test_a_data_error_in_a_loader_worker_keeps_its_one_line():
+    """torch hands a worker's exception over with the worker's traceback as its message; a DataError keeps its
+    own line (the old message began "Caught UnidentifiedImageError in DataLoader worker process 0. Original
+    Traceback ...")."""
+
+    class Broken(torch.utils.data.Dataset):
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, i):
+            raise DataError("x/1.png: is a named pipe (FIFO), not an image file")
+
+    with pytest.raises(DataError) as e:
+        next(iter(torch.utils.data.DataLoader(Broken(), num_workers=1)))
+    assert str(e.value) == "x/1.png: is a named pipe (FIFO), not an image file"
+
+
+@pytest.mark.parametrize("mean, std, line", [
+    ((1e308,) * 3, None, "mean: must be a number float32 holds (0, or a magnitude from 1.175e-38 to 3.403e+38), got "
+                         "1e+308"),
+    (None, (1e-50,) * 3, "std: must be a number float32 holds (a magnitude from 1.175e-38 to 3.403e+38), got 1e-50"),
+    (None, (0.5, 0.5, 0.0), "std: must be finite and > 0, got 0.0"),
+    ((0, 1e10, 0), (1, 1e-30, 1), "mean / std: (x - mean) / std reaches 1e+40 with mean 1e+10 and std 1e-30 (channel "
+                                  "1; pixels x in [0, 1]): beyond float32's 3.403e+38"),
+    ((3e38,) * 3, (1,) * 3, "mean: 255 x mean reaches 7.65e+40 with mean 3e+38 and std 1 (channel 0; pixels x in "
+                            "[0, 1]): beyond float32's 3.403e+38"),  # the device's normalisation scales by 255
+])
+def test_a_mean_or_std_beyond_float32_is_refused_before_any_image(mean, std, line):
+    """`--mean 1e308` is inf in float32: every image normalised to NaN, every label map NaN, exit 0. Every
+    consumer (the transforms, the device's normalisation, the commands' inputs) goes through `_mean_std`."""
+    for build in (lambda: build_transforms(8, 3, train=False, mean=mean, std=std),
+                  lambda: DeviceNormalise(3, torch.device("cpu"), mean=mean, std=std)):
+        with pytest.raises(DataError) as e:
+            build()
+        assert one_line(e) == line
+    edge = dict(mean=(1e36, 0.5, 0.5), std=(1.0, 1.2e-38, 0.5))  # finite on the host and on the device
+    batch = torch.tensor([0, 255], dtype=torch.uint8).view(1, 1, 1, 2).expand(1, 3, 2, 2)
+    assert torch.isfinite(DeviceNormalise(3, torch.device("cpu"), **edge)(batch, train=False)).all()
+    tf = build_transforms(2, 3, train=False, crop_ratio=1.0, **edge)
+    assert torch.isfinite(tf(Image.fromarray(batch[0].permute(1, 2, 0).numpy()))).all()
 
 
 # ------------------------------------------------------------------------------------------- errors

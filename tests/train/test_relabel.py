@@ -6,8 +6,10 @@ import pytest
 import torch
 
 from tests.helpers.checks import FIXTURES
+from tests.helpers.data_corpus import special_file
 from vspec.train.datasets import DataError
 from vspec.train.relabel import (
+    MAX_RECORD,
     cos_reg_term,
     crop_boxes,
     dense_scores,
@@ -15,6 +17,7 @@ from vspec.train.relabel import (
     label_path,
     pool,
     read_label_map,
+    read_record,
     relabel_cross_entropy,
     relabel_pooled_cross_entropy,
     relabel_target,
@@ -87,6 +90,52 @@ def test_read_label_map_refuses_bad_files_in_one_line(tmp_path):
         with pytest.raises(DataError) as info:
             read_label_map(tmp_path / name)
         assert name in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("kind,why", [("FIFO", "is a named pipe (FIFO), not a label map file"),
+                                      ("/dev/zero", "is a character device, not a label map file"),
+                                      ("/proc/self/mem", "not a readable label map (OSError: [Errno 5]")])
+def test_a_label_map_that_is_no_regular_file_is_one_line_not_a_hang(tmp_path, kind, why):
+    """A FIFO blocked torch.load for ever (the run also ignored SIGTERM); /dev/zero never ends."""
+    path = special_file(tmp_path / "c" / "a.pt", kind)
+    with pytest.raises(DataError) as info:
+        read_label_map(path)
+    assert str(info.value).startswith(f"{path}: {why}")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 1e300])
+def test_a_label_map_of_non_finite_scores_is_refused_naming_it(tmp_path, value):
+    """`vspec label --mean 1e308` wrote all-NaN maps that a rerun skipped and training read; 1e300 in float64 is
+    inf in float32."""
+    m = fixture("label_format")["on_disk"][0].double()
+    m[0, 1, 2, 3] = value
+    torch.save(m, tmp_path / "a.pt")
+    with pytest.raises(DataError, match=f"^{tmp_path}/a.pt: the label map's scores hold NaN or infinite values"):
+        read_label_map(tmp_path / "a.pt")
+
+
+def test_labels_json_is_read_when_it_is_a_small_json_object(tmp_path):
+    """labels.json (vspec label's record) is optional: None without one; else a JSON object, read with a bound."""
+    assert read_record(tmp_path) is None
+    (tmp_path / "labels.json").write_text('{"data": "digits", "classes": 10}')
+    assert read_record(tmp_path) == {"data": "digits", "classes": 10}
+    path = tmp_path / "labels.json"
+    cases = {b"[1, 2]": "not a JSON object (an array), as vspec label writes", b"7": "not a JSON object (a number)",
+             b"null": "not a JSON object (null)", b"{": "not JSON (Expecting property name",
+             b"\xff\xfe{\x00": "not JSON (", b"[" * 100_000 + b"]" * 100_000: "not the JSON of vspec label: nested",
+             b'{"a": "' + b"x" * MAX_RECORD + b'"}': f"more than the {MAX_RECORD:,} bytes"}
+    for text, why in cases.items():
+        path.write_bytes(text)
+        with pytest.raises(DataError) as info:
+            read_record(tmp_path)
+        assert str(info.value).startswith(f"{path}: {why}"), (text[:10], str(info.value))
+    for kind, why in (("FIFO", "is a named pipe (FIFO), not a labels.json file"),
+                      ("/dev/zero", "is a character device"), ("/proc/self/mem", "cannot be read (Input/output")):
+        path.unlink()
+        special_file(path, kind)
+        with pytest.raises(DataError) as info:
+            read_record(tmp_path)
+        assert str(info.value).startswith(f"{path}: {why}"), str(info.value)
 
 
 # ---- the targets, the release's transposed box (released_alignment=True)

@@ -3,6 +3,7 @@ relabel mixup / cutmix, the label folder's checks. Exact against the release's o
 from Refiner_ViT @ b3e8cb0) where they exist; the image side against timm's own pieces composed in the release's
 order; the rest by properties on images and maps that encode their own coordinates."""
 
+import json
 import random
 
 import numpy as np
@@ -268,6 +269,51 @@ def test_missing_maps_are_refused_up_front_naming_one(tmp_path):
         check_label_folder(tmp_path, keys[:3] + ["c7/a.png"], 10)
     with pytest.raises(DataError, match="no such label folder"):
         check_label_folder(tmp_path / "nope", keys, 10)
+
+
+def record(root, **fields):
+    (root / "labels.json").write_text(json.dumps(fields))
+
+
+def test_labels_json_of_another_data_set_is_named_not_a_missing_map(tmp_path):
+    """Maps `vspec label` made for another data set said "no label map for ..."; labels.json names the data set
+    they are of. Without labels.json (LV-ViT's published maps) nothing changes."""
+    keys = folder(tmp_path)
+    ours = {"data": "imagefolder", "data_dir": str(tmp_path / "images")}
+    record(tmp_path, data="digits", split="train", images=1437, classes=10)
+    with pytest.raises(DataError) as info:
+        check_label_folder(tmp_path, keys, 10, ours)
+    assert str(info.value) == (f"{tmp_path}/labels.json: the maps here are of digits (train: 1,437 images, 10 classes),"
+                               f" not of this run's imagefolder {tmp_path}/images (train: 4 images, 10 classes): label "
+                               "this data set (vspec label), or give its label folder")
+    record(tmp_path, data="imagefolder", classes=12)
+    with pytest.raises(DataError, match=r"are of imagefolder \(12 classes\), not of this run's imagefolder"):
+        check_label_folder(tmp_path, keys, 10, ours)
+    with pytest.raises(DataError, match=r"are of imagefolder \(12 classes\), not of this run's data set \(train: 4 "):
+        check_label_folder(tmp_path, keys, 10)  # the data set unknown (the Python API): the classes still
+    record(tmp_path, data="imagefolder", data_dir=str(tmp_path / "images"), classes=10)
+    assert check_label_folder(tmp_path, keys, 10, ours) == (5, 14, 14)
+    (tmp_path / "labels.json").unlink()
+    assert check_label_folder(tmp_path, keys, 10, {"data": "anything"}) == (5, 14, 14)
+
+
+def test_a_missing_map_says_what_labels_json_knows_of_it(tmp_path):
+    keys = folder(tmp_path)
+    ours = {"data": "imagefolder", "data_dir": str(tmp_path / "b")}
+    label_path(tmp_path, keys[3]).unlink()
+    start = r"c1/im3.pt: no label map for c1/im3.x.png \(1 of 4 images have none\)"
+    record(tmp_path, data="imagefolder", data_dir=str(tmp_path / "a"), split="train", images=3, classes=10, count=3)
+    with pytest.raises(DataError, match=f"{start}; its labels.json says the maps are of imagefolder {tmp_path}/a "
+                                        rf"\(train: 3 images, 10 classes\), this run reads imagefolder {tmp_path}/b "
+                                        r"\(train: 4 images, 10 classes\)$"):
+        check_label_folder(tmp_path, keys, 10, ours)
+    record(tmp_path, data="imagefolder", data_dir=str(tmp_path / "b"), images=4, classes=10, count=3)
+    with pytest.raises(DataError, match=f"{start}; its labels.json counts 3 of 4 maps written \\(run vspec label "
+                                        r"again to go on\)$"):
+        check_label_folder(tmp_path, keys, 10, ours)
+    (tmp_path / "labels.json").unlink()
+    with pytest.raises(DataError, match=f"{start}$"):
+        check_label_folder(tmp_path, keys, 10, ours)
 
 
 def test_two_images_named_to_one_map_are_refused(tmp_path):

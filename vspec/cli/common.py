@@ -262,7 +262,10 @@ def output_file(flag: str, out: str | Path) -> Path:
 
 def output_folder(flag: str, out: str | Path) -> Path:
     """A folder to write into: an existing folder or a new path (created when written) whose nearest existing
-    folder takes a new file and is not on /proc or /sys (`_writable`), nothing else."""
+    folder takes a new file and is not on /proc or /sys (`_writable`), nothing else; not an empty path (Path("")
+    is the working folder: "." says so)."""
+    if not str(out):
+        raise SpecError("", f"{flag} '': an empty path; give a folder ('.' for the working folder)")
     path = Path(out)
     with _naming(flag):
         kind = _kind(path)

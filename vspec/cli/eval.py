@@ -15,7 +15,7 @@ from ..spec import from_json
 from ..train.config import DataConfig, RunConfig
 from ..train.names import run_tokenizer
 from ..train.recipes import Recipe
-from ..train.rules import FINITE, POSITIVE_FLOAT, POSITIVE_INT, rule
+from ..train.rules import MEAN, POSITIVE_FLOAT, POSITIVE_INT, STD, rule
 from .common import OneLineParser, UsageError, one_line_warnings, pretrained_flag, printable
 from .fields import field_rules
 from .train import check_flags, data_args, errors, report
@@ -51,7 +51,7 @@ def eval_rules() -> dict:
     """Each numeric flag's rule: the training configuration's field of that name (vspec/train/config.py), else a
     positive or finite number."""
     return {**field_rules(DataConfig), **field_rules(RunConfig, EVAL_RUN), "batch_size": rule(Recipe, "batch_size"),
-            "mean": FINITE, "std": POSITIVE_FLOAT, "crop_pct": POSITIVE_FLOAT, "img_size": POSITIVE_INT}
+            "mean": MEAN, "std": STD, "crop_pct": POSITIVE_FLOAT, "img_size": POSITIVE_INT}
 
 
 def main(argv=None, prog: str = "eval.py") -> int:

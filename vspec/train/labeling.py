@@ -203,7 +203,11 @@ def write_label_maps(score: Callable, dataset, out: Path, *, grid: tuple[int, in
         for images, _ in loader:
             maps = label_maps(score, images.to(device, non_blocking=True), grid, k).cpu()
             for m in maps:
-                save_map(m, label_path(out, keys[todo[written]]), partial)
+                key = keys[todo[written]]
+                if not torch.isfinite(m[0]).all():  # a map of NaN would be skipped by every later run
+                    raise LabelError(f"{label_path(out, key)}: not written: the model's scores of {key} are NaN or "
+                                     "infinite (its weights or its inputs overflow float32)")
+                save_map(m, label_path(out, key), partial)
                 written += 1
             if bar is not None:
                 bar.update(written)

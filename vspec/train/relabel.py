@@ -11,6 +11,7 @@ reproduces it); inputs on which the released losses crash are refused with a mes
 
 from __future__ import annotations
 
+import json
 from pathlib import Path, PurePath
 
 import torch
@@ -23,7 +24,7 @@ from ..nn.token_losses import (  # noqa: F401 - the released losses, here with t
     soft_cross_entropy,
     soft_target_ce_cos_reg,
 )
-from .datasets import DataError
+from .datasets import DataError, open_regular
 
 
 def label_path(relabel_root, image_rel_path) -> Path:
@@ -49,20 +50,57 @@ def image_keys(dataset) -> list[str]:
     return [f"{int(t)}/{i:07d}" for i, t in enumerate(targets)]
 
 
+LABELS_JSON = "labels.json"  # what `vspec label` records beside its maps (the released folders have none)
+MAX_RECORD = 2**20  # bytes of labels.json read at most (vspec label's is a few hundred)
+
+
+def read_record(root) -> dict | None:
+    """A label folder's labels.json (the labeling and the data set `vspec label` made its maps of), None where
+    there is none; one DataError line naming it where it is no small JSON object (a FIFO, /dev/zero, not JSON,
+    nested too deep, more than MAX_RECORD bytes)."""
+    path = Path(root) / LABELS_JSON
+    try:
+        with open_regular(path, "a labels.json file") as f:
+            raw = f.read(MAX_RECORD + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as e:  # a read error (/proc's EIO)
+        raise DataError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
+    if len(raw) > MAX_RECORD:
+        raise DataError(f"{path}: more than the {MAX_RECORD:,} bytes a labels.json of vspec label has")
+    try:
+        record = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError, or an int beyond Python's 4300 digits
+        raise DataError(f"{path}: not JSON ({e})") from None
+    except RecursionError:
+        raise DataError(f"{path}: not the JSON of vspec label: nested too deep") from None
+    if not isinstance(record, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(record), "a number")
+        raise DataError(f"{path}: not a JSON object ({kind}), as vspec label writes")
+    return record
+
+
 def read_label_map(path) -> torch.Tensor:
     """One on-disk label map: a (2, k, Hm, Wm) tensor, plane 0 the top-k teacher scores, plane 1 their class
     indices (stored as floats), any dtype -> float32. Wm >= 6: the crop plane added later uses 6 entries."""
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        with open_regular(path, "a label map file") as f:
+            data = torch.load(f, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise DataError(f"{path}: no label map (token labeling reads one per training image)") from None
+    except DataError:
+        raise
     except Exception as e:  # a corrupt file raises whatever the unpickler or zip reader met
         raise DataError(f"{path}: not a readable label map ({type(e).__name__}: {e})") from None
     if not isinstance(data, torch.Tensor):
         raise DataError(f"{path}: a label map is one tensor, got {type(data).__name__}")
     if data.dim() != 4 or data.shape[0] != 2 or data.shape[3] < 6 or 0 in data.shape:
         raise DataError(f"{path}: a label map is (2, k, Hm, Wm) with Wm >= 6, got {tuple(data.shape)}")
-    return data.float()
+    data = data.float()
+    if not torch.isfinite(data[0]).all():
+        raise DataError(f"{path}: the label map's scores hold NaN or infinite values (its teacher's logits "
+                        "overflowed: label the image again)")
+    return data
 
 
 def _check_batch(batch: torch.Tensor, num_classes: int) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import struct
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -22,6 +24,9 @@ class ConfigError(ValueError):
         super().__init__(f"{field}: {message}")
 
 
+F32_MAX, F32_TINY = 3.4028234663852886e38, 1.1754943508222875e-38  # float32's largest and smallest normal number
+
+
 def _bound(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
@@ -29,7 +34,8 @@ def _bound(value: float) -> str:
 @attrs.frozen
 class Range:
     """A number (`kind`: int or float) within bounds; None too when `optional`. A float must be finite unless
-    `finite` is False (then only NaN is refused); `label` writes the upper bound (`2**32`)."""
+    `finite` is False (then only NaN is refused), and with `float32` a number float32 holds (0, or a magnitude in
+    [F32_TINY, F32_MAX]: torch computes with it in float32); `label` writes the upper bound (`2**32`)."""
 
     kind: type
     low: float | None = None
@@ -39,6 +45,7 @@ class Range:
     optional: bool = False
     finite: bool = True
     label: str | None = None
+    float32: bool = False
 
     @property
     def rule(self) -> str:
@@ -65,6 +72,10 @@ class Range:
             self.high is None or (value < self.high if self.open_high else value <= self.high))
         if not fits:
             raise ConfigError(field, f"must be {finite}{self.rule}, got {show(value)}")
+        if self.float32 and value != 0 and not F32_TINY <= abs(value) <= F32_MAX:
+            zero = "0, or " if self.low is None or self.low < 0 or (self.low == 0 and not self.open_low) else ""
+            raise ConfigError(field, f"must be a number float32 holds ({zero}a magnitude from {F32_TINY:.4g} to "
+                                     f"{F32_MAX:.4g}), got {show(value)}")
 
 
 def ints(low: int, high: int | None = None, **kw) -> Range:
@@ -111,5 +122,32 @@ def rule(cls: type, field: str):
     return attrs.fields_dict(cls)[field].validator
 
 
-# for a flag with no field of its own (eval's --crop-pct, --img-size, --mean, --std)
+# for a flag with no field of its own (eval's --crop-pct, --img-size)
 POSITIVE_INT, POSITIVE_FLOAT, FINITE = ints(1), floats(0, open_low=True), Range(float)
+# each value of --mean / --std (train, eval, label), and of any mean / std `check_normalisation` is given
+MEAN, STD = Range(float, float32=True), floats(0, open_low=True, float32=True)
+
+
+def _as_float32(value: float) -> float:
+    try:
+        return struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:  # beyond float32's largest: what torch's cast gives
+        return math.copysign(math.inf, value)
+
+
+def check_normalisation(mean: Sequence, std: Sequence) -> None:
+    """The per-channel mean and std of `(x - mean) / std` on pixels x in [0, 1]: each value by `MEAN` / `STD`,
+    and what torch computes with them finite in float32 (a huge mean over a tiny std overflows though each fits;
+    the device's normalisation scales both by 255, as timm's prefetcher): a ConfigError naming the field ("mean",
+    "std", or "mean / std" for the pair)."""
+    for field, rule_, values in (("mean", MEAN, mean), ("std", STD, std)):
+        for value in values:
+            rule_.check(field, value)
+    for i, (m, s) in enumerate(zip(mean, std)):
+        m32, s32 = _as_float32(m), _as_float32(s)
+        terms = (("mean", "255 x mean", 255 * m32), ("std", "255 x std", 255 * s32),
+                 ("mean / std", "(x - mean) / std", max(abs(m32), abs(1 - m32)) / s32))
+        for field, what, value in terms:
+            if not math.isfinite(_as_float32(value)):
+                raise ConfigError(field, f"{what} reaches {abs(value):.4g} with mean {m:g} and std {s:g} (channel "
+                                         f"{i}; pixels x in [0, 1]): beyond float32's {F32_MAX:.4g}")

@@ -219,7 +219,8 @@ class ImageTask:
             raise DataError("--token-labels: the label maps are cropped and flipped on the host (--decode-on host)")
         train_tf, eval_tf = self.transforms()
         train_ds, val_ds, num_classes = self.datasets(None, eval_tf)
-        train_ds = TokenLabels(train_ds, self.cfg.data.token_labels, train_tf, num_classes=num_classes)
+        data = {"data": self.cfg.data.name, "data_dir": self.cfg.data.data_dir}  # what labels.json names
+        train_ds = TokenLabels(train_ds, self.cfg.data.token_labels, train_tf, num_classes=num_classes, data=data)
         return train_ds, val_ds, None, num_classes
 
     def init_model(self, model: nn.Module) -> None:

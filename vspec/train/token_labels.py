@@ -9,8 +9,8 @@ resized crop, which does not crop the map but appends a third plane holding the 
 (or uint8 for the device) and random erasing as `build_transforms` gives them. Every draw comes from the global
 python / numpy / torch streams, as timm's transform draws them: see `TokenLabels` for what a resume keeps.
 
-    check_label_folder(label_root, keys, num_classes)  -> (k, Hm, Wm), or one DataError line naming the file
-    TokenLabels(dataset, label_root, transform, num_classes=...)  items (image, label map (3, k, Hm, Wm))
+    check_label_folder(label_root, keys, num_classes, data)  -> (k, Hm, Wm), or one DataError line naming the file
+    TokenLabels(dataset, label_root, transform, num_classes=..., data=...)  items (image, label map (3, k, Hm, Wm))
     label_op(name, arg, label_map)                    RandAugment's geometric op on a (2, k, Hm, Wm) map
 """
 
@@ -31,7 +31,7 @@ from torchvision.transforms import functional as F
 
 from .data import ConvertMode
 from .datasets import DataError
-from .relabel import image_keys, label_path, read_label_map
+from .relabel import LABELS_JSON, image_keys, label_path, read_label_map, read_record
 
 # ---------------------------------------------------------------------------- RandAugment label ops
 
@@ -172,7 +172,8 @@ class TokenLabels(Dataset):
     from each worker's streams, which the loader seeds when its (persistent) workers start and no checkpoint
     saves: as for the plain image path, a resume keeps the images and their order, not their draws."""
 
-    def __init__(self, dataset, label_root, transform, *, num_classes: int, keys=None, decode_on: str = "host"):
+    def __init__(self, dataset, label_root, transform, *, num_classes: int, keys=None, decode_on: str = "host",
+                 data: dict | None = None):
         if decode_on == "device":
             raise DataError("token labels: --decode-on device augments on the device, where label maps are not "
                             "moved yet; use --decode-on host")
@@ -180,7 +181,7 @@ class TokenLabels(Dataset):
         self.keys = list(image_keys(dataset) if keys is None else keys)
         if len(self.keys) != len(dataset):
             raise DataError(f"token labels: {len(self.keys)} names for {len(dataset)} images")
-        self.shape = check_label_folder(self.label_root, self.keys, num_classes)
+        self.shape = check_label_folder(self.label_root, self.keys, num_classes, data)
         self.parts = _split(transform)
 
     def __len__(self) -> int:
@@ -245,16 +246,49 @@ def check_map(label_map: torch.Tensor, path, num_classes: int, shape=None) -> to
     return label_map
 
 
-def check_label_folder(label_root, keys, num_classes: int) -> tuple[int, int, int]:
-    """Refuse, in one DataError line naming the file, a label folder that does not fit the data set: a missing
-    map (all checked up front, one directory listing per class folder), two images named to one map, a first
-    map that is not readable or holds a class index outside [0, num_classes). Returns the first map's
-    (k, Hm, Wm), which every map must share (checked as each is read)."""
+def describe(data: dict) -> str:
+    """A data set as labels.json records it: "imagefolder /data/pets (train: 3,680 images, 37 classes)"."""
+    counts = [f"{data[k]:,} {k}" if isinstance(data.get(k), int) else None for k in ("images", "classes")]
+    inner = ", ".join(filter(None, counts))
+    split = f"{data['split']}: " if data.get("split") and inner else ""
+    return " ".join(filter(None, (str(data.get("data") or "data set"), data.get("data_dir") and str(data["data_dir"]),
+                                  inner and f"({split}{inner})")))
+
+
+def _mismatch(record: dict | None, ours: dict) -> str:
+    """What labels.json says beside a missing map: the data set it was made of where that is another folder
+    or size, or that its labeling stopped short; "" where it says nothing more."""
+    if record is None:
+        return ""
+    if any(k in record and record[k] != ours[k] for k in ("data_dir", "images")):
+        return f"; its {LABELS_JSON} says the maps are of {describe(record)}, this run reads {describe(ours)}"
+    count, images = record.get("count"), record.get("images")
+    if isinstance(count, int) and isinstance(images, int) and count < images:
+        return f"; its {LABELS_JSON} counts {count:,} of {images:,} maps written (run vspec label again to go on)"
+    return ""
+
+
+def check_label_folder(label_root, keys, num_classes: int, data: dict | None = None) -> tuple[int, int, int]:
+    """Refuse, in one DataError line naming the file, a label folder that does not fit the data set: one whose
+    labels.json (where there is one: `vspec label` writes it, the released folders have none) names another
+    data set or class count than `data` ({"data": NAME, "data_dir": DIR}: the run's) and `num_classes`, a
+    missing map (all checked up front, one directory listing per class folder; what labels.json says of it
+    added), two images named to one map, a first map that is not readable or holds a class index outside
+    [0, num_classes). Returns the first map's (k, Hm, Wm), which every map must share (checked as each is read)."""
     root = Path(label_root)
     if not root.is_dir():
         raise DataError(f"{root}: no such label folder (token labeling reads one map per training image)")
     if not keys:
         raise DataError(f"{root}: token labels for a data set without images")
+    record = read_record(root)
+    ours = {"data": None, "data_dir": None, **(data or {}), "split": "train", "images": len(keys),
+            "classes": num_classes}
+    if ours["data_dir"] is not None:
+        ours["data_dir"] = str(Path(ours["data_dir"]).resolve())
+    compared = ("data", "classes") if data is not None else ("classes",)
+    if record is not None and any(k in record and record[k] != ours[k] for k in compared):
+        raise DataError(f"{root / LABELS_JSON}: the maps here are of {describe(record)}, not of this run's "
+                        f"{describe(ours)}: label this data set (vspec label), or give its label folder")
     paths = [label_path(root, key) for key in keys]
     owner, by_dir = {}, defaultdict(set)
     for key, path in zip(keys, paths):
@@ -270,6 +304,6 @@ def check_label_folder(label_root, keys, num_classes: int) -> tuple[int, int, in
     missing = [p for p in paths if p.name not in by_dir[p.parent]]
     if missing:
         raise DataError(f"{missing[0]}: no label map for {owner[missing[0]]} ({len(missing)} of {len(paths)} "
-                        f"images have none)")
+                        f"images have none){_mismatch(record, ours)}")
     first = check_map(read_label_map(paths[0]), paths[0], num_classes)
     return tuple(first.shape[1:])
