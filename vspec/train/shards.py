@@ -38,6 +38,7 @@ from torch.utils.data import DataLoader, IterableDataset, default_collate, get_w
 from ..extras import needs
 from .datasets import DataError, Request
 from .pack import FORMAT, MANIFEST, SPLITS
+from .signals import worker_init
 
 with needs("--data shards"):
     from webdataset.gopen import gopen
@@ -228,7 +229,7 @@ class ShardStream(IterableDataset):
         self.set_epoch(0)
         # workers start afresh each epoch: they copy this stream's epoch and skip
         return ShardLoader(self, batch_size=None, num_workers=workers, pin_memory=torch.cuda.is_available(),
-                           generator=torch.Generator().manual_seed(seed))
+                           generator=torch.Generator().manual_seed(seed), worker_init_fn=worker_init)
 
     def __iter__(self):
         info = get_worker_info()

@@ -1,0 +1,174 @@
+"""Stop signals: SIGTERM to the whole process group with loader workers (`kill -TERM -PGID`, scancel, systemd's stop)
+saves the epoch's progress for folder and shard data, a worker the signal ended included; a signal while the loop
+waits on a read that never ends stops it at that step boundary; a second signal ends the process at once."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
+from tests.helpers.image_runs import args, assert_same_weights, env, weights  # noqa: F401 - tiny_spec is a fixture
+from tests.helpers.shard_runs import image_folder, packed
+from vspec.cli.train import config_from_args, train_parser
+from vspec.train import checkpoints as C
+from vspec.train import data as D
+from vspec.train import engine
+
+TERM = int(signal.SIGTERM)
+
+
+def run_args(spec, data, out, *extra):
+    """An epoch of 6 steps (48 images in batches of 8) over 2 workers."""
+    name = "shards" if (data / "manifest.json").is_file() else "imagefolder"
+    return [str(ROOT / "tools/train.py"), str(spec), "--data", name, "--data-dir", str(data), "--out", str(out),
+            "--batch-size", "8", "--device", "cpu", "--seed", "3", "--epochs", "1", "--workers", "2", *extra]
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (the loader's workers)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def group_term(spec, data, out, tmp_path, kill_workers=False):
+    """The run stopped (SIGSTOP by the crash-test hook) right after step 2, its loader's workers ended by SIGKILL
+    with `kill_workers`, SIGTERM to its whole process group, then SIGCONT: (exit code, stderr)."""
+    err = (tmp_path / "err.txt").open("w+")
+    proc = subprocess.Popen([sys.executable, *run_args(spec, data, out)], stdout=subprocess.DEVNULL, stderr=err,
+                            env=dict(env(), VSPEC_TEST_KILL_AT="step:2:STOP"), start_new_session=True)
+    try:
+        _, status = os.waitpid(proc.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status)
+        if kill_workers:
+            workers = children(proc.pid)
+            assert len(workers) == 2
+            for pid in workers:
+                os.kill(pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, signal.SIGCONT)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    err.seek(0)
+    return code, err.read()
+
+
+@pytest.mark.parametrize("kind", ["imagefolder", "shards"])
+def test_sigterm_to_the_process_group_with_workers_saves_the_epoch_and_resumes(tmp_path, tiny_spec, kind):
+    data = image_folder(tmp_path / "images") if kind == "imagefolder" else packed(tmp_path)
+    out = tmp_path / "run"
+    code, err = group_term(tiny_spec, data, out, tmp_path)
+    assert code == 128 + TERM and "Traceback" not in err, err[-3000:]
+    assert err.splitlines()[-1] == f"signal {TERM}: saved {out / 'last.pt'} at epoch 1, batch 2; continue with --resume"
+    last = C.load(out / "last.pt")
+    assert (last["epoch"], last["batches_done"], last["global_step"]) == (0, 2, 2)
+    done = subprocess.run([sys.executable, *run_args(tiny_spec, data, out, "--resume")], env=env(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert C.load(out / "last.pt")["global_step"] == 6
+
+
+def test_a_worker_ended_with_the_stop_signal_still_saves(tmp_path, tiny_spec):
+    """A worker the signal ended (one still starting, before its handlers) is no traceback: the loop stops at
+    its step boundary and saves."""
+    data = image_folder(tmp_path / "images")
+    out = tmp_path / "run"
+    code, err = group_term(tiny_spec, data, out, tmp_path, kill_workers=True)
+    assert code == 128 + TERM and "Traceback" not in err, err[-3000:]
+    assert C.load(out / "last.pt")["batches_done"] == 2
+
+
+def test_the_workers_leave_the_first_stop_signal_to_the_main_process():
+    """`worker_init` in a process of its own: the first SIGTERM goes by, the second ends it as SIGTERM does."""
+    code = ("import os, signal, time; from vspec.train.signals import worker_init; worker_init(0); "
+            "os.kill(os.getpid(), signal.SIGTERM); print('alive', flush=True); os.kill(os.getpid(), signal.SIGTERM); "
+            "time.sleep(60)")
+    done = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (-signal.SIGTERM, "alive\n")
+
+
+def test_a_second_signal_ends_the_run_at_once():
+    """The first signal waits for the step boundary; a second (the step hangs, or the user insists) ends the
+    process as the signal would, saying it saved nothing."""
+    code = ("import os, signal, time; from vspec.train.signals import StopFlag\n"
+            "with StopFlag():\n os.kill(os.getpid(), signal.SIGTERM); print('flagged', flush=True)\n"
+            " os.kill(os.getpid(), signal.SIGTERM); time.sleep(60)")
+    done = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (-signal.SIGTERM, "flagged\n")
+    assert done.stderr == f"signal {TERM} again: stopped at once, without saving\n"
+
+
+def hang_at(monkeypatch, call: int, signum=signal.SIGTERM):
+    """The `call`-th image read blocks on a pipe nobody writes (as a FIFO image, an NFS stall or a dead `pipe:`
+    source does) and `signum` arrives while it waits; the read ends after 20 s if the signal did not end it."""
+    calls, get = [0], D.SyntheticImages.__getitem__
+
+    def blocking(self, i):
+        calls[0] += 1
+        if calls[0] == call:
+            r, w = os.pipe()
+            unblock = threading.Timer(20, os.write, (w, b"x"))
+            threading.Timer(0.2, os.kill, (os.getpid(), signum)).start()
+            unblock.start()
+            try:
+                os.read(r, 1)
+            finally:
+                unblock.cancel()
+                os.close(r)
+                os.close(w)
+        return get(self, i)
+
+    monkeypatch.setattr(D.SyntheticImages, "__getitem__", blocking)
+
+
+def test_a_signal_during_a_read_that_never_ends_stops_at_the_step_boundary(tiny_spec, tmp_path, monkeypatch):
+    """The run waits in its 3rd batch's read (batches of 16, one process, the main process reading) when SIGTERM
+    comes: it saves the 2 steps done at once, and the resumed run ends where the uninterrupted one does (the RNG
+    states of the boundary, not those the abandoned read's random crops left)."""
+    ref, out = tmp_path / "ref", tmp_path / "cut"
+
+    def run(folder, *extra):
+        flags = ("--epochs", "1", "--random-resized-crop", *extra)
+        return engine.run(config_from_args(train_parser().parse_args(args(tiny_spec, folder, *flags))))
+
+    run(ref)
+    hang_at(monkeypatch, 2 * 16 + 5)
+    with pytest.raises(engine.Interrupted) as caught:
+        run(out)
+    assert caught.value.signum == TERM
+    assert C.load(out / "last.pt")["batches_done"] == 2
+    monkeypatch.undo()
+    run(out, "--resume")
+    assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))
+
+
+def test_a_signal_during_evaluation_keeps_the_trained_epoch(tiny_spec, tmp_path, monkeypatch):
+    """Stopped while reading a validation image: last.pt holds the whole trained epoch, and --resume evaluates
+    it."""
+    ref, out = tmp_path / "ref", tmp_path / "cut"
+    parse = train_parser().parse_args
+    engine.run(config_from_args(parse(args(tiny_spec, ref, "--epochs", "1"))))
+    hang_at(monkeypatch, 64 + 3)  # 64 training images, then the validation split
+    with pytest.raises(engine.Interrupted):
+        engine.run(config_from_args(parse(args(tiny_spec, out, "--epochs", "1"))))
+    last = C.load(out / "last.pt")
+    assert (last["epoch"], last["batches_done"], last["metrics"]) == (0, 4, [])
+    monkeypatch.undo()
+    engine.run(config_from_args(parse(args(tiny_spec, out, "--epochs", "1", "--resume"))))
+    got, want = (C.load(o / "last.pt")["metrics"] for o in (out, ref))
+    assert [{k: m[k] for k in ("train_loss", "val_loss", "val_top1")} for m in got] == \
+        [{k: m[k] for k in ("train_loss", "val_loss", "val_top1")} for m in want]
+    assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))
