@@ -34,7 +34,7 @@ with needs("vspec's training and evaluation (vspec.train)"):
     from torchvision import datasets as tvd
     from torchvision import transforms as T
 
-from ..spec.weights import INTERPOLATIONS
+from ..spec.weights import CROP_PCT, INTERPOLATIONS
 from .datasets import DataError as DataError  # re-exported
 from .datasets import Request, entry
 from .datasets import table as datasets_table
@@ -168,8 +168,9 @@ def build_transforms(
     size = _size2(img_size)
     if in_chans not in _MODES:
         raise DataError(f"in_chans: expected one of {sorted(_MODES)}, got {in_chans!r}")
-    if not (isinstance(crop_ratio, (int, float)) and crop_ratio > 0):
-        raise DataError(f"crop_ratio: must be > 0, got {crop_ratio!r}")
+    low, high = CROP_PCT
+    if not (isinstance(crop_ratio, (int, float)) and low <= crop_ratio <= high):  # NaN too
+        raise DataError(f"crop_ratio: must be in [{low:g}, {high:g}], got {crop_ratio!r}")
     if not 0.0 <= re_prob <= 1.0:
         raise DataError(f"re_prob: must be in [0, 1], got {re_prob!r}")
     if interpolation not in INTERPOLATIONS:

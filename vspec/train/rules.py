@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from ..spec.core import show
+from ..spec.weights import CROP_PCT
 
 
 class ConfigError(ValueError):
@@ -113,3 +114,4 @@ def rule(cls: type, field: str):
 
 # for a flag with no field of its own (eval's --crop-pct, --img-size, --mean, --std)
 POSITIVE_INT, POSITIVE_FLOAT, FINITE = ints(1), floats(0, open_low=True), Range(float)
+CROP = floats(*CROP_PCT)  # a crop fraction: `Preprocess.crop_pct`'s range
