@@ -35,24 +35,26 @@ def _env(**changes: str) -> dict[str, str]:
 
 
 ISSUE_43 = ("weights cache", "weights encoding", "weights dtype", "weights globals", "search size", "search values")
+ISSUE_54 = ("preset tag", "preprocessing")
 
 
 def test_every_malformed_input_is_one_line_exit_2(tmp_path, capsys):
     """The whole corpus (tests/helpers/cli_corpus.py: paths, encodings, nesting, types, kinds, huge sizes,
     .py specs that raise or exit, --out targets, flags; tests/helpers/data_corpus.py: tokenizer folders, GLUE files,
     model folders, compare's arguments; tests/helpers/weights_corpus.py: published weights and their caches;
-    tests/helpers/search_corpus.py: budget searches) through vspec.cli.main, tools/train.py and tools/eval.py. Prints
-    the figures, per class for issue 43's."""
+    tests/helpers/search_corpus.py: budget searches; tests/helpers/inputs_corpus.py: preset tags, preprocessing
+    flags) through vspec.cli.main, tools/train.py and tools/eval.py. Prints the figures, per class for issue 43's
+    and 54's."""
     results = run_corpus(tmp_path)
     entries = {e: sum(case.entry == e for case, _ in results) for e in ("vspec", "train", "eval")}
     assert len(results) >= 700 and entries["train"] >= 80 and entries["eval"] >= 5, entries
     assert {name.split(":")[0] for name in (case.name for case, _ in results)} >= {
-        "tokenizer", "TSV cola", "TSV sst2", "TSV stsb", "model folder", "compare", *ISSUE_43}
+        "tokenizer", "TSV cola", "TSV sst2", "TSV stsb", "model folder", "compare", *ISSUE_43, *ISSUE_54}
     bad = [(case.name, outcome.code, outcome.hung, outcome.stderr[:300]) for case, outcome in results
            if not outcome.clean]
     with capsys.disabled():
         print(f"\nfuzz_cli corpus: {fuzz.report(results, TIME_LIMIT)[0]}")
-        for group in ISSUE_43:  # the classes of issue 43 (tests/helpers/weights_corpus.py, search_corpus.py)
+        for group in (*ISSUE_43, *ISSUE_54):  # weights_corpus.py, search_corpus.py; inputs_corpus.py
             drawn = [(case, o) for case, o in results if case.name.startswith(f"{group}:")]
             print(f"  {group}: {fuzz.report(drawn, TIME_LIMIT)[0]}")
     assert bad == []

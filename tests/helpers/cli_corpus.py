@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tests.helpers.data_corpus import data_cases
+from tests.helpers.inputs_corpus import inputs_cases
 from tests.helpers.search_corpus import search_cases
 from tests.helpers.weights_corpus import weights_cases
 from vspec.spec import (
@@ -384,6 +385,8 @@ def corpus(folder: Path) -> list[Case]:
     cases += [Case(name, argv, env, entry) for name, entry, argv, env in weights_cases(folder / "weights")]
     # budget searches past their limits, non-finite ranges, repeated keys, drawn by tests/helpers/search_corpus.py
     cases += [Case(name, argv, None, entry) for name, entry, argv in search_cases(folder / "search")]
+    # preset tags in every command that takes a model's name, preprocessing flags: tests/helpers/inputs_corpus.py
+    cases += [Case(name, argv, None, entry) for name, entry, argv in inputs_cases(folder / "inputs")]
     return cases
 
 
