@@ -1,13 +1,16 @@
 """Stop signals: SIGTERM to the whole process group with loader workers (`kill -TERM -PGID`, scancel, systemd's stop)
-saves the epoch's progress for folder and shard data, a worker the signal ended included; a signal while the loop
-waits on a read that never ends stops it at that step boundary; a second signal ends the process at once."""
+saves the epoch's progress for folder and shard data, a worker the signal ended included (a class of draws, its
+figures printed); a signal while the loop waits on a read that never ends stops it at that step boundary; a second
+signal ends the process at once."""
 
 import os
+import random
 import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -42,53 +45,77 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def group_term(spec, data, out, tmp_path, kill_workers=False):
-    """The run stopped (SIGSTOP by the crash-test hook) right after step 2, its loader's workers ended by SIGKILL
-    with `kill_workers`, SIGTERM to its whole process group, then SIGCONT: (exit code, stderr)."""
-    err = (tmp_path / "err.txt").open("w+")
-    proc = subprocess.Popen([sys.executable, *run_args(spec, data, out)], stdout=subprocess.DEVNULL, stderr=err,
-                            env=dict(env(), VSPEC_TEST_KILL_AT="step:2:STOP"), start_new_session=True)
+class Draw(NamedTuple):
+    data: str  # imagefolder or shards
+    signum: int
+    step: int  # the run stops (SIGSTOP, the crash-test hook) after this step, and the signal comes
+    workers: int
+    kill_workers: bool  # the workers ended by SIGKILL beside it (as one still starting, before its handlers, is)
+
+
+def signal_draws(n: int, seed: int = 0) -> list[Draw]:
+    """The process-group signals' class: the issue's two (SIGTERM after step 2 with 2 workers, folder and shard
+    data), then `n - 2` drawn from a seeded RNG."""
+    rng = random.Random(seed)
+    draws = [Draw("imagefolder", TERM, 2, 2, False), Draw("shards", TERM, 2, 2, False)]
+    while len(draws) < n:
+        draws.append(Draw(rng.choice(["imagefolder", "shards"]), rng.choice([TERM, int(signal.SIGINT)]),
+                          rng.randint(1, 5), rng.choice([1, 2]), rng.random() < 0.5))
+    return draws
+
+
+def group_signal(draw: Draw, spec, data, out, log: Path) -> tuple[int | None, str]:
+    """The run stopped after `draw.step`, its workers killed where the draw says, `draw.signum` to its whole
+    process group, then SIGCONT: (exit code, or None if it still ran after 120 s; stderr)."""
+    err = log.open("w+")
+    proc = subprocess.Popen([sys.executable, *run_args(spec, data, out, "--workers", str(draw.workers))],
+                            stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                            env=dict(env(), VSPEC_TEST_KILL_AT=f"step:{draw.step}:STOP"))
     try:
         _, status = os.waitpid(proc.pid, os.WUNTRACED)
         assert os.WIFSTOPPED(status)
-        if kill_workers:
+        if draw.kill_workers:
             workers = children(proc.pid)
-            assert len(workers) == 2
+            assert len(workers) == draw.workers
             for pid in workers:
                 os.kill(pid, signal.SIGKILL)
-        os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, draw.signum)
         os.killpg(proc.pid, signal.SIGCONT)
         code = proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        code = None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     err.seek(0)
     return code, err.read()
 
 
-@pytest.mark.parametrize("kind", ["imagefolder", "shards"])
-def test_sigterm_to_the_process_group_with_workers_saves_the_epoch_and_resumes(tmp_path, tiny_spec, kind):
-    data = image_folder(tmp_path / "images") if kind == "imagefolder" else packed(tmp_path)
-    out = tmp_path / "run"
-    code, err = group_term(tiny_spec, data, out, tmp_path)
-    assert code == 128 + TERM and "Traceback" not in err, err[-3000:]
-    assert err.splitlines()[-1] == f"signal {TERM}: saved {out / 'last.pt'} at epoch 1, batch 2; continue with --resume"
-    last = C.load(out / "last.pt")
-    assert (last["epoch"], last["batches_done"], last["global_step"]) == (0, 2, 2)
-    done = subprocess.run([sys.executable, *run_args(tiny_spec, data, out, "--resume")], env=env(),
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert C.load(out / "last.pt")["global_step"] == 6
-
-
-def test_a_worker_ended_with_the_stop_signal_still_saves(tmp_path, tiny_spec):
-    """A worker the signal ended (one still starting, before its handlers) is no traceback: the loop stops at
-    its step boundary and saves."""
-    data = image_folder(tmp_path / "images")
-    out = tmp_path / "run"
-    code, err = group_term(tiny_spec, data, out, tmp_path, kill_workers=True)
-    assert code == 128 + TERM and "Traceback" not in err, err[-3000:]
-    assert C.load(out / "last.pt")["batches_done"] == 2
+def test_process_group_signals_save_the_epochs_progress_and_resume(tmp_path, tiny_spec, capsys):
+    """`kill -TERM -PGID` (scancel, systemd's stop; Ctrl-C's SIGINT) with loader workers: every draw exits
+    128 + N with last.pt saved at its step boundary and no traceback (the workers died first, and the main process
+    raised torch's RuntimeError); --resume continues the folder's and the shards' runs to the epoch's end."""
+    data = {"imagefolder": image_folder(tmp_path / "images"), "shards": packed(tmp_path)}
+    results = []
+    for i, draw in enumerate(signal_draws(4)):
+        out = tmp_path / f"run{i}"
+        code, err = group_signal(draw, tiny_spec, data[draw.data], out, tmp_path / f"err{i}.txt")
+        saved = C.load(out / "last.pt") if (out / "last.pt").is_file() else {}
+        line = f"signal {draw.signum}: saved {out / 'last.pt'} at epoch 1, batch {draw.step}; continue with --resume"
+        good = code == 128 + draw.signum and "Traceback" not in err and err.splitlines()[-1:] == [line] and (
+            saved.get("epoch"), saved.get("batches_done"), saved.get("global_step")) == (0, draw.step, draw.step)
+        results.append((draw, code, err, good))
+    with capsys.disabled():
+        print(f"\nprocess-group signals: tried {len(results)} / saved, exit 128 + N {sum(r[3] for r in results)} / "
+              f"tracebacks {sum('Traceback' in r[2] for r in results)} / hangs {sum(r[1] is None for r in results)}")
+    assert [(draw, code, err[-2000:]) for draw, code, err, good in results if not good] == []
+    for i in (0, 1):
+        done = subprocess.run([sys.executable, *run_args(tiny_spec, data[results[i][0].data], tmp_path / f"run{i}",
+                                                         "--resume")], env=env(), capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert C.load(tmp_path / f"run{i}" / "last.pt")["global_step"] == 6
 
 
 def test_the_workers_leave_the_first_stop_signal_to_the_main_process():
