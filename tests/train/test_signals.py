@@ -199,3 +199,21 @@ def test_a_signal_during_evaluation_keeps_the_trained_epoch(tiny_spec, tmp_path,
     assert [{k: m[k] for k in ("train_loss", "val_loss", "val_top1")} for m in got] == \
         [{k: m[k] for k in ("train_loss", "val_loss", "val_top1")} for m in want]
     assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))
+
+
+def test_a_loaders_error_after_a_signal_is_a_stop():
+    """Where the wait is not cut (under DDP) a worker the signal ended shows as the loader's RuntimeError when the
+    next batch is read: after a signal that is `Stop` (the loop saves at its boundary), before one the error."""
+    from vspec.train.signals import Stop, StopFlag
+
+    def loader(flag, signalled):
+        yield "batch 1"
+        flag.signum = TERM if signalled else None  # as the handler sets it, while the worker dies
+        raise RuntimeError("DataLoader worker (pid 1) is killed by signal: Terminated.")
+
+    for signalled, error in ((True, Stop), (False, RuntimeError)):
+        flag = StopFlag(prompt=False)
+        batches = iter(flag.batches(loader(flag, signalled)))
+        assert next(batches) == "batch 1"
+        with pytest.raises(error):
+            next(batches)

@@ -97,8 +97,8 @@ class Batches:
         while True:
             if self.snapshot:
                 stop.rng = C.rng_state()
-            stop.waiting = stop.prompt
             try:
+                stop.waiting = stop.prompt
                 if stop.signum is not None:
                     raise Stop
                 batch = next(batches)
