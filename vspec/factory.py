@@ -30,7 +30,7 @@ from .extras import needs
 from .loading import load_checkpoint
 from .resample import resample_state
 from .spec import Model, SpecError, from_json, load_spec, load_weights_table, override
-from .spec.catalogue import PRESETS, preset_dirs, preset_path, preset_ref, presets  # noqa: F401 - also here
+from .spec.catalogue import PRESETS, preset_dirs, preset_file, preset_path, preset_ref, presets  # noqa: F401 - also here
 from .spec.load import SUFFIXES
 from .spec.weights import Weights, inputs_cfg, requested
 
@@ -52,12 +52,7 @@ def _source(name_or_path: str | Path) -> tuple[Model, dict | None, dict | None]:
         return from_json(ckpt["spec"]), ckpt["state_dict"], ckpt.get("pretrained_cfg")
     if path.suffix in SUFFIXES or path.exists() or os.sep in str(name_or_path):
         return load_spec(path), None, None
-    name, tag = preset_ref(str(name_or_path)) or (str(name_or_path), None)
-    file = preset_path(name)
-    if tag is not None and tag not in load_weights_table(file):  # timm refuses an unknown tag too
-        raise SpecError("", f"{name!r} has no weights tagged {tag!r}; its tags: "
-                            f"{', '.join(load_weights_table(file)) or 'none'}")
-    return load_spec(file), None, None
+    return load_spec(preset_file(*(preset_ref(str(name_or_path)) or (str(name_or_path), None)))), None, None
 
 
 def create_model(name_or_path: str | Path, pretrained: bool | str = False, features_only: bool = False,

@@ -36,7 +36,8 @@ def _env(**changes: str) -> dict[str, str]:
 
 ISSUE_43 = ("weights cache", "weights encoding", "weights dtype", "weights globals", "search size", "search values")
 ISSUE_54 = ("shard names", "manifest", "shard files", "shard pattern",  # tests/helpers/shard_corpus.py
-            "label image", "label map", "labels.json", "label flags", "label scores")  # tests/helpers/label_corpus.py
+            "label image", "label map", "labels.json", "label flags", "label scores",  # tests/helpers/label_corpus.py
+            "preset tag", "preprocessing")  # tests/helpers/inputs_corpus.py
 
 
 def test_every_malformed_input_is_one_line_exit_2(tmp_path, capsys):
@@ -44,9 +45,10 @@ def test_every_malformed_input_is_one_line_exit_2(tmp_path, capsys):
     .py specs that raise or exit, --out targets, flags; tests/helpers/data_corpus.py: tokenizer folders, GLUE files,
     model folders, compare's arguments; tests/helpers/weights_corpus.py: published weights and their caches;
     tests/helpers/search_corpus.py: budget searches; tests/helpers/shard_corpus.py: WebDataset packs;
-    tests/helpers/label_corpus.py: image files, label maps, labels.json, normalisation flags) through vspec.cli.main,
-    tools/train.py and tools/eval.py. Prints the figures, per class for issues 43's and 54's; no case runs a command
-    (executions: the marker files a command injected through the input would create)."""
+    tests/helpers/label_corpus.py: image files, label maps, labels.json, normalisation flags;
+    tests/helpers/inputs_corpus.py: preset tags, preprocessing flags) through vspec.cli.main, tools/train.py and
+    tools/eval.py. Prints the figures, per class for issues 43's and 54's; no case runs a command (executions: the
+    marker files a command injected through the input would create)."""
     results = run_corpus(tmp_path)
     entries = {e: sum(case.entry == e for case, _ in results) for e in ("vspec", "train", "eval")}
     assert len(results) >= 700 and entries["train"] >= 80 and entries["eval"] >= 5, entries
@@ -56,7 +58,7 @@ def test_every_malformed_input_is_one_line_exit_2(tmp_path, capsys):
            if not outcome.clean]
     with capsys.disabled():
         print(f"\nfuzz_cli corpus: {fuzz.report(results, TIME_LIMIT)[0]}")
-        for group in (*ISSUE_43, *ISSUE_54):  # issues 43 and 54 (weights_, search_, shard_, label_corpus)
+        for group in (*ISSUE_43, *ISSUE_54):  # issues 43 and 54 (weights_, search_, shard_, label_, inputs_corpus)
             drawn = [(case, o) for case, o in results if case.name.startswith(f"{group}:")]
             print(f"  {group}: {fuzz.report(drawn, TIME_LIMIT)[0]}")
     assert bad == []

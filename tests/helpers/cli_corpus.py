@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tests.helpers.data_corpus import data_cases
+from tests.helpers.inputs_corpus import inputs_cases
 from tests.helpers.label_corpus import label_cases
 from tests.helpers.search_corpus import search_cases
 from tests.helpers.shard_corpus import shard_cases
@@ -395,6 +396,8 @@ def corpus(folder: Path) -> list[Case]:
     cases += [Case(name, argv, None, entry) for name, entry, argv in search_cases(folder / "search")]
     # WebDataset packs: manifest names that would run a command, manifest fields, special files, members, patterns
     cases += [Case(name, argv, None, entry, marker) for name, entry, argv, marker in shard_cases(folder / "shards")]
+    # preset tags in every command that takes a model's name, preprocessing flags: tests/helpers/inputs_corpus.py
+    cases += [Case(name, argv, None, entry) for name, entry, argv in inputs_cases(folder / "inputs")]
     return cases
 
 

@@ -98,3 +98,43 @@ def test_load_spec_takes_a_preset_name():
     assert vspec.load_spec("deit_tiny.fb_in1k") == vspec.load_spec("deit_tiny")
     with pytest.raises(vspec.SpecError, match="unknown preset 'deit_tyni' .close: deit_tiny"):
         vspec.load_spec("deit_tyni")
+
+
+TAGGED = [["build", "NAME"], ["show", "NAME"], ["profile", "NAME"], ["export", "NAME", "--out", "OUT/m.onnx"],
+          ["fit", "NAME", "--target", "params=1M"], ["analyze", "NAME", "--out-dir", "OUT"],
+          ["label", "NAME", "--data", "synthetic", "--out", "OUT"],
+          ["train", "NAME", "--data", "synthetic", "--out", "OUT"],
+          ["compare", "x.json", "--match", "params", "--to", "NAME", "--out-dir", "OUT"]]
+
+
+@pytest.mark.parametrize("argv", TAGGED, ids=lambda argv: argv[0])
+def test_every_command_refuses_a_tag_the_preset_has_not(argv, tmp_path, capsys):
+    """One rule wherever a preset is named (`preset_file`), as create_model and timm: a tag of its weights or
+    nothing built (`vspec build deit_tiny.nope` built random weights)."""
+    spec = tmp_path / "x.json"
+    spec.write_text(vspec.to_json(vspec.load_spec("deit_tiny")))
+    argv = [a.replace("NAME", "deit_tiny.nope").replace("OUT", str(tmp_path / "out")).replace("x.json", str(spec))
+            for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].endswith("error: 'deit_tiny' has no weights tagged 'nope'; its tags: fb_in1k"), err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(vspec.SpecError, match="'sot_tiny' has no weights tagged 'x'; its tags: none"):
+        vspec.load_spec("sot_tiny.x")
+
+
+def test_a_known_tag_without_pretrained_trains_the_architecture_on_its_inputs(tmp_path):
+    """timm's `create_model("name.tag")` builds the architecture and records the tag's pretrained_cfg, which its
+    train.py reads the inputs from: `vspec train name.tag` without --pretrained starts from random weights on the
+    tag's mean, std and interpolation (ViT-B's augreg2 weights: mean = std = 0.5, not ImageNet's)."""
+    from vspec.cli.train import config_from_args, train_parser
+
+    def inputs(*argv):
+        return config_from_args(train_parser().parse_args([*argv, "--data", "synthetic", "--out", str(tmp_path)]))
+
+    tagged = inputs("vit_base.augreg2_in21k_ft_in1k")
+    assert tagged.run.pretrained is None and tagged.spec == vspec.load_spec("vit_base")
+    assert tagged.data.inputs["mean"] == tagged.data.inputs["std"] == [0.5] * 3
+    assert tagged.data.inputs["from"] == "vit_base (augreg2_in21k_ft_in1k)'s preprocessing"
+    assert inputs("vit_base").data.inputs["from"] == "vspec's defaults"
+    assert inputs("vit_base.deit_fb_in1k", "--mean", "0.4").data.inputs["mean"] == [0.4] * 3  # the flags still win

@@ -367,6 +367,9 @@ def test_bad_transform_arguments():
         (dict(img_size=32, in_chans=2), "in_chans"),
         (dict(img_size=32, in_chans=3, mean=(0.5,)), "mean"),
         (dict(img_size=32, in_chans=3, crop_ratio=0), "crop_ratio"),
+        (dict(img_size=32, in_chans=3, crop_ratio=1e-6), "crop_ratio: must be in [0.25, 4]"),  # a 32M px resize
+        (dict(img_size=32, in_chans=3, crop_ratio=1e308), "crop_ratio: must be in [0.25, 4]"),
+        (dict(img_size=32, in_chans=3, crop_ratio=float("nan")), "crop_ratio"),
         (dict(img_size=32, in_chans=3, auto_augment="rand-m9-bogus"), "auto_augment"),
         (dict(img_size=32, in_chans=3, auto_augment="rand-m9-q1"), "auto_augment"),
         (dict(img_size=32, in_chans=3, auto_augment="bogus"), "auto_augment"),

@@ -224,7 +224,8 @@ FLAGS = {
     "--mean": (["nan", "inf", "1e+308", "3.5e+38"], ["0.5", "-2", "1e+36"]),  # beyond float32; 255 x 1e36 fits
     "--std": (["0", "-1", "nan", "inf", "1e-50", "1e-39", "1e+39"], ["0.5", "2", "1e-30"]),
 }
-EVAL_FLAGS = {"--batch-size": (["0", "-1"], ["1"]), "--crop-pct": (["0", "-1", "nan", "inf"], ["0.01", "1.5"]),
+EVAL_FLAGS = {"--batch-size": (["0", "-1"], ["1"]),
+              "--crop-pct": (["0", "-1", "nan", "inf", "1e-06", "0.2", "4.5", "1e+308"], ["0.25", "1.5", "4"]),
               "--img-size": (["0", "-1"], ["1"]),
               **{k: FLAGS[k] for k in ("--workers", "--synthetic-size", "--seed", "--max-len", "--mean", "--std")}}
 

@@ -53,6 +53,9 @@ def test_every_entry_names_its_inputs_and_an_entry_without_them_is_refused():
         Preprocess((0.5,), (0.5,), crop_pct=0.9)
     with pytest.raises(SpecError, match="interpolation"):
         Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=0.9, interpolation="lanczos7")
+    for crop in (1e-6, 0.2, 4.5, 1e308):  # the test-time resize within 4x the input size, as eval's --crop-pct
+        with pytest.raises(SpecError, match="crop_pct: must be"):
+            Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=crop)
 
 
 def _vit_base_cache(caches):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..spec import Model, SpecError, load_spec, override, parse_assignment
-from ..spec.catalogue import preset_path, preset_ref
+from ..spec.catalogue import preset_file, preset_ref
 from ..spec.core import FILE_KINDS, MAX_LINE, file_kind, one_line, printable, show  # noqa: F401 - re-exported
 from ..train.rules import ConfigError, rule
 
@@ -119,9 +119,10 @@ def memory_flag(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def spec_file(path: str) -> str | Path:
-    """`path`, or the file of the preset named so (a bare name that is no file, or timm's `name.tag`)."""
+    """`path`, or the file of the preset named so (a bare name that is no file, or timm's `name.tag`: a tag of
+    its weights, `preset_file`)."""
     ref = preset_ref(path)
-    return preset_path(ref[0]) if ref else path
+    return preset_file(*ref) if ref else path
 
 
 def weights_tag(text: str) -> str:

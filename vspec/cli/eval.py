@@ -15,7 +15,7 @@ from ..spec import from_json
 from ..train.config import DataConfig, RunConfig
 from ..train.names import run_tokenizer
 from ..train.recipes import Recipe
-from ..train.rules import MEAN, POSITIVE_FLOAT, POSITIVE_INT, STD, rule
+from ..train.rules import CROP, MEAN, POSITIVE_INT, STD, rule
 from .common import OneLineParser, UsageError, one_line_warnings, pretrained_flag, printable
 from .fields import field_rules
 from .train import check_flags, data_args, errors, report
@@ -35,11 +35,11 @@ def eval_parser(prog: str = "eval.py") -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--ema", action="store_true", help="evaluate the EMA weights of a training checkpoint")
     p.add_argument("--crop-pct", "--crop-ratio", dest="crop_pct", type=float, metavar="RATIO",
-                   help="test-time resize = size / ratio, then a center crop to the spec's size; a ratio > 1 pads "
-                        "instead of cropping (Refiner's receptive-field calibration). Default: the published "
-                        "weights' (--pretrained, or a model folder that holds them), else as the training run "
-                        "validated, 0.875 after random resized crops, else 1 (the plain resize of training); 0.875 "
-                        "for a checkpoint without a recipe")
+                   help="test-time resize = size / ratio (in [0.25, 4]), then a center crop to the spec's size; a "
+                        "ratio > 1 pads instead of cropping (Refiner's receptive-field calibration). Default: the "
+                        "published weights' (--pretrained, or a model folder that holds them), else as the training "
+                        "run validated, 0.875 after random resized crops, else 1 (the plain resize of training); "
+                        "0.875 for a checkpoint without a recipe")
     p.add_argument("--img-size", type=int, nargs="+", metavar="PX",
                    help="evaluate at this size (H [W]): the spec at img_size, its position tables resampled "
                         "(vspec.resample). Default: the checkpoint's size")
@@ -51,7 +51,7 @@ def eval_rules() -> dict:
     """Each numeric flag's rule: the training configuration's field of that name (vspec/train/config.py), else a
     positive or finite number."""
     return {**field_rules(DataConfig), **field_rules(RunConfig, EVAL_RUN), "batch_size": rule(Recipe, "batch_size"),
-            "mean": MEAN, "std": STD, "crop_pct": POSITIVE_FLOAT, "img_size": POSITIVE_INT}
+            "mean": MEAN, "std": STD, "crop_pct": CROP, "img_size": POSITIVE_INT}
 
 
 def main(argv=None, prog: str = "eval.py") -> int:

@@ -10,6 +10,7 @@ import attrs
 
 from ..extras import missing_extra
 from ..spec import SpecError, load_spec, override, parse_assignment
+from ..spec.catalogue import preset_ref
 from ..train.config import DataConfig, RunConfig, TrainConfig
 from ..train.recipes import RECIPES, Recipe, resolve
 from ..train.rules import MEAN, STD, ConfigError
@@ -97,7 +98,8 @@ def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
 
 
 def _inputs(args: argparse.Namespace, spec, prog: str) -> dict | None:
-    """The run's image inputs (`resolve_inputs`): the flags, else the published weights' preprocessing."""
+    """The run's image inputs (`resolve_inputs`): the flags, else the published weights' preprocessing (those of
+    --pretrained, or of the tag a `name.tag` names)."""
     given = {k: getattr(args, k, None) for k in ("mean", "std", "interpolation")}
     if spec.embedder.text:
         flags = [f"--{k}" for k, v in given.items() if v is not None]
@@ -108,10 +110,11 @@ def _inputs(args: argparse.Namespace, spec, prog: str) -> dict | None:
     from ..train.inputs import resolve_inputs  # torch
 
     weights = None
-    if args.pretrained:
+    tagged = (preset_ref(args.spec) or (None, None))[1] is not None  # timm's name.tag: that tag's inputs, as its
+    if args.pretrained or tagged:  # pretrained_cfg gives them to a model built from it, weights asked for or not
         from ..pretrained import pick  # torch
 
-        name, _, tag, entry = pick(args.spec, args.pretrained)
+        name, _, tag, entry = pick(args.spec, args.pretrained or True)
         weights = {**entry.data_config(), "architecture": name, "tag": tag}
     return resolve_inputs(given, weights, spec.in_chans)
 

@@ -53,6 +53,18 @@ def preset_path(name: str) -> Path:
     raise SpecError("", f"unknown preset {name!r} ({hint}); or give a spec file, checkpoint or model folder path")
 
 
+def preset_file(name: str, tag: str | None = None) -> Path:
+    """The file of preset `name` (`preset_path`); a tag (timm's `name.tag`) must be one of its weights', weights
+    asked for or not (timm refuses an unknown tag too; a known one names the architecture and its inputs), or a
+    one-line SpecError naming its tags. What every consumer of a preset's name goes through."""
+    file = preset_path(name)
+    if tag is not None:
+        tags = load_weights_table(file)
+        if tag not in tags:
+            raise SpecError("", f"{name!r} has no weights tagged {tag!r}; its tags: {', '.join(tags) or 'none'}")
+    return file
+
+
 # what a path names, never a tag (compared lower-cased)
 FILE_SUFFIXES = (".py", ".json", ".toml", ".yaml", ".yml", ".pt", ".pth", ".tar", ".bin", ".safetensors", ".ckpt",
                  ".onnx", ".pt2", ".gz", ".zip")
@@ -106,5 +118,5 @@ def load_spec(path: str | Path) -> Model:
     if isinstance(path, str):
         ref = preset_ref(path)
         if ref is not None:
-            path = preset_path(ref[0])
+            path = preset_file(*ref)
     return read_spec(path)

@@ -28,6 +28,7 @@ HEX = frozenset("0123456789abcdef")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # timm's IMAGENET_DEFAULT_*
 INCEPTION_MEAN = INCEPTION_STD = (0.5, 0.5, 0.5)  # timm's IMAGENET_INCEPTION_*: (x - 0.5) / 0.5
 INTERPOLATIONS = ("bicubic", "bilinear", "nearest")  # timm's names (PIL's filters)
+CROP_PCT = (0.25, 4.0)  # a crop fraction's range: the test-time resize stays within 4x the input size either way
 
 
 def _name(value: str, what: str) -> str:
@@ -138,7 +139,7 @@ class Preprocess:
 
     mean: tuple[float, ...] = field(converter=_numbers, validator=_channels)
     std: tuple[float, ...] = field(converter=_numbers, validator=_channels)
-    crop_pct: float = field(validator=check(float, gt=0, le=4))
+    crop_pct: float = field(validator=check(float, ge=CROP_PCT[0], le=CROP_PCT[1]))
     interpolation: str = field(default="bicubic", validator=check(str, choices=INTERPOLATIONS))
     input_size: tuple[int, int, int] = field(default=(3, 224, 224), converter=tuple, validator=_input_size)
 

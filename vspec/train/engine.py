@@ -2,17 +2,17 @@
 
 Resumable to the step: the data order depends only on (seed, epoch), every RNG state is saved, and
 `last.pt` is written atomically at the end of every epoch and when SIGTERM / SIGINT arrives (then
-mid-epoch: the resumed run skips the samples already seen). `last.pt` is the truth after a kill at any
-moment: at the end of an epoch it is written first, then `best.pt` (a copy) and `metrics.jsonl` (rewritten
-from the history inside `last.pt`), and `--resume` rewrites both from it and removes the temporary files
-of killed saves.
+mid-epoch: the resumed run skips the samples already seen; signals.py: at the next step boundary, or at once
+where the loop waits for data; the loader's workers leave the signal to this process). `last.pt` is the truth
+after a kill at any moment: at the end of an epoch it is written first, then `best.pt` (a copy) and
+`metrics.jsonl` (rewritten from the history inside `last.pt`), and `--resume` rewrites both from it and
+removes the temporary files of killed saves.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import signal
 import sys
 import time
 from contextlib import nullcontext
@@ -41,35 +41,12 @@ from .data import build_loaders, set_epoch
 from .inputs import inputs_line, resumed, run_pretrained_cfg
 from .progress import Progress
 from .recipes import training_spec
+from .signals import Stop, StopFlag
 from .tasks import forward, make_task
 
 
 class TrainingStopped(RuntimeError):
     """The loss turned non-finite: the run stops without saving, keeping the last good checkpoint."""
-
-
-# ---------------------------------------------------------------- signals
-class StopFlag:
-    """While active, SIGTERM / SIGINT set a flag (the loop checkpoints at the next step boundary and raises
-    `Interrupted`); the previous handlers come back on exit."""
-
-    SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-    def __init__(self):
-        self.signum: int | None = None
-        self.previous = {}
-
-    def __enter__(self):
-        for sig in self.SIGNALS:
-            self.previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc):
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-
-    def _handle(self, signum, frame):
-        self.signum = signum
 
 
 # ---------------------------------------------------------------- the run
@@ -109,6 +86,7 @@ class EpochStats:
     loss_n: int = 0
     seen: int = 0
     batches_done: int = 0
+    rng: dict[str, Any] | None = None  # the RNG states at the boundary a `Stop` left (None: the current ones)
 
     @property
     def elapsed(self) -> float:
@@ -302,12 +280,15 @@ class Training:
                   "and never decays; --warmup-epochs sets a shorter warmup", file=sys.stderr)
         self.writer = F.tensorboard(self.out) if self.d.main else None
         final: dict[str, Any] = {}
-        with StopFlag() as stop:
+        with StopFlag(prompt=self.d.world == 1) as stop:
             for epoch in range(self.start_epoch, self.r.epochs):
                 stats = self.train_epoch(epoch, stop)
                 if stop.signum is not None:
                     self.interrupt(epoch, stats, stop.signum)
-                final = self.evaluate_epoch(epoch, stats)
+                try:
+                    final = self.evaluate_epoch(epoch, stats, stop)
+                except Stop:  # the epoch is trained, not evaluated: --resume evaluates it
+                    self.interrupt(epoch, stats, stop.signum)
                 self.end_epoch(epoch, final)
                 if self.steps_done():
                     break
@@ -339,16 +320,20 @@ class Training:
                                 lr=self.optimizer.param_groups[0]["lr"], ips=stats.seen / stats.elapsed)
             pending.clear()
 
-        for i, (images, target) in enumerate(self.task.batches(self.train_loader, True, epoch, skip), start=skip):
-            loss, stepped = self.train_step(i, images, target)
-            pending.append((i, self.global_step if stepped else self.global_step + 1, loss))
-            stats.batches_done = i + 1
-            stats.seen += len(target) * self.d.world
-            done = stop.signum is not None or self.steps_done()
-            if done or len(pending) >= self.loss_every:
-                read_losses()
-            if done:
-                break
+        loader = stop.batches(self.train_loader, snapshot=self.train_loader.num_workers == 0)
+        try:
+            for i, (images, target) in enumerate(self.task.batches(loader, True, epoch, skip), start=skip):
+                loss, stepped = self.train_step(i, images, target)
+                pending.append((i, self.global_step if stepped else self.global_step + 1, loss))
+                stats.batches_done = i + 1
+                stats.seen += len(target) * self.d.world
+                done = stop.signum is not None or self.steps_done()
+                if done or len(pending) >= self.loss_every:
+                    read_losses()
+                if done:
+                    break
+        except Stop:  # a signal while the loop waited for batch `stats.batches_done`: it stops at that boundary
+            stats.rng = stop.rng
         read_losses()
         progress.close()
         return stats
@@ -408,15 +393,16 @@ class Training:
 
     def interrupt(self, epoch: int, stats: EpochStats, signum: int):
         """A signal arrived: save the part-done epoch to last.pt and stop with Interrupted."""
-        self.save(epoch, stats.batches_done, (stats.loss_sum, stats.loss_n))
+        self.save(epoch, stats.batches_done, (stats.loss_sum, stats.loss_n), stats.rng)
         D.finish(self.d)
         raise Interrupted(signum, f"signal {signum}: saved {self.last} at epoch {epoch + 1}, batch "
                                   f"{stats.batches_done}; continue with --resume", report=self.d.main)
 
-    def evaluate_epoch(self, epoch: int, stats: EpochStats) -> dict[str, Any]:
-        """The epoch's record: training loss and speed, and the task's validation metrics."""
+    def evaluate_epoch(self, epoch: int, stats: EpochStats, stop: StopFlag) -> dict[str, Any]:
+        """The epoch's record: training loss and speed, and the task's validation metrics (`Stop` after a
+        signal)."""
         elapsed = stats.elapsed
-        val = self.task.evaluate(self.core, self.ema, self.val_loader, self.device, self.amp_ctx)
+        val = self.task.evaluate(self.core, self.ema, stop.batches(self.val_loader), self.device, self.amp_ctx)
         return self.task.record(epoch + 1, stats.loss_sum / max(stats.loss_n, 1), val,
                                 self.optimizer.param_groups[0]["lr"], stats.seen / elapsed, elapsed, self.global_step)
 
@@ -444,8 +430,10 @@ class Training:
         """The record's entry the best checkpoint is chosen by: top-1, or a text task's headline metric."""
         return self.task.score_key
 
-    def save(self, epoch: int, batches_done: int, epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
-        """last.pt (rank 0); `epoch_loss` (sum, count) of a part-done epoch lets a resumed run average all of it."""
+    def save(self, epoch: int, batches_done: int, epoch_loss: tuple[float, int] = (0.0, 0),
+             rng: dict[str, Any] | None = None) -> None:
+        """last.pt (rank 0); `epoch_loss` (sum, count) of a part-done epoch lets a resumed run average all of it;
+        `rng`: the RNG states to save, when not the current ones."""
         if not self.d.main:
             return
         ema = self.ema
@@ -454,7 +442,7 @@ class Training:
                  "ema": ema.module.state_dict() if ema is not None else None,
                  "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                  "scaler": self.scaler.state_dict(), "epoch": epoch, "batches_done": batches_done,
-                 "global_step": self.global_step, "rng": C.rng_state(), "metrics": self.history,
+                 "global_step": self.global_step, "rng": rng or C.rng_state(), "metrics": self.history,
                  "best_score": self.best, "best_epoch": self.best_epoch, "epoch_loss": list(epoch_loss),
                  "recipe": attrs.asdict(self.r), "data": self.cfg.data.name, "data_args": C.data_args(self.cfg),
                  **self.task.state()}

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from ..spec.core import show
+from ..spec.weights import CROP_PCT
 
 
 class ConfigError(ValueError):
@@ -151,3 +152,6 @@ def check_normalisation(mean: Sequence, std: Sequence) -> None:
             if not math.isfinite(_as_float32(value)):
                 raise ConfigError(field, f"{what} reaches {abs(value):.4g} with mean {m:g} and std {s:g} (channel "
                                          f"{i}; pixels x in [0, 1]): beyond float32's {F32_MAX:.4g}")
+
+
+CROP = floats(*CROP_PCT)  # a crop fraction: `Preprocess.crop_pct`'s range

@@ -38,6 +38,7 @@ from torch.utils.data import DataLoader, IterableDataset, default_collate, get_w
 from .datasets import DataError, Request
 from .manifest import close_quietly, locate, open_file, read_manifest, shard_in
 from .pack import MANIFEST, MAX_MEMBER, SPLITS
+from .signals import worker_init
 
 SHUFFLE_BUFFER = 1000  # samples (their encoded bytes) each worker holds to shuffle
 MAX_PARTS = 8  # members of one sample (pack writes two)
@@ -224,7 +225,7 @@ class ShardStream(IterableDataset):
         self.set_epoch(0)
         # workers start afresh each epoch: they copy this stream's epoch and skip
         return ShardLoader(self, batch_size=None, num_workers=workers, pin_memory=torch.cuda.is_available(),
-                           generator=torch.Generator().manual_seed(seed))
+                           generator=torch.Generator().manual_seed(seed), worker_init_fn=worker_init)
 
     def __iter__(self):
         info = get_worker_info()

@@ -1,0 +1,113 @@
+"""Stop signals in a training run: SIGTERM / SIGINT save at a step boundary (`StopFlag`, the loop's batches
+watched by it: `Batches`), the loader's workers leave them to the main process (`worker_init`), a second one ends
+the run at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+from . import checkpoints as C
+
+
+def worker_init(worker_id: int) -> None:
+    """The `worker_init_fn` of a run's data loaders: the first SIGTERM / SIGINT a worker gets (one sent to the
+    whole process group: `kill -TERM -PGID`, scancel, systemd's stop, Ctrl-C) is the main process's to act on
+    (`StopFlag`) and the worker goes on serving it; a second ends the worker as the signal would (torch's
+    shutdown terminates a stuck worker twice)."""
+
+    def handle(signum, frame):
+        if seen:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+        seen.append(signum)
+
+    seen: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handle)
+
+
+class Stop(BaseException):
+    """A stop signal ended the loop's wait for its next batch (`StopFlag.batches`): the loop is at a step
+    boundary and saves there. A BaseException: no `except Exception` of a reader on the way swallows it."""
+
+
+class StopFlag:
+    """While active, the first SIGTERM / SIGINT sets a flag: the loop checkpoints at its next step boundary and
+    raises `Interrupted`. Where the loop waits for its next batch (a read that may never end: a stalled file
+    system, a dead `pipe:` source) it stops the wait at once when `prompt` (one process; under DDP every rank
+    finishes its step, or the others would wait for it). A second signal ends the process at once, unsaved, as
+    the signal would. The previous handlers come back on exit; after a signal SIGCHLD's stays the default (the
+    run is ending)."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, prompt: bool = True):
+        self.signum: int | None = None
+        self.previous = {}
+        self.prompt, self.waiting = prompt, False
+        self.rng: dict[str, Any] | None = None  # the RNG states before the last wait (`batches(snapshot=True)`)
+
+    def __enter__(self):
+        for sig in self.SIGNALS:
+            self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum, frame):
+        if self.signum is not None:
+            os.write(2, f"signal {signum} again: stopped at once, without saving\n".encode())
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        self.signum = signum
+        # a loader's worker the signal ended (one starting, before its handlers) shows where the loop reads its
+        # batch (`batches`), not in torch's SIGCHLD handler wherever the loop is, a save included
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        if self.waiting:
+            raise Stop
+
+    def batches(self, loader, snapshot: bool = False) -> Batches:
+        """`loader` watched by this flag (`Batches`)."""
+        return Batches(self, loader, snapshot)
+
+
+class Batches:
+    """A loader's batches under a StopFlag, raising `Stop` before a batch is read once a signal has arrived, from
+    the wait for one (`prompt`), and for the loader's RuntimeError after a signal (a worker it ended). With
+    `snapshot` the RNG states are kept before each read (the main process reads the data: its draws are past
+    the boundary)."""
+
+    def __init__(self, stop: StopFlag, loader, snapshot: bool):
+        self.stop, self.loader, self.snapshot = stop, loader, snapshot
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self):
+        stop = self.stop
+        stop.rng = None
+        if stop.signum is not None:
+            raise Stop
+        batches = iter(self.loader)  # not in the wait: its workers start whole
+        while True:
+            if self.snapshot:
+                stop.rng = C.rng_state()
+            try:
+                stop.waiting = stop.prompt
+                if stop.signum is not None:
+                    raise Stop
+                batch = next(batches)
+            except StopIteration:
+                return
+            except RuntimeError:
+                if stop.signum is None:
+                    raise
+                raise Stop from None
+            finally:
+                stop.waiting = False
+            yield batch
