@@ -234,7 +234,11 @@ def test_an_unreachable_hub_is_said_at_once_without_hf_hub_offline(caches, monke
 
 def test_the_probe_gives_up_after_its_timeout(monkeypatch):
     """A name lookup or connection that hangs (a black-holed network) counts as unreachable after the timeout."""
-    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: time.sleep(30))
+    def hang(*args, **kwargs):  # then fails as a socket's timeout does (the probe's thread outlives the test)
+        time.sleep(30)
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(socket, "create_connection", hang)
     monkeypatch.setattr(D, "_REACHABLE", {})
     t0 = time.monotonic()
     assert D.reachable("https://example.invalid/x", timeout=0.5) is False

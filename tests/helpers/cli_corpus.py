@@ -389,13 +389,14 @@ def corpus(folder: Path) -> list[Case]:
     # tokenizer folders, GLUE files, model folders and compare's arguments, drawn by tests/helpers/data_corpus.py
     cases += [Case(name, argv, None, entry) for name, entry, argv in data_cases(folder / "data")]
     # image files, label maps, labels.json, normalisation flags, drawn by tests/helpers/label_corpus.py
-    cases += [Case(name, argv, None, entry, notes) for name, entry, argv, notes in label_cases(folder / "labels")]
+    cases += [Case(name, argv, None, entry, notes=notes) for name, entry, argv, notes in label_cases(folder / "labels")]
     # published weights and the caches they come through, drawn by tests/helpers/weights_corpus.py
     cases += [Case(name, argv, env, entry) for name, entry, argv, env in weights_cases(folder / "weights")]
     # budget searches past their limits, non-finite ranges, repeated keys, drawn by tests/helpers/search_corpus.py
     cases += [Case(name, argv, None, entry) for name, entry, argv in search_cases(folder / "search")]
     # WebDataset packs: manifest names that would run a command, manifest fields, special files, members, patterns
-    cases += [Case(name, argv, None, entry, marker) for name, entry, argv, marker in shard_cases(folder / "shards")]
+    cases += [Case(name, argv, None, entry, marker=marker)
+              for name, entry, argv, marker in shard_cases(folder / "shards")]
     # preset tags in every command that takes a model's name, preprocessing flags: tests/helpers/inputs_corpus.py
     cases += [Case(name, argv, None, entry) for name, entry, argv in inputs_cases(folder / "inputs")]
     return cases

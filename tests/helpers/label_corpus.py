@@ -26,7 +26,8 @@ SPEC = {"embedder": {"kind": "patch", "patch_size": 4}, "block": {"attention": {
         "head": {"kind": "class_token", "dense": {}}}
 IMAGES = ("a/0.png", "a/1.png", "b/0.png", "b/1.png")  # each split's, relative to it
 GRID = (6, 6)  # the label maps' (Hm, Wm)
-NOTES = ("vspec label: inputs: ", "note: the class_token head trains on ", "epoch ")
+# the lines a run prints before it meets an input mid-run: label's inputs, the head's and the warmup's notes, progress
+NOTES = ("vspec label: inputs: ", "note: the class_token head trains on ", "note: 1 epoch < ", "epoch ")
 Cases = list[tuple[str, str, list[str], tuple[str, ...]]]
 
 
