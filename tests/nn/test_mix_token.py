@@ -6,6 +6,7 @@ class target mixed by the box's share for hard and soft labels, the spec's rules
 refusals. The released Refiner's numbers: tests/models/refiner/test_mix_token.py."""
 
 import json
+import random
 from typing import ClassVar
 
 import attrs
@@ -104,7 +105,7 @@ def test_a_plain_training_forward_is_one_tensor_that_never_mixes_the_batch():
     assert torch.allclose(out, cls + 0.5 * aux.amax(dim=1), atol=1e-12)  # the eval output, in training
     assert F.cross_entropy(out, torch.tensor([0, 1, 2])).requires_grad
     model.set_training_outputs(True)
-    torch.manual_seed(3)
+    random.seed(3)
     cls, aux = as_outputs(model(x))
     assert cls.box is not None and aux.logits.shape == (3, 12, CLASSES)
     model.set_training_outputs(False)
@@ -114,16 +115,18 @@ def test_a_plain_training_forward_is_one_tensor_that_never_mixes_the_batch():
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 9])
-def test_the_default_draw_is_the_released_rule_on_torchs_host_generator(seed):
-    """lam, the row and the column from three uniform draws of torch's generator; the box cut as the README says."""
-    u = torch.rand(3, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).tolist()
+def test_the_default_draw_is_the_released_rule_on_pythons_random(seed):
+    """lam, the row and the column from Python's random (no tensor: nothing read back from a device); the box cut
+    as the README says; numpy's and torch's states untouched."""
+    rng = random.Random(seed)
     hp, wp = 7, 5
-    want = cut(u[0], int(u[1] * hp), int(u[2] * wp), hp, wp)
-    state = np.random.get_state()
-    assert draw_box((hp, wp), torch.Generator().manual_seed(seed)) == TokenBox(*want, (hp, wp))
-    torch.manual_seed(seed)
-    assert draw_box((hp, wp)) == TokenBox(*want, (hp, wp))  # torch's default generator: a resume restores it
+    want = cut(rng.random(), rng.randrange(hp), rng.randrange(wp), hp, wp)
+    state, torch_state = np.random.get_state(), torch.get_rng_state()
+    assert draw_box((hp, wp), random.Random(seed)) == TokenBox(*want, (hp, wp))
+    random.seed(seed)
+    assert draw_box((hp, wp)) == TokenBox(*want, (hp, wp))  # the global stream: a checkpoint restores it
     assert all(np.array_equal(a, b) for a, b in zip(np.random.get_state(), state))
+    assert torch.equal(torch.get_rng_state(), torch_state)
 
 
 def test_eval_and_the_feature_api_mix_nothing():

@@ -5,9 +5,11 @@ there), before the class token and the position embedding; the head swaps its to
 that each token is scored against its own image's token label, and the class target is mixed by the box's share
 (`vspec.nn.heads.head_loss`). As released (fixtures README, "Token labeling", MixToken), with beta = 1.
 
-The box is drawn from torch's host generator (`draw_box`: the caller's numpy state is left alone, no device value is
-read); `released_draw_box` is the released draw from numpy's legacy global stream, for reproducing the release."""
+The box is drawn from Python's `random` (`draw_box`: no tensor is made or read, so the step reads nothing back from
+the device, and numpy's global state is left alone); `released_draw_box` is the released draw from numpy's legacy
+global stream, for reproducing the release."""
 
+import random
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -35,13 +37,13 @@ class TokenBox(NamedTuple):
         return 1.0 - (self.r2 - self.r1) * (self.c2 - self.c1) / (self.grid[0] * self.grid[1])
 
 
-def draw_box(grid: tuple[int, int], generator: torch.Generator | None = None) -> TokenBox:
-    """lam ~ Beta(1, 1) = U(0, 1), then the row centre, then the column centre, uniform over the grid, from torch's
-    host generator (`generator`, else torch's default CPU one, which vspec's checkpoints save and restore, so a
-    resumed run draws the same boxes); the box as the release cuts it (`_box`)."""
-    lam, u_row, u_col = torch.rand(3, generator=generator, dtype=torch.float64).tolist()  # host values: no sync
+def draw_box(grid: tuple[int, int], rng: random.Random | None = None) -> TokenBox:
+    """lam ~ Beta(1, 1) = U(0, 1), then the row centre, then the column centre, uniform over the grid, from `rng`
+    (else Python's global `random`, whose state vspec's checkpoints save and restore, so a resumed run draws the same
+    boxes); the box as the release cuts it (`_box`)."""
+    draw = rng or random  # the module's functions: its global generator
     hp, wp = grid
-    return _box(grid, lam, min(int(u_row * hp), hp - 1), min(int(u_col * wp), wp - 1))
+    return _box(grid, draw.random(), draw.randrange(hp), draw.randrange(wp))
 
 
 def released_draw_box(grid: tuple[int, int]) -> TokenBox:

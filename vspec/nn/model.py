@@ -409,7 +409,7 @@ class Transformer(nn.Module):
         off (the default, as timm's models), `model(x)` is one logits tensor in training as in eval, and nothing is
         mixed between samples; on (the training loop's request, as timm's `set_distilled_training(True)`), a head
         with several outputs returns its tuple of `HeadOutput`, MixToken (the spec's `DenseAux.mix_token`) mixes a box
-        of the token grid, drawn by `draw` (default `vspec.nn.mix_token.draw_box`, torch's host generator;
+        of the token grid, drawn by `draw` (default `vspec.nn.mix_token.draw_box`, Python's `random`;
         `released_draw_box`: the release's numpy draw), and `Model.attention_maps` puts every block's maps on the
         first output. Eval is never changed. Returns the model (as `train()` does)."""
         self.training_outputs = bool(enable)
