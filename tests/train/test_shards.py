@@ -26,7 +26,7 @@ from vspec.cli import main as vspec_main
 from vspec.cli.train import main as train_main
 from vspec.train import checkpoints as C
 from vspec.train.data import DataError, build_loaders, set_epoch
-from vspec.train.pack import MANIFEST, pack
+from vspec.train.pack import MANIFEST, default_shard_size, pack
 from vspec.train.shards import ShardStream
 
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
@@ -60,15 +60,9 @@ def test_pack_writes_shards_and_a_manifest(tmp_path, capsys):
     out = tmp_path / "out"
     assert vspec_main(["data", "pack", str(images), str(out), "--shard-size", "4"]) == 0
     said = capsys.readouterr()
-    assert "training 15 images in 4 shards, validation 3 images in 1 shard, 3 classes" in said.out
-    # fewer shards than the default workers (at most 8 on CUDA): the command printed says how many fit
-    assert said.out.endswith(f"; vspec train --data shards --data-dir {out} --workers 4\n")
-    with warnings.catch_warnings():  # torch's note on more workers than cores
-        warnings.simplefilter("ignore")
-        build_loaders(*streams(out)[:2], batch_size=4, workers=4)
-    with pytest.raises(DataError, match=r"^shards: 4 training shards for 1 process x 5 workers; each worker needs "
-                                        r"one: --workers 4 or fewer, or pack smaller shards \(vspec data pack "):
-        build_loaders(*streams(out)[:2], batch_size=4, workers=5)
+    # fewer shards than the default workers (at most 8 on CUDA): the command printed works as it is
+    assert said.out == (f"{out}: training 15 images in 4 shards, validation 3 images in 1 shard, 3 classes, 4 "
+                        f"images a shard; vspec train --data shards --data-dir {out}\n")
     assert "pack: train 15/15 images" in said.err
     manifest = json.loads((out / MANIFEST).read_text())
     assert manifest["classes"] == list(CLASSES)
@@ -85,6 +79,45 @@ def test_pack_writes_shards_and_a_manifest(tmp_path, capsys):
     assert err.count("\n") == 1 and "is not empty; pass --overwrite" in err
     assert vspec_main(["data", "pack", str(images), str(out), "--overwrite", "--shard-size", "100"]) == 0
     assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "train-000000.tar", "val-000000.tar"]
+
+
+def test_pack_chooses_a_shard_size_of_at_least_8_shards_and_at_most_1_gib(tmp_path, capsys):
+    """The default --shard-size gave 6 training shards for 5,120 images, and the default 8 workers refused them."""
+    images = image_folder(tmp_path / "images", per_class=5)
+    assert vspec_main(["data", "pack", str(images), str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert out == (f"{tmp_path / 'out'}: training 15 images in 8 shards, validation 3 images in 2 shards, 3 classes, "
+                   "2 images a shard (the default: at least 8 training shards, at most ~1 GiB each); vspec train "
+                   f"--data shards --data-dir {tmp_path / 'out'}\n")
+    assert json.loads((tmp_path / "out" / MANIFEST).read_text())["shard_size"] == 2
+    assert [default_shard_size([1000] * n) for n in (1, 7, 8, 9, 5120)] == [1, 1, 1, 2, 640]
+    # ImageNet's 1,281,167 training images at ~110 kB: a sample is 215 blocks of 512 bytes and 3 more (the two
+    # members' headers and the label's block), 111,616 bytes; 9,619 of them fill 1 GiB (1,073,741,824 bytes)
+    assert default_shard_size([110_000] * 1_281_167) == 9619
+    assert default_shard_size([600 << 20] * 16) == 1  # 600 MiB images: one a shard
+
+
+def test_fewer_shards_than_workers_train_on_a_worker_a_shard(tmp_path, capsys):
+    """48 images in 2 training shards: 4 workers asked were a DataError (each worker needs one); now 2 workers
+    read them, with a note, in the order 2 workers asked read them, resumed mid-epoch in that order too."""
+    out = packed(tmp_path, shard_size=24)
+    with warnings.catch_warnings():  # torch's note on more workers than cores
+        warnings.simplefilter("ignore")
+        epoch0 = digests(out, world=1, workers=4)
+        assert capsys.readouterr().err == ("note: shards: 2 training shards for 1 process x 4 workers; each worker "
+                                           "reads shards of its own: 2 workers a process (vspec data pack "
+                                           "--shard-size: more shards)\n")
+        assert epoch0 == digests(out, world=1, workers=2)
+        assert sorted(h for b in epoch0[0] for h in b) == sorted(files(tmp_path / "images", "train"))
+        assert digests(out, world=1, workers=4, skip=3) == [epoch0[0][3:]]
+        capsys.readouterr()
+        train, val, _ = streams(out)
+        loader, val_loader = build_loaders(train, val, batch_size=4, workers=3, world_size=2, rank=1)
+        assert (loader.num_workers, val_loader.num_workers) == (1, 1)  # none idle: 1 val shard, rank 0's
+        assert capsys.readouterr().err == ""  # the note is rank 0's
+        val = digests(out, world=2, workers=5, split="val")
+        assert [len(rank) for rank in val] == [3, 0]
+        assert {h for b in val[0] for h in b} == files(tmp_path / "images", "val")
 
 
 def test_shards_read_back_decoded_and_encoded(tmp_path):
@@ -125,11 +158,8 @@ def test_a_pattern_of_shards_and_its_manifest_beside(tmp_path):
         streams(f"{out}/train-{{000007..000009}}.tar")
     with pytest.raises(DataError, match="no manifest"):
         streams(tmp_path)
-    with pytest.raises(DataError, match="8 training shards for 2 processes x 5 workers; each worker needs one: "
-                                        "--workers 4 or fewer"):
-        build_loaders(*streams(out)[:2], batch_size=4, workers=5, world_size=2)
-    with pytest.raises(DataError, match="8 training shards for 9 processes x 1 worker; each worker needs one: "
-                                        "fewer processes, or pack smaller shards"):
+    with pytest.raises(DataError, match=r"^shards: 8 training shards for 9 processes; each process needs one: fewer "
+                                        r"processes, or pack smaller shards \(vspec data pack --shard-size\)$"):
         build_loaders(*streams(out)[:2], batch_size=4, workers=0, world_size=9, rank=8)
 
 
@@ -294,21 +324,26 @@ def train(spec, data, out, *extra, kill_at=None):
 
 
 def test_killed_and_stopped_mid_epoch_then_resumed_equals_the_uninterrupted_run(tmp_path, tiny_spec):
-    """48 images in batches of 8 over 2 workers: 6 steps an epoch. SIGKILL at step 9 (mid epoch 2: last.pt is
-    epoch 1's), then the resumed run stopped by SIGTERM at the same step (last.pt records 3 batches of epoch 2, an
-    odd count: the workers' turns rotate), then resumed again: the weights of the uninterrupted run."""
-    data = packed(tmp_path)
+    """48 images in 2 shards, in batches of 8 over the 2 workers of --workers 4 (one a shard): 6 steps an epoch.
+    SIGKILL at step 9 (mid epoch 2: last.pt is epoch 1's), then the resumed run stopped by SIGTERM at the same step
+    (last.pt records 3 batches of epoch 2, an odd count: the workers' turns rotate), then resumed again: the
+    weights of the uninterrupted run."""
+    data = packed(tmp_path, shard_size=24)
     ref, out = tmp_path / "ref", tmp_path / "cut"
-    assert train(tiny_spec, data, ref).returncode == 0
-    assert train(tiny_spec, data, out, kill_at="step:9").returncode == -9
+    run = train(tiny_spec, data, ref, "--workers", "4")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "note: shards: 2 training shards for 1 process x 4 workers; each worker reads shards of its own: 2 " \
+           "workers a process" in run.stderr
+    assert train(tiny_spec, data, out, "--workers", "4", kill_at="step:9").returncode == -9
     assert C.load(out / "last.pt")["epoch"] == 1
-    assert train(tiny_spec, data, out, "--resume", kill_at="step:3:TERM").returncode == 128 + 15  # steps 7, 8, 9
+    cut = train(tiny_spec, data, out, "--workers", "4", "--resume", kill_at="step:3:TERM")  # steps 7, 8, 9
+    assert cut.returncode == 128 + 15
     assert (C.load(out / "last.pt")["epoch"], C.load(out / "last.pt")["batches_done"]) == (1, 3)
-    done = train(tiny_spec, data, out, "--resume")
+    done = train(tiny_spec, data, out, "--workers", "4", "--resume")
     assert done.returncode == 0, done.stderr[-2000:]
     assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))
     assert C.load(out / "last.pt")["global_step"] == 12
-    with pytest.raises(C.CheckpointError, match="--workers 3 != 2"):  # the order depends on the workers
+    with pytest.raises(C.CheckpointError, match="--workers 3 != 4"):  # the order depends on the workers
         C.check_resume(C.load(out / "last.pt"), out / "last.pt", *_spec_and_data(tiny_spec, data, out))
 
 

@@ -8,10 +8,10 @@ import sys
 import time
 
 from ..train.datasets import DataError
-from ..train.pack import MANIFEST, pack
+from ..train.pack import MANIFEST, MIN_SHARDS, SHARD_BYTES, pack
 from .common import UsageError, int_in, one_line, output_folder, printable
 
-MAX_WORKERS = 8  # the default --workers' ceiling on CUDA (vspec.train.distributed.workers_for; torch-free here)
+DEFAULT = f"at least {MIN_SHARDS} training shards, at most ~{SHARD_BYTES >> 30} GiB each"
 NAME, HELP = "data", "prepare data sets: pack an image folder into WebDataset tar shards (vspec data pack)"
 
 
@@ -28,9 +28,9 @@ def add_parser(sub) -> None:
                                        "shards --data-dir OUT.")
     p.add_argument("folder", metavar="IMAGEFOLDER", help="a folder with train/<class>/ and val/<class>/")
     p.add_argument("out", metavar="OUT", help="the folder to write (new, or empty; see --overwrite)")
-    p.add_argument("--shard-size", type=int_in(1), default=1000, metavar="N",
-                   help="images per shard (default 1000); a training run wants at least processes x workers "
-                        "training shards")
+    p.add_argument("--shard-size", type=int_in(1), default=None, metavar="N",
+                   help=f"images per shard (default: {DEFAULT}); each loader worker of a training run reads "
+                        "shards of its own: with fewer than processes x workers, it uses fewer workers")
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="the training images' shuffle (default 0)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an earlier pack in OUT (its shards and manifest); without it a non-empty OUT is "
@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> None:
     for split in ("train", "val"):
         shards, images = len(manifest[split]), sum(x["count"] for x in manifest[split])
         said[split] = f"{images} image{'s' * (images != 1)} in {shards} shard{'s' * (shards != 1)}"
-    # each loader worker reads training shards of its own: fewer shards than the default workers need --workers
-    shards = len(manifest["train"])
-    workers = f" --workers {shards}" if shards < MAX_WORKERS else ""
+    size = manifest["shard_size"]
+    chose = f" (the default: {DEFAULT})" if args.shard_size is None else ""
     print(f"{printable(str(out))}: training {said['train']}, validation {said['val']}, {len(manifest['classes'])} "
-          f"classes; vspec train --data shards --data-dir {printable(str(out))}{workers}")
+          f"classes, {size} image{'s' * (size != 1)} a shard{chose}; vspec train --data shards --data-dir "
+          f"{printable(str(out))}")

@@ -30,6 +30,8 @@ SPLITS = ("train", "val")
 # torchvision's ImageFolder extensions (IMG_EXTENSIONS): what --data imagefolder reads
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 MAX_MEMBER = 1 << 30  # bytes of an image file in a shard (Pillow refuses 179 M pixels: 0.5 GiB as 8-bit RGB)
+MIN_SHARDS = 8  # the default --shard-size's training shards: the default --workers' ceiling on CUDA (one process)
+SHARD_BYTES = 1 << 30  # ... and its most bytes a shard (WebDataset's own packs: ~1 GB shards)
 _NAME = re.compile(r"([a-z]+)-(\d{6,9})\.tar", re.ASCII)
 
 
@@ -69,6 +71,13 @@ def scan(folder: Path) -> tuple[list[str], dict[str, list[tuple[Path, int]]]]:
     return names, files
 
 
+def default_shard_size(sizes: list[int]) -> int:
+    """Images a shard for training images of `sizes` bytes: at least MIN_SHARDS training shards (one a loader
+    worker, vspec.train.distributed.workers_for), at most ~SHARD_BYTES each (ImageNet: ~9,500 images)."""
+    blocks = sum(-(-size // 512) for size in sizes) * 512 + 1536 * len(sizes)  # a sample: 2 headers, the .cls
+    return max(1, min(-(-len(sizes) // MIN_SHARDS), SHARD_BYTES * len(sizes) // max(blocks, 1)))
+
+
 def _member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mode, info.mtime = len(data), 0o444, 0
@@ -102,13 +111,16 @@ def clear(out: Path, overwrite: bool) -> None:
             path.unlink()
 
 
-def pack(folder: str | Path, out: str | Path, *, shard_size: int, seed: int = 0, overwrite: bool = False,
-         progress: Callable[[str, int, int], None] | None = None) -> dict:
-    """Pack `folder` into `out`; returns the manifest. `progress(split, done, total)` after every shard."""
+def pack(folder: str | Path, out: str | Path, *, shard_size: int | None = None, seed: int = 0,
+         overwrite: bool = False, progress: Callable[[str, int, int], None] | None = None) -> dict:
+    """Pack `folder` into `out`; returns the manifest. `shard_size` None: `default_shard_size`. `progress(split,
+    done, total)` after every shard."""
     folder, out = Path(folder), Path(out)
-    if not isinstance(shard_size, int) or shard_size < 1:
+    if shard_size is not None and (not isinstance(shard_size, int) or shard_size < 1):
         raise DataError(f"pack: --shard-size must be an int >= 1, got {shard_size!r}")
     classes, files = scan(folder)
+    if shard_size is None:
+        shard_size = default_shard_size([path.stat().st_size for path, _ in files["train"]])
     clear(out, overwrite)
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict = {"format": FORMAT, "classes": classes, "seed": seed, "shard_size": shard_size}

@@ -8,11 +8,12 @@ by manifest.json), and so are the validation shards the manifest lists (vspec/tr
 the manifest checked; its names are pack's, so only --data-dir itself may be a command).
 
 Training, per epoch (seed, epoch): the training shards in a shuffled order; shard i goes to process i % P, and
-within it to worker (i // P) % W (P processes, W loader workers, W = 1 without workers): a worker reads only its
-shards, through a shuffle buffer seeded by (seed, epoch, process, worker). Every process gets the same number of
-batches, floor(samples / P / batch), shared round-robin among its workers as the DataLoader takes them; a worker
-whose shards hold fewer samples than its share reads them again, one whose shards hold more stops early (as
-webdataset's `with_epoch`: with uneven shards a few samples repeat or wait for the next epoch). The order is a
+within it to worker (i // P) % W (P processes, W loader workers, W = 1 without workers; with fewer than P x W
+shards W is floor(shards / P), with a note: no worker without shards of its own, none read twice): a worker reads
+only its shards, through a shuffle buffer seeded by (seed, epoch, process, worker). Every process gets the same
+number of batches, floor(samples / P / batch), shared round-robin among its workers as the DataLoader takes them;
+a worker whose shards hold fewer samples than its share reads them again, one whose shards hold more stops early
+(as webdataset's `with_epoch`: with uneven shards a few samples repeat or wait for the next epoch). The order is a
 function of (seed, epoch, P, W): a resumed run keeps --workers (the checkpoint records it). A resume in the middle
 of an epoch skips the batches done: each worker drops its share of them from its stream before decoding, and the
 workers are rotated so that the DataLoader's first worker makes the next batch.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import sys
 import tarfile
 
 import numpy as np
@@ -213,12 +215,19 @@ class ShardStream(IterableDataset):
     def loader(self, *, batch_size: int, workers: int, seed: int, rank: int, world_size: int, collate_fn=None):
         self.batch_size, self.collate = batch_size, collate_fn or default_collate
         self.rank, self.world, self.workers = rank, world_size, max(workers, 1)
-        if self.train and len(self.shards) < world_size * self.workers:
-            n, fit = len(self.shards), len(self.shards) // world_size
-            fix = f"--workers {fit} or fewer, or pack" if fit else "fewer processes, or pack"
-            raise DataError(f"shards: {n} training shard{'s' * (n != 1)} for {world_size} process"
-                            f"{'es' * (world_size != 1)} x {self.workers} worker{'s' * (self.workers != 1)}; each "
-                            f"worker needs one: {fix} smaller shards (vspec data pack --shard-size)")
+        n = len(self.shards)
+        fit = n // world_size if self.train else len(self.shards[rank::world_size])  # shards each worker's own
+        if self.train and not fit:
+            raise DataError(f"shards: {n} training shard{'s' * (n != 1)} for {world_size} processes; each process "
+                            "needs one: fewer processes, or pack smaller shards (vspec data pack --shard-size)")
+        if self.workers > max(fit, 1):
+            if self.train and rank == 0:
+                print(f"note: shards: {n} training shard{'s' * (n != 1)} for {world_size} process"
+                      f"{'es' * (world_size != 1)} x {self.workers} workers; each worker reads shards of its own: "
+                      f"{fit} worker{'s' * (fit != 1)} a process (vspec data pack --shard-size: more shards)",
+                      file=sys.stderr)
+            self.workers = max(fit, 1)  # validation: none idle
+            workers = self.workers
         if self.train and self.batches() < 1:
             raise DataError(f"batch_size: {batch_size} per rank is more than the {len(self) // world_size} training "
                             "samples per rank, so no full batch exists; lower the batch size")
