@@ -8,8 +8,9 @@
 #      and generated JPEGs, images normalised on the device (the CUDA default), then on the host (synthetic);
 #   6. the device pipeline against the CPU (benchmarks/decode_check.py: nvJPEG's pixels against Pillow's, the
 #      training and validation pipelines against themselves on the CPU), then benchmarks/loader.py (issue 47): the
-#      bare step against the whole loop decoding on the host and on the device, and timm's loader, on generated
-#      ImageNet-shaped JPEGs (OUT/loader.json);
+#      bare step, timm's loader, then the whole loop decoding on the host and on the device (ahead in the main
+#      process, then in the workers), on 2,560 generated ImageNet-shaped JPEGs, each path under 60 s, the JSON
+#      (OUT/loader.json) written after each (issue 55: cut at its limit, it kept nothing);
 #   7. benchmarks/gpu.py: every case eager, MSF's attention at 3136 tokens, then deit_small / swin_tiny's training
 #      step compiled (COMPILE_CASES, COMPILE_MODES); then its docs/speed.md table (OUT/gpu.json is what
 #      docs/gpu/<device>.json commits).
@@ -66,7 +67,8 @@ step overhead 90 $PY benchmarks/train_overhead.py --device $DEVICE --steps 30 --
 step overhead_host 60 $PY benchmarks/train_overhead.py --device $DEVICE --steps 30 --batch-size 128 --data synthetic \
     --normalise-on host --json "$OUT/train_overhead_host.json"
 step decode 60 $PY benchmarks/decode_check.py --device $DEVICE --out "$OUT"
-step loader 240 $PY benchmarks/loader.py --device $DEVICE ${LOADER_ARGS:---ahead main,workers} --json "$OUT/loader.json"
+step loader 180 $PY benchmarks/loader.py --device $DEVICE --images 2560 --path-limit 60 --ahead main,workers \
+    ${LOADER_ARGS:-} --json "$OUT/loader.json"
 step bench 600 $PY benchmarks/gpu.py --rounds 5 --compile-cases "$COMPILE_CASES" --compile-modes "$COMPILE_MODES" \
     --device "$DEVICE" ${BENCH_ARGS:-} --out "$OUT"
 [ -f "$OUT/gpu.json" ] && $PY benchmarks/gpu.py --table "$OUT/gpu.json" | tee "$OUT/table.md"

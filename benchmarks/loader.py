@@ -1,22 +1,29 @@
 """The training loop at ImageNet's shape (issue 47): N generated JPEGs (sizes around 500 x 375, quality 90,
-1,000 classes; noise-textured so that they weigh about what ImageNet's do) as an ImageFolder (and as shards where
-`vspec data pack` exists), and, in one process on one device, images/s of
+1,000 classes; noise-textured so that they weigh about what ImageNet's do) as an ImageFolder (and, with --sources
+folder,shards, as `vspec data pack`'s shards), and, in one process on one device, images/s of, in this order,
   - the bare training step: deit_small forward + backward + AdamW on one fixed batch (bf16, channels-last on CUDA);
+  - timm's own loader (create_loader: the same augmentations in its workers, its CUDA prefetcher) feeding the same
+    bare step with timm's Mixup;
   - the whole `vspec train` loop (DeiT's recipe: random resized crop, flip, RandAugment rand-m9-mstd0.5-inc1,
     random erasing 0.25, mixup / cutmix, EMA; drop path 0 so that the model is the bare step's) on each data path:
     decoded on the host (the workers: PIL and timm's transforms) or on the device (nvJPEG and vspec/train/
     gpu_data.py), from the folder (and the shards); its second epoch, as `vspec train` reports it;
-  - timm's own loader (create_loader: the same augmentations in its workers, its CUDA prefetcher) feeding the same
-    bare step with timm's Mixup;
-  - each data path alone (its batches made ready on the device, no model).
+  - each data path alone (its batches made ready on the device, no model), after its loop.
 Ratios are against the bare step of the same run.
 
-    python benchmarks/loader.py [--images 5120] [--batch-size 256] [--device cuda] [--workers N] [--json FILE]
+Each path (the bare step, timm's loader, each loop with its data path alone) runs under --path-limit; the JSON is
+written after every one, so a run cut short keeps the paths it finished.
+
+    python benchmarks/loader.py [--images 5120] [--batch-size 256] [--device cuda] [--workers N] [--path-limit S]
+                                [--json FILE]
 """
 
 import argparse
+import contextlib
+import gc
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -105,7 +112,7 @@ def timm_loader(spec, folder: Path, batch: int, device: str, workers: int, model
     ds = create_dataset("", root=str(folder / "train"))
     loader = create_loader(ds, input_size=(3, *spec.img_size), batch_size=batch, is_training=True,
                            use_prefetcher=cuda, auto_augment=AA, re_prob=RE, interpolation="bicubic",
-                           num_workers=workers, persistent_workers=True, device=torch.device(device))
+                           num_workers=workers, persistent_workers=workers > 0, device=torch.device(device))
     mixup = Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1, num_classes=spec.num_classes)
     net = vspec.build(spec).train().to(device)
     if cuda:
@@ -154,6 +161,75 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+class Overrun(BaseException):
+    """A path ran past --path-limit (a BaseException: the loop's `except Exception`s let it through)."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float):
+    """Overrun raised in this (the main) thread after `seconds` (0: no limit). A path stuck inside one C call is
+    cut when the call returns, or by gpu_check.sh's `timeout`: the JSON keeps the paths finished before."""
+    def expire(signum, frame):
+        raise Overrun
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class Figures:
+    """The result, written to `json` (when given) after every path, atomically: a run killed at any point leaves
+    the paths it finished. `out["paths"]`: each path's end, in the order run: done, timed out (its figures so far
+    kept), an error (the next runs all the same), or stopped by a signal (the run ends)."""
+
+    def __init__(self, out: dict, json_path: Path | None):
+        self.out, self.json = dict(out, paths={}, complete=False), json_path
+
+    def save(self) -> None:
+        out = self.out
+        for key, v in out.items():
+            if isinstance(v, dict) and "loop" in v and out.get("bare"):
+                v["of_bare"] = v["loop"] / out["bare"]
+        best = max((v["loop"] for k, v in out.items() if "_device" in k and "loop" in v), default=None)
+        if best and "loop" in out.get("timm", {}):
+            out["device_over_timm"] = best / out["timm"]["loop"]
+        if self.json is not None:
+            tmp = self.json.with_name(self.json.name + ".tmp")
+            tmp.write_text(json.dumps(out, indent=1) + "\n")
+            os.replace(tmp, self.json)
+
+    def measure(self, key: str, limit: float, parts: dict, flat: bool = False) -> dict:
+        """The path `key`: each of `parts` (figure name: its function) in turn, under `limit` seconds together;
+        the figures in out[key] (flat: in out itself)."""
+        got = self.out if flat else self.out.setdefault(key, {})
+        t0 = time.perf_counter()
+        try:
+            with deadline(limit):
+                for name, figure in parts.items():
+                    got[name] = figure()
+            self.out["paths"][key] = "done"
+        except Overrun:
+            self.out["paths"][key] = f"timed out: over its {limit:g} s (--path-limit)"
+        except Exception as e:  # one path failing leaves the others' figures
+            self.out["paths"][key] = f"error: {type(e).__name__}: {e}"
+        except BaseException as e:  # SIGTERM (the loop's Interrupted), Ctrl-C: the run ends, its figures kept
+            self.out["paths"][key] = f"stopped: {type(e).__name__}"
+            self.save()
+            raise
+        finally:
+            gc.collect()  # an interrupted path's model and batches
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        self.save()
+        print(f"{key}: {self.out['paths'][key]} in {time.perf_counter() - t0:.1f} s: "
+              f"{json.dumps({k: got[k] for k in parts if k in got})}", flush=True)
+        return got
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", type=int, default=5120, help="training JPEGs (a tenth more for validation)")
@@ -166,9 +242,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--paths", default="host,device", help="the loop's decode paths to run (host, device)")
     ap.add_argument("--ahead", default="main", help="device path: who prepares the next batches, one or both of "
                                                     "main, workers (vspec.train.gpu_data.AHEAD)")
+    ap.add_argument("--sources", default="folder", help="the loop's data, one or both of folder, shards (vspec "
+                                                        "data pack's)")
     ap.add_argument("--no-timm", action="store_true", help="leave timm's loader out")
+    ap.add_argument("--path-limit", type=float, default=0, metavar="S",
+                    help="seconds each path may take (the bare step, timm's loader, each loop and its data path); "
+                         "one over is recorded as timed out and the next runs (default 0: no limit)")
     ap.add_argument("--data-dir", type=Path, help="use this ImageFolder instead of generating one")
-    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--json", type=Path, help="also write the figures here, after every path")
     args = ap.parse_args(argv)
     spec = vspec.override(vspec.load_spec(args.model), {"num_classes": 1000,
                                                         "img_size": [args.img_size, args.img_size]})
@@ -177,21 +258,25 @@ def main(argv=None) -> dict:
         from vspec.train.distributed import workers_for
 
         workers = workers_for(None, torch.device(args.device))
-    out = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "model": args.model,
-           "batch": args.batch_size, "images": args.images, "cpu_cores": len(os.sched_getaffinity(0)),
-           "workers": workers, "torch": torch.__version__}
+    fig = Figures({"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "model": args.model,
+                   "batch": args.batch_size, "images": args.images, "cpu_cores": len(os.sched_getaffinity(0)),
+                   "workers": workers, "torch": torch.__version__}, args.json)
+    out, limit, batch, device = fig.out, args.path_limit, args.batch_size, args.device
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         folder = args.data_dir or make_folder(Path(tmp) / "folder", args.images)
         sizes = [p.stat().st_size for p in (folder / "train").rglob("*.jpg")]
         out["jpeg_kb"] = sum(sizes) / len(sizes) / 1000
         print(f"{len(sizes)} JPEGs, {out['jpeg_kb']:.0f} KB on average, made in {time.perf_counter() - t0:.1f} s; "
-              f"{args.model}, batch {args.batch_size}, {args.device}, {out['cpu_cores']} cores, {workers} workers",
-              flush=True)
-        out["bare"] = bare(spec, args.steps, args.batch_size, args.device)
-        print(f"bare training step: {out['bare']:8.1f} img/s", flush=True)
+              f"{args.model}, batch {batch}, {device}, {out['cpu_cores']} cores, {workers} workers", flush=True)
+        fig.save()
+        fig.measure("bare", limit, {"bare": lambda: bare(spec, args.steps, batch, device)}, flat=True)
+        if not args.no_timm:  # early: the reference, before the paths that may take their whole limit
+            fig.measure("timm", limit, {"loop": lambda: timm_loader(spec, folder, batch, device, workers, True),
+                                        "data_path": lambda: timm_loader(spec, folder, batch, device, workers,
+                                                                         False)})
         sources = {"folder": DataConfig("imagefolder", data_dir=str(folder))}
-        if "shards" in names():
+        if "shards" in args.sources.split(",") and "shards" in names():
             shards = Path(tmp) / "shards"
             from vspec.cli import main as cli
 
@@ -200,33 +285,15 @@ def main(argv=None) -> dict:
         from vspec.train import gpu_data
 
         runs = [(p, a) for p in args.paths.split(",") for a in (args.ahead.split(",") if p == "device" else [""])]
-        for source, data in sources.items():
-            for path, ahead in runs:
+        for source in args.sources.split(","):
+            data = sources.get(source)
+            for path, ahead in runs if data is not None else ():
                 key = f"{source}_{path}" + (f"_{ahead}" if ahead and ahead != "main" else "")
                 gpu_data.AHEAD = ahead or gpu_data.AHEAD
-                try:
-                    out[key] = {"loop": loop(spec, args.batch_size, data, args.device, workers, path),
-                                "data_path": data_path(spec, args.batch_size, data, args.device, workers, path)}
-                except Exception as e:  # one path failing leaves the others' figures
-                    out[key] = {"error": f"{type(e).__name__}: {e}"}
-                    print(f"{key}: {out[key]['error']}", flush=True)
-                    continue
-                out[key]["of_bare"] = out[key]["loop"] / out["bare"]
-                print(f"vspec train, {source}, decoded on the {path} {ahead}: {out[key]['loop']:8.1f} img/s "
-                      f"({out[key]['of_bare']:.3f} of the bare step); data path alone "
-                      f"{out[key]['data_path']:8.1f} img/s", flush=True)
-        if not args.no_timm:
-            out["timm"] = {"loop": timm_loader(spec, folder, args.batch_size, args.device, workers, True),
-                           "data_path": timm_loader(spec, folder, args.batch_size, args.device, workers, False)}
-            out["timm"]["of_bare"] = out["timm"]["loop"] / out["bare"]
-            print(f"timm's loader + the bare step: {out['timm']['loop']:8.1f} img/s ({out['timm']['of_bare']:.3f} "
-                  f"of the bare step); its data path alone {out['timm']['data_path']:8.1f} img/s", flush=True)
-            best = max((v["loop"] for k, v in out.items() if "_device" in k and "loop" in v), default=None)
-            if best:
-                out["device_over_timm"] = best / out["timm"]["loop"]
-                print(f"the loop decoding on the device / timm's loader: {out['device_over_timm']:.2f}x")
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
+                fig.measure(key, limit, {"loop": lambda: loop(spec, batch, data, device, workers, path),
+                                         "data_path": lambda: data_path(spec, batch, data, device, workers, path)})
+    out["complete"] = True
+    fig.save()
     return out
 
 

@@ -3,18 +3,21 @@ eager, and compiled for one image and one text case, MSF's attention race), its 
 JSON, benchmarks/gpu_checks.py
 (every family's forward and training step, the CPU against itself) and benchmarks/train_overhead.py on synthetic
 data and on generated JPEGs. The committed GPU results (docs/gpu/*.json), where there are any, are the speed page's
-tables."""
+tables. benchmarks/loader.py keeps the paths it finished when it is killed."""
 
 import json
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.checks import load_benchmark
 from tests.helpers.docs_examples import doc
+from tests.helpers.image_runs import env
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCED = {"deit_small", "swin_tiny", "t2t_vit_14", "refined_vit_s", "bert_base", "gpt2"}
@@ -106,3 +109,33 @@ def test_committed_loader_results_are_the_speed_page_table():
         assert loader.table(result) in doc("speed"), file
         for run in result["loader"]:
             assert run["cpu_cores"] >= 1 and run["bare"] > 0 and run["model"] == "deit_small"
+
+
+def test_the_loader_benchmark_killed_mid_run_leaves_the_paths_it_finished(tmp_path):
+    """benchmarks/loader.py wrote its JSON at its end: cut by gpu_check.sh's limit, it left nothing (issue 55,
+    item 6). Killed (SIGKILL) at the first step of its fourth path (folder_host's loop: 2 epochs of 2 steps), the
+    JSON holds the three before it."""
+    out = tmp_path / "loader.json"
+    done = subprocess.run([sys.executable, "benchmarks/loader.py", "--device", "cpu", "--images", "8", "--batch-size",
+                           "4", "--img-size", "32", "--model", "deit_tiny", "--steps", "1", "--workers", "0",
+                           "--json", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                          env=dict(env(), VSPEC_TEST_KILL_AT="step:5", TMPDIR=str(tmp_path)))  # its folders here
+    assert done.returncode == -9, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["paths"] == {"bare": "done", "timm": "done", "folder_host": "done"} and not result["complete"]
+    assert result["bare"] > 0 and "folder_device" not in result
+    for key in ("timm", "folder_host"):
+        assert result[key]["loop"] > 0 and result[key]["data_path"] > 0 and result[key]["of_bare"] > 0
+
+
+def test_a_loader_path_over_its_limit_is_recorded_and_the_next_runs(tmp_path):
+    loader = load_benchmark("loader")
+    fig = loader.Figures({"device": "cpu"}, tmp_path / "loader.json")
+    fig.measure("slow", 0.05, {"loop": lambda: 1.0, "data_path": lambda: time.sleep(600)})
+    fig.measure("broken", 0.05, {"loop": lambda: 1 / 0})
+    fig.measure("bare", 600, {"bare": lambda: 2.0}, flat=True)
+    result = json.loads((tmp_path / "loader.json").read_text())
+    assert result["paths"] == {"slow": "timed out: over its 0.05 s (--path-limit)",
+                               "broken": "error: ZeroDivisionError: division by zero", "bare": "done"}
+    assert result["slow"] == {"loop": 1.0, "of_bare": 0.5} and result["bare"] == 2.0  # the figures before the limit
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL and signal.getitimer(signal.ITIMER_REAL) == (0, 0)
