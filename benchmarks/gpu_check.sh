@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one prepared GPU run (issue 35): one call of at most 8 minutes on an H100 / H200, everything written into $OUT.
-#   1. the CUDA paths against the CPU (benchmarks/gpu_checks.py: every family's forward and training step);
+#   1. the CUDA paths against the CPU (benchmarks/gpu_checks.py: every family's forward and training step, LV-ViT's
+#      MixToken and token-labeling step among them);
 #   2. tools/train.py for 50 steps on CUDA, on synthetic 224 px data;
 #   3. torchrun --nproc_per_node 1 on CUDA (NCCL);
 #   4. a checkpoint written on CUDA resumed on the CPU;

@@ -4,7 +4,11 @@ off) within 1e-4 of the largest logit, and under bf16 autocast within 5e-2 (bf16
 training step (one SGD step, train mode, dropout off) as the relative error of the whole update,
 ||d_dev - d_64|| / ||d_64|| over all parameters, within max(1e-4, 4 x the CPU's own float32 error): batch-2
 BatchNorm (Conformer, Refiner's DLA, SoT's DenseNet stem) makes some updates ill-conditioned in float32 on any
-device, so the device must be as accurate as the CPU is. Prints one line per model and writes OUT/gpu_checks.json;
+device, so the device must be as accurate as the CPU is. The training forward is the loop's
+(`set_training_outputs(True)`): LV-ViT's MixToken mixes a fixed box (`fixed_box`: the same on every device), and a
+head with a sample and a tokens output (the dense head) also takes the token-labeling step, the released relabel loss
+against a (B, C, 2 + N) target (`vspec.train.relabel.relabel_target`'s shape, random soft labels), checked the same
+way. Prints one line per model and writes OUT/gpu_checks.json;
 exits 1 when a check fails. benchmarks/gpu_check.sh runs it first on a GPU machine; tests/test_gpu_bench.py runs
 it with --device cpu (the CPU against itself: the paths run).
 
@@ -25,11 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 import vspec  # noqa: E402
 from vspec.nn.heads import head_loss  # noqa: E402
+from vspec.nn.mix_token import TokenBox  # noqa: E402
 from vspec.spec import override  # noqa: E402
 
 # one preset of each family, shrunk to one block per stage (text: 32 tokens)
 PRESETS = ("deit_tiny", "swin_tiny", "sot_tiny", "msf_vit_ti", "refined_vit_s", "dhvt_tiny_cifar_p4", "t2t_vit_7",
-           "deit_tiny_irpe_k", "conformer_ti", "bert_base", "gpt2")
+           "deit_tiny_irpe_k", "conformer_ti", "lvvit_s", "bert_base", "gpt2")
 FP32_TOL, BF16_TOL = 1e-4, 5e-2
 DROPS = ("drop", "drop_in", "attn_drop", "proj_drop", "hidden_drop", "drop_path")
 
@@ -58,11 +63,24 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-6)).item()
 
 
-def sgd_update(model, x, labels) -> dict[str, torch.Tensor]:
-    """The change of each parameter after one SGD step (lr 0.1) in train mode."""
+def fixed_box(grid: tuple[int, int]) -> TokenBox:
+    """MixToken's box, the same on every device and every call (the loop draws it from Python's `random`): rows
+    from a quarter down, half the grid's height, columns from a quarter in, a third of its width."""
+    hp, wp = grid
+    return TokenBox(hp // 4, wp // 4, hp // 4 + max(hp // 2, 1), wp // 4 + max(wp // 3, 1), grid)
+
+
+def token_labeled(spec) -> bool:
+    """Whether the head has one sample and one tokens output: the token-labeling loss applies (LV-ViT's)."""
+    return sorted(o.target for o in spec.head.outputs()) == ["sample", "tokens"]
+
+
+def sgd_update(model, x, target) -> dict[str, torch.Tensor]:
+    """The change of each parameter after one SGD step (lr 0.1) in train mode: the loss of `head_loss`, whose
+    target is labels (B,) or a token-labeling target (B, C, 2 + N)."""
     before = {k: p.detach().clone() for k, p in model.named_parameters()}
-    model.train().set_training_outputs(True)  # the head's declared outputs, as vspec train
-    head_loss(F.cross_entropy, model(x), labels).backward()
+    model.train().set_training_outputs(True, draw=fixed_box)  # the head's declared outputs, as vspec train
+    head_loss(F.cross_entropy, model(x), target).backward()
     with torch.no_grad():
         for p in model.parameters():
             if p.grad is not None:
@@ -90,11 +108,20 @@ def check(name: str, device: torch.device) -> dict:
         out["forward_fp32_cpu"] = relative(cpu(x), want)
         with torch.autocast(device.type, dtype=torch.bfloat16):
             out["forward_bf16"] = relative(dev(x.to(device)).cpu(), want)
-    reference = sgd_update(ref, x64, labels)
-    out["train_step_fp32"] = update_error(sgd_update(dev, x.to(device), labels.to(device)), reference)
-    out["train_step_fp32_cpu"] = update_error(sgd_update(cpu, x, labels), reference)
-    out["ok"] = out["forward_fp32"] <= FP32_TOL and out["forward_bf16"] <= BF16_TOL and \
-        out["train_step_fp32"] <= max(FP32_TOL, 4 * out["train_step_fp32_cpu"])
+    steps = {"train_step": (labels, labels)}
+    if token_labeled(spec):  # soft labels for the class token (column 1) and each of the N tokens (2..)
+        hp, wp = cpu.input_grid(x)
+        soft = torch.rand(2, spec.num_classes, 2 + hp * wp, generator=torch.Generator().manual_seed(1),
+                          dtype=torch.float64).softmax(dim=1)
+        steps["token_labels"] = (soft.float(), soft)
+    if spec.head.mixes_tokens:
+        out["mix_token_box"] = list(fixed_box(cpu.input_grid(x)).corners)
+    for name, (target, target64) in steps.items():
+        reference = sgd_update(copy.deepcopy(ref), x64, target64)
+        out[f"{name}_fp32"] = update_error(sgd_update(copy.deepcopy(dev), x.to(device), target.to(device)), reference)
+        out[f"{name}_fp32_cpu"] = update_error(sgd_update(copy.deepcopy(cpu), x, target), reference)
+    out["ok"] = out["forward_fp32"] <= FP32_TOL and out["forward_bf16"] <= BF16_TOL and all(
+        out[f"{name}_fp32"] <= max(FP32_TOL, 4 * out[f"{name}_fp32_cpu"]) for name in steps)
     return out
 
 
@@ -111,8 +138,10 @@ def main(argv=None) -> int:
     for name in args.presets.split(","):
         r = check(name, device)
         results.append(r)
+        labels = (f"  token labels fp32 {r['token_labels_fp32']:.1e} (CPU {r['token_labels_fp32_cpu']:.1e})"
+                  if "token_labels_fp32" in r else "")
         print(f"{name:20s} forward fp32 {r['forward_fp32']:.1e}  bf16 {r['forward_bf16']:.1e}  "
-              f"train step fp32 {r['train_step_fp32']:.1e} (CPU {r['train_step_fp32_cpu']:.1e})  "
+              f"train step fp32 {r['train_step_fp32']:.1e} (CPU {r['train_step_fp32_cpu']:.1e}){labels}  "
               f"{'ok' if r['ok'] else 'FAILED'}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gpu_checks.json").write_text(json.dumps({"device": str(device), "tolerances": {

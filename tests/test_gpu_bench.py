@@ -1,9 +1,9 @@
 """The GPU benchmark and checks run on the CPU (issue 35): benchmarks/gpu.py --quick (every case, both modes,
 eager, and compiled for one image and one text case, MSF's attention race), its table (docs/speed.md) agreeing with its
-JSON, benchmarks/gpu_checks.py
-(every family's forward and training step, the CPU against itself) and benchmarks/train_overhead.py on synthetic
-data and on generated JPEGs. The committed GPU results (docs/gpu/*.json), where there are any, are the speed page's
-tables. benchmarks/loader.py keeps the paths it finished when it is killed."""
+JSON, benchmarks/gpu_checks.py (every family's forward and training step, LV-ViT's token-labeling step, the CPU
+against itself) and benchmarks/train_overhead.py on synthetic data and on generated JPEGs. The committed GPU results
+(docs/gpu/*.json), where there are any, are the speed page's tables. benchmarks/loader.py keeps the paths it
+finished when it is killed."""
 
 import json
 import re
@@ -13,11 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+import attrs
 import pytest
 
+import vspec
 from tests.helpers.checks import load_benchmark
 from tests.helpers.docs_examples import doc
 from tests.helpers.image_runs import env
+from vspec.spec import families
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCED = {"deit_small", "swin_tiny", "t2t_vit_14", "refined_vit_s", "bert_base", "gpt2"}
@@ -69,10 +72,33 @@ def test_gpu_checks_run_every_family(tmp_path):
     bench("benchmarks/gpu_checks.py", "--device", "cpu", "--out", str(tmp_path))
     result = json.loads((tmp_path / "gpu_checks.json").read_text())
     assert [r["preset"] for r in result["results"]] == list(checks.PRESETS)
+    used = {family for name in checks.PRESETS for family in families_of(vspec.load_spec(ROOT / f"specs/{name}.py"))}
+    assert used == {p.rpartition(".")[2] for p in families.packages() if p.startswith("vspec.models.")}  # LV-ViT's
     for r in result["results"]:  # the CPU against itself (both against float64): the same errors, small ones
         assert r["ok"] and r["forward_fp32"] == r["forward_fp32_cpu"] and 0 < r["forward_fp32"] <= 1e-4
         assert r["train_step_fp32"] == r["train_step_fp32_cpu"] and 0 < r["train_step_fp32"] < 0.1
         assert 0 < r["forward_bf16"] <= 5e-2
+    # LV-ViT: MixToken's box fixed (two draws of Python's random would differ between the runs compared), and the
+    # token-labeling step, the relabel loss against a (B, C, 2 + N) target (issue 55, item 7)
+    lvvit = next(r for r in result["results"] if r["preset"] == "lvvit_s")
+    assert lvvit["mix_token_box"] == [3, 3, 10, 7]  # the 14 x 14 grid: rows 3:10, columns 3:7
+    assert lvvit["token_labels_fp32"] == lvvit["token_labels_fp32_cpu"] and 0 < lvvit["token_labels_fp32"] <= 1e-4
+    assert [r["preset"] for r in result["results"] if "token_labels_fp32" in r] == ["lvvit_s"]
+
+
+def families_of(spec) -> set[str]:
+    """The family packages (vspec.models.<family>) whose kinds `spec` uses."""
+    found, todo = set(), [spec]
+    while todo:
+        node = todo.pop()
+        if attrs.has(type(node)):
+            module = type(node).__module__
+            if module.startswith("vspec.models."):
+                found.add(module.split(".")[2])
+            todo.extend(getattr(node, f.name) for f in attrs.fields(type(node)))
+        elif isinstance(node, (list, tuple)):
+            todo.extend(node)
+    return found
 
 
 @pytest.mark.slow
