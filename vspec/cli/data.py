@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
     p.add_argument("out", metavar="OUT", help="the folder to write (new, or empty; see --overwrite)")
     p.add_argument("--shard-size", type=int_in(1), default=None, metavar="N",
                    help=f"images per shard (default: {DEFAULT}); each loader worker of a training run reads "
-                        "shards of its own: with fewer than processes x workers, it uses fewer workers")
+                        "shards of its own: with fewer shards than processes x workers, the run uses fewer workers")
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="the training images' shuffle (default 0)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an earlier pack in OUT (its shards and manifest); without it a non-empty OUT is "
