@@ -234,8 +234,9 @@ class ImageTask:
         if self.cfg.data.token_labels is None:
             return make_criterion(self.r, num_classes)
         r = self.r
+        # each map was checked as TokenLabels read it (check_map): the step reads nothing back to check them again
         mix = RelabelMix(num_classes, mixup_alpha=r.mixup, cutmix_alpha=r.cutmix, smoothing=r.smoothing,
-                         label_size=token_grid(self.spec), released_alignment=r.released_alignment)
+                         label_size=token_grid(self.spec), released_alignment=r.released_alignment, check=False)
         return mix, soft_cross_entropy
 
     def evaluate(self, model, ema, loader, device, amp_ctx) -> dict[str, float]:
