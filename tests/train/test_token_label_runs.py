@@ -77,7 +77,8 @@ def test_a_folder_that_does_not_match_the_data_set_is_refused_in_one_line(spec, 
     assert "0000005.pt" in _refused(spec, bad, tmp_path, capsys)
     shutil.rmtree(bad)
     shutil.copytree(labels, bad)
-    torch.save(torch.zeros(2, 3, 7, 7), bad / "0" / "0000000.pt")  # the first map: another grid than the rest
+    other_grid = torch.stack([torch.zeros(3, 7, 7), torch.arange(3.0)[:, None, None].expand(3, 7, 7)])
+    torch.save(other_grid, bad / "0" / "0000000.pt")  # the first map: another grid than the rest
     assert "7" in _refused(spec, bad, tmp_path, capsys)
     first = read_label_map(labels / "0" / "0000000.pt")
     first[1, 0, 0, 0] = 9  # a class index the data set's 4 classes do not have

@@ -345,6 +345,17 @@ def test_another_class_count_is_refused(tmp_path):
         ds[1]
 
 
+def test_a_repeated_class_index_is_refused_when_read(tmp_path):
+    """Checked as each map is read (in the loader), so that the training step need not read the batch back."""
+    tf = build_transforms(16, 3, train=True, random_resized_crop=True)
+    ds = labelled(tmp_path, arrays(3), tf)
+    m = ds.read(1)
+    m[1, 1, 3, 3] = m[1, 0, 3, 3]
+    torch.save(m, label_path(tmp_path, ds.keys[1]))
+    with pytest.raises(DataError, match="0000001.pt: a location repeats a class index"):
+        ds[1]
+
+
 def test_corrupt_maps_are_refused(tmp_path):
     keys = folder(tmp_path)
     label_path(tmp_path, keys[0]).write_bytes(b"not a tensor")

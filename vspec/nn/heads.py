@@ -27,7 +27,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
-import torch.nn.functional as F
 
 from .. import spec as S
 from .token_losses import cos_reg_term, relabel_cross_entropy, relabel_pooled_cross_entropy, soft_cross_entropy
@@ -134,10 +133,11 @@ def _smoothing(criterion: Callable) -> float:
 
 def _smoothed_one_hot(labels: torch.Tensor, like: torch.Tensor, smoothing: float) -> torch.Tensor:
     """(B,) labels -> (B, C) rows of the logits `like` (B, C): 1 - s + s / C at the label, s / C elsewhere (timm's
-    smoothed targets)."""
+    smoothed targets). One-hot by a scatter: F.one_hot reads the labels back on the CPU to check them."""
     classes = like.shape[1]
     dtype = torch.promote_types(like.dtype, torch.float32)  # not in half precision under autocast
-    return F.one_hot(labels, classes).to(dtype) * (1.0 - smoothing) + smoothing / classes
+    one_hot = torch.zeros(len(labels), classes, dtype=dtype, device=labels.device).scatter_(1, labels[:, None], 1.0)
+    return one_hot * (1.0 - smoothing) + smoothing / classes
 
 
 def _box_mixed_loss(criterion: Callable, logits: torch.Tensor, target: torch.Tensor, lam: float) -> torch.Tensor:

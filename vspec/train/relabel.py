@@ -103,10 +103,12 @@ def read_label_map(path) -> torch.Tensor:
     return data
 
 
-def _check_batch(batch: torch.Tensor, num_classes: int) -> None:
+def _check_batch(batch: torch.Tensor, num_classes: int, values: bool = True) -> None:
     if batch.dim() != 5 or batch.shape[1] != 3 or batch.shape[4] < 6:
         raise ValueError(f"relabel targets want (B, 3, k, Hm, Wm) label maps with Wm >= 6 (scores, class indices, "
                          f"crop plane), got {tuple(batch.shape)}")
+    if not values:
+        return
     idx, cls = batch[:, 1], batch[:, 2, 0, 0, 5]
     for name, v in (("class index", idx), ("image class", cls)):
         if not ((v >= 0) & (v < num_classes) & (v == v.round())).all():
@@ -145,16 +147,18 @@ def pool(dense: torch.Tensor, boxes: torch.Tensor, size: int) -> torch.Tensor:
 
 
 def relabel_target(batch: torch.Tensor, num_classes: int, *, lam: float = 1.0, smoothing: float = 0.1,
-                   label_size: int = 1, released_alignment: bool = False) -> torch.Tensor:
+                   label_size: int = 1, released_alignment: bool = False, check: bool = True) -> torch.Tensor:
     """Token-labeling targets from a batch of transformed label maps (B, 3, k, Hm, Wm) (plane 2: the crop's
     (top, left, height, width) fractions at [2, 0, 0, 0:4], the image class at [2, 0, 0, 5]).
 
     Returns (B, C, 2 + S²) for S = label_size > 1: column 0 the smoothed ground truth, column 1 the class-token
     target (the crop pooled to 1 x 1), columns 2.. the S x S token targets row-major; (B, C, 2) for S = 1.
     Pooled scores are softmaxed over classes then smoothed (`p·on + off`: a row sums to 1 + smoothing / C, as
-    released), and the batch is mixed with its flip by `lam` (step 8). The input is left untouched.
+    released), and the batch is mixed with its flip by `lam` (step 8). The input is left untouched. `check`: refuse
+    class indices outside [0, C) or repeated at a location (reading the batch back; False where each map was
+    checked as it was read: `TokenLabels`, so the training step reads nothing back from the device).
     """
-    _check_batch(batch, num_classes)
+    _check_batch(batch, num_classes, check)
     if label_size < 1:
         raise ValueError(f"label_size must be >= 1, got {label_size}")
     b, _, _, hm, wm = batch.shape

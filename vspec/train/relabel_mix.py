@@ -22,11 +22,12 @@ class RelabelMix:
     uint8 images as the release's collate does: rint of that sum in float32, cast back to uint8. CutMix copies
     the partner's box into the image in both. With mixup and cutmix off (alphas 0) or `prob` 0 nothing is drawn
     and the targets are those of lam 1. Draws from numpy's global generator: in the training process that is a
-    stream `vspec train` seeds every epoch and saves in its checkpoints."""
+    stream `vspec train` seeds every epoch and saves in its checkpoints. `check`: relabel_target's (False: the maps
+    were checked as they were read, `TokenLabels`)."""
 
     def __init__(self, num_classes: int, *, mixup_alpha: float = 0.8, cutmix_alpha: float = 1.0,
                  prob: float = 1.0, switch_prob: float = 0.5, mode: str = "batch", smoothing: float = 0.1,
-                 label_size: int = 14, released_alignment: bool = False):
+                 label_size: int = 14, released_alignment: bool = False, check: bool = True):
         if mode != "batch":
             raise ConfigError("mixup mode", f"{mode!r} draws a lam per sample, which the token targets "
                               f"cannot take (the release fails on it too); use mode 'batch'")
@@ -35,7 +36,7 @@ class RelabelMix:
                               f"{mixup_alpha}, cutmix {cutmix_alpha}, prob {prob}, switch_prob {switch_prob}")
         self.num_classes, self.mixup_alpha, self.cutmix_alpha = num_classes, mixup_alpha, cutmix_alpha
         self.prob, self.switch_prob, self.smoothing = prob, switch_prob, smoothing
-        self.label_size, self.released_alignment = label_size, released_alignment
+        self.label_size, self.released_alignment, self.check = label_size, released_alignment, check
 
     def draw(self, height: int, width: int) -> tuple[float, tuple[int, int, int, int] | None]:
         """(lam, CutMix box (row lo, row hi, col lo, col hi) or None), numpy's global generator in the release's
@@ -78,5 +79,6 @@ class RelabelMix:
                              f"{tuple(images.shape)} and {tuple(label_maps.shape)}")
         lam, box = self.draw(*images.shape[-2:])
         target = relabel_target(label_maps, self.num_classes, lam=lam, smoothing=self.smoothing,
-                                label_size=self.label_size, released_alignment=self.released_alignment)
+                                label_size=self.label_size, released_alignment=self.released_alignment,
+                                check=self.check)
         return self.mix_images(images, lam, box), target

@@ -79,8 +79,8 @@ def forward(model: nn.Module, batch):
 
 @torch.no_grad()
 def evaluate(model: nn.Module, loader, device, amp_ctx, d, prepare=None) -> dict[str, float]:
-    """Loss, top-1 and top-5 (%) over the whole split (summed over the processes); `prepare(images, train)`
-    moves a batch to the device (and normalises it there: `DeviceNormalise`)."""
+    """Loss, top-1 and top-5 (%) over the whole split (summed over the processes, read back once); `prepare(images,
+    train)` moves a batch to the device (and normalises it there: `DeviceNormalise`)."""
     model.eval()
     sums = torch.zeros(4, dtype=torch.float64, device=device)  # loss, top1, top5, count
     for images, target in loader:
@@ -91,9 +91,9 @@ def evaluate(model: nn.Module, loader, device, amp_ctx, d, prepare=None) -> dict
         k = min(5, logits.shape[1])
         top = logits.topk(k, dim=1).indices
         hits = top.eq(target[:, None])
-        sums += torch.stack([F.cross_entropy(logits, target, reduction="sum").double(),
-                             hits[:, :1].sum().double(), hits.sum().double(),
-                             torch.tensor(float(len(target)), device=device, dtype=torch.float64)])
+        sums[:3] += torch.stack([F.cross_entropy(logits, target, reduction="sum").double(),
+                                 hits[:, :1].sum().double(), hits.sum().double()])
+        sums[3] += len(target)  # a scalar: no tensor copied to the device (a synchronous copy) per batch
     if d.world > 1:
         dist.all_reduce(sums)
     loss, top1, top5, n = sums.tolist()
@@ -102,13 +102,15 @@ def evaluate(model: nn.Module, loader, device, amp_ctx, d, prepare=None) -> dict
 
 @torch.no_grad()
 def evaluate_text(model: nn.Module, loader, device, amp_ctx, d, task: str) -> dict[str, float]:
-    """Loss (cross-entropy, or MSE for a regression) and the task's metrics over the whole split."""
+    """Loss (cross-entropy, or MSE for a regression) and the task's metrics over the whole split; the logits are
+    read back to the host once, at the end."""
     model.eval()
     logits, targets = [], []
     for inputs, target in loader:
         with amp_ctx():
-            logits.append(forward(model, to_device(inputs, device)).float().cpu())
+            logits.append(forward(model, to_device(inputs, device)).float())
         targets.append(target)
+    logits = [torch.cat(logits).cpu()] if logits else []
     if d.world > 1:
         parts = [None] * d.world
         dist.all_gather_object(parts, (logits, targets))
@@ -234,8 +236,9 @@ class ImageTask:
         if self.cfg.data.token_labels is None:
             return make_criterion(self.r, num_classes)
         r = self.r
+        # each map was checked as TokenLabels read it (check_map): the step reads nothing back to check them again
         mix = RelabelMix(num_classes, mixup_alpha=r.mixup, cutmix_alpha=r.cutmix, smoothing=r.smoothing,
-                         label_size=token_grid(self.spec), released_alignment=r.released_alignment)
+                         label_size=token_grid(self.spec), released_alignment=r.released_alignment, check=False)
         return mix, soft_cross_entropy
 
     def evaluate(self, model, ema, loader, device, amp_ctx) -> dict[str, float]:

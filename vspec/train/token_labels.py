@@ -234,7 +234,8 @@ class TokenLabels(Dataset):
 
 def check_map(label_map: torch.Tensor, path, num_classes: int, shape=None) -> torch.Tensor:
     """One map against the data set: its (k, Hm, Wm) that of the folder's first map, its class indices integers
-    in [0, num_classes)."""
+    in [0, num_classes), distinct at each location (what relabel_target needs: checked here, in the loader, so that
+    the training step does not read the batch back to check it)."""
     if shape is not None and tuple(label_map.shape[1:]) != tuple(shape):
         raise DataError(f"{path}: a (2, {', '.join(map(str, label_map.shape[1:]))}) label map, but the folder's "
                         f"first is (2, {', '.join(map(str, shape))}): one k and grid for every image")
@@ -243,6 +244,9 @@ def check_map(label_map: torch.Tensor, path, num_classes: int, shape=None) -> to
         bad = idx[(idx < 0) | (idx >= num_classes) | (idx != idx.round())][0].item()
         raise DataError(f"{path}: class index {bad:g} is not one of the data set's {num_classes} classes "
                         f"(a label folder of another data set?)")
+    if idx.shape[0] > 1 and (idx.sort(dim=0).values.diff(dim=0) == 0).any():
+        raise DataError(f"{path}: a location repeats a class index (the top-k indices of a location must be "
+                        f"distinct)")
     return label_map
 
 

@@ -498,3 +498,26 @@ def test_get_classifier_maps_pre_logits_to_logits(fusion):
         assert torch.allclose(classifier(model.forward_head(feats, pre_logits=True)), logits, atol=1e-5)
     model.reset_classifier(0)
     assert isinstance(model.get_classifier(), torch.nn.Identity)
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_the_masked_batch_norm_is_batch_norm_on_the_kept_tokens(momentum):
+    """MGCrP's BatchNorm over a text batch's real tokens, computed without selecting them (a selection reads its
+    size back from the device): the output, the gradient and the running statistics of `bn(h[mask])`, in float64
+    (exponential or cumulative running averages)."""
+    from vspec.models.sot.modules import masked_batch_norm
+
+    torch.manual_seed(0)
+    ref, got = (torch.nn.BatchNorm1d(6, momentum=momentum).double() for _ in range(2))
+    with torch.no_grad():
+        ref.weight.uniform_(), ref.bias.uniform_()
+    got.load_state_dict(ref.state_dict())
+    for _ in range(3):
+        h = torch.randn(3, 7, 6, dtype=torch.float64, requires_grad=True)
+        mask = torch.rand(3, 7) > 0.4
+        want, out = ref(h[mask]), masked_batch_norm(got, h, mask)[mask]
+        g = torch.randn_like(want)
+        assert torch.allclose(out, want, rtol=0, atol=1e-12)
+        assert torch.allclose(*(torch.autograd.grad(y, h, g)[0] for y in (out, want)), rtol=0, atol=1e-12)
+    for name, buffer in ref.named_buffers():
+        assert torch.allclose(getattr(got, name), buffer, rtol=0, atol=1e-12), name

@@ -180,6 +180,25 @@ class GCP(nn.Module):
         return root[:, self.triu[0], self.triu[1]]
 
 
+def masked_batch_norm(bn: nn.BatchNorm1d, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """`bn` in training on the tokens of h (B, N, C) that `mask` (B, N) keeps, as `bn(h[mask])` at those tokens
+    (its running statistics updated as BatchNorm does), without selecting them: a selection's size is read back
+    from the device, this reads nothing. The moments in float32 at least (under autocast too)."""
+    x = h.to(torch.promote_types(h.dtype, torch.float32))
+    keep = mask[..., None].to(x.dtype)
+    n = keep.sum((0, 1))
+    mean = (x * keep).sum((0, 1)) / n
+    var = ((x - mean) ** 2 * keep).sum((0, 1)) / n  # biased: what the batch is normalised by
+    if bn.track_running_stats:
+        with torch.no_grad():
+            bn.num_batches_tracked.add_(1)
+            momentum = 1.0 / bn.num_batches_tracked.double() if bn.momentum is None else bn.momentum
+            bn.running_mean.mul_(1 - momentum).add_(momentum * mean)
+            bn.running_var.mul_(1 - momentum).add_(momentum * var * n / (n - 1))  # unbiased, as BatchNorm keeps
+    y = (x - mean) * torch.rsqrt(var + bn.eps)
+    return y * bn.weight + bn.bias if bn.affine else y
+
+
 class MGCrP(nn.Module):
     """Eq. 2-3: per head, Q_i = (1/N) (W_i Z)(R_i Z)^T; `wr` stacks every W_i, then every R_i; `bn` (with
     `bn_relu`) normalises every projected channel, followed by a ReLU."""
@@ -192,10 +211,10 @@ class MGCrP(nn.Module):
         self.bn = nn.BatchNorm1d(width) if spec.bn_relu else None
 
     def bn_relu(self, h: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """ReLU(BN(h)) per channel; batch statistics (training) over the pooled tokens alone."""
+        """ReLU(BN(h)) per channel; batch statistics (training) over the pooled tokens alone, 0 at the others."""
         if mask is None or not self.bn.training:
             return F.relu(self.bn(h.flatten(0, 1))).reshape(h.shape)
-        return h.new_zeros(h.shape).index_put((mask,), F.relu(self.bn(h[mask])))
+        return torch.where(mask[..., None], F.relu(masked_batch_norm(self.bn, h, mask)), 0.0).to(h.dtype)
 
     def forward(self, z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         h = self.wr(z)
