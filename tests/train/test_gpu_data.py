@@ -148,3 +148,19 @@ def test_decoding_in_the_workers_draws_by_the_samples(tmp_path):
     assert not torch.equal(one[0][0], one[1][0])
     rest = _epoch(tmp_path, 2, skip=2)
     assert len(rest) == 2 and all(torch.equal(a[0], b[0]) for a, b in zip(rest, one[2:]))
+
+
+def test_decoding_in_the_workers_is_for_a_folder(tmp_path, capsys):
+    """--decode-in workers on shards (whose workers read their shards in order, not samples by index) is one line
+    and exit 2; the folder's run takes it."""
+    from tests.helpers.shard_runs import packed
+    from vspec.cli.train import main as train_main
+
+    data = packed(tmp_path)
+    argv = ["deit_tiny", "--set", "depth=1", "--set", "img_size=[16,16]", "--data", "shards", "--data-dir", str(data),
+            "--out", str(tmp_path / "run"), "--device", "cpu", "--batch-size", "4", "--decode-on", "device",
+            "--decode-in", "workers"]
+    assert train_main(argv) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "train.py: error: --decode-in workers: for --data imagefolder (shards's workers read their shards in "
+        "order; --decode-in main)"]
