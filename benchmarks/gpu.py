@@ -1,21 +1,22 @@
 """vspec against timm, the released formulations and Hugging Face on one device (a GPU where there is one),
 inference and the training step, eager and under torch.compile, with the same weights.
 
-Cases: deit_small and swin_tiny against timm; t2t_vit_14 against the released T2T-ViT (benchmarks/released.py);
-refined_vit_s against the released Refined-ViT (benchmarks/refiner.py); sot_small and msf_vit_s alone (no
-reference formulation of the whole model exists: their figures are vspec's rate and MFU); bert_base and gpt2
-against Hugging Face's BertModel / GPT2Model with SDPA attention on a right-padded batch (B x L, random lengths,
-the attention mask given). Modes: inference (batch 256, no grad, eval; bf16 autocast and channels-last images on
-CUDA) and the training step (batch 128, AdamW, bf16 autocast on CUDA; cross-entropy on random labels for images,
-the mean square of the last hidden states for text bodies), each eager and compiled (`torch.compile`, inductor;
-`--compile-backend eager` traces without code generation, as `--quick` does on a CPU).
+Cases: deit_small, vit_base and swin_tiny against timm; t2t_vit_14 against the released T2T-ViT
+(benchmarks/released.py); refined_vit_s against the released Refined-ViT (benchmarks/refiner.py); sot_small and
+msf_vit_s alone (no reference formulation of the whole model exists: their figures are vspec's rate and MFU);
+bert_base and gpt2 against Hugging Face's BertModel / GPT2Model with SDPA attention on a right-padded batch (B x L,
+random lengths, the attention mask given). Modes: inference (batch 256, no grad, eval; bf16 autocast and
+channels-last images on CUDA) and the training step (batch 128, AdamW, bf16 autocast on CUDA; cross-entropy on
+random labels for images, the mean square of the last hidden states for text bodies), each eager and compiled
+(`torch.compile`, inductor; `--compile-backend eager` traces without code generation, as `--quick` does on a CPU).
 
 Timing: the two models of a case run back to back in every round, order alternating (benchmarks/models.py's
 race; a round is `--repeat` steps, synchronised after the last on CUDA); rates are medians over rounds, the
 ratio vspec / reference (> 1: vspec is faster) is the median of the rounds' ratios, with their range. Peak
 memory: what one step allocates on CUDA beyond what was resident before it (the weights). MFU: the
 model's FLOPs (2 x MACs per sample forward, 6 x training, MACs from vspec.profile) per second over the device's
-dense bf16 peak, read from the device name (`PEAKS`; the peak used is written beside it; none on a CPU). Then
+dense bf16 peak, read from the device name (`PEAKS`; the peak used is written beside it; on a CPU or a device
+not in the table, no MFU, the reason written instead: `mfu_omitted`). Then
 MSF's attention alone at 3136 tokens (56 x 56, batch 2), vspec's against the released formulation
 (benchmarks/msf.py): speed-up and peak memory. Order: every case eager, MSF's attention, then the compiled runs
 (compiling takes the longest); OUT/gpu.json is rewritten after each row, so a run cut short keeps what it measured.
@@ -54,10 +55,20 @@ import vspec  # noqa: E402
 from vspec.nn.heads import head_loss  # noqa: E402 - the loss of a head's training outputs (tensors too)
 from vspec.spec import override  # noqa: E402
 
-# dense bf16 peak FLOP/s by device name (the vendors' data sheets, without sparsity)
-PEAKS = {"H200": 989e12, "H100 SXM": 989e12, "H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12,
-         "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12}
-IMAGE_CASES = ("deit_small", "swin_tiny", "t2t_vit_14", "refined_vit_s", "sot_small", "msf_vit_s")
+# dense bf16 tensor-core peak FLOP/s by a part of the device name, the first that matches (NVIDIA's data sheets
+# give bf16 "with sparsity": the dense peak is half of it)
+PEAKS = {
+    "H200": 989e12,  # NVIDIA H200 Tensor Core GPU data sheet: BF16 1,979 TFLOPS with sparsity (SXM)
+    "H100 SXM": 989e12,  # NVIDIA H100 Tensor Core GPU data sheet: BF16 1,979 TFLOPS with sparsity (SXM)
+    "H100 PCIe": 756e12,  # the same data sheet: 1,513 TFLOPS with sparsity (PCIe)
+    "H100 NVL": 835e12,  # the same data sheet: 1,671 TFLOPS with sparsity (NVL)
+    "H100": 989e12,  # "NVIDIA H100 80GB HBM3": the SXM part
+    "A100": 312e12,  # NVIDIA A100 Tensor Core GPU data sheet: BF16 312 TFLOPS (624 with sparsity)
+    "L40S": 362e12,  # NVIDIA L40S data sheet: BF16 362.05 TFLOPS (733 with sparsity)
+    "L4": 121e12,  # NVIDIA L4 Tensor Core GPU data sheet: BF16 242 TFLOPS with sparsity
+    "A10": 125e12,  # NVIDIA A10 Tensor Core GPU data sheet: BF16 125 TFLOPS (250 with sparsity)
+}
+IMAGE_CASES = ("deit_small", "vit_base", "swin_tiny", "t2t_vit_14", "refined_vit_s", "sot_small", "msf_vit_s")
 TEXT_CASES = ("bert_base", "gpt2")
 
 
@@ -98,6 +109,9 @@ def image_pair(name: str, quick: bool) -> tuple[nn.Module, nn.Module | None, str
     if name == "deit_small":
         ref = timm.create_model("deit_small_patch16_224", depth=spec.stages[0].depth)
         return from_timm(ref, spec), ref, "timm deit_small_patch16_224", spec
+    if name == "vit_base":
+        ref = timm.create_model("vit_base_patch16_224", depth=spec.stages[0].depth)
+        return from_timm(ref, spec), ref, "timm vit_base_patch16_224", spec
     if name == "swin_tiny":
         ref = timm.create_model("swin_tiny_patch4_window7_224", depths=tuple(s.depth for s in spec.stages))
         return from_timm(ref, spec), ref, "timm swin_tiny_patch4_window7_224", spec
@@ -185,11 +199,18 @@ def peak_bytes(model: nn.Module, mode: str, args, labels, device: torch.device) 
     return torch.cuda.max_memory_allocated() - base
 
 
-def device_peak(device: torch.device) -> tuple[str, float | None]:
+def device_peak(device: torch.device) -> tuple[str, float | None, str | None]:
+    """(the device's name, its dense bf16 peak FLOP/s or None, why there is none)."""
     if device.type != "cuda":
-        return "cpu", None
+        return "cpu", None, "a CPU (no dense bf16 peak in the table)"
     name = torch.cuda.get_device_name(device)
-    return name, next((peak for key, peak in PEAKS.items() if key in name), None)
+    peak = peak_for(name)
+    return name, peak, None if peak else f"{name} is not in benchmarks/gpu.py's table of dense bf16 peaks"
+
+
+def peak_for(name: str) -> float | None:
+    """The dense bf16 peak FLOP/s of a CUDA device by its name (`PEAKS`), or None."""
+    return next((peak for key, peak in PEAKS.items() if key in name), None)
 
 
 def run_case(name: str, args, device: torch.device, peak: float | None, compiled: bool, report) -> None:
@@ -245,8 +266,10 @@ def _line(row: dict) -> str:
 
 def table(result: dict) -> str:
     """The table (docs/speed.md) of one device's JSON."""
-    lines = [f"{result['device']} (dense bf16 peak used for MFU: "
-             f"{'%.0f TFLOP/s' % (result['peak_flops'] / 1e12) if result['peak_flops'] else 'none'}), "
+    peak = result["peak_flops"]
+    lines = [f"{result['device']} ("
+             + (f"dense bf16 peak used for MFU: {peak / 1e12:.0f} TFLOP/s" if peak else
+                f"MFU omitted: {result.get('mfu_omitted', 'no dense bf16 peak known')}") + "), "
              f"torch {result['torch']}"
              + ("" if result.get("complete", True) else " (cut short: the rows it measured)") + ":", "",
              "| case | mode | graph | batch | vspec / s | reference / s | ratio (range) | MFU vspec "
@@ -332,10 +355,12 @@ def main(argv=None) -> int:
         ap.error("--repeat and --rounds must be >= 1")
     if args.compile_backend is None:
         args.compile_backend = "eager" if args.quick and device.type == "cpu" else "inductor"
-    name, peak = device_peak(device)
-    print(f"device: {name}; dense bf16 peak for MFU: {peak / 1e12 if peak else 'none'} TFLOP/s; torch "
-          f"{torch.__version__}; {args.rounds} rounds of {args.repeat} steps", flush=True)
-    result = {"device": name, "peak_flops": peak, "torch": torch.__version__, "quick": args.quick,
+    name, peak, omitted = device_peak(device)
+    print(f"device: {name}; " + (f"dense bf16 peak for MFU: {peak / 1e12:.0f} TFLOP/s" if peak else
+                                 f"MFU omitted: {omitted}")
+          + f"; torch {torch.__version__}; {args.rounds} rounds of {args.repeat} steps", flush=True)
+    result = {"device": name, "peak_flops": peak, "mfu_omitted": omitted, "torch": torch.__version__,
+              "quick": args.quick,
               "rounds": args.rounds, "repeat": args.repeat, "complete": False, "cases": []}
     args.out.mkdir(parents=True, exist_ok=True)
 

@@ -12,7 +12,11 @@
 #      bare step, timm's loader, then the whole loop decoding on the host and on the device (ahead in the main
 #      process, then in the workers), on 2,560 generated ImageNet-shaped JPEGs, each path under 60 s, the JSON
 #      (OUT/loader.json) written after each (issue 55: cut at its limit, it kept nothing);
-#   7. benchmarks/gpu.py: every case eager, MSF's attention at 3136 tokens, then deit_small / swin_tiny's training
+#   7. benchmarks/loop_defaults.py (issue 55): the bare step with AdamW's foreach / fused kernel, eager / compiled,
+#      and its MFU; the whole loop with and without the prefetcher, each AdamW kernel, compiled, on synthetic data
+#      and JPEGs decoded on the device (by the main process or the workers: the first batch's seconds) and on the
+#      host, each row under its own limit, OUT/loop_defaults.json written after each (DEFAULTS_ARGS: --groups ...);
+#   8. benchmarks/gpu.py: every case eager, MSF's attention at 3136 tokens, then deit_small / swin_tiny's training
 #      step compiled (COMPILE_CASES, COMPILE_MODES); then its docs/speed.md table (OUT/gpu.json is what
 #      docs/gpu/<device>.json commits).
 # Each step runs under a time limit and the next runs whatever it returned; BUDGET (seconds, default 450) bounds the
@@ -70,6 +74,7 @@ step overhead_host 60 $PY benchmarks/train_overhead.py --device $DEVICE --steps 
 step decode 60 $PY benchmarks/decode_check.py --device $DEVICE --out "$OUT"
 step loader 180 $PY benchmarks/loader.py --device $DEVICE --images 2560 --path-limit 60 --ahead main,workers \
     ${LOADER_ARGS:-} --json "$OUT/loader.json"
+step defaults 300 $PY benchmarks/loop_defaults.py --device $DEVICE --limit 120 ${DEFAULTS_ARGS:-} --out "$OUT"
 step bench 600 $PY benchmarks/gpu.py --rounds 5 --compile-cases "$COMPILE_CASES" --compile-modes "$COMPILE_MODES" \
     --device "$DEVICE" ${BENCH_ARGS:-} --out "$OUT"
 [ -f "$OUT/gpu.json" ] && $PY benchmarks/gpu.py --table "$OUT/gpu.json" | tee "$OUT/table.md"

@@ -23,7 +23,7 @@ from tests.helpers.image_runs import env
 from vspec.spec import families
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCED = {"deit_small", "swin_tiny", "t2t_vit_14", "refined_vit_s", "bert_base", "gpt2"}
+REFERENCED = {"deit_small", "vit_base", "swin_tiny", "t2t_vit_14", "refined_vit_s", "bert_base", "gpt2"}
 
 
 def bench(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -38,6 +38,7 @@ def test_gpu_benchmark_quick_runs_every_case_and_its_table_is_its_json(tmp_path)
     bench("benchmarks/gpu.py", "--quick", "--device", "cpu", "--out", str(tmp_path))
     result = json.loads((tmp_path / "gpu.json").read_text())
     assert result["device"] == "cpu" and result["quick"] and result["peak_flops"] is None
+    assert result["mfu_omitted"] == "a CPU (no dense bf16 peak in the table)"
     rows = {(r["case"], r["mode"], r["compiled"]): r for r in result["cases"]}
     assert set(rows) == {(c, m, k) for c in gpu.IMAGE_CASES + gpu.TEXT_CASES for m in ("infer", "train")
                          for k in ((False, True) if c in ("deit_small", "bert_base") else (False,))}
@@ -55,8 +56,22 @@ def test_gpu_benchmark_quick_runs_every_case_and_its_table_is_its_json(tmp_path)
     for line, row in zip(lines, result["cases"]):
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert cells[:4] == [row["case"], row["mode"], "compiled" if row["compiled"] else "eager", str(row["batch"])]
-        assert float(cells[4]) == round(row["rate"]["vspec"], 1)
+        assert float(cells[4]) == round(row["rate"]["vspec"], 1) and cells[7] == "-"  # MFU: none on a CPU
+    assert table.startswith("cpu (MFU omitted: a CPU (no dense bf16 peak in the table)), torch ")
     assert re.search(r"MSF attention alone, batch 2 x 196 tokens: vspec x[\d.]+", table)
+
+
+def test_mfu_uses_the_data_sheets_dense_bf16_peak_of_the_device_named():
+    """The device names torch reports, to their dense bf16 peaks (NVIDIA's data sheets: half the figure "with
+    sparsity"); a device not in the table has none, and its table says why."""
+    gpu = load_benchmark("gpu")
+    names = {"NVIDIA H100 80GB HBM3": 989e12, "NVIDIA H100 PCIe": 756e12, "NVIDIA H100 NVL": 835e12,
+             "NVIDIA H200": 989e12, "NVIDIA A100-SXM4-80GB": 312e12, "NVIDIA A10": 125e12, "NVIDIA L4": 121e12,
+             "NVIDIA L40S": 362e12, "Tesla T4": None}
+    assert {name: gpu.peak_for(name) for name in names} == names
+    result = {"device": "Tesla T4", "peak_flops": None, "torch": "2", "cases": [],
+              "mfu_omitted": "Tesla T4 is not in benchmarks/gpu.py's table of dense bf16 peaks"}
+    assert gpu.table(result).startswith("Tesla T4 (MFU omitted: Tesla T4 is not in benchmarks/gpu.py's table")
 
 
 def test_committed_gpu_results_are_the_speed_page_tables():
@@ -165,3 +180,21 @@ def test_a_loader_path_over_its_limit_is_recorded_and_the_next_runs(tmp_path):
                                "broken": "error: ZeroDivisionError: division by zero", "bare": "done"}
     assert result["slow"] == {"loop": 1.0, "of_bare": 0.5} and result["bare"] == 2.0  # the figures before the limit
     assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL and signal.getitimer(signal.ITIMER_REAL) == (0, 0)
+
+
+@pytest.mark.slow  # 13 rows, each a process of its own: ~100 s
+def test_loop_defaults_quick_measures_every_row_and_tables_it(tmp_path):
+    """benchmarks/loop_defaults.py --quick on the CPU: every row (bare steps, the loops on synthetic data and on
+    JPEGs decoded on the device and on the host) measured in a process of its own, none failed, and its table
+    reads each loop against its bare step."""
+    bench("benchmarks/loop_defaults.py", "--quick", "--device", "cpu", "--out", str(tmp_path))
+    result = json.loads((tmp_path / "loop_defaults.json").read_text())
+    assert result["complete"] and len(result["rows"]) == 13
+    assert [r for r in result["rows"] if "error" in r or not r["rate"] > 0] == []
+    loops = [r for r in result["rows"] if r["kind"] == "loop"]
+    assert all(r["first_batch_s"] >= 0 and r["workers"] == 1 for r in loops)
+    assert {(r.get("decode_on"), r.get("decode_in"), r["prefetch"]) for r in loops if r["data"] == "jpeg"} == {
+        ("device", "main", 0), ("device", "main", 2), ("device", "workers", 2), ("host", None, 0), ("host", None, 2)}
+    table = bench("benchmarks/loop_defaults.py", "--table", str(tmp_path / "loop_defaults.json")).stdout
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| row")]
+    assert len(rows) == 13 and all(line.split("|")[3].strip() != "-" for line in rows[3:])

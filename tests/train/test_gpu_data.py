@@ -148,3 +148,45 @@ def test_decoding_in_the_workers_draws_by_the_samples(tmp_path):
     assert not torch.equal(one[0][0], one[1][0])
     rest = _epoch(tmp_path, 2, skip=2)
     assert len(rest) == 2 and all(torch.equal(a[0], b[0]) for a, b in zip(rest, one[2:]))
+
+
+def test_the_training_process_decodes_unless_the_workers_are_asked_to(tmp_path):
+    """--decode-on device: by default the loader's workers only read the files (`collate_encoded`: no CUDA context,
+    no nvJPEG of their own) and the training process decodes; --decode-in workers hands the decoding to them."""
+    from vspec import load_spec, override
+    from vspec.train import DataConfig, RunConfig, TrainConfig
+    from vspec.train.engine import Training
+    from vspec.train.gpu_data import WorkerPipeline, collate_encoded
+    from vspec.train.recipes import resolve
+
+    for i in range(8):
+        for split in ("train", "val"):
+            folder = tmp_path / split / f"c{i % 2}"
+            folder.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(_natural(20, 24, seed=i)).save(folder / f"{i}.jpg", quality=90)
+    spec = override(load_spec("deit_tiny"), {"depth": 1, "img_size": [16, 16], "num_classes": 2})
+    for asked, collate in (("auto", collate_encoded), ("main", collate_encoded), ("workers", WorkerPipeline)):
+        cfg = TrainConfig(spec, resolve("none", epochs=1, batch_size=4), DataConfig("imagefolder", data_dir=tmp_path),
+                          RunConfig(out=tmp_path / asked, workers=0, decode_on="device", decode_in=asked,
+                                    device="cpu"))
+        t = Training(cfg)
+        t.resolve_resume()
+        t.make_data()
+        assert t.task.in_workers == (asked == "workers")
+        assert t.train_loader.collate_fn is collate or isinstance(t.train_loader.collate_fn, collate)
+
+
+def test_decoding_in_the_workers_is_for_a_folder(tmp_path, capsys):
+    """--decode-in workers on shards (whose workers read their shards in order, not samples by index) is one line
+    and exit 2; the folder's run takes it."""
+    from tests.helpers.shard_runs import packed
+    from vspec.cli.train import main as train_main
+
+    data = packed(tmp_path)
+    argv = ["deit_tiny", "--set", "depth=1", "--set", "img_size=[16,16]", "--data", "shards", "--data-dir", str(data),
+            "--out", str(tmp_path / "run"), "--device", "cpu", "--batch-size", "4", "--decode-on", "device",
+            "--decode-in", "workers"]
+    assert train_main(argv) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "train.py: error: --decode-in workers: for --data imagefolder (shards's workers read their shards in "
+        "order; --decode-in main)"]

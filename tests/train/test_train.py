@@ -188,6 +188,7 @@ def test_late_fusion_head_trains_on_the_sum_of_losses(tmp_path):
     (["--batch-size", "1000"], "1000 per rank is more than the 64 training samples"),
     (["--set", "block.attention.heads=5"], "block.attention.heads: 5 does not divide dim 32"),
     (["--lr", "abc"], "invalid float value"),
+    (["--decode-in", "workers"], "--decode-in: 'workers' says who decodes on the device: give decode_on 'device'"),
 ])
 def test_bad_arguments_are_one_line_errors(tiny_spec, tmp_path, capsys, argv, needle):
     assert train_main(args(tiny_spec, tmp_path / "bad", *argv)) == 2
@@ -241,3 +242,22 @@ def test_a_run_normalised_on_the_device_trains_as_one_normalised_by_the_workers(
     for a, b in zip(records["host"], records["device"]):
         assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-5)
         assert a["val_loss"] == pytest.approx(b["val_loss"], rel=1e-5) and a["val_top1"] == b["val_top1"]
+
+
+def test_the_adamw_kernel_is_the_runs_own_after_a_resume(tiny_spec, tmp_path):
+    """--adamw: the CPU's default is foreach; a fused run (asked for, as CUDA's default) resumed with foreach goes on
+    with foreach (torch would keep the checkpoint's choice), its step counts back on the host, and the reverse."""
+    out = tmp_path / "run"
+
+    def groups():
+        ckpt = C.load(out / "last.pt")["optimizer"]
+        return {(g["fused"], g["foreach"]) for g in ckpt["param_groups"]}, {s["step"].device.type
+                                                                             for s in ckpt["state"].values()}
+
+    assert train_main(args(tiny_spec, out, "--epochs", "1")) == 0
+    assert groups()[0] == {(None, None)}
+    assert train_main(args(tiny_spec, out, "--epochs", "2", "--adamw", "fused", "--resume")) == 0
+    assert groups() == ({(True, None)}, {"cpu"})  # the parameters' device
+    assert train_main(args(tiny_spec, out, "--epochs", "3", "--adamw", "foreach", "--resume")) == 0
+    assert groups() == ({(None, None)}, {"cpu"})
+    assert C.load(out / "last.pt")["global_step"] == 12

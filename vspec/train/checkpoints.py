@@ -328,3 +328,14 @@ def restore(ckpt: dict[str, Any], file: Path, model, optimizer, scheduler, scale
                 if isinstance(v, torch.Tensor) and v.dim() and v.shape != p.shape:
                     raise CheckpointError(file, f"its optimizer state '{name}' has shape {list(v.shape)} for a "
                                                 f"parameter of shape {list(p.shape)}")
+
+
+def adamw_kernel(optimizer, fused: bool) -> None:
+    """AdamW's kernel set to `fused` or foreach after a checkpoint's state was loaded (torch keeps the saved groups'
+    choice): a fused update keeps each parameter's step count on the parameter's device, foreach on the host."""
+    for group in optimizer.param_groups:
+        group["fused"], group["foreach"] = (True if fused else None), None
+        for p in group["params"]:
+            state = optimizer.state.get(p, {})
+            if isinstance(state.get("step"), torch.Tensor):
+                state["step"] = state["step"].to(p.device if fused else "cpu", torch.float32)

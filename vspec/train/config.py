@@ -83,7 +83,9 @@ class RunConfig:
     precision (auto: bf16 on CUDA, fp32 on the CPU; bf16 / fp16: autocast), torch.compile, accumulation steps,
     channels-last on CUDA, where images are normalised (host: the loader's workers; device: uint8 batches
     normalised on the device, as timm's prefetcher; auto: device on CUDA), where JPEG files are decoded and
-    augmented (host: the workers; device: vspec/train/gpu_data.py; auto: host), a step limit (benchmarks, smoke tests),
+    augmented (host: the workers; device: vspec/train/gpu_data.py; auto: host) and by whom (the main process or the
+    loader's workers), the batches fetched ahead by a thread (None: 2 with loader workers, else 0), AdamW's kernel
+    (auto: fused on CUDA), a step limit (benchmarks, smoke tests),
     the seconds between progress lines off a TTY (None: one line per epoch), the batches between reads of the
     losses (None: 1 on the CPU, 32 on CUDA), the saved format (pt, or also model folders OUT/best and OUT/final),
     and the starting weights: a preset's published ones (`pretrained`: (name or .py file, True or a tag)) or a
@@ -118,6 +120,20 @@ class RunConfig:
                 "transforms) or on the device (nvJPEG and the same augmentations as tensor operations, "
                 "vspec/train/gpu_data.py; the workers only read the files); auto (default): host (the device path "
                 "is opt-in while an intermittent stall on CUDA is open, issue 47)"})
+    decode_in: str = _F(default="auto", validator=OneOf(("auto", "main", "workers")), metadata={
+        "help": "with --decode-on device: who decodes and augments the training batches: main (the training "
+                "process, the next batch on a side stream; CUDA and nvJPEG set up once) or workers (each loader "
+                "worker in a CUDA context of its own, the batches handed over by CUDA IPC: no decoding drains the "
+                "step's queue, but every worker starts CUDA and nvJPEG: a slower start); auto (default): main"})
+    prefetch: int | None = _F(default=None, validator=ints(0, 64, optional=True), metadata={
+        "metavar": "N", "help": "training batches fetched ahead by a thread of their own while the step runs (on "
+                                "CUDA also copied to the device on a side stream, as timm's prefetcher); 0: none; "
+                                "default: 2 where the loader has workers, else 0 (the main process reads the data "
+                                "and draws its augmentations between the steps)"})
+    adamw: str = _F(default="auto", validator=OneOf(("auto", "fused", "foreach")), metadata={
+        "help": "AdamW's update: fused (one kernel for every parameter) or foreach (torch's multi-tensor kernels); "
+                "auto (default): fused on CUDA and under fp16 (its grad scaler then skips a bad step inside the "
+                "kernel, with no host read), foreach otherwise"})
     max_steps: int | None = _F(default=None, validator=ints(1, optional=True), metadata={
         "help": "stop after N optimizer steps (smoke tests, benchmarks)"})
     log_interval: float | None = _F(default=30.0, validator=floats(0, open_low=True, optional=True), metadata={
@@ -144,6 +160,9 @@ class RunConfig:
             raise ConfigError("resume", "continues the run in out, overwrite replaces it: give one")
         if self.init is not None and self.pretrained is not None:
             raise ConfigError("init", "and pretrained both give the starting weights: give one")
+        if self.decode_in != "auto" and self.decode_on != "device":
+            raise ConfigError("decode_in", f"{self.decode_in!r} says who decodes on the device: give decode_on "
+                                           "'device' too")
 
 
 def _data(value):

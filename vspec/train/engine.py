@@ -39,6 +39,7 @@ from . import folder as F
 from .config import TrainConfig as TrainConfig  # re-exported: vspec.train.engine.TrainConfig
 from .data import build_loaders, set_epoch
 from .inputs import inputs_line, resumed, run_pretrained_cfg
+from .prefetch import ahead
 from .progress import Progress
 from .recipes import training_spec
 from .signals import Stop, StopFlag
@@ -182,6 +183,8 @@ class Training:
         if self.ckpt is not None and self.ckpt["batches_done"] > batches:
             raise C.CheckpointError(self.last, f"its 'batches_done' ({self.ckpt['batches_done']}) exceeds the "
                                                f"{batches} batches of an epoch of this run")
+        self.train_source = ahead(self.train_loader, self.device, cfg.run.prefetch,  # --prefetch
+                                  self.task.transfer if self.device.type == "cuda" else None, note=d.main)
 
     def make_model(self) -> None:
         """The model (`core`: what is saved and evaluated), the same initial weights on every rank; its EMA."""
@@ -209,8 +212,8 @@ class Training:
         self.ema = ModelEmaV3(model, decay=self.r.ema_decay) if self.r.ema_decay else None
 
     def make_optimizer(self) -> None:
-        """AdamW (fused under fp16), the per-step cosine schedule with warmup, the precision (autocast dtype, fp16's
-        grad scaler)."""
+        """AdamW (its fused kernel on CUDA and under fp16: --adamw), the per-step cosine schedule with warmup, the
+        precision (autocast dtype, fp16's grad scaler)."""
         with needs("vspec's training"):
             from timm.optim import create_optimizer_v2  # extra
             from timm.scheduler import CosineLRScheduler  # extra
@@ -222,8 +225,10 @@ class Training:
         precision = precision if precision != "auto" else ("bf16" if device.type == "cuda" else "fp32")
         # fp16's grad scaler skips the step after inf / NaN gradients inside the fused AdamW (its found_inf), where
         # with the unfused one it reads found_inf back to the host every step
-        fused = {"fused": True} if precision == "fp16" else {}
-        self.optimizer = create_optimizer_v2(self.core, "adamw", lr=r.lr, weight_decay=r.weight_decay, **fused)
+        self.fused = cfg.run.adamw == "fused" or (cfg.run.adamw == "auto" and (device.type == "cuda" or
+                                                                               precision == "fp16"))
+        self.optimizer = create_optimizer_v2(self.core, "adamw", lr=r.lr, weight_decay=r.weight_decay,
+                                             **({"fused": True} if self.fused else {}))
         total = r.epochs * self.steps_per_epoch
         warmup = round(r.warmup_frac * total) if r.warmup_frac else r.warmup_epochs * self.steps_per_epoch
         schedule = PolyLRScheduler if r.schedule == "linear" else CosineLRScheduler  # linear: power 1
@@ -261,6 +266,7 @@ class Training:
         if ckpt is None:
             return
         C.restore(ckpt, self.last, self.core, self.optimizer, self.scheduler, self.scaler, self.ema)
+        C.adamw_kernel(self.optimizer, self.fused)  # this run's, whichever the checkpoint's run used
         self.start_epoch, self.skip_batches = ckpt["epoch"], ckpt["batches_done"]
         self.global_step, self.history, self.best = ckpt["global_step"], ckpt["metrics"], ckpt["best_score"]
         self.best_epoch = ckpt.get("best_epoch", 0)
@@ -324,7 +330,7 @@ class Training:
                                 lr=self.optimizer.param_groups[0]["lr"], ips=stats.seen / stats.elapsed)
             pending.clear()
 
-        loader = stop.batches(self.train_loader, snapshot=self.train_loader.num_workers == 0)
+        loader = stop.batches(self.train_source, snapshot=self.train_loader.num_workers == 0)
         try:
             for i, (images, target) in enumerate(self.task.batches(loader, True, epoch, skip), start=skip):
                 loss, stepped = self.train_step(i, images, target)

@@ -164,6 +164,14 @@ class ImageTask:
         images = images.to(self.device, non_blocking=True)
         return images.contiguous(memory_format=torch.channels_last) if self.channels_last else images
 
+    def transfer(self, batch):
+        """A training batch of the loader moved to the device ahead of `batches` (`Prefetcher`, on CUDA): images and
+        labels, or only the labels of encoded images (the device pipeline decodes those from the host)."""
+        images, target = batch
+        if self.pipeline is not None and not self.in_workers:
+            return images, target.to(self.device, non_blocking=True)
+        return images.to(self.device, non_blocking=True), target.to(self.device, non_blocking=True)
+
     def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
         """The loader's batches (from batch `start` of `epoch`) ready on the device: (images, target)."""
         if self.pipeline is not None and not (train and self.in_workers):
@@ -184,7 +192,11 @@ class ImageTask:
                 cfg.data.name, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=None,
                 eval_transform=None, data_dir=cfg.data.data_dir, download=cfg.data.download, seed=cfg.run.seed,
                 encoded=True)
-            if gpu_data.AHEAD == "workers" and not isinstance(train_ds, IterableDataset):
+            asked, stream = cfg.run.decode_in, isinstance(train_ds, IterableDataset)
+            if asked == "workers" and stream:
+                raise DataError(f"--decode-in workers: for --data imagefolder ({cfg.data.name}'s workers read "
+                                "their shards in order; --decode-in main)")
+            if (asked if asked != "auto" else gpu_data.AHEAD) == "workers" and not stream:
                 self.in_workers = True
                 return Indexed(train_ds), val_ds, WorkerPipeline(self.pipeline_args, self.device), num_classes
             return train_ds, val_ds, collate_encoded, num_classes
@@ -328,6 +340,11 @@ class TextTask:
     def prepare(self, batch, train: bool):
         """A batch's input_ids / attention_mask / token_type_ids on the device."""
         return to_device(batch, self.device)
+
+    def transfer(self, batch):
+        """A training batch of the loader on the device, moved ahead of `batches` (`Prefetcher`, on CUDA)."""
+        inputs, target = batch
+        return to_device(inputs, self.device), target.to(self.device, non_blocking=True)
 
     def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
         """The loader's batches ready on the device: (inputs, target)."""
