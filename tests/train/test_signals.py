@@ -127,6 +127,20 @@ def test_the_workers_leave_the_first_stop_signal_to_the_main_process():
     assert (done.returncode, done.stdout) == (-signal.SIGTERM, "alive\n")
 
 
+def test_a_worker_ends_by_itself_after_its_grace_and_never_keeps_its_parent_at_exit():
+    """One SIGTERM alone ends a worker as SIGTERM does after WORKER_GRACE; a process that leaves a loader's
+    persistent worker alive at its exit (multiprocessing terminates it once, then joins it) ends: it hung."""
+    code = ("import os, signal, time; from vspec.train import signals; signals.WORKER_GRACE = 0.2; "
+            "signals.worker_init(0); os.kill(os.getpid(), signal.SIGTERM); print('alive', flush=True); time.sleep(60)")
+    done = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (-signal.SIGTERM, "alive\n")
+    code = ("from torch.utils.data import DataLoader; from vspec.train import signals; "
+            "loader = DataLoader(list(range(8)), batch_size=2, num_workers=1, persistent_workers=True, "
+            "worker_init_fn=signals.worker_init); batches = iter(loader); print(next(batches).tolist(), flush=True)")
+    done = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "[0, 1]\n"), done.stderr[-2000:]
+
+
 def test_a_second_signal_ends_the_run_at_once():
     """The first signal waits for the step boundary; a second (the step hangs, or the user insists) ends the
     process as the signal would, saying it saved nothing."""

@@ -1,27 +1,36 @@
 """Stop signals in a training run: SIGTERM / SIGINT save at a step boundary (`StopFlag`, the loop's batches
-watched by it: `Batches`), the loader's workers leave them to the main process (`worker_init`), a second one ends
-the run at once."""
+watched by it: `Batches`), the loader's workers leave them to the main process for a grace period (`worker_init`),
+a second one ends the run at once."""
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 from typing import Any
 
 from . import checkpoints as C
 
 
+WORKER_GRACE = 5.0  # seconds a loader's worker outlives a stop signal: the main process acts on its own first
+
+
 def worker_init(worker_id: int) -> None:
     """The `worker_init_fn` of a run's data loaders: the first SIGTERM / SIGINT a worker gets (one sent to the
     whole process group: `kill -TERM -PGID`, scancel, systemd's stop, Ctrl-C) is the main process's to act on
-    (`StopFlag`) and the worker goes on serving it; a second ends the worker as the signal would (torch's
-    shutdown terminates a stuck worker twice)."""
+    (`StopFlag`): the worker outlives it by `WORKER_GRACE` seconds, so that it does not die before the main process
+    has taken the signal (torch's SIGCHLD handler would raise wherever the loop is, a save included), then ends as
+    the signal would; a second signal ends it at once. Ended either way, a worker never keeps its parent waiting
+    (multiprocessing's exit terminates a live worker once, then joins it)."""
 
     def handle(signum, frame):
         if seen:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
         seen.append(signum)
+        timer = threading.Timer(WORKER_GRACE, os.kill, (os.getpid(), signum))  # the second signal, later
+        timer.daemon = True
+        timer.start()
 
     seen: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
