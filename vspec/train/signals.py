@@ -11,7 +11,6 @@ from typing import Any
 
 from . import checkpoints as C
 
-
 WORKER_GRACE = 5.0  # seconds a loader's worker outlives a stop signal: the main process acts on its own first
 
 
