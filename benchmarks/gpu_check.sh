@@ -25,8 +25,8 @@
 # Run from the repository root: OUT=/path PY=python3 bash benchmarks/gpu_check.sh
 # The lent machines' image lacks some of vspec's pure-Python dependencies: download their wheels here into the
 # git-ignored .whl (pip download --no-deps attrs cattrs fvcore iopath yacs termcolor tomli_w typing_extensions
-# webdataset braceexpand), carry .whl, and install them first there: pip install --no-index --no-deps --target
-# /tmp/site .whl/*.whl, then PYTHONPATH=/tmp/site.
+# tqdm tabulate webdataset braceexpand), carry .whl, and install them first there: pip install --no-index --no-deps
+# --target /tmp/site .whl/*.whl, then PYTHONPATH=/tmp/site.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
