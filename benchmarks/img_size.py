@@ -28,7 +28,7 @@ import torch.nn.functional as F
 import vspec
 from vspec.cli.eval import eval_parser, evaluate_checkpoint
 from vspec.cli.train import main as train_main
-from vspec.loading import load_checkpoint
+from vspec.weights.loading import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 

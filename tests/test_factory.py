@@ -11,10 +11,10 @@ import timm  # vspec[train], part of vspec[dev]: features_only's FeatureInfo is 
 import torch
 
 import vspec
-from vspec.checkpoint import CheckpointError
 from vspec.factory import FeatureModel, register_timm
 from vspec.nn.model import PrunedHead
 from vspec.spec import SpecError, load_spec, override, to_json
+from vspec.weights.checkpoint import CheckpointError
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 # DeiT-Ti cut to 5 blocks at 64 px: width 192, 16 x 16 patches -> a 4 x 4 grid
@@ -110,7 +110,8 @@ def test_checkpoint_override_that_changes_weights_is_one_line(checkpoint):
 
 
 def test_new_img_size_resamples_the_checkpoint(checkpoint):
-    """A checkpoint at another img_size: the model `vspec.load(path, img_size=)` gives (vspec.resample's weights)."""
+    """A checkpoint at another img_size: the model `vspec.load(path, img_size=)` gives (resampled
+    weights, vspec.weights.resample)."""
     bigger = vspec.create_model(checkpoint, img_size=48).eval()
     assert bigger.spec.img_size == (48, 48) and bigger.pos_embed.shape == (1, 1 + 3 * 3, 192)  # patch 16
     x = torch.randn(1, 3, 48, 48)

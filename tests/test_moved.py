@@ -198,20 +198,26 @@ def test_the_old_statements_work_and_their_warnings_point_at_them():
 
 
 def test_the_download_helpers_of_vspec_pretrained_still_import_from_there():
-    # documented under vspec.pretrained before the fetching went to vspec.downloads (issue 54)
-    from vspec import downloads
+    # documented under vspec.pretrained before the fetching went to vspec.downloads (issue 54), since issue 56 in
+    # vspec.weights.cache and vspec.weights.download: one warning, naming the module the name is in now
+    from vspec.weights import cache, download
 
-    for name in ("hf_cache", "drop_path", "torch_checkpoints", "sha256"):
-        with pytest.warns(DeprecationWarning, match=_message(f"vspec.pretrained.{name}", f"vspec.downloads.{name}")):
-            got = getattr(importlib.import_module("vspec.pretrained"), name)
-        assert got is getattr(downloads, name)
-    with pytest.warns(DeprecationWarning, match=_message("vspec.pretrained.sha256", "vspec.downloads.sha256")) as w:
+    for name, module in (("hf_cache", cache), ("drop_path", cache), ("torch_checkpoints", cache),
+                         ("sha256", download)):
+        new = f"{module.__name__}.{name}"
+        pretrained = _quietly("vspec.pretrained")
+        with pytest.warns(DeprecationWarning, match=_message(f"vspec.pretrained.{name}", new)) as w:
+            got = getattr(pretrained, name)
+        assert got is getattr(module, name) and len(w) == 1
+    _quietly("vspec.pretrained")
+    with pytest.warns(DeprecationWarning, match=_message("vspec.pretrained.sha256", "vspec.weights.download.sha256")) \
+            as w:
         from vspec.pretrained import sha256
-    assert sha256 is downloads.sha256 and w[0].filename == __file__
+    assert sha256 is download.sha256 and w[0].filename == __file__
 
 
 @pytest.mark.parametrize("owner", ["vspec", "vspec.nn", "vspec.ops", "vspec.convert", "vspec.spec", "vspec.cli",
-                                   "vspec.train.engine", "vspec.pretrained"])
+                                   "vspec.train.engine"])
 def test_an_unknown_name_is_still_an_error_without_a_warning(owner):
     module = importlib.import_module(owner)
     with warnings.catch_warnings():
@@ -242,6 +248,57 @@ def test_importing_vspec_imports_no_target():
             "assert 'torch' not in sys.modules\n"
             "assert not [m for m in sys.modules if m.startswith(('vspec.cli', 'vspec.train', 'vspec.convert', "
             "'vspec.nn', 'vspec.ops')) or m.endswith(('.modules', '.ops', '.convert', '.convert_text'))]")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+# issue 56 (weights): the public names of main at cdc305b that the weights modules' move to vspec/weights/ displaced
+# ("owner: names", each module's __all__ or top-level definitions); the package's attributes are the old modules
+OLD_GONE_WEIGHTS = """
+vspec: checkpoint checksum downloads hub loading pretrained resample
+vspec.checkpoint: CHECKSUM CHUNK CheckpointError FINITE_CHECKED FORMAT MODEL_FIELDS OPTIONAL_FIELDS Scan
+    TENSOR_CHECKSUM at_img_size cause check_checkpoint check_fields check_weights load_weights migrate_checkpoint
+    model_of nonfinite read read_checkpoint reading save timm_cfg weights_cfg with_checksum
+vspec.checksum: CHUNK CONTAINERS checksum children host_bytes tensor_checksum
+vspec.downloads: PROBE_SECONDS WeightsUnavailable check_hub_cache drop_path expected_digest fetch hf_cache
+    hub_endpoint offline reachable regular_file sha256 tokenizer_folder torch_checkpoints verify vspec_cache
+vspec.hub: ALIASES CONFIG DTYPES FORMAT MAX_CONFIG MAX_HEADER WEIGHTS from_pretrained load_folder save_pretrained
+vspec.loading: CheckpointError load load_checkpoint
+vspec.pretrained: DDP_PREFIX Published RELEASE_GLOBALS cached_folder choose converted converted_folder load_into
+    load_pretrained locate params pick pretrained_cfg published published_difference published_model read_state
+    tokenizer_path
+vspec.resample: resample_state
+"""
+
+
+def test_every_weights_name_of_cdc305b_warns_once_and_is_the_new_object():
+    old = _names(OLD_GONE_WEIGHTS)
+    assert len(old) == 86
+    for name in old:
+        owner, _, attr = name.rpartition(".")
+        new = M.MODULES.get(name) or M.NAMES.get(name) or f"{M.MODULES[owner]}.{attr}"
+        assert new.startswith("vspec.weights."), name
+        module = _quietly(owner)
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            got = getattr(module, attr)
+        if name in M.MODULES:  # the alias module of the old one, with the new module's names
+            assert got.__name__ == name
+        else:
+            assert got is M.resolve(new), name
+        # a moved module's own names come from its new module silently (importing it warned); a name that went
+        # elsewhere warns once, naming the module it is in now (no second warning through another old path)
+        quiet = name not in M.MODULES and name not in M.NAMES
+        assert [str(w.message) for w in record] == ([] if quiet else [_message(name, new)[1:-1].replace("\\", "")])
+
+
+def test_the_weights_code_imports_no_old_path():
+    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+            "import vspec.weights.published, vspec.weights.loading, vspec.factory, vspec.cli.weights\n"
+            "import vspec.cli.build, vspec.cli.eval, vspec.cli.label, vspec.cli.train\n"
+            "old = ('checkpoint', 'checksum', 'downloads', 'hub', 'loading', 'pretrained', 'resample')\n"
+            "import sys; assert not [m for m in sys.modules if m in {f'vspec.{o}' for o in old}]")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           check=False)
     assert proc.returncode == 0, proc.stderr

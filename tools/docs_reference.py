@@ -10,6 +10,7 @@ import functools
 import importlib
 import inspect
 import os
+import re
 import sys
 
 # The API reference: (module, names) in page order; None takes the module's __all__, else its public names
@@ -27,9 +28,10 @@ API = [
     ("vspec.fitting", ["FitResult", "FitError"]),
     ("vspec.compare", None),
     ("vspec.convert", None),
-    ("vspec.resample", None),
-    ("vspec.loading", None),
-    ("vspec.pretrained", None),
+    ("vspec.weights.resample", None),
+    ("vspec.weights.loading", None),
+    ("vspec.weights.published", None),
+    ("vspec.weights.converted", None),
     ("vspec.export", None),
     ("vspec.analysis", None),
     ("vspec.train.config", ["TrainConfig", "DataConfig", "RunConfig"]),
@@ -79,6 +81,33 @@ def _public(module) -> list[str]:
     return list(names)
 
 
+SECTIONS = ("Args:", "Returns:", "Raises:")  # a docstring's Google-style sections
+
+
+def _markdown(doc: str) -> str:
+    """A docstring as markdown: its sections (`SECTIONS`) as bold headings and lists, one item per argument or
+    error (its indented continuation joined to it), the text of Returns as a paragraph; the rest as it is."""
+    out: list[str] = []
+    section = None
+    for line in doc.splitlines():
+        text = line.strip()
+        if not line.startswith(" ") and text in SECTIONS:
+            section = text
+            out += [f"**{text[:-1]}**", ""]
+        elif section and line.startswith(" "):
+            item = re.match(r" {4}(\*{0,2}\w+): (.*)", line) if section != "Returns:" else None
+            if item:
+                out.append(f"- `{item[1]}`: {item[2]}")
+            elif out[-1]:
+                out[-1] += f" {text}"
+            else:
+                out.append(text)
+        else:
+            section = section if not text else None
+            out.append(line)
+    return "\n".join(out)
+
+
 def _entry(name: str, obj) -> list[str]:
     try:
         sig = str(inspect.signature(obj))
@@ -87,7 +116,7 @@ def _entry(name: str, obj) -> list[str]:
     kind = "class" if inspect.isclass(obj) else "def" if callable(obj) else ""
     doc = inspect.getdoc(obj) if callable(obj) else None
     head = f"{kind} {name}{sig}" if kind else f"{name} = {obj!r}"
-    return [f"### `{name}`", "", "```python", head, "```", "", doc or "", ""]
+    return [f"### `{name}`", "", "```python", head, "```", "", _markdown(doc) if doc else "", ""]
 
 
 def api_entries() -> dict[str, dict[str, object]]:

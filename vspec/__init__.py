@@ -1,7 +1,7 @@
 """vspec: transformer architectures, for vision and language, declared as data and compiled into PyTorch modules.
 
 The spec language (`vspec.spec`, re-exported here) is torch-free; `build`, `profile`, `load`, `save`,
-`save_pretrained` / `from_pretrained` (model folders: config.json + model.safetensors, vspec/hub.py),
+`save_pretrained` / `from_pretrained` (model folders: config.json + model.safetensors, vspec/weights/folder.py),
 `example_input` (a random batch that a spec's model takes), `fit` (the variant of a spec nearest a MAC /
 parameter budget, vspec/fitting.py) and `head_loss` (the loss of a training forward's declared outputs, asked for
 with `model.set_training_outputs(True)`: vspec/nn/heads.py) import torch when first used; `fast_paths(False)` turns
@@ -19,12 +19,12 @@ from .spec import *  # noqa: F403
 from .spec import __all__ as _spec_all
 from .version import __version__ as __version__  # re-exported
 
-_LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.loading",
-         "save": "vspec.checkpoint", "Profile": "vspec.profiler", "fast_paths": "vspec.ops.fast",
-         "example_input": "vspec.nn.model", "create_model": "vspec.factory", "save_pretrained": "vspec.hub",
-         "from_pretrained": "vspec.hub", "register_family": "vspec.spec.families", "fit": "vspec.fitting",
-         "list_models": "vspec.spec.catalogue", "head_loss": "vspec.nn.heads",
-         "register_timm": "vspec.factory"}
+_LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.weights.loading",
+         "save": "vspec.weights.checkpoint", "Profile": "vspec.profiler", "fast_paths": "vspec.ops.fast",
+         "example_input": "vspec.nn.model", "create_model": "vspec.factory",
+         "save_pretrained": "vspec.weights.folder", "from_pretrained": "vspec.weights.folder",
+         "register_family": "vspec.spec.families", "fit": "vspec.fitting", "list_models": "vspec.spec.catalogue",
+         "head_loss": "vspec.nn.heads", "register_timm": "vspec.factory"}
 
 __all__ = [*_spec_all, *_LAZY]
 

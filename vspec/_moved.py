@@ -1,6 +1,7 @@
-"""The import paths of the previous release that moved (the families into vspec/models/<family>/, the commands into
-vspec/cli/; vspec.pretrained's download helpers into vspec.downloads), kept for one release: the one table of what
-moved where, each old name served with a DeprecationWarning naming its new place (CHANGELOG.md lists the same rows).
+"""The import paths of the previous releases that moved (the families into vspec/models/<family>/, the commands into
+vspec/cli/; vspec.pretrained's download helpers into vspec.downloads; the weights modules into vspec/weights/), kept
+for one release: the one table of what moved where, each old name served with a DeprecationWarning naming its new
+place (CHANGELOG.md lists the same rows).
 
 MODULES: old module -> new module. Importing an old module (a finder `import vspec` installs) gives an alias module:
   the new module's names, and the old module's moved names (NAMES) under their old ones.
@@ -31,8 +32,14 @@ _CLI = {"analyze": "ANALYSES MAX_BATCHES OUTPUTS", "common": "FILE_KINDS check_f
 # vspec.train.engine's helpers -> the modules they went to
 _ENGINE = {"distributed": "Dist init_distributed pick_device", "folder": "MODEL_FOLDERS",
            "tasks": "RegressionLoss evaluate evaluate_text make_criterion to_device"}
-# vspec.pretrained's helpers that went to vspec.downloads
+# vspec.pretrained's helpers that went to vspec.downloads (now vspec.weights.cache / vspec.weights.download)
 _DOWNLOADS = "drop_path hf_cache sha256 torch_checkpoints"
+# issue 56 (weights): the weights modules at the top -> vspec/weights/; the names of an old module that are in
+# another module of the package than its MODULES row's (and not imported into that one)
+_WEIGHTS = {"checkpoint": "checkpoint", "checksum": "checksum", "downloads": "download", "hub": "folder",
+            "loading": "loading", "pretrained": "published", "resample": "resample"}
+_CACHE = "torch_checkpoints vspec_cache"
+_CONVERTED = "DDP_PREFIX RELEASE_GLOBALS cached_folder converted_folder published_difference published_model read_state"
 
 MODULES = {
     "vspec.cli_common": "vspec.cli.common",
@@ -42,6 +49,8 @@ MODULES = {
     **{f"vspec.nn.{f}": f"vspec.models.{f}.modules" for f in _NN},
     **{f"vspec.ops.{f}": f"vspec.models.{f}.ops" for f in ("irpe", "msf", "sot", "t2t")},
     **{f"vspec.spec.{f}": f"vspec.models.{f}.spec" for f in _NN},
+    # issue 56 (weights): the weights code in one package
+    **{f"vspec.{old}": f"vspec.weights.{new}" for old, new in _WEIGHTS.items()},
 }
 
 NAMES = {
@@ -67,10 +76,14 @@ NAMES = {
     "vspec.train.cli.eval_main": "vspec.cli.eval.main",
     "vspec.train.cli.eval_parser": "vspec.cli.eval.eval_parser",
     "vspec.train.cli.evaluate_checkpoint": "vspec.cli.eval.evaluate_checkpoint",
-    "vspec.checkpoint.load": "vspec.loading.load",
-    "vspec.checkpoint.load_checkpoint": "vspec.loading.load_checkpoint",
-    **{f"vspec.pretrained.{n}": f"vspec.downloads.{n}" for n in _DOWNLOADS.split()},
+    "vspec.checkpoint.load": "vspec.weights.loading.load",
+    "vspec.checkpoint.load_checkpoint": "vspec.weights.loading.load_checkpoint",
+    **{f"vspec.pretrained.{n}": f"vspec.weights.{'download' if n == 'sha256' else 'cache'}.{n}"
+       for n in _DOWNLOADS.split()},
     **{f"vspec.train.engine.{n}": f"vspec.train.{m}.{n}" for m, names in _ENGINE.items() for n in names.split()},
+    # issue 56 (weights): names of vspec.downloads / vspec.pretrained now in a module of their own
+    **{f"vspec.downloads.{n}": f"vspec.weights.cache.{n}" for n in _CACHE.split()},
+    **{f"vspec.pretrained.{n}": f"vspec.weights.converted.{n}" for n in _CONVERTED.split()},
 }
 
 

@@ -3,7 +3,7 @@
     create_model("deit_tiny", num_classes=10, img_size=64, **{"block.attention.heads": 6})
     create_model("runs/x/best.pt", num_classes=5)            # body weights kept, a new classifier
     create_model("swin_tiny", features_only=True, out_indices=(1, 2, 3))   # a list of NCHW maps
-    create_model("deit_tiny", pretrained=True, num_classes=10)  # published weights (vspec.pretrained), new classes
+    create_model("deit_tiny", pretrained=True, num_classes=10)  # published weights, new classes
 
 A preset is `specs/<name>.py` of the repository, installed with the package as `vspec/presets/<name>.py` (a link
 to `specs/` in the repository, its files in the wheel), or of a folder on the `VSPEC_SPECS` search path
@@ -23,16 +23,17 @@ from typing import Any
 import attrs
 from torch import nn
 
-from . import pretrained as P
-from .checkpoint import load_weights, timm_cfg
 from .compiler import build
 from .extras import needs
-from .loading import load_checkpoint
-from .resample import resample_state
 from .spec import Model, SpecError, from_json, load_spec, load_weights_table, override
 from .spec.catalogue import PRESETS, preset_dirs, preset_file, preset_path, preset_ref, presets  # noqa: F401 - also here
 from .spec.load import SUFFIXES
 from .spec.weights import Weights, inputs_cfg, requested
+from .weights import published
+from .weights.cache import WeightsUnavailable
+from .weights.checkpoint import load_weights, timm_cfg
+from .weights.loading import load_checkpoint
+from .weights.resample import resample_state
 
 CHECKPOINTS = (".pt", ".pth")
 TIMM_PREFIX = "vspec_"
@@ -60,19 +61,27 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
                  num_classes: int | None = None, **overrides: Any) -> nn.Module:
     """A vspec model as `timm.create_model` makes one.
 
-    name_or_path: a preset name (`specs/<name>.py`, installed as `vspec/presets`; timm's `name.tag` names its
-    weights too: `create_model("deit_tiny.fb_in1k", pretrained=True)`), a spec file (.py / .json /
-    .toml), a checkpoint (.pt / .pth: its spec and weights) or a model folder. pretrained: for a preset, True
-    (its default published weights) or a tag of its `WEIGHTS` (`vspec weights` lists them): fetched, converted
-    and cached by `vspec.pretrained`; a path's weights load whatever `pretrained` says (as timm's
-    `checkpoint_path`); True for a spec file is refused. img_size, num_classes and `overrides` (dotted spec keys,
-    e.g. `**{"block.attention.heads": 6}`) change the spec; for weights, a new num_classes loads everything but
-    the classifier, which starts fresh (timm's pretrained model with other classes), and a new img_size
-    resamples the weights (`resample`). features_only: a `FeatureModel` giving the `feature_info` entries at
-    `out_indices` (timm's defaults: the last 3 blocks of a one-stage model, every stage of a hierarchical one).
-    timm's standard keywords (`TIMM_KWARGS`: drop_rate, drop_path_rate, ..., checkpoint_path) are taken as timm's
-    train.py passes them, None meaning not given (`_timm_spec`, `_timm_model`). The model's `pretrained_cfg` is its
-    weights' inputs, else the preprocessing its preset's weights declare, else vspec's default (marked: `INPUTS`).
+    A preset is `specs/<name>.py` (installed as `vspec/presets`); timm's `name.tag` names its weights too:
+    `create_model("deit_tiny.fb_in1k", pretrained=True)`. A preset's published weights are fetched, converted and
+    cached by `vspec.weights.published`; a path's weights load whatever `pretrained` says (as timm's
+    `checkpoint_path`); True for a .json / .toml spec is refused. For weights, a new num_classes loads everything
+    but the classifier, which starts fresh (timm's pretrained model with other classes), and a new img_size
+    resamples the weights (`vspec.weights.resample`). timm's standard keywords (`TIMM_KWARGS`: drop_rate,
+    drop_path_rate, ..., checkpoint_path) are taken as timm's train.py passes them, None meaning not given
+    (`_timm_spec`, `_timm_model`). The model's `pretrained_cfg` is its weights' inputs, else the preprocessing its
+    preset's weights declare, else vspec's default (marked: `INPUTS`).
+
+    Args:
+        name_or_path: a preset name, a spec file (.py / .json / .toml), a checkpoint (.pt / .pth) or a model folder.
+        pretrained: True (a preset's default published weights) or a tag of its `WEIGHTS` (`vspec weights`).
+        features_only: a `FeatureModel` giving the maps that its `feature_info` lists (timm's FeatureGetterNet).
+        out_indices: the blocks or stages it gives (timm's default: the last 3 blocks, or every stage).
+        img_size: the image size, an int or (height, width); weights are resampled to it.
+        num_classes: the classes of the classifier; a new number starts a fresh one.
+        **overrides: dotted spec keys and their values (`**{"block.attention.heads": 6}`), and timm's keywords.
+
+    Returns:
+        The model (a `vspec.nn.model.Transformer`), or its `FeatureModel` with `features_only`.
     """
     timm_kw = {k: v for k in TIMM_KWARGS if k in overrides and (v := overrides.pop(k)) is not None}
     if requested(pretrained) and _declares_weights(name_or_path):
@@ -93,7 +102,7 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
         if _declares_weights(name_or_path):  # a preset: the inputs its weights declare, marked as not held
             model.pretrained_cfg = inputs_cfg(new, *_declared(name_or_path))
     else:
-        if new.img_size != spec.img_size:  # the position tables resampled (vspec.resample)
+        if new.img_size != spec.img_size:  # the position tables resampled (vspec.weights.resample)
             weights = resample_state(weights, spec, new)
         model = build(new)
         load_weights(model, weights, name_or_path)
@@ -116,7 +125,7 @@ def _declares_weights(name_or_path: str | Path) -> bool:
 
 def _declared(name_or_path: str | Path) -> tuple[str, str, Weights] | tuple[()]:
     """(name, tag, entry) of the weights a preset (`name.tag`: that tag's) declares, () where it declares none."""
-    name, file, tag = P.locate(name_or_path)
+    name, file, tag = published.locate(name_or_path)
     table = load_weights_table(file)
     tag = tag if tag in table else next(iter(table), None)
     return () if tag is None else (name, tag, table[tag])
@@ -124,18 +133,18 @@ def _declared(name_or_path: str | Path) -> tuple[str, str, Weights] | tuple[()]:
 
 def _pretrained(name_or_path: str | Path, pretrained: bool | str, img_size: Any, num_classes: int | None,
                 overrides: dict[str, Any], timm_kw: dict[str, Any]) -> nn.Module:
-    """A preset with its published weights (`vspec.pretrained`): the preset's spec (num_classes, img_size,
+    """A preset with its published weights (`vspec.weights.published`): the preset's spec (num_classes, img_size,
     overrides and timm's keywords applied) built, the published body loaded, the head's parts that fit loaded too,
     the rest fresh."""
     if img_size is not None:
         overrides["img_size"] = [img_size, img_size] if isinstance(img_size, int) else list(img_size)
     if num_classes is not None:
         overrides["num_classes"] = num_classes
-    got = P.published(name_or_path, pretrained)  # first: weights that cannot be had are said before any build
+    got = published.published(name_or_path, pretrained)  # first: weights that cannot be had are said before any build
     model = build(_timm_spec(override(got.preset, overrides) if overrides else got.preset, timm_kw))
-    entry, _ = P.load_into(model, got)
-    if not overrides and "in_chans" not in timm_kw and P.params(model) != entry.params:
-        raise P.WeightsUnavailable(f"{name_or_path}: the model has {P.params(model):,} parameters, its weights "
+    entry, _ = published.load_into(model, got)
+    if not overrides and "in_chans" not in timm_kw and published.params(model) != entry.params:
+        raise WeightsUnavailable(f"{name_or_path}: the model has {published.params(model):,} parameters, its weights "
                                    f"entry declares {entry.params:,}")
     return model
 

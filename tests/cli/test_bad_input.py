@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import vspec
-import vspec.checkpoint
+import vspec.weights.checkpoint
 from tests.helpers import fuzz_cli as fuzz
 from tests.helpers.cli_corpus import TIME_LIMIT, Case, Outcome, bases, corpus, run_case, run_corpus
 from vspec import spec as S
@@ -223,7 +223,7 @@ def test_out_creates_missing_folders_and_refuses_a_folder(capsys, tmp_path, monk
     def disk_full(model, path):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(vspec.checkpoint, "save", disk_full)
+    monkeypatch.setattr(vspec.weights.checkpoint, "save", disk_full)
     outcome = run_case(["build", str(path), "--out", str(out)])
     assert outcome.clean and f"--out {out}: could not write the checkpoint ([Errno 28] No space left on device)" \
         in outcome.stderr

@@ -14,10 +14,10 @@ import vspec
 import vspec.cli
 from tests.helpers.checks import FIXTURES
 from tests.helpers.text import text_body
-from vspec.checkpoint import CheckpointError
 from vspec.cli.eval import main as eval_main
 from vspec.convert import ConversionError, from_official
 from vspec.spec import MHSA, Block, Model, PatchEmbed, SpecError
+from vspec.weights.checkpoint import CheckpointError
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = Model(embedder=PatchEmbed(patch_size=4), dim=16, depth=1, block=Block(attention=MHSA(heads=2)), img_size=8,

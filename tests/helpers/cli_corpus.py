@@ -415,7 +415,7 @@ def _checkpoints(folder: Path) -> dict[str, str]:
     import torch
 
     from vspec import build
-    from vspec.checkpoint import save, with_checksum
+    from vspec.weights.checkpoint import save, with_checksum
 
     out = {}
     torch.manual_seed(0)

@@ -82,8 +82,8 @@ def _checkpoint(folder: Path) -> str:
     import torch
 
     from vspec import build
-    from vspec.checkpoint import save
     from vspec.spec import from_json
+    from vspec.weights.checkpoint import save
 
     torch.manual_seed(0)
     return str(save(build(from_json(json.dumps(SPEC))), folder / "ckpt.pt"))

@@ -12,7 +12,7 @@ from tests.helpers.checks import perturbed
 from vspec.cli import main
 from vspec.cli.weights import rows
 from vspec.factory import presets
-from vspec.pretrained import WeightsUnavailable
+from vspec.weights.published import WeightsUnavailable
 
 
 def test_list_models_matches_as_timm_and_lists_every_published_tag():

@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 
-import vspec.checkpoint
+import vspec.weights.checkpoint
 from tests.helpers import ROOT
 from tests.helpers.image_runs import args, assert_same_weights, env, weights  # noqa: F401 - tiny_spec is a fixture
 from vspec.cli.eval import eval_parser
@@ -150,7 +150,7 @@ def test_full_disk_keeps_the_previous_checkpoint_and_says_so(tmp_path, monkeypat
     with pytest.raises(C.SaveError, match=rf"^cannot write {re.escape(str(path))}: no space left on device; the "
                                           "previous last.pt is kept$"):
         C.atomic_save({"format": C.FORMAT, "value": torch.zeros(10_000)}, path)
-    assert torch.equal(vspec.checkpoint.read(path)["value"], torch.tensor([1.0])) and temps(tmp_path) == []
+    assert torch.equal(vspec.weights.checkpoint.read(path)["value"], torch.tensor([1.0])) and temps(tmp_path) == []
 
 
 def test_full_disk_during_training_is_one_line(tiny_spec, tmp_path, monkeypatch, capsys):

@@ -254,7 +254,7 @@ def test_a_read_in_the_step_is_counted(plain_spec, tmp_path, counted, monkeypatc
 def test_the_checksum_reads_device_tensors_together(monkeypatch):
     """Device tensors (here the CPU's, taken as a device's) are read in one copy per CHUNK bytes, not one each; the
     digests are those the per-tensor reads gave (written down from the code before: old checkpoints must verify)."""
-    from vspec import checksum as K
+    from vspec.weights import checksum as K
 
     g = torch.Generator().manual_seed(0)
     w = torch.randn(3, 4, generator=g)

@@ -10,10 +10,10 @@ import torch
 
 import vspec
 from tests.helpers.caches import hub_put, safetensors_bytes
-from vspec import pretrained as P
 from vspec.cli import eval as E
 from vspec.factory import presets
 from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Hub, Preprocess, SpecError, Weights, load_weights_table
+from vspec.weights import converted
 
 FIELDS = ("mean", "std", "crop_pct", "interpolation", "input_size")
 
@@ -89,12 +89,12 @@ def test_vit_base_pretrained_is_normalised_with_half_everywhere(caches, capsys, 
     assert data["mean"] == data["std"] == (0.5, 0.5, 0.5) and data["crop_pct"] == 0.9
     normalise = timm.data.create_transform(**data).transforms[-1]
     assert tuple(normalise.mean.tolist()) == (0.5, 0.5, 0.5)
-    folder = json.loads((P.converted_folder("vit_base", "augreg2_in21k_ft_in1k") / "config.json").read_text())
+    folder = json.loads((converted.converted_folder("vit_base", "augreg2_in21k_ft_in1k") / "config.json").read_text())
     assert folder["pretrained_cfg"]["mean"] == [0.5] * 3
     vspec.save(model, tmp_path / "m.pt")
     assert vspec.load(tmp_path / "m.pt").pretrained_cfg == model.pretrained_cfg
     # a folder an earlier vspec converted (no record) gets one in place, its weights kept: no fetch, offline
-    file = P.converted_folder("vit_base", "augreg2_in21k_ft_in1k") / "config.json"
+    file = converted.converted_folder("vit_base", "augreg2_in21k_ft_in1k") / "config.json"
     file.write_text(json.dumps({k: v for k, v in json.loads(file.read_text()).items() if k != "pretrained_cfg"}))
     for blob in caches["hf"].rglob("blobs/*"):
         blob.unlink()

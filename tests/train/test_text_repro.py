@@ -206,7 +206,7 @@ def test_resume_and_eval_refuse_a_tokenizer_other_than_the_runs(text_spec, tmp_p
 def test_a_checkpoint_without_the_field_or_with_a_bad_one(text_spec, tmp_path, capsys):  # noqa: F811
     """A checkpoint of the previous release (no tokenizer field; its best score named `best_top1`) still resumes,
     its best score kept; a field that is not file hashes is refused when the checkpoint is read."""
-    from vspec.checkpoint import with_checksum
+    from vspec.weights.checkpoint import with_checksum
 
     data, out = cola_folder(tmp_path / "cola"), tmp_path / "run"
     assert train_main(args(text_spec, out, data, "cola", "--epochs", "1")) == 0

@@ -13,10 +13,10 @@ import torch
 
 import vspec
 from tests.helpers.image_runs import args, assert_same_weights, env, weights
-from vspec.checkpoint import read
 from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
 from vspec.train import checkpoints as C
+from vspec.weights.checkpoint import read
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable

@@ -129,8 +129,8 @@ def run(args: argparse.Namespace) -> None:
         raise UsageError(f"vspec analyze: error: {said}") from None
     torch.manual_seed(args.seed)
     if is_checkpoint(source):
-        from ..checkpoint import load_weights  # torch
-        from ..loading import load_checkpoint  # torch
+        from ..weights.checkpoint import load_weights  # torch
+        from ..weights.loading import load_checkpoint  # torch
 
         if args.overrides:
             raise SpecError("", "--set applies to spec files, not to a checkpoint's trained model")

@@ -49,8 +49,8 @@ def add_parser(sub) -> None:
 
 
 def _save(model: Any, path: Path, folder: bool = False) -> None:
-    from ..checkpoint import save  # torch
-    from ..hub import save_pretrained  # torch
+    from ..weights.checkpoint import save  # torch
+    from ..weights.folder import save_pretrained  # torch
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> None:
     from ..profiler import part_params  # torch
 
     if args.pretrained:  # fetched before the build: weights that cannot be had are said at once
-        from ..pretrained import load_into, published  # torch
+        from ..weights.published import load_into, published  # torch
 
         got = published(args.path, args.pretrained)
     t0 = time.perf_counter()

@@ -85,17 +85,18 @@ def main(argv=None, prog: str = "eval.py") -> int:
 def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict:
     import torch  # torch
 
-    from ..checkpoint import at_img_size, load_weights  # torch
     from ..compiler import build  # torch
-    from ..loading import load_checkpoint  # torch
     from ..train.data import build_datasets, build_loaders, build_transforms, eval_crop_ratio  # torch
     from ..train.distributed import Dist, workers_for  # torch
     from ..train.inputs import inputs_line, resolve_inputs  # torch
     from ..train.tasks import evaluate  # torch
+    from ..weights.checkpoint import at_img_size, load_weights  # torch
+    from ..weights.loading import load_checkpoint  # torch
 
     weights_cfg = None  # the published weights' data config, where the model holds them
     if args.pretrained:  # the published model, converted into vspec's cache: a model folder
-        from ..pretrained import pretrained_cfg, published  # torch
+        from ..weights.converted import pretrained_cfg  # torch
+        from ..weights.published import published  # torch
 
         got = published(str(args.checkpoint), args.pretrained)
         args.checkpoint, entry = got.folder, got.entry
@@ -103,7 +104,7 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
         if args.tokenizer is None and entry.tokenizer:
             args.tokenizer = f"hf:{entry.tokenizer}"
     if (args.tokenizer or "").startswith("hf:"):
-        from ..pretrained import tokenizer_path  # torch
+        from ..weights.published import tokenizer_path  # torch
 
         args.tokenizer = tokenizer_path(args.tokenizer)
     ckpt = load_checkpoint(args.checkpoint)  # a .pt file or a model folder

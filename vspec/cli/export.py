@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> None:
     except ExportError as e:
         raise UsageError(f"vspec export: error: {one_line(e)}") from None
     if is_checkpoint(args.path):  # a checkpoint or a model folder: vspec.load
-        from ..loading import load as load_model  # torch
+        from ..weights.loading import load as load_model  # torch
 
         if args.overrides:
             raise SpecError("", "--set applies to spec files, not to a checkpoint's trained model")

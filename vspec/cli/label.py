@@ -96,13 +96,14 @@ def _vspec_model(args, prog: str):
     """(model, in_chans, img_size, the weights' data config or None, what it is) of a vspec MODEL."""
     import torch  # torch
 
-    from ..checkpoint import at_img_size, load_weights  # torch
     from ..compiler import build  # torch
-    from ..loading import load_checkpoint  # torch
+    from ..weights.checkpoint import at_img_size, load_weights  # torch
+    from ..weights.loading import load_checkpoint  # torch
 
     path, cfg = args.model, None
     if args.pretrained:
-        from ..pretrained import pretrained_cfg, published  # torch
+        from ..weights.converted import pretrained_cfg  # torch
+        from ..weights.published import published  # torch
 
         got = published(str(path), args.pretrained)
         path = got.folder

@@ -91,7 +91,7 @@ def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
     if args.overrides:
         spec = override(spec, dict(parse_assignment(a) for a in args.overrides))
     if spec.embedder.text and (args.pretrained or (args.tokenizer or "").startswith("hf:")):
-        from ..pretrained import tokenizer_path  # torch
+        from ..weights.published import tokenizer_path  # torch
 
         data = attrs.evolve(data, tokenizer=tokenizer_path(args.tokenizer, args.spec, args.pretrained))
     return TrainConfig(spec, recipe, attrs.evolve(data, inputs=_inputs(args, spec, prog)), run)
@@ -112,7 +112,7 @@ def _inputs(args: argparse.Namespace, spec, prog: str) -> dict | None:
     weights = None
     tagged = (preset_ref(args.spec) or (None, None))[1] is not None  # timm's name.tag: that tag's inputs, as its
     if args.pretrained or tagged:  # pretrained_cfg gives them to a model built from it, weights asked for or not
-        from ..pretrained import pick  # torch
+        from ..weights.published import pick  # torch
 
         name, _, tag, entry = pick(args.spec, args.pretrained or True)
         weights = {**entry.data_config(), "architecture": name, "tag": tag}

@@ -40,10 +40,10 @@ def source_text(source, markdown: bool = False) -> str:
 def cached(name: str, tag: str, entry) -> str:
     """"converted" (vspec's cache holds the model folder; "converted, unverified" where its source file was
     checked against no published sha256), "downloaded" (the source file is in its cache) or "-"."""
-    from .. import downloads as D  # torch
-    from .. import pretrained as P  # torch
+    from ..weights import cache  # torch
+    from ..weights.converted import converted_folder  # torch
 
-    folder = P.converted_folder(name, tag)
+    folder = converted_folder(name, tag)
     if folder.is_dir():
         try:
             cfg = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("pretrained_cfg")
@@ -51,15 +51,15 @@ def cached(name: str, tag: str, entry) -> str:
             cfg = None
         return "converted" if isinstance(cfg, dict) and cfg.get("verified") is True else "converted, unverified"
     source = entry.source
-    if D.drop_path(source).is_file():
+    if cache.drop_path(source).is_file():
         return "downloaded"
     if isinstance(source, Hub):
         try:
             from huggingface_hub import try_to_load_from_cache  # extra
         except ImportError:
             return "-"
-        D.check_hub_cache(f"{name} ({tag})", source.repo, source.revision)  # a damaged cache: one line
-        hit = try_to_load_from_cache(source.repo, source.file, cache_dir=D.hf_cache(), revision=source.revision)
+        cache.check_hub_cache(f"{name} ({tag})", source.repo, source.revision)  # a damaged cache: one line
+        hit = try_to_load_from_cache(source.repo, source.file, cache_dir=cache.hf_cache(), revision=source.revision)
         return "downloaded" if isinstance(hit, str) else "-"
     return "-"
 

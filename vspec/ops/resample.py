@@ -1,6 +1,6 @@
-"""Resampling the tables that follow the token grid, as pure tensor functions (the rules: vspec/resample.py's doc):
-the learned absolute position table `pos_embed`, bicubic over the patch grid with the prefix (class) rows kept, as
-DeiT's released fine-tuning at 384 px (facebookresearch/deit, main.py) and timm's `resample_abs_pos_embed(...,
+"""Resampling the tables that follow the token grid, as pure tensor functions (the rules: vspec/weights/resample.py's
+doc): the learned absolute position table `pos_embed`, bicubic over the patch grid with the prefix (class) rows kept,
+as DeiT's released fine-tuning at 384 px (facebookresearch/deit, main.py) and timm's `resample_abs_pos_embed(...,
 antialias=False)`; Swin's relative position bias tables, bicubic over the (2 wh - 1) x (2 ww - 1) offsets, as Swin's
 released `load_pretrained` (microsoft/Swin-Transformer, utils.py) and timm's `resize_rel_pos_bias_table_simple`."""
 

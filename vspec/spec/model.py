@@ -92,7 +92,7 @@ class Model:
     over all blocks of all stages. `init`: timm (ViT initialisation) | torch (PyTorch defaults).
     `causal`: every attention lets token i attend to tokens <= i only (a decoder's). `dynamic_img_size`: the model also
     takes images of other sizes (multiples of the patch) at run time, its position table resampled to their grid
-    (vspec.resample; timm's dynamic_img_size), where every kind declares `any_grid` (`check_dynamic`).
+    (vspec.weights.resample; timm's dynamic_img_size), where every kind declares `any_grid` (`check_dynamic`).
     `attention_maps`: the training forward also returns the attention maps each block hands on (the carried state
     "maps": a map-computing block's own, a reusing block's incoming ones; Refiner's released cos_reg), one per block,
     for the loss (`vspec.nn.heads.head_loss`'s n_comn); every block must hand maps on. The head's `mixes_tokens`

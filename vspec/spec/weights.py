@@ -3,7 +3,7 @@
 A preset file with published weights holds `WEIGHTS = {tag: Weights(...), ...}`; the first tag is the default.
 `vspec.create_model(name, pretrained=True | "<tag>")` fetches the source into the ecosystem's cache (Hugging
 Face's `HF_HOME`, torch hub's `TORCH_HOME`), converts it with the named converter and keeps the converted model
-folder in vspec's cache (`vspec.pretrained`).
+folder in vspec's cache (`vspec.weights.published`).
 
 Every image entry names its preprocessing (`Preprocess`: mean, std, crop fraction, interpolation, input size: what
 timm calls a pretrained_cfg), every text entry its tokenizer: the inputs the weights were trained and evaluated on

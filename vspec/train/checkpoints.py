@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checkpoint import CheckpointError, cause, check_fields, load_weights, read_checkpoint
 from ..spec import to_json
+from ..weights.checkpoint import CheckpointError, cause, check_fields, load_weights, read_checkpoint
 from .datasets import entry
 
 FORMAT = "vspec-train-1"

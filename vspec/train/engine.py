@@ -26,13 +26,13 @@ from torch import nn
 
 from .. import spec as S
 from .._moved import moved as _moved
-from ..checkpoint import with_checksum
 from ..compiler import build
 from ..extras import needs
-from ..hub import save_pretrained
 from ..nn.heads import head_loss
-from ..pretrained import load_into
 from ..version import __version__
+from ..weights.checkpoint import with_checksum
+from ..weights.folder import save_pretrained
+from ..weights.published import load_into
 from . import checkpoints as C
 from . import distributed as D
 from . import folder as F

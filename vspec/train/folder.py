@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import pyplot
-from ..checkpoint import model_of
-from ..hub import save_pretrained
-from ..loading import load_checkpoint
+from ..weights.checkpoint import model_of
+from ..weights.folder import save_pretrained
+from ..weights.loading import load_checkpoint
 from . import checkpoints as C
 from .inputs import run_pretrained_cfg
 from .names import run_tokenizer

@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ..checkpoint import cause
 from ..extras import needs
+from ..weights.checkpoint import cause
 from .data import DataError
 from .datasets import Request, entry
 from .datasets import names as dataset_names

@@ -11,10 +11,10 @@ import torch.nn.functional as F
 import vspec
 from tests.helpers.caches import pickle_bytes, released_preset, torch_put
 from tests.helpers.checks import FIXTURES, argument_cases, assert_close_to_stored, check_argument
-from vspec import pretrained as P
 from vspec.convert import ConversionNote, from_official, official
 from vspec.models.lvvit.convert import LVVIT
 from vspec.spec import MHSA, MLP, Block, ConvStem, DenseAux, Model, Norm, PatchEmbed, RescaledBlock
+from vspec.weights import published
 
 
 def fixture(name: str) -> dict:
@@ -209,7 +209,7 @@ def test_a_released_checkpoint_file_loads_through_create_model(caches, tmp_path,
     data = fixture("lvvit_dense")
     folder = tmp_path / "presets"
     folder.mkdir()
-    params = P.params(vspec.build(official()["lvvit"].spec_of(data["config"])))
+    params = published.params(vspec.build(official()["lvvit"].spec_of(data["config"])))
     released_preset(folder, "lvvit_fixture", "lvvit", data["config"], params=params, classes=10,
                     unwrap=("state_dict",), source="Url('https://github.com/zihangJiang/TokenLabeling/releases/"
                                                    "download/1.0/lvvit_fixture.pth.tar')")

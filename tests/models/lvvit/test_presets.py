@@ -9,11 +9,11 @@ import torch
 
 import vspec
 from tests.helpers.checks import FIXTURES
-from vspec import pretrained as P
 from vspec.factory import presets
 from vspec.models.lvvit.convert import LVVIT
 from vspec.models.lvvit.weights import FACTORIES
 from vspec.spec import load_spec, load_weights_table
+from vspec.weights import published
 
 SIZES = json.loads((FIXTURES / "lvvit_sizes.json").read_text())
 # preset -> (released factory, resolution): 224 px is the factory's default, the others its --img-size
@@ -40,7 +40,7 @@ def test_the_preset_is_the_released_factory_with_its_counts(name):
     with torch.device("meta"):
         model = vspec.build(spec)
     counts = released(factory, size)
-    assert P.params(model) == counts["params"]
+    assert published.params(model) == counts["params"]
     assert len(model.state_dict()) == counts["state_dict_keys"]
     assert tuple(model.pos_embed.shape) == tuple(counts["pos_embed_shape"])
 

@@ -409,8 +409,8 @@ def test_every_msf_argument_is_honoured_or_refused_by_name(changes, expect):
 # ---------------------------------------------------------------- training
 def test_a_tiny_msf_model_trains_with_the_msf_recipe(tmp_path):
     """The `msf` recipe (mixup / cutmix 0.2, no EMA) on a tiny 2-group MSF SimpleViT, a few steps on digits."""
-    from vspec.checkpoint import read
     from vspec.cli.train import main as train_main
+    from vspec.weights.checkpoint import read
 
     spec = vspec.override(vspec.load_spec(ROOT / "specs" / "msf_vit_ti_g2.py"),
                           {"depth": 2, "dim": 32, "block.attention.heads": 2, "block.attention.head_dim": 16,

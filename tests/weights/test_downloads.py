@@ -17,11 +17,10 @@ import vspec
 from tests.helpers.caches import hub_put, pickle_bytes, safetensors_bytes
 from tests.helpers.checks import perturbed
 from tests.helpers.cli_corpus import run_case
-from vspec import downloads as D
-from vspec import pretrained as P
 from vspec.convert import ConversionNote, from_hf, spec_from_hf
 from vspec.factory import presets
 from vspec.spec import SpecError, load_spec, load_weights_table
+from vspec.weights import cache, converted, download, published
 
 REPO = "timm/deit_tiny_patch16_224.fb_in1k"  # deit_tiny's published weights
 
@@ -61,7 +60,7 @@ def test_published_weights_of_another_dtype_kind_are_refused_naming_it(caches, d
     hub_put(caches["hf"], REPO, "model.safetensors", safetensors_bytes(state))
     message = one_line_error(lambda: vspec.create_model("deit_tiny", pretrained=True))
     assert f"stored as {str(dtype).removeprefix('torch.')}" in message and "not floating-point" in message
-    assert not P.converted_folder("deit_tiny", "fb_in1k").exists()
+    assert not converted.converted_folder("deit_tiny", "fb_in1k").exists()
 
 
 def test_published_half_precision_weights_are_floating_and_load(caches, deit):
@@ -91,7 +90,7 @@ def plant_other_width(caches) -> None:
     spec = load_spec(presets()["deit_tiny"])
     other = attrs.evolve(spec, dim=96, block=attrs.evolve(spec.block, attention=attrs.evolve(
         spec.block.attention, heads=3)))
-    vspec.save_pretrained(vspec.build(other), P.converted_folder("deit_tiny", "fb_in1k"))
+    vspec.save_pretrained(vspec.build(other), converted.converted_folder("deit_tiny", "fb_in1k"))
 
 
 def test_every_reader_of_the_converted_cache_refuses_a_folder_of_another_model(caches, deit):
@@ -136,7 +135,7 @@ def _hub_fixture(caches, data: bytes):
 def test_a_special_file_in_the_caches_is_refused_in_one_line(caches, deit, where, kind):
     link, blob, ref = _hub_fixture(caches, deit[1])
     target = {"blob": blob, "snapshot": link, "ref": ref,
-              "drop path": D.drop_path(load_weights_table(presets()["deit_tiny"])["fb_in1k"].source)}[where]
+              "drop path": cache.drop_path(load_weights_table(presets()["deit_tiny"])["fb_in1k"].source)}[where]
     target.parent.mkdir(parents=True, exist_ok=True)
     target.unlink(missing_ok=True)
     os.mkfifo(target) if kind == "FIFO" else target.mkdir()
@@ -172,7 +171,7 @@ def test_other_raw_errors_are_weights_unavailable_naming_the_path(caches, deit, 
     data = deit[1]
     # a URL source's file linked to /proc/self/mem (reads fail with EIO)
     entry = load_weights_table(presets()["t2t_vit_7"])["ema"]
-    path = D.drop_path(entry.source)
+    path = cache.drop_path(entry.source)
     path.parent.mkdir(parents=True)
     path.symlink_to("/proc/self/mem")
     message = one_line_error(lambda: vspec.create_model("t2t_vit_7", pretrained=True))
@@ -185,7 +184,7 @@ def test_other_raw_errors_are_weights_unavailable_naming_the_path(caches, deit, 
         assert f"vspec's cache {unwritable}/pretrained cannot be written" in message
     monkeypatch.setenv("VSPEC_CACHE", str(caches["vspec"]))
     # the converted entry is a file, a FIFO, a link to a refused folder
-    folder = P.converted_folder("deit_tiny", "fb_in1k")
+    folder = converted.converted_folder("deit_tiny", "fb_in1k")
     folder.parent.mkdir(parents=True)
     for kind in ("a file", "a named pipe (FIFO)", "a symbolic link"):
         if kind == "a file":
@@ -205,7 +204,7 @@ def test_other_raw_errors_are_weights_unavailable_naming_the_path(caches, deit, 
 def test_a_repaired_cache_warns_in_one_line_on_the_command_line(caches, deit):
     hub_put(caches["hf"], REPO, "model.safetensors", deit[1])
     vspec.create_model("deit_tiny", pretrained=True)
-    (P.converted_folder("deit_tiny", "fb_in1k") / "config.json").write_text("{}")
+    (converted.converted_folder("deit_tiny", "fb_in1k") / "config.json").write_text("{}")
     done = cli("build", "deit_tiny", "--pretrained")
     assert done.code == 0, done.stderr
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("vspec: warning: deit_tiny (fb_in1k): the "
@@ -225,7 +224,7 @@ def test_an_unreachable_hub_is_said_at_once_without_hf_hub_offline(caches, monke
         port = s.getsockname()[1]
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", f"http://127.0.0.1:{port}")
-    monkeypatch.setattr(D, "_REACHABLE", {})
+    monkeypatch.setattr(download, "_REACHABLE", {})
     t0 = time.monotonic()
     message = one_line_error(lambda: vspec.create_model("deit_tiny", pretrained=True))
     assert time.monotonic() - t0 < 5
@@ -239,9 +238,9 @@ def test_the_probe_gives_up_after_its_timeout(monkeypatch):
         raise TimeoutError("timed out")
 
     monkeypatch.setattr(socket, "create_connection", hang)
-    monkeypatch.setattr(D, "_REACHABLE", {})
+    monkeypatch.setattr(download, "_REACHABLE", {})
     t0 = time.monotonic()
-    assert D.reachable("https://example.invalid/x", timeout=0.5) is False
+    assert download.reachable("https://example.invalid/x", timeout=0.5) is False
     assert time.monotonic() - t0 < 5
 
 
@@ -296,7 +295,7 @@ def tiny_text_preset(tmp_path, monkeypatch) -> None:
     folder = tmp_path / "presets"
     folder.mkdir(exist_ok=True)
     spec = spec_from_hf({"model_type": "bert", **SPANBERT_FIELDS}, classifier=False)
-    params = P.params(vspec.build(spec))
+    params = published.params(vspec.build(spec))
     (folder / "tiny_spanbert.py").write_text(
         "from vspec.spec import Hub, Weights, from_json\n"
         f"SPEC = from_json({vspec.to_json(spec)!r})\n"
@@ -330,7 +329,7 @@ def test_float8_weights_load_through_every_reader(tmp_path, capsys, dtype):
                  img_size=8, in_chans=1, num_classes=10)
     model = vspec.build(spec).to(dtype)
     folder = vspec.save_pretrained(model, tmp_path / "f8")
-    vspec.checkpoint.save(model, tmp_path / "f8.pt")
+    vspec.weights.checkpoint.save(model, tmp_path / "f8.pt")
     want = model.state_dict()["embedder.proj.weight"].float()
     for loaded in (vspec.from_pretrained(folder), vspec.create_model(folder), vspec.load(tmp_path / "f8.pt")):
         assert torch.equal(loaded.state_dict()["embedder.proj.weight"], want)

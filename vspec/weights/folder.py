@@ -7,13 +7,13 @@
 With network access the standard tools push and pull such a folder, e.g. `huggingface_hub.upload_folder(
 repo_id="you/my-model", folder_path="my-model")` and `vspec.from_pretrained(huggingface_hub.snapshot_download(
 "you/my-model"))`. `from_pretrained` takes a local folder only (the published weights of presets are
-`vspec.create_model(name, pretrained=True)`, vspec.pretrained).
+`vspec.create_model(name, pretrained=True)`, vspec.weights.published).
 
 config.json: {"format": "vspec-folder-1", "architecture": "vspec", "num_classes", "num_features" (timm's
 names, for tools that list models), "spec": the spec as `vspec.to_json` writes it (its own format version
 inside: an earlier one is upgraded on load), "sha256", and for a model holding published weights
-"pretrained_cfg" (timm's name: the weights' inputs, `vspec.pretrained.pretrained_cfg`; not in the checksum)}.
-"sha256" is `vspec.checksum.checksum` over the
+"pretrained_cfg" (timm's name: the weights' inputs, `vspec.weights.published.pretrained_cfg`; not in the checksum)}.
+"sha256" is `vspec.weights.checksum.checksum` over the
 format, the spec (its JSON with sorted keys), every tensor of model.safetensors (name, dtype, shape, bytes)
 and the aliases below: an edited spec or weight is refused as in a .pt checkpoint (it is no signature).
 
@@ -22,7 +22,7 @@ storage, offset, shape and strides: a tied weight) is written once and listed in
 "vspec.aliases" = JSON {alias: name}; the model rebuilt from the spec ties them again itself, and both names
 are loaded from the one tensor. Tensors that only overlap are written as copies.
 
-Loading applies every check of `vspec.load` through the same code (`vspec.checkpoint.check_checkpoint`: fields,
+Loading applies every check of `vspec.load` through the same code (`vspec.weights.checkpoint.check_checkpoint`: fields,
 spec validation and upgrade, sizes before the model is allocated, keys / shapes / dtypes), and reads model.safetensors
 safely: the header length is compared with the file size before the header is read, the header is parsed and
 every tensor's dtype, shape and byte range checked against the file (in range, no overlap) before any tensor
@@ -43,10 +43,10 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
+from ..spec import Model, to_dict
+from ..version import __version__
 from .checkpoint import CheckpointError, cause, check_checkpoint, check_fields, model_of, reading, weights_cfg
 from .checksum import checksum
-from .spec import Model, to_dict
-from .version import __version__
 
 FORMAT = "vspec-folder-1"
 CONFIG, WEIGHTS = "config.json", "model.safetensors"
@@ -106,9 +106,17 @@ def _write(path: Path, write) -> None:
 
 
 def save_pretrained(model: nn.Module, folder: str | Path, spec: Model | None = None) -> Path:
-    """Write `model` (its spec: `spec`, default `model.spec`) as a model folder, config.json and
-    model.safetensors (see the module's docstring); missing folders are created, the two files overwritten,
-    others in the folder left. Returns the folder."""
+    """Write `model` as a model folder, config.json and model.safetensors (see the module's docstring); missing
+    folders are created, the two files overwritten, others in the folder left.
+
+    Args:
+        model: a vspec model (as `vspec.build` or `vspec.create_model` make one).
+        folder: the folder to write.
+        spec: the spec to record (default `model.spec`).
+
+    Returns:
+        The folder.
+    """
     spec = spec if spec is not None else model.spec
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -237,7 +245,7 @@ def _weights(file: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
 
 def load_folder(folder: str | Path) -> dict[str, Any]:
     """A model folder as a checked checkpoint dict ({"format", "spec" (JSON text), "state_dict", ...}, see
-    `vspec.checkpoint.check_checkpoint`): config.json and model.safetensors read, the checksum verified."""
+    `vspec.weights.checkpoint.check_checkpoint`): config.json and model.safetensors read, the checksum verified."""
     folder = Path(folder)
     with reading(folder):
         if not folder.is_dir():
@@ -257,6 +265,15 @@ def load_folder(folder: str | Path) -> dict[str, Any]:
 
 
 def from_pretrained(folder: str | Path) -> nn.Module:
-    """Rebuild the model a model folder describes and load its weights; a bad folder raises a one-line
-    CheckpointError (a SpecError) naming the file."""
+    """Rebuild the model a model folder describes and load its weights, after every check of `vspec.load`.
+
+    Args:
+        folder: a model folder (config.json + model.safetensors), as `save_pretrained` writes one.
+
+    Returns:
+        The model with its weights (and the `pretrained_cfg` the folder records, if any).
+
+    Raises:
+        CheckpointError: a missing, corrupt or edited folder, in one line (a SpecError) naming the file.
+    """
     return model_of(load_folder(folder), Path(folder) / WEIGHTS)

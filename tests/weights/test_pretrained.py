@@ -1,4 +1,5 @@
-"""Published weights in one call (vspec.pretrained): `create_model(name, pretrained=True)` through the ecosystem's
+"""Published weights in one call (vspec.weights.published): `create_model(name, pretrained=True)`
+through the ecosystem's
 caches, filled here as the real downloads leave them (tests/helpers/caches.py), in the published files' formats, with
 random weights; the reference is the model built from that file by timm, transformers or the released
 formulation (benchmarks/released.py; for the Conformer the authors' own outputs, the fixtures). No network:
@@ -27,14 +28,13 @@ from tests.helpers.caches import (
 )
 from tests.helpers.checks import FIXTURES, assert_close_to_stored, load_benchmark, perturbed
 from tests.helpers.docs_examples import doc
-from vspec import downloads as D
-from vspec import pretrained as P
 from vspec.convert import ConversionNote, official
 from vspec.factory import presets
 from vspec.spec import Hub, Manual, Url, load_spec, load_weights_table
 from vspec.spec.weights import Weights
+from vspec.weights import cache, converted, published
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENTRIES = [(name, tag, entry) for name, file in sorted(presets().items())
            for tag, entry in load_weights_table(file).items()]
 
@@ -62,7 +62,7 @@ def test_every_entry_builds_the_parameters_it_declares():
     for name, tag, entry in ENTRIES:
         with torch.device("meta"):
             model = vspec.create_model(name)
-        assert P.params(model) == entry.params, (name, tag)
+        assert published.params(model) == entry.params, (name, tag)
 
 
 def test_every_source_names_a_real_specific_file():
@@ -191,7 +191,7 @@ def test_timm_hub_deit_tiny_logits_cache_and_errors(caches, recwarn):
     x = torch.randn(2, 3, 224, 224)
     model = vspec.create_model("deit_tiny", pretrained=True).eval()
     assert_same_logits(ref, model, x)
-    folder = P.converted_folder("deit_tiny", "fb_in1k")
+    folder = converted.converted_folder("deit_tiny", "fb_in1k")
     assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
     # another class count keeps the body, a fresh classifier
     ten = vspec.create_model("deit_tiny", pretrained="fb_in1k", num_classes=10).eval()
@@ -215,16 +215,16 @@ def test_timm_hub_deit_tiny_logits_cache_and_errors(caches, recwarn):
 
 def test_offline_with_an_empty_cache_is_one_line_naming_the_url_and_the_path(caches):
     for name, tag in (("deit_tiny", "fb_in1k"), ("t2t_vit_7", "ema"), ("conformer_ti", "released")):
-        with pytest.raises(P.WeightsUnavailable) as info:
+        with pytest.raises(cache.WeightsUnavailable) as info:
             vspec.create_model(name, pretrained=True)
         message = str(info.value)
         entry = load_weights_table(presets()[name])[tag]
         assert "\n" not in message and entry.source.where.split("/blob/")[0] in message.replace("/resolve/", "/blob/")
-        assert str(D.drop_path(entry.source)) in message
+        assert str(cache.drop_path(entry.source)) in message
     assert not caches["vspec"].exists() or not any(caches["vspec"].rglob("*.safetensors"))  # nothing half-written
-    with pytest.raises(P.WeightsUnavailable, match="declares no published weights"):
+    with pytest.raises(cache.WeightsUnavailable, match="declares no published weights"):
         vspec.create_model("sot_tiny", pretrained=True)
-    with pytest.raises(P.WeightsUnavailable, match="no weights tagged 'nope'; its tags: fb_in1k"):
+    with pytest.raises(cache.WeightsUnavailable, match="no weights tagged 'nope'; its tags: fb_in1k"):
         vspec.create_model("deit_tiny", pretrained="nope")
 
 
@@ -233,14 +233,14 @@ def test_a_corrupt_download_is_refused_and_not_used(caches):
     data = safetensors_bytes(timm.create_model("deit_tiny_patch16_224").state_dict())
     blob = hub_put(caches["hf"], "timm/deit_tiny_patch16_224.fb_in1k", "model.safetensors", data)
     blob.resolve().write_bytes(data[:-7] + b"\x00" * 7)  # the bytes no longer those the Hub names the blob by
-    with pytest.raises(P.WeightsUnavailable, match=r"is corrupt \(its sha256 is not the published [0-9a-f]{64}\)"):
+    with pytest.raises(cache.WeightsUnavailable, match=r"is corrupt \(its sha256 is not the published [0-9a-f]{64}\)"):
         vspec.create_model("deit_tiny", pretrained=True)
-    assert not P.converted_folder("deit_tiny", "fb_in1k").exists()
+    assert not converted.converted_folder("deit_tiny", "fb_in1k").exists()
     # a file put by hand where the error says, truncated: refused by its reader, in one line
-    dropped = D.drop_path(load_weights_table(presets()["deit_tiny"])["fb_in1k"].source)
+    dropped = cache.drop_path(load_weights_table(presets()["deit_tiny"])["fb_in1k"].source)
     dropped.parent.mkdir(parents=True)
     dropped.write_bytes(data[: len(data) // 2])
-    with pytest.raises(P.WeightsUnavailable, match="cannot be read"):
+    with pytest.raises(cache.WeightsUnavailable, match="cannot be read"):
         vspec.create_model("deit_tiny", pretrained=True)
     dropped.write_bytes(data)  # whole: used
     assert vspec.create_model("deit_tiny", pretrained=True) is not None
@@ -256,7 +256,7 @@ def test_timm_hub_swin_tiny(caches):
     assert_same_logits(ref, model, x)
     # another head on the published body (SoT's on Swin-T: no SoT weights were published)
     sot = vspec.create_model("swin_tiny_sot").eval()
-    entry, fresh = P.load_into(sot, "swin_tiny", True)
+    entry, fresh = published.load_into(sot, "swin_tiny", True)
     assert entry.source.repo == "timm/swin_tiny_patch4_window7_224.ms_in1k"
     assert fresh and all(k.startswith("head.") for k in fresh)
     with torch.no_grad():
@@ -302,12 +302,12 @@ def test_manual_source_conformer_against_the_authors_outputs(caches, tmp_path, m
     data = torch.load(FIXTURES / "conformer_small.pt", weights_only=True)
     folder = tmp_path / "presets"
     folder.mkdir()
-    params = P.params(vspec.build(official()["conformer"].spec_of(data["config"])))
+    params = published.params(vspec.build(official()["conformer"].spec_of(data["config"])))
     released_preset(folder, "conformer_fixture", "conformer", data["config"], params=params, classes=10,
                     unwrap=("model",), source="Manual('https://drive.google.com/file/d/fixture/view', "
                                               "'conformer_fixture.pth')")
     monkeypatch.setenv("VSPEC_SPECS", str(folder))
-    with pytest.raises(P.WeightsUnavailable, match="behind a page a program cannot follow; download https://drive"):
+    with pytest.raises(cache.WeightsUnavailable, match="behind a page a program cannot follow; download https://drive"):
         vspec.create_model("conformer_fixture", pretrained=True)
     state = data["state_dict"]  # as the DeiT-style main.py saves it: under "model", with its command line
     torch_put(caches["torch"], "conformer_fixture.pth", pickle_bytes({
@@ -327,7 +327,7 @@ def test_hub_text_electra_body_logits_equal_transformers_and_fine_tunes(caches, 
     hub_put(caches["hf"], repo, "pytorch_model.bin", pickle_bytes(ref_pre.state_dict()))
     hub_put(caches["hf"], repo, "config.json", json.dumps(config).encode())
     model = vspec.create_model("electra_small", pretrained=True).eval()
-    assert P.params(model) == load_weights_table(presets()["electra_small"])["discriminator"].params
+    assert published.params(model) == load_weights_table(presets()["electra_small"])["discriminator"].params
     # the reference: transformers' classifier on the published body, its fresh head set to vspec's fresh head
     ref = transformers.ElectraForSequenceClassification(transformers.ElectraConfig(**config, num_labels=2)).eval()
     ref.electra.load_state_dict(ref_pre.electra.state_dict())

@@ -12,11 +12,10 @@ import torch
 
 import vspec
 from tests.helpers.caches import hub_put, pickle_bytes, safetensors_bytes
-from vspec import downloads as D
-from vspec import pretrained as P
 from vspec.cli import main
 from vspec.factory import presets
 from vspec.spec import load_weights_table
+from vspec.weights import cache, converted
 
 REPO, URL = "tiny/vit", "https://github.com/tiny/vit/releases/download/v1/tiny_vit.pth"
 PAGE = "https://drive.google.com/file/d/tiny/view"
@@ -59,7 +58,7 @@ def tiny(caches, tmp_path, monkeypatch):
 
 
 def put(tag: str, data: bytes):
-    path = D.drop_path(load_weights_table(presets()["tiny_vit"])[tag].source)
+    path = cache.drop_path(load_weights_table(presets()["tiny_vit"])[tag].source)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return path
@@ -69,7 +68,7 @@ def test_a_wrong_file_is_refused_where_a_digest_is_published(tiny):
     files, wrong = tiny
     for tag, kind in (("hub", "hub"), ("url", "url")):
         put(tag, wrong[kind])
-        with pytest.raises(P.WeightsUnavailable, match=r"is corrupt \(its sha256 is not the published"):
+        with pytest.raises(cache.WeightsUnavailable, match=r"is corrupt \(its sha256 is not the published"):
             vspec.create_model("tiny_vit", pretrained=tag)
         put(tag, files[kind])  # the published bytes, put by hand: checked, and verified
         with warnings.catch_warnings():
@@ -88,7 +87,7 @@ def test_a_file_no_digest_vouches_for_is_one_warning_and_unverified_everywhere(t
         assert lines == [f"tiny_vit ({tag}): {path} is unverified: no published sha256 is known for it (a file put "
                          "by hand, or a source that publishes none); it is used as it is"]
         assert model.pretrained_cfg["verified"] is False
-        config = json.loads((P.converted_folder("tiny_vit", tag) / "config.json").read_text())
+        config = json.loads((converted.converted_folder("tiny_vit", tag) / "config.json").read_text())
         assert config["pretrained_cfg"]["verified"] is False
         assert main(["build", "tiny_vit", "--pretrained", tag]) == 0
         assert " (unverified) (MIT)" in capsys.readouterr().out
@@ -101,7 +100,7 @@ def test_deit_tiny_placed_by_hand_is_unverified_not_the_published_file(caches, c
     """The issue's case: a random timm DeiT-Ti saved where the error says to put deit_tiny's file."""
     timm = pytest.importorskip("timm")
     entry = load_weights_table(presets()["deit_tiny"])["fb_in1k"]
-    path = D.drop_path(entry.source)
+    path = cache.drop_path(entry.source)
     path.parent.mkdir(parents=True)
     path.write_bytes(safetensors_bytes(timm.create_model("deit_tiny_patch16_224").state_dict()))
     assert main(["build", "deit_tiny", "--pretrained"]) == 0
@@ -112,7 +111,7 @@ def test_deit_tiny_placed_by_hand_is_unverified_not_the_published_file(caches, c
     assert "converted, unverified" in capsys.readouterr().out
     # the same file through Hugging Face's cache (the blob named by its sha256) is verified
     path.unlink()
-    P.converted_folder("deit_tiny", "fb_in1k").rename(path.parent / "old")
+    converted.converted_folder("deit_tiny", "fb_in1k").rename(path.parent / "old")
     hub_put(caches["hf"], entry.source.repo, entry.source.file,
             safetensors_bytes(timm.create_model("deit_tiny_patch16_224").state_dict()))
     with warnings.catch_warnings():

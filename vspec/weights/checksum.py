@@ -1,7 +1,7 @@
 """The checksums of checkpoints and model folders: `checksum` covers everything in an object (every field, the
 spec text, each tensor's dtype, shape and bytes), `tensor_checksum` the tensors alone (the previous release's).
 Both walk without recursion and hash an object met again as a reference, so that the walk is as long as the file;
-the checkpoint reader refuses shared or self-containing containers first (`vspec.checkpoint.Scan`). The tensors
+the checkpoint reader refuses shared or self-containing containers first (`vspec.weights.checkpoint.Scan`). The tensors
 on a device are read to the host together (`host_bytes`: one copy per CHUNK bytes, not one per tensor)."""
 
 import hashlib

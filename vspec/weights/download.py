@@ -1,21 +1,15 @@
-"""The ecosystem's download caches as vspec reads published weights from them (vspec.pretrained converts them).
+"""Fetching published weights into the ecosystem's caches (vspec.weights.cache says where they are) and verifying them.
 
-Where they are: Hugging Face's hub cache (`HF_HUB_CACHE`, else `HF_HOME/hub`), torch hub's `checkpoints/`
-(`TORCH_HOME`), vspec's own (`VSPEC_CACHE`, default `~/.cache/vspec`: `downloads/` for what a person puts there,
-`pretrained/` for converted model folders). Fetching: `huggingface_hub.hf_hub_download` / `snapshot_download`, or
-`torch.hub.download_url_to_file` for a URL; only the cache is read when `HF_HUB_OFFLINE=1` or the host cannot be
-reached (`reachable`: a connection probe of at most PROBE_SECONDS, instead of huggingface_hub's half a minute of
-retries). What the caches hand back is checked before it is read: a regular file (a FIFO would block its reader
-for ever, a folder or a device holds no weights; `regular_file`), a Hub ref holding a commit hash
-(`check_hub_cache`: huggingface_hub reads it raw), a digest where one is published (`verify`). Every problem is
-a one-line `WeightsUnavailable` naming the path, and where to put the file when it cannot be fetched.
+Fetching: `huggingface_hub.hf_hub_download` / `snapshot_download`, or `torch.hub.download_url_to_file` for a URL;
+only the cache is read when `HF_HUB_OFFLINE=1` or the host cannot be reached (`reachable`: a connection probe of at
+most PROBE_SECONDS, instead of huggingface_hub's half a minute of retries). A file a person put where an error said
+(`drop_path`) is taken first. A digest is checked where one is published (`verify`). Every problem is a one-line
+`WeightsUnavailable` naming the path, and where to put the file when it cannot be fetched.
 """
 
 import hashlib
 import os
-import re
 import socket
-import stat
 import threading
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
@@ -23,101 +17,9 @@ from urllib.parse import urlparse
 
 import torch
 
+from ..spec.weights import Hub, Manual, Url, Weights
+from .cache import WeightsUnavailable, check_hub_cache, drop_path, hf_cache, offline, regular_file
 from .checkpoint import cause
-from .spec import SpecError
-from .spec.core import file_kind
-from .spec.weights import Hub, Manual, Url, Weights
-
-
-class WeightsUnavailable(SpecError):
-    """Published weights that cannot be had or used: a one-line message (the CLI exits 2)."""
-
-    def __init__(self, message: str):
-        super().__init__("", message)
-
-
-# ---------------------------------------------------------------- where things are
-
-
-def _truthy(name: str) -> bool:
-    return os.environ.get(name, "").strip().upper() in ("1", "ON", "YES", "TRUE")
-
-
-def offline() -> bool:
-    """Hugging Face's switch, read at each call (huggingface_hub reads it once, at import): HF_HUB_OFFLINE=1."""
-    return _truthy("HF_HUB_OFFLINE")
-
-
-def _home_cache(*parts: str) -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", *parts)
-
-
-def hf_cache() -> Path:
-    """Hugging Face's hub cache as huggingface_hub finds it: HF_HUB_CACHE, else HF_HOME/hub, else
-    ~/.cache/huggingface/hub (read at each call, so that a changed environment is honoured)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]) / "hub"
-    return _home_cache("huggingface", "hub")
-
-
-def torch_checkpoints() -> Path:
-    """torch hub's checkpoint folder (`torch.hub.get_dir()/checkpoints`, TORCH_HOME honoured)."""
-    return Path(torch.hub.get_dir()) / "checkpoints"
-
-
-def vspec_cache() -> Path:
-    """vspec's own cache: VSPEC_CACHE, else ~/.cache/vspec."""
-    return Path(os.environ["VSPEC_CACHE"]) if os.environ.get("VSPEC_CACHE") else _home_cache("vspec")
-
-
-def drop_path(source: Hub | Url | Manual, file: str | None = None) -> Path:
-    """Where a person puts a file a program could not fetch: torch hub's checkpoints/<file> for a URL or a page;
-    for a Hub file, vspec's cache downloads/<repo>/<file> (Hugging Face's cache is keyed by commits)."""
-    if isinstance(source, Hub):
-        return vspec_cache() / "downloads" / source.repo / (file or source.file)
-    return torch_checkpoints() / source.file
-
-
-# ---------------------------------------------------------------- what the caches hand back
-
-def regular_file(path: Path, what: str) -> Path:
-    """`path` if it is a regular file (links followed), else a one-line WeightsUnavailable saying what it is: a FIFO
-    would block its reader for ever, a folder or a device is no file of weights. `what` begins the message."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as e:  # a dangling link, a link loop, a name too long, no permission
-        raise WeightsUnavailable(f"{what}: {path} cannot be read ({e.strerror or cause(e)})") from None
-    if not stat.S_ISREG(mode):
-        kind = file_kind(mode)
-        shown = f"{path} (a link to {path.resolve()})" if path.is_symlink() else str(path)
-        raise WeightsUnavailable(f"{what}: {shown} is {kind}, not a file; delete it and run again")
-    return path
-
-
-def _damaged(what: str, path: Path, why: str, root: Path) -> WeightsUnavailable:
-    return WeightsUnavailable(f"{what}: Hugging Face's cache is damaged: {path} {why}; delete {root} and run again")
-
-
-def check_hub_cache(what: str, repo: str, revision: str) -> None:
-    """Refuse what huggingface_hub would block on or raise a traceback for when it reads its cache for `repo`: the
-    revision's ref (refs/<revision>, the commit it points at) must be a small regular file holding a commit hash."""
-    from huggingface_hub.file_download import repo_folder_name  # extra
-
-    root = hf_cache() / repo_folder_name(repo_id=repo, repo_type="model")
-    ref = root / "refs" / revision
-    if not os.path.lexists(ref):
-        return
-    regular_file(ref, what)
-    try:
-        with open(ref, "rb") as f:
-            raw = f.read(256)
-    except OSError as e:
-        raise _damaged(what, ref, f"cannot be read ({e.strerror or cause(e)})", root) from None
-    if not re.fullmatch(rb"[0-9a-f]{40}\s*", raw):
-        raise _damaged(what, ref, "holds no commit hash (40 hex digits)", root)
-
 
 _REACHABLE: dict[tuple[str, int], bool] = {}
 PROBE_SECONDS = 3.0  # how long a connection (with its name lookup) may take before the network counts as absent

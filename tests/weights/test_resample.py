@@ -1,6 +1,6 @@
-"""New image sizes (issue 24, item 3): a checkpoint's position tables resampled to another img_size (vspec.resample,
-against timm's functions and F.interpolate written out), vspec.load / eval.py at another size, and
-dynamic_img_size: the model at any size equals the model built at that size with resampled weights, and the kinds
+"""New image sizes (issue 24, item 3): a checkpoint's position tables resampled to another img_size
+(vspec.weights.resample, against timm's functions and F.interpolate written out), vspec.load / eval.py at another size,
+and dynamic_img_size: the model at any size equals the model built at that size with resampled weights, and the kinds
 that need a fixed grid are refused at spec time."""
 
 import json
@@ -13,10 +13,8 @@ from timm.layers import resample_abs_pos_embed
 from timm.layers.pos_embed_rel import resize_rel_pos_bias_table_simple
 
 import vspec
-from vspec.checkpoint import CheckpointError
 from vspec.cli.eval import main as eval_main
 from vspec.ops.resample import resample_bias_table, resample_pos_embed
-from vspec.resample import resample_state
 from vspec.spec import (
     KINDS,
     MHSA,
@@ -44,6 +42,8 @@ from vspec.spec import (
     to_json,
     to_toml,
 )
+from vspec.weights.checkpoint import CheckpointError
+from vspec.weights.resample import resample_state
 
 DEIT = Model(embedder=PatchEmbed(patch_size=4), dim=32, depth=2, block=Block(attention=MHSA(heads=2)),
              img_size=32, num_classes=10)
@@ -247,12 +247,12 @@ def test_the_field_is_written_only_when_set():
 
 
 def test_at_twice_the_size_only_the_position_tables_change_shape():
-    """The claim of vspec.resample's doc: across every image preset (built on the meta device at its size and at
+    """The claim of vspec.weights.resample's doc: across every image preset (built on the meta device at its size and at
     twice it), the weights whose shape follows the grid are the position table and Swin's bias tables alone."""
     from pathlib import Path
 
     checked = 0
-    for path in sorted(Path(__file__).resolve().parents[1].glob("specs/*.py")):
+    for path in sorted(Path(__file__).resolve().parents[2].glob("specs/*.py")):
         spec = load_spec(path)
         if spec.embedder.text:
             continue
@@ -269,7 +269,7 @@ def test_readme_table_is_the_measured_run():
     """docs/interop.md's "New image sizes" table: the rows of docs/img_size/img_size.json (benchmarks/img_size.py)."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     run = json.loads((root / "docs/img_size/img_size.json").read_text())
     readme = (root / "docs/interop.md").read_text()
     assert run["depth"] == 12 and run["trained_at"] == 32 and run["data"] == "mnist5k"

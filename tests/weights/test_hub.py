@@ -1,4 +1,5 @@
-"""Model folders (vspec/hub.py): config.json + model.safetensors. A round trip gives equal logits for a shrunk
+"""Model folders (vspec/weights/folder.py): config.json + model.safetensors. A round
+trip gives equal logits for a shrunk
 preset of every family, loaded in a new process; tied weights are written once and tied again; every crafted
 folder (bad JSON, wrong shapes, edited bytes, truncated, missing, a huge declared header, ...) is one line
 naming the file; `vspec build --save-format folder` and tools/train.py --save-format folder write folders that
@@ -19,12 +20,12 @@ from safetensors.torch import save_file
 import vspec
 import vspec.cli
 from tests.helpers.shrunk import small
-from vspec import hub
-from vspec.checkpoint import CheckpointError
 from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
+from vspec.weights import folder as model_folder
+from vspec.weights.checkpoint import CheckpointError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # one preset per family: ViT / DeiT, Swin, SoT's head and its embedder, DHVT, MSF (isotropic and Swin), Refiner,
 # T2T-ViT, iRPE, Conformer, SimpleViT, the text bodies (BERT, GPT)
 FAMILIES = ["deit_tiny", "swin_tiny", "deit_tiny_sot", "sot_tiny", "dhvt_tiny_cifar_p4", "msf_vit_ti",
@@ -84,10 +85,10 @@ def test_the_hub_tools_read_the_folder(saved):
     loaded with huggingface_hub.load_torch_model into the rebuilt module gives the same logits."""
     from huggingface_hub import constants, load_state_dict_from_file, load_torch_model
 
-    assert (hub.CONFIG, hub.WEIGHTS) == (constants.CONFIG_NAME, constants.SAFETENSORS_SINGLE_FILE)
+    assert (model_folder.CONFIG, model_folder.WEIGHTS) == (constants.CONFIG_NAME, constants.SAFETENSORS_SINGLE_FILE)
     folder, logits = saved["swin_tiny"]
     ours = vspec.from_pretrained(folder).eval()
-    theirs = load_state_dict_from_file(folder / hub.WEIGHTS)
+    theirs = load_state_dict_from_file(folder / model_folder.WEIGHTS)
     assert theirs.keys() == ours.state_dict().keys()
     model = vspec.build(ours.spec).eval()
     load_torch_model(model, folder)
@@ -159,7 +160,7 @@ def _write_config(folder: Path, config: dict, resum: bool = False) -> None:
     if resum:  # recompute the checksum, as whoever edits on purpose can
         with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
             tensors = {k: f.get_tensor(k) for k in f.keys()}
-        config["sha256"] = hub._digest(config["spec"], tensors, {})
+        config["sha256"] = model_folder._digest(config["spec"], tensors, {})
     (folder / "config.json").write_text(json.dumps(config))
 
 

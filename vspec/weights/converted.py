@@ -1,25 +1,13 @@
-"""Published weights in one call: `create_model(name, pretrained=True | "<tag>")`.
+"""Published weights converted into vspec's cache: `converted(name, tag, entry, spec)` makes and checks the model folder
+(config.json + model.safetensors, vspec.weights.folder) `$VSPEC_CACHE/pretrained/<preset>.<tag>/` of a preset's
+published weights (the catalogue, vspec.weights.published, says which).
 
-A preset's `WEIGHTS` (vspec.spec.weights) say where its checkpoints are. The first call for a (preset, tag):
-1. fetches the source through the ecosystem's own cache: `huggingface_hub.hf_hub_download` into Hugging Face's
-   (`HF_HUB_CACHE`, else `HF_HOME/hub`; `HF_HUB_OFFLINE=1` reads only the cache), or for a URL
-   `torch.hub.download_url_to_file` into torch hub's `checkpoints/` (`TORCH_HOME`; also where a file that only a
-   person can download goes);
-2. verifies what can be: the digest (a Hub file's LFS sha256 is its blob's name; a URL's published sha256), then
-   the converter's strict key mapping and the parameter count;
-3. converts it with the named converter (timm's, Hugging Face's, or the family's released one) and checks that the
-   preset is the published model (the same spec but for the head);
-4. keeps the converted model folder (config.json + model.safetensors, vspec.hub) in vspec's cache,
-   `$VSPEC_CACHE/pretrained/<preset>.<tag>/` (`VSPEC_CACHE` default `~/.cache/vspec`), written aside and renamed.
-Later calls read only that folder, checked by `cached_folder` (one that is corrupt or holds another model is
-refused, removed and made again from the source). Fetching and the checks of what the caches hand back:
-vspec.downloads.
-
-The model built keeps everything of the checkpoint that fits: the body always; the head's parts where the preset's
-head has them with the same shape (timm's 1000 classes); the rest of the head starts fresh, as timm's `num_classes`
-and transformers' task models on a pretrained body do. A source that is missing and cannot be fetched (offline, no
-network, a page only a person can follow) is a one-line `WeightsUnavailable` naming the URL and the exact path to
-put the file at; nothing half-written is left in any cache.
+The first call fetches the source (vspec.weights.download), verifies its digest, reads it (`read_state`: safetensors,
+or a torch pickle read with weights_only=True), converts it with the named converter (timm's, Hugging Face's, or the
+family's released one), checks that the preset is the published model but for the head (`published_difference`)
+and writes the folder aside, then renames it: a killed run leaves nothing half-written. Later calls read only that
+folder, checked by `cached_folder` (one that is corrupt or holds another model is refused, removed and made again
+from the source). `pretrained_cfg` is timm's record of the weights' inputs that the folder and the model carry.
 """
 
 import argparse
@@ -38,18 +26,16 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from ._moved import moved as _moved
-from .checkpoint import CheckpointError, cause, check_weights
-from .convert import ConversionError, from_hf, from_official, from_timm
-from .convert.hf import read_config
-from .downloads import WeightsUnavailable, fetch, regular_file, tokenizer_folder, verify, vspec_cache
-from .hub import save_pretrained
+from ..convert import ConversionError, from_hf, from_official, from_timm
+from ..convert.hf import read_config
+from ..spec import Model, SpecError, from_json, to_dict
+from ..spec.core import file_kind
+from ..spec.weights import Weights
+from .cache import WeightsUnavailable, regular_file, vspec_cache
+from .checkpoint import CheckpointError, cause
+from .download import fetch, verify
+from .folder import save_pretrained
 from .loading import load_checkpoint
-from .resample import resample_state
-from .spec import Model, SpecError, from_json, load_spec, load_weights_table, to_dict
-from .spec.catalogue import preset_path, preset_ref
-from .spec.core import file_kind
-from .spec.weights import Weights, requested
 
 # ---------------------------------------------------------------- vspec's cache
 
@@ -57,51 +43,6 @@ from .spec.weights import Weights, requested
 def converted_folder(name: str, tag: str) -> Path:
     """Where the converted model folder of preset `name`'s weights `tag` is kept."""
     return vspec_cache() / "pretrained" / f"{name}.{tag}"
-
-
-# ---------------------------------------------------------------- the table
-
-
-def locate(name_or_path: str | Path) -> tuple[str, Path, str | None]:
-    """(the cache's name, the .py file, the tag a `name.tag` gives or None) of a preset name (or timm's
-    `name.tag`) or a preset-style spec file (one that may declare WEIGHTS beside its SPEC; its file name is its
-    name in the cache)."""
-    path = Path(name_or_path)
-    if path.suffix == ".py":
-        if path.is_file():
-            return path.stem, path, None
-        raise WeightsUnavailable(f"{name_or_path}: no such file (a preset's .py file, or its name)")
-    # weights come from presets alone: a name is a preset's even where a file or folder of that name is here
-    ref = None if isinstance(name_or_path, Path) and path.suffix else preset_ref(str(name_or_path), here=False)
-    if ref is None:
-        raise WeightsUnavailable(f"{name_or_path}: published weights are declared beside a preset's SPEC (WEIGHTS); "
-                                 "give the preset's name or its .py file")
-    return ref[0], preset_path(ref[0]), ref[1]
-
-
-def pick(name_or_path: str | Path, pretrained: bool | str) -> tuple[str, Path, str, Weights]:
-    """(name, .py file, tag, entry) of the weights that `name_or_path` (a preset, `name.tag`, or a .py file) and
-    `pretrained` (True or a tag) ask for; a `name.tag` and another tag are refused."""
-    name, file, tag = locate(name_or_path)
-    if tag is not None and pretrained is not True and pretrained != tag:
-        requested(pretrained)
-        raise WeightsUnavailable(f"{name_or_path}: names the tag {tag!r}, pretrained asks for {pretrained!r}: give one")
-    tag, entry = choose(name, file, tag if tag is not None else pretrained)
-    return name, file, tag, entry
-
-
-def choose(name: str, file: Path, pretrained: bool | str) -> tuple[str, Weights]:
-    """(tag, entry) of `pretrained=True` (the first tag, the default) or `pretrained="<tag>"`."""
-    requested(pretrained)
-    table = load_weights_table(file)
-    if not table:
-        raise WeightsUnavailable(f"{name!r} declares no published weights (`vspec weights` lists the presets that "
-                                 "do)")
-    if pretrained is True:
-        return next(iter(table.items()))
-    if pretrained not in table:
-        raise WeightsUnavailable(f"{name!r} has no weights tagged {pretrained!r}; its tags: {', '.join(table)}")
-    return pretrained, table[pretrained]
 
 
 # ---------------------------------------------------------------- converting
@@ -273,61 +214,6 @@ def converted(name: str, tag: str, entry: Weights, spec: Model) -> tuple[Path, d
     return folder, load_checkpoint(folder)
 
 
-def load_pretrained(model: nn.Module, weights: Mapping[str, torch.Tensor], file: str | Path) -> list[str]:
-    """Load published `weights` into `model`: every body weight (a CheckpointError when one is missing or
-    misshapen), the head's where the model's head has them with the same shape; returns the head's keys that
-    start fresh."""
-    own = model.state_dict()
-    body = {k: v for k, v in weights.items() if not k.startswith("head.")}
-    check_weights({k: v for k, v in own.items() if not k.startswith("head.")}, body, file, "published weights")
-    head = {k: v for k, v in weights.items() if k.startswith("head.") and k in own and own[k].shape == v.shape}
-    model.load_state_dict({**body, **head}, strict=False)
-    return [k for k in own if k.startswith("head.") and k not in head]
-
-
-@attrs.frozen
-class Published:
-    """A preset's published weights as vspec's cache holds them: the entry, its converted model folder and the
-    folder's checked contents (`load_checkpoint`); `preset`: the preset's own spec."""
-
-    entry: Weights
-    folder: Path
-    ckpt: dict[str, Any]
-    preset: Model
-    name: str = ""
-    tag: str = ""
-
-    @property
-    def verified(self) -> bool:
-        """Whether the source file was checked against a published sha256 when it was converted."""
-        return (self.ckpt.get("pretrained_cfg") or {}).get("verified") is True
-
-
-def published(name_or_path: str | Path, pretrained: bool | str) -> Published:
-    """The published weights of a preset (a name or its .py file; `pretrained`: True or a tag), fetched and
-    converted where not yet in vspec's cache. Callers fetch them before building the model, so that weights that
-    cannot be had are said at once."""
-    name, file, tag, entry = pick(name_or_path, pretrained)
-    preset = load_spec(file)
-    folder, ckpt = converted(name, tag, entry, preset)
-    return Published(entry, folder, ckpt, preset, name, tag)
-
-
-def load_into(model: nn.Module, name_or_path: str | Path | Published,
-              pretrained: bool | str = True) -> tuple[Weights, list[str]]:
-    """Load the published weights of a preset (a name or its .py file and `pretrained`, True or a tag; or what
-    `published` gave) into `model`, a build of that preset's spec with any changes (classes, image size,
-    dropout...): the position tables resampled to the model's image size, the body loaded, the head's parts that
-    fit too (`load_pretrained`). Returns (the entry, the head's keys that start fresh)."""
-    got = name_or_path if isinstance(name_or_path, Published) else published(name_or_path, pretrained)
-    spec, weights = from_json(got.ckpt["spec"]), got.ckpt["state_dict"]
-    if model.spec.img_size != spec.img_size:
-        weights = resample_state(weights, spec, attrs.evolve(spec, img_size=model.spec.img_size))
-    fresh = load_pretrained(model, weights, got.folder)
-    model.pretrained_cfg = pretrained_cfg(got.name, got.tag, got.entry, model.spec, got.verified)
-    return got.entry, fresh
-
-
 def pretrained_cfg(name: str, tag: str, entry: Weights, spec: Model, verified: bool) -> dict[str, Any]:
     """timm's pretrained_cfg of a model that holds (name, tag)'s weights (`model.pretrained_cfg`, so that
     `timm.data.resolve_data_config(model=model)` gives the weights' transform): the entry's inputs
@@ -338,24 +224,3 @@ def pretrained_cfg(name: str, tag: str, entry: Weights, spec: Model, verified: b
     if "input_size" in cfg:
         cfg["input_size"] = (spec.in_chans, *spec.img_size)
     return cfg
-
-
-def tokenizer_path(text: str | None, name_or_path: str | Path | None = None,
-                   pretrained: bool | str = False) -> str | None:
-    """A `--tokenizer` value as a local folder: `hf:<repo id>` fetched (`tokenizer_folder`), a folder as given;
-    None with `pretrained`: the tokenizer of the preset's weights entry (`Weights.tokenizer`), else None."""
-    if text is None and pretrained and name_or_path is not None:
-        repo = pick(name_or_path, pretrained)[3].tokenizer
-        return str(tokenizer_folder(repo)) if repo else None
-    if text is not None and text.startswith("hf:"):
-        return str(tokenizer_folder(text.removeprefix("hf:")))
-    return text
-
-
-def params(model: nn.Module) -> int:
-    """Parameters as a Weights entry counts them: every one the model holds (trainable or not), tied ones once."""
-    return sum(p.numel() for p in model.parameters())
-
-
-def __getattr__(name: str):  # the names that moved to vspec.downloads (vspec/_moved.py)
-    return _moved(__name__, name)

@@ -1,14 +1,15 @@
-"""Reading a saved model, whatever holds it: a checkpoint file (vspec.checkpoint) or a model folder (vspec.hub).
-The one place that tells the two apart, above both readers, so that neither imports the other."""
+"""Reading a saved model, whatever holds it: a checkpoint file (vspec.weights.checkpoint) or a model folder
+(vspec.weights.folder). The one place that tells the two apart, above both readers, so that neither imports
+the other."""
 
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
+from ..spec import from_json, to_json
 from .checkpoint import CheckpointError, at_img_size, model_of, read_checkpoint, reading
-from .hub import load_folder
-from .spec import from_json, to_json
+from .folder import load_folder
 
 
 def load_checkpoint(path: str | Path, fields: dict[str, tuple] | None = None,
@@ -24,9 +25,18 @@ def load_checkpoint(path: str | Path, fields: dict[str, tuple] | None = None,
 
 
 def load(path: str | Path, img_size: int | tuple[int, int] | None = None) -> nn.Module:
-    """Rebuild the model a vspec checkpoint (or model folder) describes and load its weights; a bad one raises a
-    one-line CheckpointError (a SpecError) naming the file. `img_size`: build the spec at that size instead, its
-    weights resampled to it (`vspec.resample.resample_state`); a size the spec refuses is a one-line error."""
+    """Rebuild the model a vspec checkpoint (or model folder) describes and load its weights.
+
+    Args:
+        path: a `.pt` checkpoint (`vspec.save`'s, a training run's) or a model folder (`vspec.save_pretrained`'s).
+        img_size: build the spec at this size instead, its weights resampled to it (`vspec.weights.resample`).
+
+    Returns:
+        The model with its weights.
+
+    Raises:
+        CheckpointError: a bad checkpoint, or a size the spec refuses: one line (a SpecError) naming the file.
+    """
     ckpt = load_checkpoint(path)
     if img_size is not None:
         spec, weights = at_img_size(from_json(ckpt["spec"]), ckpt["state_dict"], img_size, path)

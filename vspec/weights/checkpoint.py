@@ -2,14 +2,14 @@
 training checkpoints add "ema", optimizer state and so on (vspec.train.checkpoints). Those of earlier
 releases are upgraded on load.
 
-`read_checkpoint` reads every checkpoint file (behind `vspec.loading.load_checkpoint`: `vspec.load`, `vspec eval`,
-`vspec analyze`; tools/train.py --resume): it reads with `weights_only=True` (no code in a file ever runs) and,
-for a zip file (what torch.save writes), memory-maps its records after refusing compressed ones, so that nothing
-is allocated that the file does not hold; it walks the file without recursion (refusing a container that
-contains itself, or one holding tensors reached by several paths), checks the checksum, validates the
-structure, upgrades the spec and compares the weights' keys, shapes and sizes with what the spec builds
-(on the meta device) before any consumer allocates the model. Every problem is a one-line
-CheckpointError that names the file and the cause. Model folders (vspec.hub: config.json + model.safetensors)
+`read_checkpoint` reads every checkpoint file (behind `vspec.weights.loading.load_checkpoint`: `vspec.load`,
+`vspec eval`, `vspec analyze`; tools/train.py --resume): it reads with `weights_only=True` (no code in a file ever runs)
+and, for a zip file (what torch.save writes), memory-maps its records after refusing compressed ones, so that nothing
+is allocated that the file does not hold; it walks the file without recursion (refusing a container that contains
+itself, or one holding tensors reached by several paths), checks the checksum, validates the structure, upgrades the
+spec and compares the weights' keys, shapes and sizes with what the spec builds (on the meta device) before any
+consumer allocates the model. Every problem is a one-line CheckpointError that names the file and the cause. Model
+folders (vspec.weights.folder: config.json + model.safetensors)
 are read by their own reader and then go through the same checks (`check_checkpoint`).
 
 Checksums: "sha256" covers the whole file's content (the spec text, every field, every tensor's dtype,
@@ -30,16 +30,15 @@ import attrs
 import torch
 from torch import nn
 
-from ._moved import moved as _moved
+from ..compiler import build, check_fit
+from ..compiler import weights as count
+from ..spec import Model, SpecError, budget, from_dict, from_json, to_json
+from ..spec.budget import size
+from ..spec.migrate import state_key_upgrade, upgrade, version_of
+from ..spec.weights import INPUTS
+from ..version import __version__
 from .checksum import CONTAINERS, checksum, children, tensor_checksum
-from .compiler import build, check_fit
-from .compiler import weights as count
 from .resample import resample_state
-from .spec import Model, SpecError, budget, from_dict, from_json, to_json
-from .spec.budget import size
-from .spec.migrate import state_key_upgrade, upgrade, version_of
-from .spec.weights import INPUTS
-from .version import __version__
 
 FORMAT = "vspec-checkpoint-1"
 CHECKSUM = "sha256"  # of everything in the file (`checksum`)
@@ -319,7 +318,7 @@ def _weights_fit(ckpt: dict[str, Any], file: Path) -> None:
 def read_checkpoint(path: str | Path, fields: dict[str, tuple] | None = None,
                     formats: tuple[str, ...] | None = None) -> dict:
     """The checkpoint dict of a file, read and checked (see `read`), then validated and upgraded
-    (`check_checkpoint`). A file or a model folder: `vspec.loading.load_checkpoint`."""
+    (`check_checkpoint`). A file or a model folder: `vspec.weights.loading.load_checkpoint`."""
     path = Path(path)
     with reading(path):
         folder = path.is_dir()
@@ -334,7 +333,7 @@ def check_checkpoint(ckpt: dict[str, Any], path: str | Path, fields: dict[str, t
     """A read checkpoint dict validated (the model fields, plus `fields` with their types; a "format" among
     `formats` when given), upgraded to the current spec format, and its weights compared with the spec's model
     (`_weights_fit`). Errors name `path`, those about the weights `weights_file` (default `path`): a model
-    folder (vspec.hub) keeps its spec and its weights in two files."""
+    folder (vspec.weights.folder) keeps its spec and its weights in two files."""
     path = Path(path)
     wfile = Path(weights_file) if weights_file is not None else path
     if "spec" not in ckpt and "state_dict" not in ckpt:
@@ -454,7 +453,3 @@ def at_img_size(spec: Model, weights: dict[str, torch.Tensor], img_size: Any, pa
         return new, resample_state(weights, spec, new)
     except (SpecError, ValueError, TypeError) as e:
         raise CheckpointError(path, f"img_size {img_size}: {e}") from None
-
-
-def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)
-    return _moved(__name__, name)

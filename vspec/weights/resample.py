@@ -18,9 +18,9 @@ by key, any weight whose shape it cannot explain. The tensor functions are in vs
 
 import torch
 
-from .compiler import build
-from .ops.resample import resample_bias_table, resample_pos_embed
-from .spec import Model
+from ..compiler import build
+from ..ops.resample import resample_bias_table, resample_pos_embed
+from ..spec import Model
 
 
 def resample_state(state_dict: dict[str, torch.Tensor], old_spec: Model,
@@ -43,5 +43,6 @@ def resample_state(state_dict: dict[str, torch.Tensor], old_spec: Model,
     for key, value in out.items():
         if key in own and tuple(own[key].shape) != tuple(value.shape):
             raise ValueError(f"{key}: shape {list(value.shape)} at img_size {list(old_spec.img_size)}, "
-                             f"{list(own[key].shape)} at {list(new_spec.img_size)}; vspec.resample has no rule for it")
+                             f"{list(own[key].shape)} at {list(new_spec.img_size)}; vspec.weights.resample has no rule "
+                             "for it")
     return out

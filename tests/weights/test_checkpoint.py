@@ -2,7 +2,7 @@
 --resume): each is refused in one line naming the file, or (for a defect the consumer does not read)
 used; none gives a traceback, hangs, allocates what its file does not hold, or runs code. Checksums catch
 flipped bytes and edited fields; a resume refuses a run that differs from its checkpoint.
-`python tests/test_checkpoint.py` prints the survey's figures (tried / clean / tracebacks /
+`python tests/weights/test_checkpoint.py` prints the survey's figures (tried / clean / tracebacks /
 hangs)."""
 
 import io
@@ -26,11 +26,11 @@ from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
 from vspec.spec import SpecError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHECKSUM = "tensor_sha256"  # the previous release's checksum (of the tensors)
 CHECKSUMS = (CHECKSUM, "sha256")  # and today's (of everything)
 # The survey (down to `figures`) uses only what every release has, so that it also measures an older one:
-# `PYTHONPATH=OLD_CHECKOUT python tests/test_checkpoint.py [NAME]` (this checkout: PYTHONPATH=.; NAME:
+# `PYTHONPATH=OLD_CHECKOUT python tests/weights/test_checkpoint.py [NAME]` (this checkout: PYTHONPATH=.; NAME:
 # only the crafted files whose names contain it). A try that outlives HANG_S seconds counts as a hang.
 
 
@@ -350,8 +350,8 @@ def test_the_command_lines_refuse_without_traceback_or_running_code(good_run, tm
 
 
 def test_first_lines_of_empty_and_blank_messages_name_the_error():
-    from vspec.checkpoint import cause
     from vspec.cli import one_line
+    from vspec.weights.checkpoint import cause
 
     assert one_line(EOFError()) == "EOFError" and one_line(ValueError("\n  \nsecond\nthird")) == "second third"
     assert cause(EOFError()) == "EOFError" and cause(OSError("\x1b[1mbold\x1b[0m\nmore")) == "OSError: bold"
@@ -359,7 +359,7 @@ def test_first_lines_of_empty_and_blank_messages_name_the_error():
 
 
 def test_checksum_covers_every_tensor_in_a_fixed_order():
-    from vspec.checksum import tensor_checksum
+    from vspec.weights.checksum import tensor_checksum
 
     state = {"b": torch.arange(4.0), "a": {"x": [torch.ones(2, 2), 3]}, "spec": "{}"}
     reordered = {"spec": "{}", "a": {"x": [torch.ones(2, 2), 3]}, "b": torch.arange(4.0)}
@@ -370,7 +370,7 @@ def test_checksum_covers_every_tensor_in_a_fixed_order():
 
 
 def test_the_checksum_covers_the_spec_every_field_and_every_tensor():
-    from vspec.checksum import checksum
+    from vspec.weights.checksum import checksum
 
     t = torch.arange(4.0)
     state = {"spec": '{"act": "gelu"}', "state_dict": {"w": t}, "epoch": 1, "rng": {"python": (3, (1, 2), None)},
@@ -389,8 +389,8 @@ def test_the_checksum_covers_the_spec_every_field_and_every_tensor():
 
 
 def test_written_checkpoints_carry_a_checksum_of_everything_that_load_verifies(good_run, tmp_path):
-    from vspec.checkpoint import read
-    from vspec.checksum import checksum
+    from vspec.weights.checkpoint import read
+    from vspec.weights.checksum import checksum
 
     spec, good = good_run
     model = vspec.build(vspec.load_spec(spec))
@@ -415,8 +415,8 @@ def test_written_checkpoints_carry_a_checksum_of_everything_that_load_verifies(g
 def test_checkpoints_with_the_previous_checksum_still_load_and_it_is_verified(good_run, tmp_path):
     """today's main wrote "tensor_sha256" (the tensors only): verified; the rest of such a file is taken as it
     is, as the README says."""
-    from vspec.checksum import tensor_checksum
     from vspec.train.checkpoints import load as load_training
+    from vspec.weights.checksum import tensor_checksum
 
     spec, good = good_run
     raw = torch.load(good, weights_only=True)
