@@ -10,6 +10,7 @@ import functools
 import importlib
 import inspect
 import os
+import re
 import sys
 
 # The API reference: (module, names) in page order; None takes the module's __all__, else its public names
@@ -79,6 +80,29 @@ def _public(module) -> list[str]:
     return list(names)
 
 
+SECTIONS = re.compile(r"(Args|Returns|Raises|Yields|Attributes):")  # a docstring's Google-style sections
+ITEM = re.compile(r"    (\*{0,2}\w+)(?: \(([^)]*)\))?: (.*)")  # `name (type): text`, one indent in
+
+
+def _markdown(doc: str) -> str:
+    """A docstring as Markdown: its Google-style sections (`Args:` and the indented `name: text` lines under it)
+    as a heading line and a list, as mkdocstrings shows them; the prose as it is."""
+    out: list[str] = []
+    section = None
+    for line in doc.splitlines():
+        if SECTIONS.fullmatch(line):
+            section = line[:-1]
+            out += ["", f"**{section}:**", ""]
+        elif section and (item := ITEM.fullmatch(line)):
+            out.append(f"- `{item[1]}`" + (f" ({item[2]})" if item[2] else "") + f": {item[3]}")
+        elif section and line.startswith("    ") and out and out[-1].startswith("- "):
+            out[-1] += " " + line.strip()
+        else:
+            section = None if not line.startswith("    ") else section
+            out.append(line)
+    return "\n".join(out)
+
+
 def _entry(name: str, obj) -> list[str]:
     try:
         sig = str(inspect.signature(obj))
@@ -87,7 +111,7 @@ def _entry(name: str, obj) -> list[str]:
     kind = "class" if inspect.isclass(obj) else "def" if callable(obj) else ""
     doc = inspect.getdoc(obj) if callable(obj) else None
     head = f"{kind} {name}{sig}" if kind else f"{name} = {obj!r}"
-    return [f"### `{name}`", "", "```python", head, "```", "", doc or "", ""]
+    return [f"### `{name}`", "", "```python", head, "```", "", _markdown(doc) if doc else "", ""]
 
 
 def api_entries() -> dict[str, dict[str, object]]:
