@@ -306,7 +306,7 @@ def test_matched_to_another_spec_fits_every_one(specs, tmp_path):
 def test_a_glue_comparison_compares_the_tasks_headline_metric(tmp_path):
     from tests.helpers.text_runs import cola_folder
     from vspec.train.recipes import resolve
-    from vspec.train.text import GLUE
+    from vspec.train.text.readers import GLUE
 
     body = vspec.override(vspec.load_spec(ROOT / "specs/demo_text.py"),
                           {"embedder.seq_len": 16, "embedder.max_positions": 16, "depth": 1, "dim": 16,

@@ -302,3 +302,59 @@ def test_the_weights_code_imports_no_old_path():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+# issue 56 (the training room, text and token labels): the public names of cdc305b that the moves to
+# vspec/train/text/, token_labels/, files.py, faults.py, run_folder.py and validators.py displaced ("owner: names")
+OLD_GONE_TRAINING = """
+vspec.train: folder labeling names relabel relabel_mix rules wordpiece
+vspec.train.checkpoints: RUN_FILES SaveError atomic_copy atomic_save atomic_write_text clean_stale_temps kill_hook
+    kill_point
+vspec.train.engine: TrainConfig
+vspec.train.folder: MODEL_FOLDERS check_fresh jsonl plot prepare refresh_best_folder tensorboard
+vspec.train.labeling: LabelError MIN_WIDTH label_maps pending resample save_map score_maps scorer top_k
+    write_label_maps
+vspec.train.names: GLUE_TASKS run_tokenizer
+vspec.train.relabel: LABELS_JSON MAX_RECORD N_COMN cos_reg_term crop_boxes dense_scores image_keys label_path pool
+    read_label_map read_record relabel_cross_entropy relabel_pooled_cross_entropy relabel_target soft_cross_entropy
+    soft_target_ce_cos_reg
+vspec.train.relabel_mix: RelabelMix
+vspec.train.rules: CROP ConfigError F32_MAX F32_TINY FINITE Is MEAN OneOf POSITIVE_FLOAT POSITIVE_INT Range STD
+    check_normalisation floats ints rule
+vspec.train.text: ENTAIL Example GLUE MAX_FIELD MAX_TOKENIZER_FILE MAX_UNKNOWN PAIR RT_FILE RT_LABELS RT_VAL SAMPLE
+    SPECIAL TOKENIZER_SUFFIXES Task TextData TextDataset Tokenizer check_tokenizer glue glue_metrics headline
+    pad_batch read_glue read_rt_polarity rt_polarity text_datasets text_metrics tokenizer_identity
+    tokenizer_mismatch train_wordpiece
+vspec.train.token_labels: LABEL_OPS LabelledRandAugment TokenLabels UNMOVED affine_label_map check_label_folder
+    check_map crop_plane describe label_op
+vspec.train.wordpiece: PREFIX learn word_counts
+"""
+
+
+def test_every_name_the_training_room_split_moved_warns_and_is_the_new_object():
+    old = _names(OLD_GONE_TRAINING)
+    assert len(old) == 111
+    for name in old:
+        owner, _, attr = name.rpartition(".")
+        if name in M.NAMES or name in M.MODULES:  # the owner's __getattr__ warns, naming the new place
+            new = M.NAMES.get(name) or M.MODULES[name]
+            package = importlib.import_module(owner)
+            vars(package).pop(attr, None)  # an old module imported by an earlier name of this loop
+            sys.modules.pop(name, None)
+            with pytest.warns(DeprecationWarning, match=_message(name, new)) as record:
+                got = getattr(package, attr)
+            assert record[0].filename == __file__
+            assert got is (sys.modules[name] if name in M.MODULES else M.resolve(new)), name
+        else:  # a name of an old module: its new module's (importing the old module warns)
+            assert owner in M.MODULES, name
+            assert getattr(_quietly(owner), attr) is getattr(importlib.import_module(M.MODULES[owner]), attr), name
+
+
+@pytest.mark.parametrize("owner", ["vspec.train", "vspec.train.text", "vspec.train.token_labels",
+                                   "vspec.train.checkpoints"])
+def test_an_unknown_name_of_a_split_training_module_is_an_error_without_a_warning(owner):
+    module = importlib.import_module(owner)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(AttributeError, match=f"^module '{owner}' has no attribute 'nope'$"):
+            module.nope  # noqa: B018

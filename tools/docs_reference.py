@@ -81,29 +81,25 @@ def _public(module) -> list[str]:
     return list(names)
 
 
-SECTIONS = ("Args:", "Returns:", "Raises:")  # a docstring's Google-style sections
+SECTIONS = re.compile(r"(Args|Returns|Raises|Yields|Attributes):")  # a docstring's Google-style sections
+ITEM = re.compile(r"    (\*{0,2}\w+)(?: \(([^)]*)\))?: (.*)")  # `name (type): text`, one indent in
 
 
 def _markdown(doc: str) -> str:
-    """A docstring as markdown: its sections (`SECTIONS`) as bold headings and lists, one item per argument or
-    error (its indented continuation joined to it), the text of Returns as a paragraph; the rest as it is."""
+    """A docstring as Markdown: its Google-style sections (`Args:` and the indented `name: text` lines under it)
+    as a heading line and a list, as mkdocstrings shows them; the prose as it is."""
     out: list[str] = []
     section = None
     for line in doc.splitlines():
-        text = line.strip()
-        if not line.startswith(" ") and text in SECTIONS:
-            section = text
-            out += [f"**{text[:-1]}**", ""]
-        elif section and line.startswith(" "):
-            item = re.match(r" {4}(\*{0,2}\w+): (.*)", line) if section != "Returns:" else None
-            if item:
-                out.append(f"- `{item[1]}`: {item[2]}")
-            elif out[-1]:
-                out[-1] += f" {text}"
-            else:
-                out.append(text)
+        if SECTIONS.fullmatch(line):
+            section = line[:-1]
+            out += ["", f"**{section}:**", ""]
+        elif section and (item := ITEM.fullmatch(line)):
+            out.append(f"- `{item[1]}`" + (f" ({item[2]})" if item[2] else "") + f": {item[3]}")
+        elif section and line.startswith("    ") and out and out[-1].startswith("- "):
+            out[-1] += " " + line.strip()
         else:
-            section = section if not text else None
+            section = None if not line.startswith("    ") else section
             out.append(line)
     return "\n".join(out)
 

@@ -20,7 +20,7 @@ from vspec.spec import language_head, load_spec  # noqa: E402
 from vspec.train import DataConfig, RunConfig, TrainConfig  # noqa: E402
 from vspec.train.engine import run  # noqa: E402
 from vspec.train.recipes import resolve  # noqa: E402
-from vspec.train.text import read_rt_polarity  # noqa: E402
+from vspec.train.text.readers import read_rt_polarity  # noqa: E402
 
 
 def main(argv=None) -> int:

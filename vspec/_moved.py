@@ -41,6 +41,21 @@ _WEIGHTS = {"checkpoint": "checkpoint", "checksum": "checksum", "downloads": "do
 _CACHE = "torch_checkpoints vspec_cache"
 _CONVERTED = "DDP_PREFIX RELEASE_GLOBALS cached_folder converted_folder published_difference published_model read_state"
 
+# issue 56 (the training room, text and token labels): vspec/train/text.py and token_labels.py became packages of
+# the same names, their old names served by the package's `__getattr__`; checkpoints.py's atomic writes, crash-test
+# hook and run files went to files.py, faults.py and run_folder.py
+_TEXT = {"readers": "ENTAIL Example GLUE MAX_FIELD PAIR RT_FILE RT_LABELS RT_VAL Task glue read_glue read_rt_polarity "
+                    "rt_polarity",
+         "tokenizer": "MAX_TOKENIZER_FILE MAX_UNKNOWN SAMPLE SPECIAL TOKENIZER_SUFFIXES Tokenizer check_tokenizer "
+                      "tokenizer_identity tokenizer_mismatch train_wordpiece",
+         "batches": "TextData TextDataset pad_batch text_datasets", "metrics": "glue_metrics headline text_metrics"}
+_TOKEN_LABELS = ("LABEL_OPS LabelledRandAugment TokenLabels UNMOVED affine_label_map check_label_folder check_map "
+                 "crop_plane describe label_op")
+_TOKEN_LOSSES = ("N_COMN cos_reg_term relabel_cross_entropy relabel_pooled_cross_entropy soft_cross_entropy "
+                 "soft_target_ce_cos_reg")
+_CHECKPOINTS = {"files": "SaveError atomic_copy atomic_save atomic_write_text", "faults": "kill_hook kill_point",
+                "run_folder": "RUN_FILES clean_stale_temps"}
+
 MODULES = {
     "vspec.cli_common": "vspec.cli.common",
     "vspec.train.cli": "vspec.cli.train",
@@ -51,6 +66,14 @@ MODULES = {
     **{f"vspec.spec.{f}": f"vspec.models.{f}.spec" for f in _NN},
     # issue 56 (weights): the weights code in one package
     **{f"vspec.{old}": f"vspec.weights.{new}" for old, new in _WEIGHTS.items()},
+    # issue 56 (the training room, text and token labels)
+    "vspec.train.names": "vspec.train.text",
+    "vspec.train.wordpiece": "vspec.train.text.wordpiece",
+    "vspec.train.relabel": "vspec.train.token_labels.maps",
+    "vspec.train.relabel_mix": "vspec.train.token_labels.mix",
+    "vspec.train.labeling": "vspec.train.token_labels.writer",
+    "vspec.train.rules": "vspec.train.validators",
+    "vspec.train.folder": "vspec.train.run_folder",
 }
 
 NAMES = {
@@ -84,6 +107,13 @@ NAMES = {
     # issue 56 (weights): names of vspec.downloads / vspec.pretrained now in a module of their own
     **{f"vspec.downloads.{n}": f"vspec.weights.cache.{n}" for n in _CACHE.split()},
     **{f"vspec.pretrained.{n}": f"vspec.weights.converted.{n}" for n in _CONVERTED.split()},
+    # issue 56 (the training room, text and token labels)
+    **{f"vspec.train.text.{n}": f"vspec.train.text.{m}.{n}" for m, names in _TEXT.items() for n in names.split()},
+    **{f"vspec.train.token_labels.{n}": f"vspec.train.token_labels.dataset.{n}" for n in _TOKEN_LABELS.split()},
+    **{f"vspec.train.relabel.{n}": f"vspec.nn.token_losses.{n}" for n in _TOKEN_LOSSES.split()},
+    **{f"vspec.train.checkpoints.{n}": f"vspec.train.{m}.{n}" for m, names in _CHECKPOINTS.items()
+       for n in names.split()},
+    "vspec.train.engine.TrainConfig": "vspec.train.config.TrainConfig",
 }
 
 

@@ -48,7 +48,7 @@ from .spec.core import printable
 from .train import datasets
 from .train.config import DataConfig, RunConfig, TrainConfig
 from .train.datasets import names
-from .train.names import run_tokenizer
+from .train.text import run_tokenizer
 
 FILES = ("compare.json", "compare.png")
 MAX_GRID = 100  # grid points (specs x --grid's combinations) by default: each is trained once per seed
@@ -235,7 +235,8 @@ def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None
     """The split's sizes and classes, read once; for text the tokenizer every run shares, trained once into
     OUT/tokenizer (its vocabulary fits the smallest embedder), the task and its headline metric."""
     from .train.data import DataError, build_datasets, build_transforms  # torch
-    from .train.text import headline, text_datasets  # torch
+    from .train.text.batches import text_datasets  # torch
+    from .train.text.metrics import headline  # torch
 
     if data in names("text"):
         shutil.rmtree(run_tokenizer(out), ignore_errors=True)  # this comparison's own, never an earlier one's

@@ -13,7 +13,7 @@ from vspec.cli.fields import add_fields, field_rules, flag, given
 from vspec.cli.train import config_from_args, train_parser
 from vspec.train.config import DataConfig, RunConfig
 from vspec.train.recipes import RECIPES, Recipe
-from vspec.train.rules import ConfigError, Is, OneOf, floats, ints
+from vspec.train.validators import ConfigError, Is, OneOf, floats, ints
 
 TINY = str(Path(__file__).resolve().parents[2] / "specs/deit_tiny.py")
 CLASSES = (Recipe, DataConfig, RunConfig)

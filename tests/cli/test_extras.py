@@ -73,7 +73,7 @@ def test_a_command_that_needs_an_extra_names_it_in_one_line(tmp_path, extra, arg
     ("train", "import vspec; vspec.create_model('deit_tiny', features_only=True)", "create_model(features_only=True)"),
     ("train", "import vspec.train.engine", "vspec's training and evaluation (vspec.train)"),
     ("train", "from vspec.analysis import pyplot; pyplot()", "vspec's plots"),
-    ("text", "from vspec.train.text import train_wordpiece; train_wordpiece(['a b'], 'tok')",
+    ("text", "from vspec.train.text.tokenizer import train_wordpiece; train_wordpiece(['a b'], 'tok')",
      "training a WordPiece vocabulary"),
 ])
 def test_a_function_that_needs_an_extra_names_it(tmp_path, extra, code, what):

@@ -16,8 +16,8 @@ from tests.helpers.label_corpus import _label, _setup, _train
 from vspec.cli import main
 from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
-from vspec.train.labeling import resample, score_maps, top_k
-from vspec.train.relabel import read_label_map
+from vspec.train.token_labels.maps import read_label_map
+from vspec.train.token_labels.writer import resample, score_maps, top_k
 
 TINY = {"depth": 1, "dim": 32, "block.attention.heads": 2, "img_size": 16, "embedder.patch_size": 4}
 IMAGES = {"cls_a/a_001.png": (20, 30), "cls_a/a_002.png": (16, 16), "cls_b/b.001.png": (30, 12)}  # (W, H)

@@ -62,7 +62,7 @@ def _train(spec: str, data: Path, out: Path, *extra: str, task: str = "cola") ->
 
 # ---------------------------------------------------------------- tokenizer folders
 def _tokenizer_json(folder: Path) -> bytes:
-    from vspec.train.text import train_wordpiece
+    from vspec.train.text.tokenizer import train_wordpiece
 
     train_wordpiece([" ".join(WORDS)] * 3, folder / "good_tokenizer", vocab_size=120)
     return (folder / "good_tokenizer" / "tokenizer.json").read_bytes()
@@ -121,7 +121,7 @@ def _flip(data: bytes, rng: random.Random) -> bytes:
 
 
 def _other_text(folder: Path) -> None:
-    from vspec.train.text import train_wordpiece
+    from vspec.train.text.tokenizer import train_wordpiece
 
     train_wordpiece(["0 1 2 3 4 5 6 7 8 9"] * 5, folder, vocab_size=60)
 

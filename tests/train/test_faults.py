@@ -1,5 +1,5 @@
 """Training faults: SIGKILL at any point (crash-test hook VSPEC_TEST_KILL_AT, see
-vspec.train.checkpoints.kill_point), a full disk, a diverging loss, flags out of range, a finished or
+vspec.train.faults.kill_point), a full disk, a diverging loss, flags out of range, a finished or
 used run folder."""
 
 import errno
@@ -21,7 +21,7 @@ from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
 from vspec.cli.train import train_parser
 from vspec.train import checkpoints as C
-from vspec.train import engine
+from vspec.train import engine, faults, files
 
 TEMP = re.compile(r"\..*\.tmp-\d+")
 
@@ -84,7 +84,7 @@ def test_sigterm_mid_epoch_keeps_the_whole_epochs_loss_and_progress(tiny_spec, t
     ref = tmp_path / "ref"
     assert train_main(args(tiny_spec, ref, "--epochs", "1")) == 0
     out = tmp_path / "cut"
-    monkeypatch.setattr(C, "_passes", {})
+    monkeypatch.setattr(faults, "_passes", {})
     monkeypatch.setenv("VSPEC_TEST_KILL_AT", "step:2:TERM")  # stop after step 2 of 4
     capsys.readouterr()
     assert train_main(args(tiny_spec, out, "--epochs", "1")) == 128 + signal.SIGTERM  # returned, not sys.exit
@@ -139,17 +139,17 @@ def full_disk(monkeypatch, room=1000, only="last.pt"):
         f = open(path, mode, *a, **kw)
         return FullDisk(f, room) if "w" in mode and only in str(path) else f
 
-    monkeypatch.setattr(C, "open", fake_open, raising=False)
+    monkeypatch.setattr(files, "open", fake_open, raising=False)
 
 
 @pytest.mark.parametrize("room", [0, 1000])  # fails in torch's first write (OSError) or a later one (RuntimeError)
 def test_full_disk_keeps_the_previous_checkpoint_and_says_so(tmp_path, monkeypatch, room):
     path = tmp_path / "last.pt"
-    C.atomic_save({"format": C.FORMAT, "value": torch.tensor([1.0])}, path)
+    files.atomic_save({"format": C.FORMAT, "value": torch.tensor([1.0])}, path)
     full_disk(monkeypatch, room)
-    with pytest.raises(C.SaveError, match=rf"^cannot write {re.escape(str(path))}: no space left on device; the "
+    with pytest.raises(files.SaveError, match=rf"^cannot write {re.escape(str(path))}: no space left on device; the "
                                           "previous last.pt is kept$"):
-        C.atomic_save({"format": C.FORMAT, "value": torch.zeros(10_000)}, path)
+        files.atomic_save({"format": C.FORMAT, "value": torch.zeros(10_000)}, path)
     assert torch.equal(vspec.weights.checkpoint.read(path)["value"], torch.tensor([1.0])) and temps(tmp_path) == []
 
 
@@ -288,7 +288,7 @@ def test_a_signal_raises_interrupted_from_run_and_only_the_cli_exits(tiny_spec, 
     from vspec.cli.train import config_from_args
 
     out = tmp_path / "cut"
-    monkeypatch.setattr(C, "_passes", {})
+    monkeypatch.setattr(faults, "_passes", {})
     monkeypatch.setenv("VSPEC_TEST_KILL_AT", "step:3:INT")
     cfg = config_from_args(train_parser().parse_args(args(tiny_spec, out, "--epochs", "1")))
     before = signal.getsignal(signal.SIGINT)
@@ -311,7 +311,7 @@ def test_a_used_folder_is_refused_unless_resume_or_overwrite(tiny_spec, tmp_path
     assert "give one" in capsys.readouterr().err
     # --overwrite removes the earlier run's files before the new run writes any: stopped after its first
     # step, the folder holds only the new run's mid-epoch last.pt
-    monkeypatch.setattr(C, "_passes", {})
+    monkeypatch.setattr(faults, "_passes", {})
     monkeypatch.setenv("VSPEC_TEST_KILL_AT", "step:1:TERM")
     assert train_main(args(tiny_spec, out, "--epochs", "1", "--overwrite")) == 128 + signal.SIGTERM
     assert sorted(p.name for p in out.iterdir()) == ["last.pt"]

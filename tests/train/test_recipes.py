@@ -6,7 +6,7 @@ import pytest
 
 from vspec import load_spec
 from vspec.train.recipes import RECIPES, drop_path_rate, resolve
-from vspec.train.rules import ConfigError
+from vspec.train.validators import ConfigError
 
 from ..helpers import ROOT
 

@@ -16,6 +16,7 @@ from tests.helpers.image_runs import args, assert_same_weights, env, weights
 from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
 from vspec.train import checkpoints as C
+from vspec.train import files
 from vspec.weights.checkpoint import read
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,7 +133,7 @@ def test_interrupted_then_resumed_equals_uninterrupted(tiny_spec, tmp_path, how)
 
 def test_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     path = tmp_path / "last.pt"
-    C.atomic_save({"format": C.FORMAT, "value": torch.tensor([1.0])}, path)
+    files.atomic_save({"format": C.FORMAT, "value": torch.tensor([1.0])}, path)
 
     def torn_save(obj, f):
         f.write(b"half a checkpoint")
@@ -140,7 +141,7 @@ def test_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeypatch
 
     monkeypatch.setattr(C.torch, "save", torn_save)
     with pytest.raises(OSError, match="disk full"):
-        C.atomic_save({"format": C.FORMAT, "value": torch.tensor([2.0])}, path)
+        files.atomic_save({"format": C.FORMAT, "value": torch.tensor([2.0])}, path)
     assert torch.equal(read(path)["value"], torch.tensor([1.0]))
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]  # no temporary file left behind
 
@@ -148,7 +149,7 @@ def test_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeypatch
 def test_rng_state_round_trip_through_weights_only(tmp_path):
     C.seed_everything(5)
     state = C.rng_state()
-    C.atomic_save({"format": C.FORMAT, "rng": state}, tmp_path / "r.pt")
+    files.atomic_save({"format": C.FORMAT, "rng": state}, tmp_path / "r.pt")
     expected = (torch.rand(3), __import__("numpy").random.rand(2), __import__("random").random())
     C.seed_everything(99)
     C.set_rng_state(read(tmp_path / "r.pt")["rng"])

@@ -299,7 +299,7 @@ def test_train_writes_best_and_final_model_folders(tmp_path, capsys):
         results.append(json.loads(capsys.readouterr().out))
     assert results[0]["top1"] == results[1]["top1"] and results[0]["loss"] == results[1]["loss"]
     shutil.rmtree(out / "best")  # a resumed finished run leaves it; a resume mid-run rewrites it from best.pt
-    from vspec.train.folder import refresh_best_folder
+    from vspec.train.run_folder import refresh_best_folder
 
     refresh_best_folder(out)
     assert torch.equal(vspec.from_pretrained(out / "best").state_dict()["head.fc.weight"],

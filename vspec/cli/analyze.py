@@ -203,7 +203,7 @@ def _sentence(args: argparse.Namespace, spec: Model):
     import torch  # torch
 
     from ..train.data import DataError  # torch
-    from ..train.text import Tokenizer  # torch
+    from ..train.text.tokenizer import Tokenizer  # torch
 
     try:
         tokenizer = Tokenizer(args.tokenizer)

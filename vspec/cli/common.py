@@ -24,7 +24,7 @@ from typing import NoReturn
 from ..spec import Model, SpecError, load_spec, override, parse_assignment
 from ..spec.catalogue import preset_file, preset_ref
 from ..spec.core import FILE_KINDS, MAX_LINE, file_kind, one_line, printable, show  # noqa: F401 - re-exported
-from ..train.rules import ConfigError, rule
+from ..train.validators import ConfigError, rule
 
 
 class UsageError(Exception):
@@ -63,7 +63,7 @@ positive = int_in(1)
 
 def field_type(cls: type, name: str):
     """An argparse type: a number (ASCII digits) that the training configuration's field `name` of `cls` takes,
-    checked by that field's own validator (vspec/train/rules.py), so the flag and the Python API agree."""
+    checked by that field's own validator (vspec/train/validators.py), so the flag and the Python API agree."""
     check = rule(cls, name)
 
     def parse(text: str):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from ..spec import from_json
 from ..train.config import DataConfig, RunConfig
-from ..train.names import run_tokenizer
 from ..train.recipes import Recipe
-from ..train.rules import CROP, MEAN, POSITIVE_INT, STD, rule
+from ..train.text import run_tokenizer
+from ..train.validators import CROP, MEAN, POSITIVE_INT, STD, rule
 from .common import OneLineParser, UsageError, one_line_warnings, pretrained_flag, printable
 from .fields import field_rules
 from .train import check_flags, data_args, errors, report
@@ -174,7 +174,8 @@ def _evaluate_text(args: argparse.Namespace, spec, model, device, saved: dict[st
     from ..train.data import build_loaders  # torch
     from ..train.distributed import Dist, workers_for  # torch
     from ..train.tasks import evaluate_text  # torch
-    from ..train.text import pad_batch, text_datasets, tokenizer_mismatch  # torch
+    from ..train.text.batches import pad_batch, text_datasets  # torch
+    from ..train.text.tokenizer import tokenizer_mismatch  # torch
 
     tokenizer = args.tokenizer or run_tokenizer(args.checkpoint.parent)
     if not Path(tokenizer).is_dir():

@@ -12,7 +12,7 @@ import argparse
 
 import attrs
 
-from ..train.rules import Is, OneOf, Range
+from ..train.validators import Is, OneOf, Range
 
 
 def flag(field: attrs.Attribute) -> str | None:

@@ -1,7 +1,7 @@
 """`vspec label MODEL --data ... --out DIR`: token-label maps (Refiner's / LV-ViT's token labeling) of every
-training image, made by any vspec model or timm model (vspec/train/labeling.py), in the released on-disk format
-(one `torch.save`d (2, k, Hm, Wm) map per image, under `relabel.label_path(OUT, key)`). A second run skips the maps
-already written; every map is written atomically."""
+training image, made by any vspec model or timm model (vspec/train/token_labels/writer.py), in the released on-disk
+format (one `torch.save`d (2, k, Hm, Wm) map per image, under `token_labels.maps.label_path(OUT, key)`). A second run
+skips the maps already written; every map is written atomically."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from ..spec.catalogue import presets
 from ..train.config import DataConfig, RunConfig
 from ..train.progress import Progress
 from ..train.recipes import Recipe
-from ..train.rules import MEAN, POSITIVE_INT, STD, ints, rule
+from ..train.validators import MEAN, POSITIVE_INT, STD, ints, rule
 from .common import (
     OneLineParser,
     UsageError,
@@ -172,12 +172,12 @@ def label(args: argparse.Namespace, prog: str) -> dict:
     """Write the maps; returns what labels.json records, with this run's written / skipped counts."""
     import torch  # torch
 
-    from ..train.checkpoints import atomic_write_text  # torch
     from ..train.data import build_datasets, build_transforms  # torch
     from ..train.distributed import workers_for  # torch
+    from ..train.files import atomic_write_text  # torch
     from ..train.inputs import inputs_line, resolve_inputs  # torch
-    from ..train.labeling import MIN_WIDTH, pending, scorer, write_label_maps  # torch
-    from ..train.relabel import image_keys  # torch
+    from ..train.token_labels.maps import image_keys  # torch
+    from ..train.token_labels.writer import MIN_WIDTH, pending, scorer, write_label_maps  # torch
 
     grid = _pair(args.grid, "--grid", prog)
     if grid[1] < MIN_WIDTH:
@@ -238,7 +238,7 @@ def _classes(args) -> int:
 def _check_same(out: Path, record: dict, overwrite: bool, prog: str) -> None:
     """A resumed run must be the same labeling as the one whose maps are there (labels.json, where written; a
     key it lacks, from an earlier vspec, is not compared); a labels.json that is no small JSON object is refused."""
-    from ..train.relabel import read_record  # torch
+    from ..train.token_labels.maps import read_record  # torch
 
     before = read_record(out)
     if before is None:

@@ -13,7 +13,7 @@ from ..spec import SpecError, load_spec, override, parse_assignment
 from ..spec.catalogue import preset_ref
 from ..train.config import DataConfig, RunConfig, TrainConfig
 from ..train.recipes import RECIPES, Recipe, resolve
-from ..train.rules import MEAN, STD, ConfigError
+from ..train.validators import MEAN, STD, ConfigError
 from .common import OneLineParser, UsageError, one_line, one_line_warnings, pretrained_flag, spec_file
 from .fields import add_fields, flags, given
 

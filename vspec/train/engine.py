@@ -18,32 +18,34 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import torch
 from torch import nn
 
-from .. import spec as S
 from .._moved import moved as _moved
 from ..compiler import build
 from ..extras import needs
 from ..nn.heads import head_loss
+from ..spec import from_json, to_json
 from ..version import __version__
 from ..weights.checkpoint import with_checksum
 from ..weights.folder import save_pretrained
 from ..weights.published import load_into
-from . import checkpoints as C
-from . import distributed as D
-from . import folder as F
-from .config import TrainConfig as TrainConfig  # re-exported: vspec.train.engine.TrainConfig
+from . import checkpoints, distributed, run_folder
 from .data import build_loaders, set_epoch
+from .faults import kill_hook
+from .files import atomic_copy, atomic_save, atomic_write_text
 from .inputs import inputs_line, resumed, run_pretrained_cfg
 from .prefetch import ahead
 from .progress import Progress
 from .recipes import training_spec
 from .signals import Stop, StopFlag
 from .tasks import forward, make_task
+
+if TYPE_CHECKING:
+    from .config import TrainConfig
 
 
 class TrainingStopped(RuntimeError):
@@ -64,7 +66,10 @@ class Interrupted(Exception):
 def run(cfg: TrainConfig) -> dict[str, Any]:
     """Train `cfg.spec`; returns the final metrics. Writes cfg.run.out / {last.pt, best.pt, metrics.jsonl,
     curves.png}. Raises TrainingStopped (non-finite loss), Interrupted (SIGTERM / SIGINT, after saving
-    last.pt), ValueError / CheckpointError / DataError (what was asked cannot be done)."""
+    last.pt), ValueError / CheckpointError / DataError (what was asked cannot be done).
+
+    Args:
+        cfg: the run: its spec, recipe, data set (`DataConfig`) and execution (`RunConfig`)."""
     t = Training(cfg)
     t.resolve_resume()
     if t.finished_before():
@@ -98,10 +103,10 @@ class Training:
     """One run of `run`, step by step; each method is one of its steps and sets the attributes the next use."""
 
     def __init__(self, cfg: TrainConfig):
-        self.cfg, self.r = cfg, cfg.recipe
+        self.cfg, self.recipe = cfg, cfg.recipe
         cuda = cfg.run.device == "cuda" or (cfg.run.device == "auto" and torch.cuda.is_available())
-        self.d = D.init_distributed("cuda" if cuda else "cpu")
-        self.device = D.pick_device(cfg.run, self.d)
+        self.dist = distributed.init_distributed("cuda" if cuda else "cpu")
+        self.device = distributed.pick_device(cfg.run, self.dist)
         self.loss_every = cfg.run.loss_every or (32 if self.device.type == "cuda" else 1)
         self.out = Path(cfg.run.out)
         self.last = self.out / "last.pt"
@@ -109,82 +114,81 @@ class Training:
         self.start_epoch, self.skip_batches, self.global_step = 0, 0, 0
         self.history: list[dict[str, Any]] = []
         self.best, self.best_epoch = -1.0, 0
-        self.step_hook = C.kill_hook("step")  # None unless a crash test asks for it
+        self.step_hook = kill_hook("step")  # None unless a crash test asks for it
 
     # ------------------------------------------------ before training
     def resolve_resume(self) -> None:
         """--resume: load last.pt and check that it continues this run; a fresh run: check that `out` may be
         used. Then prepare the folder (rank 0), seed, and settle the spec."""
-        cfg, d, last = self.cfg, self.d, self.last
+        cfg, dist, last = self.cfg, self.dist, self.last
         if cfg.run.resume and not last.is_file():
             raise ValueError(f"--resume: no {last}")
-        self.ckpt = ckpt = C.load(last) if cfg.run.resume else None
+        self.ckpt = ckpt = checkpoints.load(last) if cfg.run.resume else None
         if ckpt is not None and ckpt.get("dropped"):
             raise ValueError(f"--resume: {last} comes from a release before spec format 2, and upgrading it "
                              "drops weights that could never learn (DAFF re-weighting a class token nothing reads), "
                              "so its optimizer state no longer fits: evaluate it or load it with vspec.load, but "
                              "start a new run to train")
         if ckpt is None:
-            F.check_fresh(self.out, cfg.run.overwrite)
-        if d.main:
-            F.prepare(self.out, ckpt)
+            run_folder.check_fresh(self.out, cfg.run.overwrite)
+        if dist.main:
+            run_folder.prepare(self.out, ckpt)
             if ckpt is not None and cfg.run.save_format == "folder":
-                F.refresh_best_folder(self.out)
-        C.seed_everything(cfg.run.seed + d.rank)
+                run_folder.refresh_best_folder(self.out)
+        checkpoints.seed_everything(cfg.run.seed + dist.rank)
         spec = cfg.spec
-        spec = training_spec(self.r, spec)
+        spec = training_spec(self.recipe, spec)
         if ckpt is not None:  # a resume goes on with the same spec and data, or not at all
-            C.check_resume(ckpt, last, spec, C.data_args(cfg))
+            checkpoints.check_resume(ckpt, last, spec, checkpoints.data_args(cfg))
         self.spec = spec
 
     def finished_before(self) -> bool:
         """Whether --resume found a run that is already finished (said on rank 0; nothing more to do)."""
         ckpt, max_steps = self.ckpt, self.cfg.run.max_steps
         if ckpt is None or ckpt["batches_done"] != 0 or not (
-                ckpt["epoch"] >= self.r.epochs or (max_steps and ckpt["global_step"] >= max_steps)):
+                ckpt["epoch"] >= self.recipe.epochs or (max_steps and ckpt["global_step"] >= max_steps)):
             return False
-        if self.d.main:
+        if self.dist.main:
             print(f"{self.out}: the run is finished ({ckpt['epoch']} epochs, {ckpt['global_step']} steps); nothing "
                   "to resume, summary.json is left as it was")
-        D.finish(self.d)
+        distributed.finish(self.dist)
         return True
 
     def make_data(self) -> None:
         """The task (image or text), its datasets (which may change num_classes) and loaders; the batch per
         process."""
-        cfg, r, d, spec = self.cfg, self.r, self.d, self.spec
+        cfg, recipe, dist, spec = self.cfg, self.recipe, self.dist, self.spec
         if self.ckpt is not None and self.ckpt.get("inputs"):  # a resumed run keeps its inputs, but for the flags
-
             data = attrs.evolve(cfg.data, inputs=resumed(self.ckpt["inputs"], cfg.data.inputs))
             cfg = self.cfg = attrs.evolve(cfg, data=data)
-        self.task = make_task(cfg, spec, r, d, self.out, self.ckpt, self.device)
-        if cfg.data.inputs and cfg.data.inputs.get("from") != "vspec's defaults" and d.main:
+        self.task = make_task(cfg, spec, recipe, dist, self.out, self.ckpt, self.device)
+        if cfg.data.inputs and cfg.data.inputs.get("from") != "vspec's defaults" and dist.main:
             print(f"note: {inputs_line(cfg.data.inputs)}", file=sys.stderr)
         train_ds, val_ds, collate, self.num_classes = self.task.data()
         if spec.num_classes != self.num_classes:
-            if d.main:
+            if dist.main:
                 print(f"note: {cfg.data.name} has {self.num_classes} classes; setting num_classes = "
                       f"{self.num_classes}", file=sys.stderr)
             spec = attrs.evolve(spec, num_classes=self.num_classes)
-        self.spec = spec if self.ckpt is None else S.from_json(self.ckpt["spec"])
-        if r.batch_size % (d.world * cfg.run.accum_steps):
-            raise ValueError(f"--batch-size {r.batch_size} must be divisible by processes x accumulation steps "
-                             f"({d.world} x {cfg.run.accum_steps})")
-        self.local_batch = r.batch_size // (d.world * cfg.run.accum_steps)
+        self.spec = spec if self.ckpt is None else from_json(self.ckpt["spec"])
+        if recipe.batch_size % (dist.world * cfg.run.accum_steps):
+            raise ValueError(f"--batch-size {recipe.batch_size} must be divisible by processes x accumulation steps "
+                             f"({dist.world} x {cfg.run.accum_steps})")
+        self.local_batch = recipe.batch_size // (dist.world * cfg.run.accum_steps)
         self.train_loader, self.val_loader = build_loaders(train_ds, val_ds, batch_size=self.local_batch,
-                                                           workers=D.workers_for(cfg.run.workers, self.device,
-                                                                                 d.world),
-                                                           seed=cfg.run.seed, rank=d.rank,
-                                                           world_size=d.world, collate_fn=collate)
+                                                           workers=distributed.workers_for(cfg.run.workers,
+                                                                                           self.device, dist.world),
+                                                           seed=cfg.run.seed, rank=dist.rank,
+                                                           world_size=dist.world, collate_fn=collate)
         batches = len(self.train_loader)
         self.steps_per_epoch = batches // cfg.run.accum_steps
         if self.steps_per_epoch == 0:
             raise ValueError(f"--accum-steps {cfg.run.accum_steps} exceeds the {batches} batches of an epoch")
         if self.ckpt is not None and self.ckpt["batches_done"] > batches:
-            raise C.CheckpointError(self.last, f"its 'batches_done' ({self.ckpt['batches_done']}) exceeds the "
-                                               f"{batches} batches of an epoch of this run")
+            raise checkpoints.CheckpointError(self.last, f"its 'batches_done' ({self.ckpt['batches_done']}) exceeds "
+                                                         f"the {batches} batches of an epoch of this run")
         self.train_source = ahead(self.train_loader, self.device, cfg.run.prefetch,  # --prefetch
-                                  self.task.transfer if self.device.type == "cuda" else None, note=d.main)
+                                  self.task.transfer if self.device.type == "cuda" else None, note=dist.main)
 
     def make_model(self) -> None:
         """The model (`core`: what is saved and evaluated), the same initial weights on every rank; its EMA."""
@@ -196,9 +200,8 @@ class Training:
         if self.ckpt is None:  # a fresh run: the task's own starting weights (a text body's --init)
             self.task.init_model(model)
         if self.cfg.run.pretrained is not None and self.ckpt is None:  # a fresh run from published weights
-
             entry, fresh = load_into(model, *self.cfg.run.pretrained)
-            if self.d.main:
+            if self.dist.main:
                 print(f"note: --pretrained: {entry.source.where}" + (f"; fresh: {', '.join(fresh)}" if fresh else ""),
                       file=sys.stderr)
         model.set_training_outputs(True)  # the head's declared outputs (MixToken, maps) for head_loss
@@ -206,10 +209,10 @@ class Training:
         if self.device.type == "cuda" and self.cfg.run.channels_last:
             model = model.to(memory_format=torch.channels_last)
         has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
-        if self.d.world > 1 and self.device.type == "cuda" and has_bn:
+        if self.dist.world > 1 and self.device.type == "cuda" and has_bn:
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         self.core = model
-        self.ema = ModelEmaV3(model, decay=self.r.ema_decay) if self.r.ema_decay else None
+        self.ema = ModelEmaV3(model, decay=self.recipe.ema_decay) if self.recipe.ema_decay else None
 
     def make_optimizer(self) -> None:
         """AdamW (its fused kernel on CUDA and under fp16: --adamw), the per-step cosine schedule with warmup, the
@@ -218,7 +221,7 @@ class Training:
             from timm.optim import create_optimizer_v2  # extra
             from timm.scheduler import CosineLRScheduler  # extra
 
-        r, cfg, device = self.r, self.cfg, self.device
+        recipe, cfg, device = self.recipe, self.cfg, self.device
         from timm.scheduler import PolyLRScheduler  # extra
 
         precision = cfg.run.precision
@@ -227,14 +230,15 @@ class Training:
         # with the unfused one it reads found_inf back to the host every step
         self.fused = cfg.run.adamw == "fused" or (cfg.run.adamw == "auto" and (device.type == "cuda" or
                                                                                precision == "fp16"))
-        self.optimizer = create_optimizer_v2(self.core, "adamw", lr=r.lr, weight_decay=r.weight_decay,
+        self.optimizer = create_optimizer_v2(self.core, "adamw", lr=recipe.lr, weight_decay=recipe.weight_decay,
                                              **({"fused": True} if self.fused else {}))
-        total = r.epochs * self.steps_per_epoch
-        warmup = round(r.warmup_frac * total) if r.warmup_frac else r.warmup_epochs * self.steps_per_epoch
-        schedule = PolyLRScheduler if r.schedule == "linear" else CosineLRScheduler  # linear: power 1
-        self.scheduler = schedule(self.optimizer, t_initial=total, lr_min=r.min_lr, warmup_t=warmup,
-                                  warmup_lr_init=r.warmup_lr, t_in_epochs=False,
-                                  **({"power": 1.0} if r.schedule == "linear" else {}))
+        total = recipe.epochs * self.steps_per_epoch
+        warmup = round(recipe.warmup_frac * total) if recipe.warmup_frac \
+            else recipe.warmup_epochs * self.steps_per_epoch
+        schedule = PolyLRScheduler if recipe.schedule == "linear" else CosineLRScheduler  # linear: power 1
+        self.scheduler = schedule(self.optimizer, t_initial=total, lr_min=recipe.min_lr, warmup_t=warmup,
+                                  warmup_lr_init=recipe.warmup_lr, t_in_epochs=False,
+                                  **({"power": 1.0} if recipe.schedule == "linear" else {}))
         self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
         self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
         if device.type == "cuda":
@@ -248,11 +252,11 @@ class Training:
         """The task's loss (mixup / cutmix for images); a head with several outputs says what it trains on (rank 0)."""
         self.mixup, self.criterion = self.task.loss(self.num_classes)
         self.dense_scale = 1.0  # --annealing-weight sets it each epoch
-        if self.r.dense_avg_pool and self.cfg.data.token_labels is not None:
+        if self.recipe.dense_avg_pool and self.cfg.data.token_labels is not None:
             raise ValueError("--dense-avg-pool: the pooled loss takes the image's target (the release fails on token "
                              "targets too); give --token-labels or --dense-avg-pool, not both")
         outputs = self.spec.head.outputs()  # what the head declares it returns in training (vspec/nn/heads.py)
-        if self.d.main and len(outputs) > 1:
+        if self.dist.main and len(outputs) > 1:
             if self.cfg.data.token_labels is not None:  # relabel_target's columns: the crop's, each token's
                 label = {"sample": "the crop's pooled teacher scores", "tokens": "its token label at every token"}
             else:
@@ -265,8 +269,8 @@ class Training:
         ckpt = self.ckpt
         if ckpt is None:
             return
-        C.restore(ckpt, self.last, self.core, self.optimizer, self.scheduler, self.scaler, self.ema)
-        C.adamw_kernel(self.optimizer, self.fused)  # this run's, whichever the checkpoint's run used
+        checkpoints.restore(ckpt, self.last, self.core, self.optimizer, self.scheduler, self.scaler, self.ema)
+        checkpoints.adamw_kernel(self.optimizer, self.fused)  # this run's, whichever the checkpoint's run used
         self.start_epoch, self.skip_batches = ckpt["epoch"], ckpt["batches_done"]
         self.global_step, self.history, self.best = ckpt["global_step"], ckpt["metrics"], ckpt["best_score"]
         self.best_epoch = ckpt.get("best_epoch", 0)
@@ -274,7 +278,7 @@ class Training:
     def wrap_model(self) -> None:
         """The model the loop calls: DDP over the processes (after the restore), compiled on request."""
         self.train_model = self.core
-        if self.d.world > 1:
+        if self.dist.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.train_model = nn.parallel.DistributedDataParallel(self.core, device_ids=ids)
         if self.cfg.run.compile:
@@ -283,15 +287,15 @@ class Training:
     # ------------------------------------------------ training
     def train(self) -> dict[str, Any]:
         """The epochs, each trained, evaluated and checkpointed; then the summary. Returns the last record."""
-        r = self.r
-        if self.d.main and not r.warmup_frac and r.warmup_epochs > r.epochs:  # (after every refusal)
-            print(f"note: {r.epochs} epoch{'s' * (r.epochs != 1)} < the recipe's {r.warmup_epochs} warmup epochs: the "
-                  f"lr rises for the whole run, to about {r.epochs / r.warmup_epochs:.0%} of its peak {r.lr:.3g}, "
-                  "and never decays; --warmup-epochs sets a shorter warmup", file=sys.stderr)
-        self.writer = F.tensorboard(self.out) if self.d.main else None
+        recipe, epochs, warmup = self.recipe, self.recipe.epochs, self.recipe.warmup_epochs
+        if self.dist.main and not recipe.warmup_frac and warmup > epochs:  # (after every refusal)
+            print(f"note: {epochs} epoch{'s' * (epochs != 1)} < the recipe's {warmup} warmup epochs: the lr rises for "
+                  f"the whole run, to about {epochs / warmup:.0%} of its peak {recipe.lr:.3g}, and never decays; "
+                  "--warmup-epochs sets a shorter warmup", file=sys.stderr)
+        self.writer = run_folder.tensorboard(self.out) if self.dist.main else None
         final: dict[str, Any] = {}
-        with StopFlag(prompt=self.d.world == 1) as stop:
-            for epoch in range(self.start_epoch, self.r.epochs):
+        with StopFlag(prompt=self.dist.world == 1) as stop:
+            for epoch in range(self.start_epoch, self.recipe.epochs):
                 stats = self.train_epoch(epoch, stop)
                 if stop.signum is not None:
                     self.interrupt(epoch, stats, stop.signum)
@@ -312,7 +316,8 @@ class Training:
     def train_epoch(self, epoch: int, stop: StopFlag) -> EpochStats:
         """One epoch (or its rest, after a mid-epoch resume), until its end, a signal or --max-steps."""
         skip = self.start_epoch_data(epoch)
-        progress = Progress(skip + len(self.train_loader), f"epoch {epoch + 1}/{self.r.epochs}", enabled=self.d.main,
+        progress = Progress(skip + len(self.train_loader), f"epoch {epoch + 1}/{self.recipe.epochs}",
+                            enabled=self.dist.main,
                             interval=self.cfg.run.log_interval or math.inf, unit=self.task.unit)
         stats = EpochStats(time.perf_counter(), batches_done=skip)
         if skip and self.ckpt is not None:
@@ -336,7 +341,7 @@ class Training:
                 loss, stepped = self.train_step(i, images, target)
                 pending.append((i, self.global_step if stepped else self.global_step + 1, loss))
                 stats.batches_done = i + 1
-                stats.seen += len(target) * self.d.world
+                stats.seen += len(target) * self.dist.world
                 done = stop.signum is not None or self.steps_done()
                 if done or len(pending) >= self.loss_every:
                     read_losses()
@@ -353,14 +358,14 @@ class Training:
         dense head's loss scale (--annealing-weight: the mean lr at the epoch's first step / the peak lr); returns
         the batches to skip."""
         skip = self.skip_batches if epoch == self.start_epoch else 0
-        if self.r.annealing_weight:  # from the schedule, so a run resumed mid-epoch scales as the uninterrupted one
+        if self.recipe.annealing_weight:  # from the schedule: a run resumed mid-epoch scales as the uninterrupted one
             lrs = self.scheduler._get_lr(epoch * self.steps_per_epoch)
-            self.dense_scale = sum(lrs) / len(lrs) / self.r.lr
+            self.dense_scale = sum(lrs) / len(lrs) / self.recipe.lr
         set_epoch(self.train_loader, epoch, skip=skip * self.local_batch)
         if skip and self.ckpt is not None:
-            C.set_rng_state(self.ckpt["rng"])  # mid-epoch resume: continue the interrupted RNG streams
+            checkpoints.set_rng_state(self.ckpt["rng"])  # mid-epoch resume: continue the interrupted RNG streams
         else:
-            C.seed_everything(self.cfg.run.seed * 100_003 + epoch * 1009 + self.d.rank)
+            checkpoints.seed_everything(self.cfg.run.seed * 100_003 + epoch * 1009 + self.dist.rank)
             self.train_loader.generator.manual_seed(self.cfg.run.seed * 100_003 + epoch)
         return skip
 
@@ -373,16 +378,16 @@ class Training:
         if self.mixup is not None:
             images, target = self.mixup(images, target)
         last_micro = (i + 1) % cfg.run.accum_steps == 0
-        sync = nullcontext() if last_micro or self.d.world == 1 else self.train_model.no_sync()
+        sync = nullcontext() if last_micro or self.dist.world == 1 else self.train_model.no_sync()
         with sync, self.amp_ctx():
             loss = head_loss(self.criterion, forward(self.train_model, images), target,  # the head's declared outputs
-                             n_comn=self.r.cos_reg_component or None, pooled=self.r.dense_avg_pool,
+                             n_comn=self.recipe.cos_reg_component or None, pooled=self.recipe.dense_avg_pool,
                              dense_scale=self.dense_scale)
         scaler.scale(loss / cfg.run.accum_steps).backward()
         if last_micro:
-            if self.r.clip_grad:
+            if self.recipe.clip_grad:
                 scaler.unscale_(optimizer)
-                nn.utils.clip_grad_norm_(self.core.parameters(), self.r.clip_grad)
+                nn.utils.clip_grad_norm_(self.core.parameters(), self.recipe.clip_grad)
             scaler.step(optimizer)
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
@@ -404,9 +409,9 @@ class Training:
     def interrupt(self, epoch: int, stats: EpochStats, signum: int):
         """A signal arrived: save the part-done epoch to last.pt and stop with Interrupted."""
         self.save(epoch, stats.batches_done, (stats.loss_sum, stats.loss_n), stats.rng)
-        D.finish(self.d)
+        distributed.finish(self.dist)
         raise Interrupted(signum, f"signal {signum}: saved {self.last} at epoch {epoch + 1}, batch "
-                                  f"{stats.batches_done}; continue with --resume", report=self.d.main)
+                                  f"{stats.batches_done}; continue with --resume", report=self.dist.main)
 
     def evaluate_epoch(self, epoch: int, stats: EpochStats, stop: StopFlag) -> dict[str, Any]:
         """The epoch's record: training loss and speed, and the task's validation metrics (`Stop` after a
@@ -424,12 +429,12 @@ class Training:
         if improved:
             self.best, self.best_epoch = record[self.score_key], epoch + 1
         self.save(epoch + 1, 0)
-        if not self.d.main:
+        if not self.dist.main:
             return
         if improved:
-            C.atomic_copy(self.last, self.out / "best.pt")
+            atomic_copy(self.last, self.out / "best.pt")
             self.export("best")
-        C.atomic_write_text(F.jsonl(self.history), self.out / "metrics.jsonl")
+        atomic_write_text(run_folder.jsonl(self.history), self.out / "metrics.jsonl")
         if self.writer is not None:
             for k, v in record.items():
                 self.writer.add_scalar(k, v, epoch + 1)
@@ -444,50 +449,50 @@ class Training:
              rng: dict[str, Any] | None = None) -> None:
         """last.pt (rank 0); `epoch_loss` (sum, count) of a part-done epoch lets a resumed run average all of it;
         `rng`: the RNG states to save, when not the current ones."""
-        if not self.d.main:
+        if not self.dist.main:
             return
         ema = self.ema
-        state = {"format": C.FORMAT, "vspec_version": __version__, "spec": S.to_json(self.spec),
+        state = {"format": checkpoints.FORMAT, "vspec_version": __version__, "spec": to_json(self.spec),
                  "state_dict": self.core.state_dict(),
                  "ema": ema.module.state_dict() if ema is not None else None,
                  "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                  "scaler": self.scaler.state_dict(), "epoch": epoch, "batches_done": batches_done,
-                 "global_step": self.global_step, "rng": rng or C.rng_state(), "metrics": self.history,
+                 "global_step": self.global_step, "rng": rng or checkpoints.rng_state(), "metrics": self.history,
                  "best_score": self.best, "best_epoch": self.best_epoch, "epoch_loss": list(epoch_loss),
-                 "recipe": attrs.asdict(self.r), "data": self.cfg.data.name, "data_args": C.data_args(self.cfg),
+                 "recipe": attrs.asdict(self.recipe), "data": self.cfg.data.name,
+                 "data_args": checkpoints.data_args(self.cfg),
                  **self.task.state()}
-        C.atomic_save(with_checksum(state), self.last)
+        atomic_save(with_checksum(state), self.last)
 
     def export(self, name: str) -> None:
         """--save-format folder: the model's weights as the model folder OUT/`name` (rank 0)."""
-        if self.d.main and self.cfg.run.save_format == "folder":
+        if self.dist.main and self.cfg.run.save_format == "folder":
             if self.cfg.data.inputs:  # the folder says how this run's images were made: what `vspec eval` will use
-
                 self.core.pretrained_cfg = run_pretrained_cfg(self.cfg.data.inputs, self.spec,
-                                                              self.r.random_resized_crop)
+                                                              self.recipe.random_resized_crop)
             save_pretrained(self.core, self.out / name, self.spec)
 
     def summarize(self, final: dict[str, Any]) -> None:
         """summary.json, curves.png, OUT/final (--save-format folder) and the closing line (rank 0); whether
         the ranks ended in sync."""
-        d, out, history = self.d, self.out, self.history
-        in_sync = D.ranks_in_sync(self.core, d)
+        dist, out, history = self.dist, self.out, self.history
+        in_sync = distributed.ranks_in_sync(self.core, dist)
         if history:
             self.export("final")
-        if d.main and history:
-            C.atomic_write_text(json.dumps({"final": final, "score": self.score_key, "best_score": self.best,
-                                            "epochs": len(history), "world_size": d.world, "ranks_in_sync": in_sync}),
-                                out / "summary.json")
-            F.plot(history, out / "curves.png")
+        if dist.main and history:
+            atomic_write_text(json.dumps({"final": final, "score": self.score_key, "best_score": self.best,
+                                          "epochs": len(history), "world_size": dist.world,
+                                          "ranks_in_sync": in_sync}), out / "summary.json")
+            run_folder.plot(history, out / "curves.png")
             result = self.task.result(final.get(self.score_key, float("nan")), self.best)
             folders = f", model folders {out / 'best'} and {out / 'final'}" if self.cfg.run.save_format == "folder" \
                 else ""
             print(f"done: {len(history)} epoch{'s' * (len(history) != 1)}, {result}; checkpoint {self.last}, best "
                   f"{out / 'best.pt'}{folders}, metrics {out / 'metrics.jsonl'}, curves {out / 'curves.png'}"
-                  + (f"; {d.world} processes, weights in sync: {in_sync}" if d.world > 1 else ""))
+                  + (f"; {dist.world} processes, weights in sync: {in_sync}" if dist.world > 1 else ""))
         if self.writer is not None:
             self.writer.close()
-        D.finish(d)
+        distributed.finish(dist)
 
 
 def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)

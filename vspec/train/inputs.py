@@ -4,7 +4,7 @@ defaults; and the pretrained_cfg of a model a run trained, for the model folders
 
 from .data import INTERPOLATION, DataError, eval_crop_ratio
 from .data import _mean_std as mean_std
-from .rules import ConfigError
+from .validators import ConfigError
 
 KEYS = ("mean", "std", "interpolation", "crop_pct")
 

@@ -7,7 +7,7 @@
 
 import attrs
 
-from .rules import ConfigError, Is, OneOf, floats, ints
+from .validators import ConfigError, Is, OneOf, floats, ints
 
 MAX_EPOCHS = 100_000  # --epochs and --warmup-epochs at most (a typo of many digits would train until killed)
 _F = attrs.field

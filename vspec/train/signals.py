@@ -9,7 +9,7 @@ import signal
 import threading
 from typing import Any
 
-from . import checkpoints as C
+from .checkpoints import rng_state
 
 WORKER_GRACE = 5.0  # seconds a loader's worker outlives a stop signal: the main process acts on its own first
 
@@ -104,7 +104,7 @@ class Batches:
         batches = iter(self.loader)  # not in the wait: its workers start whole
         while True:
             if self.snapshot:
-                stop.rng = C.rng_state()
+                stop.rng = rng_state()
             try:
                 stop.waiting = stop.prompt
                 if stop.signum is not None:

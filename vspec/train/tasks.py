@@ -18,17 +18,19 @@ from torch.utils.data import IterableDataset
 from .. import spec as S
 from ..convert.hf import load_hf_body
 from ..extras import needs
+from ..nn.token_losses import soft_cross_entropy
 from . import gpu_data
 from .checkpoints import CheckpointError
 from .data import INTERPOLATION, build_datasets, build_transforms, eval_crop_ratio
 from .datasets import DataError, entry
 from .gpu_data import DevicePipeline, Indexed, WorkerPipeline, collate_encoded, device_batches
-from .names import run_tokenizer
 from .prefetch import DeviceNormalise
-from .relabel import soft_cross_entropy
-from .relabel_mix import RelabelMix
-from .text import headline, pad_batch, text_datasets, text_metrics, tokenizer_identity, tokenizer_mismatch
-from .token_labels import TokenLabels
+from .text import run_tokenizer
+from .text.batches import pad_batch, text_datasets
+from .text.metrics import headline, text_metrics
+from .text.tokenizer import tokenizer_identity, tokenizer_mismatch
+from .token_labels.dataset import TokenLabels
+from .token_labels.mix import RelabelMix
 
 
 # ---------------------------------------------------------------- pieces from timm
@@ -297,7 +299,7 @@ class TextTask:
         return f"val_{headline(self.name)}"
 
     def data(self):
-        """(train, val, collate, num_classes): the text datasets (vspec/train/text.py), tokenised once; the
+        """(train, val, collate, num_classes): the text datasets (vspec/train/text/), tokenised once; the
         tokenizer trained on rank 0 first."""
         cfg, r, spec = self.cfg, self.r, self.spec
         if r.mixup > 0 or r.cutmix > 0:

@@ -12,8 +12,8 @@ from tests.helpers.checks import FIXTURES, STORED_ATOL
 from vspec.convert import from_official
 from vspec.nn.heads import HeadOutput, as_outputs, head_loss
 from vspec.nn.mix_token import TokenBox, released_draw_box
+from vspec.nn.token_losses import relabel_cross_entropy, soft_cross_entropy
 from vspec.spec import DenseAux
-from vspec.train.relabel import relabel_cross_entropy, soft_cross_entropy
 
 EXACT = 1e-6  # losses, maps and gradients (float32)
 # logits: the stored float32 values are themselves up to 5.8e-6 off the same model run in float64, so logits are held

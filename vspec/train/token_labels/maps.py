@@ -1,6 +1,6 @@
 """Token labeling, Refiner's "advanced recipe" (its Table 8, taken from LV-ViT): the dense label maps a teacher
-wrote for every training image and the per-token targets built from them (`vspec train --token-labels`); the
-released losses they take are vspec/nn/token_losses.py's, re-exported here.
+wrote for every training image, their names and files, and the per-token targets built from them (`vspec train
+--token-labels`); the released losses they take are vspec/nn/token_losses.py's.
 
 The conventions are those of the release (github.com/zhoudaquan/Refiner_ViT @ b3e8cb0) as the fixtures' README
 describes them ("Token labeling"); "step N" below is that README's step of
@@ -16,15 +16,7 @@ from pathlib import Path, PurePath
 
 import torch
 
-from ..nn.token_losses import (  # noqa: F401 - the released losses, here with the targets they take
-    N_COMN,
-    cos_reg_term,
-    relabel_cross_entropy,
-    relabel_pooled_cross_entropy,
-    soft_cross_entropy,
-    soft_target_ce_cos_reg,
-)
-from .datasets import DataError, open_regular
+from ..datasets import DataError, open_regular
 
 
 def label_path(relabel_root, image_rel_path) -> Path:

@@ -1,11 +1,14 @@
-"""A training run's folder (OUT): what a fresh run may replace, what a resumed one rewrites from last.pt, the
-model folders of --save-format folder, TensorBoard's logs and the curves. The checkpoints themselves (atomic
-writes, the loader, the checks of a resume) are vspec/train/checkpoints.py's."""
+"""A training run's folder (OUT): the files a run writes there, what a fresh run may replace, what a resumed one
+rewrites from last.pt (and the temporary files of killed saves it removes), the model folders of --save-format
+folder, TensorBoard's logs and the curves. The checkpoints' contents are vspec/train/checkpoints.py's, the atomic
+writes vspec/train/files.py's."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -14,9 +17,14 @@ from ..analysis import pyplot
 from ..weights.checkpoint import model_of
 from ..weights.folder import save_pretrained
 from ..weights.loading import load_checkpoint
-from . import checkpoints as C
+from .files import atomic_copy, atomic_write_text
 from .inputs import run_pretrained_cfg
-from .names import run_tokenizer
+from .text import run_tokenizer
+
+# what a run writes into its folder (OUT/tb holds TensorBoard's logs); a fresh run refuses a folder holding
+# one of the first four unless --overwrite
+RUN_FILES = ("last.pt", "best.pt", "metrics.jsonl", "summary.json", "curves.png")
+_TEMP = re.compile(r"\.(last\.pt|best\.pt|metrics\.jsonl|summary\.json)\.tmp-(\d+)")
 
 
 def jsonl(history: list[dict[str, Any]]) -> str:
@@ -27,7 +35,7 @@ MODEL_FOLDERS = ("best", "final")  # --save-format folder: model folders of the 
 
 
 def check_fresh(out: Path, overwrite: bool) -> None:
-    used = [name for name in C.RUN_FILES[:4] if (out / name).exists()]
+    used = [name for name in RUN_FILES[:4] if (out / name).exists()]
     if used and not overwrite:
         raise ValueError(f"{out} holds an earlier run ({', '.join(used)}): continue it with --resume, or replace it "
                          "with --overwrite")
@@ -38,9 +46,9 @@ def prepare(out: Path, ckpt: dict[str, Any] | None) -> None:
     an earlier one; a resumed run rewrites metrics.jsonl and best.pt from last.pt (a kill may have landed
     between their writes)."""
     out.mkdir(parents=True, exist_ok=True)
-    C.clean_stale_temps(out)
+    clean_stale_temps(out)
     if ckpt is None:
-        for name in C.RUN_FILES:
+        for name in RUN_FILES:
             (out / name).unlink(missing_ok=True)
         shutil.rmtree(out / "tb", ignore_errors=True)
         shutil.rmtree(run_tokenizer(out), ignore_errors=True)  # a text run's own vocabulary is trained afresh
@@ -49,12 +57,12 @@ def prepare(out: Path, ckpt: dict[str, Any] | None) -> None:
                 if (out / name / file).is_file():
                     (out / name / file).unlink()
         return
-    C.atomic_write_text(jsonl(ckpt["metrics"]), out / "metrics.jsonl")
+    atomic_write_text(jsonl(ckpt["metrics"]), out / "metrics.jsonl")
     last, best = out / "last.pt", out / "best.pt"
     if ckpt["batches_done"] == 0 and ckpt.get("best_epoch") == ckpt["epoch"] and (
             not best.is_file() or best.stat().st_size != last.stat().st_size
             or best.stat().st_mtime_ns < last.stat().st_mtime_ns):
-        C.atomic_copy(last, best)  # killed after last.pt, before its copy to best.pt
+        atomic_copy(last, best)  # killed after last.pt, before its copy to best.pt
 
 
 def refresh_best_folder(out: Path) -> None:
@@ -69,6 +77,30 @@ def refresh_best_folder(out: Path) -> None:
             rrc = (ckpt.get("recipe") or {}).get("random_resized_crop", True)
             model.pretrained_cfg = run_pretrained_cfg(ckpt["inputs"], model.spec, rrc)
         save_pretrained(model, out / "best")
+
+
+def clean_stale_temps(folder: Path) -> list[Path]:
+    """Remove the temporary files that killed saves of a run left in `folder` (only our own names, and
+    only those of processes no longer alive); returns them."""
+    removed = []
+    for p in Path(folder).glob(".*.tmp-*"):
+        m = _TEMP.fullmatch(p.name)
+        if m and not _alive(int(m.group(2))):
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
 
 
 def tensorboard(out: Path):

@@ -18,19 +18,13 @@ from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
 from vspec.train import checkpoints as C
 from vspec.train.data import DataError
-from vspec.train.text import (
-    MAX_FIELD,
-    SPECIAL,
-    Tokenizer,
-    read_glue,
-    read_rt_polarity,
-    text_datasets,
-    train_wordpiece,
-)
-from vspec.train.wordpiece import learn, word_counts
+from vspec.train.text.batches import text_datasets
+from vspec.train.text.readers import MAX_FIELD, read_glue, read_rt_polarity
+from vspec.train.text.tokenizer import SPECIAL, Tokenizer, train_wordpiece
+from vspec.train.text.wordpiece import learn, word_counts
 
 pytest.importorskip("tokenizers")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 # ---------------------------------------------------------------- the vocabulary
@@ -120,7 +114,8 @@ def test_without_ties_it_is_the_vocabulary_of_the_tokenizers_trainer():
 def test_the_tokenizer_file_is_the_same_in_every_process(tmp_path):
     """Two processes with other string hashes and thread counts write byte-identical tokenizer.json files (the
     `tokenizers` trainer gave four different files in four runs)."""
-    code = ("import sys; from vspec.train.text import read_rt_polarity as r, train_wordpiece as t; "
+    code = ("import sys; from vspec.train.text.readers import read_rt_polarity as r; "
+            "from vspec.train.text.tokenizer import train_wordpiece as t; "
             "t([e.a for e in r('train')[:3000]], sys.argv[1], vocab_size=2000)")
     for i, (seed, threads) in enumerate((("1", "1"), ("2", "2"))):
         env = dict(os.environ, PYTHONHASHSEED=seed, RAYON_NUM_THREADS=threads, PYTHONPATH=str(ROOT))

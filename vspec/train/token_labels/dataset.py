@@ -26,12 +26,12 @@ import numpy as np
 import torch
 from PIL import Image
 from torch.utils.data import Dataset
-from torchvision import transforms as T
-from torchvision.transforms import functional as F
+from torchvision import transforms
+from torchvision.transforms.functional import hflip, resized_crop, vflip
 
-from .data import ConvertMode
-from .datasets import DataError
-from .relabel import LABELS_JSON, image_keys, label_path, read_label_map, read_record
+from ..data import ConvertMode
+from ..datasets import DataError
+from .maps import LABELS_JSON, image_keys, label_path, read_label_map, read_record
 
 # ---------------------------------------------------------------------------- RandAugment label ops
 
@@ -123,20 +123,20 @@ def _split(transform):
 
 
     parts = {"convert": [], "hflip": 0.0, "vflip": 0.0, "augment": [], "crop": None, "tail": []}
-    photometric = (T.ColorJitter, T.RandomGrayscale, T.RandomApply)
+    photometric = (transforms.ColorJitter, transforms.RandomGrayscale, transforms.RandomApply)
     tail = ("MaybeToTensor", "MaybePILToTensor", "ToTensor", "PILToTensor", "Normalize", "RandomErasing")
     for t in getattr(transform, "transforms", [transform]):
         if isinstance(t, ConvertMode):
             parts["convert"].append(t)
-        elif isinstance(t, T.RandomHorizontalFlip):
+        elif isinstance(t, transforms.RandomHorizontalFlip):
             parts["hflip"] = float(t.p)
-        elif isinstance(t, T.RandomVerticalFlip):
+        elif isinstance(t, transforms.RandomVerticalFlip):
             parts["vflip"] = float(t.p)
         elif isinstance(t, RandAugment):
             parts["augment"].append(LabelledRandAugment(t))
         elif isinstance(t, photometric):
             parts["augment"].append(t)
-        elif isinstance(t, (RandomResizedCropAndInterpolation, T.Resize)) and parts["crop"] is None:
+        elif isinstance(t, (RandomResizedCropAndInterpolation, transforms.Resize)) and parts["crop"] is None:
             parts["crop"] = t
         elif type(t).__name__ in tail:
             parts["tail"].append(t)
@@ -205,11 +205,11 @@ class TokenLabels(Dataset):
         p = self.parts
         for t in p["convert"]:
             img = t(img)
-        hflip = torch.rand(1) < p["hflip"] if flip is None and p["hflip"] > 0 else bool(flip)  # step (1)
-        if hflip:
-            img, label_map = F.hflip(img), label_map.flip(-1)
+        flipped = torch.rand(1) < p["hflip"] if flip is None and p["hflip"] > 0 else bool(flip)  # step (1)
+        if flipped:
+            img, label_map = hflip(img), label_map.flip(-1)
         if p["vflip"] > 0 and torch.rand(1) < p["vflip"]:  # step (2)
-            img, label_map = F.vflip(img), label_map.flip(-2)
+            img, label_map = vflip(img), label_map.flip(-2)
         for t in p["augment"]:  # step (3)
             img, label_map = t(img, label_map) if isinstance(t, LabelledRandAugment) else (t(img), label_map)
         image_hw = (img.size[1], img.size[0])
@@ -226,7 +226,7 @@ class TokenLabels(Dataset):
             crop = t.get_params(img, t.scale, t.ratio)
         interpolation = random.choice(t.interpolation) if isinstance(t.interpolation, (tuple, list)) \
             else t.interpolation
-        return F.resized_crop(img, *crop, t.size, interpolation), tuple(int(v) for v in crop)
+        return resized_crop(img, *crop, t.size, interpolation), tuple(int(v) for v in crop)
 
 
 # ---------------------------------------------------------------------------- the folder

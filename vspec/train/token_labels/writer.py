@@ -1,5 +1,5 @@
 """Token-label maps from any classifier (`vspec label`): a teacher's dense class scores over a whole training
-image, resampled to a fixed grid and cut to the top-k, in the released on-disk format that `relabel.read_label_map`
+image, resampled to a fixed grid and cut to the top-k, in the released on-disk format that `maps.read_label_map`
 reads (the fixtures' README, "On-disk label map": (2, k, Hm, Wm), plane 0 the scores, plane 1 their class indices
 as floats).
 
@@ -21,12 +21,12 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Subset
 
-from ..nn.model import Transformer
-from ..nn.vit import GAPHead
-from .datasets import DataError
-from .relabel import image_keys, label_path
+from ...nn.model import Transformer
+from ...nn.vit import GAPHead
+from ..datasets import DataError
+from .maps import image_keys, label_path
 
-# the crop plane the data set adds later stores 6 numbers along Wm (relabel.read_label_map)
+# the crop plane the data set adds later stores 6 numbers along Wm (maps.read_label_map)
 MIN_WIDTH = 6
 
 

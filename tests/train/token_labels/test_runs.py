@@ -15,7 +15,7 @@ from tests.helpers import ROOT
 from tests.helpers.image_runs import assert_same_weights, env, weights
 from vspec.cli import main
 from vspec.train import checkpoints as C
-from vspec.train.relabel import read_label_map
+from vspec.train.token_labels.maps import read_label_map
 
 TINY = {"depth": 2, "dim": 32, "block.attention.heads": 2, "img_size": 16, "embedder.patch_size": 4,
         "num_classes": 4, "head.dense": {}}  # a 4 x 4 token grid under a dense auxiliary head

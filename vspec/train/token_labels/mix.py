@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .relabel import relabel_target
-from .rules import ConfigError
+from ..validators import ConfigError
+from .maps import relabel_target
 
 
 class RelabelMix:

@@ -7,10 +7,16 @@ import torch
 
 from tests.helpers.checks import FIXTURES
 from tests.helpers.data_corpus import special_file
-from vspec.train.datasets import DataError
-from vspec.train.relabel import (
-    MAX_RECORD,
+from vspec.nn.token_losses import (
     cos_reg_term,
+    relabel_cross_entropy,
+    relabel_pooled_cross_entropy,
+    soft_cross_entropy,
+    soft_target_ce_cos_reg,
+)
+from vspec.train.datasets import DataError
+from vspec.train.token_labels.maps import (
+    MAX_RECORD,
     crop_boxes,
     dense_scores,
     image_keys,
@@ -18,11 +24,7 @@ from vspec.train.relabel import (
     pool,
     read_label_map,
     read_record,
-    relabel_cross_entropy,
-    relabel_pooled_cross_entropy,
     relabel_target,
-    soft_cross_entropy,
-    soft_target_ce_cos_reg,
 )
 
 ATOL = 1e-6

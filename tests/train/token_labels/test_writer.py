@@ -1,6 +1,6 @@
-"""vspec/train/labeling.py: dense logits of every kind of model against each model's own head run on one token at
-a time, the resampling and top-k against hand computations, and the written maps against the released format
-(the fixtures' label_format.pt) and relabel.read_label_map."""
+"""vspec/train/token_labels/writer.py: dense logits of every kind of model against each model's own head run on one
+token at a time, the resampling and top-k against hand computations, and the written maps against the released
+format (the fixtures' label_format.pt) and maps.read_label_map."""
 
 import numpy as np
 import pytest
@@ -10,7 +10,8 @@ import torch
 import vspec
 from tests.helpers import ROOT
 from tests.helpers.checks import FIXTURES
-from vspec.train.labeling import (
+from vspec.train.token_labels.maps import image_keys, label_path, read_label_map
+from vspec.train.token_labels.writer import (
     LabelError,
     label_maps,
     pending,
@@ -21,7 +22,6 @@ from vspec.train.labeling import (
     top_k,
     write_label_maps,
 )
-from vspec.train.relabel import image_keys, label_path, read_label_map
 
 TINY = {"depth": 1, "dim": 32, "block.attention.heads": 2, "img_size": [16, 24], "embedder.patch_size": 4,
         "num_classes": 4}

@@ -25,9 +25,10 @@ from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
 from vspec.convert import from_hf, spec_from_hf
 from vspec.train import checkpoints as C
+from vspec.train import faults
 
 pytest.importorskip("tokenizers")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def stsb_folder(folder: Path) -> Path:
@@ -61,7 +62,8 @@ def test_a_cola_folder_trains_and_evaluates_with_matthews_correlation(text_spec,
     assert result["metrics"]["matthews"] == pytest.approx(lines[-1]["val_matthews"], abs=1e-12)
     # the metric recomputed here from the model's own predictions, by its formula
     model = vspec.load(out / "last.pt").eval()
-    from vspec.train.text import Tokenizer, read_glue
+    from vspec.train.text.readers import read_glue
+    from vspec.train.text.tokenizer import Tokenizer
 
     tok = Tokenizer(out / "tokenizer")
     examples = read_glue(data, "cola", "validation")
@@ -89,7 +91,7 @@ def test_a_text_run_stopped_mid_epoch_resumes_to_the_same_weights(text_spec, tmp
     data = cola_folder(tmp_path / "cola")
     ref, out = tmp_path / "ref", tmp_path / "cut"
     assert train_main(args(text_spec, ref, data, "cola", "--epochs", "2")) == 0
-    monkeypatch.setattr(C, "_passes", {})
+    monkeypatch.setattr(faults, "_passes", {})
     monkeypatch.setenv("VSPEC_TEST_KILL_AT", "step:5:TERM")  # epoch 2, batch 1
     assert train_main(args(text_spec, out, data, "cola", "--epochs", "2")) == 128 + signal.SIGTERM
     assert C.load(out / "last.pt")["batches_done"] == 1

@@ -17,10 +17,10 @@ from tests.helpers.checks import FIXTURES
 from vspec.train.checkpoints import rng_state, set_rng_state
 from vspec.train.data import ArrayImages, build_transforms
 from vspec.train.datasets import DataError
-from vspec.train.relabel import label_path, relabel_target
-from vspec.train.relabel_mix import RelabelMix
-from vspec.train.rules import ConfigError
-from vspec.train.token_labels import TokenLabels, check_label_folder, label_op
+from vspec.train.token_labels.dataset import TokenLabels, check_label_folder, label_op
+from vspec.train.token_labels.maps import label_path, relabel_target
+from vspec.train.token_labels.mix import RelabelMix
+from vspec.train.validators import ConfigError
 
 RA = "rand-m9-mstd0.5-inc1"
 
