@@ -9,8 +9,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ...weights.checkpoint import cause
 from ...extras import needs
+from ...weights.checkpoint import cause
 from ..datasets import DataError
 from .readers import Example
 from .wordpiece import learn, word_counts
