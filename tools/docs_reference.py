@@ -32,6 +32,8 @@ API = [
     ("vspec.pretrained", None),
     ("vspec.export", None),
     ("vspec.analysis", None),
+    ("vspec.models.msf.analysis", None),
+    ("vspec.models.refiner.analysis", None),
     ("vspec.train.config", ["TrainConfig", "DataConfig", "RunConfig"]),
     ("vspec.train.recipes", ["Recipe", "resolve"]),
     ("vspec.train.datasets", ["DataSet", "register_dataset", "unregister_dataset"]),

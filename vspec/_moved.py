@@ -33,6 +33,11 @@ _ENGINE = {"distributed": "Dist init_distributed pick_device", "folder": "MODEL_
            "tasks": "RegressionLoss evaluate evaluate_text make_criterion to_device"}
 # vspec.pretrained's helpers that went to vspec.downloads
 _DOWNLOADS = "drop_path hf_cache sha256 torch_checkpoints"
+# issue 56 (a paper is one folder): vspec.analysis's figures -> the family whose paper plots them
+_FIGURES = {"msf": "analyze attention_modules feature_norms head_matrices msf_problem plot similarities "
+                   "subspace_similarity",
+            "refiner": "attention_maps cka_problem default_blocks feature_evolution linear_cka maps_summary plot_cka "
+                       "plot_maps"}
 
 MODULES = {
     "vspec.cli_common": "vspec.cli.common",
@@ -71,6 +76,8 @@ NAMES = {
     "vspec.checkpoint.load_checkpoint": "vspec.loading.load_checkpoint",
     **{f"vspec.pretrained.{n}": f"vspec.downloads.{n}" for n in _DOWNLOADS.split()},
     **{f"vspec.train.engine.{n}": f"vspec.train.{m}.{n}" for m, names in _ENGINE.items() for n in names.split()},
+    # issue 56 (a paper is one folder): the papers' figures went from vspec.analysis to their families
+    **{f"vspec.analysis.{n}": f"vspec.models.{f}.analysis.{n}" for f, names in _FIGURES.items() for n in names.split()},
 }
 
 
