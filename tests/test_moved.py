@@ -358,3 +358,31 @@ def test_an_unknown_name_of_a_split_training_module_is_an_error_without_a_warnin
         warnings.simplefilter("error")
         with pytest.raises(AttributeError, match=f"^module '{owner}' has no attribute 'nope'$"):
             module.nope  # noqa: B018
+
+
+# issue 56 (a paper is one folder): the public names of main at cdc305b that moved into their family's folder
+# (vspec.analysis's figures; vspec.train.recipes' paper recipes stay in RECIPES, vspec.cli.analyze's ANALYSES and
+# OUTPUTS are read from the families there)
+PAPER_GONE = """
+vspec.analysis: analyze attention_maps attention_modules cka_problem default_blocks feature_evolution feature_norms
+    head_matrices linear_cka maps_summary msf_problem plot plot_cka plot_maps similarities subspace_similarity
+"""
+
+
+def test_every_name_a_paper_took_into_its_folder_warns_and_is_the_new_object():
+    old = _names(PAPER_GONE)
+    assert len(old) == 16 and all(n in M.NAMES for n in old)
+    for name in old:
+        owner, _, attr = name.rpartition(".")
+        with pytest.warns(DeprecationWarning, match=_message(name, M.NAMES[name])):
+            got = getattr(importlib.import_module(owner), attr)
+        assert got is M.resolve(M.NAMES[name]) and M.NAMES[name].startswith("vspec.models.")
+    from vspec.cli import analyze
+    from vspec.train import recipes
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert analyze.ANALYSES == ("msf", "cka", "maps")
+        assert analyze.OUTPUTS == {"msf": "analysis", "cka": "cka", "maps": "maps"}
+        assert list(recipes.RECIPES) == ["deit", "dhvt_cifar", "msf", "refiner", "refiner_advanced", "none",
+                                         "compare", "glue"]

@@ -34,6 +34,8 @@ API = [
     ("vspec.weights.converted", None),
     ("vspec.export", None),
     ("vspec.analysis", None),
+    ("vspec.models.msf.analysis", None),
+    ("vspec.models.refiner.analysis", None),
     ("vspec.train.config", ["TrainConfig", "DataConfig", "RunConfig"]),
     ("vspec.train.recipes", ["Recipe", "resolve"]),
     ("vspec.train.datasets", ["DataSet", "register_dataset", "unregister_dataset"]),

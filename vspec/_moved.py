@@ -56,6 +56,12 @@ _TOKEN_LOSSES = ("N_COMN cos_reg_term relabel_cross_entropy relabel_pooled_cross
 _CHECKPOINTS = {"files": "SaveError atomic_copy atomic_save atomic_write_text", "faults": "kill_hook kill_point",
                 "run_folder": "RUN_FILES clean_stale_temps"}
 
+# issue 56 (a paper is one folder): vspec.analysis's figures -> the family whose paper plots them
+_FIGURES = {"msf": "analyze attention_modules feature_norms head_matrices msf_problem plot similarities "
+                   "subspace_similarity",
+            "refiner": "attention_maps cka_problem default_blocks feature_evolution linear_cka maps_summary plot_cka "
+                       "plot_maps"}
+
 MODULES = {
     "vspec.cli_common": "vspec.cli.common",
     "vspec.train.cli": "vspec.cli.train",
@@ -114,6 +120,8 @@ NAMES = {
     **{f"vspec.train.checkpoints.{n}": f"vspec.train.{m}.{n}" for m, names in _CHECKPOINTS.items()
        for n in names.split()},
     "vspec.train.engine.TrainConfig": "vspec.train.config.TrainConfig",
+    # issue 56 (a paper is one folder): the papers' figures went from vspec.analysis to their families
+    **{f"vspec.analysis.{n}": f"vspec.models.{f}.analysis.{n}" for f, names in _FIGURES.items() for n in names.split()},
 }
 
 

@@ -1,329 +1,93 @@
-"""The papers' analysis tools behind `vspec analyze`, each writing a PNG and a JSON.
-
-MSF (Sec. 3.1): subspace similarity of the projection matrices per layer and role pair (Eq. 13, Fig. 3)
-and the mean feature L2 norm per layer (Fig. 4). Refiner: the feature-evolution curve of linear CKA
-(appendix A.4, Eq. 2; Fig. 2 / Fig. 4) and the attention maps of chosen blocks and heads before and
-after refinement (Fig. 1 / Fig. 5). Every analysis reads the model through `forward_intermediates` or
-forward hooks; none edits a module."""
+"""The analyses behind `vspec analyze`: the record a family declares for each figure its paper plots (`Analysis`,
+in the `ANALYSES` of its torch-free `paper.py`), the table of every family's (`analyses`), what `vspec analyze`
+hands an analysis (`Inputs`) and what it gets back (`Figure`), and the helpers every analysis shares (`pyplot`,
+`nonfinite_result`). The figures themselves are the families' (`vspec/models/<family>/analysis.py`: MSF's
+projection subspaces and feature norms, Refiner's CKA curve and attention maps), each imported when it runs.
+Torch-free: `vspec analyze --help` lists the analyses without importing torch."""
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
-from torch import nn
+import attrs
 
+from ._moved import moved as _moved
 from .extras import needs
-from .nn.layers import AttentionCoreBase, MapRefiner, ProjectedAttention
-from .spec.vit import PROJECTION_ROLES
+from .spec import families
 
 
 class AnalysisError(Exception):
     """An analysis that does not apply to this model (the reason in one line)."""
 
 
-def head_matrices(attn: nn.Module) -> dict[str, list[torch.Tensor]]:
-    """The d x d_head matrix of each role and head of one attention module, in the paper's notation
-    (q = Q_h^T x, ..., the output W_h z): QUERY, KEY, VALUE (PROBE) from the rows of their projections,
-    WEIGHT from the columns of the output projection. Tied roles give the same matrix; grouped ones their
-    dense (zero-filled) form (`ProjectedAttention.role_matrix`). Eq. 14's P~ (one d x d matrix, no heads) is
-    left out."""
-    heads, roles = attn.heads, attn.projection_roles
-    w = attn.role_matrix("W")
-    rows = {name: attn.role_matrix(name) for name in roles[:-1]}
-    rows = {name: m for name, m in rows.items() if m.shape[0] == w.shape[1]}  # not P~
-    dh = w.shape[1] // heads
-    out = {r: [m[h * dh:(h + 1) * dh].T for h in range(heads)] for r, m in rows.items()}
-    out["W"] = [w[:, h * dh:(h + 1) * dh] for h in range(heads)]
-    return {r: out[r] for r in PROJECTION_ROLES if r in out}
+class InputError(Exception):
+    """An input of `vspec analyze` that does not fit the model (its flags and why): a usage error, never skipped."""
 
 
-def subspace_similarity(x: torch.Tensor, y: torch.Tensor) -> float:
-    """Eq. 13: (1 / d_hat) trace(U_X U_X^T U_Y U_Y^T) = mean of cos^2 of the canonical angles, U the left
-    singular vectors of the d x d_hat matrices X, Y; in [0, 1]."""
-    ux = torch.linalg.svd(x.detach().double(), full_matrices=False).U
-    uy = torch.linalg.svd(y.detach().double(), full_matrices=False).U
-    return float((ux.T @ uy).square().sum() / x.shape[1])
+@attrs.frozen
+class Analysis:
+    """One figure a family's paper plots, as `vspec analyze --what NAME` draws it (its name is its key in the
+    family's `ANALYSES`).
+
+    Args:
+        function: "package.module:name" of `function(model, inputs: Inputs) -> Figure`, imported when it runs; it
+            raises `AnalysisError` where the figure does not apply to the model (skipped with a note under `--what
+            all`), `InputError` for a flag that does not fit the model.
+        output: the middle of its files' names, `PATH_STEM.<output>.png` and `.json`.
+        help: what it draws, a sentence or more of `vspec analyze --help`.
+        batch_size: images per batch without `--batch-size`; None: one image whatever `--batch-size` says.
+        per_block: it reads `--blocks`, checked against the model's depth before any work.
+    """
+
+    function: str
+    output: str
+    help: str
+    batch_size: int | None = 8
+    per_block: bool = False
 
 
-def attention_modules(model: nn.Module) -> list[nn.Module]:
-    """Each block's attention, in forward order."""
-    return [getattr(block, "attn", None) for stage in model.stages for block in stage.blocks]
+@attrs.frozen
+class Inputs:
+    """What `vspec analyze` hands an analysis: `images(count, size)`, an iterator over `count` batches of `size`
+    images made when asked for (the same for every call); `batch_size`, this analysis's; `batches`, `blocks`,
+    `heads` as given (None: the analysis's default); a text body's `sentence` (input_ids (1, L)) and its tokens
+    (`labels`), or None."""
+
+    images: Callable[[int, int], Iterator[Any]]
+    batch_size: int
+    batches: int = 1
+    blocks: list[int] | None = None
+    heads: list[int] | None = None
+    sentence: Any = None
+    labels: list[str] | None = None
 
 
-def msf_problem(model: nn.Module) -> str | None:
-    """Why the projection analysis does not apply (a block's attention that gives no role matrices: not a
-    ProjectedAttention), or None."""
-    for i, attn in enumerate(attention_modules(model)):
-        if not isinstance(attn, ProjectedAttention):
-            return f"block {i}'s attention ({type(attn).__name__}) gives no role matrices (role_matrix)"
-    return None
+@attrs.frozen
+class Figure:
+    """An analysis's outcome: `result`, the JSON's fields; `plot(path, title)`, which writes the PNG; `nonfinite`,
+    where a value it computed is NaN or infinite (`nonfinite_result`), or None."""
+
+    result: dict[str, Any]
+    plot: Callable[[Path, str], None]
+    nonfinite: str | None = None
 
 
-def similarities(model: nn.Module) -> list[dict[str, Any]]:
-    """Per layer: the roles and the matrix of their subspace similarities, averaged over the heads."""
-    problem = msf_problem(model)
-    if problem is not None:
-        raise AnalysisError(problem)
-    layers = []
-    for attn in attention_modules(model):
-        mats = head_matrices(attn)
-        roles = list(mats)
-        table = [[sum(subspace_similarity(x, y) for x, y in zip(mats[a], mats[b])) / len(mats[a]) for b in roles]
-                 for a in roles]
-        layers.append({"roles": "".join(roles), "similarity": table})
-    return layers
+def analyses() -> dict[str, Analysis]:
+    """Every family's analyses by name (the `ANALYSES` of each family package's torch-free `paper.py`), in the
+    order the families load; two families naming one analysis is an error."""
+    return families.paper_tables("ANALYSES")
 
 
-@torch.no_grad()
-def feature_norms(model: nn.Module, x: torch.Tensor) -> list[float]:
-    """Fig. 4: (1/m) sum_i |x_i|_2 over the tokens (and the batch) after the embedding (class token and
-    position embedding included) and after each `feature_info` entry (each block of a one-stage model,
-    each stage otherwise; read through forward_intermediates)."""
-    model.eval()
-    feats = [model.forward_tokens(x)[0]] + model.forward_intermediates(x, output_fmt="NLC", intermediates_only=True)
-    return [float(f.norm(dim=-1).mean()) for f in feats]
-
-
-def analyze(model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
-    """MSF's analyses of a model on a batch `x`: the projection roles' subspace similarity per layer (Eq. 13)
-    and the feature norms per layer."""
-    return {"layers": similarities(model), "feature_norms": feature_norms(model, x)}
-
-
-def plot(result: dict[str, Any], path: Path, title: str) -> None:
-    """Fig. 3 (the similarity of every role pair, averaged over layers, as a heatmap) beside Fig. 4 (the
-    mean feature norm per layer)."""
-    plt = pyplot()
-
-    layers = [layer for layer in result["layers"] if layer["roles"] == result["layers"][0]["roles"]]
-    roles = layers[0]["roles"]
-    mean = torch.tensor([layer["similarity"] for layer in layers]).mean(0)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4.2))
-    a.imshow(mean.numpy(), vmin=0, vmax=1, cmap="viridis")
-    a.set_xticks(range(len(roles)), list(roles))
-    a.set_yticks(range(len(roles)), list(roles))
-    for i in range(len(roles)):
-        for j in range(len(roles)):
-            a.text(j, i, f"{mean[i, j]:.2f}", ha="center", va="center", color="w" if mean[i, j] < 0.6 else "k")
-    a.set_title(f"subspace similarity (Eq. 13), mean of {len(layers)} layers")
-    norms = result["feature_norms"]
-    b.plot(range(len(norms)), norms, marker="o")
-    b.set_xticks(range(len(norms)), ["emb"] + [str(i + 1) for i in range(len(norms) - 1)])
-    b.set_xlabel("layer")
-    b.set_ylabel("mean feature L2 norm")
-    b.set_title("feature norm per layer (Fig. 4)")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-
-
-# ---------------------------------------------------------------- Refiner: feature evolution (A.4, Eq. 2)
-def linear_cka(x: torch.Tensor, y: torch.Tensor) -> float:
-    """Linear CKA (Kornblith et al. 2019) of x (n, p) and y (n, q), one example per row (p and q may
-    differ): ||Y_c^T X_c||_F^2 / (||X_c^T X_c||_F ||Y_c^T Y_c||_F), X_c, Y_c column-centred; in float64,
-    in [0, 1], unchanged by an orthogonal map or an isotropic scaling of either."""
-    if x.shape[0] != y.shape[0]:
-        raise AnalysisError(f"CKA needs as many examples in both: {x.shape[0]} and {y.shape[0]}")
-    x, y = (t.detach().double() for t in (x, y))
-    x, y = x - x.mean(0), y - y.mean(0)
-    norms = torch.linalg.matrix_norm(x.T @ x) * torch.linalg.matrix_norm(y.T @ y)
-    return float((y.T @ x).square().sum() / norms)
-
-
-def cka_problem(model: nn.Module) -> str | None:
-    """Why the CKA curve does not apply (a tap with another token count than the final features), or None."""
-    lengths = [model.layout[f["stage"]].tokens.length for f in model.feature_info]
-    for f, n in zip(model.feature_info, lengths):
-        if n != lengths[-1]:
-            return (f"{f['module']} has {n} tokens, the final features {lengths[-1]}: CKA with tokens as "
-                    "examples needs one token count")
-    return None
-
-
-@torch.no_grad()
-def feature_evolution(model: nn.Module, batches: Iterable[torch.Tensor]) -> dict[str, Any]:
-    """Refiner's Eq. 2 (appendix A.4; Fig. 2, Fig. 4): F_k = CKA(f_k, f_out) / CKA(f_in, f_out), linear CKA,
-    f_k the token features after `feature_info` entry k (each block of a one-stage model, each stage
-    otherwise; read through forward_intermediates), f_in those after the first, f_out the model's final
-    features (final norm included). An example is one token: a batch's (B, N, C) features are B x N rows,
-    prefix tokens included (the usual choice for ViT CKA), so every tap needs the final token count
-    (`cka_problem`). F_0 = 1. Averaged over the batches (the paper: ten batches of 32). Returns the taps'
-    module names, the mean CKA(f_k, f_out) and the mean F_k."""
-    problem = cka_problem(model)
-    if problem:
-        raise AnalysisError(problem)
-    model.eval()
-    ckas, fs = [], []
-    for x in batches:
-        out, feats = model.forward_intermediates(x, output_fmt="NLC")
-        cka = [linear_cka(f.flatten(0, 1), out.flatten(0, 1)) for f in feats]
-        ckas.append(cka)
-        fs.append([c / cka[0] for c in cka])
-    mean = [torch.tensor(v, dtype=torch.float64).mean(0).tolist() for v in (ckas, fs)]
-    return {"taps": [f["module"] for f in model.feature_info], "batches": len(fs), "cka": mean[0], "F": mean[1]}
-
-
-def plot_cka(result: dict[str, Any], path: Path, title: str) -> None:
-    """Fig. 2 / Fig. 4: F_k over depth."""
-    plt = pyplot()
-    f = result["F"]
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    ax.plot(range(len(f)), f, marker="o")
-    ax.set_xticks(range(len(f)))
-    ax.set_xlabel(f"{'stage' if result['taps'][0] == 'stages.0' else 'block'} (0: f_in)")
-    ax.set_ylabel("CKA(f_k, f_out) / CKA(f_in, f_out)")
-    ax.set_title(f"feature evolution (Refiner Eq. 2), {result['batches']} batch(es)")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-
-
-# ---------------------------------------------------------------- Refiner: attention maps (Fig. 1, Fig. 5)
-def default_blocks(depth: int, count: int = 4) -> list[int]:
-    """`count` blocks evenly spaced from the first to the last."""
-    n = min(count, depth)
-    return sorted({round(i * (depth - 1) / max(n - 1, 1)) for i in range(n)})
-
-
-def _map_sources(block: nn.Module) -> tuple[MapRefiner | None, AttentionCoreBase | None]:
-    """The block's first map-refining module (a MapRefiner) and its first attention core."""
-    refiner = next((m for m in block.modules() if isinstance(m, MapRefiner)), None)
-    core = next((m for m in block.modules() if isinstance(m, AttentionCoreBase)), None)
-    return refiner, core
-
-
-@torch.no_grad()
-def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] | None = None,
-                   heads: Sequence[int] | None = None) -> list[dict[str, Any]]:
-    """The attention maps of one image (image: (1, C, H, W); a text body's input_ids (1, L)) in the chosen
-    blocks (indices over all blocks in forward order; default: 4 evenly spaced) and heads (default: the first
-    4), before and after refinement, read through forward hooks on a forward pass. A block with a map-refining module
-    (a MapRefiner; forward(maps (B, H, N, N)) -> (B, H', N, N)): its input (before) and output
-    (after). Any other block: its attention core's map (before = after), `attention_map` in float64 from the
-    core's inputs, or the maps a core that materialises them returns (`returns_maps`: Refiner's). Only a
-    block's first such module counts, on its first call. Each map is N x N over all the tokens the
-    attention sees, prefix tokens included (a class token is row and column 0). Attention within
-    windows (Swin) is refused. Returns per block: index, module, refined, tokens, the shown heads and
-    their maps (H_shown, N, N) before and after."""
-    parts = [(f"stages.{i}.blocks.{j}", shape.tokens.length, block) for i, (shape, stage)
-             in enumerate(zip(model.layout, model.stages)) for j, block in enumerate(stage.blocks)]
-    blocks = default_blocks(len(parts)) if blocks is None else list(blocks)
-    for b in blocks:
-        if not 0 <= b < len(parts):
-            raise IndexError(f"block {b} is out of range: the model has {len(parts)} blocks (0..{len(parts) - 1})")
-    seen: dict[int, tuple] = {}  # block -> (kind, the core's q shape or the maps' shape, its map or maps)
-
-    def keep_core(b: int, core: AttentionCoreBase, args: tuple, kwargs: dict) -> None:
-        if b not in seen:
-            inputs = dict(zip(("q", "k", "v", "mask", "causal"), args)) | kwargs
-            inputs.pop("v")
-            try:
-                seen[b] = ("core", inputs["q"].shape, core.attention_map(**inputs))
-            except NotImplementedError as e:  # a core that hides its map (AttentionCoreBase.attention_map)
-                seen[b] = ("none", None, str(e))
-
-    def keep_materialised(b: int, module: AttentionCoreBase, args: tuple, kwargs: dict, out: tuple) -> None:
-        if b not in seen:  # out: (A v, the maps handed on), which are the maps it used when it refines none
-            seen[b] = ("core", out[1].shape, out[1].double())
-
-    def keep_refined(b: int, module: nn.Module, args: tuple, kwargs: dict, out: torch.Tensor) -> None:
-        if b not in seen:
-            maps = args[0] if args else next(iter(kwargs.values()))
-            seen[b] = ("refiner", maps.shape, (maps.double(), out.double()))
-
-    handles = []
-    try:
-        for b in blocks:
-            refiner, core = _map_sources(parts[b][2])
-            if refiner is not None:
-                hook = lambda m, a, kw, o, b=b: keep_refined(b, m, a, kw, o)  # noqa: E731
-                handles.append(refiner.register_forward_hook(hook, with_kwargs=True))
-            elif core is not None and core.returns_maps:
-                hook = lambda m, a, kw, o, b=b: keep_materialised(b, m, a, kw, o)  # noqa: E731
-                handles.append(core.register_forward_hook(hook, with_kwargs=True))
-            elif core is not None:
-                hook = lambda m, a, kw, b=b: keep_core(b, m, a, kw)  # noqa: E731
-                handles.append(core.register_forward_pre_hook(hook, with_kwargs=True))
-            else:
-                raise AnalysisError(f"block {b} ({parts[b][0]}) gives no attention map (no attention core with an "
-                                    "attention_map, no map-refining module)")
-        model.eval()
-        model(image[:1])
-    finally:
-        for h in handles:
-            h.remove()
-    out = []
-    for b in blocks:
-        name, length, _ = parts[b]
-        if image.dtype == torch.long:  # a sentence's token ids: its own length, not the spec's seq_len
-            length = image.shape[1]
-        if b not in seen:
-            raise AnalysisError(f"block {b} ({name}): its attention map was not computed in the forward pass")
-        kind, shape, maps = seen[b]
-        if kind == "none":
-            raise AnalysisError(f"the maps analysis needs each shown block's attention map: {maps}")
-        before, after = maps if kind == "refiner" else (maps, maps)
-        if shape[0] != 1 or before.shape[-1] < length:
-            raise AnalysisError(f"block {b} ({name}) attends within windows ({before.shape[-1]} of {length} "
-                                "tokens per map); the maps analysis shows maps over all tokens")
-        count = min(before.shape[1], after.shape[1])
-        shown = list(range(min(4, count))) if heads is None else list(heads)
-        for h in shown:
-            if not 0 <= h < count:
-                raise IndexError(f"head {h} is out of range for block {b} ({count} maps: 0..{count - 1})")
-        out.append({"block": b, "module": name, "refined": kind == "refiner", "tokens": before.shape[-1],
-                    "heads": shown, "before": before[0, shown], "after": after[0, shown]})
-    return out
-
-
-def _entropy(maps: torch.Tensor) -> list[float | None]:
-    """Per map: the mean entropy of its rows (nats) where each row is a distribution, else None."""
-    ok = [bool((m >= 0).all() and torch.allclose(m.sum(-1), m.new_ones(m.shape[0]), atol=1e-6)) for m in maps]
-    return [float(-(m * m.clamp_min(1e-300).log()).sum(-1).mean()) if good else None for m, good in zip(maps, ok)]
-
-
-def maps_summary(maps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What the JSON keeps of the maps (not the maps): per block and shown head, the mean row entropy
-    before and after (log N for a uniform map; None where the rows are not distributions)."""
-    return [{k: m[k] for k in ("block", "module", "refined", "tokens", "heads")}
-            | {"entropy_before": _entropy(m["before"]), "entropy_after": _entropy(m["after"])} for m in maps]
-
-
-def plot_maps(maps: list[dict[str, Any]], path: Path, title: str, labels: Sequence[str] | None = None) -> None:
-    """Fig. 1 / Fig. 5 as a grid: a row per block, a column per head (and, when a shown block refines its
-    maps, a before / after pair of columns per head); each panel on its own colour scale. `labels`: a text
-    body's tokens, the ticks of every map (queries down, keys across)."""
-    plt = pyplot()
-    pair = any(m["refined"] for m in maps)
-    cols = max(len(m["heads"]) for m in maps) * (2 if pair else 1)
-    size = 1.9 if labels is None else max(1.9, 0.14 * len(labels) + 0.8)  # room for a tick label per token
-    fig, axes = plt.subplots(len(maps), cols, figsize=(size * cols, size * len(maps)), squeeze=False)
-    for ax in axes.flat:
-        ax.axis("off")
-    for row, m in zip(axes, maps):
-        for c, h in enumerate(m["heads"]):
-            for side, key in enumerate(("before", "after")[:1 + pair]):
-                ax = row[c * (1 + pair) + side]
-                ax.imshow(m[key][c].numpy(), cmap="viridis", interpolation="nearest")
-                if labels is not None:
-                    ax.axis("on")
-                    ticks = range(len(labels))
-                    ax.set_xticks(ticks, labels, rotation=90, fontsize=5)
-                    ax.set_yticks(ticks, labels, fontsize=5)
-                label = f"head {h}" + (f", {key}" if pair else "")
-                ax.set_title(f"block {m['block']}, {label}" if c == side == 0 else label, fontsize=7)
-    fig.suptitle(title + ("; after = before in blocks without a refiner" if pair else ""), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)  # a 197 x 197 map keeps most of its pixels
-    plt.close(fig)
+def run(name: str, model: Any, inputs: Inputs) -> Figure:
+    """The analysis `name` of `model` on `inputs`: its function imported and called."""
+    module, _, attribute = analyses()[name].function.partition(":")
+    return getattr(importlib.import_module(module), attribute)(model, inputs)
 
 
 def pyplot():
@@ -345,14 +109,13 @@ def pyplot():
     return plt
 
 
-# ---------------------------------------------------------------- finiteness
 def nonfinite_result(result: Any, where: str = "") -> str | None:
     """Where an analysis' result (dicts, lists, floats, tensors) holds a NaN or an infinity, as a path such as
     `F[3]` or `[0].before`, or None. (A null entropy is no such value: a map whose rows are not
     distributions.)"""
     if isinstance(result, float):
         return None if math.isfinite(result) else where or "the result"
-    if isinstance(result, torch.Tensor):
+    if "torch" in sys.modules and isinstance(result, sys.modules["torch"].Tensor):  # a tensor: torch is imported
         return None if not result.is_floating_point() or bool(result.isfinite().all()) else where or "the result"
     items = result.items() if isinstance(result, dict) else enumerate(result) if isinstance(result, list) else ()
     for key, value in items:
@@ -364,3 +127,7 @@ def nonfinite_result(result: Any, where: str = "") -> str | None:
         if found is not None:
             return found
     return None
+
+
+def __getattr__(name: str):  # the papers' figures that were here (vspec/_moved.py)
+    return _moved(__name__, name)

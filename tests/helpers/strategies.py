@@ -2,15 +2,18 @@
 
 `valid_models()` draws small valid `Model` specs covering every component kind and option: the
 `model_drafts()` (model fields) that `single_token_path` finds no attention over 1 token in; drafts
-that have one (`model_drafts(single_token=True)` always does) must be refused naming that path.
-`breakages(spec)` draws one way to break a valid spec: a sequence of dotted assignments (or key
-deletions) plus the field path the resulting SpecError must name. `invalid_specs()` applies a breakage
-to `to_dict(spec)` (feed the result to `from_dict`); `invalid_overrides()` gives the same breakages as
-`override()` arguments.
+that have one (`model_drafts(single_token=True)` always does) must be refused naming that path. Ways to
+break them: tests/helpers/breakages.py.
+
+`KIND_MODELS` and `KIND_RULES` hold, for every component kind, small models that use it and the rules a change of its
+fields breaks: the core kinds' here, each family's in its own strategies module (`family_strategies`:
+tests/models/<family>/strategies.py), added when this module is imported; the helpers they share are here
+(`isotropic_model`, `attention_rules`, ...).
 """
 
 from __future__ import annotations
 
+import importlib
 import typing
 from typing import Any, Literal
 
@@ -18,58 +21,32 @@ import attrs
 from hypothesis import strategies as st
 
 from vspec.spec import (
-    DAFF,
-    EPN,
-    GCP,
     MHSA,
     MLP,
-    SOPE,
-    AdjustedBlock,
     Block,
     ClassTokenHead,
-    ConformerHead,
-    ConformerStem,
-    ConvBranch,
     ConvStem,
-    CoupledBlock,
     DenseAux,
     FirstTokenHead,
     GAPHead,
-    GAPPool,
     HeadTokenBlock,
-    HeadTokens,
-    IRPEAttention,
     LastTokenHead,
-    LearnableScale,
-    MeanShiftAttention,
-    MGCrP,
     Model,
-    NoNorm,
     Norm,
     PatchEmbed,
     PatchMerging,
     PostNormBlock,
     Projections,
-    Refine,
-    RefinerAttention,
-    ReprLayerNorm,
-    RescaledBlock,
-    SecondOrderHead,
     SimplePatchEmbed,
     SoTEmbed,
     Stage,
-    SvPN,
-    T2TEmbed,
     TokenEmbed,
-    WindowMeanShiftAttention,
     WindowMHSA,
-    to_dict,
+    families,
 )
 
 ACTS = ("gelu", "gelu_tanh", "relu", "silu")
 POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
-
-DELETE = object()  # a breakage value meaning "remove this key"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,24 +97,6 @@ def projections(draw, rows: tuple[str, ...], dim: int, inner: int) -> Projection
 
 
 @st.composite
-def mean_shift_attentions(draw, dim: int, grid: tuple[int, int] | None = None):
-    """MeanShiftAttention, or with a token `grid` WindowMeanShiftAttention, with a form and a tying."""
-    a = draw(attentions(dim, tied=False) if grid is None else window_attentions(dim, grid))
-    form = draw(st.sampled_from(("eq12", "eq14", "gauss_orig")))
-    rows = TABLE2 if form == "gauss_orig" else TABLE1
-    if form == "eq14":  # P~ is a matrix of its own
-        rows = tuple(r for r in rows if r[3] == "P" and r.count("P") == 1)
-    if form == "eq12":  # QUERY = KEY and VALUE = PROBE: a mean shift, blind to a shift of all tokens (the norm's
-        rows = tuple(r for r in rows if r[0] != r[1] or r[2] != r[3])  # bias before it would never learn)
-    fields = dict(heads=a.heads, head_dim=a.head_dim, qkv_bias=a.qkv_bias, proj_bias=a.proj_bias, scale=a.scale,
-                  attn_drop=a.attn_drop, proj_drop=a.proj_drop, form=form,
-                  projections=draw(projections(rows, dim, a.inner_dim(dim))))
-    if grid is None:
-        return MeanShiftAttention(**fields)
-    return WindowMeanShiftAttention(**fields, window=a.window, shift=a.shift)
-
-
-@st.composite
 def attentions(draw, dim: int, tied: bool = True) -> MHSA:
     if draw(st.booleans()):  # heads dividing dim, implicit head_dim
         heads = draw(st.sampled_from([h for h in range(1, min(dim, 8) + 1) if dim % h == 0]))
@@ -165,39 +124,6 @@ def ffns(draw, dim: int) -> MLP:
     ratio = draw(small_floats(max(0.25, 1.0 / dim), 4.0))
     return MLP(hidden=hidden, ratio=ratio, act=draw(st.sampled_from(ACTS)), bias=draw(st.booleans()),
                drop=draw(drops()), layer_scale=draw(st.one_of(st.none(), small_floats(1e-5, 1.0))))
-
-
-def refines(grid: tuple[int, int], released: bool = True) -> st.SearchStrategy[Refine]:
-    """The paper's pipeline with any expansion, kernel (even ones too), constraint and reduction, or (with
-    `released`) the released DLA."""
-    kernels = st.integers(1, min(grid))
-    paper = st.builds(Refine, expansion=st.integers(1, 3), kernel=st.one_of(st.just(0), kernels),
-                      constraint=st.sampled_from(("none", "spatial", "row_col")), reduction=st.booleans())
-    alone = st.builds(Refine, expansion=st.just(1), kernel=kernels, reduction=st.just(False), expand=st.just(False),
-                      constraint=st.sampled_from(("none", "spatial", "row_col")))  # DLA alone (Table 2)
-    released_dla = st.builds(Refine, expansion=st.integers(1, 3), kernel=kernels, form=st.just("released"))
-    return st.one_of(paper, alone, released_dla) if released else st.one_of(paper, alone)
-
-
-@st.composite
-def refiner_stacks(draw, dim: int, depth: int, grid: tuple[int, int]) -> tuple[Block, ...]:
-    """`depth` blocks of refiner attention, each after the first free to reuse the maps handed on or add
-    them to its own when their count fits its heads (Table 13, Refined-ViT)."""
-    heads = draw(st.sampled_from((1, 2, 4)))
-    out: list[Block] = []
-    for j in range(depth):
-        fits = j > 0 and out[-1].attention.maps_handed_on == heads
-        link = draw(st.sampled_from(("none", "reuse", "add_incoming"))) if fits else "none"
-        # the released DLA's ReLU6s on its own softmax maps (>= 0): on a handed-on map of any sign, a unit of
-        # the eval-mode model at init may be dead, so that its parameters would not learn in this test
-        attention = RefinerAttention(heads=heads, refine=draw(st.one_of(st.none(), refines(grid, link == "none"))),
-                                     reuse=link == "reuse", add_incoming=link == "add_incoming",
-                                     form=draw(st.sampled_from(("paper", "released"))), qkv_bias=draw(st.booleans()))
-        ffn = MLP(ratio=2.0, layer_scale=draw(st.one_of(st.none(), st.just(0.5))))
-        # Refined-ViT's adjusted block (x + 2 f(LN(x / 2))) or the plain pre-norm one
-        out.append(AdjustedBlock(attention=attention, ffn=ffn) if draw(st.booleans()) else
-                   Block(attention=attention, ffn=ffn))
-    return tuple(out)
 
 
 @st.composite
@@ -326,199 +252,16 @@ def valid_models() -> st.SearchStrategy[Model]:
 
 
 # ---------------------------------------------------------------------------------------------
-# invalid specs
-
-
-def set_path(tree: Any, dotted: str, value: Any) -> None:
-    """Set (or with DELETE, remove) `dotted` in an unstructured spec, in place."""
-    *parents, last = dotted.split(".")
-    node = tree
-    for key in parents:
-        node = node[int(key)] if isinstance(node, list) else node[key]
-    if isinstance(node, list):
-        node[int(last)] = value
-    elif value is DELETE:
-        del node[last]
-    else:
-        node[last] = value
-
-
-def unshared_copy(value: Any) -> Any:
-    """A deep copy in which no two places share an object (deepcopy keeps `[d] * 2` aliased)."""
-    if isinstance(value, dict):
-        return {k: unshared_copy(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [unshared_copy(v) for v in value]
-    return value
-
-
-def apply_changes(data: dict[str, Any], changes: list[tuple[str, Any]]) -> dict[str, Any]:
-    data = unshared_copy(data)
-    for dotted, value in changes:
-        set_path(data, dotted, unshared_copy(value))
-    return data
-
-
-@st.composite
-def breakages(draw, spec: Model) -> tuple[list[tuple[str, Any]], str]:
-    """One way to break `spec`: (changes, expected error path). Each change is (dotted key, value).
-    A one-stage model's stage fields sit at the root (block, depth, dim), a hierarchical one's under
-    `stages.s.`."""
-    s = draw(st.integers(0, len(spec.stages) - 1))
-    stage = spec.stages[s]
-    sp = "" if len(spec.stages) == 1 else f"stages.{s}."
-    if isinstance(stage.block, tuple):
-        i = draw(st.integers(0, len(stage.block) - 1))
-        bp, blk = f"{sp}block.{i}", stage.block[i]
-    else:
-        bp, blk = f"{sp}block", stage.block
-    h, w = spec.img_size
-    p = spec.embedder.patch_size
-    n_blocks = len(stage.block) if isinstance(stage.block, tuple) else 1
-
-    def one(key: str, value: Any, path: str | None = None) -> tuple[list[tuple[str, Any]], str]:
-        return [(key, value)], key if path is None else path
-
-    options = [
-        # negative / zero sizes and out-of-range floats
-        one(f"{sp}depth", draw(st.integers(-3, 0))),
-        one(f"{sp}dim", draw(st.integers(-3, 0))),
-        one("num_classes", draw(st.integers(-3, -1))),
-        one("in_chans", draw(st.integers(-3, 0))),
-        one("img_size", [draw(st.integers(-3, 0)), w]),
-        one("embedder.patch_size", draw(st.integers(-3, 0))),
-        one(f"{bp}.attention.heads", draw(st.integers(-3, 0))),
-        one(f"{bp}.attention.head_dim", draw(st.integers(-3, 0))),
-        one(f"{bp}.attention.scale", draw(st.sampled_from([0.0, -0.5]))),
-        one(f"{bp}.attention.attn_drop", draw(st.sampled_from([1.0, -0.1, 2.5]))),
-        one(f"{bp}.ffn.hidden", draw(st.integers(-3, 0))),
-        one(f"{bp}.ffn.ratio", draw(st.sampled_from([0.0, -1.0, -4]))),
-        one(f"{bp}.norm.eps", draw(st.sampled_from([0.0, -1e-6]))),
-        one(f"{bp}.layer_scale", draw(st.sampled_from([0.0, -0.1]))),
-        one("drop_path", draw(st.sampled_from([1.0, -0.1, 1.5]))),
-        one("head.drop", draw(st.sampled_from([1.0, -0.5]))),
-        # sizes torch cannot take, floats that are not finite
-        one(draw(st.sampled_from([f"{sp}depth", f"{sp}dim", "num_classes", "in_chans", "embedder.patch_size",
-                                  f"{bp}.attention.heads", f"{bp}.ffn.hidden"])),
-            draw(st.sampled_from([2**31, 10**40]))),
-        one(draw(st.sampled_from([f"{bp}.ffn.ratio", f"{bp}.norm.eps", "drop_path", f"{bp}.attention.proj_drop"])),
-            draw(st.sampled_from([float("nan"), float("inf"), -float("inf"), 10**400]))),
-        # wrong types
-        one(f"{sp}depth", str(stage.depth)),
-        one(f"{sp}dim", float(stage.dim)),
-        one(f"{sp}depth", True),
-        one(f"{bp}.attention.heads", str(blk.attention.heads)),
-        one(f"{bp}.ffn.hidden", "64"),
-        one("drop_path", draw(st.booleans())),
-        one(f"{bp}.norm.eps", True),
-        one(f"{bp}.ffn.ratio", "4.0"),
-        one(f"{bp}.layer_scale", False),
-        one("class_token", draw(st.sampled_from([0, 1, "true", None]))),
-        one("final_norm", 1),
-        one(f"{bp}.attention.qkv_bias", 1),
-        one(f"{bp}.ffn.bias", "yes"),
-        one("pos_embed", draw(st.sampled_from(["rope", "LEARNED", True, 1]))),
-        one("init", "xavier"),
-        one(f"{bp}.ffn.act", draw(st.sampled_from(["tanh", "GELU", 3]))),
-        one(f"{bp}.norm.kind", draw(st.sampled_from(["rms", "rmsnorm", None]))),
-        one("img_size", draw(st.sampled_from([str(h), float(h), [h], [h, w, w], True, None]))),
-        one("img_size", [h, str(w)], "img_size.1"),
-        one(f"{sp}depth", None),
-        one(f"{bp}.norm", draw(st.sampled_from([1, [], None]))),
-        one("head", draw(st.sampled_from([3, None, [], True]))),
-        one("embedder", draw(st.sampled_from([None, 7]))),
-        one(f"{sp}block", draw(st.sampled_from([3, "block", None, []]))),
-        # unknown keys
-        one(draw(st.sampled_from(["foo", "blocks", "num_heads"])), 1),
-        one(f"{bp}.attention.windows", 7),
-        one(f"{bp}.ffn.gated", True),
-        one(f"{bp}.norm.affine", False),
-        one("head.pool", "avg"),
-        one("embedder.stride", 2),
-        # unknown kinds
-        one("embedder.kind", draw(st.sampled_from(["conv", "Patch", "mhsa"]))),
-        one("head.kind", draw(st.sampled_from(["token", "GAP", "mlp", 0]))),
-        one(f"{bp}.attention.kind", draw(st.sampled_from(["linear", "mlp"]))),
-        one(f"{bp}.ffn.kind", draw(st.sampled_from(["glu", "mhsa"]))),
-        # heads not dividing dim (implicit head_dim)
-        ([(f"{bp}.attention.head_dim", None), (f"{bp}.attention.heads", stage.dim + 1)], f"{bp}.attention.heads"),
-        # patch size not dividing the image
-        one("embedder.patch_size", h + 1),
-        # class-token head without a class token
-        ([("class_token", False), ("head", {"kind": "class_token", "drop": 0.0})], "head"),
-        # depth not matching the listed blocks
-        ([(f"{sp}block", [to_dict(blk)] * 2), (f"{sp}depth", 3)], f"{sp}depth"),
-        one(f"{sp}depth", n_blocks + 1) if isinstance(stage.block, tuple) else one(f"{sp}depth", 0),
-    ]
-    if p > 1:
-        options.append(one("img_size", [h + 1, w], "embedder.patch_size"))
-    if isinstance(spec.embedder, PatchEmbed):
-        options.append(one("embedder.bias", 1))
-    else:
-        options.append(one("embedder.norm.eps", 0.0))
-        options.append(one("embedder.norm", None))
-    if isinstance(spec.head, GAPHead):
-        options.append(one("head.norm", 3))
-        options.append(one("head.norm.eps" if spec.head.norm is not None else "head.norm",
-                           -1.0 if spec.head.norm is not None else 1))
-    if isinstance(stage.block, tuple):
-        j = draw(st.integers(0, n_blocks - 1))
-        options.append(one(f"{sp}block.{j}", draw(st.sampled_from([1, "block", None]))))
-    if spec.pos_embed != "sincos2d" and spec.stages[0].dim % 4:
-        options.append(one("pos_embed", "sincos2d"))
-    if spec.pos_embed != "sincos1d" and spec.stages[0].dim % 2:
-        options.append(one("pos_embed", "sincos1d"))
-    if isinstance(blk.attention, WindowMHSA):
-        options.append(one(f"{bp}.attention.window", draw(st.integers(-2, 0))))
-        options.append(one(f"{bp}.attention.shift", 1))
-    if not sp:  # the one-stage shorthand beside an empty stages list (which it would ignore)
-        options.append(one("stages", []))
-    if sp:  # several stages: no root shorthand, a first stage without entry, entries with their own fields
-        options.append(one(draw(st.sampled_from(["depth", "dim", "block"])), 2))
-        options.append(one("stages.0.entry", {"kind": "patch_merging"}))
-        options.append(one("stages.1.entry.norm.eps", 0.0))
-        options.append(one("stages.1.entry.kind", "pixel_shuffle"))
-        options.append(one("stages", []))
-        if spec.stages[1].dim != spec.stages[0].dim:
-            options.append(one("stages.1.entry", None, "stages.1.dim"))
-    return draw(st.sampled_from(options))
-
-
-@st.composite
-def invalid_specs(draw, models: st.SearchStrategy[Model] | None = None) -> tuple[dict[str, Any], str]:
-    """(unstructured spec with one thing broken, the field path its SpecError must name)."""
-    spec = draw(models if models is not None else valid_models())
-    changes, path = draw(breakages(spec))
-    return apply_changes(to_dict(spec), changes), path
-
-
-@st.composite
-def invalid_deletions(draw) -> tuple[dict[str, Any], str]:
-    """A required `kind` tag removed from a tagged-union component."""
-    spec = draw(valid_models())
-    key = draw(st.sampled_from(["embedder.kind", "head.kind"]))
-    return apply_changes(to_dict(spec), [(key, DELETE)]), key
-
-
-@st.composite
-def invalid_overrides(draw) -> tuple[Model, dict[str, Any], str]:
-    """(valid spec, override assignments that break it, the path the SpecError must name)."""
-    spec = draw(valid_models())
-    changes, path = draw(breakages(spec))
-    return spec, dict(changes), path
-
-
-# ---------------------------------------------------------------------------------------------
 # one strategy per component kind: small models that use it, with its options drawn
 
 
-def _isotropic(**changes) -> Model:
+def isotropic_model(**changes) -> Model:
     base = dict(embedder=PatchEmbed(patch_size=4), block=Block(attention=MHSA(heads=2)), depth=2, dim=16,
                 num_classes=3, img_size=16)
     return Model(**{**base, **changes})
 
 
-def _hierarchical(block: Block | None = None, entry: PatchMerging | None = None, **changes) -> Model:
+def hierarchical_model(block: Block | None = None, entry: PatchMerging | None = None, **changes) -> Model:
     """Two stages on a 4 x 4 grid (16 px, patch 4), the second after a patch merging."""
     block = block or Block(attention=MHSA(heads=2))
     stages = [Stage(depth=2, dim=16, block=block), Stage(depth=2, dim=32, block=block, entry=entry or PatchMerging())]
@@ -526,37 +269,12 @@ def _hierarchical(block: Block | None = None, entry: PatchMerging | None = None,
                            class_token=False, head=GAPHead()), **changes})
 
 
-def _text(**changes) -> Model:
+def text_model(**changes) -> Model:
     """A BERT-like text body: 8 tokens of a 50-word vocabulary, two post-norm blocks, the first-token head."""
     base = dict(embedder=TokenEmbed(vocab_size=50, max_positions=12, seq_len=8, padding_id=0, norm=Norm(eps=1e-12)),
                 block=PostNormBlock(attention=MHSA(heads=2)), depth=2, dim=16, num_classes=3,
                 class_token=False, pos_embed="none", final_norm=False, head=FirstTokenHead(pooler="tanh"))
     return Model(**{**base, **changes})
-
-
-def _conformer(embedder: ConformerStem | None = None, block: Block | None = None, med_blocks: int = 0,
-               last_stride: int = 2, **changes) -> Model:
-    """A Conformer shrunk (the released depth-3 layout, `conformer_d3.pt`): 32 px, patch 16 (2x2 tokens of width
-    16), the stem's 8x8 map; a plain block, then two coupled blocks (widths 16, 32, each halving the map)."""
-    block = block or Block(attention=MHSA(heads=2))
-    embedder = embedder or ConformerStem(stem=8, width=8)
-    branches = [ConvBranch(width=16, stride=2, down=2, med_blocks=med_blocks),
-                ConvBranch(width=32, stride=2, down=1, fusion_stride=last_stride, med_blocks=med_blocks)]
-    stages = [Stage(depth=1, dim=16, block=block)] + [Stage(depth=1, dim=16, block=CoupledBlock(
-        attention=block.attention, ffn=block.ffn, norm=block.norm, layer_scale=block.layer_scale, conv=b))
-        for b in branches]
-    base = dict(embedder=embedder, stages=stages, num_classes=3, img_size=32, pos_embed="none", final_norm=False,
-                head=ConformerHead())
-    return Model(**{**base, **changes})
-
-
-def conformer_heads() -> st.SearchStrategy[ConformerHead]:
-    """The conformer head over a token head: the class token's, the patch tokens' mean, or SoT's."""
-    mgcrp = st.builds(MGCrP, heads=st.integers(1, 2), m=st.integers(2, 4), n=st.integers(2, 4))
-    tokens = st.one_of(st.builds(ClassTokenHead, drop=drops()), st.builds(GAPHead, norm=st.one_of(st.none(), norms())),
-                       st.builds(SecondOrderHead, fusion=st.sampled_from(["sum", "concat"]), pool=mgcrp,
-                                 norm=st.just(SvPN())))
-    return st.builds(ConformerHead, tokens=tokens, norm=st.builds(Norm, eps=small_floats(1e-6, 1e-4)))
 
 
 @st.composite
@@ -571,127 +289,36 @@ def token_embeds(draw) -> TokenEmbed:
                       width=draw(st.sampled_from([None, 8, 16])))
 
 
-def text_second_order() -> st.SearchStrategy[Model]:
-    """SoT's head on a text body: the released BERT head (padding included) or a masked one, its z0 the first or
-    the last real token (GPT)."""
-    pool = st.builds(MGCrP, heads=st.integers(1, 2), m=st.integers(2, 4), n=st.integers(2, 4),
-                     centering=st.sampled_from(["none", "scalar", "channel"]), bn_relu=st.booleans())
-    norm = st.builds(SvPN, side=st.sampled_from(["right", "left"]))
-    masked = st.builds(SecondOrderHead, fusion=st.sampled_from(["sum", "concat", "late"]), pool=pool, norm=norm,
-                       drop=drops(), z0=st.sampled_from([None, "last_token"]))
-    released = st.builds(SecondOrderHead, pool=pool, norm=norm, drop=drops(), padding=st.just("included"))
-    return st.one_of(masked, released).map(lambda h: _text(head=h))
-
-
-def _kind_models() -> dict[type, st.SearchStrategy[Model]]:
-    def head(pool, norm):
-        def centred(h):  # aggr_all over a channel-centred covariance cannot see the final norm's bias
-            return h.fusion == "aggr_all" and (isinstance(h.pool, GCP) or getattr(h.pool, "centering", "") == "channel")
-
-        return st.builds(SecondOrderHead, fusion=st.sampled_from(["sum", "concat", "aggr_all", "late"]), pool=pool,
-                         norm=norm, drop=drops()).filter(lambda h: not centred(h)).map(lambda h: _isotropic(head=h))
-
-    mgcrp = st.builds(MGCrP, heads=st.integers(1, 2), m=st.integers(2, 4), n=st.integers(2, 4),
-                      centering=st.sampled_from(["none", "scalar", "channel"]))
-    daff = st.builds(DAFF, ratio=st.sampled_from([1.0, 2.0]), kernel=st.sampled_from([1, 3, 5]),
-                     spatial=st.sampled_from(["dwconv", "avgpool", "none"]), shortcut=st.booleans(),
-                     cls=st.sampled_from(["reweight", "identity", "all"]), norm=norms(), se_reduction=st.integers(1, 8))
-    # iRPE: any places, shared or per-head tables, other piecewise coefficients; a class token or not, head tokens
-    # or not, one stage or two. The head reads the patch tokens: under a class-token head the last block's key
-    # table could not move the logits (the class token's row has one bucket; tests/models/irpe/test_irpe.py)
-    irpe = st.builds(IRPEAttention, heads=st.just(2), on=st.sampled_from(["q", "k", "v", "qk", "kv", "qkv"]),
-                     shared_head=st.booleans(), alpha=st.sampled_from([1.0, 1.9]), beta=st.sampled_from([2.0, 3.8]),
-                     gamma=st.sampled_from([8.0, 15.2]), qkv_bias=st.booleans(), attn_drop=drops())
-    irpe_models = st.one_of(
-        st.tuples(irpe, st.booleans(), st.booleans()).map(lambda t: _isotropic(
-            block=HeadTokenBlock(attention=t[0]) if t[2] else Block(attention=t[0]), class_token=t[1], head=GAPHead())),
-        irpe.map(lambda a: _hierarchical(Block(attention=a))))
-    return {
-        IRPEAttention: irpe_models,
-        PatchEmbed: embedders(4).filter(lambda e: isinstance(e, PatchEmbed)).map(lambda e: _isotropic(embedder=e)),
-        SimplePatchEmbed: st.builds(SimplePatchEmbed, patch_size=st.sampled_from([2, 4]), norm=norms())
-        .map(lambda e: _isotropic(embedder=e)),
-        SoTEmbed: st.builds(SoTEmbed, block=st.sampled_from(["dense", "resnet", "inception", "nonlocal"]),
-                            stem_dim=st.sampled_from([8, 16]), downsample_last=st.booleans())
-        .map(lambda e: _isotropic(embedder=e, img_size=2 * e.patch_size)),
-        T2TEmbed: st.builds(T2TEmbed, token_dim=st.integers(2, 6), block=st.sampled_from(["performer", "transformer"]))
-        .flatmap(lambda e: st.builds(lambda r, d: attrs.evolve(e, kernel_ratio=r, drop=d), st.sampled_from([0.5, 1.0]),
-                                     drops()) if e.block == "performer" else st.just(e))
-        .map(lambda e: _isotropic(embedder=e, img_size=(16, 32))),
-        SOPE: st.builds(SOPE, patch_size=st.sampled_from([2, 4, 8, 16]), pre_affine=st.booleans(),
-                        post_affine=st.booleans(), norm=norms(), act=st.sampled_from(["released", "every"]))
-        .map(lambda e: _isotropic(embedder=e, img_size=max(16, e.patch_size))),
-        MHSA: attentions(16).map(lambda a: _isotropic(block=Block(attention=a))),
-        MeanShiftAttention: mean_shift_attentions(16).map(lambda a: _isotropic(block=Block(attention=a))),
-        # a window of 1 token is refused (KIND_RULES: nothing to attend)
-        WindowMeanShiftAttention: mean_shift_attentions(16, (4, 4)).filter(lambda a: a.window > 1)
-        .map(lambda a: _hierarchical(Block(attention=a))),
-        WindowMHSA: window_attentions(16, (4, 4)).filter(lambda a: a.window > 1)
-        .map(lambda a: _hierarchical(Block(attention=a))),
-        RefinerAttention: st.one_of(
-            refiner_stacks(16, 3, (4, 4)).map(lambda b: _isotropic(block=b, depth=3)),
-            st.tuples(st.builds(Refine, expansion=st.integers(1, 2), kernel=st.sampled_from([0, 1, 3]),
-                                constraint=st.sampled_from(["none", "row_col"])), st.booleans())
-            .map(lambda t: _text(block=PostNormBlock(attention=RefinerAttention(heads=2, refine=t[0])),
-                                 causal=t[1], head=LastTokenHead() if t[1] else FirstTokenHead(pooler="tanh"))),
-            refiner_stacks(16, 2, (2, 2)).map(lambda b: _hierarchical(Block(), stages=[
-                Stage(depth=2, dim=16, block=b), Stage(depth=2, dim=32, block=b, entry=PatchMerging())]))),
-        ConformerStem: st.tuples(st.builds(ConformerStem, patch_size=st.just(16), stem=st.sampled_from([4, 8]),
-                                           width=st.sampled_from([4, 8])), st.integers(0, 1), st.sampled_from([1, 2]))
-        .map(lambda t: _conformer(embedder=t[0], med_blocks=t[1], last_stride=t[2])),
-        ConformerHead: conformer_heads().map(lambda h: _conformer(head=h)),
-        ConvStem: st.builds(ConvStem, patch_size=st.sampled_from([2, 4]), width=st.integers(1, 4),
-                            growth=st.integers(1, 2))
-        .map(lambda e: _isotropic(embedder=e, img_size=4 * e.patch_size)),
-        MLP: ffns(16).map(lambda f: _isotropic(block=Block(attention=MHSA(heads=2), ffn=f))),
-        # the class-token head reads what DAFF does to the class token; with cls = identity only the patch
-        # tokens change, so a head that reads them
-        DAFF: daff.map(lambda f: _isotropic(block=Block(attention=MHSA(heads=2), ffn=f),
-                                            head=GAPHead() if f.cls == "identity" else ClassTokenHead())),
-        HeadTokenBlock: st.builds(HeadTokens, norm=norms()).map(
-            lambda t: _isotropic(block=HeadTokenBlock(attention=MHSA(heads=2), head_tokens=t))),
-        Block: st.builds(Block, attention=attentions(16), norm=norms(),
-                         layer_scale=st.one_of(st.none(), small_floats(1e-5, 1.0))).map(lambda b: _isotropic(block=b)),
-        PostNormBlock: st.one_of(
-            st.builds(PostNormBlock, attention=st.just(MHSA(heads=2)), norm=norms()).map(lambda b: _text(block=b)),
-            st.builds(PostNormBlock, attention=attentions(16)).map(lambda b: _isotropic(block=b, final_norm=False))),
-        AdjustedBlock: st.one_of(
-            refiner_stacks(16, 3, (4, 4)).filter(lambda b: any(isinstance(x, AdjustedBlock) for x in b))
-            .map(lambda b: _isotropic(block=b, depth=3)),
-            st.builds(AdjustedBlock, attention=attentions(16), adjust_ratio=st.sampled_from([0.5, 2.0]))
-            .map(lambda b: _isotropic(block=b))),
-        # LV-ViT's block: the residual branches divided by skip_lam (1: the plain pre-norm block)
-        RescaledBlock: st.builds(RescaledBlock, attention=attentions(16), norm=norms(),
-                                 skip_lam=st.sampled_from([0.5, 1.0, 2.0, 3.0])).map(lambda b: _isotropic(block=b)),
-        CoupledBlock: st.integers(0, 1).map(lambda m: _conformer(med_blocks=m)),
-        PatchMerging: st.builds(PatchMerging, norm=norms(), bias=st.booleans()).map(lambda e: _hierarchical(entry=e)),
-        ClassTokenHead: st.builds(ClassTokenHead, drop=drops(), dense=st.one_of(st.none(), st.builds(
-            DenseAux, loss_weight=small_floats(0.1, 2.0), eval_weight=small_floats(0.1, 2.0))))
-        .map(lambda h: _isotropic(head=h)),
-        GAPHead: st.builds(GAPHead, norm=st.one_of(st.none(), norms()), drop=drops())
-        .map(lambda h: _isotropic(head=h)),
-        SecondOrderHead: st.one_of(head(mgcrp, st.just(SvPN())), text_second_order()),
-        GAPPool: head(st.just(GAPPool()), st.sampled_from([NoNorm(), EPN(), LearnableScale(), ReprLayerNorm()])),
-        GCP: head(st.builds(GCP, dim=st.integers(2, 6), iters=st.integers(1, 5)), st.just(NoNorm())),
-        MGCrP: head(mgcrp, st.sampled_from([NoNorm(), EPN(), ReprLayerNorm()])),
-        SvPN: head(mgcrp, st.one_of(  # the exact SVD takes alpha alone
-            st.builds(SvPN, alpha=st.sampled_from([0.25, 0.5, 0.75]), method=st.just("approx"), num_sv=st.just(1),
-                      iters=st.integers(1, 3), start=st.sampled_from(["learnable", "fixed"])),
-            st.builds(SvPN, alpha=st.sampled_from([0.25, 0.5, 0.75]), method=st.just("exact")))),
-        EPN: head(mgcrp, st.just(EPN())),
-        LearnableScale: head(st.just(GAPPool()), st.builds(LearnableScale, init=small_floats(0.1, 2.0))),
-        ReprLayerNorm: head(mgcrp, st.builds(ReprLayerNorm, eps=small_floats(1e-7, 1e-3))),
-        NoNorm: head(mgcrp, st.just(NoNorm())),
-        TokenEmbed: st.tuples(token_embeds(), st.booleans()).map(lambda t: _text(
-            embedder=t[0], block=(PostNormBlock if t[1] else Block)(attention=MHSA(heads=2)), final_norm=not t[1])),
-        FirstTokenHead: st.builds(FirstTokenHead, pooler=st.sampled_from([None, "tanh", "gelu"]), drop_in=drops(),
-                                  drop=drops()).map(lambda h: _text(head=h)),
-        LastTokenHead: st.builds(LastTokenHead, bias=st.booleans(), drop=drops()).map(lambda h: _text(
-            head=h, causal=True, block=Block(attention=MHSA(heads=2)), final_norm=True)),
-    }
-
-
-KIND_MODELS = _kind_models()
+CORE_MODELS: dict[type, st.SearchStrategy[Model]] = {  # the core kinds' (KIND_MODELS adds every family's)
+    PatchEmbed: embedders(4).filter(lambda e: isinstance(e, PatchEmbed)).map(lambda e: isotropic_model(embedder=e)),
+    SimplePatchEmbed: st.builds(SimplePatchEmbed, patch_size=st.sampled_from([2, 4]), norm=norms())
+    .map(lambda e: isotropic_model(embedder=e)),
+    MHSA: attentions(16).map(lambda a: isotropic_model(block=Block(attention=a))),
+    WindowMHSA: window_attentions(16, (4, 4)).filter(lambda a: a.window > 1)
+    .map(lambda a: hierarchical_model(Block(attention=a))),
+    ConvStem: st.builds(ConvStem, patch_size=st.sampled_from([2, 4]), width=st.integers(1, 4),
+                        growth=st.integers(1, 2))
+    .map(lambda e: isotropic_model(embedder=e, img_size=4 * e.patch_size)),
+    MLP: ffns(16).map(lambda f: isotropic_model(block=Block(attention=MHSA(heads=2), ffn=f))),
+    Block: st.builds(Block, attention=attentions(16), norm=norms(),
+                     layer_scale=st.one_of(st.none(), small_floats(1e-5, 1.0))).map(lambda b: isotropic_model(block=b)),
+    PostNormBlock: st.one_of(
+        st.builds(PostNormBlock, attention=st.just(MHSA(heads=2)), norm=norms()).map(lambda b: text_model(block=b)),
+        st.builds(PostNormBlock, attention=attentions(16)).map(lambda b: isotropic_model(block=b, final_norm=False))),
+    PatchMerging: st.builds(PatchMerging, norm=norms(), bias=st.booleans())
+    .map(lambda e: hierarchical_model(entry=e)),
+    ClassTokenHead: st.builds(ClassTokenHead, drop=drops(), dense=st.one_of(st.none(), st.builds(
+        DenseAux, loss_weight=small_floats(0.1, 2.0), eval_weight=small_floats(0.1, 2.0))))
+    .map(lambda h: isotropic_model(head=h)),
+    GAPHead: st.builds(GAPHead, norm=st.one_of(st.none(), norms()), drop=drops())
+    .map(lambda h: isotropic_model(head=h)),
+    TokenEmbed: st.tuples(token_embeds(), st.booleans()).map(lambda t: text_model(
+        embedder=t[0], block=(PostNormBlock if t[1] else Block)(attention=MHSA(heads=2)), final_norm=not t[1])),
+    FirstTokenHead: st.builds(FirstTokenHead, pooler=st.sampled_from([None, "tanh", "gelu"]), drop_in=drops(),
+                              drop=drops()).map(lambda h: text_model(head=h)),
+    LastTokenHead: st.builds(LastTokenHead, bias=st.booleans(), drop=drops()).map(lambda h: text_model(
+        head=h, causal=True, block=Block(attention=MHSA(heads=2)), final_norm=True)),
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -749,198 +376,124 @@ def field_breakages(draw, spec: Model, cls: type) -> tuple[list[tuple[str, Any]]
 SINGLE_TOKEN = [("img_size", 4), ("class_token", False), ("head", {"kind": "gap"})]
 
 
-def _kind_rules() -> dict[type, Any]:
-    """For every kind, `rules(spec)`: changes to a model of KIND_MODELS[kind] that break a rule tying the
-    kind to the rest of the model (all fields valid on their own): a derived width of zero or above
-    2**31 - 1, a shape that does not fit, an option that would do nothing. [(changes, path), ...]"""
-    def embedder(spec):
-        (h, w), p = spec.img_size, spec.embedder.patch_size
-        out = [([("img_size", [h + 1, w])], "embedder.patch_size")]
-        if isinstance(spec.embedder, SimplePatchEmbed):  # a patch of in_chans x p^2 values past the largest size
-            out.append(([("embedder.patch_size", 2**16), ("img_size", 2**16), ("in_chans", 3)], "embedder.patch_size"))
-        if isinstance(spec.embedder, ConvStem):  # the last conv's growth^2 x width channels past the largest size
-            out.append(([("embedder.width", 2**20), ("embedder.growth", 64)], "embedder.width"))
-        if isinstance(spec.embedder, SOPE) and p > 2:  # the first of log2(p) units: dim / 2^(units - 1) < 1 channel
-            out.append(([("dim", p // 2 - 1), ("block.attention.heads", 1)], "embedder.patch_size"))
-        if isinstance(spec.embedder, T2TEmbed):  # not a multiple of 16; widths of zero or past the largest size
-            return [([("img_size", [h + 16 + 1, w])], "embedder"),
-                    ([("embedder.token_dim", 2**30)], "embedder.token_dim"),
-                    ([("embedder.block", "performer"), ("embedder.kernel_ratio", 0.01)], "embedder.kernel_ratio"),
-                    ([("in_chans", 2**26)], "embedder")]
-        if isinstance(spec.embedder, SoTEmbed):
-            out.append(([("embedder.block", "resnet"), ("embedder.large_output", True)], "embedder.large_output"))
-            out.append(([("embedder.block", "nonlocal"), ("img_size", p)], "embedder.block"))  # attends 1 position
+def embedder_rules(spec) -> list:
+    """The rules of any patch embedder: a patch size that does not divide the image; a patch of in_chans x p^2
+    values, or the conv stem's last growth^2 x width channels, past the largest size."""
+    (h, w) = spec.img_size
+    out = [([("img_size", [h + 1, w])], "embedder.patch_size")]
+    if isinstance(spec.embedder, SimplePatchEmbed):
+        out.append(([("embedder.patch_size", 2**16), ("img_size", 2**16), ("in_chans", 3)], "embedder.patch_size"))
+    if isinstance(spec.embedder, ConvStem):
+        out.append(([("embedder.width", 2**20), ("embedder.growth", 64)], "embedder.width"))
+    return out
+
+
+def attention_rules(cls: type):
+    """The rules of any attention kind `cls` (a family's adds its own): heads that do not divide dim, a head_dim past
+    the largest size, and nothing to attend (1 token, or windows that do not fit the grid)."""
+    def rules(spec):
+        path = component_paths(spec, cls)[0]
+        out = [([(f"{path}.heads", 3), (f"{path}.head_dim", None)], f"{path}.heads"),
+               ([(f"{path}.heads", 2**16), (f"{path}.head_dim", 2**16)], f"{path}.head_dim")]
+        if issubclass(cls, WindowMHSA):
+            out += [([(f"{path}.window", 3)], f"{path}.window"), ([("class_token", True)], path),
+                    ([(f"{path}.window", 1)], f"{path}.window"),  # 1 token per window: nothing to attend
+                    ([("img_size", 8)], "stages.1.block.attention")]  # a 1x1 grid after the merging
+        else:  # a 1x1 grid, no class token: 1 token, nothing to attend
+            out.append((SINGLE_TOKEN, path))
+        if cls is MHSA:
+            out += [([(f"{path}.projections", {"roles": "QKVPW"})], f"{path}.projections.roles"),
+                    ([(f"{path}.projections", {"groups": 3})], f"{path}.projections.groups")]
         return out
-
-    def attention(cls):
-        def rules(spec):
-            path = component_paths(spec, cls)[0]
-            out = [([(f"{path}.heads", 3), (f"{path}.head_dim", None)], f"{path}.heads"),
-                   ([(f"{path}.heads", 2**16), (f"{path}.head_dim", 2**16)], f"{path}.head_dim")]
-            if cls in (WindowMHSA, WindowMeanShiftAttention):
-                out += [([(f"{path}.window", 3)], f"{path}.window"), ([("class_token", True)], path),
-                        ([(f"{path}.window", 1)], f"{path}.window"),  # 1 token per window: nothing to attend
-                        ([("img_size", 8)], "stages.1.block.attention")]  # a 1x1 grid after the merging
-            else:  # a 1x1 grid, no class token: 1 token, nothing to attend
-                out.append((SINGLE_TOKEN, path))
-            if cls in (MeanShiftAttention, WindowMeanShiftAttention):  # groups or roles that do not fit
-                proj = f"{path}.projections"
-                out += [([(f"{path}.heads", 1), (f"{path}.head_dim", 3), (f"{proj}.groups", 2)], f"{proj}.groups"),
-                        ([(f"{proj}.groups", 3)], f"{proj}.groups"),
-                        ([(f"{path}.form", "gauss_orig"), (f"{proj}.roles", "QKVPW")], f"{proj}.roles"),
-                        ([(f"{path}.form", "eq12"), (f"{proj}.roles", "QKVW")], f"{proj}.roles"),
-                        ([(f"{path}.form", "eq14"), (f"{proj}.roles", "QKVPP")], f"{proj}.roles"),
-                        ([(f"{proj}.roles", "QKPVW")], f"{proj}.roles"),
-                        ([(f"{proj}.roles", "KKVPW")], f"{proj}.roles"),
-                        ([(f"{proj}.grouping", "shuffled")], f"{proj}.grouping")]
-            if cls is MHSA:
-                out += [([(f"{path}.projections", {"roles": "QKVPW"})], f"{path}.projections.roles"),
-                        ([(f"{path}.projections", {"groups": 3})], f"{path}.projections.groups")]
-            return out
-        return rules
-
-    def ffn(cls):
-        def rules(spec):
-            path = component_paths(spec, cls)[0]
-            out = [([(f"{path}.hidden", None), (f"{path}.ratio", 0.01)], f"{path}.ratio"),
-                   ([(f"{path}.hidden", None), (f"{path}.ratio", 1e300)], f"{path}.ratio")]
-            if cls is DAFF:
-                out.append(([(f"{path}.kernel", 4)], f"{path}.kernel"))
-                out.append(([(f"{path}.split_cls", False), (f"{path}.spatial", "dwconv")], f"{path}.split_cls"))
-                if spec.block.ffn.cls != "identity":  # the re-weighting's hidden width dim // se_reduction is 0
-                    out.append(([(f"{path}.se_reduction", spec.dim + 1)], f"{path}.se_reduction"))
-            return out
-        return rules
-
-    def head(extra):
-        """Second-order heads: one word token gives a degenerate (cross-)covariance, then `extra(head)`."""
-        def rules(spec):
-            one_token = [] if isinstance(spec.head.pool, GAPPool) else [([("img_size", spec.embedder.patch_size)],
-                                                                         "head.pool")]
-            return one_token + extra(spec.head)
-        return rules
-
-    def irpe(spec):
-        path = component_paths(spec, IRPEAttention)[0]
-        return attention(IRPEAttention)(spec) + [  # Eq. 18 divides by ln(gamma / alpha); places are letters of qkv
-            ([(f"{path}.alpha", 2.0), (f"{path}.gamma", 2.0)], f"{path}.gamma"),
-            ([(f"{path}.alpha", 3.0), (f"{path}.beta", 2.0)], f"{path}.beta"),
-            ([(f"{path}.on", "kk")], f"{path}.on")]
-
-    constant = [  # one value: EPN gives its sign, a LayerNorm 0 (of two values, their order)
-        ([("head.pool", {"kind": "gcp", "dim": 1}), ("head.norm", {"kind": n})], "head.norm")
-        for n in ("epn", "repr_layernorm")
-    ] + [([("head.pool", {"kind": "mgcrp", "heads": 1, "m": 1, "n": 2}), ("head.norm", {"kind": "repr_layernorm"})],
-          "head.norm")]
-    return {
-        PatchEmbed: embedder, SimplePatchEmbed: embedder, SoTEmbed: embedder, SOPE: embedder, ConvStem: embedder,
-        T2TEmbed: embedder,
-        ConformerStem: lambda spec: embedder(spec) + [  # a map at stride 4; the map must reach a head that reads it
-            ([("embedder.patch_size", 6), ("img_size", 36)], "embedder.patch_size"),
-            ([("embedder.width", 6)], "embedder.width"),
-            ([("head", {"kind": "class_token"})], "head"),
-            ([("stages.1.block.conv.down", 1)], "stages.1.block.conv.down")],
-        ConformerHead: lambda spec: [  # a CNN map only after a two-branch embedder (refused at its first reader, the
-            # first coupled block); a token head reads tokens only
-            ([("embedder", {"kind": "patch", "patch_size": 16})], "stages.1.block"),
-            ([("head.tokens", {"kind": "conformer"})], "head.tokens"),
-            ([("class_token", False)], "stages.1.block.conv")],
-        RefinerAttention: lambda spec: [  # on text: the released DLA's BatchNorms, a grid, a kernel above 8 tokens
-            ([("block.attention.refine", {"form": "released"})], "block.attention.refine.form"),
-            ([("block.attention.refine", {"constraint": "spatial"})], "block.attention.refine.constraint"),
-            ([("block.attention.refine", {"kernel": spec.embedder.seq_len + 1})], "block.attention.refine.kernel")]
-        if spec.embedder.text else [  # maps handed on within a stage, as many as the taker's heads
-            ([("block.0.attention.reuse", True), ("block.0.attention.add_incoming", False)], "block.0.attention"),
-            ([("block.0.attention", {"kind": "mhsa", "heads": 2}), ("block.1.attention.reuse", True),
-              ("block.1.attention.add_incoming", False)], "block.1.attention"),
-            ([("block.1.attention.reuse", True), ("block.1.attention.add_incoming", True)],
-             "block.1.attention.add_incoming"),
-            ([("block.0.attention.refine", {"expansion": 2, "reduction": False, "kernel": 0}),
-              ("block.1.attention.reuse", True), ("block.1.attention.add_incoming", False)], "block.1.attention"),
-            ([("block.0.attention.refine", {"kernel": 18})], "block.0.attention.refine.kernel"),  # 17 tokens
-            ([("block.0.attention.refine", {"kernel": 5, "constraint": "spatial"})],  # a 4 x 4 grid
-             "block.0.attention.refine.kernel"),
-            ([("block.0.attention.refine", {"form": "released", "reduction": False})], "block.0.attention.refine.form"),
-            ([("block.0.attention.projections", {"groups": 2})], "block.0.attention.projections"),
-            ([("block.0.attention.heads", 3), ("block.0.attention.head_dim", None)], "block.0.attention.heads"),
-            (SINGLE_TOKEN, "block.0.attention")]  # a 1x1 grid, no class token: 1 token, nothing to attend
-        if spec.isotropic else [([("stages.0.block.0.attention.reuse", True)], "stages.0.block.0.attention"),
-                                ([("img_size", 8)], "stages.1.block.0.attention")],  # a 1x1 grid after the merging
-        MHSA: attention(MHSA), WindowMHSA: attention(WindowMHSA),
-        IRPEAttention: irpe,
-        MeanShiftAttention: attention(MeanShiftAttention),
-        WindowMeanShiftAttention: attention(WindowMeanShiftAttention),
-        MLP: ffn(MLP), DAFF: ffn(DAFF),
-        HeadTokenBlock: lambda spec: [  # one channel group per attention head; extra tokens need global attention
-            ([("block.attention.heads", 3), ("block.attention.head_dim", 4)], "block.head_tokens"),
-            ([("block.attention.kind", "window_mhsa"), ("class_token", False), ("head", {"kind": "gap"})],
-             "block.head_tokens")],
-        Block: lambda spec: [([("block.layer_scale", 0.0)], "block.layer_scale"),
-                             ([("block.norm.eps", 0.0)], "block.norm.eps")],
-        PostNormBlock: lambda spec: [([("block.layer_scale", -1.0)], "block.layer_scale"),
-                                     ([("block.adjust_ratio", 0.5)], "block.adjust_ratio")],
-        AdjustedBlock: lambda spec: (
-            [([(f"block.{i}.adjust_ratio", 0.0)], f"block.{i}.adjust_ratio") for i, b in enumerate(spec.block)
-             if isinstance(b, AdjustedBlock)][:1] if isinstance(spec.block, tuple) else
-            [([("block.adjust_ratio", 0.0)], "block.adjust_ratio"), ([("block.adjust_ratio", -0.5)],
-                                                                   "block.adjust_ratio")]),
-        RescaledBlock: lambda spec: [([("block.skip_lam", 0.0)], "block.skip_lam"),
-                                     ([("block.skip_lam", -2.0)], "block.skip_lam")],
-        CoupledBlock: lambda spec: [  # the pooled map must be the token grid; a class token for FCUDown; a map
-            ([("stages.1.block.conv.down", 1)], "stages.1.block.conv.down"),
-            ([("class_token", False)], "stages.1.block.conv"),
-            ([("embedder", {"kind": "patch", "patch_size": 16}), ("head", {"kind": "class_token"})], "stages.1.block")],
-        PatchMerging: lambda spec: [
-            ([("img_size", [spec.img_size[0] + spec.embedder.patch_size, spec.img_size[1]])], "stages.1.entry"),
-            ([("class_token", True)], "stages.1.entry"),
-            ([("stages.0.entry", {"kind": "patch_merging"})], "stages.0.entry")],
-        ClassTokenHead: lambda spec: [([("class_token", False)], "head"),  # and a dense head's weights
-                                      ([("head.dense", {"loss_weight": 0.0})], "head.dense.loss_weight"),
-                                      ([("head.dense", {"eval_weight": 0.0})], "head.dense.eval_weight"),
-                                      ([("head.dense", {"weight": 0.5})], "head.dense.weight")],
-        GAPHead: lambda spec: [([("head.norm", {"kind": "layernorm", "eps": 0.0})], "head.norm.eps")],
-        SecondOrderHead: lambda spec: [  # on text: 1 word token besides z0; the released head's z0 is the first
-            ([("embedder.seq_len", 2)], "head.pool"),
-            ([("head.z0", "last_token"), ("head.padding", "included")], "head.padding")] if spec.embedder.text
-        else head(lambda h: [
-            ([("class_token", False), ("head.fusion", "sum"), ("head.z0", None)], "head"),
-            ([("head.fusion", "aggr_all"), ("head.z0", "mean_token")], "head.z0"),
-            ([("head.z0", "last_token"), ("head.fusion", "sum")], "head.z0")])(spec),
-        GAPPool: head(lambda h: [([("head.norm", {"kind": "svpn"})], "head.norm")]),
-        GCP: head(lambda h: [([("head.pool.dim", 2**16 + 1)], "head.pool"), *constant]),
-        MGCrP: head(lambda h: [([("head.pool.heads", 2**11), ("head.pool.m", 2**11), ("head.pool.n", 2**11)],
-                                 "head.pool"), *constant]),
-        SvPN: head(lambda h: [
-            ([("head.norm.num_sv", min(h.pool.m, h.pool.n) + 1), ("head.norm.method", "approx")], "head.norm.num_sv"),
-            *[([("head.norm", {"kind": "svpn", "method": "exact", k: v})], f"head.norm.{k}")  # approx's options
-              for k, v in (("num_sv", 2), ("iters", 3), ("start", "fixed"), ("eps", 0.0))]]),
-        EPN: head(lambda h: constant[:1]),
-        ReprLayerNorm: head(lambda h: constant[1:]),
-        LearnableScale: head(lambda h: [([("head.norm.init", 0.0)], "head.norm.init")]),
-        NoNorm: head(lambda h: [([("head.norm.eps", 1e-5)], "head.norm.eps")]),
-        TokenEmbed: lambda spec: [  # positions the table lacks; a padding id outside the vocabulary; image options
-            ([("embedder.seq_len", spec.embedder.max_positions + 1)], "embedder.seq_len"),
-            ([("embedder.padding_id", spec.embedder.vocab_size)], "embedder.padding_id"),
-            ([("embedder.padding_id", None), ("embedder.pad_positions", True)], "embedder.pad_positions"),
-            ([("class_token", True)], "class_token"), ([("pos_embed", "learned")], "pos_embed"),
-            ([("block.ffn", {"kind": "daff"})], "block.ffn"),
-            ([("block.attention", {"kind": "refiner", "heads": 2, "refine": {"form": "released"}})],
-             "block.attention.refine.form")],
-        FirstTokenHead: lambda spec: [([("head", {"kind": "class_token"})], "head"),
-                                      ([("head", {"kind": "second_order", "z0": "last_token", "padding": "included"})],
-                                       "head.padding")],
-        LastTokenHead: lambda spec: [([("block.attention", {"kind": "window_mhsa", "heads": 2})], "block.attention"),
-                                     ([("block.kind", "head_tokens")], "block.head_tokens")],
-    }
+    return rules
 
 
-KIND_RULES = _kind_rules()
+def ffn_rules(cls: type):
+    """The rules of any FFN kind `cls` (a family's adds its own): a hidden width of zero or past the largest size."""
+    def rules(spec):
+        path = component_paths(spec, cls)[0]
+        return [([(f"{path}.hidden", None), (f"{path}.ratio", 0.01)], f"{path}.ratio"),
+                ([(f"{path}.hidden", None), (f"{path}.ratio", 1e300)], f"{path}.ratio")]
+    return rules
+
+
+# For every kind, `rules(spec)`: changes to a model of KIND_MODELS[kind] that break a rule tying the kind to the rest
+# of the model (all fields valid on their own): a derived width of zero or above 2**31 - 1, a shape that does not
+# fit, an option that would do nothing. [(changes, path), ...]. The core kinds' (KIND_RULES adds every family's)
+CORE_RULES: dict[type, Any] = {
+    PatchEmbed: embedder_rules, SimplePatchEmbed: embedder_rules, ConvStem: embedder_rules,
+    MHSA: attention_rules(MHSA), WindowMHSA: attention_rules(WindowMHSA),
+    MLP: ffn_rules(MLP),
+    Block: lambda spec: [([("block.layer_scale", 0.0)], "block.layer_scale"),
+                         ([("block.norm.eps", 0.0)], "block.norm.eps")],
+    PostNormBlock: lambda spec: [([("block.layer_scale", -1.0)], "block.layer_scale"),
+                                 ([("block.adjust_ratio", 0.5)], "block.adjust_ratio")],
+    PatchMerging: lambda spec: [
+        ([("img_size", [spec.img_size[0] + spec.embedder.patch_size, spec.img_size[1]])], "stages.1.entry"),
+        ([("class_token", True)], "stages.1.entry"),
+        ([("stages.0.entry", {"kind": "patch_merging"})], "stages.0.entry")],
+    ClassTokenHead: lambda spec: [([("class_token", False)], "head"),  # and a dense head's weights
+                                  ([("head.dense", {"loss_weight": 0.0})], "head.dense.loss_weight"),
+                                  ([("head.dense", {"eval_weight": 0.0})], "head.dense.eval_weight"),
+                                  ([("head.dense", {"weight": 0.5})], "head.dense.weight")],
+    GAPHead: lambda spec: [([("head.norm", {"kind": "layernorm", "eps": 0.0})], "head.norm.eps")],
+    TokenEmbed: lambda spec: [  # positions the table lacks; a padding id outside the vocabulary; image options
+        ([("embedder.seq_len", spec.embedder.max_positions + 1)], "embedder.seq_len"),
+        ([("embedder.padding_id", spec.embedder.vocab_size)], "embedder.padding_id"),
+        ([("embedder.padding_id", None), ("embedder.pad_positions", True)], "embedder.pad_positions"),
+        ([("class_token", True)], "class_token"), ([("pos_embed", "learned")], "pos_embed"),
+        ([("block.ffn", {"kind": "daff"})], "block.ffn"),
+        ([("block.attention", {"kind": "refiner", "heads": 2, "refine": {"form": "released"}})],
+         "block.attention.refine.form")],
+    FirstTokenHead: lambda spec: [([("head", {"kind": "class_token"})], "head"),
+                                  ([("head", {"kind": "second_order", "z0": "last_token", "padding": "included"})],
+                                   "head.padding")],
+    LastTokenHead: lambda spec: [([("block.attention", {"kind": "window_mhsa", "heads": 2})], "block.attention"),
+                                 ([("block.kind", "head_tokens")], "block.head_tokens")],
+}
 
 
 @st.composite
 def kind_breakages(draw, spec: Model, cls: type) -> tuple[list[tuple[str, Any]], str]:
     """A field breakage or a rule breakage of `cls` in `spec`."""
-    rules = KIND_RULES[cls](spec)
+    rules = kind_tables()["KIND_RULES"][cls](spec)
     if rules and draw(st.booleans()):
         return draw(st.sampled_from(rules))
     return draw(field_breakages(spec, cls))
+
+
+def family_strategies(package: str) -> str:
+    """Where the strategies of a family package's kinds live: tests/models/<family>/strategies.py for vspec's own
+    (`vspec.models.<family>`), `<package>.strategies` beside any other family (tests/toy_family)."""
+    if package.startswith("vspec.models."):
+        return f"tests.models.{package.rpartition('.')[2]}.strategies"
+    return f"{package}.strategies"
+
+
+_tables: dict[str, dict] = {}  # "KIND_MODELS", "KIND_RULES": the core's and every family's, made when first asked for
+
+
+def kind_tables() -> dict[str, dict]:
+    """`KIND_MODELS` and `KIND_RULES`: the core kinds' and every loaded family's (its `family_strategies` module's
+    tables; a family without that module adds none, and tests/spec/test_kinds.py fails for each of its kinds). Made
+    once, when first asked for (a family's strategies import this module's helpers), then the same dicts."""
+    if not _tables:
+        models, rules = dict(CORE_MODELS), dict(CORE_RULES)
+        for package in families.load():
+            name = family_strategies(package)
+            try:
+                module = importlib.import_module(name)
+            except ModuleNotFoundError as e:
+                if not f"{name}.".startswith(f"{e.name}."):  # a module the strategies import is missing: not ours
+                    raise
+                continue
+            models.update(module.KIND_MODELS)
+            rules.update(module.KIND_RULES)
+        _tables.update(KIND_MODELS=models, KIND_RULES=rules)
+    return _tables
+
+
+def __getattr__(name: str):
+    if name in ("KIND_MODELS", "KIND_RULES"):
+        return kind_tables()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

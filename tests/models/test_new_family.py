@@ -3,7 +3,8 @@ converter of a "released" model, a preset, a carried state of its own: issue 45)
 `vspec.register_family`, or found through the `vspec.families` entry point of an installed distribution, without any
 edit under vspec/. It builds and trains, profiles to the last parameter and MAC, converts a released state dict to
 the same function as the released model written here, round-trips through JSON, TOML and model folders, and works
-from the command line."""
+from the command line, where its paper's recipe trains (`vspec train --recipe`) and its figure draws (`vspec analyze`):
+issue 56, a paper is one folder."""
 
 import json
 import math
@@ -19,7 +20,9 @@ import torch.nn.functional as F
 import vspec
 import vspec.cli
 from tests.helpers.checks import assert_every_parameter_learns
+from vspec.analysis import analyses
 from vspec.spec import KINDS, SpecError, families
+from vspec.train.recipes import RECIPES, resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
@@ -31,6 +34,7 @@ def family():
     yield spec_module
     families.unregister_family("tests.toy_family")
     assert "gated" not in KINDS and not hasattr(vspec.spec, "GatedBlock")
+    assert "toy_rezero" not in RECIPES and "gates" not in analyses()
 
 
 def preset():
@@ -201,6 +205,46 @@ def test_folders_and_the_command_line(family, tmp_path, capsys):
     assert vspec.cli.main(["train", str(path), "--data", "digits", "--out", str(tmp_path / "run"), "--epochs", "1",
                            "--max-steps", "2", "--batch-size", "16"]) == 0
     assert vspec.load(tmp_path / "run" / "last.pt").spec == spec
+
+
+def test_its_recipe_and_its_analysis_are_found_without_a_core_edit(family, tmp_path, capsys):
+    """The toy's `paper.py` declares a recipe and a figure (tests/toy_family/analysis.py): the recipe is one of
+    `RECIPES` (vspec's own keep their order) and trains a run through `vspec train --recipe`; the figure is one of
+    `vspec analyze`'s, in its --help, drawn by `--what gates` and by the default (all), refused in one line for a
+    model without gated blocks. Reading the tables imports neither torch nor the figure."""
+    assert RECIPES["toy_rezero"].lr == 3e-3 and resolve("toy_rezero", batch_size=32).lr == 6e-3
+    assert list(RECIPES)[:6] == ["deit", "dhvt_cifar", "msf", "refiner", "refiner_advanced", "toy_rezero"]
+    path = tmp_path / "toy.json"
+    path.write_text(vspec.to_json(preset()))
+    assert vspec.cli.main(["train", str(path), "--data", "digits", "--recipe", "toy_rezero", "--out",
+                           str(tmp_path / "run"), "--max-steps", "2"]) == 0
+    saved = torch.load(tmp_path / "run" / "last.pt", map_location="cpu", weights_only=False)["recipe"]
+    assert (saved["epochs"], saved["batch_size"], saved["lr"]) == (2, 16, 3e-3)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        vspec.cli.main(["analyze", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "gates -> PATH_STEM.gates.png/.json: the two ReZero gates" in text and "among msf, cka, maps, gates" in text
+    assert vspec.cli.main(["analyze", str(path), "--what", "gates", "--out-dir", str(tmp_path / "one")]) == 0
+    drawn = json.loads((tmp_path / "one" / "toy.gates.json").read_text())["gates"]
+    assert drawn == [[pytest.approx(0.1)] * 2] * preset().depth
+    assert (tmp_path / "one" / "toy.gates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert vspec.cli.main(["analyze", str(path), "--out-dir", str(tmp_path / "all"), "--batch-size", "2"]) == 0
+    assert {p.name for p in (tmp_path / "all").iterdir()} >= {"toy.gates.json", "toy.maps.json"}
+    deit = tmp_path / "deit.json"
+    deit.write_text(vspec.to_json(vspec.override(vspec.load_spec(ROOT / "specs" / "deit_tiny.py"),
+                                                 {"depth": 1, "dim": 24, "img_size": 16})))
+    capsys.readouterr()
+    assert vspec.cli.main(["analyze", str(deit), "--what", "gates", "--out-dir", str(tmp_path / "deit")]) == 2
+    assert capsys.readouterr().err == "vspec analyze: error: gates: the model has no gated block\n"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    code = ("import sys, vspec.cli; vspec.register_family('tests.toy_family'); vspec.cli.parser(); "
+            "from vspec.train.recipes import RECIPES; from vspec.analysis import analyses; "
+            "print('toy_rezero' in RECIPES, 'gates' in analyses(), 'torch' in sys.modules, "
+            "'tests.toy_family.analysis' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True", "False", "False"]
 
 
 def test_an_installed_distributions_entry_point_is_found(tmp_path):

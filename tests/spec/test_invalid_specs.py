@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import vspec
+from tests.helpers.breakages import apply_changes
 from tests.helpers.checks import assert_every_parameter_learns
 from tests.helpers.kinds import COMPONENTS
-from tests.helpers.strategies import KIND_MODELS, apply_changes, kind_breakages, model_drafts
+from tests.helpers.strategies import KIND_MODELS, kind_breakages, model_drafts
 from vspec.nn.heads import head_loss
 from vspec.spec import (
     MHSA,

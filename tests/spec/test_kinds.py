@@ -18,8 +18,10 @@ from vspec.spec import Model
 
 def test_every_kind_has_a_module_and_a_strategy():
     assert set(COMPONENTS) | {Model} <= set(modules()), "a kind without a module in vspec.compiler's table"
-    assert set(KIND_MODELS) == set(COMPONENTS), "a kind without a strategy in tests/helpers/strategies.py:KIND_MODELS"
-    assert set(KIND_RULES) == set(COMPONENTS), "a kind without invalid specs in tests/helpers/strategies.py:KIND_RULES"
+    assert set(KIND_MODELS) == set(COMPONENTS), ("a kind without a strategy: KIND_MODELS of its family's "
+                                                 "tests/models/<family>/strategies.py (the core's: "
+                                                 "tests/helpers/strategies.py)")
+    assert set(KIND_RULES) == set(COMPONENTS), "a kind without invalid specs: KIND_RULES beside its KIND_MODELS"
 
 
 @pytest.mark.parametrize("cls", COMPONENTS, ids=lambda c: c.__name__)

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.helpers.strategies import apply_changes, invalid_deletions, invalid_overrides, invalid_specs, valid_models
+from tests.helpers.breakages import apply_changes, invalid_deletions, invalid_overrides, invalid_specs
+from tests.helpers.strategies import valid_models
 from vspec.spec import (
     KINDS,
     MHSA,

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 import vspec
+from tests.helpers.breakages import apply_changes
 from tests.helpers.kinds import exercise
-from tests.helpers.strategies import KIND_MODELS, KIND_RULES, apply_changes, kind_breakages
+from tests.helpers.strategies import KIND_MODELS, KIND_RULES, kind_breakages
 from vspec import cli
 from vspec.compiler import MODULES, weights
 from vspec.nn.layers import AttentionCore

@@ -1,5 +1,6 @@
-"""`vspec analyze PATH`: what the MSF and Refiner papers plot (vspec/analysis.py): projection subspaces and
-feature norms (msf), the CKA feature evolution (cka), attention maps (maps), one PNG and one JSON each."""
+"""`vspec analyze PATH`: the figures the families' papers plot (vspec.analysis.analyses(): each family's `ANALYSES`,
+its figures in vspec/models/<family>/analysis.py; MSF's projection subspaces and feature norms, msf; Refiner's CKA
+feature evolution, cka, and attention maps, maps), one PNG and one JSON each."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import argparse
 import json
 from pathlib import Path
 
+from .. import analysis
+from ..analysis import Analysis
+from ..analysis import analyses as _table
 from ..extras import missing_extra
 from ..spec import Model, SpecError, from_json
 from ..train.datasets import names
@@ -29,19 +33,37 @@ HELP = ("the MSF and Refiner papers' analyses: projection subspaces, feature nor
         "attention maps")
 MAX_BATCHES = 1000  # analyze --batches (the Refiner paper averages over 10)
 
-ANALYSES = ("msf", "cka", "maps")
 SPEC_OUT = "runs/analyze"  # a spec's (or preset's) files by default: not beside it, inside specs/ or a clone
 
 
+_read: dict[str, tuple] = {}  # "ANALYSES" / "OUTPUTS" -> (the table it was read from, its value)
+
+
+def __getattr__(name: str):
+    """`ANALYSES` (every analysis's name) and `OUTPUTS` (analysis -> the middle of its files' names), read from the
+    families' tables (vspec.analysis.analyses) when asked for: the same object until the families change."""
+    if name not in ("ANALYSES", "OUTPUTS"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    table = _table()
+    if name not in _read or _read[name][0] is not table:
+        _read[name] = (table, tuple(table) if name == "ANALYSES" else {n: a.output for n, a in table.items()})
+    return _read[name][1]
+
+
 def analyses(text: str) -> tuple[str, ...]:
+    known = tuple(_table())
     names = [t.strip() for t in text.split(",")]
     if names == ["all"]:
-        return ANALYSES
-    bad = [n for n in names if n not in ANALYSES]
+        return known
+    bad = [n for n in names if n not in known]
     if bad or not names:
-        raise argparse.ArgumentTypeError(f"expected all or a comma-separated list of {', '.join(ANALYSES)}; "
+        raise argparse.ArgumentTypeError(f"expected all or a comma-separated list of {', '.join(known)}; "
                                          f"got {text!r}")
-    return tuple(n for n in ANALYSES if n in names)
+    return tuple(n for n in known if n in names)
+
+
+def _described(name: str, analysis: Analysis) -> str:
+    return f"{name} -> PATH_STEM.{analysis.output}.png/.json: {analysis.help}"
 
 
 def indices(text: str) -> list[int]:
@@ -55,30 +77,20 @@ def indices(text: str) -> list[int]:
 
 
 def add_parser(sub) -> None:
+    table = _table()
     a = sub.add_parser(NAME, help=HELP,
                        description="Analyze a model (a vspec checkpoint, .pt, or a spec, randomly initialised) "
                                    "and write a PNG and a JSON per analysis in --out-dir (default: beside a "
                                    f"checkpoint, in its run's folder; {SPEC_OUT}/ for a spec or a preset). "
-                                   "msf -> PATH_STEM.analysis.png/.json: (1) the subspace similarity (MSF Eq. 13: "
-                                   "the mean cos^2 of the canonical angles, 0..1) of every pair of projection "
-                                   "roles QUERY, KEY, VALUE, PROBE, WEIGHT, per layer and averaged over the "
-                                   "heads, shown as its mean over the layers (Fig. 3); (2) the mean L2 norm of "
-                                   "the token features after the embedding and after each layer (Fig. 4). "
-                                   "cka -> PATH_STEM.cka.png/.json: Refiner's feature evolution (appendix Eq. 2, "
-                                   "Fig. 2): F_k = CKA(f_k, f_out) / CKA(f_1, f_out), linear CKA between the "
-                                   "tokens after block k (each stage of a multi-stage model) and the final "
-                                   "features, every token of the batch one example, averaged over --batches. "
-                                   "maps -> PATH_STEM.maps.png/.json: the attention maps of one image (the first "
-                                   "drawn) in --blocks and --heads, N x N over all tokens (class token first), "
-                                   "before and after refinement where a block refines its maps (Fig. 1, "
-                                   "Fig. 5); the JSON keeps each map's mean row entropy; window attention is "
-                                   "refused. Images: random N(0, 1), or --data's validation images.")
+                                   f"{' '.join(_described(n, x) for n, x in table.items())} "
+                                   "Images: random N(0, 1), or --data's validation images.")
     spec_args(a)
-    a.add_argument("--what", type=analyses, default=("msf", "cka", "maps"), metavar="LIST",
-                   help="comma-separated analyses among msf, cka, maps, or all (default: all, skipping with a "
+    a.add_argument("--what", type=analyses, default=tuple(table), metavar="LIST",
+                   help=f"comma-separated analyses among {', '.join(table)}, or all (default: all, skipping with a "
                         "note those that do not apply to the model; one named that does not apply is an error)")
     a.add_argument("--batch-size", type=positive, metavar="N",
-                   help="images per batch (default: 8 for the feature norms, 32 for CKA as in the paper)")
+                   help="images per batch (default: " + ", ".join(f"{x.batch_size} for {n}" for n, x in table.items()
+                                                             if x.batch_size) + ")")
     a.add_argument("--batches", type=int_in(1, MAX_BATCHES), default=1, metavar="N",
                    help=f"batches the CKA curve is averaged over, 1 to {MAX_BATCHES} (default 1; the paper: 10); "
                         "drawn one at a time")
@@ -103,26 +115,23 @@ def add_parser(sub) -> None:
                                                     f"(default: beside a checkpoint; {SPEC_OUT} for a spec)")
 
 
-OUTPUTS = {"msf": "analysis", "cka": "cka", "maps": "maps"}  # analysis -> the middle of its files' names
-
-
 def run(args: argparse.Namespace) -> None:
     import torch  # torch
 
-    from .. import analysis as A  # torch
     from ..compiler import build  # torch
 
     source = Path(args.path)
-    what, everything = args.what, args.what == ANALYSES
-    sizes = {"msf": args.batch_size or 8, "cka": args.batch_size or 32, "maps": 1}
+    table = _table()
+    what, everything = args.what, args.what == tuple(table)
+    sizes = {n: 1 if a.batch_size is None else args.batch_size or a.batch_size for n, a in table.items()}
     if args.out_dir or not is_checkpoint(source):
         folder = output_folder("--out-dir", args.out_dir or SPEC_OUT)
     else:
         folder = source.parent
-    files = {name: (output_file("output", folder / f"{source.stem}.{OUTPUTS[name]}.png"),
-                    output_file("output", folder / f"{source.stem}.{OUTPUTS[name]}.json")) for name in what}
+    files = {name: (output_file("output", folder / f"{source.stem}.{table[name].output}.png"),
+                    output_file("output", folder / f"{source.stem}.{table[name].output}.json")) for name in what}
     try:
-        A.pyplot()  # before any work: matplotlib is there and imports
+        analysis.pyplot()  # before any work: matplotlib is there and imports
     except ImportError as e:  # missing: `needs` named the extra already; installed but broken: name it here
         said = one_line(e) if missing_extra(e) else \
             f"the plots need matplotlib ({one_line(e)}); pip install 'vspec[train]'"
@@ -144,7 +153,7 @@ def run(args: argparse.Namespace) -> None:
         check_fit(spec, max(sizes[w] for w in what), "analyzing it")
         model = build(spec)
     depth = sum(len(stage.blocks) for stage in model.stages)
-    if "maps" in what and args.blocks and max(args.blocks) >= depth:
+    if any(table[w].per_block for w in what) and args.blocks and max(args.blocks) >= depth:
         raise UsageError(f"vspec analyze: error: --blocks: {max(args.blocks)} is out of range: the model has "
                          f"{depth} blocks (0..{depth - 1})")
     images = _images(args, spec)
@@ -152,42 +161,24 @@ def run(args: argparse.Namespace) -> None:
     title = f"{printable(source.name)} ({'checkpoint' if source.suffix in ('.pt', '.pth') else 'random init'})"
     for name in what:
         png, out = files[name]
+        inputs = analysis.Inputs(images, sizes[name], args.batches, args.blocks, args.heads, sentence, labels)
         try:
-            if name == "msf":
-                problem = A.msf_problem(model)
-                if problem:
-                    raise A.AnalysisError(problem)
-                result = A.analyze(model, next(images(1, sizes["msf"])))
-                plot = lambda: A.plot(result, png, title)  # noqa: E731
-            elif name == "cka":
-                result = A.feature_evolution(model, images(args.batches, sizes["cka"]))
-                plot = lambda: A.plot_cka(result, png, title)  # noqa: E731
-            else:
-                try:
-                    x = next(images(1, 1)) if sentence is None else sentence
-                    maps = A.attention_maps(model, x, args.blocks, args.heads)
-                except IndexError as e:  # a block or head out of range
-                    raise UsageError(f"vspec analyze: error: --heads / --blocks: {e}") from None
-                result = {"maps": A.maps_summary(maps)} | ({} if labels is None else {"tokens": labels})
-                plot = lambda: A.plot_maps(maps, png, title, labels)  # noqa: E731
-            if name == "maps":
-                where = next((f"the attention map of block {m['block']}" for m in maps
-                              if A.nonfinite_result([m["before"], m["after"]]) is not None), None)
-            else:
-                where = A.nonfinite_result(result)
-        except A.AnalysisError as e:
+            figure = analysis.run(name, model, inputs)
+        except analysis.InputError as e:
+            raise UsageError(f"vspec analyze: error: {e}") from None
+        except analysis.AnalysisError as e:
             if not everything:
                 raise UsageError(f"vspec analyze: error: {name}: {e}") from None
             print(f"{name}: skipped: {one_line(e)}")
             continue
         except torch.linalg.LinAlgError as e:
             raise UsageError(f"vspec analyze: error: {name}: {one_line(e)}") from None
-        if where is not None:
-            raise UsageError(f"vspec analyze: error: {name}: {where} is NaN or infinite: the model's activations "
-                             "overflow")
+        if figure.nonfinite is not None:
+            raise UsageError(f"vspec analyze: error: {name}: {figure.nonfinite} is NaN or infinite: the model's "
+                             "activations overflow")
         folder.mkdir(parents=True, exist_ok=True)
-        plot()
-        out.write_text(json.dumps({"source": str(source), **result}, indent=1, allow_nan=False))
+        figure.plot(png, title)
+        out.write_text(json.dumps({"source": str(source), **figure.result}, indent=1, allow_nan=False))
         print(f"{printable(str(png))}\n{printable(str(out))}")
 
 

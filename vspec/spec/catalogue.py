@@ -11,7 +11,7 @@ import fnmatch
 import os
 from pathlib import Path
 
-from . import families as F
+from . import families as family_registry
 from .core import SpecError
 from .load import load_weights_table, read_spec
 from .model import Model
@@ -26,7 +26,7 @@ def preset_dirs(families: bool = True) -> list[Path]:
     extra = [Path(p) for p in os.environ.get("VSPEC_SPECS", "").split(os.pathsep) if p]
     if not families:
         return [*extra, PRESETS]
-    return [*extra, PRESETS, *map(Path, F.presets())]
+    return [*extra, PRESETS, *map(Path, family_registry.presets())]
 
 
 def presets(families: bool = True) -> dict[str, Path]:

@@ -8,13 +8,16 @@ A family package has `spec.py`, torch-free, whose kinds register themselves when
 `family.py`, imported only when torch is needed, whose tables the core reads (`tables`): `MODULES` (spec class ->
 module class, vspec.compiler), `CONVERTERS` (name -> the converter's dotted path, "pkg.module:NAME", imported by
 vspec.convert when a conversion runs), and optionally `FVCORE_HANDLES` (the profiler's count of an op it emits)
-and `PRESETS` (a folder of presets, vspec.factory).
+and `PRESETS` (a folder of presets, vspec.factory). Where the paper brings them, torch-free modules beside: `paper.py`
+(`RECIPES`, its training recipes, vspec.train.recipes; `ANALYSES`, its figures, vspec.analysis: `paper_tables`) and
+`datasets.py` (`DATASETS`, vspec.train.datasets).
 The core names no family: it asks this module. Importing this module imports no torch.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 import sys
 import warnings
@@ -146,3 +149,25 @@ def presets() -> list[Any]:
     load()
     folders = (getattr(importlib.import_module(f"{package}.family"), "PRESETS", None) for package in _specs)
     return [f for f in folders if f is not None]
+
+
+def paper_tables(name: str) -> dict:
+    """Every family package's `paper.<name>` table merged (RECIPES, ANALYSES), torch-free: `paper.py` is imported, not
+    `family.py`; a package without one declares none. Two families giving one key is an error. Read once until the
+    families change; not to be modified."""
+    key = f"paper.{name}"
+    if key in _tables:
+        return _tables[key]
+    merged: dict = {}
+    for package in packages():
+        try:
+            found = importlib.util.find_spec(f"{package}.paper")
+        except ImportError:  # the package itself is missing: `load` reports it
+            continue
+        table = getattr(importlib.import_module(f"{package}.paper"), name, {}) if found is not None else {}
+        clash = next((k for k in table if k in merged and merged[k] != table[k]), None)
+        if clash is not None:
+            raise ImportError(f"vspec family {package!r}: its {name} entry {clash!r} is another family's already")
+        merged.update(table)
+    _tables[key] = merged
+    return merged

@@ -1,12 +1,17 @@
-"""Named training recipes (docs/training.md, Recipes: what each paper trained with). Every field is a flag of
+"""Named training recipes (docs/training.md, Recipes: what each paper trained with): the `Recipe` class, vspec's own
+(`GENERIC`: DeiT's, the small-data and GLUE ones) and `RECIPES`, every recipe by name, the families' included (each
+paper's in its family's `paper.py`). Every field is a flag of
 `vspec train` (tools/train.py) that overrides it, its help in the field's metadata (vspec/cli/fields.py).
 
 `lr` is the peak learning rate at `batch_size`; another global batch size scales it linearly
 (DeiT's rule), unless --lr is given.
 """
 
+from collections.abc import Iterator, Mapping
+
 import attrs
 
+from ..spec import families
 from .validators import ConfigError, Is, OneOf, floats, ints
 
 MAX_EPOCHS = 100_000  # --epochs and --warmup-epochs at most (a typo of many digits would train until killed)
@@ -65,22 +70,10 @@ class Recipe:
     drop_path_by_depth: bool = _F(default=False, validator=Is((bool,)), metadata={
         "help": "scale --drop-path by the spec's blocks / 12 (Refiner's advanced recipe, Table 8: 0.1 x #blocks / 12)"})
 
-RECIPES: dict[str, Recipe] = {
+# vspec's own recipes; the papers' are their families' (`RECIPES` in vspec/models/<family>/paper.py)
+GENERIC: dict[str, Recipe] = {
     # the ImageNet DeiT recipe used by SoT, Refiner and DHVT-ImageNet (SoT: lr 1e-3, wd 0.03 at batch 1024)
     "deit": Recipe(),
-    # DHVT on CIFAR-100: 32 px, batch 512 (T), lr 1e-3, wd 0.05, warmup 5, 300 epochs, DeiT augmentations
-    "dhvt_cifar": Recipe(batch_size=512, ema_decay=None),
-    # MSF on ImageNet: 100 epochs, batch 1024, lr 1e-3, wd 0.05, warmup 10, smoothing 0.1, mixup / cutmix 0.2
-    "msf": Recipe(epochs=100, warmup_epochs=10, auto_augment=None, re_prob=0.0, mixup=0.2, cutmix=0.2,
-                  drop_path=0.0, ema_decay=None),
-    # Refiner's Table 8, standard column (its ablations): batch 256, lr 5e-3 x batch / 256, mixup 0.2, no cutmix;
-    # smoothing and EMA are not in the table: timm's smoothing 0.1, EMA off (the released main.py's default)
-    "refiner": Recipe(batch_size=256, lr=5e-3, mixup=0.2, cutmix=0.0, ema_decay=None),
-    # Table 8, advanced column (Table 7's results, LV-ViT's recipe): batch 512, lr 5e-3 x batch / 512, stochastic depth
-    # 0.1 x #blocks / 12, mixup 0.8, cutmix 1.0; MixToken and token labels (--token-labels DIR) as released (cos_reg is
-    # the released yamls' only: --cos-reg-component 12)
-    "refiner_advanced": Recipe(batch_size=512, lr=5e-3, mixup=0.8, cutmix=1.0, ema_decay=None, drop_path_by_depth=True,
-                               mix_token=True),
     # plain AdamW + cosine, no augmentation or regularisation: small data, smoke tests, the demo
     "none": Recipe(epochs=30, batch_size=64, warmup_epochs=2, auto_augment=None, re_prob=0.0,
                    random_resized_crop=False, mixup=0.0, cutmix=0.0, smoothing=0.0, drop_path=0.0, ema_decay=None),
@@ -94,6 +87,34 @@ RECIPES: dict[str, Recipe] = {
                    auto_augment=None, re_prob=0.0, random_resized_crop=False, mixup=0.0, cutmix=0.0, smoothing=0.0,
                    drop_path=0.0, ema_decay=None, schedule="linear", warmup_frac=0.1),
 }
+
+
+class Recipes(Mapping):
+    """Every named recipe (`RECIPES`): DeiT's, then the families' (the `RECIPES` of each family package's torch-free
+    `paper.py`, vspec.spec.families; read again when the families change), then vspec's small-data ones (none,
+    compare, glue). A family naming a recipe vspec has is an error. Read-only."""
+
+    def _table(self) -> dict[str, Recipe]:
+        papers = families.paper_tables("RECIPES")
+        clash = next((name for name in papers if name in GENERIC), None)
+        if clash is not None:
+            raise ImportError(f"a family's recipe {clash!r} is one of vspec's own already")
+        return {"deit": GENERIC["deit"], **papers, **GENERIC}
+
+    def __getitem__(self, name: str) -> Recipe:
+        return self._table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+    def __repr__(self) -> str:
+        return f"RECIPES({self._table()!r})"
+
+
+RECIPES = Recipes()
 
 FIELDS = tuple(f.name for f in attrs.fields(Recipe))
 

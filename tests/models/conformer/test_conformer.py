@@ -18,7 +18,7 @@ from tests.helpers.checks import (
     check_argument,
 )
 from tests.helpers.docs_examples import doc
-from tests.helpers.strategies import _conformer
+from tests.models.conformer.strategies import conformer_model
 from vspec.convert import from_official
 from vspec.models.conformer.convert import CONFORMER
 from vspec.nn.heads import as_outputs, head_loss
@@ -216,7 +216,7 @@ def test_field_rules():
                                        MeanShiftAttention(heads=2, form="eq14")], ids=lambda a: f"{a.kind}")
 def test_the_transformer_branch_takes_any_attention_over_all_tokens(attention):
     """Build, forward, backward: every parameter of both branches learns (float64), and the profile is complete."""
-    spec = _conformer(block=Block(attention=attention), med_blocks=1)
+    spec = conformer_model(block=Block(attention=attention), med_blocks=1)
     torch.manual_seed(0)
     model = vspec.build(spec).eval().double()
     out = model(vspec.example_input(spec, 2, dtype=torch.float64))
@@ -231,9 +231,9 @@ def test_the_transformer_branch_takes_any_attention_over_all_tokens(attention):
 def test_windowed_attentions_are_refused_in_a_coupled_body(attention):
     """A window partitions the token grid, which has no place for the class token that FCUDown prepends."""
     with pytest.raises(SpecError, match="a class token has no place in it"):
-        _conformer(block=Block(attention=attention))
+        conformer_model(block=Block(attention=attention))
     with pytest.raises(SpecError, match="FCUDown prepends the class token") as info:
-        _conformer(block=Block(attention=attention), class_token=False)
+        conformer_model(block=Block(attention=attention), class_token=False)
     assert info.value.path == "stages.1.block.conv"
 
 
@@ -258,7 +258,7 @@ def test_sot_head_on_a_small_conformer_trains_both_branches():
     """The composition: training returns conv and SoT's one output; every parameter of both branches and of
     SoT's head learns (eval mode: in training, BatchNorm cancels the bias of the conv before it, as released)."""
     head = ConformerHead(tokens=SecondOrderHead(fusion="sum", pool=MGCrP(heads=2, m=3, n=3), norm=SvPN()))
-    spec = _conformer(head=head)
+    spec = conformer_model(head=head)
     model = vspec.build(spec).double()
     x = vspec.example_input(spec, 2, dtype=torch.float64)
     out = as_outputs(model.train().set_training_outputs(True)(x))
@@ -293,7 +293,7 @@ def test_readme_conformer_table_is_measured(preset_profiles):
 def test_timm_head_api_on_two_branches(tokens):
     """forward_features gives (tokens, map); get_classifier maps pre-logits (the map's mean, then the token head's
     features) to the eval logits; reset_classifier resets both classifiers."""
-    spec = _conformer(head=ConformerHead(tokens=tokens))
+    spec = conformer_model(head=ConformerHead(tokens=tokens))
     model = vspec.build(spec).eval()
     x = vspec.example_input(spec, 2)
     with torch.no_grad():
@@ -348,7 +348,7 @@ def test_a_coupled_block_is_the_papers_conv_trans_block():
     """Conformer Sec. 3 / Fig. 2, in float64: the CNN block; FCU down (1x1 conv, average pooling, LayerNorm, GELU),
     the class token prepended, added to the tokens; the transformer block; FCU up (1x1 conv, BN, ReLU, nearest
     up-sampling) added to the fusion block's 3x3 input."""
-    spec = _conformer(block=Block(attention=MHSA(heads=2)), med_blocks=1)
+    spec = conformer_model(block=Block(attention=MHSA(heads=2)), med_blocks=1)
     torch.manual_seed(0)
     model = vspec.build(spec).double().eval()
     with torch.no_grad():

@@ -392,7 +392,7 @@ def test_a_spec_file_round_trips():
 
 def test_tables_start_at_zero_and_analysis_reads_the_biased_map():
     """The released init (zero tables); `vspec analyze` reads the core's map, the bias included."""
-    from vspec.analysis import attention_maps
+    from vspec.models.refiner.analysis import attention_maps
 
     spec = small(block=Block(attention=irpe(on="qk")))
     model = vspec.build(spec).eval()

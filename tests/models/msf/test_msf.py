@@ -430,7 +430,7 @@ def test_a_tiny_msf_model_trains_with_the_msf_recipe(tmp_path):
 @given(d=st.integers(2, 12), seed=st.integers(0, 2**16), data=st.data())
 def test_subspace_similarity_reads_the_subspaces(d, seed, data):
     """Eq. 13 is 1 for two bases of one subspace, 0 for orthogonal subspaces, symmetric, in [0, 1]."""
-    from vspec.analysis import subspace_similarity
+    from vspec.models.msf.analysis import subspace_similarity
 
     k = data.draw(st.integers(1, d // 2))
     g = torch.Generator().manual_seed(seed)

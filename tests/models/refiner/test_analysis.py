@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from torch import nn
 
 import vspec
-from vspec.analysis import AnalysisError, attention_maps, default_blocks, feature_evolution, linear_cka
+from vspec.analysis import AnalysisError
 from vspec.cli import main
 from vspec.models.msf.modules import GaussianAttentionCore, GaussianBiasedCore
+from vspec.models.refiner.analysis import attention_maps, default_blocks, feature_evolution, linear_cka
 from vspec.nn.layers import AttentionCore, AttentionCoreBase, MapRefiner
 from vspec.nn.swin import BiasedAttentionCore
 from vspec.spec import Block, GAPHead, Model, PatchEmbed, PatchMerging, Stage, WindowMHSA
@@ -354,7 +355,7 @@ class PlainAttention(nn.Module):
 
 
 def test_an_attention_without_hooks_is_refused_in_one_line_by_every_analysis():
-    from vspec.analysis import similarities
+    from vspec.models.msf.analysis import similarities
 
     model = vspec.build(tiny_vit()).eval()
     model.stages[0].blocks[1].attn = PlainAttention(16)

@@ -249,7 +249,7 @@ def test_analyze_reads_the_maps_that_blocks_hand_on():
     """`vspec analyze`'s maps on Refined-ViT: a compute block shows its softmax map (from its own q, k);
     the shared block after it refines exactly that map (before), and a block that adds the incoming maps
     shows softmax + scale x them."""
-    from vspec.analysis import attention_maps
+    from vspec.models.refiner.analysis import attention_maps
 
     spec = vspec.override(vspec.load_spec(ROOT / "specs" / "refined_vit_s.py"), {"img_size": 32, "dim": 48})
     torch.manual_seed(0)
