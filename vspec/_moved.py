@@ -34,6 +34,19 @@ _ENGINE = {"distributed": "Dist init_distributed pick_device", "folder": "MODEL_
 # vspec.pretrained's helpers that went to vspec.downloads
 _DOWNLOADS = "drop_path hf_cache sha256 torch_checkpoints"
 
+# issue 56 (image data, tasks, losses, evaluation): vspec/train/data.py's names -> the vspec.train.data package's
+# modules; the flat data modules -> the package's
+_DATA = {"sources": "ArrayImages MNIST5K_FILE MNIST5K_VAL SyntheticImages build_datasets cifar10 cifar100 digits "
+                    "image_folder mnist5k read_bytes read_image read_mnist5k synthetic",
+         "transforms": "ConvertMode build_transforms", "preprocess": "INTERPOLATION eval_crop_ratio",
+         "loader": "ResumableSampler build_loaders set_epoch", "registry": "DataError"}
+_DATA_MODULES = {"datasets": "registry", "gpu_data": "device_decode", "device_aug": "device_augment",
+                 "inputs": "preprocess", "shards": "shards", "pack": "pack", "manifest": "manifest",
+                 "prefetch": "prefetch"}
+# vspec/train/tasks.py's helpers -> the modules they went to
+_TASKS = {"losses": "RegressionLoss make_criterion", "evaluate": "evaluate evaluate_text forward to_device",
+          "tasks.image": "token_grid"}
+
 MODULES = {
     "vspec.cli_common": "vspec.cli.common",
     "vspec.train.cli": "vspec.cli.train",
@@ -42,6 +55,8 @@ MODULES = {
     **{f"vspec.nn.{f}": f"vspec.models.{f}.modules" for f in _NN},
     **{f"vspec.ops.{f}": f"vspec.models.{f}.ops" for f in ("irpe", "msf", "sot", "t2t")},
     **{f"vspec.spec.{f}": f"vspec.models.{f}.spec" for f in _NN},
+    # issue 56 (image data, tasks, losses, evaluation)
+    **{f"vspec.train.{old}": f"vspec.train.data.{new}" for old, new in _DATA_MODULES.items()},
 }
 
 NAMES = {
@@ -71,6 +86,12 @@ NAMES = {
     "vspec.checkpoint.load_checkpoint": "vspec.loading.load_checkpoint",
     **{f"vspec.pretrained.{n}": f"vspec.downloads.{n}" for n in _DOWNLOADS.split()},
     **{f"vspec.train.engine.{n}": f"vspec.train.{m}.{n}" for m, names in _ENGINE.items() for n in names.split()},
+    # issue 56 (image data, tasks, losses, evaluation)
+    **{f"vspec.train.data.{n}": f"vspec.train.data.{m}.{n}" for m, names in _DATA.items() for n in names.split()},
+    "vspec.train.gpu_data.AHEAD": "vspec.train.data.pipelines.AHEAD",
+    "vspec.train.prefetch.DeviceNormalise": "vspec.train.data.pipelines.DeviceNormalise",
+    **{f"vspec.train.tasks.{n}": f"vspec.train.{m}.{n}" for m, names in _TASKS.items() for n in names.split()},
+    "vspec.cli.eval.evaluate_checkpoint": "vspec.train.evaluate.evaluate_checkpoint",
 }
 
 

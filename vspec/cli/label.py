@@ -172,9 +172,10 @@ def label(args: argparse.Namespace, prog: str) -> dict:
     import torch  # torch
 
     from ..train.checkpoints import atomic_write_text  # torch
-    from ..train.data import build_datasets, build_transforms  # torch
+    from ..train.data.preprocess import inputs_line, resolve_inputs  # torch
+    from ..train.data.sources import build_datasets  # torch
+    from ..train.data.transforms import build_transforms  # torch
     from ..train.distributed import workers_for  # torch
-    from ..train.inputs import inputs_line, resolve_inputs  # torch
     from ..train.labeling import MIN_WIDTH, pending, scorer, write_label_maps  # torch
     from ..train.relabel import image_keys  # torch
 
@@ -227,7 +228,7 @@ def label(args: argparse.Namespace, prog: str) -> dict:
 
 def _classes(args) -> int:
     """The data set's classes, read without a model (for timm's random weights)."""
-    from ..train.data import build_datasets  # torch
+    from ..train.data.sources import build_datasets  # torch
 
     return build_datasets(args.data, img_size=8, in_chans=3, train_transform=None, eval_transform=None,
                           data_dir=args.data_dir, download=args.download, synthetic_size=args.synthetic_size,

@@ -18,7 +18,7 @@ import torch
 
 from ..checkpoint import CheckpointError, cause, check_fields, load_weights, read_checkpoint
 from ..spec import to_json
-from .datasets import entry
+from .data.registry import entry
 
 FORMAT = "vspec-train-1"
 # what a run writes into its folder (OUT/tb holds TensorBoard's logs); a fresh run refuses a folder holding

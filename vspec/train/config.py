@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 
 from ..spec import Model
-from .datasets import entry, help_text, names
+from .data.registry import entry, help_text, names
 from .names import GLUE_TASKS
 from .recipes import Recipe
 from .rules import ConfigError, Is, OneOf, floats, ints
@@ -30,10 +30,10 @@ def _known(instance, attribute, value) -> None:
 
 @attrs.frozen
 class DataConfig:
-    """The data set (`name`, vspec/train/datasets.py) and its own options: its folder and whether to fetch it
+    """The data set (`name`, vspec/train/data/registry.py) and its own options: its folder and whether to fetch it
     there; synthetic's size; a text set's GLUE task, tokenizer folder (None: WordPiece trained into OUT/tokenizer)
     and longest sequence (None: the spec's seq_len); images' `inputs` (mean, std, interpolation:
-    `vspec.train.inputs.resolve_inputs`; None: vspec's defaults) and token-label maps (`token_labels`, a folder
+    `vspec.train.data.preprocess.resolve_inputs`; None: vspec's defaults) and token-label maps (`token_labels`, a folder
     vspec/train/token_labels.py reads). A text option given for an image set is refused, and the reverse."""
 
     name: str = _F(default="digits", validator=_known, metadata={"flag": "--data", "choices": names, "help": help_text})
@@ -83,9 +83,9 @@ class RunConfig:
     precision (auto: bf16 on CUDA, fp32 on the CPU; bf16 / fp16: autocast), torch.compile, accumulation steps,
     channels-last on CUDA, where images are normalised (host: the loader's workers; device: uint8 batches
     normalised on the device, as timm's prefetcher; auto: device on CUDA), where JPEG files are decoded and
-    augmented (host: the workers; device: vspec/train/gpu_data.py; auto: host) and by whom (the main process or the
-    loader's workers), the batches fetched ahead by a thread (None: 2 with loader workers, else 0), AdamW's kernel
-    (auto: fused on CUDA), a step limit (benchmarks, smoke tests),
+    augmented (host: the workers; device: vspec/train/data/device_decode.py; auto: host) and by whom (the main
+    process or the loader's workers), the batches fetched ahead by a thread (None: 2 with loader workers, else 0),
+    AdamW's kernel (auto: fused on CUDA), a step limit (benchmarks, smoke tests),
     the seconds between progress lines off a TTY (None: one line per epoch), the batches between reads of the
     losses (None: 1 on the CPU, 32 on CUDA), the saved format (pt, or also model folders OUT/best and OUT/final),
     and the starting weights: a preset's published ones (`pretrained`: (name or .py file, True or a tag)) or a
@@ -118,8 +118,8 @@ class RunConfig:
     decode_on: str = _F(default="auto", validator=OneOf(("auto", "host", "device")), metadata={
         "help": "JPEG files (imagefolder): decoded and augmented by the loader's workers (host: Pillow and timm's "
                 "transforms) or on the device (nvJPEG and the same augmentations as tensor operations, "
-                "vspec/train/gpu_data.py; the workers only read the files); auto (default): host (the device path "
-                "is opt-in while an intermittent stall on CUDA is open, issue 47)"})
+                "vspec/train/data/device_decode.py; the workers only read the files); auto (default): host (the "
+                "device path is opt-in while an intermittent stall on CUDA is open, issue 47)"})
     decode_in: str = _F(default="auto", validator=OneOf(("auto", "main", "workers")), metadata={
         "help": "with --decode-on device: who decodes and augments the training batches: main (the training "
                 "process, the next batch on a side stream; CUDA and nvJPEG set up once) or workers (each loader "

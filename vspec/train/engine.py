@@ -37,13 +37,14 @@ from . import checkpoints as C
 from . import distributed as D
 from . import folder as F
 from .config import TrainConfig as TrainConfig  # re-exported: vspec.train.engine.TrainConfig
-from .data import build_loaders, set_epoch
-from .inputs import inputs_line, resumed, run_pretrained_cfg
-from .prefetch import ahead
+from .data.loader import build_loaders, set_epoch
+from .data.prefetch import ahead
+from .data.preprocess import inputs_line, resumed, run_pretrained_cfg
+from .evaluate import forward
 from .progress import Progress
 from .recipes import training_spec
 from .signals import Stop, StopFlag
-from .tasks import forward, make_task
+from .tasks import make_task
 
 
 class TrainingStopped(RuntimeError):

@@ -15,7 +15,7 @@ from ..checkpoint import model_of
 from ..hub import save_pretrained
 from ..loading import load_checkpoint
 from . import checkpoints as C
-from .inputs import run_pretrained_cfg
+from .data.preprocess import run_pretrained_cfg
 from .names import run_tokenizer
 
 

@@ -24,7 +24,7 @@ from ..nn.token_losses import (  # noqa: F401 - the released losses, here with t
     soft_cross_entropy,
     soft_target_ce_cos_reg,
 )
-from .datasets import DataError, open_regular
+from .data.registry import DataError, open_regular
 
 
 def label_path(relabel_root, image_rel_path) -> Path:

@@ -24,9 +24,8 @@ from torch.utils.data import Dataset
 
 from ..checkpoint import cause
 from ..extras import needs
-from .data import DataError
-from .datasets import Request, entry
-from .datasets import names as dataset_names
+from .data.registry import DataError, Request, entry
+from .data.registry import names as dataset_names
 from .names import run_tokenizer
 from .wordpiece import learn, word_counts
 

@@ -29,8 +29,8 @@ from torch.utils.data import Dataset
 from torchvision import transforms as T
 from torchvision.transforms import functional as F
 
-from .data import ConvertMode
-from .datasets import DataError
+from .data.registry import DataError
+from .data.transforms import ConvertMode
 from .relabel import LABELS_JSON, image_keys, label_path, read_label_map, read_record
 
 # ---------------------------------------------------------------------------- RandAugment label ops
