@@ -1,5 +1,5 @@
-"""The device pipeline (vspec/train/gpu_data.py) on `--device` against the CPU, on generated ImageNet-shaped JPEGs
-(benchmarks/loader.py's): decoded pixels against Pillow's decoder (the CPU path's). JPEG decoders differ in their
+"""The device pipeline (vspec/train/data/device_decode.py) on `--device` against the CPU, on generated ImageNet-shaped
+JPEGs (benchmarks/loader.py's): decoded pixels against Pillow's decoder (the CPU path's). JPEG decoders differ in their
 IDCT and chroma upsampling (libjpeg-turbo's "fancy" 4:2:0 upsampling against nvJPEG's), most on these images'
 independent per-channel noise, so the check is a tolerance: PSNR >= 30 dB, mean |diff| <= 3 levels. Then the whole
 training and validation pipelines against themselves on the CPU with the same draws: the same computation, so
@@ -23,8 +23,8 @@ import torch
 from loader import _jpeg  # benchmarks/loader.py (a script: its folder is on sys.path)
 from PIL import Image
 
-from vspec.train.data import read_bytes
-from vspec.train.gpu_data import DevicePipeline, decode
+from vspec.train.data.device_decode import DevicePipeline, decode
+from vspec.train.data.sources import read_bytes
 
 
 def rate(fn, n: int, device: torch.device, rounds: int = 3) -> float:

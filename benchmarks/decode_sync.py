@@ -19,7 +19,7 @@ import torch
 from loader import _jpeg  # benchmarks/loader.py (a script: its folder is on sys.path)
 from torchvision.io import decode_jpeg
 
-from vspec.train.data import read_bytes
+from vspec.train.data.sources import read_bytes
 
 
 def main(argv=None) -> dict:

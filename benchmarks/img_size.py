@@ -26,8 +26,9 @@ import torch
 import torch.nn.functional as F
 
 import vspec
-from vspec.cli.eval import eval_parser, evaluate_checkpoint
+from vspec.cli.eval import eval_parser
 from vspec.cli.train import main as train_main
+from vspec.train.evaluate import evaluate_checkpoint
 from vspec.weights.loading import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ folder,shards, as `vspec data pack`'s shards), and, in one process on one device
   - the whole `vspec train` loop (DeiT's recipe: random resized crop, flip, RandAugment rand-m9-mstd0.5-inc1,
     random erasing 0.25, mixup / cutmix, EMA; drop path 0 so that the model is the bare step's) on each data path:
     decoded on the host (the workers: PIL and timm's transforms) or on the device (nvJPEG and vspec/train/
-    gpu_data.py), from the folder (and the shards); its second epoch, as `vspec train` reports it;
+    data/device_decode.py), from the folder (and the shards); its second epoch, as `vspec train` reports it;
   - each data path alone (its batches made ready on the device, no model), after its loop.
 Ratios are against the bare step of the same run.
 
@@ -35,7 +35,7 @@ import torch
 
 import vspec
 from vspec.train import DataConfig, RunConfig, TrainConfig
-from vspec.train.datasets import names
+from vspec.train.data.registry import names
 from vspec.train.engine import Training, run
 from vspec.train.recipes import resolve
 
@@ -72,24 +72,27 @@ def make_folder(root: Path, images: int, classes: int = 1000, val: int | None = 
     return root
 
 
-def _cfg(spec, out: Path, batch: int, data: DataConfig, device: str, workers, decode_on: str, epochs: int = 2):
+def _cfg(spec, out: Path, batch: int, data: DataConfig, device: str, workers, decode_on: str, epochs: int = 2,
+         decode_in: str = "auto"):
     recipe = resolve("deit", epochs=epochs, batch_size=batch, drop_path=0.0)
     return TrainConfig(spec, recipe, data, RunConfig(out=out, device=device, workers=workers, log_interval=None,
-                                                     decode_on=decode_on))
+                                                     decode_on=decode_on, decode_in=decode_in))
 
 
-def loop(spec, batch: int, data: DataConfig, device: str, workers, decode_on: str) -> float:
+def loop(spec, batch: int, data: DataConfig, device: str, workers, decode_on: str, decode_in: str = "auto") -> float:
     """Images/s `vspec train` reports for its second epoch (workers and model warm)."""
     with tempfile.TemporaryDirectory() as tmp:
-        run(_cfg(spec, Path(tmp) / "run", batch, data, device, workers, decode_on))
+        run(_cfg(spec, Path(tmp) / "run", batch, data, device, workers, decode_on, decode_in=decode_in))
         records = [json.loads(line) for line in (Path(tmp) / "run" / "metrics.jsonl").read_text().splitlines()]
         return records[1]["images_per_s"]
 
 
-def data_path(spec, batch: int, data: DataConfig, device: str, workers, decode_on: str) -> float:
+def data_path(spec, batch: int, data: DataConfig, device: str, workers, decode_on: str,
+              decode_in: str = "auto") -> float:
     """Images/s of the loop's batches made ready on the device (`task.batches`), no model; the first excluded."""
     with tempfile.TemporaryDirectory() as tmp:
-        t = Training(_cfg(spec, Path(tmp) / "run", batch, data, device, workers, decode_on, epochs=1))
+        t = Training(_cfg(spec, Path(tmp) / "run", batch, data, device, workers, decode_on, epochs=1,
+                          decode_in=decode_in))
         t.resolve_resume()
         t.make_data()
         t.start_epoch_data(0)
@@ -139,7 +142,7 @@ def timm_loader(spec, folder: Path, batch: int, device: str, workers: int, model
 
 def table(result: dict) -> str:
     """The speed page's table of a committed result (docs/gpu/loader/<device>.json: its runs; a run's device
-    path once per way of preparing batches ahead, `gpu_data.AHEAD`)."""
+    path once per way of preparing batches ahead, --decode-in)."""
     first = result["loader"][0]
     lines = [f"{result['device']}, {result['cpu_cores']} CPU cores, torch {result['torch']}, {result['date']}: "
              f"{first['model']}, batch {first['batch']}, img/s (of the bare step):", "",
@@ -241,7 +244,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--steps", type=int, default=20, help="timed steps of the bare step")
     ap.add_argument("--paths", default="host,device", help="the loop's decode paths to run (host, device)")
     ap.add_argument("--ahead", default="main", help="device path: who prepares the next batches, one or both of "
-                                                    "main, workers (vspec.train.gpu_data.AHEAD)")
+                                                    "main, workers (--decode-in)")
     ap.add_argument("--sources", default="folder", help="the loop's data, one or both of folder, shards (vspec "
                                                         "data pack's)")
     ap.add_argument("--no-timm", action="store_true", help="leave timm's loader out")
@@ -282,16 +285,16 @@ def main(argv=None) -> dict:
 
             cli(["data", "pack", str(folder), str(shards)])
             sources["shards"] = DataConfig("shards", data_dir=str(shards))
-        from vspec.train import gpu_data
-
         runs = [(p, a) for p in args.paths.split(",") for a in (args.ahead.split(",") if p == "device" else [""])]
         for source in args.sources.split(","):
             data = sources.get(source)
             for path, ahead in runs if data is not None else ():
                 key = f"{source}_{path}" + (f"_{ahead}" if ahead and ahead != "main" else "")
-                gpu_data.AHEAD = ahead or gpu_data.AHEAD
-                fig.measure(key, limit, {"loop": lambda: loop(spec, batch, data, device, workers, path),
-                                         "data_path": lambda: data_path(spec, batch, data, device, workers, path)})
+                # a stream's workers read their shards in order: they decode under --decode-in main (auto's)
+                decode_in = "workers" if ahead == "workers" and source == "folder" else "auto"
+                fig.measure(key, limit, {"loop": lambda: loop(spec, batch, data, device, workers, path, decode_in),
+                                         "data_path": lambda: data_path(spec, batch, data, device, workers, path,
+                                                                        decode_in)})
     out["complete"] = True
     fig.save()
     return out

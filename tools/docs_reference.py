@@ -38,7 +38,7 @@ API = [
     ("vspec.models.refiner.analysis", None),
     ("vspec.train.config", ["TrainConfig", "DataConfig", "RunConfig"]),
     ("vspec.train.recipes", ["Recipe", "resolve"]),
-    ("vspec.train.datasets", ["DataSet", "register_dataset", "unregister_dataset"]),
+    ("vspec.train.data.registry", ["DataSet", "register_dataset", "unregister_dataset"]),
     ("vspec.train.engine", ["run"]),
 ]
 SPEC_CLASSES = "vspec.spec"  # every class in its __all__, grouped by defining module

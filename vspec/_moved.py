@@ -62,6 +62,19 @@ _FIGURES = {"msf": "analyze attention_modules feature_norms head_matrices msf_pr
             "refiner": "attention_maps cka_problem default_blocks feature_evolution linear_cka maps_summary plot_cka "
                        "plot_maps"}
 
+# issue 56 (image data, tasks, losses, evaluation): vspec/train/data.py's names -> the vspec.train.data package's
+# modules; the flat data modules -> the package's
+_DATA = {"sources": "ArrayImages MNIST5K_FILE MNIST5K_VAL SyntheticImages build_datasets cifar10 cifar100 digits "
+                    "image_folder mnist5k read_bytes read_image read_mnist5k synthetic",
+         "transforms": "ConvertMode build_transforms", "preprocess": "INTERPOLATION eval_crop_ratio",
+         "loader": "ResumableSampler build_loaders set_epoch", "registry": "DataError"}
+_DATA_MODULES = {"datasets": "registry", "gpu_data": "device_decode", "device_aug": "device_augment",
+                 "inputs": "preprocess", "shards": "shards", "pack": "pack", "manifest": "manifest",
+                 "prefetch": "prefetch"}
+# vspec/train/tasks.py's helpers -> the modules they went to
+_TASKS = {"losses": "RegressionLoss make_criterion", "evaluate": "evaluate evaluate_text forward to_device",
+          "tasks.image": "token_grid"}
+
 MODULES = {
     "vspec.cli_common": "vspec.cli.common",
     "vspec.train.cli": "vspec.cli.train",
@@ -80,6 +93,8 @@ MODULES = {
     "vspec.train.labeling": "vspec.train.token_labels.writer",
     "vspec.train.rules": "vspec.train.validators",
     "vspec.train.folder": "vspec.train.run_folder",
+    # issue 56 (image data, tasks, losses, evaluation)
+    **{f"vspec.train.{old}": f"vspec.train.data.{new}" for old, new in _DATA_MODULES.items()},
 }
 
 NAMES = {
@@ -122,6 +137,12 @@ NAMES = {
     "vspec.train.engine.TrainConfig": "vspec.train.config.TrainConfig",
     # issue 56 (a paper is one folder): the papers' figures went from vspec.analysis to their families
     **{f"vspec.analysis.{n}": f"vspec.models.{f}.analysis.{n}" for f, names in _FIGURES.items() for n in names.split()},
+    # issue 56 (image data, tasks, losses, evaluation)
+    **{f"vspec.train.data.{n}": f"vspec.train.data.{m}.{n}" for m, names in _DATA.items() for n in names.split()},
+    "vspec.train.gpu_data.AHEAD": "vspec.train.data.pipelines.AHEAD",
+    "vspec.train.prefetch.DeviceNormalise": "vspec.train.data.pipelines.DeviceNormalise",
+    **{f"vspec.train.tasks.{n}": f"vspec.train.{m}.{n}" for m, names in _TASKS.items() for n in names.split()},
+    "vspec.cli.eval.evaluate_checkpoint": "vspec.train.evaluate.evaluate_checkpoint",
 }
 
 

@@ -45,9 +45,9 @@ import attrs
 from .fitting import MAX_CANDIDATES, FitError, check_search, deviation, fit
 from .spec import Model, load_spec, override
 from .spec.core import printable
-from .train import datasets
 from .train.config import DataConfig, RunConfig, TrainConfig
-from .train.datasets import names
+from .train.data import registry
+from .train.data.registry import names
 from .train.text import run_tokenizer
 
 FILES = ("compare.json", "compare.png")
@@ -234,7 +234,9 @@ def cpu_name() -> str:
 def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None, specs, out: Path) -> dict:
     """The split's sizes and classes, read once; for text the tokenizer every run shares, trained once into
     OUT/tokenizer (its vocabulary fits the smallest embedder), the task and its headline metric."""
-    from .train.data import DataError, build_datasets, build_transforms  # torch
+    from .train.data.registry import DataError  # torch
+    from .train.data.sources import build_datasets  # torch
+    from .train.data.transforms import build_transforms  # torch
     from .train.text.batches import text_datasets  # torch
     from .train.text.metrics import headline  # torch
 
@@ -246,7 +248,7 @@ def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None
                              vocab_size=min(b.embedder.vocab_size for b in bodies))
         return {"name": data, "task": text.task, "train": len(text.train), "val": len(text.val),
                 "classes": text.num_classes, "tokenizer": str(text.tokenizer), "metric": f"val_{headline(text.task)}"}
-    comparable = tuple(d.name for d in datasets.table().values() if d.comparable)  # not synthetic's random labels
+    comparable = tuple(d.name for d in registry.table().values() if d.comparable)  # not synthetic's random labels
     if data not in comparable:
         raise DataError(f"--data: unknown {data!r}; expected one of {', '.join(comparable)}")
     if task is not None:
@@ -276,9 +278,9 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
 
     from .compiler import check_fit  # torch
     from .profiler import profile  # torch
-    from .train.data import DataError  # torch
+    from .train.data.registry import DataError  # torch
     from .train.engine import run  # torch
-    from .train.tasks import token_grid  # torch
+    from .train.tasks.image import token_grid  # torch
 
     t0 = time.perf_counter()
     text = data in names("text")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.helpers.data_corpus import SPECIAL, special_file
 from tests.helpers.shard_runs import image_folder
-from vspec.train.pack import MANIFEST, pack
+from vspec.train.data.pack import MANIFEST, pack
 
 SPEC = {"embedder": {"kind": "patch", "patch_size": 4}, "block": {"attention": {"kind": "mhsa", "heads": 2}},
         "depth": 1, "dim": 16, "img_size": 8, "in_chans": 3, "num_classes": 3}

@@ -6,8 +6,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from vspec.train.data import build_datasets, build_transforms
-from vspec.train.pack import pack
+from vspec.train.data.pack import pack
+from vspec.train.data.sources import build_datasets
+from vspec.train.data.transforms import build_transforms
 
 CLASSES = ("ant", "bee", "cat")
 

@@ -1,6 +1,6 @@
-"""The toy family's data set, found by vspec's data-set table (vspec/train/datasets.py) as the family is: "stripes",
-horizontal or vertical bars of random phase and width on grey images, the class being the direction. Torch-free
-here; the loader imports vspec's training parts when the set is read."""
+"""The toy family's data set, found by vspec's data-set table (vspec/train/data/registry.py) as the family is:
+"stripes", horizontal or vertical bars of random phase and width on grey images, the class being the direction.
+Torch-free here; the loader imports vspec's training parts when the set is read."""
 
 from vspec.train import DataSet
 
@@ -24,7 +24,7 @@ def _bars(n: int, size: int, seed: int):
 
 def stripes(request):
     """128 training and 32 validation images at the model's size, the same for every seed."""
-    from vspec.train.data import ArrayImages
+    from vspec.train.data.sources import ArrayImages
 
     size = request.img_size[0]
     train, val = _bars(128, size, 0), _bars(32, size, 1)

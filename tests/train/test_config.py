@@ -13,7 +13,7 @@ import vspec.cli
 from vspec import train as T
 from vspec.spec import families
 from vspec.train import checkpoints as C
-from vspec.train import datasets as D
+from vspec.train.data import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,15 +23,15 @@ def toy():
     vspec.register_family("tests.toy_family")  # tests/ is a package of the checkout
     yield
     families.unregister_family("tests.toy_family")
-    D.unregister_dataset("stripes")
-    assert "stripes" not in D.names()
+    registry.unregister_dataset("stripes")
+    assert "stripes" not in registry.names()
 
 
 def test_the_toy_familys_data_set_is_in_the_table_and_the_help(toy):
-    entry = D.table()["stripes"]
+    entry = registry.table()["stripes"]
     assert (entry.modality, entry.metrics, entry.folder, entry.decides) == ("image", ("top1",), False, ())
-    assert "stripes" in D.names("image") and "stripes" not in D.names("text")
-    assert "stripes (the toy family's bars, 2 classes)" in D.help_text()
+    assert "stripes" in registry.names("image") and "stripes" not in registry.names("text")
+    assert "stripes (the toy family's bars, 2 classes)" in registry.help_text()
     from vspec.cli.train import train_parser
 
     data = next(a for a in train_parser()._actions if a.dest == "data")
@@ -54,7 +54,7 @@ def test_it_trains_through_the_api_and_the_command_line(toy, tmp_path, capsys):
 
 
 def test_register_dataset_adds_one_and_refuses_a_taken_name():
-    entry = T.DataSet("noise4", "image", "vspec.train.data:synthetic", "random images again")
+    entry = T.DataSet("noise4", "image", "vspec.train.data.sources:synthetic", "random images again")
     try:
         assert T.register_dataset(entry) is entry and T.register_dataset(entry) is entry  # again: nothing
         assert T.DataConfig("noise4").name == "noise4"
@@ -63,7 +63,7 @@ def test_register_dataset_adds_one_and_refuses_a_taken_name():
         with pytest.raises(ValueError, match="^data set 'digits' is registered already$"):
             T.register_dataset(T.DataSet("digits", "image", "x:y", "another"))
     finally:
-        D.unregister_dataset("noise4")
+        registry.unregister_dataset("noise4")
     with pytest.raises(T.ConfigError, match="^name: unknown data set 'noise4'; expected one of digits, mnist5k"):
         T.DataConfig("noise4")
     with pytest.raises(ValueError, match="^DataSet.name: a printable word"):

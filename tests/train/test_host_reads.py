@@ -278,7 +278,7 @@ def test_the_checksum_reads_device_tensors_together(monkeypatch):
 
 
 def _evaluation_reads(monkeypatch, batches: int, text: bool) -> int:
-    from vspec.train import tasks
+    from vspec.train import evaluate
 
     torch.manual_seed(0)
     model = torch.nn.Linear(6, 3)
@@ -287,12 +287,12 @@ def _evaluation_reads(monkeypatch, batches: int, text: bool) -> int:
     counter = HostReads()
     counter.step = "evaluation"
     if text:  # a text batch: a dict of inputs, the model called with them
-        monkeypatch.setattr(tasks, "forward", lambda m, batch: m(batch["x"]))
+        monkeypatch.setattr(evaluate, "forward", lambda m, batch: m(batch["x"]))
         with counter:
-            tasks.evaluate_text(model, [({"x": x}, y) for x, y in inputs], cpu, nullcontext, one, "cola")
+            evaluate.evaluate_text(model, [({"x": x}, y) for x, y in inputs], cpu, nullcontext, one, "cola")
     else:
         with counter:
-            tasks.evaluate(model, inputs, cpu, nullcontext, one)
+            evaluate.evaluate(model, inputs, cpu, nullcontext, one)
     return len(counter.reads["evaluation"])
 
 

@@ -19,8 +19,8 @@ from tests.helpers.image_runs import args, assert_same_weights, env, weights  # 
 from tests.helpers.shard_runs import image_folder, packed
 from vspec.cli.train import config_from_args, train_parser
 from vspec.train import checkpoints as C
-from vspec.train import data as D
 from vspec.train import engine
+from vspec.train.data import sources
 
 TERM = int(signal.SIGTERM)
 
@@ -155,7 +155,7 @@ def test_a_second_signal_ends_the_run_at_once():
 def hang_at(monkeypatch, call: int, signum=signal.SIGTERM):
     """The `call`-th image read blocks on a pipe nobody writes (as a FIFO image, an NFS stall or a dead `pipe:`
     source does) and `signum` arrives while it waits; the read ends after 20 s if the signal did not end it."""
-    calls, get = [0], D.SyntheticImages.__getitem__
+    calls, get = [0], sources.SyntheticImages.__getitem__
 
     def blocking(self, i):
         calls[0] += 1
@@ -172,7 +172,7 @@ def hang_at(monkeypatch, call: int, signum=signal.SIGTERM):
                 os.close(w)
         return get(self, i)
 
-    monkeypatch.setattr(D.SyntheticImages, "__getitem__", blocking)
+    monkeypatch.setattr(sources.SyntheticImages, "__getitem__", blocking)
 
 
 def test_a_signal_during_a_read_that_never_ends_stops_at_the_step_boundary(tiny_spec, tmp_path, monkeypatch):

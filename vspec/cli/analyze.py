@@ -13,7 +13,7 @@ from ..analysis import Analysis
 from ..analysis import analyses as _table
 from ..extras import missing_extra
 from ..spec import Model, SpecError, from_json
-from ..train.datasets import names
+from ..train.data.registry import names
 from .common import (
     UsageError,
     check_fit,
@@ -193,7 +193,7 @@ def _sentence(args: argparse.Namespace, spec: Model):
         raise UsageError("vspec analyze: error: --text and --tokenizer go together (the sentence and its tokenizer)")
     import torch  # torch
 
-    from ..train.data import DataError  # torch
+    from ..train.data.registry import DataError  # torch
     from ..train.text.tokenizer import Tokenizer  # torch
 
     try:
@@ -220,7 +220,9 @@ def _images(args: argparse.Namespace, spec: Model):
             g = torch.Generator().manual_seed(args.seed)
             return (example_input(spec, size, generator=g) for _ in range(count))
         return random
-    from ..train.data import DataError, build_datasets, build_transforms  # torch
+    from ..train.data.registry import DataError  # torch
+    from ..train.data.sources import build_datasets  # torch
+    from ..train.data.transforms import build_transforms  # torch
 
     if spec.embedder.text:
         raise SpecError("", "--data: image datasets do not feed a text body (leave --data out: random token ids)")

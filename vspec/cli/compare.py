@@ -11,7 +11,7 @@ from ..compare import MAX_GRID
 from ..fitting import MAX_CANDIDATES
 from ..spec import SpecError
 from ..spec.load import parse_value
-from ..train.datasets import names, table
+from ..train.data.registry import names, table
 from ..train.recipes import RECIPES, Recipe, resolve
 from .common import (
     UsageError,
@@ -34,7 +34,7 @@ HELP = ("train several specs (or a grid of one, or all at one MAC / parameter bu
 
 
 def data_help() -> str:
-    """--data's help, from the data sets' table (vspec/train/datasets.py)."""
+    """--data's help, from the data sets' table (vspec/train/data/registry.py)."""
     sets = table().values()
     image = ", ".join(d.name for d in sets if d.modality == "image" and d.comparable)
     text = " or ".join(d.name for d in sets if d.modality == "text" and d.comparable)

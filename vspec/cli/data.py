@@ -1,5 +1,5 @@
 """`vspec data pack IMAGEFOLDER OUT`: an image folder as WebDataset tar shards and their manifest, for
-`vspec train --data shards` (vspec/train/pack.py). Torch-free."""
+`vspec train --data shards` (vspec/train/data/pack.py). Torch-free."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import argparse
 import sys
 import time
 
-from ..train.datasets import DataError
-from ..train.pack import MANIFEST, MIN_SHARDS, SHARD_BYTES, pack
+from ..train.data.pack import MANIFEST, MIN_SHARDS, SHARD_BYTES, pack
+from ..train.data.registry import DataError
 from .common import UsageError, int_in, one_line, output_folder, printable
 
 DEFAULT = f"at least {MIN_SHARDS} training shards, at most ~{SHARD_BYTES >> 30} GiB each"

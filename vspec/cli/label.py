@@ -172,10 +172,11 @@ def label(args: argparse.Namespace, prog: str) -> dict:
     """Write the maps; returns what labels.json records, with this run's written / skipped counts."""
     import torch  # torch
 
-    from ..train.data import build_datasets, build_transforms  # torch
+    from ..train.data.preprocess import inputs_line, resolve_inputs  # torch
+    from ..train.data.sources import build_datasets  # torch
+    from ..train.data.transforms import build_transforms  # torch
     from ..train.distributed import workers_for  # torch
     from ..train.files import atomic_write_text  # torch
-    from ..train.inputs import inputs_line, resolve_inputs  # torch
     from ..train.token_labels.maps import image_keys  # torch
     from ..train.token_labels.writer import MIN_WIDTH, pending, scorer, write_label_maps  # torch
 
@@ -228,7 +229,7 @@ def label(args: argparse.Namespace, prog: str) -> dict:
 
 def _classes(args) -> int:
     """The data set's classes, read without a model (for timm's random weights)."""
-    from ..train.data import build_datasets  # torch
+    from ..train.data.sources import build_datasets  # torch
 
     return build_datasets(args.data, img_size=8, in_chans=3, train_transform=None, eval_transform=None,
                           data_dir=args.data_dir, download=args.download, synthetic_size=args.synthetic_size,

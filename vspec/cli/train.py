@@ -107,7 +107,7 @@ def _inputs(args: argparse.Namespace, spec, prog: str) -> dict | None:
             raise UsageError(f"{prog}: error: {' / '.join(flags)}: for images (the spec's embedder is "
                              f"{spec.embedder.kind}, a text body)")
         return None
-    from ..train.inputs import resolve_inputs  # torch
+    from ..train.data.preprocess import resolve_inputs  # torch
 
     weights = None
     tagged = (preset_ref(args.spec) or (None, None))[1] is not None  # timm's name.tag: that tag's inputs, as its
@@ -124,7 +124,7 @@ def errors() -> tuple[type[BaseException], ...]:
     (`missing_extra` words it)."""
     base = (SpecError, UsageError, ValueError, OSError, ImportError)
     try:
-        from ..train.data import DataError  # torch
+        from ..train.data.registry import DataError  # torch
         from ..train.engine import TrainingStopped  # torch
     except ImportError:  # an extra missing: what is reported is that
         return base

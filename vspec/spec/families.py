@@ -10,7 +10,7 @@ module class, vspec.compiler), `CONVERTERS` (name -> the converter's dotted path
 vspec.convert when a conversion runs), and optionally `FVCORE_HANDLES` (the profiler's count of an op it emits)
 and `PRESETS` (a folder of presets, vspec.factory). Where the paper brings them, torch-free modules beside: `paper.py`
 (`RECIPES`, its training recipes, vspec.train.recipes; `ANALYSES`, its figures, vspec.analysis: `paper_tables`) and
-`datasets.py` (`DATASETS`, vspec.train.datasets).
+`datasets.py` (`DATASETS`, vspec.train.data.registry).
 The core names no family: it asks this module. Importing this module imports no torch.
 """
 

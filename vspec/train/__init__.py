@@ -2,11 +2,11 @@
 
 The configuration and the data sets' table are torch-free: `TrainConfig(spec, recipe, DataConfig(...),
 RunConfig(...))` checks every field as it is made (`ConfigError`); `run(cfg)` (vspec/train/engine.py) trains it.
-`register_dataset(DataSet(...))` adds a data set (vspec/train/datasets.py)."""
+`register_dataset(DataSet(...))` adds a data set (vspec/train/data/registry.py)."""
 
 from .._moved import moved as _moved
 from .config import DataConfig, RunConfig, TrainConfig
-from .datasets import DataError, DataSet, register_dataset
+from .data.registry import DataError, DataSet, register_dataset
 from .recipes import RECIPES, Recipe, resolve
 from .validators import ConfigError
 

@@ -15,7 +15,7 @@ import torch
 from .._moved import moved as _moved
 from ..spec import to_json
 from ..weights.checkpoint import CheckpointError, cause, check_fields, load_weights, read_checkpoint
-from .datasets import entry
+from .data.registry import entry
 
 FORMAT = "vspec-train-1"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 
 from ..spec import Model
-from .datasets import entry, help_text, names
+from .data.registry import entry, help_text, names
 from .recipes import Recipe
 from .text import GLUE_TASKS
 from .validators import ConfigError, Is, OneOf, floats, ints
@@ -30,11 +30,11 @@ def _known(instance, attribute, value) -> None:
 
 @attrs.frozen
 class DataConfig:
-    """The data set (vspec/train/datasets.py) and its own options: a text option (task, tokenizer, max_len) given for
-    an image set is refused, and the reverse (token_labels for a text set).
+    """The data set (vspec/train/data/registry.py) and its own options: a text option (task, tokenizer, max_len) given
+    for an image set is refused, and the reverse (token_labels for a text set).
 
     Args:
-        name: the data set (`vspec.train.datasets.names()`; `--data`).
+        name: the data set (`vspec.train.data.registry.names()`; `--data`).
         data_dir: its folder (cifar*, imagefolder; glue: the task's TSVs).
         download: download CIFAR into `data_dir` when missing.
         synthetic_size: images in the synthetic training set.
@@ -142,8 +142,8 @@ class RunConfig:
     decode_on: str = _F(default="auto", validator=OneOf(("auto", "host", "device")), metadata={
         "help": "JPEG files (imagefolder): decoded and augmented by the loader's workers (host: Pillow and timm's "
                 "transforms) or on the device (nvJPEG and the same augmentations as tensor operations, "
-                "vspec/train/gpu_data.py; the workers only read the files); auto (default): host (the device path "
-                "is opt-in while an intermittent stall on CUDA is open, issue 47)"})
+                "vspec/train/data/device_decode.py; the workers only read the files); auto (default): host (the "
+                "device path is opt-in while an intermittent stall on CUDA is open, issue 47)"})
     decode_in: str = _F(default="auto", validator=OneOf(("auto", "main", "workers")), metadata={
         "help": "with --decode-on device: who decodes and augments the training batches: main (the training "
                 "process, the next batch on a side stream; CUDA and nvJPEG set up once) or workers (each loader "

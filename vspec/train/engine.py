@@ -34,15 +34,16 @@ from ..weights.checkpoint import with_checksum
 from ..weights.folder import save_pretrained
 from ..weights.published import load_into
 from . import checkpoints, distributed, run_folder
-from .data import build_loaders, set_epoch
+from .data.loader import build_loaders, set_epoch
+from .data.prefetch import ahead
+from .data.preprocess import inputs_line, resumed, run_pretrained_cfg
+from .evaluate import forward
 from .faults import kill_hook
 from .files import atomic_copy, atomic_save, atomic_write_text
-from .inputs import inputs_line, resumed, run_pretrained_cfg
-from .prefetch import ahead
 from .progress import Progress
 from .recipes import training_spec
 from .signals import Stop, StopFlag
-from .tasks import forward, make_task
+from .tasks import make_task
 
 if TYPE_CHECKING:
     from .config import TrainConfig

@@ -17,8 +17,8 @@ from ..analysis import pyplot
 from ..weights.checkpoint import model_of
 from ..weights.folder import save_pretrained
 from ..weights.loading import load_checkpoint
+from .data.preprocess import run_pretrained_cfg
 from .files import atomic_copy, atomic_write_text
-from .inputs import run_pretrained_cfg
 from .text import run_tokenizer
 
 # what a run writes into its folder (OUT/tb holds TensorBoard's logs); a fresh run refuses a folder holding

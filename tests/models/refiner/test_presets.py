@@ -20,7 +20,8 @@ from vspec.cli.train import main as train_main
 from vspec.convert import ConversionError, from_official
 from vspec.models.refiner.modules import MapAttention
 from vspec.spec import DenseAux
-from vspec.train.data import build_datasets, build_transforms
+from vspec.train.data.sources import build_datasets
+from vspec.train.data.transforms import build_transforms
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import vspec
-from vspec.train.data import DataError
+from vspec.train.data.registry import DataError
 from vspec.train.text import GLUE_TASKS
 from vspec.train.text.batches import TextDataset, pad_batch
 from vspec.train.text.metrics import glue_metrics

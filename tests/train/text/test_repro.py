@@ -17,7 +17,7 @@ from tests.helpers.text_runs import args, cola_folder, records  # noqa: F401 - t
 from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
 from vspec.train import checkpoints as C
-from vspec.train.data import DataError
+from vspec.train.data.registry import DataError
 from vspec.train.text.batches import text_datasets
 from vspec.train.text.readers import MAX_FIELD, read_glue, read_rt_polarity
 from vspec.train.text.tokenizer import SPECIAL, Tokenizer, train_wordpiece

@@ -15,8 +15,9 @@ from torchvision.datasets import ImageFolder
 
 from tests.helpers.checks import FIXTURES
 from vspec.train.checkpoints import rng_state, set_rng_state
-from vspec.train.data import ArrayImages, build_transforms
-from vspec.train.datasets import DataError
+from vspec.train.data.registry import DataError
+from vspec.train.data.sources import ArrayImages
+from vspec.train.data.transforms import build_transforms
 from vspec.train.token_labels.dataset import TokenLabels, check_label_folder, label_op
 from vspec.train.token_labels.maps import label_path, relabel_target
 from vspec.train.token_labels.mix import RelabelMix

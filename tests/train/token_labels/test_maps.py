@@ -14,7 +14,7 @@ from vspec.nn.token_losses import (
     soft_cross_entropy,
     soft_target_ce_cos_reg,
 )
-from vspec.train.datasets import DataError
+from vspec.train.data.registry import DataError
 from vspec.train.token_labels.maps import (
     MAX_RECORD,
     crop_boxes,
@@ -47,7 +47,7 @@ def test_image_keys_name_files_by_their_path_and_arrays_by_class_and_index(tmp_p
     from PIL import Image
     from torchvision.datasets import ImageFolder
 
-    from vspec.train.data import ArrayImages
+    from vspec.train.data.sources import ArrayImages
 
     for rel in ("cls_b/b.001.png", "cls_a/z.png", "cls_a/a.png"):
         (tmp_path / rel).parent.mkdir(exist_ok=True)

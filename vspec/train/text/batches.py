@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
-from ..datasets import DataError, Request, entry
-from ..datasets import names as dataset_names
+from ..data.registry import DataError, Request, entry
+from ..data.registry import names as dataset_names
 from . import run_tokenizer
 from .readers import GLUE, RT_LABELS, Example
 from .tokenizer import Tokenizer, check_tokenizer, train_wordpiece

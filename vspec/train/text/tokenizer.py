@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ...extras import needs
 from ...weights.checkpoint import cause
-from ..datasets import DataError
+from ..data.registry import DataError
 from .readers import Example
 from .wordpiece import learn, word_counts
 

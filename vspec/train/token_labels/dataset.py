@@ -29,8 +29,8 @@ from torch.utils.data import Dataset
 from torchvision import transforms
 from torchvision.transforms.functional import hflip, resized_crop, vflip
 
-from ..data import ConvertMode
-from ..datasets import DataError
+from ..data.registry import DataError
+from ..data.transforms import ConvertMode
 from .maps import LABELS_JSON, image_keys, label_path, read_label_map, read_record
 
 # ---------------------------------------------------------------------------- RandAugment label ops

@@ -16,7 +16,7 @@ from pathlib import Path, PurePath
 
 import torch
 
-from ..datasets import DataError, open_regular
+from ..data.registry import DataError, open_regular
 
 
 def label_path(relabel_root, image_rel_path) -> Path:

@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, Subset
 
 from ...nn.model import Transformer
 from ...nn.vit import GAPHead
-from ..datasets import DataError
+from ..data.registry import DataError
 from .maps import image_keys, label_path
 
 # the crop plane the data set adds later stores 6 numbers along Wm (maps.read_label_map)

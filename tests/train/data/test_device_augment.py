@@ -1,4 +1,4 @@
-"""vspec.train.device_aug against the CPU path's reference, timm's (and torchvision's) PIL transforms: the same
+"""vspec.train.data.device_augment against the CPU path's reference, timm's (and torchvision's) PIL transforms: the same
 distributions of random resized crop boxes, erasing boxes, RandAugment's op choices, apply rates and magnitudes,
 colour jitter's factors and order; the same pixels from each op on the same image and argument.
 
@@ -15,12 +15,12 @@ from timm.data import IMAGENET_DEFAULT_MEAN
 from timm.data import auto_augment as timm_aa
 from timm.data.random_erasing import RandomErasing
 from timm.data.transforms import RandomResizedCropAndInterpolation
-from torchvision import transforms as T
+from torchvision import transforms
 from torchvision.transforms import functional as TF
 
 from tests.helpers.stats import assert_rate, assert_same_law, assert_same_rate
-from vspec.train import device_aug as da
-from vspec.train.data import _posterize
+from vspec.train.data import device_augment
+from vspec.train.data.transforms import _posterize
 
 CONFIG = "rand-m9-mstd0.5-inc1"  # DeiT's
 SIZE = (48, 64)  # (height, width): not square, so that a height used for a width shows
@@ -86,7 +86,7 @@ def test_crop_boxes_match_timm(hw):
     g = _seed(1)
     img = Image.new("L", (w, h))
     ref = np.array([RandomResizedCropAndInterpolation.get_params(img, scale, ratio) for _ in range(20000)])
-    ours = da.crop_boxes(torch.tensor([[h, w]] * 100000), g, scale=scale, ratio=ratio).numpy()
+    ours = device_augment.crop_boxes(torch.tensor([[h, w]] * 100000), g, scale=scale, ratio=ratio).numpy()
     assert ours.shape == (100000, 4)
     top, left, bh, bw = ours.T
     assert (bh >= 1).all() and (bw >= 1).all() and (top >= 0).all() and (left >= 0).all()
@@ -124,7 +124,7 @@ def test_erase_boxes_match_timm(p):
     h, w = 24, 40
     g = _seed(2)
     ref = _erased(RandomErasing(probability=p, mode="const", device="cpu")(torch.ones(5000, 3, h, w)))
-    ours = da.erase_boxes(50000, h, w, p, g).numpy()
+    ours = device_augment.erase_boxes(50000, h, w, p, g).numpy()
     assert ours.shape == (50000, 4)
     hit, ref_hit = ours[:, 2] > 0, ref[:, 2] > 0
     assert ((ours[:, 3] > 0) == hit).all()  # height 0 exactly where width 0
@@ -136,8 +136,8 @@ def test_erase_boxes_match_timm(p):
     for k, name in enumerate(("top", "left", "height", "width")):
         assert_same_law(ours[:, k], ref[:, k], f"p={p} erase {name}")
     # the mask that the pipeline erases with covers exactly the boxes
-    boxes = da.erase_boxes(64, h, w, p, _seed(3))
-    mask = da.box_mask(boxes, h, w, torch.device("cpu"))
+    boxes = device_augment.erase_boxes(64, h, w, p, _seed(3))
+    mask = device_augment.box_mask(boxes, h, w, torch.device("cpu"))
     assert mask.shape == (64, 1, h, w)
     assert (mask.flatten(1).sum(1) == boxes[:, 2] * boxes[:, 3]).all()
 
@@ -190,7 +190,7 @@ def _timm_plan(n: int, seed: int):
 def plans():
     """timm's recorded draws (20000 images) and RandAugment.plan's (200000 samples)."""
     names, idx, applied, arg = _timm_plan(20000, seed=4)
-    ra = da.RandAugment(CONFIG, IMAGENET_DEFAULT_MEAN, SIZE, "bicubic")
+    ra = device_augment.RandAugment(CONFIG, IMAGENET_DEFAULT_MEAN, SIZE, "bicubic")
     plan = ra.plan(200000, torch.Generator().manual_seed(5))
     ours = tuple(np.stack([t.numpy() for t in layer], 1) for layer in zip(*plan))  # (n, layers) each
     return {"names": names, "ra": ra, "ref": (idx, applied, arg), "ours": ours}
@@ -314,7 +314,7 @@ def test_point_ops_match_pil_exactly(name, reference, values):
     solarize at > for >=, posterize keeping the low bits."""
     images = _images(30)
     x = _tensor(images)
-    fn = getattr(da, name)
+    fn = getattr(device_augment, name)
     for v in values:
         out = fn(x.clone(), torch.full((len(x),), float(v or 0)))
         for i, img in enumerate(images):
@@ -332,7 +332,7 @@ def test_enhance_ops_within_one_level(name):
     (not ITU-R 601 weights), a contrast mean of the colour image, sharpness' border smoothed."""
     images = _images(8)
     x = _tensor(images)
-    fn = getattr(da, name)
+    fn = getattr(device_augment, name)
     reference = getattr(timm_aa, name)
     for f in (0.0, 0.1, 0.55, 1.0, 1.37, 1.9):
         out = fn(x.clone(), torch.full((len(x),), f))
@@ -351,7 +351,7 @@ def test_affine_and_rotate_follow_pil():
     pil = Image.fromarray(img)
     degrees = [20.0, -20.0, 7.5]
     x = _tensor([img] * len(degrees))
-    out = da.rotate(x.clone(), torch.tensor(degrees), FILL)
+    out = device_augment.rotate(x.clone(), torch.tensor(degrees), FILL)
     for d, got in zip(degrees, out):
         ref = np.asarray(pil.rotate(d, resample=Image.BICUBIC, fillcolor=FILL)).astype(np.int64)
         assert np.abs(ref - _array(got)).mean() < GEOMETRY_BOUND, f"rotate({d})"
@@ -359,12 +359,13 @@ def test_affine_and_rotate_follow_pil():
         assert np.abs(mirrored - _array(got)).mean() > 4 * GEOMETRY_BOUND, f"rotate({d}) turns the other way"
     coeffs = [(1, 0.3, 0, 0, 1, 0), (1, 0, 0, -0.3, 1, 0), (1, 0, 6.5, 0, 1, -4.25), (0.9, 0.1, 3, -0.2, 1.1, 2)]
     x = _tensor([img] * len(coeffs))
-    out = da.affine(x.clone(), torch.tensor(coeffs, dtype=torch.float64), FILL)
+    out = device_augment.affine(x.clone(), torch.tensor(coeffs, dtype=torch.float64), FILL)
     for c, got in zip(coeffs, out):
         ref = np.asarray(pil.transform(pil.size, Image.AFFINE, c, resample=Image.BICUBIC, fillcolor=FILL))
         assert np.abs(ref.astype(np.int64) - _array(got)).mean() < GEOMETRY_BOUND, f"affine{c}"
     # the fill: a translation by the whole width leaves only the fill
-    gone = da.affine(_tensor([img]), torch.tensor([[1, 0, SIZE[1] + 8, 0, 1, 0]], dtype=torch.float64), FILL)
+    shift = torch.tensor([[1, 0, SIZE[1] + 8, 0, 1, 0]], dtype=torch.float64)
+    gone = device_augment.affine(_tensor([img]), shift, FILL)
     assert (gone[0] == torch.tensor(FILL, dtype=torch.float32).view(3, 1, 1)).all()
 
 
@@ -376,7 +377,7 @@ def test_color_jitter_plan_matches_torchvision():
     fixed order, factors in [0, 0.4] or [0.8, 1.2], one factor shared by the three ops (correlation)."""
     g = _seed(6)
     torch.manual_seed(6)
-    cj = T.ColorJitter(0.4, 0.4, 0.4)
+    cj = transforms.ColorJitter(0.4, 0.4, 0.4)
     assert cj.hue is None
     ref_order, ref_f = [], []
     for _ in range(6000):
@@ -384,7 +385,7 @@ def test_color_jitter_plan_matches_torchvision():
         ref_order.append([int(k) for k in fn_idx if k != 3])
         ref_f.append((b, c, s))
     ref_order, ref_f = np.array(ref_order), np.array(ref_f)
-    order, factors = (t.numpy() for t in da.ColorJitter(0.4).plan(60000, g))
+    order, factors = (t.numpy() for t in device_augment.ColorJitter(0.4).plan(60000, g))
     assert order.shape == (60000, 3) and factors.shape == (60000, 3)
     assert (np.sort(order, 1) == [0, 1, 2]).all()
     assert factors.min() >= 0.6 and factors.max() <= 1.4
@@ -408,7 +409,7 @@ def test_color_jitter_apply_matches_torchvision():
     order = torch.tensor([[0, 1, 2], [2, 1, 0], [1, 0, 2], [1, 2, 0], [2, 0, 1], [0, 2, 1]])[:n]
     factors = torch.tensor([[0.6, 1.4, 1.0], [1.3, 0.7, 0.62], [1.4, 0.6, 1.39], [0.9, 1.2, 0.6], [0.65, 1.35, 1.3],
                             [1.1, 0.75, 1.25]], dtype=torch.float64)[:n]
-    out = da.ColorJitter(0.4).apply(x.clone(), (order, factors))
+    out = device_augment.ColorJitter(0.4).apply(x.clone(), (order, factors))
     adjust = (TF.adjust_brightness, TF.adjust_contrast, TF.adjust_saturation)
     for i, img in enumerate(images):
         pil = Image.fromarray(img)
@@ -422,7 +423,7 @@ def test_a_mixed_batch_is_each_sample_alone():
     """RandAugment.apply runs a layer as batched passes (tables, blends, one resampling) over samples that drew
     different ops, or none: every sample must come out as its own op alone would make it, op by op and layer by
     layer (a pass that touched the samples of another op, or missed its own, breaks the equality)."""
-    ra = da.RandAugment(CONFIG, IMAGENET_DEFAULT_MEAN, SIZE, "bicubic")
+    ra = device_augment.RandAugment(CONFIG, IMAGENET_DEFAULT_MEAN, SIZE, "bicubic")
     x = _tensor(_images(47, seed=3))
     plan = ra.plan(len(x), torch.Generator().manual_seed(11))
     assert len({int(k) for idx, applied, _ in plan for k in idx[applied]}) >= 12  # the batch mixes the ops

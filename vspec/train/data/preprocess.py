@@ -1,12 +1,39 @@
-"""The inputs of an image run (mean, std, interpolation, the validation crop): from the flags, else the published
-weights' preprocessing (their `pretrained_cfg`, `vspec.spec.Preprocess`) or a training run's, else vspec's
-defaults; and the pretrained_cfg of a model a run trained, for the model folders it writes."""
+"""The preprocessing of an image run (mean, std, interpolation, the validation crop): from the flags, else the
+published weights' (their `pretrained_cfg`, `vspec.spec.Preprocess`) or a training run's, else vspec's defaults
+(`mean_std`, `INTERPOLATION`, `eval_crop_ratio`); and the pretrained_cfg of a model a run trained, for the model
+folders it writes. Torch-free."""
 
-from .data import INTERPOLATION, DataError, eval_crop_ratio
-from .data import _mean_std as mean_std
-from .validators import ConfigError
+from ..validators import ConfigError, check_normalisation
+from .registry import DataError
 
 KEYS = ("mean", "std", "interpolation", "crop_pct")
+
+# Upsampling interpolation for every resize (DeiT / timm ViT default); published weights may name another.
+INTERPOLATION = "bicubic"
+
+
+def mean_std(in_chans: int, mean, std) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(mean, std) of `in_chans` channels, each given or the default (ImageNet's for 3 channels, 0.5 otherwise),
+    checked (one value per channel, each std > 0): a DataError otherwise."""
+    from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD  # extra
+
+    default_mean, default_std = (IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD) if in_chans == 3 else ((0.5,), (0.5,))
+    mean = tuple(float(m) for m in (default_mean if mean is None else mean))
+    std = tuple(float(s) for s in (default_std if std is None else std))
+    for name, v in (("mean", mean), ("std", std)):
+        if len(v) != in_chans:
+            raise DataError(f"{name}: expected {in_chans} values (one per channel), got {len(v)}")
+    try:
+        check_normalisation(mean, std)
+    except ConfigError as e:
+        raise DataError(str(e)) from e  # the cause names the field (resolve_inputs words it by flag)
+    return mean, std
+
+
+def eval_crop_ratio(random_resized_crop: bool) -> float:
+    """The crop ratio that validates at the scale training saw: timm's 0.875 centre crop after random resized
+    crops, 1 (the whole image, resized as the training images were) after a plain resize."""
+    return 0.875 if random_resized_crop else 1.0
 
 
 def resolve_inputs(given: dict, weights: dict | None, in_chans: int, crop_ratio: float | None = None,

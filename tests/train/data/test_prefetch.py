@@ -1,5 +1,5 @@
-"""vspec.train.prefetch.Prefetcher on the CPU (its thread without streams): the loader's batches in its order, a skip
-and an epoch left early included, the main process's random streams untouched, a worker's error raised where the
+"""vspec.train.data.prefetch.Prefetcher on the CPU (its thread without streams): the loader's batches in its order, a
+skip and an epoch left early included, the main process's random streams untouched, a worker's error raised where the
 batch is taken, a stop signal ending the wait for a batch; on CUDA's calls (faked) each batch is moved on the side
 stream and waited for on the step's; a run with loader workers trains alike with and without it."""
 
@@ -15,9 +15,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from tests.helpers.image_runs import args, assert_same_weights, weights  # noqa: F401 - tiny_spec is a fixture
 from vspec.cli.train import main as train_main
-from vspec.train.data import build_loaders, set_epoch
-from vspec.train.datasets import DataError
-from vspec.train.prefetch import Prefetcher
+from vspec.train.data.loader import build_loaders, set_epoch
+from vspec.train.data.prefetch import Prefetcher
+from vspec.train.data.registry import DataError
 from vspec.train.signals import Stop, StopFlag
 
 CPU = torch.device("cpu")

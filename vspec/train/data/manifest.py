@@ -1,9 +1,9 @@
-"""The addresses of a pack's files and its manifest, for --data shards (vspec/train/shards.py): a --data-dir as
+"""The addresses of a pack's files and its manifest, for --data shards (vspec/train/data/shards.py): a --data-dir as
 a folder, a URL prefix or a pattern of training shards; every file opened so that a read ends; the manifest read
 with a bound and checked field by field.
 
 A manifest is data, never a command: its shard names are exactly those `vspec data pack` writes
-(`train-000000.tar`, `vspec.train.pack.is_shard_name`), so that none reaches a shell (appended to a `pipe:`
+(`train-000000.tar`, `vspec.train.data.pack.is_shard_name`), so that none reaches a shell (appended to a `pipe:`
 --data-dir), a parent folder or another host; only the user's own --data-dir may be a `pipe:` command.
 """
 
@@ -17,10 +17,10 @@ import stat
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
-from ..extras import needs
-from ..spec.core import file_kind, show
-from .datasets import DataError
+from ...extras import needs
+from ...spec.core import file_kind, show
 from .pack import FORMAT, SPLITS, is_shard_name
+from .registry import DataError
 
 with needs("--data shards"):
     from webdataset.gopen import gopen

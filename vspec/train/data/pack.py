@@ -1,5 +1,5 @@
 """`vspec data pack`: an image folder (DIR/train/<class>/, DIR/val/<class>/, as --data imagefolder reads) as
-WebDataset tar shards for --data shards (vspec/train/shards.py). Torch-free: the standard library's tarfile.
+WebDataset tar shards for --data shards (vspec/train/data/shards.py). Torch-free: the standard library's tarfile.
 
 OUT/train-000000.tar ..., OUT/val-000000.tar ... and OUT/manifest.json, written last (a folder without it is an
 unfinished pack). A shard holds up to `shard_size` samples, each two members, KEY.<the image's own extension>
@@ -22,7 +22,7 @@ import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .datasets import DataError
+from .registry import DataError
 
 MANIFEST = "manifest.json"
 FORMAT = "vspec-shards/1"
@@ -66,7 +66,7 @@ def scan(folder: Path) -> tuple[list[str], dict[str, list[tuple[Path, int]]]]:
         if not files[split]:
             raise DataError(f"pack: {folder}/{split} holds no images ({', '.join(IMAGE_SUFFIXES)})")
         big = next((path for path, _ in files[split] if path.stat().st_size > MAX_MEMBER), None)
-        if big is not None:  # the reader refuses such a member (vspec/train/shards.py)
+        if big is not None:  # the reader refuses such a member (vspec/train/data/shards.py)
             raise DataError(f"pack: {big} is larger than {MAX_MEMBER >> 30} GiB, the most a shard's member may hold")
     return names, files
 

@@ -1,6 +1,6 @@
 """DeiT's training augmentations as batched tensor operations, for images decoded on the device (vspec/train/
-gpu_data.py): the same distributions as timm's PIL transforms that the workers run on the CPU path, drawn for a
-whole batch at once from one `torch.Generator` (so a batch's draws depend only on its seed, whatever thread draws
+data/device_decode.py): the same distributions as timm's PIL transforms that the workers run on the CPU path, drawn
+for a whole batch at once from one `torch.Generator` (so a batch's draws depend only on its seed, whatever thread draws
 them), applied per sample where the sample's draw says so.
 
     crop_boxes(sizes, g)                 timm's RandomResizedCrop boxes (scale, ratio, 10 tries, centre fallback)
@@ -19,7 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .datasets import DataError
+from .registry import DataError
 
 LEVEL_DENOM = 10.0  # timm's 'Mx' magnitude scale: level = magnitude / 10
 

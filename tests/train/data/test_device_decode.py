@@ -1,5 +1,5 @@
-"""vspec.train.gpu_data.DevicePipeline on CPU tensors (the device path's code without a GPU): encoded JPEGs in,
-the model's normalised input out; the flip rate, the erase rate, seeded draws, and evaluation's resize and centre
+"""vspec.train.data.device_decode.DevicePipeline on CPU tensors (the device path's code without a GPU): encoded JPEGs
+in, the model's normalised input out; the flip rate, the erase rate, seeded draws, and evaluation's resize and centre
 crop against the CPU path's build_transforms."""
 
 import io
@@ -11,8 +11,9 @@ from PIL import Image
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 
 from tests.helpers.stats import assert_rate
-from vspec.train.data import build_transforms, read_bytes
-from vspec.train.gpu_data import DevicePipeline
+from vspec.train.data.device_decode import DevicePipeline
+from vspec.train.data.sources import read_bytes
+from vspec.train.data.transforms import build_transforms
 
 CPU = torch.device("cpu")
 MEAN = torch.tensor(IMAGENET_DEFAULT_MEAN).view(1, 3, 1, 1)
@@ -108,27 +109,24 @@ def test_eval_matches_cpu_path(tmp_path, size):
 
 
 def _epoch(folder, workers: int, skip: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The first epoch's training batches of a run decoding in its loader's workers (gpu_data.AHEAD = "workers"),
+    """The first epoch's training batches of a run decoding in its loader's workers (--decode-in workers),
     from batch `skip` on (a mid-epoch resume's start)."""
     from vspec import load_spec, override
-    from vspec.train import DataConfig, RunConfig, TrainConfig, gpu_data
+    from vspec.train import DataConfig, RunConfig, TrainConfig
     from vspec.train.engine import Training
     from vspec.train.recipes import resolve
 
     spec = override(load_spec("deit_tiny"), {"depth": 1, "img_size": [16, 16], "num_classes": 3})
     cfg = TrainConfig(spec, resolve("deit", epochs=1, batch_size=4), DataConfig("imagefolder", data_dir=str(folder)),
-                      RunConfig(out=folder / "run", workers=workers, decode_on="device", device="cpu"))
-    before, gpu_data.AHEAD = gpu_data.AHEAD, "workers"
-    try:
-        t = Training(cfg)
-        t.resolve_resume()
-        t.make_data()
-        t.skip_batches = skip
-        t.start_epoch_data(0)
-        assert t.task.in_workers
-        return list(t.task.batches(t.train_loader, True, 0, skip))
-    finally:
-        gpu_data.AHEAD = before
+                      RunConfig(out=folder / "run", workers=workers, decode_on="device", decode_in="workers",
+                                device="cpu"))
+    t = Training(cfg)
+    t.resolve_resume()
+    t.make_data()
+    t.skip_batches = skip
+    t.start_epoch_data(0)
+    assert t.task.in_workers
+    return list(t.task.batches(t.train_loader, True, 0, skip))
 
 
 def test_decoding_in_the_workers_draws_by_the_samples(tmp_path):
@@ -155,8 +153,8 @@ def test_the_training_process_decodes_unless_the_workers_are_asked_to(tmp_path):
     no nvJPEG of their own) and the training process decodes; --decode-in workers hands the decoding to them."""
     from vspec import load_spec, override
     from vspec.train import DataConfig, RunConfig, TrainConfig
+    from vspec.train.data.device_decode import WorkerPipeline, collate_encoded
     from vspec.train.engine import Training
-    from vspec.train.gpu_data import WorkerPipeline, collate_encoded
     from vspec.train.recipes import resolve
 
     for i in range(8):

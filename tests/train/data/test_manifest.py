@@ -13,9 +13,10 @@ from tests.helpers.cli_corpus import run_case
 from tests.helpers.data_corpus import special_file
 from tests.helpers.shard_corpus import edited, injections
 from tests.helpers.shard_runs import packed, streams
-from vspec.train.data import DataError, build_loaders
-from vspec.train.manifest import MAX_SHARDS, _count, expand
-from vspec.train.pack import MANIFEST, is_shard_name
+from vspec.train.data.loader import build_loaders
+from vspec.train.data.manifest import MAX_SHARDS, _count, expand
+from vspec.train.data.pack import MANIFEST, is_shard_name
+from vspec.train.data.registry import DataError
 
 FORMS = list(injections("val-000000.tar", "", ""))
 

@@ -1,10 +1,10 @@
-"""--data shards: WebDataset tar shards and their manifest (`vspec data pack`, vspec/train/pack.py), read in order,
+"""--data shards: WebDataset tar shards and their manifest (`vspec data pack`, vspec/train/data/pack.py), read in order,
 as iterable streams that batch and split themselves.
 
 --data-dir: the pack's folder (or URL prefix) holding manifest.json, or a pattern of training shards as webdataset
 takes them ('OUT/train-{000000..000127}.tar', 'https://host/d/train-{000000..000127}.tar', 'pipe:curl -s
 https://host/d/train-{000000..000127}.tar'); the manifest is found beside the first shard (its file name replaced
-by manifest.json), and so are the validation shards the manifest lists (vspec/train/manifest.py: the addresses,
+by manifest.json), and so are the validation shards the manifest lists (vspec/train/data/manifest.py: the addresses,
 the manifest checked; its names are pack's, so only --data-dir itself may be a command).
 
 Training, per epoch (seed, epoch): the training shards in a shuffled order; shard i goes to process i % P, and
@@ -37,10 +37,10 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, IterableDataset, default_collate, get_worker_info
 
-from .datasets import DataError, Request
+from ..signals import worker_init
 from .manifest import close_quietly, locate, open_file, read_manifest, shard_in
 from .pack import MANIFEST, MAX_MEMBER, SPLITS
-from .signals import worker_init
+from .registry import DataError, Request
 
 SHUFFLE_BUFFER = 1000  # samples (their encoded bytes) each worker holds to shuffle
 MAX_PARTS = 8  # members of one sample (pack writes two)

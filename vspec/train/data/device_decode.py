@@ -1,13 +1,13 @@
 """JPEG decoding and DeiT's augmentations on the device (`vspec train --decode-on device`, for the data sets that
 hold JPEG files): the loader's workers only read the files' bytes, the device decodes a batch at once
-(torchvision's `decode_jpeg(device="cuda")`: nvJPEG) and augments it there (vspec/train/device_aug.py: the same
+(torchvision's `decode_jpeg(device="cuda")`: nvJPEG) and augments it there (vspec/train/data/device_augment.py: the same
 distributions as timm's transforms on the CPU path), and on CUDA the next batches are prepared on a side stream
 while the model trains on this one. On the CPU the same code runs on CPU tensors (the tests' backend).
 
     collate_encoded(items)                -> (list of encoded images, labels)
     DevicePipeline(...)(data, train, g)   -> the model's input (N, C, H, W), normalised, on the device
     device_batches(loader, pipeline, ...) -> ready (images, target) batches, prepared ahead on CUDA
-    WorkerPipeline(kwargs, device)        -> the same, run in the loader's worker processes (AHEAD = "workers")
+    WorkerPipeline(kwargs, device)        -> the same, run in the loader's worker processes (--decode-in workers)
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import torch.nn.functional as F
 from torch.utils.data import Dataset
 from torchvision.transforms.functional import center_crop
 
-from .data import _mean_std
-from .datasets import DataError
-from .device_aug import ColorJitter, RandAugment, box_mask, crop_boxes, erase_boxes, to
+from .device_augment import ColorJitter, RandAugment, box_mask, crop_boxes, erase_boxes, to
+from .preprocess import mean_std
+from .registry import DataError
 
 JPEG = b"\xff\xd8"
 CANVAS_MAX = 1024  # the longest side laid into the batch for the random resized crop; larger images shrink first
@@ -98,7 +98,7 @@ class DevicePipeline:
         self.augment = bool(random_resized_crop or auto_augment or re_prob > 0)
         self.re_prob, self.crop_ratio, self.interpolation = re_prob, crop_ratio, interpolation
         self.channels_last, self.seed, self.rank = channels_last, seed, rank
-        mean, std = _mean_std(in_chans, mean, std)
+        mean, std = mean_std(in_chans, mean, std)
         self.mean = torch.tensor(mean, device=device).view(1, -1, 1, 1) * 255
         self.std = torch.tensor(std, device=device).view(1, -1, 1, 1) * 255
         self.colour = None
@@ -156,11 +156,6 @@ class DevicePipeline:
         return torch.where(flip, out.flip(-1), out).round_().clamp_(0, 255)
 
 
-# who prepares the next training batches on CUDA: "main" (this thread, before the step; a thread of their own
-# measured the same on an H200, docs/speed.md) or "workers" (the loader's processes, WorkerPipeline)
-AHEAD = "main"
-
-
 class Indexed(Dataset):
     """A data set's items with their index appended: (..., i) (`WorkerPipeline` seeds a batch from them)."""
 
@@ -175,7 +170,7 @@ class Indexed(Dataset):
 
 
 class WorkerPipeline:
-    """`AHEAD = "workers"`: a collate function that runs the DevicePipeline inside the loader's worker processes.
+    """`--decode-in workers`: a collate function that runs the DevicePipeline inside the loader's worker processes.
     On CUDA each worker (spawned) holds a CUDA context of its own, decodes and augments there and hands the batch
     over by CUDA IPC, so a decoder that waits for its device (torchvision's does) never drains the training
     process's queue. A batch's draws come from the run's seed and rank and its samples' indices (`Indexed`): the

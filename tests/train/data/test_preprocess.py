@@ -10,7 +10,7 @@ import torch
 
 import vspec
 from tests.helpers.caches import hub_put, safetensors_bytes
-from vspec.cli import eval as E
+from vspec.cli import eval as eval_command
 from vspec.factory import presets
 from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Hub, Preprocess, SpecError, Weights, load_weights_table
 from vspec.weights import converted
@@ -71,15 +71,16 @@ def test_vit_base_pretrained_is_normalised_with_half_everywhere(caches, capsys, 
     timm = pytest.importorskip("timm")
     _vit_base_cache(caches)
     argv = ["vit_base", "--pretrained", "--data", "synthetic", "--synthetic-size", "4", "--batch-size", "4"]
-    assert E.main(argv) == 0
+    assert eval_command.main(argv) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("eval.py: inputs: mean 0.5 0.5 0.5, std 0.5 0.5 0.5, crop 0.9, bicubic "), first
     assert "vit_base (augreg2_in21k_ft_in1k)'s preprocessing" in first
-    assert E.main([*argv, "--json"]) == 0
+    assert eval_command.main([*argv, "--json"]) == 0
     inputs = json.loads(capsys.readouterr().out)["inputs"]
     assert inputs["mean"] == inputs["std"] == [0.5] * 3 and inputs["crop_pct"] == 0.9
     # the flags override, and say so
-    assert E.main([*argv, "--mean", "0.1", "0.2", "0.3", "--crop-pct", "1.0", "--interpolation", "bilinear"]) == 0
+    flags = ["--mean", "0.1", "0.2", "0.3", "--crop-pct", "1.0", "--interpolation", "bilinear"]
+    assert eval_command.main([*argv, *flags]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert "mean 0.1 0.2 0.3, std 0.5 0.5 0.5, crop 1, bilinear" in first
     assert "--crop-pct --interpolation --mean given" in first
@@ -103,14 +104,14 @@ def test_vit_base_pretrained_is_normalised_with_half_everywhere(caches, capsys, 
     assert json.loads(file.read_text())["pretrained_cfg"]["verified"] is False
     # a model without published weights holds none: vspec's defaults (ImageNet's)
     vspec.save(vspec.create_model("deit_tiny", num_classes=10), tmp_path / "fresh.pt")
-    assert E.main([str(tmp_path / "fresh.pt"), "--data", "synthetic", "--synthetic-size", "4"]) == 0
+    assert eval_command.main([str(tmp_path / "fresh.pt"), "--data", "synthetic", "--synthetic-size", "4"]) == 0
     assert "mean 0.485 0.456 0.406, std 0.229 0.224 0.225, crop 0.875, bicubic (vspec's defaults)" in \
         capsys.readouterr().out.splitlines()[0]
 
 
 def test_a_fine_tuning_run_uses_and_records_the_weights_inputs(caches, tmp_path, monkeypatch, capsys):
     timm = pytest.importorskip("timm")
-    from vspec.cli import train as T
+    from vspec.cli import train as train_command
 
     folder = tmp_path / "specs"
     folder.mkdir()
@@ -134,23 +135,23 @@ def test_a_fine_tuning_run_uses_and_records_the_weights_inputs(caches, tmp_path,
     monkeypatch.setenv("VSPEC_SPECS", str(folder))
     out = tmp_path / "run"
     common = ["--data", "synthetic", "--synthetic-size", "8", "--batch-size", "4", "--out", str(out)]
-    assert T.main(["tiny_half", "--pretrained", "--epochs", "1", "--save-format", "folder", *common]) == 0
+    assert train_command.main(["tiny_half", "--pretrained", "--epochs", "1", "--save-format", "folder", *common]) == 0
     assert "note: inputs: mean 0.5 0.5 0.5, std 0.5 0.5 0.5, bilinear (tiny_half (half)'s preprocessing)" in \
         capsys.readouterr().err
     ckpt = torch.load(out / "last.pt", weights_only=False)
     assert ckpt["inputs"]["mean"] == [0.5] * 3 and ckpt["inputs"]["interpolation"] == "bilinear"
     # evaluating the run's checkpoint, or the model folder it wrote, normalises as it trained and validated
-    assert E.main([str(out / "best.pt"), "--data", "synthetic", "--synthetic-size", "8"]) == 0
+    assert eval_command.main([str(out / "best.pt"), "--data", "synthetic", "--synthetic-size", "8"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert "mean 0.5 0.5 0.5, std 0.5 0.5 0.5, crop 1, bilinear (the training run's inputs)" in first
     folder = json.loads((out / "final" / "config.json").read_text())["pretrained_cfg"]
     assert folder["mean"] == [0.5] * 3 and folder["crop_pct"] == 1 and folder["interpolation"] == "bilinear"
-    assert E.main([str(out / "final"), "--data", "synthetic", "--synthetic-size", "8"]) == 0
+    assert eval_command.main([str(out / "final"), "--data", "synthetic", "--synthetic-size", "8"]) == 0
     assert "mean 0.5 0.5 0.5, std 0.5 0.5 0.5, crop 1, bilinear" in capsys.readouterr().out.splitlines()[0]
     model = vspec.create_model(out / "final")  # create_model of a folder keeps its record, features too
     assert model.pretrained_cfg["mean"] == (0.5, 0.5, 0.5)
     assert vspec.create_model(out / "final", features_only=True).pretrained_cfg["interpolation"] == "bilinear"
     # a resume keeps the run's inputs; a flag given then replaces its own key alone
-    assert T.main(["tiny_half", "--resume", "--epochs", "2", "--interpolation", "bicubic", *common]) == 0
+    assert train_command.main(["tiny_half", "--resume", "--epochs", "2", "--interpolation", "bicubic", *common]) == 0
     assert "note: inputs: mean 0.5 0.5 0.5, std 0.5 0.5 0.5, bicubic (tiny_half (half)'s preprocessing, " \
            "--interpolation given)" in capsys.readouterr().err

@@ -1,0 +1,93 @@
+"""The loaders of a run: torch's DataLoader over a data set's splits, the training order resumable mid-epoch.
+
+    build_loaders(train, val, batch_size=...)         -> (train_loader, val_loader)
+    ResumableSampler                                  epoch order from (seed, epoch), `skip` to resume
+    set_epoch(train_loader, epoch, skip)              the epoch's order: its sampler's, or a stream's (shards)
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils.data import DataLoader, DistributedSampler, IterableDataset
+
+from ..signals import worker_init
+from .registry import DataError
+
+
+class ResumableSampler(DistributedSampler):
+    """DistributedSampler (num_replicas=1 is fine, no process group needed) whose order depends only on
+    (seed, epoch), plus `skip`: how many of this rank's samples to leave out at the start of the epoch, so a run
+    resumed in the middle of an epoch sees exactly the samples it had not seen yet.
+
+    set_epoch(epoch, skip=0) sets both; skip = batches already done * per-rank batch size.
+    """
+
+    def __init__(self, dataset, num_replicas: int = 1, rank: int = 0, *, shuffle: bool = True, seed: int = 0,
+                 drop_last: bool = False):
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed,
+                         drop_last=drop_last)
+        self.skip = 0
+
+    def set_epoch(self, epoch: int, skip: int = 0) -> None:
+        if not 0 <= skip <= self.num_samples:
+            raise DataError(f"skip: must be in [0, {self.num_samples}] (samples per rank per epoch), got {skip}")
+        super().set_epoch(epoch)
+        self.skip = skip
+
+    def __iter__(self):
+        return iter(list(super().__iter__())[self.skip:])
+
+    def __len__(self) -> int:
+        return self.num_samples - self.skip
+
+
+def set_epoch(loader: DataLoader, epoch: int, skip: int = 0) -> None:
+    """The epoch's order and the samples of it already trained (`skip`, per rank): the ResumableSampler's, or the
+    stream's (an IterableDataset: --data shards, vspec/train/data/shards.py)."""
+    stream = isinstance(loader.dataset, IterableDataset)
+    (loader.dataset if stream else loader.sampler).set_epoch(epoch, skip=skip)
+
+
+def build_loaders(train_ds, val_ds, *, batch_size: int, workers: int = 0, seed: int = 0, rank: int = 0,
+                  world_size: int = 1, drop_last: bool = True, collate_fn=None):
+    """(train_loader, val_loader). `batch_size` is per rank.
+
+    Train: ResumableSampler (shuffled by (seed, epoch), this rank's share) and a torch.Generator seeded from
+    `seed`, so worker seeds are deterministic; call `set_epoch(train_loader, epoch, skip)` each epoch. A stream
+    (an IterableDataset: --data shards) makes its own loaders, splitting itself (`ShardStream.loader`).
+    Val: in order; with world_size > 1 a DistributedSampler without shuffle (which repeats a few samples to
+    give every rank the same count). pin_memory when CUDA is available. `collate_fn`: how samples become a
+    batch (text: padded to the batch's longest sequence); None: stacked.
+    """
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise DataError(f"batch_size: must be an int >= 1, got {batch_size!r}")
+    if not isinstance(workers, int) or workers < 0:
+        raise DataError(f"workers: must be an int >= 0, got {workers!r}")
+    if not (isinstance(world_size, int) and world_size >= 1 and isinstance(rank, int) and 0 <= rank < world_size):
+        raise DataError(f"rank / world_size: need 0 <= rank < world_size, got rank={rank!r}, world_size={world_size!r}")
+    if isinstance(train_ds, IterableDataset):  # a stream (--data shards) batches and splits itself
+        layout = dict(batch_size=batch_size, workers=workers, seed=seed, rank=rank, world_size=world_size,
+                      collate_fn=collate_fn)
+        return train_ds.loader(**layout), val_ds.loader(**layout)
+
+    sampler = ResumableSampler(train_ds, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+    if drop_last and sampler.num_samples < batch_size:
+        raise DataError(
+            f"batch_size: {batch_size} per rank is more than the {sampler.num_samples} training samples per rank, "
+            f"so no full batch exists; lower the batch size"
+        )
+    common = dict(batch_size=batch_size, num_workers=workers, pin_memory=torch.cuda.is_available(),
+                  persistent_workers=workers > 0, collate_fn=collate_fn, worker_init_fn=worker_init)
+    # a collate that makes device tensors in the workers (device_decode.WorkerPipeline) says how its workers start,
+    # is not pinned, and names the validation split's own collate
+    on_device = getattr(collate_fn, "on_device", False)
+    context = getattr(collate_fn, "worker_context", None) if workers > 0 else None
+    train_loader = DataLoader(train_ds, sampler=sampler, drop_last=drop_last,
+                              generator=torch.Generator().manual_seed(seed),
+                              **{**common, "pin_memory": common["pin_memory"] and not on_device},
+                              multiprocessing_context=context)
+    val_sampler = (DistributedSampler(val_ds, num_replicas=world_size, rank=rank, shuffle=False)
+                   if world_size > 1 else None)
+    val_loader = DataLoader(val_ds, sampler=val_sampler, shuffle=False, drop_last=False,
+                            **{**common, "collate_fn": getattr(collate_fn, "val_collate", collate_fn)})
+    return train_loader, val_loader

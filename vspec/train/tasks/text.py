@@ -1,0 +1,111 @@
+"""The text task of a run (`TextTask`): a GLUE task or rt-polarity, tokenised once (vspec/train/text/); its
+loss, metrics (its task's), records and lines; the tokenizer a run must keep."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import distributed, nn
+
+from ...convert.hf import load_hf_body
+from ..checkpoints import CheckpointError
+from ..evaluate import evaluate_text, to_device
+from ..losses import RegressionLoss, make_criterion
+from ..text import run_tokenizer
+from ..text.batches import pad_batch, text_datasets
+from ..text.metrics import headline
+from ..text.tokenizer import tokenizer_identity, tokenizer_mismatch
+
+
+class TextTask:
+    """A GLUE task or rt-polarity, tokenised once: its metrics, the best kept by its headline metric; the
+    tokenizer's files are in every checkpoint, and a resume with another is refused."""
+
+    unit = "samples"
+
+    def __init__(self, cfg, spec, recipe, dist, out, ckpt, device: torch.device):
+        self.cfg, self.spec, self.recipe, self.dist, self.out, self.ckpt = cfg, spec, recipe, dist, out, ckpt
+        self.device = device
+        self.name, self.tokenizer = None, {}
+
+    @property
+    def score_key(self) -> str:
+        return f"val_{headline(self.name)}"
+
+    def data(self):
+        """(train, val, collate, num_classes): the text datasets (vspec/train/text/batches.py), tokenised once; the
+        tokenizer trained on rank 0 first."""
+        cfg, recipe, spec = self.cfg, self.recipe, self.spec
+        if recipe.mixup > 0 or recipe.cutmix > 0:
+            raise ValueError("--mixup / --cutmix mix images; a text body trains without them (--recipe glue)")
+        room = spec.embedder.max_positions - spec.embedder.first_position
+        max_len = cfg.data.max_len or spec.embedder.seq_len
+        if max_len > room:
+            raise ValueError(f"--max-len {max_len}: the spec's position table holds {room} tokens")
+        saved = self.ckpt.get("tokenizer") if self.ckpt is not None else None
+        if saved is not None:  # a resume encodes with the very tokenizer the run began with, or not at all
+            problem = tokenizer_mismatch(saved, Path(cfg.data.tokenizer or run_tokenizer(self.out)))
+            if problem:
+                raise CheckpointError(self.out / "last.pt", f"--resume: {problem}; restore it, or start a new run")
+
+        def read():
+            return text_datasets(cfg.data.name, task=cfg.data.task, data_dir=cfg.data.data_dir,
+                                 tokenizer=cfg.data.tokenizer, max_len=max_len, vocab_size=spec.embedder.vocab_size,
+                                 out=self.out)
+        data = read() if self.dist.main else None  # one tokenizer, trained once (rank 0), then read by the others
+        if self.dist.world > 1:
+            distributed.barrier()
+        data = data or read()
+        self.name = data.task
+        self.tokenizer = tokenizer_identity(data.tokenizer)
+        return data.train, data.val, pad_batch(data.pad_id), data.num_classes
+
+    def init_model(self, model: nn.Module) -> None:
+        """--init hf:DIR: a fresh run's body starts from a Hugging Face checkpoint folder's (its head fresh)."""
+        if self.cfg.run.init is None:
+            return
+
+        for line in load_hf_body(model, self.cfg.run.init.removeprefix("hf:")):
+            if self.dist.main:
+                print(f"note: --init: {line}", file=sys.stderr)
+
+    def loss(self, num_classes: int):
+        mixup, criterion = make_criterion(self.recipe, num_classes)
+        return mixup, RegressionLoss() if num_classes == 1 else criterion  # STS-B's scores
+
+    def prepare(self, batch, train: bool):
+        """A batch's input_ids / attention_mask / token_type_ids on the device."""
+        return to_device(batch, self.device)
+
+    def transfer(self, batch):
+        """A training batch of the loader on the device, moved ahead of `batches` (`Prefetcher`, on CUDA)."""
+        inputs, target = batch
+        return to_device(inputs, self.device), target.to(self.device, non_blocking=True)
+
+    def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
+        """The loader's batches ready on the device: (inputs, target)."""
+        for batch, target in loader:
+            yield self.prepare(batch, train), target.to(self.device, non_blocking=True)
+
+    def evaluate(self, model, ema, loader, device, amp_ctx) -> dict[str, float]:
+        metrics = evaluate_text(model, loader, device, amp_ctx, self.dist, self.name)
+        return {f"val_{k}": v for k, v in metrics.items()}
+
+    def record(self, epoch: int, train_loss: float, val: dict[str, float], lr: float, speed: float, elapsed: float,
+               step: int) -> dict[str, Any]:
+        return {"epoch": epoch, "train_loss": train_loss, **val, "lr": lr, "samples_per_s": speed,
+                "epoch_time_s": elapsed, "step": step}
+
+    def line(self, record: dict[str, Any]) -> str:
+        shown = "  ".join(f"{k} {v:.4f}" for k, v in record.items() if k.startswith("val_"))
+        return (f"epoch {record['epoch']}: train_loss {record['train_loss']:.4f}  {shown}  "
+                f"{record['samples_per_s']:.1f} samples/s")
+
+    def result(self, score: float, best: float) -> str:
+        return f"val {self.score_key.removeprefix('val_')} {score:.4f} (best {best:.4f})"
+
+    def state(self) -> dict[str, Any]:
+        return {"tokenizer": self.tokenizer}
