@@ -146,6 +146,22 @@ NAMES = {
 }
 
 
+def _now(new: str) -> str:
+    """Where a target is now when it moved again since its row was written (a row of an earlier release pointing at
+    a name a later one moved): one warning, naming the final place."""
+    while True:
+        owner, _, name = new.rpartition(".")
+        if new in NAMES:
+            new = NAMES[new]
+        elif owner in MODULES:
+            new = f"{MODULES[owner]}.{name}"
+        else:
+            return new
+
+
+NAMES = {old: _now(new) for old, new in NAMES.items()}
+
+
 def resolve(path: str):
     """The object a dotted name names (its longest importable prefix, then attributes); "f()" is f's value."""
     if path.endswith("()"):
