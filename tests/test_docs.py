@@ -99,12 +99,11 @@ def test_every_name_of_the_api_reference_has_a_docstring():
 
 
 def test_the_speed_page_cpu_tables_are_the_committed_runs():
-    """docs/speed.md's CPU tables are `benchmarks/models.py --table` of docs/cpu/*.json: measured, never typed."""
+    """docs/speed.md's CPU tables are `python -m benchmarks.models --table` of docs/cpu/*.json: measured, never typed."""
     import json
 
-    from tests.helpers.checks import load_benchmark
+    from benchmarks import models
 
-    models = load_benchmark("models")
     speed = doc("speed")
     files = sorted((ROOT / "docs" / "cpu").glob("*.json"))
     assert [f.stem for f in files] == ["models", "text"]
@@ -117,9 +116,8 @@ def test_the_speed_page_cpu_tables_are_the_committed_runs():
 
 
 def test_the_cpu_benchmark_rows_are_its_rounds():
-    from tests.helpers.checks import load_benchmark
+    from benchmarks import models
 
-    models = load_benchmark("models")
     rows = models.compare("deit_tiny", 1, 3)
     assert [r["mode"] for r in rows] == ["forward", "forward+backward"]
     for r in rows:
