@@ -245,3 +245,23 @@ def test_importing_vspec_imports_no_target():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+# issue 56 (benchmarks and names): the public names of cdc305b that left their place, derived from that commit
+# (vspec/nn/model.py's top-level definitions, vspec.nn's __all__): the blocks and the stage went to vspec/nn/blocks.py,
+# and Transformer's old name VisionTransformer is served by the table
+OLD_GONE_56_NAMES = """
+vspec.nn: VisionTransformer
+vspec.nn.model: Block Carry NO_STATE PostNormBlock Stage VisionTransformer
+"""
+
+
+def test_the_names_issue_56_displaced_from_nn_warn_and_are_the_new_objects():
+    old = _names(OLD_GONE_56_NAMES)
+    assert [n for n in old if n not in M.NAMES] == []
+    for name in old:
+        owner, _, attr = name.rpartition(".")
+        module = importlib.import_module(owner)
+        with pytest.warns(DeprecationWarning, match=_message(name, M.NAMES[name])):
+            got = getattr(module, attr)
+        assert _same(got, M.NAMES[name])

@@ -71,6 +71,10 @@ NAMES = {
     "vspec.checkpoint.load_checkpoint": "vspec.loading.load_checkpoint",
     **{f"vspec.pretrained.{n}": f"vspec.downloads.{n}" for n in _DOWNLOADS.split()},
     **{f"vspec.train.engine.{n}": f"vspec.train.{m}.{n}" for m, names in _ENGINE.items() for n in names.split()},
+    # issue 56 (benchmarks and names): the blocks left vspec/nn/model.py for vspec/nn/blocks.py; Transformer's old name
+    **{f"vspec.nn.model.{n}": f"vspec.nn.blocks.{n}" for n in ("Block", "Carry", "NO_STATE", "PostNormBlock", "Stage")},
+    "vspec.nn.model.VisionTransformer": "vspec.nn.model.Transformer",
+    "vspec.nn.VisionTransformer": "vspec.nn.model.Transformer",
 }
 
 
