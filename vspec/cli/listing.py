@@ -8,7 +8,7 @@ import sys
 
 import attrs
 
-from ..spec import families as F
+from ..spec import families as family_tables
 from ..spec import load_spec, load_weights_table
 from ..spec.catalogue import EXAMPLES, list_models, presets
 from .tables import format_table, si
@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
 
 def families(spec) -> str:
     """The families whose kinds `spec` uses ('sot', 'msf + swin'), or its generic body's ('vit', 'swin')."""
-    packages = F.packages()
+    packages = family_tables.packages()
     found, body = set(), set()
 
     def walk(obj) -> None:
