@@ -79,6 +79,32 @@ def _public(module) -> list[str]:
     return list(names)
 
 
+SECTIONS = ("Args", "Attributes", "Returns", "Raises")  # a docstring's Google-style sections, listed
+
+
+def _markdown(doc: str) -> str:
+    """A docstring for the page: each Google-style section (`Args:` and its entries indented under it, an entry's
+    longer text indented further) as a bold heading and a list, one item per entry; the rest as written."""
+    out: list[str] = []
+    section = None
+    for line in doc.splitlines():
+        if line.endswith(":") and line[:-1] in SECTIONS:
+            section = line[:-1]
+            out += [f"**{section}:**", ""]
+        elif section and line.startswith("        "):  # an entry's text, continued
+            out[-1] += " " + line.strip()
+        elif section and line.startswith("    "):
+            name, colon, text = line.strip().partition(": ")
+            named = colon and section in ("Args", "Attributes") and name.isidentifier()
+            out.append(f"- `{name}`: {text}" if named else f"- {line.strip()}")
+        else:
+            if section and line.strip():
+                out.append("")
+            section = None
+            out.append(line)
+    return "\n".join(out)
+
+
 def _entry(name: str, obj) -> list[str]:
     try:
         sig = str(inspect.signature(obj))
@@ -87,7 +113,7 @@ def _entry(name: str, obj) -> list[str]:
     kind = "class" if inspect.isclass(obj) else "def" if callable(obj) else ""
     doc = inspect.getdoc(obj) if callable(obj) else None
     head = f"{kind} {name}{sig}" if kind else f"{name} = {obj!r}"
-    return [f"### `{name}`", "", "```python", head, "```", "", doc or "", ""]
+    return [f"### `{name}`", "", "```python", head, "```", "", _markdown(doc or ""), ""]
 
 
 def api_entries() -> dict[str, dict[str, object]]:

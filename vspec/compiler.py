@@ -52,15 +52,22 @@ def context(spec: specs.Model, tie_repeats: bool = False) -> vspec_nn.BuildConte
 
 def build(spec: specs.Model, device: torch.device | str | None = None, *, tie_repeats: bool = False,
           check_memory: bool = True) -> vspec_nn.Transformer:
-    """Compile a Model spec into a module (on `device`; `"meta"` allocates no weights). `tie_repeats`
-    builds one module per distinct block (one spec on one token shape, one variant) and repeats it
-    wherever it recurs, in its stage or another, weights tied: the profiler's model, not one to train.
+    """Compile a Model spec into a module, a `vspec.nn.model.Transformer`.
 
-    `check_memory` compares the weights' size (`weights`: counted on the meta device) and the blocks'
-    host memory (`vspec.spec.budget`) with the memory free (CPU and meta: `budget.available()`, the
-    smallest of MemAvailable, ulimits and cgroup limits; CUDA: the device's) and raises
-    `MemoryBudgetError` (a SpecError and a MemoryError) instead of allocating what does not fit. A
-    model with a tensor beyond torch's size limit is refused on any device."""
+    `tie_repeats` builds one module per distinct block (one spec on one token shape, one variant) and repeats it
+    wherever it recurs, in its stage or another, weights tied: the profiler's model, not one to train.
+    `check_memory` compares the weights' size (`weights`: counted on the meta device) and the blocks' host memory
+    (`vspec.spec.budget`) with the memory free (CPU and meta: `budget.available()`, the smallest of MemAvailable,
+    ulimits and cgroup limits; CUDA: the device's) and raises `MemoryBudgetError` (a SpecError and a MemoryError)
+    instead of allocating what does not fit. A model with a tensor beyond torch's size limit is refused on any
+    device.
+
+    Args:
+        spec: the Model spec to build.
+        device: where the weights go (default: torch's default device); `"meta"` allocates none.
+        tie_repeats: one module per distinct block, repeated with its weights tied (the profiler's model).
+        check_memory: refuse, before allocating, what does not fit in the memory free (`MemoryBudgetError`).
+    """
     if not isinstance(spec, specs.Model):
         raise TypeError(f"build() takes a vspec Model spec, got {type(spec).__name__}")
     target = torch.device(device) if device is not None else torch.get_default_device()
