@@ -119,7 +119,8 @@ def test_the_api_entry_points_list_their_arguments(name):
 
 
 def test_the_speed_page_cpu_tables_are_the_committed_runs():
-    """docs/speed.md's CPU tables are `python -m benchmarks.models --table` of docs/cpu/*.json: measured, never typed."""
+    """docs/speed.md's CPU tables are `python -m benchmarks.models --table` of docs/cpu/*.json: measured, never
+    typed."""
     import json
 
     from benchmarks import models
