@@ -56,7 +56,7 @@ demo-text: $(STAMP)
 	$(PY) tools/text_demo.py
 
 bench: $(STAMP)
-	$(PY) benchmarks/models.py
+	$(PY) -m benchmarks.models
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis site

@@ -2,7 +2,7 @@
 per preset the graph breaks (dynamo's explain), the compile time, max |compiled - eager| of the eval logits, and
 the eval forward time of compiled over eager (median of alternating rounds, same process; < 1: compiled faster).
 
-    python benchmarks/compile.py [PRESET ...] [--rounds 5]
+    python -m benchmarks.compile [PRESET ...] [--rounds 5]
 """
 
 import argparse
@@ -10,7 +10,9 @@ import statistics
 import time
 
 import torch
-from shrunk import ROOT, shrunk  # benchmarks/shrunk.py: a script's folder is on its import path
+
+from .common import ROOT
+from .shrunk import shrunk
 
 
 def timed(fn) -> float:

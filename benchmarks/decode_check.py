@@ -7,12 +7,10 @@ their mean |diff| (normalised) is at most the decoders' (mean |diff| / (255 std)
 batch: decoding alone, decoding + random resized crop + flip, the whole training pipeline, validation. Writes
 OUT/decode_check.json; exits 1 when a check fails.
 
-    python benchmarks/decode_check.py [--device cuda] [--images 256] [--out DIR]
+    python -m benchmarks.decode_check [--device cuda] [--images 256] [--out DIR]
 """
 
 import argparse
-import json
-import os
 import sys
 import tempfile
 import time
@@ -20,22 +18,21 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from loader import _jpeg  # benchmarks/loader.py (a script: its folder is on sys.path)
 from PIL import Image
 
 from vspec.train.data.device_decode import DevicePipeline, decode
 from vspec.train.data.sources import read_bytes
 
+from .common import jpeg, out_dir, sync, write_json
+
 
 def rate(fn, n: int, device: torch.device, rounds: int = 3) -> float:
     fn()  # warm-up
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    sync(device)
     t0 = time.perf_counter()
     for _ in range(rounds):
         fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    sync(device)
     return rounds * n / (time.perf_counter() - t0)
 
 
@@ -43,13 +40,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--images", type=int, default=256)
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
+    ap.add_argument("--out", type=Path, default=out_dir(), help="writes OUT/decode_check.json (default: $OUT, "
+                                                               "else runs/benchmarks/)")
     args = ap.parse_args(argv)
     device, cpu = torch.device(args.device), torch.device("cpu")
     with tempfile.TemporaryDirectory() as tmp:
         paths = [Path(tmp) / f"{i}.jpg" for i in range(args.images)]
         for i, p in enumerate(paths):
-            _jpeg((p, i))
+            jpeg((p, i))
         data = [read_bytes(str(p)) for p in paths]
         pil = [torch.from_numpy(np.array(Image.open(p).convert("RGB"))).permute(2, 0, 1) for p in paths]
     out = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "images": len(data)}
@@ -74,8 +72,7 @@ def main(argv=None) -> int:
                  and out["val_mean_abs"] <= bound)
     for k, v in out.items():
         print(f"{k}: {v:.4g}" if isinstance(v, float) else f"{k}: {v}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "decode_check.json").write_text(json.dumps(out, indent=1) + "\n")
+    write_json(args.out / "decode_check.json", out)
     return 0 if out["ok"] else 1
 
 

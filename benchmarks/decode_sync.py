@@ -5,31 +5,32 @@ alone; then the same call on a side stream while 20 bf16 8192^3 matrix products 
 waits for the device returns when the products are done. The products alone are timed last. Writes
 OUT/decode_sync.json.
 
-    python benchmarks/decode_sync.py [--out DIR]
+    python -m benchmarks.decode_sync [--out DIR]
 """
 
 import argparse
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-from loader import _jpeg  # benchmarks/loader.py (a script: its folder is on sys.path)
 from torchvision.io import decode_jpeg
 
 from vspec.train.data.sources import read_bytes
 
+from .common import jpeg, out_dir, write_json
+
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
+    ap.add_argument("--out", type=Path, default=out_dir(), help="writes OUT/decode_sync.json (default: $OUT, "
+                                                               "else runs/benchmarks/)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         paths = [Path(tmp) / f"{i}.jpg" for i in range(256)]
         for i, p in enumerate(paths):
-            _jpeg((p, i))
+            jpeg((p, i))
         data = [read_bytes(str(p)) for p in paths]
     out = {"device": torch.cuda.get_device_name(), "alone": [], "behind_products": []}
     decode_jpeg(data, device="cuda")
@@ -59,8 +60,7 @@ def main(argv=None) -> dict:
     torch.cuda.synchronize()
     out["products_alone_ms"] = 1e3 * (time.perf_counter() - t0)
     print(json.dumps(out, indent=1))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "decode_sync.json").write_text(json.dumps(out, indent=1) + "\n")
+    write_json(args.out / "decode_sync.json", out)
     return out
 
 

@@ -6,14 +6,13 @@ median of the rounds' ratios with their range, and the CPU capability torch's ke
 (`ATEN_CPU_CAPABILITY=avx2` gives the AVX2 kernels on an AVX-512 machine). Shapes are those of deit_tiny,
 msf_vit_ti, swin_tiny and refined_vit_s at 224 px.
 
-    python benchmarks/fast_paths.py [--rounds 11] [--seconds 0.3] [--paths ...] [--threads N]
+    python -m benchmarks.fast_paths [--rounds 11] [--seconds 0.3] [--paths ...] [--threads N]
 """
 
 import argparse
 import platform
 import statistics
 import time
-from pathlib import Path
 
 import torch
 
@@ -23,7 +22,7 @@ from vspec.models.refiner.modules import ConvExpandDLA, ConvStem
 from vspec.nn.swin import BiasedAttentionCore
 from vspec.ops import vit
 
-ROOT = Path(__file__).resolve().parents[1]
+from .common import ROOT
 
 
 def linear_steps(train: bool):

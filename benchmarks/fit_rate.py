@@ -6,18 +6,17 @@ Two grids: the default `--vary dim,depth` against sot_small's MACs (width 192-76
 width costs one count per distinct part, a new depth none), and a grid where every candidate is new to the cache
 (width x MLP ratio at depth 12: each valid candidate counts its block afresh), the worst case.
 
-    python benchmarks/fit_rate.py
+    python -m benchmarks.fit_rate
 """
 
 import time
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+import vspec
+from vspec import fitting
 
-import vspec  # noqa: E402
-from vspec import fitting as F  # noqa: E402
+from .common import ROOT
 
 
 def main() -> dict:
@@ -29,7 +28,7 @@ def main() -> dict:
     out = {"start_s": start}
     for name, vary in (("dim x depth (default)", ["dim", "depth"]),
                        ("dim x mlp ratio, every candidate new", ["dim", "block.ffn.ratio=2.0:6.0:0.25"])):
-        result = F.fit(deit, macs=target, vary=vary, tolerance=1.0)
+        result = fitting.fit(deit, macs=target, vary=vary, tolerance=1.0)
         out[name] = {"valid": len(result.candidates), "tried": result.tried, "seconds": result.seconds,
                      "rate": result.rate}
         print(f"{name:38s} {len(result.candidates):5d} valid of {result.tried:5d} tried in {result.seconds:6.2f} s: "

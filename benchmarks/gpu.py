@@ -10,7 +10,7 @@ channels-last images on CUDA) and the training step (batch 128, AdamW, bf16 auto
 random labels for images, the mean square of the last hidden states for text bodies), each eager and compiled
 (`torch.compile`, inductor; `--compile-backend eager` traces without code generation, as `--quick` does on a CPU).
 
-Timing: the two models of a case run back to back in every round, order alternating (benchmarks/models.py's
+Timing: the two models of a case run back to back in every round, order alternating (benchmarks/common.py's
 race; a round is `--repeat` steps, synchronised after the last on CUDA); rates are medians over rounds, the
 ratio vspec / reference (> 1: vspec is faster) is the median of the rounds' ratios, with their range. Peak
 memory: what one step allocates on CUDA beyond what was resident before it (the weights). MFU: the
@@ -21,11 +21,11 @@ MSF's attention alone at 3136 tokens (56 x 56, batch 2), vspec's against the rel
 (benchmarks/msf.py): speed-up and peak memory. Order: every case eager, MSF's attention, then the compiled runs
 (compiling takes the longest); OUT/gpu.json is rewritten after each row, so a run cut short keeps what it measured.
 
-    python benchmarks/gpu.py [--quick] [--device cuda|cpu] [--cases deit_small,...] [--rounds 7]
+    python -m benchmarks.gpu [--quick] [--device cuda|cpu] [--cases deit_small,...] [--rounds 7]
                              [--modes infer,train] [--no-compile | --compile-cases A,B] [--compile-modes train]
                              [--repeat 4] [--out DIR]
-                                                                        # writes DIR/gpu.json (OUT's default)
-    python benchmarks/gpu.py --table FILE.json                                     # the table of docs/speed.md
+                                                          # writes DIR/gpu.json ($OUT, else runs/benchmarks/)
+    python -m benchmarks.gpu --table FILE.json                                     # the table of docs/speed.md
 
 `--quick`: every case at depth 1 (one block per stage), batch 2 (text: 2 x 16), 1 round, compiled only deit_small
 and bert_base, on whatever device: a check that every path runs (tests/test_gpu_bench.py runs it on the CPU), not a
@@ -34,7 +34,6 @@ measurement.
 
 import argparse
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -43,17 +42,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))  # loaded by path too (the tests): siblings by name
+import vspec
+from vspec.nn.heads import head_loss  # the loss of a head's training outputs (tensors too)
+from vspec.spec import override
 
-import msf  # noqa: E402 - benchmarks/msf.py: MSF's attention race
-import refiner  # noqa: E402 - benchmarks/refiner.py: the released Refined-ViT
-import released  # noqa: E402 - benchmarks/released.py: the released T2T-ViT
-from models import race  # noqa: E402 - benchmarks/models.py: the paired-round race
-
-import vspec  # noqa: E402
-from vspec.nn.heads import head_loss  # noqa: E402 - the loss of a head's training outputs (tensors too)
-from vspec.spec import override  # noqa: E402
+from . import msf, refiner, released  # MSF's attention race, the released Refined-ViT, the released T2T-ViT
+from .common import ROOT, out_dir, race, sync, write_json
 
 # dense bf16 tensor-core peak FLOP/s by a part of the device name, the first that matches (NVIDIA's data sheets
 # give bf16 "with sparsity": the dense peak is half of it)
@@ -151,11 +145,6 @@ def inputs(kind: str, batch: int, seq: int, device: torch.device, classes: int =
     return (ids.to(device), mask.to(device)), None
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 def stepper(model: nn.Module, mode: str, args, labels, device: torch.device, repeat: int = 1):
     """`repeat` inference or training steps of `model` (AdamW; bf16 autocast on CUDA), synchronised after the
     last."""
@@ -166,7 +155,7 @@ def stepper(model: nn.Module, mode: str, args, labels, device: torch.device, rep
             for _ in range(repeat):
                 with torch.no_grad(), autocast:
                     model(*args)
-            _sync(device)
+            sync(device)
         return step
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     if hasattr(model, "set_training_outputs"):  # a vspec model trains on its head's declared outputs, as vspec train
@@ -181,7 +170,7 @@ def stepper(model: nn.Module, mode: str, args, labels, device: torch.device, rep
                     out.float().square().mean()
             loss.backward()
             optimizer.step()
-        _sync(device)
+        sync(device)
     return step
 
 
@@ -192,7 +181,7 @@ def peak_bytes(model: nn.Module, mode: str, args, labels, device: torch.device) 
         return None
     for p in model.parameters():
         p.grad = None
-    _sync(device)
+    sync(device)
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
     stepper(model, mode, args, labels, device)()
@@ -235,7 +224,7 @@ def run_case(name: str, args, device: torch.device, peak: float | None, compiled
                 model = torch.compile(model, backend=args.compile_backend)
             compiled_or_eager[who] = model
             steps[who] = stepper(model, mode, x, labels, device, args.repeat)
-        times = race(steps, lambda step, _: step(), None, args.rounds)  # benchmarks/models.py's
+        times = race(steps, lambda step, _: step(), None, args.rounds)  # benchmarks/common.py's
         rate = {who: batch * args.repeat / statistics.median(t) for who, t in times.items()}
         flops = (2 if mode == "infer" else 6) * macs
         row = {"case": name, "kind": kind, "mode": mode, "compiled": compiled, "batch": batch,
@@ -333,7 +322,8 @@ def main(argv=None) -> int:
                                                                    "196 with --quick)")
     ap.add_argument("--compile-modes", default=None, help="the modes also run compiled (default: --modes)")
     ap.add_argument("--repeat", type=int, default=None, help="steps per timed round (default 4 on CUDA, else 1)")
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")), help="writes OUT/gpu.json")
+    ap.add_argument("--out", type=Path, default=out_dir(), help="writes OUT/gpu.json (default: $OUT, else "
+                                                               "runs/benchmarks/)")
     ap.add_argument("--table", type=Path, metavar="FILE.json",
                     help="print the docs/speed.md table of a result and stop")
     args = ap.parse_args(argv)
@@ -365,7 +355,7 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:  # after every row: a run cut short keeps what it measured
-        (args.out / "gpu.json").write_text(json.dumps(result, indent=1) + "\n")
+        write_json(args.out / "gpu.json", result)
 
     def report(row: dict) -> None:
         result["cases"].append(row)

@@ -5,7 +5,7 @@
 #   2. tools/train.py for 50 steps on CUDA, on synthetic 224 px data;
 #   3. torchrun --nproc_per_node 1 on CUDA (NCCL);
 #   4. a checkpoint written on CUDA resumed on the CPU;
-#   5. the whole loop against the bare training step (benchmarks/train_overhead.py --device cuda), synthetic data
+#   5. the whole loop against the bare training step (python -m benchmarks.train_overhead --device cuda), synthetic data
 #      and generated JPEGs, images normalised on the device (the CUDA default), then on the host (synthetic);
 #   6. the device pipeline against the CPU (benchmarks/decode_check.py: nvJPEG's pixels against Pillow's, the
 #      training and validation pipelines against themselves on the CPU), then benchmarks/loader.py (issue 47): the
@@ -61,23 +61,23 @@ SMALL=(tools/train.py specs/deit_tiny.py --set depth=2 --set img_size=[32,32] --
 
 step env 30 bash -c "nvidia-smi; $PY -c 'import torch, timm, transformers, vspec; print(torch.__version__, \
 torch.version.cuda, torch.cuda.is_available(), timm.__version__, transformers.__version__)'"
-step checks 90 $PY benchmarks/gpu_checks.py --device $DEVICE --out "$OUT"
+step checks 90 $PY -m benchmarks.gpu_checks --device $DEVICE --out "$OUT"
 step loop 60 $PY "${TRAIN[@]}" --max-steps 50 --device $DEVICE --out "$OUT/runs/loop" --overwrite
 step torchrun 60 $PY -m torch.distributed.run --standalone --nproc_per_node 1 "${TRAIN[@]}" --max-steps 10 \
     --device $DEVICE --out "$OUT/runs/torchrun" --overwrite
 step resume 60 bash -c "set -f; $PY ${SMALL[*]} --epochs 1 --device $DEVICE --out $OUT/runs/resume --overwrite && \
 $PY ${SMALL[*]} --epochs 2 --device cpu --out $OUT/runs/resume --resume"
-step overhead 90 $PY benchmarks/train_overhead.py --device $DEVICE --steps 30 --batch-size 128 --data both \
+step overhead 90 $PY -m benchmarks.train_overhead --device $DEVICE --steps 30 --batch-size 128 --data both \
     --json "$OUT/train_overhead.json"
-step overhead_host 60 $PY benchmarks/train_overhead.py --device $DEVICE --steps 30 --batch-size 128 --data synthetic \
+step overhead_host 60 $PY -m benchmarks.train_overhead --device $DEVICE --steps 30 --batch-size 128 --data synthetic \
     --normalise-on host --json "$OUT/train_overhead_host.json"
-step decode 60 $PY benchmarks/decode_check.py --device $DEVICE --out "$OUT"
-step loader 180 $PY benchmarks/loader.py --device $DEVICE --images 2560 --path-limit 60 --ahead main,workers \
+step decode 60 $PY -m benchmarks.decode_check --device $DEVICE --out "$OUT"
+step loader 180 $PY -m benchmarks.loader --device $DEVICE --images 2560 --path-limit 60 --ahead main,workers \
     ${LOADER_ARGS:-} --json "$OUT/loader.json"
-step defaults 300 $PY benchmarks/loop_defaults.py --device $DEVICE --limit 120 ${DEFAULTS_ARGS:-} --out "$OUT"
-step bench 600 $PY benchmarks/gpu.py --rounds 5 --compile-cases "$COMPILE_CASES" --compile-modes "$COMPILE_MODES" \
+step defaults 300 $PY -m benchmarks.loop_defaults --device $DEVICE --limit 120 ${DEFAULTS_ARGS:-} --out "$OUT"
+step bench 600 $PY -m benchmarks.gpu --rounds 5 --compile-cases "$COMPILE_CASES" --compile-modes "$COMPILE_MODES" \
     --device "$DEVICE" ${BENCH_ARGS:-} --out "$OUT"
-[ -f "$OUT/gpu.json" ] && $PY benchmarks/gpu.py --table "$OUT/gpu.json" | tee "$OUT/table.md"
+[ -f "$OUT/gpu.json" ] && $PY -m benchmarks.gpu --table "$OUT/gpu.json" | tee "$OUT/table.md"
 rm -rf "$OUT/runs"  # checkpoints: what came back is the logs
 echo "== done: $failed step(s) failed or cut short, $SECONDS s" | tee -a "$OUT/steps.log"
 exit $failed

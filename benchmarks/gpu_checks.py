@@ -12,25 +12,23 @@ way. Prints one line per model and writes OUT/gpu_checks.json;
 exits 1 when a check fails. benchmarks/gpu_check.sh runs it first on a GPU machine; tests/test_gpu_bench.py runs
 it with --device cpu (the CPU against itself: the paths run).
 
-    python benchmarks/gpu_checks.py [--device cuda] [--out DIR]
+    python -m benchmarks.gpu_checks [--device cuda] [--out DIR]
 """
 
 import argparse
 import copy
-import json
-import os
 import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parents[1]
+import vspec
+from vspec.nn.heads import head_loss
+from vspec.nn.mix_token import TokenBox
+from vspec.spec import override
 
-import vspec  # noqa: E402
-from vspec.nn.heads import head_loss  # noqa: E402
-from vspec.nn.mix_token import TokenBox  # noqa: E402
-from vspec.spec import override  # noqa: E402
+from .common import ROOT, out_dir, write_json
 
 # one preset of each family, shrunk to one block per stage (text: 32 tokens)
 PRESETS = ("deit_tiny", "swin_tiny", "sot_tiny", "msf_vit_ti", "refined_vit_s", "dhvt_tiny_cifar_p4", "t2t_vit_7",
@@ -129,7 +127,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--presets", default=",".join(PRESETS))
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
+    ap.add_argument("--out", type=Path, default=out_dir(), help="writes OUT/gpu_checks.json (default: $OUT, else "
+                                                               "runs/benchmarks/)")
     args = ap.parse_args(argv)
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 means float32 here
     torch.backends.cudnn.allow_tf32 = False
@@ -143,9 +142,8 @@ def main(argv=None) -> int:
         print(f"{name:20s} forward fp32 {r['forward_fp32']:.1e}  bf16 {r['forward_bf16']:.1e}  "
               f"train step fp32 {r['train_step_fp32']:.1e} (CPU {r['train_step_fp32_cpu']:.1e}){labels}  "
               f"{'ok' if r['ok'] else 'FAILED'}", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gpu_checks.json").write_text(json.dumps({"device": str(device), "tolerances": {
-        "fp32": FP32_TOL, "bf16": BF16_TOL}, "results": results}, indent=1) + "\n")
+    write_json(args.out / "gpu_checks.json", {"device": str(device), "tolerances": {
+        "fp32": FP32_TOL, "bf16": BF16_TOL}, "results": results})
     return 0 if all(r["ok"] for r in results) else 1
 
 

@@ -8,7 +8,7 @@ holds it equal to the resampled model.) Evaluation is eval.py's at crop ratio 1,
 resize of the 28 px digit to the size): the digit fills the same part of the image at every size, and covers 1.5x
 as many tokens per side at 48 px as at 32; the training loop validates with the same transform (recipe none).
 
-    python benchmarks/img_size.py [--data mnist5k] [--depth 1] [--epochs 4] [--batch-size 32] [--lr 1e-3]
+    python -m benchmarks.img_size [--data mnist5k] [--depth 1] [--epochs 4] [--batch-size 32] [--lr 1e-3]
         [--warmup-epochs 1] [--device cpu|cuda] [--sizes 24 32 48] [--out DIR]
 
 About 5 minutes of CPU time at the defaults (1 block, 4 epochs of 125 steps: a CPU-sized run; --depth 12 is
@@ -17,7 +17,6 @@ DeiT-T's depth).
 
 import argparse
 import json
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from vspec.cli.train import main as train_main
 from vspec.train.evaluate import evaluate_checkpoint
 from vspec.weights.loading import load_checkpoint
 
-ROOT = Path(__file__).resolve().parents[1]
+from .common import ROOT, out_dir
 
 
 def nearest(path: Path, size: int, out: Path) -> Path:
@@ -65,10 +64,11 @@ def main() -> None:
     p.add_argument("--warmup-epochs", type=int, default=1)
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--sizes", type=int, nargs="+", default=[24, 32, 48])
-    p.add_argument("--out", type=Path)
+    p.add_argument("--out", type=Path, default=out_dir() / "img_size",
+                   help="the run, the resampled checkpoints and img_size.json (default: runs/benchmarks/img_size)")
     p.add_argument("--max-steps", type=int, help="smoke runs")
     args = p.parse_args()
-    out = args.out or Path(tempfile.mkdtemp(prefix="vspec_img_size_"))
+    out = args.out
     train = [str(ROOT / "specs/deit_tiny_cifar_p4.py"), "--set", f"depth={args.depth}", "--set", "num_classes=10",
              "--set", "in_chans=1", "--data", args.data, "--epochs", str(args.epochs),
              "--batch-size", str(args.batch_size), "--lr", str(args.lr), "--warmup-epochs", str(args.warmup_epochs),

@@ -14,7 +14,7 @@ Ratios are against the bare step of the same run.
 Each path (the bare step, timm's loader, each loop with its data path alone) runs under --path-limit; the JSON is
 written after every one, so a run cut short keeps the paths it finished.
 
-    python benchmarks/loader.py [--images 5120] [--batch-size 256] [--device cuda] [--workers N] [--path-limit S]
+    python -m benchmarks.loader [--images 5120] [--batch-size 256] [--device cuda] [--workers N] [--path-limit S]
                                 [--json FILE]
 """
 
@@ -24,13 +24,11 @@ import gc
 import json
 import os
 import signal
-import sys
 import tempfile
 import time
 from multiprocessing import Pool
 from pathlib import Path
 
-import numpy as np
 import torch
 
 import vspec
@@ -39,24 +37,10 @@ from vspec.train.data.registry import names
 from vspec.train.engine import Training, run
 from vspec.train.recipes import resolve
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # also loaded by path (the tests): siblings by name
-from train_overhead import bare  # noqa: E402
+from .common import jpeg, write_json
+from .train_overhead import bare
 
-ROOT = Path(__file__).resolve().parents[1]
 AA, RE = "rand-m9-mstd0.5-inc1", 0.25
-
-
-def _jpeg(job) -> None:
-    path, seed = job
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    w, h = int(rng.integers(400, 601)), int(rng.integers(300, 451))
-    if rng.random() < 0.2:  # some portraits
-        w, h = h, w
-    base = Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)).resize((w, h), Image.BICUBIC)
-    pixels = np.asarray(base, dtype=np.int16) + rng.normal(0, 16, (h, w, 3)).astype(np.int16)
-    Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(path, quality=90)
 
 
 def make_folder(root: Path, images: int, classes: int = 1000, val: int | None = None) -> Path:
@@ -68,7 +52,7 @@ def make_folder(root: Path, images: int, classes: int = 1000, val: int | None = 
             folder.mkdir(parents=True, exist_ok=True)
             jobs.append((folder / f"{i}.jpg", hash((split, i)) % 2**32))
     with Pool(min(16, os.cpu_count() or 1)) as pool:
-        pool.map(_jpeg, jobs, chunksize=64)
+        pool.map(jpeg, jobs, chunksize=64)
     return root
 
 
@@ -201,9 +185,7 @@ class Figures:
         if best and "loop" in out.get("timm", {}):
             out["device_over_timm"] = best / out["timm"]["loop"]
         if self.json is not None:
-            tmp = self.json.with_name(self.json.name + ".tmp")
-            tmp.write_text(json.dumps(out, indent=1) + "\n")
-            os.replace(tmp, self.json)
+            write_json(self.json, out, atomic=True)
 
     def measure(self, key: str, limit: float, parts: dict, flat: bool = False) -> dict:
         """The path `key`: each of `parts` (figure name: its function) in turn, under `limit` seconds together;

@@ -12,10 +12,10 @@ own time limit:
     nvJPEG's set-up where they happen there) and its set-up before that (`setup_s`).
 A loop's figure is read against the bare step of the same model, batch, kernel and graph in the same run.
 
-    python benchmarks/loop_defaults.py [--groups bare,synthetic,device,host] [--model deit_small]
+    python -m benchmarks.loop_defaults [--groups bare,synthetic,device,host] [--model deit_small]
                                        [--bare-models vit_base,deit_small] [--batch-size 256] [--steps 20]
                                        [--limit 120] [--device cuda|cpu] [--out DIR] [--quick]
-    python benchmarks/loop_defaults.py --table FILE.json
+    python -m benchmarks.loop_defaults --table FILE.json
 
 `--quick`: the loops' model alone, at depth 1 and 32 px, batch 4, 2 steps, one loader worker, torch.compile's eager
 backend on a CPU: a check that every row runs (tests/test_gpu_bench.py), not a measurement.
@@ -32,8 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))  # loaded by path too (the tests): siblings by name
+from .common import ROOT, out_dir, write_json
 
 GROUPS = ("bare", "synthetic", "device", "host")
 
@@ -164,7 +163,7 @@ def child(args) -> int:
     figures = measure_bare(row, args.device, args.quick) if row["kind"] == "bare" else \
         measure_loop(row, args.device, args.quick, args.data_dir, args.workers)
     if args.device == "cuda":
-        from gpu import peak_for
+        from .gpu import peak_for
 
         peak = peak_for(torch.cuda.get_device_name())
         figures["mfu"] = 6 * figures["macs_per_sample"] * figures["rate"] / peak if peak else None
@@ -215,7 +214,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="the loops' loader workers (default: the loop's own)")
     ap.add_argument("--limit", type=int, default=120, help="seconds each row may take")
     ap.add_argument("--device", default=None, help="default: cuda where available")
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")), help="writes OUT/loop_defaults.json")
+    ap.add_argument("--out", type=Path, default=out_dir(), help="writes OUT/loop_defaults.json (default: $OUT, "
+                                                               "else runs/benchmarks/)")
     ap.add_argument("--quick", action="store_true", help="every row small: a check that it runs")
     ap.add_argument("--table", type=Path, metavar="FILE.json", help="print the table of a result and stop")
     ap.add_argument("--row", help=argparse.SUPPRESS)  # a child: the row to measure
@@ -238,18 +238,18 @@ def main(argv=None) -> int:
         args.workers = 1 if args.workers is None else args.workers
     result = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "torch": torch.__version__,
               "cpu_cores": len(os.sched_getaffinity(0)), "quick": args.quick, "complete": False, "rows": []}
-    args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / "loop_defaults.json"
     todo = rows(args)
     with tempfile.TemporaryDirectory() as tmp:
         folder = None
         if any(r.get("data") == "jpeg" for r in todo):
-            from loader import make_folder  # benchmarks/loader.py: ImageNet-shaped JPEGs
+            from .loader import make_folder  # ImageNet-shaped JPEGs
 
             folder = make_folder(Path(tmp) / "jpegs", args.images or args.batch_size * args.steps,
                                  classes=10 if args.quick else 1000)
         for row in todo:
-            cmd = [sys.executable, __file__, "--row", json.dumps(row), "--device", args.device]
+            cmd = [sys.executable, "-m", "benchmarks.loop_defaults", "--row", json.dumps(row), "--device",
+                   args.device]
             cmd += (["--quick"] if args.quick else []) + (["--data-dir", str(folder)] if folder else [])
             cmd += [] if args.workers is None else ["--workers", str(args.workers)]
             t0 = time.perf_counter()
@@ -264,13 +264,13 @@ def main(argv=None) -> int:
                 row = dict(row, error=f"cut at its limit, {args.limit} s")
             row["wall_s"] = time.perf_counter() - t0
             result["rows"].append(row)
-            out.write_text(json.dumps(result, indent=1) + "\n")
+            write_json(out, result)
             print(f"{label(row)}: " + (f"{row['rate']:.1f} img/s" if "rate" in row else row["error"])
                   + ("" if row.get("mfu") is None else f", MFU {100 * row['mfu']:.1f} %")
                   + ("" if row.get("first_batch_s") is None else f", first batch {row['first_batch_s']:.1f} s")
                   + f" ({row['wall_s']:.0f} s)", flush=True)
     result["complete"] = True
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(out, result)
     print(table(result))
     return 0
 

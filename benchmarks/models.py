@@ -11,15 +11,13 @@ GFLOP/s (forward = 2 x MACs per image from vspec.profile; forward+backward = 3 x
 The two models run back to back in every round (order alternating), so that drifts in the machine's
 speed hit both; images/s are medians over rounds, the ratio is the median of the rounds' ratios.
 
-    python benchmarks/models.py [--models deit_tiny swin_tiny t2t_vit_14 deit_tiny_irpe_k] [--batch-size N]
+    python -m benchmarks.models [--models deit_tiny swin_tiny t2t_vit_14 deit_tiny_irpe_k] [--batch-size N]
                                 [--rounds 15] [--threads N] [--json FILE]
-    python benchmarks/models.py --table FILE.json    # the table of docs/speed.md (benchmarks/text.py's too)
+    python -m benchmarks.models --table FILE.json    # the table of docs/speed.md (benchmarks/text.py's too)
 """
 
 import argparse
-import importlib.util
 import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -31,7 +29,9 @@ import vspec
 from vspec.compare import cpu_name
 from vspec.convert import from_official, from_timm
 
-ROOT = Path(__file__).resolve().parents[1]
+from . import released
+from .common import ROOT, forward, forward_backward, machine, race, write_json
+
 # vspec preset -> (the reference's name, default batch size)
 PAIRS = {"deit_tiny": ("timm vit_tiny_patch16_224", 32), "swin_tiny": ("timm swin_tiny_patch4_window7_224", 16),
          "t2t_vit_14": ("released T2T_ViT", 16), "deit_tiny_irpe_k": ("released DeiT-with-iRPE", 32)}
@@ -42,25 +42,17 @@ DEIT_TINY_IRPE_K = dict(img_size=224, patch_size=16, in_chans=3, num_classes=100
                         num_heads=3, mlp_ratio=4.0, qkv_bias=True)
 
 
-def released():
-    """benchmarks/released.py as a module (a script beside this one, not a package)."""
-    spec = importlib.util.spec_from_file_location("released", Path(__file__).with_name("released.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def pair(name: str, spec) -> tuple[torch.nn.Module, torch.nn.Module]:
     """(reference, vspec model) with the same weights: the reference drawn, vspec's converted from it."""
     if name == "t2t_vit_14":
-        ref = released().T2TViT(T2T_VIT_14)
+        ref = released.T2TViT(T2T_VIT_14)
         return ref, from_official("t2t", ref.state_dict(), T2T_VIT_14)
     if name == "deit_tiny_irpe_k":
-        ref = released().IRPEDeiT(DEIT_TINY_IRPE_K, "k")
+        ref = released.IRPEDeiT(DEIT_TINY_IRPE_K, "k")
         with torch.no_grad():  # zero-initialised in the release: drawn, so that the bias matters
             for p in ref.parameters():
                 p.add_(torch.randn_like(p) * 0.02)
-        return ref, from_official("irpe", ref.state_dict(), released().irpe_config(DEIT_TINY_IRPE_K, "k"))
+        return ref, from_official("irpe", ref.state_dict(), released.irpe_config(DEIT_TINY_IRPE_K, "k"))
     ref = timm.create_model(PAIRS[name][0].split()[1], pretrained=False, drop_path_rate=spec.drop_path)
     return ref, from_timm(ref, spec)
 
@@ -72,31 +64,6 @@ def matmul_gflops(n: int = 2048, reps: int = 10) -> float:
     for _ in range(reps):
         a @ b
     return 2 * n**3 * reps / (time.perf_counter() - t0) / 1e9
-
-
-def forward(model: torch.nn.Module, x: torch.Tensor) -> None:
-    with torch.no_grad():
-        model(x)
-
-
-def forward_backward(model: torch.nn.Module, x: torch.Tensor) -> None:
-    model.zero_grad(set_to_none=True)
-    model(x).sum().backward()
-
-
-def race(models: dict[str, torch.nn.Module], step, x: torch.Tensor, rounds: int) -> dict[str, list[float]]:
-    """Seconds per step of each model, round after round; within a round the models run back to back
-    (order alternating), so a round's ratio compares them under the same machine conditions."""
-    for m in models.values():
-        step(m, x)  # warm-up
-    times: dict[str, list[float]] = {name: [] for name in models}
-    for r in range(rounds):
-        order = list(models.items()) if r % 2 == 0 else list(reversed(models.items()))
-        for name, m in order:
-            t0 = time.perf_counter()
-            step(m, x)
-            times[name].append(time.perf_counter() - t0)
-    return times
 
 
 def compare(name: str, batch_size: int, rounds: int) -> list[dict]:
@@ -140,12 +107,6 @@ def row(model, reference, inputs, mode, unit, ref_rate, vspec_rate, ratios) -> d
             "ratio_min": min(ratios), "ratio_max": max(ratios), "rounds": len(ratios)}
 
 
-def machine(extra: dict) -> dict:
-    """What the figures were measured on."""
-    return {"machine": f"{cpu_name()}, {os.cpu_count()} cores", "threads": torch.get_num_threads(),
-            "torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(), **extra}
-
-
 def table(result: dict) -> str:
     """docs/speed.md's table of one result (benchmarks/models.py's or benchmarks/text.py's --json)."""
     lines = ["| model | against | inputs | mode | reference | vspec | vspec / reference, median [range] |",
@@ -165,8 +126,7 @@ def table(result: dict) -> str:
 
 def write(path: Path | None, result: dict) -> None:
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=1) + "\n")
+        write_json(path, result)
         print(f"wrote {path}")
 
 

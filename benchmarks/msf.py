@@ -21,13 +21,11 @@ of live allocations during one step, inputs excluded (CPU: the torch profiler's 
 caching allocator's peak statistics). On CUDA q', k', v' are padded to width 72 (gaussian_channels) and SDPA
 picks its fused kernel; the CPU path calls the CPU flash kernel directly.
 
-    python benchmarks/msf.py [--rounds 9] [--threads N] [--cases 32x197,2x3136] [--device cpu|cuda]
+    python -m benchmarks.msf [--rounds 9] [--threads N] [--cases 32x197,2x3136] [--device cpu|cuda]
 """
 
 import argparse
 import statistics
-import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -36,8 +34,7 @@ import vspec
 from vspec.compiler import build_component, context
 from vspec.models.msf.ops import gaussian_attention, gaussian_attention_sdpa, gaussian_channels
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # also loaded by path (the tests): siblings by name
-from models import race  # noqa: E402 - benchmarks/models.py: the paired-round race
+from .common import race
 
 HEADS, HEAD_DIM = 6, 64
 

@@ -23,7 +23,7 @@ alternating); images/s are medians over rounds, the ratio vspec/reference (> 1: 
 the median of the rounds' ratios, with their range. The defaults (batch 8, 224 px, 7 rounds) take
 about 5 minutes on a 2-core CPU.
 
-    python benchmarks/refiner.py [--batch 8] [--rounds 7] [--img 224] [--threads N]
+    python -m benchmarks.refiner [--batch 8] [--rounds 7] [--img 224] [--threads N]
 """
 
 import argparse
@@ -31,8 +31,6 @@ import copy
 import math
 import platform
 import statistics
-import sys
-from pathlib import Path
 
 import attrs
 import torch
@@ -42,10 +40,8 @@ from torch import nn
 import vspec
 from vspec.convert import from_official
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # also loaded by path (the tests): siblings by name
-from models import forward_backward, race  # noqa: E402 - benchmarks/models.py: the paired-round race
+from .common import ROOT, forward, forward_backward, race
 
-ROOT = Path(__file__).resolve().parents[1]
 # Refined-ViT-S as the released factory builds it (apply_transform off: every shared block's DLA has expansion 3),
 # with the class-token head alone (return_dense and MixToken off)
 CONFIG = dict(img_size=224, patch_size=16, embed_dim=384, depth=[False, True] * 8, apply_transform=[False] * 16,
@@ -223,11 +219,6 @@ def check(ref: nn.Module, ours: nn.Module, x: torch.Tensor) -> list[tuple[str, f
         assert errs[1] <= 3 * errs[0] + 1e-6 * big, f"{k}: vspec float32 off by {errs[1]:.2e} (reference {errs[0]:.2e})"
         rows.append((k, big, *errs))
     return rows
-
-
-def forward(model: nn.Module, x: torch.Tensor) -> None:
-    with torch.no_grad():
-        model(x)
 
 
 def main() -> None:

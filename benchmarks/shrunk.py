@@ -3,7 +3,6 @@
 
 import itertools
 import math
-from pathlib import Path
 
 import attrs
 import torch
@@ -11,7 +10,7 @@ import torch
 import vspec
 from vspec.spec import SpecError, WindowMHSA
 
-ROOT = Path(__file__).resolve().parents[1]
+from .common import ROOT
 
 
 def small(spec: vspec.Model) -> vspec.Model:

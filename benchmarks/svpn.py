@@ -9,13 +9,12 @@ rounds of the mean over `--reps` steps. The paper's Table 4c / 4d report whole-n
 speed, 110 Hz (svPN) vs 2226 Hz
 (approximate svPN) on GPUs, i.e. ~20x; an op-level ratio is not the same number.
 
-    python benchmarks/svpn.py [--rounds 15] [--reps 10] [--threads N] [--device cpu|cuda] [--dtype float32]
+    python -m benchmarks.svpn [--rounds 15] [--reps 10] [--threads N] [--device cpu|cuda] [--dtype float32]
 """
 
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 import torch
 
@@ -23,6 +22,8 @@ import vspec
 from vspec.compare import cpu_name
 from vspec.compiler import build_component, context
 from vspec.models.sot.ops import cross_covariance, svpn_approx, svpn_exact
+
+from .common import ROOT
 
 BATCH, TOKENS, HEADS, DIM = 64, 196, 6, 14
 
@@ -52,7 +53,7 @@ def main() -> None:
 
     q = make_q(device, dtype)
     grad_out = torch.randn(q.shape, generator=torch.Generator().manual_seed(1), dtype=dtype).to(device)
-    spec = vspec.load_spec(Path(__file__).resolve().parents[1] / "specs/sot_tiny.py")
+    spec = vspec.load_spec(ROOT / "specs/sot_tiny.py")
     heads = {
         method: build_component(s.head, context(s)).to(device, dtype)
         for method, s in (("approx", spec), ("exact", vspec.override(spec, {"head.norm.method": "exact"})))

@@ -6,13 +6,12 @@ sum as the loss) through both; within each round the two run back to back, order
 sequences/s (medians over rounds) and the ratio vspec / HF in speed (> 1: vspec is faster), the median of the
 rounds' ratios with its range.
 
-    python benchmarks/text.py [--batch-size 16] [--seq-len 128] [--rounds 15] [--threads N] [--json FILE]
+    python -m benchmarks.text [--batch-size 16] [--seq-len 128] [--rounds 15] [--threads N] [--json FILE]
 """
 
 import argparse
 import platform
 import statistics
-import sys
 from pathlib import Path
 
 import attrs
@@ -22,9 +21,8 @@ import transformers
 import vspec
 from vspec.convert.hf import from_hf, spec_from_hf
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))  # loaded by path too (the tests): siblings by name
-from models import machine, race, row, write  # noqa: E402 - the paired rounds and the JSON of benchmarks/models.py
+from .common import ROOT, machine, race
+from .models import row, write  # the JSON rows of benchmarks/models.py (its --table prints both)
 
 
 def hf_bert() -> transformers.BertModel:

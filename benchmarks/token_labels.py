@@ -3,13 +3,14 @@ trained with vspec labels the training set with `vspec label`, then `vspec compa
 student (specs/compare_vit_dense.py) without and with the teacher's token labels, 3 seeds each, and writes the
 table, the per-seed scores and Welch's test to OUT/compare.json (the Refiner page shows its table).
 
-    python benchmarks/token_labels.py [--out docs/compare/token_labels] [--teacher-epochs 12] [--seeds 3]
+    python -m benchmarks.token_labels [--out docs/compare/token_labels] [--teacher-epochs 12] [--seeds 3]
 
 Three steps, each a vspec command (printed before it runs):
 1. vspec train specs/compare_vit_dense.py --data mnist5k --recipe compare --epochs E --out OUT/teacher
 2. vspec label OUT/teacher --data mnist5k --out OUT/labels --grid 7 --top-k 5
 3. vspec compare specs/compare_vit_dense.py --data mnist5k --token-labels OUT/labels --seeds N --recipe compare
    --threads 1 --out-dir OUT
+OUT defaults to runs/benchmarks/token_labels; the Refiner page's figures are `--out docs/compare/token_labels`.
 The teacher's run and the label maps are left in OUT/teacher and OUT/labels (git-ignored under docs/: only
 compare.json is committed); its final val top-1 is added to compare.json under "teacher".
 About 3 minutes on a 2-core CPU.
@@ -21,6 +22,8 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
+
+from .common import out_dir
 
 STUDENT = "specs/compare_vit_dense.py"
 
@@ -36,7 +39,9 @@ def vspec(*argv: str) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default="docs/compare/token_labels", help="where compare.json lands")
+    p.add_argument("--out", default=str(out_dir() / "token_labels"),
+                   help="where compare.json lands (default: runs/benchmarks/token_labels; the Refiner page's: "
+                        "docs/compare/token_labels)")
     p.add_argument("--teacher-epochs", type=int, default=12)
     p.add_argument("--seeds", type=int, default=3)
     args = p.parse_args()

@@ -11,7 +11,7 @@ the loop's `--precision auto` runs them.
 Beside each loop rate, its data path alone (the loop's loader and the task's `prepare`, no model): where the loop
 falls short of the bare step, whether the data is why.
 
-    python benchmarks/train_overhead.py [--steps 6] [--batch-size 32] [--device cpu|cuda]
+    python -m benchmarks.train_overhead [--steps 6] [--batch-size 32] [--device cpu|cuda]
                                         [--data synthetic|imagefolder|both] [--workers N]
                                         [--normalise-on auto|host|device] [--json FILE]
 """
@@ -29,7 +29,7 @@ from vspec.train import DataConfig, RunConfig, TrainConfig
 from vspec.train.engine import Training, run
 from vspec.train.recipes import resolve
 
-ROOT = Path(__file__).resolve().parents[1]
+from .common import ROOT, sync, write_json
 
 
 def bare(spec, steps: int, batch: int, device: str = "cpu") -> float:
@@ -52,13 +52,11 @@ def bare(spec, steps: int, batch: int, device: str = "cpu") -> float:
 
     for _ in range(3):  # warm-up: allocator, cuDNN / cuBLAS choices
         step()
-    if cuda:
-        torch.cuda.synchronize()
+    sync(device)
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
-    if cuda:
-        torch.cuda.synchronize()
+    sync(device)
     return steps * batch / (time.perf_counter() - t0)
 
 
@@ -113,8 +111,7 @@ def loader(spec, steps: int, batch: int, device: str = "cpu", data: str = "synth
         for images, _ in batches:
             t.task.prepare(images, train=True)
             n += 1
-        if device == "cuda":
-            torch.cuda.synchronize()
+        sync(device)
         return n * batch / (time.perf_counter() - t0)
 
 
@@ -152,7 +149,7 @@ def main(argv=None) -> dict:
         print(f"tools/train.py training loop ({data}): {e:7.1f} img/s, overhead {100 * (1 - e / b):.1f} %; "
               f"its data path alone {fed:7.1f} img/s")
     if args.json:
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
+        write_json(args.json, out)
     return out
 
 

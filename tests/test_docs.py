@@ -98,13 +98,33 @@ def test_every_name_of_the_api_reference_has_a_docstring():
     assert [(s, n) for s, n, obj in entries if callable(obj) and not inspect.getdoc(obj)] == []
 
 
+@pytest.mark.parametrize("name", ["build", "profile"])
+def test_the_api_entry_points_list_their_arguments(name):
+    """vspec.build and vspec.profile have a Google-style `Args:` block, one line per parameter in signature order,
+    and the API reference lists it (issue 56)."""
+    import inspect
+
+    import vspec
+
+    loader = importlib.util.spec_from_file_location("docs_reference", ROOT / "tools" / "docs_reference.py")
+    reference = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(reference)
+    fn = getattr(vspec, name)
+    doc = inspect.getdoc(fn)
+    block = doc.split("\nArgs:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert [line.split(":")[0].strip() for line in block] == list(inspect.signature(fn).parameters)
+    assert all(line.startswith("    ") and not line.startswith("     ") for line in block)
+    page = reference._markdown(doc)
+    assert "**Args:**" in page and all(f"- `{p}`: " in page for p in inspect.signature(fn).parameters)
+
+
 def test_the_speed_page_cpu_tables_are_the_committed_runs():
-    """docs/speed.md's CPU tables are `benchmarks/models.py --table` of docs/cpu/*.json: measured, never typed."""
+    """docs/speed.md's CPU tables are `python -m benchmarks.models --table` of docs/cpu/*.json: measured, never
+    typed."""
     import json
 
-    from tests.helpers.checks import load_benchmark
+    from benchmarks import models
 
-    models = load_benchmark("models")
     speed = doc("speed")
     files = sorted((ROOT / "docs" / "cpu").glob("*.json"))
     assert [f.stem for f in files] == ["models", "text"]
@@ -117,9 +137,8 @@ def test_the_speed_page_cpu_tables_are_the_committed_runs():
 
 
 def test_the_cpu_benchmark_rows_are_its_rounds():
-    from tests.helpers.checks import load_benchmark
+    from benchmarks import models
 
-    models = load_benchmark("models")
     rows = models.compare("deit_tiny", 1, 3)
     assert [r["mode"] for r in rows] == ["forward", "forward+backward"]
     for r in rows:

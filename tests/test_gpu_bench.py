@@ -1,8 +1,8 @@
-"""The GPU benchmark and checks run on the CPU (issue 35): benchmarks/gpu.py --quick (every case, both modes,
+"""The GPU benchmark and checks run on the CPU (issue 35): benchmarks.gpu --quick (every case, both modes,
 eager, and compiled for one image and one text case, MSF's attention race), its table (docs/speed.md) agreeing with its
-JSON, benchmarks/gpu_checks.py (every family's forward and training step, LV-ViT's token-labeling step, the CPU
-against itself) and benchmarks/train_overhead.py on synthetic data and on generated JPEGs. The committed GPU results
-(docs/gpu/*.json), where there are any, are the speed page's tables. benchmarks/loader.py keeps the paths it
+JSON, benchmarks.gpu_checks (every family's forward and training step, LV-ViT's token-labeling step, the CPU
+against itself) and benchmarks.train_overhead on synthetic data and on generated JPEGs. The committed GPU results
+(docs/gpu/*.json), where there are any, are the speed page's tables. benchmarks.loader keeps the paths it
 finished when it is killed."""
 
 import json
@@ -17,7 +17,7 @@ import attrs
 import pytest
 
 import vspec
-from tests.helpers.checks import load_benchmark
+from benchmarks import gpu, gpu_checks, loader
 from tests.helpers.docs_examples import doc
 from tests.helpers.image_runs import env
 from vspec.spec import families
@@ -34,8 +34,7 @@ def bench(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow  # every case, ~35 s: make test-slow
 def test_gpu_benchmark_quick_runs_every_case_and_its_table_is_its_json(tmp_path):
-    gpu = load_benchmark("gpu")
-    bench("benchmarks/gpu.py", "--quick", "--device", "cpu", "--out", str(tmp_path))
+    bench("-m", "benchmarks.gpu", "--quick", "--device", "cpu", "--out", str(tmp_path))
     result = json.loads((tmp_path / "gpu.json").read_text())
     assert result["device"] == "cpu" and result["quick"] and result["peak_flops"] is None
     assert result["mfu_omitted"] == "a CPU (no dense bf16 peak in the table)"
@@ -50,7 +49,7 @@ def test_gpu_benchmark_quick_runs_every_case_and_its_table_is_its_json(tmp_path)
     cores = result["msf_attention"]["cores"]
     assert result["msf_attention"]["tokens"] == 196 and cores["reference"]["speedup"] == 1.0
     assert cores["vspec"]["speedup"] > 0 and cores["vspec"]["memory_ratio"] > 0
-    table = bench("benchmarks/gpu.py", "--table", str(tmp_path / "gpu.json")).stdout
+    table = bench("-m", "benchmarks.gpu", "--table", str(tmp_path / "gpu.json")).stdout
     lines = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| case")]
     assert len(lines) == len(result["cases"])
     for line, row in zip(lines, result["cases"]):
@@ -64,7 +63,6 @@ def test_gpu_benchmark_quick_runs_every_case_and_its_table_is_its_json(tmp_path)
 def test_mfu_uses_the_data_sheets_dense_bf16_peak_of_the_device_named():
     """The device names torch reports, to their dense bf16 peaks (NVIDIA's data sheets: half the figure "with
     sparsity"); a device not in the table has none, and its table says why."""
-    gpu = load_benchmark("gpu")
     names = {"NVIDIA H100 80GB HBM3": 989e12, "NVIDIA H100 PCIe": 756e12, "NVIDIA H100 NVL": 835e12,
              "NVIDIA H200": 989e12, "NVIDIA A100-SXM4-80GB": 312e12, "NVIDIA A10": 125e12, "NVIDIA L4": 121e12,
              "NVIDIA L40S": 362e12, "Tesla T4": None}
@@ -75,7 +73,6 @@ def test_mfu_uses_the_data_sheets_dense_bf16_peak_of_the_device_named():
 
 
 def test_committed_gpu_results_are_the_speed_page_tables():
-    gpu = load_benchmark("gpu")
     readme = doc("speed")
     for file in sorted((ROOT / "docs" / "gpu").glob("*.json")):
         assert gpu.table(json.loads(file.read_text())) in readme, file
@@ -83,11 +80,11 @@ def test_committed_gpu_results_are_the_speed_page_tables():
 
 @pytest.mark.slow  # 15 s: make test-slow (and .ci/run) runs it
 def test_gpu_checks_run_every_family(tmp_path):
-    checks = load_benchmark("gpu_checks")
-    bench("benchmarks/gpu_checks.py", "--device", "cpu", "--out", str(tmp_path))
+    bench("-m", "benchmarks.gpu_checks", "--device", "cpu", "--out", str(tmp_path))
     result = json.loads((tmp_path / "gpu_checks.json").read_text())
-    assert [r["preset"] for r in result["results"]] == list(checks.PRESETS)
-    used = {family for name in checks.PRESETS for family in families_of(vspec.load_spec(ROOT / f"specs/{name}.py"))}
+    assert [r["preset"] for r in result["results"]] == list(gpu_checks.PRESETS)
+    used = {family for name in gpu_checks.PRESETS
+            for family in families_of(vspec.load_spec(ROOT / f"specs/{name}.py"))}
     assert used == {p.rpartition(".")[2] for p in families.packages() if p.startswith("vspec.models.")}  # LV-ViT's
     for r in result["results"]:  # the CPU against itself (both against float64): the same errors, small ones
         assert r["ok"] and r["forward_fp32"] == r["forward_fp32_cpu"] and 0 < r["forward_fp32"] <= 1e-4
@@ -119,7 +116,7 @@ def families_of(spec) -> set[str]:
 @pytest.mark.slow
 def test_train_overhead_on_synthetic_data_and_generated_jpegs(tmp_path):
     out = tmp_path / "overhead.json"
-    bench("benchmarks/train_overhead.py", "--steps", "2", "--batch-size", "4", "--img-size", "32", "--data", "both",
+    bench("-m", "benchmarks.train_overhead", "--steps", "2", "--batch-size", "4", "--img-size", "32", "--data", "both",
           "--json", str(out))
     result = json.loads(out.read_text())
     assert result["bare"] > 0 and result["synthetic"]["loop"] > 0 and result["imagefolder"]["loop"] > 0
@@ -142,7 +139,6 @@ def test_a_ratio_whose_range_spans_one_is_read_as_a_tie():
 
 def test_committed_loader_results_are_the_speed_page_table():
     """benchmarks/loader.py's committed runs (docs/gpu/loader/*.json) are shown on the speed page as its table."""
-    loader = load_benchmark("loader")
     files = sorted((ROOT / "docs" / "gpu" / "loader").glob("*.json"))
     assert files
     for file in files:
@@ -157,9 +153,9 @@ def test_the_loader_benchmark_killed_mid_run_leaves_the_paths_it_finished(tmp_pa
     item 6). Killed (SIGKILL) at the first step of its fourth path (folder_host's loop: 2 epochs of 2 steps), the
     JSON holds the three before it."""
     out = tmp_path / "loader.json"
-    done = subprocess.run([sys.executable, "benchmarks/loader.py", "--device", "cpu", "--images", "8", "--batch-size",
-                           "4", "--img-size", "32", "--model", "deit_tiny", "--steps", "1", "--workers", "0",
-                           "--json", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600,
+    done = subprocess.run([sys.executable, "-m", "benchmarks.loader", "--device", "cpu", "--images", "8",
+                           "--batch-size", "4", "--img-size", "32", "--model", "deit_tiny", "--steps", "1",
+                           "--workers", "0", "--json", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600,
                           env=dict(env(), VSPEC_TEST_KILL_AT="step:5", TMPDIR=str(tmp_path)))  # its folders here
     assert done.returncode == -9, done.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -170,7 +166,6 @@ def test_the_loader_benchmark_killed_mid_run_leaves_the_paths_it_finished(tmp_pa
 
 
 def test_a_loader_path_over_its_limit_is_recorded_and_the_next_runs(tmp_path):
-    loader = load_benchmark("loader")
     fig = loader.Figures({"device": "cpu"}, tmp_path / "loader.json")
     fig.measure("slow", 0.05, {"loop": lambda: 1.0, "data_path": lambda: time.sleep(600)})
     fig.measure("broken", 0.05, {"loop": lambda: 1 / 0})
@@ -184,10 +179,10 @@ def test_a_loader_path_over_its_limit_is_recorded_and_the_next_runs(tmp_path):
 
 @pytest.mark.slow  # 13 rows, each a process of its own: ~100 s
 def test_loop_defaults_quick_measures_every_row_and_tables_it(tmp_path):
-    """benchmarks/loop_defaults.py --quick on the CPU: every row (bare steps, the loops on synthetic data and on
+    """benchmarks.loop_defaults --quick on the CPU: every row (bare steps, the loops on synthetic data and on
     JPEGs decoded on the device and on the host) measured in a process of its own, none failed, and its table
     reads each loop against its bare step."""
-    bench("benchmarks/loop_defaults.py", "--quick", "--device", "cpu", "--out", str(tmp_path))
+    bench("-m", "benchmarks.loop_defaults", "--quick", "--device", "cpu", "--out", str(tmp_path))
     result = json.loads((tmp_path / "loop_defaults.json").read_text())
     assert result["complete"] and len(result["rows"]) == 13
     assert [r for r in result["rows"] if "error" in r or not r["rate"] > 0] == []
@@ -195,6 +190,6 @@ def test_loop_defaults_quick_measures_every_row_and_tables_it(tmp_path):
     assert all(r["first_batch_s"] >= 0 and r["workers"] == 1 for r in loops)
     assert {(r.get("decode_on"), r.get("decode_in"), r["prefetch"]) for r in loops if r["data"] == "jpeg"} == {
         ("device", "main", 0), ("device", "main", 2), ("device", "workers", 2), ("host", None, 0), ("host", None, 2)}
-    table = bench("benchmarks/loop_defaults.py", "--table", str(tmp_path / "loop_defaults.json")).stdout
+    table = bench("-m", "benchmarks.loop_defaults", "--table", str(tmp_path / "loop_defaults.json")).stdout
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| row")]
     assert len(rows) == 13 and all(line.split("|")[3].strip() != "-" for line in rows[3:])

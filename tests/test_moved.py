@@ -436,3 +436,23 @@ def test_every_name_the_training_data_split_displaced_is_moved():
         assert _same(got, new) if name in M.NAMES else got.__name__ == name
         sys.modules.pop(name, None)
         vars(sys.modules[owner]).pop(attr, None) if name in M.MODULES else None
+
+
+# issue 56 (benchmarks and names): the public names of cdc305b that left their place, derived from that commit
+# (vspec/nn/model.py's top-level definitions, vspec.nn's __all__): the blocks and the stage went to vspec/nn/blocks.py,
+# and Transformer's old name VisionTransformer is served by the table
+OLD_GONE_56_NAMES = """
+vspec.nn: VisionTransformer
+vspec.nn.model: Block Carry NO_STATE PostNormBlock Stage VisionTransformer
+"""
+
+
+def test_the_names_issue_56_displaced_from_nn_warn_and_are_the_new_objects():
+    old = _names(OLD_GONE_56_NAMES)
+    assert [n for n in old if n not in M.NAMES] == []
+    for name in old:
+        owner, _, attr = name.rpartition(".")
+        module = importlib.import_module(owner)
+        with pytest.warns(DeprecationWarning, match=_message(name, M.NAMES[name])):
+            got = getattr(module, attr)
+        assert _same(got, M.NAMES[name])

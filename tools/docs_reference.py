@@ -10,7 +10,6 @@ import functools
 import importlib
 import inspect
 import os
-import re
 import sys
 
 # The API reference: (module, names) in page order; None takes the module's __all__, else its public names
@@ -83,25 +82,28 @@ def _public(module) -> list[str]:
     return list(names)
 
 
-SECTIONS = re.compile(r"(Args|Returns|Raises|Yields|Attributes):")  # a docstring's Google-style sections
-ITEM = re.compile(r"    (\*{0,2}\w+)(?: \(([^)]*)\))?: (.*)")  # `name (type): text`, one indent in
+SECTIONS = ("Args", "Attributes", "Returns", "Raises")  # a docstring's Google-style sections, listed
 
 
 def _markdown(doc: str) -> str:
-    """A docstring as Markdown: its Google-style sections (`Args:` and the indented `name: text` lines under it)
-    as a heading line and a list, as mkdocstrings shows them; the prose as it is."""
+    """A docstring for the page: each Google-style section (`Args:` and its entries indented under it, an entry's
+    longer text indented further) as a bold heading and a list, one item per entry; the rest as written."""
     out: list[str] = []
     section = None
     for line in doc.splitlines():
-        if SECTIONS.fullmatch(line):
+        if line.endswith(":") and line[:-1] in SECTIONS:
             section = line[:-1]
-            out += ["", f"**{section}:**", ""]
-        elif section and (item := ITEM.fullmatch(line)):
-            out.append(f"- `{item[1]}`" + (f" ({item[2]})" if item[2] else "") + f": {item[3]}")
-        elif section and line.startswith("    ") and out and out[-1].startswith("- "):
+            out += [f"**{section}:**", ""]
+        elif section and line.startswith("        "):  # an entry's text, continued
             out[-1] += " " + line.strip()
+        elif section and line.startswith("    "):
+            name, colon, text = line.strip().partition(": ")
+            named = colon and section in ("Args", "Attributes") and name.isidentifier()
+            out.append(f"- `{name}`: {text}" if named else f"- {line.strip()}")
         else:
-            section = None if not line.startswith("    ") else section
+            if section and line.strip():
+                out.append("")
+            section = None
             out.append(line)
     return "\n".join(out)
 
@@ -114,7 +116,7 @@ def _entry(name: str, obj) -> list[str]:
     kind = "class" if inspect.isclass(obj) else "def" if callable(obj) else ""
     doc = inspect.getdoc(obj) if callable(obj) else None
     head = f"{kind} {name}{sig}" if kind else f"{name} = {obj!r}"
-    return [f"### `{name}`", "", "```python", head, "```", "", _markdown(doc) if doc else "", ""]
+    return [f"### `{name}`", "", "```python", head, "```", "", _markdown(doc or ""), ""]
 
 
 def api_entries() -> dict[str, dict[str, object]]:

@@ -143,6 +143,10 @@ NAMES = {
     "vspec.train.prefetch.DeviceNormalise": "vspec.train.data.pipelines.DeviceNormalise",
     **{f"vspec.train.tasks.{n}": f"vspec.train.{m}.{n}" for m, names in _TASKS.items() for n in names.split()},
     "vspec.cli.eval.evaluate_checkpoint": "vspec.train.evaluate.evaluate_checkpoint",
+    # issue 56 (benchmarks and names): the blocks left vspec/nn/model.py for vspec/nn/blocks.py; Transformer's old name
+    **{f"vspec.nn.model.{n}": f"vspec.nn.blocks.{n}" for n in ("Block", "Carry", "NO_STATE", "PostNormBlock", "Stage")},
+    "vspec.nn.model.VisionTransformer": "vspec.nn.model.Transformer",
+    "vspec.nn.VisionTransformer": "vspec.nn.model.Transformer",
 }
 
 

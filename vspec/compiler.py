@@ -6,71 +6,78 @@ from contextlib import contextmanager, nullcontext
 import torch
 from torch import nn
 
-from . import nn as N
-from . import spec as S
+from . import nn as vspec_nn
+from . import spec as specs
 from .spec.core import one_line
 
 # spec class -> module class, the generic kinds'; every module takes (spec, ctx). The families' entries (their
 # `family.MODULES`, merged by vspec/spec/families.py, which reads them again when the families change) join them in
 # `modules()`; a kind defined by a user's code joins with one line, `MODULES[Kind] = Module`.
 MODULES: dict[type, type[nn.Module]] = {
-    S.PatchEmbed: N.PatchEmbed,
-    S.SimplePatchEmbed: N.SimplePatchEmbed,
-    S.ConvStem: N.ConvStem,
-    S.MHSA: N.MHSA,
-    S.MLP: N.MLP,
-    S.ClassTokenHead: N.ClassTokenHead,
-    S.GAPHead: N.GAPHead,
-    S.WindowMHSA: N.WindowMHSA,
-    S.PatchMerging: N.PatchMerging,
-    S.TokenEmbed: N.TokenEmbed,
-    S.FirstTokenHead: N.FirstTokenHead,
-    S.LastTokenHead: N.LastTokenHead,
-    S.Block: N.Block,
-    S.PostNormBlock: N.PostNormBlock,
-    S.Model: N.Transformer,
+    specs.PatchEmbed: vspec_nn.PatchEmbed,
+    specs.SimplePatchEmbed: vspec_nn.SimplePatchEmbed,
+    specs.ConvStem: vspec_nn.ConvStem,
+    specs.MHSA: vspec_nn.MHSA,
+    specs.MLP: vspec_nn.MLP,
+    specs.ClassTokenHead: vspec_nn.ClassTokenHead,
+    specs.GAPHead: vspec_nn.GAPHead,
+    specs.WindowMHSA: vspec_nn.WindowMHSA,
+    specs.PatchMerging: vspec_nn.PatchMerging,
+    specs.TokenEmbed: vspec_nn.TokenEmbed,
+    specs.FirstTokenHead: vspec_nn.FirstTokenHead,
+    specs.LastTokenHead: vspec_nn.LastTokenHead,
+    specs.Block: vspec_nn.Block,
+    specs.PostNormBlock: vspec_nn.PostNormBlock,
+    specs.Model: vspec_nn.Transformer,
 }
 
 
 def modules() -> dict[type, type[nn.Module]]:
     """The whole table: MODULES (as it is now: a user's kind may join it), then every family's entries."""
-    return {**MODULES, **S.families.tables("MODULES")}
+    return {**MODULES, **specs.families.tables("MODULES")}
 
 
-def build_component(spec: object, ctx: N.BuildContext) -> nn.Module:
-    module_cls = MODULES.get(type(spec)) or S.families.tables("MODULES").get(type(spec))
+def build_component(spec: object, ctx: vspec_nn.BuildContext) -> nn.Module:
+    module_cls = MODULES.get(type(spec)) or specs.families.tables("MODULES").get(type(spec))
     if module_cls is None:
         raise TypeError(f"no module for spec {type(spec).__name__}; known: {', '.join(c.__name__ for c in modules())}")
     return module_cls(spec, ctx)
 
 
-def context(spec: S.Model, tie_repeats: bool = False) -> N.BuildContext:
+def context(spec: specs.Model, tie_repeats: bool = False) -> vspec_nn.BuildContext:
     """The root context: the tokens the embedder produces (the layout's first stage input)."""
-    return N.BuildContext(tokens=S.embedded(spec), in_chans=spec.in_chans, num_classes=spec.num_classes,
-                          build=build_component, tie_repeats=tie_repeats)
+    return vspec_nn.BuildContext(tokens=specs.embedded(spec), in_chans=spec.in_chans, num_classes=spec.num_classes,
+                                 build=build_component, tie_repeats=tie_repeats)
 
 
-def build(spec: S.Model, device: torch.device | str | None = None, *, tie_repeats: bool = False,
-          check_memory: bool = True) -> N.Transformer:
-    """Compile a Model spec into a module (on `device`; `"meta"` allocates no weights). `tie_repeats`
-    builds one module per distinct block (one spec on one token shape, one variant) and repeats it
+def build(spec: specs.Model, device: torch.device | str | None = None, *, tie_repeats: bool = False,
+          check_memory: bool = True) -> vspec_nn.Transformer:
+    """Compile a Model spec into a module, a `vspec.nn.model.Transformer`.
+
+    `tie_repeats` builds one module per distinct block (one spec on one token shape, one variant) and repeats it
     wherever it recurs, in its stage or another, weights tied: the profiler's model, not one to train.
+    `check_memory` compares the weights' size (`weights`: counted on the meta device) and the blocks' host memory
+    (`vspec.spec.budget`) with the memory free (CPU and meta: `budget.available()`, the smallest of MemAvailable,
+    ulimits and cgroup limits; CUDA: the device's) and raises `MemoryBudgetError` (a SpecError and a MemoryError)
+    instead of allocating what does not fit. A model with a tensor beyond torch's size limit is refused on any
+    device.
 
-    `check_memory` compares the weights' size (`weights`: counted on the meta device) and the blocks'
-    host memory (`vspec.spec.budget`) with the memory free (CPU and meta: `budget.available()`, the
-    smallest of MemAvailable, ulimits and cgroup limits; CUDA: the device's) and raises
-    `MemoryBudgetError` (a SpecError and a MemoryError) instead of allocating what does not fit. A
-    model with a tensor beyond torch's size limit is refused on any device."""
-    if not isinstance(spec, S.Model):
+    Args:
+        spec: the Model spec to build.
+        device: where the weights go (default: torch's default device); `"meta"` allocates none.
+        tie_repeats: one module per distinct block, repeated with its weights tied (the profiler's model).
+        check_memory: refuse, before allocating, what does not fit in the memory free (`MemoryBudgetError`).
+    """
+    if not isinstance(spec, specs.Model):
         raise TypeError(f"build() takes a vspec Model spec, got {type(spec).__name__}")
     target = torch.device(device) if device is not None else torch.get_default_device()
     free = None
     if check_memory:
-        free = torch.cuda.mem_get_info(target)[0] if target.type == "cuda" else S.budget.available()
+        free = torch.cuda.mem_get_info(target)[0] if target.type == "cuda" else specs.budget.available()
     what = f"building it on {target.type}"
-    S.budget.check(spec, batch=0, tied=tie_repeats, free=free, what=what)  # before torch builds anything
+    specs.budget.check(spec, batch=0, tied=tie_repeats, free=free, what=what)  # before torch builds anything
     if check_memory and target.type != "meta":
-        S.budget.check(spec, batch=0, weights=weights(spec), tied=tie_repeats, free=free, what=what)
+        specs.budget.check(spec, batch=0, weights=weights(spec), tied=tie_repeats, free=free, what=what)
     with torch.device(device) if device is not None else nullcontext(), _torch_limit():
         return build_component(spec, context(spec, tie_repeats))
 
@@ -83,27 +90,27 @@ def _torch_limit():
     except RuntimeError as e:
         if "overflow" not in str(e):
             raise
-        raise S.MemoryBudgetError("", f"too large for torch, even on the meta device: a tensor beyond its limit of "
-                                      f"{S.budget.size(S.budget.TORCH_LIMIT)} ({one_line(e)})") from None
+        raise specs.MemoryBudgetError("", f"too large for torch, even on the meta device: a tensor beyond its limit of "
+                                      f"{specs.budget.size(specs.budget.TORCH_LIMIT)} ({one_line(e)})") from None
 
 
-def check_fit(spec: S.Model, batch: int, what: str) -> None:
+def check_fit(spec: specs.Model, batch: int, what: str) -> None:
     """The size guard before building and running `spec` on `batch` inputs (0: building only): the torch-free
     figures first (the blocks' objects, the forward pass), then with the weights counted on the meta device."""
-    S.budget.check(spec, batch, what=what)
-    S.budget.check(spec, batch, weights=weights(spec), what=what)
+    specs.budget.check(spec, batch, what=what)
+    specs.budget.check(spec, batch, weights=weights(spec), what=what)
 
 
 def _nbytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def weights(spec: S.Model) -> S.budget.Weights:
+def weights(spec: specs.Model) -> specs.budget.Weights:
     """The bytes of the weights and buffers `build(spec)` allocates, counted on the model built on the meta device
     with repeated blocks tied (a repeat counted again for `params`, once for `distinct`), and the largest tensor."""
     model = build(spec, "meta", tie_repeats=True, check_memory=False)
     tensors = {id(t): t for t in (*model.parameters(), *model.buffers())}.values()
     own = _nbytes((*model.parameters(recurse=False), *model.buffers(recurse=False)))
     every = own + sum(_nbytes((*p.module.parameters(), *p.module.buffers())) for p in model.parts())
-    return S.budget.Weights(every, _nbytes(tensors), max((_nbytes((t,)) for t in tensors), default=0))
+    return specs.budget.Weights(every, _nbytes(tensors), max((_nbytes((t,)) for t in tensors), default=0))
 

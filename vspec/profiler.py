@@ -290,14 +290,21 @@ def _context(spec: Model) -> Model:
 def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, meta: bool | None = None,
             crosscheck: bool = True, meta_above: int = 300_000_000, check_memory: bool = True,
             cache: dict | None = None) -> Profile:
-    """Profile `spec` on one (1, C, H, W) image (`input_size` defaults to the spec's image size).
+    """Profile `spec` on one (1, C, H, W) image: its parameters and MACs, in all and by part (`Profile`).
 
-    meta: True counts with FlopCounterMode on the meta device (no weights allocated); False
-    instantiates and counts with fvcore; None (default) picks meta above `meta_above` parameters.
-    crosscheck: with fvcore, also run FlopCounterMode and report its total as `crosscheck_macs`.
-    check_memory: refuse to instantiate weights that do not fit in free memory (`build`'s guard).
-    cache: a dict kept across calls (`vspec.fit`'s search): each distinct part is counted once for all the specs
-    profiled with it, keyed by the part, its input shapes, the counter and the spec but its depths (`_context`).
+    The meta path counts with FlopCounterMode on the meta device (no weights allocated); the other instantiates the
+    model and counts with fvcore. A `cache` kept across calls (`vspec.fit`'s search) counts each distinct part once
+    for all the specs profiled with it, keyed by the part, its input shapes, the counter and the spec but its
+    depths (`_context`).
+
+    Args:
+        spec: the Model spec to profile.
+        input_size: the image size (default: the spec's `img_size`).
+        meta: True counts on the meta device, False with fvcore on real weights; None picks meta above `meta_above`.
+        crosscheck: with fvcore, also run FlopCounterMode and report its total as `crosscheck_macs`.
+        meta_above: the parameter count above which `meta=None` counts on the meta device.
+        check_memory: refuse to instantiate weights that do not fit in free memory (`build`'s guard).
+        cache: a dict kept across calls, each distinct part counted once for every spec profiled with it.
     """
     if input_size is not None and input_size != spec.img_size:
         spec = attrs.evolve(spec, img_size=input_size)  # re-validated: the patch must divide it

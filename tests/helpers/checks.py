@@ -1,7 +1,6 @@
 """Checks the tests share: the authors' reference outputs (`FIXTURES`) and the tolerance of stored outputs, a
-model's every parameter learning, a converter's constructor arguments honoured or refused, benchmarks as modules."""
+model's every parameter learning, a converter's constructor arguments honoured or refused."""
 
-import importlib.util
 import os
 from pathlib import Path
 
@@ -51,15 +50,6 @@ def perturbed(model, seed: int = 0):
         for p in model.parameters():
             p.add_(torch.randn(p.shape, generator=g) * 0.02)
     return model.eval()
-
-
-def load_benchmark(name: str):
-    """benchmarks/<name>.py as a module (the benchmarks are scripts, not a package)."""
-    path = ROOT / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"{name}_bench", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def assert_every_parameter_learns(model, rel: float | None = None, inert: tuple[str, ...] = ()) -> None:

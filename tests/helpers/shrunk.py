@@ -3,12 +3,11 @@
 import torch
 
 import vspec
+from benchmarks.shrunk import shrunk, small
 
 from . import ROOT
-from .checks import load_benchmark
 
-_SHRUNK = load_benchmark("shrunk")
-small, shrunk = _SHRUNK.small, _SHRUNK.shrunk
+__all__ = ["run", "shrunk", "small", "small_spec"]
 
 
 def small_spec(name: str) -> vspec.Model:

@@ -7,7 +7,7 @@ import torch
 from einops import rearrange
 
 import vspec
-from vspec.nn.model import Carry
+from vspec.nn.blocks import Carry
 from vspec.spec import MHSA, Block, Model, PatchEmbed, RefinerAttention, Stage, WindowMHSA
 
 F64 = torch.float64

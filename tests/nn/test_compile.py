@@ -5,7 +5,7 @@ eval and in training (outputs and gradients).
 `make test` compiles deit_tiny, msf_vit_ti and refined_vit_s_dense with the aot_eager backend (dynamo and
 AOTAutograd, the graphs run eagerly: ~5 s each here), in eval and training; the `slow` marker (`make test-slow`,
 .ci/run) adds the other families' in training (SoT, DHVT, Swin, MSF-Swin: 10-30 s each), deit_tiny with inductor
-(its C++ code: ~30 s on this 2-core machine) and every preset with aot_eager (eval). `python benchmarks/compile.py`
+(its C++ code: ~30 s on this 2-core machine) and every preset with aot_eager (eval). `python -m benchmarks.compile`
 compiles every preset with inductor (~15-40 s each here) and prints the graph breaks, times and differences."""
 
 from pathlib import Path

@@ -5,9 +5,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vspec.nn.blocks import NO_STATE, Block, Carry
 from vspec.nn.context import BuildContext
 from vspec.nn.layers import Linear
-from vspec.nn.model import NO_STATE, Block, Carry
 
 from . import spec as P
 

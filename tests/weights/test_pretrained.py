@@ -16,6 +16,7 @@ import attrs
 import pytest
 import torch
 
+import benchmarks.released
 import vspec
 from tests.helpers.caches import (
     hub_put,
@@ -26,7 +27,7 @@ from tests.helpers.caches import (
     safetensors_bytes,
     torch_put,
 )
-from tests.helpers.checks import FIXTURES, assert_close_to_stored, load_benchmark, perturbed
+from tests.helpers.checks import FIXTURES, assert_close_to_stored, perturbed
 from tests.helpers.docs_examples import doc
 from vspec.convert import ConversionNote, official
 from vspec.factory import presets
@@ -271,9 +272,9 @@ def test_release_url_t2t_vit_7(caches):
     entry = load_weights_table(presets()["t2t_vit_7"])["ema"]
     config = {"img_size": 224, "in_chans": 3, "num_classes": 1000, "token_dim": 64, "qkv_bias": False,
               "qk_scale": None, **entry.config}
-    ref = perturbed(load_benchmark("released").T2TViT(config))
+    ref = perturbed(benchmarks.released.T2TViT(config))
     with torch.no_grad():
-        ref.pos_embed.copy_(load_benchmark("released").sinusoid_table(197, 256))  # the fixed table, as released
+        ref.pos_embed.copy_(benchmarks.released.sinusoid_table(197, 256))  # the fixed table, as released
     ddp = {f"module.{k}": v for k, v in ref.state_dict().items()}
     torch_put(caches["torch"], entry.source.file, pickle_bytes({
         "epoch": 309, "arch": "t2t_vit_7", "state_dict": ddp, "optimizer": optimizer_state(ddp), "version": 2,
@@ -285,9 +286,8 @@ def test_release_url_t2t_vit_7(caches):
 
 
 def test_release_url_irpe(caches):
-    released = load_benchmark("released")
     entry = load_weights_table(presets()["deit_tiny_irpe_k"])["released"]
-    ref = released.IRPEDeiT({"img_size": 224, "num_classes": 1000, **entry.config}, "k")
+    ref = benchmarks.released.IRPEDeiT({"img_size": 224, "num_classes": 1000, **entry.config}, "k")
     perturbed(ref)
     state = ref.state_dict()  # what the DeiT-style main.py saves: the unwrapped model, optimizer, schedule, args
     torch_put(caches["torch"], entry.source.file, pickle_bytes({

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from .. import compare as C
+from .. import compare as comparison
 from ..compare import MAX_GRID
 from ..fitting import MAX_CANDIDATES
 from ..spec import SpecError
@@ -97,9 +97,9 @@ def run(args: argparse.Namespace) -> None:
     from ..train.engine import Interrupted, TrainingStopped  # torch
 
     out = output_folder("--out-dir", args.out_dir)
-    for name in C.FILES:
+    for name in comparison.FILES:
         output_file("--out-dir", out / name)
-    if not args.overwrite and any((out / p).exists() for p in (*C.FILES, "runs", "tokenizer")):
+    if not args.overwrite and any((out / p).exists() for p in (*comparison.FILES, "runs", "tokenizer")):
         raise UsageError(f"vspec compare: error: --out-dir {printable(str(out))} holds an earlier comparison; "
                          "replace it with --overwrite")
     if args.seed_base + args.seeds > 2**32:
@@ -130,16 +130,17 @@ def run(args: argparse.Namespace) -> None:
                      warmup_epochs=args.warmup_epochs)
     seeds = range(args.seed_base, args.seed_base + args.seeds)
     try:
-        result = C.compare(args.specs, data=args.data, data_dir=args.data_dir, task=args.task, seeds=seeds,
-                           recipe=recipe, recipe_name=args.recipe, out=out, command=C.command_line(args),
-                           grid=grid or None, match=args.match, to=spec_file(args.to) if args.to else None,
-                           vary=vary_items(args.vary) or None, tolerance=args.tolerance, device=args.device,
-                           say=C.say_err, max_candidates=args.max_candidates, token_labels=args.token_labels)
+        result = comparison.compare(
+            args.specs, data=args.data, data_dir=args.data_dir, task=args.task, seeds=seeds, recipe=recipe,
+            recipe_name=args.recipe, out=out, command=comparison.command_line(args), grid=grid or None,
+            match=args.match, to=spec_file(args.to) if args.to else None, vary=vary_items(args.vary) or None,
+            tolerance=args.tolerance, device=args.device, say=comparison.say_err, max_candidates=args.max_candidates,
+            token_labels=args.token_labels)
     except SpecError:
         raise
     except (ValueError, TrainingStopped) as e:  # DataError, a duplicate name: before any training
         raise UsageError(f"vspec compare: error: {one_line(e)}") from None
     except Interrupted as e:
         raise KeyboardInterrupt from e
-    print(C.table(result))
+    print(comparison.table(result))
     print(f"{printable(str(out / 'compare.json'))}\n{printable(str(out / 'compare.png'))}")

@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .. import fitting as F
+from .. import fitting
 from ..fitting import BLOCKS_PER_CANDIDATE, MAX_CANDIDATES, PART_COST
 from .common import UsageError, int_in, load, nonnegative_float, output_file, printable, show, spec_args, spec_file
 
@@ -80,13 +80,13 @@ def run(args: argparse.Namespace) -> None:
     target = parse_target(args.target)
     spec = load(args)
     try:
-        result = F.fit(spec, **target, vary=vary_items(args.vary) or None, tolerance=args.tolerance,
-                       max_candidates=args.max_candidates or F.MAX_CANDIDATES)
-    except F.FitError as e:
+        result = fitting.fit(spec, **target, vary=vary_items(args.vary) or None, tolerance=args.tolerance,
+                             max_candidates=args.max_candidates or fitting.MAX_CANDIDATES)
+    except fitting.FitError as e:
         if e.result is not None:
-            print(F.table(e.result, args.top))
+            print(fitting.table(e.result, args.top))
         raise UsageError(f"vspec fit: error: {e}") from None
-    print(F.table(result, args.top))
+    print(fitting.table(result, args.top))
     if out is not None:
-        F.write(result, Path(out), "vspec fit " + shlex.join(sys.argv[2:]))
+        fitting.write(result, Path(out), "vspec fit " + shlex.join(sys.argv[2:]))
         print(printable(str(out)))

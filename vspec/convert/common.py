@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .. import spec as S
+from .. import spec as specs
 from ..ops import sincos_1d
 
 
@@ -160,12 +160,12 @@ _LAYER_NORM_FORMS = [re.compile(p) for p in (
 )]
 
 
-def check_sinusoid(state_dict: Mapping[str, torch.Tensor], spec: S.Model) -> None:
+def check_sinusoid(state_dict: Mapping[str, torch.Tensor], spec: specs.Model) -> None:
     """A released model's stored `pos_embed` (a frozen parameter: SoT, T2T-ViT) must be the fixed 1-D sinusoid
     table over the tokens of `spec` (class token at position 0) that vspec recomputes (`pos_embed="sincos1d"`)."""
     if "pos_embed" not in state_dict:
         return
-    tokens = S.embedded(spec)
+    tokens = specs.embedded(spec)
     table, stored = sincos_1d(tokens.length, tokens.dim)[None], state_dict["pos_embed"]
     if tuple(stored.shape) != tuple(table.shape) or not torch.allclose(stored.float(), table, atol=1e-5):
         raise ConversionError(f"pos_embed (shape {tuple(stored.shape)}) is not the fixed 1-D sinusoid table of the "
@@ -215,15 +215,15 @@ def attention_scale(qk_scale: float | None) -> float | None:
     return float(qk_scale) if qk_scale else None
 
 
-def released_block(a: Mapping[str, Any], *, attention: type = S.MHSA, block: type = S.Block,
-                   ffn: Any = None, norm: S.Norm | None = None, **fields: Any) -> Any:
+def released_block(a: Mapping[str, Any], *, attention: type = specs.MHSA, block: type = specs.Block,
+                   ffn: Any = None, norm: specs.Norm | None = None, **fields: Any) -> Any:
     """The ViT block of timm 0.3 that the releases build from their constructor's arguments `a`: `attention` with
     `num_heads` heads, `qkv_bias` and the scale of `qk_scale` (`attention_scale`; a release without the argument,
     DHVT, has the default), `fields` its other fields; `ffn` (default an MLP of `mlp_ratio`); `norm` (default
     LayerNorm of `norm_layer`'s eps; a release without the argument, Conformer, has the block's default)."""
     scale = {"scale": attention_scale(a["qk_scale"])} if "qk_scale" in a else {}
     if norm is None and "norm_layer" in a:
-        norm = S.Norm(eps=layer_norm_eps(a["norm_layer"]))
+        norm = specs.Norm(eps=layer_norm_eps(a["norm_layer"]))
     return block(attention=attention(heads=a["num_heads"], qkv_bias=bool(a["qkv_bias"]), **scale, **fields),
-                 ffn=ffn if ffn is not None else S.MLP(ratio=float(a["mlp_ratio"])),
+                 ffn=ffn if ffn is not None else specs.MLP(ratio=float(a["mlp_ratio"])),
                  **({"norm": norm} if norm is not None else {}))

@@ -32,7 +32,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from .. import spec as S
+from .. import spec as specs
 from ..compiler import build
 from .common import ConversionError, ConversionNote, load_mapped, refuse, renamer
 
@@ -133,7 +133,7 @@ def _act(c: Mapping[str, Any], key: str) -> str:
     return _ACTS[act]
 
 
-def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | None = None) -> S.Model:
+def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | None = None) -> specs.Model:
     """The vspec spec of a Hugging Face BERT / RoBERTa / ELECTRA / GPT-2 / OpenAI GPT config.
 
     classifier: the `...ForSequenceClassification` model (num_classes = num_labels) or the base model
@@ -150,41 +150,42 @@ def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | 
         _only(c, {"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "add_cross_attention": False})
         d, drop, eps = c["n_embd"], c["resid_pdrop"], c["layer_norm_epsilon"]
         gpt2 = family == "gpt2"
-        embedder = S.TokenEmbed(vocab_size=c["vocab_size"], max_positions=c["n_positions"],
-                                seq_len=min(SEQ_LEN, c["n_positions"]), type_vocab_size=0, padding_id=None, norm=None,
-                                drop=c["embd_pdrop"])
-        ffn = S.MLP(hidden=c.get("n_inner") or 4 * d, act=_act(c, "activation_function" if gpt2 else "afn"),
-                    drop=drop, hidden_drop=0.0)
-        kind = S.Block if gpt2 else S.PostNormBlock
-        block = kind(attention=S.MHSA(heads=c["n_head"], attn_drop=c["attn_pdrop"], proj_drop=drop), ffn=ffn,
-                     norm=S.Norm(eps=eps))
-        head = S.LastTokenHead(pad_id=c.get("pad_token_id"))  # HF's rule: the last token that is not padding
-        return S.Model(embedder=embedder, block=block, depth=c["n_layer"], dim=d, num_classes=num_classes,
-                       class_token=False, pos_embed="none", final_norm=gpt2, head=head, causal=True)
+        embedder = specs.TokenEmbed(vocab_size=c["vocab_size"], max_positions=c["n_positions"],
+                                    seq_len=min(SEQ_LEN, c["n_positions"]), type_vocab_size=0, padding_id=None,
+                                    norm=None, drop=c["embd_pdrop"])
+        ffn = specs.MLP(hidden=c.get("n_inner") or 4 * d, act=_act(c, "activation_function" if gpt2 else "afn"),
+                        drop=drop, hidden_drop=0.0)
+        kind = specs.Block if gpt2 else specs.PostNormBlock
+        block = kind(attention=specs.MHSA(heads=c["n_head"], attn_drop=c["attn_pdrop"], proj_drop=drop), ffn=ffn,
+                     norm=specs.Norm(eps=eps))
+        head = specs.LastTokenHead(pad_id=c.get("pad_token_id"))  # HF's rule: the last token that is not padding
+        return specs.Model(embedder=embedder, block=block, depth=c["n_layer"], dim=d, num_classes=num_classes,
+                           class_token=False, pos_embed="none", final_norm=gpt2, head=head, causal=True)
     _only(c, {"position_embedding_type": "absolute", "is_decoder": False, "add_cross_attention": False})
     d, drop, eps = c["hidden_size"], c["hidden_dropout_prob"], c["layer_norm_eps"]
     width = c.get("embedding_size", d)
     roberta = family == "roberta"
     first = c["pad_token_id"] + 1 if roberta else 0
-    embedder = S.TokenEmbed(vocab_size=c["vocab_size"], max_positions=c["max_position_embeddings"],
-                            seq_len=min(SEQ_LEN, c["max_position_embeddings"] - first),
-                            type_vocab_size=c["type_vocab_size"], padding_id=c["pad_token_id"], pad_positions=roberta,
-                            norm=S.Norm(eps=eps), drop=drop, width=width if width != d else None)
-    block = S.PostNormBlock(attention=S.MHSA(heads=c["num_attention_heads"],
-                                             attn_drop=c["attention_probs_dropout_prob"], proj_drop=drop),
-                            ffn=S.MLP(hidden=c["intermediate_size"], act=_act(c, "hidden_act"), drop=drop,
-                                      hidden_drop=0.0),
-                            norm=S.Norm(eps=eps))
+    embedder = specs.TokenEmbed(vocab_size=c["vocab_size"], max_positions=c["max_position_embeddings"],
+                                seq_len=min(SEQ_LEN, c["max_position_embeddings"] - first),
+                                type_vocab_size=c["type_vocab_size"], padding_id=c["pad_token_id"],
+                                pad_positions=roberta, norm=specs.Norm(eps=eps), drop=drop,
+                                width=width if width != d else None)
+    block = specs.PostNormBlock(attention=specs.MHSA(heads=c["num_attention_heads"],
+                                                     attn_drop=c["attention_probs_dropout_prob"], proj_drop=drop),
+                            ffn=specs.MLP(hidden=c["intermediate_size"], act=_act(c, "hidden_act"), drop=drop,
+                                          hidden_drop=0.0),
+                            norm=specs.Norm(eps=eps))
     head_drop = c.get("classifier_dropout")
     head_drop = drop if head_drop is None else head_drop
     if classifier:  # BERT: pooler, dropout, classifier; RoBERTa / ELECTRA: dropout, dense, act, dropout, out_proj
-        head = (S.FirstTokenHead(pooler="tanh", drop=head_drop) if family == "bert" else
-                S.FirstTokenHead(pooler="tanh" if roberta else "gelu", drop_in=head_drop, drop=head_drop))
+        head = (specs.FirstTokenHead(pooler="tanh", drop=head_drop) if family == "bert" else
+                specs.FirstTokenHead(pooler="tanh" if roberta else "gelu", drop_in=head_drop, drop=head_drop))
     else:
         has_pooler = family != "electra" if pooler is None else pooler
-        head = S.FirstTokenHead(pooler="tanh" if has_pooler else None)
-    return S.Model(embedder=embedder, block=block, depth=c["num_hidden_layers"], dim=d, num_classes=num_classes,
-                   class_token=False, pos_embed="none", final_norm=False, head=head)
+        head = specs.FirstTokenHead(pooler="tanh" if has_pooler else None)
+    return specs.Model(embedder=embedder, block=block, depth=c["num_hidden_layers"], dim=d, num_classes=num_classes,
+                       class_token=False, pos_embed="none", final_norm=False, head=head)
 
 
 RULES = [
@@ -264,7 +265,7 @@ def _read_folder(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]
 
 
 def from_hf(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor] | str | Path,
-            spec: S.Model | None = None, *, config: Any = None) -> nn.Module:
+            spec: specs.Model | None = None, *, config: Any = None) -> nn.Module:
     """Build the vspec model of a Hugging Face BERT / RoBERTa / ELECTRA / GPT-2 / OpenAI GPT model (its base model,
     `...ForSequenceClassification`, or a pretraining checkpoint's body) and load its weights. Takes the model, its
     state dict (with `spec`, or with its `config`), or the path of a folder that `save_pretrained` wrote (no

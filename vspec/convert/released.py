@@ -12,7 +12,7 @@ import torch
 from attrs import field, frozen
 from torch import nn
 
-from .. import spec as S
+from .. import spec as specs
 from ..compiler import build
 from .common import Alias, ConversionNote, Rule, load_mapped, read_arguments, refuse, renamer
 
@@ -42,13 +42,13 @@ class Released:
 
     name: str
     arguments: Mapping[str, Any]
-    to_spec: Callable[[dict[str, Any], Weights | None], S.Model]
+    to_spec: Callable[[dict[str, Any], Weights | None], specs.Model]
     refusals: Callable[[dict[str, Any]], Iterable[tuple[bool, str]]] = _nothing
     aliases: Mapping[str, Alias] = field(factory=dict)
-    rules: Sequence[Rule] | Callable[[S.Model], Sequence[Rule]] = ()
-    prepare: Callable[[Weights, S.Model], Weights] | None = None
-    checks: Sequence[Callable[[Weights, S.Model], None]] = ()
-    notes: Callable[[dict[str, Any], S.Model, Weights], Iterable[str]] = _nothing
+    rules: Sequence[Rule] | Callable[[specs.Model], Sequence[Rule]] = ()
+    prepare: Callable[[Weights, specs.Model], Weights] | None = None
+    checks: Sequence[Callable[[Weights, specs.Model], None]] = ()
+    notes: Callable[[dict[str, Any], specs.Model, Weights], Iterable[str]] = _nothing
 
     def read(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """Every argument of `config` by its flat name, defaults filled in, refusals applied."""
@@ -56,7 +56,7 @@ class Released:
         refuse(self.name, self.refusals(a))
         return a
 
-    def spec_of(self, config: Mapping[str, Any], weights: Weights | None = None) -> S.Model:
+    def spec_of(self, config: Mapping[str, Any], weights: Weights | None = None) -> specs.Model:
         """The vspec spec of a released config (`weights`: its checkpoint, where the layout needs it)."""
         return self.to_spec(self.read(config), weights)
 

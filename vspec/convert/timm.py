@@ -5,7 +5,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from .. import spec as S
+from .. import spec as specs
 from ..compiler import build
 from .common import load_mapped, renamer
 
@@ -26,7 +26,7 @@ RULES = [
 timm_key = renamer(RULES)
 
 
-def from_timm(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor], spec: S.Model) -> nn.Module:
+def from_timm(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor], spec: specs.Model) -> nn.Module:
     """Build `spec` and load a timm ViT's or Swin's weights (a timm model or its state_dict) into it.
 
     Raises ConversionError naming unmatched keys or shapes when the spec does not describe the

@@ -1,15 +1,16 @@
 """The generic modules, one per generic component kind, each taking its spec and a BuildContext: `vit.py` (ViT's
 parts), `swin.py` (window attention, patch merging), `stems.py` (the CNN patch stem), `text.py` (the language
-bodies' embedder and heads); `model.py` assembles blocks (the pre-norm and post-norm blocks), stages and the model;
-`inputs.py` what a model reads; `layers.py` holds the shared layers and the one norm factory; `heads.py` the
-contract between heads and training (HeadOutput, head_loss). The families' modules (the papers') are in their
-folders (`vspec/models/<family>/modules.py`)."""
+bodies' embedder and heads); `blocks.py` holds the blocks (the pre-norm and post-norm ones) and the stage,
+`model.py` the model; `inputs.py` what a model reads; `layers.py` the shared layers and the one norm factory;
+`heads.py` the contract between heads and training (HeadOutput, head_loss). The families' modules (the papers') are
+in their folders (`vspec/models/<family>/modules.py`)."""
 
 from .._moved import moved as _moved
+from .blocks import Block, PostNormBlock, Stage
 from .context import BuildContext
 from .heads import HeadOutput, head_loss
 from .layers import make_norm
-from .model import Block, Part, PostNormBlock, Stage, Transformer, VisionTransformer
+from .model import Part, Transformer
 from .stems import ConvStem
 from .swin import PatchMerging, WindowMHSA
 from .text import FirstTokenHead, LastTokenHead, TokenEmbed
@@ -19,7 +20,7 @@ __all__ = [
     "ClassTokenHead", "ConvStem", "GAPHead", "MHSA", "MLP", "PatchEmbed", "SimplePatchEmbed", "PatchMerging",
     "WindowMHSA", "FirstTokenHead", "LastTokenHead", "TokenEmbed",
     "HeadOutput", "head_loss",
-    "Block", "BuildContext", "Part", "PostNormBlock", "Stage", "Transformer", "VisionTransformer", "make_norm",
+    "Block", "BuildContext", "Part", "PostNormBlock", "Stage", "Transformer", "make_norm",
 ]
 
 

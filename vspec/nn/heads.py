@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from .. import spec as S
+from .. import spec as specs
 from .token_losses import cos_reg_term, relabel_cross_entropy, relabel_pooled_cross_entropy, soft_cross_entropy
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class HeadOutput(NamedTuple):
     maps: tuple[torch.Tensor, ...] | None = None
 
     @classmethod
-    def of(cls, logits: torch.Tensor, output: S.Output) -> "HeadOutput":
+    def of(cls, logits: torch.Tensor, output: specs.Output) -> "HeadOutput":
         return cls(logits, *output)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import spec as S
+from .. import spec as specs
 
 
 class ImageInputs:
@@ -18,7 +18,7 @@ class ImageInputs:
     feature_format = "NCHW"
     formats = ("NCHW", "NLC")
 
-    def __init__(self, spec: S.Model):
+    def __init__(self, spec: specs.Model):
         self.spec = spec
         self.expected, self.built = (spec.in_chans, *spec.img_size), spec.grid  # once: not traced by torch.compile
 
@@ -71,7 +71,7 @@ class TokenInputs:
     feature_format = "NLC"
     formats = ("NLC",)
 
-    def __init__(self, spec: S.Model):
+    def __init__(self, spec: specs.Model):
         self.spec = spec
 
     def padding(self, x: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
@@ -105,6 +105,6 @@ class TokenInputs:
         return torch.randint(e.vocab_size, (batch, e.seq_len), generator=generator, device=device)
 
 
-def inputs_of(spec: S.Model) -> ImageInputs | TokenInputs:
+def inputs_of(spec: specs.Model) -> ImageInputs | TokenInputs:
     """What the model of `spec` takes: token ids when its embedder reads them (`EmbedderKind.text`), else images."""
     return TokenInputs(spec) if spec.embedder.text else ImageInputs(spec)

@@ -1,166 +1,26 @@
-"""The model assembled from a Model spec: blocks, stages and the transformer (images or text), with timm's model
-API (including its feature API) and the layout that the profiler and the CLI read."""
+"""The model assembled from a Model spec: the transformer (images or text) over the stages of vspec/nn/blocks.py,
+with timm's model API (including its feature API) and the parts that the profiler and the CLI read."""
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import attrs
 import torch
 from einops import rearrange
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
-from .. import spec as S
+from .. import spec as specs
+from .._moved import moved as _moved
 from ..ops import sincos_1d, sincos_2d
 from ..ops.resample import resample_pos_embed
 from ..spec.kinds import LOGITS
-from ..spec.layout import MAPS
 from ..spec.weights import inputs_cfg
+from . import blocks
 from .context import BuildContext
 from .heads import as_outputs
 from .inputs import TokenInputs, inputs_of
-from .layers import Component, DropPath, LayerScale, make_norm, maybe
+from .layers import Component, make_norm
 from .mix_token import BoxDraw, TokenBox, draw_box, swap_box
-
-NO_STATE: Mapping[str, torch.Tensor] = {}  # never changed: every block builds the state it hands on anew
-
-class Carry(NamedTuple):
-    """What every block (and stage) returns: its tokens `x` and the `state` it hands on beside them, tensors by key
-    (Refiner's attention maps, Conformer's CNN map, a family's own), which the kinds declare (`reads`, `writes`) and
-    `vspec.spec.state_layout` shapes; empty for a body that carries nothing."""
-
-    x: torch.Tensor
-    state: Mapping[str, torch.Tensor] = NO_STATE
-
-
-class Block(nn.Module):
-    """The pre-norm block (`vspec.spec.Block`): x + attn(norm1(x)), then x + ffn(norm2(x)), each branch with
-    optional layer scale and drop path. The other block kinds subclass it: the post-norm block here, the papers' in
-    their own files; a kind changes `forward`, or builds what it puts around the attention
-    (`build_around_attention`) and runs the attention through it (`attend`).
-
-    One contract for every block kind: `block(x, state={}, *, mask=None, causal=False) -> Carry(x, state)`. `state`:
-    what the block before it handed on; the block reads its kind's `reads` (an attention that reads or writes state
-    takes it, returns (output, what it wrote)), hands on what it writes and other keys as they came, and drops a key
-    it reads or writes that no later part reads (`hands_on`). `mask` (B, N) bool is True at real tokens, False at
-    padding (keys no query may attend; each sample needs one real token); `causal` lets token i attend to tokens
-    <= i (with a mask too: the real ones, and itself, so that left padding has a key). An attention kind that does
-    not declare `masks` / `causal` (vspec.spec.kinds.AttentionKind) is refused a mask in one line."""
-
-    def __init__(self, spec: S.Block, ctx: BuildContext):
-        super().__init__()
-        d = ctx.dim
-        self.carries = bool(spec.attention.reads or spec.attention.writes)  # the attention takes and returns state
-        self.reads, self.touches, self.hands_on = spec.reads, {*spec.reads, *spec.writes}, ctx.hands_on
-        self.kind, self.masks, self.causal = spec.attention.kind, spec.attention.masks, spec.attention.causal
-        self.norm1 = make_norm(spec.norm, d)
-        self.attn = ctx.child(spec.attention, tokens=spec.attended(ctx.tokens))
-        self.build_around_attention(spec, ctx)
-        self.ls1 = maybe(LayerScale, spec.layer_scale is not None, d, spec.layer_scale)
-        self.norm2 = make_norm(spec.norm, d)
-        self.ffn = ctx.child(spec.ffn)
-        self.ls2 = maybe(LayerScale, spec.layer_scale is not None, d, spec.layer_scale)
-        self.drop_path = maybe(DropPath, ctx.drop_path > 0, ctx.drop_path)
-
-    def build_around_attention(self, spec: S.Block, ctx: BuildContext) -> None:
-        """What a kind puts around its attention (built right after it, so that its weights come next)."""
-
-    def attend(self, h: torch.Tensor, state: Mapping, mask: torch.Tensor | None, causal: bool) -> tuple:
-        """The attention on `h`: (its output, the state it wrote)."""
-        masks = self.masks_for(mask, causal)
-        if self.carries:
-            return self.attn(h, state, **masks)
-        return self.attn(h, **masks), {}
-
-    def carry(self, x: torch.Tensor, state: Mapping, wrote: Mapping) -> Carry:
-        """Carry(x, `state` with what the block `wrote`), less the keys it reads or writes that it does not hand on."""
-        state = {**state, **wrote}
-        return Carry(x, {k: v for k, v in state.items() if k in self.hands_on or k not in self.touches})
-
-    def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
-                causal: bool = False) -> Carry:
-        h, wrote = self.attend(self.norm1(x), state, mask, causal)
-        x = x + self.drop_path(self.ls1(h))
-        x = x + self.drop_path(self.ls2(self.ffn(self.norm2(x))))
-        return self.carry(x, state, wrote)
-
-    def masks_for(self, mask: torch.Tensor | None, causal: bool) -> dict:
-        """The attention's mask keywords (none without masks: kinds that honour none need not take them)."""
-        if mask is None and not causal:
-            return {}
-        for wanted, able, what in ((mask is not None, self.masks, "a key-padding mask"),
-                                   (causal, self.causal, "a causal mask")):
-            if wanted and not able:
-                raise ValueError(f"{self.kind} attention cannot honour {what}")
-        return {"mask": mask, "causal": causal}
-
-
-class PostNormBlock(Block):
-    """The original transformer's block (`vspec.spec.PostNormBlock`): x = norm1(x + attn(x)), then
-    x = norm2(x + ffn(x))."""
-
-    def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
-                causal: bool = False) -> Carry:
-        h, wrote = self.attend(x, state, mask, causal)
-        x = self.norm1(x + self.drop_path(self.ls1(h)))
-        x = self.norm2(x + self.drop_path(self.ls2(self.ffn(x))))
-        return self.carry(x, state, wrote)
-
-
-class Stage(nn.Module):
-    """entry (optional) -> blocks. `keys[j]` says which blocks compute the same thing: equal keys for
-    blocks of one spec on the same tokens with one variant (a window shift's parity), the same state read and
-    handed on, repeated or listed, in this stage or another; `entry_key` does the same for the entry.
-
-    With `ctx.tie_repeats`, a part whose key is in `built` (shared by all stages of the model) is that
-    module again, weights tied; a new one is built and recorded."""
-
-    def __init__(self, spec: S.Stage, shape: S.StageLayout, ctx: BuildContext, rates: Sequence[float],
-                 built: dict[Hashable, nn.Module], states: Sequence[Mapping]):
-        """`states`: the state shapes each block receives, then the next part (a slice of `S.state_layout`)."""
-        super().__init__()
-        self.entry = self.entry_key = None
-        if spec.entry is not None:
-            self.entry_key = ("entry", spec.entry, shape.entry_in, shape.tokens.dim)
-            if not (ctx.tie_repeats and self.entry_key in built):
-                built[self.entry_key] = ctx.child(spec.entry, tokens=shape.entry_in, out_dim=shape.tokens.dim)
-            self.entry = built[self.entry_key]
-        self.keys: list[Hashable] = []
-        blocks = []
-        for j, block in enumerate(spec.blocks):
-            i = shape.first + j
-            state, after = states[j], states[j + 1]
-            hands_on = frozenset(k for k in after if k in block.reads or k in block.writes)
-            key = ("block", shape.tokens, block, block.variant(shape.tokens, j), hands_on,
-                   tuple((k, state[k]) for k in block.reads))
-            if not (ctx.tie_repeats and key in built):
-                built[key] = ctx.child(block, tokens=shape.tokens, index_in_stage=j, drop_path=rates[i], state=state,
-                                       hands_on=hands_on)
-            self.keys.append(key)
-            blocks.append(built[key])
-        self.blocks = nn.ModuleList(blocks)
-        self.grad_checkpointing = False  # Transformer.set_grad_checkpointing
-
-    def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
-                causal: bool = False, maps: list | None = None) -> Carry:
-        """The entry, then each block with what the one before it hands on (Block's contract); `maps`, a list: each
-        block's handed-on attention maps are appended to it (`Model.attention_maps`)."""
-        x = x if self.entry is None else self.entry(x)
-        for block in self.blocks:
-            x, state = self.run(block, x, state, mask, causal)
-            if maps is not None:
-                maps.append(state[MAPS])
-        return Carry(x, state)
-
-    def run(self, block: nn.Module, x: torch.Tensor, state: Mapping, mask: torch.Tensor | None,
-            causal: bool) -> Carry:
-        """`block(x, state, mask=mask, causal=causal)`; with `grad_checkpointing` while autograd records, under
-        activation checkpointing: only the block's inputs are kept for the backward pass, which runs the block
-        again (same random draws: dropout, drop path) to get the rest."""
-        if self.grad_checkpointing and torch.is_grad_enabled():
-            return checkpoint(block, x, state, mask=mask, causal=causal, use_reentrant=False)
-        return block(x, state, mask=mask, causal=causal)
 
 
 @dataclass(frozen=True)
@@ -207,16 +67,16 @@ class Transformer(nn.Module):
     the steps of its forward pass.
     """
 
-    def __init__(self, spec: S.Model, ctx: BuildContext):
+    def __init__(self, spec: specs.Model, ctx: BuildContext):
         super().__init__()
         self.spec = spec
-        self.layout = S.layout(spec)
+        self.layout = specs.layout(spec)
         self.num_classes = spec.num_classes
         self.num_features = spec.dim
         self.embed_dim = self.layout[0].tokens.dim
         self.num_prefix_tokens = spec.num_prefix_tokens
         self.inputs, self.causal = inputs_of(spec), spec.causal
-        self.state_layout = S.state_layout(spec)  # the state each block receives, then the head's
+        self.state_layout = specs.state_layout(spec)  # the state each block receives, then the head's
         self.starts = bool(spec.embedder.writes)
         self.head_state = tuple(k for k in self.state_layout[-1] if k in spec.head.reads)  # keys
         self.mix_token, self.attention_maps = spec.head.mixes_tokens, spec.attention_maps  # training outputs
@@ -238,7 +98,7 @@ class Transformer(nn.Module):
         depth = spec.depth  # a sum over the stages: once, not per block
         rates = [spec.drop_path * i / max(depth - 1, 1) for i in range(depth)]  # one ramp, all stages
         built: dict[Hashable, nn.Module] = {}  # the tied model's distinct parts, across stages
-        self.stages = nn.ModuleList(Stage(s, shape, ctx, rates, built,
+        self.stages = nn.ModuleList(blocks.Stage(s, shape, ctx, rates, built,
                                           self.state_layout[shape.first:shape.first + shape.depth + 1])
                                     for s, shape in zip(spec.stages, self.layout))
         last = self.layout[-1].tokens
@@ -354,13 +214,14 @@ class Transformer(nn.Module):
         return self.inputs.padding(x, attention_mask)
 
     def forward_tokens(self, x: torch.Tensor, token_type_ids: torch.Tensor | None = None, *,
-                       box: TokenBox | None = None) -> Carry:
+                       box: TokenBox | None = None) -> blocks.Carry:
         """Images (or token ids) -> the first stage's input (embedder, class token, position embedding), and the state
         the embedder starts beside the tokens (its kind's `writes`); with a MixToken `box`, the embedder's tokens
         in it swapped with the batch-flipped sample's first (vspec.nn.mix_token)."""
         out, grid = self.inputs.embed(self.embedder, x, token_type_ids)
-        x, state = out if self.starts else (out, NO_STATE)  # an embedder that writes state: (tokens, {key: tensor})
-        return Carry(self._prepend(x if box is None else swap_box(x, box), grid), state)
+        # an embedder that writes state: (tokens, {key: tensor})
+        x, state = out if self.starts else (out, blocks.NO_STATE)
+        return blocks.Carry(self._prepend(x if box is None else swap_box(x, box), grid), state)
 
     def input_grid(self, x: torch.Tensor) -> tuple[int, int]:
         """The token grid of images `x` (vspec.nn.inputs.ImageInputs.grid)."""
@@ -392,16 +253,16 @@ class Transformer(nn.Module):
         return (x, *(state[k] for k in self.head_state)) if self.head_state else x
 
     def _features(self, x: torch.Tensor, mask: torch.Tensor | None, token_type_ids: torch.Tensor | None,
-                  box: TokenBox | None = None, maps: list | None = None) -> Carry:
+                  box: TokenBox | None = None, maps: list | None = None) -> blocks.Carry:
         x, state = self.forward_tokens(x, token_type_ids, box=box)
         for stage in self.stages:
             x, state = stage(x, state, mask=mask, causal=self.causal, **({} if maps is None else {"maps": maps}))
-        return Carry(self.norm(x), state)
+        return blocks.Carry(self.norm(x), state)
 
     def forward_head(self, x, pre_logits: bool = False, mask: torch.Tensor | None = None):
         """The head on the last hidden states; `mask` (B, N) bool: the real tokens of a padded text batch. Where the
         head reads state, the features are (tokens, *its tensors) as `forward_features` gives them."""
-        x, state = (x[0], dict(zip(self.head_state, x[1:]))) if isinstance(x, tuple) else (x, NO_STATE)
+        x, state = (x[0], dict(zip(self.head_state, x[1:]))) if isinstance(x, tuple) else (x, blocks.NO_STATE)
         return self.head(x, pre_logits=pre_logits, **_head_inputs(mask, state))
 
     def set_training_outputs(self, enable: bool = True, draw: BoxDraw | None = None) -> "Transformer":
@@ -520,14 +381,11 @@ class PrunedHead(nn.Module):
         raise ValueError("reset_classifier: the head was pruned (prune_intermediate_layers); build the model again")
 
 
-def example_input(spec: S.Model, batch: int = 1, *, dtype: torch.dtype | None = None,
+def example_input(spec: specs.Model, batch: int = 1, *, dtype: torch.dtype | None = None,
                   generator: torch.Generator | None = None, device: torch.device | str | None = None) -> torch.Tensor:
     """A random batch that `spec`'s model takes: N(0, 1) images (B, C, H, W) in `dtype`, or a text body's token
     ids (B, seq_len), int64 whatever `dtype` says (vspec.nn.inputs)."""
     return inputs_of(spec).example(batch, dtype=dtype, generator=generator, device=device)
-
-
-VisionTransformer = Transformer  # the name of the releases before text and two-branch bodies
 
 
 def _head_inputs(mask: torch.Tensor | None, state: Mapping[str, torch.Tensor]) -> dict:
@@ -563,7 +421,7 @@ def _take_indices(n: int, indices: int | Sequence[int] | None) -> list[int]:
     return out
 
 
-def _as_map(x: torch.Tensor, tokens: S.Tokens, with_prefix: bool):
+def _as_map(x: torch.Tensor, tokens: specs.Tokens, with_prefix: bool):
     spatial = rearrange(x[:, tokens.prefix:], "b (h w) c -> b c h w", h=tokens.grid[0])
     return (spatial, x[:, :tokens.prefix]) if with_prefix else spatial
 
@@ -574,3 +432,7 @@ def _init_linear(m: nn.Module) -> None:
         nn.init.trunc_normal_(m.weight, std=0.02)
         if m.bias is not None:
             nn.init.zeros_(m.bias)
+
+
+def __getattr__(name: str):  # the blocks moved to vspec.nn.blocks; VisionTransformer, Transformer's old name
+    return _moved(__name__, name)

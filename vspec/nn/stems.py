@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .. import spec as S
+from .. import spec as specs
 from ..ops import fast
 from .context import BuildContext
 
@@ -30,7 +30,7 @@ class ConvStem(nn.Module):
     """(conv -> BN -> ReLU) x 3, the first with stride 2, then the patch_size / 2 projection. Names as the released
     stems (Refined-ViT's PatchEmbed_cnn, LV-ViT's PatchEmbed4_2): conv1-3, bn1-3, proj."""
 
-    def __init__(self, spec: S.ConvStem, ctx: BuildContext):
+    def __init__(self, spec: specs.ConvStem, ctx: BuildContext):
         super().__init__()
         (w1, w2, w3), p = spec.widths, spec.patch_size // 2
         self.conv1 = nn.Conv2d(ctx.in_chans, w1, 7, stride=2, padding=3, bias=False)

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .. import spec as S
+from .. import spec as specs
 from ..ops import fast, permute_tokens, relative_position_index, shift_mask, window_order
 from .context import BuildContext
 from .layers import AttentionCore, Linear, ProjectedAttention, make_norm
@@ -37,7 +37,7 @@ class WindowMHSA(ProjectedAttention):
     shift mask, per window) is the attention's float mask; shifted windows fold into the heads axis,
     (B, windows x heads, n, d), so that the per-window mask broadcasts over the batch."""
 
-    def __init__(self, spec: S.WindowMHSA, ctx: BuildContext):
+    def __init__(self, spec: specs.WindowMHSA, ctx: BuildContext):
         super().__init__()
         grid, d = ctx.grid, ctx.dim
         self.window = spec.window_size(grid)
@@ -91,7 +91,7 @@ class PatchMerging(nn.Module):
     """(B, h w, C) -> (B, h/2 w/2, out): each 2x2 neighbourhood's tokens concatenated as timm orders
     them ([(0,0), (1,0), (0,1), (1,1)] as (row, column) offsets), norm over 4C, Linear to the width."""
 
-    def __init__(self, spec: S.PatchMerging, ctx: BuildContext):
+    def __init__(self, spec: specs.PatchMerging, ctx: BuildContext):
         super().__init__()
         self.grid, c = ctx.grid, ctx.dim  # ctx describes the merging's input; out_dim is the stage's width
         self.norm = make_norm(spec.norm, 4 * c)

@@ -4,7 +4,7 @@ at real tokens (Hugging Face's attention_mask as bool); None: no padding."""
 import torch
 from torch import nn
 
-from .. import spec as S
+from .. import spec as specs
 from .._moved import moved as _moved
 from .context import BuildContext
 from .heads import last_real_token
@@ -16,7 +16,7 @@ class TokenEmbed(nn.Module):
     """input_ids (B, L) [, token_type_ids (B, L)] -> tokens (B, L, dim): word + position [+ token type] ->
     norm -> dropout [-> proj to the model width]. Tables are initialised N(0, 0.02), the padding row zero."""
 
-    def __init__(self, spec: S.TokenEmbed, ctx: BuildContext):
+    def __init__(self, spec: specs.TokenEmbed, ctx: BuildContext):
         super().__init__()
         width = spec.width or ctx.dim
         self.padding_id, self.pad_positions, self.first = spec.padding_id, spec.pad_positions, spec.first_position
@@ -59,7 +59,7 @@ class FirstTokenHead(PoolHead):
     """First token -> dropout drop_in -> [pooler dense -> tanh | gelu] -> dropout -> fc (BERT's pooler and
     classifier, RoBERTa's and ELECTRA's classification heads). `pre_logits` is the pooled token."""
 
-    def __init__(self, spec: S.FirstTokenHead, ctx: BuildContext):
+    def __init__(self, spec: specs.FirstTokenHead, ctx: BuildContext):
         super().__init__(ctx, spec.drop)
         self.drop_in = nn.Dropout(spec.drop_in) if spec.drop_in else nn.Identity()
         self.pooler = Linear(ctx.dim, ctx.dim, act=spec.pooler) if spec.pooler else nn.Identity()
@@ -72,7 +72,7 @@ class LastTokenHead(PoolHead):
     """The last real token (the last position `mask` keeps; the last position without a mask) -> dropout ->
     fc: GPT's and GPT-2's sequence classification (`score`, no bias)."""
 
-    def __init__(self, spec: S.LastTokenHead, ctx: BuildContext):
+    def __init__(self, spec: specs.LastTokenHead, ctx: BuildContext):
         self.bias = spec.bias  # read by reset, which PoolHead calls
         super().__init__(ctx, spec.drop)
 

@@ -8,7 +8,7 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from .. import spec as S
+from .. import spec as specs
 from .context import BuildContext
 from .heads import HeadOutput
 from .layers import AttentionCore, LayerScale, Linear, ProjectedAttention, make_norm, masked_mean, maybe, sdpa_masks
@@ -16,7 +16,7 @@ from .mix_token import TokenBox, swap_box
 
 
 class PatchEmbed(nn.Module):
-    def __init__(self, spec: S.PatchEmbed, ctx: BuildContext):
+    def __init__(self, spec: specs.PatchEmbed, ctx: BuildContext):
         super().__init__()
         p = spec.patch_size
         self.proj = nn.Conv2d(ctx.in_chans, ctx.dim, kernel_size=p, stride=p, bias=spec.bias)
@@ -27,7 +27,7 @@ class PatchEmbed(nn.Module):
 
 
 class SimplePatchEmbed(nn.Module):
-    def __init__(self, spec: S.SimplePatchEmbed, ctx: BuildContext):
+    def __init__(self, spec: specs.SimplePatchEmbed, ctx: BuildContext):
         super().__init__()
         self.p = spec.patch_size
         patch_dim = ctx.in_chans * self.p * self.p
@@ -44,7 +44,7 @@ class MHSA(ProjectedAttention):
     """softmax(q k^T * scale) v per head over all tokens; q, k, v from the fused `qkv` (timm) or from
     tied / grouped `projections` (ProjectedAttention)."""
 
-    def __init__(self, spec: S.MHSA, ctx: BuildContext):
+    def __init__(self, spec: specs.MHSA, ctx: BuildContext):
         super().__init__()
         self.heads = spec.heads
         self.init_projections(spec, ctx.dim, spec.inner_dim(ctx.dim))
@@ -59,7 +59,7 @@ class MHSA(ProjectedAttention):
 
 
 class MLP(nn.Module):
-    def __init__(self, spec: S.MLP, ctx: BuildContext):
+    def __init__(self, spec: specs.MLP, ctx: BuildContext):
         super().__init__()
         hidden = spec.hidden_dim(ctx.dim)
         self.fc1 = Linear(ctx.dim, hidden, bias=spec.bias, act=spec.act)  # act(fc1(x)), fused
@@ -110,7 +110,7 @@ class ClassTokenHead(PoolHead):
     As in timm's VOLO, `pre_logits` is the class token and `classifier()` is fc: the aux term reads the patch tokens.
     With num_classes 0 both classifiers are identities and the head returns the class token."""
 
-    def __init__(self, spec: S.ClassTokenHead, ctx: BuildContext):
+    def __init__(self, spec: specs.ClassTokenHead, ctx: BuildContext):
         self.dense, self.outputs = spec.dense, spec.outputs()  # read by reset, which PoolHead calls
         super().__init__(ctx, spec.drop)
         self.num_prefix_tokens = ctx.num_prefix_tokens
@@ -145,7 +145,7 @@ class ClassTokenHead(PoolHead):
 
 
 class GAPHead(PoolHead):
-    def __init__(self, spec: S.GAPHead, ctx: BuildContext):
+    def __init__(self, spec: specs.GAPHead, ctx: BuildContext):
         super().__init__(ctx, spec.drop)
         self.num_prefix_tokens = ctx.num_prefix_tokens
         self.norm = make_norm(spec.norm, ctx.dim)

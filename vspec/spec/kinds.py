@@ -7,7 +7,7 @@ family's: in its `family.py`).
 A capability is a class attribute or a method of the base, never probed with a default: a kind that does not
 override it has the base's, written here. The model's validator only composes these rules.
 
-The carried state (`vspec.nn.model.Carry(x, state)`): tensors beside the tokens, by key, that no core file names.
+The carried state (`vspec.nn.blocks.Carry(x, state)`): tensors beside the tokens, by key, that no core file names.
 An embedder may start keys (`writes`, their shapes `state(img_size)`), a block reads and writes keys (`reads`,
 `writes`, the shapes it writes `state_out`, its rule on what it receives `check_state`), the head reads keys;
 `layout.state_layout` derives each key's shape at each block and drops a key after its last reader.

@@ -72,7 +72,7 @@ class StateShape:
 
 
 def state_layout(model: Model) -> tuple[dict[str, Any], ...]:
-    """The carried state beside the tokens (`vspec.nn.model.Carry`): the shape of each key that each block receives,
+    """The carried state beside the tokens (`vspec.nn.blocks.Carry`): the shape of each key that each block receives,
     in order over all stages, then what the head receives. The embedder starts keys (`state`), a block writes keys
     (`state_out`) and hands on the others as they came; a key is carried from where it is written to the last part
     that reads it (kinds' `reads`; the model's own training output: `Model.attention_maps` keeps the maps to the end),

@@ -21,8 +21,8 @@ from tests.helpers.docs_examples import doc
 from tests.models.conformer.strategies import conformer_model
 from vspec.convert import from_official
 from vspec.models.conformer.convert import CONFORMER
+from vspec.nn.blocks import Carry
 from vspec.nn.heads import as_outputs, head_loss
-from vspec.nn.model import Carry
 from vspec.spec import (
     MHSA,
     Block,

@@ -12,6 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import benchmarks.released
 import vspec
 import vspec.models.irpe.convert
 from tests.helpers.checks import (
@@ -21,7 +22,6 @@ from tests.helpers.checks import (
     assert_every_parameter_learns,
     assert_same_function,
     check_argument,
-    load_benchmark,
 )
 from tests.helpers.docs_examples import doc
 from vspec.convert import from_official
@@ -412,12 +412,11 @@ def test_the_benchmarks_released_formulation_reproduces_the_fixture_and_equals_v
     """benchmarks/released.py's DeiT-with-iRPE (map materialised, bias gathered from the flattened table) loads the
     released state dict strictly and reproduces its output; its constructor arguments are the fixture's; vspec's
     conversion computes the same logits and input gradients (what benchmarks/models.py races)."""
-    released = load_benchmark("released")
     data = torch.load(FIXTURES / f"{name}.pt", weights_only=True)
     shape = {k: data["config"][k] for k in ("img_size", "patch_size", "in_chans", "num_classes", "embed_dim", "depth",
                                             "num_heads", "mlp_ratio", "qkv_bias")}
-    assert released.irpe_config(shape, on) == data["config"]
-    ref = released.IRPEDeiT(data["config"], on)
+    assert benchmarks.released.irpe_config(shape, on) == data["config"]
+    ref = benchmarks.released.IRPEDeiT(data["config"], on)
     ref.load_state_dict(data["state_dict"], strict=True)
     with torch.no_grad():
         assert_close_to_stored(ref.eval()(data["x"]), data["y"])

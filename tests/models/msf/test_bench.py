@@ -6,11 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.helpers.checks import load_benchmark
-
-
-def bench():
-    return load_benchmark("msf")
+import benchmarks.msf
 
 
 @settings(max_examples=10, deadline=None)
@@ -20,12 +16,12 @@ def test_reference_is_the_gaussian_kernel(n, d, seed):
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(2, 3, n, d, generator=g, dtype=torch.float64) for _ in range(3))
     dist = (q[..., :, None, :] - k[..., None, :, :]).square().sum(-1)
-    torch.testing.assert_close(bench().reference(q, k, v), (-0.5 * dist * d**-0.5).softmax(-1) @ v)
+    torch.testing.assert_close(benchmarks.msf.reference(q, k, v), (-0.5 * dist * d**-0.5).softmax(-1) @ v)
 
 
 def test_every_variant_runs_and_equals_the_reference(capsys):
     """race_cores and race_module assert outputs and gradients equal to the reference before timing."""
-    b = bench()
+    b = benchmarks.msf
     b.race_cores(2, 20, 1, "cpu")
     b.race_module(1, 16, 1, "cpu")
     out = capsys.readouterr().out
@@ -36,7 +32,7 @@ def test_every_variant_runs_and_equals_the_reference(capsys):
 
 def test_vspec_peak_memory_is_a_fraction_of_the_reference():
     """At 1024 tokens (6 heads) the reference holds (1024 x 1024) maps for backward; vspec holds O(n)."""
-    b = bench()
+    b = benchmarks.msf
     g = torch.Generator().manual_seed(0)
     leaves = [torch.randn(1, b.HEADS, 1024, b.HEAD_DIM, generator=g).requires_grad_() for _ in range(3)]
     grad = torch.randn(1, b.HEADS, 1024, b.HEAD_DIM, generator=g)

@@ -8,8 +8,9 @@ import math
 import pytest
 import torch
 
+import benchmarks.refiner
 import vspec
-from tests.helpers.checks import FIXTURES, assert_close_to_stored, load_benchmark
+from tests.helpers.checks import FIXTURES, assert_close_to_stored
 from vspec import spec as S
 from vspec.convert.common import renamer
 from vspec.models.refiner.convert import REFINER
@@ -17,21 +18,17 @@ from vspec.models.refiner.modules import ConvExpandDLA
 from vspec.models.refiner.spec import released_blocks
 
 
-def bench():
-    return load_benchmark("refiner")
-
-
 @pytest.mark.parametrize("name", ["refiner_cls", "refiner_s_pattern"])
 def test_reference_reproduces_released_fixture(name):
     d = torch.load(FIXTURES / f"{name}.pt", weights_only=True)
-    ref = bench().Reference(d["config"])
+    ref = benchmarks.refiner.Reference(d["config"])
     ref.load_state_dict(d["state_dict"], strict=True)  # the released parameter names, every one
     with torch.no_grad():
         assert_close_to_stored(ref.eval()(d["x"]), d["y"])
 
 
 def test_vspec_equals_reference_tiny():
-    b = bench()
+    b = benchmarks.refiner
     config = dict(b.CONFIG, img_size=32, embed_dim=32, num_heads=4, depth=[False, True] * 2,
                   apply_transform=[False] * 4, num_classes=5)
     ref, ours = b.pair(config)
@@ -94,7 +91,7 @@ def test_train_gradients_in_float32_as_accurate_as_the_reference():
     BatchNorm sum in float32 row by row). Per parameter, |g32 - g64| for vspec and for the reference
     (both against the reference in float64, same weights, same process); their ratio, geometric mean
     over every parameter and three draws, is ~1 (it was 2.1 here)."""
-    b = bench()
+    b = benchmarks.refiner
     logs = []
     for seed in range(3):
         config = dict(b.CONFIG, img_size=112, embed_dim=48, num_heads=4, depth=[False, True],

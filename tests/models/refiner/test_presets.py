@@ -12,9 +12,10 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+import benchmarks.refiner
 import vspec
 import vspec.models.refiner.convert
-from tests.helpers.checks import FIXTURES, argument_cases, assert_close_to_stored, check_argument, load_benchmark
+from tests.helpers.checks import FIXTURES, argument_cases, assert_close_to_stored, check_argument
 from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
 from vspec.convert import ConversionError, from_official
@@ -132,7 +133,7 @@ def test_refiner_qk_scale_sets_the_attention_scale_as_released():
     (benchmarks/refiner.py's reference, which reproduces the released fixtures, with its scale set as the
     released `qk_scale or head_dim ** -0.5` does) is what the converted model computes."""
     data = refiner_fixture()
-    reference = load_benchmark("refiner").Reference(data["config"])
+    reference = benchmarks.refiner.Reference(data["config"])
     reference.load_state_dict(data["state_dict"], strict=True)
     for block in reference.blocks:
         block.attn.scale = 0.125

@@ -12,6 +12,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+import benchmarks.released
 import vspec
 import vspec.models.t2t.convert
 from tests.helpers.checks import (
@@ -21,7 +22,6 @@ from tests.helpers.checks import (
     assert_every_parameter_learns,
     assert_same_function,
     check_argument,
-    load_benchmark,
 )
 from tests.helpers.docs_examples import doc
 from vspec.convert import ConversionError, from_official
@@ -263,7 +263,7 @@ def test_the_benchmarks_released_formulation_reproduces_the_fixture_and_equals_v
     """benchmarks/released.py's T2T_ViT loads the released state dict strictly and reproduces its output, and
     vspec's conversion of it computes the same logits and input gradients (what benchmarks/models.py races)."""
     data = fixture(name)
-    ref = load_benchmark("released").T2TViT(data["config"])
+    ref = benchmarks.released.T2TViT(data["config"])
     ref.load_state_dict(data["state_dict"], strict=True)
     ours = from_official("t2t", data["state_dict"], data["config"])
     with torch.no_grad():

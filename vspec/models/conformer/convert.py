@@ -21,10 +21,10 @@ in the stem, 1e-6 in the branch; LayerNorm eps 1e-6 but the final trans_norm 1e-
 from collections.abc import Mapping
 from typing import Any
 
-from ... import spec as S
+from ... import spec as specs
 from ...convert.common import Rule, qk_scale_refusal, released_block
 from ...convert.released import Released
-from . import spec as P
+from . import spec as paper
 
 
 def _int(value: Any) -> bool:
@@ -46,10 +46,10 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     ]
 
 
-def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
     p, depth = a["patch_size"], a["depth"]
     ratio, n, drop = a["channel_ratio"], depth // 3, float(a["drop_rate"])
-    block = released_block(a, ffn=S.MLP(ratio=float(a["mlp_ratio"]), drop=drop),
+    block = released_block(a, ffn=specs.MLP(ratio=float(a["mlp_ratio"]), drop=drop),
                            attn_drop=float(a["attn_drop_rate"]), proj_drop=drop)
     stages = []
     for s in range(3):  # stage s: width 64 x 2^s x channel_ratio, coupled at patch / 4 / 2^s
@@ -59,16 +59,16 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
             if s == 0 and j == 0:
                 blocks.append(block)  # trans_1: beside the stem's bottleneck, no coupling
                 continue
-            branch = P.ConvBranch(width=width, stride=2 if s and not j else 1, down=down,
-                                  fusion_stride=2 if last else 1, med_blocks=a["num_med_block"])
-            blocks.append(P.CoupledBlock(attention=block.attention, ffn=block.ffn, conv=branch))
-        stages.append(S.Stage(depth=n, dim=a["embed_dim"], block=blocks))
-    return S.Model(embedder=P.ConformerStem(patch_size=p, width=int(64 * ratio)), stages=stages,
-                   num_classes=a["num_classes"], img_size=a["img_size"], in_chans=a["in_chans"], pos_embed="none",
-                   final_norm=False, head=P.ConformerHead(), drop_path=float(a["drop_path_rate"]))
+            branch = paper.ConvBranch(width=width, stride=2 if s and not j else 1, down=down,
+                                      fusion_stride=2 if last else 1, med_blocks=a["num_med_block"])
+            blocks.append(paper.CoupledBlock(attention=block.attention, ffn=block.ffn, conv=branch))
+        stages.append(specs.Stage(depth=n, dim=a["embed_dim"], block=blocks))
+    return specs.Model(embedder=paper.ConformerStem(patch_size=p, width=int(64 * ratio)), stages=stages,
+                       num_classes=a["num_classes"], img_size=a["img_size"], in_chans=a["in_chans"], pos_embed="none",
+                       final_norm=False, head=paper.ConformerHead(), drop_path=float(a["drop_path_rate"]))
 
 
-def _rules(spec: S.Model) -> list[Rule]:
+def _rules(spec: specs.Model) -> list[Rule]:
     depth = spec.depth
     n, rules = depth // 3, []
     for i in range(2, depth + 1):  # conv_trans_i is block i - 1 of the body

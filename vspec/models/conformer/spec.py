@@ -1,7 +1,7 @@
 """Conformer (Peng et al., ICCV 2021): a CNN branch beside the transformer branch, coupled at every block.
 
 A two-branch body is the block contract's carried state with one key, "conv": every block takes and returns the
-tokens and the CNN map (`vspec.nn.model.Carry(x, state)`, state {"conv": map}). Three parts state it:
+tokens and the CNN map (`vspec.nn.blocks.Carry(x, state)`, state {"conv": map}). Three parts state it:
 - `ConformerStem`, the embedder that yields both: the stem map's first bottleneck (the CNN branch) and the
   patch tokens (the transformer branch);
 - `CoupledBlock(conv=ConvBranch(...))`, a block kind with the CNN side of one block and its feature-coupling

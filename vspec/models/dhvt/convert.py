@@ -24,10 +24,10 @@ class-token head.
 from collections.abc import Mapping
 from typing import Any
 
-from ... import spec as S
+from ... import spec as specs
 from ...convert.common import ISOTROPIC_BODY, is_gelu, layer_norm_eps, released_block
 from ...convert.released import Released
-from . import spec as P
+from . import spec as paper
 
 PATCH_SIZES = (2, 4, 16)  # ConvPatchEmbed's branches
 WEIGHT_INITS = ("", "jax", "jax_nlhb", "nlhb")  # init_weights asserts one of these
@@ -67,12 +67,12 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     ]
 
 
-def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
     dim = a["embed_dim"]
-    return S.Model(
-        embedder=P.SOPE(patch_size=a["patch_size"]),
-        block=released_block(a, block=P.HeadTokenBlock, ffn=P.DAFF(hidden=int(dim * a["mlp_ratio"])),
-                             norm=S.Norm(eps=_eps(a["norm_layer"])), attn_drop=float(a["attn_drop_rate"]),
+    return specs.Model(
+        embedder=paper.SOPE(patch_size=a["patch_size"]),
+        block=released_block(a, block=paper.HeadTokenBlock, ffn=paper.DAFF(hidden=int(dim * a["mlp_ratio"])),
+                             norm=specs.Norm(eps=_eps(a["norm_layer"])), attn_drop=float(a["attn_drop_rate"]),
                              proj_drop=float(a["drop_rate"])),
         depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=_image(a["img_size"]), pos_embed="none",
         drop_path=float(a["drop_path_rate"]),

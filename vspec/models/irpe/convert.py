@@ -25,10 +25,10 @@ and (1 or H, buckets, head_dim) on v, `proj` always has a bias.
 from collections.abc import Mapping
 from typing import Any
 
-from ... import spec as S
+from ... import spec as specs
 from ...convert.common import ISOTROPIC_BODY, ConversionError, layer_norm_eps, qk_scale_refusal, refuse, released_block
 from ...convert.released import Released
-from . import spec as P
+from . import spec as paper
 
 SINGLE = ("shared_head", "mode", "method", "alpha", "beta", "gamma", "num_buckets")
 PRODUCT = 3  # irpe.METHOD.PRODUCT
@@ -79,14 +79,14 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     ]
 
 
-def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
     on, one = _places(a["rpe_config"])
     dim = a["embed_dim"]
-    block = released_block(a, attention=P.IRPEAttention, attn_drop=float(a["attn_drop_rate"]), on=on,
+    block = released_block(a, attention=paper.IRPEAttention, attn_drop=float(a["attn_drop_rate"]), on=on,
                            alpha=float(one["alpha"]), beta=float(one["beta"]), gamma=float(one["gamma"]),
                            shared_head=bool(one["shared_head"]))
-    return S.Model(
-        embedder=S.PatchEmbed(patch_size=a["patch_size"]),
+    return specs.Model(
+        embedder=specs.PatchEmbed(patch_size=a["patch_size"]),
         block=block,
         depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=a["img_size"], in_chans=a["in_chans"],
         drop_path=float(a["drop_path_rate"]),

@@ -27,10 +27,10 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ... import spec as S
+from ... import spec as specs
 from ...convert.common import ISOTROPIC_BODY, layer_norm_eps, qk_scale_refusal, released_block
 from ...convert.released import Released
-from . import spec as P
+from . import spec as paper
 
 STEMS = {"4_2": 64, "4_2_128": 128}  # p_emb -> the CNN stem's width (PatchEmbed4_2, PatchEmbed4_2_128)
 
@@ -76,20 +76,21 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     ]
 
 
-def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
     patch, lam = a["patch_size"], float(a["skip_lam"])
     width = STEMS.get(a["p_emb"])
-    embedder = S.PatchEmbed(patch_size=patch) if width is None else S.ConvStem(patch_size=patch, width=width, growth=1)
-    block = released_block(a, block=S.Block if lam == 1 else functools.partial(P.RescaledBlock, skip_lam=lam),
+    embedder = specs.PatchEmbed(patch_size=patch) if width is None else specs.ConvStem(patch_size=patch, width=width,
+                                                                                       growth=1)
+    block = released_block(a, block=specs.Block if lam == 1 else functools.partial(paper.RescaledBlock, skip_lam=lam),
                            attn_drop=float(a["attn_drop_rate"]))
     depth = a["depth"] if a["order"] is None else len(a["order"])  # order overrides depth
-    head = S.ClassTokenHead(dense=S.DenseAux(mix_token=bool(a["mix_token"])) if a["return_dense"] else None)
-    return S.Model(embedder=embedder, block=block, depth=depth, head=head, dim=a["embed_dim"],
-                   num_classes=a["num_classes"], img_size=_side(a["img_size"]), in_chans=a["in_chans"],
-                   drop_path=float(a["drop_path_rate"]))
+    head = specs.ClassTokenHead(dense=specs.DenseAux(mix_token=bool(a["mix_token"])) if a["return_dense"] else None)
+    return specs.Model(embedder=embedder, block=block, depth=depth, head=head, dim=a["embed_dim"],
+                       num_classes=a["num_classes"], img_size=_side(a["img_size"]), in_chans=a["in_chans"],
+                       drop_path=float(a["drop_path_rate"]))
 
 
-def _notes(a: dict[str, Any], spec: S.Model, weights: Mapping) -> list[str]:
+def _notes(a: dict[str, Any], spec: specs.Model, weights: Mapping) -> list[str]:
     """What the released model does differently, and vspec does not implement."""
     return [note for on, note in (
         (a["return_dense"] and a["num_classes"] == 0,

@@ -4,16 +4,16 @@ from collections.abc import Mapping
 
 import torch
 
+from ...nn.blocks import NO_STATE, Block, Carry
 from ...nn.context import BuildContext
-from ...nn.model import NO_STATE, Block, Carry
-from . import spec as P
+from . import spec as paper
 
 
 class RescaledBlock(Block):
     """LV-ViT's block (`vspec.spec.RescaledBlock`): x + attn(norm1(x)) / skip_lam, then
     x + ffn(norm2(x)) / skip_lam (the released Block's order: drop path, then the division)."""
 
-    def __init__(self, spec: P.RescaledBlock, ctx: BuildContext):
+    def __init__(self, spec: paper.RescaledBlock, ctx: BuildContext):
         super().__init__(spec, ctx)
         self.skip_lam = spec.skip_lam
 

@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
-from ... import spec as S
+from ... import spec as specs
 from ...convert.common import REQUIRED
 from ...convert.released import Released
-from . import spec as P
+from . import spec as paper
 
 DEFAULT_ATT = "origAtt"  # the constructor's default, for which get_attention_module returns no module
 _ATT = re.compile(r"(orig|msf)(?:-g(\d+))?")
@@ -38,13 +38,13 @@ def _att(att: Any) -> re.Match | None:
     return _ATT.fullmatch(att) if isinstance(att, str) else None
 
 
-def _attention(att: str, heads: int, head_dim: int) -> S.MHSA | P.MeanShiftAttention:
+def _attention(att: str, heads: int, head_dim: int) -> specs.MHSA | paper.MeanShiftAttention:
     m = _att(att)
     groups = int(m.group(2) or 1)
     common = dict(heads=heads, head_dim=head_dim, qkv_bias=False, proj_bias=False)
     if m.group(1) == "msf":
-        return P.MeanShiftAttention(**common, projections=S.Projections(groups=groups))
-    return S.MHSA(**common, projections=S.Projections(groups=groups) if groups > 1 else None)
+        return paper.MeanShiftAttention(**common, projections=specs.Projections(groups=groups))
+    return specs.MHSA(**common, projections=specs.Projections(groups=groups) if groups > 1 else None)
 
 
 def _side(value: Any) -> int | None:
@@ -74,14 +74,14 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     ]
 
 
-def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
-    ln = S.Norm(eps=1e-5)
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
+    ln = specs.Norm(eps=1e-5)
     attention = _attention(a["att"], a["heads"], a["dim_head"])
-    return S.Model(
-        embedder=S.SimplePatchEmbed(patch_size=_side(a["patch_size"]), norm=ln),
-        block=S.Block(attention=attention, ffn=S.MLP(hidden=a["mlp_dim"]), norm=ln),
+    return specs.Model(
+        embedder=specs.SimplePatchEmbed(patch_size=_side(a["patch_size"]), norm=ln),
+        block=specs.Block(attention=attention, ffn=specs.MLP(hidden=a["mlp_dim"]), norm=ln),
         depth=a["depth"], dim=a["dim"], num_classes=a["num_classes"], img_size=_image(a["image_size"]),
-        in_chans=a["channels"], class_token=False, pos_embed="sincos2d", final_norm=False, head=S.GAPHead(norm=ln),
+        in_chans=a["channels"], class_token=False, pos_embed="sincos2d", final_norm=False, head=specs.GAPHead(norm=ln),
     )
 
 
@@ -95,7 +95,7 @@ def unshuffle(weight: torch.Tensor, groups: int) -> torch.Tensor:
     return weight[(o % groups) * (weight.shape[0] // groups) + o // groups]
 
 
-def split_roles(state_dict: Mapping[str, torch.Tensor], spec: S.Model) -> dict[str, torch.Tensor]:
+def split_roles(state_dict: Mapping[str, torch.Tensor], spec: specs.Model) -> dict[str, torch.Tensor]:
     """The attention weights under vspec's names: `to_qkv(p)` chunked into the role matrices Q K V (P)
     and `to_out` as W, or (the untied, ungrouped original) timm's fused `qkv` / `proj`."""
     projections = spec.block.attention.projections

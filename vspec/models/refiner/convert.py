@@ -26,10 +26,10 @@ shared blocks refining the incoming maps with DLA expansion 3 (`spec.released_at
 from collections.abc import Mapping
 from typing import Any
 
-from ... import spec as S
+from ... import spec as specs
 from ...convert.common import attention_scale, layer_norm_eps, qk_scale_refusal
 from ...convert.released import Released
-from . import spec as P
+from . import spec as paper
 
 POS_GRID = 14  # resize_pos_embed reshapes the table's patch rows to 14 x 14, whatever the model's grid
 
@@ -68,21 +68,21 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     ]
 
 
-def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
     depth = a["depth"]
     if isinstance(depth, int):  # that many compute blocks; apply_transform and head_expand are not read
         pattern, transform = [False] * depth, None
     else:
         pattern, transform = list(depth), list(a["apply_transform"])
-    blocks = P.released_blocks(pattern, a["num_heads"], transform, a["head_expand"], qkv_bias=bool(a["qkv_bias"]),
-                               mlp_ratio=a["mlp_ratio"], scale=attention_scale(a["qk_scale"]),
-                               attn_drop=float(a["attn_drop_rate"]), norm_eps=layer_norm_eps(a["norm_layer"]))
+    blocks = paper.released_blocks(pattern, a["num_heads"], transform, a["head_expand"], qkv_bias=bool(a["qkv_bias"]),
+                                   mlp_ratio=a["mlp_ratio"], scale=attention_scale(a["qk_scale"]),
+                                   attn_drop=float(a["attn_drop_rate"]), norm_eps=layer_norm_eps(a["norm_layer"]))
     patch = a["patch_size"]
-    embedder = S.ConvStem(patch_size=patch) if a["use_cnn_embed"] else S.PatchEmbed(patch_size=patch)
-    head = S.ClassTokenHead(dense=S.DenseAux(mix_token=bool(a["mix_token"])) if a["return_dense"] else None)
-    return S.Model(embedder=embedder, block=blocks, head=head, dim=a["embed_dim"], num_classes=a["num_classes"],
-                   img_size=a["img_size"], in_chans=a["in_chans"], drop_path=float(a["drop_path_rate"]),
-                   attention_maps=bool(a["cos_reg"]))
+    embedder = specs.ConvStem(patch_size=patch) if a["use_cnn_embed"] else specs.PatchEmbed(patch_size=patch)
+    head = specs.ClassTokenHead(dense=specs.DenseAux(mix_token=bool(a["mix_token"])) if a["return_dense"] else None)
+    return specs.Model(embedder=embedder, block=blocks, head=head, dim=a["embed_dim"], num_classes=a["num_classes"],
+                       img_size=a["img_size"], in_chans=a["in_chans"], drop_path=float(a["drop_path_rate"]),
+                       attention_maps=bool(a["cos_reg"]))
 
 
 REFINER = Released(

@@ -81,7 +81,7 @@ class RefinerAttention(MultiHead):
     (refined, if it refines). add_incoming: A = softmax(q k^T * scale) + scale x the previous block's
     maps (Refined-ViT's compute blocks). A block that does either needs the previous block of its stage
     to be a RefinerAttention with as many heads; the model checks it. The maps travel as the carried state
-    "maps" (B, H, N, N) (`vspec.nn.model.Carry`): every RefinerAttention writes them, a block that takes them
+    "maps" (B, H, N, N) (`vspec.nn.blocks.Carry`): every RefinerAttention writes them, a block that takes them
     reads them.
 
     form: paper | released (Refined-ViT: a reusing block's refined maps multiplied by scale; its q and k

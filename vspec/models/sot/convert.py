@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ... import spec as S
+from ... import spec as specs
 from ...convert.common import (
     REQUIRED,
     ConversionError,
@@ -31,7 +31,7 @@ from ...convert.common import (
     released_block,
 )
 from ...convert.released import Released
-from . import spec as P
+from . import spec as paper
 
 BLOCKS = {"DenseNet": "dense", "ResNet": "resnet", "Inception": "inception"}
 TOKEN_TYPES = (*BLOCKS, "Naive_linear", "Non-local")
@@ -87,40 +87,41 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     return rules
 
 
-def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
     """With the weights, the DenseNet dense layers' layout is read from them (BatchNorm, or none: timm 0.3.4);
     without, from `timm_version`."""
     img = a["img_size"]
     if a["token_type"] == "Naive_linear":
-        embedder = S.PatchEmbed(patch_size=img // 14)
+        embedder = specs.PatchEmbed(patch_size=img // 14)
     else:
         if weights is not None:
             old = not any(k.endswith(".denselayer1.norm1.weight") for k in weights)
         else:
             old = str(a["timm_version"] or "").startswith("0.3")
-        norm = S.Norm(kind="none") if a["token_type"] == "DenseNet" and old else S.Norm(kind="batchnorm", eps=1e-5)
-        embedder = P.SoTEmbed(block=BLOCKS[a["token_type"]], stem_dim=a["token_dim"], downsample_last=img >= 224,
-                              large_output=a["large_output"], dense_norm=norm)
+        dense_net = a["token_type"] == "DenseNet"
+        norm = specs.Norm(kind="none") if dense_net and old else specs.Norm(kind="batchnorm", eps=1e-5)
+        embedder = paper.SoTEmbed(block=BLOCKS[a["token_type"]], stem_dim=a["token_dim"], downsample_last=img >= 224,
+                                  large_output=a["large_output"], dense_norm=norm)
     m, dim = a["wr_dim"], a["embed_dim"]
-    return S.Model(
+    return specs.Model(
         embedder=embedder,
-        block=released_block(a, ffn=S.MLP(hidden=int(dim * a["mlp_ratio"])), attn_drop=a["attn_drop"]),
+        block=released_block(a, ffn=specs.MLP(hidden=int(dim * a["mlp_ratio"])), attn_drop=a["attn_drop"]),
         depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=img, in_chans=a["in_chans"],
         pos_embed="sincos1d", drop_path=float(a["drop_path_rate"]),
-        head=P.SecondOrderHead(
-            fusion=FUSIONS[a["fusion_type"]], pool=P.MGCrP(heads=a["mgcrp_heads"], m=m, n=m, centering="scalar"),
-            norm=P.SvPN(alpha=float(a["svpn.alpha"]), num_sv=a["svpn.svNum"], iters=a["svpn.iterNum"],
-                        start="learnable", eps=1e-5),
+        head=paper.SecondOrderHead(
+            fusion=FUSIONS[a["fusion_type"]], pool=paper.MGCrP(heads=a["mgcrp_heads"], m=m, n=m, centering="scalar"),
+            norm=paper.SvPN(alpha=float(a["svpn.alpha"]), num_sv=a["svpn.svNum"], iters=a["svpn.iterNum"],
+                            start="learnable", eps=1e-5),
             drop=float(a["dropout"])),
     )
 
 
-def _two_fc(spec: S.Model) -> bool:
+def _two_fc(spec: specs.Model) -> bool:
     """Whether the head keeps the class token's classifier (sum, late): concat and aggr_all build it unused."""
     return spec.head.fusion in ("sum", "late")
 
 
-def _rules(spec: S.Model) -> list[Rule]:
+def _rules(spec: specs.Model) -> list[Rule]:
     return [
         (r"^pos_embed$", None),  # the fixed sinusoid, checked and recomputed
         (r"^classifier\.cls_fc\.", "head.cls_fc." if _two_fc(spec) else None),
@@ -133,7 +134,7 @@ def _rules(spec: S.Model) -> list[Rule]:
     ]
 
 
-def _notes(a: dict[str, Any], spec: S.Model, weights: Mapping) -> list[str]:
+def _notes(a: dict[str, Any], spec: specs.Model, weights: Mapping) -> list[str]:
     unused = sum(v.numel() for k, v in weights.items() if k.startswith("classifier.cls_fc."))
     if _two_fc(spec) or not unused:
         return []

@@ -20,10 +20,10 @@ token, the fixed 1-D sinusoid table (stored as a frozen parameter: checked, then
 from collections.abc import Mapping
 from typing import Any
 
-from ... import spec as S
+from ... import spec as specs
 from ...convert.common import ISOTROPIC_BODY, check_sinusoid, layer_norm_eps, qk_scale_refusal, released_block
 from ...convert.released import Released
-from . import spec as P
+from . import spec as paper
 
 TOKENS_TYPES = ("performer", "transformer")
 
@@ -48,12 +48,12 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     ]
 
 
-def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
     dim = a["embed_dim"]
     block = released_block(a, attn_drop=float(a["attn_drop_rate"]))
-    return S.Model(embedder=P.T2TEmbed(token_dim=a["token_dim"], block=a["tokens_type"]), block=block,
-                   depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=_side(a["img_size"]),
-                   in_chans=a["in_chans"], pos_embed="sincos1d", drop_path=float(a["drop_path_rate"]))
+    return specs.Model(embedder=paper.T2TEmbed(token_dim=a["token_dim"], block=a["tokens_type"]), block=block,
+                       depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=_side(a["img_size"]),
+                       in_chans=a["in_chans"], pos_embed="sincos1d", drop_path=float(a["drop_path_rate"]))
 
 
 def _token_block(suffix: str):

@@ -1,0 +1,153 @@
+"""The blocks and the stage: the pre-norm `Block` every block kind subclasses (its contract: `block(x, state, *,
+mask, causal) -> Carry(x, state)`), the post-norm block, and `Stage` (entry, then blocks; repeated parts tied)."""
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import NamedTuple
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from .. import spec as specs
+from ..spec.layout import MAPS
+from .context import BuildContext
+from .layers import DropPath, LayerScale, make_norm, maybe
+
+NO_STATE: Mapping[str, torch.Tensor] = {}  # never changed: every block builds the state it hands on anew
+
+class Carry(NamedTuple):
+    """What every block (and stage) returns: its tokens `x` and the `state` it hands on beside them, tensors by key
+    (Refiner's attention maps, Conformer's CNN map, a family's own), which the kinds declare (`reads`, `writes`) and
+    `vspec.spec.state_layout` shapes; empty for a body that carries nothing."""
+
+    x: torch.Tensor
+    state: Mapping[str, torch.Tensor] = NO_STATE
+
+
+class Block(nn.Module):
+    """The pre-norm block (`vspec.spec.Block`): x + attn(norm1(x)), then x + ffn(norm2(x)), each branch with
+    optional layer scale and drop path. The other block kinds subclass it: the post-norm block here, the papers' in
+    their own files; a kind changes `forward`, or builds what it puts around the attention
+    (`build_around_attention`) and runs the attention through it (`attend`).
+
+    One contract for every block kind: `block(x, state={}, *, mask=None, causal=False) -> Carry(x, state)`. `state`:
+    what the block before it handed on; the block reads its kind's `reads` (an attention that reads or writes state
+    takes it, returns (output, what it wrote)), hands on what it writes and other keys as they came, and drops a key
+    it reads or writes that no later part reads (`hands_on`). `mask` (B, N) bool is True at real tokens, False at
+    padding (keys no query may attend; each sample needs one real token); `causal` lets token i attend to tokens
+    <= i (with a mask too: the real ones, and itself, so that left padding has a key). An attention kind that does
+    not declare `masks` / `causal` (vspec.spec.kinds.AttentionKind) is refused a mask in one line."""
+
+    def __init__(self, spec: specs.Block, ctx: BuildContext):
+        super().__init__()
+        d = ctx.dim
+        self.carries = bool(spec.attention.reads or spec.attention.writes)  # the attention takes and returns state
+        self.reads, self.touches, self.hands_on = spec.reads, {*spec.reads, *spec.writes}, ctx.hands_on
+        self.kind, self.masks, self.causal = spec.attention.kind, spec.attention.masks, spec.attention.causal
+        self.norm1 = make_norm(spec.norm, d)
+        self.attn = ctx.child(spec.attention, tokens=spec.attended(ctx.tokens))
+        self.build_around_attention(spec, ctx)
+        self.ls1 = maybe(LayerScale, spec.layer_scale is not None, d, spec.layer_scale)
+        self.norm2 = make_norm(spec.norm, d)
+        self.ffn = ctx.child(spec.ffn)
+        self.ls2 = maybe(LayerScale, spec.layer_scale is not None, d, spec.layer_scale)
+        self.drop_path = maybe(DropPath, ctx.drop_path > 0, ctx.drop_path)
+
+    def build_around_attention(self, spec: specs.Block, ctx: BuildContext) -> None:
+        """What a kind puts around its attention (built right after it, so that its weights come next)."""
+
+    def attend(self, h: torch.Tensor, state: Mapping, mask: torch.Tensor | None, causal: bool) -> tuple:
+        """The attention on `h`: (its output, the state it wrote)."""
+        masks = self.masks_for(mask, causal)
+        if self.carries:
+            return self.attn(h, state, **masks)
+        return self.attn(h, **masks), {}
+
+    def carry(self, x: torch.Tensor, state: Mapping, wrote: Mapping) -> Carry:
+        """Carry(x, `state` with what the block `wrote`), less the keys it reads or writes that it does not hand on."""
+        state = {**state, **wrote}
+        return Carry(x, {k: v for k, v in state.items() if k in self.hands_on or k not in self.touches})
+
+    def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
+                causal: bool = False) -> Carry:
+        h, wrote = self.attend(self.norm1(x), state, mask, causal)
+        x = x + self.drop_path(self.ls1(h))
+        x = x + self.drop_path(self.ls2(self.ffn(self.norm2(x))))
+        return self.carry(x, state, wrote)
+
+    def masks_for(self, mask: torch.Tensor | None, causal: bool) -> dict:
+        """The attention's mask keywords (none without masks: kinds that honour none need not take them)."""
+        if mask is None and not causal:
+            return {}
+        for wanted, able, what in ((mask is not None, self.masks, "a key-padding mask"),
+                                   (causal, self.causal, "a causal mask")):
+            if wanted and not able:
+                raise ValueError(f"{self.kind} attention cannot honour {what}")
+        return {"mask": mask, "causal": causal}
+
+
+class PostNormBlock(Block):
+    """The original transformer's block (`vspec.spec.PostNormBlock`): x = norm1(x + attn(x)), then
+    x = norm2(x + ffn(x))."""
+
+    def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
+                causal: bool = False) -> Carry:
+        h, wrote = self.attend(x, state, mask, causal)
+        x = self.norm1(x + self.drop_path(self.ls1(h)))
+        x = self.norm2(x + self.drop_path(self.ls2(self.ffn(x))))
+        return self.carry(x, state, wrote)
+
+
+class Stage(nn.Module):
+    """entry (optional) -> blocks. `keys[j]` says which blocks compute the same thing: equal keys for
+    blocks of one spec on the same tokens with one variant (a window shift's parity), the same state read and
+    handed on, repeated or listed, in this stage or another; `entry_key` does the same for the entry.
+
+    With `ctx.tie_repeats`, a part whose key is in `built` (shared by all stages of the model) is that
+    module again, weights tied; a new one is built and recorded."""
+
+    def __init__(self, spec: specs.Stage, shape: specs.StageLayout, ctx: BuildContext, rates: Sequence[float],
+                 built: dict[Hashable, nn.Module], states: Sequence[Mapping]):
+        """`states`: the state shapes each block receives, then the next part (a slice of `specs.state_layout`)."""
+        super().__init__()
+        self.entry = self.entry_key = None
+        if spec.entry is not None:
+            self.entry_key = ("entry", spec.entry, shape.entry_in, shape.tokens.dim)
+            if not (ctx.tie_repeats and self.entry_key in built):
+                built[self.entry_key] = ctx.child(spec.entry, tokens=shape.entry_in, out_dim=shape.tokens.dim)
+            self.entry = built[self.entry_key]
+        self.keys: list[Hashable] = []
+        blocks = []
+        for j, block in enumerate(spec.blocks):
+            i = shape.first + j
+            state, after = states[j], states[j + 1]
+            hands_on = frozenset(k for k in after if k in block.reads or k in block.writes)
+            key = ("block", shape.tokens, block, block.variant(shape.tokens, j), hands_on,
+                   tuple((k, state[k]) for k in block.reads))
+            if not (ctx.tie_repeats and key in built):
+                built[key] = ctx.child(block, tokens=shape.tokens, index_in_stage=j, drop_path=rates[i], state=state,
+                                       hands_on=hands_on)
+            self.keys.append(key)
+            blocks.append(built[key])
+        self.blocks = nn.ModuleList(blocks)
+        self.grad_checkpointing = False  # Transformer.set_grad_checkpointing
+
+    def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
+                causal: bool = False, maps: list | None = None) -> Carry:
+        """The entry, then each block with what the one before it hands on (Block's contract); `maps`, a list: each
+        block's handed-on attention maps are appended to it (`Model.attention_maps`)."""
+        x = x if self.entry is None else self.entry(x)
+        for block in self.blocks:
+            x, state = self.run(block, x, state, mask, causal)
+            if maps is not None:
+                maps.append(state[MAPS])
+        return Carry(x, state)
+
+    def run(self, block: nn.Module, x: torch.Tensor, state: Mapping, mask: torch.Tensor | None,
+            causal: bool) -> Carry:
+        """`block(x, state, mask=mask, causal=causal)`; with `grad_checkpointing` while autograd records, under
+        activation checkpointing: only the block's inputs are kept for the backward pass, which runs the block
+        again (same random draws: dropout, drop path) to get the rest."""
+        if self.grad_checkpointing and torch.is_grad_enabled():
+            return checkpoint(block, x, state, mask=mask, causal=causal, use_reentrant=False)
+        return block(x, state, mask=mask, causal=causal)
