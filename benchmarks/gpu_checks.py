@@ -7,8 +7,8 @@ BatchNorm (Conformer, Refiner's DLA, SoT's DenseNet stem) makes some updates ill
 device, so the device must be as accurate as the CPU is. The training forward is the loop's
 (`set_training_outputs(True)`): LV-ViT's MixToken mixes a fixed box (`fixed_box`: the same on every device), and a
 head with a sample and a tokens output (the dense head) also takes the token-labeling step, the released relabel loss
-against a (B, C, 2 + N) target (`vspec.train.relabel.relabel_target`'s shape, random soft labels), checked the same
-way. Prints one line per model and writes OUT/gpu_checks.json;
+against a (B, C, 2 + N) target (`vspec.train.token_labels.maps.relabel_target`'s shape, random soft labels), checked
+the same way. Prints one line per model and writes OUT/gpu_checks.json;
 exits 1 when a check fails. benchmarks/gpu_check.sh runs it first on a GPU machine; tests/test_gpu_bench.py runs
 it with --device cpu (the CPU against itself: the paths run).
 

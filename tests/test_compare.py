@@ -12,7 +12,7 @@ import torch
 
 import vspec.cli
 from tests.helpers.docs_examples import doc
-from vspec import compare as C
+from vspec import compare as comparison
 from vspec.spec import MHSA, MLP, Block, GAPHead, Model, PatchEmbed, to_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +44,7 @@ def test_a_tiny_comparison_writes_its_json_png_and_table(specs, tmp_path, capsys
     captured = capsys.readouterr()
     result = json.loads((out / "compare.json").read_text())
     assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert captured.out.splitlines()[:4] == C.table(result).splitlines()
+    assert captured.out.splitlines()[:4] == comparison.table(result).splitlines()
     assert "[1/4] tiny_cls seed 5: training" in captured.err and "[4/4] tiny_gap seed 6:" in captured.err
     assert "epoch 1: train_loss" in captured.err  # the engine's line per epoch
     assert result["data"] == {"name": "digits", "train": 1437, "val": 360, "classes": 10}
@@ -71,7 +71,7 @@ def test_the_same_seed_gives_the_same_run(specs, tmp_path):
     from vspec.train.recipes import resolve
 
     recipe = resolve("compare", epochs=1, batch_size=256)
-    runs = [C.compare(specs[:1], data="digits", seeds=[3], recipe=recipe, out=tmp_path / out,
+    runs = [comparison.compare(specs[:1], data="digits", seeds=[3], recipe=recipe, out=tmp_path / out,
                       say=lambda _: None)["specs"][0]["runs"] for out in "ab"]
     timing = ("images_per_s", "epoch_time_s")
     a, b = ([{k: v for k, v in r.items() if k not in timing} for r in rs] for rs in runs)
@@ -80,10 +80,10 @@ def test_the_same_seed_gives_the_same_run(specs, tmp_path):
 
 def test_spread_is_mean_sample_std_min_max():
     values = [91.5, 93.25, 90.0]
-    s = C.spread(values)
+    s = comparison.spread(values)
     assert (s["mean"], s["min"], s["max"]) == (pytest.approx(np.mean(values)), 90.0, 93.25)
     assert s["std"] == pytest.approx(np.std(values, ddof=1))
-    assert C.spread([97.0]) == {"mean": 97.0, "std": 0.0, "min": 97.0, "max": 97.0}
+    assert comparison.spread([97.0]) == {"mean": 97.0, "std": 0.0, "min": 97.0, "max": 97.0}
 
 
 def _error(capsys, argv) -> str:
@@ -161,7 +161,7 @@ def test_readme_shows_the_committed_comparison():
     """The compare page's table is `table` of docs/compare/compare.json, its plot the committed PNG: never typed."""
     result = json.loads((MEASURED / "compare.json").read_text())
     readme = doc("compare")
-    assert C.table(result) in readme
+    assert comparison.table(result) in readme
     assert "](compare/compare.png)" in readme and (MEASURED / "compare.png").is_file()
     assert f"`{result['command']}`" in readme
     assert result["data"]["name"] == "mnist5k" and len(result["seeds"]) == 3 and len(result["specs"]) == 3
@@ -169,7 +169,7 @@ def test_readme_shows_the_committed_comparison():
     budget = result["specs"][0]["macs"]  # matched within the tolerance, the originals beside
     assert all(abs(r["macs"] - budget) / budget <= result["match"]["tolerance"] for r in result["specs"])
     assert all(r["matched"]["macs"] != r["macs"] for r in result["specs"][1:])
-    assert "vs the best: Welch's p" in C.table(result)
+    assert "vs the best: Welch's p" in comparison.table(result)
     minutes = re.search(r"took (\d+\.\d) min", readme)
     assert minutes and float(minutes.group(1)) == round(result["wall_s"] / 60, 1)
     assert f"({result['cpu']}, {result['threads']} thread" in readme
@@ -202,14 +202,14 @@ def test_welch_is_the_textbook_test():
     freedom is the two-sided 5 % critical value."""
     a, b = [0.0, 1.0, 2.0], [4.0, 6.5, 5.0]
     va, vb = np.var(a, ddof=1) / 3, np.var(b, ddof=1) / 3
-    test = C.welch(a, b)
+    test = comparison.welch(a, b)
     assert test["t"] == pytest.approx((np.mean(a) - np.mean(b)) / np.sqrt(va + vb))
     assert test["df"] == pytest.approx((va + vb) ** 2 / (va**2 / 2 + vb**2 / 2))
     d = 2.776 * np.sqrt(2 / 3)  # equal variances (1) and sizes: df = 4, t = d / sqrt(2 / 3)
-    at_critical = C.welch([d, d + 1, d + 2], [0.0, 1.0, 2.0])
+    at_critical = comparison.welch([d, d + 1, d + 2], [0.0, 1.0, 2.0])
     assert at_critical["df"] == pytest.approx(4.0) and at_critical["p"] == pytest.approx(0.05, abs=2e-4)
-    assert C.welch([1.0], [2.0, 3.0]) is None
-    assert C.welch([1.0, 1.0], [1.0, 1.0])["p"] == 1.0 and C.welch([2.0, 2.0], [1.0, 1.0])["p"] == 0.0
+    assert comparison.welch([1.0], [2.0, 3.0]) is None
+    assert comparison.welch([1.0, 1.0], [1.0, 1.0])["p"] == 1.0 and comparison.welch([2.0, 2.0], [1.0, 1.0])["p"] == 0.0
 
 
 def test_token_labels_train_each_spec_without_and_with_them(tmp_path, capsys):
@@ -233,7 +233,7 @@ def test_token_labels_train_each_spec_without_and_with_them(tmp_path, capsys):
     assert "token_labels" not in torch.load(runs / "dense-seed0" / "last.pt", weights_only=False)["data_args"]
     assert torch.load(runs / "dense+tl-seed0" / "last.pt", weights_only=False)["data_args"]["token_labels"] == \
         str(labels.resolve())
-    assert "| token labels |" in C.table(result) and "| dense+tl | yes |" in C.table(result)
+    assert "| token labels |" in comparison.table(result) and "| dense+tl | yes |" in comparison.table(result)
     capsys.readouterr()
     argv[argv.index(str(dense))] = str(plain)
     assert "no dense auxiliary head" in _error(capsys, [*argv, "--overwrite"])
@@ -261,7 +261,7 @@ def test_matched_to_the_first_budget_on_a_grid(specs, tmp_path, capsys):
         assert vspec.profile(spec).macs == row["macs"]
     table = capsys.readouterr().out
     assert "| matched from (params, MACs) | fitted |" in table and "the reference" in table
-    assert C.table(result) in table and ("distinguishable" in table or "within noise" in table)
+    assert comparison.table(result) in table and ("distinguishable" in table or "within noise" in table)
     assert result["vs_best"][max(result["specs"], key=lambda r: r["score"]["mean"])["name"]] is None
 
 
@@ -282,7 +282,7 @@ def test_a_text_comparison_on_rt_polarity_prints_accuracy_and_the_noise_column(t
     for row in result["specs"]:
         assert row["scores"] == [r["val_accuracy"] for r in row["runs"]] and 0 < row["score"]["mean"] < 1
     table = capsys.readouterr().out
-    assert "| val accuracy, mean |" in table and C.table(result) in table
+    assert "| val accuracy, mean |" in table and comparison.table(result) in table
     assert [line.split("|")[-2].strip() for line in table.splitlines()[2:4]].count("best") == 1
 
 
@@ -292,7 +292,7 @@ def test_matched_to_another_spec_fits_every_one(specs, tmp_path):
 
     to = tmp_path / "wide.json"
     to.write_text(to_json(tiny(dim=24)))
-    result = C.compare(specs, data="digits", seeds=[0], recipe=resolve("compare", epochs=1, batch_size=256),
+    result = comparison.compare(specs, data="digits", seeds=[0], recipe=resolve("compare", epochs=1, batch_size=256),
                        out=tmp_path / "cmp", match="params", to=to, vary=["dim=8:48:2", "depth"], tolerance=0.1,
                        say=lambda _: None)
     budget = vspec.profile(vspec.load_spec(to), meta=True).params
@@ -300,7 +300,7 @@ def test_matched_to_another_spec_fits_every_one(specs, tmp_path):
     for row in result["specs"]:
         assert row["matched"]["fitted"] and abs(row["params"] - budget) / budget <= 0.1
     assert all(test is None for test in result["vs_best"].values())  # one seed: no test
-    assert "- (one seed)" in C.table(result)
+    assert "- (one seed)" in comparison.table(result)
 
 
 def test_a_glue_comparison_compares_the_tasks_headline_metric(tmp_path):
@@ -313,14 +313,14 @@ def test_a_glue_comparison_compares_the_tasks_headline_metric(tmp_path):
                            "block.ffn.hidden": 32})
     path = tmp_path / "tiny_text.json"
     path.write_text(to_json(body))
-    result = C.compare([path], grid={"depth": [1, 2]}, data="glue", task="cola", data_dir=str(cola_folder(
+    result = comparison.compare([path], grid={"depth": [1, 2]}, data="glue", task="cola", data_dir=str(cola_folder(
         tmp_path / "cola")), seeds=[0, 1], recipe=resolve("glue", epochs=1, batch_size=16), recipe_name="glue",
         out=tmp_path / "cmp", say=lambda _: None)
     metric = f"val_{GLUE['cola'].metric}"
     assert result["metric"] == metric and result["data"]["task"] == "cola" and result["data"]["train"] == 64
     for row in result["specs"]:
         assert row["scores"] == [r[metric] for r in row["runs"]]
-    assert f"| {metric.replace('_', ' ')}, mean |" in C.table(result)
+    assert f"| {metric.replace('_', ' ')}, mean |" in comparison.table(result)
 
 
 def test_a_grid_over_what_match_varies_and_a_stale_tokenizer_are_refused_or_replaced(specs, tmp_path, capsys):
@@ -340,9 +340,9 @@ def _refuse_work(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("worked")
 
-    monkeypatch.setattr(C, "load_spec", refuse)
+    monkeypatch.setattr(comparison, "load_spec", refuse)
     monkeypatch.setattr(vspec.profiler, "profile", refuse)
-    monkeypatch.setattr(C, "data_info", refuse)
+    monkeypatch.setattr(comparison, "data_info", refuse)
 
 
 def test_a_grid_past_its_limit_is_refused_before_any_spec_is_built(specs, tmp_path, capsys, monkeypatch):
@@ -352,16 +352,16 @@ def test_a_grid_past_its_limit_is_refused_before_any_spec_is_built(specs, tmp_pa
     err = _error(capsys, ["compare", *specs, *six, "--out-dir", str(tmp_path / "cmp")])
     assert err == (f"vspec compare: error: --grid: 2,000,000 grid points (2 specs x 10 dim x 10 depth x 10 "
                    f"block.attention.heads x 10 block.ffn.ratio x 10 img_size x 10 num_classes), more than "
-                   f"{C.MAX_GRID}; each is trained --seeds times: narrow --grid or raise --max-candidates\n")
+                   f"{comparison.MAX_GRID}; each is trained --seeds times: narrow --grid or raise --max-candidates\n")
     err = _error(capsys, ["compare", *specs, "--grid", "depth=1,2,3", "--max-candidates", "5", "--out-dir",
                           str(tmp_path / "cmp")])
     assert "--grid: 6 grid points (2 specs x 3 depth), more than 5;" in err
     with pytest.raises(ValueError, match=r"^--grid: 6 grid points \(2 specs x 3 depth\), more than 5;"):
-        C.load_specs(specs, {"depth": [1, 2, 3]}, max_points=5)
+        comparison.load_specs(specs, {"depth": [1, 2, 3]}, max_points=5)
 
 
 def test_a_grid_at_its_limit_is_built(specs):
-    assert list(C.load_specs(specs, {"depth": [1, 2, 3]}, max_points=6)) == [
+    assert list(comparison.load_specs(specs, {"depth": [1, 2, 3]}, max_points=6)) == [
         "tiny_cls[depth=1]", "tiny_cls[depth=2]", "tiny_cls[depth=3]",
         "tiny_gap[depth=1]", "tiny_gap[depth=2]", "tiny_gap[depth=3]"]
 
@@ -406,9 +406,9 @@ def test_the_refiner_page_shows_the_token_label_comparison():
     is the noise test's."""
     result = json.loads((MEASURED / "token_labels" / "compare.json").read_text())
     page = doc("families/refiner")
-    assert C.table(result) in page and f"`{result['command']}`" in page
+    assert comparison.table(result) in page and f"`{result['command']}`" in page
     assert result["data"]["name"] == "mnist5k" and len(result["seeds"]) == 3
     assert [r.get("token_labels") is not None for r in result["specs"]] == [False, True]
     assert "--token-labels" in result["command"] and result["teacher"]["val_top1"] > 80
-    within = all(t is None or t["p"] >= C.ALPHA for t in C.noise(result).values())
+    within = all(t is None or t["p"] >= comparison.ALPHA for t in comparison.noise(result).values())
     assert ("Within the seed noise" in page) == within

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import vspec
-from vspec import export as E
+from vspec import export
 from vspec.cli import main
 from vspec.spec import load_spec
 
@@ -80,20 +80,20 @@ FAMILIES = [  # (family, preset): the normal run keeps ViT, DHVT, MSF and a text
 @pytest.mark.parametrize("family, preset", FAMILIES)
 def test_export_equals_eager(family, preset, tmp_path):
     model = model_of(preset)
-    program = E.export_program(model, batch=2)
-    ran = E.check(model, program, batch=3)
+    program = export.export_program(model, batch=2)
+    ran = export.check(model, program, batch=3)
     assert ran.batch == 3 and ran.max_abs_diff <= TOL, ran
-    path = E.export_onnx(model, tmp_path / f"{preset}.onnx", program=program)
+    path = export.export_onnx(model, tmp_path / f"{preset}.onnx", program=program)
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    assert [i.name for i in session.get_inputs()] == E.input_names(model)
+    assert [i.name for i in session.get_inputs()] == export.input_names(model)
     assert all(isinstance(i.shape[0], str) for i in session.get_inputs())  # a named (dynamic) batch axis
-    ran = E.check(model, path, batch=3)
+    ran = export.check(model, path, batch=3)
     assert ran.runtime.startswith("onnxruntime") and ran.max_abs_diff <= TOL, ran
     if model.text:  # the check's batch pads its samples after the first: the mask is an input that acts
-        ids, mask = E.example_inputs(model, 3, seed=1)
+        ids, mask = export.example_inputs(model, 3, seed=1)
         assert not mask.all()
-        full = E.run_onnx(path, (ids, torch.ones_like(mask)))
-        assert (full - E.run_onnx(path, (ids, mask))).abs().max() > 1e-3
+        full = export.run_onnx(path, (ids, torch.ones_like(mask)))
+        assert (full - export.run_onnx(path, (ids, mask))).abs().max() > 1e-3
 
 
 def test_sot_start_vector_at_init_is_ill_conditioned():
@@ -117,27 +117,27 @@ def test_exact_svpn_is_a_program_but_no_onnx_graph(tmp_path):
     spec = vspec.override(shrink(load_spec(ROOT / "specs/deit_tiny_sot.py")),
                           {"embedder.kind": "patch", "embedder.patch_size": 16, "head.norm.method": "exact"})
     model = vspec.build(spec).eval()
-    program = E.export_program(model)
-    assert E.check(model, program).max_abs_diff <= TOL
-    with pytest.raises(E.ExportError, match=r"^head.norm calls linalg_svd \(torch.linalg\), which ONNX has no"):
-        E.export_onnx(model, tmp_path / "exact.onnx", program=program)
+    program = export.export_program(model)
+    assert export.check(model, program).max_abs_diff <= TOL
+    with pytest.raises(export.ExportError, match=r"^head.norm calls linalg_svd \(torch.linalg\), which ONNX has no"):
+        export.export_onnx(model, tmp_path / "exact.onnx", program=program)
     assert not (tmp_path / "exact.onnx").exists()
 
 
 def test_static_batch_takes_only_its_batch(tmp_path):
     model = model_of("deit_tiny")
-    path = E.export_onnx(model, tmp_path / "static.onnx", batch=2, dynamic_batch=False)
-    assert E.check(model, path, batch=2).max_abs_diff <= TOL
+    path = export.export_onnx(model, tmp_path / "static.onnx", batch=2, dynamic_batch=False)
+    assert export.check(model, path, batch=2).max_abs_diff <= TOL
     with pytest.raises(Exception, match="(?i)dimension|shape"):
-        E.run_onnx(path, E.example_inputs(model, 3))
-    with pytest.raises(E.ExportError, match="batch 1"):
-        E.export_program(model, batch=1)  # dynamic: traced at 2 or more
-    assert E.export_program(model, batch=1, dynamic_batch=False) is not None
+        export.run_onnx(path, export.example_inputs(model, 3))
+    with pytest.raises(export.ExportError, match="batch 1"):
+        export.export_program(model, batch=1)  # dynamic: traced at 2 or more
+    assert export.export_program(model, batch=1, dynamic_batch=False) is not None
 
 
 def test_tracing_restores_the_training_mode():
     model = vspec.build(shrink(load_spec(ROOT / "specs/deit_tiny.py"))).train()
-    E.export_program(model, batch=2)
+    export.export_program(model, batch=2)
     assert model.training
 
 
@@ -203,7 +203,7 @@ def test_cli_refuses_set_on_a_checkpoint_and_names_a_missing_extra(capsys, tmp_p
 
 def test_cli_check_above_the_tolerance_and_an_exporter_failure_are_one_line(capsys, tmp_path, monkeypatch):
     out = tmp_path / "tiny.pt2"
-    monkeypatch.setattr(E, "TOLERANCE", -1.0)  # every difference is above it
+    monkeypatch.setattr(export, "TOLERANCE", -1.0)  # every difference is above it
     code, _, err = run(capsys, "export", ROOT / "specs/deit_tiny.py", *TINY, "--out", out, "--check")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "above -1;" in err and out.is_file(), err
 
@@ -227,7 +227,7 @@ def test_cli_refuses_an_unwritable_out_before_exporting(capsys, monkeypatch, out
         raise AssertionError("built or exported")
 
     monkeypatch.setattr(vspec.compiler, "build", refuse)
-    monkeypatch.setattr(E, "export", refuse)
+    monkeypatch.setattr(export, "export", refuse)
     code, text, err = run(capsys, "export", ROOT / "specs/deit_tiny.py", *TINY, "--out", out)
     assert code == 2 and text == "" and err == f"vspec: error: {needle}, where no file can be written; give a path " \
                                                "elsewhere\n", err

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import vspec
-from vspec import fitting as F
+from vspec import fitting
 from vspec.spec import SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +30,7 @@ def sot_macs():
 
 def test_deit_small_fitted_to_sot_small_macs_is_the_nearest_valid_variant_of_its_grid(sot_macs):
     deit = vspec.load_spec(ROOT / "specs/deit_small.py")
-    result = F.fit(deit, macs=sot_macs, vary=[f"dim={','.join(map(str, DIMS))}", "depth=8:16"])
+    result = fitting.fit(deit, macs=sot_macs, vary=[f"dim={','.join(map(str, DIMS))}", "depth=8:16"])
     walk = {}
     for dim, depth in itertools.product(DIMS, DEPTHS):
         try:
@@ -72,12 +72,13 @@ def test_the_cli_writes_the_chosen_spec_and_vspec_profile_prints_its_numbers(tmp
 
 def test_params_and_like_targets():
     deit = vspec.load_spec(ROOT / "specs/deit_small.py")
-    result = F.fit(deit, params="10M", vary=["dim", "depth=6:12"])
+    result = fitting.fit(deit, params="10M", vary=["dim", "depth=6:12"])
     assert result.target == {"params": 10e6} and abs(result.best.params - 10e6) / 10e6 <= 0.02
     assert all(abs(c.deviation) >= abs(result.best.deviation) for c in result.candidates)
-    same = F.fit(deit, like=ROOT / "specs/deit_small.py", vary=["dim=192,384,768", "depth=6,12"])
+    same = fitting.fit(deit, like=ROOT / "specs/deit_small.py", vary=["dim=192,384,768", "depth=6,12"])
     assert same.best.values == {"dim": 384, "depth": 12} and same.best.deviation == 0  # itself, exactly
-    assert F.parse_amount("4.6G") == 4.6e9 and F.parse_amount("800k") == 8e5 and F.parse_amount("1.5e6") == 1.5e6
+    assert fitting.parse_amount("4.6G") == 4.6e9 and fitting.parse_amount("800k") == 8e5
+    assert fitting.parse_amount("1.5e6") == 1.5e6
 
 
 def test_a_depth_reuses_the_counts_of_its_blocks():
@@ -94,19 +95,19 @@ def test_a_depth_reuses_the_counts_of_its_blocks():
 def test_errors_are_one_line():
     deit = ROOT / "specs/deit_small.py"
     nearest = r"no variant within 2 % of macs=100G: the nearest, dim=768, depth=24, has 171.6M params, 35.05G MACs"
-    with pytest.raises(F.FitError, match=nearest) as e:
-        F.fit(deit, macs="100G")
+    with pytest.raises(fitting.FitError, match=nearest) as e:
+        fitting.fit(deit, macs="100G")
     assert e.value.result.best.values == {"dim": 768, "depth": 24}
-    with pytest.raises(F.FitError, match="no field 'blok.heads'"):
-        F.fit(deit, macs="4G", vary=["blok.heads"])
-    with pytest.raises(F.FitError, match="no default range; give the values"):
-        F.fit(deit, macs="4G", vary=["class_token"])
-    with pytest.raises(F.FitError, match="several stages: name the fields"):
-        F.fit(ROOT / "specs/swin_tiny.py", macs="4G")
-    with pytest.raises(F.FitError, match="expected a number"):
-        F.fit(deit, macs="lots")
-    with pytest.raises(F.FitError, match="no target"):
-        F.fit(deit)
+    with pytest.raises(fitting.FitError, match="no field 'blok.heads'"):
+        fitting.fit(deit, macs="4G", vary=["blok.heads"])
+    with pytest.raises(fitting.FitError, match="no default range; give the values"):
+        fitting.fit(deit, macs="4G", vary=["class_token"])
+    with pytest.raises(fitting.FitError, match="several stages: name the fields"):
+        fitting.fit(ROOT / "specs/swin_tiny.py", macs="4G")
+    with pytest.raises(fitting.FitError, match="expected a number"):
+        fitting.fit(deit, macs="lots")
+    with pytest.raises(fitting.FitError, match="no target"):
+        fitting.fit(deit)
     done = cli("fit", "specs/deit_small.py", "--target", "macs=100G")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "the nearest, dim=768, depth=24" in done.stderr
     done = cli("fit", "specs/deit_small.py", "--target", "flops=4G")
@@ -116,27 +117,27 @@ def test_errors_are_one_line():
 def test_a_staged_spec_varies_named_stage_fields():
     swin = vspec.load_spec(ROOT / "specs/swin_tiny.py")
     p = vspec.profile(swin, meta=True, crosscheck=False)
-    result = F.fit(swin, macs=p.macs * 1.3, vary=["stages.2.depth=2:18:2", "stages.3.depth=1:4"], tolerance=0.05)
+    result = fitting.fit(swin, macs=p.macs * 1.3, vary=["stages.2.depth=2:18:2", "stages.3.depth=1:4"], tolerance=0.05)
     assert result.original.macs == p.macs and result.best.macs > p.macs
     assert result.spec.stages[2].depth == result.best.values["stages.2.depth"]
 
 
 def test_vspec_fit_is_the_function():
     result = vspec.fit(ROOT / "specs/deit_tiny.py", params="4M", vary=["depth"], tolerance=0.1)
-    assert isinstance(result, F.FitResult) and abs(result.best.deviation) <= 0.1
+    assert isinstance(result, fitting.FitResult) and abs(result.best.deviation) <= 0.1
 
 
 def test_fit_edge_cases(tmp_path):
     refined = vspec.load_spec(ROOT / "specs/refined_vit_m.py")  # a width off the default step (420): kept
-    assert refined.stages[0].dim % F.DIM_STEP and refined.stages[0].dim in F.axes(refined, ["dim"])["dim"]
+    assert refined.stages[0].dim % fitting.DIM_STEP and refined.stages[0].dim in fitting.axes(refined, ["dim"])["dim"]
     deit = vspec.load_spec(ROOT / "specs/deit_tiny.py")
-    with pytest.raises(F.FitError, match="must be finite and > 0"):
-        F.fit(deit, macs=float("nan"))
-    with pytest.raises(F.FitError, match="given twice"):
-        F.fit(deit, macs="1G", vary=["depth", "depth=1:3"])
-    result = F.fit(deit, params="4M", vary=["depth"], tolerance=0.2)
+    with pytest.raises(fitting.FitError, match="must be finite and > 0"):
+        fitting.fit(deit, macs=float("nan"))
+    with pytest.raises(fitting.FitError, match="given twice"):
+        fitting.fit(deit, macs="1G", vary=["depth", "depth=1:3"])
+    result = fitting.fit(deit, params="4M", vary=["depth"], tolerance=0.2)
     out = tmp_path / 'odd """ C:\\Users\\fit.py'
-    F.write(result, out, 'vspec fit C:\\Users\\x """ --out odd')
+    fitting.write(result, out, 'vspec fit C:\\Users\\x """ --out odd')
     assert vspec.load_spec(out) == result.spec
     from vspec.cli.fit import vary_items
 
@@ -184,8 +185,8 @@ def test_a_search_past_its_limit_is_refused_before_any_profile(monkeypatch, vary
     _no_profile(monkeypatch)
     deit = vspec.load_spec(ROOT / "specs/deit_small.py")
     for target in ({"macs": "1G"}, {"like": ROOT / "specs/sot_small.py"}):
-        with pytest.raises(F.FitError) as e:
-            F.fit(deit, vary=vary, **target)
+        with pytest.raises(fitting.FitError) as e:
+            fitting.fit(deit, vary=vary, **target)
         assert needle in str(e.value) and "\n" not in str(e.value), str(e.value)
         if "expected" not in needle:
             assert str(e.value).endswith("narrow --vary or raise --max-candidates"), str(e.value)
@@ -193,14 +194,15 @@ def test_a_search_past_its_limit_is_refused_before_any_profile(monkeypatch, vary
 
 def test_max_candidates_raises_or_lowers_the_limit(monkeypatch):
     deit = vspec.load_spec(ROOT / "specs/deit_tiny.py")
-    assert F.search_size(deit, ["depth=1:30"]) == {"candidates": 30, "parts": 1, "blocks": 465}
-    assert F.search_size(deit, ["dim", "depth"]) == {"candidates": 888, "parts": 37, "blocks": 888 * 25 // 2}
-    with pytest.raises(F.FitError, match=r"the search has 30 candidates \(30 depth\), more than 20; narrow --vary"):
-        F.fit(deit, params="4M", vary=["depth=1:30"], max_candidates=20)
-    assert F.fit(deit, params="4M", vary=["depth=1:30"], max_candidates=30, tolerance=0.5).tried == 30
+    assert fitting.search_size(deit, ["depth=1:30"]) == {"candidates": 30, "parts": 1, "blocks": 465}
+    assert fitting.search_size(deit, ["dim", "depth"]) == {"candidates": 888, "parts": 37, "blocks": 888 * 25 // 2}
+    refused = r"the search has 30 candidates \(30 depth\), more than 20; narrow --vary"
+    with pytest.raises(fitting.FitError, match=refused):
+        fitting.fit(deit, params="4M", vary=["depth=1:30"], max_candidates=20)
+    assert fitting.fit(deit, params="4M", vary=["depth=1:30"], max_candidates=30, tolerance=0.5).tried == 30
     for bad in (0, -1, 1.5, True, float("nan")):
-        with pytest.raises(F.FitError, match="max_candidates: must be an int >= 1"):
-            F.fit(deit, params="4M", max_candidates=bad)
+        with pytest.raises(fitting.FitError, match="max_candidates: must be an int >= 1"):
+            fitting.fit(deit, params="4M", max_candidates=bad)
 
 
 def test_the_cli_refuses_a_search_past_its_limit_before_profiling(monkeypatch, capsys):
@@ -237,21 +239,21 @@ def test_every_one_stage_presets_default_search_is_under_the_limit(monkeypatch):
     for path in sorted(ROOT.glob("specs/*.py")):
         spec = vspec.load_spec(path)
         if len(spec.stages) == 1:
-            sizes[path.stem] = size = F.search_size(spec, F.default_vary(spec))
-            F.check_size(size, F.MAX_CANDIDATES)
+            sizes[path.stem] = size = fitting.search_size(spec, fitting.default_vary(spec))
+            fitting.check_size(size, fitting.MAX_CANDIDATES)
     assert len(sizes) >= 60 and max(s["candidates"] for s in sizes.values()) == 9264  # bert_large, gpt2_medium
 
 
 def test_axes_of_a_range_are_lazy():
     deit = vspec.load_spec(ROOT / "specs/deit_small.py")
-    dims = F.axes(deit, ["dim=1:100000000"])["dim"]
+    dims = fitting.axes(deit, ["dim=1:100000000"])["dim"]
     assert isinstance(dims, range) and len(dims) == 10**8 and dims[-1] == 10**8
-    ratios = F.axes(deit, ["block.ffn.ratio=1:4:1e-9"])["block.ffn.ratio"]
+    ratios = fitting.axes(deit, ["block.ffn.ratio=1:4:1e-9"])["block.ffn.ratio"]
     assert len(ratios) == 3 * 10**9 + 1 and ratios[0] == 1.0 and ratios[-1] == 4.0 and ratios[1] == 1.000000001
-    assert list(F.axes(deit, ["block.ffn.ratio=2.0:3.0:0.25"])["block.ffn.ratio"]) == [2.0, 2.25, 2.5, 2.75, 3.0]
-    assert list(F.axes(deit, ["depth=4:12:3"])["depth"]) == [4, 7, 10]
+    assert list(fitting.axes(deit, ["block.ffn.ratio=2.0:3.0:0.25"])["block.ffn.ratio"]) == [2.0, 2.25, 2.5, 2.75, 3.0]
+    assert list(fitting.axes(deit, ["depth=4:12:3"])["depth"]) == [4, 7, 10]
     refined = vspec.load_spec(ROOT / "specs/refined_vit_m.py")  # 420: off the step, kept in its place
-    widths = F.axes(refined, ["dim"])["dim"]
+    widths = fitting.axes(refined, ["dim"])["dim"]
     assert list(widths) == sorted({*range(208, 841, 8), 420}) and 420 in widths and 421 not in widths
     assert widths[list(widths).index(420)] == 420 and len(widths) == len(list(widths))
 
@@ -264,8 +266,8 @@ def test_axes_of_a_range_are_lazy():
 def test_non_finite_bounds_steps_and_values_are_refused(monkeypatch, capsys, item, value):
     _no_profile(monkeypatch)
     deit = vspec.load_spec(ROOT / "specs/deit_small.py")
-    with pytest.raises(F.FitError) as e:
-        F.fit(deit, macs="1G", vary=[item])
+    with pytest.raises(fitting.FitError) as e:
+        fitting.fit(deit, macs="1G", vary=[item])
     assert str(e.value) == f"--vary {item}: {value!r} is not a finite number", str(e.value)
     err = _cli_error(capsys, "fit", "specs/deit_small.py", "--target", "macs=1G", "--vary", item)
     assert err == f"vspec fit: error: --vary {item}: {value!r} is not a finite number\n"
@@ -275,8 +277,8 @@ def test_non_finite_bounds_steps_and_values_are_refused(monkeypatch, capsys, ite
                                   "depth=1:12:\u0662", "depth=\u0661\u0662,3", "depth=1_0:12"])
 def test_only_ascii_numbers_in_vary(monkeypatch, capsys, item):
     _no_profile(monkeypatch)
-    with pytest.raises(F.FitError, match="expected LOW:HIGH|is not a number"):
-        F.fit(ROOT / "specs/deit_small.py", macs="1G", vary=[item])
+    with pytest.raises(fitting.FitError, match="expected LOW:HIGH|is not a number"):
+        fitting.fit(ROOT / "specs/deit_small.py", macs="1G", vary=[item])
     err = _cli_error(capsys, "fit", "specs/deit_small.py", "--target", "macs=1G", "--vary", item)
     assert err.startswith("vspec fit: error: --vary ")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vspec import _moved as M
+from vspec import _moved
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,7 +96,7 @@ def _quietly(path: str):
 
 def _same(got, new: str) -> bool:
     """`got` is the object `new` names (equal where each lookup makes a fresh one: a call, a bound method)."""
-    expected = M.resolve(new)
+    expected = _moved.resolve(new)
     return got is expected or ((new.endswith("()") or inspect.ismethod(expected)) and got == expected)
 
 
@@ -109,7 +109,7 @@ def no_old_modules():
     """Every test imports the old modules afresh (an import warns once, as any module runs once)."""
 
     def forget():
-        for old in M.MODULES:
+        for old in _moved.MODULES:
             sys.modules.pop(old, None)
             owner, _, name = old.rpartition(".")
             if owner in sys.modules:
@@ -126,16 +126,16 @@ def test_every_gone_name_of_the_previous_release_is_moved_or_removed():
 
     def covered(name: str) -> bool:
         owner, _, attr = name.rpartition(".")
-        in_new_module = owner in M.MODULES and hasattr(_quietly(M.MODULES[owner]), attr)
-        return name in M.NAMES or name in M.MODULES or in_new_module or name in REMOVED
+        in_new_module = owner in _moved.MODULES and hasattr(_quietly(_moved.MODULES[owner]), attr)
+        return name in _moved.NAMES or name in _moved.MODULES or in_new_module or name in REMOVED
 
     assert [n for n in old if not covered(n)] == []
-    assert not set(REMOVED) & {*M.NAMES, *M.MODULES}
+    assert not set(REMOVED) & {*_moved.NAMES, *_moved.MODULES}
 
 
-@pytest.mark.parametrize("old", sorted(M.NAMES))
+@pytest.mark.parametrize("old", sorted(_moved.NAMES))
 def test_an_old_name_warns_and_is_the_new_object(old):
-    new = M.NAMES[old]
+    new = _moved.NAMES[old]
     owner, _, name = old.rpartition(".")
     module = _quietly(owner)
     with pytest.warns(DeprecationWarning, match=_message(old, new)) as record:
@@ -144,10 +144,10 @@ def test_an_old_name_warns_and_is_the_new_object(old):
     assert record[0].filename == __file__  # the warning points at the line that used the old name
 
 
-@pytest.mark.parametrize("old", sorted(M.MODULES))
+@pytest.mark.parametrize("old", sorted(_moved.MODULES))
 def test_an_old_module_warns_and_has_the_new_modules_names(old):
-    new = importlib.import_module(M.MODULES[old])
-    with pytest.warns(DeprecationWarning, match=_message(old, M.MODULES[old])):
+    new = importlib.import_module(_moved.MODULES[old])
+    with pytest.warns(DeprecationWarning, match=_message(old, _moved.MODULES[old])):
         module = importlib.import_module(old)
     assert sys.modules[old] is module and module.__name__ == old
     assert all(getattr(module, n) is getattr(new, n) for n in dir(new) if not n.startswith("_"))
@@ -155,11 +155,11 @@ def test_an_old_module_warns_and_has_the_new_modules_names(old):
 
 
 # vspec.train.cli was not an attribute of vspec.train before it was imported; the other old modules were
-@pytest.mark.parametrize("old", sorted(m for m in M.MODULES if m != "vspec.train.cli"))
+@pytest.mark.parametrize("old", sorted(m for m in _moved.MODULES if m != "vspec.train.cli"))
 def test_an_old_module_as_its_packages_attribute(old):
     owner, _, name = old.rpartition(".")
     package = importlib.import_module(owner)
-    with pytest.warns(DeprecationWarning, match=_message(old, M.MODULES[old])) as record:
+    with pytest.warns(DeprecationWarning, match=_message(old, _moved.MODULES[old])) as record:
         module = getattr(package, name)
     assert record[0].filename == __file__
     with warnings.catch_warnings():
@@ -236,7 +236,7 @@ def test_a_removed_name_of_an_old_module_is_an_attribute_error():
 
 def test_the_changelog_lists_every_move_and_removal():
     lines = (ROOT / "CHANGELOG.md").read_text().splitlines()
-    rows = {**M.NAMES, **M.MODULES}
+    rows = {**_moved.NAMES, **_moved.MODULES}
     missing = [old for old, new in rows.items() if not any(f"`{old}` → `{new}`" in line for line in lines)]
     assert missing == []
     removed = "\n".join(lines[lines.index("### Removed"):])
@@ -277,19 +277,19 @@ def test_every_weights_name_of_cdc305b_warns_once_and_is_the_new_object():
     assert len(old) == 86
     for name in old:
         owner, _, attr = name.rpartition(".")
-        new = M.MODULES.get(name) or M.NAMES.get(name) or f"{M.MODULES[owner]}.{attr}"
+        new = _moved.MODULES.get(name) or _moved.NAMES.get(name) or f"{_moved.MODULES[owner]}.{attr}"
         assert new.startswith("vspec.weights."), name
         module = _quietly(owner)
         with warnings.catch_warnings(record=True) as record:
             warnings.simplefilter("always")
             got = getattr(module, attr)
-        if name in M.MODULES:  # the alias module of the old one, with the new module's names
+        if name in _moved.MODULES:  # the alias module of the old one, with the new module's names
             assert got.__name__ == name
         else:
-            assert got is M.resolve(new), name
+            assert got is _moved.resolve(new), name
         # a moved module's own names come from its new module silently (importing it warned); a name that went
         # elsewhere warns once, naming the module it is in now (no second warning through another old path)
-        quiet = name not in M.MODULES and name not in M.NAMES
+        quiet = name not in _moved.MODULES and name not in _moved.NAMES
         assert [str(w.message) for w in record] == ([] if quiet else [_message(name, new)[1:-1].replace("\\", "")])
 
 
@@ -336,18 +336,18 @@ def test_every_name_the_training_room_split_moved_warns_and_is_the_new_object():
     assert len(old) == 111
     for name in old:
         owner, _, attr = name.rpartition(".")
-        if name in M.NAMES or name in M.MODULES:  # the owner's __getattr__ warns, naming the new place
-            new = M.NAMES.get(name) or M.MODULES[name]
+        if name in _moved.NAMES or name in _moved.MODULES:  # the owner's __getattr__ warns, naming the new place
+            new = _moved.NAMES.get(name) or _moved.MODULES[name]
             package = importlib.import_module(owner)
             vars(package).pop(attr, None)  # an old module imported by an earlier name of this loop
             sys.modules.pop(name, None)
             with pytest.warns(DeprecationWarning, match=_message(name, new)) as record:
                 got = getattr(package, attr)
             assert record[0].filename == __file__
-            assert got is (sys.modules[name] if name in M.MODULES else M.resolve(new)), name
+            assert got is (sys.modules[name] if name in _moved.MODULES else _moved.resolve(new)), name
         else:  # a name of an old module: its new module's (importing the old module warns)
-            assert owner in M.MODULES, name
-            assert getattr(_quietly(owner), attr) is getattr(importlib.import_module(M.MODULES[owner]), attr), name
+            assert owner in _moved.MODULES, name
+            assert getattr(_quietly(owner), attr) is getattr(importlib.import_module(_moved.MODULES[owner]), attr), name
 
 
 @pytest.mark.parametrize("owner", ["vspec.train", "vspec.train.text", "vspec.train.token_labels",
@@ -371,12 +371,12 @@ vspec.analysis: analyze attention_maps attention_modules cka_problem default_blo
 
 def test_every_name_a_paper_took_into_its_folder_warns_and_is_the_new_object():
     old = _names(PAPER_GONE)
-    assert len(old) == 16 and all(n in M.NAMES for n in old)
+    assert len(old) == 16 and all(n in _moved.NAMES for n in old)
     for name in old:
         owner, _, attr = name.rpartition(".")
-        with pytest.warns(DeprecationWarning, match=_message(name, M.NAMES[name])):
+        with pytest.warns(DeprecationWarning, match=_message(name, _moved.NAMES[name])):
             got = getattr(importlib.import_module(owner), attr)
-        assert got is M.resolve(M.NAMES[name]) and M.NAMES[name].startswith("vspec.models.")
+        assert got is _moved.resolve(_moved.NAMES[name]) and _moved.NAMES[name].startswith("vspec.models.")
     from vspec.cli import analyze
     from vspec.train import recipes
 
@@ -418,24 +418,25 @@ vspec.cli.eval: evaluate_checkpoint
 def test_every_name_the_training_data_split_displaced_is_moved():
     old = _names(DATA_GONE)
     assert len(old) == 123
-    rows = [n for n in old if n in M.NAMES or n in M.MODULES]  # each warns and is the new object: the tests above
+    # each row warns and is the new object (the tests above)
+    rows = [n for n in old if n in _moved.NAMES or n in _moved.MODULES]
     kept = [n for n in old if n not in rows]  # the rest: an old module's names, served by its new module
-    assert [n for n in kept if n.rpartition(".")[0] not in M.MODULES] == []
+    assert [n for n in kept if n.rpartition(".")[0] not in _moved.MODULES] == []
     for name in kept:
         owner, _, attr = name.rpartition(".")
-        with pytest.warns(DeprecationWarning, match=_message(owner, M.MODULES[owner])):
+        with pytest.warns(DeprecationWarning, match=_message(owner, _moved.MODULES[owner])):
             module = importlib.import_module(owner)
-        assert getattr(module, attr) is getattr(importlib.import_module(M.MODULES[owner]), attr)
+        assert getattr(module, attr) is getattr(importlib.import_module(_moved.MODULES[owner]), attr)
         sys.modules.pop(owner)
         vars(sys.modules[owner.rpartition(".")[0]]).pop(owner.rpartition(".")[2], None)
     for name in rows:
         owner, _, attr = name.rpartition(".")
-        new = M.NAMES.get(name) or M.MODULES[name]
+        new = _moved.NAMES.get(name) or _moved.MODULES[name]
         with pytest.warns(DeprecationWarning, match=_message(name, new)):
             got = getattr(_quietly(owner), attr)
-        assert _same(got, new) if name in M.NAMES else got.__name__ == name
+        assert _same(got, new) if name in _moved.NAMES else got.__name__ == name
         sys.modules.pop(name, None)
-        vars(sys.modules[owner]).pop(attr, None) if name in M.MODULES else None
+        vars(sys.modules[owner]).pop(attr, None) if name in _moved.MODULES else None
 
 
 # issue 56 (benchmarks and names): the public names of cdc305b that left their place, derived from that commit
@@ -449,10 +450,10 @@ vspec.nn.model: Block Carry NO_STATE PostNormBlock Stage VisionTransformer
 
 def test_the_names_issue_56_displaced_from_nn_warn_and_are_the_new_objects():
     old = _names(OLD_GONE_56_NAMES)
-    assert [n for n in old if n not in M.NAMES] == []
+    assert [n for n in old if n not in _moved.NAMES] == []
     for name in old:
         owner, _, attr = name.rpartition(".")
         module = importlib.import_module(owner)
-        with pytest.warns(DeprecationWarning, match=_message(name, M.NAMES[name])):
+        with pytest.warns(DeprecationWarning, match=_message(name, _moved.NAMES[name])):
             got = getattr(module, attr)
-        assert _same(got, M.NAMES[name])
+        assert _same(got, _moved.NAMES[name])

@@ -18,7 +18,7 @@ import vspec
 import vspec.weights.checkpoint
 from tests.helpers import fuzz_cli as fuzz
 from tests.helpers.cli_corpus import TIME_LIMIT, Case, Outcome, bases, corpus, run_case, run_corpus
-from vspec import spec as S
+from vspec import spec as specs
 from vspec.cli import output_file, output_folder
 from vspec.cli.common import MAX_LINE, one_line, printable
 from vspec.compiler import weights
@@ -133,10 +133,10 @@ def _specs():
                                                       "head.fusion": "concat"})
     kinds["dense head"] = vspec.override(kinds["vit"], {"head.dense": {}})
     refined = vspec.load_spec(Path(__file__).parents[2] / "specs" / "refined_vit_s.py")  # refiner options
-    paper = [S.RefinerAttention(heads=12, refine=S.Refine(expansion=2, constraint="row_col")),
-             S.RefinerAttention(heads=12, reuse=True, refine=S.Refine(reduction=False, constraint="spatial"))]
+    paper = [specs.RefinerAttention(heads=12, refine=specs.Refine(expansion=2, constraint="row_col")),
+             specs.RefinerAttention(heads=12, reuse=True, refine=specs.Refine(reduction=False, constraint="spatial"))]
     blocks = (*refined.block[:2], *(attrs.evolve(refined.block[0], attention=a) for a in paper))
-    kinds["refiner"] = attrs.evolve(refined, stages=(S.Stage(depth=4, dim=48, block=blocks),))
+    kinds["refiner"] = attrs.evolve(refined, stages=(specs.Stage(depth=4, dim=48, block=blocks),))
     return [(p.name, vspec.load_spec(p)) for p in PRESETS] + list(kinds.items())
 
 

@@ -132,10 +132,10 @@ def test_every_consumer_reads_a_model_folder(tmp_path, capsys):
             assert torch.equal(read(folder).eval()(x), model(x))
     assert eval_main([str(folder), "--data", "digits"]) == 0
     # a training run's state is in OUT/last.pt: a folder given for it is refused
-    from vspec.train import checkpoints as C
+    from vspec.train import checkpoints
 
     with pytest.raises(CheckpointError, match="a folder, not a checkpoint file"):
-        C.load(folder)
+        checkpoints.load(folder)
 
 
 # ---------------------------------------------------------------- item 10: SoT's language head converter

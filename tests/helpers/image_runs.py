@@ -6,7 +6,7 @@ import os
 import torch
 
 from tests.helpers import ROOT
-from vspec.train import checkpoints as C
+from vspec.train import checkpoints
 
 
 def args(spec, out, *extra):
@@ -20,7 +20,7 @@ def env():
 
 
 def weights(path):
-    return C.load(path)["state_dict"]
+    return checkpoints.load(path)["state_dict"]
 
 
 def assert_same_weights(a, b):

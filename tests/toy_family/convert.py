@@ -5,15 +5,15 @@ gates,n1,n2}`, `norm.*`, `fc.*`) map one by one, every key used. One `Released` 
 from collections.abc import Mapping
 from typing import Any
 
-from vspec import spec as S
+from vspec import spec as specs
 from vspec.convert import Released
 
-from . import spec as P
+from . import spec as paper
 
 
-def _spec(a: dict[str, Any], weights: Mapping | None = None) -> S.Model:
-    block = P.GatedBlock(attention=S.MHSA(heads=a["heads"]), ffn=P.GLUFFN(hidden=a["hidden"]))
-    return S.Model(embedder=S.PatchEmbed(patch_size=a["patch"]), block=block, depth=a["depth"], dim=a["dim"],
+def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
+    block = paper.GatedBlock(attention=specs.MHSA(heads=a["heads"]), ffn=paper.GLUFFN(hidden=a["hidden"]))
+    return specs.Model(embedder=specs.PatchEmbed(patch_size=a["patch"]), block=block, depth=a["depth"], dim=a["dim"],
                    num_classes=a["num_classes"], img_size=a["img_size"], pos_embed="learned")
 
 

@@ -20,8 +20,7 @@ from vspec.cli.eval import eval_parser
 from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
 from vspec.cli.train import train_parser
-from vspec.train import checkpoints as C
-from vspec.train import engine, faults, files
+from vspec.train import checkpoints, engine, faults, files
 
 TEMP = re.compile(r"\..*\.tmp-\d+")
 
@@ -59,14 +58,14 @@ def test_sigkill_anywhere_then_resume_equals_an_uninterrupted_run(tiny_spec, tmp
     # atomic writes, counted per process: epoch end = last.pt, best.pt (when better), metrics.jsonl;
     # a resumed run first rewrites metrics.jsonl
     killed(kill_at="write:2")  # inside epoch 1's best.pt copy
-    assert C.load(out / "last.pt")["epoch"] == 1 and not (out / "best.pt").exists()
+    assert checkpoints.load(out / "last.pt")["epoch"] == 1 and not (out / "best.pt").exists()
     assert len(temps(out)) == 1 and temps(out)[0].startswith(".best.pt.tmp-")
     killed("--resume", kill_at="step:3")  # mid epoch 2, no save
     assert (out / "best.pt").is_file() and epochs_in(out) == [1] and temps(out) == []
     killed("--resume", kill_at="written:2")  # epoch 2's last.pt is in place, metrics.jsonl not yet
-    assert C.load(out / "last.pt")["epoch"] == 2 and epochs_in(out) == [1]
+    assert checkpoints.load(out / "last.pt")["epoch"] == 2 and epochs_in(out) == [1]
     killed("--resume", kill_at="write:2")  # inside epoch 3's last.pt write
-    assert C.load(out / "last.pt")["epoch"] == 2 and len(temps(out)) == 1 and epochs_in(out) == [1, 2]
+    assert checkpoints.load(out / "last.pt")["epoch"] == 2 and len(temps(out)) == 1 and epochs_in(out) == [1, 2]
     done = train(tiny_spec, out, "--resume")
     assert done.wait(timeout=300) == 0, done.stderr.read()[-3000:]
     assert ref.wait(timeout=300) == 0, ref.stderr.read()[-3000:]
@@ -90,7 +89,7 @@ def test_sigterm_mid_epoch_keeps_the_whole_epochs_loss_and_progress(tiny_spec, t
     assert train_main(args(tiny_spec, out, "--epochs", "1")) == 128 + signal.SIGTERM  # returned, not sys.exit
     assert capsys.readouterr().err.splitlines()[-1] == (f"signal {int(signal.SIGTERM)}: saved {out / 'last.pt'} at "
                                                         "epoch 1, batch 2; continue with --resume")
-    assert C.load(out / "last.pt")["batches_done"] == 2
+    assert checkpoints.load(out / "last.pt")["batches_done"] == 2
     monkeypatch.delenv("VSPEC_TEST_KILL_AT")
     capsys.readouterr()
     assert train_main(args(tiny_spec, out, "--epochs", "1", "--resume")) == 0
@@ -145,11 +144,11 @@ def full_disk(monkeypatch, room=1000, only="last.pt"):
 @pytest.mark.parametrize("room", [0, 1000])  # fails in torch's first write (OSError) or a later one (RuntimeError)
 def test_full_disk_keeps_the_previous_checkpoint_and_says_so(tmp_path, monkeypatch, room):
     path = tmp_path / "last.pt"
-    files.atomic_save({"format": C.FORMAT, "value": torch.tensor([1.0])}, path)
+    files.atomic_save({"format": checkpoints.FORMAT, "value": torch.tensor([1.0])}, path)
     full_disk(monkeypatch, room)
     with pytest.raises(files.SaveError, match=rf"^cannot write {re.escape(str(path))}: no space left on device; the "
                                           "previous last.pt is kept$"):
-        files.atomic_save({"format": C.FORMAT, "value": torch.zeros(10_000)}, path)
+        files.atomic_save({"format": checkpoints.FORMAT, "value": torch.zeros(10_000)}, path)
     assert torch.equal(vspec.weights.checkpoint.read(path)["value"], torch.tensor([1.0])) and temps(tmp_path) == []
 
 
@@ -161,7 +160,7 @@ def test_full_disk_during_training_is_one_line(tiny_spec, tmp_path, monkeypatch,
     assert train_main(args(tiny_spec, out, "--epochs", "2", "--resume")) == 2
     err = errors(capsys.readouterr().err)
     assert len(err) == 1 and err[0].endswith("no space left on device; the previous last.pt is kept"), err
-    assert C.load(out / "last.pt")["epoch"] == 1 and temps(out) == [] and epochs_in(out) == [1]
+    assert checkpoints.load(out / "last.pt")["epoch"] == 1 and temps(out) == [] and epochs_in(out) == [1]
 
 
 @pytest.mark.parametrize("loss_every", [None, 3])
@@ -190,7 +189,7 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tiny
     err = errors(capsys.readouterr().err)
     assert err == [f"train.py: error: the loss is nan at step 6 (epoch 2, batch 2): stopped; the last good "
                    f"checkpoint is {out / 'last.pt'}"]
-    ckpt = C.load(out / "last.pt")
+    ckpt = checkpoints.load(out / "last.pt")
     assert ckpt["epoch"] == 1 and all(torch.isfinite(t).all() for t in ckpt["state_dict"].values())
     assert epochs_in(out) == [1] and not (out / "summary.json").exists()
 
@@ -297,7 +296,7 @@ def test_a_signal_raises_interrupted_from_run_and_only_the_cli_exits(tiny_spec, 
     assert caught.value.signum == signal.SIGINT and caught.value.report
     assert str(caught.value) == (f"signal {int(signal.SIGINT)}: saved {out / 'last.pt'} at epoch 1, batch 3; "
                                  "continue with --resume")
-    assert C.load(out / "last.pt")["batches_done"] == 3
+    assert checkpoints.load(out / "last.pt")["batches_done"] == 3
     assert signal.getsignal(signal.SIGINT) is before  # the handler is back
 
 def test_a_used_folder_is_refused_unless_resume_or_overwrite(tiny_spec, tmp_path, monkeypatch, capsys):
@@ -315,4 +314,4 @@ def test_a_used_folder_is_refused_unless_resume_or_overwrite(tiny_spec, tmp_path
     monkeypatch.setenv("VSPEC_TEST_KILL_AT", "step:1:TERM")
     assert train_main(args(tiny_spec, out, "--epochs", "1", "--overwrite")) == 128 + signal.SIGTERM
     assert sorted(p.name for p in out.iterdir()) == ["last.pt"]
-    assert C.load(out / "last.pt")["batches_done"] == 1
+    assert checkpoints.load(out / "last.pt")["batches_done"] == 1

@@ -254,7 +254,7 @@ def test_a_read_in_the_step_is_counted(plain_spec, tmp_path, counted, monkeypatc
 def test_the_checksum_reads_device_tensors_together(monkeypatch):
     """Device tensors (here the CPU's, taken as a device's) are read in one copy per CHUNK bytes, not one each; the
     digests are those the per-tensor reads gave (written down from the code before: old checkpoints must verify)."""
-    from vspec.weights import checksum as K
+    from vspec.weights import checksum
 
     g = torch.Generator().manual_seed(0)
     w = torch.randn(3, 4, generator=g)
@@ -266,14 +266,14 @@ def test_the_checksum_reads_device_tensors_together(monkeypatch):
              "none": None}
     digest = "b26a914a9f9f48b91dfd33806330a544f88fe03c44664776ec4208c7eead4407"
     tensor_digest = "ac3ae40800e8ec95bc874c40c873b59b1ecec85496b97cb8d3068aa35c34cbff"
-    assert (K.checksum(state), K.tensor_checksum(state)) == (digest, tensor_digest)
-    monkeypatch.setattr(K, "_on_host", lambda t: False)
+    assert (checksum.checksum(state), checksum.tensor_checksum(state)) == (digest, tensor_digest)
+    monkeypatch.setattr(checksum, "_on_host", lambda t: False)
     for chunk, reads in ((2**28, 1), (64, 4)):
-        monkeypatch.setattr(K, "CHUNK", chunk)
+        monkeypatch.setattr(checksum, "CHUNK", chunk)
         counter = HostReads()
         counter.step = "checksum"
         with counter:
-            assert K.checksum(state) == digest
+            assert checksum.checksum(state) == digest
         assert [kind for kind, _ in counter.reads["checksum"]] == ["cpu", "numpy"] * reads
 
 

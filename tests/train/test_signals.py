@@ -18,8 +18,7 @@ from tests.helpers import ROOT
 from tests.helpers.image_runs import args, assert_same_weights, env, weights  # noqa: F401 - tiny_spec is a fixture
 from tests.helpers.shard_runs import image_folder, packed
 from vspec.cli.train import config_from_args, train_parser
-from vspec.train import checkpoints as C
-from vspec.train import engine
+from vspec.train import checkpoints, engine
 from vspec.train.data import sources
 
 TERM = int(signal.SIGTERM)
@@ -101,7 +100,7 @@ def test_process_group_signals_save_the_epochs_progress_and_resume(tmp_path, tin
     for i, draw in enumerate(signal_draws(4)):
         out = tmp_path / f"run{i}"
         code, err = group_signal(draw, tiny_spec, data[draw.data], out, tmp_path / f"err{i}.txt")
-        saved = C.load(out / "last.pt") if (out / "last.pt").is_file() else {}
+        saved = checkpoints.load(out / "last.pt") if (out / "last.pt").is_file() else {}
         line = f"signal {draw.signum}: saved {out / 'last.pt'} at epoch 1, batch {draw.step}; continue with --resume"
         good = code == 128 + draw.signum and "Traceback" not in err and err.splitlines()[-1:] == [line] and (
             saved.get("epoch"), saved.get("batches_done"), saved.get("global_step")) == (0, draw.step, draw.step)
@@ -115,7 +114,7 @@ def test_process_group_signals_save_the_epochs_progress_and_resume(tmp_path, tin
                                                          "--resume")], env=env(), capture_output=True, text=True,
                               timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
-        assert C.load(tmp_path / f"run{i}" / "last.pt")["global_step"] == 6
+        assert checkpoints.load(tmp_path / f"run{i}" / "last.pt")["global_step"] == 6
 
 
 def test_the_workers_leave_the_first_stop_signal_to_the_main_process():
@@ -190,7 +189,7 @@ def test_a_signal_during_a_read_that_never_ends_stops_at_the_step_boundary(tiny_
     with pytest.raises(engine.Interrupted) as caught:
         run(out)
     assert caught.value.signum == TERM
-    assert C.load(out / "last.pt")["batches_done"] == 2
+    assert checkpoints.load(out / "last.pt")["batches_done"] == 2
     monkeypatch.undo()
     run(out, "--resume")
     assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))
@@ -205,11 +204,11 @@ def test_a_signal_during_evaluation_keeps_the_trained_epoch(tiny_spec, tmp_path,
     hang_at(monkeypatch, 64 + 3)  # 64 training images, then the validation split
     with pytest.raises(engine.Interrupted):
         engine.run(config_from_args(parse(args(tiny_spec, out, "--epochs", "1"))))
-    last = C.load(out / "last.pt")
+    last = checkpoints.load(out / "last.pt")
     assert (last["epoch"], last["batches_done"], last["metrics"]) == (0, 4, [])
     monkeypatch.undo()
     engine.run(config_from_args(parse(args(tiny_spec, out, "--epochs", "1", "--resume"))))
-    got, want = (C.load(o / "last.pt")["metrics"] for o in (out, ref))
+    got, want = (checkpoints.load(o / "last.pt")["metrics"] for o in (out, ref))
     assert [{k: m[k] for k in ("train_loss", "val_loss", "val_top1")} for m in got] == \
         [{k: m[k] for k in ("train_loss", "val_loss", "val_top1")} for m in want]
     assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))

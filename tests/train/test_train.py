@@ -15,8 +15,7 @@ import vspec
 from tests.helpers.image_runs import args, assert_same_weights, env, weights
 from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
-from vspec.train import checkpoints as C
-from vspec.train import files
+from vspec.train import checkpoints, files
 from vspec.weights.checkpoint import read
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +64,7 @@ def test_outputs_metrics_curves_and_eval(tiny_spec, tmp_path, capsys):
     for key in ("epoch", "train_loss", "val_loss", "val_top1", "val_top5", "lr", "images_per_s"):
         assert all(key in r for r in lines)
     assert (out / "curves.png").stat().st_size > 1000 and (out / "best.pt").is_file()
-    ckpt = C.load(out / "last.pt")
+    ckpt = checkpoints.load(out / "last.pt")
     assert ckpt["epoch"] == 2 and ckpt["batches_done"] == 0 and ckpt["global_step"] == 8
     model = vspec.load(out / "last.pt")  # a training checkpoint rebuilds like any vspec checkpoint
     assert model.spec.num_classes == 4
@@ -85,7 +84,7 @@ def test_ddp_two_processes_end_in_sync(tiny_spec, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["ranks_in_sync"] is True
     # the global batch of 16 is split over the two ranks: 64 images / 16 = 4 steps an epoch
-    assert C.load(out / "last.pt")["global_step"] == 8
+    assert checkpoints.load(out / "last.pt")["global_step"] == 8
 
 
 def _wait_for(path, predicate, proc, timeout=240):
@@ -93,7 +92,7 @@ def _wait_for(path, predicate, proc, timeout=240):
     while time.time() - t0 < timeout:
         if path.is_file():
             try:
-                if predicate(C.load(path)):
+                if predicate(checkpoints.load(path)):
                     return True
             except Exception:  # noqa: BLE001 - the file may be replaced while we read it
                 pass
@@ -122,37 +121,37 @@ def test_interrupted_then_resumed_equals_uninterrupted(tiny_spec, tmp_path, how)
         time.sleep(0.3)  # somewhere inside epoch 2
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == 128 + signal.SIGTERM
-    cut = C.load(out / "last.pt")
+    cut = checkpoints.load(out / "last.pt")
     assert cut["epoch"] < 4  # the run was really interrupted
     resumed = subprocess.run([PY, str(ROOT / "tools/train.py"), *args(tiny_spec, out, *extra), "--resume"],
                              env=env(), capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))
-    assert C.load(out / "last.pt")["global_step"] == C.load(ref / "last.pt")["global_step"]
+    assert checkpoints.load(out / "last.pt")["global_step"] == checkpoints.load(ref / "last.pt")["global_step"]
 
 
 def test_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     path = tmp_path / "last.pt"
-    files.atomic_save({"format": C.FORMAT, "value": torch.tensor([1.0])}, path)
+    files.atomic_save({"format": checkpoints.FORMAT, "value": torch.tensor([1.0])}, path)
 
     def torn_save(obj, f):
         f.write(b"half a checkpoint")
         raise OSError("disk full")
 
-    monkeypatch.setattr(C.torch, "save", torn_save)
+    monkeypatch.setattr(checkpoints.torch, "save", torn_save)
     with pytest.raises(OSError, match="disk full"):
-        files.atomic_save({"format": C.FORMAT, "value": torch.tensor([2.0])}, path)
+        files.atomic_save({"format": checkpoints.FORMAT, "value": torch.tensor([2.0])}, path)
     assert torch.equal(read(path)["value"], torch.tensor([1.0]))
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]  # no temporary file left behind
 
 
 def test_rng_state_round_trip_through_weights_only(tmp_path):
-    C.seed_everything(5)
-    state = C.rng_state()
-    files.atomic_save({"format": C.FORMAT, "rng": state}, tmp_path / "r.pt")
+    checkpoints.seed_everything(5)
+    state = checkpoints.rng_state()
+    files.atomic_save({"format": checkpoints.FORMAT, "rng": state}, tmp_path / "r.pt")
     expected = (torch.rand(3), __import__("numpy").random.rand(2), __import__("random").random())
-    C.seed_everything(99)
-    C.set_rng_state(read(tmp_path / "r.pt")["rng"])
+    checkpoints.seed_everything(99)
+    checkpoints.set_rng_state(read(tmp_path / "r.pt")["rng"])
     got = (torch.rand(3), __import__("numpy").random.rand(2), __import__("random").random())
     assert torch.equal(expected[0], got[0]) and (expected[1] == got[1]).all() and expected[2] == got[2]
 
@@ -162,7 +161,7 @@ def test_deit_recipe_mixup_cutmix_randaugment_and_accumulation(tiny_spec, tmp_pa
     code = train_main(args(tiny_spec, out, "--recipe", "deit", "--epochs", "1", "--accum-steps", "2",
                            "--clip-grad", "1.0", "--ema-decay", "0.9"))
     assert code == 0
-    ckpt = C.load(out / "last.pt")
+    ckpt = checkpoints.load(out / "last.pt")
     assert ckpt["recipe"]["mixup"] == 0.8 and ckpt["recipe"]["cutmix"] == 1.0
     assert ckpt["recipe"]["auto_augment"] == "rand-m9-mstd0.5-inc1" and ckpt["ema"] is not None
     assert ckpt["global_step"] == 4  # 64 images in micro-batches of 8, two per optimizer step
@@ -225,7 +224,7 @@ def test_a_hierarchical_body_trains_and_resumes(tmp_path):
     out = tmp_path / "run"
     assert train_main(args(path, out, "--epochs", "1")) == 0
     assert train_main(args(path, out, "--epochs", "2", "--resume")) == 0
-    ckpt = C.load(out / "last.pt")
+    ckpt = checkpoints.load(out / "last.pt")
     assert ckpt["epoch"] == 2 and vspec.from_json(ckpt["spec"]).stages[1].entry is not None
     model = vspec.load(out / "last.pt")
     assert any(k.startswith("stages.1.entry.") for k in model.state_dict())
@@ -251,7 +250,7 @@ def test_the_adamw_kernel_is_the_runs_own_after_a_resume(tiny_spec, tmp_path):
     out = tmp_path / "run"
 
     def groups():
-        ckpt = C.load(out / "last.pt")["optimizer"]
+        ckpt = checkpoints.load(out / "last.pt")["optimizer"]
         return {(g["fused"], g["foreach"]) for g in ckpt["param_groups"]}, {s["step"].device.type
                                                                              for s in ckpt["state"].values()}
 
@@ -261,4 +260,4 @@ def test_the_adamw_kernel_is_the_runs_own_after_a_resume(tiny_spec, tmp_path):
     assert groups() == ({(True, None)}, {"cpu"})  # the parameters' device
     assert train_main(args(tiny_spec, out, "--epochs", "3", "--adamw", "foreach", "--resume")) == 0
     assert groups() == ({(None, None)}, {"cpu"})
-    assert C.load(out / "last.pt")["global_step"] == 12
+    assert checkpoints.load(out / "last.pt")["global_step"] == 12

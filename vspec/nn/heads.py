@@ -11,8 +11,9 @@ outputs (`head_loss`, also `vspec.head_loss`).
 
 Targets: "sample", logits (B, C) against the sample's label (an image's, a text's); "tokens", logits (B, N, C)
 against the sample's label at every token (flattened to (B * N, C), the label repeated N times: hard labels and mixup /
-cutmix soft targets alike), or with a token-labelling target (B, C, 2 + N) (`vspec.train.relabel.relabel_target`:
-LV-ViT's token labels, Refiner's released training) against each token's own label.
+cutmix soft targets alike), or with a token-labelling target (B, C, 2 + N)
+(`vspec.train.token_labels.maps.relabel_target`: LV-ViT's token labels, Refiner's released training) against each
+token's own label.
 
 What the training forward may add when its outputs are asked for (the spec asks for it): MixToken (`DenseAux.mix_token`)
 mixed a box of the token grid between samples; the sample output carries the box (`HeadOutput.box`), so its target is

@@ -28,7 +28,7 @@ class TokenBox(NamedTuple):
 
     @property
     def corners(self) -> tuple[int, int, int, int]:
-        """(r1, c1, r2, c2): the released model's box (`vspec.train.relabel`'s losses take it)."""
+        """(r1, c1, r2, c2): the released model's box (`vspec.nn.token_losses` take it)."""
         return self.r1, self.c1, self.r2, self.c2
 
     @property

@@ -11,7 +11,7 @@ import torch
 import benchmarks.refiner
 import vspec
 from tests.helpers.checks import FIXTURES, assert_close_to_stored
-from vspec import spec as S
+from vspec import spec as specs
 from vspec.convert.common import renamer
 from vspec.models.refiner.convert import REFINER
 from vspec.models.refiner.modules import ConvExpandDLA
@@ -40,7 +40,7 @@ def test_vspec_equals_reference_tiny():
 
 def dla(expansion: int, kernel: int, seed: int = 0) -> ConvExpandDLA:
     torch.manual_seed(seed)
-    m = ConvExpandDLA(S.Refine(expansion=expansion, kernel=kernel, form="released"), 3, S.Tokens(8, (3, 3), 1))
+    m = ConvExpandDLA(specs.Refine(expansion=expansion, kernel=kernel, form="released"), 3, specs.Tokens(8, (3, 3), 1))
     with torch.no_grad():
         for bn in (x for x in m.modules() if isinstance(x, torch.nn.BatchNorm2d)):
             bn.running_mean.normal_(0, 0.2), bn.running_var.uniform_(0.3, 2)
@@ -78,7 +78,7 @@ def test_train_batch_statistics_accurate_in_float32():
 def test_profiler_counts_every_batchnorm():
     """fvcore (tracing) and FlopCounterMode (a dispatch mode) both see the plain ops: equal totals, the
     DLA's BatchNorms among them (the folded eval path would hide them from FlopCounterMode)."""
-    spec = S.Model(embedder=S.ConvStem(patch_size=8), block=released_blocks([False, True], heads=2), dim=16,
+    spec = specs.Model(embedder=specs.ConvStem(patch_size=8), block=released_blocks([False, True], heads=2), dim=16,
                    img_size=32, num_classes=5)
     p = vspec.profile(spec)
     assert p.crosscheck_macs == p.macs

@@ -16,7 +16,7 @@ import torch
 from tests.helpers.text_runs import args, cola_folder, records  # noqa: F401 - text_spec is a fixture
 from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
-from vspec.train import checkpoints as C
+from vspec.train import checkpoints
 from vspec.train.data.registry import DataError
 from vspec.train.text.batches import text_datasets
 from vspec.train.text.readers import MAX_FIELD, read_glue, read_rt_polarity
@@ -129,7 +129,7 @@ def test_the_tokenizer_file_is_the_same_in_every_process(tmp_path):
 
 
 def _weights(out: Path) -> dict[str, torch.Tensor]:
-    return C.load(out / "last.pt")["state_dict"]
+    return checkpoints.load(out / "last.pt")["state_dict"]
 
 
 TIMINGS = ("samples_per_s", "epoch_time_s")
@@ -160,7 +160,7 @@ def test_resume_and_eval_refuse_a_tokenizer_other_than_the_runs(text_spec, tmp_p
     out, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
     assert train_main(args(text_spec, out, data, "cola", "--epochs", "1")) == 0
     assert train_main(args(text_spec, elsewhere, other, "cola", "--epochs", "1")) == 0
-    saved = C.load(out / "last.pt")["tokenizer"]
+    saved = checkpoints.load(out / "last.pt")["tokenizer"]
     assert list(saved) == ["tokenizer.json"] and len(saved["tokenizer.json"]) == 64
     capsys.readouterr()
     mine = (out / "tokenizer" / "tokenizer.json").read_bytes()
@@ -209,9 +209,9 @@ def test_a_checkpoint_without_the_field_or_with_a_bad_one(text_spec, tmp_path, c
     old = {k: v for k, v in ckpt.items() if k not in ("tokenizer", "sha256", "best_score")}
     old["best_top1"] = ckpt["best_score"]
     torch.save(with_checksum(old), out / "last.pt")
-    assert C.load(out / "last.pt")["best_score"] == ckpt["best_score"]
+    assert checkpoints.load(out / "last.pt")["best_score"] == ckpt["best_score"]
     assert train_main(args(text_spec, out, data, "cola", "--epochs", "2", "--resume")) == 0
-    assert C.load(out / "last.pt")["best_score"] == max(r["val_matthews"] for r in records(out))
+    assert checkpoints.load(out / "last.pt")["best_score"] == max(r["val_matthews"] for r in records(out))
     bad = {**old, "tokenizer": {"tokenizer.json": "not a digest"}}
     torch.save(with_checksum(bad), out / "last.pt")
     capsys.readouterr()

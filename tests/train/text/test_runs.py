@@ -24,8 +24,7 @@ from tests.helpers.text_runs import (
 from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
 from vspec.convert import from_hf, spec_from_hf
-from vspec.train import checkpoints as C
-from vspec.train import faults
+from vspec.train import checkpoints, faults
 
 pytest.importorskip("tokenizers")
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,7 +52,7 @@ def test_a_cola_folder_trains_and_evaluates_with_matthews_correlation(text_spec,
     assert [r["epoch"] for r in lines] == [1, 2] and all({"val_matthews", "val_accuracy"} <= r.keys() for r in lines)
     assert (out / "tokenizer" / "tokenizer.json").is_file() and (out / "curves.png").stat().st_size > 1000
     assert "val matthews" in capsys.readouterr().out
-    ckpt = C.load(out / "last.pt")
+    ckpt = checkpoints.load(out / "last.pt")
     assert ckpt["global_step"] == 8 and ckpt["best_score"] == max(r["val_matthews"] for r in lines)
     assert eval_main([str(out / "last.pt"), "--data", "glue", "--task", "cola", "--data-dir", str(data),
                       "--json"]) == 0
@@ -94,10 +93,10 @@ def test_a_text_run_stopped_mid_epoch_resumes_to_the_same_weights(text_spec, tmp
     monkeypatch.setattr(faults, "_passes", {})
     monkeypatch.setenv("VSPEC_TEST_KILL_AT", "step:5:TERM")  # epoch 2, batch 1
     assert train_main(args(text_spec, out, data, "cola", "--epochs", "2")) == 128 + signal.SIGTERM
-    assert C.load(out / "last.pt")["batches_done"] == 1
+    assert checkpoints.load(out / "last.pt")["batches_done"] == 1
     monkeypatch.delenv("VSPEC_TEST_KILL_AT")
     assert train_main(args(text_spec, out, data, "cola", "--epochs", "2", "--resume")) == 0
-    a, b = C.load(ref / "last.pt")["state_dict"], C.load(out / "last.pt")["state_dict"]
+    a, b = checkpoints.load(ref / "last.pt")["state_dict"], checkpoints.load(out / "last.pt")["state_dict"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert records(out) == [{**r, **{k: records(out)[i][k] for k in ("samples_per_s", "epoch_time_s")}}
                             for i, r in enumerate(records(ref))]
@@ -124,7 +123,7 @@ def test_init_from_a_hugging_face_folder_loads_the_body(tmp_path, capsys):
                            "--max-steps", "1", "--lr", "1e-12", "--max-len", "24")) == 0
     assert re.search(r"--init: the checkpoint's head \(.*classifier.weight.*\) is not used", capsys.readouterr().err)
     hf = from_hf(tmp_path / "hf").state_dict()
-    ours = C.load(out / "last.pt")["state_dict"]
+    ours = checkpoints.load(out / "last.pt")["state_dict"]
     body = [k for k in hf if not k.startswith("head.")]
     assert body and all(torch.allclose(ours[k], hf[k], atol=1e-6) for k in body)  # one step at lr 1e-12
     wrong = tmp_path / "wrong.json"
@@ -194,11 +193,11 @@ def test_a_text_run_killed_anywhere_resumes_to_the_uninterrupted_end(text_spec, 
     ref, out = tmp_path / "ref", tmp_path / "cut"
     assert train(ref).returncode == 0
     assert train(out, kill_at="write:2").returncode == -9  # inside epoch 1's best.pt copy
-    assert C.load(out / "last.pt")["epoch"] == 1 and not (out / "best.pt").exists()
+    assert checkpoints.load(out / "last.pt")["epoch"] == 1 and not (out / "best.pt").exists()
     assert train(out, "--resume", kill_at="step:2").returncode == -9  # mid epoch 2 (steps counted per process)
     done = train(out, "--resume")
     assert done.returncode == 0, done.stderr[-2000:]
-    a, b = C.load(ref / "last.pt")["state_dict"], C.load(out / "last.pt")["state_dict"]
+    a, b = checkpoints.load(ref / "last.pt")["state_dict"], checkpoints.load(out / "last.pt")["state_dict"]
     assert all(torch.equal(a[k], b[k]) for k in a)
     keep = ("train_loss", "val_loss", "val_matthews", "val_accuracy", "lr", "step")
     assert [{k: r[k] for k in keep} for r in records(out)] == [{k: r[k] for k in keep} for r in records(ref)]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from torchvision import transforms as T
+from torchvision import transforms
 from torchvision.datasets import ImageFolder
 
 from tests.helpers.checks import FIXTURES
@@ -126,7 +126,8 @@ def timm_pieces(tf):
     """build_transforms' timm pieces, composed in the release's order (flip, RandAugment, crop, the rest)."""
     by = {type(t).__name__: t for t in tf.transforms}
     head = [by["ConvertMode"], by["RandomHorizontalFlip"], by["RandAugment"], by["RandomResizedCropAndInterpolation"]]
-    return T.Compose(head + [t for t in tf.transforms if type(t).__name__ not in {type(h).__name__ for h in head}])
+    named = {type(h).__name__ for h in head}
+    return transforms.Compose(head + [t for t in tf.transforms if type(t).__name__ not in named])
 
 
 @pytest.mark.parametrize("on_device", [False, True])
@@ -206,7 +207,7 @@ def test_the_crop_plane_holds_the_image_crop(tmp_path):
     images = np.stack([np.stack([rows, cols, rows * 0], -1)] * 3).astype(np.uint8)
     from timm.data.transforms import RandomResizedCropAndInterpolation
 
-    tf = T.Compose([RandomResizedCropAndInterpolation(32, interpolation="nearest"), T.PILToTensor()])
+    tf = transforms.Compose([RandomResizedCropAndInterpolation(32, interpolation="nearest"), transforms.PILToTensor()])
     ds = labelled(tmp_path, ArrayImages(images, [0, 1, 2]), tf)
     for s in range(20):
         seed(s)

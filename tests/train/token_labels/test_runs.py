@@ -14,7 +14,7 @@ import vspec
 from tests.helpers import ROOT
 from tests.helpers.image_runs import assert_same_weights, env, weights
 from vspec.cli import main
-from vspec.train import checkpoints as C
+from vspec.train import checkpoints
 from vspec.train.token_labels.maps import read_label_map
 
 TINY = {"depth": 2, "dim": 32, "block.attention.heads": 2, "img_size": 16, "embedder.patch_size": 4,
@@ -55,7 +55,7 @@ def test_label_then_train_with_the_advanced_recipe(spec, labels, tmp_path, capsy
     assert "note: 1 epoch < the recipe's 5 warmup epochs: the lr rises for the whole run, to about 20% of its " \
            "peak 0.000156, and never decays; --warmup-epochs sets a shorter warmup" in err.splitlines()
     assert printed.splitlines()[-1].startswith("done: 1 epoch, ")
-    ckpt = C.load(out / "last.pt")
+    ckpt = checkpoints.load(out / "last.pt")
     assert ckpt["global_step"] == 4 and ckpt["data_args"]["token_labels"] == str(labels.resolve())
     assert ckpt["recipe"]["mixup"] == 0.8 and ckpt["recipe"]["drop_path_by_depth"] is True
     assert all(torch.isfinite(v).all() for v in ckpt["state_dict"].values() if v.is_floating_point())
@@ -115,9 +115,9 @@ def test_killed_and_stopped_mid_epoch_then_resumed_equals_the_uninterrupted_run(
     done = _train(spec, labels, ref)
     assert done.returncode == 0, done.stderr[-2000:]
     assert _train(spec, labels, out, kill_at="step:6").returncode == -9
-    assert C.load(out / "last.pt")["epoch"] == 1
+    assert checkpoints.load(out / "last.pt")["epoch"] == 1
     assert _train(spec, labels, out, "--resume", kill_at="step:1:TERM").returncode == 128 + 15
-    assert (C.load(out / "last.pt")["epoch"], C.load(out / "last.pt")["batches_done"]) == (1, 1)
+    assert (checkpoints.load(out / "last.pt")["epoch"], checkpoints.load(out / "last.pt")["batches_done"]) == (1, 1)
     done = _train(spec, labels, out, "--resume")
     assert done.returncode == 0, done.stderr[-2000:]
     assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))
@@ -150,5 +150,5 @@ def test_the_recipe_fields_reach_the_loss(labels, tmp_path, monkeypatch):
     # from 1e-2 to min_lr 1e-5 halfway through its 8 steps: 1e-5 + (1e-2 - 1e-5) x (1 + cos(pi x 4 / 8)) / 2
     second = (1e-5 + (1e-2 - 1e-5) * (1 + math.cos(math.pi * 4 / 8)) / 2) / 1e-2
     assert [o["dense_scale"] for o in seen] == pytest.approx([0.1] * 4 + [second] * 4)
-    ckpt = C.load(out / "last.pt")
+    ckpt = checkpoints.load(out / "last.pt")
     assert vspec.from_json(ckpt["spec"]).attention_maps and vspec.from_json(ckpt["spec"]).head.mixes_tokens
