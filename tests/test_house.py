@@ -1,0 +1,59 @@
+"""The house's rules that a reader checks by eye, checked here (issue 56): files short enough to read in one sitting
+and docs/design.md's file table naming every module (the import graph's rules: tests/test_imports.py)."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "vspec"
+MAX_LINES = 500
+
+
+def test_no_file_of_the_package_is_over_500_lines():
+    long = {str(p.relative_to(ROOT)): n for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def _rows(text: str) -> dict[str, str]:
+    """docs/design.md's file table: {the path a row is about: its text}."""
+    return {m[1]: m[2] for m in re.finditer(r"^\| `([^`]+)` \| (.*) \|$", text, re.M)}
+
+
+def named(row: str, below: str) -> bool:
+    """Whether a folder's row names a module by its path below the folder, or by its file name beside its own
+    folder's name (`text/` ... `batches.py`)."""
+    parent, _, name = below.rpartition("/")
+    return f"`{below}`" in row or (f"`{name}`" in row and (not parent or f"`{parent}/`" in row))
+
+
+def unnamed(rows: dict[str, str], modules: list[str]) -> list[str]:
+    """The modules (paths under the package's parent) that no row names: a row about the module itself, or the row
+    of its nearest folder naming it by its path below that folder (`data/loader.py`, or `loader.py` directly in the
+    folder). Every family folder's modules are read against the row of `vspec/models/`."""
+    missing = []
+    for module in modules:
+        if module in rows:
+            continue
+        path = re.sub(r"^vspec/models/[^/]+/", "vspec/models/", module)
+        folders = [f for f in rows if f.endswith("/") and path.startswith(f)]
+        folder = max(folders, key=len, default=None)
+        below = path[len(folder):] if folder else None
+        if below is None or not named(rows[folder], below):
+            missing.append(module)
+    return missing
+
+
+def test_the_check_finds_a_module_the_table_does_not_name():
+    rows = {"vspec/a.py": "x", "vspec/sub/": "`b.py` and `data/c.py`; `text/`: `e.py`", "vspec/models/": "`spec.py`"}
+    modules = ["vspec/a.py", "vspec/sub/b.py", "vspec/sub/data/c.py", "vspec/sub/text/e.py", "vspec/models/sot/spec.py"]
+    assert unnamed(rows, modules) == []
+    assert unnamed(rows, [*modules, "vspec/sub/d.py", "vspec/sub/data/b.py", "vspec/sub/data/e.py", "vspec/z.py"]) == [
+        "vspec/sub/d.py", "vspec/sub/data/b.py", "vspec/sub/data/e.py", "vspec/z.py"]
+
+
+def test_design_md_names_every_module():
+    rows = _rows((ROOT / "docs/design.md").read_text(encoding="utf-8"))
+    modules = [str(p.relative_to(ROOT)) for p in sorted(PACKAGE.rglob("*.py")) if p.name != "__init__.py"]
+    assert len(modules) > 100
+    assert unnamed(rows, modules) == []
