@@ -73,7 +73,7 @@ _DATA_MODULES = {"datasets": "registry", "gpu_data": "device_decode", "device_au
                  "prefetch": "prefetch"}
 # vspec/train/tasks.py's helpers -> the modules they went to
 _TASKS = {"losses": "RegressionLoss make_criterion", "evaluate": "evaluate evaluate_text forward to_device",
-          "tasks.image": "token_grid"}
+          "token_labels.maps": "token_grid"}
 
 MODULES = {
     "vspec.cli_common": "vspec.cli.common",

@@ -280,7 +280,7 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     from .profiler import profile  # torch
     from .train.data.registry import DataError  # torch
     from .train.engine import run  # torch
-    from .train.tasks.image import token_grid  # torch
+    from .train.token_labels.maps import token_grid  # torch
 
     t0 = time.perf_counter()
     text = data in names("text")

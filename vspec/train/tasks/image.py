@@ -1,5 +1,6 @@
-"""The image task of a run (`ImageTask`): its data (by the input path it chose, vspec/train/data/pipelines.py), its
-loss (with token labels, RelabelMix's), its metrics (top-1 / top-5, an EMA's top-1), records and lines."""
+"""The image task of a run (`ImageTask`): its input path (chosen once, vspec/train/data/pipelines.py) and splits
+(vspec/train/data/splits.py), its loss (with token labels, RelabelMix's), its metrics (top-1 / top-5, an EMA's
+top-1), records and lines."""
 
 from __future__ import annotations
 
@@ -9,28 +10,12 @@ import torch
 from torch import nn
 
 from ...nn.token_losses import soft_cross_entropy
-from ...spec import layout
 from ..data.pipelines import input_path
-from ..data.preprocess import eval_crop_ratio
-from ..data.registry import DataError, entry
-from ..data.sources import build_datasets
-from ..data.transforms import build_transforms
+from ..data.splits import image_splits
 from ..evaluate import evaluate
 from ..losses import make_criterion
-from ..token_labels.dataset import TokenLabels
+from ..token_labels.maps import token_grid
 from ..token_labels.mix import RelabelMix
-
-
-def token_grid(spec) -> int:
-    """The side S of the square token grid a token-label target covers (S x S token targets): the spec's last
-    stage's grid, under a class-token head with the dense auxiliary head."""
-    if not any(o.target == "tokens" for o in spec.head.outputs()):
-        raise ValueError(f"--token-labels: the spec's head ({spec.head.kind}) has no dense auxiliary head to train "
-                         f"on them (ClassTokenHead(dense=DenseAux()), as Refined-ViT's and LV-ViT's)")
-    h, w = layout(spec)[-1].tokens.grid
-    if h != w:
-        raise ValueError(f"--token-labels: the token grid is {h} x {w}; the released targets are square")
-    return h
 
 
 class ImageTask:
@@ -63,56 +48,10 @@ class ImageTask:
         return self.path.batches(loader, train, epoch, start)
 
     def data(self):
-        """(train, val, collate or None, num_classes): transforms at the scale training sees, datasets."""
-        cfg, spec = self.cfg, self.spec
-        if entry(cfg.data.name).modality != "image":  # the text options are DataConfig's to refuse
-            raise ValueError(f"--data {cfg.data.name}: for a text body (the spec's embedder is {spec.embedder.kind})")
-        if cfg.data.token_labels is not None:
-            return self.token_label_data()
-        if self.path.encoded:  # the workers read the files; the device does the rest
-            train_ds, val_ds, num_classes = build_datasets(
-                cfg.data.name, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=None,
-                eval_transform=None, data_dir=cfg.data.data_dir, download=cfg.data.download, seed=cfg.run.seed,
-                encoded=True)
-            self.path, train_ds, val_ds, collate = self.path.settle(train_ds, val_ds, cfg.data.name)
-            return train_ds, val_ds, collate, num_classes
-        train_tf, eval_tf = self.transforms()
-        train_ds, val_ds, num_classes = self.datasets(train_tf, eval_tf)
-        return train_ds, val_ds, None, num_classes
-
-    def transforms(self):
-        """(train, eval) transforms of PIL images, at the scale training sees."""
-        recipe, spec = self.recipe, self.spec
-        on_device = self.path.on_device
-        inputs = {k: self.inputs[k] for k in ("mean", "std", "interpolation") if self.inputs.get(k) is not None}
-        train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=recipe.auto_augment,
-                                    re_prob=recipe.re_prob, random_resized_crop=recipe.random_resized_crop,
-                                    on_device=on_device, **inputs)
-        # at the scale training sees (a 0.875 crop after a plain resize would enlarge every digit by 8 / 7)
-        eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False,
-                                   crop_ratio=eval_crop_ratio(recipe.random_resized_crop), on_device=on_device,
-                                   **inputs)
-        return train_tf, eval_tf
-
-    def datasets(self, train_tf, eval_tf):
-        cfg, spec = self.cfg, self.spec
-        return build_datasets(
-            cfg.data.name, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=train_tf,
-            eval_transform=eval_tf, data_dir=cfg.data.data_dir, download=cfg.data.download,
-            synthetic_size=cfg.data.synthetic_size, seed=cfg.run.seed,
-            num_classes=spec.num_classes if cfg.data.name == "synthetic" else None)
-
-    def token_label_data(self):
-        """--token-labels: each training image with its label map, augmented together (TokenLabels); the
-        validation split as without."""
-        token_grid(self.spec)  # refuses a spec without the dense head first
-        if self.cfg.run.decode_on == "device":
-            raise DataError("--token-labels: the label maps are cropped and flipped on the host (--decode-on host)")
-        train_tf, eval_tf = self.transforms()
-        train_ds, val_ds, num_classes = self.datasets(None, eval_tf)
-        data = {"data": self.cfg.data.name, "data_dir": self.cfg.data.data_dir}  # what labels.json names
-        train_ds = TokenLabels(train_ds, self.cfg.data.token_labels, train_tf, num_classes=num_classes, data=data)
-        return train_ds, val_ds, None, num_classes
+        """(train, val, collate or None, num_classes): the splits for the input path (vspec/train/data/splits.py),
+        which settles there."""
+        self.path, *splits = image_splits(self.cfg, self.spec, self.recipe, self.path, self.inputs)
+        return tuple(splits)
 
     def init_model(self, model: nn.Module) -> None:
         """A fresh run's starting weights beyond the spec's initialisation: an image model has none of its own."""

@@ -16,6 +16,7 @@ from pathlib import Path, PurePath
 
 import torch
 
+from ...spec import layout
 from ..data.registry import DataError, open_regular
 
 
@@ -168,3 +169,15 @@ def relabel_target(batch: torch.Tensor, num_classes: int, *, lam: float = 1.0, s
     columns = [truth[:, :, None], pooled(1)] + ([pooled(label_size)] if label_size > 1 else [])  # step 7
     out = torch.cat(columns, dim=2)
     return out * lam + out.flip(0) * (1.0 - lam) if lam != 1.0 else out  # step 8: sample b with B - 1 - b
+
+
+def token_grid(spec) -> int:
+    """The side S of the square token grid a token-label target covers (S x S token targets): the spec's last
+    stage's grid, under a class-token head with the dense auxiliary head."""
+    if not any(o.target == "tokens" for o in spec.head.outputs()):
+        raise ValueError(f"--token-labels: the spec's head ({spec.head.kind}) has no dense auxiliary head to train "
+                         f"on them (ClassTokenHead(dense=DenseAux()), as Refined-ViT's and LV-ViT's)")
+    h, w = layout(spec)[-1].tokens.grid
+    if h != w:
+        raise ValueError(f"--token-labels: the token grid is {h} x {w}; the released targets are square")
+    return h
