@@ -47,6 +47,32 @@ def forward_backward(model: torch.nn.Module, x: torch.Tensor) -> None:
     model(x).sum().backward()
 
 
+def bare_step(spec, batch: int, device: str, optimizer=None, compile_model=None):
+    """The bare training step of `spec` on one fixed batch (seeded), as a call: forward + cross-entropy + backward +
+    the optimizer's step, bf16 autocast and channels-last on CUDA. `optimizer(model)` (default: AdamW, lr 1e-3, wd
+    0.05) and `compile_model(model)` (default: none) choose the kernels."""
+    import vspec
+
+    torch.manual_seed(0)
+    cuda = device == "cuda"
+    model = vspec.build(spec).train().to(device)
+    x = torch.randn(batch, spec.in_chans, *spec.img_size, device=device)
+    y = torch.randint(0, spec.num_classes, (batch,), device=device)
+    if cuda:
+        model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
+    opt = optimizer(model) if optimizer else torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
+    run = compile_model(model) if compile_model else model
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=cuda):
+            loss = torch.nn.functional.cross_entropy(run(x), y)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
 def race(models: dict, step, x, rounds: int) -> dict[str, list[float]]:
     """Seconds per step of each model, round after round; within a round the models run back to back
     (order alternating), so a round's ratio compares them under the same machine conditions."""

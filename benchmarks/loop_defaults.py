@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import ROOT, out_dir, write_json
+from .common import ROOT, bare_step, out_dir, write_json
 
 GROUPS = ("bare", "synthetic", "device", "host")
 
@@ -75,23 +75,12 @@ def measure_bare(row: dict, device: str, quick: bool) -> dict:
     import vspec
 
     spec = spec_of(row["model"], quick)
-    torch.manual_seed(0)
     cuda = device == "cuda"
-    model = vspec.build(spec).train().to(device)
-    x = torch.randn(row["batch"], spec.in_chans, *spec.img_size, device=device)
-    y = torch.randint(0, spec.num_classes, (row["batch"],), device=device)
-    if cuda:
-        model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
-    opt = create_optimizer_v2(model, "adamw", lr=1e-3, weight_decay=0.05,
-                              **({"fused": True} if row["adamw"] == "fused" else {}))
-    run = torch.compile(model, backend="eager" if quick and not cuda else "inductor") if row["compile"] else model
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=cuda):
-            loss = torch.nn.functional.cross_entropy(run(x), y)
-        loss.backward()
-        opt.step()
+    fused = {"fused": True} if row["adamw"] == "fused" else {}
+    backend = "eager" if quick and not cuda else "inductor"
+    step = bare_step(spec, row["batch"], device,
+                     optimizer=lambda m: create_optimizer_v2(m, "adamw", lr=1e-3, weight_decay=0.05, **fused),
+                     compile_model=(lambda m: torch.compile(m, backend=backend)) if row["compile"] else None)
 
     def timed(n: int) -> float:
         t0 = time.perf_counter()

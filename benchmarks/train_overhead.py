@@ -29,27 +29,12 @@ from vspec.train import DataConfig, RunConfig, TrainConfig
 from vspec.train.engine import Training, run
 from vspec.train.recipes import resolve
 
-from .common import ROOT, sync, write_json
+from .common import ROOT, bare_step, sync, write_json
 
 
 def bare(spec, steps: int, batch: int, device: str = "cpu") -> float:
     """Images/s of forward + backward + AdamW step on one fixed batch, after three warm-up steps."""
-    torch.manual_seed(0)
-    cuda = device == "cuda"
-    model = vspec.build(spec).train().to(device)
-    x, y = torch.randn(batch, 3, *spec.img_size, device=device), torch.randint(0, spec.num_classes, (batch,),
-                                                                                device=device)
-    if cuda:
-        model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=cuda):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-
+    step = bare_step(spec, batch, device)
     for _ in range(3):  # warm-up: allocator, cuDNN / cuBLAS choices
         step()
     sync(device)
