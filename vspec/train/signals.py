@@ -15,12 +15,20 @@ WORKER_GRACE = 5.0  # seconds a loader's worker outlives a stop signal: the main
 
 
 def worker_init(worker_id: int) -> None:
-    """The `worker_init_fn` of a run's data loaders: the first SIGTERM / SIGINT a worker gets (one sent to the
-    whole process group: `kill -TERM -PGID`, scancel, systemd's stop, Ctrl-C) is the main process's to act on
+    """The `worker_init_fn` of a run's data loaders: the first SIGTERM / SIGINT a worker gets from outside (one sent
+    to the whole process group: `kill -TERM -PGID`, scancel, systemd's stop, Ctrl-C) is the main process's to act on
     (`StopFlag`): the worker outlives it by `WORKER_GRACE` seconds, so that it does not die before the main process
     has taken the signal (torch's SIGCHLD handler would raise wherever the loop is, a save included), then ends as
-    the signal would; a second signal ends it at once. Ended either way, a worker never keeps its parent waiting
-    (multiprocessing's exit terminates a live worker once, then joins it)."""
+    the signal would; a second signal, or one its own parent sends (the loader ending its workers), ends it at once.
+    The signals are taken by a thread of their own (`sigwaitinfo` names the sender); where the platform has no
+    `sigwaitinfo`, the first signal starts the grace whoever sent it."""
+    signals = {signal.SIGTERM, signal.SIGINT}
+    if hasattr(signal, "sigwaitinfo"):
+        for sig in signals:
+            signal.signal(sig, signal.SIG_DFL)  # as the signal would, once this thread lets it through
+        signal.pthread_sigmask(signal.SIG_BLOCK, signals)  # threads started later inherit the mask
+        threading.Thread(target=_watch, args=(signals,), daemon=True).start()
+        return
 
     def handle(signum, frame):
         if seen:
@@ -32,8 +40,19 @@ def worker_init(worker_id: int) -> None:
         timer.start()
 
     seen: list[int] = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in signals:
         signal.signal(sig, handle)
+
+
+def _watch(signals: set) -> None:
+    """A worker's signal thread: the first signal from outside waits `WORKER_GRACE` (or the next signal); then the
+    signal is let through to this thread, ending the process as it would have."""
+    info = signal.sigwaitinfo(signals)
+    if info.si_pid != os.getppid():
+        later = signal.sigtimedwait(signals, WORKER_GRACE)
+        info = later or info
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {info.si_signo})
+    os.kill(os.getpid(), info.si_signo)
 
 
 class Stop(BaseException):
