@@ -5,7 +5,7 @@ from contextlib import contextmanager
 
 # top-level module -> the extra that installs it
 EXTRAS = {"timm": "train", "torchvision": "train", "sklearn": "train", "scipy": "train", "matplotlib": "train",
-          "transformers": "text", "tokenizers": "text",
+          "transformers": "text", "tokenizers": "text", "accelerate": "text",
           "onnx": "export", "onnxscript": "export", "onnxruntime": "export",
           "mkdocs": "docs", "pygments": "docs", "webdataset": "shards"}
 
