@@ -1,7 +1,8 @@
 """Checkpoint converters: other projects' weights into vspec modules (timm; Hugging Face's language models,
 `from_hf` / `spec_from_hf`; the papers' released code, `from_official`, whose converters are the families'
 (`vspec/models/<family>/family.py: CONVERTERS`, each named by its dotted path "package.module:NAME" and imported
-only when it runs), each a `Released` record)."""
+only when it runs), each a `Released` record), and vspec models back out: `to_hf` (a folder transformers reads
+without vspec) and `to_timm` (a state-dict file timm loads strictly)."""
 
 import pkgutil
 from collections.abc import Mapping
@@ -14,8 +15,9 @@ from .._moved import moved as _moved
 from ..spec import families
 from .common import ConversionError, ConversionNote, load_mapped
 from .hf import from_hf, spec_from_hf
+from .hf_export import to_hf
 from .released import Released
-from .timm import from_timm
+from .timm import TimmModel, from_timm, to_timm
 
 
 def _resolve(name: str, path: Any) -> Any:
@@ -42,8 +44,8 @@ def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: M
     return _resolve(family, paths[family])(state_dict, config, **options)
 
 
-__all__ = ["ConversionError", "ConversionNote", "Released", "from_hf", "from_official", "from_timm", "load_mapped",
-           "official", "spec_from_hf"]
+__all__ = ["ConversionError", "ConversionNote", "Released", "TimmModel", "from_hf", "from_official", "from_timm",
+           "load_mapped", "official", "spec_from_hf", "to_hf", "to_timm"]
 
 
 def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)

@@ -9,11 +9,14 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import attrs
 import torch
 from torch import nn
 
 from .. import spec as specs
 from ..ops import sincos_1d
+from ..spec.core import show
+from ..spec.serialize import first_difference
 
 
 class ConversionError(ValueError):
@@ -93,6 +96,91 @@ def load_mapped(model: nn.Module, state_dict: Mapping[str, torch.Tensor],
                                   if part))
     model.load_state_dict(mapped, strict=not skip)
     return model
+
+
+def exported_state(target: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor],
+                   source: Callable[[str], tuple[str, Callable[[torch.Tensor], torch.Tensor]] | None],
+                   library: str) -> dict[str, torch.Tensor]:
+    """`load_mapped`'s inverse: the state dict of another library's model whose entries `target` lists (its names
+    and shapes: the model built on the meta device), each filled from vspec's `state` by `source(name)`: (the vspec
+    name, what is taken of that tensor: a third, a transpose), or None for an entry the library makes itself.
+    Strict: every entry filled with its shape and every vspec weight used, else a ConversionError lists what is
+    left. The tensors are contiguous copies on the CPU (a file holds each once; meta tensors stay, to check shapes)."""
+    out: dict[str, torch.Tensor] = {}
+    used, missing = set(), []
+    for key, like in target.items():
+        found = source(key)
+        if found is None:
+            continue
+        name, take = found
+        if name not in state:
+            missing.append(f"{key} ({name})")
+            continue
+        value = take(state[name].detach())
+        if tuple(value.shape) != tuple(like.shape):
+            raise ConversionError(f"{name} -> {key}: shape {tuple(value.shape)} does not fit {library}'s "
+                                  f"{tuple(like.shape)}")
+        out[key] = value if value.is_meta else value.to("cpu", copy=True).contiguous()
+        used.add(name)
+    unused = [k for k in state if k not in used]
+    if unused or missing:
+        raise ConversionError(f"the model does not fit {library}'s: " + "; ".join(part for part in (
+            f"weights with no place there: {_listing(unused)}" if unused else "",
+            f"its weights not in the model: {_listing(missing)}" if missing else "") if part))
+    return out
+
+
+def spec_and_state(model: Any) -> tuple[specs.Model, dict[str, torch.Tensor], dict[str, Any]]:
+    """(spec, state dict, timm's pretrained_cfg or {}) of a vspec model, or of a (spec, state dict) pair."""
+    if isinstance(model, nn.Module) and isinstance(getattr(model, "spec", None), specs.Model):
+        return model.spec, model.state_dict(), dict(getattr(model, "pretrained_cfg", None) or {})
+    if (isinstance(model, tuple) and len(model) == 2 and isinstance(model[0], specs.Model)
+            and isinstance(model[1], Mapping)):
+        return model[0], dict(model[1]), {}
+    raise ConversionError(f"a vspec model or a (spec, state_dict) pair, got {type(model).__name__}")
+
+
+def canonical(spec: specs.Model) -> specs.Model:
+    """`spec` with what does not change the model it builds spelt one way, so that two specs of one model compare
+    equal: the initialisation (the weights are given), an MLP's width as `hidden` (its ratio the default), its
+    hidden dropout None as `drop`, an attention's head_dim of dim / heads as None, a stack of one block listed as
+    that block."""
+    ratio = attrs.fields(specs.MLP).ratio.default
+
+    def block(b: Any, dim: int) -> Any:
+        a, f = b.attention, b.ffn
+        if getattr(a, "head_dim", None) is not None and a.heads * a.head_dim == dim:
+            a = attrs.evolve(a, head_dim=None)
+        if isinstance(f, specs.MLP):
+            f = attrs.evolve(f, hidden=f.hidden_dim(dim), ratio=ratio,
+                             hidden_drop=f.drop if f.hidden_drop is None else f.hidden_drop)
+        return attrs.evolve(b, attention=a, ffn=f)
+
+    stages = []
+    for stage in spec.stages:
+        blocks = [block(b, stage.dim) for b in stage.blocks]
+        stages.append(attrs.evolve(stage, block=blocks[0] if blocks.count(blocks[0]) == len(blocks) else blocks))
+    return attrs.evolve(spec, stages=stages, init="timm")
+
+
+def _kind_name(tag: Any) -> str:
+    """A kind's tag, with its family where a family's package defines it ("second_order (the sot family's)")."""
+    module = getattr(specs.KINDS.get(tag), "__module__", "")
+    family = module.rsplit(".", 2)[-2] if module.endswith(".spec") and not module.startswith("vspec.spec") else ""
+    return f"{tag} (the {family} family's)" if family else str(tag)
+
+
+def refuse_difference(library: str, ours: specs.Model, theirs: specs.Model, model: str) -> None:
+    """Refuse, in one line naming the part, a spec that differs from `theirs`: the spec of what `library` builds
+    (`model`, its name for it) from the configuration written for `ours`."""
+    found = first_difference(ours, theirs)
+    if found is None:
+        return
+    path, mine, its = found
+    kind = path.rsplit(".", 1)[-1] == "kind"
+    mine, its = (_kind_name(mine), _kind_name(its)) if kind else (show(mine), show(its))
+    raise ConversionError(f"{path.removesuffix('.kind') if kind else path}: {mine} has no {library} equivalent "
+                          f"({model} has {its})")
 
 
 REQUIRED = object()  # marks a released constructor argument that has no default

@@ -23,6 +23,7 @@ Core, as the text body it builds is (`vspec/spec/text.py`): SoT's language head 
 """
 
 import json
+import re
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -153,7 +154,8 @@ def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | 
         embedder = specs.TokenEmbed(vocab_size=c["vocab_size"], max_positions=c["n_positions"],
                                     seq_len=min(SEQ_LEN, c["n_positions"]), type_vocab_size=0, padding_id=None,
                                     norm=None, drop=c["embd_pdrop"])
-        ffn = specs.MLP(hidden=c.get("n_inner") or 4 * d, act=_act(c, "activation_function" if gpt2 else "afn"),
+        ffn = specs.MLP(hidden=(c.get("n_inner") if gpt2 else None) or 4 * d,  # OpenAI GPT: 4 d always
+                        act=_act(c, "activation_function" if gpt2 else "afn"),
                         drop=drop, hidden_drop=0.0)
         kind = specs.Block if gpt2 else specs.PostNormBlock
         block = kind(attention=specs.MHSA(heads=c["n_head"], attn_drop=c["attn_pdrop"], proj_drop=drop), ffn=ffn,
@@ -227,24 +229,46 @@ def hf_key(key: str) -> str | None:
     return _rename(key)
 
 
+_QKV_KEY = re.compile(r"(.*\.attention\.self\.)(query|key|value)\.(weight|bias)")
+QKV = ("query", "key", "value")  # BERT-like q / k / v: the thirds of vspec's fused qkv, in this order
+
+
+def base_key(key: str) -> str:
+    """A task model's key without its base model's prefix (`bert.`, `roberta.`, `electra.`, `transformer.`)."""
+    prefix = next((p for p in _PREFIXES if key.startswith(p)), "")
+    return key[len(prefix):]
+
+
+def qkv_part(key: str) -> tuple[str, int] | None:
+    """(the fused qkv key, which third) of a BERT-like q / k / v key: `...attention.self.key.bias` ->
+    (`...attention.self.qkv.bias`, 1); None for another key."""
+    match = _QKV_KEY.fullmatch(key)
+    return (f"{match[1]}qkv.{match[3]}", QKV.index(match[2])) if match else None
+
+
+def is_conv1d(key: str) -> bool:
+    """GPT's Conv1D weights (a base model's key), stored (in, out): the transpose of nn.Linear's."""
+    return key.startswith("h.") and key.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight"))
+
+
 def hf_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """HF's keys without the task model's prefix, q / k / v fused into one qkv, GPT's Conv1D weights as Linear's."""
     out = {}
     for key, value in state.items():
-        prefix = next((p for p in _PREFIXES if key.startswith(p)), "")
-        key = key[len(prefix):]
+        key = base_key(key)
         if ".LayerNorm." in key and key.endswith((".gamma", ".beta")):  # the TF-era names of BERT's first files
             key = key.rsplit(".", 1)[0] + (".weight" if key.endswith(".gamma") else ".bias")
         out[key] = value
-    for key in [k for k in out if k.endswith(".attention.self.query.weight")]:
-        base = key[: -len("query.weight")]
-        for part in ("weight", "bias"):
-            names = [f"{base}{role}.{part}" for role in ("query", "key", "value")]
-            if all(n in out for n in names):
-                out[f"{base}qkv.{part}"] = torch.cat([out.pop(n) for n in names])
+    thirds: dict[str, dict[int, str]] = {}
+    for key in out:
+        if part := qkv_part(key):
+            thirds.setdefault(part[0], {})[part[1]] = key
+    for fused, keys in thirds.items():
+        if len(keys) == len(QKV):
+            out[fused] = torch.cat([out.pop(keys[i]) for i in range(len(QKV))])
     for key, value in out.items():
-        if key.startswith("h.") and key.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight")) and value.ndim == 2:
-            out[key] = value.t().contiguous()  # GPT's Conv1D: (in, out)
+        if is_conv1d(key) and value.ndim == 2:
+            out[key] = value.t().contiguous()
     return out
 
 

@@ -211,6 +211,31 @@ def from_dict(data: Any, cls: type = Model) -> Any:
     return converter.structure(data, cls)
 
 
+def first_difference(a: Any, b: Any) -> tuple[str, Any, Any] | None:
+    """Where two specs (or components) first differ, walking their `to_dict` data in key order: (the dotted path,
+    a's value, b's value); a component whose kind differs is the difference itself (`<path>.kind` and the two
+    kinds), not its fields; a listed stack of blocks beside one repeated block, each listed one against it. None
+    where they are equal."""
+
+    def walk(x: Any, y: Any, path: str) -> tuple[str, Any, Any] | None:
+        if isinstance(x, dict) and isinstance(y, dict):
+            if x.get("kind") != y.get("kind"):
+                return f"{path}.kind" if path else "kind", x.get("kind"), y.get("kind")
+            for key in sorted(set(x) | set(y)):
+                if found := walk(x.get(key), y.get(key), f"{path}.{key}" if path else key):
+                    return found
+            return None
+        if isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+            pairs = zip(x, y)
+        elif isinstance(x, list) and isinstance(y, dict) or isinstance(x, dict) and isinstance(y, list):
+            pairs = zip(x, [y] * len(x)) if isinstance(x, list) else zip([x] * len(y), y)  # listed vs repeated block
+        else:
+            return None if x == y else (path, x, y)
+        return next((found for i, (u, v) in enumerate(pairs) if (found := walk(u, v, f"{path}.{i}"))), None)
+
+    return walk(to_dict(a), to_dict(b), "")
+
+
 def to_json(spec: Any, indent: int | None = 2) -> str:
     """The spec as JSON (`to_dict`'s data); `from_json` reads it back as the same spec."""
     return json.dumps(to_dict(spec), indent=indent)

@@ -28,8 +28,9 @@ from torch import nn
 
 from ..convert import ConversionError, from_hf, from_official, from_timm
 from ..convert.hf import read_config
-from ..spec import Model, SpecError, from_json, to_dict
+from ..spec import Model, SpecError, from_json
 from ..spec.core import file_kind
+from ..spec.serialize import first_difference
 from ..spec.weights import Weights
 from .cache import WeightsUnavailable, regular_file, vspec_cache
 from .checkpoint import CheckpointError, cause
@@ -113,16 +114,8 @@ def published_difference(entry: Weights, spec: Model, published: Model) -> str |
 
 
 def _first_difference(a: Model, b: Model) -> str:
-    def walk(x: Any, y: Any, path: str) -> str | None:
-        if isinstance(x, dict) and isinstance(y, dict):
-            for key in sorted(set(x) | set(y)):
-                found = walk(x.get(key), y.get(key), f"{path}.{key}" if path else key)
-                if found:
-                    return found
-            return None
-        return None if x == y else f"{path or 'spec'}: preset {x!r}, published {y!r}"
-
-    return walk(to_dict(a), to_dict(b), "") or "the specs differ"
+    found = first_difference(a, b)
+    return f"{found[0] or 'spec'}: preset {found[1]!r}, published {found[2]!r}" if found else "the specs differ"
 
 
 def cached_folder(name: str, tag: str, entry: Weights, spec: Model) -> dict[str, Any] | None:
