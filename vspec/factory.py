@@ -15,7 +15,6 @@ entrypoint `vspec_<name>`, opt-in (nothing is registered on import).
 """
 
 import inspect
-import math
 import os
 import sys
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from .compiler import build
 from .extras import needs
 from .spec import Model, SpecError, from_json, load_spec, load_weights_table, override
 from .spec.catalogue import PRESETS, preset_dirs, preset_file, preset_path, preset_ref, presets  # noqa: F401 - also here
+from .spec.core import eps_problem
 from .spec.load import SUFFIXES
 from .spec.weights import Weights, inputs_cfg, requested
 from .weights import published
@@ -223,15 +223,17 @@ def _timm_model(model: nn.Module, timm_kw: dict[str, Any]) -> nn.Module:
         raise SpecError("scriptable", f"{timm_kw['scriptable']!r}: vspec models are not TorchScript-scriptable; use "
                                       "torch.compile, or torch.export (`vspec export`)")
     norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    for key, attr, ok in (("bn_momentum", "momentum", lambda v: 0 <= v <= 1), ("bn_eps", "eps", lambda v: v > 0)):
+    for key, attr in (("bn_momentum", "momentum"), ("bn_eps", "eps")):
         if key not in timm_kw:
             continue
         value = timm_kw[key]
-        if not norms or not isinstance(value, (int, float)) or isinstance(value, bool) or not ok(value) \
-                or not math.isfinite(value):
-            raise SpecError(key, f"{value!r}: " + ("the model has no BatchNorm" if not norms else
-                                                   f"a BatchNorm {attr} is a finite number " +
-                                                   ("in [0, 1]" if key == "bn_momentum" else "> 0")))
+        if not norms:
+            raise SpecError(key, f"{value!r}: the model has no BatchNorm")
+        if key == "bn_eps" and (problem := eps_problem(value)):  # the rule of every norm's eps in a spec
+            raise SpecError(key, f"{value!r}: a BatchNorm eps {problem}")
+        if key == "bn_momentum" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                     or not 0 <= value <= 1):  # NaN too
+            raise SpecError(key, f"{value!r}: a BatchNorm momentum is a finite number in [0, 1]")
         for m in norms:
             setattr(m, attr, float(value))
     if timm_kw.get("checkpoint_path"):
