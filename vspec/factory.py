@@ -267,8 +267,8 @@ def _timm_kept(caller: FrameType | None) -> dict[str, Any]:
     """The keywords timm's create_model keeps from its entrypoint: `scriptable`, which it sets as its layer config
     (`timm.layers.is_scriptable()`), and `checkpoint_path`, which it loads itself after the entrypoint returns (read
     from its frame, the entrypoint's `caller`, where it is create_model's own)."""
-    from timm.layers import is_scriptable
-    from timm.models import create_model as timm_create_model
+    from timm.layers import is_scriptable  # extra: vspec[train]; only timm calls the entrypoints
+    from timm.models import create_model as timm_create_model  # extra
 
     kept = {"scriptable": is_scriptable() or None}
     if caller is not None and caller.f_code is inspect.unwrap(timm_create_model).__code__:
@@ -294,7 +294,7 @@ def _timm_rereads(model: nn.Module, path: Any) -> None:
     `state_dict`; keys as written, before vspec's upgrade of an earlier format; no folder, a .npz / .npy name read
     as numpy's): refused in one line unless that loader hands over the weights the model holds, which vspec's
     checks passed and loaded."""
-    from timm.models import load_checkpoint as timm_load
+    from timm.models import load_checkpoint as timm_load  # extra
 
     if Path(path).is_dir():
         raise SpecError("checkpoint_path", f"{path}: a model folder, which timm's loader (run after vspec's) cannot "
@@ -311,8 +311,8 @@ def _timm_rereads(model: nn.Module, path: Any) -> None:
                                            f"cannot ({cause(e)}); {_REWRITE}") from None
     if not same:
         raise SpecError("checkpoint_path", f"{path}: timm's loader, which reads it again after vspec's checks, "
-                                           "would load other weights (an EMA entry, or keys an earlier vspec wrote); "
-                                           f"{_REWRITE}")
+                                           "would load other weights than the model's (e.g. an EMA entry, an "
+                                           f"earlier vspec's keys); {_REWRITE}")
 
 
 class FeatureModel(nn.Module):

@@ -251,8 +251,9 @@ def _alarm(signum, frame):
 
 def _outcome(call, path: Path, capsys) -> tuple[str, str]:
     """('refused' | 'unclear' | 'accepted' | 'traceback' | 'hang', detail) of one consumer on one file: refused
-    is one line naming the file (a SpecError from vspec.load; exit 2 and stderr from the CLIs), unclear a
-    refusal that is not, traceback anything else escaping, hang a try stopped after HANG_S seconds."""
+    is one line naming the file (a SpecError from vspec.load or timm.create_model; exit 2 and stderr from the
+    CLIs), unclear a refusal that is not, traceback anything else escaping, hang a try stopped after HANG_S
+    seconds."""
     capsys.readouterr()
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(HANG_S)
