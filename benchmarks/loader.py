@@ -34,6 +34,7 @@ import torch
 import vspec
 from vspec.train import DataConfig, RunConfig, TrainConfig
 from vspec.train.data.registry import names
+from vspec.train.data.transforms import patch_posterize
 from vspec.train.engine import Training, run
 from vspec.train.recipes import resolve
 
@@ -90,16 +91,27 @@ def data_path(spec, batch: int, data: DataConfig, device: str, workers, decode_o
         return n / (time.perf_counter() - t0)
 
 
-def timm_loader(spec, folder: Path, batch: int, device: str, workers: int, model: bool) -> float:
-    """Images/s of timm's create_loader (the same augmentations, its prefetcher on CUDA) over folder/train, feeding
-    the bare step with timm's Mixup (or, without `model`, nothing); the second pass over the data, timed."""
-    from timm.data import Mixup, create_dataset, create_loader
+def timm_train_loader(spec, folder: Path, batch: int, device: str, workers: int):
+    """timm's create_loader over folder/train with the augmentations of vspec's loop (its prefetcher on CUDA), its
+    posterize patched as vspec's training transforms are (`patch_posterize`: timm's own raises under Pillow >= 13
+    on ~1 image in 700)."""
+    from timm.data import create_dataset, create_loader
 
-    cuda = device == "cuda"
     ds = create_dataset("", root=str(folder / "train"))
     loader = create_loader(ds, input_size=(3, *spec.img_size), batch_size=batch, is_training=True,
-                           use_prefetcher=cuda, auto_augment=AA, re_prob=RE, interpolation="bicubic",
+                           use_prefetcher=device == "cuda", auto_augment=AA, re_prob=RE, interpolation="bicubic",
                            num_workers=workers, persistent_workers=workers > 0, device=torch.device(device))
+    patch_posterize(ds.transform.transforms)  # before the workers start (the first pass)
+    return loader
+
+
+def timm_loader(spec, folder: Path, batch: int, device: str, workers: int, model: bool) -> float:
+    """Images/s of timm's create_loader (`timm_train_loader`) over folder/train, feeding the bare step with timm's
+    Mixup (or, without `model`, nothing); the second pass over the data, timed."""
+    from timm.data import Mixup
+
+    cuda = device == "cuda"
+    loader = timm_train_loader(spec, folder, batch, device, workers)
     mixup = Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1, num_classes=spec.num_classes)
     net = vspec.build(spec).train().to(device)
     if cuda:

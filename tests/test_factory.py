@@ -268,6 +268,8 @@ def test_timm_checkpoint_path_loads_its_weights(checkpoint):
     ("deit_tiny", {"bn_eps": 1e-3}, "bn_eps: 0.001: the model has no BatchNorm"),
     ("lvvit_t", {"bn_momentum": 2.0}, "bn_momentum: 2.0: a BatchNorm momentum is a finite number in [0, 1]"),
     ("deit_tiny", {"scriptable": True}, "scriptable: True: vspec models are not TorchScript-scriptable"),
+    ("deit_tiny", {"scriptable": "yes"}, "scriptable: 'yes': vspec models are not TorchScript-scriptable"),
+    ("deit_tiny", {"checkpoint_path": 7}, "checkpoint_path: 7: a path to a vspec checkpoint (.pt) or model folder"),
     ("deit_tiny", {"global_pool": "max"}, "global_pool: 'max': the model pools with its class_token head"),
     ("lvvit_t", {"global_pool": "avg"}, "global_pool: 'avg': the model pools with its class_token head (dense)"),
     ("simplevit_ti", {"global_pool": "token"}, "global_pool: 'token': the model pools with its gap head (norm)"),
@@ -298,6 +300,56 @@ def test_timm_create_model_takes_train_pys_keywords():
         timm.create_model("vspec_deit_tiny", pretrained=True,
                           pretrained_cfg_overlay={"file": "w.pth", "num_classes": -1})
     assert one_line(e).startswith("pretrained_cfg_overlay file: a vspec preset's weights are its published ones")
+
+
+def test_timm_create_model_refuses_scriptable_as_vspecs_does():
+    """timm keeps `scriptable` (its layer config, `timm.layers.is_scriptable()`): refused, with the value given."""
+    register_timm()
+    for value in (True, "yes", 1):
+        with pytest.raises(SpecError) as e:
+            timm.create_model("vspec_deit_tiny", scriptable=value, depth=1)
+        assert one_line(e).startswith(f"scriptable: {value!r}: vspec models are not TorchScript-scriptable")
+    assert timm.create_model("vspec_deit_tiny", scriptable=False, depth=1).spec.depth == 1
+
+
+CKPT_MODEL = {"depth": 2, "img_size": 32, "num_classes": 4}  # the `checkpoint` fixture's model
+
+
+def test_timm_checkpoint_path_passes_vspecs_checks_and_timms_loader_loads_the_same(checkpoint, tmp_path):
+    """timm loads `checkpoint_path` itself once the entrypoint has returned (timm.models.load_checkpoint): the
+    entrypoint reads it from timm's call, loads it through vspec's checks first, and refuses in one line a file
+    that timm's loader would read otherwise or not at all."""
+    from timm.models import load_checkpoint as timm_load
+
+    from vspec.weights.checkpoint import with_checksum
+
+    register_timm()
+    saved = torch.load(checkpoint, weights_only=True)
+    model = timm.create_model("vspec_deit_tiny", checkpoint_path=str(checkpoint), **CKPT_MODEL)
+    assert model.state_dict().keys() == saved["state_dict"].keys()
+    assert all(torch.equal(v, saved["state_dict"][k]) for k, v in model.state_dict().items())
+    # NaN weights: timm's loader alone loads them; vspec's checks refuse the file first
+    nan = {k: v.clone() for k, v in saved["state_dict"].items()}
+    nan["cls_token"][0, 0, 0] = float("nan")
+    torch.save({**saved, "state_dict": nan}, tmp_path / "nan.pt")
+    plain = vspec.create_model("deit_tiny", **CKPT_MODEL)
+    timm_load(plain, str(tmp_path / "nan.pt"))
+    assert plain.cls_token.isnan().any()
+    # an EMA entry timm's loader takes before "state_dict", the checksum right: vspec loads "state_dict"
+    torch.save(with_checksum({**{k: v for k, v in saved.items() if k != "sha256"}, "state_dict_ema": nan}),
+               tmp_path / "ema.pt")
+    assert torch.equal(vspec.load(tmp_path / "ema.pt").cls_token, saved["state_dict"]["cls_token"])
+    (tmp_path / "w.npz").write_bytes(checkpoint.read_bytes())  # a vspec checkpoint timm reads as numpy's
+    vspec.save_pretrained(vspec.create_model("deit_tiny", **CKPT_MODEL), tmp_path / "folder")
+    for path, needle in ((tmp_path / "nan.pt", "nan.pt: "),
+                         (tmp_path / "ema.pt", "checkpoint_path: {}: timm's loader, which reads it again after "
+                                               "vspec's checks, would load other weights"),
+                         (tmp_path / "w.npz", "checkpoint_path: {}: timm's loader, which reads it again after "
+                                              "vspec's checks, cannot (NotImplementedError"),
+                         (tmp_path / "folder", "checkpoint_path: {}: a model folder")):
+        with pytest.raises(SpecError) as e:
+            timm.create_model("vspec_deit_tiny", checkpoint_path=str(path), **CKPT_MODEL)
+        assert needle.format(path) in one_line(e), one_line(e)
 
 
 # ---------------------------------------------------------------- pretrained_cfg (issue 54, item 6)

@@ -14,24 +14,28 @@ model in `FeatureModel` (timm's FeatureGetterNet), whose `feature_info` is timm'
 entrypoint `vspec_<name>`, opt-in (nothing is registered on import).
 """
 
-import math
+import inspect
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import attrs
+import torch
 from torch import nn
 
 from .compiler import build
 from .extras import needs
 from .spec import Model, SpecError, from_json, load_spec, load_weights_table, override
 from .spec.catalogue import PRESETS, preset_dirs, preset_file, preset_path, preset_ref, presets  # noqa: F401 - also here
+from .spec.core import eps_problem
 from .spec.load import SUFFIXES
 from .spec.weights import Weights, inputs_cfg, requested
 from .weights import published
 from .weights.cache import WeightsUnavailable
-from .weights.checkpoint import load_weights, timm_cfg
+from .weights.checkpoint import cause, load_weights, timm_cfg
 from .weights.loading import load_checkpoint
 from .weights.resample import resample_state
 
@@ -216,22 +220,26 @@ def _timm_model(model: nn.Module, timm_kw: dict[str, Any]) -> nn.Module:
     every key checked; timm's "" is none), scriptable refused (vspec models are not TorchScript: torch.compile or
     torch.export them)."""
     if timm_kw.get("scriptable"):
-        raise SpecError("scriptable", "True: vspec models are not TorchScript-scriptable; use torch.compile, or "
-                                      "torch.export (`vspec export`)")
+        raise SpecError("scriptable", f"{timm_kw['scriptable']!r}: vspec models are not TorchScript-scriptable; use "
+                                      "torch.compile, or torch.export (`vspec export`)")
     norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    for key, attr, ok in (("bn_momentum", "momentum", lambda v: 0 <= v <= 1), ("bn_eps", "eps", lambda v: v > 0)):
+    for key, attr in (("bn_momentum", "momentum"), ("bn_eps", "eps")):
         if key not in timm_kw:
             continue
         value = timm_kw[key]
-        if not norms or not isinstance(value, (int, float)) or isinstance(value, bool) or not ok(value) \
-                or not math.isfinite(value):
-            raise SpecError(key, f"{value!r}: " + ("the model has no BatchNorm" if not norms else
-                                                   f"a BatchNorm {attr} is a finite number " +
-                                                   ("in [0, 1]" if key == "bn_momentum" else "> 0")))
+        if not norms:
+            raise SpecError(key, f"{value!r}: the model has no BatchNorm")
+        if key == "bn_eps" and (problem := eps_problem(value)):  # the rule of every norm's eps in a spec
+            raise SpecError(key, f"{value!r}: a BatchNorm eps {problem}")
+        if key == "bn_momentum" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                     or not 0 <= value <= 1):  # NaN too
+            raise SpecError(key, f"{value!r}: a BatchNorm momentum is a finite number in [0, 1]")
         for m in norms:
             setattr(m, attr, float(value))
     if timm_kw.get("checkpoint_path"):
         path = timm_kw["checkpoint_path"]
+        if not isinstance(path, (str, os.PathLike)):
+            raise SpecError("checkpoint_path", f"{path!r}: a path to a vspec checkpoint (.pt) or model folder")
         ckpt = load_checkpoint(path)
         load_weights(model, ckpt["state_dict"], path)
         if ckpt.get("pretrained_cfg"):
@@ -253,6 +261,58 @@ def _timm_source(name: str, pretrained: Any, cfg: Any, overlay: dict | None, cac
         raise SpecError("", f"{given}: a vspec preset's weights are its published ones (a tag, `vspec weights`; "
                             "cached under VSPEC_CACHE); load others with checkpoint_path (timm's --initial-checkpoint)")
     return f"{name}.{cfg}" if cfg else name
+
+
+def _timm_kept(caller: FrameType | None) -> dict[str, Any]:
+    """The keywords timm's create_model keeps from its entrypoint: `scriptable`, which it sets as its layer config
+    (`timm.layers.is_scriptable()`), and `checkpoint_path`, which it loads itself after the entrypoint returns (read
+    from its frame, the entrypoint's `caller`, where it is create_model's own)."""
+    from timm.layers import is_scriptable  # extra: vspec[train]; only timm calls the entrypoints
+    from timm.models import create_model as timm_create_model  # extra
+
+    kept = {"scriptable": is_scriptable() or None}
+    if caller is not None and caller.f_code is inspect.unwrap(timm_create_model).__code__:
+        kept["checkpoint_path"] = caller.f_locals.get("checkpoint_path")
+    return kept
+
+
+_REWRITE = "vspec.create_model loads it, and vspec.save(vspec.load(path), 'new.pt') writes one timm's loader reads"
+
+
+class _Taken:
+    """A stand-in for the model in timm's `load_checkpoint`: keeps the state dict it is handed."""
+
+    state: Any = None
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True) -> None:
+        self.state = state_dict
+
+
+def _timm_rereads(model: nn.Module, path: Any) -> None:
+    """timm's create_model loads `path` again once its entrypoint has returned, with its own loader
+    (`timm.models.load_checkpoint`: no checksum and no check of the values; `state_dict_ema` or `model_ema` before
+    `state_dict`; keys as written, before vspec's upgrade of an earlier format; no folder, a .npz / .npy name read
+    as numpy's): refused in one line unless that loader hands over the weights the model holds, which vspec's
+    checks passed and loaded."""
+    from timm.models import load_checkpoint as timm_load  # extra
+
+    if Path(path).is_dir():
+        raise SpecError("checkpoint_path", f"{path}: a model folder, which timm's loader (run after vspec's) cannot "
+                                           "read; give timm a checkpoint file, or vspec.create_model the folder")
+    own, taken = model.state_dict(), _Taken()
+    try:
+        timm_load(taken, path)
+        got = taken.state
+        same = isinstance(got, dict) and got.keys() == own.keys() and all(
+            isinstance(t := got[k], torch.Tensor) and t.shape == v.shape and torch.equal(t.to(v.dtype), v)
+            for k, v in own.items())
+    except Exception as e:  # noqa: BLE001 - whatever timm's loader raises, said in one line
+        raise SpecError("checkpoint_path", f"{path}: timm's loader, which reads it again after vspec's checks, "
+                                           f"cannot ({cause(e)}); {_REWRITE}") from None
+    if not same:
+        raise SpecError("checkpoint_path", f"{path}: timm's loader, which reads it again after vspec's checks, "
+                                           "would load other weights than the model's (e.g. an EMA entry, an "
+                                           f"earlier vspec's keys); {_REWRITE}")
 
 
 class FeatureModel(nn.Module):
@@ -288,7 +348,9 @@ class FeatureModel(nn.Module):
 def register_timm(prefix: str = TIMM_PREFIX) -> list[str]:
     """Make every preset a timm entrypoint `<prefix><name>` (timm's names take no `/`), so that
     `timm.create_model("vspec_deit_tiny", num_classes=10, features_only=True)` calls `create_model`;
-    returns the names. Opt-in: importing vspec registers nothing. Safe to call again."""
+    returns the names. timm keeps `scriptable` and `checkpoint_path` from its entrypoints: each reads them from
+    timm's call (`_timm_kept`), and checks that timm's own loading of checkpoint_path, after it, loads what vspec's
+    checks passed (`_timm_rereads`). Opt-in: importing vspec registers nothing. Safe to call again."""
     with needs("register_timm"):
         from timm.models import _registry, register_model  # extra
 
@@ -302,7 +364,11 @@ def register_timm(prefix: str = TIMM_PREFIX) -> list[str]:
         def entrypoint(pretrained: bool = False, *, _preset: str = name, pretrained_cfg: Any = None,
                        pretrained_cfg_overlay: dict | None = None, cache_dir: Any = None, **kwargs: Any) -> nn.Module:
             source = _timm_source(_preset, pretrained, pretrained_cfg, pretrained_cfg_overlay, cache_dir)
-            return create_model(source, pretrained=pretrained, **kwargs)
+            kept = _timm_kept(sys._getframe(1))
+            model = create_model(source, pretrained=pretrained, **{**kept, **kwargs})
+            if kept.get("checkpoint_path"):
+                _timm_rereads(model, kept["checkpoint_path"])
+            return model
 
         entrypoint.__name__ = entrypoint.__qualname__ = entry
         entrypoint.__module__ = __name__

@@ -132,7 +132,7 @@ BAD_VALUES = {
     "block.ffn.hidden": ["0", "-1", "1.5"],
     "block.ffn.act": ["swish", "1"],
     "block.ffn.kind": ["moe", "[]"],
-    "block.norm.eps": ["0", "-1e-6", "NaN"],
+    "block.norm.eps": ["0", "-1e-6", "NaN", "5e-324", "1e-46", "1e39"],  # the last three: 0, 0 and inf in float32
     "block.norm.kind": ["rmsnorm", "0"],
     "block.layer_scale": ["0", "-1", "NaN"],
     "block": ["5", "[]", '"mhsa"'],

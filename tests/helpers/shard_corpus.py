@@ -1,9 +1,9 @@
 """Malformed WebDataset packs for --data shards (issue 54), the corpus's classes drawn like
 tests/helpers/data_corpus.py's: manifest names that would run a command or leave the pack's folder, manifest fields
 of other types, nested or endless manifests, shards that are FIFOs, devices or endless streams, members beyond the
-size bound, brace patterns too large to expand. Each case is (name, entry, argv, marker): tools/train.py's argv,
-and the file a command injected through the pack would create (None where none could run): a case is clean only
-when that file never appears.
+size bound, brace patterns too large to expand; and `vspec data pack` on an image folder with an image it cannot
+read. Each case is (name, entry, argv, marker): tools/train.py's (or vspec's) argv, and the file a command injected
+through the pack would create (None where none could run): a case is clean only when that file never appears.
 """
 
 from __future__ import annotations
@@ -166,4 +166,9 @@ def shard_cases(folder: Path, n: int = 0, seed: int = 0) -> list[tuple[str, str,
         argv = [str(spec), "--data", "shards", "--data-dir", data_dir.format(d=d, marker=marker), "--out",
                 str(folder / "runs" / str(i)), "--batch-size", "2", "--device", "cpu", "--max-steps", "1"]
         cases.append((f"{name} #{i}", "train", argv, str(marker) if name.startswith("shard names") else None))
+    # a training image linked to /proc/self/mem (a regular file to stat, EIO to read), in the first shard
+    images = image_folder(folder / "unreadable", per_class=2, size=8)
+    special_file(next((images / "train").glob("*/000.jpg")).with_name("mem.jpg"), "/proc/self/mem")
+    cases.append(("pack: an image linked to /proc/self/mem", "vspec",
+                  ["data", "pack", str(images), str(folder / "unreadable_pack"), "--shard-size", "100"], None))
     return cases

@@ -15,6 +15,8 @@ import torch
 
 from tests.helpers.shrunk import (
     shrunk,  # noqa: F401
+    small_spec,
+    train_steps,
     )
 from vspec.nn.heads import as_outputs
 from vspec.nn.mix_token import TokenBox
@@ -63,6 +65,20 @@ def check_compiles(name: str, backend: str, train: bool = True) -> None:
                                   for n in FAMILIES])
 def test_one_preset_of_each_family_compiles_in_one_graph(name):
     check_compiles(name, "aot_eager")
+
+
+def test_grad_checkpointing_compiled_updates_batchnorm_statistics_once_a_step():
+    """Compiled, checkpoint's recomputation is the compiler's (eager's keeps the BatchNorms' running statistics
+    itself, vspec.nn.blocks.Stage.run): DHVT's blocks' BatchNorms are updated once a step, as without either."""
+    spec = small_spec("dhvt_tiny_cifar_p4")
+    torch._dynamo.reset()
+    compiled = train_steps(spec, True, steps=2, wrap=lambda m: torch.compile(m, fullgraph=True, backend="aot_eager"))
+    torch._dynamo.reset()
+    plain = train_steps(spec, False, steps=2)
+    assert {int(b) for n, b in compiled[0].items() if n.endswith("num_batches_tracked")} == {2}
+    for key, b in plain[0].items():
+        torch.testing.assert_close(compiled[0][key], b, rtol=0, atol=1e-6, msg=key)
+    torch.testing.assert_close(compiled[2], plain[2], rtol=0, atol=1e-6)
 
 
 @pytest.mark.slow  # inductor's C++ code, ~30 s: make test-slow

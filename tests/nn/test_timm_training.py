@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import vspec
-from tests.helpers.shrunk import small_spec
+from tests.helpers.shrunk import small_spec, train_steps
 from vspec.nn.heads import head_loss
 
 torch.set_num_threads(2)
@@ -124,6 +124,26 @@ def test_grad_checkpointing_keeps_the_training_outputs(name, fields):
     assert grads[0].keys() == grads[1].keys()
     for key, g in grads[0].items():
         torch.testing.assert_close(grads[1][key], g, rtol=0, atol=0, msg=key)
+
+
+@pytest.mark.parametrize("name, fields", [("conformer_ti", {}), ("dhvt_tiny_cifar_p4", {}), ("refined_vit_s", {}),
+                                          ("deit_tiny", {"block.norm": "batchnorm"})])
+def test_grad_checkpointing_updates_batchnorm_statistics_once_a_step(name, fields):
+    """Every family with a BatchNorm in its blocks (Conformer's CNN branch, DHVT's DAFF, Refiner's DLA; a block's
+    norm as batchnorm): the recomputation in the backward pass updates no running statistics, so the buffers and
+    the trained model's eval logits after 3 steps are those of the run without checkpointing, bit for bit."""
+    spec = vspec.override(small_spec(name), {"drop_path": 0.1, **fields})
+    (plain, plain_grads, plain_logits), (ckpt, ckpt_grads, ckpt_logits) = (train_steps(spec, c) for c in (False, True))
+    counts = {n: int(b) for n, b in ckpt.items() if n.endswith("num_batches_tracked")}
+    assert any(".blocks." in n for n in counts) and set(counts.values()) == {3}, counts  # once a step
+    assert plain.keys() == ckpt.keys()
+    for key, b in plain.items():
+        torch.testing.assert_close(ckpt[key], b, rtol=0, atol=0, msg=key)
+    torch.testing.assert_close(ckpt_logits, plain_logits, rtol=0, atol=0)
+    for a, b in zip(plain_grads, ckpt_grads):
+        assert a.keys() == b.keys()
+        for key, g in a.items():
+            torch.testing.assert_close(b[key], g, rtol=0, atol=0, msg=key)
 
 
 def layer_groups(model, caplog) -> list[tuple[float, set[str]]]:

@@ -4,6 +4,7 @@ nor one with attention over a single token. The
 fuzz tests here draw models of every component kind (tests/helpers/strategies.py: KIND_MODELS) and break them."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -177,6 +178,31 @@ def test_direct_construction_bounds_sizes_and_floats():
                  lambda: Model(dim=2**40)):
         with pytest.raises(SpecError, match="finite|<= 2147483647"):
             make()
+
+
+@pytest.mark.parametrize("eps", [5e-324, 1e-46, 1e39, 0.0, -1e-6])
+def test_a_norm_eps_float32_holds_as_zero_or_infinite_is_refused_everywhere(eps):
+    """Issue 60, item 14: 5e-324 passed `> 0` and is 0 in float32, where LayerNorm and BatchNorm add it to the
+    variance (a constant token: 0 / 0). One rule for every norm's eps: a spec's Norm, SoT's repr_layernorm,
+    timm's bn_eps."""
+    from vspec.spec import ReprLayerNorm
+
+    single = torch.tensor(eps, dtype=torch.float32).item()  # torch's own rounding, the reference
+    assert not 0 < single < float("inf")
+    assert F.layer_norm(torch.ones(1, 4), (4,), eps=eps).isnan().all() == (single <= 0)
+    refused(preset("demo_digits"), {"block.norm.eps": eps}, "block.norm.eps")
+    with pytest.raises(SpecError, match=r"^ReprLayerNorm\.eps: "):
+        ReprLayerNorm(eps=eps)
+    with pytest.raises(SpecError, match=re.escape(f"bn_eps: {eps!r}: a BatchNorm eps must be")):
+        vspec.create_model("lvvit_t", depth=1, bn_eps=eps)
+
+
+def test_the_smallest_norm_eps_float32_holds_is_accepted():
+    tiny = 2.0 ** -149  # float32's smallest positive (subnormal)
+    assert torch.tensor(tiny, dtype=torch.float32).item() == tiny
+    model = vspec.build(override(preset("demo_digits"), {"block.norm.eps": tiny, "depth": 1}))
+    assert model.stages[0].blocks[0].norm1.eps == tiny
+    assert F.layer_norm(torch.ones(1, 4), (4,), eps=tiny).isfinite().all()
 
 
 def test_huge_ints_in_json_and_toml_are_spec_errors():

@@ -1,7 +1,7 @@
-"""Bad checkpoints fed to every consumer (vspec.load, tools/eval.py, vspec analyze, tools/train.py
---resume): each is refused in one line naming the file, or (for a defect the consumer does not read)
-used; none gives a traceback, hangs, allocates what its file does not hold, or runs code. Checksums catch
-flipped bytes and edited fields; a resume refuses a run that differs from its checkpoint.
+"""Bad checkpoints fed to every consumer (vspec.load, tools/eval.py, vspec analyze, tools/train.py --resume,
+timm.create_model's checkpoint_path on a registered preset): each is refused in one line naming the file, or (for a
+defect the consumer does not read) used; none gives a traceback, hangs, allocates what its file does not hold, or
+runs code. Checksums catch flipped bytes and edited fields; a resume refuses a run that differs from its checkpoint.
 `python tests/weights/test_checkpoint.py` prints the survey's figures (tried / clean / tracebacks /
 hangs)."""
 
@@ -19,6 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import timm
 import torch
 
 import vspec
@@ -44,10 +45,11 @@ class Evil:
         return (Path.touch, (self.marker,))
 
 
+TINY = {"depth": 1, "dim": 16, "block.attention.heads": 2, "img_size": 8, "embedder.patch_size": 4, "num_classes": 4}
+
+
 def _tiny_spec(folder: Path) -> Path:
-    spec = vspec.override(vspec.load_spec(ROOT / "specs/deit_tiny.py"),
-                          {"depth": 1, "dim": 16, "block.attention.heads": 2, "img_size": 8, "embedder.patch_size": 4,
-                           "num_classes": 4})
+    spec = vspec.override(vspec.load_spec(ROOT / "specs/deit_tiny.py"), TINY)
     path = folder / "tiny.json"
     path.write_text(vspec.to_json(spec))
     return path
@@ -249,8 +251,9 @@ def _alarm(signum, frame):
 
 def _outcome(call, path: Path, capsys) -> tuple[str, str]:
     """('refused' | 'unclear' | 'accepted' | 'traceback' | 'hang', detail) of one consumer on one file: refused
-    is one line naming the file (a SpecError from vspec.load; exit 2 and stderr from the CLIs), unclear a
-    refusal that is not, traceback anything else escaping, hang a try stopped after HANG_S seconds."""
+    is one line naming the file (a SpecError from vspec.load or timm.create_model; exit 2 and stderr from the
+    CLIs), unclear a refusal that is not, traceback anything else escaping, hang a try stopped after HANG_S
+    seconds."""
     capsys.readouterr()
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(HANG_S)
@@ -259,7 +262,7 @@ def _outcome(call, path: Path, capsys) -> tuple[str, str]:
     except Hang:
         return "hang", f"stopped after {HANG_S} s"
     except SpecError as e:
-        if call.__name__ != "via_load":
+        if call.__name__ not in ("via_load", "via_timm"):
             return "traceback", f"{type(e).__name__}: {e}"[:300]
         code, err = 2, f"{e}\n"
     except BaseException as e:  # noqa: BLE001 - anything escaping the consumer is a traceback
@@ -275,7 +278,7 @@ def _outcome(call, path: Path, capsys) -> tuple[str, str]:
     return ("refused" if ok else "unclear"), err.strip()[:300]
 
 
-CONSUMERS = ("load", "eval", "analyze", "resume")
+CONSUMERS = ("load", "eval", "analyze", "resume", "timm")
 
 
 def survey(tmp: Path, capsys, spec: Path, good: Path, only: str | None = None) -> tuple[dict, dict]:
@@ -303,8 +306,13 @@ def survey(tmp: Path, capsys, spec: Path, good: Path, only: str | None = None) -
         def via_resume():
             return train_main(train_args(spec, path.parent, "--epochs", "2", "--resume"))
 
+        def via_timm():  # timm loads checkpoint_path itself once the entrypoint returns
+            vspec.register_timm()
+            timm.create_model("vspec_deit_tiny", checkpoint_path=str(path), **TINY)
+            return 0
+
         for consumer, must_refuse in ((via_load, for_models), (via_eval, for_models), (via_analyze, for_models),
-                                      (via_resume, True)):
+                                      (via_resume, True), (via_timm, for_models)):
             outcome, detail = _outcome(consumer, path, capsys)
             counts["tries"] += 1
             counts["tracebacks"] += outcome == "traceback"

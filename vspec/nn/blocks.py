@@ -1,7 +1,8 @@
 """The blocks and the stage: the pre-norm `Block` every block kind subclasses (its contract: `block(x, state, *,
 mask, causal) -> Carry(x, state)`), the post-norm block, and `Stage` (entry, then blocks; repeated parts tied)."""
 
-from collections.abc import Hashable, Mapping, Sequence
+import contextlib
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 import torch
@@ -147,7 +148,33 @@ class Stage(nn.Module):
             causal: bool) -> Carry:
         """`block(x, state, mask=mask, causal=causal)`; with `grad_checkpointing` while autograd records, under
         activation checkpointing: only the block's inputs are kept for the backward pass, which runs the block
-        again (same random draws: dropout, drop path) to get the rest."""
+        again to get the rest: the same random draws (dropout, drop path), and its BatchNorms' running statistics
+        updated once, by the forward pass (`running_statistics_kept`; compiled, the recomputation is the
+        compiler's, which runs a graph's buffer updates once)."""
         if self.grad_checkpointing and torch.is_grad_enabled():
-            return checkpoint(block, x, state, mask=mask, causal=causal, use_reentrant=False)
+            if torch.compiler.is_compiling():
+                return checkpoint(block, x, state, mask=mask, causal=causal, use_reentrant=False)
+            return checkpoint(block, x, state, mask=mask, causal=causal, use_reentrant=False,
+                              context_fn=lambda: (contextlib.nullcontext(), running_statistics_kept(block)))
         return block(x, state, mask=mask, causal=causal)
+
+
+BATCH_STATISTICS = ("running_mean", "running_var", "num_batches_tracked")
+
+
+@contextlib.contextmanager
+def running_statistics_kept(module: nn.Module) -> Iterator[None]:
+    """Inside, every BatchNorm of `module` updates copies of its running statistics, dropped on leaving: it
+    normalises by the same batch statistics and autograd saves the same tensors as in the forward pass (turning
+    `track_running_stats` off would save fewer, which checkpoint refuses), and SoT's `masked_batch_norm`, which
+    updates them by hand, is covered too. checkpoint's recomputation context."""
+    kept = [(m._buffers, name, m._buffers[name]) for m in module.modules()
+            if isinstance(m, nn.modules.batchnorm._BatchNorm) for name in BATCH_STATISTICS
+            if m._buffers.get(name) is not None]
+    for buffers, name, tensor in kept:
+        buffers[name] = tensor.clone()
+    try:
+        yield
+    finally:
+        for buffers, name, tensor in kept:
+            buffers[name] = tensor

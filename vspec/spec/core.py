@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import stat
+import struct
 import unicodedata
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -150,6 +151,33 @@ def check(
                 raise SpecError(path, f"must be {word} {bound}, got {show(value)}")
 
     return validate
+
+
+def _float32(value: float) -> float:
+    """`value` rounded to float32 (inf beyond its range)."""
+    try:
+        return struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def eps_problem(value: Any) -> str | None:
+    """What makes `value` no norm's epsilon (added to a variance before its root), or None: a finite number > 0,
+    and so in float32, the dtype the norms compute in (5e-324 is 0 there, 1e39 inf)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"must be a float, got {type(value).__name__} {show(value)}"
+    if not (_finite(value) and value > 0):
+        return f"must be a finite float > 0, got {show(value)}"
+    single = _float32(value)
+    if not (0 < single < math.inf):
+        return f"must be > 0 and finite in float32, the norms' dtype; got {show(value)} ({single} there)"
+    return None
+
+
+def check_eps(inst: Any, attribute: Any, value: Any) -> None:
+    """attrs validator of a norm's epsilon (`eps_problem`)."""
+    if (problem := eps_problem(value)) is not None:
+        raise SpecError(f"{type(inst).__name__}.{attribute.name}", problem)
 
 
 def pair(value: Any) -> Any:

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from attrs import field, frozen
 
-from .core import MAX_SIZE, SpecError, check, check_size, show
+from .core import MAX_SIZE, SpecError, check, check_eps, check_size, show
 from .kinds import LOGITS, AttentionKind, EmbedderKind, FFNKind, HeadKind, Output  # noqa: F401 - Output, re-exported
 from .layout import Tokens
 
@@ -21,7 +21,7 @@ class Norm:
 
     kind: Literal["layernorm", "batchnorm", "none"] = field(default="layernorm",
                                                            validator=check(str, choices=NORM_KINDS))
-    eps: float = field(default=1e-6, validator=check(float, gt=0))
+    eps: float = field(default=1e-6, validator=check_eps)
 
 
 class Patchify(EmbedderKind):

@@ -301,6 +301,16 @@ def test_pack_refuses_an_image_the_reader_would(tmp_path, capsys):
                                        "the most a shard's member may hold\n")
 
 
+def test_pack_names_an_image_it_cannot_read(tmp_path, capsys):
+    images = image_folder(tmp_path / "images", per_class=1)
+    mem = images / "train" / "bee" / "000.jpg"
+    mem.unlink()
+    mem.symlink_to("/proc/self/mem")  # a regular file to stat, EIO to read
+    assert vspec_main(["data", "pack", str(images), str(tmp_path / "out")]) == 2
+    said = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("pack: train ")]
+    assert said == [f"vspec data pack: error: {mem}: cannot be read (Input/output error)"]
+
+
 def test_a_corrupt_jpeg_is_one_line_of_the_training_command(tmp_path, tiny_spec, capsys):
     images = image_folder(tmp_path / "images", per_class=4)
     (images / "train" / "bee" / "001.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a JPEG after all")

@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 import attrs
 from attrs import field, frozen
 
-from ...spec.core import SpecError, check, check_size
+from ...spec.core import SpecError, check, check_eps, check_size
 from ...spec.kinds import HeadKind, PoolKind, ReprNormKind, of_role
 from ...spec.layout import Tokens
 from ...spec.vit import LOGITS, Norm, Output, Patchify
@@ -165,7 +165,7 @@ class ReprLayerNorm(ReprNormKind):
     """LayerNorm over the flattened representation (Table 4d)."""
 
     kind: ClassVar[str] = "repr_layernorm"
-    eps: float = field(default=1e-5, validator=check(float, gt=0))
+    eps: float = field(default=1e-5, validator=check_eps)
 
 
 @frozen

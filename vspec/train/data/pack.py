@@ -67,7 +67,7 @@ def scan(folder: Path) -> tuple[list[str], dict[str, list[tuple[Path, int]]]]:
             raise DataError(f"pack: {folder}/{split} holds no images ({', '.join(IMAGE_SUFFIXES)})")
         big = next((path for path, _ in files[split] if path.stat().st_size > MAX_MEMBER), None)
         if big is not None:  # the reader refuses such a member (vspec/train/data/shards.py)
-            raise DataError(f"pack: {big} is larger than {MAX_MEMBER >> 30} GiB, the most a shard's member may hold")
+            raise _too_big(big)
     return names, files
 
 
@@ -84,12 +84,29 @@ def _member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
+def _image(path: Path) -> bytes:
+    """The bytes of an image file, at most MAX_MEMBER: a file whose size its stat does not tell (/proc's) is read up
+    to the bound; an error reading it (EIO of /proc/self/mem) names it."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_MEMBER + 1)
+    except OSError as e:
+        raise DataError(f"pack: {path}: cannot be read ({e.strerror or type(e).__name__})") from None
+    if len(data) > MAX_MEMBER:
+        raise _too_big(path)
+    return data
+
+
+def _too_big(path: Path) -> DataError:
+    return DataError(f"pack: {path} is larger than {MAX_MEMBER >> 30} GiB, the most a shard's member may hold")
+
+
 def _write_shard(path: Path, samples: list[tuple[int, Path, int]]) -> str:
     """One shard; returns its sha256."""
     with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
         for number, image, label in samples:
             suffix = image.suffix.lower().lstrip(".").replace("jpeg", "jpg")
-            _member(tar, f"{number:08d}.{suffix}", image.read_bytes())
+            _member(tar, f"{number:08d}.{suffix}", _image(image))
             _member(tar, f"{number:08d}.cls", str(label).encode())
     digest = hashlib.sha256()
     with open(path, "rb") as f:

@@ -51,10 +51,12 @@ def _posterize(img: Image.Image, bits_to_keep: int, **_) -> Image.Image:
     return ImageOps.posterize(img, bits_to_keep)
 
 
-def _patch_posterize(steps) -> None:
+def patch_posterize(steps) -> None:
     """timm's RandAugment ('rand-...-inc1': PosterizeIncreasing with magnitude noise) and 'v0' policies can ask
-    PIL to keep 0 bits; Pillow >= 13 raises ValueError for that, which would stop a training run at a random
-    step. Point those ops at `_posterize` (same result as older Pillow)."""
+    PIL to keep 0 bits (timm 1.0.31: a magnitude drawn >= 10 gives 4 - int(10 / 10 * 4) = 0); Pillow >= 13 raises
+    ValueError for that, which would stop a training run at a random step (rand-m9-mstd0.5-inc1: ~1 image in 700).
+    Point those ops of the transforms `steps` (timm's Compose's list) at `_posterize` (same result as older
+    Pillow). vspec's training transforms and benchmarks/loader.py's timm loader are patched so."""
     for t in steps:
         ops = list(getattr(t, "ops", None) or [])
         for sub in getattr(t, "policy", None) or []:
@@ -157,7 +159,7 @@ def build_transforms(
                 f"auto_augment: cannot build {auto_augment!r} (expected timm's form, e.g. 'rand-m9-mstd0.5-inc1' "
                 f"or 'original'): {e}"
             ) from None
-        _patch_posterize(tf.transforms)
+        patch_posterize(tf.transforms)
         return transforms.Compose([convert, *tf.transforms])
 
     interp = transforms.InterpolationMode(interpolation)
