@@ -186,3 +186,22 @@ def test_an_image_model_gives_hidden_states_and_a_loss():
     assert torch.equal(out.hidden_states[1], blocks[0]) and torch.equal(out.hidden_states[2], final)
     assert torch.equal(out.logits, logits)
     assert abs(out.loss - torch.nn.functional.cross_entropy(logits, labels)) < 1e-6
+
+
+@pytest.mark.parametrize("family", ["bert", "electra", "gpt2"])
+def test_device_dtype_and_num_parameters_as_hugging_face(family):
+    """model.device, model.dtype and num_parameters(only_trainable, exclude_embeddings) say what HF's model of the
+    same weights says, a block frozen in both; device and dtype follow .to()."""
+    hf, ours = hf_pair(family)
+    first = hf.base_model.encoder.layer[0] if family != "gpt2" else hf.base_model.h[0]
+    first.requires_grad_(False)
+    ours.stages[0].blocks[0].requires_grad_(False)
+    for only_trainable in (False, True):
+        for exclude_embeddings in (False, True):
+            assert ours.num_parameters(only_trainable, exclude_embeddings) == \
+                hf.num_parameters(only_trainable=only_trainable, exclude_embeddings=exclude_embeddings)
+    assert ours.num_parameters(exclude_embeddings=True) < ours.num_parameters(only_trainable=True) < \
+        ours.num_parameters()
+    assert (ours.device, ours.dtype) == (hf.device, hf.dtype) == (torch.device("cpu"), torch.float32)
+    ours.to(torch.float64)
+    assert ours.dtype == torch.float64 and ours.to("meta").device == torch.device("meta")

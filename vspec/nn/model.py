@@ -164,6 +164,25 @@ class Transformer(nn.Module):
 
     default_cfg = pretrained_cfg
 
+    # ---------------------------------------------------------------- what a Hugging Face user reaches for
+    @property
+    def device(self) -> torch.device:
+        """The first parameter's device (the first buffer's where it has none), as HF's models say it."""
+        return _first_tensor(self, floating=False).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The first floating-point parameter's dtype (buffer's where it has none), as HF's models say it."""
+        return _first_tensor(self, floating=True).dtype
+
+    def num_parameters(self, only_trainable: bool = False, exclude_embeddings: bool = False) -> int:
+        """HF's count: the parameters, a shared one once; `only_trainable`: those that require grad;
+        `exclude_embeddings`: less the embedding tables' weights (nn.Embedding: a text body's words, positions, token
+        types)."""
+        tables = {id(m.weight) for m in self.modules() if isinstance(m, nn.Embedding)} if exclude_embeddings else ()
+        return sum(p.numel() for p in self.parameters()
+                   if (p.requires_grad or not only_trainable) and id(p) not in tables)
+
     def set_grad_checkpointing(self, enable: bool = True) -> None:
         """timm's: activation checkpointing over the blocks (`Stage.run`), trading a second forward pass of each
         block in the backward pass for the activations it would keep."""
@@ -418,6 +437,13 @@ def example_input(spec: specs.Model, batch: int = 1, *, dtype: torch.dtype | Non
 def _head_inputs(mask: torch.Tensor | None, state: Mapping[str, torch.Tensor]) -> dict:
     """The head's keywords beside the tokens: the padding mask of a text batch, the state it reads."""
     return {**({} if mask is None else {"mask": mask}), **({"state": state} if state else {})}
+
+
+def _first_tensor(model: nn.Module, floating: bool) -> torch.Tensor:
+    for t in (*model.parameters(), *model.buffers()):
+        if t.is_floating_point() or not floating:
+            return t
+    raise ValueError("the model holds no parameters or buffers to have a device or dtype")
 
 
 def _shapes(keys: Sequence[str], state: Mapping) -> tuple[tuple[str, tuple[int, ...]], ...]:
