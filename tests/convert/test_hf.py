@@ -145,7 +145,9 @@ def test_a_saved_folder_loads_without_download(task, tmp_path):
     hf = perturbed(getattr(transformers, task)(config))
     hf.save_pretrained(tmp_path)
     assert any(tmp_path.glob("*.safetensors"))
-    ours = from_hf(tmp_path).eval()
+    ours = from_hf(tmp_path)  # in eval mode, as HF's from_pretrained gives a model
+    assert not any(m.training for m in ours.modules()) and not from_hf(hf.train()).training
+    hf.eval()
     ids, mask = padded_batch(100, pad_id(config), [7, 4])
     with torch.no_grad():
         want = hf(input_ids=ids, attention_mask=mask).last_hidden_state
