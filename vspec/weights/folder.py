@@ -271,9 +271,11 @@ def from_pretrained(folder: str | Path) -> nn.Module:
         folder: a model folder (config.json + model.safetensors), as `save_pretrained` writes one.
 
     Returns:
-        The model with its weights (and the `pretrained_cfg` the folder records, if any).
+        The model with its weights (and the `pretrained_cfg` the folder records, if any), in eval mode as Hugging
+        Face's `from_pretrained` gives one (dropout off; `.train()` to fine-tune; `vspec.create_model(folder)`
+        gives it in train mode, as timm's).
 
     Raises:
         CheckpointError: a missing, corrupt or edited folder, in one line (a SpecError) naming the file.
     """
-    return model_of(load_folder(folder), Path(folder) / WEIGHTS)
+    return model_of(load_folder(folder), Path(folder) / WEIGHTS).eval()
