@@ -145,3 +145,14 @@ def test_the_plain_model_s_folder_reloads_with_its_spec_named(tmp_path):
     with pytest.raises(vspec.SpecError, match=r"config.json: holds another spec than the one given"):
         vspec.from_pretrained(vspec.save_pretrained(model, tmp_path / "full"), spec=small_text("bert_base_sot_rte",
                                                                                                num_classes=3))
+
+
+def test_the_benchmark_s_trainer_row_is_its_rounds():
+    """benchmarks/text.py --trainer at a tiny size: one row, its ratio within its rounds' range."""
+    from argparse import Namespace
+
+    from benchmarks import text
+
+    row = text.trainer_row(Namespace(trainer_size=(1, 64), batch_size=2, seq_len=16, steps=1, rounds=2))
+    assert row["rounds"] == 2 and row["ratio_min"] <= row["ratio"] <= row["ratio_max"]
+    assert row["mode"] == "Trainer.train" and row["reference_rate"] > 0 and row["vspec_rate"] > 0

@@ -129,8 +129,8 @@ class VspecPreTrainedModel(PreTrainedModel):
     @classmethod
     def get_init_context(cls, *args, **kwargs) -> list:
         """transformers' contexts for building the model, less the meta device: the vspec build initialises it."""
-        return [c for c in super().get_init_context(*args, **kwargs)
-                if not (isinstance(c, torch.device) and c.type == "meta") and "meta" not in type(c).__name__.lower()
+        return [c for c in super().get_init_context(*args, **kwargs)  # the device, and its helper (func: a name)
+                if not (isinstance(c, torch.device) and c.type == "meta")
                 and "meta" not in getattr(getattr(c, "func", None), "__name__", "")]
 
     def _init_weights(self, module: torch.nn.Module) -> None:
