@@ -37,7 +37,7 @@ LOADER = """
 import sys, torch, vspec
 torch.set_num_threads(int(sys.argv[1]))
 for folder in sys.argv[2:]:
-    model = vspec.from_pretrained(folder).eval()
+    model = vspec.from_pretrained(folder)  # in eval mode
     with torch.no_grad():
         torch.save(model(torch.load(folder + "/x.pt")), folder + "/logits.pt")
 """
@@ -98,10 +98,14 @@ def test_the_hub_tools_read_the_folder(saved):
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_round_trip_in_process_gives_equal_logits(saved, name):
+    """from_pretrained gives the model in eval mode, as Hugging Face's does: the logits equal with no .eval()
+    (dropout off); vspec.load too; create_model of the folder in train mode, as timm's."""
     folder, logits = saved[name]
-    model = vspec.from_pretrained(folder).eval()
+    model = vspec.from_pretrained(folder)
+    assert not any(m.training for m in model.modules())
     with torch.no_grad():
         assert torch.equal(model(torch.load(folder / "x.pt")), logits)
+    assert not vspec.load(folder).training and vspec.create_model(folder).training
 
 
 def test_round_trip_in_a_new_process_gives_equal_logits(saved):

@@ -35,11 +35,12 @@ def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: M
                   **options: Any) -> nn.Module:
     """Build the vspec model of a paper's released model (`config`: its constructor arguments, as
     stored in the fixtures) and load `state_dict` (official parameter names) into it. `options` go to the
-    family's converter (sot_text: `body=`, the text spec a head alone sits on)."""
+    family's converter (sot_text: `body=`, the text spec a head alone sits on). The model comes back in eval mode,
+    as every loader's."""
     paths = families.tables("CONVERTERS")
     if family not in paths:
         raise ConversionError(f"unknown family {family!r}; known: {', '.join(paths)}")
-    return _resolve(family, paths[family])(state_dict, config, **options)
+    return _resolve(family, paths[family])(state_dict, config, **options).eval()
 
 
 __all__ = ["ConversionError", "ConversionNote", "Released", "from_hf", "from_official", "from_timm", "load_mapped",

@@ -270,7 +270,8 @@ def from_hf(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor] | str | 
     `...ForSequenceClassification`, or a pretraining checkpoint's body) and load its weights. Takes the model, its
     state dict (with `spec`, or with its `config`), or the path of a folder that `save_pretrained` wrote (no
     download). `spec` defaults to `spec_from_hf` of the model's config, with the head its weights show
-    (classifier, pooler or neither). Another task model is refused by its task (`check_task`)."""
+    (classifier, pooler or neither). Another task model is refused by its task (`check_task`). The model comes back
+    in eval mode, as Hugging Face's `from_pretrained` gives one (dropout off; `.train()` to fine-tune)."""
     if isinstance(model_or_state_dict, nn.Module):  # its class is its task (a config's architectures may be stale)
         task = type(model_or_state_dict).__name__
         state, config = model_or_state_dict.state_dict(), model_or_state_dict.config
@@ -292,7 +293,7 @@ def from_hf(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor] | str | 
     if dropped := sorted({k.split(".")[0] for k in state if k.startswith(_PRETRAINING_HEADS)}):
         warnings.warn(ConversionNote(f"{task or 'the checkpoint'}: its pretraining head ({', '.join(dropped)}: the "
                                      "LM / MLM head) is dropped; the body is converted"), stacklevel=2)
-    return load_mapped(build(spec), state, hf_key)
+    return load_mapped(build(spec), state, hf_key).eval()
 
 
 def load_hf_body(model: nn.Module, folder: str | Path) -> list[str]:

@@ -27,9 +27,10 @@ timm_key = renamer(RULES)
 
 
 def from_timm(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor], spec: specs.Model) -> nn.Module:
-    """Build `spec` and load a timm ViT's or Swin's weights (a timm model or its state_dict) into it.
+    """Build `spec` and load a timm ViT's or Swin's weights (a timm model or its state_dict) into it; the model comes
+    back in eval mode, as every loader's (`vspec.create_model` stays timm's: train mode).
 
     Raises ConversionError naming unmatched keys or shapes when the spec does not describe the
     checkpoint's architecture."""
     state = model_or_state_dict.state_dict() if isinstance(model_or_state_dict, nn.Module) else model_or_state_dict
-    return load_mapped(build(spec), state, timm_key)
+    return load_mapped(build(spec), state, timm_key).eval()

@@ -133,14 +133,17 @@ class Stage(nn.Module):
         self.grad_checkpointing = False  # Transformer.set_grad_checkpointing
 
     def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
-                causal: bool = False, maps: list | None = None) -> Carry:
+                causal: bool = False, maps: list | None = None, hidden: list | None = None) -> Carry:
         """The entry, then each block with what the one before it hands on (Block's contract); `maps`, a list: each
-        block's handed-on attention maps are appended to it (`Model.attention_maps`)."""
+        block's handed-on attention maps are appended to it (`Model.attention_maps`); `hidden`, a list: each
+        block's output tokens (Hugging Face's `output_hidden_states`)."""
         x = x if self.entry is None else self.entry(x)
         for block in self.blocks:
             x, state = self.run(block, x, state, mask, causal)
             if maps is not None:
                 maps.append(state[MAPS])
+            if hidden is not None:
+                hidden.append(x)
         return Carry(x, state)
 
     def run(self, block: nn.Module, x: torch.Tensor, state: Mapping, mask: torch.Tensor | None,

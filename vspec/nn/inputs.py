@@ -47,10 +47,13 @@ class ImageInputs:
     def head_padding(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor | None:
         return mask
 
-    def embed(self, embedder, x: torch.Tensor, token_type_ids: torch.Tensor | None):
+    def embed(self, embedder, x: torch.Tensor, token_type_ids: torch.Tensor | None,
+              position_ids: torch.Tensor | None = None, mask: torch.Tensor | None = None):
         """(the embedder's output, the token grid of `x`)."""
         if token_type_ids is not None:
             raise ValueError("token_type_ids: an image model has no token types (only a text body takes them)")
+        if position_ids is not None:
+            raise ValueError("position_ids: an image model takes none (only a text body's positions are ids)")
         grid = self.grid(x)
         return embedder(x), grid
 
@@ -89,11 +92,33 @@ class TokenInputs:
         pad_id = self.spec.head.pad_id
         return mask if pad_id is None else x.ne(pad_id)
 
-    def embed(self, embedder, x: torch.Tensor, token_type_ids: torch.Tensor | None):
+    def embed(self, embedder, x: torch.Tensor, token_type_ids: torch.Tensor | None,
+              position_ids: torch.Tensor | None = None, mask: torch.Tensor | None = None):
+        """(the embedder's output at `positions(...)`, None: no grid)."""
         if x.ndim != 2 or x.is_floating_point() or x.is_complex():
             raise ValueError(f"input of shape {tuple(x.shape)} and dtype {x.dtype}: a text body takes integer "
                              "input_ids (B, L)")
-        return embedder(x, token_type_ids), None
+        return embedder(x, token_type_ids, self.positions(x, position_ids, mask)), None
+
+    def positions(self, x: torch.Tensor, position_ids: torch.Tensor | None,
+                  mask: torch.Tensor | None) -> torch.Tensor | None:
+        """Each token's row of the position table: Hugging Face's `position_ids` (B, L) or (1, L) as given; without
+        them, in a causal body with padding, the real tokens counted from 0 (padding at 0 before the first), so that
+        a left-padded sequence equals itself alone (HF's GPT-2 counts 0..L-1 unless given position_ids); else None,
+        the embedder's own (0..L-1, or RoBERTa's `pad_positions`)."""
+        if position_ids is None:
+            if mask is None or not self.spec.causal or self.spec.embedder.pad_positions:
+                return None
+            return (mask.cumsum(1) - 1).clamp(min=0)
+        table = self.spec.embedder.max_positions
+        if position_ids.ndim != 2 or position_ids.shape[0] not in (1, x.shape[0]) or \
+                position_ids.shape[1] != x.shape[1] or position_ids.is_floating_point() or position_ids.is_complex():
+            raise ValueError(f"position_ids of shape {tuple(position_ids.shape)} and dtype {position_ids.dtype}: "
+                             f"give integer positions (B, L) or (1, L) for input_ids of shape {tuple(x.shape)}")
+        if position_ids.numel() and not 0 <= int(position_ids.min()) <= int(position_ids.max()) < table:
+            raise ValueError(f"position_ids: each must be in [0, {table}) (the position table; the spec's "
+                             "embedder.max_positions)")
+        return position_ids.long()
 
     def part(self) -> tuple[tuple[int, ...], int | None]:
         """(one sequence of the spec's seq_len, token ids below the vocabulary size)."""

@@ -21,6 +21,7 @@ from .heads import as_outputs
 from .inputs import TokenInputs, inputs_of
 from .layers import Component, make_norm
 from .mix_token import BoxDraw, TokenBox, draw_box, swap_box
+from .outputs import hf_output
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,9 @@ class Transformer(nn.Module):
     the tokens (`Carry`, keys the kinds name) is threaded from the embedder through the blocks to the head.
 
     A text body (`spec.embedder.text`) takes `input_ids` (B, L) and, by keyword as Hugging Face models do,
-    `attention_mask` (B, L; 1 at real tokens, 0 at padding) and `token_type_ids`; padding is masked in every
-    attention and in the head, and `spec.causal` makes every attention causal.
+    `attention_mask` (B, L; 1 at real tokens, 0 at padding), `token_type_ids` and `position_ids`; padding is masked
+    in every attention and in the head, and `spec.causal` makes every attention causal. Called as a Hugging Face
+    model (`labels=`, `return_dict=`, `output_hidden_states=`) it returns what they do (`forward`).
 
     timm conventions: `forward_features`, `forward_head(x, pre_logits=False)`, `forward_intermediates`,
     `feature_info`, `num_classes`, `num_features`, `reset_classifier`, `get_classifier`,
@@ -162,6 +164,25 @@ class Transformer(nn.Module):
 
     default_cfg = pretrained_cfg
 
+    # ---------------------------------------------------------------- what a Hugging Face user reaches for
+    @property
+    def device(self) -> torch.device:
+        """The first parameter's device (the first buffer's where it has none), as HF's models say it."""
+        return _first_tensor(self, floating=False).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The first floating-point parameter's dtype (buffer's where it has none), as HF's models say it."""
+        return _first_tensor(self, floating=True).dtype
+
+    def num_parameters(self, only_trainable: bool = False, exclude_embeddings: bool = False) -> int:
+        """HF's count: the parameters, a shared one once; `only_trainable`: those that require grad;
+        `exclude_embeddings`: less the embedding tables' weights (nn.Embedding: a text body's words, positions, token
+        types)."""
+        tables = {id(m.weight) for m in self.modules() if isinstance(m, nn.Embedding)} if exclude_embeddings else ()
+        return sum(p.numel() for p in self.parameters()
+                   if (p.requires_grad or not only_trainable) and id(p) not in tables)
+
     def set_grad_checkpointing(self, enable: bool = True) -> None:
         """timm's: activation checkpointing over the blocks (`Stage.run`), trading a second forward pass of each
         block in the backward pass for the activations it would keep."""
@@ -214,11 +235,13 @@ class Transformer(nn.Module):
         return self.inputs.padding(x, attention_mask)
 
     def forward_tokens(self, x: torch.Tensor, token_type_ids: torch.Tensor | None = None, *,
-                       box: TokenBox | None = None) -> blocks.Carry:
+                       box: TokenBox | None = None, mask: torch.Tensor | None = None,
+                       position_ids: torch.Tensor | None = None) -> blocks.Carry:
         """Images (or token ids) -> the first stage's input (embedder, class token, position embedding), and the state
         the embedder starts beside the tokens (its kind's `writes`); with a MixToken `box`, the embedder's tokens
-        in it swapped with the batch-flipped sample's first (vspec.nn.mix_token)."""
-        out, grid = self.inputs.embed(self.embedder, x, token_type_ids)
+        in it swapped with the batch-flipped sample's first (vspec.nn.mix_token). A text body's positions:
+        `position_ids`, or its default for the padding `mask` (vspec.nn.inputs.TokenInputs.positions)."""
+        out, grid = self.inputs.embed(self.embedder, x, token_type_ids, position_ids, mask)
         # an embedder that writes state: (tokens, {key: tensor})
         x, state = out if self.starts else (out, blocks.NO_STATE)
         return blocks.Carry(self._prepend(x if box is None else swap_box(x, box), grid), state)
@@ -244,20 +267,29 @@ class Transformer(nn.Module):
         return x + pos
 
     def forward_features(self, x: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
-                         token_type_ids: torch.Tensor | None = None, *,
-                         input_ids: torch.Tensor | None = None) -> torch.Tensor:
+                         token_type_ids: torch.Tensor | None = None, *, input_ids: torch.Tensor | None = None,
+                         position_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The last hidden states (B, N, dim), after the final norm; (tokens, *the state the head reads) where it reads
         some (`head_state`'s order; Conformer's: (tokens, CNN map))."""
         x = _one_input(x, input_ids)
-        x, state = self._features(x, self.padding(x, attention_mask), token_type_ids)
+        x, state = self._features(x, self.padding(x, attention_mask), token_type_ids, position_ids=position_ids)
         return (x, *(state[k] for k in self.head_state)) if self.head_state else x
 
     def _features(self, x: torch.Tensor, mask: torch.Tensor | None, token_type_ids: torch.Tensor | None,
-                  box: TokenBox | None = None, maps: list | None = None) -> blocks.Carry:
-        x, state = self.forward_tokens(x, token_type_ids, box=box)
+                  box: TokenBox | None = None, maps: list | None = None, position_ids: torch.Tensor | None = None,
+                  hidden: list | None = None) -> blocks.Carry:
+        """The stage loop: the final features and the state; `maps`, `hidden`: lists that each block's attention maps
+        and output tokens are appended to, `hidden` the embedding output first and the final features last."""
+        x, state = self.forward_tokens(x, token_type_ids, box=box, mask=mask, position_ids=position_ids)
+        if hidden is not None:
+            hidden.append(x)
         for stage in self.stages:
-            x, state = stage(x, state, mask=mask, causal=self.causal, **({} if maps is None else {"maps": maps}))
-        return blocks.Carry(self.norm(x), state)
+            x, state = stage(x, state, mask=mask, causal=self.causal, **({} if maps is None else {"maps": maps}),
+                             **({} if hidden is None else {"hidden": hidden}))
+        x = self.norm(x)
+        if hidden is not None:
+            hidden[-1] = x
+        return blocks.Carry(x, state)
 
     def forward_head(self, x, pre_logits: bool = False, mask: torch.Tensor | None = None):
         """The head on the last hidden states; `mask` (B, N) bool: the real tokens of a padded text batch. Where the
@@ -278,23 +310,37 @@ class Transformer(nn.Module):
         return self
 
     def forward(self, x: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, *, input_ids: torch.Tensor | None = None):
-        """Images (B, C, H, W), or a text body's input_ids (B, L) [, attention_mask, token_type_ids] -> logits (B, C).
+                token_type_ids: torch.Tensor | None = None, *, input_ids: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
+                return_dict: bool | None = None, output_hidden_states: bool | None = None):
+        """Images (B, C, H, W), or a text body's input_ids (B, L) [, attention_mask, token_type_ids, position_ids
+        (B, L) or (1, L)] -> logits (B, C).
+
+        As a Hugging Face model, with `labels`, `return_dict=True` or `output_hidden_states=True`: a
+        `vspec.nn.outputs.ModelOutput` of loss (with `labels`: the head's, by HF's `problem_type` rule,
+        `vspec.nn.outputs.sequence_loss`), logits and hidden_states (`output_hidden_states`: depth + 1 tensors, the
+        embedding output, then each block's output, the last one the final features, after the final norm, as HF's
+        GPT-2 gives it); with `return_dict=False`, the tuple of the present ones. Such a call asks for no training
+        outputs.
 
         With `set_training_outputs(True)`, in training: the head's declared outputs (vspec/nn/heads.py) and what the
         spec asks for beside them: MixToken (the head's `mixes_tokens`) mixes a box of the token grid, drawn here,
         and the head's outputs carry it; with `attention_maps` the first output carries every block's handed-on
         maps (`HeadOutput.maps`)."""
         x = _one_input(x, input_ids)
+        hf = labels is not None or return_dict is not None or bool(output_hidden_states)
         mask = self.padding(x, attention_mask)  # once, for the blocks and the head
         head_mask = self.inputs.head_padding(x, mask)
-        outputs = self.training and self.training_outputs
+        outputs = self.training and self.training_outputs and not hf
         box = self.draw_box(self.input_grid(x)) if outputs and self.mix_token else None
         maps = [] if outputs and self.attention_maps else None
-        x, state = self._features(x, mask, token_type_ids, box, maps)
+        hidden = [] if output_hidden_states else None
+        x, state = self._features(x, mask, token_type_ids, box, maps, position_ids, hidden)
         state = {k: state[k] for k in self.head_state}  # less the maps kept for the training output
         asked = {"outputs": True} if outputs and self.head_outputs else {}
         out = self.head(x, **_head_inputs(head_mask, state), **asked, **({} if box is None else {"box": box}))
+        if hf:
+            return hf_output(out, labels, hidden, return_dict, self.num_classes)
         if maps is None:
             return out
         first, *rest = as_outputs(out)
@@ -303,7 +349,7 @@ class Transformer(nn.Module):
     def forward_intermediates(self, x: torch.Tensor, indices: int | Sequence[int] | None = None, norm: bool = False,
                               stop_early: bool = False, output_fmt: str | None = None, intermediates_only: bool = False,
                               return_prefix_tokens: bool = False, attention_mask: torch.Tensor | None = None,
-                              token_type_ids: torch.Tensor | None = None):
+                              token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None):
         """The features after each `feature_info` entry (each block of a one-stage model, each stage
         otherwise), as timm's models give them, in forward order. indices: None (all), n (the last n) or
         a list (negative counts from the end). norm: apply the final norm to the taps of the last stage
@@ -323,7 +369,7 @@ class Transformer(nn.Module):
         end = max(take, default=-1) if stop_early else len(self.feature_info) - 1
         grid = self.input_grid(x) if output_fmt == "NCHW" else None  # dynamic_img_size: the input's (one stage)
         feats, last_stage, reached = [], len(self.layout) - 1, -1
-        x, state = self.forward_tokens(x, token_type_ids)
+        x, state = self.forward_tokens(x, token_type_ids, mask=mask, position_ids=position_ids)
         for shape, stage in zip(self.layout, self.stages):
             if end < 0:
                 break
@@ -391,6 +437,13 @@ def example_input(spec: specs.Model, batch: int = 1, *, dtype: torch.dtype | Non
 def _head_inputs(mask: torch.Tensor | None, state: Mapping[str, torch.Tensor]) -> dict:
     """The head's keywords beside the tokens: the padding mask of a text batch, the state it reads."""
     return {**({} if mask is None else {"mask": mask}), **({"state": state} if state else {})}
+
+
+def _first_tensor(model: nn.Module, floating: bool) -> torch.Tensor:
+    for t in (*model.parameters(), *model.buffers()):
+        if t.is_floating_point() or not floating:
+            return t
+    raise ValueError("the model holds no parameters or buffers to have a device or dtype")
 
 
 def _shapes(keys: Sequence[str], state: Mapping) -> tuple[tuple[str, tuple[int, ...]], ...]:

@@ -13,8 +13,8 @@ from .vit import PoolHead
 
 
 class TokenEmbed(nn.Module):
-    """input_ids (B, L) [, token_type_ids (B, L)] -> tokens (B, L, dim): word + position [+ token type] ->
-    norm -> dropout [-> proj to the model width]. Tables are initialised N(0, 0.02), the padding row zero."""
+    """input_ids (B, L) [, token_type_ids, position_ids (B, L)] -> tokens (B, L, dim): word + position [+ token
+    type] -> norm -> dropout [-> proj to the model width]. Tables are initialised N(0, 0.02), the padding row zero."""
 
     def __init__(self, spec: specs.TokenEmbed, ctx: BuildContext):
         super().__init__()
@@ -33,20 +33,24 @@ class TokenEmbed(nn.Module):
             if spec.padding_id is not None:
                 self.word.weight[spec.padding_id].zero_()
 
-    def positions(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """The position of each token: 0, 1, ... (B broadcast); RoBERTa's counts real tokens from padding_id + 1,
-        padding at padding_id."""
+    def positions(self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """The position of each token: `position_ids` where given (Hugging Face's, checked by the model's inputs,
+        vspec.nn.inputs), else 0, 1, ... (B broadcast); RoBERTa's counts real tokens from padding_id + 1, padding at
+        padding_id."""
+        if position_ids is not None:
+            return position_ids
         if not self.pad_positions:
             return torch.arange(input_ids.shape[1], device=input_ids.device)[None]
         real = input_ids.ne(self.padding_id)
         return real.cumsum(1) * real + self.padding_id
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None) -> torch.Tensor:
         n = input_ids.shape[1]
         if self.first + n > self.position.num_embeddings:
             raise ValueError(f"{n} tokens: the position table holds {self.position.num_embeddings - self.first} "
                              f"(the spec's embedder.max_positions)")
-        x = self.word(input_ids) + self.position(self.positions(input_ids))
+        x = self.word(input_ids) + self.position(self.positions(input_ids, position_ids))
         if self.token_type is not None:
             types = token_type_ids if token_type_ids is not None else input_ids.new_zeros(())
             x = x + self.token_type(types)

@@ -329,7 +329,9 @@ def from_pretrained(folder: str | Path, spec: Model | str | Path | None = None) 
             config.json must hold this spec.
 
     Returns:
-        The model with its weights (and the `pretrained_cfg` the folder records, if any).
+        The model with its weights (and the `pretrained_cfg` the folder records, if any), in eval mode as Hugging
+        Face's `from_pretrained` gives one (dropout off; `.train()` to fine-tune; `vspec.create_model(folder)`
+        gives it in train mode, as timm's).
 
     Raises:
         CheckpointError: a missing, corrupt or edited folder, in one line (a SpecError) naming the file.
@@ -339,4 +341,4 @@ def from_pretrained(folder: str | Path, spec: Model | str | Path | None = None) 
     if spec is not None and from_json(ckpt["spec"]) != spec:
         raise CheckpointError(Path(folder) / CONFIG, "holds another spec than the one given (spec= names the spec of a "
                                                      "folder of weights alone)")
-    return model_of(ckpt, Path(folder) / WEIGHTS)
+    return model_of(ckpt, Path(folder) / WEIGHTS).eval()

@@ -32,7 +32,7 @@ def load(path: str | Path, img_size: int | tuple[int, int] | None = None) -> nn.
         img_size: build the spec at this size instead, its weights resampled to it (`vspec.weights.resample`).
 
     Returns:
-        The model with its weights.
+        The model with its weights, in eval mode as `from_pretrained` gives it (`.train()` to go on training).
 
     Raises:
         CheckpointError: a bad checkpoint, or a size the spec refuses: one line (a SpecError) naming the file.
@@ -41,7 +41,7 @@ def load(path: str | Path, img_size: int | tuple[int, int] | None = None) -> nn.
     if img_size is not None:
         spec, weights = at_img_size(from_json(ckpt["spec"]), ckpt["state_dict"], img_size, path)
         ckpt = {**ckpt, "spec": to_json(spec), "state_dict": weights}
-    return model_of(ckpt, path)
+    return model_of(ckpt, path).eval()
 
 
 __all__ = ["CheckpointError", "load", "load_checkpoint"]
