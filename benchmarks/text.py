@@ -11,7 +11,9 @@ bert_base-shaped config, `--trainer-size` layers x width, 4 x width FFN, 64-wide
 its weights (its body and BERT's classifier head, `vspec.register_hf()`'s `VspecForSequenceClassification`), on the
 same data (sequences of random lengths up to --seq-len, padded per batch) with the same TrainingArguments
 (`--steps` steps of --batch-size per round, AdamW, dropout 0.1, no saving or logging); the row is Trainer's
-`train_samples_per_second`, medians over rounds, and its ratio vspec / HF.
+`train_samples_per_second`, medians over rounds, and its ratio vspec / HF; a second line counts the process's CPU
+seconds instead of the wall clock's (steadier where other work shares the machine; with one thread it is the
+model's and Trainer's own work).
 
     python -m benchmarks.text [--batch-size 16] [--seq-len 128] [--rounds 15] [--threads N] [--json FILE]
     python -m benchmarks.text --trainer [--trainer-size 4 256] [--steps 4] [--rounds 5]
@@ -20,6 +22,7 @@ same data (sequences of random lengths up to --seq-len, padded per batch) with t
 import argparse
 import platform
 import statistics
+import time
 from pathlib import Path
 
 import attrs
@@ -92,16 +95,22 @@ def trainer_row(args) -> dict:
                                    save_strategy="no", logging_strategy="no", report_to=[], use_cpu=True, seed=0,
                                    disable_tqdm=True)
     rates: dict[str, list[float]] = {"hf": [], "vspec": []}
+    cpu: dict[str, list[float]] = {"hf": [], "vspec": []}  # samples per second of the process's CPU time
     for r in range(args.rounds + 1):  # round 0 warms up
         for name, model in ((("hf", ref), ("vspec", ours)) if r % 2 == 0 else (("vspec", ours), ("hf", ref))):
             trainer = Trainer(model=model, args=train_args, train_dataset=data, data_collator=collate)
+            start = time.process_time()
             rate = trainer.train().metrics["train_samples_per_second"]
             if r:
                 rates[name].append(rate)
+                cpu[name].append(n / (time.process_time() - start))
+    for label, got in (("Trainer.train", rates), ("  per CPU second", cpu)):
+        ratios = sorted(v / h for v, h in zip(got["vspec"], got["hf"]))
+        per_s = {k: statistics.median(v) for k, v in got.items()}
+        print(f"  {label:17s} HF {per_s['hf']:6.2f} samples/s  vspec {per_s['vspec']:6.2f} samples/s  ratio "
+              f"vspec/HF {statistics.median(ratios):.3f} (median of rounds; range {ratios[0]:.3f}-{ratios[-1]:.3f})")
     ratios = sorted(v / h for v, h in zip(rates["vspec"], rates["hf"]))
     per_s = {k: statistics.median(v) for k, v in rates.items()}
-    print(f"  Trainer.train     HF {per_s['hf']:6.2f} samples/s  vspec {per_s['vspec']:6.2f} samples/s  ratio "
-          f"vspec/HF {statistics.median(ratios):.3f} (median of rounds; range {ratios[0]:.3f}-{ratios[-1]:.3f})")
     inputs = f"{layers} x {width}, batch {args.batch_size}, up to {args.seq_len} tokens, {args.steps} steps"
     return row("bert_base", "HF BertForSequenceClassification + Trainer", inputs, "Trainer.train", "samples/s",
                per_s["hf"], per_s["vspec"], ratios)
