@@ -250,8 +250,9 @@ REFINES = [Refine(expansion=3, kernel=3), Refine(expansion=2, kernel=5, constrai
        lengths=st.lists(st.integers(1, 12), min_size=1, max_size=3), seed=st.integers(0, 2**16))
 def test_refiner_attention_gives_a_padded_sequence_what_it_gets_alone(refine, causal, lengths, seed):
     """Maps masked by m_i m_j before the DLA and by m_j after it: every right-padded sequence's logits equal those
-    of its real tokens alone, to 1e-10 in float64 (bidirectional and causal; left padding moves the absolute
-    positions, alone or not, in any model)."""
+    of its real tokens alone, to 1e-10 in float64 (bidirectional and causal), and in a causal body every left-padded
+    one's too (its positions counted over the real tokens; a bidirectional body's first token is its class token,
+    so it is padded on the right)."""
     spec = text_body(attention=RefinerAttention(heads=4, refine=refine), causal=causal)
     torch.manual_seed(seed)
     model = perturb(vspec.build(spec), seed).double().eval()
@@ -259,7 +260,9 @@ def test_refiner_attention_gives_a_padded_sequence_what_it_gets_alone(refine, ca
     with torch.no_grad():
         assert alone_vs_padded(model, ids, mask) < 1e-10
     left, left_mask = batch(lengths, LENGTH, pad="left", seed=seed)  # finite where a causal token has no real key
-    assert torch.isfinite(model(left, attention_mask=left_mask)).all()
+    with torch.no_grad():
+        assert torch.isfinite(model(left, attention_mask=left_mask)).all()
+        assert not causal or alone_vs_padded(model, left, left_mask) < 1e-10
 
 
 def test_refiner_blocks_that_add_or_reuse_maps_honour_padding():

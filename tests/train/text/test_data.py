@@ -15,7 +15,7 @@ from vspec.train.text import GLUE_TASKS
 from vspec.train.text.batches import TextDataset, pad_batch
 from vspec.train.text.metrics import glue_metrics
 from vspec.train.text.readers import GLUE, Example, read_glue, read_rt_polarity
-from vspec.train.text.tokenizer import Tokenizer, train_wordpiece
+from vspec.train.text.tokenizer import SPECIAL, Tokenizer, train_wordpiece
 
 pytest.importorskip("tokenizers")
 
@@ -129,6 +129,28 @@ def test_a_wordpiece_tokenizer_trained_offline_reloads_and_encodes_pairs(wordpie
     first_sep = [vocab[i] for i in ids].index("[SEP]")
     assert types == [0] * (first_sep + 1) + [1] * (len(ids) - first_sep - 1)
     assert len(again.encode("word " * 100, None, 16)[0]) == 16  # truncated to --max-len
+
+
+def test_the_trained_folder_loads_complete_in_auto_tokenizer(wordpiece, tmp_path):
+    """AutoTokenizer.from_pretrained of the folder train_wordpiece writes: its special tokens set to the vocabulary's
+    ids, padding=True pads on the right with [PAD], pairs encode with their token types as vspec's Tokenizer does,
+    truncation=True cuts to the max_len written; vspec reads the folder with the tokenizers library alone."""
+    transformers = pytest.importorskip("transformers")
+    tok, folder = wordpiece
+    hf = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    vocab = tok._fast.get_vocab()
+    assert [hf.pad_token, hf.unk_token, hf.cls_token, hf.sep_token, hf.mask_token] == list(SPECIAL)
+    assert [hf.pad_token_id, hf.unk_token_id, hf.cls_token_id, hf.sep_token_id, hf.mask_token_id] == \
+        [vocab[t] for t in SPECIAL]
+    batch = hf(["a", "a b c"], padding=True)
+    assert batch["attention_mask"] == [[1, 1, 1, 0, 0], [1] * 5] and batch["input_ids"][0][3:] == [vocab["[PAD]"]] * 2
+    for a, b in [("A gorgeous, witty film.", None), ("Is it good?", "It is not bad at all.")]:
+        enc = hf(a, b, truncation=True, max_length=32)
+        assert (enc["input_ids"], enc["token_type_ids"]) == tok.encode(a, b, 32)
+    assert Tokenizer(folder)._fast is not None
+    short = train_wordpiece(["a witty film", "not for everyone"], tmp_path / "short", vocab_size=100, max_len=6)
+    assert len(transformers.AutoTokenizer.from_pretrained(tmp_path / "short")("film " * 20, truncation=True)[
+        "input_ids"]) == 6 == len(short.encode("film " * 20, None, 6)[0])
 
 
 def test_a_hugging_face_tokenizer_folder_gives_the_same_ids(wordpiece, tmp_path):

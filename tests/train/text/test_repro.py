@@ -161,9 +161,9 @@ def test_resume_and_eval_refuse_a_tokenizer_other_than_the_runs(text_spec, tmp_p
     assert train_main(args(text_spec, out, data, "cola", "--epochs", "1")) == 0
     assert train_main(args(text_spec, elsewhere, other, "cola", "--epochs", "1")) == 0
     saved = checkpoints.load(out / "last.pt")["tokenizer"]
-    assert list(saved) == ["tokenizer.json"] and len(saved["tokenizer.json"]) == 64
+    assert list(saved) == ["tokenizer.json", "tokenizer_config.json"] and len(saved["tokenizer.json"]) == 64
     capsys.readouterr()
-    mine = (out / "tokenizer" / "tokenizer.json").read_bytes()
+    mine = {f.name: f.read_bytes() for f in (out / "tokenizer").iterdir()}
     resume = args(text_spec, out, data, "cola", "--epochs", "2", "--resume")
     evaluate = [str(out / "last.pt"), "--data", "glue", "--task", "cola", "--data-dir", str(data)]
 
@@ -174,7 +174,8 @@ def test_resume_and_eval_refuse_a_tokenizer_other_than_the_runs(text_spec, tmp_p
     assert eval_main(evaluate) == 2
     assert "(tokenizer.json changed)" in capsys.readouterr().err
 
-    (out / "tokenizer" / "tokenizer.json").unlink()
+    for f in (out / "tokenizer").iterdir():
+        f.unlink()
     (out / "tokenizer").rmdir()
     assert train_main(resume) == 2
     err = capsys.readouterr().err
@@ -182,7 +183,8 @@ def test_resume_and_eval_refuse_a_tokenizer_other_than_the_runs(text_spec, tmp_p
     assert not (out / "tokenizer").exists()  # not retrained behind the user's back
 
     (out / "tokenizer").mkdir()
-    (out / "tokenizer" / "tokenizer.json").write_bytes(mine)
+    for name, content in mine.items():
+        (out / "tokenizer" / name).write_bytes(content)
     assert train_main(resume) == 0
     assert [r["epoch"] for r in records(out)] == [1, 2]
     assert eval_main(evaluate) == 0

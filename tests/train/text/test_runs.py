@@ -68,6 +68,10 @@ def test_a_cola_folder_trains_and_evaluates_with_matthews_correlation(text_spec,
     examples = read_glue(data, "cola", "validation")
     with torch.no_grad():
         p = np.array([int(model(torch.tensor([tok.encode(e.a, None, 24)[0]])).argmax()) for e in examples])
+        # the run's tokenizer folder loads complete in transformers: a padded batch, the run's truncation
+        hf = pytest.importorskip("transformers").AutoTokenizer.from_pretrained(out / "tokenizer")
+        batch = hf([e.a for e in examples], padding=True, truncation=True, return_tensors="pt")
+        assert batch["input_ids"].shape[1] <= 24 and torch.equal(model(**batch).argmax(1), torch.tensor(p))
     y = np.array([e.label for e in examples])
     tp, tn = ((p == 1) & (y == 1)).sum(), ((p == 0) & (y == 0)).sum()
     fp, fn = ((p == 1) & (y == 0)).sum(), ((p == 0) & (y == 1)).sum()

@@ -76,7 +76,7 @@ def text_datasets(data: str, *, task: str | None, data_dir: str | None, tokenize
         tok = Tokenizer(own)
     else:
         texts = [t for e in train for t in (e.a, e.b) if t]
-        tok = train_wordpiece(texts, own, vocab_size=vocab_size)
+        tok = train_wordpiece(texts, own, vocab_size=vocab_size, max_len=max_len)
     if tok.vocab_size > vocab_size:
         raise DataError(f"the tokenizer's {tok.vocab_size} tokens do not fit the spec's embedder.vocab_size "
                         f"{vocab_size}")

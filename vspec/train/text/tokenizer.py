@@ -4,6 +4,7 @@ tokenizer.json, or a Hugging Face tokenizer's files; no download), or a WordPiec
 sha256 of its files) that a run's checkpoints keep and `vspec eval` compares."""
 
 import hashlib
+import json
 import logging
 import os
 from collections.abc import Sequence
@@ -16,6 +17,11 @@ from .readers import Example
 from .wordpiece import learn, word_counts
 
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # the WordPiece vocabulary's first entries, BERT's order
+# the tokenizer_config.json beside a trained tokenizer.json (less model_max_length): transformers' AutoTokenizer
+# loads the folder complete, its special tokens set (padding works) and BERT's inputs (token types) returned
+HF_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "model_input_names": ["input_ids", "token_type_ids",
+             "attention_mask"], "padding_side": "right",
+             **{f"{role}_token": token for role, token in zip(("pad", "unk", "cls", "sep", "mask"), SPECIAL)}}
 
 
 class Tokenizer:
@@ -28,7 +34,7 @@ class Tokenizer:
         folder = Path(folder)
         self.folder = folder
         _check_files(folder)
-        if (folder / "tokenizer.json").is_file() and not (folder / "tokenizer_config.json").is_file():
+        if (folder / "tokenizer.json").is_file() and _own_config(folder / "tokenizer_config.json"):
             with needs("a tokenizer.json"):
                 from tokenizers import Tokenizer as Fast  # extra
 
@@ -88,6 +94,18 @@ class Tokenizer:
 # what a tokenizer reads from its folder (a Hugging Face checkpoint folder also holds weights: neither read nor hashed)
 TOKENIZER_SUFFIXES = (".json", ".txt", ".model")
 MAX_TOKENIZER_FILE = 2**30  # bytes; the largest published tokenizer.json is tens of MB
+
+
+def _own_config(path: Path) -> bool:
+    """Whether a tokenizer.json's folder is read by the `tokenizers` library alone: no tokenizer_config.json beside
+    it, or the one `train_wordpiece` writes (a Hugging Face checkpoint's goes through transformers)."""
+    if not path.exists():
+        return True
+    try:
+        config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, ValueError):
+        return False  # transformers' reader says what is wrong with it
+    return isinstance(config, dict) and {k: v for k, v in config.items() if k != "model_max_length"} == HF_CONFIG
 
 
 def _check_files(folder: Path) -> None:
@@ -161,10 +179,13 @@ def tokenizer_mismatch(saved: dict[str, str], folder: Path) -> str | None:
     return f"{folder} is not the tokenizer the run was trained with ({shown})"
 
 
-def train_wordpiece(texts: Sequence[str], folder: str | Path, vocab_size: int = 8000) -> Tokenizer:
+def train_wordpiece(texts: Sequence[str], folder: str | Path, vocab_size: int = 8000,
+                    max_len: int | None = None) -> Tokenizer:
     """A lower-cased WordPiece vocabulary (BERT's normaliser and pre-tokeniser, special tokens [PAD] = 0, [UNK],
     [CLS], [SEP], [MASK]) learned from `texts` (vspec/train/text/wordpiece.py: the same file on every run), with BERT's
-    templates ([CLS] a [SEP] (b [SEP])), saved as `folder/tokenizer.json`; returns it loaded."""
+    templates ([CLS] a [SEP] (b [SEP])), saved as `folder/tokenizer.json` with the `tokenizer_config.json` that
+    transformers' `AutoTokenizer.from_pretrained(folder)` reads its special tokens from (`HF_CONFIG`; `max_len`: its
+    model_max_length, the length truncation cuts to); returns it loaded."""
     with needs("training a WordPiece vocabulary"):
         from tokenizers import Tokenizer as Fast  # extra
         from tokenizers import decoders, models, normalizers, pre_tokenizers, processors  # extra
@@ -180,5 +201,7 @@ def train_wordpiece(texts: Sequence[str], folder: str | Path, vocab_size: int = 
     tok.add_special_tokens(list(SPECIAL))
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    tok.save(str(folder / "tokenizer.json"))
+    config = {**HF_CONFIG, **({} if max_len is None else {"model_max_length": max_len})}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    tok.save(str(folder / "tokenizer.json"))  # last: a run reuses a folder that holds it
     return Tokenizer(folder)
