@@ -224,6 +224,11 @@ CRAFTED = {  # name: (how the folder is made from a good one, the file the error
                          "format 'vspec-folder-9'"),
     "spec not a table": (lambda f: _write_config(f, {**_config(f), "spec": "deit"}), CONFIG,
                          "the checkpoint's 'spec' is a str, not a dict"),
+    "transformers' config, spec not a table": (lambda f: _write_config(f, {"model_type": "vspec", "spec": [1]}),
+                                               CONFIG, "the checkpoint's 'spec' is a list, not a dict"),
+    "transformers' config, id2label a list": (
+        lambda f: _write_config(f, {"model_type": "vspec", "spec": _config(f)["spec"], "id2label": ["a"]}), CONFIG,
+        "the checkpoint's 'id2label' is a list, not a dict"),
     "invalid spec": (_spec(**{"block.attention.heads": 5}), CONFIG, "heads"),
     "spec from the future": (_spec(version=99), CONFIG, "99"),
     "spec of a huge model, tiny weights": (_spec(depth=10**6), WEIGHTS, "1,000,000 blocks"),
