@@ -17,10 +17,11 @@ import sys
 # (the core's, then each family's).
 API = [
     ("vspec", ["build", "profile", "Profile", "load", "save", "create_model", "save_pretrained", "from_pretrained",
-               "register_timm", "fit", "example_input", "fast_paths", "register_family", "head_loss"]),
+               "register_timm", "register_hf", "fit", "example_input", "fast_paths", "register_family", "head_loss"]),
     ("vspec.spec", ["load_spec", "override", "parse_assignment", "to_json", "from_json", "to_toml", "from_toml",
                     "to_dict", "from_dict", "layout", "state_layout", "SpecError", "MemoryBudgetError"]),
     ("vspec.factory", ["FeatureModel"]),
+    ("vspec.hf", ["VspecConfig", "VspecModel", "VspecForSequenceClassification", "VspecForImageClassification"]),
     ("vspec.nn.model", ["Transformer", "Transformer.set_training_outputs", "Transformer.set_grad_checkpointing",
                         "Transformer.group_matcher"]),
     ("vspec.nn.heads", ["HeadOutput", "head_loss"]),

@@ -7,8 +7,9 @@ parameter budget, vspec/fitting.py) and `head_loss` (the loss of a training forw
 with `model.set_training_outputs(True)`: vspec/nn/heads.py) import torch when first used; `fast_paths(False)` turns
 vspec's CPU fast paths off within a block (vspec/ops/fast.py); `register_family(package)` adds a family of kinds,
 modules and converters from outside vspec (vspec/spec/families.py); `create_model` is timm's factory for vspec
-models and `register_timm()` makes every preset a timm entrypoint `vspec_<name>` (vspec/factory.py). `python -m
-vspec` is the `vspec` command.
+models and `register_timm()` makes every preset a timm entrypoint `vspec_<name>` (vspec/factory.py);
+`register_hf()` makes vspec models transformers models, for its `Auto*` classes, `Trainer` and pipelines
+(vspec/hf.py). `python -m vspec` is the `vspec` command.
 """
 
 from importlib import import_module
@@ -24,7 +25,7 @@ _LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.
          "example_input": "vspec.nn.model", "create_model": "vspec.factory",
          "save_pretrained": "vspec.weights.folder", "from_pretrained": "vspec.weights.folder",
          "register_family": "vspec.spec.families", "fit": "vspec.fitting", "list_models": "vspec.spec.catalogue",
-         "head_loss": "vspec.nn.heads", "register_timm": "vspec.factory"}
+         "head_loss": "vspec.nn.heads", "register_timm": "vspec.factory", "register_hf": "vspec.hf"}
 
 __all__ = [*_spec_all, *_LAZY]
 

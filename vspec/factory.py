@@ -217,7 +217,8 @@ def _pool(spec: Model, value: Any) -> Model:
 def _timm_model(model: nn.Module, timm_kw: dict[str, Any]) -> nn.Module:
     """The built model with timm's other keywords: bn_momentum / bn_eps set on every BatchNorm (as timm's models
     take them; the spec keeps its own eps), checkpoint_path's weights loaded (a vspec checkpoint or model folder,
-    every key checked; timm's "" is none), scriptable refused (vspec models are not TorchScript: torch.compile or
+    or a folder of weights alone, as Trainer.save_model writes one: read as the model's; every key checked; timm's
+    "" is none), scriptable refused (vspec models are not TorchScript: torch.compile or
     torch.export them)."""
     if timm_kw.get("scriptable"):
         raise SpecError("scriptable", f"{timm_kw['scriptable']!r}: vspec models are not TorchScript-scriptable; use "
@@ -240,7 +241,7 @@ def _timm_model(model: nn.Module, timm_kw: dict[str, Any]) -> nn.Module:
         path = timm_kw["checkpoint_path"]
         if not isinstance(path, (str, os.PathLike)):
             raise SpecError("checkpoint_path", f"{path!r}: a path to a vspec checkpoint (.pt) or model folder")
-        ckpt = load_checkpoint(path)
+        ckpt = load_checkpoint(path, spec=model.spec)  # the spec of a folder of weights alone (Trainer's)
         load_weights(model, ckpt["state_dict"], path)
         if ckpt.get("pretrained_cfg"):
             model.pretrained_cfg = timm_cfg(ckpt["pretrained_cfg"])

@@ -75,6 +75,7 @@ def test_a_command_that_needs_an_extra_names_it_in_one_line(tmp_path, extra, arg
     ("train", "from vspec.analysis import pyplot; pyplot()", "vspec's plots"),
     ("text", "from vspec.train.text.tokenizer import train_wordpiece; train_wordpiece(['a b'], 'tok')",
      "training a WordPiece vocabulary"),
+    ("text", "import vspec; vspec.register_hf()", "vspec.register_hf"),
 ])
 def test_a_function_that_needs_an_extra_names_it(tmp_path, extra, code, what):
     (tmp_path / "sitecustomize.py").write_text(BLOCKER)

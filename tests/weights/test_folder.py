@@ -224,6 +224,11 @@ CRAFTED = {  # name: (how the folder is made from a good one, the file the error
                          "format 'vspec-folder-9'"),
     "spec not a table": (lambda f: _write_config(f, {**_config(f), "spec": "deit"}), CONFIG,
                          "the checkpoint's 'spec' is a str, not a dict"),
+    "transformers' config, spec not a table": (lambda f: _write_config(f, {"model_type": "vspec", "spec": [1]}),
+                                               CONFIG, "the checkpoint's 'spec' is a list, not a dict"),
+    "transformers' config, id2label a list": (
+        lambda f: _write_config(f, {"model_type": "vspec", "spec": _config(f)["spec"], "id2label": ["a"]}), CONFIG,
+        "the checkpoint's 'id2label' is a list, not a dict"),
     "invalid spec": (_spec(**{"block.attention.heads": 5}), CONFIG, "heads"),
     "spec from the future": (_spec(version=99), CONFIG, "99"),
     "spec of a huge model, tiny weights": (_spec(depth=10**6), WEIGHTS, "1,000,000 blocks"),
@@ -308,3 +313,36 @@ def test_train_writes_best_and_final_model_folders(tmp_path, capsys):
     refresh_best_folder(out)
     assert torch.equal(vspec.from_pretrained(out / "best").state_dict()["head.fc.weight"],
                        vspec.load(out / "best.pt").state_dict()["head.fc.weight"])
+
+
+def _as_transformers_wrote_it(folder: Path, prefix: str = "model.", architectures=("VspecForSequenceClassification",),
+                              classes: int | None = None) -> None:
+    """The folder rewritten as transformers writes a vspec.register_hf() model's (written here by hand: no
+    transformers): config.json with model_type "vspec", the spec and id2label, no format or checksum; the weights
+    under `prefix`."""
+    config = _config(folder)
+    classes = config["num_classes"] if classes is None else classes
+    (folder / CONFIG).write_text(json.dumps({"model_type": "vspec", "architectures": list(architectures),
+                                             "spec": config["spec"], "id2label": {str(i): f"L{i}" for i in
+                                                                                  range(classes)}}))
+    with safe_open(str(folder / WEIGHTS), framework="pt") as f:
+        tensors = {prefix + k: f.get_tensor(k) for k in f.keys()}
+    save_file(tensors, str(folder / WEIGHTS), metadata={"format": "pt"})
+
+
+def test_a_folder_transformers_wrote_loads_and_a_stray_key_is_one_line(saved, tmp_path):
+    folder, logits = saved["bert_base"]
+    config = _config(folder)
+    assert (config["model_type"], config["architectures"]) == ("vspec", ["VspecForSequenceClassification"])
+    assert _config(saved["deit_tiny"][0])["architectures"] == ["VspecForImageClassification"]
+    made = {}
+    for name, kw in {"hf": {}, "five": {"classes": 5}, "stray": {"prefix": ""}}.items():
+        made[name] = shutil.copytree(folder, tmp_path / name)
+        _as_transformers_wrote_it(made[name], **kw)
+    with torch.no_grad():
+        assert torch.equal(vspec.from_pretrained(made["hf"])(torch.load(folder / "x.pt")), logits)
+    with pytest.raises(CheckpointError, match=r"model.safetensors: the weights do not fit its spec: shape head.fc"):
+        vspec.from_pretrained(made["five"])  # id2label says the classes: 5, the classifier's shapes 3
+    with pytest.raises(CheckpointError) as e:
+        vspec.from_pretrained(made["stray"])
+    assert str(e.value).startswith(f"{made['stray'] / WEIGHTS}: tensor ") and "is not under 'model.'" in str(e.value)

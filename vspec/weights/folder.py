@@ -12,7 +12,9 @@ repo_id="you/my-model", folder_path="my-model")` and `vspec.from_pretrained(hugg
 config.json: {"format": "vspec-folder-1", "architecture": "vspec", "num_classes", "num_features" (timm's
 names, for tools that list models), "spec": the spec as `vspec.to_json` writes it (its own format version
 inside: an earlier one is upgraded on load), "sha256", and for a model holding published weights
-"pretrained_cfg" (timm's name: the weights' inputs, `vspec.weights.published.pretrained_cfg`; not in the checksum)}.
+"pretrained_cfg" (timm's name: the weights' inputs, `vspec.weights.published.pretrained_cfg`; not in the checksum),
+"model_type": "vspec" and "architectures" (transformers' names, `hf_fields`: after `vspec.register_hf()`,
+`AutoModel...from_pretrained(folder)` reads the folder; not in the checksum)}.
 "sha256" is `vspec.weights.checksum.checksum` over the
 format, the spec (its JSON with sorted keys), every tensor of model.safetensors (name, dtype, shape, bytes)
 and the aliases below: an edited spec or weight is refused as in a .pt checkpoint (it is no signature).
@@ -27,6 +29,12 @@ spec validation and upgrade, sizes before the model is allocated, keys / shapes 
 safely: the header length is compared with the file size before the header is read, the header is parsed and
 every tensor's dtype, shape and byte range checked against the file (in range, no overlap) before any tensor
 is read. Every problem is a one-line CheckpointError naming the file.
+
+Folders that transformers wrote of a `vspec.register_hf()` model (`save_pretrained`, `Trainer.save_model`) are
+read too (`hf_checkpoint`): config.json with model_type "vspec" and the spec, its classes `id2label`'s (none for
+the base model, architectures ["VspecModel"]), the weights under `model.` and no checksum; the same checks follow.
+A folder of weights alone (what Trainer.save_model writes of a model that is no `PreTrainedModel`) loads when its
+spec is named (`spec=`); without one it is refused in one line saying so.
 
 Why no `PyTorchModelHubMixin`: its `from_pretrained` builds the class from config.json's keyword arguments and
 then loads the weights without vspec's checks (strict=False: missing keys pass); a vspec model is built from
@@ -43,7 +51,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from ..spec import Model, to_dict
+from ..spec import Model, from_json, load_spec, to_dict
 from ..version import __version__
 from .checkpoint import CheckpointError, cause, check_checkpoint, check_fields, model_of, reading, weights_cfg
 from .checksum import checksum
@@ -52,6 +60,7 @@ FORMAT = "vspec-folder-1"
 CONFIG, WEIGHTS = "config.json", "model.safetensors"
 ALIASES = "vspec.aliases"  # the safetensors metadata entry of tied names
 MAX_CONFIG = 64 * 2**20  # bytes of config.json read at most (a spec is kilobytes)
+HF_MODEL_TYPE, HF_PREFIX = "vspec", "model."  # vspec.hf's model_type, and its models' weights' prefix
 MAX_HEADER = 100_000_000  # the safetensors header's limit (the library's own)
 DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
           "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
@@ -105,6 +114,14 @@ def _write(path: Path, write) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def hf_fields(spec: Model) -> dict[str, Any]:
+    """config.json's fields that transformers reads (vspec.hf): model_type, and architectures, the class of the task
+    (`VspecModel` for a model without classes)."""
+    task = "VspecModel" if not spec.num_classes else \
+        "VspecForSequenceClassification" if spec.embedder.text else "VspecForImageClassification"
+    return {"model_type": HF_MODEL_TYPE, "architectures": [task]}
+
+
 def save_pretrained(model: nn.Module, folder: str | Path, spec: Model | None = None) -> Path:
     """Write `model` as a model folder, config.json and model.safetensors (see the module's docstring); missing
     folders are created, the two files overwritten, others in the folder left.
@@ -126,7 +143,7 @@ def save_pretrained(model: nn.Module, folder: str | Path, spec: Model | None = N
     config = {"format": FORMAT, "vspec_version": __version__, "architecture": "vspec",
               "num_classes": spec.num_classes,
               "num_features": getattr(model, "num_features", spec.dim), "spec": spec_dict,
-              "sha256": _digest(spec_dict, tensors, aliases)}
+              "sha256": _digest(spec_dict, tensors, aliases), **hf_fields(spec)}
     if cfg := weights_cfg(model):  # the inputs of the weights it holds (timm writes it so too)
         config["pretrained_cfg"] = dict(cfg)
     _write(folder / WEIGHTS, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
@@ -159,10 +176,14 @@ def _config(file: Path) -> dict[str, Any]:
         raise CheckpointError(file, "not JSON vspec reads: nested too deep") from None
     if not isinstance(config, dict):
         raise CheckpointError(file, f"not a JSON table (a {type(config).__name__})")
-    if config.get("format") != FORMAT:
+    if config.get("format") != FORMAT and not _from_hf(config):
         shown = repr(config["format"])[:40] if "format" in config else "none"
         raise CheckpointError(file, f"not a vspec model folder's config (format {shown}, not {FORMAT!r}; a Hugging "
                                     "Face transformers folder converts with vspec.convert.hf.from_hf)")
+    if _from_hf(config):
+        check_fields(config, {"spec": (dict,)}, file)
+        check_fields(config, {"id2label": (dict,), "architectures": (list,)}, file, required=False)
+        return config
     check_fields(config, {"spec": (dict,)}, file)
     check_fields(config, {"sha256": (str,), "pretrained_cfg": (dict,)}, file, required=False)
     return config
@@ -243,17 +264,50 @@ def _weights(file: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     return tensors, aliases
 
 
-def load_folder(folder: str | Path) -> dict[str, Any]:
+def _from_hf(config: dict[str, Any]) -> bool:
+    """Whether config.json is one transformers wrote of a vspec.register_hf() model (no vspec folder format)."""
+    return "format" not in config and config.get("model_type") == HF_MODEL_TYPE
+
+
+def hf_checkpoint(config: dict[str, Any], tensors: dict[str, torch.Tensor], weights_file: Path
+                  ) -> tuple[dict, dict[str, torch.Tensor]]:
+    """(spec, weights) of a folder transformers wrote of a vspec.register_hf() model: the spec's classes are
+    `id2label`'s (0 for the base model, `VspecModel`), the weights' `model.` prefix is removed."""
+    spec = dict(config["spec"])
+    if config.get("architectures") == ["VspecModel"]:
+        spec["num_classes"] = 0
+    elif "id2label" in config:
+        spec["num_classes"] = len(config["id2label"])
+    if stray := next((k for k in tensors if not k.startswith(HF_PREFIX)), None):
+        raise CheckpointError(weights_file, f"tensor {stray[:80]!r} is not under {HF_PREFIX!r}, as the weights of a "
+                                            "vspec.register_hf() model are (its config.json says it is one)")
+    return spec, {k.removeprefix(HF_PREFIX): v for k, v in tensors.items()}
+
+
+NO_CONFIG = ("no such file, the folder holds weights alone: what Hugging Face's Trainer.save_model writes of a model "
+             "that is not a PreTrainedModel; name its spec (vspec.from_pretrained(folder, spec=...), "
+             "vspec.create_model(spec, checkpoint_path=folder)), or train the vspec.register_hf() model, whose "
+             "save_model writes config.json")
+
+
+def load_folder(folder: str | Path, spec: Model | None = None) -> dict[str, Any]:
     """A model folder as a checked checkpoint dict ({"format", "spec" (JSON text), "state_dict", ...}, see
-    `vspec.weights.checkpoint.check_checkpoint`): config.json and model.safetensors read, the checksum verified."""
+    `vspec.weights.checkpoint.check_checkpoint`): config.json and model.safetensors read, the checksum verified
+    (a folder that transformers wrote of a vspec.register_hf() model has none: `hf_checkpoint`). `spec`: the spec of
+    a folder of weights alone (model.safetensors, no config.json); such a folder without it is refused (`NO_CONFIG`)."""
     folder = Path(folder)
+    config_file, weights_file = folder / CONFIG, folder / WEIGHTS
     with reading(folder):
         if not folder.is_dir():
             raise CheckpointError(folder, "no such model folder" if not folder.exists() else
                                           "not a folder (a .pt checkpoint loads with vspec.load)")
-    config_file, weights_file = folder / CONFIG, folder / WEIGHTS
-    config = _config(config_file)
+        bare = not config_file.exists() and weights_file.exists()
+    if bare and spec is None:
+        raise CheckpointError(config_file, NO_CONFIG)
+    config = {"spec": to_dict(spec)} if bare else _config(config_file)
     tensors, aliases = _weights(weights_file)
+    if _from_hf(config):
+        config["spec"], tensors = hf_checkpoint(config, tensors, weights_file)
     saved = config.get("sha256")
     if saved is not None and saved != _digest(config["spec"], tensors, aliases):
         raise CheckpointError(folder, f"checksum mismatch: {CONFIG}'s spec or {WEIGHTS}'s tensors are not what "
@@ -261,14 +315,18 @@ def load_folder(folder: str | Path) -> dict[str, Any]:
     state = {**tensors, **{alias: tensors[name] for alias, name in aliases.items()}}
     ckpt = {"format": FORMAT, "spec": json.dumps(config["spec"]), "state_dict": state,
             **({"pretrained_cfg": config["pretrained_cfg"]} if "pretrained_cfg" in config else {})}
-    return check_checkpoint(ckpt, config_file, weights_file=weights_file)
+    return check_checkpoint(ckpt, weights_file if bare else config_file, weights_file=weights_file)
 
 
-def from_pretrained(folder: str | Path) -> nn.Module:
+def from_pretrained(folder: str | Path, spec: Model | str | Path | None = None) -> nn.Module:
     """Rebuild the model a model folder describes and load its weights, after every check of `vspec.load`.
 
     Args:
-        folder: a model folder (config.json + model.safetensors), as `save_pretrained` writes one.
+        folder: a model folder (config.json + model.safetensors), as `save_pretrained` writes one, or as
+            transformers writes one of a `vspec.register_hf()` model; or model.safetensors alone (what
+            `Trainer.save_model` writes of a plain vspec model) with `spec`.
+        spec: the spec (a Model, a preset name or a spec file) of a folder of weights alone; a folder with a
+            config.json must hold this spec.
 
     Returns:
         The model with its weights (and the `pretrained_cfg` the folder records, if any), in eval mode as Hugging
@@ -278,4 +336,9 @@ def from_pretrained(folder: str | Path) -> nn.Module:
     Raises:
         CheckpointError: a missing, corrupt or edited folder, in one line (a SpecError) naming the file.
     """
-    return model_of(load_folder(folder), Path(folder) / WEIGHTS).eval()
+    spec = load_spec(spec) if isinstance(spec, str | Path) else spec
+    ckpt = load_folder(folder, spec)
+    if spec is not None and from_json(ckpt["spec"]) != spec:
+        raise CheckpointError(Path(folder) / CONFIG, "holds another spec than the one given (spec= names the spec of a "
+                                                     "folder of weights alone)")
+    return model_of(ckpt, Path(folder) / WEIGHTS).eval()

@@ -7,20 +7,20 @@ from typing import Any
 
 from torch import nn
 
-from ..spec import from_json, to_json
+from ..spec import Model, from_json, to_json
 from .checkpoint import CheckpointError, at_img_size, model_of, read_checkpoint, reading
 from .folder import load_folder
 
 
 def load_checkpoint(path: str | Path, fields: dict[str, tuple] | None = None,
-                    formats: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """The checked checkpoint dict of a `.pt` file (`read_checkpoint`) or a model folder (`load_folder`); `fields`
-    or `formats` ask for a training checkpoint, which no folder is."""
+                    formats: tuple[str, ...] | None = None, spec: Model | None = None) -> dict[str, Any]:
+    """The checked checkpoint dict of a `.pt` file (`read_checkpoint`) or a model folder (`load_folder`; `spec`: that
+    of a folder of weights alone); `fields` or `formats` ask for a training checkpoint, which no folder is."""
     path = Path(path)
     with reading(path):
         folder = path.is_dir()
     if folder and not (fields or formats):
-        return load_folder(path)
+        return load_folder(path, spec)
     return read_checkpoint(path, fields, formats)
 
 
