@@ -585,6 +585,14 @@ def hostile(folder: Path, vit: str, add) -> list[Case]:
         case(f"profile --input-size {value[:20]}", "profile", vit, "--input-size", value)
         case(f"profile --meta --input-size {value[:20]}", "profile", vit, "--meta", "--input-size", value)
 
+    # ---------------------------------------------------------------- --workers past its bound: refused before a fork
+    run = ["--data", "synthetic", "--synthetic-size", "8", "--device", "cpu"]
+    for value in (str(10**9), str(2**63), str(10**40), "100000", "-1", "1e3", "nan"):
+        case(f"train --workers {value[:20]}", "train", vit, *run, "--out", str(folder / "workers"), "--workers", value)
+        case(f"eval --workers {value[:20]}", "eval", ckpts["ok"], *run, "--workers", value)
+        case(f"label --workers {value[:20]}", "label", ckpts["ok"], *run, "--out", str(folder / "labels_w"),
+             "--workers", value)
+
     # ---------------------------------------------------------------- compare: refused before any training
     cmp = ["--out-dir", str(folder / "compare")]
     twin = _write(folder, "twin/vit.json", Path(vit).read_text())

@@ -5,6 +5,7 @@ used run folder."""
 import errno
 import json
 import math
+import os
 import re
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import sys
 import pytest
 import torch
 
+import vspec
 import vspec.weights.checkpoint
 from tests.helpers import ROOT
 from tests.helpers.image_runs import args, assert_same_weights, env, weights  # noqa: F401 - tiny_spec is a fixture
@@ -21,6 +23,9 @@ from vspec.cli.eval import main as eval_main
 from vspec.cli.train import main as train_main
 from vspec.cli.train import train_parser
 from vspec.train import checkpoints, engine, faults, files
+from vspec.train.data.loader import build_loaders
+from vspec.train.data.registry import DataError
+from vspec.train.validators import MAX_WORKERS
 
 TEMP = re.compile(r"\..*\.tmp-\d+")
 
@@ -100,6 +105,26 @@ def test_sigterm_mid_epoch_keeps_the_whole_epochs_loss_and_progress(tiny_spec, t
             == json.loads((ref / "metrics.jsonl").read_text())["train_loss"])
 
 
+def test_augmenting_workers_resume_exactly_and_train_as_the_main_process(tiny_spec, tmp_path, monkeypatch):
+    """RandAugment, random erasing and random resized crops drawn in 2 loader workers (mixup in the main process), 2
+    epochs of 4 steps: stopped by SIGTERM after step 3 and resumed (fresh workers, mid-epoch, then a whole epoch),
+    the weights of the uninterrupted run bit for bit; and those of a run whose main process reads the data
+    (--workers 0): each sample draws from (seed, epoch, index), whoever reads it."""
+    augment = ("--epochs", "2", "--auto-augment", "rand-m9-mstd0.5-inc1", "--re-prob", "0.5", "--random-resized-crop",
+               "--mixup", "0.8")
+    ref, out, alone = tmp_path / "ref", tmp_path / "cut", tmp_path / "alone"
+    assert train_main(args(tiny_spec, ref, *augment, "--workers", "2")) == 0
+    monkeypatch.setattr(faults, "_passes", {})
+    monkeypatch.setenv("VSPEC_TEST_KILL_AT", "step:3:TERM")
+    assert train_main(args(tiny_spec, out, *augment, "--workers", "2")) == 128 + signal.SIGTERM
+    monkeypatch.delenv("VSPEC_TEST_KILL_AT")
+    assert checkpoints.load(out / "last.pt")["batches_done"] == 3
+    assert train_main(args(tiny_spec, out, *augment, "--workers", "2", "--resume")) == 0
+    assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))
+    assert train_main(args(tiny_spec, alone, *augment, "--workers", "0")) == 0
+    assert_same_weights(weights(ref / "last.pt"), weights(alone / "last.pt"))
+
+
 def test_resuming_a_finished_run_says_so_and_keeps_its_summary(tiny_spec, tmp_path, capsys):
     out = tmp_path / "run"
     assert train_main(args(tiny_spec, out, "--epochs", "1")) == 0
@@ -109,6 +134,38 @@ def test_resuming_a_finished_run_says_so_and_keeps_its_summary(tiny_spec, tmp_pa
     said = capsys.readouterr()
     assert said.out.count("\n") == 1 and "the run is finished" in said.out and "nan" not in said.out + said.err
     assert (out / "summary.json").read_bytes() == summary and (out / "metrics.jsonl").read_bytes() == metrics
+
+
+@pytest.mark.parametrize("kill_at,fmt,left", [("write:4:INT", "pt", ["summary.json"]),
+                                               ("written:3:TERM", "folder", ["final", "curves.png", "summary.json"])])
+def test_a_signal_during_the_end_of_run_writes_is_the_line_and_resume_writes_the_rest(tiny_spec, tmp_path, capsys,
+                                                                                      kill_at, fmt, left):
+    """SIGINT inside the atomic write of curves.png (writes 1-3: last.pt, best.pt, metrics.jsonl), or SIGTERM right
+    after metrics.jsonl: exit 128 + N with the line saying what is not written, no traceback; --resume of the
+    finished run writes the rest from last.pt (the model folder's weights last.pt's) and says so in one line."""
+    out, signum = tmp_path / "run", getattr(signal, "SIG" + kill_at.split(":")[2])
+    flags = args(tiny_spec, out, "--epochs", "1", "--save-format", fmt)
+    done = subprocess.run([sys.executable, str(ROOT / "tools/train.py"), *flags], capture_output=True, text=True,
+                          env=dict(env(), VSPEC_TEST_KILL_AT=kill_at), timeout=300)
+    line = f"signal {int(signum)}: saved {out / 'last.pt'} at the end of the run (epoch 1); {', '.join(left)} not " \
+           "written: --resume writes them"
+    assert done.returncode == 128 + signum and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert [s for s in errors(done.stderr) if not s.startswith("note: ")] == [line]
+    ends = {"final": out / "final" / "config.json", "curves.png": out / "curves.png",  # END_FILES, in order
+            "summary.json": out / "summary.json"}
+    assert [name for name, path in ends.items() if not path.exists()] == ["final"] * (fmt == "pt") + left
+    capsys.readouterr()
+    assert train_main([*flags, "--resume"]) == 0
+    said = capsys.readouterr().out
+    assert said == f"{out}: the run is finished (1 epochs, 4 steps); wrote its missing {', '.join(left)}\n"
+    assert [name for name, path in ends.items() if not path.exists()] == ["final"] * (fmt == "pt")
+    summary, record = json.loads((out / "summary.json").read_text()), json.loads((out / "metrics.jsonl").read_text())
+    assert (summary["final"], summary["score"], summary["epochs"], summary["ranks_in_sync"]) == (record, "val_top1", 1,
+                                                                                                True)
+    if fmt == "folder":
+        assert_same_weights(vspec.from_pretrained(out / "final").state_dict(), weights(out / "last.pt"))
+    assert train_main([*flags, "--resume"]) == 0
+    assert "nothing to resume, summary.json is left as it was" in capsys.readouterr().out
 
 
 class FullDisk:
@@ -214,7 +271,7 @@ FLAGS = {
     "--accum-steps": (["0", "-1"], ["1"]),
     "--max-steps": (["0", "-1"], ["1"]),
     "--max-len": (["0", "-1"], ["1"]),
-    "--workers": (["-1"], ["0"]),
+    "--workers": (["-1", str(MAX_WORKERS + 1), str(10**9)], ["0", str(MAX_WORKERS)]),  # 4 per core, at least 32
     "--prefetch": (["-1", "65"], ["0", "64"]),
     "--synthetic-size": (["0", "-1"], ["1"]),
     "--seed": (["-1", str(2**32)], ["0", str(2**32 - 1)]),
@@ -237,6 +294,15 @@ def numeric_flags(parser):
 def test_the_tables_cover_every_numeric_flag():
     assert numeric_flags(train_parser()) == set(FLAGS)
     assert numeric_flags(eval_parser()) == set(EVAL_FLAGS)
+
+
+def test_workers_are_bounded_by_the_cores():
+    """--workers' most (train, eval, label, and build_loaders itself): 4 per core this process may run on, at least
+    32; past it one line, before a worker forks (`--workers 1000000000` forked until the machine gave out)."""
+    assert MAX_WORKERS == max(32, 4 * len(os.sched_getaffinity(0)))
+    data = torch.utils.data.TensorDataset(torch.arange(4))
+    with pytest.raises(DataError, match=f"workers: must be an int in \\[0, {MAX_WORKERS}\\]"):
+        build_loaders(data, data, batch_size=2, workers=MAX_WORKERS + 1)
 
 
 @pytest.mark.parametrize("flag,value", [(f, v) for f, (bad, _) in FLAGS.items() for v in bad])

@@ -117,6 +117,23 @@ def test_process_group_signals_save_the_epochs_progress_and_resume(tmp_path, tin
         assert checkpoints.load(tmp_path / f"run{i}" / "last.pt")["global_step"] == 6
 
 
+def test_a_signal_as_validation_starts_its_shard_workers_is_the_one_line(tmp_path, tiny_spec):
+    """SIGTERM right after validation's shard loader forks its first worker (`--prefetch 2`; the crash-test point
+    `fork`: the epoch's 2 training workers, then validation's, inside torch's iterator): the trained epoch saved, exit
+    143, and stderr holds the documented line and nothing else (beside the notes and the progress): the loader's
+    iterator starts outside the wait a signal ends, so no `Stop` is raised inside it (once an "Exception ignored"
+    traceback, or a half-built iterator's `_workers_status` error)."""
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, *run_args(tiny_spec, packed(tmp_path), out, "--prefetch", "2")],
+                          env=dict(env(), VSPEC_TEST_KILL_AT="fork:3:TERM"), capture_output=True, text=True,
+                          timeout=300)
+    line = f"signal {TERM}: saved {out / 'last.pt'} at epoch 1, batch 6; continue with --resume"
+    assert done.returncode == 128 + TERM, done.stderr[-2000:]
+    assert [s for s in done.stderr.splitlines() if not s.startswith(("note: ", "epoch 1/1 "))] == [line], done.stderr
+    saved = checkpoints.load(out / "last.pt")
+    assert (saved["epoch"], saved["batches_done"], saved["metrics"]) == (0, 6, [])
+
+
 def test_the_workers_leave_the_first_stop_signal_to_the_main_process():
     """`worker_init` in a process of its own: the first SIGTERM goes by, the second ends it as SIGTERM does."""
     code = ("import os, signal, time; from vspec.train.signals import worker_init; worker_init(0); "

@@ -17,7 +17,7 @@ from ..spec import Model
 from .data.registry import entry, help_text, names
 from .recipes import Recipe
 from .text import GLUE_TASKS
-from .validators import ConfigError, Is, OneOf, floats, ints
+from .validators import WORKERS, ConfigError, Is, OneOf, floats, ints
 
 _F = attrs.field
 _TEXT_OPTIONS = ("task", "tokenizer", "max_len")
@@ -124,9 +124,9 @@ class RunConfig:
                 "refused)"})
     seed: int = _F(default=0, validator=ints(0, 2**32, open_high=True, label="2**32"), metadata={
         "help": "random seed (training, and the synthetic images)"})
-    workers: int | None = _F(default=None, validator=ints(0, optional=True), metadata={
+    workers: int | None = _F(default=None, validator=WORKERS, metadata={
         "metavar": "N", "help": "data-loading processes (default: 0 on the CPU; on CUDA each process's share of the "
-                                "cores, at most 8)"})
+                                "cores, at most 8); at most 4 per core this process may use, and 32 anywhere"})
     device: str = _F(default="auto", validator=OneOf(("auto", "cpu", "cuda")), metadata={
         "help": "default: cuda when available"})
     precision: str = _F(default="auto", validator=OneOf(("auto", "fp32", "bf16", "fp16")), metadata={

@@ -9,6 +9,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from .validators import cores
+
 
 @dataclass
 class Dist:
@@ -66,5 +68,4 @@ def workers_for(workers: int | None, device: torch.device, world: int = 1) -> in
         return workers
     if device.type != "cuda":
         return 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(8, cores // max(world, 1) - 1))
+    return max(1, min(8, cores() // max(world, 1) - 1))

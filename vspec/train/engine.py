@@ -1,21 +1,20 @@
 """The training loop behind tools/train.py: one process, or one per device under torchrun (DDP).
 
-Resumable to the step: the data order depends only on (seed, epoch), every RNG state is saved, and
-`last.pt` is written atomically at the end of every epoch and when SIGTERM / SIGINT arrives (then
-mid-epoch: the resumed run skips the samples already seen; signals.py: at the next step boundary, or at once
-where the loop waits for data; the loader's workers leave the signal to this process). `last.pt` is the truth
-after a kill at any moment: at the end of an epoch it is written first, then `best.pt` (a copy) and
-`metrics.jsonl` (rewritten from the history inside `last.pt`), and `--resume` rewrites both from it and
-removes the temporary files of killed saves.
+Resumable to the step: the data order depends only on (seed, epoch), a sample's augmentations only on (seed, epoch,
+its index) (data/loader.py), every RNG state is saved, and `last.pt` is written atomically at the end of every epoch
+and when SIGTERM / SIGINT arrives (then mid-epoch: the resumed run skips the samples already seen; signals.py: at
+the next step boundary, or at once where the loop waits for data; the loader's workers leave the signal to this
+process; during the end-of-run files, before the next: --resume writes the rest). `last.pt` is the truth after a kill
+at any moment: at the end of an epoch it is written first, then `best.pt` (a copy) and `metrics.jsonl` (from the
+history inside `last.pt`); `--resume` rewrites both from it and removes the temporary files of killed saves.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,7 +92,6 @@ class EpochStats:
     loss_n: int = 0
     seen: int = 0
     batches_done: int = 0
-    rng: dict[str, Any] | None = None  # the RNG states at the boundary a `Stop` left (None: the current ones)
 
     @property
     def elapsed(self) -> float:
@@ -144,14 +142,19 @@ class Training:
         self.spec = spec
 
     def finished_before(self) -> bool:
-        """Whether --resume found a run that is already finished (said on rank 0; nothing more to do)."""
+        """Whether --resume found a run that is already finished (said on rank 0, which writes the end-of-run files a
+        kill or a signal left out; nothing more to do)."""
         ckpt, max_steps = self.ckpt, self.cfg.run.max_steps
         if ckpt is None or ckpt["batches_done"] != 0 or not (
                 ckpt["epoch"] >= self.recipe.epochs or (max_steps and ckpt["global_step"] >= max_steps)):
             return False
-        if self.dist.main:
-            print(f"{self.out}: the run is finished ({ckpt['epoch']} epochs, {ckpt['global_step']} steps); nothing "
-                  "to resume, summary.json is left as it was")
+        if self.dist.main:  # the end-of-run files a kill or a signal left unwritten, written from last.pt
+            left = run_folder.complete(self.out, ckpt, lambda: make_task(
+                self.cfg, self.spec, self.recipe, self.dist, self.out, ckpt, self.device).score_key, self.dist.world,
+                self.cfg.run.save_format == "folder")
+            print(f"{self.out}: the run is finished ({ckpt['epoch']} epochs, {ckpt['global_step']} steps); "
+                  + (f"wrote its missing {', '.join(left)}" if left else "nothing to resume, summary.json is left as "
+                     "it was"))
         distributed.finish(self.dist)
         return True
 
@@ -307,7 +310,7 @@ class Training:
                 self.end_epoch(epoch, final)
                 if self.steps_done():
                     break
-        self.summarize(final)
+            self.summarize(final, stop)
         return final
 
     def steps_done(self) -> bool:
@@ -336,8 +339,8 @@ class Training:
                                 lr=self.optimizer.param_groups[0]["lr"], ips=stats.seen / stats.elapsed)
             pending.clear()
 
-        loader = stop.batches(self.train_source, snapshot=self.train_loader.num_workers == 0)
-        try:
+        loader = stop.batches(self.train_source)
+        with suppress(Stop):  # a signal while the loop waited for batch `stats.batches_done`: it stops at that boundary
             for i, (images, target) in enumerate(self.task.batches(loader, True, epoch, skip), start=skip):
                 loss, stepped = self.train_step(i, images, target)
                 pending.append((i, self.global_step if stepped else self.global_step + 1, loss))
@@ -348,8 +351,6 @@ class Training:
                     read_losses()
                 if done:
                     break
-        except Stop:  # a signal while the loop waited for batch `stats.batches_done`: it stops at that boundary
-            stats.rng = stop.rng
         read_losses()
         progress.close()
         return stats
@@ -409,7 +410,7 @@ class Training:
 
     def interrupt(self, epoch: int, stats: EpochStats, signum: int):
         """A signal arrived: save the part-done epoch to last.pt and stop with Interrupted."""
-        self.save(epoch, stats.batches_done, (stats.loss_sum, stats.loss_n), stats.rng)
+        self.save(epoch, stats.batches_done, (stats.loss_sum, stats.loss_n))
         distributed.finish(self.dist)
         raise Interrupted(signum, f"signal {signum}: saved {self.last} at epoch {epoch + 1}, batch "
                                   f"{stats.batches_done}; continue with --resume", report=self.dist.main)
@@ -446,10 +447,8 @@ class Training:
         """The record's entry the best checkpoint is chosen by: top-1, or a text task's headline metric."""
         return self.task.score_key
 
-    def save(self, epoch: int, batches_done: int, epoch_loss: tuple[float, int] = (0.0, 0),
-             rng: dict[str, Any] | None = None) -> None:
-        """last.pt (rank 0); `epoch_loss` (sum, count) of a part-done epoch lets a resumed run average all of it;
-        `rng`: the RNG states to save, when not the current ones."""
+    def save(self, epoch: int, batches_done: int, epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
+        """last.pt (rank 0); `epoch_loss` (sum, count) of a part-done epoch lets a resumed run average all of it."""
         if not self.dist.main:
             return
         ema = self.ema
@@ -458,7 +457,7 @@ class Training:
                  "ema": ema.module.state_dict() if ema is not None else None,
                  "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                  "scaler": self.scaler.state_dict(), "epoch": epoch, "batches_done": batches_done,
-                 "global_step": self.global_step, "rng": rng or checkpoints.rng_state(), "metrics": self.history,
+                 "global_step": self.global_step, "rng": checkpoints.rng_state(), "metrics": self.history,
                  "best_score": self.best, "best_epoch": self.best_epoch, "epoch_loss": list(epoch_loss),
                  "recipe": attrs.asdict(self.recipe), "data": self.cfg.data.name,
                  "data_args": checkpoints.data_args(self.cfg),
@@ -473,27 +472,28 @@ class Training:
                                                               self.recipe.random_resized_crop)
             save_pretrained(self.core, self.out / name, self.spec)
 
-    def summarize(self, final: dict[str, Any]) -> None:
-        """summary.json, curves.png, OUT/final (--save-format folder) and the closing line (rank 0); whether
-        the ranks ended in sync."""
+    def summarize(self, final: dict[str, Any], stop: StopFlag) -> None:
+        """OUT/final (--save-format folder), curves.png, summary.json and the closing line (rank 0), each while no
+        stop signal has come (else Interrupted: --resume writes the rest); whether the ranks ended in sync."""
         dist, out, history = self.dist, self.out, self.history
         in_sync = distributed.ranks_in_sync(self.core, dist)
-        if history:
-            self.export("final")
+        left = []
         if dist.main and history:
-            atomic_write_text(json.dumps({"final": final, "score": self.score_key, "best_score": self.best,
-                                          "epochs": len(history), "world_size": dist.world,
-                                          "ranks_in_sync": in_sync}), out / "summary.json")
-            run_folder.plot(history, out / "curves.png")
+            summary = run_folder.summary(final, self.score_key, self.best, len(history), dist.world, in_sync)
+            left = run_folder.write_end(out, run_folder.end_files(self.cfg.run.save_format == "folder"), history,
+                                        summary, lambda: self.export("final"), lambda: stop.signum is not None)
+        if dist.main and history and not left:
             result = self.task.result(final.get(self.score_key, float("nan")), self.best)
-            folders = f", model folders {out / 'best'} and {out / 'final'}" if self.cfg.run.save_format == "folder" \
-                else ""
+            folders = f", model folders {out / 'best'} and {out / 'final'}" * (self.cfg.run.save_format == "folder")
             print(f"done: {len(history)} epoch{'s' * (len(history) != 1)}, {result}; checkpoint {self.last}, best "
                   f"{out / 'best.pt'}{folders}, metrics {out / 'metrics.jsonl'}, curves {out / 'curves.png'}"
                   + (f"; {dist.world} processes, weights in sync: {in_sync}" if dist.world > 1 else ""))
         if self.writer is not None:
             self.writer.close()
         distributed.finish(dist)
+        if left:
+            raise Interrupted(stop.signum, f"signal {stop.signum}: saved {self.last} at the end of the run (epoch "
+                                           f"{len(history)}); {', '.join(left)} not written: --resume writes them")
 
 
 def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)

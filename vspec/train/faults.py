@@ -21,7 +21,8 @@ def kill_point(point: str) -> None:
     """Crash-test hook (tests/train/test_faults.py): with VSPEC_TEST_KILL_AT=POINT:N[:SIGNAL] in the
     environment, the N-th pass through POINT sends SIGNAL (default KILL) to this process. Points: `step`
     (after an optimizer step), `write` (inside an atomic write: the temporary file is complete, not yet
-    renamed), `written` (right after the rename)."""
+    renamed), `written` (right after the rename), `fork` (in this process right after it forked one: a loader's
+    worker starting, inside torch's iterator)."""
     hook = os.environ.get("VSPEC_TEST_KILL_AT")
     if not hook or hook.split(":")[0] != point:
         return
@@ -29,3 +30,7 @@ def kill_point(point: str) -> None:
     _passes[point] = _passes.get(point, 0) + 1
     if _passes[point] == int(n):
         os.kill(os.getpid(), getattr(signal, "SIG" + (sig[0] if sig else "KILL")))
+
+
+if (os.environ.get("VSPEC_TEST_KILL_AT") or "").split(":")[0] == "fork":  # only when a crash test names it
+    os.register_at_fork(after_in_parent=lambda: kill_point("fork"))

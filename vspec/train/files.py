@@ -29,8 +29,10 @@ def atomic_copy(src: Path, path: Path) -> None:
         _atomic_write(Path(path), lambda f: shutil.copyfileobj(s, f))
 
 
-def atomic_write_text(text: str, path: Path) -> None:
-    _atomic_write(Path(path), lambda f: f.write(text.encode()))
+def atomic_write_text(text: str | bytes, path: Path) -> None:
+    """`text` (a str, UTF-8 encoded, or bytes as they are) written atomically to `path`."""
+    data = text.encode() if isinstance(text, str) else text
+    _atomic_write(Path(path), lambda f: f.write(data))
 
 
 def _atomic_write(path: Path, write: Callable) -> None:

@@ -1,15 +1,17 @@
 """A training run's folder (OUT): the files a run writes there, what a fresh run may replace, what a resumed one
-rewrites from last.pt (and the temporary files of killed saves it removes), the model folders of --save-format
-folder, TensorBoard's logs and the curves. The checkpoints' contents are vspec/train/checkpoints.py's, the atomic
-writes vspec/train/files.py's."""
+rewrites from last.pt (and the temporary files of killed saves it removes), the end-of-run files (a finished run's
+resume writes those a kill or a signal left out), the model folders of --save-format folder, TensorBoard's logs and
+the curves. The checkpoints' contents are vspec/train/checkpoints.py's, the atomic writes vspec/train/files.py's."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,10 @@ from .text import run_tokenizer
 # what a run writes into its folder (OUT/tb holds TensorBoard's logs); a fresh run refuses a folder holding
 # one of the first four unless --overwrite
 RUN_FILES = ("last.pt", "best.pt", "metrics.jsonl", "summary.json", "curves.png")
-_TEMP = re.compile(r"\.(last\.pt|best\.pt|metrics\.jsonl|summary\.json)\.tmp-(\d+)")
+_TEMP = re.compile(r"\.(last\.pt|best\.pt|metrics\.jsonl|summary\.json|curves\.png)\.tmp-(\d+)")
+# written after the last epoch's last.pt, in this order (summary.json last: the run's end): the model folder OUT/final
+# (--save-format folder), the curves, the summary
+END_FILES = ("final", "curves.png", "summary.json")
 
 
 def jsonl(history: list[dict[str, Any]]) -> str:
@@ -70,13 +75,65 @@ def refresh_best_folder(out: Path) -> None:
     between the two writes, or an earlier part of the run saved as pt only)."""
     best, config = out / "best.pt", out / "best" / "config.json"
     if best.is_file() and (not config.is_file() or config.stat().st_mtime_ns < best.stat().st_mtime_ns):
-        ckpt = load_checkpoint(best)
-        model = model_of(ckpt, best)
-        if ckpt.get("inputs"):  # the run's inputs, as the loop's own export writes them
+        save_model_folder(best, out / "best")
 
-            rrc = (ckpt.get("recipe") or {}).get("random_resized_crop", True)
-            model.pretrained_cfg = run_pretrained_cfg(ckpt["inputs"], model.spec, rrc)
-        save_pretrained(model, out / "best")
+
+def save_model_folder(path: Path, folder: Path) -> None:
+    """The model of the training checkpoint `path` as the model folder `folder`, with the run's inputs (as the loop's
+    own export writes it)."""
+    ckpt = load_checkpoint(path)
+    model = model_of(ckpt, path)
+    if ckpt.get("inputs"):
+        rrc = (ckpt.get("recipe") or {}).get("random_resized_crop", True)
+        model.pretrained_cfg = run_pretrained_cfg(ckpt["inputs"], model.spec, rrc)
+    save_pretrained(model, folder)
+
+
+def end_files(folder: bool) -> list[str]:
+    """The end-of-run files of a run (`folder`: --save-format folder, which adds OUT/final)."""
+    return [name for name in END_FILES if folder or name != "final"]
+
+
+def stale_end_files(out: Path, folder: bool) -> list[str]:
+    """The end-of-run files of the finished run in `out` that are missing or older than its last.pt."""
+    since = (out / "last.pt").stat().st_mtime_ns
+    paths = [(name, out / name / "config.json" if name == "final" else out / name) for name in end_files(folder)]
+    return [name for name, path in paths if not path.is_file() or path.stat().st_mtime_ns < since]
+
+
+def summary(final: dict[str, Any], score: str, best: float, epochs: int, world: int, in_sync: bool | None) -> str:
+    """summary.json's text: the last record, the score's name, the best score, the epochs, the processes and whether
+    their weights ended equal (None: not known, a summary written from last.pt under torchrun)."""
+    return json.dumps({"final": final, "score": score, "best_score": best, "epochs": epochs, "world_size": world,
+                       "ranks_in_sync": in_sync})
+
+
+def write_end(out: Path, names, history: list[dict[str, Any]], summary_text: str, final: Callable[[], Any],
+              stopped: Callable[[], bool] = lambda: False) -> list[str]:
+    """The end-of-run files `names` (of END_FILES, in its order): `final()` writes the model folder, the curves
+    are drawn from `history`, summary.json holds `summary_text`. Before each, `stopped()` (a stop signal came):
+    then the rest is left, and returned, for --resume (`complete`)."""
+    for i, name in enumerate(names):
+        if stopped():
+            return list(names[i:])
+        if name == "final":
+            final()
+        elif name == "curves.png":
+            plot(history, out / name)
+        else:
+            atomic_write_text(summary_text, out / name)
+    return []
+
+
+def complete(out: Path, ckpt: dict[str, Any], score: Callable[[], str], world: int, folder: bool) -> list[str]:
+    """--resume of a finished run (its last.pt `ckpt`): the end-of-run files missing or older than last.pt, written
+    from it (`score()`: the name of the run's score); returns their names."""
+    history, left = ckpt["metrics"], stale_end_files(out, folder)
+    if not (left and history):
+        return []
+    text = summary(history[-1], score(), ckpt["best_score"], len(history), world, True if world == 1 else None)
+    write_end(out, left, history, text, lambda: save_model_folder(out / "last.pt", out / "final"))
+    return left
 
 
 def clean_stale_temps(folder: Path) -> list[Path]:
@@ -132,5 +189,7 @@ def plot(history: list[dict[str, Any]], path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
+    atomic_write_text(png.getvalue(), path)

@@ -7,9 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Any
-
-from .checkpoints import rng_state
 
 WORKER_GRACE = 5.0  # seconds a loader's worker outlives a stop signal: the main process acts on its own first
 
@@ -55,6 +52,10 @@ def _watch(signals: set) -> None:
     os.kill(os.getpid(), info.si_signo)
 
 
+def _nothing(signum, frame) -> None:
+    """A signal handler that does nothing."""
+
+
 class Stop(BaseException):
     """A stop signal ended the loop's wait for its next batch (`StopFlag.batches`): the loop is at a step
     boundary and saves there. A BaseException: no `except Exception` of a reader on the way swallows it."""
@@ -65,8 +66,8 @@ class StopFlag:
     raises `Interrupted`. Where the loop waits for its next batch (a read that may never end: a stalled file
     system, a dead `pipe:` source) it stops the wait at once when `prompt` (one process; under DDP every rank
     finishes its step, or the others would wait for it). A second signal ends the process at once, unsaved, as
-    the signal would. The previous handlers come back on exit; after a signal SIGCHLD's stays the default (the
-    run is ending)."""
+    the signal would. The previous handlers come back on exit; after a signal SIGCHLD's stays one that does
+    nothing (the run is ending)."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -74,7 +75,6 @@ class StopFlag:
         self.signum: int | None = None
         self.previous = {}
         self.prompt, self.waiting = prompt, False
-        self.rng: dict[str, Any] | None = None  # the RNG states before the last wait (`batches(snapshot=True)`)
 
     def __enter__(self):
         for sig in self.SIGNALS:
@@ -93,37 +93,35 @@ class StopFlag:
             return
         self.signum = signum
         # a loader's worker the signal ended (one starting, before its handlers) shows where the loop reads its
-        # batch (`batches`), not in torch's SIGCHLD handler wherever the loop is, a save included
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        # batch (`batches`), not in torch's SIGCHLD handler wherever the loop is, a save included; a handler that
+        # does nothing, not SIG_DFL: a SIGCHLD already pending would be reported "ignored due to race condition"
+        signal.signal(signal.SIGCHLD, _nothing)
         if self.waiting:
             raise Stop
 
-    def batches(self, loader, snapshot: bool = False) -> Batches:
+    def batches(self, loader) -> Batches:
         """`loader` watched by this flag (`Batches`)."""
-        return Batches(self, loader, snapshot)
+        return Batches(self, loader)
 
 
 class Batches:
     """A loader's batches under a StopFlag, raising `Stop` before a batch is read once a signal has arrived, from
-    the wait for one (`prompt`), and for the loader's RuntimeError after a signal (a worker it ended). With
-    `snapshot` the RNG states are kept before each read (the main process reads the data: its draws are past
-    the boundary)."""
+    the wait for one (`prompt`), and for the loader's RuntimeError after a signal (a worker it ended). The loader's
+    iterator is made (its workers started) before any wait: a signal there only sets the flag. (Where the main
+    process reads the data, its draws leave the run's random streams as they were: data.loader.sample_draws.)"""
 
-    def __init__(self, stop: StopFlag, loader, snapshot: bool):
-        self.stop, self.loader, self.snapshot = stop, loader, snapshot
+    def __init__(self, stop: StopFlag, loader):
+        self.stop, self.loader = stop, loader
 
     def __len__(self) -> int:
         return len(self.loader)
 
     def __iter__(self):
         stop = self.stop
-        stop.rng = None
         if stop.signum is not None:
             raise Stop
         batches = iter(self.loader)  # not in the wait: its workers start whole
         while True:
-            if self.snapshot:
-                stop.rng = rng_state()
             try:
                 stop.waiting = stop.prompt
                 if stop.signum is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -155,3 +156,14 @@ def check_normalisation(mean: Sequence, std: Sequence) -> None:
 
 
 CROP = floats(*CROP_PCT)  # a crop fraction: `Preprocess.crop_pct`'s range
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity: a container's or a job's cpuset), else the machine's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+# --workers' most (train, eval, label; per process): 4 per core, as a worker mostly waits on its reads (a network file
+# system, a `pipe:` source), and at least 32, so that a published recipe's count (DeiT's 10, 16, 32) runs anywhere
+MAX_WORKERS = max(32, 4 * cores())
+WORKERS = ints(0, MAX_WORKERS, optional=True, label=f"{MAX_WORKERS} (4 per core, at least 32)")

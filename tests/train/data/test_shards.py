@@ -322,6 +322,9 @@ def test_a_corrupt_jpeg_is_one_line_of_the_training_command(tmp_path, tiny_spec,
     assert err[0].startswith("train.py: error: shards: train-0000") and ".jpg is not a readable image" in err[0]
 
 
+AUGMENT = ("--auto-augment", "rand-m9-mstd0.5-inc1", "--re-prob", "0.5", "--random-resized-crop")  # in the workers
+
+
 def run_args(spec, data, out, *extra):
     return [str(spec), "--data", "shards", "--data-dir", str(data), "--out", str(out), "--batch-size", "8",
             "--device", "cpu", "--seed", "3", "--epochs", "2", "--workers", "2", *extra]
@@ -335,22 +338,22 @@ def train(spec, data, out, *extra, kill_at=None):
 
 
 def test_killed_and_stopped_mid_epoch_then_resumed_equals_the_uninterrupted_run(tmp_path, tiny_spec):
-    """48 images in 2 shards, in batches of 8 over the 2 workers of --workers 4 (one a shard): 6 steps an epoch.
-    SIGKILL at step 9 (mid epoch 2: last.pt is epoch 1's), then the resumed run stopped by SIGTERM at the same step
-    (last.pt records 3 batches of epoch 2, an odd count: the workers' turns rotate), then resumed again: the
-    weights of the uninterrupted run."""
+    """48 images in 2 shards, in batches of 8 over the 2 workers of --workers 4 (one a shard): 6 steps an epoch,
+    RandAugment, random erasing and crops drawn in the workers. SIGKILL at step 9 (mid epoch 2: last.pt is epoch
+    1's), then the resumed run stopped by SIGTERM at the same step (last.pt records 3 batches of epoch 2, an odd count:
+    the workers' turns rotate), then resumed again: the weights of the uninterrupted run."""
     data = packed(tmp_path, shard_size=24)
     ref, out = tmp_path / "ref", tmp_path / "cut"
-    run = train(tiny_spec, data, ref, "--workers", "4")
+    run = train(tiny_spec, data, ref, "--workers", "4", *AUGMENT)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "note: shards: 2 training shards for 1 process x 4 workers; each worker reads shards of its own: 2 " \
            "workers a process" in run.stderr
-    assert train(tiny_spec, data, out, "--workers", "4", kill_at="step:9").returncode == -9
+    assert train(tiny_spec, data, out, "--workers", "4", *AUGMENT, kill_at="step:9").returncode == -9
     assert checkpoints.load(out / "last.pt")["epoch"] == 1
-    cut = train(tiny_spec, data, out, "--workers", "4", "--resume", kill_at="step:3:TERM")  # steps 7, 8, 9
+    cut = train(tiny_spec, data, out, "--workers", "4", *AUGMENT, "--resume", kill_at="step:3:TERM")  # steps 7-9
     assert cut.returncode == 128 + 15
     assert (checkpoints.load(out / "last.pt")["epoch"], checkpoints.load(out / "last.pt")["batches_done"]) == (1, 3)
-    done = train(tiny_spec, data, out, "--workers", "4", "--resume")
+    done = train(tiny_spec, data, out, "--workers", "4", *AUGMENT, "--resume")
     assert done.returncode == 0, done.stderr[-2000:]
     assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))
     assert checkpoints.load(out / "last.pt")["global_step"] == 12

@@ -108,17 +108,18 @@ def _train(spec, labels, out, *extra, kill_at=None):
 
 @pytest.mark.slow  # ~25 s: four runs in subprocesses
 def test_killed_and_stopped_mid_epoch_then_resumed_equals_the_uninterrupted_run(spec, labels, tmp_path):
-    """4 steps an epoch: SIGKILL at step 6 (mid epoch 2; last.pt is epoch 1's), the resumed run stopped by SIGTERM
-    after its first step (last.pt mid epoch 2, with the RNG streams the crops, flips, RandAugment and the mixing
-    draw from), resumed again: the weights of the uninterrupted run."""
+    """4 steps an epoch, the images and their maps cropped, flipped and RandAugmented by 2 loader workers (each
+    sample's draws from (seed, epoch, index)): SIGKILL at step 6 (mid epoch 2; last.pt is epoch 1's), the resumed
+    run stopped by SIGTERM after its first step (last.pt mid epoch 2, with the RNG streams the mixing draws from),
+    resumed again: the weights of the uninterrupted run."""
     ref, out = tmp_path / "ref", tmp_path / "cut"
-    done = _train(spec, labels, ref)
+    done = _train(spec, labels, ref, "--workers", "2")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _train(spec, labels, out, kill_at="step:6").returncode == -9
+    assert _train(spec, labels, out, "--workers", "2", kill_at="step:6").returncode == -9
     assert checkpoints.load(out / "last.pt")["epoch"] == 1
-    assert _train(spec, labels, out, "--resume", kill_at="step:1:TERM").returncode == 128 + 15
+    assert _train(spec, labels, out, "--workers", "2", "--resume", kill_at="step:1:TERM").returncode == 128 + 15
     assert (checkpoints.load(out / "last.pt")["epoch"], checkpoints.load(out / "last.pt")["batches_done"]) == (1, 1)
-    done = _train(spec, labels, out, "--resume")
+    done = _train(spec, labels, out, "--workers", "2", "--resume")
     assert done.returncode == 0, done.stderr[-2000:]
     assert_same_weights(weights(ref / "last.pt"), weights(out / "last.pt"))
 

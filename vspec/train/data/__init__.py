@@ -4,7 +4,7 @@
     sources       the readers (CIFAR, ImageFolder, digits, mnist5k, synthetic) and `build_datasets`
     transforms    timm's / torchvision's training and evaluation transforms (`build_transforms`)
     preprocess    a run's mean, std, interpolation and validation crop (`resolve_inputs`, `mean_std`): torch-free
-    loader        torch's DataLoaders of a run (`build_loaders`, `ResumableSampler`, `set_epoch`)
+    loader        torch's DataLoaders of a run (`build_loaders`, `ResumableSampler`, `set_epoch`, `sample_draws`)
     pipelines     the input path a run chooses once: host, normalised on the device, decoded on the device
     device_decode JPEG decoding and augmentation on the device (`DevicePipeline`, `WorkerPipeline`)
     device_augment DeiT's augmentations as batched tensor operations

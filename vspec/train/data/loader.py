@@ -1,16 +1,23 @@
-"""The loaders of a run: torch's DataLoader over a data set's splits, the training order resumable mid-epoch.
+"""The loaders of a run: torch's DataLoader over a data set's splits, the training order resumable mid-epoch, each
+training sample's random draws its own.
 
     build_loaders(train, val, batch_size=...)         -> (train_loader, val_loader)
     ResumableSampler                                  epoch order from (seed, epoch), `skip` to resume
     set_epoch(train_loader, epoch, skip)              the epoch's order: its sampler's, or a stream's (shards)
+    sample_draws(*key)                                a sample's draws from the global streams, seeded by `key`
 """
 
 from __future__ import annotations
 
+import random
+from contextlib import contextmanager
+
+import numpy as np
 import torch
-from torch.utils.data import DataLoader, DistributedSampler, IterableDataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, Sampler, get_worker_info
 
 from ..signals import worker_init
+from ..validators import MAX_WORKERS
 from .registry import DataError
 
 
@@ -41,6 +48,60 @@ class ResumableSampler(DistributedSampler):
         return self.num_samples - self.skip
 
 
+@contextmanager
+def sample_draws(*key: int):
+    """Python's, numpy's and torch's (CPU) global streams seeded from `key` (non-negative ints: the run's seed, the
+    epoch, the sample) while one training sample is made: the draws of its transforms (timm's RandAugment, random
+    erasing, the random resized crop, ...) then depend on the sample alone, not on the worker that reads it, how far
+    that worker had read, or where the run was resumed. In the main process (--workers 0) the streams are put back
+    afterwards: the training's own draws (mixup, dropout) go on as without data."""
+    saved = (random.getstate(), np.random.get_state(), torch.get_rng_state()) if get_worker_info() is None else None
+    high, low = (int(w) for w in np.random.SeedSequence(key).generate_state(2))
+    random.seed(high << 32 | low)
+    np.random.seed(low)
+    torch.random.default_generator.manual_seed(high << 32 | low)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            random.setstate(saved[0])
+            np.random.set_state(saved[1])
+            torch.set_rng_state(saved[2])
+
+
+class EpochKeys(Sampler):
+    """A ResumableSampler's indices as (epoch, index) keys, for `Seeded`; `set_epoch` is the sampler's."""
+
+    def __init__(self, sampler: ResumableSampler):
+        self.sampler = sampler
+
+    def set_epoch(self, epoch: int, skip: int = 0) -> None:
+        self.sampler.set_epoch(epoch, skip=skip)
+
+    def __iter__(self):
+        epoch = self.sampler.epoch
+        return ((epoch, i) for i in self.sampler)
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+
+class Seeded(Dataset):
+    """A training data set read by (epoch, index) keys (`EpochKeys`), each item made under `sample_draws(seed,
+    epoch, index)`."""
+
+    def __init__(self, dataset, seed: int):
+        self.dataset, self.seed = dataset, seed
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, key: tuple[int, int]):
+        epoch, i = key
+        with sample_draws(self.seed, epoch, i):
+            return self.dataset[i]
+
+
 def set_epoch(loader: DataLoader, epoch: int, skip: int = 0) -> None:
     """The epoch's order and the samples of it already trained (`skip`, per rank): the ResumableSampler's, or the
     stream's (an IterableDataset: --data shards, vspec/train/data/shards.py)."""
@@ -52,8 +113,9 @@ def build_loaders(train_ds, val_ds, *, batch_size: int, workers: int = 0, seed: 
                   world_size: int = 1, drop_last: bool = True, collate_fn=None):
     """(train_loader, val_loader). `batch_size` is per rank.
 
-    Train: ResumableSampler (shuffled by (seed, epoch), this rank's share) and a torch.Generator seeded from
-    `seed`, so worker seeds are deterministic; call `set_epoch(train_loader, epoch, skip)` each epoch. A stream
+    Train: ResumableSampler (shuffled by (seed, epoch), this rank's share), each sample's random draws seeded by
+    (seed, epoch, index) (`Seeded`: the same whichever worker reads it, however many there are, and after a resume);
+    call `set_epoch(train_loader, epoch, skip)` each epoch. A stream
     (an IterableDataset: --data shards) makes its own loaders, splitting itself (`ShardStream.loader`).
     Val: in order; with world_size > 1 a DistributedSampler without shuffle (which repeats a few samples to
     give every rank the same count). pin_memory when CUDA is available. `collate_fn`: how samples become a
@@ -61,8 +123,8 @@ def build_loaders(train_ds, val_ds, *, batch_size: int, workers: int = 0, seed: 
     """
     if not isinstance(batch_size, int) or batch_size < 1:
         raise DataError(f"batch_size: must be an int >= 1, got {batch_size!r}")
-    if not isinstance(workers, int) or workers < 0:
-        raise DataError(f"workers: must be an int >= 0, got {workers!r}")
+    if not isinstance(workers, int) or not 0 <= workers <= MAX_WORKERS:
+        raise DataError(f"workers: must be an int in [0, {MAX_WORKERS}] (4 per core, at least 32), got {workers!r}")
     if not (isinstance(world_size, int) and world_size >= 1 and isinstance(rank, int) and 0 <= rank < world_size):
         raise DataError(f"rank / world_size: need 0 <= rank < world_size, got rank={rank!r}, world_size={world_size!r}")
     if isinstance(train_ds, IterableDataset):  # a stream (--data shards) batches and splits itself
@@ -82,7 +144,7 @@ def build_loaders(train_ds, val_ds, *, batch_size: int, workers: int = 0, seed: 
     # is not pinned, and names the validation split's own collate
     on_device = getattr(collate_fn, "on_device", False)
     context = getattr(collate_fn, "worker_context", None) if workers > 0 else None
-    train_loader = DataLoader(train_ds, sampler=sampler, drop_last=drop_last,
+    train_loader = DataLoader(Seeded(train_ds, seed), sampler=EpochKeys(sampler), drop_last=drop_last,
                               generator=torch.Generator().manual_seed(seed),
                               **{**common, "pin_memory": common["pin_memory"] and not on_device},
                               multiprocessing_context=context)

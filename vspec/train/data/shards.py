@@ -16,7 +16,9 @@ a worker whose shards hold fewer samples than its share reads them again, one wh
 (as webdataset's `with_epoch`: with uneven shards a few samples repeat or wait for the next epoch). The order is a
 function of (seed, epoch, P, W): a resumed run keeps --workers (the checkpoint records it). A resume in the middle
 of an epoch skips the batches done: each worker drops its share of them from its stream before decoding, and the
-workers are rotated so that the DataLoader's first worker makes the next batch.
+workers are rotated so that the DataLoader's first worker makes the next batch. Each training sample's random draws
+(its transforms') are seeded by (seed, epoch, process, batch, place in the batch): a resumed run draws as the
+uninterrupted one.
 
 Validation: the validation shards split the same way, unshuffled, every sample once over the processes.
 
@@ -38,6 +40,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, IterableDataset, default_collate, get_worker_info
 
 from ..signals import worker_init
+from .loader import sample_draws
 from .manifest import close_quietly, locate, open_file, read_manifest, shard_in
 from .pack import MANIFEST, MAX_MEMBER, SPLITS
 from .registry import DataError, Request
@@ -261,7 +264,8 @@ class ShardStream(IterableDataset):
         stream = shuffled(self._cycle(shards, mine * self.batch_size), rng, SHUFFLE_BUFFER)
         for _ in range(skipped * self.batch_size):
             next(stream)
-        yield from self._batched(stream)
+        keys = ((self.seed, self.epoch, self.rank, b) for b in range(role, total, w)[skipped:])  # its batches'
+        yield from self._batched(stream, keys)
 
     def _cycle(self, shards: list[dict], n: int):
         """The first `n` samples of `shards`, read again from the first where they hold fewer."""
@@ -279,33 +283,44 @@ class ShardStream(IterableDataset):
     def _read(self, shard: dict):
         return _samples(shard, len(self.classes))
 
-    def _item(self, sample):
+    def _item(self, sample, key):
         where, data, label = sample
         if self.encoded:
             return torch.frombuffer(bytearray(data), dtype=torch.uint8), label
         image = decode(data, *where)
-        return (self.transform(image) if self.transform else image), label
+        if key is None or not self.transform:
+            return (self.transform(image) if self.transform else image), label
+        with sample_draws(*key):
+            return self.transform(image), label
 
-    def _batched(self, samples):
-        batch = []
+    def _batched(self, samples, keys=None):
+        """The samples in batches; with `keys` (training: each batch's), sample j's draws seeded by (*key, j)."""
+        keys = iter(keys or ())
+        batch, key = [], next(keys, None)
         for sample in samples:
-            batch.append(self._item(sample))
+            batch.append(self._item(sample, None if key is None else (*key, len(batch))))
             if len(batch) == self.batch_size:
                 yield self.collate(batch)
-                batch = []
+                batch, key = [], next(keys, None)
         if batch:
             yield self.collate(batch)
 
 
 class ShardLoader(DataLoader):
-    """A stream's DataLoader: `len()` is its batches; a worker's `Failure` is raised here as a DataError."""
+    """A stream's DataLoader: `len()` is its batches; a worker's `Failure` is raised here as a DataError. `iter()`
+    starts the workers at once, as DataLoader's own does (not at the first batch: that is read where a stop signal
+    ends the wait, signals.Batches, and one must not land inside torch's iterator while it starts its workers)."""
 
     def __len__(self) -> int:
         ds = self.dataset
         return ds.batches() - ds.skip // ds.batch_size if ds.train else ds.batches()
 
     def __iter__(self):
-        for batch in super().__iter__():
+        return self._checked(super().__iter__())
+
+    @staticmethod
+    def _checked(batches):
+        for batch in batches:
             if isinstance(batch, Failure):
                 raise DataError(batch.message)
             yield batch

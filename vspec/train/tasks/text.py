@@ -29,7 +29,7 @@ class TextTask:
     def __init__(self, cfg, spec, recipe, dist, out, ckpt, device: torch.device):
         self.cfg, self.spec, self.recipe, self.dist, self.out, self.ckpt = cfg, spec, recipe, dist, out, ckpt
         self.device = device
-        self.name, self.tokenizer = None, {}
+        self.name, self.tokenizer = cfg.data.task or cfg.data.name, {}  # the task: a GLUE task's, or rt-polarity
 
     @property
     def score_key(self) -> str:

@@ -166,11 +166,9 @@ class TokenLabels(Dataset):
     `label_path(label_root, key)`. The folder is checked up front (`check_label_folder`) and each map when read.
 
     Randomness: the flips draw from torch's global generator (as torchvision's flips), RandAugment from numpy's
-    and python's, the crop from python's (timm's get_params) — the streams timm's transform uses. In the main
-    process (workers 0) these are the streams `vspec train` seeds every epoch and saves in its checkpoints, so a
-    resume, mid-epoch included, gives the very items of the uninterrupted run. With workers > 0 the draws come
-    from each worker's streams, which the loader seeds when its (persistent) workers start and no checkpoint
-    saves: as for the plain image path, a resume keeps the images and their order, not their draws."""
+    and python's, the crop from python's (timm's get_params) — the streams timm's transform uses. A run's loader
+    seeds them for each item from (seed, epoch, index) (vspec/train/data/loader.py, `Seeded`), in the main process
+    or a worker alike, so a resume, mid-epoch included, gives the very items of the uninterrupted run."""
 
     def __init__(self, dataset, label_root, transform, *, num_classes: int, keys=None, decode_on: str = "host",
                  data: dict | None = None):
