@@ -27,7 +27,7 @@ from .data.sources import build_datasets
 from .data.transforms import build_transforms
 from .distributed import Dist, workers_for
 from .text import run_tokenizer
-from .text.batches import pad_batch, text_datasets
+from .text.batches import pad_batch, text_datasets, token_types
 from .text.metrics import text_metrics
 from .text.tokenizer import tokenizer_mismatch
 
@@ -190,6 +190,6 @@ def _evaluate_text(args: argparse.Namespace, spec, model, device, saved: dict[st
                               f"{spec.num_classes}")
     _, loader = build_loaders(data.val, data.val, batch_size=args.batch_size,
                               workers=workers_for(args.workers, device), drop_last=False,
-                              collate_fn=pad_batch(data.pad_id))
+                              collate_fn=pad_batch(data.pad_id, token_types(spec)))
     metrics = evaluate_text(model, loader, device, nullcontext, Dist(), data.task)
     return {"task": data.task, "samples": len(data.val), "metrics": metrics}

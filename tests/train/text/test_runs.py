@@ -80,6 +80,25 @@ def test_a_cola_folder_trains_and_evaluates_with_matthews_correlation(text_spec,
     assert lines[-1]["val_matthews"] == pytest.approx(mcc, abs=1e-9)
 
 
+def test_a_gpt_body_trains_without_token_types_and_its_tokenizer_returns_none(tmp_path, capsys):
+    """A causal body without token types (GPT-2's) is given none: the batches and the run's tokenizer folder leave
+    token_type_ids out, which the body refuses (issue 60: its first step failed)."""
+    spec = vspec.override(vspec.load_spec("gpt2"), {"depth": 1, "dim": 32, "block.attention.heads": 2,
+                                                    "block.ffn.hidden": 64, "embedder.vocab_size": 200,
+                                                    "embedder.seq_len": 24, "embedder.max_positions": 32})
+    path = tmp_path / "gpt.json"
+    path.write_text(vspec.to_json(spec))
+    data, out = cola_folder(tmp_path / "cola"), tmp_path / "run"
+    assert train_main(args(path, out, data, "cola", "--epochs", "1")) == 0
+    assert eval_main([str(out / "last.pt"), "--data", "glue", "--task", "cola", "--data-dir", str(data)]) == 0
+    hf = pytest.importorskip("transformers").AutoTokenizer.from_pretrained(out / "tokenizer")
+    batch = hf(["the film was good.", "a dull plot"], padding=True, return_tensors="pt")
+    assert set(batch) == {"input_ids", "attention_mask"}
+    with torch.no_grad():
+        assert vspec.load(out / "last.pt")(**batch).shape == (2, 2)
+    assert "error" not in capsys.readouterr().err
+
+
 def test_an_stsb_folder_trains_a_regression_with_correlations(text_spec, tmp_path, capsys):
     data, out = stsb_folder(tmp_path / "stsb"), tmp_path / "run"
     assert train_main(args(text_spec, out, data, "stsb", "--epochs", "1")) == 0

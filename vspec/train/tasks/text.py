@@ -15,7 +15,7 @@ from ..checkpoints import CheckpointError
 from ..evaluate import evaluate_text, to_device
 from ..losses import RegressionLoss, make_criterion
 from ..text import run_tokenizer
-from ..text.batches import pad_batch, text_datasets
+from ..text.batches import pad_batch, text_datasets, token_types
 from ..text.metrics import headline
 from ..text.tokenizer import tokenizer_identity, tokenizer_mismatch
 
@@ -54,14 +54,14 @@ class TextTask:
         def read():
             return text_datasets(cfg.data.name, task=cfg.data.task, data_dir=cfg.data.data_dir,
                                  tokenizer=cfg.data.tokenizer, max_len=max_len, vocab_size=spec.embedder.vocab_size,
-                                 out=self.out)
+                                 out=self.out, token_types=token_types(spec))
         data = read() if self.dist.main else None  # one tokenizer, trained once (rank 0), then read by the others
         if self.dist.world > 1:
             distributed.barrier()
         data = data or read()
         self.name = data.task
         self.tokenizer = tokenizer_identity(data.tokenizer)
-        return data.train, data.val, pad_batch(data.pad_id), data.num_classes
+        return data.train, data.val, pad_batch(data.pad_id, token_types(spec)), data.num_classes
 
     def init_model(self, model: nn.Module) -> None:
         """--init hf:DIR: a fresh run's body starts from a Hugging Face checkpoint folder's (its head fresh)."""

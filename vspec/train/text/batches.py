@@ -29,9 +29,15 @@ class TextDataset(Dataset):
         return self.items[i]
 
 
-def pad_batch(pad_id: int) -> Callable[[list], tuple[dict[str, torch.Tensor], torch.Tensor]]:
+def token_types(spec) -> bool:
+    """Whether the model of `spec` takes token_type_ids: its embedder has token types (BERT's; GPT's has none)."""
+    return bool(getattr(spec.embedder, "type_vocab_size", 0))
+
+
+def pad_batch(pad_id: int, token_types: bool = True) -> Callable[[list], tuple[dict[str, torch.Tensor], torch.Tensor]]:
     """A collate function: the batch padded on the right to its longest sequence (dynamic padding) ->
-    ({input_ids, attention_mask, token_type_ids}, labels: int64, or float32 for a regression)."""
+    ({input_ids, attention_mask[, token_type_ids]}, labels: int64, or float32 for a regression). `token_types`:
+    whether the model takes token_type_ids (a body without token types, GPT's, refuses them)."""
 
     def collate(items: list) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         n = max(len(ids) for ids, _, _ in items)
@@ -42,7 +48,8 @@ def pad_batch(pad_id: int) -> Callable[[list], tuple[dict[str, torch.Tensor], to
             ids[i, :len(x)], types[i, :len(t)], mask[i, :len(x)] = torch.tensor(x), torch.tensor(t), 1
         labels = [y for _, _, y in items]
         dtype = torch.float32 if isinstance(labels[0], float) else torch.long
-        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}, torch.tensor(labels, dtype=dtype)
+        inputs = {"input_ids": ids, "attention_mask": mask, **({"token_type_ids": types} if token_types else {})}
+        return inputs, torch.tensor(labels, dtype=dtype)
 
     return collate
 
@@ -60,11 +67,12 @@ class TextData:
 
 
 def text_datasets(data: str, *, task: str | None, data_dir: str | None, tokenizer: str | None, max_len: int,
-                  vocab_size: int, out: Path, split: str = "validation") -> TextData:
+                  vocab_size: int, out: Path, split: str = "validation", token_types: bool = True) -> TextData:
     """The text data set `data` (its entry's loader: rt-polarity, or a GLUE task `task` from `data_dir`), tokenised
     by the tokenizer folder `tokenizer`; without one, a WordPiece vocabulary of up to `vocab_size` words trained on
     the training texts and kept in `run_tokenizer(out)` (reused when it is there: a resumed run). `split`: the GLUE
-    split validated on."""
+    split validated on; `token_types`: whether the model takes token_type_ids (a trained tokenizer returns them
+    then, `train_wordpiece`)."""
     text_sets = dataset_names("text")
     if data not in text_sets:
         raise DataError(f"--data {data!r}: a text body trains on {' or '.join(text_sets)}")
@@ -76,7 +84,7 @@ def text_datasets(data: str, *, task: str | None, data_dir: str | None, tokenize
         tok = Tokenizer(own)
     else:
         texts = [t for e in train for t in (e.a, e.b) if t]
-        tok = train_wordpiece(texts, own, vocab_size=vocab_size, max_len=max_len)
+        tok = train_wordpiece(texts, own, vocab_size=vocab_size, max_len=max_len, token_types=token_types)
     if tok.vocab_size > vocab_size:
         raise DataError(f"the tokenizer's {tok.vocab_size} tokens do not fit the spec's embedder.vocab_size "
                         f"{vocab_size}")

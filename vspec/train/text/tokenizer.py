@@ -180,12 +180,13 @@ def tokenizer_mismatch(saved: dict[str, str], folder: Path) -> str | None:
 
 
 def train_wordpiece(texts: Sequence[str], folder: str | Path, vocab_size: int = 8000,
-                    max_len: int | None = None) -> Tokenizer:
+                    max_len: int | None = None, token_types: bool = True) -> Tokenizer:
     """A lower-cased WordPiece vocabulary (BERT's normaliser and pre-tokeniser, special tokens [PAD] = 0, [UNK],
     [CLS], [SEP], [MASK]) learned from `texts` (vspec/train/text/wordpiece.py: the same file on every run), with BERT's
     templates ([CLS] a [SEP] (b [SEP])), saved as `folder/tokenizer.json` with the `tokenizer_config.json` that
     transformers' `AutoTokenizer.from_pretrained(folder)` reads its special tokens from (`HF_CONFIG`; `max_len`: its
-    model_max_length, the length truncation cuts to); returns it loaded."""
+    model_max_length, the length truncation cuts to; `token_types`: whether it returns token_type_ids, which a body
+    without token types, GPT's, refuses); returns it loaded."""
     with needs("training a WordPiece vocabulary"):
         from tokenizers import Tokenizer as Fast  # extra
         from tokenizers import decoders, models, normalizers, pre_tokenizers, processors  # extra
@@ -202,6 +203,8 @@ def train_wordpiece(texts: Sequence[str], folder: str | Path, vocab_size: int = 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     config = {**HF_CONFIG, **({} if max_len is None else {"model_max_length": max_len})}
+    if not token_types:
+        config["model_input_names"] = [n for n in HF_CONFIG["model_input_names"] if n != "token_type_ids"]
     (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     tok.save(str(folder / "tokenizer.json"))  # last: a run reuses a folder that holds it
     return Tokenizer(folder)
