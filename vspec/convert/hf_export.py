@@ -70,7 +70,7 @@ def hf_config(spec: specs.Model, labels: Sequence[str] | None = None) -> Any:
     if family in GPT:
         fields = dict(vocab_size=e.vocab_size, n_positions=e.max_positions, n_embd=dim, n_layer=spec.depth,
                       n_head=getattr(a, "heads", 1), resid_pdrop=drop, embd_pdrop=e.drop, attn_pdrop=attn_drop,
-                      layer_norm_epsilon=b.norm.eps, pad_token_id=getattr(head, "pad_id", None),
+                      layer_norm_epsilon=b.norm.eps, pad_token_id=head.pad_id,
                       **{_ACT_FIELD[family]: act}, **({"n_inner": hidden} if family == "gpt2" else {}))
     else:
         head_drop = getattr(head, "drop", drop)
