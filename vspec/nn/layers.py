@@ -1,10 +1,10 @@
 """Small layers shared by the component modules, and the one norm factory."""
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..ops import grouped_linear, linear, structured
+from ..ops.precision import sdpa
 from ..spec import Norm, Projections
 from ..spec.vit import role_widths
 
@@ -88,8 +88,7 @@ class AttentionCore(AttentionCoreBase):
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
         drop = self.drop if self.training else 0.0
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop, is_causal=causal,
-                                              scale=self.scale)
+        return sdpa(q, k, v, attn_mask=mask, dropout_p=drop, is_causal=causal, scale=self.scale)
 
     def scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """The similarity of each query to each key, before the scale: q k^T."""

@@ -1,12 +1,29 @@
 """Mixed precision: the numerically sensitive functions (SVD, power iteration, Newton-Schulz,
 covariance, EPN) compute in float32 even under bfloat16 / float16 autocast, like
-`torch.amp.custom_fwd(cast_inputs=torch.float32)` but with the autocast device taken from the inputs."""
+`torch.amp.custom_fwd(cast_inputs=torch.float32)` but with the autocast device taken from the inputs; and `sdpa`,
+attention in half precision on every CPU."""
 
 import functools
 
 import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 _HALF = (torch.bfloat16, torch.float16)
+# torch 2.14's CPU flash attention packs bfloat16 for AMX whenever the CPU has it, with a function built for
+# AVX-512 only: under AVX2 (or default) kernels on an AMX CPU (ATEN_CPU_CAPABILITY=avx2 on a Xeon with AMX) it
+# raises "pack_vnni2 is only supported when avx512 is supported" for 64 tokens and more, forward too
+_FLASH_PACKS_WITHOUT_AVX512 = torch.backends.cpu.get_cpu_capability() in ("DEFAULT", "AVX2") and \
+    bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
+
+
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs) -> torch.Tensor:
+    """`F.scaled_dot_product_attention(q, k, v, **kwargs)`; in half precision on a CPU whose flash kernel cannot run
+    (above: AVX2 kernels on an AMX CPU), through SDPA's math backend, the same equation."""
+    if _FLASH_PACKS_WITHOUT_AVX512 and q.dtype in _HALF and q.device.type == "cpu":
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, **kwargs)
+    return F.scaled_dot_product_attention(q, k, v, **kwargs)
 
 
 def autocast_on(device_type: str) -> bool:

@@ -9,6 +9,7 @@ from torch import nn
 
 from ...nn.context import BuildContext
 from ...nn.layers import AttentionCoreBase, ProjectedAttention
+from ...ops.precision import sdpa
 from . import spec as paper
 from .ops import contextual_bias, contextual_values, product_buckets
 
@@ -46,7 +47,7 @@ class IRPECore(AttentionCoreBase):
         drop = self.drop if self.training else 0.0
         bias = self.bias(q, k)
         if self.table_v is None:
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=drop, scale=self.scale)
+            return sdpa(q, k, v, attn_mask=bias, dropout_p=drop, scale=self.scale)
         logits = (q * self.scale) @ k.transpose(-2, -1)
         attn = (logits if bias is None else logits + bias).softmax(dim=-1)
         attn = F.dropout(attn, drop) if drop else attn

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 from ...ops import fast
-from ...ops.precision import autocast_on
+from ...ops.precision import autocast_on, sdpa
 
 _FLASH = fast.private_op("aten", "_scaled_dot_product_flash_attention_for_cpu")
 _FLASH_BACKWARD = fast.private_op("aten", "_scaled_dot_product_flash_attention_for_cpu_backward")
@@ -41,8 +41,7 @@ def gaussian_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, s
     """gaussian_attention as F.scaled_dot_product_attention on q', k', v' (gaussian_channels) under
     autograd: the path wherever the CPU kernel is not called directly."""
     q2, k2, v2 = gaussian_channels(q, k, v)
-    out = F.scaled_dot_product_attention(q2, k2, v2, attn_mask=mask, dropout_p=dropout_p, is_causal=causal,
-                                         scale=scale)
+    out = sdpa(q2, k2, v2, attn_mask=mask, dropout_p=dropout_p, is_causal=causal, scale=scale)
     return out[..., :v.shape[-1]]
 
 
