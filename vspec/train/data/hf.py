@@ -336,7 +336,7 @@ def _disk_files(folder: Path) -> list[str]:
     """The arrow files that a split's state.json lists, checked: plain names of regular files in its folder."""
     state = _json(folder / "state.json", "a saved Dataset's state")
     listed = state.get("_data_files")
-    if not (isinstance(listed, list) and listed and all(isinstance(f, dict) for f in listed)):
+    if not (isinstance(listed, list) and all(isinstance(f, dict) for f in listed)):
         raise DataError(f"hf: {folder / 'state.json'}: its _data_files {show(listed)} are not a list of files")
     files = []
     for item in listed:
@@ -374,7 +374,8 @@ def _datasets_cache() -> str:
 
 
 def _load_disk(datasets, folder: Path):
-    _disk_files(folder)
+    if not _disk_files(folder):  # an empty split saved: datasets cannot load it back
+        raise DataError(f"hf: {folder}: the split has no rows (its state.json lists no arrow file)")
     try:
         ds = datasets.Dataset.load_from_disk(str(folder))
     except Exception as e:  # noqa: BLE001 - a lying state.json or dataset_info.json, a damaged arrow file
