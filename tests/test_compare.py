@@ -99,6 +99,7 @@ def _error(capsys, argv) -> str:
     ("text", "a text body"),
     ("--data nope", "--data: unknown 'nope'; expected one of digits"),
     ("--data synthetic", "--data: unknown 'synthetic'"),
+    ("--data hf", "--data: unknown 'hf'"),  # its options are not compare's
     ("--data cifar10", "cifar10: needs a data directory"),
     ("--seeds 0", "argument --seeds: must be in [1, 100], got 0"),
     ("--epochs 0", "argument --epochs: must be in [1, 100000], got 0"),

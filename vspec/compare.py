@@ -248,9 +248,6 @@ def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None
                              vocab_size=min(b.embedder.vocab_size for b in bodies))
         return {"name": data, "task": text.task, "train": len(text.train), "val": len(text.val),
                 "classes": text.num_classes, "tokenizer": str(text.tokenizer), "metric": f"val_{headline(text.task)}"}
-    comparable = tuple(d.name for d in registry.table().values() if d.comparable)  # not synthetic's random labels
-    if data not in comparable:
-        raise DataError(f"--data: unknown {data!r}; expected one of {', '.join(comparable)}")
     if task is not None:
         raise DataError("--task names a GLUE task: for --data glue")
     tf = build_transforms(first.img_size, first.in_chans, train=False)
@@ -283,6 +280,9 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     from .train.token_labels.maps import token_grid  # torch
 
     t0 = time.perf_counter()
+    comparable = tuple(d.name for d in registry.table().values() if d.comparable)  # not synthetic's random labels
+    if data not in comparable:
+        raise DataError(f"--data: unknown {data!r}; expected one of {', '.join(comparable)}")
     text = data in names("text")
     if max_candidates is not None and (not isinstance(max_candidates, int) or isinstance(max_candidates, bool)
                                        or max_candidates < 1):

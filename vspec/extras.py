@@ -7,7 +7,7 @@ from contextlib import contextmanager
 EXTRAS = {"timm": "train", "torchvision": "train", "sklearn": "train", "scipy": "train", "matplotlib": "train",
           "transformers": "text", "tokenizers": "text", "accelerate": "text",
           "onnx": "export", "onnxscript": "export", "onnxruntime": "export",
-          "mkdocs": "docs", "pygments": "docs", "webdataset": "shards"}
+          "mkdocs": "docs", "pygments": "docs", "webdataset": "shards", "datasets": "hf", "pyarrow": "hf"}
 
 
 @contextmanager

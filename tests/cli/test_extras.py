@@ -46,7 +46,7 @@ def run(tmp_path, blocked: list[str], *argv: str) -> subprocess.CompletedProcess
     return subprocess.run([str(SCRIPT), *argv], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
 
 
-@pytest.mark.parametrize("extra", ["train", "text", "export", "shards"])
+@pytest.mark.parametrize("extra", ["train", "text", "export", "shards", "hf"])
 def test_every_help_works_without_an_extra(tmp_path, extra):
     assert SCRIPT.is_file(), SCRIPT
     blocked = [m for m, e in EXTRAS.items() if e == extra]
@@ -62,6 +62,7 @@ def test_every_help_works_without_an_extra(tmp_path, extra):
     ("export", ["export", "deit_tiny", "--out", "m.onnx"]),
     ("train", ["analyze", "demo_digits", "--what", "maps"]),
     ("shards", ["train", "demo_digits", "--data", "shards", "--data-dir", "packed", "--out", "run", "--epochs", "1"]),
+    ("hf", ["train", "demo_digits", "--data", "hf", "--data-dir", "owner/name", "--out", "run", "--epochs", "1"]),
 ])
 def test_a_command_that_needs_an_extra_names_it_in_one_line(tmp_path, extra, argv):
     done = run(tmp_path, [m for m, e in EXTRAS.items() if e == extra], *argv)

@@ -83,8 +83,8 @@ def test_register_dataset_adds_one_and_refuses_a_taken_name():
     (lambda: train.RunConfig(device="tpu"), "device: must be one of auto, cpu, cuda, got 'tpu'"),
     (lambda: train.RunConfig(init="bert"), "init: 'bert': hf:DIR (a Hugging Face checkpoint folder)"),
     (lambda: train.RunConfig(resume=True, overwrite=True), "resume: continues the run in out, overwrite replaces it"),
-    (lambda: train.DataConfig("digits", max_len=8), "max_len: for a text data set (rt-polarity, glue); digits holds "
-                                                "images"),
+    (lambda: train.DataConfig("digits", max_len=8), "max_len: for a text data set (hf, rt-polarity, glue); digits "
+                                                "holds images"),
     (lambda: train.DataConfig("glue", task="cola2"), "task: must be one of cola, sst2"),
     (lambda: train.DataConfig("digits", inputs=[0.5]), "inputs: must be dict or None, got [0.5]"),
     (lambda: train.TrainConfig(vspec.load_spec(ROOT / "specs/demo_digits.py"), {"epochs": 1}),

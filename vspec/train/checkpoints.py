@@ -15,6 +15,7 @@ import torch
 from .._moved import moved as _moved
 from ..spec import to_json
 from ..weights.checkpoint import CheckpointError, cause, check_fields, load_weights, read_checkpoint
+from .data.hf import hub_id
 from .data.registry import entry
 
 FORMAT = "vspec-train-1"
@@ -153,11 +154,13 @@ def load(path: Path) -> dict[str, Any]:
 
 def data_args(cfg) -> dict[str, Any]:
     """What decides a run's data: the data set, the seed and the options its entry names (`DataSet.decides`; paths
-    made absolute): stored in training checkpoints, compared on --resume."""
+    made absolute, a Hub dataset's id kept): stored in training checkpoints, compared on --resume."""
     args = {"data": cfg.data.name, "seed": cfg.run.seed}
     for option in entry(cfg.data.name).decides:
         value = getattr(cfg.data if hasattr(cfg.data, option) else cfg.run, option)
-        args[option] = str(Path(value).resolve()) if value and option in ("data_dir", "tokenizer") else value
+        hub = option == "data_dir" and cfg.data.name == "hf" and hub_id(value)  # --data hf's Hub id: no path
+        path = value and option in ("data_dir", "tokenizer") and not hub
+        args[option] = str(Path(value).resolve()) if path else value
     if getattr(cfg.data, "token_labels", None):  # recorded only when used: earlier checkpoints compare as before
         args["token_labels"] = str(Path(cfg.data.token_labels).resolve())
     return args

@@ -14,13 +14,14 @@ from pathlib import Path
 import attrs
 
 from ..spec import Model
-from .data.registry import entry, help_text, names
+from .data.registry import HF, entry, help_text, names, table
 from .recipes import Recipe
 from .text import GLUE_TASKS
 from .validators import WORKERS, ConfigError, Is, OneOf, floats, ints
 
 _F = attrs.field
-_TEXT_OPTIONS = ("task", "tokenizer", "max_len")
+TEXT_OPTIONS = ("task", "tokenizer", "max_len")  # a text set's options
+_SET_OPTIONS = HF  # options that only the sets whose entry `decides` them read: refused for the others
 
 
 def _known(instance, attribute, value) -> None:
@@ -31,11 +32,16 @@ def _known(instance, attribute, value) -> None:
 @attrs.frozen
 class DataConfig:
     """The data set (vspec/train/data/registry.py) and its own options: a text option (task, tokenizer, max_len) given
-    for an image set is refused, and the reverse (token_labels for a text set).
+    for an image set is refused, and the reverse (token_labels for a text set), and hf's options for another set.
 
     Args:
         name: the data set (`vspec.train.data.registry.names()`; `--data`).
-        data_dir: its folder (cifar*, imagefolder; glue: the task's TSVs).
+        data_dir: its folder (cifar*, imagefolder; glue: the task's TSVs; hf: a save_to_disk folder, parquet / arrow
+            files, or a Hub dataset id read from the local cache).
+        subset: hf: a Hub dataset's configuration (HF's `name`; None: the only one).
+        image_column: hf: the images' column (None: the one `Image` feature).
+        label_column: hf: the labels' column (None: the one `ClassLabel` feature, else an integer column `label`).
+        val_split: hf: the split validated on (None: validation, else test).
         download: download CIFAR into `data_dir` when missing.
         synthetic_size: images in the synthetic training set.
         task: `glue`'s task (`GLUE_TASKS`).
@@ -47,7 +53,20 @@ class DataConfig:
 
     name: str = _F(default="digits", validator=_known, metadata={"flag": "--data", "choices": names, "help": help_text})
     data_dir: str | None = _F(default=None, converter=attrs.converters.optional(str), metadata={
-        "metavar": "DIR", "help": "dataset folder (cifar*, imagefolder; glue: the task's TSVs)"})
+        "metavar": "DIR", "help": "dataset folder (cifar*, imagefolder, shards; glue: the task's TSVs); hf: a "
+                                  "save_to_disk folder, parquet / arrow files (a folder, a file or a glob of them), or "
+                                  "a Hub dataset id (owner/name) read from the local Hub cache, never downloaded"})
+    subset: str | None = _F(default=None, validator=Is((str,), optional=True), metadata={
+        "metavar": "NAME", "help": "--data hf: a Hub dataset's configuration (subset), the folder of its files "
+                                   "(default: the only one, or the files outside any)"})
+    image_column: str | None = _F(default=None, validator=Is((str,), optional=True), metadata={
+        "metavar": "NAME", "help": "--data hf: the images' column (default: the one Image feature)"})
+    label_column: str | None = _F(default=None, validator=Is((str,), optional=True), metadata={
+        "metavar": "NAME", "help": "--data hf: the labels' column (default: the one ClassLabel feature, whose names "
+                                   "are the classes; else an integer column named label: classes 0 to its largest)"})
+    val_split: str | None = _F(default=None, validator=Is((str,), optional=True), metadata={
+        "metavar": "NAME", "help": "--data hf: the split validated on, by Hugging Face's name (default: validation, "
+                                   "else test); training reads train"})
     download: bool = _F(default=False, validator=Is((bool,)), metadata={
         "help": "download CIFAR into --data-dir when missing"})
     synthetic_size: int = _F(default=1024, validator=ints(1), metadata={
@@ -72,12 +91,16 @@ class DataConfig:
     inputs: dict | None = _F(default=None, validator=Is((dict,), optional=True), metadata={"flag": None})
 
     def __attrs_post_init__(self):
-        modality = entry(self.name).modality
-        given = next((f for f in _TEXT_OPTIONS if getattr(self, f) is not None), None)
-        if modality != "text" and given:
+        found = entry(self.name)
+        given = next((f for f in TEXT_OPTIONS if getattr(self, f) is not None), None)
+        if "text" not in found.modalities and given:
             raise ConfigError(given, f"for a text data set ({', '.join(names('text'))}); {self.name} holds images")
-        if modality == "text" and self.token_labels is not None:
+        if "image" not in found.modalities and self.token_labels is not None:
             raise ConfigError("token_labels", f"label maps of images; {self.name} holds texts")
+        for option in _SET_OPTIONS:
+            if getattr(self, option) is not None and option not in found.decides:
+                sets = [d.name for d in table().values() if option in d.decides]
+                raise ConfigError(option, f"for --data {' / '.join(sets)}, not {self.name}")
 
 
 def _init(instance, attribute, value) -> None:

@@ -23,6 +23,7 @@ from ..weights.published import published, tokenizer_path
 from .checkpoints import saved_tokenizer
 from .data.loader import build_loaders
 from .data.preprocess import eval_crop_ratio, inputs_line, resolve_inputs
+from .data.registry import options
 from .data.sources import build_datasets
 from .data.transforms import build_transforms
 from .distributed import Dist, workers_for
@@ -152,7 +153,7 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
     _, val_ds, num_classes = build_datasets(args.data, img_size=spec.img_size, in_chans=spec.in_chans,
                                             train_transform=eval_tf, eval_transform=eval_tf, data_dir=args.data_dir,
                                             download=args.download, num_classes=spec.num_classes,
-                                            synthetic_size=args.synthetic_size, seed=args.seed)
+                                            synthetic_size=args.synthetic_size, seed=args.seed, **options(args))
     if num_classes != spec.num_classes:
         raise EvaluationError(f"{prog}: error: {args.data} has {num_classes} classes, the checkpoint's model "
                               f"{spec.num_classes}")

@@ -169,12 +169,12 @@ def test_text_flags_are_checked_in_one_line(text_spec, tmp_path, capsys):
     assert train_main([str(text_spec), "--data", "glue", "--out", str(tmp_path / "y")]) == 2
     assert "needs --task" in capsys.readouterr().err
     assert train_main([str(text_spec), "--data", "digits", "--out", str(tmp_path / "z")]) == 2
-    assert "a text body trains on rt-polarity or glue" in capsys.readouterr().err
+    assert "a text body trains on hf or rt-polarity or glue" in capsys.readouterr().err
     image = str(ROOT / "specs/demo_digits.py")
     assert train_main([image, "--data", "rt-polarity", "--max-len", "8", "--out", str(tmp_path / "i")]) == 2
     assert "train.py: error: --data rt-polarity: for a text body" in capsys.readouterr().err
     assert train_main([image, "--data", "digits", "--task", "cola", "--out", str(tmp_path / "j")]) == 2
-    assert "train.py: error: --task: for a text data set (rt-polarity, glue); digits holds images" in \
+    assert "train.py: error: --task: for a text data set (hf, rt-polarity, glue); digits holds images" in \
         capsys.readouterr().err
 
 

@@ -5,6 +5,7 @@ when the set is read. vspec's own sets are below; a family adds its own in a tor
 
 An image loader takes a `Request` and returns (train, val, num_classes), each item (transform(PIL image), label);
 a text loader takes one and returns (train examples, val examples, task), tokenised by vspec/train/text/batches.py.
+A set may serve both (--data hf): its entry names a text loader beside its image one, and the spec's body chooses.
 """
 
 from __future__ import annotations
@@ -68,13 +69,19 @@ def _name(_, attribute, value) -> None:
         raise ValueError(f"DataSet.{attribute.name}: a printable word, got {value!r}")
 
 
+def _optional_name(instance, attribute, value) -> None:
+    if value is not None:
+        _name(instance, attribute, value)
+
+
 @attrs.frozen
 class DataSet:
-    """One data set: `name` (--data NAME), `modality` (image | text), `loader` ("module:function"), `summary` (its
-    --help phrase), what it needs (`folder`: --data-dir; `download`: --download fetches it there; `extra`: the
-    optional package it reads, for the message of a missing one), `metrics` (what validation reports; a text
-    set's are its task's) and `decides` (the options a resumed run must keep, `DataConfig`'s or `RunConfig`'s:
-    stored in checkpoints)."""
+    """One data set: `name` (--data NAME), `modality` (image | text), `loader` ("module:function"), `text_loader`
+    (where an image set also serves a text body: that body's loader), `summary` (its --help phrase), what it needs
+    (`folder`: --data-dir; `download`: --download fetches it there; `extra`: the optional package it reads, for the
+    message of a missing one), `metrics` (what validation reports; a text set's are its task's) and `decides` (the
+    options a resumed run must keep, `DataConfig`'s or `RunConfig`'s: stored in checkpoints; the options only some
+    sets read, as hf's columns, are refused for a set that does not decide them)."""
 
     name: str = attrs.field(validator=_name)
     modality: str = attrs.field(validator=attrs.validators.in_(MODALITIES))
@@ -87,18 +94,28 @@ class DataSet:
     decides: tuple[str, ...] = attrs.field()
     comparable: bool = True  # `vspec compare` trains on it (synthetic's random labels: nothing to compare)
     encoded: bool = False  # its loader hands over the JPEG files' bytes when asked (`Request.encoded`)
+    text_loader: str | None = attrs.field(default=None, validator=_optional_name)
 
     @decides.default
     def _decides(self) -> tuple[str, ...]:
         return ("data_dir",) if self.folder else ()
 
-    def load(self) -> Callable[..., Any]:
-        """The loader function (its module imported now)."""
-        module, _, function = self.loader.partition(":")
+    @property
+    def modalities(self) -> tuple[str, ...]:
+        """What the set serves: its modality, and text too where it names a text loader."""
+        return (self.modality, "text") if self.text_loader and self.modality != "text" else (self.modality,)
+
+    def load(self, modality: str | None = None) -> Callable[..., Any]:
+        """The loader function of `modality` (default: the set's own modality), its module imported now."""
+        modality = modality or self.modality
+        if modality not in self.modalities:
+            raise DataError(f"--data {self.name}: holds no {modality} data (it serves {' and '.join(self.modalities)})")
+        module, _, function = (self.text_loader if modality != self.modality else self.loader).partition(":")
         return getattr(importlib.import_module(module), function)
 
 
 _TEXT = ("task", "max_len", "tokenizer")  # what else decides a text run's data: the task, truncation, tokenizer
+HF = ("subset", "image_column", "label_column", "val_split")  # --data hf's options (DataConfig's fields)
 BUILTIN = (
     DataSet("digits", "image", "vspec.train.data.sources:digits", "scikit-learn's 8x8 digits, no download; default",
             extra="scikit-learn"),
@@ -115,6 +132,10 @@ BUILTIN = (
     DataSet("shards", "image", "vspec.train.data.shards:shards", "WebDataset tar shards of vspec data pack: DIR, or "
             "'DIR/train-{000000..000127}.tar', URLs, pipe: commands", folder=True, extra="webdataset", encoded=True,
             decides=("data_dir", "workers")),
+    DataSet("hf", "image", "vspec.train.data.hf_images:hf_images", "a Hugging Face dataset, DIR: a save_to_disk "
+            "folder, parquet / arrow files (a folder, a file or a glob), or a Hub id read from the local cache",
+            folder=True, extra="datasets", encoded=True, comparable=False, text_loader="vspec.train.text.hf:hf_text",
+            decides=("data_dir", *HF, *_TEXT)),
     DataSet("synthetic", "image", "vspec.train.data.sources:synthetic", "random images", decides=("synthetic_size",),
             comparable=False),
     DataSet("rt-polarity", "text", "vspec.train.text.readers:rt_polarity", "Rotten Tomatoes snippets in the "
@@ -166,7 +187,8 @@ def table() -> dict[str, DataSet]:
 
 
 def names(modality: str | None = None) -> tuple[str, ...]:
-    return tuple(n for n, d in table().items() if modality in (None, d.modality))
+    """The data sets' names, those that serve `modality` where given."""
+    return tuple(n for n, d in table().items() if modality is None or modality in d.modalities)
 
 
 def entry(name: str, modality: str | None = None) -> DataSet:
@@ -178,17 +200,19 @@ def entry(name: str, modality: str | None = None) -> DataSet:
 
 
 def help_text() -> str:
-    """--data's help: every set and its summary, the image sets first."""
+    """--data's help: every set and its summary, the image sets first (a set that serves both: once, in full)."""
     sets = table().values()
     image = ", ".join(f"{d.name} ({d.summary})" for d in sets if d.modality == "image")
-    text = ", ".join(f"{d.name} ({d.summary})" for d in sets if d.modality == "text")
+    text = ", ".join(f"{d.name} ({d.summary if d.modality == 'text' else 'as above'})" for d in sets
+                     if "text" in d.modalities)
     return f"{image}; for a text body: {text}"
 
 
 @attrs.frozen
 class Request:
     """What a loader is asked for: the model's image size and channels, the transforms, the data set's options
-    (`vspec.train.DataConfig`'s), the run's seed, and a text set's validation split."""
+    (`vspec.train.DataConfig`'s: `options` gives those below the seed), the run's seed, and the validation split
+    (None: the set's own)."""
 
     img_size: tuple[int, int] = (32, 32)
     in_chans: int = 3
@@ -200,5 +224,17 @@ class Request:
     synthetic_size: int = 1024
     seed: int = 0
     task: str | None = None
-    split: str = "validation"
+    split: str | None = None  # DataConfig.val_split
     encoded: bool = False  # items as (the image file's bytes, a uint8 tensor, label): decoded on the device
+    subset: str | None = None  # --data hf: a Hub dataset's configuration
+    image_column: str | None = None
+    label_column: str | None = None
+
+
+# Request's fields that DataConfig's options fill (Request field: DataConfig field), handed to the loader as given
+OPTIONS = {"split": "val_split", "subset": "subset", "image_column": "image_column", "label_column": "label_column"}
+
+
+def options(data) -> dict[str, Any]:
+    """The Request fields of `data` (a DataConfig, or a command's parsed flags of its names) that were given."""
+    return {field: getattr(data, name) for field, name in OPTIONS.items() if getattr(data, name, None) is not None}

@@ -26,7 +26,7 @@ from ...extras import needs
 with needs("vspec's training and evaluation (vspec.train)"):
     from torchvision import datasets as tvd
 
-from .registry import DataError, Request, entry, open_regular
+from .registry import OPTIONS, DataError, Request, entry, open_regular
 from .registry import table as datasets_table
 from .transforms import image_size
 
@@ -140,16 +140,21 @@ def read_image(path: str) -> Image.Image:
     """An image file of a folder as an RGB PIL image (torchvision's loader), or one DataError line naming the
     file: no regular file, not an image PIL reads, a read error (/proc/self/mem's EIO), more pixels than PIL's
     decompression-bomb limit."""
+    with _image_file(path) as f:
+        return decode_image(f, path)
+
+
+def decode_image(f, name: str) -> Image.Image:
+    """The encoded image that file object `f` reads as an RGB PIL image, or one DataError line beginning with its
+    `name` (a file's path, a dataset's row): not an image PIL reads, a read error, more pixels than PIL's
+    decompression-bomb limit."""
     try:
-        with _image_file(path) as f:
-            return Image.open(f).convert("RGB")
-    except DataError:
-        raise
+        return Image.open(f).convert("RGB")
     except Image.UnidentifiedImageError:  # its message names the file only through the file object's repr
-        raise DataError(f"{path}: not an image file PIL reads (corrupt, or another format)") from None
+        raise DataError(f"{name}: not an image file PIL reads (corrupt, or another format)") from None
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
         why = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
-        raise DataError(f"{path}: not a readable image ({why})") from None
+        raise DataError(f"{name}: not a readable image ({why})") from None
 
 
 def read_bytes(path: str) -> torch.Tensor:
@@ -259,12 +264,14 @@ def build_datasets(
     synthetic_size: int = 256,
     seed: int = 0,
     encoded: bool = False,
+    **options,
 ) -> tuple[Dataset, Dataset, int]:
     """(train, val, num_classes) of the image data set `name` (vspec/train/data/registry.py: its entry says what it
     needs and which loader reads it); items are (transform(PIL image), int label), or with `encoded` (for the sets
     whose entry says `encoded`) (the JPEG file's bytes as a uint8 tensor, int label), decoded by the device
     pipeline (vspec/train/data/device_decode.py). For the data sets that know their classes, a given `num_classes`
-    must match (DataError otherwise); synthetic's labels are i % num_classes.
+    must match (DataError otherwise); synthetic's labels are i % num_classes. `options`: the set's own options, as
+    `Request` fields (`registry.options(DataConfig)`: --data hf's columns, splits, subset).
     """
     found = entry(name, "image")
     if encoded and not found.encoded:
@@ -274,12 +281,16 @@ def build_datasets(
         raise DataError(f"num_classes: must be an int >= 1, got {num_classes!r}")
     if found.folder and data_dir is None:
         raise DataError(f"{name}: needs a data directory (--data-dir DIR)")
+    unread = next((OPTIONS[k] for k, v in options.items() if v is not None and OPTIONS[k] not in found.decides), None)
+    if unread:
+        sets = [d.name for d in datasets_table().values() if unread in d.decides]
+        raise DataError(f"--{unread.replace('_', '-')}: for --data {' / '.join(sets)}, not {name}")
     if download and found.folder and not found.download:  # the others read no folder: nothing to fetch
         with_download = [d.name for d in datasets_table().values() if d.download]
         raise DataError(f"{name}: --download is only for {' / '.join(with_download)}")
     request = Request(img_size=size, in_chans=in_chans, train_transform=train_transform, eval_transform=eval_transform,
                       data_dir=data_dir, download=download, num_classes=num_classes, synthetic_size=synthetic_size,
-                      seed=seed, encoded=encoded)
+                      seed=seed, encoded=encoded, **options)
     result = found.load()(request)
     if num_classes is not None and num_classes != result[2]:
         raise DataError(f"num_classes: {name} has {result[2]} classes, got num_classes={num_classes}")

@@ -4,10 +4,11 @@ with its label map under --token-labels (vspec/train/token_labels/dataset.py).""
 
 from __future__ import annotations
 
+from ..config import TEXT_OPTIONS
 from ..token_labels.dataset import TokenLabels
 from ..token_labels.maps import token_grid
 from .preprocess import eval_crop_ratio
-from .registry import DataError, entry
+from .registry import DataError, entry, options
 from .sources import build_datasets
 from .transforms import build_transforms
 
@@ -16,15 +17,18 @@ def image_splits(cfg, spec, recipe, path, inputs: dict):
     """(path, train, val, collate or None, num_classes) of the run `cfg` (a TrainConfig) on its input `path`: the
     path it settles on (a device-decoded one may hand its training batches to the loader's workers) and the splits.
     `inputs`: the run's mean, std and interpolation."""
-    if entry(cfg.data.name).modality != "image":  # the text options are DataConfig's to refuse
+    if "image" not in entry(cfg.data.name).modalities:  # the text options are DataConfig's to refuse
         raise ValueError(f"--data {cfg.data.name}: for a text body (the spec's embedder is {spec.embedder.kind})")
+    text = next((f for f in TEXT_OPTIONS if getattr(cfg.data, f) is not None), None)
+    if text:  # a set that serves both (--data hf): the spec's body chose images
+        raise ValueError(f"--{text.replace('_', '-')}: for a text body (the spec's embedder is {spec.embedder.kind})")
     if cfg.data.token_labels is not None:
         return (path, *_token_label_splits(cfg, spec, recipe, path, inputs))
     if path.encoded:  # the workers read the files; the device does the rest
         train_ds, val_ds, num_classes = build_datasets(
             cfg.data.name, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=None,
             eval_transform=None, data_dir=cfg.data.data_dir, download=cfg.data.download, seed=cfg.run.seed,
-            encoded=True)
+            encoded=True, **options(cfg.data))
         path, train_ds, val_ds, collate = path.settle(train_ds, val_ds, cfg.data.name)
         return path, train_ds, val_ds, collate, num_classes
     train_ds, val_ds, num_classes = _datasets(cfg, spec, *_transforms(spec, recipe, path, inputs))
@@ -49,7 +53,7 @@ def _datasets(cfg, spec, train_tf, eval_tf):
         cfg.data.name, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=train_tf,
         eval_transform=eval_tf, data_dir=cfg.data.data_dir, download=cfg.data.download,
         synthetic_size=cfg.data.synthetic_size, seed=cfg.run.seed,
-        num_classes=spec.num_classes if cfg.data.name == "synthetic" else None)
+        num_classes=spec.num_classes if cfg.data.name == "synthetic" else None, **options(cfg.data))
 
 
 def _token_label_splits(cfg, spec, recipe, path, inputs: dict):

@@ -76,7 +76,7 @@ def text_datasets(data: str, *, task: str | None, data_dir: str | None, tokenize
     text_sets = dataset_names("text")
     if data not in text_sets:
         raise DataError(f"--data {data!r}: a text body trains on {' or '.join(text_sets)}")
-    train, val, task = entry(data).load()(Request(data_dir=data_dir, task=task, split=split))
+    train, val, task = entry(data).load("text")(Request(data_dir=data_dir, task=task, split=split))
     own = run_tokenizer(out)
     if tokenizer is not None:
         tok = Tokenizer(tokenizer)

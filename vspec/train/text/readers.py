@@ -169,7 +169,7 @@ def rt_polarity(r: Request) -> tuple[list[Example], list[Example], str]:
 
 
 def glue(r: Request) -> tuple[list[Example], list[Example], str]:
-    """A GLUE task's training split and `r.split`, from the task's TSV folder."""
+    """A GLUE task's training split and `r.split` (default validation), from the task's TSV folder."""
     if r.task is None or r.data_dir is None:
         raise DataError(f"--data glue needs --task ({', '.join(GLUE)}) and --data-dir (the task's TSV folder)")
-    return read_glue(r.data_dir, r.task, "train"), read_glue(r.data_dir, r.task, r.split), r.task
+    return read_glue(r.data_dir, r.task, "train"), read_glue(r.data_dir, r.task, r.split or "validation"), r.task
