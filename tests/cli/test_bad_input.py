@@ -46,14 +46,15 @@ def test_every_malformed_input_is_one_line_exit_2(tmp_path, capsys):
     model folders, compare's arguments; tests/helpers/weights_corpus.py: published weights and their caches;
     tests/helpers/search_corpus.py: budget searches; tests/helpers/shard_corpus.py: WebDataset packs;
     tests/helpers/label_corpus.py: image files, label maps, labels.json, normalisation flags;
-    tests/helpers/inputs_corpus.py: preset tags, preprocessing flags) through vspec.cli.main, tools/train.py and
+    tests/helpers/inputs_corpus.py: preset tags, preprocessing flags; tests/helpers/hf_text_corpus.py: Hugging Face
+    text datasets) through vspec.cli.main, tools/train.py and
     tools/eval.py. Prints the figures, per class for issues 43's and 54's; no case runs a command (executions: the
     marker files a command injected through the input would create)."""
     results = run_corpus(tmp_path)
     entries = {e: sum(case.entry == e for case, _ in results) for e in ("vspec", "train", "eval")}
     assert len(results) >= 700 and entries["train"] >= 80 and entries["eval"] >= 5, entries
     assert {name.split(":")[0] for name in (case.name for case, _ in results)} >= {
-        "tokenizer", "TSV cola", "TSV sst2", "TSV stsb", "model folder", "compare", *ISSUE_43, *ISSUE_54}
+        "tokenizer", "TSV cola", "TSV sst2", "TSV stsb", "model folder", "compare", "hf text", *ISSUE_43, *ISSUE_54}
     bad = [(case.name, outcome.code, outcome.hung, outcome.stderr[:300]) for case, outcome in results
            if not outcome.clean]
     with capsys.disabled():
