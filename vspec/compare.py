@@ -239,6 +239,7 @@ def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None
     from .train.data.transforms import build_transforms  # torch
     from .train.text.batches import text_datasets  # torch
     from .train.text.metrics import headline  # torch
+    from .train.text.readers import task_name  # torch
 
     if data in names("text"):
         shutil.rmtree(run_tokenizer(out), ignore_errors=True)  # this comparison's own, never an earlier one's
@@ -246,7 +247,7 @@ def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None
         text = text_datasets(data, task=task, data_dir=data_dir, tokenizer=None, out=out,
                              max_len=min(b.embedder.seq_len for b in bodies),
                              vocab_size=min(b.embedder.vocab_size for b in bodies))
-        return {"name": data, "task": text.task, "train": len(text.train), "val": len(text.val),
+        return {"name": data, "task": task_name(text.task), "train": len(text.train), "val": len(text.val),
                 "classes": text.num_classes, "tokenizer": str(text.tokenizer), "metric": f"val_{headline(text.task)}"}
     if task is not None:
         raise DataError("--task names a GLUE task: for --data glue")

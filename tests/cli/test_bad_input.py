@@ -39,7 +39,8 @@ ISSUE_54 = ("shard names", "manifest", "shard files", "shard pattern",  # tests/
             "label image", "label map", "labels.json", "label flags", "label scores",  # tests/helpers/label_corpus.py
             "preset tag", "preprocessing")  # tests/helpers/inputs_corpus.py
 ISSUE_61 = ("hf schema", "hf labels", "hf images", "hf files", "hf saved", "hf splits", "hf pattern", "hf script",
-            "hf hub")  # tests/helpers/hf_corpus.py
+            "hf hub",  # tests/helpers/hf_corpus.py
+            "hf text")  # tests/helpers/hf_text_corpus.py
 
 
 def test_every_malformed_input_is_one_line_exit_2(tmp_path, capsys):
@@ -48,10 +49,10 @@ def test_every_malformed_input_is_one_line_exit_2(tmp_path, capsys):
     model folders, compare's arguments; tests/helpers/weights_corpus.py: published weights and their caches;
     tests/helpers/search_corpus.py: budget searches; tests/helpers/shard_corpus.py: WebDataset packs;
     tests/helpers/label_corpus.py: image files, label maps, labels.json, normalisation flags;
-    tests/helpers/inputs_corpus.py: preset tags, preprocessing flags; tests/helpers/hf_corpus.py: Hugging Face
-    datasets) through vspec.cli.main, tools/train.py and tools/eval.py. Prints the figures, per class for issues
-    43's, 54's and 61's; no case runs a command (executions: the marker files a command injected through the input,
-    or a dataset's loading script, would create)."""
+    tests/helpers/inputs_corpus.py: preset tags, preprocessing flags; tests/helpers/hf_corpus.py and
+    hf_text_corpus.py: Hugging Face datasets) through vspec.cli.main, tools/train.py and tools/eval.py. Prints the
+    figures, per class for issues 43's, 54's and 61's; no case runs a command (executions: the marker files a
+    command injected through the input, or a dataset's loading script, would create)."""
     results = run_corpus(tmp_path)
     entries = {e: sum(case.entry == e for case, _ in results) for e in ("vspec", "train", "eval")}
     assert len(results) >= 700 and entries["train"] >= 80 and entries["eval"] >= 5, entries

@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from tests.helpers.data_corpus import data_cases
 from tests.helpers.hf_corpus import hf_cases
+from tests.helpers.hf_text_corpus import hf_text_cases
 from tests.helpers.inputs_corpus import inputs_cases
 from tests.helpers.label_corpus import label_cases
 from tests.helpers.search_corpus import search_cases
@@ -389,6 +390,8 @@ def corpus(folder: Path) -> list[Case]:
     cases += hostile(folder, files["vit"], add)
     # tokenizer folders, GLUE files, model folders and compare's arguments, drawn by tests/helpers/data_corpus.py
     cases += [Case(name, argv, None, entry) for name, entry, argv in data_cases(folder / "data")]
+    # Hugging Face text datasets: columns, labels, texts, splits, configurations (tests/helpers/hf_text_corpus.py)
+    cases += [Case(name, argv, env, entry) for name, entry, argv, env in hf_text_cases(folder / "hf_text")]
     # image files, label maps, labels.json, normalisation flags, drawn by tests/helpers/label_corpus.py
     cases += [Case(name, argv, None, entry, notes=notes) for name, entry, argv, notes in label_cases(folder / "labels")]
     # published weights and the caches they come through, drawn by tests/helpers/weights_corpus.py

@@ -107,7 +107,8 @@ def _check_run_fields(ckpt: dict[str, Any], path: Path) -> None:
             and loss[1] >= 0):
         raise CheckpointError(path, "the checkpoint's 'epoch_loss' is not [sum of the losses, count] of its "
                                     f"part-done epoch: {_brief(loss)}")
-    keys = TEXT_RECORD_KEYS if ckpt.get("data") in ("rt-polarity", "glue") else RECORD_KEYS
+    text = ckpt.get("data") in ("rt-polarity", "glue") or "tokenizer" in ckpt  # hf's: a text run keeps its tokenizer
+    keys = TEXT_RECORD_KEYS if text else RECORD_KEYS
     for i, record in enumerate(ckpt["metrics"]):
         if not (isinstance(record, dict) and all(isinstance(k, str) and _number(v) for k, v in record.items())
                 and all(k in record for k in keys)):
@@ -154,13 +155,14 @@ def load(path: Path) -> dict[str, Any]:
 
 def data_args(cfg) -> dict[str, Any]:
     """What decides a run's data: the data set, the seed and the options its entry names (`DataSet.decides`; paths
-    made absolute, a Hub dataset's id kept): stored in training checkpoints, compared on --resume."""
+    made absolute, a Hub dataset's id kept, --text-columns as written): stored in training checkpoints, compared on
+    --resume."""
     args = {"data": cfg.data.name, "seed": cfg.run.seed}
     for option in entry(cfg.data.name).decides:
         value = getattr(cfg.data if hasattr(cfg.data, option) else cfg.run, option)
         hub = option == "data_dir" and cfg.data.name == "hf" and hub_id(value)  # --data hf's Hub id: no path
         path = value and option in ("data_dir", "tokenizer") and not hub
-        args[option] = str(Path(value).resolve()) if path else value
+        args[option] = str(Path(value).resolve()) if path else ",".join(value) if isinstance(value, tuple) else value
     if getattr(cfg.data, "token_labels", None):  # recorded only when used: earlier checkpoints compare as before
         args["token_labels"] = str(Path(cfg.data.token_labels).resolve())
     return args

@@ -17,10 +17,10 @@ from ..spec import Model
 from .data.registry import HF, entry, help_text, names, table
 from .recipes import Recipe
 from .text import GLUE_TASKS
-from .validators import WORKERS, ConfigError, Is, OneOf, floats, ints
+from .validators import WORKERS, ConfigError, Is, OneOf, floats, ints, text_columns
 
 _F = attrs.field
-TEXT_OPTIONS = ("task", "tokenizer", "max_len")  # a text set's options
+TEXT_OPTIONS = ("task", "tokenizer", "max_len", "text_columns")  # a text set's options
 _SET_OPTIONS = HF  # options that only the sets whose entry `decides` them read: refused for the others
 
 
@@ -31,8 +31,9 @@ def _known(instance, attribute, value) -> None:
 
 @attrs.frozen
 class DataConfig:
-    """The data set (vspec/train/data/registry.py) and its own options: a text option (task, tokenizer, max_len) given
-    for an image set is refused, and the reverse (token_labels for a text set), and hf's options for another set.
+    """The data set (vspec/train/data/registry.py) and its own options: a text option (task, tokenizer, max_len,
+    text_columns) given for an image set is refused, and the reverse (token_labels for a text set), and hf's options
+    for another set.
 
     Args:
         name: the data set (`vspec.train.data.registry.names()`; `--data`).
@@ -44,9 +45,11 @@ class DataConfig:
         val_split: hf: the split validated on (None: validation, else test).
         download: download CIFAR into `data_dir` when missing.
         synthetic_size: images in the synthetic training set.
-        task: `glue`'s task (`GLUE_TASKS`).
+        task: `glue`'s or `hf`'s GLUE task (`GLUE_TASKS`).
         tokenizer: a text set's tokenizer folder, or hf:ID (None: a WordPiece vocabulary trained into OUT/tokenizer).
         max_len: a text set's longest sequence in tokens (None: the spec's seq_len).
+        text_columns: a Hugging Face text set's text column, or a pair's two (None: its task's, or its one string
+            column).
         token_labels: a folder of per-image label maps (token labeling).
         inputs: the images' mean, std and interpolation (None: vspec's defaults).
     """
@@ -72,7 +75,8 @@ class DataConfig:
     synthetic_size: int = _F(default=1024, validator=ints(1), metadata={
         "metavar": "N", "help": "images in the synthetic training set (its validation set has N / 4)"})
     task: str | None = _F(default=None, validator=OneOf(GLUE_TASKS, optional=True), metadata={
-        "help": "--data glue: the task"})
+        "help": "--data glue, or hf: the GLUE task (hf: its Hub columns and labels, the Hub GLUE's configuration "
+                "folder; MNLI validated on validation_matched)"})
     tokenizer: str | None = _F(default=None, converter=attrs.converters.optional(str), metadata={
         "metavar": "DIR|hf:ID",
         "help": "text: a tokenizer folder (tokenizer.json, or a Hugging Face tokenizer's files), or hf:ID, a Hub "
@@ -82,6 +86,11 @@ class DataConfig:
     max_len: int | None = _F(default=None, validator=ints(1, optional=True), metadata={
         "metavar": "N", "help": "text: truncate sequences to N tokens (default: the spec's seq_len); batches are "
                                 "padded to their longest"})
+    text_columns: tuple[str, ...] | None = _F(default=None, converter=text_columns, metadata={
+        "metavar": "A[,B]",
+        "help": "text, --data hf: the text column, or the pair's two (default: the --task's, as the Hub's GLUE names "
+                "them; without --task the one string column); the label column is --label-column's (float scores: "
+                "a regression, else classes: a ClassLabel's, integer indices or strings)"})
     token_labels: str | None = _F(default=None, converter=attrs.converters.optional(str), metadata={
         "metavar": "DIR", "training_only": True,
         "help": "images: token labeling (Refiner's advanced recipe, LV-ViT): a folder of per-image label maps in the "

@@ -30,6 +30,7 @@ from .distributed import Dist, workers_for
 from .text import run_tokenizer
 from .text.batches import pad_batch, text_datasets, token_types
 from .text.metrics import text_metrics
+from .text.readers import task_name
 from .text.tokenizer import tokenizer_mismatch
 
 
@@ -185,12 +186,12 @@ def _evaluate_text(args: argparse.Namespace, spec, model, device, saved: dict[st
         raise EvaluationError(f"{prog}: error: --tokenizer: {problem}")
     data = text_datasets(args.data, task=args.task, data_dir=args.data_dir, tokenizer=str(tokenizer),
                          max_len=args.max_len or spec.embedder.seq_len, vocab_size=spec.embedder.vocab_size,
-                         out=args.checkpoint.parent)
+                         out=args.checkpoint.parent, **options(args))
     if data.num_classes != spec.num_classes:
-        raise EvaluationError(f"{prog}: error: {data.task} has {data.num_classes} classes, the checkpoint's model "
-                              f"{spec.num_classes}")
+        raise EvaluationError(f"{prog}: error: {task_name(data.task)} has {data.num_classes} classes, the "
+                              f"checkpoint's model {spec.num_classes}")
     _, loader = build_loaders(data.val, data.val, batch_size=args.batch_size,
                               workers=workers_for(args.workers, device), drop_last=False,
                               collate_fn=pad_batch(data.pad_id, token_types(spec)))
     metrics = evaluate_text(model, loader, device, nullcontext, Dist(), data.task)
-    return {"task": data.task, "samples": len(data.val), "metrics": metrics}
+    return {"task": task_name(data.task), "samples": len(data.val), "metrics": metrics}

@@ -167,3 +167,18 @@ def cores() -> int:
 # system, a `pipe:` source), and at least 32, so that a published recipe's count (DeiT's 10, 16, 32) runs anywhere
 MAX_WORKERS = max(32, 4 * cores())
 WORKERS = ints(0, MAX_WORKERS, optional=True, label=f"{MAX_WORKERS} (4 per core, at least 32)")
+
+
+def text_columns(value) -> tuple[str, ...] | None:
+    """--text-columns a[,b]: the text columns of a Hugging Face dataset, one (a sentence) or two (a pair), as a
+    tuple; a string is split at its commas; None stays None. A ConfigError otherwise (a converter: `DataConfig`'s
+    field and `Request`'s, so a command's raw flag is checked where it is used too)."""
+    if value is None:
+        return None
+    names = tuple(n.strip() for n in value.split(",")) if isinstance(value, str) else value
+    if not (isinstance(names, (tuple, list)) and len(names) in (1, 2) and all(isinstance(n, str) and n.strip()
+                                                                                for n in names)):
+        raise ConfigError("text_columns", f"one or two column names, a[,b], got {show(value)}")
+    if len(set(names)) < len(names):
+        raise ConfigError("text_columns", f"two different columns, got {show(value)}")
+    return tuple(names)

@@ -22,6 +22,7 @@ import attrs
 
 from ...spec import families
 from ...spec.core import file_kind
+from ..validators import text_columns
 
 MODALITIES = ("image", "text")
 
@@ -115,7 +116,7 @@ class DataSet:
 
 
 _TEXT = ("task", "max_len", "tokenizer")  # what else decides a text run's data: the task, truncation, tokenizer
-HF = ("subset", "image_column", "label_column", "val_split")  # --data hf's options (DataConfig's fields)
+HF = ("subset", "image_column", "label_column", "text_columns", "val_split")  # --data hf's options (DataConfig's)
 BUILTIN = (
     DataSet("digits", "image", "vspec.train.data.sources:digits", "scikit-learn's 8x8 digits, no download; default",
             extra="scikit-learn"),
@@ -229,10 +230,12 @@ class Request:
     subset: str | None = None  # --data hf: a Hub dataset's configuration
     image_column: str | None = None
     label_column: str | None = None
+    text_columns: tuple[str, ...] | None = attrs.field(default=None, converter=text_columns)  # a text body's
 
 
 # Request's fields that DataConfig's options fill (Request field: DataConfig field), handed to the loader as given
-OPTIONS = {"split": "val_split", "subset": "subset", "image_column": "image_column", "label_column": "label_column"}
+OPTIONS = {"split": "val_split", "subset": "subset", "image_column": "image_column", "label_column": "label_column",
+           "text_columns": "text_columns"}
 
 
 def options(data) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""The text task of a run (`TextTask`): a GLUE task or rt-polarity, tokenised once (vspec/train/text/); its
-loss, metrics (its task's), records and lines; the tokenizer a run must keep."""
+"""The text task of a run (`TextTask`): a GLUE task, rt-polarity or a data set's own classes, tokenised once
+(vspec/train/text/); its loss, metrics (its task's), records and lines; the tokenizer a run must keep."""
 
 from __future__ import annotations
 
@@ -12,27 +12,35 @@ from torch import distributed, nn
 
 from ...convert.hf import load_hf_body
 from ..checkpoints import CheckpointError
+from ..data.registry import options
 from ..evaluate import evaluate_text, to_device
 from ..losses import RegressionLoss, make_criterion
 from ..text import run_tokenizer
 from ..text.batches import pad_batch, text_datasets, token_types
 from ..text.metrics import headline
+from ..text.readers import GLUE
 from ..text.tokenizer import tokenizer_identity, tokenizer_mismatch
+
+KNOWN = (*GLUE, "rt-polarity")  # the tasks known by name
 
 
 class TextTask:
-    """A GLUE task or rt-polarity, tokenised once: its metrics, the best kept by its headline metric; the
-    tokenizer's files are in every checkpoint, and a resume with another is refused."""
+    """A GLUE task, rt-polarity or a data set's own, tokenised once: its metrics, the best kept by its headline
+    metric; the tokenizer's files are in every checkpoint, and a resume with another is refused."""
 
     unit = "samples"
 
     def __init__(self, cfg, spec, recipe, dist, out, ckpt, device: torch.device):
         self.cfg, self.spec, self.recipe, self.dist, self.out, self.ckpt = cfg, spec, recipe, dist, out, ckpt
         self.device = device
-        self.name, self.tokenizer = cfg.data.task or cfg.data.name, {}  # the task: a GLUE task's, or rt-polarity
+        # the task: a GLUE task's or rt-polarity; a data set's own `Task` once read (vspec/train/text/readers.py)
+        self.name, self.tokenizer = cfg.data.task or cfg.data.name, {}
 
     @property
     def score_key(self) -> str:
+        if isinstance(self.name, str) and self.name not in KNOWN and self.ckpt is not None and self.ckpt["metrics"]:
+            # a data set's own task, its data not read (a finished run's files written again): its records say
+            return "val_pearson" if "val_pearson" in self.ckpt["metrics"][-1] else "val_accuracy"
         return f"val_{headline(self.name)}"
 
     def data(self):
@@ -54,7 +62,7 @@ class TextTask:
         def read():
             return text_datasets(cfg.data.name, task=cfg.data.task, data_dir=cfg.data.data_dir,
                                  tokenizer=cfg.data.tokenizer, max_len=max_len, vocab_size=spec.embedder.vocab_size,
-                                 out=self.out, token_types=token_types(spec))
+                                 out=self.out, token_types=token_types(spec), **options(cfg.data))
         data = read() if self.dist.main else None  # one tokenizer, trained once (rank 0), then read by the others
         if self.dist.world > 1:
             distributed.barrier()

