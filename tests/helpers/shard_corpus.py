@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.helpers.data_corpus import SPECIAL, special_file
+from tests.helpers.hf_data import from_folder
 from tests.helpers.shard_runs import image_folder
 from vspec.train.data.pack import MANIFEST, pack
 
@@ -179,8 +180,6 @@ def _hf_rows(images: Path, change: Callable[[dict], object] | None = None, label
     """The image folder `images` as a DatasetDict (train, validation), its rows' columns as `change({split:
     {"image": [...], "label": [...]}})` leaves them, the labels a ClassLabel (or `label`)."""
     import datasets
-
-    from tests.helpers.hf_data import from_folder
 
     dd = from_folder(images)
     columns = {split: ds.cast_column("image", datasets.Image(decode=False)).to_dict() for split, ds in dd.items()}
