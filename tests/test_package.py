@@ -62,7 +62,7 @@ def test_git_ignores_what_the_documented_commands_write():
     pages = [ROOT / "README.md", ROOT / "DESCRIPTION.md", *sorted((ROOT / "docs").rglob("*.md"))]
     lines = [line for page in pages for line in page.read_text().splitlines() if line.lstrip().startswith("$ ")]
     outs = {m[1] for line in lines for m in re.finditer(r"--out(?:-dir)?[ =]([a-z0-9_./-]+)(?=\s|$)", line)}
-    outs |= {m[1] for line in lines for m in re.finditer(r"vspec data pack \S+ ([a-z0-9_./-]+)", line)}
+    outs |= {m[1] for line in lines for m in re.finditer(r"vspec data pack (?:--\S+ )*\S+ ([a-z0-9_./-]+)", line)}
     assert {"cmp", "relabel/digits", "packed/", "deit_tiny.onnx", "runs/first"} <= outs  # the pages still say so
     written = [o if Path(o).suffix else f"{o.rstrip('/')}/last.pt.tmp" for o in outs]
     written += ["dist/vspec-0.1.0.tar.gz", "runs/analyze/deit_tiny.maps.png"]

@@ -1,17 +1,20 @@
-"""`vspec label`: token-label maps of a tiny ImageFolder, digits and synthetic, by a vspec checkpoint, a spec and
-timm models by name; resume after a partial run; the one-line refusals."""
+"""`vspec label`: token-label maps of a tiny ImageFolder, the same images as a Hugging Face dataset, digits and
+synthetic, by a vspec checkpoint, a spec and timm models by name; resume after a partial run; the one-line
+refusals."""
 
+import io
 import json
 
 import numpy as np
 import pytest
 import torch
 import torchvision.transforms.functional as TF
-from PIL import Image
+from PIL import Image, ImageOps
 
 import vspec
 from tests.helpers import ROOT
 from tests.helpers.data_corpus import special_file
+from tests.helpers.hf_data import from_folder, hub_cache, offline
 from tests.helpers.label_corpus import _label, _setup, _train
 from vspec.cli import main
 from vspec.cli.eval import main as eval_main
@@ -239,3 +242,44 @@ def test_the_label_corpus_good_inputs_run(tmp_path):
     assert train_main(_train(spec, images, tmp_path / "r2", "--workers", "1")) == 0
     assert eval_main([str(tmp_path / "dense.pt"), "--data", "imagefolder", "--data-dir", str(images), "--device",
                       "cpu"]) == 0
+
+
+def test_an_hf_dataset_is_labelled_by_row_as_the_same_images_in_a_folder(folder, tmp_path, capsys, monkeypatch):
+    """--data hf (a Hub id in the cache, two Image columns: --image-column picks): a map per row of the train
+    split, named <class>/<row:07d>, each the map of the same image in the folder (the rows in ImageFolder's order);
+    labels.json records the id as given and the options (a second run with others is refused); --token-labels trains
+    on them from another working folder."""
+    datasets = pytest.importorskip("datasets")
+    home = offline(monkeypatch, tmp_path)
+    dd = from_folder(folder)
+    for split, ds in dd.items():  # a second Image column: the images mirrored
+        mirrored = []
+        for img in ds["image"]:
+            buffer = io.BytesIO()
+            ImageOps.mirror(img).save(buffer, "PNG")
+            mirrored.append({"bytes": buffer.getvalue(), "path": None})
+        dd[split] = ds.add_column("mirrored", mirrored).cast_column("mirrored", datasets.Image())
+    hub_cache(home, "someone/pets", dd)
+    ckpt = checkpoint(tmp_path / "m.pt", 2, **{"head.dense": {}})
+    assert label(ckpt, "--data", "imagefolder", "--data-dir", folder, "--out", tmp_path / "by_file", "--top-k",
+                 "2") == 0
+    hf = ("--data", "hf", "--data-dir", "someone/pets", "--image-column", "image")
+    assert label(ckpt, *hf, "--out", tmp_path / "by_row", "--top-k", "2") == 0
+    assert capsys.readouterr().out.strip().endswith("3 label maps written, 0 already there (2 logits at 14x14, "
+                                                    "2 classes, hf's 3 training images)")
+    for row, (name, stem) in enumerate((("0", "cls_a/a_001"), ("0", "cls_a/a_002"), ("1", "cls_b/b"))):
+        assert torch.equal(read_label_map(tmp_path / "by_row" / name / f"{row:07d}.pt"),
+                           read_label_map(tmp_path / "by_file" / f"{stem}.pt"))
+    record = json.loads((tmp_path / "by_row" / "labels.json").read_text())
+    assert (record["data"], record["data_dir"], record["options"], record["count"]) == (
+        "hf", "someone/pets", {"image_column": "image"}, 3)
+    capsys.readouterr()
+    assert label(ckpt, *hf, "--label-column", "label", "--out", tmp_path / "by_row", "--top-k", "2") == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"vspec label: error: {tmp_path / 'by_row'} holds the maps of another labeling (options {{'image_column': "
+        "'image'} there, {'image_column': 'image', 'label_column': 'label'} now): --overwrite to write them all "
+        "anew, or another --out")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert main(["train", spec_of(ckpt), *hf, "--token-labels", str(tmp_path / "by_row"), "--out",
+                 str(tmp_path / "r"), "--device", "cpu", "--batch-size", "3", "--max-steps", "1"]) == 0

@@ -2,7 +2,8 @@
 tests/helpers/data_corpus.py's: manifest names that would run a command or leave the pack's folder, manifest fields
 of other types, nested or endless manifests, shards that are FIFOs, devices or endless streams, members beyond the
 size bound, brace patterns too large to expand; and `vspec data pack` on an image folder with an image it cannot
-read. Each case is (name, entry, argv, marker): tools/train.py's (or vspec's) argv, and the file a command injected
+read; `vspec data pack --from-hf` on Hugging Face datasets it must refuse (`hf_pack_cases`). Each case is (name,
+entry, argv, marker): tools/train.py's (or vspec's) argv, and the file a command injected
 through the pack would create (None where none could run): a case is clean only when that file never appears.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.helpers.data_corpus import SPECIAL, special_file
+from tests.helpers.hf_data import from_folder
 from tests.helpers.shard_runs import image_folder
 from vspec.train.data.pack import MANIFEST, pack
 
@@ -171,4 +173,76 @@ def shard_cases(folder: Path, n: int = 0, seed: int = 0) -> list[tuple[str, str,
     special_file(next((images / "train").glob("*/000.jpg")).with_name("mem.jpg"), "/proc/self/mem")
     cases.append(("pack: an image linked to /proc/self/mem", "vspec",
                   ["data", "pack", str(images), str(folder / "unreadable_pack"), "--shard-size", "100"], None))
+    return cases + hf_pack_cases(folder / "hf")
+
+
+def _hf_rows(images: Path, change: Callable[[dict], object] | None = None, label=None):
+    """The image folder `images` as a DatasetDict (train, validation), its rows' columns as `change({split:
+    {"image": [...], "label": [...]}})` leaves them, the labels a ClassLabel (or `label`)."""
+    import datasets
+
+    dd = from_folder(images)
+    columns = {split: ds.cast_column("image", datasets.Image(decode=False)).to_dict() for split, ds in dd.items()}
+    if change is not None:
+        change(columns)
+    features = datasets.Features({k: v for k, v in dd["train"].features.items() if k in columns["train"]})
+    if label is not None:
+        features["label"] = label
+    return datasets.DatasetDict({split: datasets.Dataset.from_dict(c, features=features)
+                                 for split, c in columns.items()})
+
+
+def _set_cell(split: str, column: str, row: int, value) -> Callable[[dict], None]:
+    return lambda c: c[split][column].__setitem__(row, value)
+
+
+def _path_rows(d: Path, dd) -> None:
+    """`dd` as arrow files (train.arrow, validation.arrow) written as they are: a row stored as a path stays one
+    (save_to_disk would read its file into the row)."""
+    import pyarrow as pa
+
+    d.mkdir(parents=True)
+    for split, ds in dd.items():
+        with pa.OSFile(str(d / f"{split}.arrow"), "wb") as f, pa.ipc.new_stream(f, ds.data.schema) as writer:
+            writer.write_table(ds.data.table)
+
+
+ONE_SHARD = ("--shard-size", "100")  # a pack's line per shard is written after it: none before the error's
+
+
+def hf_pack_cases(folder: Path) -> list[tuple[str, str, list[str], None]]:
+    """`vspec data pack --from-hf` on datasets written with `datasets` (a save_to_disk folder of an image folder's
+    6 training and 3 validation JPEGs, then changed): no image column, bytes that are no image in a row, a row with
+    no image or one stored as a path to a FIFO, a label -1 (ClassLabel's "no label"), missing, or past the training
+    set's largest, an empty validation split, OUT inside the dataset's folder."""
+    import datasets
+
+    images = image_folder(folder / "images", per_class=2, size=8)
+    fifo = special_file(folder / "fifo.jpg", "FIFO")
+    variants = {
+        "no image column": lambda c: [c[s].pop("image") for s in c],
+        "row 4 holds bytes that are no image": _set_cell("train", "image", 4, {"bytes": b"%PDF-1.4 no image",
+                                                                             "path": None}),
+        "row 1 holds no image": _set_cell("train", "image", 1, None),
+        "row 3 holds an empty image": _set_cell("train", "image", 3, {"bytes": b"", "path": None}),
+        "label -1 (ClassLabel's no label)": _set_cell("train", "label", 2, -1),
+        "a label missing": _set_cell("validation", "label", 0, None),
+        "an empty validation split": lambda c: c.__setitem__("validation", {k: [] for k in c["validation"]}),
+    }
+    cases = []
+    for i, (name, change) in enumerate(variants.items()):
+        where = folder / f"saved{i}"
+        _hf_rows(images, change).save_to_disk(str(where))
+        cases.append((f"pack from hf: {name}", "vspec", ["data", "pack", "--from-hf", str(where),
+                                                         str(folder / f"out{i}"), *ONE_SHARD], None))
+    where = folder / "past"  # an integer label column: the classes 0 to the training set's largest (2)
+    _hf_rows(images, _set_cell("validation", "label", 2, 7), label=datasets.Value("int64")).save_to_disk(str(where))
+    cases.append(("pack from hf: a validation label past the training set's largest", "vspec",
+                  ["data", "pack", "--from-hf", str(where), str(folder / "out_past"), *ONE_SHARD], None))
+    _path_rows(folder / "paths", _hf_rows(images, _set_cell("train", "image", 0, {"bytes": None,
+                                                                                  "path": str(fifo)})))
+    cases.append(("pack from hf: a row stored as a path to a FIFO", "vspec",
+                  ["data", "pack", "--from-hf", str(folder / "paths"), str(folder / "out_fifo"), *ONE_SHARD], None))
+    cases.append(("pack from hf: OUT inside the dataset's folder", "vspec",
+                  ["data", "pack", "--from-hf", str(folder / "saved0"), str(folder / "saved0" / "shards")], None))
     return cases

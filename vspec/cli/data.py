@@ -1,5 +1,5 @@
-"""`vspec data pack IMAGEFOLDER OUT`: an image folder as WebDataset tar shards and their manifest, for
-`vspec train --data shards` (vspec/train/data/pack.py). Torch-free."""
+"""`vspec data pack IMAGEFOLDER OUT`: an image folder (or, with --from-hf, a Hugging Face dataset) as WebDataset tar
+shards and their manifest, for `vspec train --data shards` (vspec/train/data/pack.py). Torch-free."""
 
 from __future__ import annotations
 
@@ -7,26 +7,38 @@ import argparse
 import sys
 import time
 
-from ..train.data.pack import MANIFEST, MIN_SHARDS, SHARD_BYTES, pack
-from ..train.data.registry import DataError
+from ..extras import needs
+from ..train.config import DataConfig
+from ..train.data.pack import MANIFEST, MIN_SHARDS, SHARD_BYTES, pack, pack_hf
+from ..train.data.registry import HF, DataError
 from .common import UsageError, int_in, one_line, output_folder, printable
+from .fields import add_fields
 
 DEFAULT = f"at least {MIN_SHARDS} training shards, at most ~{SHARD_BYTES >> 30} GiB each"
-NAME, HELP = "data", "prepare data sets: pack an image folder into WebDataset tar shards (vspec data pack)"
+NAME, HELP = "data", ("prepare data sets: pack an image folder or a Hugging Face dataset into WebDataset tar shards "
+                      "(vspec data pack)")
 
 
 def add_parser(sub) -> None:
     d = sub.add_parser(NAME, help=HELP, description="Prepare data sets for vspec train.")
     actions = d.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=type(d))
-    p = actions.add_parser("pack", help="an image folder as WebDataset tar shards (--data shards)",
+    p = actions.add_parser("pack", help="an image folder or a Hugging Face dataset as WebDataset tar shards (--data "
+                                        "shards)",
                            description="Pack IMAGEFOLDER/train/<class>/ and IMAGEFOLDER/val/<class>/ (what --data "
                                        "imagefolder reads) into OUT/train-000000.tar ..., OUT/val-000000.tar ... and "
                                        f"OUT/{MANIFEST} (class names in index order; per shard its sample count and "
                                        "sha256). Each sample is the image file's bytes, not re-encoded, and its "
                                        "class index. The training images are shuffled (--seed) before packing, so "
                                        "that every shard holds every class. Train from them with vspec train --data "
-                                       "shards --data-dir OUT.")
-    p.add_argument("folder", metavar="IMAGEFOLDER", help="a folder with train/<class>/ and val/<class>/")
+                                       "shards --data-dir OUT. With --from-hf, IMAGEFOLDER is a Hugging Face dataset "
+                                       "(what --data hf reads): its train split and its validation split are packed "
+                                       "the same way, each image the bytes the dataset stores (a JPEG stays the same "
+                                       "bytes, an image written as pixels the PNG datasets made of them), the classes "
+                                       "its ClassLabel's names.")
+    p.add_argument("folder", metavar="IMAGEFOLDER", help="a folder with train/<class>/ and val/<class>/; with "
+                                                         "--from-hf, a save_to_disk folder, parquet / arrow files (a "
+                                                         "folder, a file or a glob) or a Hub dataset id read from "
+                                                         "the local cache")
     p.add_argument("out", metavar="OUT", help="the folder to write (new, or empty; see --overwrite)")
     p.add_argument("--shard-size", type=int_in(1), default=None, metavar="N",
                    help=f"images per shard (default: {DEFAULT}); each loader worker of a training run reads "
@@ -35,6 +47,9 @@ def add_parser(sub) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace an earlier pack in OUT (its shards and manifest); without it a non-empty OUT is "
                         "refused")
+    hf = p.add_argument_group("a Hugging Face dataset (--from-hf; pip install 'vspec[hf]')")
+    hf.add_argument("--from-hf", action="store_true", help="IMAGEFOLDER is a Hugging Face dataset")
+    add_fields(hf, DataConfig, only=HF)  # --data hf's options, as vspec train takes them
 
 
 class _Report:
@@ -52,9 +67,19 @@ class _Report:
 
 def run(args: argparse.Namespace) -> None:
     out = output_folder("OUT", args.out)
+    common = dict(shard_size=args.shard_size, seed=args.seed, overwrite=args.overwrite, progress=_Report())
+    hf = {k: getattr(args, k) for k in HF}
+    given = next((k for k, v in hf.items() if v is not None), None)
+    if given and not args.from_hf:
+        raise UsageError(f"vspec data pack: error: --{given.replace('_', '-')} is for a Hugging Face dataset: add "
+                         "--from-hf")
     try:
-        manifest = pack(args.folder, out, shard_size=args.shard_size, seed=args.seed, overwrite=args.overwrite,
-                        progress=_Report())
+        if args.from_hf:
+            with needs("vspec data pack --from-hf"):
+                import datasets  # extra  # noqa: F401
+            manifest = pack_hf(args.folder, out, **hf, **common)
+        else:
+            manifest = pack(args.folder, out, **common)
     except DataError as e:
         raise UsageError(f"vspec data pack: error: {one_line(e).removeprefix('pack: ')}") from None
     said = {}

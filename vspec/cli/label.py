@@ -15,6 +15,7 @@ import attrs
 from ..spec import from_json, load_spec
 from ..spec.catalogue import presets
 from ..train.config import DataConfig, RunConfig
+from ..train.data.registry import options
 from ..train.progress import Progress
 from ..train.recipes import Recipe
 from ..train.validators import MEAN, POSITIVE_INT, STD, ints, rule
@@ -34,7 +35,7 @@ LABEL_RUN = ("seed", "workers", "device")  # the run's fields that labeling take
 NAME, HELP = "label", "write token-label maps of a data set's training images with a model"
 TIMM = "timm:"
 # what makes two runs the same labeling (labels.json): a resumed run must match them
-IDENTITY = ("model", "pretrained", "data", "images", "grid", "top_k", "classes", "img_size", "scores")
+IDENTITY = ("model", "pretrained", "data", "options", "images", "grid", "top_k", "classes", "img_size", "scores")
 MAX_GRID = 64  # --grid's sides at most (the released maps are 14 x 14; a model's token grid rarely passes 64)
 
 
@@ -177,7 +178,7 @@ def label(args: argparse.Namespace, prog: str) -> dict:
     from ..train.data.transforms import build_transforms  # torch
     from ..train.distributed import workers_for  # torch
     from ..train.files import atomic_write_text  # torch
-    from ..train.token_labels.maps import image_keys  # torch
+    from ..train.token_labels.maps import data_place, image_keys  # torch
     from ..train.token_labels.writer import MIN_WIDTH, pending, scorer, write_label_maps  # torch
 
     grid = _pair(args.grid, "--grid", prog)
@@ -202,11 +203,11 @@ def label(args: argparse.Namespace, prog: str) -> dict:
     train_ds, _, n = build_datasets(args.data, img_size=size, in_chans=in_chans, train_transform=tf,
                                     eval_transform=tf, data_dir=args.data_dir, download=args.download,
                                     num_classes=classes if args.data == "synthetic" else None,
-                                    synthetic_size=args.synthetic_size, seed=args.seed)
+                                    synthetic_size=args.synthetic_size, seed=args.seed, **options(args))
     if n != classes:
         raise UsageError(f"{prog}: error: {args.data} has {n} classes, the model {classes}")
     record = {"model": named, "pretrained": args.pretrained, "data": args.data,  # the data set: token_labels reads it
-              "data_dir": str(Path(args.data_dir).resolve()) if args.data_dir else None, "split": "train",
+              "data_dir": data_place(args.data_dir), "options": options(args), "split": "train",
               "images": len(train_ds), "grid": list(grid), "top_k": args.top_k, "classes": n, "img_size": list(size),
               "scores": "logits", "inputs": {k: inputs[k] for k in ("mean", "std", "interpolation")}}
     _check_same(out, record, args.overwrite, prog)
@@ -233,7 +234,7 @@ def _classes(args) -> int:
 
     return build_datasets(args.data, img_size=8, in_chans=3, train_transform=None, eval_transform=None,
                           data_dir=args.data_dir, download=args.download, synthetic_size=args.synthetic_size,
-                          seed=args.seed)[2]
+                          seed=args.seed, **options(args))[2]
 
 
 def _check_same(out: Path, record: dict, overwrite: bool, prog: str) -> None:

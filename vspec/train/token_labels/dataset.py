@@ -31,7 +31,7 @@ from torchvision.transforms.functional import hflip, resized_crop, vflip
 
 from ..data.registry import DataError
 from ..data.transforms import ConvertMode
-from .maps import LABELS_JSON, image_keys, label_path, read_label_map, read_record
+from .maps import LABELS_JSON, data_place, image_keys, label_path, read_label_map, read_record
 
 # ---------------------------------------------------------------------------- RandAugment label ops
 
@@ -285,8 +285,7 @@ def check_label_folder(label_root, keys, num_classes: int, data: dict | None = N
     record = read_record(root)
     ours = {"data": None, "data_dir": None, **(data or {}), "split": "train", "images": len(keys),
             "classes": num_classes}
-    if ours["data_dir"] is not None:
-        ours["data_dir"] = str(Path(ours["data_dir"]).resolve())
+    ours["data_dir"] = data_place(ours["data_dir"])
     compared = ("data", "classes") if data is not None else ("classes",)
     if record is not None and any(k in record and record[k] != ours[k] for k in compared):
         raise DataError(f"{root / LABELS_JSON}: the maps here are of {describe(record)}, not of this run's "

@@ -17,6 +17,7 @@ from pathlib import Path, PurePath
 import torch
 
 from ...spec import layout
+from ..data.hf import hub_id
 from ..data.registry import DataError, open_regular
 
 
@@ -32,8 +33,9 @@ def label_path(relabel_root, image_rel_path) -> Path:
 def image_keys(dataset) -> list[str]:
     """Each training image's name relative to the train folder, in the data set's order: the file's path for a
     folder of files (torchvision's ImageFolder: `<class_dir>/<file>`); for images without files (mnist5k,
-    digits, synthetic: `targets` and an index) `<class>/<index:07d>`. `label_path` maps a name to its label map;
-    `vspec label` writes, and the token-labeling data set reads, maps under these names."""
+    digits, synthetic, --data hf: `targets` and an index, an HF split's row) `<class>/<index:07d>`. `label_path`
+    maps a name to its label map; `vspec label` writes, and the token-labeling data set reads, maps under these
+    names."""
     if hasattr(dataset, "samples") and hasattr(dataset, "root"):
         root = Path(dataset.root)
         return [Path(path).relative_to(root).as_posix() for path, _ in dataset.samples]
@@ -41,6 +43,14 @@ def image_keys(dataset) -> list[str]:
     if targets is None:
         raise DataError(f"token labels: cannot name the images of a {type(dataset).__name__} (no files, no targets)")
     return [f"{int(t)}/{i:07d}" for i, t in enumerate(targets)]
+
+
+def data_place(data_dir) -> str | None:
+    """A --data-dir as labels.json records it: a local path resolved (the same from any working folder), a Hub
+    dataset's id (--data hf) as given."""
+    if data_dir is None:
+        return None
+    return str(data_dir) if hub_id(str(data_dir)) else str(Path(data_dir).resolve())
 
 
 LABELS_JSON = "labels.json"  # what `vspec label` records beside its maps (the released folders have none)
