@@ -57,6 +57,36 @@ def make_folder(root: Path, images: int, classes: int = 1000, val: int | None = 
     return root
 
 
+def hf_copies(folder: Path, out: Path, files: int = 8, row_group: int = 100) -> tuple[Path, Path]:
+    """(save_to_disk folder, parquet folder) of the ImageFolder `folder`'s images as a Hugging Face dataset (an
+    `Image` column of the files' bytes, a `ClassLabel` of the class folders), written by `datasets` itself: its
+    training rows shuffled as `vspec data pack` shuffles them, the parquet files `files` training shards named as
+    push_to_hub names them, in row groups of `row_group` rows (push_to_hub's for image sets)."""
+    import random
+
+    import datasets
+
+    from vspec.train.data.pack import scan
+
+    datasets.disable_progress_bars()
+    classes, listed = scan(folder)
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.ClassLabel(names=classes)})
+    splits = {}
+    for split, name in (("train", "train"), ("val", "validation")):
+        rows = list(listed[split])
+        if split == "train":
+            random.Random(0).shuffle(rows)
+        splits[name] = datasets.Dataset.from_dict({"image": [{"bytes": p.read_bytes(), "path": None} for p, _ in rows],
+                                                   "label": [label for _, label in rows]}, features=features)
+    datasets.DatasetDict(splits).save_to_disk(str(out / "disk"))
+    for name, ds in splits.items():
+        n = files if name == "train" else 1
+        for i in range(n):
+            ds.shard(n, i, contiguous=True).to_parquet(str(out / "parquet" / f"{name}-{i:05d}-of-{n:05d}.parquet"),
+                                                       batch_size=row_group)
+    return out / "disk", out / "parquet"
+
+
 def _cfg(spec, out: Path, batch: int, data: DataConfig, device: str, workers, decode_on: str, epochs: int = 2,
          decode_in: str = "auto"):
     recipe = resolve("deit", epochs=epochs, batch_size=batch, drop_path=0.0)
@@ -239,8 +269,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--paths", default="host,device", help="the loop's decode paths to run (host, device)")
     ap.add_argument("--ahead", default="main", help="device path: who prepares the next batches, one or both of "
                                                     "main, workers (--decode-in)")
-    ap.add_argument("--sources", default="folder", help="the loop's data, one or both of folder, shards (vspec "
-                                                        "data pack's)")
+    ap.add_argument("--sources", default="folder", help="the loop's data, some of folder, shards (vspec data "
+                                                        "pack's), hf (a save_to_disk folder: arrow, memory-mapped), "
+                                                        "hf_stream (parquet files, --streaming)")
     ap.add_argument("--no-timm", action="store_true", help="leave timm's loader out")
     ap.add_argument("--path-limit", type=float, default=0, metavar="S",
                     help="seconds each path may take (the bare step, timm's loader, each loop and its data path); "
@@ -279,13 +310,17 @@ def main(argv=None) -> dict:
 
             cli(["data", "pack", str(folder), str(shards)])
             sources["shards"] = DataConfig("shards", data_dir=str(shards))
+        if {"hf", "hf_stream"} & set(args.sources.split(",")) and "hf" in names():
+            disk, parquet = hf_copies(folder, Path(tmp) / "hf")
+            sources["hf"] = DataConfig("hf", data_dir=str(disk))
+            sources["hf_stream"] = DataConfig("hf", data_dir=str(parquet), streaming=True)
         runs = [(p, a) for p in args.paths.split(",") for a in (args.ahead.split(",") if p == "device" else [""])]
         for source in args.sources.split(","):
             data = sources.get(source)
             for path, ahead in runs if data is not None else ():
                 key = f"{source}_{path}" + (f"_{ahead}" if ahead and ahead != "main" else "")
-                # a stream's workers read their shards in order: they decode under --decode-in main (auto's)
-                decode_in = "workers" if ahead == "workers" and source == "folder" else "auto"
+                # a stream's workers read their files in order: they decode under --decode-in main (auto's)
+                decode_in = "workers" if ahead == "workers" and source in ("folder", "hf") else "auto"
                 fig.measure(key, limit, {"loop": lambda: loop(spec, batch, data, device, workers, path, decode_in),
                                          "data_path": lambda: data_path(spec, batch, data, device, workers, path,
                                                                         decode_in)})
