@@ -38,6 +38,8 @@ ISSUE_43 = ("weights cache", "weights encoding", "weights dtype", "weights globa
 ISSUE_54 = ("shard names", "manifest", "shard files", "shard pattern",  # tests/helpers/shard_corpus.py
             "label image", "label map", "labels.json", "label flags", "label scores",  # tests/helpers/label_corpus.py
             "preset tag", "preprocessing")  # tests/helpers/inputs_corpus.py
+ISSUE_61 = ("hf schema", "hf labels", "hf images", "hf files", "hf saved", "hf splits", "hf pattern", "hf script",
+            "hf hub")  # tests/helpers/hf_corpus.py
 
 
 def test_every_malformed_input_is_one_line_exit_2(tmp_path, capsys):
@@ -46,19 +48,20 @@ def test_every_malformed_input_is_one_line_exit_2(tmp_path, capsys):
     model folders, compare's arguments; tests/helpers/weights_corpus.py: published weights and their caches;
     tests/helpers/search_corpus.py: budget searches; tests/helpers/shard_corpus.py: WebDataset packs;
     tests/helpers/label_corpus.py: image files, label maps, labels.json, normalisation flags;
-    tests/helpers/inputs_corpus.py: preset tags, preprocessing flags) through vspec.cli.main, tools/train.py and
-    tools/eval.py. Prints the figures, per class for issues 43's and 54's; no case runs a command (executions: the
-    marker files a command injected through the input would create)."""
+    tests/helpers/inputs_corpus.py: preset tags, preprocessing flags; tests/helpers/hf_corpus.py: Hugging Face
+    datasets) through vspec.cli.main, tools/train.py and tools/eval.py. Prints the figures, per class for issues
+    43's, 54's and 61's; no case runs a command (executions: the marker files a command injected through the input,
+    or a dataset's loading script, would create)."""
     results = run_corpus(tmp_path)
     entries = {e: sum(case.entry == e for case, _ in results) for e in ("vspec", "train", "eval")}
     assert len(results) >= 700 and entries["train"] >= 80 and entries["eval"] >= 5, entries
     assert {name.split(":")[0] for name in (case.name for case, _ in results)} >= {
-        "tokenizer", "TSV cola", "TSV sst2", "TSV stsb", "model folder", "compare", *ISSUE_43, *ISSUE_54}
+        "tokenizer", "TSV cola", "TSV sst2", "TSV stsb", "model folder", "compare", *ISSUE_43, *ISSUE_54, *ISSUE_61}
     bad = [(case.name, outcome.code, outcome.hung, outcome.stderr[:300]) for case, outcome in results
            if not outcome.clean]
     with capsys.disabled():
         print(f"\nfuzz_cli corpus: {fuzz.report(results, TIME_LIMIT)[0]}")
-        for group in (*ISSUE_43, *ISSUE_54):  # issues 43 and 54 (weights_, search_, shard_, label_, inputs_corpus)
+        for group in (*ISSUE_43, *ISSUE_54, *ISSUE_61):  # issues 43, 54, 61 (weights_, ..., inputs_, hf_corpus)
             drawn = [(case, o) for case, o in results if case.name.startswith(f"{group}:")]
             print(f"  {group}: {fuzz.report(drawn, TIME_LIMIT)[0]}")
     assert bad == []

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tests.helpers.data_corpus import data_cases
+from tests.helpers.hf_corpus import hf_cases
 from tests.helpers.inputs_corpus import inputs_cases
 from tests.helpers.label_corpus import label_cases
 from tests.helpers.search_corpus import search_cases
@@ -399,6 +400,9 @@ def corpus(folder: Path) -> list[Case]:
               for name, entry, argv, marker in shard_cases(folder / "shards")]
     # preset tags in every command that takes a model's name, preprocessing flags: tests/helpers/inputs_corpus.py
     cases += [Case(name, argv, None, entry) for name, entry, argv in inputs_cases(folder / "inputs")]
+    # Hugging Face datasets: lying schemas and JSON files, labels, images, special files, patterns, loading scripts
+    cases += [Case(name, argv, env, entry, marker=marker)
+              for name, entry, argv, env, marker, _ in hf_cases(folder / "hf")]
     return cases
 
 

@@ -3,12 +3,15 @@ named as the Hub names them, a glob, one file and a Hub cache filled here all op
 `datasets` itself; the split names are Hugging Face's; the image and label columns are found from the features;
 the registry serves the set to both modalities. Nothing is downloaded: the Hub is offline, every cache in tmp."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli_corpus import Case, run_corpus
+from tests.helpers.hf_corpus import hf_cases
 from tests.helpers.hf_data import HASH, hub_cache, offline, parquet
 from tests.helpers.image_runs import env
 from vspec.train.data import hf
@@ -169,3 +172,33 @@ def test_the_help_lists_hf_and_reading_no_dataset_imports_neither_datasets_nor_p
             "all(f in h for f in ('--subset', '--image-column', '--label-column', '--val-split')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env())
     assert done.returncode == 0 and done.stdout.split() == ["False", "False", "True", "True"], done.stderr[-2000:]
+
+
+def test_every_malformed_dataset_is_one_line_naming_what_is_wrong(tmp_path):
+    """tests/helpers/hf_corpus.py's cases through tools/train.py: one line on stderr holding the case's words,
+    exit 2, no traceback or hang, and no loading script run (its marker file never appears)."""
+    cases = hf_cases(tmp_path)
+    results = run_corpus(tmp_path, [Case(name, argv, env, entry, marker=marker)
+                                    for name, entry, argv, env, marker, _ in cases])
+    assert len(results) == len(cases) >= 40
+    bad = [(case.name, outcome.code, outcome.stderr[-400:]) for (case, outcome), (*_, words) in zip(results, cases)
+           if not outcome.clean or words not in outcome.stderr]
+    assert bad == []
+    markers = [case.marker for case, _ in results if case.marker]
+    assert len(markers) == 2 and not any(os.path.lexists(m) for m in markers)
+
+
+def test_a_pattern_or_a_folder_of_too_many_files_is_refused_while_listed(tmp_path, monkeypatch):
+    """The bounds hold while the names are listed (a glob is expanded lazily and stopped): a pattern of millions,
+    at a bound of 3 here. Braces are refused unexpanded."""
+    for i in range(5):
+        (tmp_path / "data" / f"train-{i:05d}-of-00005.parquet").parent.mkdir(exist_ok=True)
+        (tmp_path / "data" / f"train-{i:05d}-of-00005.parquet").write_bytes(b"x")
+    assert len(hf.split_files(str(tmp_path / "data/*.parquet"))["train"]) == 5
+    monkeypatch.setattr(hf, "MAX_FILES", 3)
+    with pytest.raises(DataError, match=r"data/\*\.parquet' matches more than 3 data files"):
+        hf.split_files(str(tmp_path / "data/*.parquet"))
+    with pytest.raises(DataError, match=r": more than 3 data files or 1,000,000 names under it"):
+        hf.split_files(str(tmp_path))
+    with pytest.raises(DataError, match=r"braces are not expanded"):
+        hf.split_files(str(tmp_path / "data/train-{00000..99999}-of-00005.parquet"))

@@ -195,8 +195,8 @@ def _listed(folder: Path) -> list[Path]:
         scanned += len(dirs) + len(files)
         found += [Path(top, f) for f in files if f.endswith(SUFFIXES)]
         if scanned > MAX_SCANNED or len(found) > MAX_FILES:
-            raise DataError(f"hf: {folder} holds more than {min(MAX_FILES, len(found)):,} files under it (at most "
-                            f"{MAX_FILES:,} data files among {MAX_SCANNED:,} names)")
+            raise DataError(f"hf: {folder}: more than {MAX_FILES:,} data files or {MAX_SCANNED:,} names under it, the "
+                            "most a folder is listed for; name fewer (a glob of them, --subset)")
     if not found:
         scripts = sorted(p.name for p in folder.glob("*.py"))
         if scripts:
@@ -303,13 +303,17 @@ def _small_file(path: Path, limit: int = MAX_JSON) -> bytes:
         raise DataError(f"hf: {path}: is {file_kind(st.st_mode)}, not a file")
     if st.st_size > limit:
         raise DataError(f"hf: {path}: {st.st_size:,} bytes, more than such a file holds (at most {limit:,})")
-    with open(path, "rb") as f:
-        return f.read(limit + 1)
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit + 1)
+    except OSError as e:  # /proc/self/mem: a regular file to stat, EIO to read
+        raise DataError(f"hf: {path}: cannot be read ({e.strerror or type(e).__name__})") from None
 
 
 def _json(path: Path, what: str) -> dict:
+    data = _small_file(path)
     try:
-        value = json.loads(_small_file(path))
+        value = json.loads(data)
     except (ValueError, RecursionError) as e:
         raise DataError(f"hf: {path}: not the JSON of {what} ({type(e).__name__})") from None
     if not isinstance(value, dict):
@@ -336,7 +340,7 @@ def _disk_files(folder: Path) -> list[str]:
     """The arrow files that a split's state.json lists, checked: plain names of regular files in its folder."""
     state = _json(folder / "state.json", "a saved Dataset's state")
     listed = state.get("_data_files")
-    if not (isinstance(listed, list) and listed and all(isinstance(f, dict) for f in listed)):
+    if not (isinstance(listed, list) and all(isinstance(f, dict) for f in listed)):
         raise DataError(f"hf: {folder / 'state.json'}: its _data_files {show(listed)} are not a list of files")
     files = []
     for item in listed:
@@ -374,7 +378,8 @@ def _datasets_cache() -> str:
 
 
 def _load_disk(datasets, folder: Path):
-    _disk_files(folder)
+    if not _disk_files(folder):  # an empty split saved: datasets cannot load it back
+        raise DataError(f"hf: {folder}: the split has no rows (its state.json lists no arrow file)")
     try:
         ds = datasets.Dataset.load_from_disk(str(folder))
     except Exception as e:  # noqa: BLE001 - a lying state.json or dataset_info.json, a damaged arrow file
