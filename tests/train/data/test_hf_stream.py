@@ -180,6 +180,16 @@ def test_two_processes_by_two_workers_under_torchrun_each_row_once_then_killed_a
     assert done.returncode == 0, done.stderr[-3000:]
     assert checkpoints.load(cut / "last.pt")["global_step"] == 16
     assert_same_weights(weights(ref / "last.pt"), weights(cut / "last.pt"))
+    from vspec.cli.train import config_from_args, train_parser
+
+    for flags, refused in ((["--workers", "3"], "--workers 3 != 2"), ([], "--streaming false != true")):
+        argv = [str(tiny_spec), "--data", "hf", "--data-dir", str(data), "--out", str(cut), *flags]
+        if flags:
+            argv.append("--streaming")
+        cfg = config_from_args(train_parser().parse_args(argv), "train.py")
+        with pytest.raises(checkpoints.CheckpointError, match=refused):  # the order depends on both
+            checkpoints.check_resume(checkpoints.load(cut / "last.pt"), cut / "last.pt", cfg.spec,
+                                     checkpoints.data_args(cfg))
 
 
 def _rewrite(path, change):
