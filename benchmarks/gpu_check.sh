@@ -11,7 +11,9 @@
 #      training and validation pipelines against themselves on the CPU), then benchmarks/loader.py (issue 47): the
 #      bare step, timm's loader, then the whole loop decoding on the host and on the device (ahead in the main
 #      process, then in the workers), on 2,560 generated ImageNet-shaped JPEGs, each path under 60 s, the JSON
-#      (OUT/loader.json) written after each (issue 55: cut at its limit, it kept nothing);
+#      (OUT/loader.json) written after each (issue 55: cut at its limit, it kept nothing); then (loader_hf, issue 61)
+#      each data source's host path alone on 1,280 of them, two rounds: the folder, the shards, a save_to_disk
+#      folder (--data hf) and parquet files streamed (--data hf --streaming), OUT/loader_hf.json;
 #   7. benchmarks/loop_defaults.py (issue 55): the bare step with AdamW's foreach / fused kernel, eager / compiled,
 #      and its MFU; the whole loop with and without the prefetcher, each AdamW kernel, compiled, on synthetic data
 #      and JPEGs decoded on the device (by the main process or the workers: the first batch's seconds) and on the
@@ -74,6 +76,8 @@ step overhead_host 60 $PY -m benchmarks.train_overhead --device $DEVICE --steps 
 step decode 60 $PY -m benchmarks.decode_check --device $DEVICE --out "$OUT"
 step loader 180 $PY -m benchmarks.loader --device $DEVICE --images 2560 --path-limit 60 --ahead main,workers \
     ${LOADER_ARGS:-} --json "$OUT/loader.json"
+step loader_hf 60 $PY -m benchmarks.loader --device $DEVICE --images 1280 --path-limit 20 --paths host --no-timm \
+    --no-loop --rounds 2 --sources folder,shards,hf,hf_stream --json "$OUT/loader_hf.json"
 step defaults 300 $PY -m benchmarks.loop_defaults --device $DEVICE --limit 120 ${DEFAULTS_ARGS:-} --out "$OUT"
 step bench 600 $PY -m benchmarks.gpu --rounds 5 --compile-cases "$COMPILE_CASES" --compile-modes "$COMPILE_MODES" \
     --device "$DEVICE" ${BENCH_ARGS:-} --out "$OUT"

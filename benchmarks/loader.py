@@ -1,6 +1,8 @@
 """The training loop at ImageNet's shape (issue 47): N generated JPEGs (sizes around 500 x 375, quality 90,
-1,000 classes; noise-textured so that they weigh about what ImageNet's do) as an ImageFolder (and, with --sources
-folder,shards, as `vspec data pack`'s shards), and, in one process on one device, images/s of, in this order,
+1,000 classes; noise-textured so that they weigh about what ImageNet's do) as an ImageFolder (and, with --sources,
+as `vspec data pack`'s shards, and as a Hugging Face dataset written by `datasets` (issue 61): a save_to_disk folder,
+`hf`, and parquet files read with --streaming, `hf_stream`), and, in one process on one device, images/s of, in this
+order,
   - the bare training step: deit_small forward + backward + AdamW on one fixed batch (bf16, channels-last on CUDA);
   - timm's own loader (create_loader: the same augmentations in its workers, its CUDA prefetcher) feeding the same
     bare step with timm's Mixup;
@@ -9,13 +11,15 @@ folder,shards, as `vspec data pack`'s shards), and, in one process on one device
     decoded on the host (the workers: PIL and timm's transforms) or on the device (nvJPEG and vspec/train/
     data/device_decode.py), from the folder (and the shards); its second epoch, as `vspec train` reports it;
   - each data path alone (its batches made ready on the device, no model), after its loop.
-Ratios are against the bare step of the same run.
+Ratios are against the bare step of the same run. --no-loop measures the data paths alone; --rounds N measures
+them N times, each path in turn in each round, a path's figure the median (`sources_table`: each source against the
+shards of the same rounds).
 
 Each path (the bare step, timm's loader, each loop with its data path alone) runs under --path-limit; the JSON is
 written after every one, so a run cut short keeps the paths it finished.
 
     python -m benchmarks.loader [--images 5120] [--batch-size 256] [--device cuda] [--workers N] [--path-limit S]
-                                [--json FILE]
+                                [--sources folder,shards,hf,hf_stream] [--no-loop] [--rounds N] [--json FILE]
 """
 
 import argparse
@@ -24,6 +28,7 @@ import gc
 import json
 import os
 import signal
+import statistics
 import tempfile
 import time
 from multiprocessing import Pool
@@ -55,6 +60,36 @@ def make_folder(root: Path, images: int, classes: int = 1000, val: int | None = 
     with Pool(min(16, os.cpu_count() or 1)) as pool:
         pool.map(jpeg, jobs, chunksize=64)
     return root
+
+
+def hf_copies(folder: Path, out: Path, files: int = 8, row_group: int = 100) -> tuple[Path, Path]:
+    """(save_to_disk folder, parquet folder) of the ImageFolder `folder`'s images as a Hugging Face dataset (an
+    `Image` column of the files' bytes, a `ClassLabel` of the class folders), written by `datasets` itself: its
+    training rows shuffled as `vspec data pack` shuffles them, the parquet files `files` training shards named as
+    push_to_hub names them, in row groups of `row_group` rows (push_to_hub's for image sets)."""
+    import random
+
+    import datasets
+
+    from vspec.train.data.pack import scan
+
+    datasets.disable_progress_bars()
+    classes, listed = scan(folder)
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.ClassLabel(names=classes)})
+    splits = {}
+    for split, name in (("train", "train"), ("val", "validation")):
+        rows = list(listed[split])
+        if split == "train":
+            random.Random(0).shuffle(rows)
+        splits[name] = datasets.Dataset.from_dict({"image": [{"bytes": p.read_bytes(), "path": None} for p, _ in rows],
+                                                   "label": [label for _, label in rows]}, features=features)
+    datasets.DatasetDict(splits).save_to_disk(str(out / "disk"))
+    for name, ds in splits.items():
+        n = files if name == "train" else 1
+        for i in range(n):
+            ds.shard(n, i, contiguous=True).to_parquet(str(out / "parquet" / f"{name}-{i:05d}-of-{n:05d}.parquet"),
+                                                       batch_size=row_group)
+    return out / "disk", out / "parquet"
 
 
 def _cfg(spec, out: Path, batch: int, data: DataConfig, device: str, workers, decode_on: str, epochs: int = 2,
@@ -160,6 +195,32 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+SOURCES = {"folder": "ImageFolder: the JPEG files (--data imagefolder)",
+           "shards": "vspec data pack's shards (--data shards)",
+           "hf": "a save_to_disk folder: arrow, memory-mapped (--data hf)",
+           "hf_stream": "parquet files, streamed (--data hf --streaming)"}
+
+
+def sources_table(result: dict, path: str = "host") -> str:
+    """The speed page's table of one run's data sources (docs/cpu/loader.json): each source's data path alone, the
+    median of its rounds and their range, and against the shards' of the same rounds (the median of the rounds'
+    ratios)."""
+    ref = result[f"shards_{path}"].get("data_path_rounds") or [result[f"shards_{path}"]["data_path"]]
+    lines = [f"{result['device']}, {result['cpu_cores']} CPU cores, torch {result['torch']}, {result['date']}: "
+             f"{result['images']} JPEGs of {result['jpeg_kb']:.0f} KB on average, {result['model']}'s training "
+             f"transforms at {result['img_size']} px, batch {result['batch']}, {result['workers']} workers, "
+             f"{len(ref)} rounds; img/s of each data path alone:", "",
+             "| data | img/s | rounds | of the shards' |", "|---|---|---|---|"]
+    for source, name in SOURCES.items():
+        r = result.get(f"{source}_{path}")
+        if not r or "data_path" not in r:
+            continue
+        rounds = r.get("data_path_rounds") or [r["data_path"]]
+        ratio = statistics.median(a / b for a, b in zip(rounds, ref, strict=False))
+        lines.append(f"| {name} | {r['data_path']:.0f} | {min(rounds):.0f}-{max(rounds):.0f} | {ratio:.3f} |")
+    return "\n".join(lines)
+
+
 class Overrun(BaseException):
     """A path ran past --path-limit (a BaseException: the loop's `except Exception`s let it through)."""
 
@@ -239,9 +300,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--paths", default="host,device", help="the loop's decode paths to run (host, device)")
     ap.add_argument("--ahead", default="main", help="device path: who prepares the next batches, one or both of "
                                                     "main, workers (--decode-in)")
-    ap.add_argument("--sources", default="folder", help="the loop's data, one or both of folder, shards (vspec "
-                                                        "data pack's)")
+    ap.add_argument("--sources", default="folder", help="the loop's data, some of folder, shards (vspec data "
+                                                        "pack's), hf (a save_to_disk folder: arrow, memory-mapped), "
+                                                        "hf_stream (parquet files, --streaming)")
     ap.add_argument("--no-timm", action="store_true", help="leave timm's loader out")
+    ap.add_argument("--no-loop", action="store_true", help="each data path alone, not the loop on it")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of the data paths, each path in turn in each; a "
+                                                          "path's figure the median of its rounds")
     ap.add_argument("--path-limit", type=float, default=0, metavar="S",
                     help="seconds each path may take (the bare step, timm's loader, each loop and its data path); "
                          "one over is recorded as timed out and the next runs (default 0: no limit)")
@@ -257,7 +322,8 @@ def main(argv=None) -> dict:
         workers = workers_for(None, torch.device(args.device))
     fig = Figures({"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "model": args.model,
                    "batch": args.batch_size, "images": args.images, "cpu_cores": len(os.sched_getaffinity(0)),
-                   "workers": workers, "torch": torch.__version__}, args.json)
+                   "workers": workers, "torch": torch.__version__, "img_size": args.img_size,
+                   "date": time.strftime("%Y-%m-%d")}, args.json)
     out, limit, batch, device = fig.out, args.path_limit, args.batch_size, args.device
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -279,16 +345,33 @@ def main(argv=None) -> dict:
 
             cli(["data", "pack", str(folder), str(shards)])
             sources["shards"] = DataConfig("shards", data_dir=str(shards))
+        if {"hf", "hf_stream"} & set(args.sources.split(",")) and "hf" in names():
+            disk, parquet = hf_copies(folder, Path(tmp) / "hf")
+            sources["hf"] = DataConfig("hf", data_dir=str(disk))
+            sources["hf_stream"] = DataConfig("hf", data_dir=str(parquet), streaming=True)
         runs = [(p, a) for p in args.paths.split(",") for a in (args.ahead.split(",") if p == "device" else [""])]
+        keys = []
         for source in args.sources.split(","):
             data = sources.get(source)
             for path, ahead in runs if data is not None else ():
                 key = f"{source}_{path}" + (f"_{ahead}" if ahead and ahead != "main" else "")
-                # a stream's workers read their shards in order: they decode under --decode-in main (auto's)
-                decode_in = "workers" if ahead == "workers" and source == "folder" else "auto"
-                fig.measure(key, limit, {"loop": lambda: loop(spec, batch, data, device, workers, path, decode_in),
-                                         "data_path": lambda: data_path(spec, batch, data, device, workers, path,
-                                                                        decode_in)})
+                # a stream's workers read their files in order: they decode under --decode-in main (auto's)
+                keys.append((key, data, path, "workers" if ahead == "workers" and source in ("folder", "hf")
+                             else "auto"))
+        for r in range(args.rounds):  # the paths in turn, round after round: a machine's drift falls on each
+            for key, data, path, decode_in in keys:
+                parts = {} if r or args.no_loop else {
+                    "loop": lambda: loop(spec, batch, data, device, workers, path, decode_in)}
+                parts[f"data_path_{r + 1}" if args.rounds > 1 else "data_path"] = \
+                    lambda: data_path(spec, batch, data, device, workers, path, decode_in)
+                fig.measure(key, limit, parts)
+        if args.rounds > 1:
+            for key, *_ in keys:
+                got = out[key]
+                got["data_path_rounds"] = [got.pop(f"data_path_{r + 1}") for r in range(args.rounds)
+                                           if f"data_path_{r + 1}" in got]
+                if got["data_path_rounds"]:
+                    got["data_path"] = statistics.median(got["data_path_rounds"])
     out["complete"] = True
     fig.save()
     return out

@@ -19,6 +19,7 @@ import pytest
 import vspec
 from benchmarks import gpu, gpu_checks, loader
 from tests.helpers.docs_examples import doc
+from tests.helpers.hf_data import offline
 from tests.helpers.image_runs import env
 from vspec.spec import families
 
@@ -146,6 +147,32 @@ def test_committed_loader_results_are_the_speed_page_table():
         assert loader.table(result) in doc("speed"), file
         for run in result["loader"]:
             assert run["cpu_cores"] >= 1 and run["bare"] > 0 and run["model"] == "deit_small"
+
+
+def test_the_committed_cpu_loader_sources_are_the_speed_page_table():
+    """benchmarks/loader.py's data sources on the CPU (docs/cpu/loader.json, issue 61) are the speed page's table."""
+    result = json.loads((ROOT / "docs" / "cpu" / "loader.json").read_text())
+    assert result["complete"] and all(v == "done" for v in result["paths"].values())
+    assert loader.sources_table(result) in doc("speed")
+
+
+def test_the_loader_benchmark_races_the_data_sources_in_rounds(tmp_path, monkeypatch):
+    """--sources folder,shards,hf,hf_stream --no-loop --rounds 2: each source's data path alone, twice, in turn
+    (the shards and the Hugging Face copies made from the same JPEGs), and their table."""
+    offline(monkeypatch, tmp_path)  # the benchmark's process: datasets' caches here
+    out = tmp_path / "loader.json"
+    bench("-m", "benchmarks.loader", "--device", "cpu", "--images", "8", "--batch-size", "4", "--img-size", "32",
+          "--model", "deit_tiny", "--steps", "1", "--workers", "0", "--no-timm", "--no-loop", "--rounds", "2",
+          "--paths", "host", "--sources", "folder,shards,hf,hf_stream", "--json", str(out))
+    result = json.loads(out.read_text())
+    keys = ["folder_host", "shards_host", "hf_host", "hf_stream_host"]
+    assert result["paths"] == dict.fromkeys(keys, "done") and result["complete"]
+    for key in keys:
+        rounds = result[key]["data_path_rounds"]
+        assert len(rounds) == 2 and result[key]["data_path"] == sum(rounds) / 2 and "loop" not in result[key]
+    table = loader.sources_table(result).splitlines()
+    assert len(table) == 8 and table[5].startswith("| vspec data pack's shards (--data shards) |")
+    assert table[5].endswith("| 1.000 |") and table[7].startswith("| parquet files, streamed (--data hf --streaming)")
 
 
 def test_the_loader_benchmark_killed_mid_run_leaves_the_paths_it_finished(tmp_path):

@@ -165,6 +165,8 @@ def data_args(cfg) -> dict[str, Any]:
         args[option] = str(Path(value).resolve()) if path else ",".join(value) if isinstance(value, tuple) else value
     if getattr(cfg.data, "token_labels", None):  # recorded only when used: earlier checkpoints compare as before
         args["token_labels"] = str(Path(cfg.data.token_labels).resolve())
+    if getattr(cfg.data, "streaming", False):  # a stream's order depends on its workers (hf_stream.py)
+        args["workers"] = cfg.run.workers
     return args
 
 

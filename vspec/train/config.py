@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 
 from ..spec import Model
-from .data.registry import HF, entry, help_text, names, table
+from .data.registry import HF, entry, help_text, is_given, names, table
 from .recipes import Recipe
 from .text import GLUE_TASKS
 from .validators import WORKERS, ConfigError, Is, OneOf, floats, ints, text_columns
@@ -43,6 +43,7 @@ class DataConfig:
         image_column: hf: the images' column (None: the one `Image` feature).
         label_column: hf: the labels' column (None: the one `ClassLabel` feature, else an integer column `label`).
         val_split: hf: the split validated on (None: validation, else test).
+        streaming: hf, images: the split's files read as a stream (vspec/train/data/hf_stream.py).
         download: download CIFAR into `data_dir` when missing.
         synthetic_size: images in the synthetic training set.
         task: `glue`'s or `hf`'s GLUE task (`GLUE_TASKS`).
@@ -70,6 +71,11 @@ class DataConfig:
     val_split: str | None = _F(default=None, validator=Is((str,), optional=True), metadata={
         "metavar": "NAME", "help": "--data hf: the split validated on, by Hugging Face's name (default: validation, "
                                    "else test); training reads train"})
+    streaming: bool = _F(default=False, validator=Is((bool,)), metadata={
+        "training_only": True,
+        "help": "--data hf, images: read the split's parquet / arrow files as a stream, never whole: in an order "
+                "shuffled by (seed, epoch), through a shuffle buffer, each row once an epoch over the processes and "
+                "--workers; --resume mid-epoch is exact and keeps --workers"})
     download: bool = _F(default=False, validator=Is((bool,)), metadata={
         "help": "download CIFAR into --data-dir when missing"})
     synthetic_size: int = _F(default=1024, validator=ints(1), metadata={
@@ -107,7 +113,7 @@ class DataConfig:
         if "image" not in found.modalities and self.token_labels is not None:
             raise ConfigError("token_labels", f"label maps of images; {self.name} holds texts")
         for option in _SET_OPTIONS:
-            if getattr(self, option) is not None and option not in found.decides:
+            if is_given(getattr(self, option)) and option not in found.decides:
                 sets = [d.name for d in table().values() if option in d.decides]
                 raise ConfigError(option, f"for --data {' / '.join(sets)}, not {self.name}")
 

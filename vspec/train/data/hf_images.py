@@ -80,14 +80,20 @@ def val_split(request: Request, splits: list[str]) -> str:
 def hf_images(request: Request):
     """(train, val, num_classes) of the Hugging Face dataset at `request.data_dir` (vspec/train/data/hf.py): the
     train split and the validation split (`val_split`), their image and label columns found from the features
-    (`image_columns`), the classes a ClassLabel's names, else 0 to the training split's largest label."""
+    (`image_columns`), the classes a ClassLabel's names, else 0 to the training split's largest label. With
+    `request.streaming`, the files read as streams instead (vspec/train/data/hf_stream.py)."""
     with needs("--data hf"):
         import datasets  # extra  # noqa: F401
     where = request.data_dir
-    splits = list(split_files(where, request.subset))
+    files = split_files(where, request.subset)
+    splits = list(files)
     if "train" not in splits:
         raise DataError(f"hf: {where}: no train split (its splits: {', '.join(splits)})")
     val_name = val_split(request, splits)
+    if request.streaming:
+        from .hf_stream import streams  # extra: pyarrow, datasets'
+
+        return streams(request, files["train"], files[val_name], val_name)
     opened = open_splits(where, request.subset, ["train", val_name])
     train, val = opened["train"], opened[val_name]
     image, label, names = image_columns(train.features, request.image_column, request.label_column)

@@ -116,7 +116,7 @@ class DataSet:
 
 
 _TEXT = ("task", "max_len", "tokenizer")  # what else decides a text run's data: the task, truncation, tokenizer
-HF = ("subset", "image_column", "label_column", "text_columns", "val_split")  # --data hf's options (DataConfig's)
+HF = ("subset", "image_column", "label_column", "text_columns", "val_split", "streaming")  # --data hf's options
 BUILTIN = (
     DataSet("digits", "image", "vspec.train.data.sources:digits", "scikit-learn's 8x8 digits, no download; default",
             extra="scikit-learn"),
@@ -231,13 +231,19 @@ class Request:
     image_column: str | None = None
     label_column: str | None = None
     text_columns: tuple[str, ...] | None = attrs.field(default=None, converter=text_columns)  # a text body's
+    streaming: bool = False  # --data hf: the split's files read as a stream (vspec/train/data/hf_stream.py)
 
 
 # Request's fields that DataConfig's options fill (Request field: DataConfig field), handed to the loader as given
 OPTIONS = {"split": "val_split", "subset": "subset", "image_column": "image_column", "label_column": "label_column",
-           "text_columns": "text_columns"}
+           "text_columns": "text_columns", "streaming": "streaming"}
+
+
+def is_given(value) -> bool:
+    """Whether an option's value was given: a switch's when on."""
+    return value is not None and value is not False
 
 
 def options(data) -> dict[str, Any]:
     """The Request fields of `data` (a DataConfig, or a command's parsed flags of its names) that were given."""
-    return {field: getattr(data, name) for field, name in OPTIONS.items() if getattr(data, name, None) is not None}
+    return {field: getattr(data, name) for field, name in OPTIONS.items() if is_given(getattr(data, name, None))}

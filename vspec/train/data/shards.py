@@ -41,7 +41,6 @@ from torch.utils.data import DataLoader, IterableDataset, default_collate, get_w
 
 from ..signals import worker_init
 from .loader import sample_draws
-from .manifest import close_quietly, locate, open_file, read_manifest, shard_in
 from .pack import MANIFEST, MAX_MEMBER, SPLITS
 from .registry import DataError, Request
 
@@ -77,6 +76,8 @@ class _Hashing:
 def _members(shard: dict):
     """(member name, bytes) of a shard in order, each at most MAX_MEMBER bytes and at most MAX_PARTS per sample
     of the manifest's count; returns the shard's sha256."""
+    from .manifest import close_quietly, open_file  # extra: webdataset (not for the streams built on ShardStream)
+
     where, name, members = "at its start", shard["name"], 0
     raw = None
     try:
@@ -107,8 +108,8 @@ def _members(shard: dict):
 
 
 def _samples(shard: dict, num_classes: int):
-    """((shard, member of the image), its bytes, label) of a shard's samples (webdataset's grouping: KEY.EXT
-    members in a row make one sample)."""
+    """(where: "shards: SHARD: MEMBER" of the image, its bytes, label) of a shard's samples (webdataset's grouping:
+    KEY.EXT members in a row make one sample)."""
     def done(key, parts):
         image = next((e for e in parts if e != "cls"), None)
         if image is None or "cls" not in parts:
@@ -121,7 +122,7 @@ def _samples(shard: dict, num_classes: int):
         if not 0 <= label < num_classes:
             raise DataError(f"shards: {shard['name']}: {key}.cls: label {label} is out of range for the manifest's "
                             f"{num_classes} classes")
-        return (shard["name"], f"{key}.{image}"), parts[image], label
+        return f"shards: {shard['name']}: {key}.{image}", parts[image], label
 
     key, parts, count = None, {}, 0
     members = _members(shard)
@@ -151,12 +152,13 @@ def _samples(shard: dict, num_classes: int):
                         f"{shard['sha256'][:16]}...: the shard changed since it was packed")
 
 
-def decode(data: bytes, shard: str, member: str) -> Image.Image:
+def decode(data: bytes, where: str) -> Image.Image:
+    """An encoded image's bytes as a PIL image, or one DataError line naming it (`where`: the stream's words)."""
     try:
         image = Image.open(io.BytesIO(data))
         image.load()
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
-        raise DataError(f"shards: {shard}: {member} is not a readable image ({e})") from None
+        raise DataError(f"{where} is not a readable image ({e})") from None
     return image
 
 
@@ -218,6 +220,19 @@ class ShardStream(IterableDataset):
     def loader(self, *, batch_size: int, workers: int, seed: int, rank: int, world_size: int, collate_fn=None):
         self.batch_size, self.collate = batch_size, collate_fn or default_collate
         self.rank, self.world, self.workers = rank, world_size, max(workers, 1)
+        workers = self._fit(workers)
+        if self.train and self.batches() < 1:
+            raise DataError(f"batch_size: {batch_size} per rank is more than the {len(self) // world_size} training "
+                            "samples per rank, so no full batch exists; lower the batch size")
+        self.set_epoch(0)
+        # workers start afresh each epoch: they copy this stream's epoch and skip
+        return ShardLoader(self, batch_size=None, num_workers=workers, pin_memory=torch.cuda.is_available(),
+                           generator=torch.Generator().manual_seed(seed), worker_init_fn=worker_init)
+
+    def _fit(self, workers: int) -> int:
+        """The loader's workers for this layout: each reads shards of its own (fewer, with a note, where there are
+        too few shards to go round)."""
+        rank, world_size = self.rank, self.world
         n = len(self.shards)
         fit = n // world_size if self.train else len(self.shards[rank::world_size])  # shards each worker's own
         if self.train and not fit:
@@ -231,13 +246,7 @@ class ShardStream(IterableDataset):
                       file=sys.stderr)
             self.workers = max(fit, 1)  # validation: none idle
             workers = self.workers
-        if self.train and self.batches() < 1:
-            raise DataError(f"batch_size: {batch_size} per rank is more than the {len(self) // world_size} training "
-                            "samples per rank, so no full batch exists; lower the batch size")
-        self.set_epoch(0)
-        # workers start afresh each epoch: they copy this stream's epoch and skip
-        return ShardLoader(self, batch_size=None, num_workers=workers, pin_memory=torch.cuda.is_available(),
-                           generator=torch.Generator().manual_seed(seed), worker_init_fn=worker_init)
+        return workers
 
     def __iter__(self):
         info = get_worker_info()
@@ -248,9 +257,12 @@ class ShardStream(IterableDataset):
             yield Failure(str(e))
 
     def _val(self, worker: int):
+        yield from self._batched(self._val_share(worker))
+
+    def _val_share(self, worker: int):
+        """The validation samples `worker` of this process reads, in order."""
         shards = self.shards[self.rank::self.world][worker::self.workers]
-        samples = (s for shard in shards for s in self._read(shard))
-        yield from self._batched(samples)
+        return (s for shard in shards for s in self._read(shard))
 
     def _train(self, worker: int):
         w, done = self.workers, self.skip // self.batch_size
@@ -258,14 +270,18 @@ class ShardStream(IterableDataset):
         total = self.batches()
         mine = len(range(role, total, w))  # batches role, role + w, ... of this process's epoch
         skipped = len(range(role, done, w))
-        order = np.random.default_rng((self.seed, self.epoch)).permutation(len(self.shards))
-        shards = [self.shards[i] for i in order[self.rank::self.world][role::w]]
         rng = np.random.default_rng((self.seed, self.epoch, self.rank, self.world, role, w))
-        stream = shuffled(self._cycle(shards, mine * self.batch_size), rng, SHUFFLE_BUFFER)
+        stream = shuffled(self._share(role, mine), rng, SHUFFLE_BUFFER)
         for _ in range(skipped * self.batch_size):
             next(stream)
         keys = ((self.seed, self.epoch, self.rank, b) for b in range(role, total, w)[skipped:])  # its batches'
         yield from self._batched(stream, keys)
+
+    def _share(self, role: int, mine: int):
+        """The samples of the `mine` batches the worker in `role` makes this epoch, in reading order."""
+        order = np.random.default_rng((self.seed, self.epoch)).permutation(len(self.shards))
+        shards = [self.shards[i] for i in order[self.rank::self.world][role::self.workers]]
+        return self._cycle(shards, mine * self.batch_size)
 
     def _cycle(self, shards: list[dict], n: int):
         """The first `n` samples of `shards`, read again from the first where they hold fewer."""
@@ -284,14 +300,21 @@ class ShardStream(IterableDataset):
         return _samples(shard, len(self.classes))
 
     def _item(self, sample, key):
-        where, data, label = sample
+        where, data, label = sample[:3]
         if self.encoded:
             return torch.frombuffer(bytearray(data), dtype=torch.uint8), label
-        image = decode(data, *where)
+        image = self._decode(data, where)
         if key is None or not self.transform:
             return (self.transform(image) if self.transform else image), label
-        with sample_draws(*key):
+        with sample_draws(*self._draws(sample, key)):
             return self.transform(image), label
+
+    def _decode(self, data: bytes, where: str):
+        return decode(data, where)
+
+    def _draws(self, sample, key: tuple) -> tuple:
+        """What seeds a training sample's draws: (seed, epoch, process, batch, place in the batch)."""
+        return key
 
     def _batched(self, samples, keys=None):
         """The samples in batches; with `keys` (training: each batch's), sample j's draws seeded by (*key, j)."""
@@ -322,6 +345,9 @@ class ShardLoader(DataLoader):
     def _checked(batches):
         for batch in batches:
             if isinstance(batch, Failure):
+                shutdown = getattr(batches, "_shutdown_workers", None)
+                if shutdown is not None:  # now: collected later with its queues (the error's traceback holds them),
+                    shutdown()  # its workers would never hear the end, each waited on for 5 s
                 raise DataError(batch.message)
             yield batch
 
@@ -329,6 +355,8 @@ class ShardLoader(DataLoader):
 # ---------------------------------------------------------------- the loader of --data shards
 def shards(r: Request):
     """(train stream, val stream, num_classes) of the pack at `r.data_dir` (module docstring)."""
+    from .manifest import locate, read_manifest, shard_in  # extra: webdataset
+
     (before, after), urls = locate(r.data_dir)
     where = before + MANIFEST + after
     manifest = read_manifest(where)  # its names are pack's: no shell command, no other folder or host

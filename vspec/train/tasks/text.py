@@ -49,6 +49,8 @@ class TextTask:
         cfg, recipe, spec = self.cfg, self.recipe, self.spec
         if recipe.mixup > 0 or recipe.cutmix > 0:
             raise ValueError("--mixup / --cutmix mix images; a text body trains without them (--recipe glue)")
+        if cfg.data.streaming:
+            raise ValueError("--streaming: for an image model; a text body reads its splits whole (leave it out)")
         room = spec.embedder.max_positions - spec.embedder.first_position
         max_len = cfg.data.max_len or spec.embedder.seq_len
         if max_len > room:
