@@ -11,9 +11,9 @@ order,
     decoded on the host (the workers: PIL and timm's transforms) or on the device (nvJPEG and vspec/train/
     data/device_decode.py), from the folder (and the shards); its second epoch, as `vspec train` reports it;
   - each data path alone (its batches made ready on the device, no model), after its loop.
-Ratios are against the bare step of the same run. --no-loop measures the data paths alone; --rounds N measures
-them N times, each path in turn in each round, a path's figure the median (`sources_table`: each source against the
-shards of the same rounds).
+Ratios are against the bare step of the same run. --no-loop measures the data paths alone (no bare step, no loop);
+--rounds N measures them N times, each path in turn in each round, a path's figure the median (`sources_table`:
+each source against the shards of the same rounds).
 
 Each path (the bare step, timm's loader, each loop with its data path alone) runs under --path-limit; the JSON is
 written after every one, so a run cut short keeps the paths it finished.
@@ -333,7 +333,8 @@ def main(argv=None) -> dict:
         print(f"{len(sizes)} JPEGs, {out['jpeg_kb']:.0f} KB on average, made in {time.perf_counter() - t0:.1f} s; "
               f"{args.model}, batch {batch}, {device}, {out['cpu_cores']} cores, {workers} workers", flush=True)
         fig.save()
-        fig.measure("bare", limit, {"bare": lambda: bare(spec, args.steps, batch, device)}, flat=True)
+        if not args.no_loop:  # the loops' reference; the data paths alone need no model
+            fig.measure("bare", limit, {"bare": lambda: bare(spec, args.steps, batch, device)}, flat=True)
         if not args.no_timm:  # early: the reference, before the paths that may take their whole limit
             fig.measure("timm", limit, {"loop": lambda: timm_loader(spec, folder, batch, device, workers, True),
                                         "data_path": lambda: timm_loader(spec, folder, batch, device, workers,
