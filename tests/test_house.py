@@ -57,3 +57,20 @@ def test_design_md_names_every_module():
     modules = [str(p.relative_to(ROOT)) for p in sorted(PACKAGE.rglob("*.py")) if p.name != "__init__.py"]
     assert len(modules) > 100
     assert unnamed(rows, modules) == []
+
+
+def test_the_house_figures_count_what_a_reader_meets(tmp_path):
+    """benchmarks/house.py (issue 62's before / after) on a package written here."""
+    from benchmarks.house import figures
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('__all__ = ["f"]\nfrom os import path\nX = 1\n_Y = 2\n')
+    body = "\n".join(f"    a{i} = {i}" for i in range(61))
+    (pkg / "m.py").write_text(f'def f():\n    """Doc.\n\n    Args:\n        none\n    """\n\n\ndef g():\n{body}\n\n\n'
+                              'class C:\n    """Doc."""\n\n    def run(self):\n        pass\n\n    def _h(self):\n'
+                              '        pass\n\n\ndef _private():\n    pass\n')
+    f = figures(pkg)
+    assert (f["modules"], f["with_all"], f["public_defs"], f["public_assigned"]) == (2, 1, 3, 1)
+    assert f["undocumented"] == ["pkg/m.py:g"] and f["undocumented_methods"] == ["pkg/m.py:C.run"]
+    assert f["args_blocks"] == 1 and f["long"] == [("pkg/m.py:g", 62)]
