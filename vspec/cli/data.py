@@ -9,7 +9,8 @@ import time
 
 from ..extras import needs
 from ..train.config import DataConfig
-from ..train.data.pack import MANIFEST, MIN_SHARDS, SHARD_BYTES, pack, pack_hf
+from ..train.data.pack import MANIFEST, MIN_SHARDS, SHARD_BYTES, pack
+from ..train.data.pack_hf import pack_hf
 from ..train.data.registry import HF, DataError
 from .common import UsageError, int_in, one_line, output_folder, printable
 from .fields import add_fields
