@@ -39,11 +39,11 @@ from .spec.catalogue import (  # noqa: F401 - also here
     presets,
     resolve_name,
 )
-from .spec.core import eps_problem
+from .spec.core import cause, eps_problem
 from .spec.weights import Weights, inputs_cfg, requested
 from .weights import published
 from .weights.cache import WeightsUnavailable
-from .weights.checkpoint import cause, load_weights, timm_cfg
+from .weights.checkpoint import load_weights, timm_cfg
 from .weights.loading import load_checkpoint
 from .weights.resample import resample_state
 

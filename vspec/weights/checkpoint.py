@@ -19,7 +19,6 @@ rest of such a file is taken as it is (re-save it to cover everything). A checks
 whoever edits a file on purpose can recompute it."""
 
 import json
-import re
 import warnings
 import zipfile
 from contextlib import contextmanager
@@ -34,6 +33,7 @@ from ..compiler import build, check_fit
 from ..compiler import weights as count
 from ..spec import Model, SpecError, budget, from_dict, from_json, to_json
 from ..spec.budget import size
+from ..spec.core import cause
 from ..spec.migrate import state_key_upgrade, upgrade, version_of
 from ..spec.weights import INPUTS
 from ..version import __version__
@@ -58,18 +58,6 @@ class CheckpointError(SpecError):
     def __init__(self, file: str | Path, message: str):
         super().__init__("", f"{file}: {message}")
         self.file = file
-
-
-def cause(e: BaseException, limit: int = 160) -> str:
-    """`Type: first line of the message` (the type alone when the message is empty), cut to `limit`."""
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
-    if "WeightsUnpickler error:" in text:  # torch's advice around it is no cause
-        text = text.split("WeightsUnpickler error:", 1)[1].split(". ")[0]
-    elif text.startswith("Weights only load failed"):  # its first paragraph is advice, the cause comes next
-        text = next((p for p in text.split("\n\n")[1:] if p.strip()), text)
-    line = next((s.strip() for s in text.splitlines() if s.strip()), "")
-    out = f"{type(e).__name__}: {line}" if line else type(e).__name__
-    return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
 @contextmanager
