@@ -43,7 +43,7 @@ from .spec.core import cause, eps_problem
 from .spec.weights import Weights, inputs_cfg, requested
 from .weights import published
 from .weights.cache import WeightsUnavailable
-from .weights.checkpoint import load_weights, timm_cfg
+from .weights.checkpoint import load_saved, load_weights, timm_cfg
 from .weights.loading import load_checkpoint
 from .weights.resample import resample_state
 
@@ -245,10 +245,7 @@ def _timm_model(model: nn.Module, timm_kw: dict[str, Any]) -> nn.Module:
         path = timm_kw["checkpoint_path"]
         if not isinstance(path, (str, os.PathLike)):
             raise SpecError("checkpoint_path", f"{path!r}: a path to a vspec checkpoint (.pt) or model folder")
-        ckpt = load_checkpoint(path, spec=model.spec)  # the spec of a folder of weights alone (Trainer's)
-        load_weights(model, ckpt["state_dict"], path)
-        if ckpt.get("pretrained_cfg"):
-            model.pretrained_cfg = timm_cfg(ckpt["pretrained_cfg"])
+        load_saved(model, load_checkpoint(path, spec=model.spec), path)  # spec: a folder of weights alone's (Trainer's)
     return model
 
 

@@ -416,7 +416,11 @@ def timm_cfg(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def model_of(ckpt: dict[str, Any], file: str | Path) -> nn.Module:
     """The model a checked checkpoint dict (`check_checkpoint`) describes, with its weights."""
-    model = build(from_json(ckpt["spec"]))
+    return load_saved(build(from_json(ckpt["spec"])), ckpt, file)
+
+
+def load_saved(model: nn.Module, ckpt: dict[str, Any], file: str | Path) -> nn.Module:
+    """`model` with a checked checkpoint dict's weights (`load_weights`) and the pretrained_cfg it records."""
     load_weights(model, ckpt["state_dict"], file)
     if ckpt.get("pretrained_cfg"):
         model.pretrained_cfg = timm_cfg(ckpt["pretrained_cfg"])
