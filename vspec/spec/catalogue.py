@@ -3,7 +3,9 @@ preset (`vspec fit deit_small ...`) does not import torch before it has work for
 
 A preset is `specs/<name>.py` of the repository, installed with the package as `vspec/presets/<name>.py`, or a file
 of a folder on the `VSPEC_SPECS` search path (searched first), or of a family's preset folder. Wherever a preset is
-named, timm's `name.tag` names one of its published weights too (`deit_tiny.fb_in1k`).
+named, timm's `name.tag` names one of its published weights too (`deit_tiny.fb_in1k`). What a model's name or path
+names (a preset, a spec file, a checkpoint or a model folder) is decided here once, wherever one is named: the
+commands, `create_model`, published weights (`resolve_name`, `is_checkpoint`).
 """
 
 import difflib
