@@ -147,6 +147,9 @@ NAMES = {
     **{f"vspec.nn.model.{n}": f"vspec.nn.blocks.{n}" for n in ("Block", "Carry", "NO_STATE", "PostNormBlock", "Stage")},
     "vspec.nn.model.VisionTransformer": "vspec.nn.model.Transformer",
     "vspec.nn.VisionTransformer": "vspec.nn.model.Transformer",
+    # issue 62 (one place per idea): the one name resolver and checkpoint test, in vspec.spec.catalogue
+    "vspec.factory.CHECKPOINTS": "vspec.spec.catalogue.CHECKPOINT_SUFFIXES",
+    **{f"vspec.cli.common.{n}": f"vspec.spec.catalogue.{n}" for n in ("is_checkpoint", "spec_file")},
 }
 
 

@@ -8,6 +8,7 @@ from torch import nn
 
 from . import nn as vspec_nn
 from . import spec as specs
+from .spec.budget import nbytes
 from .spec.core import one_line
 
 # spec class -> module class, the generic kinds'; every module takes (spec, ctx). The families' entries (their
@@ -101,16 +102,12 @@ def check_fit(spec: specs.Model, batch: int, what: str) -> None:
     specs.budget.check(spec, batch, weights=weights(spec), what=what)
 
 
-def _nbytes(tensors) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
 def weights(spec: specs.Model) -> specs.budget.Weights:
     """The bytes of the weights and buffers `build(spec)` allocates, counted on the model built on the meta device
     with repeated blocks tied (a repeat counted again for `params`, once for `distinct`), and the largest tensor."""
     model = build(spec, "meta", tie_repeats=True, check_memory=False)
     tensors = {id(t): t for t in (*model.parameters(), *model.buffers())}.values()
-    own = _nbytes((*model.parameters(recurse=False), *model.buffers(recurse=False)))
-    every = own + sum(_nbytes((*p.module.parameters(), *p.module.buffers())) for p in model.parts())
-    return specs.budget.Weights(every, _nbytes(tensors), max((_nbytes((t,)) for t in tensors), default=0))
+    own = nbytes((*model.parameters(recurse=False), *model.buffers(recurse=False)))
+    every = own + sum(nbytes((*p.module.parameters(), *p.module.buffers())) for p in model.parts())
+    return specs.budget.Weights(every, nbytes(tensors), max((nbytes((t,)) for t in tensors), default=0))
 

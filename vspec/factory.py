@@ -26,38 +26,43 @@ import attrs
 import torch
 from torch import nn
 
+from ._moved import moved as _moved
 from .compiler import build
 from .extras import needs
 from .spec import Model, SpecError, from_json, load_spec, load_weights_table, override
-from .spec.catalogue import PRESETS, preset_dirs, preset_file, preset_path, preset_ref, presets  # noqa: F401 - also here
-from .spec.core import eps_problem
-from .spec.load import SUFFIXES
+from .spec.catalogue import (  # noqa: F401 - also here
+    PRESETS,
+    preset_dirs,
+    preset_file,
+    preset_path,
+    preset_ref,
+    presets,
+    resolve_name,
+)
+from .spec.core import cause, eps_problem
 from .spec.weights import Weights, inputs_cfg, requested
 from .weights import published
 from .weights.cache import WeightsUnavailable
-from .weights.checkpoint import cause, load_weights, timm_cfg
+from .weights.checkpoint import load_saved, load_weights, timm_cfg
 from .weights.loading import load_checkpoint
 from .weights.resample import resample_state
 
-CHECKPOINTS = (".pt", ".pth")
 TIMM_PREFIX = "vspec_"
 
 
 def _source(name_or_path: str | Path) -> tuple[Model, dict | None, dict | None]:
     """(spec, state_dict or None, the pretrained_cfg it records or None) of a preset name (or `name.tag`: the
-    tag must be one of its weights'), spec file, checkpoint or model folder."""
-    path = Path(name_or_path)
+    tag must be one of its weights'), spec file, checkpoint or model folder (`resolve_name`: a Path's text may
+    name a preset; what is no path is a preset's name)."""
     try:
-        folder = path.is_dir()
+        named = resolve_name(str(name_or_path), saved=True, unknown="preset")
     except OSError as e:  # a name too long for the file system is no preset either
         raise SpecError("", f"{str(name_or_path)[:80]!r}{'...' if len(str(name_or_path)) > 80 else ''}: no "
                             f"preset, and no path ({e.strerror})") from None
-    if folder or path.suffix in CHECKPOINTS:
-        ckpt = load_checkpoint(path)  # a .pt file or a model folder
+    if named.kind == "saved":
+        ckpt = load_checkpoint(named.path)  # a .pt file or a model folder
         return from_json(ckpt["spec"]), ckpt["state_dict"], ckpt.get("pretrained_cfg")
-    if path.suffix in SUFFIXES or path.exists() or os.sep in str(name_or_path):
-        return load_spec(path), None, None
-    return load_spec(preset_file(*(preset_ref(str(name_or_path)) or (str(name_or_path), None)))), None, None
+    return load_spec(named.path if named.kind == "file" else preset_file(named.name, named.tag)), None, None
 
 
 def create_model(name_or_path: str | Path, pretrained: bool | str = False, features_only: bool = False,
@@ -123,8 +128,7 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
 
 def _declares_weights(name_or_path: str | Path) -> bool:
     """A preset name or a .py spec file: where published weights are declared (WEIGHTS beside SPEC)."""
-    return Path(name_or_path).suffix == ".py" or (not isinstance(name_or_path, Path) and
-                                                  preset_ref(name_or_path) is not None)
+    return Path(name_or_path).suffix == ".py" or resolve_name(name_or_path).kind == "preset"
 
 
 def _declared(name_or_path: str | Path) -> tuple[str, str, Weights] | tuple[()]:
@@ -241,10 +245,7 @@ def _timm_model(model: nn.Module, timm_kw: dict[str, Any]) -> nn.Module:
         path = timm_kw["checkpoint_path"]
         if not isinstance(path, (str, os.PathLike)):
             raise SpecError("checkpoint_path", f"{path!r}: a path to a vspec checkpoint (.pt) or model folder")
-        ckpt = load_checkpoint(path, spec=model.spec)  # the spec of a folder of weights alone (Trainer's)
-        load_weights(model, ckpt["state_dict"], path)
-        if ckpt.get("pretrained_cfg"):
-            model.pretrained_cfg = timm_cfg(ckpt["pretrained_cfg"])
+        load_saved(model, load_checkpoint(path, spec=model.spec), path)  # spec: a folder of weights alone's (Trainer's)
     return model
 
 
@@ -375,3 +376,7 @@ def register_timm(prefix: str = TIMM_PREFIX) -> list[str]:
         entrypoint.__module__ = __name__
         register_model(entrypoint)
     return names
+
+
+def __getattr__(name: str):  # CHECKPOINTS went to vspec.spec.catalogue (vspec/_moved.py)
+    return _moved(__name__, name)

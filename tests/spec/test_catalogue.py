@@ -2,6 +2,7 @@
 `name.tag`), `vspec list`, timm's `name.tag` wherever a preset is named, and `load_spec` of a preset's name."""
 
 import fnmatch
+from pathlib import Path
 
 import pytest
 import torch
@@ -138,3 +139,40 @@ def test_a_known_tag_without_pretrained_trains_the_architecture_on_its_inputs(tm
     assert tagged.data.inputs["from"] == "vit_base (augreg2_in21k_ft_in1k)'s preprocessing"
     assert inputs("vit_base").data.inputs["from"] == "vspec's defaults"
     assert inputs("vit_base.deit_fb_in1k", "--mean", "0.4").data.inputs["mean"] == [0.4] * 3  # the flags still win
+
+
+# (text, what load_spec and the commands take it for, what create_model does, what the weights code does): one
+# rule (`resolve_name`), three policies: a saved model first (create_model), what is no path a preset's name
+# (create_model's "unknown preset"), a name a preset's even where a file of that name is here (published weights)
+NAMES = [
+    ("deit_tiny", ("preset", "deit_tiny", None), ("preset", "deit_tiny", None), ("preset", "deit_tiny", None)),
+    ("deit_tiny.fb_in1k", ("preset", "deit_tiny", "fb_in1k"), ("preset", "deit_tiny", "fb_in1k"),
+     ("preset", "deit_tiny", "fb_in1k")),
+    ("deit-tiny.x", ("preset", "deit-tiny", "x"), ("preset", "deit-tiny", "x"), ("preset", "deit-tiny", "x")),
+    ("model.onnx", ("file", "model.onnx"), ("preset", "model.onnx", None), ("file", "model.onnx")),
+    ("1x.y", ("file", "1x.y"), ("preset", "1x.y", None), ("file", "1x.y")),
+    ("spec.PY", ("file", "spec.PY"), ("preset", "spec.PY", None), ("file", "spec.PY")),
+    ("sub/deit_tiny", ("file", "sub/deit_tiny"), ("file", "sub/deit_tiny"), ("file", "sub/deit_tiny")),
+    ("m.json", ("file", "m.json"), ("file", "m.json"), ("file", "m.json")),
+    ("m.pt", ("file", "m.pt"), ("saved", "m.pt"), ("file", "m.pt")),
+    ("here", ("file", "here"), ("saved", "here"), ("preset", "here", None)),  # a folder of that name
+    ("here.txt", ("file", "here.txt"), ("file", "here.txt"), ("preset", "here", "txt")),  # a file of that name
+]
+
+
+@pytest.mark.parametrize(("text", "spec", "model", "weights"), NAMES, ids=[n[0] for n in NAMES])
+def test_one_rule_names_a_model_wherever_it_is_named(text, spec, model, weights, tmp_path, monkeypatch):
+    from vspec.spec.catalogue import Named, is_checkpoint, resolve_name
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here.txt").write_text("")
+
+    def named(kind, what, tag=None):
+        return Named(kind, name=what, tag=tag) if kind == "preset" else Named(kind, path=Path(what))
+
+    assert resolve_name(text) == named(*spec)
+    assert resolve_name(text, saved=True, unknown="preset") == named(*model)
+    assert resolve_name(text, here=False) == named(*weights)
+    assert resolve_name(Path(text)) == named("file", text)  # a Path is a path
+    assert is_checkpoint(text) == (model[0] == "saved")

@@ -538,3 +538,21 @@ def test_regression_python_tuple_of_blocks_in_from_dict():
 def test_regression_empty_override_key_is_named():
     with pytest.raises(SpecError, match="override key '' must be a dotted field path"):
         override(small_spec(), {"": 3})
+
+
+def test_one_helper_shortens_a_value_or_an_exception_for_a_message():
+    """`cut` is the one place a message is shortened, in the three marks its callers print (written out here as
+    the messages show them): a value's length, an error line's characters left out, a cause cut to fit."""
+    from vspec.spec.core import cause, cut, one_line, show, text_of
+
+    assert cut("x" * 80) == "x" * 80 and cut("x" * 100) == "x" * 77 + "... (100 characters)"
+    assert show("y" * 100) == "'" + "y" * 76 + "... (102 characters)"
+    assert cut("z" * 2000, 500, "more") == "z" * 500 + "... [1,500 more characters]"
+    assert cut("w" * 50, 40, "fit") == "w" * 37 + "..." and cut("w" * 40, 40, "fit") == "w" * 40
+
+    class Hostile(Exception):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    assert text_of(Hostile()) == "Hostile" == one_line(Hostile()) and text_of(ValueError("a")) == "a"
+    assert cause(ValueError("v" * 200), 20) == "ValueError: vvvvv..."

@@ -13,12 +13,12 @@ from ..analysis import Analysis
 from ..analysis import analyses as _table
 from ..extras import missing_extra
 from ..spec import Model, SpecError, from_json
+from ..spec.catalogue import is_checkpoint
 from ..train.data.registry import names
 from .common import (
     UsageError,
     check_fit,
     int_in,
-    is_checkpoint,
     load,
     one_line,
     output_file,

@@ -21,8 +21,8 @@ import warnings
 from pathlib import Path
 from typing import NoReturn
 
+from .._moved import moved as _moved
 from ..spec import Model, SpecError, load_spec, override, parse_assignment
-from ..spec.catalogue import preset_file, preset_ref
 from ..spec.core import FILE_KINDS, MAX_LINE, file_kind, one_line, printable, show  # noqa: F401 - re-exported
 from ..train.validators import ConfigError, rule
 
@@ -118,13 +118,6 @@ def memory_flag(p: argparse.ArgumentParser, what: str) -> None:
                    help=f"skip the size guard: by default {what}")
 
 
-def spec_file(path: str) -> str | Path:
-    """`path`, or the file of the preset named so (a bare name that is no file, or timm's `name.tag`: a tag of
-    its weights, `preset_file`)."""
-    ref = preset_ref(path)
-    return preset_file(*ref) if ref else path
-
-
 def weights_tag(text: str) -> str:
     """An argparse type: a weights tag of `--pretrained TAG` (not empty: an empty tag is no request for the default)."""
     if not text:
@@ -143,13 +136,8 @@ def pretrained_flag(p: argparse.ArgumentParser, what: str = "start from") -> Non
 
 def load(args: argparse.Namespace) -> Model:
     """The spec of `args.path` (a file, or a preset's name), with `args.overrides` applied."""
-    spec = load_spec(spec_file(args.path))
+    spec = load_spec(args.path)
     return override(spec, dict(parse_assignment(a) for a in args.overrides)) if args.overrides else spec
-
-
-def is_checkpoint(path: str | Path) -> bool:
-    """Whether `path` names a model with weights (a .pt / .pth checkpoint or a model folder), not a spec file."""
-    return Path(path).suffix in (".pt", ".pth") or Path(path).is_dir()
 
 
 def check_fit(spec: Model, batch: int, what: str) -> None:
@@ -289,3 +277,7 @@ def one_line_warnings(prog: str):
     with warnings.catch_warnings():
         warnings.showwarning = show
         yield
+
+
+def __getattr__(name: str):  # is_checkpoint and spec_file went to vspec.spec.catalogue (vspec/_moved.py)
+    return _moved(__name__, name)

@@ -10,6 +10,7 @@ from .. import compare as comparison
 from ..compare import MAX_GRID
 from ..fitting import MAX_CANDIDATES
 from ..spec import SpecError
+from ..spec.catalogue import spec_file
 from ..spec.load import parse_value
 from ..train.data.registry import names, table
 from ..train.recipes import RECIPES, Recipe, resolve
@@ -23,7 +24,6 @@ from .common import (
     output_folder,
     printable,
     show,
-    spec_file,
 )
 from .fit import vary_items
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 
 from ..spec import SpecError
-from .common import UsageError, check_fit, int_in, is_checkpoint, load, one_line, output_file, printable, spec_args
+from ..spec.catalogue import is_checkpoint
+from .common import UsageError, check_fit, int_in, load, one_line, output_file, printable, spec_args
 
 NAME, HELP = "export", "export to ONNX (.onnx) or a torch.export program (.pt2)"
 

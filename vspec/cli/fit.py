@@ -10,7 +10,8 @@ from pathlib import Path
 
 from .. import fitting
 from ..fitting import BLOCKS_PER_CANDIDATE, MAX_CANDIDATES, PART_COST
-from .common import UsageError, int_in, load, nonnegative_float, output_file, printable, show, spec_args, spec_file
+from ..spec.catalogue import spec_file
+from .common import UsageError, int_in, load, nonnegative_float, output_file, printable, show, spec_args
 
 NAME = "fit"
 HELP = "the variant of a spec (over the fields you name) nearest a MAC / parameter budget or another spec's counts"

@@ -13,7 +13,7 @@ from pathlib import Path
 import attrs
 
 from ..spec import from_json, load_spec
-from ..spec.catalogue import presets
+from ..spec.catalogue import is_checkpoint, presets
 from ..train.config import DataConfig, RunConfig
 from ..train.data.registry import options
 from ..train.progress import Progress
@@ -22,11 +22,9 @@ from ..train.validators import MEAN, POSITIVE_INT, STD, ints, rule
 from .common import (
     OneLineParser,
     UsageError,
-    is_checkpoint,
     one_line_warnings,
     output_folder,
     pretrained_flag,
-    spec_file,
 )
 from .fields import field_rules
 from .train import check_flags, data_args, errors, report
@@ -116,7 +114,7 @@ def _vspec_model(args, prog: str):
         spec, weights = from_json(ckpt["spec"]), ckpt["state_dict"]
         cfg = cfg or ckpt.get("pretrained_cfg") or ckpt.get("inputs")
     else:
-        spec, weights = load_spec(spec_file(str(path))), None
+        spec, weights = load_spec(str(path)), None
     if spec.embedder.text:
         raise UsageError(f"{prog}: error: {args.model}: a text body (token labels are for image models)")
     if weights is None:

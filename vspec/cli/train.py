@@ -14,7 +14,7 @@ from ..spec.catalogue import preset_ref
 from ..train.config import DataConfig, RunConfig, TrainConfig
 from ..train.recipes import RECIPES, Recipe, resolve
 from ..train.validators import MEAN, STD, ConfigError
-from .common import OneLineParser, UsageError, one_line, one_line_warnings, pretrained_flag, spec_file
+from .common import OneLineParser, UsageError, one_line, one_line_warnings, pretrained_flag
 from .fields import add_fields, flags, given
 
 NAME, HELP = "train", "train a spec (tools/train.py's command: the same arguments)"
@@ -87,7 +87,7 @@ def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
     except ConfigError as e:
         raise config_error(e, prog) from None
     check_flags(args, {"mean": MEAN, "std": STD}, prog)
-    spec = load_spec(spec_file(args.spec))
+    spec = load_spec(args.spec)
     if args.overrides:
         spec = override(spec, dict(parse_assignment(a) for a in args.overrides))
     if spec.embedder.text and (args.pretrained or (args.tokenizer or "").startswith("hf:")):

@@ -232,6 +232,14 @@ def read_arguments(family: str, config: Mapping[str, Any], known: Mapping[str, A
     return {**known, **given}
 
 
+def side(value: Any) -> int | None:
+    """The side of the square a released argument gives (img_size, patch_size): an int, or an equal pair's; None
+    for anything else (a bool, an unequal pair), which the converter refuses."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] == value[1]:
+        value = value[0]
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def refuse(family: str, rules: Iterable[tuple[bool, str]]) -> None:
     """Raise the first refused rule's reason as one line: `<family> config: <argument> ...: why`."""
     for refused, why in rules:

@@ -161,6 +161,11 @@ def _cgroups_left(root: str) -> list[int]:
     return left
 
 
+def nbytes(tensors) -> int:
+    """The bytes that `tensors` hold (each its elements times their size; torch's tensors, never imported here)."""
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
 def size(n: int) -> str:
     """Bytes, readable at any size: `512 KiB`, `71.6 GiB`, `4.47e+10 TiB`."""
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):

@@ -3,7 +3,9 @@ preset (`vspec fit deit_small ...`) does not import torch before it has work for
 
 A preset is `specs/<name>.py` of the repository, installed with the package as `vspec/presets/<name>.py`, or a file
 of a folder on the `VSPEC_SPECS` search path (searched first), or of a family's preset folder. Wherever a preset is
-named, timm's `name.tag` names one of its published weights too (`deit_tiny.fb_in1k`).
+named, timm's `name.tag` names one of its published weights too (`deit_tiny.fb_in1k`). What a model's name or path
+names (a preset, a spec file, a checkpoint or a model folder) is decided here once, wherever one is named: the
+commands, `create_model`, published weights (`resolve_name`, `is_checkpoint`).
 """
 
 import difflib
@@ -11,9 +13,11 @@ import fnmatch
 import os
 from pathlib import Path
 
+import attrs
+
 from . import families as family_registry
 from .core import SpecError
-from .load import load_weights_table, read_spec
+from .load import SUFFIXES, load_weights_table, read_spec
 from .model import Model
 
 PRESETS = Path(__file__).parent.parent / "presets"  # specs/ of the repository, installed with the package
@@ -68,20 +72,68 @@ def preset_file(name: str, tag: str | None = None) -> Path:
 # what a path names, never a tag (compared lower-cased)
 FILE_SUFFIXES = (".py", ".json", ".toml", ".yaml", ".yml", ".pt", ".pth", ".tar", ".bin", ".safetensors", ".ckpt",
                  ".onnx", ".pt2", ".gz", ".zip")
+CHECKPOINT_SUFFIXES = (".pt", ".pth")  # a checkpoint file's (`vspec.save`, a training run's)
+
+
+def is_checkpoint(path: str | Path) -> bool:
+    """Whether `path` names a saved model, not a spec: a .pt / .pth checkpoint file or a folder (a model folder).
+    The one test; an OSError of the file system (a name too long) is the caller's to say."""
+    path = Path(path)
+    return path.suffix in CHECKPOINT_SUFFIXES or path.is_dir()
+
+
+@attrs.frozen
+class Named:
+    """What a model's name or path names (`resolve_name`): `kind` "preset" (`name`, and timm's `tag` or None),
+    "file" (a spec file, or a path that is none: its reader says why) or "saved" (a checkpoint or a model folder,
+    `is_checkpoint`); `path`: the path given (None for a preset: `preset_file` finds its .py)."""
+
+    kind: str
+    path: Path | None = None
+    name: str = ""
+    tag: str | None = None
+
+
+def resolve_name(name_or_path: str | Path, saved: bool = False, here: bool = True,
+                 unknown: str = "file") -> Named:
+    """What `name_or_path` names, the one rule wherever a model is named (`load_spec`, the commands, `create_model`,
+    published weights), in this order:
+
+    1. (`saved`) a saved model: a checkpoint file or a model folder (`is_checkpoint`);
+    2. a path: a Path; a name with a separator, a spec file's suffix (SUFFIXES) or another file's (FILE_SUFFIXES:
+       with `unknown` "preset", only where it exists); or (`here`) a name that exists here;
+    3. a preset: a name without a suffix, or timm's `name.tag` (an identifier, a tag that is no file's suffix);
+    4. anything else (`1x.y`): a "file" its reader refuses, or (`unknown` "preset") a preset's name, refused with
+       the presets close to it.
+
+    The preset need not exist (`preset_path` says which are near), nor its tag (`preset_file` checks it)."""
+    path = Path(name_or_path)
+    if saved and is_checkpoint(path):
+        return Named("saved", path)
+    text, suffix = str(name_or_path), path.suffix.lower()
+    if (isinstance(name_or_path, Path) or "/" in text or os.sep in text or path.suffix in SUFFIXES
+            or suffix in FILE_SUFFIXES and unknown == "file" or here and path.exists()):
+        return Named("file", path)
+    if not suffix:
+        return Named("preset", name=text)
+    name, tag = text.split(".", 1)
+    if suffix not in FILE_SUFFIXES and name.replace("-", "_").isidentifier() and tag:
+        return Named("preset", name=name, tag=tag)
+    return Named("preset", name=text) if unknown == "preset" else Named("file", path)
 
 
 def preset_ref(text: str | Path, here: bool = True) -> tuple[str, str | None] | None:
-    """(name, tag or None) where `text` names a preset, as `name` or timm's `name.tag` (the name need not exist:
-    `preset_path` says which are near); None where it is a path: a Path, a separator, a file's suffix, or (`here`)
-    something of that name in the working folder."""
-    if isinstance(text, Path) or "/" in text or os.sep in text or Path(text).suffix.lower() in FILE_SUFFIXES:
-        return None
-    if here and Path(text).exists():
-        return None
-    if not Path(text).suffix:
-        return text, None
-    name, tag = text.split(".", 1)
-    return (name, tag) if name and name.replace("-", "_").isidentifier() and tag else None
+    """(name, tag or None) where `text` names a preset (`resolve_name`), as `name` or timm's `name.tag`; None where
+    it is a path."""
+    named = resolve_name(text, here=here)
+    return (named.name, named.tag) if named.kind == "preset" else None
+
+
+def spec_file(name_or_path: str | Path) -> str | Path:
+    """`name_or_path`, or the file of the preset named so (`resolve_name`; a tag must be one of its weights',
+    `preset_file`)."""
+    named = resolve_name(name_or_path)
+    return preset_file(named.name, named.tag) if named.kind == "preset" else name_or_path
 
 
 # the example specs, not architectures: what `make demo` / `make demo-text` train and `vspec compare`'s specs
@@ -115,8 +167,4 @@ def list_models(filter: str = "*", pretrained: bool = False,  # noqa: A002 - tim
 def load_spec(path: str | Path) -> Model:
     """Read a Model spec from a `.py` file (module-level `SPEC`), `.json` or `.toml` (`read_spec`), or a preset's
     (its name, or timm's `name.tag`: `load_spec("deit_tiny")`)."""
-    if isinstance(path, str):
-        ref = preset_ref(path)
-        if ref is not None:
-            path = preset_file(*ref)
-    return read_spec(path)
+    return read_spec(spec_file(path))

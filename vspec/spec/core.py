@@ -1,4 +1,5 @@
-"""What every spec class shares: the error type, field validators and the `kind` tag.
+"""What every spec class shares: the error type, field validators and the `kind` tag; and the one place a value or
+an exception is shortened for a message (`cut`; `show`, `one_line`, `cause`).
 
 Pure data: attrs and the standard library only (importing this must not import torch).
 """
@@ -6,6 +7,7 @@ Pure data: attrs and the standard library only (importing this must not import t
 from __future__ import annotations
 
 import math
+import re
 import stat
 import struct
 import unicodedata
@@ -29,8 +31,25 @@ def show_key(key: Any) -> str:
     return cut(key) if isinstance(key, str) and key.isprintable() else show(key)
 
 
-def cut(text: str) -> str:
-    return text if len(text) <= SHOWN else f"{text[:SHOWN - 3]}... ({len(text)} characters)"
+def cut(text: str, limit: int = SHOWN, mark: str = "length") -> str:
+    """`text`, or where it has more than `limit` characters its start, the cut marked as the message needs it (the
+    one place a message is shortened): "length" (`ab... (1000 characters)`: a user's value, `show`), "more"
+    (`abc... [997 more characters]`, `limit` characters before the mark: an error line, `one_line`) or "fit"
+    (`ab...`, `limit` characters in all: a cause inside a message, `cause`)."""
+    if len(text) <= limit:
+        return text
+    if mark == "more":
+        return f"{text[:limit]}... [{len(text) - limit:,} more characters]"
+    return text[:limit - 3] + ("..." if mark == "fit" else f"... ({len(text)} characters)")
+
+
+def text_of(value: object) -> str:
+    """str(value), or its type's name where that is empty or fails (a hostile __str__)."""
+    try:
+        text = str(value)
+    except Exception:  # noqa: BLE001 - any failure: say what it was instead
+        text = ""
+    return text or type(value).__name__
 
 
 MAX_LINE = 500  # characters of an error line; a longer message is cut
@@ -47,13 +66,20 @@ def file_kind(mode: int) -> str:
 
 def one_line(e: BaseException, limit: int = MAX_LINE) -> str:
     """An exception as one line: its message with line breaks folded, cut to `limit` characters, what a
-    terminal would act on escaped (`printable`); the type's name when the message is empty."""
-    try:
-        text = " ".join(str(e).split())
-    except Exception:  # noqa: BLE001 - a message that cannot be rendered
-        text = ""
-    text = text or type(e).__name__
-    return printable(text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit:,} more characters]")
+    terminal would act on escaped (`printable`); the type's name when the message is empty or cannot be rendered."""
+    return printable(cut(" ".join(text_of(e).split()) or type(e).__name__, limit, "more"))
+
+
+def cause(e: BaseException, limit: int = 160) -> str:
+    """`Type: first line of the message` (the type alone when the message is empty), cut to `limit`: an exception
+    inside another message (torch's advice around a refused pickle left out)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
+    if "WeightsUnpickler error:" in text:  # torch's advice around it is no cause
+        text = text.split("WeightsUnpickler error:", 1)[1].split(". ")[0]
+    elif text.startswith("Weights only load failed"):  # its first paragraph is advice, the cause comes next
+        text = next((p for p in text.split("\n\n")[1:] if p.strip()), text)
+    line = next((s.strip() for s in text.splitlines() if s.strip()), "")
+    return cut(f"{type(e).__name__}: {line}" if line else type(e).__name__, limit, "fit")
 
 
 def printable(text: str) -> str:

@@ -10,21 +10,12 @@ from typing import Any
 
 import attrs
 
-from .core import SpecError, join, show, show_key
+from .core import SpecError, join, show, show_key, text_of
 from .model import KINDS, SHORTHAND, Model
 from .serialize import WRITTEN_WHEN_SET, converter, from_dict, from_json, from_toml, to_dict
 from .weights import Weights, check_table
 
 SUFFIXES = (".py", ".json", ".toml")
-
-
-def _text(value: object) -> str:
-    """str(value), or its type's name where that is empty or fails (a hostile __str__)."""
-    try:
-        text = str(value)
-    except Exception:  # noqa: BLE001 - any failure: say what it was instead
-        text = ""
-    return text or type(value).__name__
 
 
 def _run(path: Path, name: str = "SPEC") -> object:
@@ -43,7 +34,7 @@ def _run(path: Path, name: str = "SPEC") -> object:
         elif isinstance(e, SyntaxError) and e.lineno:
             line, what = e.lineno, f"SyntaxError: {e.msg}"
         else:
-            what = f"{type(e).__name__}: {_text(e)}" if _text(e) != type(e).__name__ else type(e).__name__
+            what = f"{type(e).__name__}: {text_of(e)}" if text_of(e) != type(e).__name__ else type(e).__name__
         raise SpecError("", f"{path}, line {line}: {what}") from None
 
 

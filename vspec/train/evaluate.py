@@ -21,7 +21,7 @@ from ..weights.converted import pretrained_cfg
 from ..weights.loading import load_checkpoint
 from ..weights.published import published, tokenizer_path
 from .checkpoints import saved_tokenizer
-from .data.loader import build_loaders
+from .data.loader import build_loaders, to_device
 from .data.preprocess import eval_crop_ratio, inputs_line, resolve_inputs
 from .data.registry import options
 from .data.sources import build_datasets
@@ -37,13 +37,6 @@ from .text.tokenizer import tokenizer_mismatch
 class EvaluationError(ValueError):
     """What a checkpoint cannot be evaluated with (a flag that does not fit its model): one line, the program's
     name first."""
-
-
-def to_device(batch, device):
-    """A batch of images, or a text batch's dict of input_ids / attention_mask / token_type_ids, on `device`."""
-    if isinstance(batch, dict):
-        return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-    return batch.to(device, non_blocking=True)
 
 
 def forward(model: nn.Module, batch):

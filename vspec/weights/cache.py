@@ -16,9 +16,8 @@ from pathlib import Path
 import torch
 
 from ..spec import SpecError
-from ..spec.core import file_kind
+from ..spec.core import cause, file_kind
 from ..spec.weights import Hub, Manual, Url
-from .checkpoint import cause
 
 
 class WeightsUnavailable(SpecError):

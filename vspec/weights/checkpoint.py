@@ -19,7 +19,6 @@ rest of such a file is taken as it is (re-save it to cover everything). A checks
 whoever edits a file on purpose can recompute it."""
 
 import json
-import re
 import warnings
 import zipfile
 from contextlib import contextmanager
@@ -33,7 +32,8 @@ from torch import nn
 from ..compiler import build, check_fit
 from ..compiler import weights as count
 from ..spec import Model, SpecError, budget, from_dict, from_json, to_json
-from ..spec.budget import size
+from ..spec.budget import nbytes, size
+from ..spec.core import cause
 from ..spec.migrate import state_key_upgrade, upgrade, version_of
 from ..spec.weights import INPUTS
 from ..version import __version__
@@ -60,18 +60,6 @@ class CheckpointError(SpecError):
         self.file = file
 
 
-def cause(e: BaseException, limit: int = 160) -> str:
-    """`Type: first line of the message` (the type alone when the message is empty), cut to `limit`."""
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
-    if "WeightsUnpickler error:" in text:  # torch's advice around it is no cause
-        text = text.split("WeightsUnpickler error:", 1)[1].split(". ")[0]
-    elif text.startswith("Weights only load failed"):  # its first paragraph is advice, the cause comes next
-        text = next((p for p in text.split("\n\n")[1:] if p.strip()), text)
-    line = next((s.strip() for s in text.splitlines() if s.strip()), "")
-    out = f"{type(e).__name__}: {line}" if line else type(e).__name__
-    return out if len(out) <= limit else out[: limit - 3] + "..."
-
-
 @contextmanager
 def reading(file: str | Path):
     """An OSError while reading `file` (EIO of a special file, a name too long, a permission) as a one-line
@@ -80,14 +68,6 @@ def reading(file: str | Path):
         yield
     except OSError as e:
         raise CheckpointError(file, f"cannot be read ({e.strerror or cause(e)})") from None
-
-
-def _size(n: int) -> str:
-    return size(n)
-
-
-def _nbytes(t: torch.Tensor) -> int:
-    return t.numel() * t.element_size()
 
 
 class Scan:
@@ -129,15 +109,15 @@ class Scan:
                 done[id(container)] = holds[0]
                 if stack:
                     stack[-1][2][0] |= holds[0]
-        distinct = sum(_nbytes(t) for t in self.tensors.values())
+        distinct = nbytes(self.tensors.values())
         storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in self.tensors.values()}
         if self.referenced > REPEATS * distinct + SLACK:
-            raise CheckpointError(file, f"its tensors are reached by paths adding up to {_size(self.referenced)}, "
+            raise CheckpointError(file, f"its tensors are reached by paths adding up to {size(self.referenced)}, "
                                         f"{self.referenced / max(distinct, 1):.0f} times their "
-                                        f"{_size(distinct)}: not what torch.save writes of vspec's state")
+                                        f"{size(distinct)}: not what torch.save writes of vspec's state")
         if distinct > REPEATS * sum(storages.values()) + SLACK:
-            raise CheckpointError(file, f"its tensors overlap one another: {_size(distinct)} of tensors over "
-                                        f"{_size(sum(storages.values()))} of storage")
+            raise CheckpointError(file, f"its tensors overlap one another: {size(distinct)} of tensors over "
+                                        f"{size(sum(storages.values()))} of storage")
 
     def path(self, node: int, key: Any = None, limit: int = 6) -> str:
         """The dotted path to `node` (then `key`), its first and last parts where it is long."""
@@ -165,11 +145,11 @@ class Scan:
             self._refuse(parent, key, f"holds a tensor on the {t.device.type} device (no data) at {{here}}")
         if t.is_quantized:
             self._refuse(parent, key, "holds a quantized tensor at {here}; vspec writes plain ones")
-        if _nbytes(t) > t.untyped_storage().nbytes():
-            storage = _size(t.untyped_storage().nbytes())
-            self._refuse(parent, key, f"holds a tensor of {_size(_nbytes(t))} over {storage} of storage at {{here}} "
+        if nbytes((t,)) > t.untyped_storage().nbytes():
+            storage = size(t.untyped_storage().nbytes())
+            self._refuse(parent, key, f"holds a tensor of {size(nbytes((t,)))} over {storage} of storage at {{here}} "
                                       f"(strides {list(t.stride())}: it overlaps itself)")
-        self.referenced += _nbytes(t)
+        self.referenced += nbytes((t,))
         self.tensors.setdefault(id(t), t)
 
 
@@ -250,12 +230,12 @@ def _zip_records(path: Path) -> bool:
     file_size = path.stat().st_size
     for r in records:
         if r.compress_type != zipfile.ZIP_STORED:
-            raise CheckpointError(path, f"its record {r.filename!r} is compressed ({_size(r.compress_size)} "
-                                        f"declared to inflate to {_size(r.file_size)}); torch.save writes records "
+            raise CheckpointError(path, f"its record {r.filename!r} is compressed ({size(r.compress_size)} "
+                                        f"declared to inflate to {size(r.file_size)}); torch.save writes records "
                                         "uncompressed, and this one is not read")
         if r.file_size > file_size:
-            raise CheckpointError(path, f"its record {r.filename!r} declares {_size(r.file_size)}, more than the "
-                                        f"file's {_size(file_size)}")
+            raise CheckpointError(path, f"its record {r.filename!r} declares {size(r.file_size)}, more than the "
+                                        f"file's {size(file_size)}")
     return True
 
 
@@ -298,15 +278,15 @@ def _weights_fit(ckpt: dict[str, Any], file: Path) -> None:
     keys, shapes and kinds of dtype of the model built on the meta device."""
     spec = from_json(ckpt["spec"])
     weights = ckpt["state_dict"]
-    held = sum(_nbytes(t) for t in weights.values())
+    held = nbytes(weights.values())
     if spec.depth > len(weights):
         raise CheckpointError(file, f"its spec describes a model of {spec.depth:,} blocks, but its 'state_dict' holds "
                                     f"{len(weights):,} tensors: not that model's weights")
     budget.check(spec, batch=0, tied=True, what="reading its spec")
     params = count(spec).params
     if params > SPEC_RATIO * held + 2**16:
-        raise CheckpointError(file, f"its spec describes a model of about {_size(params)} of weights in "
-                                    f"{spec.depth:,} blocks, but its 'state_dict' holds {_size(held)} in "
+        raise CheckpointError(file, f"its spec describes a model of about {size(params)} of weights in "
+                                    f"{spec.depth:,} blocks, but its 'state_dict' holds {size(held)} in "
                                     f"{len(weights):,} tensors: not that model's weights")
     model = build(spec, device="meta")
     own = model.state_dict()
@@ -436,7 +416,11 @@ def timm_cfg(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def model_of(ckpt: dict[str, Any], file: str | Path) -> nn.Module:
     """The model a checked checkpoint dict (`check_checkpoint`) describes, with its weights."""
-    model = build(from_json(ckpt["spec"]))
+    return load_saved(build(from_json(ckpt["spec"])), ckpt, file)
+
+
+def load_saved(model: nn.Module, ckpt: dict[str, Any], file: str | Path) -> nn.Module:
+    """`model` with a checked checkpoint dict's weights (`load_weights`) and the pretrained_cfg it records."""
     load_weights(model, ckpt["state_dict"], file)
     if ckpt.get("pretrained_cfg"):
         model.pretrained_cfg = timm_cfg(ckpt["pretrained_cfg"])

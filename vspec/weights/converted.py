@@ -29,11 +29,11 @@ from torch import nn
 from ..convert import ConversionError, from_hf, from_official, from_timm
 from ..convert.hf import read_config
 from ..spec import Model, SpecError, from_json
-from ..spec.core import file_kind
+from ..spec.core import cause, file_kind
 from ..spec.serialize import first_difference
 from ..spec.weights import Weights
 from .cache import WeightsUnavailable, regular_file, vspec_cache
-from .checkpoint import CheckpointError, cause
+from .checkpoint import CheckpointError
 from .download import fetch, verify
 from .folder import save_pretrained
 from .loading import load_checkpoint

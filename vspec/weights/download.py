@@ -17,9 +17,9 @@ from urllib.parse import urlparse
 
 import torch
 
+from ..spec.core import cause
 from ..spec.weights import Hub, Manual, Url, Weights
 from .cache import WeightsUnavailable, check_hub_cache, drop_path, hf_cache, offline, regular_file
-from .checkpoint import cause
 
 _REACHABLE: dict[tuple[str, int], bool] = {}
 PROBE_SECONDS = 3.0  # how long a connection (with its name lookup) may take before the network counts as absent

@@ -52,8 +52,9 @@ from safetensors.torch import save_file
 from torch import nn
 
 from ..spec import Model, from_json, load_spec, to_dict
+from ..spec.core import cause
 from ..version import __version__
-from .checkpoint import CheckpointError, cause, check_checkpoint, check_fields, model_of, reading, weights_cfg
+from .checkpoint import CheckpointError, check_checkpoint, check_fields, model_of, reading, weights_cfg
 from .checksum import checksum
 
 FORMAT = "vspec-folder-1"

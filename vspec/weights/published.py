@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from ..spec import Model, from_json, load_spec, load_weights_table
-from ..spec.catalogue import preset_path, preset_ref
+from ..spec.catalogue import preset_path, resolve_name
 from ..spec.weights import Weights, requested
 from .cache import WeightsUnavailable
 from .checkpoint import check_weights
@@ -48,16 +48,17 @@ def locate(name_or_path: str | Path) -> tuple[str, Path, str | None]:
     `name.tag`) or a preset-style spec file (one that may declare WEIGHTS beside its SPEC; its file name is its
     name in the cache)."""
     path = Path(name_or_path)
-    if path.suffix == ".py":
-        if path.is_file():
-            return path.stem, path, None
-        raise WeightsUnavailable(f"{name_or_path}: no such file (a preset's .py file, or its name)")
-    # weights come from presets alone: a name is a preset's even where a file or folder of that name is here
-    ref = None if isinstance(name_or_path, Path) and path.suffix else preset_ref(str(name_or_path), here=False)
-    if ref is None:
+    # weights come from presets alone: a name is a preset's even where a file or folder of that name is here (a
+    # Path's text too, where it has no suffix)
+    named = resolve_name(name_or_path if path.suffix else str(name_or_path), here=False)
+    if named.kind == "preset":
+        return named.name, preset_path(named.name), named.tag
+    if path.suffix != ".py":
         raise WeightsUnavailable(f"{name_or_path}: published weights are declared beside a preset's SPEC (WEIGHTS); "
                                  "give the preset's name or its .py file")
-    return ref[0], preset_path(ref[0]), ref[1]
+    if not path.is_file():
+        raise WeightsUnavailable(f"{name_or_path}: no such file (a preset's .py file, or its name)")
+    return path.stem, path, None
 
 
 def pick(name_or_path: str | Path, pretrained: bool | str) -> tuple[str, Path, str, Weights]:

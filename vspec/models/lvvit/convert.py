@@ -35,19 +35,18 @@ from . import spec as paper
 STEMS = {"4_2": 64, "4_2_128": 128}  # p_emb -> the CNN stem's width (PatchEmbed4_2, PatchEmbed4_2_128)
 
 
-def _side(img: Any) -> Any:
-    return tuple(img) if isinstance(img, Sequence) and not isinstance(img, str) else img
+def _sides(img: Any) -> tuple:
+    """The sides a released img_size gives: an int's one, a sequence's each."""
+    return tuple(img) if isinstance(img, Sequence) and not isinstance(img, str) else (img,)
 
 
-def _sides_ok(img: Any) -> bool:
-    sides = img if isinstance(img, tuple) else (img,)
+def _sides_ok(sides: tuple) -> bool:
     return len(sides) in (1, 2) and all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sides)
 
 
 def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
-    order, patch, img = a["order"], a["patch_size"], _side(a["img_size"])
+    order, patch, sides = a["order"], a["patch_size"], _sides(a["img_size"])
     cnn = a["p_emb"] in STEMS
-    sides = img if isinstance(img, tuple) else (img,)
     listed = isinstance(order, Sequence) and not isinstance(order, str)
     head_dim = a["head_dim"]
     return [
@@ -68,10 +67,10 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
                                                   "partial(nn.LayerNorm, eps=...)) is converted"),
         (a["mix_token"] and not a["return_dense"], "mix_token without return_dense: the released constructor asserts "
                                                    "return_dense when mix_token is on"),
-        (not _sides_ok(img), f"img_size {a['img_size']!r}: an int or a pair of ints"),
+        (not _sides_ok(sides), f"img_size {a['img_size']!r}: an int or a pair of ints"),
         (cnn and isinstance(patch, int) and patch % 2 == 1, f"patch_size {patch}: the CNN stem (p_emb "
                                                             f"{a['p_emb']!r}) strides 2, then patch_size / 2"),
-        (_sides_ok(img) and isinstance(patch, int) and patch > 0 and any(s % patch for s in sides),
+        (_sides_ok(sides) and isinstance(patch, int) and patch > 0 and any(s % patch for s in sides),
          f"img_size {a['img_size']!r}: the patch_size {patch} must divide each side"),
     ]
 
@@ -86,7 +85,7 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
     depth = a["depth"] if a["order"] is None else len(a["order"])  # order overrides depth
     head = specs.ClassTokenHead(dense=specs.DenseAux(mix_token=bool(a["mix_token"])) if a["return_dense"] else None)
     return specs.Model(embedder=embedder, block=block, depth=depth, head=head, dim=a["embed_dim"],
-                       num_classes=a["num_classes"], img_size=_side(a["img_size"]), in_chans=a["in_chans"],
+                       num_classes=a["num_classes"], img_size=a["img_size"], in_chans=a["in_chans"],
                        drop_path=float(a["drop_path_rate"]))
 
 

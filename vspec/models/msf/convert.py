@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from ... import spec as specs
-from ...convert.common import REQUIRED
+from ...convert.common import REQUIRED, side
 from ...convert.released import Released
 from . import spec as paper
 
@@ -47,13 +47,6 @@ def _attention(att: str, heads: int, head_dim: int) -> specs.MHSA | paper.MeanSh
     return specs.MHSA(**common, projections=specs.Projections(groups=groups) if groups > 1 else None)
 
 
-def _side(value: Any) -> int | None:
-    """An int, or the side of an equal pair."""
-    if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] == value[1]:
-        value = value[0]
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _image(value: Any) -> tuple[int, int] | None:
     """An int, or a (height, width) pair of ints (the released `pair`)."""
     pair = tuple(value) if isinstance(value, (list, tuple)) else (value, value)
@@ -64,7 +57,7 @@ def _image(value: Any) -> tuple[int, int] | None:
 def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     return [
         (_image(a["image_size"]) is None, f"image_size {a['image_size']!r}: an int or a (height, width) pair"),
-        (_side(a["patch_size"]) is None, f"patch_size {a['patch_size']!r}: an int or an equal pair (vspec's patches "
+        (side(a["patch_size"]) is None, f"patch_size {a['patch_size']!r}: an int or an equal pair (vspec's patches "
                                          "are square)"),
         (a["num_classes"] == 0, "num_classes 0: the released head is a Linear with no outputs (vspec's 0 means no "
                                 "classifier)"),
@@ -78,7 +71,7 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
     ln = specs.Norm(eps=1e-5)
     attention = _attention(a["att"], a["heads"], a["dim_head"])
     return specs.Model(
-        embedder=specs.SimplePatchEmbed(patch_size=_side(a["patch_size"]), norm=ln),
+        embedder=specs.SimplePatchEmbed(patch_size=side(a["patch_size"]), norm=ln),
         block=specs.Block(attention=attention, ffn=specs.MLP(hidden=a["mlp_dim"]), norm=ln),
         depth=a["depth"], dim=a["dim"], num_classes=a["num_classes"], img_size=_image(a["image_size"]),
         in_chans=a["channels"], class_token=False, pos_embed="sincos2d", final_norm=False, head=specs.GAPHead(norm=ln),

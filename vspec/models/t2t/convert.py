@@ -21,27 +21,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import spec as specs
-from ...convert.common import ISOTROPIC_BODY, check_sinusoid, layer_norm_eps, qk_scale_refusal, released_block
+from ...convert.common import ISOTROPIC_BODY, check_sinusoid, layer_norm_eps, qk_scale_refusal, released_block, side
 from ...convert.released import Released
 from . import spec as paper
 
 TOKENS_TYPES = ("performer", "transformer")
 
 
-def _side(img: Any) -> Any:
-    if isinstance(img, (list, tuple)) and len(img) == 2 and img[0] == img[1]:
-        return img[0]
-    return img
-
-
 def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
-    img = _side(a["img_size"])
+    img = side(a["img_size"])
     return [
         qk_scale_refusal(a),
         (a["tokens_type"] not in TOKENS_TYPES, f"tokens_type {a['tokens_type']!r}: vspec builds performer and "
                                                "transformer (the convolution form is another module)"),
         (layer_norm_eps(a["norm_layer"]) is None, f"norm_layer {a['norm_layer']!r}: only torch's LayerNorm (any eps)"),
-        (not isinstance(img, int) or isinstance(img, bool) or img % 16 or img < 16,
+        (img is None or img % 16 or img < 16,
          f"img_size {a['img_size']!r}: the released model takes a square side that is a multiple of 16"),
         (a["drop_rate"] != 0, f"drop_rate {a['drop_rate']}: the released model also drops after the position table, "
                               "which vspec has no place for (set the spec's dropouts instead)"),
@@ -52,7 +46,7 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
     dim = a["embed_dim"]
     block = released_block(a, attn_drop=float(a["attn_drop_rate"]))
     return specs.Model(embedder=paper.T2TEmbed(token_dim=a["token_dim"], block=a["tokens_type"]), block=block,
-                       depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=_side(a["img_size"]),
+                       depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=side(a["img_size"]),
                        in_chans=a["in_chans"], pos_embed="sincos1d", drop_path=float(a["drop_path_rate"]))
 
 

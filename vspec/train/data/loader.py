@@ -5,6 +5,8 @@ training sample's random draws its own.
     ResumableSampler                                  epoch order from (seed, epoch), `skip` to resume
     set_epoch(train_loader, epoch, skip)              the epoch's order: its sampler's, or a stream's (shards)
     sample_draws(*key)                                a sample's draws from the global streams, seeded by `key`
+    to_device(batch, device)                          a batch's inputs on the device (images, a text batch's dict)
+    transfer(batch, device)                           a training batch, (inputs, target), moved to the device
 """
 
 from __future__ import annotations
@@ -153,3 +155,17 @@ def build_loaders(train_ds, val_ds, *, batch_size: int, workers: int = 0, seed: 
     val_loader = DataLoader(val_ds, sampler=val_sampler, shuffle=False, drop_last=False,
                             **{**common, "collate_fn": getattr(collate_fn, "val_collate", collate_fn)})
     return train_loader, val_loader
+
+
+def to_device(batch, device):
+    """A batch of images, or a text batch's dict of input_ids / attention_mask / token_type_ids, on `device`."""
+    if isinstance(batch, dict):
+        return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    return batch.to(device, non_blocking=True)
+
+
+def transfer(batch, device):
+    """A training batch of the loader, (inputs, target), moved to `device` ahead of its use (`Prefetcher`, on
+    CUDA): what the image paths and the text task hand over when their inputs need nothing but the move."""
+    inputs, target = batch
+    return to_device(inputs, device), target.to(device, non_blocking=True)

@@ -19,6 +19,7 @@ import torch
 from torch.utils.data import IterableDataset
 
 from .device_decode import DevicePipeline, Indexed, WorkerPipeline, collate_encoded, device_batches
+from .loader import transfer
 from .preprocess import INTERPOLATION, eval_crop_ratio, mean_std
 from .registry import DataError
 
@@ -71,8 +72,7 @@ class HostPath:
 
     def transfer(self, batch):
         """A training batch of the loader moved to the device ahead of `batches` (`Prefetcher`, on CUDA)."""
-        images, target = batch
-        return images.to(self.device, non_blocking=True), target.to(self.device, non_blocking=True)
+        return transfer(batch, self.device)
 
     def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
         """The loader's batches (from batch `start` of `epoch`) ready on the device: (images, target)."""
@@ -144,8 +144,7 @@ class WorkerDecodedPath(DecodedPath):
         return images.to(self.device, non_blocking=True) if train else self.pipeline(images, train)
 
     def transfer(self, batch):
-        images, target = batch
-        return images.to(self.device, non_blocking=True), target.to(self.device, non_blocking=True)
+        return transfer(batch, self.device)
 
     def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
         if not train:

@@ -12,8 +12,9 @@ from torch import distributed, nn
 
 from ...convert.hf import load_hf_body
 from ..checkpoints import CheckpointError
+from ..data.loader import to_device, transfer
 from ..data.registry import options
-from ..evaluate import evaluate_text, to_device
+from ..evaluate import evaluate_text
 from ..losses import RegressionLoss, make_criterion
 from ..text import run_tokenizer
 from ..text.batches import pad_batch, text_datasets, token_types
@@ -92,8 +93,7 @@ class TextTask:
 
     def transfer(self, batch):
         """A training batch of the loader on the device, moved ahead of `batches` (`Prefetcher`, on CUDA)."""
-        inputs, target = batch
-        return to_device(inputs, self.device), target.to(self.device, non_blocking=True)
+        return transfer(batch, self.device)
 
     def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
         """The loader's batches ready on the device: (inputs, target)."""

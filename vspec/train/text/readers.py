@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...weights.checkpoint import cause
+from ...spec.core import cause
 from ..data.registry import DataError, Request
 
 
