@@ -147,6 +147,13 @@ NAMES = {
     **{f"vspec.nn.model.{n}": f"vspec.nn.blocks.{n}" for n in ("Block", "Carry", "NO_STATE", "PostNormBlock", "Stage")},
     "vspec.nn.model.VisionTransformer": "vspec.nn.model.Transformer",
     "vspec.nn.VisionTransformer": "vspec.nn.model.Transformer",
+    # issue 62 (the core free of papers): the papers' parts in the core went to their families, the declarations a
+    # paper makes to the spec layer
+    "vspec.nn.layers.MapRefiner": "vspec.models.refiner.modules.MapRefiner",
+    "vspec.spec.layout.MAPS": "vspec.models.refiner.spec.MAPS",
+    "vspec.spec.kinds.PoolKind": "vspec.models.sot.spec.PoolKind",
+    "vspec.spec.kinds.ReprNormKind": "vspec.models.sot.spec.ReprNormKind",
+    "vspec.train.recipes.MAX_EPOCHS": "vspec.spec.paper.MAX_EPOCHS",
 }
 
 
