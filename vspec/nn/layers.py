@@ -262,8 +262,8 @@ class ProjectedAttention(Component):
 
     def finish(self, z: torch.Tensor, extra: list[torch.Tensor]) -> torch.Tensor:
         """The heads' merged output z (B, N, inner) -> the attention's output (B, N, dim): WEIGHT. `extra`: the
-        projections of the input roles after q, k, v (`project`), which a kind that has such roles reads here by
-        overriding this hook (MSF's `MeanShiftOutput`); ignored by default."""
+        projections of the input roles after q, k, v (`project`; a probe, `vspec.spec.vit.PROJECTION_ROLES`), which
+        a kind that has such roles reads by overriding this hook; ignored by default."""
         return self.output(z)
 
 
