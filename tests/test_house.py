@@ -1,6 +1,7 @@
 """The house's rules that a reader checks by eye, checked here (issue 56): files short enough to read in one sitting
 and docs/design.md's file table naming every module (the import graph's rules: tests/test_imports.py)."""
 
+import ast
 import re
 from pathlib import Path
 
@@ -74,3 +75,42 @@ def test_the_house_figures_count_what_a_reader_meets(tmp_path):
     assert (f["modules"], f["with_all"], f["public_defs"], f["public_assigned"]) == (2, 1, 3, 1)
     assert f["undocumented"] == ["pkg/m.py:g"] and f["undocumented_methods"] == ["pkg/m.py:C.run"]
     assert f["args_blocks"] == 1 and f["long"] == [("pkg/m.py:g", 62)]
+
+
+CORE = ("spec", "nn", "ops", "convert", "compiler.py", "profiler.py")  # docs/design.md, Layout: the core
+
+
+def _core_files() -> list[Path]:
+    return sorted(p for name in CORE for p in ([PACKAGE / name] if name.endswith(".py") else
+                                              (PACKAGE / name).rglob("*.py")))
+
+
+def _top_level(path: Path) -> list:
+    return ast.parse(path.read_text(encoding="utf-8")).body
+
+
+def test_the_core_names_no_family():
+    """docs/design.md: "the core names no family" (issue 62). No class of the core carries a family's name or a
+    family's class name; every role the core declares has a kind of the core (a role only a family fills is the
+    family's: SoT's pool and representation norm); no constant of the core holds a state key a family's kind
+    writes (Refiner's maps: the kinds declare it, `AttentionKind.maps_key`)."""
+    from vspec.spec import KINDS, ROLES, kinds
+
+    family_files = sorted((PACKAGE / "models").glob("*/*.py"))
+    families = {p.parent.name for p in family_files}
+    theirs = {n.name for p in family_files for n in _top_level(p) if isinstance(n, ast.ClassDef)}
+    ours = {f"{p.relative_to(ROOT)}: {n.name}" for p in _core_files() for n in _top_level(p)
+            if isinstance(n, ast.ClassDef)}
+    assert len(ours) > 50 and len(theirs) > 50
+    assert [c for c in ours if c.partition(": ")[2] in theirs or any(f in c.lower().partition(": ")[2]
+                                                                    for f in families)] == []
+    core = [b for b in kinds.ROLE_BASES.values() if not b.__module__.startswith("vspec.models.")]
+    assert len(core) >= 6
+    assert [b.__name__ for b in core if all(k.__module__.startswith("vspec.models.") for k in ROLES[b.role])] == []
+    keys = {k for c in KINDS.values() if c.__module__.startswith("vspec.models.")
+            for k in (c.__dict__.get("writes") if isinstance(c.__dict__.get("writes"), tuple) else ())}
+    assert {"maps", "conv"} <= keys
+    named = [f"{p.relative_to(ROOT)}: {ast.unparse(n)}" for p in _core_files() for n in _top_level(p)
+             if isinstance(n, ast.Assign | ast.AnnAssign) and isinstance(n.value, ast.Constant)
+             and n.value.value in keys]
+    assert named == []

@@ -179,3 +179,54 @@ def test_the_tests_are_laid_out_like_the_package():
     editing = sorted(str(p.relative_to(ROOT)) for folder in ("vspec", "tests", "tools", "benchmarks", "specs")
                      for p in (ROOT / folder).rglob("*.py") if needle in p.read_text(encoding="utf-8"))
     assert editing == [], editing
+
+
+# The layer order (docs/design.md, Layout), lowest first: a module imports its own layer's and lower ones. A paper
+# (vspec/models/) stands on the core and is run by the machinery above it (the profiler, training, the commands); the
+# core finds the families by name (vspec.spec.families), never by an import. `_moved`, `extras` and `version` serve
+# every layer; any module not named here is above the papers.
+LAYERS = {"vspec.spec": 0, "vspec.ops": 1, "vspec.nn": 2, "vspec.compiler": 3, "vspec.convert": 4,
+          "vspec.analysis": 4, "vspec.models": 5}
+EVERYWHERE = ("vspec._moved", "vspec.extras", "vspec.version")
+ABOVE = max(LAYERS.values()) + 1
+
+
+def layer(module: str) -> int | None:
+    """A module's layer (None: it serves every layer)."""
+    if module.startswith(EVERYWHERE):
+        return None
+    return next((n for prefix, n in LAYERS.items() if module == prefix or module.startswith(f"{prefix}.")), ABOVE)
+
+
+def upward(edges: dict[str, dict[str, int]]) -> list[str]:
+    """The imports that point up the layer order, as `module:line -> target`."""
+    return [f"{m}:{line} -> {t}" for m, targets in sorted(edges.items()) for t, line in targets.items()
+            if None not in (layer(m), layer(t)) and layer(t) > layer(m)]
+
+
+def test_the_layer_check_finds_an_import_up(tmp_path):
+    pkg = tmp_path / "vspec"
+    for folder in ("spec", "nn", "models/toy", "train"):
+        (pkg / folder).mkdir(parents=True)
+    (pkg / "_moved.py").write_text("")
+    (pkg / "spec" / "kinds.py").write_text("")
+    (pkg / "train" / "recipes.py").write_text("")
+    (pkg / "nn" / "layers.py").write_text("from ..spec import kinds\nfrom .. import _moved\n")
+    (pkg / "models" / "toy" / "paper.py").write_text("from ...nn import layers\n")
+    assert upward(graph(pkg)) == []
+    (pkg / "models" / "toy" / "paper.py").write_text("def f():\n    from ...train import recipes\n")
+    (pkg / "spec" / "kinds.py").write_text("import vspec.models.toy.paper\n")
+    assert upward(graph(pkg)) == [
+        "vspec.models.toy.paper:2 -> vspec.train.recipes", "vspec.spec.kinds:1 -> vspec.models.toy.paper"]
+
+
+def test_no_paper_imports_the_machinery_that_runs_it():
+    """A family imports the core and the declarations of the spec layer (`vspec.spec.paper`), never the training
+    room or the profiler (issue 62)."""
+    edges = graph()
+    assert [e for e in upward(edges) if e.startswith("vspec.models.")] == []
+
+
+def test_the_core_imports_no_family_and_points_down():
+    edges = graph()
+    assert [e for e in upward(edges) if not e.startswith("vspec.models.")] == []

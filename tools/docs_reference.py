@@ -33,11 +33,12 @@ API = [
     ("vspec.weights.published", None),
     ("vspec.weights.converted", None),
     ("vspec.export", None),
+    ("vspec.spec.paper", None),
     ("vspec.analysis", None),
     ("vspec.models.msf.analysis", None),
     ("vspec.models.refiner.analysis", None),
     ("vspec.train.config", ["TrainConfig", "DataConfig", "RunConfig"]),
-    ("vspec.train.recipes", ["Recipe", "resolve"]),
+    ("vspec.train.recipes", ["resolve"]),
     ("vspec.train.data.registry", ["DataSet", "register_dataset", "unregister_dataset"]),
     ("vspec.train.engine", ["run"]),
 ]

@@ -150,6 +150,13 @@ NAMES = {
     # issue 62 (one place per idea): the one name resolver and checkpoint test, in vspec.spec.catalogue
     "vspec.factory.CHECKPOINTS": "vspec.spec.catalogue.CHECKPOINT_SUFFIXES",
     **{f"vspec.cli.common.{n}": f"vspec.spec.catalogue.{n}" for n in ("is_checkpoint", "spec_file")},
+    # issue 62 (the core free of papers): the papers' parts in the core went to their families, the declarations a
+    # paper makes to the spec layer
+    "vspec.nn.layers.MapRefiner": "vspec.models.refiner.modules.MapRefiner",
+    "vspec.spec.layout.MAPS": "vspec.models.refiner.spec.MAPS",
+    "vspec.spec.kinds.PoolKind": "vspec.models.sot.spec.PoolKind",
+    "vspec.spec.kinds.ReprNormKind": "vspec.models.sot.spec.ReprNormKind",
+    "vspec.train.recipes.MAX_EPOCHS": "vspec.spec.paper.MAX_EPOCHS",
 }
 
 

@@ -1,5 +1,5 @@
-"""The analyses behind `vspec analyze`: the record a family declares for each figure its paper plots (`Analysis`,
-in the `ANALYSES` of its torch-free `paper.py`), the table of every family's (`analyses`), what `vspec analyze`
+"""The analyses behind `vspec analyze`: the table of every family's (`analyses`; each figure a family's paper plots is
+an `Analysis` record, vspec/spec/paper.py, in the `ANALYSES` of its torch-free `paper.py`), what `vspec analyze`
 hands an analysis (`Inputs`) and what it gets back (`Figure`), and the helpers every analysis shares (`pyplot`,
 `nonfinite_result`). The figures themselves are the families' (`vspec/models/<family>/analysis.py`: MSF's
 projection subspaces and feature norms, Refiner's CKA curve and attention maps), each imported when it runs.
@@ -20,6 +20,7 @@ import attrs
 from ._moved import moved as _moved
 from .extras import needs
 from .spec import families
+from .spec.paper import Analysis
 
 
 class AnalysisError(Exception):
@@ -28,28 +29,6 @@ class AnalysisError(Exception):
 
 class InputError(Exception):
     """An input of `vspec analyze` that does not fit the model (its flags and why): a usage error, never skipped."""
-
-
-@attrs.frozen
-class Analysis:
-    """One figure a family's paper plots, as `vspec analyze --what NAME` draws it (its name is its key in the
-    family's `ANALYSES`).
-
-    Args:
-        function: "package.module:name" of `function(model, inputs: Inputs) -> Figure`, imported when it runs; it
-            raises `AnalysisError` where the figure does not apply to the model (skipped with a note under `--what
-            all`), `InputError` for a flag that does not fit the model.
-        output: the middle of its files' names, `PATH_STEM.<output>.png` and `.json`.
-        help: what it draws, a sentence or more of `vspec analyze --help`.
-        batch_size: images per batch without `--batch-size`; None: one image whatever `--batch-size` says.
-        per_block: it reads `--blocks`, checked against the model's depth before any work.
-    """
-
-    function: str
-    output: str
-    help: str
-    batch_size: int | None = 8
-    per_block: bool = False
 
 
 @attrs.frozen

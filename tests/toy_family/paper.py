@@ -2,8 +2,7 @@
 as the family is (vspec.spec.families.paper_tables): `RECIPES`, a short recipe of its own; `ANALYSES`, its figure
 (tests/toy_family/analysis.py, imported when it runs)."""
 
-from vspec.analysis import Analysis
-from vspec.train.recipes import Recipe
+from vspec.spec.paper import Analysis, Recipe
 
 RECIPES = {
     # ReZero's gates start small: a higher lr than `none`, no augmentation, two epochs

@@ -10,7 +10,6 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .. import spec as specs
-from ..spec.layout import MAPS
 from .context import BuildContext
 from .layers import DropPath, LayerScale, make_norm, maybe
 
@@ -131,6 +130,7 @@ class Stage(nn.Module):
             self.keys.append(key)
             blocks.append(built[key])
         self.blocks = nn.ModuleList(blocks)
+        self.maps_keys = [block.maps_key for block in spec.blocks]  # where each block hands on its attention maps
         self.grad_checkpointing = False  # Transformer.set_grad_checkpointing
 
     def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
@@ -139,10 +139,10 @@ class Stage(nn.Module):
         block's handed-on attention maps are appended to it (`Model.attention_maps`); `hidden`, a list: each
         block's output tokens (Hugging Face's `output_hidden_states`)."""
         x = x if self.entry is None else self.entry(x)
-        for block in self.blocks:
+        for block, key in zip(self.blocks, self.maps_keys):
             x, state = self.run(block, x, state, mask, causal)
             if maps is not None:
-                maps.append(state[MAPS])
+                maps.append(state[key])
             if hidden is not None:
                 hidden.append(x)
         return Carry(x, state)

@@ -3,6 +3,7 @@
 import torch
 from torch import nn
 
+from .._moved import moved as _moved
 from ..ops import grouped_linear, linear, structured
 from ..ops.precision import sdpa
 from ..spec import Norm, Projections
@@ -131,11 +132,6 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return (x * keep).sum(1) / keep.sum(1).clamp(min=1)
 
 
-class MapRefiner(nn.Module):
-    """A module that refines attention maps, forward(maps (B, H, N, N)) -> (B, H', N, N): `vspec analyze` shows
-    its input as the maps before refinement and its output as the maps after (Refiner Fig. 1, Fig. 5)."""
-
-
 class LayerScale(nn.Module):
     """Per-channel learnable scale (CaiT), initialised to `init`."""
 
@@ -258,13 +254,18 @@ class ProjectedAttention(Component):
         return matrix.weight if letter == "W" else matrix.dense().T
 
     def project(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """The input roles' projections of x, (B, N, inner) each: q, k, v (and the probe)."""
+        """The input roles' projections of x, (B, N, inner) each: q, k, v, then any further input role."""
         return list(self.qkv(x).chunk(3, dim=-1)) if self.projections is None else self.projections(x)
 
     def output(self, z: torch.Tensor) -> torch.Tensor:
         return self.proj(z) if self.projections is None else self.projections.output(z)
 
-    def finish(self, z: torch.Tensor, probe: list[torch.Tensor]) -> torch.Tensor:
-        """The heads' merged output z (B, N, inner) -> the attention's output (B, N, dim): WEIGHT;
-        mean-shift attention also subtracts the probe."""
+    def finish(self, z: torch.Tensor, extra: list[torch.Tensor]) -> torch.Tensor:
+        """The heads' merged output z (B, N, inner) -> the attention's output (B, N, dim): WEIGHT. `extra`: the
+        projections of the input roles after q, k, v (`project`; a probe, `vspec.spec.vit.PROJECTION_ROLES`), which
+        a kind that has such roles reads by overriding this hook; ignored by default."""
         return self.output(z)
+
+
+def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)
+    return _moved(__name__, name)

@@ -82,9 +82,9 @@ class WindowMHSA(ProjectedAttention):
     def attend(self, x: torch.Tensor, split: str, merge: str, mask: torch.Tensor) -> torch.Tensor:
         """Projections, the attention core and the output on tokens in windows (`split` / `merge`: how
         the windows and heads sit in them)."""
-        q, k, v, *probe = self.project(x)
+        q, k, v, *extra = self.project(x)
         q, k, v = (rearrange(y, split, n=self.area, h=self.heads) for y in (q, k, v))
-        return self.finish(rearrange(self.core(q, k, v, mask), merge, n=self.area, h=self.heads), probe)
+        return self.finish(rearrange(self.core(q, k, v, mask), merge, n=self.area, h=self.heads), extra)
 
 
 class PatchMerging(nn.Module):

@@ -1,8 +1,9 @@
-"""The protocol of each role, declared once: what an embedder, an attention, an FFN, an entry or a head (and
-SoT's head parts) may declare, with its default. A component kind is a frozen attrs class that subclasses its
-role's base and sets `kind`, its tag in JSON / TOML; defining it registers it (`KINDS`, `ROLES`), so that the
-spec language, the files and the validators know it. Its module is one line in `vspec.compiler.MODULES` (a
-family's: in its `family.py`).
+"""The protocol of each role, declared once: what an embedder, an attention, an FFN, an entry, a block or a head
+may declare, with its default. A component kind is a frozen attrs class that subclasses its role's base and sets
+`kind`, its tag in JSON / TOML; defining it registers it (`KINDS`, `ROLES`), so that the spec language, the files
+and the validators know it. Its module is one line in `vspec.compiler.MODULES` (a family's: in its `family.py`). A
+family may declare a role of its own, for a part only its kinds fill: a subclass of `Kind` that sets `role` and no
+`kind` is that role's base, registered when defined (`ROLE_BASES`).
 
 A capability is a class attribute or a method of the base, never probed with a default: a kind that does not
 override it has the base's, written here. The model's validator only composes these rules.
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
+from .._moved import moved as _moved
 from .core import SpecError
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 
 KINDS: dict[str, type] = {}  # kind tag -> class, every role
 ROLES: dict[str, tuple[type, ...]] = {}  # role -> its kinds, in the order they were defined
+ROLE_BASES: dict[str, type] = {}  # role -> its base, the core's first, then the families' own roles
 
 
 class Kind:
@@ -45,6 +48,12 @@ class Kind:
         super().__init_subclass__(**kwargs)
         if "kind" in cls.__dict__:
             register(cls)
+        elif "role" in cls.__dict__:
+            known = ROLE_BASES.get(cls.role)
+            if known is not None and not _same(known, cls):
+                raise TypeError(f"{cls.__name__}: role {cls.role!r} is {known.__module__}.{known.__qualname__}'s "
+                                "already")
+            ROLE_BASES[cls.role] = cls
 
     def check(self, tokens: Tokens) -> None:
         """No rule beyond the fields' own."""
@@ -134,7 +143,8 @@ class AttentionKind(Kind):
     - `masks`: honours a key-padding mask (B, N); `causal`: honours a causal mask.
     `roles`: its projection roles by letter (`vit.PROJECTION_ROLES`), "" for none. `reads` / `writes`: the state
     keys it takes and returns (its module: forward(x, state, ...) -> (out, {key: tensor})), `state_out` their
-    shapes, `check_state` its rule on what it receives (Refiner's attention maps)."""
+    shapes, `check_state` its rule on what it receives. `maps_key`: the key of `writes` under which it hands on
+    attention maps (B, H, N, N), what `Model.attention_maps` returns from every block; None: it hands none on."""
 
     __slots__ = ()
     role: ClassVar[str] = "attention"
@@ -145,6 +155,7 @@ class AttentionKind(Kind):
     causal: ClassVar[bool] = False
     reads: ClassVar[tuple[str, ...]] = ()
     writes: ClassVar[tuple[str, ...]] = ()
+    maps_key: ClassVar[str | None] = None
 
     def state_out(self, state: Mapping[str, Any], tokens: Tokens) -> dict[str, Any]:
         """The shape of each state key it writes, given the `state` it receives."""
@@ -259,7 +270,7 @@ class BlockKind(Kind):
     - `check_masks(padding, causal)`: the masks a body asks of it (by default its attention's rule);
     - `reads` / `writes`: the state keys it takes and returns (by default its attention's), `state_out(state,
       tokens)` the shapes it writes, `check_state(state, tokens, before, index)` its rule on what it receives;
-      any key it does not write it hands on as it came."""
+      any key it does not write it hands on as it came; `maps_key`: its attention's."""
 
     __slots__ = ()
     role: ClassVar[str] = "block"
@@ -271,6 +282,10 @@ class BlockKind(Kind):
     @property
     def writes(self) -> tuple[str, ...]:
         return self.attention.writes
+
+    @property
+    def maps_key(self) -> str | None:
+        return self.attention.maps_key
 
     def attended(self, tokens: Tokens) -> Tokens:
         return tokens
@@ -310,19 +325,5 @@ class BlockKind(Kind):
             raise e.under("attention") from None
 
 
-class PoolKind(Kind):
-    """SoT's head: how the word tokens are pooled into one representation."""
-
-    __slots__ = ()
-    role: ClassVar[str] = "pool"
-
-
-class ReprNormKind(Kind):
-    """SoT's head: the normalisation of the pooled representation."""
-
-    __slots__ = ()
-    role: ClassVar[str] = "repr_norm"
-
-
-ROLE_BASES: dict[str, type] = {b.role: b for b in (EmbedderKind, AttentionKind, FFNKind, EntryKind, BlockKind,
-                                                   HeadKind, PoolKind, ReprNormKind)}
+def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)
+    return _moved(__name__, name)

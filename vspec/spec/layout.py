@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
+from .._moved import moved as _moved
+
 if TYPE_CHECKING:
     from .model import Model
-
-MAPS = "maps"  # the state key of the attention maps handed from block to block (Refiner's)
 
 
 @frozen
@@ -75,15 +75,15 @@ def state_layout(model: Model) -> tuple[dict[str, Any], ...]:
     """The carried state beside the tokens (`vspec.nn.blocks.Carry`): the shape of each key that each block receives,
     in order over all stages, then what the head receives. The embedder starts keys (`state`), a block writes keys
     (`state_out`) and hands on the others as they came; a key is carried from where it is written to the last part
-    that reads it (kinds' `reads`; the model's own training output: `Model.attention_maps` keeps the maps to the end),
-    and dropped after. () keys for a body that carries nothing."""
+    that reads it (kinds' `reads`; the model's own training output: `Model.attention_maps` keeps the blocks' maps,
+    their `maps_key`, to the end), and dropped after. () keys for a body that carries nothing."""
     written, state = [], dict(model.embedder.state(model.img_size))
     blocks = [(b, s.tokens) for s in layout(model) for b in model.stages[s.index].blocks]
     for block, tokens in blocks:
         written.append(state)
         state = {**state, **block.state_out(state, tokens)}
     written.append(state)
-    maps = {MAPS} if model.attention_maps else set()  # every block's handed-on maps, read by the training output
+    maps = {b.maps_key for b, _ in blocks} - {None} if model.attention_maps else set()  # read by the training output
     kept = {*model.head.reads, *maps}  # read after the last block
     live, out = kept, [{k: v for k, v in state.items() if k in kept}]
     for (block, _), before in zip(reversed(blocks), reversed(written[:-1])):
@@ -113,3 +113,7 @@ def layout(model: Model) -> tuple[StageLayout, ...]:
         out.append(StageLayout(i, tokens, entry_in, stage.depth, first, reduction))
         first += stage.depth
     return tuple(out)
+
+
+def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)
+    return _moved(__name__, name)

@@ -12,7 +12,7 @@ from attrs import field, frozen
 from .blocks import Block
 from .core import SpecError, check, check_pair, check_size, join, pair, show
 from .kinds import KINDS, ROLES, BlockKind, EmbedderKind, EntryKind, HeadKind, of_role  # noqa: F401
-from .layout import MAPS, embedded, layout
+from .layout import embedded, layout
 from .vit import ClassTokenHead, PatchEmbed
 
 POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
@@ -94,9 +94,9 @@ class Model:
     takes images of other sizes (multiples of the patch) at run time, its position table resampled to their grid
     (vspec.weights.resample; timm's dynamic_img_size), where every kind declares `any_grid` (`check_dynamic`).
     `attention_maps`: the training forward also returns the attention maps each block hands on (the carried state
-    "maps": a map-computing block's own, a reusing block's incoming ones; Refiner's released cos_reg), one per block,
-    for the loss (`vspec.nn.heads.head_loss`'s n_comn); every block must hand maps on. The head's `mixes_tokens`
-    (MixToken) needs an image body whose token grid runs unchanged from the embedder to the head.
+    its attention names, `maps_key`; Refiner's released cos_reg), one per block, for the loss
+    (`vspec.nn.heads.head_loss`'s n_comn); every block must hand maps on. The head's `mixes_tokens` (MixToken) needs
+    an image body whose token grid runs unchanged from the embedder to the head.
 
     A text embedder (`TokenEmbed`) makes a language body: its tokens are a sequence that may be padded
     (img_size and in_chans do not apply), so every attention and the head honour a padding mask, kinds that
@@ -225,7 +225,7 @@ class Model:
                                         f"{last.grid[0]}x{last.grid[1]}) and carries no state beside the tokens")
         if self.attention_maps:
             for path, block in self.named_blocks():
-                if MAPS not in block.writes:
+                if block.maps_key is None:
                     raise SpecError(join(path, "attention"), f"attention_maps returns the maps every block hands on; "
                                                              f"{block.attention.kind} attention hands none on")
 

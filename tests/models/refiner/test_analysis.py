@@ -20,7 +20,8 @@ from vspec.analysis import AnalysisError
 from vspec.cli import main
 from vspec.models.msf.modules import GaussianAttentionCore, GaussianBiasedCore
 from vspec.models.refiner.analysis import attention_maps, default_blocks, feature_evolution, linear_cka
-from vspec.nn.layers import AttentionCore, AttentionCoreBase, MapRefiner
+from vspec.models.refiner.modules import MapRefiner
+from vspec.nn.layers import AttentionCore, AttentionCoreBase
 from vspec.nn.swin import BiasedAttentionCore
 from vspec.spec import Block, GAPHead, Model, PatchEmbed, PatchMerging, Stage, WindowMHSA
 

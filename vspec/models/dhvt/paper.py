@@ -1,6 +1,6 @@
 """What the DHVT paper trains with, torch-free (read by `vspec train --recipe`): `RECIPES`, its CIFAR-100 recipe."""
 
-from ...train.recipes import Recipe
+from ...spec.paper import Recipe
 
 RECIPES = {
     # DHVT on CIFAR-100: 32 px, batch 512 (T), lr 1e-3, wd 0.05, warmup 5, 300 epochs, DeiT augmentations

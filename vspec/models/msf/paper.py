@@ -1,8 +1,7 @@
 """What the MSF paper trains with and plots, torch-free (read by `vspec train --recipe` and `vspec analyze`):
 `RECIPES`, its ImageNet recipe; `ANALYSES`, its figures (vspec/models/msf/analysis.py, imported when one runs)."""
 
-from ...analysis import Analysis
-from ...train.recipes import Recipe
+from ...spec.paper import Analysis, Recipe
 
 RECIPES = {
     # MSF on ImageNet: 100 epochs, batch 1024, lr 1e-3, wd 0.05, warmup 10, smoothing 0.1, mixup / cutmix 0.2

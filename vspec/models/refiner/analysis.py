@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from ...analysis import AnalysisError, Figure, InputError, Inputs, nonfinite_result, pyplot
-from ...nn.layers import AttentionCoreBase, MapRefiner
+from ...nn.layers import AttentionCoreBase
+from .modules import MapRefiner
 
 
 # ---------------------------------------------------------------- Refiner: feature evolution (A.4, Eq. 2)

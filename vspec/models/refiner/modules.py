@@ -23,7 +23,7 @@ from torch import nn
 from ... import spec as specs
 from ...nn.blocks import NO_STATE, Block, Carry
 from ...nn.context import BuildContext
-from ...nn.layers import AttentionCore, AttentionCoreBase, Linear, MapRefiner, sdpa_masks
+from ...nn.layers import AttentionCore, AttentionCoreBase, Linear, sdpa_masks
 from ...nn.stems import ConvStem, bn_affine, on_running_stats  # noqa: F401 - ConvStem: its earlier place
 from ...ops import fast
 from . import spec as paper
@@ -78,6 +78,12 @@ def _causal_conv(conv: SameConv2d, a: torch.Tensor) -> torch.Tensor:
     centred, which would read row i + 1)."""
     kh, kw = conv.kernel_size
     return F.conv2d(F.pad(a, ((kw - 1) // 2, kw // 2, kh - 1, 0)), conv.weight, groups=conv.groups)
+
+
+class MapRefiner(nn.Module):
+    """A module that refines attention maps, forward(maps (B, H, N, N)) -> (B, H', N, N): `vspec analyze` shows
+    its input as the maps before refinement and its output as the maps after (Fig. 1, Fig. 5); a module of any
+    family that subclasses it is shown so."""
 
 
 class Refiner(MapRefiner):

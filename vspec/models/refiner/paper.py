@@ -2,8 +2,7 @@
 `RECIPES`, Table 8's two columns; `ANALYSES`, its figures (vspec/models/refiner/analysis.py, imported when one
 runs)."""
 
-from ...analysis import Analysis
-from ...train.recipes import Recipe
+from ...spec.paper import Analysis, Recipe
 
 RECIPES = {
     # Refiner's Table 8, standard column (its ablations): batch 256, lr 5e-3 x batch / 256, mixup 0.2, no cutmix;

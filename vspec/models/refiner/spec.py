@@ -13,12 +13,13 @@ from attrs import field, frozen
 from ...spec.blocks import Block
 from ...spec.core import SpecError, check, check_size
 from ...spec.kinds import AttentionKind
-from ...spec.layout import MAPS, StateShape, Tokens
+from ...spec.layout import StateShape, Tokens
 from ...spec.stems import ConvStem  # noqa: F401 - Refined-ViT's stem, in the core since LV-ViT shares it
 from ...spec.vit import MLP, MultiHead, Norm
 
 __all__ = ["AdjustedBlock", "Refine", "RefinerAttention"]
 
+MAPS = "maps"  # the state key of the attention maps handed from block to block (`RefinerAttention.maps_key`)
 CONSTRAINTS = ("none", "spatial", "row_col")
 FORMS = ("paper", "released")
 
@@ -92,6 +93,7 @@ class RefinerAttention(MultiHead):
 
     kind: ClassVar[str] = "refiner"
     writes: ClassVar[tuple[str, ...]] = (MAPS,)
+    maps_key: ClassVar[str] = MAPS
     refine: Refine | None = field(default=None, validator=check(Refine, optional=True))
     reuse: bool = field(default=False, validator=check(bool))
     add_incoming: bool = field(default=False, validator=check(bool))

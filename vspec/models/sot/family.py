@@ -3,7 +3,6 @@ code (`vspec.convert.from_official`), named by dotted path: reading the table im
 
 import math
 
-from ...profiler import jit_shape
 from . import modules, spec
 
 MODULES = {
@@ -24,8 +23,8 @@ CONVERTERS = {"sot": "vspec.models.sot.convert:SOT",
 
 def _svpn_exact(inputs: list, outputs: list) -> int:
     """The exact svPN (ops.svpn_exact, an autograd Function fvcore sees as one op): the SVD counts 0, as fvcore's
-    linalg_svd; U f(S) V^T is counted."""
-    *batch, m, n = jit_shape(inputs[0])
+    linalg_svd; U f(S) V^T is counted. `inputs`: the op's values in the traced graph (fvcore's handle contract)."""
+    *batch, m, n = inputs[0].type().sizes()
     return math.prod(batch) * m * min(m, n) * n
 
 

@@ -9,7 +9,7 @@ import attrs
 from attrs import field, frozen
 
 from ...spec.core import SpecError, check, check_eps, check_size
-from ...spec.kinds import HeadKind, PoolKind, ReprNormKind, of_role
+from ...spec.kinds import HeadKind, Kind, of_role
 from ...spec.layout import Tokens
 from ...spec.vit import LOGITS, Norm, Output, Patchify
 
@@ -73,6 +73,21 @@ class SoTEmbed(Patchify):
     def patch_size(self) -> int:
         """The embedding's total stride: the stem's 2 times the blocks'."""
         return 2 * self.strides[0] * self.strides[1] * self.strides[2]
+
+
+# ---------------------------------------------------------------- the head's two roles of its own (vspec.spec.kinds)
+class PoolKind(Kind):
+    """The head's pooling: how the word tokens are pooled into one representation."""
+
+    __slots__ = ()
+    role: ClassVar[str] = "pool"
+
+
+class ReprNormKind(Kind):
+    """The head's normalisation of the pooled representation."""
+
+    __slots__ = ()
+    role: ClassVar[str] = "repr_norm"
 
 
 # ---------------------------------------------------------------- pools: word tokens -> representation
