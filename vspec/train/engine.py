@@ -27,7 +27,7 @@ from .._moved import moved as _moved
 from ..compiler import build
 from ..extras import needs
 from ..nn.heads import head_loss
-from ..spec import from_json, to_json
+from ..spec import to_json
 from ..version import __version__
 from ..weights.checkpoint import with_checksum
 from ..weights.folder import save_pretrained
@@ -35,14 +35,15 @@ from ..weights.published import load_into
 from . import checkpoints, distributed, run_folder
 from .data.loader import build_loaders, set_epoch
 from .data.prefetch import ahead
-from .data.preprocess import inputs_line, resumed, run_pretrained_cfg
+from .data.preprocess import resumed, run_pretrained_cfg
 from .evaluate import forward
 from .faults import kill_hook
 from .files import atomic_copy, atomic_save, atomic_write_text
 from .progress import Progress
 from .recipes import training_spec
+from .setup import spec_and_data
 from .signals import Stop, StopFlag
-from .tasks import make_task
+from .tasks import make_task, score_key
 
 if TYPE_CHECKING:
     from .config import TrainConfig
@@ -135,11 +136,8 @@ class Training:
             if ckpt is not None and cfg.run.save_format == "folder":
                 run_folder.refresh_best_folder(self.out)
         checkpoints.seed_everything(cfg.run.seed + dist.rank)
-        spec = cfg.spec
-        spec = training_spec(self.recipe, spec)
         if ckpt is not None:  # a resume goes on with the same spec and data, or not at all
-            checkpoints.check_resume(ckpt, last, spec, checkpoints.data_args(cfg))
-        self.spec = spec
+            checkpoints.check_resume(ckpt, last, training_spec(self.recipe, cfg.spec), checkpoints.data_args(cfg))
 
     def finished_before(self) -> bool:
         """Whether --resume found a run that is already finished (said on rank 0, which writes the end-of-run files a
@@ -149,9 +147,8 @@ class Training:
                 ckpt["epoch"] >= self.recipe.epochs or (max_steps and ckpt["global_step"] >= max_steps)):
             return False
         if self.dist.main:  # the end-of-run files a kill or a signal left unwritten, written from last.pt
-            left = run_folder.complete(self.out, ckpt, lambda: make_task(
-                self.cfg, self.spec, self.recipe, self.dist, self.out, ckpt, self.device).score_key, self.dist.world,
-                self.cfg.run.save_format == "folder")
+            left = run_folder.complete(self.out, ckpt, lambda: score_key(self.cfg, ckpt), self.dist.world,
+                                       self.cfg.run.save_format == "folder")
             print(f"{self.out}: the run is finished ({ckpt['epoch']} epochs, {ckpt['global_step']} steps); "
                   + (f"wrote its missing {', '.join(left)}" if left else "nothing to resume, summary.json is left as "
                      "it was"))
@@ -159,22 +156,16 @@ class Training:
         return True
 
     def make_data(self) -> None:
-        """The task (image or text), its datasets (which may change num_classes) and loaders; the batch per
+        """The final spec and its data (vspec/train/setup.py), the task (image or text) and loaders; the batch per
         process."""
-        cfg, recipe, dist, spec = self.cfg, self.recipe, self.dist, self.spec
+        cfg, recipe, dist = self.cfg, self.recipe, self.dist
         if self.ckpt is not None and self.ckpt.get("inputs"):  # a resumed run keeps its inputs, but for the flags
             data = attrs.evolve(cfg.data, inputs=resumed(self.ckpt["inputs"], cfg.data.inputs))
             cfg = self.cfg = attrs.evolve(cfg, data=data)
-        self.task = make_task(cfg, spec, recipe, dist, self.out, self.ckpt, self.device)
-        if cfg.data.inputs and cfg.data.inputs.get("from") != "vspec's defaults" and dist.main:
-            print(f"note: {inputs_line(cfg.data.inputs)}", file=sys.stderr)
-        train_ds, val_ds, collate, self.num_classes = self.task.data()
-        if spec.num_classes != self.num_classes:
-            if dist.main:
-                print(f"note: {cfg.data.name} has {self.num_classes} classes; setting num_classes = "
-                      f"{self.num_classes}", file=sys.stderr)
-            spec = attrs.evolve(spec, num_classes=self.num_classes)
-        self.spec = spec if self.ckpt is None else from_json(self.ckpt["spec"])
+        self.spec, splits = spec_and_data(cfg, dist, self.device, self.ckpt)
+        self.num_classes = splits.num_classes
+        self.task = make_task(cfg, self.spec, splits, dist, self.device, self.ckpt)
+        train_ds, val_ds, collate = splits.train, splits.val, splits.collate
         if recipe.batch_size % (dist.world * cfg.run.accum_steps):
             raise ValueError(f"--batch-size {recipe.batch_size} must be divisible by processes x accumulation steps "
                              f"({dist.world} x {cfg.run.accum_steps})")

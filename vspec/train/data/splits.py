@@ -4,6 +4,10 @@ with its label map under --token-labels (vspec/train/token_labels/dataset.py).""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 from ..config import TEXT_OPTIONS
 from ..token_labels.dataset import TokenLabels
 from ..token_labels.maps import token_grid
@@ -11,6 +15,22 @@ from .preprocess import eval_crop_ratio
 from .registry import DataError, entry, options
 from .sources import build_datasets
 from .transforms import build_transforms
+
+
+@dataclass(frozen=True)
+class Splits:
+    """A run's data as its task read it (`Task.read`, vspec/train/tasks/): the training and validation splits, the
+    loader's collate function (None: torch's default), the data set's class count (the spec's num_classes follows
+    it), and what the task keeps of the reading: an image run's input path (vspec/train/data/pipelines.py), a text
+    run's task and its tokenizer's identity (sha256 by file)."""
+
+    train: Any
+    val: Any
+    num_classes: int
+    collate: Callable | None = None
+    path: Any = None
+    task: Any = None
+    tokenizer: dict[str, str] | None = None
 
 
 def image_splits(cfg, spec, recipe, path, inputs: dict):

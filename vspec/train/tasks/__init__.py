@@ -10,16 +10,24 @@ import torch
 
 from ..._moved import moved
 from .image import ImageTask
-from .text import TextTask
+from .text import TextTask, text_score_key
 
-__all__ = ["ImageTask", "TextTask", "make_task"]
+__all__ = ["ImageTask", "TextTask", "make_task", "score_key", "task_type"]
 
 
-def make_task(cfg, spec, recipe, dist, out, ckpt, device: torch.device) -> ImageTask | TextTask:
-    """The task of a run: a text body's (its embedder reads token ids) or an image model's."""
-    if spec.embedder.text:
-        return TextTask(cfg, spec, recipe, dist, out, ckpt, device)
-    return ImageTask(cfg, spec, recipe, dist, device)
+def task_type(spec) -> type[ImageTask | TextTask]:
+    """The task a spec trains: a text body's (its embedder reads token ids) or an image model's."""
+    return TextTask if spec.embedder.text else ImageTask
+
+
+def make_task(cfg, spec, splits, dist, device: torch.device, ckpt=None) -> ImageTask | TextTask:
+    """The task of a run with its final spec (vspec/train/setup.py's `spec_and_data`) and the splits its type read."""
+    return task_type(spec)(cfg, spec, splits, dist, device, ckpt)
+
+
+def score_key(cfg, ckpt) -> str:
+    """The record's entry a finished run's best checkpoint was kept by, its data not read again."""
+    return text_score_key(cfg.data.task or cfg.data.name, ckpt) if cfg.spec.embedder.text else ImageTask.score_key
 
 
 def __getattr__(name: str):
