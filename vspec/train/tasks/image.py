@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ...nn.token_losses import soft_cross_entropy
-from ..data.pipelines import input_path
+from ..data.pipelines import input_path, input_way
 from ..data.splits import Splits, image_splits
 from ..evaluate import evaluate
 from ..losses import make_criterion
@@ -32,11 +32,12 @@ class ImageTask:
 
     @classmethod
     def read(cls, cfg, spec, dist, device: torch.device, ckpt=None) -> Splits:
-        """The run's splits for its input path (vspec/train/data/splits.py), which settles there; `spec`: the spec
-        as the recipe trains it (its num_classes is the data set's after)."""
-        inputs = cfg.data.inputs or {}
-        path = input_path(cfg.run, cfg.recipe, spec, inputs, dist.rank, device)
-        path, train, val, collate, num_classes = image_splits(cfg, spec, cfg.recipe, path, inputs)
+        """The run's splits built for its input way (vspec/train/data/splits.py), then its input path chosen for
+        them (vspec/train/data/pipelines.py); `spec`: the spec as the recipe trains it (its num_classes is the data
+        set's after)."""
+        inputs, way = cfg.data.inputs or {}, input_way(cfg.run, device)
+        train, val, num_classes = image_splits(cfg, spec, cfg.recipe, way, inputs)
+        path, train, collate = input_path(cfg.run, cfg.recipe, spec, inputs, dist.rank, device, train, cfg.data.name)
         return Splits(train, val, num_classes, collate, path=path)
 
     @property
