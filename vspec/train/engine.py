@@ -119,7 +119,7 @@ class Training:
     # ------------------------------------------------ before training
     def resolve_resume(self) -> None:
         """--resume: load last.pt and check that it continues this run; a fresh run: check that `out` may be
-        used. Then prepare the folder (rank 0), seed, and settle the spec."""
+        used. Then prepare the folder (rank 0) and seed."""
         cfg, dist, last = self.cfg, self.dist, self.last
         if cfg.run.resume and not last.is_file():
             raise ValueError(f"--resume: no {last}")

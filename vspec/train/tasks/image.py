@@ -45,9 +45,9 @@ class ImageTask:
         """The loader's workers make the training batches ready on the device (--decode-in workers)."""
         return self.path.in_workers
 
-    def prepare(self, images: torch.Tensor, train: bool) -> torch.Tensor:
+    def prepare(self, batch: torch.Tensor, train: bool) -> torch.Tensor:
         """A batch of the loader on the device, ready for the model (the input path's)."""
-        return self.path.prepare(images, train)
+        return self.path.prepare(batch, train)
 
     def transfer(self, batch):
         """A training batch of the loader moved to the device ahead of `batches` (`Prefetcher`, on CUDA)."""
