@@ -27,9 +27,6 @@ from .._moved import moved as _moved
 from ..compiler import build
 from ..extras import needs
 from ..nn.heads import head_loss
-from ..spec import to_json
-from ..version import __version__
-from ..weights.checkpoint import with_checksum
 from ..weights.folder import save_pretrained
 from ..weights.published import load_into
 from . import checkpoints, distributed, run_folder
@@ -38,12 +35,12 @@ from .data.prefetch import ahead
 from .data.preprocess import resumed, run_pretrained_cfg
 from .evaluate import forward
 from .faults import kill_hook
-from .files import atomic_copy, atomic_save, atomic_write_text
+from .files import atomic_copy, atomic_write_text
 from .progress import Progress
 from .recipes import training_spec
 from .setup import spec_and_data
 from .signals import Stop, StopFlag
-from .tasks import make_task, score_key
+from .tasks import make_task, score_key, task_type
 
 if TYPE_CHECKING:
     from .config import TrainConfig
@@ -123,7 +120,7 @@ class Training:
         cfg, dist, last = self.cfg, self.dist, self.last
         if cfg.run.resume and not last.is_file():
             raise ValueError(f"--resume: no {last}")
-        self.ckpt = ckpt = checkpoints.load(last) if cfg.run.resume else None
+        self.ckpt = ckpt = checkpoints.load(last, task_type) if cfg.run.resume else None
         if ckpt is not None and ckpt.get("dropped"):
             raise ValueError(f"--resume: {last} comes from a release before spec format 2, and upgrading it "
                              "drops weights that could never learn (DAFF re-weighting a class token nothing reads), "
@@ -440,20 +437,11 @@ class Training:
 
     def save(self, epoch: int, batches_done: int, epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
         """last.pt (rank 0); `epoch_loss` (sum, count) of a part-done epoch lets a resumed run average all of it."""
-        if not self.dist.main:
-            return
-        ema = self.ema
-        state = {"format": checkpoints.FORMAT, "vspec_version": __version__, "spec": to_json(self.spec),
-                 "state_dict": self.core.state_dict(),
-                 "ema": ema.module.state_dict() if ema is not None else None,
-                 "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                 "scaler": self.scaler.state_dict(), "epoch": epoch, "batches_done": batches_done,
-                 "global_step": self.global_step, "rng": checkpoints.rng_state(), "metrics": self.history,
-                 "best_score": self.best, "best_epoch": self.best_epoch, "epoch_loss": list(epoch_loss),
-                 "recipe": attrs.asdict(self.recipe), "data": self.cfg.data.name,
-                 "data_args": checkpoints.data_args(self.cfg),
-                 **self.task.state()}
-        atomic_save(with_checksum(state), self.last)
+        if self.dist.main:
+            checkpoints.save(self.last, cfg=self.cfg, spec=self.spec, task=self.task, model=self.core, ema=self.ema,
+                             optimizer=self.optimizer, scheduler=self.scheduler, scaler=self.scaler, epoch=epoch,
+                             batches_done=batches_done, global_step=self.global_step, metrics=self.history,
+                             best_score=self.best, best_epoch=self.best_epoch, epoch_loss=epoch_loss)
 
     def export(self, name: str) -> None:
         """--save-format folder: the model's weights as the model folder OUT/`name` (rank 0)."""

@@ -27,6 +27,7 @@ class Task(Protocol):
 
     unit: str  # what the progress line counts: "img", "samples"
     score_key: str  # the record's entry the best checkpoint is kept by
+    record_keys: tuple[str, ...]  # what each of its records holds (checked as a checkpoint is read)
 
     @classmethod
     def read(cls, cfg, spec, dist, device: torch.device, ckpt=None) -> Splits:

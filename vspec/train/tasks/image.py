@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from ...nn.token_losses import soft_cross_entropy
+from ..checkpoints import RECORD_KEYS
 from ..data.pipelines import input_path, input_way
 from ..data.splits import Splits, image_splits
 from ..evaluate import evaluate
@@ -24,6 +25,7 @@ class ImageTask:
 
     unit = "img"
     score_key = "val_top1"
+    record_keys = RECORD_KEYS
 
     def __init__(self, cfg, spec, splits: Splits, dist, device: torch.device, ckpt=None):
         self.cfg, self.spec, self.recipe, self.dist, self.device = cfg, spec, cfg.recipe, dist, device

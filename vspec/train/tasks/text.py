@@ -11,7 +11,7 @@ import torch
 from torch import distributed, nn
 
 from ...convert.hf import load_hf_body
-from ..checkpoints import CheckpointError
+from ..checkpoints import TEXT_RECORD_KEYS, CheckpointError
 from ..data.registry import options
 from ..data.splits import Splits
 from ..evaluate import evaluate_text, to_device
@@ -38,6 +38,7 @@ class TextTask:
     metric; the tokenizer's files are in every checkpoint, and a resume with another is refused."""
 
     unit = "samples"
+    record_keys = TEXT_RECORD_KEYS
 
     def __init__(self, cfg, spec, splits: Splits, dist, device: torch.device, ckpt=None):
         self.cfg, self.spec, self.recipe, self.dist, self.ckpt = cfg, spec, cfg.recipe, dist, ckpt
