@@ -33,13 +33,13 @@ from . import checkpoints, distributed, run_folder
 from .data.loader import build_loaders, set_epoch
 from .data.prefetch import ahead
 from .data.preprocess import resumed, run_pretrained_cfg
-from .evaluate import forward
 from .faults import kill_hook
 from .files import atomic_copy, atomic_write_text
 from .progress import Progress
 from .recipes import training_spec
 from .setup import spec_and_data
 from .signals import Stop, StopFlag
+from .step import forward
 from .tasks import make_task, score_key, task_type
 
 if TYPE_CHECKING:
@@ -69,15 +69,8 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
     Args:
         cfg: the run: its spec, recipe, data set (`DataConfig`) and execution (`RunConfig`)."""
     t = Training(cfg)
-    t.resolve_resume()
-    if t.finished_before():
+    if not t.setup():
         return t.ckpt["metrics"][-1] if t.ckpt["metrics"] else {}
-    t.make_data()
-    t.make_model()
-    t.make_optimizer()
-    t.make_loss()
-    t.restore()
-    t.wrap_model()
     return t.train()
 
 
@@ -97,7 +90,10 @@ class EpochStats:
 
 
 class Training:
-    """One run of `run`, step by step; each method is one of its steps and sets the attributes the next use."""
+    """One run of `run`. Its public steps: `setup` (the run made ready), `train` (the epochs), and within them
+    `batches` (an epoch's training batches ready on the device) and `train_step` (one batch's forward and backward,
+    an optimizer step every accum_steps batches); the benchmarks drive a run through these. The other methods are
+    `setup`'s and `train`'s parts, each setting the attributes the next one reads."""
 
     def __init__(self, cfg: TrainConfig):
         self.cfg, self.recipe = cfg, cfg.recipe
@@ -112,6 +108,30 @@ class Training:
         self.history: list[dict[str, Any]] = []
         self.best, self.best_epoch = -1.0, 0
         self.step_hook = kill_hook("step")  # None unless a crash test asks for it
+
+    def setup(self, model: bool = True) -> bool:
+        """The run made ready, in this order: --resume's checkpoint checked (or the fresh folder), the final spec
+        and its data, the task and loaders; then (`model`) the model, optimizer and loss, the checkpoint's states
+        restored, the model wrapped (DDP, compile). Returns False where --resume found the run finished (nothing to
+        train: its missing end-of-run files written). `model=False` stops after the loaders (a data benchmark's)."""
+        self.resolve_resume()
+        if self.finished_before():
+            return False
+        self.make_data()
+        if model:
+            self.make_model()
+            self.make_optimizer()
+            self.make_loss()
+            self.restore()  # after the optimizer (its state) and before DDP (which broadcasts rank 0's weights)
+            self.wrap_model()
+        return True
+
+    def batches(self, epoch: int = 0, ahead: bool = True):
+        """Epoch `epoch`'s training batches ready on the device, (inputs, target), from where a mid-epoch resume left
+        off: its data order and RNG streams set first (`start_epoch_data`). `ahead`: through the prefetcher
+        (--prefetch), as the loop reads them; False: straight from the loader."""
+        skip = self.start_epoch_data(epoch)
+        return self.task.batches(self.train_source if ahead else self.train_loader, True, epoch, skip)
 
     # ------------------------------------------------ before training
     def resolve_resume(self) -> None:
