@@ -24,20 +24,16 @@ import torch
 from torch import nn
 
 from .._moved import moved as _moved
-from ..compiler import build
-from ..extras import needs
 from ..nn.heads import head_loss
 from ..weights.folder import save_pretrained
-from ..weights.published import load_into
 from . import checkpoints, distributed, run_folder
-from .data.loader import build_loaders, set_epoch
-from .data.prefetch import ahead
+from .data.loader import set_epoch
 from .data.preprocess import resumed, run_pretrained_cfg
 from .faults import kill_hook
 from .files import atomic_copy, atomic_write_text
 from .progress import Progress
 from .recipes import training_spec
-from .setup import spec_and_data
+from .setup import make_loaders, make_model, make_optimizer, spec_and_data
 from .signals import Stop, StopFlag
 from .step import forward
 from .tasks import make_task, score_key, task_type
@@ -114,14 +110,14 @@ class Training:
         and its data, the task and loaders; then (`model`) the model, optimizer and loss, the checkpoint's states
         restored, the model wrapped (DDP, compile). Returns False where --resume found the run finished (nothing to
         train: its missing end-of-run files written). `model=False` stops after the loaders (a data benchmark's)."""
-        self.resolve_resume()
+        self.resolve_resume()  # last.pt read and checked (--resume) or the folder found free; seeded
         if self.finished_before():
             return False
-        self.make_data()
+        self.make_data()  # spec_and_data, then make_task and make_loaders (vspec/train/setup.py)
         if model:
-            self.make_model()
-            self.make_optimizer()
-            self.make_loss()
+            self.make_model()  # make_model: from the settled spec, before the optimizer that holds its parameters
+            self.make_optimizer()  # make_optimizer: its schedule needs the loaders' steps per epoch
+            self.make_loss()  # the task's criterion for the data set's num_classes
             self.restore()  # after the optimizer (its state) and before DDP (which broadcasts rank 0's weights)
             self.wrap_model()
         return True
@@ -182,80 +178,19 @@ class Training:
         self.spec, splits = spec_and_data(cfg, dist, self.device, self.ckpt)
         self.num_classes = splits.num_classes
         self.task = make_task(cfg, self.spec, splits, dist, self.device, self.ckpt)
-        train_ds, val_ds, collate = splits.train, splits.val, splits.collate
-        if recipe.batch_size % (dist.world * cfg.run.accum_steps):
-            raise ValueError(f"--batch-size {recipe.batch_size} must be divisible by processes x accumulation steps "
-                             f"({dist.world} x {cfg.run.accum_steps})")
-        self.local_batch = recipe.batch_size // (dist.world * cfg.run.accum_steps)
-        self.train_loader, self.val_loader = build_loaders(train_ds, val_ds, batch_size=self.local_batch,
-                                                           workers=distributed.workers_for(cfg.run.workers,
-                                                                                           self.device, dist.world),
-                                                           seed=cfg.run.seed, rank=dist.rank,
-                                                           world_size=dist.world, collate_fn=collate)
-        batches = len(self.train_loader)
-        self.steps_per_epoch = batches // cfg.run.accum_steps
-        if self.steps_per_epoch == 0:
-            raise ValueError(f"--accum-steps {cfg.run.accum_steps} exceeds the {batches} batches of an epoch")
-        if self.ckpt is not None and self.ckpt["batches_done"] > batches:
-            raise checkpoints.CheckpointError(self.last, f"its 'batches_done' ({self.ckpt['batches_done']}) exceeds "
-                                                         f"the {batches} batches of an epoch of this run")
-        self.train_source = ahead(self.train_loader, self.device, cfg.run.prefetch,  # --prefetch
-                                  self.task.transfer if self.device.type == "cuda" else None, note=dist.main)
+        loaders = make_loaders(splits, self.task, recipe, cfg.run, dist, self.device, self.ckpt, self.last)
+        self.train_loader, self.val_loader, self.train_source = loaders.train, loaders.val, loaders.source
+        self.local_batch, self.steps_per_epoch = loaders.local_batch, loaders.steps_per_epoch
 
     def make_model(self) -> None:
-        """The model (`core`: what is saved and evaluated), the same initial weights on every rank; its EMA."""
-        with needs("vspec's training"):
-            from timm.utils import ModelEmaV3  # extra
-
-        torch.manual_seed(self.cfg.run.seed)  # identical initial weights on every rank
-        model = build(self.spec)
-        if self.ckpt is None:  # a fresh run: the task's own starting weights (a text body's --init)
-            self.task.init_model(model)
-        if self.cfg.run.pretrained is not None and self.ckpt is None:  # a fresh run from published weights
-            entry, fresh = load_into(model, *self.cfg.run.pretrained)
-            if self.dist.main:
-                print(f"note: --pretrained: {entry.source.where}" + (f"; fresh: {', '.join(fresh)}" if fresh else ""),
-                      file=sys.stderr)
-        model.set_training_outputs(True)  # the head's declared outputs (MixToken, maps) for head_loss
-        model = model.to(self.device)
-        if self.device.type == "cuda" and self.cfg.run.channels_last:
-            model = model.to(memory_format=torch.channels_last)
-        has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
-        if self.dist.world > 1 and self.device.type == "cuda" and has_bn:
-            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-        self.core = model
-        self.ema = ModelEmaV3(model, decay=self.recipe.ema_decay) if self.recipe.ema_decay else None
+        """The model (`core`: what is saved and evaluated) and its EMA (vspec/train/setup.py)."""
+        self.core, self.ema = make_model(self.spec, self.task, self.cfg.run, self.recipe, self.dist, self.device,
+                                         fresh=self.ckpt is None)
 
     def make_optimizer(self) -> None:
-        """AdamW (its fused kernel on CUDA and under fp16: --adamw), the per-step cosine schedule with warmup, the
-        precision (autocast dtype, fp16's grad scaler)."""
-        with needs("vspec's training"):
-            from timm.optim import create_optimizer_v2  # extra
-            from timm.scheduler import CosineLRScheduler  # extra
-
-        recipe, cfg, device = self.recipe, self.cfg, self.device
-        from timm.scheduler import PolyLRScheduler  # extra
-
-        precision = cfg.run.precision
-        precision = precision if precision != "auto" else ("bf16" if device.type == "cuda" else "fp32")
-        # fp16's grad scaler skips the step after inf / NaN gradients inside the fused AdamW (its found_inf), where
-        # with the unfused one it reads found_inf back to the host every step
-        self.fused = cfg.run.adamw == "fused" or (cfg.run.adamw == "auto" and (device.type == "cuda" or
-                                                                               precision == "fp16"))
-        self.optimizer = create_optimizer_v2(self.core, "adamw", lr=recipe.lr, weight_decay=recipe.weight_decay,
-                                             **({"fused": True} if self.fused else {}))
-        total = recipe.epochs * self.steps_per_epoch
-        warmup = round(recipe.warmup_frac * total) if recipe.warmup_frac \
-            else recipe.warmup_epochs * self.steps_per_epoch
-        schedule = PolyLRScheduler if recipe.schedule == "linear" else CosineLRScheduler  # linear: power 1
-        self.scheduler = schedule(self.optimizer, t_initial=total, lr_min=recipe.min_lr, warmup_t=warmup,
-                                  warmup_lr_init=recipe.warmup_lr, t_in_epochs=False,
-                                  **({"power": 1.0} if recipe.schedule == "linear" else {}))
-        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-        self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-        if device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
+        """AdamW, its schedule and the precision (vspec/train/setup.py)."""
+        o = make_optimizer(self.core, self.recipe, self.cfg.run, self.device, self.steps_per_epoch)
+        self.optimizer, self.scheduler, self.scaler, self.amp_dtype, self.fused = o
 
     def amp_ctx(self):
         return torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype else nullcontext()
