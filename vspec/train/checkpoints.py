@@ -160,19 +160,19 @@ def load(path: Path, task_type=None) -> dict[str, Any]:
     return ckpt
 
 
-def save(path: Path, *, cfg, spec, task, model, ema, optimizer, scheduler, scaler, epoch: int, batches_done: int,
-         global_step: int, metrics: list[dict[str, Any]], best_score: float, best_epoch: int,
-         epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
+def save(path: Path, *, spec, task, model, ema, optimizer, scheduler, scaler, epoch: int, batches_done: int,
+         global_step: int, metrics: list[dict[str, Any]], best_score: float, best_epoch: int, recipe,
+         data_args: dict[str, Any], epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
     """Write a run's `last.pt` atomically, with its checksum: its spec, weights (and the EMA's), the optimizer's,
     schedule's and scaler's states, the counters (`batches_done` of the part-done epoch `epoch`), the RNG states,
     the metrics history and the best score, `epoch_loss` (sum, count) of a part-done epoch, the recipe, the data
-    arguments (`cfg`, a TrainConfig) and what the task adds (`task.state()`)."""
+    arguments (`data_args`) and what the task adds (`task.state()`)."""
     state = {"format": FORMAT, "vspec_version": __version__, "spec": to_json(spec), "state_dict": model.state_dict(),
              "ema": ema.module.state_dict() if ema is not None else None,
              "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
              "epoch": epoch, "batches_done": batches_done, "global_step": global_step, "rng": rng_state(),
              "metrics": metrics, "best_score": best_score, "best_epoch": best_epoch, "epoch_loss": list(epoch_loss),
-             "recipe": attrs.asdict(cfg.recipe), "data": cfg.data.name, "data_args": data_args(cfg), **task.state()}
+             "recipe": attrs.asdict(recipe), "data": data_args["data"], "data_args": data_args, **task.state()}
     files.atomic_save(with_checksum(state), path)
 
 

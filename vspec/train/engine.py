@@ -160,8 +160,9 @@ class Training:
                 ckpt["epoch"] >= self.recipe.epochs or (max_steps and ckpt["global_step"] >= max_steps)):
             return False
         if self.dist.main:  # the end-of-run files a kill or a signal left unwritten, written from last.pt
-            left = run_folder.complete(self.out, ckpt, lambda: score_key(self.cfg, ckpt), self.dist.world,
-                                       self.cfg.run.save_format == "folder")
+            data = self.cfg.data
+            left = run_folder.complete(self.out, ckpt, lambda: score_key(self.cfg.spec, data.task or data.name, ckpt),
+                                       self.dist.world, self.cfg.run.save_format == "folder")
             print(f"{self.out}: the run is finished ({ckpt['epoch']} epochs, {ckpt['global_step']} steps); "
                   + (f"wrote its missing {', '.join(left)}" if left else "nothing to resume, summary.json is left as "
                      "it was"))
@@ -393,10 +394,11 @@ class Training:
     def save(self, epoch: int, batches_done: int, epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
         """last.pt (rank 0); `epoch_loss` (sum, count) of a part-done epoch lets a resumed run average all of it."""
         if self.dist.main:
-            checkpoints.save(self.last, cfg=self.cfg, spec=self.spec, task=self.task, model=self.core, ema=self.ema,
+            checkpoints.save(self.last, spec=self.spec, task=self.task, model=self.core, ema=self.ema,
                              optimizer=self.optimizer, scheduler=self.scheduler, scaler=self.scaler, epoch=epoch,
                              batches_done=batches_done, global_step=self.global_step, metrics=self.history,
-                             best_score=self.best, best_epoch=self.best_epoch, epoch_loss=epoch_loss)
+                             best_score=self.best, best_epoch=self.best_epoch, recipe=self.recipe,
+                             data_args=checkpoints.data_args(self.cfg), epoch_loss=epoch_loss)
 
     def export(self, name: str) -> None:
         """--save-format folder: the model's weights as the model folder OUT/`name` (rank 0)."""

@@ -75,9 +75,10 @@ def make_task(cfg, spec, splits, dist, device: torch.device, ckpt=None) -> Image
     return task_type(spec)(cfg, spec, splits, dist, device, ckpt)
 
 
-def score_key(cfg, ckpt) -> str:
-    """The record's entry a finished run's best checkpoint was kept by, its data not read again."""
-    return text_score_key(cfg.data.task or cfg.data.name, ckpt) if cfg.spec.embedder.text else ImageTask.score_key
+def score_key(spec, task: str, ckpt) -> str:
+    """The record's entry a finished run's best checkpoint was kept by, its data not read again: that of the task
+    `spec` trains (`task`: a text run's --task, or its --data)."""
+    return text_score_key(task, ckpt) if spec.embedder.text else ImageTask.score_key
 
 
 def __getattr__(name: str):
