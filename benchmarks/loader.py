@@ -113,10 +113,8 @@ def data_path(spec, batch: int, data: DataConfig, device: str, workers, decode_o
     with tempfile.TemporaryDirectory() as tmp:
         t = Training(_cfg(spec, Path(tmp) / "run", batch, data, device, workers, decode_on, epochs=1,
                           decode_in=decode_in))
-        t.resolve_resume()
-        t.make_data()
-        t.start_epoch_data(0)
-        batches = t.task.batches(t.train_loader, True, 0, 0)
+        t.setup(model=False)
+        batches = t.batches(0, ahead=False)
         next(batches)
         t0, n = time.perf_counter(), 0
         for images, _ in batches:

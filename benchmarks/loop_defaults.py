@@ -116,12 +116,7 @@ def measure_loop(row: dict, device: str, quick: bool, data_dir: str | None, work
         recipe = resolve("none", epochs=2, batch_size=row["batch"])
         t0 = time.perf_counter()
         t = Training(TrainConfig(spec, recipe, data, run))
-        t.resolve_resume()
-        t.make_data()
-        t.make_model()
-        t.make_optimizer()
-        t.make_loss()
-        t.wrap_model()
+        t.setup()
         if row["compile"] and quick and device == "cpu":  # inductor's C++ build is minutes on a small CPU
             t.train_model = torch.compile(t.core, backend="eager")
         setup = time.perf_counter() - t0

@@ -79,22 +79,18 @@ def engine(spec, steps: int, batch: int, device: str = "cpu", data: str = "synth
 def loader(spec, steps: int, batch: int, device: str = "cpu", data: str = "synthetic", workers: int | None = None,
            data_dir: Path | None = None, normalise_on: str = "auto") -> float:
     """Images/s of the loop's data path alone: its train loader's batches (same datasets, transforms, workers)
-    made ready on the device by the task (`prepare`: moved, normalised there where asked), no model; the first
-    batch (the workers' start) excluded."""
+    made ready on the device by the task (`Training.batches`: moved, normalised there where asked), no model; the
+    first batch (the workers' start) excluded."""
     with tempfile.TemporaryDirectory() as tmp:
         cfg = TrainConfig(spec, resolve("none", epochs=1, batch_size=batch), _data(data, data_dir, batch * steps),
                           RunConfig(out=Path(tmp) / "run", device=device, workers=workers, normalise_on=normalise_on))
         t = Training(cfg)
-        t.resolve_resume()  # a fresh run: sets the spec
-        t.make_data()
-        t.start_epoch_data(0)
-        batches = iter(t.train_loader)
-        images, _ = next(batches)
-        t.task.prepare(images, train=True)
+        t.setup(model=False)
+        batches = t.batches(0, ahead=False)
+        next(batches)
         t0 = time.perf_counter()
         n = 0
-        for images, _ in batches:
-            t.task.prepare(images, train=True)
+        for _ in batches:
             n += 1
         sync(device)
         return n * batch / (time.perf_counter() - t0)

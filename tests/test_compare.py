@@ -190,8 +190,7 @@ def test_validation_is_resized_as_training_is_without_random_crops(tmp_path):
     seen = {}
     for name in ("none", "deit"):
         t = Training(TrainConfig(tiny(img_size=16), resolve(name), "digits", RunConfig(out=tmp_path / name)))
-        t.resolve_resume()
-        t.make_data()
+        t.setup(model=False)
         seen[name] = t.val_loader.dataset.transform(digit)
         if name == "none":
             assert torch.equal(seen[name], t.train_loader.dataset.dataset.transform(digit))  # Seeded wraps it

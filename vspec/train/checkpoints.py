@@ -1,7 +1,8 @@
-"""Training checkpoints: what `last.pt` holds beside the model (RNG states that survive `weights_only=True`
-loading, the counters, the metrics history, the data arguments), the loader (vspec.checkpoint's, with the training
-fields), the checks of a resume and the restore of a run's states. Written by vspec/train/files.py's atomic writes
-into the run folder (vspec/train/run_folder.py)."""
+"""Training checkpoints, `last.pt`'s one owner: what it holds beside the model (RNG states that survive
+`weights_only=True` loading, the counters, the metrics history, the data arguments, what the task adds), its writer
+(`save`, vspec/train/files.py's atomic write into the run folder, vspec/train/run_folder.py), its reader (`load`:
+vspec.weights.checkpoint's `read_checkpoint`, with the training fields, each record checked for the keys its task
+names), the checks of a resume and the restore of a run's states."""
 
 import json
 import random
@@ -9,12 +10,15 @@ import re
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import torch
 
 from .._moved import moved as _moved
-from ..spec import to_json
-from ..weights.checkpoint import CheckpointError, cause, check_fields, load_weights, read_checkpoint
+from ..spec import from_json, to_json
+from ..version import __version__
+from ..weights.checkpoint import CheckpointError, cause, check_fields, load_weights, read_checkpoint, with_checksum
+from . import files
 from .data.hf import hub_id
 from .data.registry import entry
 
@@ -81,9 +85,11 @@ FIELDS: dict[str, tuple] = {"optimizer": (dict,), "scheduler": (dict,), "scaler"
 OPTIONAL_FIELDS: dict[str, tuple] = {"data": (str,), "data_args": (dict,), "recipe": (dict,), "best_epoch": (int,),
                                      "epoch_loss": (list, tuple), "tokenizer": (dict,), "best_score": (float, int),
                                      "best_top1": (float, int)}
-# what every record of "metrics" holds (the curves and metrics.jsonl are drawn from them)
+# what every record of an image task's "metrics" holds (`ImageTask.record_keys`; the curves and metrics.jsonl are
+# drawn from them)
 RECORD_KEYS = ("epoch", "train_loss", "val_loss", "val_top1", "val_top5")
-# a text task's records: its metrics are its own (vspec/train/text/metrics.py)
+# a text task's records (`TextTask.record_keys`; its metrics are its own, vspec/train/text/metrics.py): the keys
+# every task's records hold
 TEXT_RECORD_KEYS = ("epoch", "train_loss", "val_loss")
 
 
@@ -91,9 +97,10 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _check_run_fields(ckpt: dict[str, Any], path: Path) -> None:
+def _check_run_fields(ckpt: dict[str, Any], path: Path, task_type=None) -> None:
     """The fields a resume reads beside the model's: counters, RNG states, the part-done epoch's loss, the
-    metrics history and the data arguments."""
+    metrics history (each record with the keys of the task its spec trains: `task_type(spec).record_keys`; without
+    `task_type`, those every task's hold) and the data arguments."""
     for name in ("epoch", "batches_done", "global_step", "best_epoch"):
         if ckpt.get(name, 0) < 0:
             raise CheckpointError(path, f"the checkpoint's '{name}' is negative ({ckpt[name]})")
@@ -107,8 +114,7 @@ def _check_run_fields(ckpt: dict[str, Any], path: Path) -> None:
             and loss[1] >= 0):
         raise CheckpointError(path, "the checkpoint's 'epoch_loss' is not [sum of the losses, count] of its "
                                     f"part-done epoch: {_brief(loss)}")
-    text = ckpt.get("data") in ("rt-polarity", "glue") or "tokenizer" in ckpt  # hf's: a text run keeps its tokenizer
-    keys = TEXT_RECORD_KEYS if text else RECORD_KEYS
+    keys = task_type(from_json(ckpt["spec"])).record_keys if task_type is not None else TEXT_RECORD_KEYS
     for i, record in enumerate(ckpt["metrics"]):
         if not (isinstance(record, dict) and all(isinstance(k, str) and _number(v) for k, v in record.items())
                 and all(k in record for k in keys)):
@@ -140,17 +146,34 @@ def _brief(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def load(path: Path) -> dict[str, Any]:
+def load(path: Path, task_type=None) -> dict[str, Any]:
     """A training checkpoint, read, validated and upgraded by vspec.checkpoint's loader; errors are one-line
-    CheckpointErrors naming the file."""
+    CheckpointErrors naming the file. `task_type(spec)`: the task a spec trains (`vspec.train.tasks.task_type`),
+    asked for the keys its records hold (without it: those every task's records hold)."""
     ckpt = read_checkpoint(path, FIELDS, formats=(FORMAT,))
     check_fields(ckpt, OPTIONAL_FIELDS, path, required=False)
     if "best_score" not in ckpt:  # an earlier release's name
         if "best_top1" not in ckpt:
             raise CheckpointError(path, "the checkpoint has no 'best_score' entry")
         ckpt["best_score"] = ckpt.pop("best_top1")
-    _check_run_fields(ckpt, path)
+    _check_run_fields(ckpt, path, task_type)
     return ckpt
+
+
+def save(path: Path, *, spec, task, model, ema, optimizer, scheduler, scaler, epoch: int, batches_done: int,
+         global_step: int, metrics: list[dict[str, Any]], best_score: float, best_epoch: int, recipe,
+         data_args: dict[str, Any], epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
+    """Write a run's `last.pt` atomically, with its checksum: its spec, weights (and the EMA's), the optimizer's,
+    schedule's and scaler's states, the counters (`batches_done` of the part-done epoch `epoch`), the RNG states,
+    the metrics history and the best score, `epoch_loss` (sum, count) of a part-done epoch, the recipe, the data
+    arguments (`data_args`) and what the task adds (`task.state()`)."""
+    state = {"format": FORMAT, "vspec_version": __version__, "spec": to_json(spec), "state_dict": model.state_dict(),
+             "ema": ema.module.state_dict() if ema is not None else None,
+             "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
+             "epoch": epoch, "batches_done": batches_done, "global_step": global_step, "rng": rng_state(),
+             "metrics": metrics, "best_score": best_score, "best_epoch": best_epoch, "epoch_loss": list(epoch_loss),
+             "recipe": attrs.asdict(recipe), "data": data_args["data"], "data_args": data_args, **task.state()}
+    files.atomic_save(with_checksum(state), path)
 
 
 def data_args(cfg) -> dict[str, Any]:

@@ -24,25 +24,19 @@ import torch
 from torch import nn
 
 from .._moved import moved as _moved
-from ..compiler import build
-from ..extras import needs
 from ..nn.heads import head_loss
-from ..spec import from_json, to_json
-from ..version import __version__
-from ..weights.checkpoint import with_checksum
 from ..weights.folder import save_pretrained
-from ..weights.published import load_into
 from . import checkpoints, distributed, run_folder
-from .data.loader import build_loaders, set_epoch
-from .data.prefetch import ahead
-from .data.preprocess import inputs_line, resumed, run_pretrained_cfg
-from .evaluate import forward
+from .data.loader import set_epoch
+from .data.preprocess import resumed, run_pretrained_cfg
 from .faults import kill_hook
-from .files import atomic_copy, atomic_save, atomic_write_text
+from .files import atomic_copy, atomic_write_text
 from .progress import Progress
 from .recipes import training_spec
+from .setup import make_loaders, make_model, make_optimizer, spec_and_data
 from .signals import Stop, StopFlag
-from .tasks import make_task
+from .step import forward
+from .tasks import make_task, score_key, task_type
 
 if TYPE_CHECKING:
     from .config import TrainConfig
@@ -71,15 +65,8 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
     Args:
         cfg: the run: its spec, recipe, data set (`DataConfig`) and execution (`RunConfig`)."""
     t = Training(cfg)
-    t.resolve_resume()
-    if t.finished_before():
+    if not t.setup():
         return t.ckpt["metrics"][-1] if t.ckpt["metrics"] else {}
-    t.make_data()
-    t.make_model()
-    t.make_optimizer()
-    t.make_loss()
-    t.restore()
-    t.wrap_model()
     return t.train()
 
 
@@ -99,7 +86,10 @@ class EpochStats:
 
 
 class Training:
-    """One run of `run`, step by step; each method is one of its steps and sets the attributes the next use."""
+    """One run of `run`. Its public steps: `setup` (the run made ready), `train` (the epochs), and within them
+    `batches` (an epoch's training batches ready on the device) and `train_step` (one batch's forward and backward,
+    an optimizer step every accum_steps batches); the benchmarks drive a run through these. The other methods are
+    `setup`'s and `train`'s parts, each setting the attributes the next one reads."""
 
     def __init__(self, cfg: TrainConfig):
         self.cfg, self.recipe = cfg, cfg.recipe
@@ -115,14 +105,38 @@ class Training:
         self.best, self.best_epoch = -1.0, 0
         self.step_hook = kill_hook("step")  # None unless a crash test asks for it
 
+    def setup(self, model: bool = True) -> bool:
+        """The run made ready, in this order: --resume's checkpoint checked (or the fresh folder), the final spec
+        and its data, the task and loaders; then (`model`) the model, optimizer and loss, the checkpoint's states
+        restored, the model wrapped (DDP, compile). Returns False where --resume found the run finished (nothing to
+        train: its missing end-of-run files written). `model=False` stops after the loaders (a data benchmark's)."""
+        self.resolve_resume()  # last.pt read and checked (--resume) or the folder found free; seeded
+        if self.finished_before():
+            return False
+        self.make_data()  # spec_and_data, then make_task and make_loaders (vspec/train/setup.py)
+        if model:
+            self.make_model()  # make_model: from the settled spec, before the optimizer that holds its parameters
+            self.make_optimizer()  # make_optimizer: its schedule needs the loaders' steps per epoch
+            self.make_loss()  # the task's criterion for the data set's num_classes
+            self.restore()  # after the optimizer (its state) and before DDP (which broadcasts rank 0's weights)
+            self.wrap_model()
+        return True
+
+    def batches(self, epoch: int = 0, ahead: bool = True):
+        """Epoch `epoch`'s training batches ready on the device, (inputs, target), from where a mid-epoch resume left
+        off: its data order and RNG streams set first (`start_epoch_data`). `ahead`: through the prefetcher
+        (--prefetch), as the loop reads them; False: straight from the loader."""
+        skip = self.start_epoch_data(epoch)
+        return self.task.batches(self.train_source if ahead else self.train_loader, True, epoch, skip)
+
     # ------------------------------------------------ before training
     def resolve_resume(self) -> None:
         """--resume: load last.pt and check that it continues this run; a fresh run: check that `out` may be
-        used. Then prepare the folder (rank 0), seed, and settle the spec."""
+        used. Then prepare the folder (rank 0) and seed."""
         cfg, dist, last = self.cfg, self.dist, self.last
         if cfg.run.resume and not last.is_file():
             raise ValueError(f"--resume: no {last}")
-        self.ckpt = ckpt = checkpoints.load(last) if cfg.run.resume else None
+        self.ckpt = ckpt = checkpoints.load(last, task_type) if cfg.run.resume else None
         if ckpt is not None and ckpt.get("dropped"):
             raise ValueError(f"--resume: {last} comes from a release before spec format 2, and upgrading it "
                              "drops weights that could never learn (DAFF re-weighting a class token nothing reads), "
@@ -135,11 +149,8 @@ class Training:
             if ckpt is not None and cfg.run.save_format == "folder":
                 run_folder.refresh_best_folder(self.out)
         checkpoints.seed_everything(cfg.run.seed + dist.rank)
-        spec = cfg.spec
-        spec = training_spec(self.recipe, spec)
         if ckpt is not None:  # a resume goes on with the same spec and data, or not at all
-            checkpoints.check_resume(ckpt, last, spec, checkpoints.data_args(cfg))
-        self.spec = spec
+            checkpoints.check_resume(ckpt, last, training_spec(self.recipe, cfg.spec), checkpoints.data_args(cfg))
 
     def finished_before(self) -> bool:
         """Whether --resume found a run that is already finished (said on rank 0, which writes the end-of-run files a
@@ -149,9 +160,9 @@ class Training:
                 ckpt["epoch"] >= self.recipe.epochs or (max_steps and ckpt["global_step"] >= max_steps)):
             return False
         if self.dist.main:  # the end-of-run files a kill or a signal left unwritten, written from last.pt
-            left = run_folder.complete(self.out, ckpt, lambda: make_task(
-                self.cfg, self.spec, self.recipe, self.dist, self.out, ckpt, self.device).score_key, self.dist.world,
-                self.cfg.run.save_format == "folder")
+            data = self.cfg.data
+            left = run_folder.complete(self.out, ckpt, lambda: score_key(self.cfg.spec, data.task or data.name, ckpt),
+                                       self.dist.world, self.cfg.run.save_format == "folder")
             print(f"{self.out}: the run is finished ({ckpt['epoch']} epochs, {ckpt['global_step']} steps); "
                   + (f"wrote its missing {', '.join(left)}" if left else "nothing to resume, summary.json is left as "
                      "it was"))
@@ -159,95 +170,28 @@ class Training:
         return True
 
     def make_data(self) -> None:
-        """The task (image or text), its datasets (which may change num_classes) and loaders; the batch per
+        """The final spec and its data (vspec/train/setup.py), the task (image or text) and loaders; the batch per
         process."""
-        cfg, recipe, dist, spec = self.cfg, self.recipe, self.dist, self.spec
+        cfg, recipe, dist = self.cfg, self.recipe, self.dist
         if self.ckpt is not None and self.ckpt.get("inputs"):  # a resumed run keeps its inputs, but for the flags
             data = attrs.evolve(cfg.data, inputs=resumed(self.ckpt["inputs"], cfg.data.inputs))
             cfg = self.cfg = attrs.evolve(cfg, data=data)
-        self.task = make_task(cfg, spec, recipe, dist, self.out, self.ckpt, self.device)
-        if cfg.data.inputs and cfg.data.inputs.get("from") != "vspec's defaults" and dist.main:
-            print(f"note: {inputs_line(cfg.data.inputs)}", file=sys.stderr)
-        train_ds, val_ds, collate, self.num_classes = self.task.data()
-        if spec.num_classes != self.num_classes:
-            if dist.main:
-                print(f"note: {cfg.data.name} has {self.num_classes} classes; setting num_classes = "
-                      f"{self.num_classes}", file=sys.stderr)
-            spec = attrs.evolve(spec, num_classes=self.num_classes)
-        self.spec = spec if self.ckpt is None else from_json(self.ckpt["spec"])
-        if recipe.batch_size % (dist.world * cfg.run.accum_steps):
-            raise ValueError(f"--batch-size {recipe.batch_size} must be divisible by processes x accumulation steps "
-                             f"({dist.world} x {cfg.run.accum_steps})")
-        self.local_batch = recipe.batch_size // (dist.world * cfg.run.accum_steps)
-        self.train_loader, self.val_loader = build_loaders(train_ds, val_ds, batch_size=self.local_batch,
-                                                           workers=distributed.workers_for(cfg.run.workers,
-                                                                                           self.device, dist.world),
-                                                           seed=cfg.run.seed, rank=dist.rank,
-                                                           world_size=dist.world, collate_fn=collate)
-        batches = len(self.train_loader)
-        self.steps_per_epoch = batches // cfg.run.accum_steps
-        if self.steps_per_epoch == 0:
-            raise ValueError(f"--accum-steps {cfg.run.accum_steps} exceeds the {batches} batches of an epoch")
-        if self.ckpt is not None and self.ckpt["batches_done"] > batches:
-            raise checkpoints.CheckpointError(self.last, f"its 'batches_done' ({self.ckpt['batches_done']}) exceeds "
-                                                         f"the {batches} batches of an epoch of this run")
-        self.train_source = ahead(self.train_loader, self.device, cfg.run.prefetch,  # --prefetch
-                                  self.task.transfer if self.device.type == "cuda" else None, note=dist.main)
+        self.spec, splits = spec_and_data(cfg, dist, self.device, self.ckpt)
+        self.num_classes = splits.num_classes
+        self.task = make_task(cfg, self.spec, splits, dist, self.device, self.ckpt)
+        loaders = make_loaders(splits, self.task, recipe, cfg.run, dist, self.device, self.ckpt, self.last)
+        self.train_loader, self.val_loader, self.train_source = loaders.train, loaders.val, loaders.source
+        self.local_batch, self.steps_per_epoch = loaders.local_batch, loaders.steps_per_epoch
 
     def make_model(self) -> None:
-        """The model (`core`: what is saved and evaluated), the same initial weights on every rank; its EMA."""
-        with needs("vspec's training"):
-            from timm.utils import ModelEmaV3  # extra
-
-        torch.manual_seed(self.cfg.run.seed)  # identical initial weights on every rank
-        model = build(self.spec)
-        if self.ckpt is None:  # a fresh run: the task's own starting weights (a text body's --init)
-            self.task.init_model(model)
-        if self.cfg.run.pretrained is not None and self.ckpt is None:  # a fresh run from published weights
-            entry, fresh = load_into(model, *self.cfg.run.pretrained)
-            if self.dist.main:
-                print(f"note: --pretrained: {entry.source.where}" + (f"; fresh: {', '.join(fresh)}" if fresh else ""),
-                      file=sys.stderr)
-        model.set_training_outputs(True)  # the head's declared outputs (MixToken, maps) for head_loss
-        model = model.to(self.device)
-        if self.device.type == "cuda" and self.cfg.run.channels_last:
-            model = model.to(memory_format=torch.channels_last)
-        has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
-        if self.dist.world > 1 and self.device.type == "cuda" and has_bn:
-            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-        self.core = model
-        self.ema = ModelEmaV3(model, decay=self.recipe.ema_decay) if self.recipe.ema_decay else None
+        """The model (`core`: what is saved and evaluated) and its EMA (vspec/train/setup.py)."""
+        self.core, self.ema = make_model(self.spec, self.task, self.cfg.run, self.recipe, self.dist, self.device,
+                                         fresh=self.ckpt is None)
 
     def make_optimizer(self) -> None:
-        """AdamW (its fused kernel on CUDA and under fp16: --adamw), the per-step cosine schedule with warmup, the
-        precision (autocast dtype, fp16's grad scaler)."""
-        with needs("vspec's training"):
-            from timm.optim import create_optimizer_v2  # extra
-            from timm.scheduler import CosineLRScheduler  # extra
-
-        recipe, cfg, device = self.recipe, self.cfg, self.device
-        from timm.scheduler import PolyLRScheduler  # extra
-
-        precision = cfg.run.precision
-        precision = precision if precision != "auto" else ("bf16" if device.type == "cuda" else "fp32")
-        # fp16's grad scaler skips the step after inf / NaN gradients inside the fused AdamW (its found_inf), where
-        # with the unfused one it reads found_inf back to the host every step
-        self.fused = cfg.run.adamw == "fused" or (cfg.run.adamw == "auto" and (device.type == "cuda" or
-                                                                               precision == "fp16"))
-        self.optimizer = create_optimizer_v2(self.core, "adamw", lr=recipe.lr, weight_decay=recipe.weight_decay,
-                                             **({"fused": True} if self.fused else {}))
-        total = recipe.epochs * self.steps_per_epoch
-        warmup = round(recipe.warmup_frac * total) if recipe.warmup_frac \
-            else recipe.warmup_epochs * self.steps_per_epoch
-        schedule = PolyLRScheduler if recipe.schedule == "linear" else CosineLRScheduler  # linear: power 1
-        self.scheduler = schedule(self.optimizer, t_initial=total, lr_min=recipe.min_lr, warmup_t=warmup,
-                                  warmup_lr_init=recipe.warmup_lr, t_in_epochs=False,
-                                  **({"power": 1.0} if recipe.schedule == "linear" else {}))
-        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-        self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-        if device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
+        """AdamW, its schedule and the precision (vspec/train/setup.py)."""
+        o = make_optimizer(self.core, self.recipe, self.cfg.run, self.device, self.steps_per_epoch)
+        self.optimizer, self.scheduler, self.scaler, self.amp_dtype, self.fused = o
 
     def amp_ctx(self):
         return torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype else nullcontext()
@@ -449,20 +393,12 @@ class Training:
 
     def save(self, epoch: int, batches_done: int, epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
         """last.pt (rank 0); `epoch_loss` (sum, count) of a part-done epoch lets a resumed run average all of it."""
-        if not self.dist.main:
-            return
-        ema = self.ema
-        state = {"format": checkpoints.FORMAT, "vspec_version": __version__, "spec": to_json(self.spec),
-                 "state_dict": self.core.state_dict(),
-                 "ema": ema.module.state_dict() if ema is not None else None,
-                 "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                 "scaler": self.scaler.state_dict(), "epoch": epoch, "batches_done": batches_done,
-                 "global_step": self.global_step, "rng": checkpoints.rng_state(), "metrics": self.history,
-                 "best_score": self.best, "best_epoch": self.best_epoch, "epoch_loss": list(epoch_loss),
-                 "recipe": attrs.asdict(self.recipe), "data": self.cfg.data.name,
-                 "data_args": checkpoints.data_args(self.cfg),
-                 **self.task.state()}
-        atomic_save(with_checksum(state), self.last)
+        if self.dist.main:
+            checkpoints.save(self.last, spec=self.spec, task=self.task, model=self.core, ema=self.ema,
+                             optimizer=self.optimizer, scheduler=self.scheduler, scaler=self.scaler, epoch=epoch,
+                             batches_done=batches_done, global_step=self.global_step, metrics=self.history,
+                             best_score=self.best, best_epoch=self.best_epoch, recipe=self.recipe,
+                             data_args=checkpoints.data_args(self.cfg), epoch_loss=epoch_loss)
 
     def export(self, name: str) -> None:
         """--save-format folder: the model's weights as the model folder OUT/`name` (rank 0)."""

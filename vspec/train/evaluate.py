@@ -27,6 +27,7 @@ from .data.registry import options
 from .data.sources import build_datasets
 from .data.transforms import build_transforms
 from .distributed import Dist, workers_for
+from .step import forward
 from .text import run_tokenizer
 from .text.batches import pad_batch, text_datasets, token_types
 from .text.metrics import text_metrics
@@ -39,10 +40,6 @@ class EvaluationError(ValueError):
     name first."""
 
 
-def forward(model: nn.Module, batch):
-    return model(**batch) if isinstance(batch, dict) else model(batch)
-
-
 @torch.no_grad()
 def evaluate(model: nn.Module, loader, device, amp_ctx, d, prepare=None) -> dict[str, float]:
     """Loss, top-1 and top-5 (%) over the whole split (summed over the processes, read back once); `prepare(images,
@@ -53,7 +50,7 @@ def evaluate(model: nn.Module, loader, device, amp_ctx, d, prepare=None) -> dict
         images = images.to(device, non_blocking=True) if prepare is None else prepare(images, False)
         target = target.to(device, non_blocking=True)
         with amp_ctx():
-            logits = model(images).float()
+            logits = forward(model, images).float()
         k = min(5, logits.shape[1])
         top = logits.topk(k, dim=1).indices
         hits = top.eq(target[:, None])

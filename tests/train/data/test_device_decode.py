@@ -121,8 +121,7 @@ def _epoch(folder, workers: int, skip: int = 0) -> list[tuple[torch.Tensor, torc
                       RunConfig(out=folder / "run", workers=workers, decode_on="device", decode_in="workers",
                                 device="cpu"))
     t = Training(cfg)
-    t.resolve_resume()
-    t.make_data()
+    t.setup(model=False)
     t.skip_batches = skip
     t.start_epoch_data(0)
     assert t.task.in_workers
@@ -168,8 +167,7 @@ def test_the_training_process_decodes_unless_the_workers_are_asked_to(tmp_path):
                           RunConfig(out=tmp_path / asked, workers=0, decode_on="device", decode_in=asked,
                                     device="cpu"))
         t = Training(cfg)
-        t.resolve_resume()
-        t.make_data()
+        t.setup(model=False)
         assert t.task.in_workers == (asked == "workers")
         assert t.train_loader.collate_fn is collate or isinstance(t.train_loader.collate_fn, collate)
 

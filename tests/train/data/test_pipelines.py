@@ -1,5 +1,6 @@
 """vspec.train.data.pipelines: the input path a run chooses once (host, normalised on the device, decoded on the
-device by the training process or by the loader's workers), from the run's configuration alone."""
+device by the training process or by the loader's workers): its way from the run's configuration alone, its path
+for the splits built for that way."""
 
 
 import pytest
@@ -17,8 +18,17 @@ CPU = torch.device("cpu")
 SPEC = override(load_spec("deit_tiny"), {"depth": 1, "img_size": [16, 16], "num_classes": 3})
 
 
+def _run(tmp_path, **run):
+    return RunConfig(out=tmp_path, device="cpu", **run)
+
+
+def _chosen(tmp_path, train=(), **run):
+    """(path, train, collate) for the training split `train`."""
+    return pipelines.input_path(_run(tmp_path, **run), resolve("deit"), SPEC, {}, 0, CPU, train, "shards")
+
+
 def _path(tmp_path, **run):
-    return pipelines.input_path(RunConfig(out=tmp_path, device="cpu", **run), resolve("deit"), SPEC, {}, 0, CPU)
+    return _chosen(tmp_path, **run)[0]
 
 
 class _Stream(IterableDataset):
@@ -33,26 +43,30 @@ class _Stream(IterableDataset):
     ({"decode_on": "device", "normalise_on": "device"}, pipelines.DecodedPath),  # decoding takes the normalisation
 ])
 def test_the_run_chooses_its_path(tmp_path, run, kind):
+    way = {pipelines.HostPath: "host", pipelines.NormalisedPath: "normalised", pipelines.DecodedPath: "decoded"}
+    assert pipelines.input_way(_run(tmp_path, **run), CPU) == way[kind]
     path = _path(tmp_path, **run)
     assert type(path) is kind
     assert path.encoded == (kind is pipelines.DecodedPath) and not path.in_workers
     assert path.on_device == (kind is not pipelines.HostPath)
 
 
-def test_decoding_settles_in_the_workers_only_where_asked_and_possible(tmp_path):
+def test_decoding_is_in_the_workers_only_where_asked_and_possible(tmp_path):
     images = [(torch.zeros(4, dtype=torch.uint8), 0)]
     assert pipelines.AHEAD == "main"  # --decode-in auto
     for asked in ("auto", "main"):
-        path, train, val, collate = _path(tmp_path, decode_on="device", decode_in=asked).settle(images, images, "x")
+        path, train, collate = _chosen(tmp_path, images, decode_on="device", decode_in=asked)
         assert type(path) is pipelines.DecodedPath and train is images and collate is collate_encoded
-    path, train, val, collate = _path(tmp_path, decode_on="device", decode_in="workers").settle(images, images, "x")
-    assert type(path) is pipelines.WorkerDecodedPath and path.in_workers and val is images
-    assert isinstance(train, Indexed) and isinstance(collate, WorkerPipeline)
+    path, train, collate = _chosen(tmp_path, images, decode_on="device", decode_in="workers")
+    assert type(path) is pipelines.WorkerDecodedPath and path.in_workers
+    assert isinstance(train, Indexed) and train.dataset is images and isinstance(collate, WorkerPipeline)
     stream = _Stream()
-    path, *_ = _path(tmp_path, decode_on="device").settle(stream, stream, "shards")
-    assert type(path) is pipelines.DecodedPath
+    path, train, _ = _chosen(tmp_path, stream, decode_on="device")
+    assert type(path) is pipelines.DecodedPath and train is stream
     with pytest.raises(DataError, match=r"^--decode-in workers: for --data imagefolder \(shards's workers"):
-        _path(tmp_path, decode_on="device", decode_in="workers").settle(stream, stream, "shards")
+        _chosen(tmp_path, stream, decode_on="device", decode_in="workers")
+    for run in ({}, {"normalise_on": "device"}):  # the workers' transforms: the loader's default collate
+        assert _chosen(tmp_path, images, **run)[1:] == (images, None)
 
 
 def test_the_host_path_moves_the_batches_as_they_are(tmp_path):

@@ -1,5 +1,5 @@
-"""The image input path of a run, chosen once (`input_path`) and held by the image task (vspec/train/tasks/image.py):
-how the loader's batches become the model's input on the device.
+"""The image input path of a run, chosen once (`input_path`, for the splits built for its `input_way`) and held by the
+image task (vspec/train/tasks/image.py): how the loader's batches become the model's input on the device.
 
     HostPath            normalised in the loader's workers (ToTensor + Normalize); the device only receives them
     NormalisedPath      uint8 images from the workers, normalised (and erased) on the device (`DeviceNormalise`,
@@ -95,7 +95,7 @@ class NormalisedPath(HostPath):
 
 class DecodedPath:
     """The files' bytes of the loader (`collate_encoded`), decoded and augmented on the device by the training
-    process (`DevicePipeline`); `settle` hands the training batches to the workers where the run asks for it."""
+    process (`DevicePipeline`)."""
 
     encoded = True
     on_device = True
@@ -104,19 +104,6 @@ class DecodedPath:
     def __init__(self, pipeline_args: dict, device: torch.device, decode_in: str = "auto"):
         self.pipeline_args, self.device, self.decode_in = pipeline_args, device, decode_in
         self.pipeline = DevicePipeline(**pipeline_args, device=device)
-
-    def settle(self, train_ds, val_ds, data: str):
-        """(the path, train, val, collate) for the data set `data`'s encoded splits: decoded in the workers
-        (WorkerDecodedPath, the samples indexed) where --decode-in (or AHEAD under auto) says so and the data set is
-        a map (a stream's workers read their shards in order, not samples by index); here otherwise."""
-        stream = isinstance(train_ds, IterableDataset)
-        if self.decode_in == "workers" and stream:
-            raise DataError(f"--decode-in workers: for --data imagefolder ({data}'s workers read their shards in "
-                            "order; --decode-in main)")
-        if (self.decode_in if self.decode_in != "auto" else AHEAD) == "workers" and not stream:
-            return (WorkerDecodedPath(self), Indexed(train_ds), val_ds,
-                    WorkerPipeline(self.pipeline_args, self.device))
-        return self, train_ds, val_ds, collate_encoded
 
     def prepare(self, images, train: bool) -> torch.Tensor:
         return self.pipeline(images, train)
@@ -154,21 +141,40 @@ class WorkerDecodedPath(DecodedPath):
             yield self.prepare(images, train), target.to(self.device, non_blocking=True)
 
 
-def input_path(run, recipe, spec, inputs: dict, rank: int, device: torch.device):
-    """The input path of an image run (`RunConfig` `run`): decoded on the device where --decode-on device asks;
-    else normalised on the device on CUDA (--normalise-on auto) or where asked; else on the host. `inputs`: the
-    run's mean, std and interpolation (None or missing: the defaults)."""
-    channels_last = device.type == "cuda" and run.channels_last
-    mean, std = inputs.get("mean"), inputs.get("std")
+def input_way(run, device: torch.device) -> str:
+    """How an image run's batches become the model's input, from its flags (`RunConfig` `run`) alone: "decoded" on
+    the device where --decode-on device asks; else "normalised" on the device on CUDA (--normalise-on auto) or where
+    asked; else "host". The splits are built for it (vspec/train/data/splits.py), then `input_path` makes its path."""
     if run.decode_on == "device":  # auto is host while the device path's intermittent stall on CUDA (issue 47) is open
-        args = dict(img_size=spec.img_size, in_chans=spec.in_chans, random_resized_crop=recipe.random_resized_crop,
-                    auto_augment=recipe.auto_augment, re_prob=recipe.re_prob,
-                    crop_ratio=eval_crop_ratio(recipe.random_resized_crop), mean=mean, std=std,
-                    interpolation=inputs.get("interpolation") or INTERPOLATION, channels_last=channels_last,
-                    seed=run.seed, rank=rank)
-        return DecodedPath(args, device, run.decode_in)
+        return "decoded"
     on = run.normalise_on if run.normalise_on != "auto" else ("device" if device.type == "cuda" else "host")
-    if on == "device":
+    return "normalised" if on == "device" else "host"
+
+
+def input_path(run, recipe, spec, inputs: dict, rank: int, device: torch.device, train, data: str):
+    """(the path, the training split, the loader's collate or None) of an image run (`RunConfig` `run`) whose splits
+    were built for its `input_way`, chosen once: decoded on the device by the training process, or by the loader's
+    workers (WorkerDecodedPath, the samples indexed) where --decode-in (or AHEAD under auto) says so and `train` is a
+    map (a stream's workers read their shards in order, not samples by index: the data set `data` is named in the
+    refusal); normalised on the device; or on the host. `inputs`: the run's mean, std and interpolation (None or
+    missing: the defaults)."""
+    way, channels_last = input_way(run, device), device.type == "cuda" and run.channels_last
+    mean, std = inputs.get("mean"), inputs.get("std")
+    if way == "host":
+        return HostPath(device, channels_last), train, None
+    if way == "normalised":
         return NormalisedPath(DeviceNormalise(spec.in_chans, device, re_prob=recipe.re_prob,
-                                              channels_last=channels_last, mean=mean, std=std))
-    return HostPath(device, channels_last)
+                                              channels_last=channels_last, mean=mean, std=std)), train, None
+    args = dict(img_size=spec.img_size, in_chans=spec.in_chans, random_resized_crop=recipe.random_resized_crop,
+                auto_augment=recipe.auto_augment, re_prob=recipe.re_prob,
+                crop_ratio=eval_crop_ratio(recipe.random_resized_crop), mean=mean, std=std,
+                interpolation=inputs.get("interpolation") or INTERPOLATION, channels_last=channels_last,
+                seed=run.seed, rank=rank)
+    stream = isinstance(train, IterableDataset)
+    if run.decode_in == "workers" and stream:
+        raise DataError(f"--decode-in workers: for --data imagefolder ({data}'s workers read their shards in order; "
+                        "--decode-in main)")
+    decoded = DecodedPath(args, device, run.decode_in)
+    if (run.decode_in if run.decode_in != "auto" else AHEAD) == "workers" and not stream:
+        return WorkerDecodedPath(decoded), Indexed(train), WorkerPipeline(args, device)
+    return decoded, train, collate_encoded

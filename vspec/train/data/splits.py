@@ -1,8 +1,12 @@
-"""An image run's training and validation splits, built for the input path it chose (vspec/train/data/pipelines.py):
+"""An image run's training and validation splits, built for its input way (vspec/train/data/pipelines.py):
 the PIL transforms at the scale training sees, the files' bytes where the device decodes them, each training image
 with its label map under --token-labels (vspec/train/token_labels/dataset.py)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from ..config import TEXT_OPTIONS
 from ..token_labels.dataset import TokenLabels
@@ -13,37 +17,49 @@ from .sources import build_datasets
 from .transforms import build_transforms
 
 
-def image_splits(cfg, spec, recipe, path, inputs: dict):
-    """(path, train, val, collate or None, num_classes) of the run `cfg` (a TrainConfig) on its input `path`: the
-    path it settles on (a device-decoded one may hand its training batches to the loader's workers) and the splits.
-    `inputs`: the run's mean, std and interpolation."""
+@dataclass(frozen=True)
+class Splits:
+    """A run's data as its task read it (`Task.read`, vspec/train/tasks/): the training and validation splits, the
+    loader's collate function (None: torch's default), the data set's class count (the spec's num_classes follows
+    it), and what the task keeps of the reading: an image run's input path (vspec/train/data/pipelines.py), a text
+    run's task and its tokenizer's identity (sha256 by file)."""
+
+    train: Any
+    val: Any
+    num_classes: int
+    collate: Callable | None = None
+    path: Any = None
+    task: Any = None
+    tokenizer: dict[str, str] | None = None
+
+
+def image_splits(cfg, spec, recipe, way: str, inputs: dict):
+    """(train, val, num_classes) of the run `cfg` (a TrainConfig), built for its input way (`input_way`,
+    vspec/train/data/pipelines.py: "decoded": the files' bytes; "normalised" / "host": PIL transforms that leave
+    uint8 images or normalise). `inputs`: the run's mean, std and interpolation."""
     if "image" not in entry(cfg.data.name).modalities:  # the text options are DataConfig's to refuse
         raise ValueError(f"--data {cfg.data.name}: for a text body (the spec's embedder is {spec.embedder.kind})")
     text = next((f for f in TEXT_OPTIONS if getattr(cfg.data, f) is not None), None)
     if text:  # a set that serves both (--data hf): the spec's body chose images
         raise ValueError(f"--{text.replace('_', '-')}: for a text body (the spec's embedder is {spec.embedder.kind})")
     if cfg.data.token_labels is not None:
-        return (path, *_token_label_splits(cfg, spec, recipe, path, inputs))
-    if path.encoded:  # the workers read the files; the device does the rest
-        train_ds, val_ds, num_classes = build_datasets(
-            cfg.data.name, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=None,
-            eval_transform=None, data_dir=cfg.data.data_dir, download=cfg.data.download, seed=cfg.run.seed,
-            encoded=True, **options(cfg.data))
-        path, train_ds, val_ds, collate = path.settle(train_ds, val_ds, cfg.data.name)
-        return path, train_ds, val_ds, collate, num_classes
-    train_ds, val_ds, num_classes = _datasets(cfg, spec, *_transforms(spec, recipe, path, inputs))
-    return path, train_ds, val_ds, None, num_classes
+        return _token_label_splits(cfg, spec, recipe, way, inputs)
+    if way == "decoded":  # the workers read the files; the device does the rest
+        return build_datasets(cfg.data.name, img_size=spec.img_size, in_chans=spec.in_chans, train_transform=None,
+                              eval_transform=None, data_dir=cfg.data.data_dir, download=cfg.data.download,
+                              seed=cfg.run.seed, encoded=True, **options(cfg.data))
+    return _datasets(cfg, spec, *_transforms(spec, recipe, way != "host", inputs))
 
 
-def _transforms(spec, recipe, path, inputs: dict):
+def _transforms(spec, recipe, on_device: bool, inputs: dict):
     """(train, eval) transforms of PIL images, at the scale training sees."""
     given = {k: inputs[k] for k in ("mean", "std", "interpolation") if inputs.get(k) is not None}
     train_tf = build_transforms(spec.img_size, spec.in_chans, train=True, auto_augment=recipe.auto_augment,
                                 re_prob=recipe.re_prob, random_resized_crop=recipe.random_resized_crop,
-                                on_device=path.on_device, **given)
+                                on_device=on_device, **given)
     # at the scale training sees (a 0.875 crop after a plain resize would enlarge every digit by 8 / 7)
     eval_tf = build_transforms(spec.img_size, spec.in_chans, train=False,
-                               crop_ratio=eval_crop_ratio(recipe.random_resized_crop), on_device=path.on_device,
+                               crop_ratio=eval_crop_ratio(recipe.random_resized_crop), on_device=on_device,
                                **given)
     return train_tf, eval_tf
 
@@ -56,14 +72,14 @@ def _datasets(cfg, spec, train_tf, eval_tf):
         num_classes=spec.num_classes if cfg.data.name == "synthetic" else None, **options(cfg.data))
 
 
-def _token_label_splits(cfg, spec, recipe, path, inputs: dict):
+def _token_label_splits(cfg, spec, recipe, way: str, inputs: dict):
     """--token-labels: each training image with its label map, augmented together (TokenLabels); the validation
     split as without."""
     token_grid(spec)  # refuses a spec without the dense head first
     if cfg.run.decode_on == "device":
         raise DataError("--token-labels: the label maps are cropped and flipped on the host (--decode-on host)")
-    train_tf, eval_tf = _transforms(spec, recipe, path, inputs)
+    train_tf, eval_tf = _transforms(spec, recipe, way != "host", inputs)
     train_ds, val_ds, num_classes = _datasets(cfg, spec, None, eval_tf)
     data = {"data": cfg.data.name, "data_dir": cfg.data.data_dir}  # what labels.json names
     train_ds = TokenLabels(train_ds, cfg.data.token_labels, train_tf, num_classes=num_classes, data=data)
-    return train_ds, val_ds, None, num_classes
+    return train_ds, val_ds, num_classes

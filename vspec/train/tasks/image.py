@@ -10,8 +10,9 @@ import torch
 from torch import nn
 
 from ...nn.token_losses import soft_cross_entropy
-from ..data.pipelines import input_path
-from ..data.splits import image_splits
+from ..checkpoints import RECORD_KEYS
+from ..data.pipelines import input_path, input_way
+from ..data.splits import Splits, image_splits
 from ..evaluate import evaluate
 from ..losses import make_criterion
 from ..token_labels.maps import token_grid
@@ -24,20 +25,31 @@ class ImageTask:
 
     unit = "img"
     score_key = "val_top1"
+    record_keys = RECORD_KEYS
 
-    def __init__(self, cfg, spec, recipe, dist, device: torch.device):
-        self.cfg, self.spec, self.recipe, self.dist, self.device = cfg, spec, recipe, dist, device
+    def __init__(self, cfg, spec, splits: Splits, dist, device: torch.device, ckpt=None):
+        self.cfg, self.spec, self.recipe, self.dist, self.device = cfg, spec, cfg.recipe, dist, device
         self.inputs = cfg.data.inputs or {}
-        self.path = input_path(cfg.run, recipe, spec, self.inputs, dist.rank, device)
+        self.path = splits.path
+
+    @classmethod
+    def read(cls, cfg, spec, dist, device: torch.device, ckpt=None) -> Splits:
+        """The run's splits built for its input way (vspec/train/data/splits.py), then its input path chosen for
+        them (vspec/train/data/pipelines.py); `spec`: the spec as the recipe trains it (its num_classes is the data
+        set's after)."""
+        inputs, way = cfg.data.inputs or {}, input_way(cfg.run, device)
+        train, val, num_classes = image_splits(cfg, spec, cfg.recipe, way, inputs)
+        path, train, collate = input_path(cfg.run, cfg.recipe, spec, inputs, dist.rank, device, train, cfg.data.name)
+        return Splits(train, val, num_classes, collate, path=path)
 
     @property
     def in_workers(self) -> bool:
         """The loader's workers make the training batches ready on the device (--decode-in workers)."""
         return self.path.in_workers
 
-    def prepare(self, images: torch.Tensor, train: bool) -> torch.Tensor:
+    def prepare(self, batch: torch.Tensor, train: bool) -> torch.Tensor:
         """A batch of the loader on the device, ready for the model (the input path's)."""
-        return self.path.prepare(images, train)
+        return self.path.prepare(batch, train)
 
     def transfer(self, batch):
         """A training batch of the loader moved to the device ahead of `batches` (`Prefetcher`, on CUDA)."""
@@ -46,12 +58,6 @@ class ImageTask:
     def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
         """The loader's batches (from batch `start` of `epoch`) ready on the device: (images, target)."""
         return self.path.batches(loader, train, epoch, start)
-
-    def data(self):
-        """(train, val, collate or None, num_classes): the splits for the input path (vspec/train/data/splits.py),
-        which settles there."""
-        self.path, *splits = image_splits(self.cfg, self.spec, self.recipe, self.path, self.inputs)
-        return tuple(splits)
 
     def init_model(self, model: nn.Module) -> None:
         """A fresh run's starting weights beyond the spec's initialisation: an image model has none of its own."""

@@ -11,9 +11,10 @@ import torch
 from torch import distributed, nn
 
 from ...convert.hf import load_hf_body
-from ..checkpoints import CheckpointError
+from ..checkpoints import TEXT_RECORD_KEYS, CheckpointError
 from ..data.loader import to_device, transfer
 from ..data.registry import options
+from ..data.splits import Splits
 from ..evaluate import evaluate_text
 from ..losses import RegressionLoss, make_criterion
 from ..text import run_tokenizer
@@ -25,29 +26,36 @@ from ..text.tokenizer import tokenizer_identity, tokenizer_mismatch
 KNOWN = (*GLUE, "rt-polarity")  # the tasks known by name
 
 
+def text_score_key(task, ckpt=None) -> str:
+    """The record's entry a text run's best checkpoint is kept by: its task's headline metric. A data set's own
+    task whose data is not read (a finished run's files written again): its checkpoint's records say."""
+    if isinstance(task, str) and task not in KNOWN and ckpt is not None and ckpt["metrics"]:
+        return "val_pearson" if "val_pearson" in ckpt["metrics"][-1] else "val_accuracy"
+    return f"val_{headline(task)}"
+
+
 class TextTask:
     """A GLUE task, rt-polarity or a data set's own, tokenised once: its metrics, the best kept by its headline
     metric; the tokenizer's files are in every checkpoint, and a resume with another is refused."""
 
     unit = "samples"
+    record_keys = TEXT_RECORD_KEYS
 
-    def __init__(self, cfg, spec, recipe, dist, out, ckpt, device: torch.device):
-        self.cfg, self.spec, self.recipe, self.dist, self.out, self.ckpt = cfg, spec, recipe, dist, out, ckpt
+    def __init__(self, cfg, spec, splits: Splits, dist, device: torch.device, ckpt=None):
+        self.cfg, self.spec, self.recipe, self.dist, self.ckpt = cfg, spec, cfg.recipe, dist, ckpt
         self.device = device
-        # the task: a GLUE task's or rt-polarity; a data set's own `Task` once read (vspec/train/text/readers.py)
-        self.name, self.tokenizer = cfg.data.task or cfg.data.name, {}
+        # the task: a GLUE task's or rt-polarity, or a data set's own `Task` (vspec/train/text/readers.py)
+        self.name, self.tokenizer = splits.task, splits.tokenizer
 
     @property
     def score_key(self) -> str:
-        if isinstance(self.name, str) and self.name not in KNOWN and self.ckpt is not None and self.ckpt["metrics"]:
-            # a data set's own task, its data not read (a finished run's files written again): its records say
-            return "val_pearson" if "val_pearson" in self.ckpt["metrics"][-1] else "val_accuracy"
-        return f"val_{headline(self.name)}"
+        return text_score_key(self.name, self.ckpt)
 
-    def data(self):
-        """(train, val, collate, num_classes): the text datasets (vspec/train/text/batches.py), tokenised once; the
-        tokenizer trained on rank 0 first."""
-        cfg, recipe, spec = self.cfg, self.recipe, self.spec
+    @classmethod
+    def read(cls, cfg, spec, dist, device: torch.device, ckpt=None) -> Splits:
+        """The text datasets (vspec/train/text/batches.py), tokenised once; the tokenizer trained on rank 0 first. On
+        --resume (`ckpt`), the tokenizer the run began with or a refusal."""
+        recipe, out = cfg.recipe, Path(cfg.run.out)
         if recipe.mixup > 0 or recipe.cutmix > 0:
             raise ValueError("--mixup / --cutmix mix images; a text body trains without them (--recipe glue)")
         if cfg.data.streaming:
@@ -56,23 +64,22 @@ class TextTask:
         max_len = cfg.data.max_len or spec.embedder.seq_len
         if max_len > room:
             raise ValueError(f"--max-len {max_len}: the spec's position table holds {room} tokens")
-        saved = self.ckpt.get("tokenizer") if self.ckpt is not None else None
+        saved = ckpt.get("tokenizer") if ckpt is not None else None
         if saved is not None:  # a resume encodes with the very tokenizer the run began with, or not at all
-            problem = tokenizer_mismatch(saved, Path(cfg.data.tokenizer or run_tokenizer(self.out)))
+            problem = tokenizer_mismatch(saved, Path(cfg.data.tokenizer or run_tokenizer(out)))
             if problem:
-                raise CheckpointError(self.out / "last.pt", f"--resume: {problem}; restore it, or start a new run")
+                raise CheckpointError(out / "last.pt", f"--resume: {problem}; restore it, or start a new run")
 
         def read():
             return text_datasets(cfg.data.name, task=cfg.data.task, data_dir=cfg.data.data_dir,
                                  tokenizer=cfg.data.tokenizer, max_len=max_len, vocab_size=spec.embedder.vocab_size,
-                                 out=self.out, token_types=token_types(spec), **options(cfg.data))
-        data = read() if self.dist.main else None  # one tokenizer, trained once (rank 0), then read by the others
-        if self.dist.world > 1:
+                                 out=out, token_types=token_types(spec), **options(cfg.data))
+        data = read() if dist.main else None  # one tokenizer, trained once (rank 0), then read by the others
+        if dist.world > 1:
             distributed.barrier()
         data = data or read()
-        self.name = data.task
-        self.tokenizer = tokenizer_identity(data.tokenizer)
-        return data.train, data.val, pad_batch(data.pad_id, token_types(spec)), data.num_classes
+        return Splits(data.train, data.val, data.num_classes, pad_batch(data.pad_id, token_types(spec)),
+                      task=data.task, tokenizer=tokenizer_identity(data.tokenizer))
 
     def init_model(self, model: nn.Module) -> None:
         """--init hf:DIR: a fresh run's body starts from a Hugging Face checkpoint folder's (its head fresh)."""

@@ -1,0 +1,140 @@
+"""The setup of a training run (vspec/train/engine.py's `Training.setup`), as functions that return what they make,
+in the order the run calls them: the final spec with the data it trains on (`spec_and_data`: the spec settled once,
+before the task is made); the task (vspec/train/tasks/'s `make_task`); its loaders (`make_loaders`); the model and
+its EMA (`make_model`); the optimizer, schedule and precision (`make_optimizer`)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, NamedTuple
+
+import attrs
+import torch
+from torch import nn
+
+from ..compiler import build
+from ..extras import needs
+from ..spec import from_json
+from ..weights.published import load_into
+from . import distributed
+from .checkpoints import CheckpointError
+from .data.loader import build_loaders
+from .data.prefetch import ahead
+from .data.preprocess import inputs_line
+from .data.splits import Splits
+from .recipes import training_spec
+from .tasks import task_type
+
+
+def spec_and_data(cfg, dist, device: torch.device, ckpt=None):
+    """(the spec the run trains, its splits): the spec as the recipe trains it (`training_spec`), its splits read by
+    its task's type (`Task.read`), then its num_classes set to the data set's; on --resume the checkpoint's spec
+    (`checkpoints.check_resume` found it the same but for num_classes, which the data set decides)."""
+    spec = training_spec(cfg.recipe, cfg.spec)
+    if cfg.data.inputs and cfg.data.inputs.get("from") != "vspec's defaults" and dist.main:
+        print(f"note: {inputs_line(cfg.data.inputs)}", file=sys.stderr)
+    splits: Splits = task_type(spec).read(cfg, spec, dist, device, ckpt)
+    if spec.num_classes != splits.num_classes:
+        if dist.main:
+            print(f"note: {cfg.data.name} has {splits.num_classes} classes; setting num_classes = "
+                  f"{splits.num_classes}", file=sys.stderr)
+        spec = attrs.evolve(spec, num_classes=splits.num_classes)
+    return (spec if ckpt is None else from_json(ckpt["spec"])), splits
+
+
+class Loaders(NamedTuple):
+    """A run's loaders: the training and validation DataLoaders, the training batches as the loop reads them
+    (fetched ahead: --prefetch), the batch of each process and the optimizer steps of an epoch."""
+
+    train: Any
+    val: Any
+    source: Any
+    local_batch: int
+    steps_per_epoch: int
+
+
+def make_loaders(splits: Splits, task, recipe, run, dist, device: torch.device, ckpt=None, last=None) -> Loaders:
+    """The loaders of `splits` for the run (`RunConfig` `run`): the recipe's batch split over the processes and
+    --accum-steps; a --resume's part-done epoch (`ckpt`, from the file `last`) must fit an epoch of them."""
+    if recipe.batch_size % (dist.world * run.accum_steps):
+        raise ValueError(f"--batch-size {recipe.batch_size} must be divisible by processes x accumulation steps "
+                         f"({dist.world} x {run.accum_steps})")
+    local_batch = recipe.batch_size // (dist.world * run.accum_steps)
+    train_loader, val_loader = build_loaders(splits.train, splits.val, batch_size=local_batch,
+                                             workers=distributed.workers_for(run.workers, device, dist.world),
+                                             seed=run.seed, rank=dist.rank, world_size=dist.world,
+                                             collate_fn=splits.collate)
+    batches = len(train_loader)
+    steps_per_epoch = batches // run.accum_steps
+    if steps_per_epoch == 0:
+        raise ValueError(f"--accum-steps {run.accum_steps} exceeds the {batches} batches of an epoch")
+    if ckpt is not None and ckpt["batches_done"] > batches:
+        raise CheckpointError(last, f"its 'batches_done' ({ckpt['batches_done']}) exceeds the {batches} batches of "
+                                    "an epoch of this run")
+    source = ahead(train_loader, device, run.prefetch,  # --prefetch
+                   task.transfer if device.type == "cuda" else None, note=dist.main)
+    return Loaders(train_loader, val_loader, source, local_batch, steps_per_epoch)
+
+
+def make_model(spec, task, run, recipe, dist, device: torch.device, fresh: bool = True):
+    """(the model, its EMA or None): the same initial weights on every rank; a `fresh` run's starting weights (the
+    task's own, a text body's --init; --pretrained's published ones), the head's training outputs on, on the device
+    (channels-last where asked, SyncBatchNorm over CUDA processes)."""
+    with needs("vspec's training"):
+        from timm.utils import ModelEmaV3  # extra
+
+    torch.manual_seed(run.seed)  # identical initial weights on every rank
+    model = build(spec)
+    if fresh:  # a fresh run: the task's own starting weights (a text body's --init)
+        task.init_model(model)
+    if run.pretrained is not None and fresh:  # a fresh run from published weights
+        entry, new = load_into(model, *run.pretrained)
+        if dist.main:
+            print(f"note: --pretrained: {entry.source.where}" + (f"; fresh: {', '.join(new)}" if new else ""),
+                  file=sys.stderr)
+    model.set_training_outputs(True)  # the head's declared outputs (MixToken, maps) for head_loss
+    model = model.to(device)
+    if device.type == "cuda" and run.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+    if dist.world > 1 and device.type == "cuda" and has_bn:
+        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    return model, (ModelEmaV3(model, decay=recipe.ema_decay) if recipe.ema_decay else None)
+
+
+class Optimization(NamedTuple):
+    """The optimizer, its per-step schedule, the grad scaler (fp16's), the autocast dtype (None: fp32) and whether
+    AdamW's fused kernel runs."""
+
+    optimizer: Any
+    scheduler: Any
+    scaler: Any
+    amp_dtype: Any
+    fused: bool
+
+
+def make_optimizer(model: nn.Module, recipe, run, device: torch.device, steps_per_epoch: int) -> Optimization:
+    """AdamW (its fused kernel on CUDA and under fp16: --adamw), the per-step cosine (or linear) schedule with
+    warmup, the precision (autocast dtype, fp16's grad scaler; TF32 matmuls on CUDA)."""
+    with needs("vspec's training"):
+        from timm.optim import create_optimizer_v2  # extra
+        from timm.scheduler import CosineLRScheduler, PolyLRScheduler  # extra
+
+    precision = run.precision if run.precision != "auto" else ("bf16" if device.type == "cuda" else "fp32")
+    # fp16's grad scaler skips the step after inf / NaN gradients inside the fused AdamW (its found_inf), where
+    # with the unfused one it reads found_inf back to the host every step
+    fused = run.adamw == "fused" or (run.adamw == "auto" and (device.type == "cuda" or precision == "fp16"))
+    optimizer = create_optimizer_v2(model, "adamw", lr=recipe.lr, weight_decay=recipe.weight_decay,
+                                    **({"fused": True} if fused else {}))
+    total = recipe.epochs * steps_per_epoch
+    warmup = round(recipe.warmup_frac * total) if recipe.warmup_frac else recipe.warmup_epochs * steps_per_epoch
+    schedule = PolyLRScheduler if recipe.schedule == "linear" else CosineLRScheduler  # linear: power 1
+    scheduler = schedule(optimizer, t_initial=total, lr_min=recipe.min_lr, warmup_t=warmup,
+                         warmup_lr_init=recipe.warmup_lr, t_in_epochs=False,
+                         **({"power": 1.0} if recipe.schedule == "linear" else {}))
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    return Optimization(optimizer, scheduler, scaler, amp_dtype, fused)
