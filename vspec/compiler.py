@@ -12,7 +12,8 @@ from .spec.core import one_line
 
 # spec class -> module class, the generic kinds'; every module takes (spec, ctx). The families' entries (their
 # `family.MODULES`, merged by vspec/spec/families.py, which reads them again when the families change) join them in
-# `modules()`; a kind defined by a user's code joins with one line, `MODULES[Kind] = Module`.
+# `modules()`; a kind defined by a user's code joins with one line, `MODULES[Kind] = Module`, which also replaces a
+# family's module for that kind.
 MODULES: dict[type, type[nn.Module]] = {
     specs.PatchEmbed: vspec_nn.PatchEmbed,
     specs.SimplePatchEmbed: vspec_nn.SimplePatchEmbed,
@@ -33,14 +34,18 @@ MODULES: dict[type, type[nn.Module]] = {
 
 
 def modules() -> dict[type, type[nn.Module]]:
-    """The whole table: MODULES (as it is now: a user's kind may join it), then every family's entries."""
-    return {**MODULES, **specs.families.tables("MODULES")}
+    """The whole table, the one merge: MODULES (as it is now), then every family's entries for the kinds it does not
+    hold (a user's entry replaces a family's)."""
+    families = specs.families.tables("MODULES")
+    return {**MODULES, **{kind: module for kind, module in families.items() if kind not in MODULES}}
 
 
 def build_component(spec: object, ctx: vspec_nn.BuildContext) -> nn.Module:
-    module_cls = MODULES.get(type(spec)) or specs.families.tables("MODULES").get(type(spec))
+    """The module of `spec` (its class's entry in `modules()`), built in `ctx`."""
+    table = modules()
+    module_cls = table.get(type(spec))
     if module_cls is None:
-        raise TypeError(f"no module for spec {type(spec).__name__}; known: {', '.join(c.__name__ for c in modules())}")
+        raise TypeError(f"no module for spec {type(spec).__name__}; known: {', '.join(c.__name__ for c in table)}")
     return module_cls(spec, ctx)
 
 

@@ -44,7 +44,7 @@ class Block(nn.Module):
         d = ctx.dim
         self.carries = bool(spec.attention.reads or spec.attention.writes)  # the attention takes and returns state
         self.reads, self.touches, self.hands_on = spec.reads, {*spec.reads, *spec.writes}, ctx.hands_on
-        self.kind, self.masks, self.causal = spec.attention.kind, spec.attention.masks, spec.attention.causal
+        self.refusals = tuple(spec.attention.mask_refusal(*asked) for asked in ((True, False), (False, True)))
         self.norm1 = make_norm(spec.norm, d)
         self.attn = ctx.child(spec.attention, tokens=spec.attended(ctx.tokens))
         self.build_around_attention(spec, ctx)
@@ -80,10 +80,9 @@ class Block(nn.Module):
         """The attention's mask keywords (none without masks: kinds that honour none need not take them)."""
         if mask is None and not causal:
             return {}
-        for wanted, able, what in ((mask is not None, self.masks, "a key-padding mask"),
-                                   (causal, self.causal, "a causal mask")):
-            if wanted and not able:
-                raise ValueError(f"{self.kind} attention cannot honour {what}")
+        for wanted, refusal in zip((mask is not None, causal), self.refusals):  # the spec's refusal, as ValueError
+            if wanted and refusal:
+                raise ValueError(refusal)
         return {"mask": mask, "causal": causal}
 
 
