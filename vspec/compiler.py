@@ -49,10 +49,10 @@ def build_component(spec: object, ctx: vspec_nn.BuildContext) -> nn.Module:
     return module_cls(spec, ctx)
 
 
-def context(spec: specs.Model, tie_repeats: bool = False) -> vspec_nn.BuildContext:
+def context(spec: specs.Model) -> vspec_nn.BuildContext:
     """The root context: the tokens the embedder produces (the layout's first stage input)."""
     return vspec_nn.BuildContext(tokens=specs.embedded(spec), in_chans=spec.in_chans, num_classes=spec.num_classes,
-                                 build=build_component, tie_repeats=tie_repeats)
+                                 build=build_component)
 
 
 def build(spec: specs.Model, device: torch.device | str | None = None, *, tie_repeats: bool = False,
@@ -82,9 +82,12 @@ def build(spec: specs.Model, device: torch.device | str | None = None, *, tie_re
     what = f"building it on {target.type}"
     specs.budget.check(spec, batch=0, tied=tie_repeats, free=free, what=what)  # before torch builds anything
     if check_memory and target.type != "meta":
+        # a second build, on purpose: the weights are counted on the tied model built on the meta device (`weights`),
+        # since a kind's module is the only statement of its weights (no per-kind formula, a user's kind included),
+        # and the guard must refuse before the build below allocates them; each distinct part once, no memory, no init
         specs.budget.check(spec, batch=0, weights=weights(spec), tied=tie_repeats, free=free, what=what)
     with torch.device(device) if device is not None else nullcontext(), _torch_limit():
-        return build_component(spec, context(spec, tie_repeats))
+        return modules()[type(spec)](spec, context(spec), tie_repeats=tie_repeats)  # the model's module, Transformer
 
 
 @contextmanager
