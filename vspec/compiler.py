@@ -13,7 +13,8 @@ from .spec.core import one_line
 
 # spec class -> module class, the generic kinds'; every module takes (spec, ctx). The families' entries (their
 # `family.MODULES`, merged by vspec/spec/families.py, which reads them again when the families change) join them in
-# `modules()`; a kind defined by a user's code joins with one line, `MODULES[Kind] = Module`.
+# `modules()`; a kind defined by a user's code joins with one line, `MODULES[Kind] = Module`, which also replaces a
+# family's module for that kind.
 MODULES: dict[type, type[nn.Module]] = {
     specs.PatchEmbed: vspec_nn.PatchEmbed,
     specs.SimplePatchEmbed: vspec_nn.SimplePatchEmbed,
@@ -34,21 +35,25 @@ MODULES: dict[type, type[nn.Module]] = {
 
 
 def modules() -> dict[type, type[nn.Module]]:
-    """The whole table: MODULES (as it is now: a user's kind may join it), then every family's entries."""
-    return {**MODULES, **specs.families.tables("MODULES")}
+    """The whole table, the one merge: MODULES (as it is now), then every family's entries for the kinds it does not
+    hold (a user's entry replaces a family's)."""
+    families = specs.families.tables("MODULES")
+    return {**MODULES, **{kind: module for kind, module in families.items() if kind not in MODULES}}
 
 
 def build_component(spec: object, ctx: vspec_nn.BuildContext) -> nn.Module:
-    module_cls = MODULES.get(type(spec)) or specs.families.tables("MODULES").get(type(spec))
+    """The module of `spec` (its class's entry in `modules()`), built in `ctx`."""
+    table = modules()
+    module_cls = table.get(type(spec))
     if module_cls is None:
-        raise TypeError(f"no module for spec {type(spec).__name__}; known: {', '.join(c.__name__ for c in modules())}")
+        raise TypeError(f"no module for spec {type(spec).__name__}; known: {', '.join(c.__name__ for c in table)}")
     return module_cls(spec, ctx)
 
 
-def context(spec: specs.Model, tie_repeats: bool = False) -> vspec_nn.BuildContext:
+def context(spec: specs.Model) -> vspec_nn.BuildContext:
     """The root context: the tokens the embedder produces (the layout's first stage input)."""
     return vspec_nn.BuildContext(tokens=specs.embedded(spec), in_chans=spec.in_chans, num_classes=spec.num_classes,
-                                 build=build_component, tie_repeats=tie_repeats)
+                                 build=build_component)
 
 
 def build(spec: specs.Model, device: torch.device | str | None = None, *, tie_repeats: bool = False,
@@ -78,9 +83,12 @@ def build(spec: specs.Model, device: torch.device | str | None = None, *, tie_re
     what = f"building it on {target.type}"
     specs.budget.check(spec, batch=0, tied=tie_repeats, free=free, what=what)  # before torch builds anything
     if check_memory and target.type != "meta":
+        # a second build, on purpose: the weights are counted on the tied model built on the meta device (`weights`),
+        # since a kind's module is the only statement of its weights (no per-kind formula, a user's kind included),
+        # and the guard must refuse before the build below allocates them; each distinct part once, no memory, no init
         specs.budget.check(spec, batch=0, weights=weights(spec), tied=tie_repeats, free=free, what=what)
     with torch.device(device) if device is not None else nullcontext(), _torch_limit():
-        return build_component(spec, context(spec, tie_repeats))
+        return modules()[type(spec)](spec, context(spec), tie_repeats=tie_repeats)  # the model's module, Transformer
 
 
 @contextmanager

@@ -204,3 +204,21 @@ def test_the_size_guard_counts_them(kinds, monkeypatch):
     monkeypatch.setattr(budget, "available", lambda: weights(spec).params + spec.depth * budget.HOST_PER_BLOCK - 1)
     with pytest.raises(MemoryBudgetError, match=r"^building it on cpu needs about .* of weights"):
         vspec.build(spec)
+
+
+def test_a_users_entry_replaces_a_familys_module():
+    """One table, one precedence: `MODULES[Kind] = Module` for a family's kind is what `vspec.build` builds and what
+    `modules()` lists."""
+    from vspec.compiler import modules
+    from vspec.spec import DAFF
+
+    family = vspec.spec.families.tables("MODULES")[DAFF]
+    mine = type("MyDAFF", (family,), {})
+    MODULES[DAFF] = mine
+    try:
+        model = vspec.build(model_with(ffn=DAFF()), device="meta")
+        assert modules()[DAFF] is mine
+    finally:
+        del MODULES[DAFF]
+    assert [type(b.ffn) for b in model.stages[0].blocks] == [mine, mine]
+    assert modules()[DAFF] is family

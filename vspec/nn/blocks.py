@@ -2,7 +2,8 @@
 mask, causal) -> Carry(x, state)`), the post-norm block, and `Stage` (entry, then blocks; repeated parts tied)."""
 
 import contextlib
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import NamedTuple
 
 import torch
@@ -43,7 +44,7 @@ class Block(nn.Module):
         d = ctx.dim
         self.carries = bool(spec.attention.reads or spec.attention.writes)  # the attention takes and returns state
         self.reads, self.touches, self.hands_on = spec.reads, {*spec.reads, *spec.writes}, ctx.hands_on
-        self.kind, self.masks, self.causal = spec.attention.kind, spec.attention.masks, spec.attention.causal
+        self.refusals = tuple(spec.attention.mask_refusal(*asked) for asked in ((True, False), (False, True)))
         self.norm1 = make_norm(spec.norm, d)
         self.attn = ctx.child(spec.attention, tokens=spec.attended(ctx.tokens))
         self.build_around_attention(spec, ctx)
@@ -79,10 +80,9 @@ class Block(nn.Module):
         """The attention's mask keywords (none without masks: kinds that honour none need not take them)."""
         if mask is None and not causal:
             return {}
-        for wanted, able, what in ((mask is not None, self.masks, "a key-padding mask"),
-                                   (causal, self.causal, "a causal mask")):
-            if wanted and not able:
-                raise ValueError(f"{self.kind} attention cannot honour {what}")
+        for wanted, refusal in zip((mask is not None, causal), self.refusals):  # the spec's refusal, as ValueError
+            if wanted and refusal:
+                raise ValueError(refusal)
         return {"mask": mask, "causal": causal}
 
 
@@ -99,36 +99,23 @@ class PostNormBlock(Block):
 
 
 class Stage(nn.Module):
-    """entry (optional) -> blocks. `keys[j]` says which blocks compute the same thing: equal keys for
-    blocks of one spec on the same tokens with one variant (a window shift's parity), the same state read and
-    handed on, repeated or listed, in this stage or another; `entry_key` does the same for the entry.
+    """entry (optional) -> blocks, as the model's `specs.Assembly` lays them out: the tokens, the state each block
+    receives and the keys it hands on. With `built` (the tied model's parts by the assembly's keys, shared by all
+    stages), a part whose key is in it is that module again, weights tied; a new one is built and recorded."""
 
-    With `ctx.tie_repeats`, a part whose key is in `built` (shared by all stages of the model) is that
-    module again, weights tied; a new one is built and recorded."""
-
-    def __init__(self, spec: specs.Stage, shape: specs.StageLayout, ctx: BuildContext, rates: Sequence[float],
-                 built: dict[Hashable, nn.Module], states: Sequence[Mapping]):
-        """`states`: the state shapes each block receives, then the next part (a slice of `specs.state_layout`)."""
+    def __init__(self, spec: specs.Stage, shape: specs.StageLayout, ctx: BuildContext, assembly: specs.Assembly,
+                 rates: Sequence[float], built: dict[Hashable, nn.Module] | None = None):
         super().__init__()
-        self.entry = self.entry_key = None
+        self.entry = None
         if spec.entry is not None:
-            self.entry_key = ("entry", spec.entry, shape.entry_in, shape.tokens.dim)
-            if not (ctx.tie_repeats and self.entry_key in built):
-                built[self.entry_key] = ctx.child(spec.entry, tokens=shape.entry_in, out_dim=shape.tokens.dim)
-            self.entry = built[self.entry_key]
-        self.keys: list[Hashable] = []
+            self.entry = _tied(built, assembly.entry_keys[shape.index],
+                               partial(ctx.child, spec.entry, tokens=shape.entry_in, out_dim=shape.tokens.dim))
         blocks = []
         for j, block in enumerate(spec.blocks):
             i = shape.first + j
-            state, after = states[j], states[j + 1]
-            hands_on = frozenset(k for k in after if k in block.reads or k in block.writes)
-            key = ("block", shape.tokens, block, block.variant(shape.tokens, j), hands_on,
-                   tuple((k, state[k]) for k in block.reads))
-            if not (ctx.tie_repeats and key in built):
-                built[key] = ctx.child(block, tokens=shape.tokens, index_in_stage=j, drop_path=rates[i], state=state,
-                                       hands_on=hands_on)
-            self.keys.append(key)
-            blocks.append(built[key])
+            blocks.append(_tied(built, assembly.keys[i],
+                                partial(ctx.child, block, tokens=shape.tokens, index_in_stage=j, drop_path=rates[i],
+                                        state=assembly.state[i], hands_on=assembly.hands_on[i])))
         self.blocks = nn.ModuleList(blocks)
         self.maps_keys = [block.maps_key for block in spec.blocks]  # where each block hands on its attention maps
         self.grad_checkpointing = False  # Transformer.set_grad_checkpointing
@@ -160,6 +147,15 @@ class Stage(nn.Module):
             return checkpoint(block, x, state, mask=mask, causal=causal, use_reentrant=False,
                               context_fn=lambda: (contextlib.nullcontext(), running_statistics_kept(block)))
         return block(x, state, mask=mask, causal=causal)
+
+
+def _tied(built: dict[Hashable, nn.Module] | None, key: Hashable, make: Callable[[], nn.Module]) -> nn.Module:
+    """`make()`; with `built`, the part built before under `key`, else `make()` recorded under it."""
+    if built is None:
+        return make()
+    if key not in built:
+        built[key] = make()
+    return built[key]
 
 
 BATCH_STATISTICS = ("running_mean", "running_var", "num_batches_tracked")

@@ -11,21 +11,16 @@ from ..spec import Tokens
 
 @dataclass(frozen=True)
 class BuildContext:
-    """Context values for building one component.
+    """What building one component needs beyond its own spec (the model's module hands it down from the spec's
+    `vspec.spec.Assembly`; each part passes a changed copy to its children, `child`).
 
-    tokens: what the component receives (width, token grid, prefix tokens), from the spec's layout.
-    in_chans: image channels. num_classes: classifier width (heads). index_in_stage: the position of
-    the block being built in its stage (a window shift alternates with it). drop_path: this block's
-    stochastic-depth rate.
-    out_dim: the width to produce, for a component that changes it (a stage's entry).
-    in_shape: per-sample shape of what the component receives when that is not tokens (a head's
-    normalisation receives the pooled representation). build: the compiler, to build child specs.
-    tie_repeats: build one module per distinct block (or entry) of the model and repeat it, in its
-    stage and in others (weights tied): the profiler's model, whose cost grows with the distinct
-    parts, not with the depth or the number of stages.
-    state: the shapes of the carried state that the block (or the head) receives, by key
-    (vspec.spec.state_layout). hands_on: the keys the block reads or writes that a later part reads (it hands them
-    on; the others it drops, or need not compute).
+    What the component receives: `tokens` (width, token grid, prefix tokens), `in_shape` (its per-sample shape when
+    that is not tokens: a head's normalisation receives the pooled representation), `state` (the shapes of the
+    carried state it receives, by key: vspec.spec.state_layout). What it makes: `out_dim` (the width, for a component
+    that changes it: a stage's entry), `num_classes` (a head's classifier width). Its place: `in_chans` (the image
+    channels, the embedder's), `index_in_stage` (a window shift alternates with it), `drop_path` (the block's
+    stochastic-depth rate), `hands_on` (the keys the block reads or writes that a later part reads: it hands them on;
+    the others it drops, or need not compute). `build`: the compiler, to build child specs.
     """
 
     tokens: Tokens
@@ -36,7 +31,6 @@ class BuildContext:
     drop_path: float = 0.0
     out_dim: int | None = None
     in_shape: tuple[int, ...] = ()
-    tie_repeats: bool = False
     state: Mapping[str, Any] = field(default_factory=dict)
     hands_on: frozenset[str] = frozenset()
 

@@ -65,26 +65,29 @@ class Transformer(nn.Module):
     `feature_info`, `num_classes`, `num_features`, `reset_classifier`, `get_classifier`,
     `no_weight_decay`; `model(x)` is the logits tensor in both modes, the head's declared training outputs come on
     request (`set_training_outputs`, as timm's `set_distilled_training`). `.spec` is the spec it was built from
-    (kept in step by `reset_classifier`), `.layout` its stages' shapes, `.state_layout` its carried state's, `.parts()`
-    the steps of its forward pass.
+    (kept in step by `reset_classifier`), `.assembly` what building it worked out from the spec once
+    (`vspec.spec.Assembly`): `.layout` its stages' shapes, `.state_layout` its carried state's; `.parts()` the steps
+    of its forward pass.
     """
 
-    def __init__(self, spec: specs.Model, ctx: BuildContext):
+    def __init__(self, spec: specs.Model, ctx: BuildContext, *, tie_repeats: bool = False):
+        """`tie_repeats`: one module per distinct part (the assembly's keys), repeated wherever it recurs with its
+        weights tied: the profiler's model (`vspec.build(spec, tie_repeats=True)`)."""
         super().__init__()
         self.spec = spec
-        self.layout = specs.layout(spec)
+        self.assembly = specs.assemble(spec)  # the shapes and the carried state, worked out once
+        self.layout, self.state_layout = self.assembly.stages, self.assembly.state
         self.num_classes = spec.num_classes
         self.num_features = spec.dim
         self.embed_dim = self.layout[0].tokens.dim
         self.num_prefix_tokens = spec.num_prefix_tokens
         self.inputs, self.causal = inputs_of(spec), spec.causal
-        self.state_layout = specs.state_layout(spec)  # the state each block receives, then the head's
         self.starts = bool(spec.embedder.writes)
         self.head_state = tuple(k for k in self.state_layout[-1] if k in spec.head.reads)  # keys
         self.mix_token, self.attention_maps = spec.head.mixes_tokens, spec.attention_maps  # training outputs
         self.training_outputs, self.draw_box = False, draw_box  # set_training_outputs: the loop's request
         self.head_outputs = spec.head.outputs() != LOGITS  # the head returns HeadOutputs when they are asked for
-        first = ctx.tokens  # what the embedder produces
+        first = self.assembly.tokens  # what the embedder produces
         d = first.dim
         self.embedder = ctx.child(spec.embedder)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d)) if spec.class_token else None
@@ -99,9 +102,8 @@ class Transformer(nn.Module):
             self.pos_embed = None
         depth = spec.depth  # a sum over the stages: once, not per block
         rates = [spec.drop_path * i / max(depth - 1, 1) for i in range(depth)]  # one ramp, all stages
-        built: dict[Hashable, nn.Module] = {}  # the tied model's distinct parts, across stages
-        self.stages = nn.ModuleList(blocks.Stage(s, shape, ctx, rates, built,
-                                          self.state_layout[shape.first:shape.first + shape.depth + 1])
+        built: dict[Hashable, nn.Module] | None = {} if tie_repeats else None  # the tied parts, across stages
+        self.stages = nn.ModuleList(blocks.Stage(s, shape, ctx, self.assembly, rates, built)
                                     for s, shape in zip(spec.stages, self.layout))
         last = self.layout[-1].tokens
         self.norm = make_norm(spec.stages[-1].blocks[-1].norm, last.dim) if spec.final_norm else nn.Identity()
@@ -127,14 +129,16 @@ class Transformer(nn.Module):
         root = tuple(p for p in (self.cls_token, self.pos_embed) if isinstance(p, nn.Parameter))
         shape, ids_below = self.inputs.part()
         out = [Part("embedder", "embedder", None, None, self.embedder, shape, "embedder", root, ids_below=ids_below)]
+        keys = self.assembly.keys
         for shape, stage, stage_spec in zip(self.layout, self.stages, self.spec.stages):
             i, t = shape.index, shape.tokens
             if stage.entry is not None:
                 e = shape.entry_in
-                out.append(Part(f"stages.{i}.entry", "entry", i, None, stage.entry, (e.length, e.dim), stage.entry_key))
-            out += [Part(f"stages.{i}.blocks.{j}", "block", i, j, block, (t.length, t.dim), key,
+                out.append(Part(f"stages.{i}.entry", "entry", i, None, stage.entry, (e.length, e.dim),
+                                self.assembly.entry_keys[i]))
+            out += [Part(f"stages.{i}.blocks.{j}", "block", i, j, block, (t.length, t.dim), keys[shape.first + j],
                          state_in=_shapes(spec.reads, self.state_layout[shape.first + j]))
-                    for j, (block, key, spec) in enumerate(zip(stage.blocks, stage.keys, stage_spec.blocks))]
+                    for j, (block, spec) in enumerate(zip(stage.blocks, stage_spec.blocks))]
         last = self.layout[-1].tokens
         if self.spec.final_norm:
             out.append(Part("norm", "norm", None, None, self.norm, (last.length, last.dim), "norm"))

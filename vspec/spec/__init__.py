@@ -20,7 +20,7 @@ from .budget import MemoryBudgetError
 from .catalogue import load_spec
 from .core import SpecError
 from .kinds import AttentionKind, BlockKind, EmbedderKind, EntryKind, FFNKind, HeadKind, Kind
-from .layout import StageLayout, StateShape, Tokens, embedded, layout, state_layout
+from .layout import Assembly, StageLayout, StateShape, Tokens, assemble, embedded, layout, state_layout
 from .load import load_weights_table, override, parse_assignment
 from .migrate import VERSION
 from .model import KINDS, ROLES, Model, Stage
@@ -39,8 +39,8 @@ __all__ = [
     # the role protocol
     "AttentionKind", "BlockKind", "EmbedderKind", "EntryKind", "FFNKind", "HeadKind", "Kind",
     # assembly, shapes, files
-    "KINDS", "ROLES", "VERSION", "MemoryBudgetError", "Model", "Stage", "StageLayout", "StateShape", "Tokens",
-    "SpecError", "embedded", "layout", "state_layout",
+    "KINDS", "ROLES", "VERSION", "Assembly", "MemoryBudgetError", "Model", "Stage", "StageLayout", "StateShape",
+    "Tokens", "SpecError", "assemble", "embedded", "layout", "state_layout",
     "from_dict", "from_json", "from_toml", "load_spec", "load_weights_table", "override", "parse_assignment",
     "to_dict", "to_json",
     "to_toml",

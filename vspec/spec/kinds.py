@@ -174,11 +174,19 @@ class AttentionKind(Kind):
         """q, k, v and the output (4 x n x dim) and the scores, twice (heads x n x n)."""
         return 4 * tokens.length * tokens.dim + 2 * self.heads * tokens.length**2
 
-    def check_masks(self, padding: bool, causal: bool) -> None:
-        """Refuse a mask this kind cannot honour (a body whose tokens are padded, or causal)."""
+    def mask_refusal(self, padding: bool, causal: bool) -> str:
+        """Why this kind cannot take the masks asked (a key-padding mask, a causal one), by what it declares (`masks`,
+        `causal`); "" when it can. The one refusal: the validator's (`check_masks`), the block module's at run time."""
         for wanted, able, what in ((padding, self.masks, "a key-padding mask"), (causal, self.causal, "a causal mask")):
             if wanted and not able:
-                raise SpecError("", f"{self.kind} attention cannot honour {what}")
+                return f"{self.kind} attention cannot honour {what}"
+        return ""
+
+    def check_masks(self, padding: bool, causal: bool) -> None:
+        """Refuse a mask this kind cannot honour (a body whose tokens are padded, or causal)."""
+        refusal = self.mask_refusal(padding, causal)
+        if refusal:
+            raise SpecError("", refusal)
 
 
 class FFNKind(Kind):

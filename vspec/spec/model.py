@@ -12,7 +12,7 @@ from attrs import field, frozen
 from .blocks import Block
 from .core import SpecError, check, check_pair, check_size, join, pair, show
 from .kinds import KINDS, ROLES, BlockKind, EmbedderKind, EntryKind, HeadKind, of_role  # noqa: F401
-from .layout import embedded, layout
+from .layout import embedded, layout, received
 from .vit import ClassTokenHead, PatchEmbed
 
 POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
@@ -189,23 +189,20 @@ class Model:
             raise SpecError("pos_embed", f"sincos1d needs an even dim, got {first.dim}")
 
     def check_state(self, stages) -> None:
-        """The state carried beside the tokens: each block's rule on the state it receives (a repeated block until
-        what it writes stops changing), each key a block or the head reads written before it, the embedder's rule
-        on the head."""
-        state = self.embedder.state(self.img_size)
-        for stage, shape in zip(self.stages, stages):
+        """The state carried beside the tokens (the walk of `layout.received`, a repeated block until what it writes
+        stops changing): each block's rule on the state it receives, each key a block or the head reads written
+        before it, the embedder's rule on the head."""
+
+        def rule(shape, j: int, block: BlockKind, state) -> None:
+            stage = self.stages[shape.index]
             listed = isinstance(stage.block, tuple)
-            for j, block in enumerate(stage.block if listed else (stage.block,)):
-                path = join(self.stage_path(shape.index), f"block.{j}" if listed else "block")
-                for i in range(j, j + (1 if listed else stage.depth)):
-                    try:
-                        block.check_state(state, shape.tokens, stage.blocks[i - 1] if i else None, i)
-                        _check_read(block.reads, state, f"a {block.kind} block")
-                    except SpecError as e:
-                        raise e.under(path) from None
-                    state, before = {**state, **block.state_out(state, shape.tokens)}, state
-                    if state == before:
-                        break
+            try:
+                block.check_state(state, shape.tokens, (stage.block[j - 1] if listed else block) if j else None, j)
+                _check_read(block.reads, state, f"a {block.kind} block")
+            except SpecError as e:
+                raise e.under(join(self.stage_path(shape.index), f"block.{j}" if listed else "block")) from None
+
+        state = received(self, stages, rule, every=False)[-1]
         try:
             self.head.check_state(state)
             _check_read(self.head.reads, state, f"the {self.head.kind} head")
