@@ -26,8 +26,12 @@ import numpy as np
 import torch
 from PIL import Image
 from torch.utils.data import Dataset
-from torchvision import transforms
-from torchvision.transforms.functional import hflip, resized_crop, vflip
+
+from ...extras import needs
+
+with needs("vspec's training and evaluation (vspec.train)"):
+    from torchvision import transforms
+    from torchvision.transforms.functional import hflip, resized_crop, vflip
 
 from ..data.registry import DataError
 from ..data.transforms import ConvertMode
