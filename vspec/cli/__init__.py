@@ -28,6 +28,8 @@ from .common import (  # noqa: F401 - output_file, output_folder: re-exported
     output_folder,
 )
 
+__all__ = ["COMMANDS", "RUNS", "main", "parser"]
+
 COMMANDS = {m.NAME: m for m in (build, profile, show, analyze, export, fit, compare, weights, listing, data)}
 # the training commands: their own parsers (tools/train.py's and tools/eval.py's), imported when used
 RUNS = {"train": ("vspec.cli.train", "train a spec (tools/train.py: the same arguments; vspec train --help)"),

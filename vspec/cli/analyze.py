@@ -28,12 +28,14 @@ from .common import (
     spec_args,
 )
 
+__all__ = ["HELP", "MAX_BATCHES", "NAME", "add_parser", "analyses", "indices", "run"]
+
 NAME = "analyze"
 HELP = ("the MSF and Refiner papers' analyses: projection subspaces, feature norms, CKA feature evolution, "
         "attention maps")
 MAX_BATCHES = 1000  # analyze --batches (the Refiner paper averages over 10)
 
-SPEC_OUT = "runs/analyze"  # a spec's (or preset's) files by default: not beside it, inside specs/ or a clone
+_SPEC_OUT = "runs/analyze"  # a spec's (or preset's) files by default: not beside it, inside specs/ or a clone
 
 
 _read: dict[str, tuple] = {}  # "ANALYSES" / "OUTPUTS" -> (the table it was read from, its value)
@@ -81,7 +83,7 @@ def add_parser(sub) -> None:
     a = sub.add_parser(NAME, help=HELP,
                        description="Analyze a model (a vspec checkpoint, .pt, or a spec, randomly initialised) "
                                    "and write a PNG and a JSON per analysis in --out-dir (default: beside a "
-                                   f"checkpoint, in its run's folder; {SPEC_OUT}/ for a spec or a preset). "
+                                   f"checkpoint, in its run's folder; {_SPEC_OUT}/ for a spec or a preset). "
                                    f"{' '.join(_described(n, x) for n, x in table.items())} "
                                    "Images: random N(0, 1), or --data's validation images.")
     spec_args(a)
@@ -112,7 +114,7 @@ def add_parser(sub) -> None:
     a.add_argument("--seed", type=int_in(0, 2**32 - 1, "2**32 - 1"), default=0, metavar="N",
                    help="seed of the initialisation (specs) and the images, 0 to 2**32 - 1 (default 0)")
     a.add_argument("--out-dir", metavar="DIR", help="where to write the PNGs and JSONs, a folder or a new path "
-                                                    f"(default: beside a checkpoint; {SPEC_OUT} for a spec)")
+                                                    f"(default: beside a checkpoint; {_SPEC_OUT} for a spec)")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -125,7 +127,7 @@ def run(args: argparse.Namespace) -> None:
     what, everything = args.what, args.what == tuple(table)
     sizes = {n: 1 if a.batch_size is None else args.batch_size or a.batch_size for n, a in table.items()}
     if args.out_dir or not is_checkpoint(source):
-        folder = output_folder("--out-dir", args.out_dir or SPEC_OUT)
+        folder = output_folder("--out-dir", args.out_dir or _SPEC_OUT)
     else:
         folder = source.parent
     files = {name: (output_file("output", folder / f"{source.stem}.{table[name].output}.png"),

@@ -26,6 +26,8 @@ from .common import (
 from .tables import count, describe, format_table, grouped, input_label, stage_labels
 from .weights import source_text
 
+__all__ = ["HELP", "NAME", "add_parser", "run"]
+
 NAME, HELP = "build", "validate, build and run one forward pass; print a summary"
 
 

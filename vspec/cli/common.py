@@ -26,6 +26,10 @@ from ..spec import Model, SpecError, load_spec, override, parse_assignment
 from ..spec.core import FILE_KINDS, MAX_LINE, file_kind, one_line, printable, show  # noqa: F401 - re-exported
 from ..train.validators import ConfigError, rule
 
+__all__ = ["OneLineParser", "UsageError", "check_fit", "field_type", "int_in", "load", "memory_flag",
+           "nonnegative_float", "one_line_warnings", "output_file", "output_folder", "positive", "positive_float",
+           "pretrained_flag", "spec_args"]
+
 
 class UsageError(Exception):
     """A bad command line."""
@@ -118,7 +122,7 @@ def memory_flag(p: argparse.ArgumentParser, what: str) -> None:
                    help=f"skip the size guard: by default {what}")
 
 
-def weights_tag(text: str) -> str:
+def _weights_tag(text: str) -> str:
     """An argparse type: a weights tag of `--pretrained TAG` (not empty: an empty tag is no request for the default)."""
     if not text:
         raise argparse.ArgumentTypeError("an empty tag; give --pretrained alone for the default weights, or a tag "
@@ -127,7 +131,7 @@ def weights_tag(text: str) -> str:
 
 
 def pretrained_flag(p: argparse.ArgumentParser, what: str = "start from") -> None:
-    p.add_argument("--pretrained", nargs="?", const=True, default=False, metavar="TAG", type=weights_tag,
+    p.add_argument("--pretrained", nargs="?", const=True, default=False, metavar="TAG", type=_weights_tag,
                    help=f"{what} the preset's published weights (its default tag, or TAG; `vspec weights` lists "
                         "them), fetched into Hugging Face's or torch hub's cache and converted once into vspec's"
                         + ("" if what != "start from" else "; the head's parts the checkpoint lacks or that differ "
@@ -172,7 +176,7 @@ def _parents(flag: str, path: Path) -> None:
 
 
 # the kernel's file systems: no file can be written there (an existing /proc file even opens for writing as root)
-PSEUDO_FILE_SYSTEMS = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs",
+_PSEUDO_FILE_SYSTEMS = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs",
                                  "configfs", "bpf", "pstore", "efivarfs", "fusectl", "binfmt_misc"})
 
 
@@ -200,7 +204,7 @@ def _writable(flag: str, path: Path, existing: Path, is_file: bool) -> None:
     above or at it) must not be on the kernel's file systems, and must open for writing (a file: without
     truncating it) or take a new file (a probe, created and removed). Writes nothing."""
     kind = _file_system(existing)
-    if kind in PSEUDO_FILE_SYSTEMS:
+    if kind in _PSEUDO_FILE_SYSTEMS:
         raise SpecError("", f"{flag} {path}: {existing} is on a {kind} file system (the kernel's), where no file can "
                             "be written; give a path elsewhere")
     try:

@@ -15,7 +15,9 @@ from ..train.data.registry import HF, DataError
 from .common import UsageError, int_in, one_line, output_folder, printable
 from .fields import add_fields
 
-PACK_HF = tuple(k for k in HF if k not in ("text_columns", "streaming"))  # the options that name the images packed
+__all__ = ["DEFAULT", "HELP", "NAME", "add_parser", "run"]
+
+_PACK_HF = tuple(k for k in HF if k not in ("text_columns", "streaming"))  # the options that name the images packed
 
 DEFAULT = f"at least {MIN_SHARDS} training shards, at most ~{SHARD_BYTES >> 30} GiB each"
 NAME, HELP = "data", ("prepare data sets: pack an image folder or a Hugging Face dataset into WebDataset tar shards "
@@ -52,7 +54,7 @@ def add_parser(sub) -> None:
                         "refused")
     hf = p.add_argument_group("a Hugging Face dataset (--from-hf; pip install 'vspec[hf]')")
     hf.add_argument("--from-hf", action="store_true", help="IMAGEFOLDER is a Hugging Face dataset")
-    add_fields(hf, DataConfig, only=PACK_HF)  # --data hf's options for images, as vspec train takes them
+    add_fields(hf, DataConfig, only=_PACK_HF)  # --data hf's options for images, as vspec train takes them
 
 
 class _Report:
@@ -71,7 +73,7 @@ class _Report:
 def run(args: argparse.Namespace) -> None:
     out = output_folder("OUT", args.out)
     common = dict(shard_size=args.shard_size, seed=args.seed, overwrite=args.overwrite, progress=_Report())
-    hf = {k: getattr(args, k) for k in PACK_HF}
+    hf = {k: getattr(args, k) for k in _PACK_HF}
     given = next((k for k, v in hf.items() if v is not None), None)
     if given and not args.from_hf:
         raise UsageError(f"vspec data pack: error: --{given.replace('_', '-')} is for a Hugging Face dataset: add "

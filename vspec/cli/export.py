@@ -9,6 +9,8 @@ from ..spec import SpecError
 from ..spec.catalogue import is_checkpoint
 from .common import UsageError, check_fit, int_in, load, one_line, output_file, printable, spec_args
 
+__all__ = ["HELP", "NAME", "add_parser", "run"]
+
 NAME, HELP = "export", "export to ONNX (.onnx) or a torch.export program (.pt2)"
 
 

@@ -29,12 +29,14 @@ from .common import (
 from .fields import field_rules
 from .train import check_flags, data_args, errors, report
 
-LABEL_RUN = ("seed", "workers", "device")  # the run's fields that labeling takes too (as evaluation)
+__all__ = ["HELP", "NAME", "label", "label_parser", "main"]
+
+_LABEL_RUN = ("seed", "workers", "device")  # the run's fields that labeling takes too (as evaluation)
 NAME, HELP = "label", "write token-label maps of a data set's training images with a model"
-TIMM = "timm:"
+_TIMM = "timm:"
 # what makes two runs the same labeling (labels.json): a resumed run must match them
-IDENTITY = ("model", "pretrained", "data", "options", "images", "grid", "top_k", "classes", "img_size", "scores")
-MAX_GRID = 64  # --grid's sides at most (the released maps are 14 x 14; a model's token grid rarely passes 64)
+_IDENTITY = ("model", "pretrained", "data", "options", "images", "grid", "top_k", "classes", "img_size", "scores")
+_MAX_GRID = 64  # --grid's sides at most (the released maps are 14 x 14; a model's token grid rarely passes 64)
 
 
 def label_parser(prog: str = "vspec label") -> argparse.ArgumentParser:
@@ -49,11 +51,11 @@ def label_parser(prog: str = "vspec label") -> argparse.ArgumentParser:
                         "preset name (random weights, or --pretrained), or timm:NAME (a bare name that is no vspec "
                         "preset is tried as timm's)")
     pretrained_flag(p, "label with")
-    data_args(p, LABEL_RUN)
+    data_args(p, _LABEL_RUN)
     p.add_argument("--out", required=True, metavar="DIR", help="where the label maps go")
     p.add_argument("--top-k", type=int, default=5, metavar="K", help="scores kept per location (default 5)")
     p.add_argument("--grid", type=int, nargs="+", default=[14], metavar="N",
-                   help=f"the maps' grid, Hm [Wm] (default 14; Wm >= 6, each at most {MAX_GRID}): the logits are "
+                   help=f"the maps' grid, Hm [Wm] (default 14; Wm >= 6, each at most {_MAX_GRID}): the logits are "
                         "resampled to it, per axis "
                         "adaptive average pooling where the model's grid is larger, bilinear where smaller")
     p.add_argument("--img-size", type=int, nargs="+", metavar="PX",
@@ -65,10 +67,10 @@ def label_parser(prog: str = "vspec label") -> argparse.ArgumentParser:
     return p
 
 
-def label_rules() -> dict:
-    return {**field_rules(DataConfig), **field_rules(RunConfig, LABEL_RUN), "batch_size": rule(Recipe, "batch_size"),
+def _label_rules() -> dict:
+    return {**field_rules(DataConfig), **field_rules(RunConfig, _LABEL_RUN), "batch_size": rule(Recipe, "batch_size"),
             "mean": MEAN, "std": STD, "img_size": POSITIVE_INT, "top_k": POSITIVE_INT,
-            "grid": ints(1, MAX_GRID), "limit": POSITIVE_INT}
+            "grid": ints(1, _MAX_GRID), "limit": POSITIVE_INT}
 
 
 def main(argv=None, prog: str = "vspec label") -> int:
@@ -76,7 +78,7 @@ def main(argv=None, prog: str = "vspec label") -> int:
     with one_line_warnings(prog):
         try:
             args = label_parser(prog).parse_args(argv)
-            check_flags(args, label_rules(), prog)
+            check_flags(args, _label_rules(), prog)
             label(args, prog)
         except SystemExit:
             raise
@@ -160,11 +162,11 @@ def _timm_model(name: str, args, prog: str, num_classes):
 def _resolve(args, prog: str) -> tuple[str | None, str]:
     """(timm's name or None, how labels.json names the model)."""
     text = str(args.model)
-    if text.startswith(TIMM):
-        return text[len(TIMM):], text
+    if text.startswith(_TIMM):
+        return text[len(_TIMM):], text
     if Path(text).exists() or "/" in text or Path(text).suffix:
         return None, text
-    return (None, text) if text.split(".")[0] in presets() else (text, TIMM + text)
+    return (None, text) if text.split(".")[0] in presets() else (text, _TIMM + text)
 
 
 def label(args: argparse.Namespace, prog: str) -> dict:
@@ -243,7 +245,7 @@ def _check_same(out: Path, record: dict, overwrite: bool, prog: str) -> None:
     before = read_record(out)
     if before is None:
         return
-    differ = [k for k in IDENTITY if k in before and before[k] != record[k]]
+    differ = [k for k in _IDENTITY if k in before and before[k] != record[k]]
     if differ and not overwrite:
         k = differ[0]
         raise UsageError(f"{prog}: error: {out} holds the maps of another labeling ({k} {before.get(k)!r} there, "

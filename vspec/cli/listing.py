@@ -13,8 +13,10 @@ from ..spec import load_spec, load_weights_table
 from ..spec.catalogue import EXAMPLES, list_models, presets
 from .tables import format_table, si
 
+__all__ = ["HELP", "NAME", "add_parser", "families", "run"]
+
 NAME, HELP = "list", "list the presets (fnmatch PATTERN, as timm.list_models): family, params, MACs, published tags"
-CORE = {"vspec.spec.vit": "vit", "vspec.spec.swin": "swin"}  # the generic kinds' modules: a body, not a family
+_CORE = {"vspec.spec.vit": "vit", "vspec.spec.swin": "swin"}  # the generic kinds' modules: a body, not a family
 
 
 def add_parser(sub) -> None:
@@ -48,8 +50,8 @@ def families(spec) -> str:
         package = next((p for p in packages if module == p or module.startswith(p + ".")), None)
         if package is not None:
             found.add(package.rsplit(".", 1)[-1])
-        elif module in CORE:
-            body.add(CORE[module])
+        elif module in _CORE:
+            body.add(_CORE[module])
         for field in attrs.fields(type(obj)):
             walk(getattr(obj, field.name))
 

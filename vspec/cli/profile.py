@@ -13,6 +13,8 @@ from ..spec import SpecError, Tokens, budget
 from .common import load, memory_flag, one_line, positive, printable, spec_args
 from .tables import count, format_table, grouped, input_label, si, stage_labels
 
+__all__ = ["HELP", "NAME", "add_parser", "run"]
+
 NAME, HELP = "profile", "parameters and MACs per component"
 
 

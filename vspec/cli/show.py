@@ -11,6 +11,8 @@ import attrs
 from ..spec import Model, to_dict
 from .common import load, printable, spec_args
 
+__all__ = ["HELP", "NAME", "add_parser", "run", "tree"]
+
 NAME, HELP = "show", "print the spec tree"
 
 

@@ -9,6 +9,8 @@ from tabulate import tabulate
 
 from ..spec import Model, Tokens, layout, state_layout
 
+__all__ = ["count", "describe", "format_table", "grouped", "input_label", "si", "stage_labels"]
+
 
 def grouped(rows: list[tuple[str, str, int | None, int | None, tuple[int, ...]]],
             stage_labels: Sequence[str]) -> list[tuple[str, int, tuple[int, ...]]]:

@@ -17,6 +17,9 @@ from ..train.validators import MEAN, STD, ConfigError
 from .common import OneLineParser, UsageError, one_line, one_line_warnings, pretrained_flag
 from .fields import add_fields, flags, given
 
+__all__ = ["HELP", "NAME", "check_flags", "config_error", "config_from_args", "data_args", "errors", "main", "report",
+           "train_parser"]
+
 NAME, HELP = "train", "train a spec (tools/train.py's command: the same arguments)"
 
 

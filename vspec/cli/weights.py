@@ -10,7 +10,9 @@ from ..spec.catalogue import preset_ref, presets
 from ..spec.weights import Hub, Url
 from .tables import format_table
 
-LINE, MIN_SOURCE = 120, 30  # the table's width, within which the source / score column wraps (at least this wide)
+__all__ = ["HELP", "NAME", "add_parser", "cached", "markdown_table", "rows", "run", "source_text"]
+
+_LINE, _MIN_SOURCE = 120, 30  # the table's width, within which the source / score column wraps (at least this wide)
 NAME, HELP = "weights", "list the presets with published weights: tags, sources, sizes, licences, scores, cache"
 
 
@@ -102,7 +104,7 @@ def run(args: argparse.Namespace) -> None:
                       f"{source_text(entry.source)}\n{entry.score or '-'}", cached(name, tag, entry)])
     # the source and the score under it, wrapped to what the other columns leave of a line (a header is padded by 2)
     rest = sum(max(max(len(row[i]) for row in table[1:]), len(table[0][i]) + 2) + 2 for i in (0, 1, 2, 3, 5))
-    print(format_table(table, "llrlll", [None] * 4 + [max(LINE - rest, MIN_SOURCE), None]))
+    print(format_table(table, "llrlll", [None] * 4 + [max(_LINE - rest, _MIN_SOURCE), None]))
     print(f"{len(entries)} published checkpoint{'s' * (len(entries) != 1)} of {len(first)} preset"
           f"{'s' * (len(first) != 1)}; * the default tag (pretrained=True)\n"
           "manual: a file only a person can download (the error says where to put it)")

@@ -22,6 +22,9 @@ from . import files
 from .data.hf import hub_id
 from .data.registry import entry
 
+__all__ = ["FORMAT", "RECORD_KEYS", "TEXT_RECORD_KEYS", "adamw_kernel", "check_resume", "data_args", "load", "restore",
+           "rng_state", "save", "saved_tokenizer", "seed_everything", "set_rng_state"]
+
 FORMAT = "vspec-train-1"
 
 

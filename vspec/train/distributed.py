@@ -11,6 +11,8 @@ from torch import nn
 
 from .validators import cores
 
+__all__ = ["Dist", "finish", "init_distributed", "pick_device", "ranks_in_sync", "workers_for"]
+
 
 @dataclass
 class Dist:

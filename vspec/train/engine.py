@@ -41,6 +41,8 @@ from .tasks import make_task, score_key, task_type
 if TYPE_CHECKING:
     from .config import TrainConfig
 
+__all__ = ["EpochStats", "Interrupted", "Training", "TrainingStopped", "run"]
+
 
 class TrainingStopped(RuntimeError):
     """The loss turned non-finite: the run stops without saving, keeping the last good checkpoint."""

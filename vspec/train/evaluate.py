@@ -34,6 +34,8 @@ from .text.metrics import text_metrics
 from .text.readers import task_name
 from .text.tokenizer import tokenizer_mismatch
 
+__all__ = ["EvaluationError", "evaluate", "evaluate_checkpoint", "evaluate_text"]
+
 
 class EvaluationError(ValueError):
     """What a checkpoint cannot be evaluated with (a flag that does not fit its model): one line, the program's

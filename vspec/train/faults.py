@@ -5,6 +5,8 @@ import os
 import signal
 from collections.abc import Callable
 
+__all__ = ["kill_hook", "kill_point"]
+
 _passes: dict[str, int] = {}
 
 

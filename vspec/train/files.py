@@ -13,6 +13,8 @@ import torch
 
 from .faults import kill_point
 
+__all__ = ["SaveError", "atomic_copy", "atomic_save", "atomic_write_text"]
+
 
 class SaveError(OSError):
     """A checkpoint or run file could not be written; the previous version of the file is kept."""

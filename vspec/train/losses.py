@@ -9,6 +9,8 @@ from torch import nn
 
 from ..extras import needs
 
+__all__ = ["RegressionLoss", "make_criterion"]
+
 
 def make_criterion(recipe, num_classes: int):
     """(mixup / cutmix or None, the loss): timm's, as the recipe asks."""

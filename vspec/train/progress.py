@@ -8,6 +8,8 @@ import time
 
 from tqdm import tqdm
 
+__all__ = ["ASCII", "FORMAT", "Progress"]
+
 # `epoch 2/90 [#####...............] 250/1000, loss 6.91  lr 0.0005  812.3 img/s  ETA 00:55`
 FORMAT = "{desc} [{bar:20}] {n_fmt}/{total_fmt}{postfix}  ETA {remaining}"
 ASCII = ".#"  # the bar's empty and full cells: plain ASCII in any log

@@ -1,4 +1,4 @@
-"""Named training recipes (docs/training.md, Recipes: what each paper trained with): vspec's own (`GENERIC`: DeiT's,
+"""Named training recipes (docs/training.md, Recipes: what each paper trained with): vspec's own (`_GENERIC`: DeiT's,
 the small-data and GLUE ones) and `RECIPES`, every recipe by name, the families' included (each paper's in its
 family's `paper.py`), and what a run makes of one (`resolve`, `training_spec`). The record, `Recipe`, is a paper's
 declaration (vspec/spec/paper.py). Every field is a flag of `vspec train` (tools/train.py) that overrides it, its
@@ -17,8 +17,10 @@ from ..spec import families
 from ..spec.paper import Recipe
 from .validators import ConfigError
 
+__all__ = ["FIELDS", "RECIPES", "Recipes", "drop_path_rate", "resolve", "training_spec"]
+
 # vspec's own recipes; the papers' are their families' (`RECIPES` in vspec/models/<family>/paper.py)
-GENERIC: dict[str, Recipe] = {
+_GENERIC: dict[str, Recipe] = {
     # the ImageNet DeiT recipe used by SoT, Refiner and DHVT-ImageNet (SoT: lr 1e-3, wd 0.03 at batch 1024)
     "deit": Recipe(),
     # plain AdamW + cosine, no augmentation or regularisation: small data, smoke tests, the demo
@@ -43,10 +45,10 @@ class Recipes(Mapping):
 
     def _table(self) -> dict[str, Recipe]:
         papers = families.paper_tables("RECIPES")
-        clash = next((name for name in papers if name in GENERIC), None)
+        clash = next((name for name in papers if name in _GENERIC), None)
         if clash is not None:
             raise ImportError(f"a family's recipe {clash!r} is one of vspec's own already")
-        return {"deit": GENERIC["deit"], **papers, **GENERIC}
+        return {"deit": _GENERIC["deit"], **papers, **_GENERIC}
 
     def __getitem__(self, name: str) -> Recipe:
         return self._table()[name]

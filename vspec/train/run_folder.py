@@ -23,6 +23,9 @@ from .data.preprocess import run_pretrained_cfg
 from .files import atomic_copy, atomic_write_text
 from .text import run_tokenizer
 
+__all__ = ["END_FILES", "MODEL_FOLDERS", "RUN_FILES", "check_fresh", "clean_stale_temps", "complete", "end_files",
+           "jsonl", "plot", "prepare", "refresh_best_folder", "summary", "tensorboard", "write_end"]
+
 # what a run writes into its folder (OUT/tb holds TensorBoard's logs); a fresh run refuses a folder holding
 # one of the first four unless --overwrite
 RUN_FILES = ("last.pt", "best.pt", "metrics.jsonl", "summary.json", "curves.png")
@@ -75,10 +78,10 @@ def refresh_best_folder(out: Path) -> None:
     between the two writes, or an earlier part of the run saved as pt only)."""
     best, config = out / "best.pt", out / "best" / "config.json"
     if best.is_file() and (not config.is_file() or config.stat().st_mtime_ns < best.stat().st_mtime_ns):
-        save_model_folder(best, out / "best")
+        _save_model_folder(best, out / "best")
 
 
-def save_model_folder(path: Path, folder: Path) -> None:
+def _save_model_folder(path: Path, folder: Path) -> None:
     """The model of the training checkpoint `path` as the model folder `folder`, with the run's inputs (as the loop's
     own export writes it)."""
     ckpt = load_checkpoint(path)
@@ -94,7 +97,7 @@ def end_files(folder: bool) -> list[str]:
     return [name for name in END_FILES if folder or name != "final"]
 
 
-def stale_end_files(out: Path, folder: bool) -> list[str]:
+def _stale_end_files(out: Path, folder: bool) -> list[str]:
     """The end-of-run files of the finished run in `out` that are missing or older than its last.pt."""
     since = (out / "last.pt").stat().st_mtime_ns
     paths = [(name, out / name / "config.json" if name == "final" else out / name) for name in end_files(folder)]
@@ -128,11 +131,11 @@ def write_end(out: Path, names, history: list[dict[str, Any]], summary_text: str
 def complete(out: Path, ckpt: dict[str, Any], score: Callable[[], str], world: int, folder: bool) -> list[str]:
     """--resume of a finished run (its last.pt `ckpt`): the end-of-run files missing or older than last.pt, written
     from it (`score()`: the name of the run's score); returns their names."""
-    history, left = ckpt["metrics"], stale_end_files(out, folder)
+    history, left = ckpt["metrics"], _stale_end_files(out, folder)
     if not (left and history):
         return []
     text = summary(history[-1], score(), ckpt["best_score"], len(history), world, True if world == 1 else None)
-    write_end(out, left, history, text, lambda: save_model_folder(out / "last.pt", out / "final"))
+    write_end(out, left, history, text, lambda: _save_model_folder(out / "last.pt", out / "final"))
     return left
 
 

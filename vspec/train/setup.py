@@ -25,6 +25,8 @@ from .data.splits import Splits
 from .recipes import training_spec
 from .tasks import task_type
 
+__all__ = ["Loaders", "Optimization", "make_loaders", "make_model", "make_optimizer", "spec_and_data"]
+
 
 def spec_and_data(cfg, dist, device: torch.device, ckpt=None):
     """(the spec the run trains, its splits): the spec as the recipe trains it (`training_spec`), its splits read by

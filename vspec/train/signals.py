@@ -8,6 +8,8 @@ import os
 import signal
 import threading
 
+__all__ = ["Batches", "Stop", "StopFlag", "WORKER_GRACE", "worker_init"]
+
 WORKER_GRACE = 5.0  # seconds a loader's worker outlives a stop signal: the main process acts on its own first
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from torch import nn
 
+__all__ = ["forward"]
+
 
 def forward(model: nn.Module, batch):
     """The model's output on `batch` (on its device): `model(**batch)` for a text batch's dict, else `model(batch)`."""

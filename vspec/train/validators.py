@@ -15,6 +15,9 @@ from ..spec.core import show
 from ..spec.validators import F32_MAX, F32_TINY, ConfigError, Is, OneOf, Range, floats, ints, rule  # noqa: F401
 from ..spec.weights import CROP_PCT
 
+__all__ = ["CROP", "FINITE", "MAX_WORKERS", "MEAN", "POSITIVE_FLOAT", "POSITIVE_INT", "STD", "WORKERS",
+           "check_normalisation", "cores", "text_columns"]
+
 # for a flag with no field of its own (eval's --crop-pct, --img-size)
 POSITIVE_INT, POSITIVE_FLOAT, FINITE = ints(1), floats(0, open_low=True), Range(float)
 # each value of --mean / --std (train, eval, label), and of any mean / std `check_normalisation` is given

@@ -21,6 +21,10 @@ import torch.nn.functional as F
 
 from .registry import DataError
 
+__all__ = ["ColorJitter", "LEVEL_DENOM", "RandAugment", "affine", "apply_lut", "autocontrast", "autocontrast_lut",
+           "box_mask", "brightness", "color", "contrast", "crop_boxes", "equalize", "equalize_lut", "erase_boxes",
+           "invert", "posterize", "rotate", "sharpness", "solarize", "solarize_add", "to"]
+
 LEVEL_DENOM = 10.0  # timm's 'Mx' magnitude scale: level = magnitude / 10
 
 

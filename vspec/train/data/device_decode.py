@@ -25,6 +25,9 @@ from .device_augment import ColorJitter, RandAugment, box_mask, crop_boxes, eras
 from .preprocess import mean_std
 from .registry import DataError
 
+__all__ = ["CANVAS_MAX", "DevicePipeline", "Indexed", "JPEG", "WorkerPipeline", "collate_encoded", "decode",
+           "device_batches"]
+
 JPEG = b"\xff\xd8"
 CANVAS_MAX = 1024  # the longest side laid into the batch for the random resized crop; larger images shrink first
 

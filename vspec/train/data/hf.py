@@ -40,11 +40,13 @@ from ...extras import needs
 from ...spec.core import file_kind, show
 from .registry import DataError
 
-SUFFIXES = (".parquet", ".arrow")
+__all__ = ["MAX_FILES", "hub_id", "image_columns", "open_splits", "split_files"]
+
+_SUFFIXES = (".parquet", ".arrow")
 MAX_FILES = 100_000  # data files of one WHERE (the Hub's largest image sets hold a few thousand)
-MAX_SCANNED = 1_000_000  # names looked at while listing a folder or a glob, before giving up
-MAX_JSON = 1 << 20  # bytes of a save_to_disk folder's JSON files
-SPLIT_KEYWORDS = {"train": ("train", "training"), "validation": ("validation", "valid", "dev", "val"),
+_MAX_SCANNED = 1_000_000  # names looked at while listing a folder or a glob, before giving up
+_MAX_JSON = 1 << 20  # bytes of a save_to_disk folder's JSON files
+_SPLIT_KEYWORDS = {"train": ("train", "training"), "validation": ("validation", "valid", "dev", "val"),
                   "test": ("test", "testing", "eval", "evaluation")}
 _SHARDED = re.compile(r"^(\w+(?:\.\w+)*)-\d{5}-of-\d{5}")  # push_to_hub's `train-00000-of-00002.parquet`
 _WORDS = re.compile(r"[-._ 0-9]+")
@@ -54,7 +56,7 @@ _GLOB = re.compile(r"[*?[]")
 
 def hub_id(where: str) -> bool:
     """Whether WHERE names a Hub dataset (owner/name, or a legacy name), not a path: nothing there by that name."""
-    return (not os.path.lexists(where) and bool(_HUB_ID.fullmatch(where)) and not where.endswith(SUFFIXES)
+    return (not os.path.lexists(where) and bool(_HUB_ID.fullmatch(where)) and not where.endswith(_SUFFIXES)
             and ".." not in where)
 
 
@@ -176,10 +178,10 @@ def _glob_base(pattern: str) -> str:
 def _bounded_glob(pattern: str) -> list[Path]:
     found = []
     for n, name in enumerate(glob.iglob(pattern, recursive=True)):
-        if n >= MAX_SCANNED or len(found) >= MAX_FILES:
+        if n >= _MAX_SCANNED or len(found) >= MAX_FILES:
             raise DataError(f"hf: --data-dir {show(pattern)} matches more than {MAX_FILES:,} data files (at most "
                             f"{MAX_FILES:,}; name fewer)")
-        if name.endswith(SUFFIXES):
+        if name.endswith(_SUFFIXES):
             found.append(Path(name))
     if not found:
         raise DataError(f"hf: --data-dir {show(pattern)} matches no parquet or arrow file")
@@ -193,9 +195,9 @@ def _listed(folder: Path) -> list[Path]:
     for top, dirs, files in os.walk(folder, onerror=_walk_error):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         scanned += len(dirs) + len(files)
-        found += [Path(top, f) for f in files if f.endswith(SUFFIXES)]
-        if scanned > MAX_SCANNED or len(found) > MAX_FILES:
-            raise DataError(f"hf: {folder}: more than {MAX_FILES:,} data files or {MAX_SCANNED:,} names under it, the "
+        found += [Path(top, f) for f in files if f.endswith(_SUFFIXES)]
+        if scanned > _MAX_SCANNED or len(found) > MAX_FILES:
+            raise DataError(f"hf: {folder}: more than {MAX_FILES:,} data files or {_MAX_SCANNED:,} names under it, the "
                             "most a folder is listed for; name fewer (a glob of them, --subset)")
     if not found:
         scripts = sorted(p.name for p in folder.glob("*.py"))
@@ -216,7 +218,7 @@ def _walk_error(e: OSError) -> None:
 def _split_word(part: str) -> str | None:
     """The split whose keyword is a word of `part` (a folder's or a file's name), if any."""
     words = _WORDS.split(part.lower())
-    return next((split for word in words for split, keys in SPLIT_KEYWORDS.items() if word in keys), None)
+    return next((split for word in words for split, keys in _SPLIT_KEYWORDS.items() if word in keys), None)
 
 
 def _split_of(parts: tuple[str, ...]) -> str:
@@ -253,7 +255,7 @@ def _name_splits(root: Path, files: list[Path], config: str | None, where: str) 
 
 def _data_file(path: Path) -> None:
     """A data file to read: a regular file (links followed) with a parquet or arrow name, not empty."""
-    if not path.name.endswith(SUFFIXES):
+    if not path.name.endswith(_SUFFIXES):
         raise DataError(f"hf: {path}: not a parquet or arrow file (a .parquet or .arrow name)")
     try:
         st = os.stat(path)
@@ -293,7 +295,7 @@ def _snapshot(repo: str) -> Path:
 
 
 # ---------------------------------------------------------------- save_to_disk folders
-def _small_file(path: Path, limit: int = MAX_JSON) -> bytes:
+def _small_file(path: Path, limit: int = _MAX_JSON) -> bytes:
     """A small regular file's bytes; anything else one line naming it."""
     try:
         st = os.stat(path)

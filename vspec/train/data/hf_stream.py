@@ -43,8 +43,10 @@ from .registry import DataError, Request, open_regular
 from .shards import ShardStream
 from .sources import decode_image
 
-PARQUET = b"PAR1"
-ARROW_FILE = b"ARROW1"  # the IPC file format's magic; datasets' own .arrow files are IPC streams
+__all__ = ["HFStream", "layout", "streams"]
+
+_PARQUET = b"PAR1"
+_ARROW_FILE = b"ARROW1"  # the IPC file format's magic; datasets' own .arrow files are IPC streams
 
 
 def _why(e: Exception) -> str:
@@ -55,7 +57,7 @@ def _why(e: Exception) -> str:
 def _kind(path: str) -> str:
     with open_regular(path, "a parquet or arrow file") as f:  # no FIFO, no device
         head = f.read(6)
-    return "parquet" if head[:4] == PARQUET else "arrow-file" if head == ARROW_FILE else "arrow"
+    return "parquet" if head[:4] == _PARQUET else "arrow-file" if head == _ARROW_FILE else "arrow"
 
 
 def _open(f: dict):

@@ -22,6 +22,9 @@ from ..signals import worker_init
 from ..validators import MAX_WORKERS
 from .registry import DataError
 
+__all__ = ["EpochKeys", "ResumableSampler", "Seeded", "build_loaders", "sample_draws", "set_epoch", "to_device",
+           "transfer"]
+
 
 class ResumableSampler(DistributedSampler):
     """DistributedSampler (num_replicas=1 is fine, no process group needed) whose order depends only on

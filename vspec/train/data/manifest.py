@@ -28,6 +28,9 @@ with needs("--data shards"):
 with needs("--data shards"):  # webdataset's own brace patterns, installed with it
     from braceexpand import braceexpand, make_char_range
 
+__all__ = ["MAX_COUNT", "MAX_MANIFEST", "MAX_NESTING", "MAX_SHARDS", "check_manifest", "close_quietly", "expand",
+           "locate", "open_file", "read_manifest", "shard_in"]
+
 MAX_MANIFEST = 64 << 20  # bytes: a manifest of 500,000 shards
 MAX_SHARDS = 10**6  # names a --data-dir pattern may expand to (pack's six digits)
 MAX_NESTING = 8  # braces inside braces in a pattern

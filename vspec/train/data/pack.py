@@ -25,6 +25,10 @@ from pathlib import Path
 
 from .registry import DataError, open_regular
 
+__all__ = ["FORMAT", "IMAGE_SUFFIXES", "MANIFEST", "MAX_MEMBER", "MIN_SHARDS", "Progress", "Reader", "SHARD_BYTES",
+           "SPLITS", "check_shard_size", "clear", "default_shard_size", "image_bytes", "is_shard_name", "pack", "scan",
+           "shard_name", "write_pack"]
+
 MANIFEST = "manifest.json"
 FORMAT = "vspec-shards/1"
 SPLITS = ("train", "val")

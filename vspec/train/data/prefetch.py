@@ -10,6 +10,8 @@ import threading
 
 import torch
 
+__all__ = ["Prefetcher", "ahead"]
+
 
 def _keep(batch, stream) -> None:
     """The allocator keeps the batch's device memory until `stream` is done with it (memory made on another)."""

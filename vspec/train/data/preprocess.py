@@ -6,6 +6,9 @@ folders it writes. Torch-free."""
 from ..validators import ConfigError, check_normalisation
 from .registry import DataError
 
+__all__ = ["INTERPOLATION", "KEYS", "eval_crop_ratio", "inputs_line", "mean_std", "resolve_inputs", "resumed",
+           "run_pretrained_cfg"]
+
 KEYS = ("mean", "std", "interpolation", "crop_pct")
 
 # Upsampling interpolation for every resize (DeiT / timm ViT default); published weights may name another.

@@ -24,6 +24,10 @@ from ...spec import families
 from ...spec.core import file_kind
 from ..validators import text_columns
 
+__all__ = ["BUILTIN", "DataError", "DataSet", "HF", "IMAGE_METRICS", "MODALITIES", "OPTIONS", "Request", "entry",
+           "help_text", "is_given", "names", "open_regular", "options", "register_dataset", "table",
+           "unregister_dataset"]
+
 MODALITIES = ("image", "text")
 
 

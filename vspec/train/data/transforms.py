@@ -23,6 +23,8 @@ from ...spec.weights import CROP_PCT, INTERPOLATIONS
 from .preprocess import INTERPOLATION, mean_std
 from .registry import DataError
 
+__all__ = ["ConvertMode", "build_transforms", "image_size", "patch_posterize"]
+
 
 class ConvertMode:
     """PIL image -> the same image in `mode` ('RGB' or 'L'); grayscale sources become 3 channels and back."""

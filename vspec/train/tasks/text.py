@@ -23,6 +23,8 @@ from ..text.metrics import headline
 from ..text.readers import GLUE
 from ..text.tokenizer import tokenizer_identity, tokenizer_mismatch
 
+__all__ = ["TextTask", "text_score_key"]
+
 KNOWN = (*GLUE, "rt-polarity")  # the tasks known by name
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from ..._moved import moved as _moved
 
+__all__ = ["GLUE_TASKS", "run_tokenizer"]
+
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
 
 

@@ -15,6 +15,8 @@ from . import run_tokenizer
 from .readers import Example, Task, task_of
 from .tokenizer import Tokenizer, check_tokenizer, train_wordpiece
 
+__all__ = ["TextData", "TextDataset", "pad_batch", "text_datasets", "token_types"]
+
 
 class TextDataset(Dataset):
     """Examples tokenised once: item i is (input_ids, token_type_ids, label)."""

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
+__all__ = ["glue_metrics", "headline", "text_metrics"]
+
 
 def glue_metrics(task: str | Task, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """The task's metrics as GLUE reports them: predictions are class indices (or scores for a regression)."""

@@ -17,6 +17,9 @@ import numpy as np
 from ...spec.core import cause
 from ..data.registry import DataError, Request
 
+__all__ = ["ENTAIL", "Example", "GLUE", "MAX_FIELD", "PAIR", "RT_FILE", "RT_LABELS", "RT_VAL", "Task", "glue",
+           "read_glue", "read_rt_polarity", "rt_polarity", "task_name", "task_of"]
+
 
 @dataclass(frozen=True)
 class Task:
@@ -162,7 +165,7 @@ def read_rt_polarity(split: str) -> list[Example]:
     return [examples[i] for i in sorted(chosen)]
 
 
-RT_TASK = Task({"train": RT_FILE, "validation": RT_FILE}, "text", None, "category", RT_LABELS, "accuracy")
+_RT_TASK = Task({"train": RT_FILE, "validation": RT_FILE}, "text", None, "category", RT_LABELS, "accuracy")
 
 
 def task_of(task: str | Task) -> Task:
@@ -170,7 +173,7 @@ def task_of(task: str | Task) -> Task:
     Face dataset's columns and classes)."""
     if isinstance(task, Task):
         return task
-    return RT_TASK if task == "rt-polarity" else GLUE[task]
+    return _RT_TASK if task == "rt-polarity" else GLUE[task]
 
 
 def task_name(task: str | Task) -> str:

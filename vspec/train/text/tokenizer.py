@@ -16,10 +16,13 @@ from ..data.registry import DataError
 from .readers import Example
 from .wordpiece import learn, word_counts
 
+__all__ = ["MAX_TOKENIZER_FILE", "MAX_UNKNOWN", "SAMPLE", "SPECIAL", "TOKENIZER_SUFFIXES", "Tokenizer",
+           "check_tokenizer", "tokenizer_identity", "tokenizer_mismatch", "train_wordpiece"]
+
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # the WordPiece vocabulary's first entries, BERT's order
 # the tokenizer_config.json beside a trained tokenizer.json (less model_max_length): transformers' AutoTokenizer
 # loads the folder complete, its special tokens set (padding works) and BERT's inputs (token types) returned
-HF_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "model_input_names": ["input_ids", "token_type_ids",
+_HF_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "model_input_names": ["input_ids", "token_type_ids",
              "attention_mask"], "padding_side": "right",
              **{f"{role}_token": token for role, token in zip(("pad", "unk", "cls", "sep", "mask"), SPECIAL)}}
 
@@ -105,7 +108,7 @@ def _own_config(path: Path) -> bool:
         config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
     except (OSError, ValueError):
         return False  # transformers' reader says what is wrong with it
-    return isinstance(config, dict) and {k: v for k, v in config.items() if k != "model_max_length"} == HF_CONFIG
+    return isinstance(config, dict) and {k: v for k, v in config.items() if k != "model_max_length"} == _HF_CONFIG
 
 
 def _check_files(folder: Path) -> None:
@@ -184,7 +187,7 @@ def train_wordpiece(texts: Sequence[str], folder: str | Path, vocab_size: int = 
     """A lower-cased WordPiece vocabulary (BERT's normaliser and pre-tokeniser, special tokens [PAD] = 0, [UNK],
     [CLS], [SEP], [MASK]) learned from `texts` (vspec/train/text/wordpiece.py: the same file on every run), with BERT's
     templates ([CLS] a [SEP] (b [SEP])), saved as `folder/tokenizer.json` with the `tokenizer_config.json` that
-    transformers' `AutoTokenizer.from_pretrained(folder)` reads its special tokens from (`HF_CONFIG`; `max_len`: its
+    transformers' `AutoTokenizer.from_pretrained(folder)` reads its special tokens from (`_HF_CONFIG`; `max_len`: its
     model_max_length, the length truncation cuts to; `token_types`: whether it returns token_type_ids, which a body
     without token types, GPT's, refuses); returns it loaded."""
     with needs("training a WordPiece vocabulary"):
@@ -202,9 +205,9 @@ def train_wordpiece(texts: Sequence[str], folder: str | Path, vocab_size: int = 
     tok.add_special_tokens(list(SPECIAL))
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    config = {**HF_CONFIG, **({} if max_len is None else {"model_max_length": max_len})}
+    config = {**_HF_CONFIG, **({} if max_len is None else {"model_max_length": max_len})}
     if not token_types:
-        config["model_input_names"] = [n for n in HF_CONFIG["model_input_names"] if n != "token_type_ids"]
+        config["model_input_names"] = [n for n in _HF_CONFIG["model_input_names"] if n != "token_type_ids"]
     (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     tok.save(str(folder / "tokenizer.json"))  # last: a run reuses a folder that holds it
     return Tokenizer(folder)

@@ -11,6 +11,8 @@ import heapq
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+__all__ = ["PREFIX", "learn", "word_counts"]
+
 PREFIX = "##"  # marks a piece that continues a word
 
 

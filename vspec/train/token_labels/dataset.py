@@ -37,6 +37,9 @@ from ..data.registry import DataError
 from ..data.transforms import ConvertMode
 from .maps import LABELS_JSON, data_place, image_keys, label_path, read_label_map, read_record
 
+__all__ = ["LABEL_OPS", "LabelledRandAugment", "TokenLabels", "UNMOVED", "affine_label_map", "check_label_folder",
+           "check_map", "crop_plane", "describe", "label_op"]
+
 # ---------------------------------------------------------------------------- RandAugment label ops
 
 

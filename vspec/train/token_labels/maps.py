@@ -20,6 +20,9 @@ from ...spec import layout
 from ..data.hf import hub_id
 from ..data.registry import DataError, open_regular
 
+__all__ = ["LABELS_JSON", "MAX_RECORD", "crop_boxes", "data_place", "dense_scores", "image_keys", "label_path", "pool",
+           "read_label_map", "read_record", "relabel_target", "token_grid"]
+
 
 def label_path(relabel_root, image_rel_path) -> Path:
     """The label map of the image `<class_dir>/<file>` (relative to the train folder): the released naming rule

@@ -15,6 +15,8 @@ import torch
 from ..validators import ConfigError
 from .maps import relabel_target
 
+__all__ = ["RelabelMix"]
+
 
 class RelabelMix:
     """(images (B, C, H, W), label maps (B, 3, k, Hm, Wm)) -> (mixed images, targets (B, num_classes, 2 + S²);

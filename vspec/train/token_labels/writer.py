@@ -26,6 +26,9 @@ from ...nn.vit import GAPHead
 from ..data.registry import DataError
 from .maps import image_keys, label_path
 
+__all__ = ["LabelError", "MIN_WIDTH", "label_maps", "pending", "resample", "save_map", "score_maps", "scorer", "top_k",
+           "write_label_maps"]
+
 # the crop plane the data set adds later stores 6 numbers along Wm (maps.read_label_map)
 MIN_WIDTH = 6
 
