@@ -45,6 +45,10 @@ def _data_help() -> str:
 
 
 def add_parser(sub) -> None:
+    """Add `vspec compare`'s parser (its flags and help) to the command's subparsers.
+
+    Args:
+        sub: the `vspec` parser's subparsers action (`vspec.cli.parser`)."""
     c = sub.add_parser(NAME, help=HELP,
                        description="Train each SPEC on --data with the same fixed split, recipe and seeds (on the "
                                    "CPU, or --device cuda), then write OUT/compare.json (every number and run) and "
@@ -96,6 +100,10 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Carry out `vspec compare` (called by `vspec.cli.main`; its errors become one line and exit 2).
+
+    Args:
+        args: the command line as `add_parser`'s parser parsed it."""
     from ..train.engine import Interrupted, TrainingStopped  # torch
 
     out = output_folder("--out-dir", args.out_dir)

@@ -25,6 +25,10 @@ NAME, HELP = "data", ("prepare data sets: pack an image folder or a Hugging Face
 
 
 def add_parser(sub) -> None:
+    """Add `vspec data`'s parser (its flags and help) to the command's subparsers.
+
+    Args:
+        sub: the `vspec` parser's subparsers action (`vspec.cli.parser`)."""
     d = sub.add_parser(NAME, help=HELP, description="Prepare data sets for vspec train.")
     actions = d.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=type(d))
     p = actions.add_parser("pack", help="an image folder or a Hugging Face dataset as WebDataset tar shards (--data "
@@ -71,6 +75,10 @@ class _Report:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Carry out `vspec data` (called by `vspec.cli.main`; its errors become one line and exit 2).
+
+    Args:
+        args: the command line as `add_parser`'s parser parsed it."""
     out = output_folder("OUT", args.out)
     common = dict(shard_size=args.shard_size, seed=args.seed, overwrite=args.overwrite, progress=_Report())
     hf = {k: getattr(args, k) for k in _PACK_HF}

@@ -25,6 +25,10 @@ NAME, HELP = "eval", "evaluate a checkpoint or a model folder (tools/eval.py's c
 
 
 def eval_parser(prog: str = "eval.py") -> argparse.ArgumentParser:
+    """The parser of `vspec eval` and tools/eval.py (the same arguments).
+
+    Args:
+        prog: the program's name in usage and error lines."""
     p = OneLineParser(prog=prog, description="Evaluate a checkpoint (from tools/train.py or vspec build --out) "
                 "or a model folder (vspec.save_pretrained, --save-format folder): top-1 / top-5 and images/s on the "
                 "validation split.")
@@ -55,7 +59,11 @@ def eval_rules() -> dict:
 
 
 def main(argv=None, prog: str = "eval.py") -> int:
-    """0 and the result on stdout; 2 and one line on stderr for what cannot be done."""
+    """0 and the result on stdout; 2 and one line on stderr for what cannot be done.
+
+    Args:
+        argv: the arguments (default: sys.argv[1:]).
+        prog: the program's name in usage and error lines."""
     with one_line_warnings(prog):
         try:
             args = eval_parser(prog).parse_args(argv)

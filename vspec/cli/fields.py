@@ -18,7 +18,10 @@ __all__ = ["add_fields", "field_rules", "flag", "flags", "given"]
 
 
 def flag(field: attrs.Attribute) -> str | None:
-    """The field's flag (`--ema-decay`), None where it has none."""
+    """The field's flag (`--ema-decay`), None where it has none.
+
+    Args:
+        field: an attrs field of a configuration class (its metadata's "flag", if any)."""
     return field.metadata.get("flag", "--" + field.name.replace("_", "-"))
 
 
@@ -33,7 +36,10 @@ def _flag_fields(cls: type, only=None) -> list[attrs.Attribute]:
 
 
 def flags(*classes: type) -> dict[str, str]:
-    """Field name -> flag, over `classes`: what a `ConfigError` naming the field is reported by."""
+    """Field name -> flag, over `classes`: what a `ConfigError` naming the field is reported by.
+
+    Args:
+        *classes: the configuration classes."""
     return {f.name: flag(f) for cls in classes for f in _flag_fields(cls)}
 
 
@@ -43,7 +49,13 @@ def _value(v):
 
 def add_fields(group, cls: type, only=None, unset: bool = False) -> None:
     """A flag for each field of `cls` (those in `only`) on `group`, defaulting to the field's default, or with
-    `unset` to None ("not given": the caller falls back to another value, as a named recipe's)."""
+    `unset` to None ("not given": the caller falls back to another value, as a named recipe's).
+
+    Args:
+        group: the parser or argument group the flags go on.
+        cls: the configuration class.
+        only: the field names to add (None: every field with a flag).
+        unset: default every flag to None instead of the field's default."""
     for f in _flag_fields(cls, only):
         meta = f.metadata
         default = None if unset or f.default is attrs.NOTHING or isinstance(f.default, attrs.Factory) else f.default
@@ -61,7 +73,12 @@ def add_fields(group, cls: type, only=None, unset: bool = False) -> None:
 
 def given(cls: type, args: argparse.Namespace, only=None) -> dict:
     """The values of `cls`'s flags in `args` by field name: a flag not given (None) left out, one given its "off"
-    value None."""
+    value None.
+
+    Args:
+        cls: the configuration class.
+        args: the parsed command line.
+        only: the field names to read (None: every field with a flag)."""
     out = {}
     for f in _flag_fields(cls, only):
         value = getattr(args, _dest(f), None)
@@ -71,5 +88,9 @@ def given(cls: type, args: argparse.Namespace, only=None) -> dict:
 
 
 def field_rules(cls: type, only=None) -> dict[str, Range]:
-    """Each numeric flag's rule, by dest: its field's validator (for `check_flags`)."""
+    """Each numeric flag's rule, by dest: its field's validator (for `check_flags`).
+
+    Args:
+        cls: the configuration class.
+        only: the field names to take (None: every field with a flag)."""
     return {_dest(f): f.validator for f in _flag_fields(cls, only) if isinstance(f.validator, Range)}

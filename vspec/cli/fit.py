@@ -20,6 +20,10 @@ HELP = "the variant of a spec (over the fields you name) nearest a MAC / paramet
 
 
 def add_parser(sub) -> None:
+    """Add `vspec fit`'s parser (its flags and help) to the command's subparsers.
+
+    Args:
+        sub: the `vspec` parser's subparsers action (`vspec.cli.parser`)."""
     f = sub.add_parser(NAME, help=HELP, description=(
         "Search the named fields of SPEC (each with given values, or a range around its value) for the valid "
         "variants nearest the target, counted on the meta device with one count per distinct part; print the "
@@ -67,7 +71,10 @@ def _parse_target(text: str) -> dict[str, str]:
 
 def vary_items(values: list[str]) -> list[str]:
     """--vary arguments as fit() takes them: 'dim,depth' is two keys; 'dim=192,256' one key with its values;
-    'dim,depth=4:12' a bare key and one with values."""
+    'dim,depth=4:12' a bare key and one with values.
+
+    Args:
+        values: the --vary arguments, as given."""
     out = []
     for item in values:
         keys, eq, given = item.partition("=")
@@ -77,6 +84,10 @@ def vary_items(values: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Carry out `vspec fit` (called by `vspec.cli.main`; its errors become one line and exit 2).
+
+    Args:
+        args: the command line as `add_parser`'s parser parsed it."""
     out = output_file("--out", args.out) if args.out is not None else None  # before the search: a bad path
     if out is not None and out.suffix not in (".json", ".toml", ".py"):
         raise UsageError(f"vspec fit: error: --out {printable(args.out)}: expected a .json, .toml or .py file")

@@ -40,6 +40,10 @@ _MAX_GRID = 64  # --grid's sides at most (the released maps are 14 x 14; a model
 
 
 def label_parser(prog: str = "vspec label") -> argparse.ArgumentParser:
+    """The parser of `vspec label`.
+
+    Args:
+        prog: the program's name in usage and error lines."""
     p = OneLineParser(prog=prog, description="Write a token-label map of every training image (token labeling, "
                       "LV-ViT's and Refiner's: the released format, one torch.save'd (2, k, Hm, Wm) tensor per image "
                       "under OUT/<class_dir>/<file cut at its first dot>.pt: plane 0 the top-k logits, plane 1 their "
@@ -74,7 +78,11 @@ def _label_rules() -> dict:
 
 
 def main(argv=None, prog: str = "vspec label") -> int:
-    """0 when every map asked for is written; 2 and one line on stderr for what cannot be done."""
+    """0 when every map asked for is written; 2 and one line on stderr for what cannot be done.
+
+    Args:
+        argv: the arguments (default: sys.argv[1:]).
+        prog: the program's name in usage and error lines."""
     with one_line_warnings(prog):
         try:
             args = label_parser(prog).parse_args(argv)
@@ -170,12 +178,14 @@ def _resolve(args, prog: str) -> tuple[str | None, str]:
 
 
 def label(args: argparse.Namespace, prog: str) -> dict:
-    """Write the maps; returns what labels.json records, with this run's written / skipped counts."""
+    """Write the maps; returns what labels.json records, with this run's written / skipped counts.
+
+    Args:
+        args: `label_parser`'s parsed arguments.
+        prog: the program's name in error lines."""
     import torch  # torch
 
     from ..train.data.preprocess import inputs_line, resolve_inputs  # torch
-    from ..train.data.sources import build_datasets  # torch
-    from ..train.data.transforms import build_transforms  # torch
     from ..train.distributed import workers_for  # torch
     from ..train.files import atomic_write_text  # torch
     from ..train.token_labels.maps import data_place, image_keys  # torch
@@ -198,14 +208,7 @@ def label(args: argparse.Namespace, prog: str) -> dict:
         raise UsageError(f"{prog}: error: --top-k {args.top_k}: the model has {classes} classes")
     inputs = resolve_inputs({k: getattr(args, k) for k in ("mean", "std", "interpolation")}, cfg, in_chans,
                             label=f"{named}'s data config" if timm_name else None)
-    tf = build_transforms(size, in_chans, train=False, crop_ratio=1.0, mean=inputs["mean"], std=inputs["std"],
-                          interpolation=inputs["interpolation"])
-    train_ds, _, n = build_datasets(args.data, img_size=size, in_chans=in_chans, train_transform=tf,
-                                    eval_transform=tf, data_dir=args.data_dir, download=args.download,
-                                    num_classes=classes if args.data == "synthetic" else None,
-                                    synthetic_size=args.synthetic_size, seed=args.seed, **options(args))
-    if n != classes:
-        raise UsageError(f"{prog}: error: {args.data} has {n} classes, the model {classes}")
+    train_ds, n = _training_images(args, size, in_chans, inputs, classes, prog)
     record = {"model": named, "pretrained": args.pretrained, "data": args.data,  # the data set: token_labels reads it
               "data_dir": data_place(args.data_dir), "options": options(args), "split": "train",
               "images": len(train_ds), "grid": list(grid), "top_k": args.top_k, "classes": n, "img_size": list(size),
@@ -226,6 +229,23 @@ def label(args: argparse.Namespace, prog: str) -> dict:
           + f" ({args.top_k} logits at {grid[0]}x{grid[1]}, {n} classes, {args.data}'s {len(train_ds)} training "
             f"images)")
     return {**record, "written": written, "skipped": skipped}
+
+
+def _training_images(args, size: tuple[int, int], in_chans: int, inputs: dict, classes: int, prog: str):
+    """(the data set's training images as the model takes them, whole: no crop; its class count), which must be
+    the model's."""
+    from ..train.data.sources import build_datasets  # torch
+    from ..train.data.transforms import build_transforms  # torch
+
+    tf = build_transforms(size, in_chans, train=False, crop_ratio=1.0, mean=inputs["mean"], std=inputs["std"],
+                          interpolation=inputs["interpolation"])
+    train_ds, _, n = build_datasets(args.data, img_size=size, in_chans=in_chans, train_transform=tf,
+                                    eval_transform=tf, data_dir=args.data_dir, download=args.download,
+                                    num_classes=classes if args.data == "synthetic" else None,
+                                    synthetic_size=args.synthetic_size, seed=args.seed, **options(args))
+    if n != classes:
+        raise UsageError(f"{prog}: error: {args.data} has {n} classes, the model {classes}")
+    return train_ds, n
 
 
 def _classes(args) -> int:

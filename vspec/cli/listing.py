@@ -20,6 +20,10 @@ _CORE = {"vspec.spec.vit": "vit", "vspec.spec.swin": "swin"}  # the generic kind
 
 
 def add_parser(sub) -> None:
+    """Add `vspec list`'s parser (its flags and help) to the command's subparsers.
+
+    Args:
+        sub: the `vspec` parser's subparsers action (`vspec.cli.parser`)."""
     p = sub.add_parser(NAME, help=HELP, description="List the presets whose names match PATTERN (fnmatch: '*sot*', "
                                                     "'deit_*'; default every one) with their family, parameters and "
                                                     "MACs (one image or one sequence, counted on the meta device: no "
@@ -35,7 +39,10 @@ def add_parser(sub) -> None:
 
 
 def families(spec) -> str:
-    """The families whose kinds `spec` uses ('sot', 'msf + swin'), or its generic body's ('vit', 'swin')."""
+    """The families whose kinds `spec` uses ('sot', 'msf + swin'), or its generic body's ('vit', 'swin').
+
+    Args:
+        spec: the preset's spec."""
     packages = family_registry.packages()
     found, body = set(), set()
 
@@ -60,6 +67,10 @@ def families(spec) -> str:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Carry out `vspec list` (called by `vspec.cli.main`; its errors become one line and exit 2).
+
+    Args:
+        args: the command line as `add_parser`'s parser parsed it."""
     names = list_models(args.pattern, pretrained=args.pretrained, examples=args.examples)
     if not names:  # as timm's list_models: nothing found is an empty answer, not an error
         if list_models(args.pattern, pretrained=args.pretrained, examples=True):

@@ -70,7 +70,11 @@ FIELDS = tuple(f.name for f in attrs.fields(Recipe))
 
 def training_spec(recipe: Recipe, spec):
     """The spec as the recipe trains it: its stochastic depth (`drop_path_rate`, when the spec sets none), MixToken
-    on its dense head (`mix_token`) and the attention maps its training forward returns (`cos_reg_component`)."""
+    on its dense head (`mix_token`) and the attention maps its training forward returns (`cos_reg_component`).
+
+    Args:
+        recipe: the run's Recipe.
+        spec: the spec as given."""
     if spec.drop_path == 0.0 and recipe.drop_path > 0:
         spec = attrs.evolve(spec, drop_path=drop_path_rate(recipe, spec))
     if recipe.mix_token and not spec.head.mixes_tokens:
@@ -85,7 +89,11 @@ def training_spec(recipe: Recipe, spec):
 
 def drop_path_rate(recipe: Recipe, spec) -> float:
     """The stochastic-depth rate a spec that sets none trains with: the recipe's, times the spec's blocks / 12 with
-    `drop_path_by_depth` (Refiner's Table 8, advanced: 0.1 x #blocks / 12)."""
+    `drop_path_by_depth` (Refiner's Table 8, advanced: 0.1 x #blocks / 12).
+
+    Args:
+        recipe: the run's Recipe.
+        spec: the spec trained."""
     rate = recipe.drop_path * (spec.depth / 12 if recipe.drop_path_by_depth else 1.0)
     if rate >= 1:
         raise ConfigError("drop_path", f"{recipe.drop_path} x {spec.depth} blocks / 12 = {rate:g} is not below 1")
@@ -94,7 +102,11 @@ def drop_path_rate(recipe: Recipe, spec) -> float:
 
 def resolve(name: str, **overrides) -> Recipe:
     """The named recipe with the given (non-None) fields replaced; the lr is scaled to the batch size
-    when only the batch size changes."""
+    when only the batch size changes.
+
+    Args:
+        name: a recipe of RECIPES.
+        **overrides: Recipe fields to replace (None: keep the recipe's)."""
     if name not in RECIPES:
         raise ConfigError("recipe", f"unknown {name!r}; known: {', '.join(RECIPES)}")
     base = RECIPES[name]

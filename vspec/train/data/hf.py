@@ -55,14 +55,21 @@ _GLOB = re.compile(r"[*?[]")
 
 
 def hub_id(where: str) -> bool:
-    """Whether WHERE names a Hub dataset (owner/name, or a legacy name), not a path: nothing there by that name."""
+    """Whether WHERE names a Hub dataset (owner/name, or a legacy name), not a path: nothing there by that name.
+
+    Args:
+        where: --data-dir."""
     return (not os.path.lexists(where) and bool(_HUB_ID.fullmatch(where)) and not where.endswith(_SUFFIXES)
             and ".." not in where)
 
 
 def split_files(where: str, config: str | None = None) -> dict[str, list[str]]:
     """The parquet / arrow files of each split of WHERE (a save_to_disk folder's arrow files too), in a fixed order:
-    by path, as HF numbers its shards."""
+    by path, as HF numbers its shards.
+
+    Args:
+        where: a folder, a glob of files, or a Hub dataset's id.
+        config: the dataset's configuration (a subset), or None."""
     kind, found = _locate(where, config)
     if kind == "disk":
         return {split: _disk_files(folder) for split, folder in found.items()}
@@ -71,7 +78,12 @@ def split_files(where: str, config: str | None = None) -> dict[str, list[str]]:
 
 def open_splits(where: str, config: str | None = None, splits: Iterable[str] | None = None) -> dict[str, Any]:
     """Every split of WHERE as a `datasets.Dataset` (only `splits` where given: each must be there), unformatted,
-    nothing downloaded (module docstring)."""
+    nothing downloaded (module docstring).
+
+    Args:
+        where: a folder, a glob of files, or a Hub dataset's id.
+        config: the dataset's configuration (a subset), or None.
+        splits: the splits to open, or None (every one)."""
     kind, found = _locate(where, config)
     if splits is not None:
         splits = list(dict.fromkeys(splits))
@@ -92,7 +104,12 @@ def image_columns(features, image_column: str | None = None,
     """(image column, label column, the class names) of `features` (a `datasets.Features`): the one `Image` feature
     and the one `ClassLabel` feature (its names the classes), else an integer column named `label` (names None:
     classes 0 to its largest); a named column is checked instead. One DataError line when none, several or a
-    column of another type is there."""
+    column of another type is there.
+
+    Args:
+        features: the split's features.
+        image_column: --image-column, or None (found).
+        label_column: --label-column, or None (found)."""
     with needs("--data hf"):
         from datasets import ClassLabel, Image, Value  # extra
 

@@ -70,7 +70,11 @@ def _check_labels(split, column: str, num_classes: int | None, name: str) -> np.
 
 def val_split(request: Request, splits: list[str]) -> str:
     """The split validated on: --val-split, else the first of _VAL_SPLITS there; one line naming the splits
-    there are otherwise."""
+    there are otherwise.
+
+    Args:
+        request: the run's data request (its `split`: --val-split).
+        splits: the dataset's splits."""
     chosen = request.split or next((s for s in _VAL_SPLITS if s in splits), None)
     if chosen in splits and chosen != "train":
         return chosen
@@ -83,7 +87,10 @@ def hf_images(request: Request):
     """(train, val, num_classes) of the Hugging Face dataset at `request.data_dir` (vspec/train/data/hf.py): the
     train split and the validation split (`val_split`), their image and label columns found from the features
     (`image_columns`), the classes a ClassLabel's names, else 0 to the training split's largest label. With
-    `request.streaming`, the files read as streams instead (vspec/train/data/hf_stream.py)."""
+    `request.streaming`, the files read as streams instead (vspec/train/data/hf_stream.py).
+
+    Args:
+        request: the run's data request (data_dir, the columns, the split, streaming, the transforms)."""
     with needs("--data hf"):
         import datasets  # extra  # noqa: F401
     where = request.data_dir

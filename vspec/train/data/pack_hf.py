@@ -30,7 +30,19 @@ def pack_hf(where: str, out: str | Path, *, subset: str | None = None, image_col
     image is the bytes the dataset stores, not re-encoded (a JPEG the same bytes; an image written as pixels the
     PNG `datasets` made of them; a row stored as a file's path that file's bytes), under its format's suffix. The
     training rows are packed in the order `random.Random(seed).shuffle(list(range(rows)))` leaves them, validation
-    in the split's row order."""
+    in the split's row order.
+
+    Args:
+        where: the dataset (--data-dir of --data hf).
+        out: the pack's folder.
+        subset: its configuration, or None.
+        image_column: the image column, or None (found).
+        label_column: the label column, or None (found).
+        val_split: the split validated on, or None.
+        shard_size: images per shard, or None.
+        seed: the training shards' shuffle (recorded in the manifest).
+        overwrite: replace what OUT holds.
+        progress: called after every shard, or None."""
     from .hf_images import hf_images  # torch: the --data hf reader's checks
 
     out = Path(out)

@@ -17,7 +17,10 @@ GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnl
 
 def run_tokenizer(out: str | Path) -> Path:
     """The tokenizer a text run without --tokenizer trains and keeps: OUT/tokenizer (a resume reuses it, `vspec
-    eval` of OUT/*.pt reads it)."""
+    eval` of OUT/*.pt reads it).
+
+    Args:
+        out: the run's folder."""
     return Path(out) / "tokenizer"
 
 

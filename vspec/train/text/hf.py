@@ -41,7 +41,10 @@ _MAX_CLASSES = 2**16  # integer labels are class indices: a larger one is no cla
 def hf_text(r: Request) -> tuple[list[Example], list[Example], str | Task]:
     """The training split and the validation split (--val-split; default: MNLI's `validation_matched`, else
     `validation`, else `test`) of the dataset at `r.data_dir`, as examples, and the task: the GLUE task `r.task`,
-    or a `Task` of the data set's own columns and classes."""
+    or a `Task` of the data set's own columns and classes.
+
+    Args:
+        r: the run's data request (data_dir, task, split, text_columns, the dataset's options)."""
     where = r.data_dir
     if where is None:
         raise DataError("hf: --data hf needs --data-dir: a save_to_disk folder, parquet / arrow files, or a Hub "

@@ -77,6 +77,7 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
+        """The vocabulary's size (the embedding's rows a text body needs)."""
         return self._fast.get_vocab_size() if self._fast is not None else len(self._hf)
 
     def tokens(self, ids: Sequence[int]) -> list[str]:
@@ -86,6 +87,15 @@ class Tokenizer:
         return self._hf.convert_ids_to_tokens(list(ids))
 
     def encode(self, a: str, b: str | None, max_len: int) -> tuple[list[int], list[int]]:
+        """A text or a pair with the special tokens (BERT's: [CLS] a [SEP] b [SEP]), truncated to `max_len` tokens.
+
+        Args:
+            a: the text (a pair's first).
+            b: a pair's second text, or None.
+            max_len: the most tokens, special ones included.
+
+        Returns:
+            (the token ids, their token type ids)."""
         if self._fast is not None:
             self._fast.enable_truncation(max_len)
             enc = self._fast.encode(a, b) if b is not None else self._fast.encode(a)
@@ -137,7 +147,11 @@ SAMPLE = 1000  # training examples encoded to measure that share
 def check_tokenizer(tok: Tokenizer, examples: Sequence[Example]) -> None:
     """Refuse a tokenizer that cannot represent the training text: a vocabulary of special tokens only (a folder
     holding just tokenizer_config.json loads as BERT's 5), or more than MAX_UNKNOWN of the tokens of the first
-    SAMPLE training examples mapped to the unknown token."""
+    SAMPLE training examples mapped to the unknown token.
+
+    Args:
+        tok: the tokenizer.
+        examples: the training examples."""
     if tok.vocab_size <= len(tok.special_ids):
         raise DataError(f"{tok.folder}: its vocabulary holds only its {tok.vocab_size} special tokens: no tokenizer "
                         "to train with (is its vocabulary file missing?)")
@@ -154,7 +168,10 @@ def check_tokenizer(tok: Tokenizer, examples: Sequence[Example]) -> None:
 
 
 def tokenizer_identity(folder: str | Path) -> dict[str, str]:
-    """The tokenizer in `folder`, identified: the sha256 of each of its files (.json, .txt, .model), by name."""
+    """The tokenizer in `folder`, identified: the sha256 of each of its files (.json, .txt, .model), by name.
+
+    Args:
+        folder: the tokenizer's folder."""
     out = {}
     for path in sorted(Path(folder).iterdir()):
         if path.suffix in TOKENIZER_SUFFIXES and path.is_file():
@@ -170,7 +187,11 @@ def tokenizer_identity(folder: str | Path) -> dict[str, str]:
 
 
 def tokenizer_mismatch(saved: dict[str, str], folder: Path) -> str | None:
-    """How the tokenizer in `folder` differs from the one `saved` identifies (`tokenizer_identity`), or None."""
+    """How the tokenizer in `folder` differs from the one `saved` identifies (`tokenizer_identity`), or None.
+
+    Args:
+        saved: the identity a checkpoint saved.
+        folder: the tokenizer's folder now."""
     if not Path(folder).is_dir():
         return f"{folder} is missing: the run was trained with the tokenizer that was there"
     now = tokenizer_identity(folder)
@@ -189,7 +210,14 @@ def train_wordpiece(texts: Sequence[str], folder: str | Path, vocab_size: int = 
     templates ([CLS] a [SEP] (b [SEP])), saved as `folder/tokenizer.json` with the `tokenizer_config.json` that
     transformers' `AutoTokenizer.from_pretrained(folder)` reads its special tokens from (`_HF_CONFIG`; `max_len`: its
     model_max_length, the length truncation cuts to; `token_types`: whether it returns token_type_ids, which a body
-    without token types, GPT's, refuses); returns it loaded."""
+    without token types, GPT's, refuses); returns it loaded.
+
+    Args:
+        texts: the training texts.
+        folder: where the tokenizer is saved.
+        vocab_size: the vocabulary's most entries.
+        max_len: model_max_length, or None.
+        token_types: whether it returns token_type_ids."""
     with needs("training a WordPiece vocabulary"):
         from tokenizers import Tokenizer as Fast  # extra
         from tokenizers import decoders, models, normalizers, pre_tokenizers, processors  # extra

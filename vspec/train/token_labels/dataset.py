@@ -65,7 +65,11 @@ UNMOVED = ("TranslateX", "TranslateY")
 def affine_label_map(label_map: torch.Tensor, matrix) -> torch.Tensor:
     """Nearest-neighbour affine map of a (2, k, Hm, Wm) label map: output (row, col) copies the source point
     (p, q) rounded half up; scores are 0 where (p, q) lies outside [0, Hm − 1] x [0, Wm − 1] (before rounding),
-    the class indices take the clamped position (edge replication). The k axis is untouched."""
+    the class indices take the clamped position (edge replication). The k axis is untouched.
+
+    Args:
+        label_map: the map (2, k, Hm, Wm).
+        matrix: (a, b, c, d, e, f): output (row, col) reads the source point (a row + b col + c, d row + e col + f)."""
     a, b, c, d, e, f = (float(v) for v in matrix)
     hm, wm = label_map.shape[-2:]
     row = torch.arange(hm, dtype=torch.float64)[:, None]
@@ -81,7 +85,12 @@ def affine_label_map(label_map: torch.Tensor, matrix) -> torch.Tensor:
 
 def label_op(name: str, arg: float, label_map: torch.Tensor) -> torch.Tensor:
     """RandAugment op `name` (timm's name, e.g. 'Rotate') with the image op's argument on a label map; ops that
-    only change colours leave it as it is."""
+    only change colours leave it as it is.
+
+    Args:
+        name: timm's op name.
+        arg: the argument the image op was given.
+        label_map: the map (2, k, Hm, Wm)."""
     if name not in LABEL_OPS:
         return label_map
     return affine_label_map(label_map, LABEL_OPS[name](arg, *label_map.shape[-2:]))
@@ -156,7 +165,13 @@ def _split(transform):
 
 def crop_plane(label_map: torch.Tensor, crop, image_hw, label: int) -> torch.Tensor:
     """(2, k, Hm, Wm) -> (3, k, Hm, Wm): step (4)'s plane, the crop's (top, left, height, width) as fractions of
-    the (flipped, augmented) image at [2, 0, 0, 0:4] and the image's class at [2, 0, 0, 5], zeros elsewhere."""
+    the (flipped, augmented) image at [2, 0, 0, 0:4] and the image's class at [2, 0, 0, 5], zeros elsewhere.
+
+    Args:
+        label_map: the map (2, k, Hm, Wm).
+        crop: the crop's (top, left, height, width) in pixels of the image.
+        image_hw: the image's (height, width).
+        label: the image's class."""
     i, j, h, w = crop
     height, width = image_hw
     plane = torch.zeros((1, *label_map.shape[1:]), dtype=torch.float32)
@@ -240,7 +255,13 @@ class TokenLabels(Dataset):
 def check_map(label_map: torch.Tensor, path, num_classes: int, shape=None) -> torch.Tensor:
     """One map against the data set: its (k, Hm, Wm) that of the folder's first map, its class indices integers
     in [0, num_classes), distinct at each location (what relabel_target needs: checked here, in the loader, so that
-    the training step does not read the batch back to check it)."""
+    the training step does not read the batch back to check it).
+
+    Args:
+        label_map: the map read.
+        path: its file (named in the error line).
+        num_classes: the data set's classes.
+        shape: the (k, Hm, Wm) every map has, or None (the first map)."""
     if shape is not None and tuple(label_map.shape[1:]) != tuple(shape):
         raise DataError(f"{path}: a (2, {', '.join(map(str, label_map.shape[1:]))}) label map, but the folder's "
                         f"first is (2, {', '.join(map(str, shape))}): one k and grid for every image")
@@ -256,7 +277,10 @@ def check_map(label_map: torch.Tensor, path, num_classes: int, shape=None) -> to
 
 
 def describe(data: dict) -> str:
-    """A data set as labels.json records it: "imagefolder /data/pets (train: 3,680 images, 37 classes)"."""
+    """A data set as labels.json records it: "imagefolder /data/pets (train: 3,680 images, 37 classes)".
+
+    Args:
+        data: labels.json's "data" record."""
     counts = [f"{data[k]:,} {k}" if isinstance(data.get(k), int) else None for k in ("images", "classes")]
     inner = ", ".join(filter(None, counts))
     split = f"{data['split']}: " if data.get("split") and inner else ""
@@ -283,7 +307,13 @@ def check_label_folder(label_root, keys, num_classes: int, data: dict | None = N
     data set or class count than `data` ({"data": NAME, "data_dir": DIR}: the run's) and `num_classes`, a
     missing map (all checked up front, one directory listing per class folder; what labels.json says of it
     added), two images named to one map, a first map that is not readable or holds a class index outside
-    [0, num_classes). Returns the first map's (k, Hm, Wm), which every map must share (checked as each is read)."""
+    [0, num_classes). Returns the first map's (k, Hm, Wm), which every map must share (checked as each is read).
+
+    Args:
+        label_root: the label folder.
+        keys: the training images' names (`image_keys`).
+        num_classes: the data set's classes.
+        data: the run's data set, or None (labels.json's data not compared)."""
     root = Path(label_root)
     if not root.is_dir():
         raise DataError(f"{root}: no such label folder (token labeling reads one map per training image)")
