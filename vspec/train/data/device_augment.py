@@ -166,58 +166,37 @@ _DEGENERATE = {"Color": lambda x: _gray(x).expand_as(x),
 
 
 def color(x, f):
-    """PIL's ImageEnhance.Color: blended with its greyscale (factor 1: unchanged).
-
-    Args:
-        x: images (N, C, H, W) holding 0..255.
-        f: each sample's enhancement factor (N,)."""
+    """PIL's ImageEnhance.Color of images `x` by each sample's factor `f` (N,): blended with its greyscale."""
     return _blend(_DEGENERATE["Color"](x), x, f)
 
 
 def contrast(x, f):
-    """PIL's ImageEnhance.Contrast: blended with its greyscale's rounded mean (factor 1: unchanged).
-
-    Args:
-        x: images (N, C, H, W) holding 0..255.
-        f: each sample's enhancement factor (N,)."""
+    """PIL's ImageEnhance.Contrast of images `x` by each sample's factor `f` (N,): blended with its greyscale's
+    rounded mean."""
     return _blend(_DEGENERATE["Contrast"](x), x, f)
 
 
 def brightness(x, f):
-    """PIL's ImageEnhance.Brightness: blended with black (factor 1: unchanged).
-
-    Args:
-        x: images (N, C, H, W) holding 0..255.
-        f: each sample's enhancement factor (N,)."""
+    """PIL's ImageEnhance.Brightness of images `x` by each sample's factor `f` (N,): blended with black."""
     return _blend(_DEGENERATE["Brightness"](x), x, f)
 
 
 def sharpness(x, f):
-    """PIL's ImageEnhance.Sharpness: blended with its smoothed self (factor 1: unchanged).
-
-    Args:
-        x: images (N, C, H, W) holding 0..255.
-        f: each sample's enhancement factor (N,)."""
+    """PIL's ImageEnhance.Sharpness of images `x` by each sample's factor `f` (N,): blended with its smoothed
+    self."""
     return _blend(_DEGENERATE["Sharpness"](x), x, f)
 
 
 def apply_lut(x: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
-    """Each channel's values looked up in its table: lut (N, C, 256).
-
-    Args:
-        x: images (N, C, H, W) holding 0..255.
-        lut: the tables (N, C, 256)."""
+    """Each channel's values of images `x` looked up in its table of `lut` (N, C, 256)."""
     n, c = x.shape[:2]
     return lut.to(x.dtype).gather(2, x.reshape(n, c, -1).long()).view_as(x)
 
 
 def autocontrast_lut(x):
-    """ImageOps.autocontrast (no cutoff) as a table per channel: stretched to 0..255 (truncated), flat channels
-    kept; rounded as PIL's int(ix * scale + offset) in float64 (int((ix - lo) * scale) truncates some values one
-    higher).
-
-    Args:
-        x: images (N, C, H, W) holding 0..255."""
+    """ImageOps.autocontrast (no cutoff) of images `x` as a table per channel: stretched to 0..255 (truncated),
+    flat channels kept; rounded as PIL's int(ix * scale + offset) in float64 (int((ix - lo) * scale) truncates some
+    values one higher)."""
     lo, hi = x.amin((2, 3)).double()[..., None], x.amax((2, 3)).double()[..., None]
     ramp = torch.arange(256, dtype=torch.float64, device=x.device).expand(*x.shape[:2], 256)
     scale = torch.full_like(hi, 255.0) / (hi - lo).clamp(min=1)  # a true division (255.0 / t is 255 * (1 / t))
@@ -225,20 +204,13 @@ def autocontrast_lut(x):
 
 
 def autocontrast(x, _=None):
-    """PIL's ImageOps.autocontrast per sample and channel (`autocontrast_lut`).
-
-    Args:
-        x: images (N, C, H, W) holding 0..255.
-        _: unused (RandAugment passes every op a magnitude)."""
+    """PIL's ImageOps.autocontrast of images `x` per sample and channel (`autocontrast_lut`; `_`: no argument)."""
     return apply_lut(x, autocontrast_lut(x))
 
 
 def equalize_lut(x):
-    """ImageOps.equalize as a table per channel: lut[i] = (step // 2 + pixels below i) // step, step = (pixels -
-    the count of the last value present) // 255; a channel with one value (or step 0) is kept.
-
-    Args:
-        x: images (N, C, H, W) holding 0..255."""
+    """ImageOps.equalize of images `x` as a table per channel: lut[i] = (step // 2 + pixels below i) // step,
+    step = (pixels - the count of the last value present) // 255; a channel with one value (or step 0) is kept."""
     n, c = x.shape[:2]
     v = x.reshape(n * c, -1).long()
     hist = torch.zeros(n * c, 256, dtype=torch.long, device=x.device).scatter_add_(1, v, torch.ones_like(v))
@@ -251,50 +223,31 @@ def equalize_lut(x):
 
 
 def equalize(x, _=None):
-    """PIL's ImageOps.equalize per sample and channel (`equalize_lut`).
-
-    Args:
-        x: images (N, C, H, W) holding 0..255.
-        _: unused (RandAugment passes every op a magnitude)."""
+    """PIL's ImageOps.equalize of images `x` per sample and channel (`equalize_lut`; `_`: no argument)."""
     return apply_lut(x, equalize_lut(x))
 
 
 def invert(x, _=None):
-    """PIL's ImageOps.invert: 255 - x.
-
-    Args:
-        x: images (N, C, H, W) holding 0..255.
-        _: unused (RandAugment passes every op a magnitude)."""
+    """PIL's ImageOps.invert of images `x`: 255 - x (`_`: no argument)."""
     return 255 - x
 
 
 def posterize(x, bits):
-    """Keep the top `bits` bits (0: black).
-
-    Args:
-        x: images (N, C, H, W) holding 0..255.
-        bits: each sample's bits kept (N,)."""
+    """Images `x` with the top `bits` bits of each sample (N,) kept (0: black)."""
     mask = (255 << (8 - bits.long().clamp(0, 8))) & 255
     return (x.long() & mask.view(-1, 1, 1, 1).to(x.device)).to(x.dtype)
 
 
 def solarize(x, thresh):
-    """PIL's ImageOps.solarize: the values at or above the sample's threshold inverted.
-
-    Args:
-        x: images (N, C, H, W) holding 0..255.
-        thresh: each sample's threshold (N,)."""
+    """PIL's ImageOps.solarize of images `x`: the values at or above each sample's threshold `thresh` (N,)
+    inverted."""
     t = thresh.view(-1, 1, 1, 1).to(x)
     return torch.where(x >= t, 255 - x, x)
 
 
 def solarize_add(x, add, thresh: float = 128):
-    """timm's solarize_add: `add` added (clamped at 255) to the values below `thresh`.
-
-    Args:
-        x: images (N, C, H, W) holding 0..255.
-        add: each sample's addend (N,).
-        thresh: the values below it change (default 128, timm's)."""
+    """timm's solarize_add of images `x`: each sample's `add` (N,) added (clamped at 255) to the values below
+    `thresh` (timm's 128)."""
     return torch.where(x < thresh, (x + add.view(-1, 1, 1, 1).to(x)).clamp(max=255), x)
 
 
