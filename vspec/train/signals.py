@@ -105,7 +105,10 @@ class StopFlag:
             raise Stop
 
     def batches(self, loader) -> Batches:
-        """`loader` watched by this flag (`Batches`)."""
+        """`loader` watched by this flag (`Batches`).
+
+        Args:
+            loader: the data loader."""
         return Batches(self, loader)
 
 

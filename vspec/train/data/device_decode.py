@@ -153,7 +153,11 @@ class DevicePipeline:
         """timm's random resized crop of each image to the model's size, then a horizontal flip at rate 1/2. The
         images are laid into one zero-padded batch (a side over CANVAS_MAX shrunk first, its box with it) and
         torchvision's roi_align resamples every box at once: bilinear samples averaged over each output pixel's
-        area (as many per pixel as the box is larger: an antialiased resize)."""
+        area (as many per pixel as the box is larger: an antialiased resize).
+
+        Args:
+            images: the decoded images, uint8 (C, H, W) each.
+            g: the generator the boxes and flips are drawn from."""
         from torchvision.ops import roi_align  # extra
 
         sizes = torch.tensor([img.shape[-2:] for img in images])

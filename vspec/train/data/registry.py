@@ -115,7 +115,10 @@ class DataSet:
         return (self.modality, "text") if self.text_loader and self.modality != "text" else (self.modality,)
 
     def load(self, modality: str | None = None) -> Callable[..., Any]:
-        """The loader function of `modality` (default: the set's own modality), its module imported now."""
+        """The loader function of `modality` (default: the set's own modality), its module imported now.
+
+        Args:
+            modality: "image" or "text", or None."""
         modality = modality or self.modality
         if modality not in self.modalities:
             raise DataError(f"--data {self.name}: holds no {modality} data (it serves {' and '.join(self.modalities)})")

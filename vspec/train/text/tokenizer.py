@@ -81,7 +81,10 @@ class Tokenizer:
         return self._fast.get_vocab_size() if self._fast is not None else len(self._hf)
 
     def tokens(self, ids: Sequence[int]) -> list[str]:
-        """The token strings of `ids` (tick labels)."""
+        """The token strings of `ids` (tick labels).
+
+        Args:
+            ids: the token ids."""
         if self._fast is not None:
             return [self._fast.id_to_token(i) or "?" for i in ids]
         return self._hf.convert_ids_to_tokens(list(ids))

@@ -208,7 +208,10 @@ class TokenLabels(Dataset):
         return len(self.dataset)
 
     def read(self, i: int) -> torch.Tensor:
-        """Image i's label map, checked against the folder's first (grid, k, classes)."""
+        """Image i's label map, checked against the folder's first (grid, k, classes).
+
+        Args:
+            i: the image's index in the data set."""
         path = label_path(self.label_root, self.keys[i])
         return check_map(read_label_map(path), path, self.num_classes, self.shape)
 
@@ -221,7 +224,14 @@ class TokenLabels(Dataset):
 
     def transform(self, img, label_map: torch.Tensor, label: int, *, flip: bool | None = None, crop=None):
         """(PIL image, its (2, k, Hm, Wm) map, class) -> (image, (3, k, Hm, Wm)). `flip` / `crop` (top, left,
-        height, width pixels) replace the horizontal flip's / the crop's random draws when given."""
+        height, width pixels) replace the horizontal flip's / the crop's random draws when given.
+
+        Args:
+            img: the PIL image.
+            label_map: its label map.
+            label: its class.
+            flip: whether to flip, or None (drawn).
+            crop: the crop's box, or None (drawn)."""
         p = self.parts
         for t in p["convert"]:
             img = t(img)
