@@ -39,7 +39,11 @@ _listeners: list[Callable[[], None]] = []  # what runs when the families change 
 
 
 def on_change(listener: Callable[[], None]) -> None:
-    """Call `listener()` whenever a family is loaded, registered or forgotten (vspec.spec's exported names)."""
+    """Call `listener()` whenever a family is loaded, registered or forgotten (a table read from the families).
+
+    Args:
+        listener: called with no arguments after each change.
+    """
     _listeners.append(listener)
 
 
@@ -107,6 +111,7 @@ def register_family(package: str) -> ModuleType:
     if package not in _registered:
         _registered.append(package)
     load()
+    exported()  # its names clash with no other family's
     return _specs[package]
 
 
