@@ -19,6 +19,7 @@ from .core import SpecError
 from .layout import embedded, layout
 from .model import Model
 
+__all__ = ["MemoryBudgetError", "TORCH_LIMIT", "Weights", "activations", "available", "check", "nbytes", "size"]
 F32 = 4  # bytes per activation element
 
 # torch refuses a tensor of 2**63 bytes or more ("Storage size calculation overflowed"), even on meta

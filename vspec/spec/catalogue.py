@@ -20,6 +20,10 @@ from .core import SpecError
 from .load import SUFFIXES, load_weights_table, read_spec
 from .model import Model
 
+__all__ = [
+    "CHECKPOINT_SUFFIXES", "EXAMPLES", "Named", "PRESETS", "is_checkpoint", "list_models", "load_spec", "preset_dirs",
+    "preset_file", "preset_path", "preset_ref", "presets", "resolve_name", "spec_file",
+]
 PRESETS = Path(__file__).parent.parent / "presets"  # specs/ of the repository, installed with the package
 
 
@@ -70,7 +74,7 @@ def preset_file(name: str, tag: str | None = None) -> Path:
 
 
 # what a path names, never a tag (compared lower-cased)
-FILE_SUFFIXES = (".py", ".json", ".toml", ".yaml", ".yml", ".pt", ".pth", ".tar", ".bin", ".safetensors", ".ckpt",
+_FILE_SUFFIXES = (".py", ".json", ".toml", ".yaml", ".yml", ".pt", ".pth", ".tar", ".bin", ".safetensors", ".ckpt",
                  ".onnx", ".pt2", ".gz", ".zip")
 CHECKPOINT_SUFFIXES = (".pt", ".pth")  # a checkpoint file's (`vspec.save`, a training run's)
 
@@ -100,7 +104,7 @@ def resolve_name(name_or_path: str | Path, saved: bool = False, here: bool = Tru
     published weights), in this order:
 
     1. (`saved`) a saved model: a checkpoint file or a model folder (`is_checkpoint`);
-    2. a path: a Path; a name with a separator, a spec file's suffix (SUFFIXES) or another file's (FILE_SUFFIXES:
+    2. a path: a Path; a name with a separator, a spec file's suffix (SUFFIXES) or another file's (_FILE_SUFFIXES:
        with `unknown` "preset", only where it exists); or (`here`) a name that exists here;
     3. a preset: a name without a suffix, or timm's `name.tag` (an identifier, a tag that is no file's suffix);
     4. anything else (`1x.y`): a "file" its reader refuses, or (`unknown` "preset") a preset's name, refused with
@@ -112,12 +116,12 @@ def resolve_name(name_or_path: str | Path, saved: bool = False, here: bool = Tru
         return Named("saved", path)
     text, suffix = str(name_or_path), path.suffix.lower()
     if (isinstance(name_or_path, Path) or "/" in text or os.sep in text or path.suffix in SUFFIXES
-            or suffix in FILE_SUFFIXES and unknown == "file" or here and path.exists()):
+            or suffix in _FILE_SUFFIXES and unknown == "file" or here and path.exists()):
         return Named("file", path)
     if not suffix:
         return Named("preset", name=text)
     name, tag = text.split(".", 1)
-    if suffix not in FILE_SUFFIXES and name.replace("-", "_").isidentifier() and tag:
+    if suffix not in _FILE_SUFFIXES and name.replace("-", "_").isidentifier() and tag:
         return Named("preset", name=name, tag=tag)
     return Named("preset", name=text) if unknown == "preset" else Named("file", path)
 
@@ -140,7 +144,7 @@ def spec_file(name_or_path: str | Path) -> str | Path:
 EXAMPLES = ("demo_*", "compare_*")
 
 
-def is_example(name: str) -> bool:
+def _is_example(name: str) -> bool:
     """Whether preset `name` is an example spec (EXAMPLES), which `list_models` leaves out unless asked."""
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in EXAMPLES)
 
@@ -152,7 +156,7 @@ def list_models(filter: str = "*", pretrained: bool = False,  # noqa: A002 - tim
     with a '.' matches those); `examples`: the example specs too (EXAMPLES: the demos' and `vspec compare`'s)."""
     out = []
     for name, file in sorted(presets().items()):
-        if is_example(name) and not examples:
+        if _is_example(name) and not examples:
             continue
         if not pretrained:
             if fnmatch.fnmatch(name, filter):

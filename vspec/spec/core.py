@@ -14,12 +14,16 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from typing import Any
 
+__all__ = [
+    "FILE_KINDS", "MAX_LINE", "MAX_SIZE", "SpecError", "cause", "check", "check_eps", "check_pair", "check_size", "cut",
+    "eps_problem", "file_kind", "join", "one_line", "pair", "printable", "show", "show_key", "text_of",
+]
 MAX_SIZE = 2**31 - 1  # the largest size (width, count, pixels) a spec may give or imply: torch's int32 kernels
-SHOWN = 80  # at most this many characters of a user's value are echoed in an error message
+_SHOWN = 80  # at most this many characters of a user's value are echoed in an error message
 
 
 def show(value: Any) -> str:
-    """`repr(value)`, cut to SHOWN characters: a 1 MB value must not be echoed whole in an error line."""
+    """`repr(value)`, cut to _SHOWN characters: a 1 MB value must not be echoed whole in an error line."""
     if isinstance(value, int) and value.bit_length() > 64:  # also past Python's int-to-text digit limit
         return f"an int of {value.bit_length()} bits"
     return cut(repr(value))
@@ -31,7 +35,7 @@ def show_key(key: Any) -> str:
     return cut(key) if isinstance(key, str) and key.isprintable() else show(key)
 
 
-def cut(text: str, limit: int = SHOWN, mark: str = "length") -> str:
+def cut(text: str, limit: int = _SHOWN, mark: str = "length") -> str:
     """`text`, or where it has more than `limit` characters its start, the cut marked as the message needs it (the
     one place a message is shortened): "length" (`ab... (1000 characters)`: a user's value, `show`), "more"
     (`abc... [997 more characters]`, `limit` characters before the mark: an error line, `one_line`) or "fit"
@@ -126,6 +130,12 @@ class SpecError(ValueError):
 
 
 def join(*parts: str | int) -> str:
+    """A dotted field path from its parts, the empty ones left out: `join("blocks", 3, "attention")` ->
+    "blocks.3.attention".
+
+    Args:
+        *parts: the path's parts (names, or indexes of a list).
+    """
     return ".".join(str(p) for p in parts if p != "")
 
 
@@ -201,7 +211,13 @@ def eps_problem(value: Any) -> str | None:
 
 
 def check_eps(inst: Any, attribute: Any, value: Any) -> None:
-    """attrs validator of a norm's epsilon (`eps_problem`)."""
+    """attrs validator of a norm's epsilon (`eps_problem`).
+
+    Args:
+        inst: the spec being made (its class names the field in the message).
+        attribute: the attrs field being checked.
+        value: the field's value.
+    """
     if (problem := eps_problem(value)) is not None:
         raise SpecError(f"{type(inst).__name__}.{attribute.name}", problem)
 
@@ -217,6 +233,13 @@ def pair(value: Any) -> Any:
 
 
 def check_pair(inst: Any, attribute: Any, value: Any) -> None:
+    """attrs validator of a size (after `pair`): a tuple of two ints, each from 1 to MAX_SIZE.
+
+    Args:
+        inst: the spec being made (its class names the field in the message).
+        attribute: the attrs field being checked.
+        value: the field's value.
+    """
     path = f"{type(inst).__name__}.{attribute.name}"
     if not (isinstance(value, tuple) and len(value) == 2
             and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):

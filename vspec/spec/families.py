@@ -28,8 +28,12 @@ from typing import Any
 
 from .kinds import KINDS, unregister
 
-BUILTIN = "vspec.models"
-GROUP = "vspec.families"
+__all__ = [
+    "exported", "load", "on_change", "packages", "paper_tables", "presets", "register_family", "rescan", "tables",
+    "unregister_family",
+]
+_BUILTIN = "vspec.models"
+_GROUP = "vspec.families"
 _registered: list[str] = []
 _specs: dict[str, ModuleType] = {}  # package -> its spec module, in the order they were loaded
 _refused: dict[str, str] = {}  # package -> why it could not be loaded
@@ -64,9 +68,9 @@ def rescan() -> None:
 def packages() -> list[str]:
     """Every family package, once: vspec.models' own, then the entry points', then the registered ones."""
     if not _found:
-        builtin = importlib.import_module(BUILTIN)
-        names = [f"{BUILTIN}.{m.name}" for m in pkgutil.iter_modules(builtin.__path__) if m.ispkg]
-        _found.extend(dict.fromkeys([*names, *(ep.value for ep in entry_points(group=GROUP))]))
+        builtin = importlib.import_module(_BUILTIN)
+        names = [f"{_BUILTIN}.{m.name}" for m in pkgutil.iter_modules(builtin.__path__) if m.ispkg]
+        _found.extend(dict.fromkeys([*names, *(ep.value for ep in entry_points(group=_GROUP))]))
     return list(dict.fromkeys([*_found, *_registered]))
 
 
@@ -79,10 +83,10 @@ def load() -> dict[str, ModuleType]:
         try:
             _specs[name] = importlib.import_module(f"{name}.spec")
         except Exception as e:  # noqa: BLE001 - a broken installed plugin must not break `import vspec`
-            if name.startswith(f"{BUILTIN}.") or name in _registered:
+            if name.startswith(f"{_BUILTIN}.") or name in _registered:
                 raise
             _refused[name] = f"{type(e).__name__}: {e}"
-            warnings.warn(f"vspec family {name!r} (entry point {GROUP}) could not be loaded: {_refused[name]}",
+            warnings.warn(f"vspec family {name!r} (entry point {_GROUP}) could not be loaded: {_refused[name]}",
                           stacklevel=2)
     if any(name in _specs for name in new):
         _changed()

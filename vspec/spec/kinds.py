@@ -26,6 +26,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 from .._moved import moved as _moved
 from .core import SpecError
 
+__all__ = [
+    "AttentionKind", "BlockKind", "EmbedderKind", "EntryKind", "FFNKind", "HeadKind", "KINDS", "Kind", "LOGITS",
+    "Output", "ROLES", "ROLE_BASES", "of_role", "register", "unregister",
+]
 if TYPE_CHECKING:
     from .layout import Tokens
 

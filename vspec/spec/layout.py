@@ -14,6 +14,9 @@ from attrs import frozen
 
 from .._moved import moved as _moved
 
+__all__ = [
+    "Assembly", "StageLayout", "StateShape", "Tokens", "assemble", "embedded", "layout", "received", "state_layout",
+]
 if TYPE_CHECKING:
     from .model import Model
 

@@ -15,6 +15,7 @@ from .model import KINDS, SHORTHAND, Model
 from .serialize import WRITTEN_WHEN_SET, converter, from_dict, from_json, from_toml, to_dict
 from .weights import Weights, check_table
 
+__all__ = ["SUFFIXES", "load_weights_table", "override", "parse_assignment", "parse_value", "read_spec"]
 SUFFIXES = (".py", ".json", ".toml")
 
 

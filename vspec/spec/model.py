@@ -15,8 +15,9 @@ from .kinds import KINDS, ROLES, BlockKind, EmbedderKind, EntryKind, HeadKind, o
 from .layout import embedded, layout, received
 from .vit import ClassTokenHead, PatchEmbed
 
-POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
-INITS = ("timm", "torch")
+__all__ = ["Model", "SHORTHAND", "Stage"]
+_POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
+_INITS = ("timm", "torch")
 
 
 def _tuple(value: Any) -> Any:
@@ -110,12 +111,12 @@ class Model:
     in_chans: int = field(default=3, validator=check(int, ge=1))
     class_token: bool = field(default=True, validator=check(bool))
     pos_embed: Literal["none", "learned", "sincos1d", "sincos2d"] = field(
-        default="learned", validator=check(str, choices=POS_EMBEDS)
+        default="learned", validator=check(str, choices=_POS_EMBEDS)
     )
     final_norm: bool = field(default=True, validator=check(bool))
     head: HeadKind = field(default=ClassTokenHead(), validator=of_role(HeadKind))
     drop_path: float = field(default=0.0, validator=check(float, ge=0, lt=1))
-    init: Literal["timm", "torch"] = field(default="timm", validator=check(str, choices=INITS))
+    init: Literal["timm", "torch"] = field(default="timm", validator=check(str, choices=_INITS))
     causal: bool = field(default=False, validator=check(bool))
     dynamic_img_size: bool = field(default=False, validator=check(bool))
     attention_maps: bool = field(default=False, validator=check(bool))

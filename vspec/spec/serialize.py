@@ -22,6 +22,10 @@ from .kinds import ROLE_BASES, ROLES, Kind
 from .migrate import VERSION, upgrade
 from .model import SHORTHAND, Model, Stage
 
+__all__ = [
+    "WRITTEN_WHEN_SET", "converter", "first_difference", "from_dict", "from_json", "from_toml", "to_dict", "to_json",
+    "to_toml",
+]
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -157,7 +161,7 @@ def _structure_tuple(value: Any, t: Any) -> Any:
 
 # Fields added after format 2 that are written only when set: a file of a model that leaves them at their default
 # stays what earlier releases wrote and read (they refuse unknown keys). By class name; Model's own below.
-FIELDS_WRITTEN_WHEN_SET = {("DenseAux", "mix_token"): False}
+_FIELDS_WRITTEN_WHEN_SET = {("DenseAux", "mix_token"): False}
 
 
 def _unstructure_attrs(obj: Any) -> dict[str, Any]:
@@ -165,7 +169,7 @@ def _unstructure_attrs(obj: Any) -> dict[str, Any]:
     out = {"kind": tag} if tag is not None else {}
     for f in attrs.fields(type(obj)):
         value, key = getattr(obj, f.name), (type(obj).__name__, f.name)
-        if key not in FIELDS_WRITTEN_WHEN_SET or value is not FIELDS_WRITTEN_WHEN_SET[key]:
+        if key not in _FIELDS_WRITTEN_WHEN_SET or value is not _FIELDS_WRITTEN_WHEN_SET[key]:
             out[f.name] = converter.unstructure(value)
     return out
 

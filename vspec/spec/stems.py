@@ -8,6 +8,8 @@ from attrs import field, frozen
 from .core import SpecError, check, check_size
 from .vit import Patchify
 
+__all__ = ["ConvStem"]
+
 
 @frozen
 class ConvStem(Patchify):

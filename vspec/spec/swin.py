@@ -10,7 +10,8 @@ from .kinds import EntryKind
 from .layout import Tokens
 from .vit import ZERO_GRADIENTS, MultiHead, Norm
 
-SWIN_NORM = Norm(eps=1e-5)  # torch's LayerNorm default, as Swin uses
+__all__ = ["PatchMerging", "WindowMHSA"]
+_SWIN_NORM = Norm(eps=1e-5)  # torch's LayerNorm default, as Swin uses
 
 
 @frozen
@@ -77,7 +78,7 @@ class PatchMerging(EntryKind):
     kind: ClassVar[str] = "patch_merging"
     needs_grid: ClassVar[bool] = True  # 2x2 neighbours on the image grid
     stride: ClassVar[int] = 2
-    norm: Norm = field(default=SWIN_NORM, validator=check(Norm))
+    norm: Norm = field(default=_SWIN_NORM, validator=check(Norm))
     bias: bool = field(default=False, validator=check(bool))
 
     def output(self, tokens: Tokens, dim: int) -> Tokens:

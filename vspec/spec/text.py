@@ -15,8 +15,8 @@ from .kinds import EmbedderKind, HeadKind
 from .layout import Tokens
 from .vit import Norm
 
-__all__ = ["FirstTokenHead", "LastTokenHead", "TokenEmbed"]
-POOLER_ACTS = ("tanh", "gelu")
+__all__ = ["FirstTokenHead", "LastTokenHead", "TokenEmbed", "TokenHead"]
+_POOLER_ACTS = ("tanh", "gelu")
 
 
 @frozen
@@ -85,7 +85,7 @@ class FirstTokenHead(TokenHead):
 
     kind: ClassVar[str] = "first_token"
     pooler: Literal["tanh", "gelu"] | None = field(default=None,
-                                                    validator=check(str, choices=POOLER_ACTS, optional=True))
+                                                    validator=check(str, choices=_POOLER_ACTS, optional=True))
     drop_in: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
 

@@ -14,6 +14,8 @@ import attrs
 
 from .core import show
 
+__all__ = ["ConfigError", "Is", "OneOf", "Range", "floats", "ints", "rule"]
+
 
 class ConfigError(ValueError):
     """A training configuration's field holds a value it cannot take; `field` names it, `message` the rule."""
@@ -78,10 +80,24 @@ class Range:
 
 
 def ints(low: int, high: int | None = None, **kw) -> Range:
+    """A `Range` of ints from `low` to `high` (inclusive unless `open_low` / `open_high`).
+
+    Args:
+        low: the least value.
+        high: the greatest value; None for no bound above.
+        **kw: the other fields of `Range` (open_low, open_high, optional, label, ...).
+    """
     return Range(int, low, high, **kw)
 
 
 def floats(low: float, high: float | None = None, **kw) -> Range:
+    """A `Range` of finite numbers from `low` to `high` (inclusive unless `open_low` / `open_high`).
+
+    Args:
+        low: the least value.
+        high: the greatest value; None for no bound above.
+        **kw: the other fields of `Range` (open_low, open_high, optional, finite, float32, ...).
+    """
     return Range(float, low, high, **kw)
 
 

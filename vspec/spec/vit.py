@@ -10,8 +10,13 @@ from .core import MAX_SIZE, SpecError, check, check_eps, check_size, show
 from .kinds import LOGITS, AttentionKind, EmbedderKind, FFNKind, HeadKind, Output  # noqa: F401 - Output, re-exported
 from .layout import Tokens
 
-NORM_KINDS = ("layernorm", "batchnorm", "none")
-ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
+__all__ = [
+    "ClassTokenHead", "DenseAux", "GAPHead", "MHSA", "MLP", "MultiHead", "Norm", "Output", "PROJECTION_ROLES",
+    "PatchEmbed", "Patchify", "Projections", "SimplePatchEmbed", "UNPROBED_ROLES", "ZERO_GRADIENTS", "check_hidden",
+    "role_widths",
+]
+_NORM_KINDS = ("layernorm", "batchnorm", "none")
+_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 
 
 @frozen
@@ -20,7 +25,7 @@ class Norm:
     batch and all positions) | none (the identity). Used by every component that normalises."""
 
     kind: Literal["layernorm", "batchnorm", "none"] = field(default="layernorm",
-                                                           validator=check(str, choices=NORM_KINDS))
+                                                           validator=check(str, choices=_NORM_KINDS))
     eps: float = field(default=1e-6, validator=check_eps)
 
 
@@ -65,8 +70,8 @@ class SimplePatchEmbed(Patchify):
 # QUERY, KEY, VALUE and PROBE project x, WEIGHT projects the heads' output back. PROBE is MSF's own.
 PROJECTION_ROLES = "QKVPW"
 UNPROBED_ROLES = PROJECTION_ROLES.replace("P", "")  # QKVW: the original attention's
-ROLE_NAMES = dict(zip(PROJECTION_ROLES, ("QUERY", "KEY", "VALUE", "PROBE", "WEIGHT")))
-GROUPINGS = ("interleaved", "block")
+_ROLE_NAMES = dict(zip(PROJECTION_ROLES, ("QUERY", "KEY", "VALUE", "PROBE", "WEIGHT")))
+_GROUPINGS = ("interleaved", "block")
 
 
 @frozen
@@ -88,7 +93,7 @@ class Projections:
 
     roles: str | None = field(default=None, validator=check(str, optional=True))
     groups: int = field(default=1, validator=check(int, ge=1))
-    grouping: Literal["interleaved", "block"] = field(default="interleaved", validator=check(str, choices=GROUPINGS))
+    grouping: Literal["interleaved", "block"] = field(default="interleaved", validator=check(str, choices=_GROUPINGS))
 
     def __attrs_post_init__(self):
         roles = self.roles
@@ -99,7 +104,7 @@ class Projections:
         names = PROJECTION_ROLES if len(roles) == len(PROJECTION_ROLES) else UNPROBED_ROLES
         for i, (name, letter) in enumerate(zip(names, roles)):
             if letter != name and letter not in roles[:i]:
-                raise SpecError("Projections.roles", f"{ROLE_NAMES[name]} (letter {i + 1} of {roles!r}) uses "
+                raise SpecError("Projections.roles", f"{_ROLE_NAMES[name]} (letter {i + 1} of {roles!r}) uses "
                                 f"{letter!r}: a role uses its own letter {name!r} or an earlier role's")
 
     def letters(self, names: str) -> str:
@@ -132,7 +137,7 @@ def role_widths(roles: str, inner: int, probe: int | None = None) -> dict[str, i
 ZERO_GRADIENTS = "the query and key weights would only ever get zero gradients"
 
 
-def check_heads(heads: int, head_dim: int | None, dim: int) -> None:
+def _check_heads(heads: int, head_dim: int | None, dim: int) -> None:
     if head_dim is None and dim % heads:
         raise SpecError("heads", f"{heads} does not divide dim {dim} "
                                  "(set attention.head_dim to use an inner width other than dim)")
@@ -176,7 +181,7 @@ class MultiHead(AttentionKind):
         return role_widths(self.roles, self.inner_dim(dim), self.probe_width(dim))
 
     def check(self, tokens: Tokens) -> None:
-        check_heads(self.heads, self.head_dim, tokens.dim)
+        _check_heads(self.heads, self.head_dim, tokens.dim)
         check_size("head_dim" if self.head_dim else "heads", self.inner_dim(tokens.dim),
                    f"the inner width heads x head_dim = {self.heads} x {self.head_dim or tokens.dim // self.heads}")
         if self.projections is not None:
@@ -230,7 +235,8 @@ class MLP(FFNKind):
     any_grid: ClassVar[bool] = True
     hidden: int | None = field(default=None, validator=check(int, ge=1, optional=True))
     ratio: float = field(default=4.0, validator=check(float, gt=0))
-    act: Literal["gelu", "gelu_tanh", "relu", "silu"] = field(default="gelu", validator=check(str, choices=ACTIVATIONS))
+    act: Literal["gelu", "gelu_tanh", "relu", "silu"] = field(default="gelu",
+                                                               validator=check(str, choices=_ACTIVATIONS))
     bias: bool = field(default=True, validator=check(bool))
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     layer_scale: float | None = field(default=None, validator=check(float, gt=0, optional=True))

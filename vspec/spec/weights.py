@@ -23,6 +23,11 @@ from attrs import field, frozen
 
 from .core import SpecError, check
 
+__all__ = [
+    "CONVERTERS", "CROP_PCT", "DEFAULT_CROP_PCT", "Hub", "IMAGENET_MEAN", "IMAGENET_STD", "INCEPTION_MEAN",
+    "INCEPTION_STD", "INPUTS", "INTERPOLATIONS", "Manual", "Preprocess", "Url", "Weights", "check_table", "inputs_cfg",
+    "requested",
+]
 CONVERTERS = ("timm", "hf")  # besides a family's released converter (`vspec.convert.official()`)
 HEX = frozenset("0123456789abcdef")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # timm's IMAGENET_DEFAULT_*
