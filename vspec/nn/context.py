@@ -8,6 +8,8 @@ from torch import nn
 
 from ..spec import Tokens
 
+__all__ = ["BuildContext"]
+
 
 @dataclass(frozen=True)
 class BuildContext:

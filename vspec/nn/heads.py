@@ -35,6 +35,8 @@ from .token_losses import cos_reg_term, relabel_cross_entropy, relabel_pooled_cr
 if TYPE_CHECKING:
     from .mix_token import TokenBox
 
+__all__ = ["HeadOutput", "as_outputs", "head_loss", "last_real", "last_real_token"]
+
 
 class HeadOutput(NamedTuple):
     """One training output of a head: its logits and its declaration (`vspec.spec.Output`'s fields); `box`, on a

@@ -9,6 +9,8 @@ import torch
 
 from .. import spec as specs
 
+__all__ = ["ImageInputs", "TokenInputs", "inputs_of"]
+
 
 class ImageInputs:
     """Images (B, in_chans, H, W) at the spec's img_size, or with `dynamic_img_size` at any size the patch

@@ -9,6 +9,11 @@ from ..ops.precision import sdpa
 from ..spec import Norm, Projections
 from ..spec.vit import role_widths
 
+__all__ = [
+    "AttentionCore", "AttentionCoreBase", "BatchNormTokens", "Component", "DropPath", "LayerNorm2d", "LayerScale",
+    "Linear", "ProjectedAttention", "RoleMatrix", "RoleProjections", "make_norm", "masked_mean", "maybe", "sdpa_masks",
+]
+
 
 class Component(nn.Module):
     """What a component module may declare: `no_weight_decay_names`, its parameters that weight decay must

@@ -16,6 +16,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+__all__ = ["BoxDraw", "TokenBox", "draw_box", "released_draw_box", "swap_box"]
+
 
 class TokenBox(NamedTuple):
     """Rows r1:r2 and columns c1:c2 of a `grid` (Hp, Wp) of tokens in raster order: the box MixToken swapped."""

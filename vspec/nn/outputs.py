@@ -9,7 +9,8 @@ from collections.abc import Mapping
 import torch
 import torch.nn.functional as F
 
-FIELDS = ("loss", "logits", "hidden_states")
+__all__ = ["ModelOutput", "hf_output", "sequence_loss"]
+_FIELDS = ("loss", "logits", "hidden_states")
 
 
 class ModelOutput(OrderedDict):
@@ -21,22 +22,22 @@ class ModelOutput(OrderedDict):
     def __init__(self, loss: torch.Tensor | None = None, logits: torch.Tensor | None = None,
                  hidden_states: tuple[torch.Tensor, ...] | None = None):
         super().__init__()
-        items = zip(FIELDS, (loss, logits, hidden_states))
+        items = zip(_FIELDS, (loss, logits, hidden_states))
         if logits is None and hidden_states is None and loss is not None and not isinstance(loss, torch.Tensor):
             items = loss.items() if isinstance(loss, Mapping) else loss
         for key, value in items:
-            if key not in FIELDS:
-                raise KeyError(f"{type(self).__name__}: fields are {', '.join(FIELDS)}, not {key!r}")
+            if key not in _FIELDS:
+                raise KeyError(f"{type(self).__name__}: fields are {', '.join(_FIELDS)}, not {key!r}")
             self[key] = value
 
     def __getattr__(self, name: str):
-        if name in FIELDS:
+        if name in _FIELDS:
             return self.get(name)
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     def __setattr__(self, name: str, value) -> None:
-        if name not in FIELDS:
-            raise AttributeError(f"{type(self).__name__}: fields are {', '.join(FIELDS)}, not {name!r}")
+        if name not in _FIELDS:
+            raise AttributeError(f"{type(self).__name__}: fields are {', '.join(_FIELDS)}, not {name!r}")
         self[name] = value
 
     def __setitem__(self, key, value) -> None:

@@ -15,6 +15,8 @@ from .. import spec as specs
 from ..ops import fast
 from .context import BuildContext
 
+__all__ = ["ConvStem", "bn_affine", "on_running_stats"]
+
 
 def bn_affine(bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
     """(s, c) with bn(x) = s x + c per channel, from the running statistics (eval)."""
@@ -23,6 +25,12 @@ def bn_affine(bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def on_running_stats(bns) -> bool:
+    """Whether every BatchNorm of `bns` normalises with its running statistics (eval mode, statistics tracked): then
+    it is the affine map `bn_affine` gives, and a fast path may fold it.
+
+    Args:
+        bns: the BatchNorm modules.
+    """
     return all(not bn.training and bn.running_mean is not None for bn in bns)
 
 

@@ -11,6 +11,8 @@ from ..ops import fast, permute_tokens, relative_position_index, shift_mask, win
 from .context import BuildContext
 from .layers import AttentionCore, Linear, ProjectedAttention, make_norm
 
+__all__ = ["BiasedAttentionCore", "PatchMerging", "WindowMHSA"]
+
 
 class BiasedAttentionCore(AttentionCore):
     """The attention core with a learnable float mask (the relative position bias). Through SDPA, but

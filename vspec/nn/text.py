@@ -11,6 +11,8 @@ from .heads import last_real_token
 from .layers import Linear, make_norm, maybe
 from .vit import PoolHead
 
+__all__ = ["FirstTokenHead", "LastTokenHead", "TokenEmbed"]
+
 
 class TokenEmbed(nn.Module):
     """input_ids (B, L) [, token_type_ids, position_ids (B, L)] -> tokens (B, L, dim): word + position [+ token

@@ -8,6 +8,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+__all__ = [
+    "N_COMN", "cos_reg_term", "relabel_cross_entropy", "relabel_pooled_cross_entropy", "soft_cross_entropy",
+    "soft_target_ce_cos_reg",
+]
 # the released yamls' cos_reg_component: the cos term compares maps i and i + 1 for i < n_comn
 N_COMN = 12
 

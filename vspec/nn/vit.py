@@ -14,8 +14,13 @@ from .heads import HeadOutput
 from .layers import AttentionCore, LayerScale, Linear, ProjectedAttention, make_norm, masked_mean, maybe, sdpa_masks
 from .mix_token import TokenBox, swap_box
 
+__all__ = ["ClassTokenHead", "GAPHead", "MHSA", "MLP", "PatchEmbed", "PoolHead", "SimplePatchEmbed"]
+
 
 class PatchEmbed(nn.Module):
+    """ViT's patch embedding: a conv of kernel and stride `patch_size` (one linear map per patch), the patches in
+    raster order as tokens, then the optional norm: (B, C, H, W) -> (B, N, dim)."""
+
     def __init__(self, spec: specs.PatchEmbed, ctx: BuildContext):
         super().__init__()
         p = spec.patch_size
@@ -27,6 +32,9 @@ class PatchEmbed(nn.Module):
 
 
 class SimplePatchEmbed(nn.Module):
+    """The simple ViT's patch embedding: each patch flattened (p1 p2 c), norm, linear, norm: (B, C, H, W) ->
+    (B, N, dim)."""
+
     def __init__(self, spec: specs.SimplePatchEmbed, ctx: BuildContext):
         super().__init__()
         self.p = spec.patch_size
@@ -59,6 +67,8 @@ class MHSA(ProjectedAttention):
 
 
 class MLP(nn.Module):
+    """The feed-forward branch: fc1 -> act -> dropout (`hidden_drop`) -> fc2 -> the optional layer scale -> dropout."""
+
     def __init__(self, spec: specs.MLP, ctx: BuildContext):
         super().__init__()
         hidden = spec.hidden_dim(ctx.dim)
@@ -145,6 +155,8 @@ class ClassTokenHead(PoolHead):
 
 
 class GAPHead(PoolHead):
+    """The mean of the tokens after the prefix tokens (the real ones under a padding mask), norm, dropout, fc."""
+
     def __init__(self, spec: specs.GAPHead, ctx: BuildContext):
         super().__init__(ctx, spec.drop)
         self.num_prefix_tokens = ctx.num_prefix_tokens

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+__all__ = ["autocast_on", "float32", "sdpa"]
 _HALF = (torch.bfloat16, torch.float16)
 # torch 2.14's CPU flash attention packs bfloat16 for AMX whenever the CPU has it, with a function built for
 # AVX-512 only: under AVX2 (or default) kernels on an AMX CPU (ATEN_CPU_CAPABILITY=avx2 on a Xeon with AMX) it

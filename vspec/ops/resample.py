@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange
 
+__all__ = ["resample_bias_table", "resample_pos_embed"]
+
 
 def _bicubic(grid: torch.Tensor, size: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
     """(1, c, h, w) -> (1, c, *size) bicubic (align_corners false, no antialias), in float32 at least, as `dtype`."""

@@ -4,6 +4,8 @@ module."""
 
 import torch
 
+__all__ = ["permute_tokens", "relative_position_index", "shift_mask", "window_order"]
+
 
 def relative_position_index(wh: int, ww: int) -> torch.Tensor:
     """(n, n) with n = wh * ww: for query i and key j of a window (raster order), the row of the

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from . import fast
 from .precision import autocast_on
 
+__all__ = ["ACTIVATIONS", "ONEDNN_WINS", "SHORT_K", "grouped_linear", "linear", "sincos_1d", "sincos_2d", "structured"]
 _ONEDNN = fast.private_op("mkldnn", "_linear_pointwise") if torch.backends.mkldnn.is_available() else None
 
 

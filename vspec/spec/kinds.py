@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 from .._moved import moved as _moved
 from .core import SpecError
 
+if TYPE_CHECKING:
+    from .layout import Tokens
+
 __all__ = [
     "AttentionKind", "BlockKind", "EmbedderKind", "EntryKind", "FFNKind", "HeadKind", "KINDS", "Kind", "LOGITS",
     "Output", "ROLES", "ROLE_BASES", "of_role", "register", "unregister",
 ]
-if TYPE_CHECKING:
-    from .layout import Tokens
 
 KINDS: dict[str, type] = {}  # kind tag -> class, every role
 ROLES: dict[str, tuple[type, ...]] = {}  # role -> its kinds, in the order they were defined

@@ -14,11 +14,12 @@ from attrs import frozen
 
 from .._moved import moved as _moved
 
+if TYPE_CHECKING:
+    from .model import Model
+
 __all__ = [
     "Assembly", "StageLayout", "StateShape", "Tokens", "assemble", "embedded", "layout", "received", "state_layout",
 ]
-if TYPE_CHECKING:
-    from .model import Model
 
 
 @frozen
