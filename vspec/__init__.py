@@ -28,7 +28,7 @@ _LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.
          "register_family": "vspec.spec.families", "fit": "vspec.fitting", "list_models": "vspec.spec.catalogue",
          "head_loss": "vspec.nn.heads", "register_timm": "vspec.factory", "register_hf": "vspec.hf"}
 
-__all__ = [*_spec_all, *_LAZY]
+__all__ = sorted([*_spec_all, *_LAZY])
 
 
 def __getattr__(name: str):

@@ -22,6 +22,8 @@ from .extras import needs
 from .spec import families
 from .spec.paper import Analysis
 
+__all__ = ["AnalysisError", "Figure", "InputError", "Inputs", "analyses", "nonfinite_result", "pyplot", "run"]
+
 
 class AnalysisError(Exception):
     """An analysis that does not apply to this model (the reason in one line)."""

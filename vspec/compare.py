@@ -50,10 +50,14 @@ from .train.data import registry
 from .train.data.registry import names
 from .train.text import run_tokenizer
 
+__all__ = [
+    "ALPHA", "FILES", "MAX_GRID", "command_line", "compare", "cpu_name", "data_info", "load_specs", "noise", "plot",
+    "say_err", "spread", "table", "throughput", "train_seeds", "welch",
+]
 FILES = ("compare.json", "compare.png")
 MAX_GRID = 100  # grid points (specs x --grid's combinations) by default: each is trained once per seed
-THROUGHPUT = {"batch": 64, "warmup": 3, "iterations": 10}
-TOKEN_LABELED = "+tl"  # --token-labels: the row of a spec trained on them
+_THROUGHPUT = {"batch": 64, "warmup": 3, "iterations": 10}
+_TOKEN_LABELED = "+tl"  # --token-labels: the row of a spec trained on them
 ALPHA = 0.05  # Welch's test: a difference with p below it is told apart from the seed noise
 
 
@@ -94,7 +98,7 @@ def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float] | None:
     return {"t": float(test.statistic), "df": float(test.df), "p": float(test.pvalue)}
 
 
-def grid_points(paths: Sequence[str | Path], grid: dict[str, list] | None, max_points: int = MAX_GRID) -> int:
+def _grid_points(paths: Sequence[str | Path], grid: dict[str, list] | None, max_points: int = MAX_GRID) -> int:
     """How many specs `grid` makes of `paths` (counted, nothing loaded); ValueError past `max_points` or for a
     value that is not a finite number."""
     for key, values in (grid or {}).items():
@@ -112,9 +116,9 @@ def grid_points(paths: Sequence[str | Path], grid: dict[str, list] | None, max_p
 def load_specs(paths: Sequence[str | Path], grid: dict[str, list] | None = None,
                text: bool = False, max_points: int = MAX_GRID) -> dict[str, tuple[Path, Model]]:
     """name (the file's stem; with `grid`, stem[k=v,...] per combination) -> (path, spec); a grid of more than
-    `max_points` specs (`grid_points`: counted before any spec is loaded), two files with one name, or a body of
+    `max_points` specs (`_grid_points`: counted before any spec is loaded), two files with one name, or a body of
     the other modality than the data's (`text`), are refused."""
-    grid_points(paths, grid, max_points)
+    _grid_points(paths, grid, max_points)
     specs: dict[str, tuple[Path, Model]] = {}
     for path in map(Path, paths):
         spec = load_spec(path)
@@ -132,10 +136,10 @@ def load_specs(paths: Sequence[str | Path], grid: dict[str, list] | None = None,
     return specs
 
 
-def check_searches(specs: dict[str, tuple[Path, Model]], what: str, to: object, vary: Sequence[str] | None,
+def _check_searches(specs: dict[str, tuple[Path, Model]], what: str, to: object, vary: Sequence[str] | None,
                    max_candidates: int) -> None:
     """ValueError, before anything is profiled, for a --match search past `max_candidates` (`fitting.check_search`)
-    of a spec that `match_budget` fits (every one but the first, or every one with `to`)."""
+    of a spec that `_match_budget` fits (every one but the first, or every one with `to`)."""
     for i, (name, (_, spec)) in enumerate(specs.items()):
         if to is not None or i:
             try:
@@ -144,12 +148,12 @@ def check_searches(specs: dict[str, tuple[Path, Model]], what: str, to: object, 
                 raise ValueError(printable(f"--match {what}: {name}: {e}")) from None
 
 
-def match_budget(specs: dict[str, tuple[Path, Model]], what: str, to: Model | None, vary: Sequence[str] | None,
+def _match_budget(specs: dict[str, tuple[Path, Model]], what: str, to: Model | None, vary: Sequence[str] | None,
                  tolerance: float, say: Callable[[str], None],
                  max_candidates: int | None = None) -> dict[str, dict[str, Any]]:
     """Fits every spec but the reference (`to`, else the first) to the reference's `what` (macs | params) in place
     (each search at most `max_candidates`, default fitting.MAX_CANDIDATES: `fit` refuses a larger one before
-    profiling it; `compare` checks them all first, `check_searches`); returns, per spec, its original counts, the
+    profiling it; `compare` checks them all first, `_check_searches`); returns, per spec, its original counts, the
     fitted field values (none for the reference) and its deviation."""
     from .profiler import profile  # torch
 
@@ -176,8 +180,8 @@ def match_budget(specs: dict[str, tuple[Path, Model]], what: str, to: Model | No
     return matched
 
 
-def throughput(spec: Model, batch: int = THROUGHPUT["batch"], warmup: int = THROUGHPUT["warmup"],
-               iterations: int = THROUGHPUT["iterations"], device: str = "cpu") -> float:
+def throughput(spec: Model, batch: int = _THROUGHPUT["batch"], warmup: int = _THROUGHPUT["warmup"],
+               iterations: int = _THROUGHPUT["iterations"], device: str = "cpu") -> float:
     """Samples per second of an eval-mode forward pass on `device`: `batch` random images (or token ids) under
     no_grad, `warmup` passes untimed, then `batch` / the median time of `iterations` passes (the median: other
     processes on the machine slow some passes; synchronised on CUDA)."""
@@ -257,7 +261,7 @@ def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None
     return {"name": data, "train": len(train_ds), "val": len(val_ds), "classes": classes, "metric": "val_top1"}
 
 
-METRICS = {"val_top1": "val top-1 (%)"}  # the others are named by the task's metric: val accuracy, val mcc, ...
+_METRICS = {"val_top1": "val top-1 (%)"}  # the others are named by the task's metric: val accuracy, val mcc, ...
 
 
 def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], recipe, out: Path,
@@ -297,7 +301,7 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
             raise ValueError(f"--grid {', '.join(sorted(searched & set(grid)))} is also what --match varies "
                              f"({', '.join(sorted(searched))}): vary other fields (--vary) or grid others")
     if match:  # the searches' sizes, before the data is read or anything profiled
-        check_searches(specs, match, to, vary, max_candidates or MAX_CANDIDATES)
+        _check_searches(specs, match, to, vary, max_candidates or MAX_CANDIDATES)
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device here")
     info = data_info(data, next(iter(specs.values()))[1], data_dir=data_dir, task=task, specs=specs, out=out)
@@ -312,9 +316,9 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     if reference is not None and reference.embedder.text != text:
         raise ValueError(f"--to {to}: a {'text body' if reference.embedder.text else 'image model'}; the compared "
                          f"specs are {'text bodies' if text else 'image models'}")
-    matched = match_budget(specs, match, reference, vary, tolerance, say, max_candidates) if match else None
+    matched = _match_budget(specs, match, reference, vary, tolerance, say, max_candidates) if match else None
     for name, (path, spec) in specs.items():  # every spec's size, before any run
-        check_fit(spec, max(recipe.batch_size, THROUGHPUT["batch"]), f"{path}: training it")
+        check_fit(spec, max(recipe.batch_size, _THROUGHPUT["batch"]), f"{path}: training it")
     try:  # the folders every run writes into
         (out / "runs").mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -329,8 +333,8 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
             raise ValueError(f"--token-labels: label maps of images; {data} holds texts")
         for name, (path, spec) in list(specs.items()):
             token_grid(spec)  # a head that cannot take them, refused before any run
-            labelled[f"{name}{TOKEN_LABELED}"] = name
-            specs[f"{name}{TOKEN_LABELED}"] = (path, spec)
+            labelled[f"{name}{_TOKEN_LABELED}"] = name
+            specs[f"{name}{_TOKEN_LABELED}"] = (path, spec)
         with_labels = attrs.evolve(data_config, token_labels=str(token_labels))
 
     def train(name: str, seed: int) -> float:
@@ -358,13 +362,13 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
                      **({"matched": matched[name]} if matched else {})})
     result = {
         "command": command, "data": info, "recipe": {"name": recipe_name, **attrs.asdict(recipe)}, "seeds": list(seeds),
-        "metric": metric, "metric_name": METRICS.get(metric, metric.replace("_", " ")),
+        "metric": metric, "metric_name": _METRICS.get(metric, metric.replace("_", " ")),
         "noise_test": f"Welch's t-test (unequal variances) of the best spec's mean against each other's over the "
                       f"seeds, two-sided; distinguishable when p < {ALPHA}",
         "match": None if not match else {"what": match, "to": str(to) if to else rows[0]["name"],
                                          "vary": list(vary or ["dim", "depth"]), "tolerance": tolerance},
         "grid": grid or None, "device": device,
-        "throughput": {**THROUGHPUT, "how": f"eval-mode forward of random inputs under no_grad on {device}; batch / "
+        "throughput": {**_THROUGHPUT, "how": f"eval-mode forward of random inputs under no_grad on {device}; batch / "
                                            f"median time of the timed passes"},
         "torch": torch.__version__, "python": platform.python_version(), "cpu": cpu_name(),
         "threads": torch.get_num_threads(), "load_average": [round(x, 2) for x in os.getloadavg()],
@@ -400,7 +404,7 @@ def table(result: dict[str, Any]) -> str:
     the specs were matched to a budget), samples/s, the metric's mean, std and min-max over the seeds, and the
     noise column: Welch's p against the best spec."""
     metric = _metric(result)
-    name = result.get("metric_name", METRICS.get(metric, metric))
+    name = result.get("metric_name", _METRICS.get(metric, metric))
     digits = 2 if metric == "val_top1" else 4
     matched = result.get("match")
     tests = noise(result)
@@ -444,7 +448,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
         label = r["name"] + (" (best)" if test is None and r["name"] == best else "")
         ax.annotate(label, (x, t["mean"]), textcoords="offset points", xytext=(6, 6), fontsize=9)
     d = result["data"]
-    ax.set(xlabel="MACs per sample (M)", ylabel=result.get("metric_name", METRICS.get(metric, metric)),
+    ax.set(xlabel="MACs per sample (M)", ylabel=result.get("metric_name", _METRICS.get(metric, metric)),
            title=f"{d.get('task', d['name'])} ({d['train']:,} / {d['val']:,}), {result['recipe']['epochs']} epochs, "
                  f"seeds {', '.join(map(str, result['seeds']))}")
     ax.grid(alpha=0.3)

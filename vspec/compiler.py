@@ -11,6 +11,7 @@ from . import spec as specs
 from .spec.budget import nbytes
 from .spec.core import one_line
 
+__all__ = ["MODULES", "build", "build_component", "check_fit", "context", "modules", "weights"]
 # spec class -> module class, the generic kinds'; every module takes (spec, ctx). The families' entries (their
 # `family.MODULES`, merged by vspec/spec/families.py, which reads them again when the families change) join them in
 # `modules()`; a kind defined by a user's code joins with one line, `MODULES[Kind] = Module`, which also replaces a

@@ -29,8 +29,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .ops.fast import fast_paths
 
+__all__ = [
+    "Checked", "ExportError", "TOLERANCE", "check", "example_inputs", "export", "export_onnx", "export_program",
+    "input_names", "run_onnx", "target", "tracing",
+]
 TOLERANCE = 1e-4  # max |exported - eager| that `vspec export --check` accepts (float32 logits)
-EXTRA = "pip install 'vspec[export]'"
+_EXTRA = "pip install 'vspec[export]'"
 
 
 class ExportError(RuntimeError):
@@ -107,7 +111,7 @@ def _onnx_packages(runtime: bool) -> None:
         try:
             __import__(name)
         except ImportError as e:
-            raise ExportError(f"ONNX export needs {name} ({e}); {EXTRA}") from None
+            raise ExportError(f"ONNX export needs {name} ({e}); {_EXTRA}") from None
 
 
 def export_onnx(model: nn.Module, path: str | Path, *, batch: int = 2, dynamic_batch: bool = True,
@@ -130,7 +134,7 @@ def export_onnx(model: nn.Module, path: str | Path, *, batch: int = 2, dynamic_b
     return path
 
 
-NO_ONNX = ("linalg_svd", "_linalg_svd", "linalg_eig", "linalg_eigh", "_linalg_eigh")  # no ONNX operator
+_NO_ONNX = ("linalg_svd", "_linalg_svd", "linalg_eig", "linalg_eigh", "_linalg_eigh")  # no ONNX operator
 
 
 def _refuse_decompositions(program: torch.export.ExportedProgram) -> None:
@@ -138,7 +142,7 @@ def _refuse_decompositions(program: torch.export.ExportedProgram) -> None:
     SVD) is named with the module that calls it, instead of torch.onnx's conversion failure."""
     for node in program.graph.nodes:
         name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
-        if node.op == "call_function" and name in NO_ONNX:
+        if node.op == "call_function" and name in _NO_ONNX:
             stack = node.meta.get("nn_module_stack") or {}
             where = next(reversed(stack.values()), ("the model", None))[0] if stack else "the model"
             raise ExportError(f"{where} calls {name.strip('_')} (torch.linalg), which ONNX has no operator for "

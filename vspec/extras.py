@@ -3,6 +3,7 @@ line a command or a function prints when a module of an extra is missing. Torch-
 
 from contextlib import contextmanager
 
+__all__ = ["EXTRAS", "missing_extra", "needs"]
 # top-level module -> the extra that installs it
 EXTRAS = {"timm": "train", "torchvision": "train", "sklearn": "train", "scipy": "train", "matplotlib": "train",
           "transformers": "text", "tokenizers": "text", "accelerate": "text",

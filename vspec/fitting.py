@@ -37,15 +37,20 @@ from .spec.core import printable, show
 from .spec.load import WRITTEN_WHEN_SET, parse_value
 from .spec.serialize import to_dict
 
-SUFFIXES = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+__all__ = [
+    "BLOCKS_PER_CANDIDATE", "Candidate", "DIM_STEP", "FitError", "FitResult", "FloatRange", "MAX_CANDIDATES",
+    "PART_COST", "WithValue", "axes", "check_search", "check_size", "default_vary", "deviation", "fit", "parse_amount",
+    "search_size", "size", "table", "write",
+]
+_SUFFIXES = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 DIM_STEP = 8
 # the largest search by default: every one-stage preset's default grid (at most 9,264 candidates: BERT-L, GPT-2 M)
 # is under it; on 2 cores a candidate whose block is cached costs 3-25 ms (Swin's: ~55 ms), a new block 17-150 ms
 MAX_CANDIDATES = 10_000
 PART_COST = 5  # a distinct block costs about five cached candidates: at most max_candidates // PART_COST of them
 BLOCKS_PER_CANDIDATE = 100  # each candidate walks its blocks (~0.01-0.03 ms each): a depth of 10,000 is no grid
-INT = re.compile(r"[+-]?[0-9]+")
-FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE)
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE)
 
 
 class FitError(ValueError):
@@ -58,6 +63,9 @@ class FitError(ValueError):
 
 @attrs.frozen
 class Candidate:
+    """One variant of the search: its varied fields' values (dotted field -> value), its parameter and MAC
+    counts, and its deviation from the target."""
+
     values: dict[str, Any]
     params: int
     macs: int
@@ -89,7 +97,7 @@ def parse_amount(text: str) -> float:
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)\s*", str(text))
     if not m:
         raise FitError(f"amount {show(text)}: expected a number with an optional K, M, G or T suffix, e.g. 4.6G")
-    value = float(m.group(1)) * SUFFIXES[m.group(2).upper()]
+    value = float(m.group(1)) * _SUFFIXES[m.group(2).upper()]
     if value <= 0:
         raise FitError(f"amount {show(text)}: must be > 0")
     return value
@@ -173,7 +181,7 @@ def size(values: Sequence) -> int:
 def _number(key: str, text: str, part: str, kind: type) -> Any:
     """One bound or step of LOW:HIGH[:STEP]: ASCII digits only (int() would take '١٢'), finite."""
     try:
-        if not (INT if kind is int else FLOAT).fullmatch(part.strip()):
+        if not (_INT if kind is int else _FLOAT).fullmatch(part.strip()):
             raise ValueError(part)
         value = kind(part)  # an int past Python's 4,300 digits: ValueError too
     except ValueError:
@@ -385,13 +393,13 @@ def fit(spec: Model | str | Path, *, macs: float | str | None = None, params: fl
     best, best_spec = found[order[0]]
     result = FitResult(best_spec, best, [found[i][0] for i in order], target, original, grid, tried, seconds)
     if abs(best.deviation) > tolerance:
-        raise FitError(f"no variant within {100 * tolerance:g} % of {describe(target)}: the nearest, "
+        raise FitError(f"no variant within {100 * tolerance:g} % of {_describe(target)}: the nearest, "
                        f"{_values_text(best.values)}, has {_counts_text(best)} ({100 * best.deviation:+.2f} %)",
                        result)
     return result
 
 
-def describe(target: dict[str, float]) -> str:
+def _describe(target: dict[str, float]) -> str:
     return " and ".join(f"{k}={_amount(v)}" for k, v in sorted(target.items(), reverse=True))
 
 
@@ -414,7 +422,7 @@ def table(result: FitResult, top: int = 10) -> str:
     """Markdown: the original, then the `top` nearest variants (the chosen one first)."""
     keys = list(result.axes)
     head = "| | " + " | ".join(keys) + " | params | MACs | deviation |"
-    lines = [(f"target {describe(result.target)}; {len(result.candidates)} valid of {result.tried} combinations, "
+    lines = [(f"target {_describe(result.target)}; {len(result.candidates)} valid of {result.tried} combinations, "
               f"profiled in {result.seconds:.2f} s ({result.rate:.0f} / s)"), "", head,
              "|" + "---|" * (len(keys) + 4)]
     rows = [("original", result.original)] + [("chosen" if i == 0 else str(i + 1), c)
@@ -435,7 +443,7 @@ def write(result: FitResult, path: Path, command: str = "") -> None:
         text = to_toml(result.spec)
     elif suffix == ".py":
         about = (f"{command or 'vspec.fit'}: {_values_text(result.best.values)}, {_counts_text(result.best)} "
-                 f"({100 * result.best.deviation:+.2f} % from {describe(result.target)})")
+                 f"({100 * result.best.deviation:+.2f} % from {_describe(result.target)})")
         text = ("".join(f"# {line}\n" for line in about.splitlines()) + "\nfrom vspec.spec import from_json\n\n"
                 f"SPEC = from_json({to_json(result.spec)!r})\n")
     else:

@@ -39,6 +39,10 @@ from .nn.layers import AttentionCoreBase
 from .ops.fast import fast_paths
 from .spec import Model, SpecError, families
 
+__all__ = [
+    "CONVENTIONS", "ComponentProfile", "FVCORE_HANDLES", "Profile", "Shape", "StageProfile", "norm_macs", "part_params",
+    "profile", "sdpa_macs",
+]
 with warnings.catch_warnings():  # fvcore imports torch.jit.script, which warns of its deprecation
     warnings.simplefilter("ignore", FutureWarning)
     from fvcore.nn import FlopCountAnalysis
@@ -65,13 +69,13 @@ def norm_macs(x: Shape, affine: bool, training: bool = True) -> int:
 
 
 # ---------------------------------------------------------------- fvcore (JIT trace) handles
-def jit_shape(value: Any) -> list[int] | None:
+def _jit_shape(value: Any) -> list[int] | None:
     """The sizes of a traced graph's tensor value, None where the trace does not know them all (a handle's input)."""
     return value.type().sizes() if value.isCompleteTensor() else None
 
 
 def _fv_sdpa(inputs: list[Any], outputs: list[Any]) -> int:
-    return sdpa_macs(jit_shape(inputs[0]), jit_shape(inputs[1]), jit_shape(inputs[2]))
+    return sdpa_macs(_jit_shape(inputs[0]), _jit_shape(inputs[1]), _jit_shape(inputs[2]))
 
 
 def _fv_zero(inputs: list[Any], outputs: list[Any]) -> int:
@@ -79,7 +83,7 @@ def _fv_zero(inputs: list[Any], outputs: list[Any]) -> int:
 
 
 # ops that cost 0 MACs by convention (elementwise, activations, softmax, reductions, data movement)
-ZERO_COST_OPS = (
+_ZERO_COST_OPS = (
     "aten::add", "aten::add_", "aten::sub", "aten::rsub", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
     "aten::neg", "aten::pow", "aten::sqrt", "aten::rsqrt", "aten::exp", "aten::log", "aten::sin", "aten::cos",
     "aten::abs", "aten::sign", "aten::reciprocal", "aten::gelu", "aten::silu", "aten::relu", "aten::relu6",
@@ -98,7 +102,7 @@ ZERO_COST_OPS = (
 # the generic ops' handles; a family adds its own ops' (`family.FVCORE_HANDLES`, vspec/spec/families.py)
 FVCORE_HANDLES: dict[str, Callable[[list[Any], list[Any]], int]] = {
     "aten::scaled_dot_product_attention": _fv_sdpa,
-    **{op: _fv_zero for op in ZERO_COST_OPS},
+    **{op: _fv_zero for op in _ZERO_COST_OPS},
 }
 
 
@@ -199,8 +203,8 @@ CONVENTIONS = {
     "no_attention_matmuls": "all but the attention matmuls (DHVT paper)",
     "no_norms": "all but the normalisation layers (MSF paper, Table 6)",
 }
-WEIGHT_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
-NORM_LAYERS = (nn.LayerNorm, nn.modules.batchnorm._BatchNorm)
+_WEIGHT_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+_NORM_LAYERS = (nn.LayerNorm, nn.modules.batchnorm._BatchNorm)
 
 
 @attrs.frozen
@@ -217,11 +221,11 @@ def _located(module: nn.Module, by_module: dict[str, int]) -> tuple[int, int, in
     """(MACs inside conv / linear layers, inside attention cores, inside norms) from per-module counts."""
     conv_linear = attention = norms = 0
     for name, m in module.named_modules():
-        if isinstance(m, WEIGHT_LAYERS):
+        if isinstance(m, _WEIGHT_LAYERS):
             conv_linear += by_module.get(name, 0)
         elif isinstance(m, AttentionCoreBase):
             attention += by_module.get(name, 0)
-        elif isinstance(m, NORM_LAYERS):
+        elif isinstance(m, _NORM_LAYERS):
             norms += by_module.get(name, 0)
     return conv_linear, attention, norms
 
@@ -264,7 +268,7 @@ class _WithState(nn.Module):
 def part_params(part) -> tuple[int, int, int]:
     """(total, trainable, in linear / conv weights) of a part, its extra parameters included."""
     params = [*part.module.parameters(), *part.extra]
-    weights = sum(m.weight.numel() for m in part.module.modules() if isinstance(m, WEIGHT_LAYERS))
+    weights = sum(m.weight.numel() for m in part.module.modules() if isinstance(m, _WEIGHT_LAYERS))
     return sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad), weights
 
 
