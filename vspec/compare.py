@@ -20,7 +20,8 @@ fits every spec but the reference (the first, or `to`) to the reference's MACs o
 
 Every spec sees the same fixed split of `data` (the dataset's own; independent of the seed; for text one
 tokenizer, trained once into OUT/tokenizer), and seed s gives every spec the same data order; s also seeds the
-weights. `train_seeds` and `spread` are shared with tools/text_demo.py.
+weights. `train_seeds` and `spread` are shared with tools/text_demo.py. The report (`spread`, `welch`, `noise`,
+`table`, `plot`) is vspec/compare_report.py's, re-exported here.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import Any
 
 import attrs
 
+from .compare_report import ALPHA, METRICS, noise, plot, spread, table, welch
 from .fitting import MAX_CANDIDATES, FitError, check_search, deviation, fit
 from .spec import Model, load_spec, override
 from .spec.core import printable
@@ -58,13 +60,6 @@ FILES = ("compare.json", "compare.png")
 MAX_GRID = 100  # grid points (specs x --grid's combinations) by default: each is trained once per seed
 _THROUGHPUT = {"batch": 64, "warmup": 3, "iterations": 10}
 _TOKEN_LABELED = "+tl"  # --token-labels: the row of a spec trained on them
-ALPHA = 0.05  # Welch's test: a difference with p below it is told apart from the seed noise
-
-
-def spread(values: Sequence[float]) -> dict[str, float]:
-    """mean, sample standard deviation (0 for one value), min and max."""
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return {"mean": statistics.fmean(values), "std": std, "min": min(values), "max": max(values)}
 
 
 def train_seeds(names: Sequence[str], seeds: Sequence[int], train: Callable[[str, int], float],
@@ -81,21 +76,6 @@ def train_seeds(names: Sequence[str], seeds: Sequence[int], train: Callable[[str
             scores.setdefault(name, []).append(train(name, seed))
             say(f"[{done}/{total}] {name} seed {seed}: {scores[name][-1]:.2f} % in {time.perf_counter() - t0:.0f} s")
     return scores
-
-
-def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float] | None:
-    """Welch's t-test of mean(a) - mean(b) (unequal variances; scipy's `ttest_ind(equal_var=False)`): t, the
-    Welch-Satterthwaite degrees of freedom and the two-sided p-value; None with fewer than two values on a side.
-    Equal values on both sides (no variance, where scipy's t is 0 / 0): p = 1 if the means are equal, else 0."""
-    from scipy.stats import ttest_ind  # extra
-
-    if len(a) < 2 or len(b) < 2:
-        return None
-    if statistics.variance(a) == statistics.variance(b) == 0:
-        diff = statistics.fmean(a) - statistics.fmean(b)
-        return {"t": None if diff else 0.0, "df": float(len(a) + len(b) - 2), "p": 0.0 if diff else 1.0}
-    test = ttest_ind(a, b, equal_var=False)
-    return {"t": float(test.statistic), "df": float(test.df), "p": float(test.pvalue)}
 
 
 def _grid_points(paths: Sequence[str | Path], grid: dict[str, list] | None, max_points: int = MAX_GRID) -> int:
@@ -261,30 +241,15 @@ def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None
     return {"name": data, "train": len(train_ds), "val": len(val_ds), "classes": classes, "metric": "val_top1"}
 
 
-_METRICS = {"val_top1": "val top-1 (%)"}  # the others are named by the task's metric: val accuracy, val mcc, ...
-
-
-def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], recipe, out: Path,
-            recipe_name: str = "compare", data_dir: str | None = None, task: str | None = None, command: str = "",
-            grid: dict[str, list] | None = None, match: str | None = None, to: str | Path | None = None,
-            vary: Sequence[str] | None = None, tolerance: float = 0.02, device: str = "cpu",
-            say: Callable[[str], None] = print, max_candidates: int | None = None,
-            token_labels: str | None = None) -> dict[str, Any]:
-    """Train every spec in `paths` (each expanded by `grid`; fitted to one budget with `match`) with every seed in
-    `seeds` (`recipe`, on `device`), then write OUT/compare.json and OUT/compare.png; returns the JSON's content.
-    With `token_labels` (a folder of label maps) every spec is trained twice: NAME without them, NAME+tl with.
-    `max_candidates` bounds the grid's points (default MAX_GRID) and each --match search (default
-    fitting.MAX_CANDIDATES), both counted before any spec is built or profiled. Raises ValueError (with DataError
-    and FitError) / SpecError for what cannot be done, before any training."""
+def _requested(paths: Sequence[str | Path], data: str, grid: dict[str, list] | None, match: str | None,
+               to: str | Path | None, vary: Sequence[str] | None, device: str,
+               max_candidates: int | None) -> tuple[bool, dict[str, tuple[Path, Model]]]:
+    """`compare`'s refusals before the data is read: the data set, --max-candidates, the specs and the grid,
+    --match, the searches' sizes, the device (in this order); whether the data is text, and the specs."""
     import torch  # torch
 
-    from .compiler import check_fit  # torch
-    from .profiler import profile  # torch
     from .train.data.registry import DataError  # torch
-    from .train.engine import run  # torch
-    from .train.token_labels.maps import token_grid  # torch
 
-    t0 = time.perf_counter()
     comparable = tuple(d.name for d in registry.table().values() if d.comparable)  # not synthetic's random labels
     if data not in comparable:
         raise DataError(f"--data: unknown {data!r}; expected one of {', '.join(comparable)}")
@@ -304,7 +269,15 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
         _check_searches(specs, match, to, vary, max_candidates or MAX_CANDIDATES)
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device here")
-    info = data_info(data, next(iter(specs.values()))[1], data_dir=data_dir, task=task, specs=specs, out=out)
+    return text, specs
+
+
+def _at_classes(specs: dict[str, tuple[Path, Model]], info: dict, recipe, data: str, to: str | Path | None,
+                text: bool) -> tuple[list[str], Model | None]:
+    """Every spec (in place) and the reference `to` at the data set's classes; the names of the specs changed, and
+    the reference. Refuses a batch larger than the training split and a reference of the other modality."""
+    from .train.data.registry import DataError  # torch
+
     classes = info["classes"]
     if recipe.batch_size > info["train"]:  # the engine drops the last partial batch: none would be left
         raise DataError(f"--batch-size {recipe.batch_size} is more than the {info['train']} training "
@@ -316,18 +289,28 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     if reference is not None and reference.embedder.text != text:
         raise ValueError(f"--to {to}: a {'text body' if reference.embedder.text else 'image model'}; the compared "
                          f"specs are {'text bodies' if text else 'image models'}")
-    matched = _match_budget(specs, match, reference, vary, tolerance, say, max_candidates) if match else None
+    return changed, reference
+
+
+def _check_room(specs: dict[str, tuple[Path, Model]], batch: int, out: Path) -> None:
+    """Every spec's size at the batch it trains and is timed with (`check_fit`), then the runs' folder, made."""
+    from .compiler import check_fit  # torch
+
     for name, (path, spec) in specs.items():  # every spec's size, before any run
-        check_fit(spec, max(recipe.batch_size, _THROUGHPUT["batch"]), f"{path}: training it")
+        check_fit(spec, max(batch, _THROUGHPUT["batch"]), f"{path}: training it")
     try:  # the folders every run writes into
         (out / "runs").mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ValueError(f"--out-dir {out}: cannot make {out / 'runs'} ({e.strerror or e})") from None
-    for name in changed:
-        say(f"note: {name}: {data} has {classes} classes; num_classes set to {classes}")
-    metric = info.pop("metric")
-    data_config = DataConfig(data, data_dir=data_dir, task=task, tokenizer=info.get("tokenizer"))
-    labelled = {}  # NAME+tl: trained on the token labels
+
+
+def _token_labelled(specs: dict[str, tuple[Path, Model]], token_labels: str | None, text: bool,
+                    data: str) -> dict[str, str]:
+    """With `token_labels`, every spec once more as NAME+tl (added to `specs`); {NAME+tl: NAME}. Refused for text
+    and for a head that cannot take them, before any run."""
+    from .train.token_labels.maps import token_grid  # torch
+
+    labelled = {}
     if token_labels is not None:
         if text:
             raise ValueError(f"--token-labels: label maps of images; {data} holds texts")
@@ -335,11 +318,18 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
             token_grid(spec)  # a head that cannot take them, refused before any run
             labelled[f"{name}{_TOKEN_LABELED}"] = name
             specs[f"{name}{_TOKEN_LABELED}"] = (path, spec)
-        with_labels = attrs.evolve(data_config, token_labels=str(token_labels))
+    return labelled
+
+
+def _train_all(specs: dict[str, tuple[Path, Model]], seeds: Sequence[int], recipe, data: dict[str, DataConfig],
+               out: Path, device: str, metric: str, say: Callable[[str], None]) -> tuple[dict, dict]:
+    """Train every spec (on its `data`) with every seed (`train_seeds`), the engine's stdout to stderr; per spec
+    its scores (a non-finite one counted as 0, with a note) and its runs' final records."""
+    from .train.engine import run  # torch
 
     def train(name: str, seed: int) -> float:
         with contextlib.redirect_stdout(sys.stderr):  # the engine's closing line too: stdout is the table's
-            final = run(TrainConfig(specs[name][1], recipe, with_labels if name in labelled else data_config,
+            final = run(TrainConfig(specs[name][1], recipe, data[name],
                                     RunConfig(out=out / "runs" / f"{name}-seed{seed}", seed=seed, device=device,
                                               log_interval=None, overwrite=True)))  # one progress line per epoch
         score = final[metric]
@@ -351,7 +341,14 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
         return score
 
     runs: dict[str, list[dict[str, Any]]] = {}
-    scores = train_seeds(list(specs), seeds, train, say)
+    return train_seeds(list(specs), seeds, train, say), runs
+
+
+def _rows(specs: dict[str, tuple[Path, Model]], scores: dict, runs: dict, labelled: dict[str, str],
+          token_labels: str | None, matched: dict | None, device: str) -> list[dict[str, Any]]:
+    """compare.json's row of each spec: its counts, throughput, scores and runs."""
+    from .profiler import profile  # torch
+
     rows = []
     for name, (path, spec) in specs.items():
         prof = profile(spec, crosscheck=False)
@@ -360,105 +357,79 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
                      "samples_per_s": throughput(spec, device=device), "scores": scores[name],
                      "score": spread(scores[name]), "runs": runs[name],
                      **({"matched": matched[name]} if matched else {})})
+    return rows
+
+
+def _environment(device: str) -> dict[str, Any]:
+    """compare.json's record of how throughput was timed and of the machine, torch and Python."""
+    import torch  # torch
+
+    return {"throughput": {**_THROUGHPUT, "how": f"eval-mode forward of random inputs under no_grad on {device}; "
+                                                 f"batch / median time of the timed passes"},
+            "torch": torch.__version__, "python": platform.python_version(), "cpu": cpu_name(),
+            "threads": torch.get_num_threads(), "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], recipe, out: Path,
+            recipe_name: str = "compare", data_dir: str | None = None, task: str | None = None, command: str = "",
+            grid: dict[str, list] | None = None, match: str | None = None, to: str | Path | None = None,
+            vary: Sequence[str] | None = None, tolerance: float = 0.02, device: str = "cpu",
+            say: Callable[[str], None] = print, max_candidates: int | None = None,
+            token_labels: str | None = None) -> dict[str, Any]:
+    """Train every spec in `paths` (each expanded by `grid`; fitted to one budget with `match`) with every seed in
+    `seeds`, then write OUT/compare.json and OUT/compare.png; returns the JSON's content. Raises ValueError (with
+    DataError and FitError) / SpecError for what cannot be done, before any training.
+
+    Args:
+        paths: the specs compared (files, presets, checkpoints); a row each, NAME[k=v,...] with `grid`.
+        data: the data set, one of the registry's comparable ones.
+        seeds: the seeds each spec is trained with (seed s: every spec's data order, and its weights).
+        recipe: the training recipe (a vspec.train.recipes Recipe), shared by every run.
+        out: the folder of compare.json, compare.png and each run's own, OUT/runs/NAME-seedS.
+        recipe_name: the recipe's name, recorded.
+        data_dir: where the data set is (None: its default place).
+        task: the text task of `data` (None: its default).
+        command: the command line, recorded.
+        grid: field -> values, each spec expanded into every combination (None: no grid).
+        match: "macs" or "params": every spec but the reference fitted to its count (None: none).
+        to: the reference spec of `match` (None: the first).
+        vary: the fields `match` varies (None: dim and depth).
+        tolerance: the relative deviation from the reference's count that `match` accepts.
+        device: where the runs train and the throughput is timed ("cpu", "cuda").
+        say: where progress lines and notes go.
+        max_candidates: bounds the grid's points and each search, counted before anything is built (None:
+            MAX_GRID and fitting.MAX_CANDIDATES).
+        token_labels: a folder of label maps: every spec trained twice, NAME without them, NAME+tl with.
+    """
+    t0 = time.perf_counter()
+    text, specs = _requested(paths, data, grid, match, to, vary, device, max_candidates)
+    info = data_info(data, next(iter(specs.values()))[1], data_dir=data_dir, task=task, specs=specs, out=out)
+    changed, reference = _at_classes(specs, info, recipe, data, to, text)
+    matched = _match_budget(specs, match, reference, vary, tolerance, say, max_candidates) if match else None
+    _check_room(specs, recipe.batch_size, out)
+    for name in changed:
+        say(f"note: {name}: {data} has {info['classes']} classes; num_classes set to {info['classes']}")
+    metric = info.pop("metric")
+    data_config = DataConfig(data, data_dir=data_dir, task=task, tokenizer=info.get("tokenizer"))
+    labelled = _token_labelled(specs, token_labels, text, data)  # NAME+tl: trained on the token labels
+    scores, runs = _train_all(specs, seeds, recipe, {name: attrs.evolve(data_config, token_labels=str(token_labels))
+                                                     if name in labelled else data_config for name in specs},
+                              out, device, metric, say)
+    rows = _rows(specs, scores, runs, labelled, token_labels, matched, device)
     result = {
         "command": command, "data": info, "recipe": {"name": recipe_name, **attrs.asdict(recipe)}, "seeds": list(seeds),
-        "metric": metric, "metric_name": _METRICS.get(metric, metric.replace("_", " ")),
+        "metric": metric, "metric_name": METRICS.get(metric, metric.replace("_", " ")),
         "noise_test": f"Welch's t-test (unequal variances) of the best spec's mean against each other's over the "
                       f"seeds, two-sided; distinguishable when p < {ALPHA}",
         "match": None if not match else {"what": match, "to": str(to) if to else rows[0]["name"],
                                          "vary": list(vary or ["dim", "depth"]), "tolerance": tolerance},
-        "grid": grid or None, "device": device,
-        "throughput": {**_THROUGHPUT, "how": f"eval-mode forward of random inputs under no_grad on {device}; batch / "
-                                           f"median time of the timed passes"},
-        "torch": torch.__version__, "python": platform.python_version(), "cpu": cpu_name(),
-        "threads": torch.get_num_threads(), "load_average": [round(x, 2) for x in os.getloadavg()],
-        "wall_s": time.perf_counter() - t0, "specs": rows}
+        "grid": grid or None, "device": device, **_environment(device), "wall_s": time.perf_counter() - t0,
+        "specs": rows}
     result["vs_best"] = noise(result)  # per spec: Welch's test of the best against it
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
     plot(result, out / "compare.png")
     return result
-
-
-def _metric(result: dict[str, Any]) -> str:
-    """The record key compared (a comparison written before it was kept there compared val_top1)."""
-    metric = result.get("metric", "")
-    return metric if metric.startswith("val_") else "val_top1"
-
-
-def _scores(row: dict[str, Any], metric: str) -> list[float]:
-    """A row's per-seed values (a comparison written before they were kept: read from its runs)."""
-    return row.get("scores") or [r[metric] for r in row["runs"]]
-
-
-def noise(result: dict[str, Any]) -> dict[str, dict[str, float] | None]:
-    """Per spec, Welch's test of the best spec against it (None: the best itself, or a single seed)."""
-    metric = _metric(result)
-    rows = result["specs"]
-    best = max(rows, key=lambda r: statistics.fmean(_scores(r, metric)))
-    return {r["name"]: None if r is best else welch(_scores(best, metric), _scores(r, metric)) for r in rows}
-
-
-def table(result: dict[str, Any]) -> str:
-    """The comparison as a markdown table (from compare.json's content): counts (the originals beside them when
-    the specs were matched to a budget), samples/s, the metric's mean, std and min-max over the seeds, and the
-    noise column: Welch's p against the best spec."""
-    metric = _metric(result)
-    name = result.get("metric_name", _METRICS.get(metric, metric))
-    digits = 2 if metric == "val_top1" else 4
-    matched = result.get("match")
-    tests = noise(result)
-    labels = any("token_labels" in r for r in result["specs"])
-    head = ["spec", *(["token labels"] if labels else []), "params", "MACs",
-            *(["matched from (params, MACs)", "fitted"] if matched else []), "samples/s",
-            f"{name}, mean", "std", "min-max", f"vs the best: Welch's p (< {ALPHA}: distinguishable)"]
-    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
-    for r in result["specs"]:
-        values = _scores(r, metric)
-        t = r.get("score") or r["top1"]
-        test = tests[r["name"]]
-        verdict = ("- (one seed)" if len(values) < 2 else "best") if test is None else \
-            f"{test['p']:.3f}" + (" distinguishable" if test["p"] < ALPHA else " within noise")
-        m = r.get("matched")
-        extra = [f"{m['params']:,}, {m['macs'] / 1e6:.2f} M", ", ".join(f"{k}={v}" for k, v in m["fitted"].items())
-                 or "the reference"] if matched else []
-        rate = r.get("samples_per_s", r.get("images_per_s"))
-        tl = ["yes" if r.get("token_labels") else "no"] if labels else []
-        lines.append("| " + " | ".join([r["name"], *tl, f"{r['params']:,}", f"{r['macs'] / 1e6:.2f} M", *extra,
-                                        f"{rate:,.0f}", f"{t['mean']:.{digits}f}", f"{t['std']:.{digits}f}",
-                                        f"{t['min']:.{digits}f}-{t['max']:.{digits}f}", verdict]) + " |")
-    return "\n".join(lines)
-
-
-def plot(result: dict[str, Any], path: Path) -> None:
-    """The metric's mean against MACs, one labelled point per spec, its min-max as the error bar; filled where the
-    spec is the best or told apart from it (Welch's p < ALPHA), hollow where it is within the seed noise."""
-    from .analysis import pyplot  # torch
-
-    plt = pyplot()
-    metric = _metric(result)
-    tests = noise(result)
-    best = max(result["specs"], key=lambda r: statistics.fmean(_scores(r, metric)))["name"]
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    for r in result["specs"]:
-        t, x, test = r.get("score") or r["top1"], r["macs"] / 1e6, tests[r["name"]]
-        hollow = test is not None and test["p"] >= ALPHA
-        ax.errorbar([x], [t["mean"]], yerr=[[t["mean"] - t["min"]], [t["max"] - t["mean"]]], fmt="o", capsize=4,
-                    mfc="none" if hollow else None)
-        label = r["name"] + (" (best)" if test is None and r["name"] == best else "")
-        ax.annotate(label, (x, t["mean"]), textcoords="offset points", xytext=(6, 6), fontsize=9)
-    d = result["data"]
-    ax.set(xlabel="MACs per sample (M)", ylabel=result.get("metric_name", _METRICS.get(metric, metric)),
-           title=f"{d.get('task', d['name'])} ({d['train']:,} / {d['val']:,}), {result['recipe']['epochs']} epochs, "
-                 f"seeds {', '.join(map(str, result['seeds']))}")
-    ax.grid(alpha=0.3)
-    ax.margins(x=0.3, y=0.1)
-    if len(result["seeds"]) > 1:
-        ax.text(0.01, 0.01, f"hollow: within the seed noise of the best (Welch's p >= {ALPHA})",
-                transform=ax.transAxes, fontsize=8, alpha=0.8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def say_err(line: str) -> None:

@@ -291,6 +291,42 @@ def _context(spec: Model) -> Model:
         return spec
 
 
+def _count_parts(parts: Sequence[Any], repeats: Counter, meta: bool, crosscheck: bool, cache: dict | None,
+                 context: Model | None) -> tuple[dict[Any, _Count], int]:
+    """Each distinct part's counts, by its key (taken from `cache` where it holds them, and stored there), and the
+    crosscheck's MACs in all (FlopCounterMode's, each part times its `repeats`; 0 unless `crosscheck` with fvcore)."""
+    counts: dict[Any, _Count] = {}
+    cross = 0
+    for part in parts:
+        if part.key in counts:
+            continue
+        shared = (meta, crosscheck, context, part.key, part.in_shape, part.state_in)
+        if cache is not None and shared in cache:
+            counts[part.key], part_cross = cache[shared]
+            cross += part_cross * repeats[part.key]
+            continue
+        device = "meta" if meta else None
+        x = (part.example(1, device), *(torch.rand(1, *shape, device=device) for _, shape in part.state_in))
+        module = _WithState(part.module, [k for k, _ in part.state_in]) if part.state_in else part.module
+        counts[part.key] = _count_torch(module, x) if meta else _count_fvcore(module, x)
+        part_cross = _count_torch(module, x).macs if crosscheck and not meta else 0
+        cross += part_cross * repeats[part.key]
+        if cache is not None:
+            cache[shared] = counts[part.key], part_cross
+    return counts, cross
+
+
+def _stages(layout: Sequence[Any], components: dict[str, ComponentProfile]) -> list[StageProfile]:
+    """Each stage of `layout` (`StageLayout`s): its shapes and depth, and its components' parameters and MACs."""
+    per_stage: dict[int, list[int]] = {s.index: [0, 0] for s in layout}
+    for c in components.values():
+        if c.stage is not None:
+            per_stage[c.stage][0] += c.params
+            per_stage[c.stage][1] += c.macs
+    return [StageProfile(s.index, s.tokens.dim, s.tokens.grid, s.tokens.prefix, s.depth, *per_stage[s.index])
+            for s in layout]
+
+
 def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, meta: bool | None = None,
             crosscheck: bool = True, meta_above: int = 300_000_000, check_memory: bool = True,
             cache: dict | None = None) -> Profile:
@@ -320,25 +356,7 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
         model = build(spec, tie_repeats=True, check_memory=check_memory)
     parts = model.eval().parts()
     repeats = Counter(p.key for p in parts)  # equal keys compute the same thing: counted once
-    counts: dict[Any, _Count] = {}
-    cross = 0
-    context = _context(spec) if cache is not None else None
-    for part in parts:
-        if part.key in counts:
-            continue
-        shared = (meta, crosscheck, context, part.key, part.in_shape, part.state_in)
-        if cache is not None and shared in cache:
-            counts[part.key], part_cross = cache[shared]
-            cross += part_cross * repeats[part.key]
-            continue
-        device = "meta" if meta else None
-        x = (part.example(1, device), *(torch.rand(1, *shape, device=device) for _, shape in part.state_in))
-        module = _WithState(part.module, [k for k, _ in part.state_in]) if part.state_in else part.module
-        counts[part.key] = _count_torch(module, x) if meta else _count_fvcore(module, x)
-        part_cross = _count_torch(module, x).macs if crosscheck and not meta else 0
-        cross += part_cross * repeats[part.key]
-        if cache is not None:
-            cache[shared] = counts[part.key], part_cross
+    counts, cross = _count_parts(parts, repeats, meta, crosscheck, cache, _context(spec) if cache is not None else None)
     totals = _sizes(parts)
     components = {p.name: ComponentProfile(n[0], counts[p.key].macs, p.role, p.stage, p.index)
                   for p, n in zip(parts, totals)}
@@ -346,13 +364,6 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
     for key, n in repeats.items():
         by_op.update({op: v * n for op, v in counts[key].by_op.items()})
     macs = sum(c.macs for c in components.values())
-    per_stage: dict[int, list[int]] = {s.index: [0, 0] for s in model.layout}
-    for c in components.values():
-        if c.stage is not None:
-            per_stage[c.stage][0] += c.params
-            per_stage[c.stage][1] += c.macs
-    stages = [StageProfile(s.index, s.tokens.dim, s.tokens.grid, s.tokens.prefix, s.depth, *per_stage[s.index])
-              for s in model.layout]
 
     def located(field: str) -> int:
         return sum(getattr(counts[key], field) * n for key, n in repeats.items())
@@ -361,7 +372,8 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
                    "no_norms": macs - located("norms")}
     return Profile(
         params=sum(t[0] for t in totals), params_trainable=sum(t[1] for t in totals),
-        params_weights=sum(t[2] for t in totals), macs=macs, components=components, stages=stages,
+        params_weights=sum(t[2] for t in totals), macs=macs, components=components,
+        stages=_stages(model.layout, components),
         by_op=dict(by_op), unsupported_ops=sorted({op for c in counts.values() for op in c.unsupported}),
         counter="torch.utils.flop_counter.FlopCounterMode (meta device)" if meta else "fvcore.nn.FlopCountAnalysis",
         input_size=tuple(spec.img_size), crosscheck_macs=cross if crosscheck and not meta else None,
