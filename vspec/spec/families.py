@@ -109,7 +109,11 @@ def register_family(package: str) -> ModuleType:
     """Make the family in `package` (an importable package with `spec.py` and `family.py`) known: its kinds to
     the spec language, files and `--set` (and its spec module's `__all__` as `vspec.spec.<Name>`); its modules,
     converters, profiler handles and presets to the compiler, `from_official`, the profiler and `create_model`.
-    Returns its spec module. Registering it again does nothing."""
+    Returns its spec module. Registering it again does nothing.
+
+    Args:
+        package: the family's importable package name ("my_models.gated").
+    """
     if not isinstance(package, str) or not package:
         raise TypeError(f"register_family takes a package name, got {package!r}")
     if package not in _registered:
@@ -122,7 +126,11 @@ def register_family(package: str) -> ModuleType:
 def unregister_family(package: str) -> None:
     """Forget a family registered with `register_family` (a test's own, when the test ends): its kinds, its names
     in `vspec.spec`, its entries in the merged tables (`tables`) and its modules (a later `register_family`
-    imports it again)."""
+    imports it again).
+
+    Args:
+        package: the package given to `register_family`.
+    """
     module = _specs.pop(package, None)
     if package in _registered:
         _registered.remove(package)
@@ -138,7 +146,11 @@ def unregister_family(package: str) -> None:
 def tables(name: str) -> dict:
     """Every loaded family's `family.<name>` table merged (MODULES, CONVERTERS, FVCORE_HANDLES); imports the
     families' family.py (torch). Two families giving one key is an error. Read once until the families change
-    (`_changed`); not to be modified."""
+    (`_changed`); not to be modified.
+
+    Args:
+        name: the table's name in each family.py ("MODULES", "CONVERTERS", "FVCORE_HANDLES").
+    """
     if name in _tables:  # (the compiler asks once per component: no scan until the families change)
         return _tables[name]
     load()
@@ -163,7 +175,11 @@ def presets() -> list[Any]:
 def paper_tables(name: str) -> dict:
     """Every family package's `paper.<name>` table merged (RECIPES, ANALYSES), torch-free: `paper.py` is imported, not
     `family.py`; a package without one declares none. Two families giving one key is an error. Read once until the
-    families change; not to be modified."""
+    families change; not to be modified.
+
+    Args:
+        name: the table's name in each paper.py ("RECIPES", "ANALYSES").
+    """
     key = f"paper.{name}"
     if key in _tables:
         return _tables[key]

@@ -88,7 +88,11 @@ def register(cls: type) -> None:
 
 
 def of_role(base: type):
-    """An attrs validator for a field that holds a kind of `base`'s role."""
+    """An attrs validator for a field that holds a kind of `base`'s role.
+
+    Args:
+        base: the role's base class (`AttentionKind`, ...).
+    """
 
     def validate(inst, attribute, value) -> None:
         if not isinstance(value, base):

@@ -143,7 +143,11 @@ def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
 
 def upgrade(data: Any) -> tuple[Any, list[str]]:
     """(the model table in the current format without its `version` key, the checkpoint key prefixes
-    whose weights the upgrade removed). Anything but a table is returned for the structurer to reject."""
+    whose weights the upgrade removed). Anything but a table is returned for the structurer to reject.
+
+    Args:
+        data: a spec's model table as read from a file or checkpoint, of any format version.
+    """
     if not isinstance(data, Mapping):
         return data, []
     version = version_of(data)
@@ -157,7 +161,12 @@ def upgrade(data: Any) -> tuple[Any, list[str]]:
 
 
 def state_key_upgrade(version: int, dropped: list[str]) -> Callable[[str], str | None]:
-    """How a checkpoint key of a model written at `version` reads now (None: the weight is gone)."""
+    """How a checkpoint key of a model written at `version` reads now (None: the weight is gone).
+
+    Args:
+        version: the spec format the checkpoint was written at.
+        dropped: the key prefixes whose weights the upgrade removed (`upgrade`'s second value).
+    """
 
     def rename(key: str) -> str | None:
         if version == 1:

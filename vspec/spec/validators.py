@@ -133,5 +133,10 @@ class Is:
 
 
 def rule(cls: type, field: str):
-    """The validator of `cls`'s field `field` (a `Range`, `OneOf` or `Is`): what a command checks its flag with."""
+    """The validator of `cls`'s field `field` (a `Range`, `OneOf` or `Is`): what a command checks its flag with.
+
+    Args:
+        cls: the attrs class (a config's).
+        field: the field's name.
+    """
     return attrs.fields_dict(cls)[field].validator

@@ -130,7 +130,13 @@ class Projections:
 
 def role_widths(roles: str, inner: int, probe: int | None = None) -> dict[str, int]:
     """The width of each input role of `roles` (all but the last, WEIGHT), by letter: the inner width
-    heads x head_dim, PROBE's `probe` if given (MSF Eq. 14's P~ is dim x dim). WEIGHT maps inner back."""
+    heads x head_dim, PROBE's `probe` if given (MSF Eq. 14's P~ is dim x dim). WEIGHT maps inner back.
+
+    Args:
+        roles: the projection roles, by letter (WEIGHT last).
+        inner: the inner width, heads x head_dim.
+        probe: PROBE's width (None: the inner width).
+    """
     return {name: probe if name == "P" and probe else inner for name in roles[:-1]}
 
 
@@ -218,7 +224,12 @@ class MHSA(MultiHead):
 
 
 def check_hidden(ffn, dim: int) -> None:
-    """An FFN's hidden width, `hidden` or int(dim x ratio), is a real layer's (no float overflow in int())."""
+    """An FFN's hidden width, `hidden` or int(dim x ratio), is a real layer's (no float overflow in int()).
+
+    Args:
+        ffn: the FFN spec (its `hidden` and `ratio`).
+        dim: the token width it runs at.
+    """
     if ffn.hidden is None:
         wide = dim * ffn.ratio
         check_size("ratio", int(wide) if wide <= MAX_SIZE else wide, f"the hidden width int({ffn.ratio} x dim {dim})")

@@ -218,7 +218,14 @@ def inputs_cfg(spec: Any, name: str = "", tag: str = "", entry: Weights | None =
     `timm.data.resolve_data_config(model=m)` reads): the preprocessing its preset `name`'s weights `entry` (tagged
     `tag`) declare, marked `INPUTS: "declared"`, else vspec's default, marked "default" (ImageNet's mean and std for
     3 channels, 0.5 for others, bicubic, timm's 0.875 crop; a text body: no inputs); at the model's own size and
-    classes. Declared inputs of other channels than the model's are not its own: the default then."""
+    classes. Declared inputs of other channels than the model's are not its own: the default then.
+
+    Args:
+        spec: the model spec.
+        name: its preset's name ("": none).
+        tag: the weights' tag ("": none).
+        entry: the published-weights entry whose preprocessing is declared (None: vspec's default).
+    """
     if entry is not None and entry.tokenizer is not None:  # a text body's weights: their tokenizer
         return {"architecture": name, "tag": tag, "num_classes": spec.num_classes, "tokenizer": entry.tokenizer,
                 INPUTS: "declared"}
@@ -236,7 +243,11 @@ def inputs_cfg(spec: Any, name: str = "", tag: str = "", entry: Weights | None =
 
 def requested(pretrained: object) -> bool:
     """Whether a `pretrained` argument asks for published weights: True or a tag; False (or None) does not. An empty
-    tag or any other value is a one-line SpecError (an empty string is no tag, and not False either)."""
+    tag or any other value is a one-line SpecError (an empty string is no tag, and not False either).
+
+    Args:
+        pretrained: the `pretrained` argument given.
+    """
     if pretrained is None or pretrained is False:
         return False
     if pretrained is True or (isinstance(pretrained, str) and pretrained):
@@ -246,7 +257,12 @@ def requested(pretrained: object) -> bool:
 
 
 def check_table(table: object, where: str) -> dict[str, Weights]:
-    """A preset's WEIGHTS, checked: a non-empty dict of tag -> Weights (the first tag the default)."""
+    """A preset's WEIGHTS, checked: a non-empty dict of tag -> Weights (the first tag the default).
+
+    Args:
+        table: the preset's WEIGHTS as found.
+        where: the preset's file, as messages name it.
+    """
     if not isinstance(table, dict) or not table:
         raise SpecError("", f"{where}: WEIGHTS must be a non-empty dict of tag -> Weights")
     for tag, entry in table.items():
