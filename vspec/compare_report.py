@@ -15,7 +15,11 @@ METRICS = {"val_top1": "val top-1 (%)"}  # the others are named by the task's me
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:
-    """mean, sample standard deviation (0 for one value), min and max."""
+    """mean, sample standard deviation (0 for one value), min and max.
+
+    Args:
+        values: the per-seed values (at least one).
+    """
     std = statistics.stdev(values) if len(values) > 1 else 0.0
     return {"mean": statistics.fmean(values), "std": std, "min": min(values), "max": max(values)}
 
@@ -23,7 +27,12 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float] | None:
     """Welch's t-test of mean(a) - mean(b) (unequal variances; scipy's `ttest_ind(equal_var=False)`): t, the
     Welch-Satterthwaite degrees of freedom and the two-sided p-value; None with fewer than two values on a side.
-    Equal values on both sides (no variance, where scipy's t is 0 / 0): p = 1 if the means are equal, else 0."""
+    Equal values on both sides (no variance, where scipy's t is 0 / 0): p = 1 if the means are equal, else 0.
+
+    Args:
+        a: one spec's per-seed values.
+        b: the other's.
+    """
     from scipy.stats import ttest_ind  # extra
 
     if len(a) < 2 or len(b) < 2:
@@ -47,7 +56,11 @@ def _scores(row: dict[str, Any], metric: str) -> list[float]:
 
 
 def noise(result: dict[str, Any]) -> dict[str, dict[str, float] | None]:
-    """Per spec, Welch's test of the best spec against it (None: the best itself, or a single seed)."""
+    """Per spec, Welch's test of the best spec against it (None: the best itself, or a single seed).
+
+    Args:
+        result: compare.json's content.
+    """
     metric = _metric(result)
     rows = result["specs"]
     best = max(rows, key=lambda r: statistics.fmean(_scores(r, metric)))
@@ -57,7 +70,11 @@ def noise(result: dict[str, Any]) -> dict[str, dict[str, float] | None]:
 def table(result: dict[str, Any]) -> str:
     """The comparison as a markdown table (from compare.json's content): counts (the originals beside them when
     the specs were matched to a budget), samples/s, the metric's mean, std and min-max over the seeds, and the
-    noise column: Welch's p against the best spec."""
+    noise column: Welch's p against the best spec.
+
+    Args:
+        result: compare.json's content.
+    """
     metric = _metric(result)
     name = result.get("metric_name", METRICS.get(metric, metric))
     digits = 2 if metric == "val_top1" else 4
@@ -87,7 +104,12 @@ def table(result: dict[str, Any]) -> str:
 
 def plot(result: dict[str, Any], path: Path) -> None:
     """The metric's mean against MACs, one labelled point per spec, its min-max as the error bar; filled where the
-    spec is the best or told apart from it (Welch's p < ALPHA), hollow where it is within the seed noise."""
+    spec is the best or told apart from it (Welch's p < ALPHA), hollow where it is within the seed noise.
+
+    Args:
+        result: compare.json's content.
+        path: the image written (.png).
+    """
     from .analysis import pyplot  # torch
 
     plt = pyplot()

@@ -55,14 +55,26 @@ def _prod(shape: Shape) -> int:
 
 
 def sdpa_macs(q: Shape, k: Shape, v: Shape) -> int:
-    """softmax(q k^T) v: q k^T is (..., N, d) x (..., d, M); attn v is (..., N, M) x (..., M, dv)."""
+    """softmax(q k^T) v: q k^T is (..., N, d) x (..., d, M); attn v is (..., N, M) x (..., M, dv).
+
+    Args:
+        q: the queries' shape (..., N, d).
+        k: the keys' (..., M, d).
+        v: the values' (..., M, dv).
+    """
     n_queries = _prod(q[:-1])
     return n_queries * int(k[-2]) * (int(q[-1]) + int(v[-1]))
 
 
 def norm_macs(x: Shape, affine: bool, training: bool = True) -> int:
     """fvcore's norm convention: 5 per element (4 without affine) when statistics are computed; an
-    eval-mode BatchNorm is a per-channel scale and shift, 2 per element (1 without affine)."""
+    eval-mode BatchNorm is a per-channel scale and shift, 2 per element (1 without affine).
+
+    Args:
+        x: the normalised tensor's shape.
+        affine: the norm has a learnt scale and shift.
+        training: the statistics are computed (False: an eval-mode BatchNorm).
+    """
     if training:
         return _prod(x) * (5 if affine else 4)
     return _prod(x) * (2 if affine else 1)
@@ -266,7 +278,11 @@ class _WithState(nn.Module):
 
 
 def part_params(part) -> tuple[int, int, int]:
-    """(total, trainable, in linear / conv weights) of a part, its extra parameters included."""
+    """(total, trainable, in linear / conv weights) of a part, its extra parameters included.
+
+    Args:
+        part: a model part (`Transformer.parts()`).
+    """
     params = [*part.module.parameters(), *part.extra]
     weights = sum(m.weight.numel() for m in part.module.modules() if isinstance(m, _WEIGHT_LAYERS))
     return sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad), weights
