@@ -65,7 +65,14 @@ _TOKEN_LABELED = "+tl"  # --token-labels: the row of a spec trained on them
 def train_seeds(names: Sequence[str], seeds: Sequence[int], train: Callable[[str, int], float],
                 say: Callable[[str], None] = print) -> dict[str, list[float]]:
     """`train(name, seed)` for every name and seed (names outermost), saying which run starts and what it scored;
-    returns each name's scores in seed order."""
+    returns each name's scores in seed order.
+
+    Args:
+        names: the specs' names, trained in this order.
+        seeds: the seeds each is trained with.
+        train: `train(name, seed)` trains one run and returns its score.
+        say: where the progress lines go.
+    """
     scores: dict[str, list[float]] = {}
     total, done = len(names) * len(seeds), 0
     for name in names:
@@ -97,7 +104,14 @@ def load_specs(paths: Sequence[str | Path], grid: dict[str, list] | None = None,
                text: bool = False, max_points: int = MAX_GRID) -> dict[str, tuple[Path, Model]]:
     """name (the file's stem; with `grid`, stem[k=v,...] per combination) -> (path, spec); a grid of more than
     `max_points` specs (`_grid_points`: counted before any spec is loaded), two files with one name, or a body of
-    the other modality than the data's (`text`), are refused."""
+    the other modality than the data's (`text`), are refused.
+
+    Args:
+        paths: the spec files or presets.
+        grid: field -> values, each spec expanded into every combination (None: none).
+        text: the data is text (a text body is required; False: an image model).
+        max_points: the most specs the grid may make.
+    """
     _grid_points(paths, grid, max_points)
     specs: dict[str, tuple[Path, Model]] = {}
     for path in map(Path, paths):
@@ -164,7 +178,15 @@ def throughput(spec: Model, batch: int = _THROUGHPUT["batch"], warmup: int = _TH
                iterations: int = _THROUGHPUT["iterations"], device: str = "cpu") -> float:
     """Samples per second of an eval-mode forward pass on `device`: `batch` random images (or token ids) under
     no_grad, `warmup` passes untimed, then `batch` / the median time of `iterations` passes (the median: other
-    processes on the machine slow some passes; synchronised on CUDA)."""
+    processes on the machine slow some passes; synchronised on CUDA).
+
+    Args:
+        spec: the model spec.
+        batch: the samples of each pass.
+        warmup: the untimed passes first.
+        iterations: the timed passes.
+        device: where it runs ("cpu", "cuda").
+    """
     import torch  # torch
 
     from .compiler import build  # torch
@@ -185,7 +207,11 @@ def throughput(spec: Model, batch: int = _THROUGHPUT["batch"], warmup: int = _TH
 
 
 def command_line(args) -> str:
-    """The `vspec compare` command that `args` (its parsed flags) stand for, every setting spelled out."""
+    """The `vspec compare` command that `args` (its parsed flags) stand for, every setting spelled out.
+
+    Args:
+        args: the parsed flags of `vspec compare` (vspec/cli/compare.py).
+    """
     argv = ["vspec", "compare", *args.specs, "--data", args.data]
     argv += ["--data-dir", args.data_dir] if args.data_dir else []
     argv += ["--task", args.task] if args.task else []
@@ -217,7 +243,16 @@ def cpu_name() -> str:
 
 def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None, specs, out: Path) -> dict:
     """The split's sizes and classes, read once; for text the tokenizer every run shares, trained once into
-    OUT/tokenizer (its vocabulary fits the smallest embedder), the task and its headline metric."""
+    OUT/tokenizer (its vocabulary fits the smallest embedder), the task and its headline metric.
+
+    Args:
+        data: the data set's name.
+        first: the first spec (its image size and channels read the images).
+        data_dir: where the data set is (None: its default place).
+        task: the text task (None: its default).
+        specs: name -> (path, spec) of every spec compared (a tokenizer's vocabulary fits them all).
+        out: the comparison's folder (the tokenizer's is OUT/tokenizer).
+    """
     from .train.data.registry import DataError  # torch
     from .train.data.sources import build_datasets  # torch
     from .train.data.transforms import build_transforms  # torch
@@ -433,5 +468,9 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
 
 
 def say_err(line: str) -> None:
-    """A progress line on stderr, flushed at once."""
+    """A progress line on stderr, flushed at once.
+
+    Args:
+        line: the line printed.
+    """
     print(line, file=sys.stderr, flush=True)

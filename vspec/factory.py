@@ -353,7 +353,11 @@ def register_timm(prefix: str = _TIMM_PREFIX) -> list[str]:
     `timm.create_model("vspec_deit_tiny", num_classes=10, features_only=True)` calls `create_model`;
     returns the names. timm keeps `scriptable` and `checkpoint_path` from its entrypoints: each reads them from
     timm's call (`_timm_kept`), and checks that timm's own loading of checkpoint_path, after it, loads what vspec's
-    checks passed (`_timm_rereads`). Opt-in: importing vspec registers nothing. Safe to call again."""
+    checks passed (`_timm_rereads`). Opt-in: importing vspec registers nothing. Safe to call again.
+
+    Args:
+        prefix: what each entrypoint's name starts with.
+    """
     with needs("register_timm"):
         from timm.models import _registry, register_model  # extra
 

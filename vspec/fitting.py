@@ -93,7 +93,11 @@ class FitResult:
 
 
 def parse_amount(text: str) -> float:
-    """'4.6G' -> 4.6e9; '22M', '1.5e6', '800K'."""
+    """'4.6G' -> 4.6e9; '22M', '1.5e6', '800K'.
+
+    Args:
+        text: the amount as written.
+    """
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)\s*", str(text))
     if not m:
         raise FitError(f"amount {show(text)}: expected a number with an optional K, M, G or T suffix, e.g. 4.6G")
@@ -234,7 +238,12 @@ def _default_values(key: str, current: Any) -> Sequence[Any]:
 
 def axes(spec: Model, vary: Sequence[str]) -> dict[str, Sequence[Any]]:
     """Each varied key with its values: `KEY` (the default range), `KEY=V1,V2,...` or `KEY=LOW:HIGH[:STEP]`;
-    a range is a lazy sequence (`range`, `FloatRange`, `WithValue`), never a list."""
+    a range is a lazy sequence (`range`, `FloatRange`, `WithValue`), never a list.
+
+    Args:
+        spec: the spec searched.
+        vary: the `--vary` items.
+    """
     out: dict[str, Sequence[Any]] = {}
     for item in vary:
         key, _, text = str(item).partition("=")
@@ -290,7 +299,12 @@ def _grid(spec: Model, vary: Sequence[str] | None) -> dict[str, Sequence[Any]]:
 
 def search_size(spec: Model | str | Path, vary: Sequence[str] | None = None) -> dict[str, int]:
     """What a search over `vary` (default `default_vary`) would do, counted without profiling: its `candidates`,
-    the distinct combinations of the non-depth fields (`parts`) and the `blocks` its candidates walk."""
+    the distinct combinations of the non-depth fields (`parts`) and the `blocks` its candidates walk.
+
+    Args:
+        spec: the spec searched (a Model, a file or a preset).
+        vary: the `--vary` items (None: `default_vary`).
+    """
     spec = spec if isinstance(spec, Model) else load_spec(spec)
     sizes = _size_of(spec, _grid(spec, vary))
     return {k: sizes[k] for k in ("candidates", "parts", "blocks")}
@@ -298,13 +312,24 @@ def search_size(spec: Model | str | Path, vary: Sequence[str] | None = None) -> 
 
 def check_search(spec: Model, vary: Sequence[str] | None = None, max_candidates: int = MAX_CANDIDATES) -> None:
     """FitError for a search over `vary` (default `default_vary`) past `max_candidates` (`check_size`); profiles
-    nothing."""
+    nothing.
+
+    Args:
+        spec: the spec searched.
+        vary: the `--vary` items (None: `default_vary`).
+        max_candidates: the most candidates allowed.
+    """
     check_size(_size_of(spec, _grid(spec, vary)), max_candidates)
 
 
 def check_size(sizes: dict[str, Any], max_candidates: int = MAX_CANDIDATES) -> None:
     """FitError (one line: the count, the limit, --max-candidates) for a search past `max_candidates`:
-    `sizes` as `search_size` counts them."""
+    `sizes` as `search_size` counts them.
+
+    Args:
+        sizes: the search's counts (`search_size`'s).
+        max_candidates: the most candidates allowed.
+    """
     if not (isinstance(max_candidates, int) and not isinstance(max_candidates, bool) and max_candidates >= 1):
         raise FitError(f"max_candidates: must be an int >= 1, got {show(max_candidates)}")
     tail = "; narrow --vary or raise --max-candidates"
@@ -351,7 +376,17 @@ def fit(spec: Model | str | Path, *, macs: float | str | None = None, params: fl
     """The valid variant of `spec` (over the `vary` fields, default `default_vary`) nearest the target: `macs`,
     `params` (numbers or '4.6G' / '22M'), or `like` (another spec: both its counts). Raises FitError naming the
     nearest when none is within `tolerance` (relative), and before profiling anything for a search past
-    `max_candidates` (`check_size`)."""
+    `max_candidates` (`check_size`).
+
+    Args:
+        spec: the spec varied (a Model, a file or a preset).
+        macs: the target MACs (a number or '4.6G'; None: none).
+        params: the target parameters (a number or '22M'; None: none).
+        like: a spec whose counts are the target (None: none).
+        vary: the fields varied, `--vary` items (None: `default_vary`).
+        tolerance: the relative deviation accepted.
+        max_candidates: the most candidates the search may have.
+    """
     spec = spec if isinstance(spec, Model) else load_spec(spec)
     if not tolerance >= 0:
         raise FitError(f"tolerance: must be >= 0, got {tolerance!r}")
@@ -419,7 +454,12 @@ def _counts_text(c: Candidate) -> str:
 
 
 def table(result: FitResult, top: int = 10) -> str:
-    """Markdown: the original, then the `top` nearest variants (the chosen one first)."""
+    """Markdown: the original, then the `top` nearest variants (the chosen one first).
+
+    Args:
+        result: the search's result.
+        top: the variants listed.
+    """
     keys = list(result.axes)
     head = "| | " + " | ".join(keys) + " | params | MACs | deviation |"
     lines = [(f"target {_describe(result.target)}; {len(result.candidates)} valid of {result.tried} combinations, "
@@ -435,7 +475,13 @@ def table(result: FitResult, top: int = 10) -> str:
 
 def write(result: FitResult, path: Path, command: str = "") -> None:
     """The chosen spec as .json, .toml or .py (SPEC = from_json(...), with where it came from); missing folders
-    above `path` are created."""
+    above `path` are created.
+
+    Args:
+        result: the search's result.
+        path: the file written (.json, .toml or .py).
+        command: the command that made it, named in a .py file's header ("": vspec.fit).
+    """
     suffix = path.suffix
     if suffix == ".json":
         text = to_json(result.spec) + "\n"
