@@ -133,5 +133,9 @@ class TokenInputs:
 
 
 def inputs_of(spec: specs.Model) -> ImageInputs | TokenInputs:
-    """What the model of `spec` takes: token ids when its embedder reads them (`EmbedderKind.text`), else images."""
+    """What the model of `spec` takes: token ids when its embedder reads them (`EmbedderKind.text`), else images.
+
+    Args:
+        spec: the model spec.
+    """
     return TokenInputs(spec) if spec.embedder.text else ImageInputs(spec)

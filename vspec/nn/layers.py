@@ -59,7 +59,13 @@ class BatchNormTokens(nn.Module):
 
 def make_norm(spec: Norm | None, channels: int, layout: str = "tokens") -> nn.Module:
     """The module of a Norm spec (None: no norm) over `channels`, for tensors laid out as `tokens`
-    (..., C) or as a `map` (B, C, H, W)."""
+    (..., C) or as a `map` (B, C, H, W).
+
+    Args:
+        spec: the Norm spec (None: no norm).
+        channels: the channels normalised.
+        layout: "tokens" (..., C) or "map" (B, C, H, W).
+    """
     if spec is None or spec.kind == "none":
         return nn.Identity()
     if spec.kind == "layernorm":
@@ -118,7 +124,13 @@ def sdpa_masks(padding: torch.Tensor | None, causal: bool, n: int) -> tuple[torc
     attn_mask (B, 1, 1, N) (True: may attend), and-ed with the lower triangle when causal; causal alone stays
     SDPA's `is_causal`. Causal and padded, each token may also attend to itself: a real token already does, and a
     padding token before the first real one (left padding) would otherwise have no key at all, whose NaN would
-    reach the real tokens as a key of theirs in the next block."""
+    reach the real tokens as a key of theirs in the next block.
+
+    Args:
+        padding: (B, N), True at real tokens; None for none.
+        causal: token i attends to tokens <= i only.
+        n: N, the sequence's length.
+    """
     if padding is None:
         return None, causal
     keep = padding.bool()[:, None, None, :]
@@ -130,7 +142,12 @@ def sdpa_masks(padding: torch.Tensor | None, causal: bool, n: int) -> tuple[torc
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """The mean over the tokens of x (B, N, C) that `mask` (B, N) keeps (all of them without a mask; 0 where it
-    keeps none)."""
+    keeps none).
+
+    Args:
+        x: the tokens (B, N, C).
+        mask: (B, N), True at the tokens kept; None keeps all.
+    """
     if mask is None:
         return x.mean(dim=1)
     keep = mask.to(x.dtype)[..., None]
@@ -167,7 +184,14 @@ class DropPath(nn.Module):
 
 
 def maybe(module_cls, enabled: bool, *args, **kwargs) -> nn.Module:
-    """`module_cls(*args)` when enabled, else an identity (keeps forward code branch-free)."""
+    """`module_cls(*args)` when enabled, else an identity (keeps forward code branch-free).
+
+    Args:
+        module_cls: the module's class.
+        enabled: whether to make it.
+        *args: its positional arguments.
+        **kwargs: its keyword arguments.
+    """
     return module_cls(*args, **kwargs) if enabled else nn.Identity()
 
 

@@ -60,7 +60,12 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """The loss of sample logits (B, C) against `labels`, by Hugging Face's `problem_type` rule for
     `...ForSequenceClassification`: one output (C == 1) is a regression, mean squared error of the squeezed logits
     against the labels as floats (STS-B); integer labels (B,) are classes, cross-entropy (label -100 ignored, as
-    HF's); float labels of the logits' shape are multi-label targets, BCE with logits."""
+    HF's); float labels of the logits' shape are multi-label targets, BCE with logits.
+
+    Args:
+        logits: the sample logits (B, C).
+        labels: classes (B,), regression targets, or multi-label targets (B, C).
+    """
     if labels.dtype == torch.bool or labels.is_complex():
         raise ValueError(f"labels of dtype {labels.dtype}: give integer classes, or float targets")
     if logits.ndim != 2:
@@ -77,7 +82,15 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 def hf_output(logits: torch.Tensor, labels: torch.Tensor | None, hidden_states: list | None,
               return_dict: bool | None, num_classes: int) -> ModelOutput | tuple:
-    """A Hugging Face model's return: `ModelOutput`, or with `return_dict=False` the tuple of its present values."""
+    """A Hugging Face model's return: `ModelOutput`, or with `return_dict=False` the tuple of its present values.
+
+    Args:
+        logits: the model's logits.
+        labels: the targets (None: no loss).
+        hidden_states: each block's output (None: not asked for).
+        return_dict: False returns the tuple (None or True: the ModelOutput).
+        num_classes: the classifier's classes (0: none).
+    """
     if labels is not None and not num_classes:
         raise ValueError("labels: this model has no classifier (num_classes 0) to compute a loss on")
     loss = None if labels is None else sequence_loss(logits, labels)

@@ -19,7 +19,11 @@ __all__ = ["ConvStem", "bn_affine", "on_running_stats"]
 
 
 def bn_affine(bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
-    """(s, c) with bn(x) = s x + c per channel, from the running statistics (eval)."""
+    """(s, c) with bn(x) = s x + c per channel, from the running statistics (eval).
+
+    Args:
+        bn: a BatchNorm in eval mode.
+    """
     s = bn.weight * torch.rsqrt(bn.running_var + bn.eps)
     return s, bn.bias - bn.running_mean * s
 
