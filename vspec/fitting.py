@@ -373,17 +373,15 @@ def _distance(values: dict[str, Any], original: dict[str, Any]) -> float:
 def fit(spec: Model | str | Path, *, macs: float | str | None = None, params: float | str | None = None,
         like: Model | str | Path | None = None, vary: Sequence[str] | None = None,
         tolerance: float = 0.02, max_candidates: int = MAX_CANDIDATES) -> FitResult:
-    """The valid variant of `spec` (over the `vary` fields, default `default_vary`) nearest the target: `macs`,
-    `params` (numbers or '4.6G' / '22M'), or `like` (another spec: both its counts). Raises FitError naming the
-    nearest when none is within `tolerance` (relative), and before profiling anything for a search past
-    `max_candidates` (`check_size`).
+    """The valid variant of `spec` nearest the target: `macs`, `params`, or both counts of `like`. Raises FitError
+    naming the nearest when none is within `tolerance`, and before profiling a search past `max_candidates`.
 
     Args:
         spec: the spec varied (a Model, a file or a preset).
         macs: the target MACs (a number or '4.6G'; None: none).
         params: the target parameters (a number or '22M'; None: none).
-        like: a spec whose counts are the target (None: none).
-        vary: the fields varied, `--vary` items (None: `default_vary`).
+        like: another spec, whose parameters and MACs are both the target (None: none).
+        vary: the fields varied, as `--vary` items (None: `default_vary`).
         tolerance: the relative deviation accepted.
         max_candidates: the most candidates the search may have.
     """

@@ -70,7 +70,11 @@ def _same(a: type, b: type) -> bool:
 
 
 def register(cls: type) -> None:
-    """Record a kind under its tag and role (defining a subclass with `kind` calls this)."""
+    """Record a kind under its tag and role (defining a subclass with `kind` calls this).
+
+    Args:
+        cls: the kind's class (it sets `kind`, its role's base sets `role`).
+    """
     tag, role = cls.__dict__["kind"], getattr(cls, "role", None)
     if not isinstance(tag, str) or not tag or role not in ROLE_BASES:
         raise TypeError(f"{cls.__name__}: a kind subclasses one role's base ({', '.join(ROLE_BASES)}) and sets a "
@@ -104,7 +108,11 @@ def of_role(base: type):
 
 
 def unregister(cls: type) -> None:
-    """Forget a kind (a test's own, when the test ends)."""
+    """Forget a kind (a test's own, when the test ends).
+
+    Args:
+        cls: the kind's class.
+    """
     if KINDS.get(cls.kind) is cls:
         del KINDS[cls.kind]
         ROLES[cls.role] = tuple(c for c in ROLES[cls.role] if c is not cls)
