@@ -37,10 +37,12 @@ class Tokens:
 
     @property
     def patches(self) -> int:
+        """The grid's tokens, H x W."""
         return self.grid[0] * self.grid[1]
 
     @property
     def length(self) -> int:
+        """The sequence's length: prefix tokens, grid tokens and joined ones."""
         return self.prefix + self.patches + self.joined
 
     def __str__(self) -> str:

@@ -53,6 +53,7 @@ class Stage:
 
     @property
     def blocks(self) -> tuple[BlockKind, ...]:
+        """The stage's blocks, one per depth (a repeated block repeated)."""
         return self.block if isinstance(self.block, tuple) else (self.block,) * self.depth
 
     def named_blocks(self) -> list[tuple[str, BlockKind]]:
@@ -283,6 +284,7 @@ class Model:
 
     @property
     def block(self) -> BlockKind | tuple[BlockKind, ...]:
+        """The block of a one-stage model (one, or the tuple of a listed stack); AttributeError with several stages."""
         if not self.isotropic:
             raise AttributeError(f"Model.block: the model has {len(self.stages)} stages; use stages[i].block")
         return self.stages[0].block
@@ -299,6 +301,7 @@ class Model:
 
     @property
     def blocks(self) -> tuple[BlockKind, ...]:
+        """Every block, in order over the stages."""
         return tuple(b for s in self.stages for b in s.blocks)
 
     def named_blocks(self) -> list[tuple[str, BlockKind]]:
@@ -312,4 +315,5 @@ class Model:
 
     @property
     def num_prefix_tokens(self) -> int:
+        """The tokens before the grid's: the class token's 1, else 0 (timm's name)."""
         return int(self.class_token)

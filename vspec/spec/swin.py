@@ -32,6 +32,7 @@ class WindowMHSA(MultiHead):
     shift: bool = field(default=True, validator=check(bool))
 
     def window_size(self, grid: tuple[int, int]) -> tuple[int, int]:
+        """The window on a `grid`: `window`, cut to the grid where the grid is smaller."""
         return (min(self.window, grid[0]), min(self.window, grid[1]))
 
     def shift_size(self, grid: tuple[int, int], index_in_stage: int) -> tuple[int, int]:
@@ -50,6 +51,7 @@ class WindowMHSA(MultiHead):
         return self.heads * tokens.length * wh * ww
 
     def check(self, tokens: Tokens) -> None:
+        """SpecError with a class token, heads that do not fit (`MultiHead.check`) or a window not dividing the grid."""
         if tokens.prefix:
             raise SpecError("", "window attention partitions the token grid; a class token has no place in it "
                                 "(set class_token = false)")
@@ -82,9 +84,11 @@ class PatchMerging(EntryKind):
     bias: bool = field(default=False, validator=check(bool))
 
     def output(self, tokens: Tokens, dim: int) -> Tokens:
+        """The tokens after merging: the grid divided by `stride`, at width `dim`."""
         return Tokens(dim, (tokens.grid[0] // self.stride, tokens.grid[1] // self.stride), tokens.prefix)
 
     def check(self, tokens: Tokens) -> None:
+        """SpecError with a class token, or a grid `stride` does not divide."""
         if tokens.prefix:
             raise SpecError("", "patch merging concatenates 2x2 neighbourhoods of the grid; a class token cannot "
                                 "pass through it (set class_token = false)")

@@ -50,6 +50,7 @@ class Range:
 
     @property
     def rule(self) -> str:
+        """The bounds as a message says them (`>= 1`, `in [0, 1)`); "" without bounds."""
         if self.low is None:
             return ""
         low, high = _bound(self.low), self.label or (self.high is not None and _bound(self.high))
@@ -61,6 +62,7 @@ class Range:
         self.check(attribute.name, value)
 
     def check(self, field: str, value: Any) -> None:
+        """ConfigError naming `field` where `value` is not a number within the bounds."""
         if value is None and self.optional:
             return
         kind = numbers.Integral if self.kind is int else numbers.Real
@@ -112,6 +114,7 @@ class OneOf:
         self.check(attribute.name, value)
 
     def check(self, field: str, value: Any) -> None:
+        """ConfigError naming `field` where `value` is not one of the choices."""
         if not (value is None and self.optional) and value not in self.choices:
             raise ConfigError(field, f"must be one of {', '.join(map(str, self.choices))}, got {show(value)}")
 
@@ -127,6 +130,7 @@ class Is:
         self.check(attribute.name, value)
 
     def check(self, field: str, value: Any) -> None:
+        """ConfigError naming `field` where `value` is not of the types."""
         if not (value is None and self.optional) and not isinstance(value, self.types):
             names = " or ".join(t.__name__ for t in self.types)
             raise ConfigError(field, f"must be {names}{' or None' if self.optional else ''}, got {show(value)}")

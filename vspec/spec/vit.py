@@ -62,6 +62,7 @@ class SimplePatchEmbed(Patchify):
     norm: Norm = field(default=Norm(eps=1e-5), validator=check(Norm))
 
     def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
+        """SpecError where the image does not fit (`Patchify`) or a patch's values are too many."""
         Patchify.check_input(self, img_size, in_chans, dim)
         check_size("patch_size", in_chans * self.patch_size**2, f"a patch's {in_chans} x {self.patch_size}^2 values")
 
@@ -175,6 +176,7 @@ class MultiHead(AttentionKind):
     projections: Projections | None = field(default=None, validator=check(Projections, optional=True))
 
     def inner_dim(self, dim: int) -> int:
+        """The attention's inner width at token width `dim`: heads x head_dim (head_dim: dim / heads)."""
         return self.heads * (self.head_dim or dim // self.heads)
 
     def probe_width(self, dim: int) -> int | None:
@@ -187,6 +189,7 @@ class MultiHead(AttentionKind):
         return role_widths(self.roles, self.inner_dim(dim), self.probe_width(dim))
 
     def check(self, tokens: Tokens) -> None:
+        """SpecError where the heads do not divide the width or the projections do not fit it."""
         _check_heads(self.heads, self.head_dim, tokens.dim)
         check_size("head_dim" if self.head_dim else "heads", self.inner_dim(tokens.dim),
                    f"the inner width heads x head_dim = {self.heads} x {self.head_dim or tokens.dim // self.heads}")
@@ -202,6 +205,7 @@ class MultiHead(AttentionKind):
         return self.heads * tokens.length**2
 
     def working_set(self, tokens: Tokens) -> int:
+        """The elements it holds at once: q, k, v and output, and the scores twice."""
         return 4 * tokens.length * self.inner_dim(tokens.dim) + 2 * self.scores(tokens)
 
     def check_keys(self, tokens: Tokens) -> None:
@@ -254,9 +258,11 @@ class MLP(FFNKind):
     hidden_drop: float | None = field(default=None, validator=check(float, ge=0, lt=1, optional=True))
 
     def hidden_dim(self, dim: int) -> int:
+        """The hidden width at token width `dim`: `hidden`, else int(dim x ratio)."""
         return self.hidden or int(dim * self.ratio)
 
     def check(self, tokens: Tokens) -> None:
+        """SpecError where the hidden width is no real layer's."""
         check_hidden(self, tokens.dim)
 
 
@@ -300,6 +306,7 @@ class ClassTokenHead(HeadKind):
 
     @property
     def mixes_tokens(self) -> bool:
+        """Whether its dense head mixes tokens in training (MixToken)."""
         return self.dense is not None and self.dense.mix_token
 
     def working_set(self, tokens: Tokens, classes: int) -> int:

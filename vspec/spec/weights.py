@@ -68,6 +68,7 @@ class Hub:
 
     @property
     def where(self) -> str:
+        """The file's page on the Hugging Face Hub."""
         return f"https://huggingface.co/{self.repo}/blob/{self.revision}/{self.file}"
 
 
@@ -87,10 +88,12 @@ class Url:
 
     @property
     def file(self) -> str:
+        """The file's name, the URL's last path part."""
         return PurePosixPath(urlparse(self.url).path).name
 
     @property
     def where(self) -> str:
+        """The URL."""
         return self.url
 
 
@@ -111,6 +114,7 @@ class Manual:
 
     @property
     def where(self) -> str:
+        """The page that says how to get the file."""
         return self.page
 
 
