@@ -344,6 +344,7 @@ class FeatureModel(nn.Module):
     default_cfg = pretrained_cfg
 
     def forward(self, x, **kwargs) -> list:
+        """The feature maps of `out_indices` (`forward_intermediates`, intermediates only)."""
         return self.model.forward_intermediates(x, self.out_indices, norm=self.norm, intermediates_only=True,
                                                 **kwargs)
 

@@ -102,6 +102,7 @@ class VspecConfig(PretrainedConfig):
         return spec if spec.num_classes == classes else override(spec, {"num_classes": classes})
 
     def to_dict(self) -> dict[str, Any]:
+        """transformers' dict of the config, the spec's num_classes set to `num_labels`."""
         out = super().to_dict()
         if out.get("spec") is not None and self.num_labels is not None:
             out["spec"] = {**out["spec"], "num_classes": self.num_labels}
@@ -211,6 +212,7 @@ class VspecModel(VspecPreTrainedModel):
                 token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
                 pixel_values: torch.Tensor | None = None, output_hidden_states: bool | None = None,
                 return_dict: bool | None = None):
+        """The body's last hidden state and pooled features (`BaseModelOutputWithPooling`)."""
         out = self._vspec(input_ids, pixel_values, attention_mask=attention_mask, token_type_ids=token_type_ids,
                           position_ids=position_ids, output_hidden_states=True, return_dict=True)
         hidden = output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
@@ -227,6 +229,7 @@ class VspecForSequenceClassification(VspecPreTrainedModel):
                 token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, output_hidden_states: bool | None = None,
                 return_dict: bool | None = None):
+        """The logits of token ids (and the loss with `labels`), as transformers returns them."""
         return self._classify(SequenceClassifierOutput, input_ids, None, labels, return_dict, output_hidden_states,
                               attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids)
 
@@ -240,6 +243,7 @@ class VspecForImageClassification(VspecPreTrainedModel):
 
     def forward(self, pixel_values: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 output_hidden_states: bool | None = None, return_dict: bool | None = None):
+        """The logits of images (and the loss with `labels`), as transformers returns them."""
         return self._classify(ImageClassifierOutput, None, pixel_values, labels, return_dict, output_hidden_states)
 
 

@@ -202,6 +202,7 @@ class Profile:
     distinct_parts: int = 0
 
     def to_dict(self) -> dict[str, Any]:
+        """The profile as plain data (tuples as lists), for JSON."""
         out = attrs.asdict(self)
         out["input_size"] = list(self.input_size)
         for stage in out["stages"]:

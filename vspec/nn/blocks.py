@@ -72,6 +72,7 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
                 causal: bool = False) -> Carry:
+        """x + attn(norm1(x)), then x + ffn(norm2(x)); the state handed on (`Carry`) with what the attention wrote."""
         h, wrote = self.attend(self.norm1(x), state, mask, causal)
         x = x + self.drop_path(self.ls1(h))
         x = x + self.drop_path(self.ls2(self.ffn(self.norm2(x))))
@@ -93,6 +94,7 @@ class PostNormBlock(Block):
 
     def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
                 causal: bool = False) -> Carry:
+        """norm1(x + attn(x)), then norm2(x + ffn(x)); the state handed on (`Carry`) as in `Block`."""
         h, wrote = self.attend(x, state, mask, causal)
         x = self.norm1(x + self.drop_path(self.ls1(h)))
         x = self.norm2(x + self.drop_path(self.ls2(self.ffn(x))))

@@ -52,6 +52,7 @@ class HeadOutput(NamedTuple):
 
     @classmethod
     def of(cls, logits: torch.Tensor, output: specs.Output) -> "HeadOutput":
+        """The output of `logits` declared by a head's `Output`."""
         return cls(logits, *output)
 
 

@@ -31,9 +31,11 @@ class Linear(nn.Linear):
         self.act = act
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """act(x W^T + b), through `vspec.ops.linear`."""
         return linear(x, self.weight, self.bias, self.act)
 
     def extra_repr(self) -> str:
+        """nn.Linear's, and the fused activation."""
         return super().extra_repr() + (f", act={self.act}" if self.act else "")
 
 
@@ -41,6 +43,7 @@ class LayerNorm2d(nn.LayerNorm):
     """LayerNorm over the channels of a (B, C, H, W) map, at every position."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """LayerNorm over the channels of a map (B, C, H, W)."""
         return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
 
 
@@ -54,6 +57,7 @@ class BatchNormTokens(nn.Module):
         self.bn = nn.BatchNorm1d(channels, eps=eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """BatchNorm over the channels of tokens (..., C)."""
         return self.bn(x.reshape(-1, x.shape[-1])).view(x.shape)
 
 
@@ -86,6 +90,7 @@ class AttentionCoreBase(nn.Module):
 
     def attention_map(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None,
                       causal: bool = False) -> torch.Tensor:
+        """The attention probabilities (B, heads, N, M); NotImplementedError where the core gives none."""
         raise NotImplementedError(f"{type(self).__name__} gives no attention map")
 
 
@@ -99,6 +104,7 @@ class AttentionCore(AttentionCoreBase):
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+        """softmax(q k^T x scale) v through SDPA, with the mask, causal masking and attention dropout."""
         drop = self.drop if self.training else 0.0
         return sdpa(q, k, v, attn_mask=mask, dropout_p=drop, is_causal=causal, scale=self.scale)
 
@@ -162,6 +168,7 @@ class LayerScale(nn.Module):
         self.gamma = nn.Parameter(torch.full((dim,), float(init)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x times the per-channel scale."""
         return x * self.gamma
 
 
@@ -174,12 +181,14 @@ class DropPath(nn.Module):
         self.p = p
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """In training, each sample zeroed with probability p and the others scaled by 1 / (1 - p); else x."""
         if not self.training or self.p == 0.0:
             return x
         keep = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(1 - self.p)
         return x * keep.div_(1 - self.p)  # scale the per-sample mask, not the whole tensor
 
     def extra_repr(self) -> str:
+        """The drop probability."""
         return f"p={self.p}"
 
 
@@ -205,6 +214,7 @@ class RoleMatrix(nn.Linear):
         self.groups, self.grouping = groups, grouping
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x through the role's grouped weight (`grouped_linear`)."""
         return grouped_linear(x, self.weight, self.groups, self.grouping)
 
     def dense(self) -> torch.Tensor:
@@ -212,6 +222,7 @@ class RoleMatrix(nn.Linear):
         return structured(self.weight, self.groups, self.grouping)
 
     def extra_repr(self) -> str:
+        """nn.Linear's, and the grouping."""
         return super().extra_repr() + (f", groups={self.groups}, grouping={self.grouping}" if self.groups > 1 else "")
 
 
@@ -236,6 +247,7 @@ class RoleProjections(nn.Module):
         self.out_bias = nn.Parameter(torch.zeros(dim)) if out_bias else None
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Each input role's projection of x (WEIGHT's aside), in the order of the roles."""
         done: dict[str, torch.Tensor] = {}
         for letter in self.letters[:-1]:
             if letter not in done:
@@ -246,6 +258,7 @@ class RoleProjections(nn.Module):
         return outs
 
     def output(self, z: torch.Tensor) -> torch.Tensor:
+        """The heads' output z mapped back to the token width by the WEIGHT role."""
         letter = self.letters[-1]
         if letter == "W":  # through the module, so that the profiler finds its MACs in a linear layer
             y = self.matrices["W"](z)
@@ -258,6 +271,7 @@ class ProjectedAttention(Component):
     fused `qkv` Linear and the output `proj` (timm's names and layout); with it, RoleProjections."""
 
     def init_projections(self, spec, dim: int, inner: int) -> None:
+        """The projections of `spec`: the fused `qkv` and `proj` (timm's), or its `projections`."""
         self.projections = None
         if spec.projections is None:
             self.qkv = Linear(dim, 3 * inner, bias=spec.qkv_bias)
@@ -287,6 +301,7 @@ class ProjectedAttention(Component):
         return list(self.qkv(x).chunk(3, dim=-1)) if self.projections is None else self.projections(x)
 
     def output(self, z: torch.Tensor) -> torch.Tensor:
+        """The heads' output z mapped back to the token width (`proj`, or the projections')."""
         return self.proj(z) if self.projections is None else self.projections.output(z)
 
     def finish(self, z: torch.Tensor, extra: list[torch.Tensor]) -> torch.Tensor:

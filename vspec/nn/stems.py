@@ -54,6 +54,7 @@ class ConvStem(nn.Module):
         self.proj = nn.Conv2d(w3, ctx.dim, p, stride=p)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) -> tokens (B, N, dim): the three conv-BN-ReLU, then the projection."""
         layers = ((self.conv1, self.bn1), (self.conv2, self.bn2), (self.conv3, self.bn3))
         if fast.enabled(x) and on_running_stats([bn for _, bn in layers]):
             # eval: channels-last (faster convolutions; the tokens come out without a copy), each

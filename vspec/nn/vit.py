@@ -28,6 +28,7 @@ class PatchEmbed(nn.Module):
         self.norm = make_norm(spec.norm, ctx.dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) -> (B, N, dim)."""
         return self.norm(rearrange(self.proj(x), "b d h w -> b (h w) d"))
 
 
@@ -44,6 +45,7 @@ class SimplePatchEmbed(nn.Module):
         self.norm_out = make_norm(spec.norm, ctx.dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) -> (B, N, dim)."""
         x = rearrange(x, "b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=self.p, p2=self.p)
         return self.norm_out(self.proj(self.norm_in(x)))
 
@@ -80,6 +82,7 @@ class MLP(nn.Module):
         self.hidden_drop = nn.Dropout(hidden_drop) if hidden_drop else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, N, dim) -> (B, N, dim)."""
         return self.drop(self.ls(self.fc2(self.hidden_drop(self.fc1(x)))))
 
 
@@ -108,6 +111,7 @@ class PoolHead(nn.Module):
         """(B, N, dim) -> (B, dim)."""
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The logits of the pooled tokens; with `pre_logits` the pooled features."""
         x = self.drop(self.pool(x) if mask is None else self.pool(x, mask))
         return x if pre_logits else self.fc(x)
 
@@ -126,6 +130,7 @@ class ClassTokenHead(PoolHead):
         self.num_prefix_tokens = ctx.num_prefix_tokens
 
     def reset(self, num_classes: int) -> list[nn.Module]:
+        """New classifiers for `num_classes` (the dense head's too); returns them."""
         new = super().reset(num_classes)
         if self.dense is None:
             return new
@@ -133,6 +138,7 @@ class ClassTokenHead(PoolHead):
         return new + [self.aux]
 
     def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The class token."""
         return x[:, 0]
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None,
@@ -163,5 +169,6 @@ class GAPHead(PoolHead):
         self.norm = make_norm(spec.norm, ctx.dim)
 
     def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The mean of the grid's tokens (the real ones under `mask`), normed."""
         p = self.num_prefix_tokens
         return self.norm(masked_mean(x[:, p:], None if mask is None else mask[:, p:]))
