@@ -476,7 +476,7 @@ def at_img_size(spec: Model, weights: dict[str, torch.Tensor], img_size: Any, pa
         weights: its state dict.
         img_size: the new image size (an int or (H, W)).
         path: the file named in errors.
-        batch: the batch a forward pass at the new size must fit in memory with; 0: none checked.
+        batch: the batch of a forward pass that must fit in memory too; 0: the model alone is checked.
     """
     try:
         new = attrs.evolve(spec, img_size=img_size)
