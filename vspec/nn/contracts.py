@@ -23,9 +23,11 @@ class BlockModule(Protocol):
     """A block (`Stage.run`): `block(x, state, mask=mask, causal=causal) -> Carry(x, state)`, x (B, N, dim) in and
     out. `state`: what the block before it handed on (tensors by key), left out where its kind `reads` none (the
     profiler calls such a part with its tokens alone); the Carry's state: what it writes, every other key as it
-    came, less a key it reads or writes that no later part reads (`BuildContext.hands_on`). `mask` (B, N) bool:
-    True at real tokens; `causal`: token i attends to tokens <= i; both keywords, always passed by the stage (None /
-    False where the body has none), refused in one line (ValueError) where its attention does not declare them."""
+    came, less a key it reads or writes that no later part reads (`BuildContext.hands_on`); where its kind has a
+    `maps_key` and a later part reads it, its attention maps (B, H, N, N) under that key (the stage hands them to
+    `Model.attention_maps`' training output). `mask` (B, N) bool: True at real tokens; `causal`: token i attends to
+    tokens <= i; both keywords, always passed by the stage (None / False where the body has none), refused in one
+    line (ValueError) where its attention does not declare them."""
 
     def forward(self, x: torch.Tensor, state: Mapping[str, torch.Tensor] = NO_STATE, *,
                 mask: torch.Tensor | None = None, causal: bool = False) -> Carry:
