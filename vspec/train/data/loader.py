@@ -23,8 +23,8 @@ from ..signals import worker_init
 from ..validators import MAX_WORKERS
 from .registry import DataError
 
-__all__ = ["EpochKeys", "ResumableSampler", "Seeded", "build_loaders", "sample_draws", "set_epoch", "to_device",
-           "transfer"]
+__all__ = ["EpochKeys", "ResumableSampler", "Seeded", "build_loaders", "on_device", "sample_draws",
+           "set_epoch", "to_device", "transfer"]
 
 
 class ResumableSampler(DistributedSampler):

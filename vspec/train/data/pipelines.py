@@ -27,8 +27,8 @@ from .loader import on_device, transfer
 from .preprocess import INTERPOLATION, eval_crop_ratio, mean_std
 from .registry import DataError
 
-__all__ = ["AHEAD", "DecodedPath", "DeviceNormalise", "HostPath", "NormalisedPath", "WorkerDecodedPath", "input_path",
-           "input_way"]
+__all__ = ["AHEAD", "DecodedPath", "DeviceNormalise", "HostPath", "InputPath", "NormalisedPath",
+           "WorkerDecodedPath", "input_path", "input_way"]
 
 # who decodes the training batches under --decode-in auto: "main" (the training process, before the step; a thread
 # of their own measured the same on an H200, docs/speed.md) or "workers" (the loader's processes, WorkerPipeline);
