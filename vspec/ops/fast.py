@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import torch
 
-__all__ = ["TESTED_TORCH", "enabled", "fast_paths", "private_op"]
+__all__ = ["TESTED_TORCH", "enabled", "fast_paths", "is_on", "private_op"]
 # torch versions the private-op paths were written and tested for: [2.4, 2.15)
 TESTED_TORCH = ((2, 4), (2, 15))
 
@@ -43,7 +43,7 @@ def private_op(namespace: str, name: str):
         return None
 
 
-def _is_on() -> bool:
+def is_on() -> bool:
     """The switch alone (environment or `fast_paths`), without the per-tensor conditions."""
     return _on
 
