@@ -34,7 +34,7 @@ from ... import spec as specs
 from ...nn.context import BuildContext
 from ...nn.heads import HeadOutput, last_real, last_real_token
 from ...nn.layers import AttentionCore, Linear, make_norm, masked_mean
-from . import spec as paper
+from . import spec as family_spec
 from .ops import cross_covariance, epn, isqrt_cov, svpn_approx, svpn_exact
 
 
@@ -128,7 +128,7 @@ class NonLocalBlock(nn.Module):
         return x + self.out(rearrange(y, "b (h w) c -> b c h w", h=h, w=w))
 
 
-def _stage(spec: paper.SoTEmbed) -> tuple[nn.Sequential, int]:
+def _stage(spec: family_spec.SoTEmbed) -> tuple[nn.Sequential, int]:
     """The three resolution-halving blocks and their output channels."""
     block, c_in, strides = spec.block, spec.stem_dim, spec.strides
     if block == "dense":
@@ -145,7 +145,7 @@ def _stage(spec: paper.SoTEmbed) -> tuple[nn.Sequential, int]:
 
 
 class SoTEmbed(nn.Module):
-    def __init__(self, spec: paper.SoTEmbed, ctx: BuildContext):
+    def __init__(self, spec: family_spec.SoTEmbed, ctx: BuildContext):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(ctx.in_chans, spec.stem_dim, 3, padding=1), nn.MaxPool2d(3, 2, 1))
         self.stage, c = _stage(spec)
@@ -158,7 +158,7 @@ class SoTEmbed(nn.Module):
 # ---------------------------------------------------------------- pools: (B, N, dim) -> representation
 # `mask` (B, N) bool: the tokens to pool (a padded text batch's real word tokens); None: all of them
 class GAPPool(nn.Module):
-    def __init__(self, spec: paper.GAPPool, ctx: BuildContext):
+    def __init__(self, spec: family_spec.GAPPool, ctx: BuildContext):
         super().__init__()
 
     def forward(self, z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -168,7 +168,7 @@ class GAPPool(nn.Module):
 class GCP(nn.Module):
     """Covariance of the reduced tokens, square-rooted by iSQRT, upper triangle (row-major)."""
 
-    def __init__(self, spec: paper.GCP, ctx: BuildContext):
+    def __init__(self, spec: family_spec.GCP, ctx: BuildContext):
         super().__init__()
         self.reduce = Linear(ctx.dim, spec.dim, bias=False)
         self.iters = spec.iters
@@ -203,7 +203,7 @@ class MGCrP(nn.Module):
     """Eq. 2-3: per head, Q_i = (1/N) (W_i Z)(R_i Z)^T; `wr` stacks every W_i, then every R_i; `bn` (with
     `bn_relu`) normalises every projected channel, followed by a ReLU."""
 
-    def __init__(self, spec: paper.MGCrP, ctx: BuildContext):
+    def __init__(self, spec: family_spec.MGCrP, ctx: BuildContext):
         super().__init__()
         self.heads, self.m, self.n, self.centering = spec.heads, spec.m, spec.n, spec.centering
         width = spec.heads * (spec.m + spec.n)
@@ -231,7 +231,7 @@ class MGCrP(nn.Module):
 class SvPN(nn.Module):
     """Eq. 5 (exact) or Eq. 6-8 (approximate) per head; `v0` is the power iteration's start vector."""
 
-    def __init__(self, spec: paper.SvPN, ctx: BuildContext):
+    def __init__(self, spec: family_spec.SvPN, ctx: BuildContext):
         super().__init__()
         self.spec = spec
         n = ctx.in_shape[-1 if spec.side == "right" else -2]
@@ -253,7 +253,7 @@ class SvPN(nn.Module):
 
 
 class EPN(nn.Module):
-    def __init__(self, spec: paper.EPN, ctx: BuildContext):
+    def __init__(self, spec: family_spec.EPN, ctx: BuildContext):
         super().__init__()
 
     def forward(self, r: torch.Tensor) -> torch.Tensor:
@@ -261,7 +261,7 @@ class EPN(nn.Module):
 
 
 class LearnableScale(nn.Module):
-    def __init__(self, spec: paper.LearnableScale, ctx: BuildContext):
+    def __init__(self, spec: family_spec.LearnableScale, ctx: BuildContext):
         super().__init__()
         self.inv_tau = nn.Parameter(torch.tensor(float(spec.init)))
 
@@ -270,7 +270,7 @@ class LearnableScale(nn.Module):
 
 
 class ReprLayerNorm(nn.LayerNorm):
-    def __init__(self, spec: paper.ReprLayerNorm, ctx: BuildContext):
+    def __init__(self, spec: family_spec.ReprLayerNorm, ctx: BuildContext):
         super().__init__(math.prod(ctx.in_shape), eps=spec.eps)
 
     def forward(self, r: torch.Tensor) -> torch.Tensor:
@@ -278,7 +278,7 @@ class ReprLayerNorm(nn.LayerNorm):
 
 
 class NoNorm(nn.Identity):
-    def __init__(self, spec: paper.NoNorm, ctx: BuildContext):
+    def __init__(self, spec: family_spec.NoNorm, ctx: BuildContext):
         super().__init__()
 
 
@@ -291,7 +291,7 @@ class SecondOrderHead(nn.Module):
     request), their sum otherwise; `branches(x)` gives the pair in either mode. `mask` (B, N): a padded text batch's
     real tokens; padding `masked` pools those alone, `included` every position after the first (released)."""
 
-    def __init__(self, spec: paper.SecondOrderHead, ctx: BuildContext):
+    def __init__(self, spec: family_spec.SecondOrderHead, ctx: BuildContext):
         super().__init__()
         self.fusion, self.z0, self.outputs = spec.fusion, spec.z0, spec.outputs()
         self.masked = spec.padding == "masked"
