@@ -95,6 +95,8 @@ MODULES = {
     "vspec.train.folder": "vspec.train.run_folder",
     # issue 56 (image data, tasks, losses, evaluation)
     **{f"vspec.train.{old}": f"vspec.train.data.{new}" for old, new in _DATA_MODULES.items()},
+    # issue 62 (names that mislead): modules named for what they hold
+    "vspec.nn.heads": "vspec.nn.head_outputs",
 }
 
 NAMES = {

@@ -17,7 +17,7 @@ from tests.helpers.breakages import apply_changes
 from tests.helpers.checks import assert_every_parameter_learns
 from tests.helpers.kinds import COMPONENTS
 from tests.helpers.strategies import KIND_MODELS, kind_breakages, model_drafts
-from vspec.nn.heads import head_loss
+from vspec.nn.head_outputs import head_loss
 from vspec.spec import (
     MHSA,
     Block,

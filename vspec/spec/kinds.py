@@ -224,7 +224,7 @@ class EntryKind(Kind):
 
 class Output(NamedTuple):
     """What a head declares about one of its training outputs (the contract with the training engine,
-    `vspec/nn/heads.py`): its `name`, its `target` (sample: logits (B, C) against the sample's label;
+    `vspec/nn/head_outputs.py`): its `name`, its `target` (sample: logits (B, C) against the sample's label;
     tokens: logits (B, N, C), the sample's label at every token) and its loss `weight`."""
 
     name: str

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from .._moved import moved as _moved
-from ..nn.heads import head_loss
+from ..nn.head_outputs import head_loss
 from ..weights.folder import save_pretrained
 from . import checkpoints, distributed, run_folder
 from .data.loader import set_epoch
@@ -203,7 +203,7 @@ class Training:
         if self.recipe.dense_avg_pool and self.cfg.data.token_labels is not None:
             raise ValueError("--dense-avg-pool: the pooled loss takes the image's target (the release fails on token "
                              "targets too); give --token-labels or --dense-avg-pool, not both")
-        outputs = self.spec.head.outputs()  # what the head declares it returns in training (vspec/nn/heads.py)
+        outputs = self.spec.head.outputs()  # what the head declares it returns in training (vspec/nn/head_outputs.py)
         if self.dist.main and len(outputs) > 1:
             if self.cfg.data.token_labels is not None:  # relabel_target's columns: the crop's, each token's
                 label = {"sample": "the crop's pooled teacher scores", "tokens": "its token label at every token"}

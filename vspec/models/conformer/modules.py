@@ -11,7 +11,7 @@ from torch import nn
 
 from ...nn.blocks import Block, Carry
 from ...nn.context import BuildContext
-from ...nn.heads import HeadOutput
+from ...nn.head_outputs import HeadOutput
 from ...nn.layers import Linear
 from ...spec.kinds import LOGITS
 from . import spec as family_spec
@@ -156,8 +156,8 @@ class ConformerHead(nn.Module):
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False, *, state: Mapping[str, torch.Tensor],
                 outputs: bool = False):
-        """`outputs` (the training loop's request, vspec/nn/heads.py): the conv classifier's HeadOutput and the token
-        head's; else the sum of the two logits."""
+        """`outputs` (the training loop's request, vspec/nn/head_outputs.py): the conv classifier's HeadOutput and the
+        token head's; else the sum of the two logits."""
         pooled = state[family_spec.CONV].mean(dim=(2, 3))
         x = self.norm(x)
         if pre_logits or isinstance(self.fc, nn.Identity):

@@ -32,7 +32,7 @@ from torch import nn
 
 from ... import spec as specs
 from ...nn.context import BuildContext
-from ...nn.heads import HeadOutput, last_real, last_real_token
+from ...nn.head_outputs import HeadOutput, last_real, last_real_token
 from ...nn.layers import AttentionCore, Linear, make_norm, masked_mean
 from . import spec as family_spec
 from .ops import cross_covariance, epn, isqrt_cov, svpn_approx, svpn_exact
@@ -287,9 +287,9 @@ class SecondOrderHead(nn.Module):
     """Eq. 1. Classifiers: `cls_fc` (z0) and `word_fc` (representation) for sum and late fusion; `fc` for concat ([z0,
     r]) and aggr_all. z0 is the class token (a text body's first token), the mean word token (`z0 = mean_token`) or a
     text body's last real token (`last_token`, the word tokens the others). Late fusion returns HeadOutputs cls and
-    word (z0 and word logits, weight 1 each: vspec/nn/heads.py) when its outputs are asked for (the training loop's
-    request), their sum otherwise; `branches(x)` gives the pair in either mode. `mask` (B, N): a padded text batch's
-    real tokens; padding `masked` pools those alone, `included` every position after the first (released)."""
+    word (z0 and word logits, weight 1 each: vspec/nn/head_outputs.py) when its outputs are asked for (the training
+    loop's request), their sum otherwise; `branches(x)` gives the pair in either mode. `mask` (B, N): a padded text
+    batch's real tokens; padding `masked` pools those alone, `included` every position after the first (released)."""
 
     def __init__(self, spec: family_spec.SecondOrderHead, ctx: BuildContext):
         super().__init__()
@@ -353,7 +353,7 @@ class SecondOrderHead(nn.Module):
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None,
                 outputs: bool = False):
-        """`outputs` (the training loop's request, vspec/nn/heads.py): late fusion's two HeadOutputs; else the
+        """`outputs` (the training loop's request, vspec/nn/head_outputs.py): late fusion's two HeadOutputs; else the
         logits, the two branches summed for sum and late fusion."""
         if self.fusion in ("sum", "late"):
             if pre_logits or isinstance(self.cls_fc, nn.Identity):  # num_classes 0: the features
