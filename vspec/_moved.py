@@ -159,6 +159,11 @@ NAMES = {
     "vspec.spec.kinds.PoolKind": "vspec.models.sot.spec.PoolKind",
     "vspec.spec.kinds.ReprNormKind": "vspec.models.sot.spec.ReprNormKind",
     "vspec.train.recipes.MAX_EPOCHS": "vspec.spec.paper.MAX_EPOCHS",
+    # issue 62 (names that mislead): `Weights` named three things
+    "vspec.spec.Weights": "vspec.spec.weights.PublishedWeights",
+    "vspec.spec.weights.Weights": "vspec.spec.weights.PublishedWeights",
+    "vspec.spec.budget.Weights": "vspec.spec.budget.WeightBytes",
+    "vspec.convert.released.Weights": "vspec.convert.released.StateDict",
 }
 
 

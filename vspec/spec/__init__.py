@@ -29,7 +29,17 @@ from .stems import ConvStem
 from .swin import PatchMerging, WindowMHSA
 from .text import FirstTokenHead, LastTokenHead, TokenEmbed
 from .vit import MHSA, MLP, ClassTokenHead, DenseAux, GAPHead, Norm, Output, PatchEmbed, Projections, SimplePatchEmbed
-from .weights import IMAGENET_MEAN, IMAGENET_STD, INCEPTION_MEAN, INCEPTION_STD, Hub, Manual, Preprocess, Url, Weights
+from .weights import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    INCEPTION_MEAN,
+    INCEPTION_STD,
+    Hub,
+    Manual,
+    Preprocess,
+    PublishedWeights,
+    Url,
+)
 
 __all__ = [
     # generic parts
@@ -45,7 +55,8 @@ __all__ = [
     "to_dict", "to_json",
     "to_toml",
     # published weights, declared beside a preset's SPEC
-    "Hub", "Manual", "Url", "Weights", "Preprocess", "IMAGENET_MEAN", "IMAGENET_STD", "INCEPTION_MEAN", "INCEPTION_STD",
+    "Hub", "Manual", "Url", "PublishedWeights", "Preprocess", "IMAGENET_MEAN", "IMAGENET_STD", "INCEPTION_MEAN",
+    "INCEPTION_STD",
 ]
 CORE = tuple(__all__)  # the core's names; the families' join them (`_export_families`)
 _from_families: set[str] = set()
