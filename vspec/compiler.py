@@ -9,7 +9,7 @@ from torch import nn
 from . import nn as vspec_nn
 from . import spec as specs
 from .spec.budget import nbytes
-from .spec.core import one_line
+from .spec.errors import one_line
 
 # spec class -> module class, the generic kinds'; every module takes (spec, ctx). The families' entries (their
 # `family.MODULES`, merged by vspec/spec/families.py, which reads them again when the families change) join them in

@@ -39,7 +39,7 @@ from .spec.catalogue import (  # noqa: F401 - also here
     presets,
     resolve_name,
 )
-from .spec.core import cause, eps_problem
+from .spec.errors import cause, eps_problem
 from .spec.weights import PublishedWeights, inputs_cfg, requested
 from .weights import published
 from .weights.cache import WeightsUnavailable

@@ -40,7 +40,7 @@ from vspec.spec import (
     override,
     to_dict,
 )
-from vspec.spec.core import show
+from vspec.spec.errors import show
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 

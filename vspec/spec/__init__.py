@@ -18,7 +18,7 @@ from . import (
 from .blocks import Block, PostNormBlock
 from .budget import MemoryBudgetError
 from .catalogue import load_spec
-from .core import SpecError
+from .errors import SpecError
 from .kinds import AttentionKind, BlockKind, EmbedderKind, EntryKind, FFNKind, HeadKind, Kind
 from .layout import Assembly, StageLayout, StateShape, Tokens, assemble, embedded, layout, state_layout
 from .load import load_weights_table, override, parse_assignment

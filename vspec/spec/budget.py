@@ -16,7 +16,7 @@ from types import EllipsisType
 from attrs import frozen
 
 from .._moved import moved as _moved
-from .core import SpecError
+from .errors import SpecError
 from .layout import embedded, layout
 from .model import Model
 

@@ -24,7 +24,7 @@ from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 from .._moved import moved as _moved
-from .core import SpecError
+from .errors import SpecError
 
 if TYPE_CHECKING:
     from .layout import Tokens

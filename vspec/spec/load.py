@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from .core import SpecError, join, show, show_key, text_of
+from .errors import SpecError, join, show, show_key, text_of
 from .model import KINDS, SHORTHAND, Model
 from .serialize import WRITTEN_WHEN_SET, converter, from_dict, from_json, from_toml, to_dict
 from .weights import PublishedWeights, check_table

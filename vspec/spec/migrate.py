@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .core import MAX_SIZE, SpecError, show
+from .errors import MAX_SIZE, SpecError, show
 
 VERSION = 3
 MAX_UPGRADE_DEPTH = 10_000  # blocks an upgrade may list or rename one by one (deep ViTs have under 100)

@@ -10,7 +10,7 @@ import attrs
 from attrs import field, frozen
 
 from .blocks import Block
-from .core import SpecError, check, check_pair, check_size, join, pair, show
+from .errors import SpecError, check, check_pair, check_size, join, pair, show
 from .kinds import KINDS, ROLES, BlockKind, EmbedderKind, EntryKind, HeadKind, of_role  # noqa: F401
 from .layout import embedded, layout, received
 from .vit import ClassTokenHead, PatchEmbed

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from attrs import field, frozen
 
-from .core import MAX_SIZE, SpecError, check, check_eps, check_size, show
+from .errors import MAX_SIZE, SpecError, check, check_eps, check_size, show
 from .kinds import LOGITS, AttentionKind, EmbedderKind, FFNKind, HeadKind, Output  # noqa: F401 - Output, re-exported
 from .layout import Tokens
 

@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 from attrs import field, frozen
 
 from .._moved import moved as _moved
-from .core import SpecError, check
+from .errors import SpecError, check
 
 CONVERTERS = ("timm", "hf")  # besides a family's released converter (`vspec.convert.official()`)
 HEX = frozenset("0123456789abcdef")

@@ -29,7 +29,7 @@ from torch import nn
 from ..convert import ConversionError, from_hf, from_official, from_timm
 from ..convert.hf import read_config
 from ..spec import Model, SpecError, from_json
-from ..spec.core import cause, file_kind
+from ..spec.errors import cause, file_kind
 from ..spec.serialize import first_difference
 from ..spec.weights import PublishedWeights
 from .cache import WeightsUnavailable, regular_file, vspec_cache

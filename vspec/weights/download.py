@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 import torch
 
-from ..spec.core import cause
+from ..spec.errors import cause
 from ..spec.weights import Hub, Manual, PublishedWeights, Url
 from .cache import WeightsUnavailable, check_hub_cache, drop_path, hf_cache, offline, regular_file
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ...extras import needs
-from ...spec.core import file_kind, show
+from ...spec.errors import file_kind, show
 from .registry import DataError
 
 SUFFIXES = (".parquet", ".arrow")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...spec.core import cause
+from ...spec.errors import cause
 from ..data.registry import DataError, Request
 
 
