@@ -71,11 +71,15 @@ def test_the_house_figures_count_what_a_reader_meets(tmp_path):
     body = "\n".join(f"    a{i} = {i}" for i in range(61))
     (pkg / "m.py").write_text(f'def f():\n    """Doc.\n\n    Args:\n        none\n    """\n\n\ndef g():\n{body}\n\n\n'
                               'class C:\n    """Doc."""\n\n    def run(self):\n        pass\n\n    def _h(self):\n'
-                              '        pass\n\n\ndef _private():\n    pass\n')
+                              '        pass\n\n\ndef _private():\n    pass\n\n\ndef h(x, *, y=1):\n    """Doc."""\n\n\n'
+                              'def k(self):\n    """Long because it is.\n\n    Args:\n        self: no.\n    """\n'
+                              + "\n".join(f"    b{i} = {i}" for i in range(61)) + "\n")
     f = figures(pkg)
-    assert (f["modules"], f["with_all"], f["public_defs"], f["public_assigned"]) == (2, 1, 3, 1)
+    assert (f["modules"], f["with_all"], f["public_defs"], f["public_assigned"]) == (2, 1, 5, 1)
     assert f["undocumented"] == ["pkg/m.py:g"] and f["undocumented_methods"] == ["pkg/m.py:C.run"]
-    assert f["args_blocks"] == 1 and f["long"] == [("pkg/m.py:g", 62)]
+    assert f["args_blocks"] == 2 and f["long"] == [("pkg/m.py:g", 62), ("pkg/m.py:k", 67)]
+    assert f["no_args"] == ["pkg/m.py:h"] and f["long_unexplained"] == ["pkg/m.py:g"]
+    assert f["without_all"] == ["pkg/m.py"]
 
 
 CORE = ("spec", "nn", "ops", "convert", "compiler.py", "profiler.py")  # docs/design.md, Layout: the core

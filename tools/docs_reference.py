@@ -42,7 +42,7 @@ API = [
     ("vspec.train.data.registry", ["DataSet", "register_dataset", "unregister_dataset"]),
     ("vspec.train.engine", ["run"]),
 ]
-SPEC_CLASSES = "vspec.spec"  # every class in its __all__, grouped by defining module
+SPEC_CLASSES = "vspec.spec"  # every class in its __all__ and the families' (`__getattr__`), by defining module
 
 
 def cli_reference() -> str:
@@ -128,7 +128,7 @@ def api_entries() -> dict[str, dict[str, object]]:
         module = importlib.import_module(modname)
         sections[modname] = {n: functools.reduce(getattr, n.split("."), module) for n in (names or _public(module))}
     spec = importlib.import_module(SPEC_CLASSES)
-    for n in spec.__all__:
+    for n in [*spec.__all__, *sorted(spec.families.exported())]:
         obj = getattr(spec, n)
         if inspect.isclass(obj) and not issubclass(obj, Exception):
             sections.setdefault(f"spec classes: {obj.__module__}", {})[n] = obj

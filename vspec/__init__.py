@@ -18,6 +18,7 @@ from pathlib import Path as _Path
 from . import _moved  # the previous release's import paths, kept for one release
 from .spec import *  # noqa: F403
 from .spec import __all__ as _spec_all
+from .spec import families as _families
 from .version import __version__ as __version__  # re-exported
 
 _LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.weights.loading",
@@ -27,13 +28,22 @@ _LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.
          "register_family": "vspec.spec.families", "fit": "vspec.fitting", "list_models": "vspec.spec.catalogue",
          "head_loss": "vspec.nn.head_outputs", "register_timm": "vspec.factory", "register_hf": "vspec.hf"}
 
-__all__ = [*_spec_all, *_LAZY]
+__all__ = sorted([*_spec_all, *_LAZY])
 
 
 def __getattr__(name: str):
+    """The functions of `_LAZY` (their module imported now), the families' kinds (as `vspec.spec`'s), the package's
+    modules (`vspec.convert`), else the previous release's names (vspec/_moved.py)."""
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
+    found = _families.exported()
+    if name in found:
+        return found[name]
     here = _Path(__file__).parent
     if name.isidentifier() and ((here / name / "__init__.py").is_file() or (here / f"{name}.py").is_file()):
         return import_module(f"{__name__}.{name}")  # a subpackage or module: `vspec.convert.from_timm(...)`
     return _moved.moved(__name__, name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_families.exported()})

@@ -22,6 +22,8 @@ from .extras import needs
 from .spec import families
 from .spec.paper import Analysis
 
+__all__ = ["AnalysisError", "Figure", "InputError", "Inputs", "analyses", "nonfinite_result", "pyplot", "run"]
+
 
 class AnalysisError(Exception):
     """An analysis that does not apply to this model (the reason in one line)."""
@@ -64,7 +66,13 @@ def analyses() -> dict[str, Analysis]:
 
 
 def run(name: str, model: Any, inputs: Inputs) -> Figure:
-    """The analysis `name` of `model` on `inputs`: its function imported and called."""
+    """The analysis `name` of `model` on `inputs`: its function imported and called.
+
+    Args:
+        name: the analysis' name (a key of `analyses()`).
+        model: the model analysed (built, with its weights).
+        inputs: the batch it is analysed on.
+    """
     module, _, attribute = analyses()[name].function.partition(":")
     return getattr(importlib.import_module(module), attribute)(model, inputs)
 
@@ -91,7 +99,12 @@ def pyplot():
 def nonfinite_result(result: Any, where: str = "") -> str | None:
     """Where an analysis' result (dicts, lists, floats, tensors) holds a NaN or an infinity, as a path such as
     `F[3]` or `[0].before`, or None. (A null entropy is no such value: a map whose rows are not
-    distributions.)"""
+    distributions.)
+
+    Args:
+        result: the analysis' result.
+        where: the path of `result` within the whole ("": the top).
+    """
     if isinstance(result, float):
         return None if math.isfinite(result) else where or "the result"
     if "torch" in sys.modules and isinstance(result, sys.modules["torch"].Tensor):  # a tensor: torch is imported

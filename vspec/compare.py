@@ -20,7 +20,8 @@ fits every spec but the reference (the first, or `to`) to the reference's MACs o
 
 Every spec sees the same fixed split of `data` (the dataset's own; independent of the seed; for text one
 tokenizer, trained once into OUT/tokenizer), and seed s gives every spec the same data order; s also seeds the
-weights. `train_seeds` and `spread` are shared with tools/text_demo.py.
+weights. `train_seeds` and `spread` are shared with tools/text_demo.py. The report (`spread`, `welch`, `noise`,
+`table`, `plot`) is vspec/compare_report.py's, re-exported here.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import Any
 
 import attrs
 
+from .compare_report import ALPHA, METRICS, noise, plot, spread, table, welch
 from .fitting import MAX_CANDIDATES, FitError, check_search, deviation, fit
 from .spec import Model, load_spec, override
 from .spec.errors import printable
@@ -50,23 +52,27 @@ from .train.data import registry
 from .train.data.registry import names
 from .train.text import run_tokenizer
 
+__all__ = [
+    "ALPHA", "FILES", "MAX_GRID", "command_line", "compare", "cpu_name", "data_info", "load_specs", "noise", "plot",
+    "say_err", "spread", "table", "throughput", "train_seeds", "welch",
+]
 FILES = ("compare.json", "compare.png")
 MAX_GRID = 100  # grid points (specs x --grid's combinations) by default: each is trained once per seed
-THROUGHPUT = {"batch": 64, "warmup": 3, "iterations": 10}
-TOKEN_LABELED = "+tl"  # --token-labels: the row of a spec trained on them
-ALPHA = 0.05  # Welch's test: a difference with p below it is told apart from the seed noise
-
-
-def spread(values: Sequence[float]) -> dict[str, float]:
-    """mean, sample standard deviation (0 for one value), min and max."""
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return {"mean": statistics.fmean(values), "std": std, "min": min(values), "max": max(values)}
+_THROUGHPUT = {"batch": 64, "warmup": 3, "iterations": 10}
+_TOKEN_LABELED = "+tl"  # --token-labels: the row of a spec trained on them
 
 
 def train_seeds(names: Sequence[str], seeds: Sequence[int], train: Callable[[str, int], float],
                 say: Callable[[str], None] = print) -> dict[str, list[float]]:
     """`train(name, seed)` for every name and seed (names outermost), saying which run starts and what it scored;
-    returns each name's scores in seed order."""
+    returns each name's scores in seed order.
+
+    Args:
+        names: the specs' names, trained in this order.
+        seeds: the seeds each is trained with.
+        train: `train(name, seed)` trains one run and returns its score.
+        say: where the progress lines go.
+    """
     scores: dict[str, list[float]] = {}
     total, done = len(names) * len(seeds), 0
     for name in names:
@@ -79,22 +85,7 @@ def train_seeds(names: Sequence[str], seeds: Sequence[int], train: Callable[[str
     return scores
 
 
-def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float] | None:
-    """Welch's t-test of mean(a) - mean(b) (unequal variances; scipy's `ttest_ind(equal_var=False)`): t, the
-    Welch-Satterthwaite degrees of freedom and the two-sided p-value; None with fewer than two values on a side.
-    Equal values on both sides (no variance, where scipy's t is 0 / 0): p = 1 if the means are equal, else 0."""
-    from scipy.stats import ttest_ind  # extra
-
-    if len(a) < 2 or len(b) < 2:
-        return None
-    if statistics.variance(a) == statistics.variance(b) == 0:
-        diff = statistics.fmean(a) - statistics.fmean(b)
-        return {"t": None if diff else 0.0, "df": float(len(a) + len(b) - 2), "p": 0.0 if diff else 1.0}
-    test = ttest_ind(a, b, equal_var=False)
-    return {"t": float(test.statistic), "df": float(test.df), "p": float(test.pvalue)}
-
-
-def grid_points(paths: Sequence[str | Path], grid: dict[str, list] | None, max_points: int = MAX_GRID) -> int:
+def _grid_points(paths: Sequence[str | Path], grid: dict[str, list] | None, max_points: int = MAX_GRID) -> int:
     """How many specs `grid` makes of `paths` (counted, nothing loaded); ValueError past `max_points` or for a
     value that is not a finite number."""
     for key, values in (grid or {}).items():
@@ -112,9 +103,16 @@ def grid_points(paths: Sequence[str | Path], grid: dict[str, list] | None, max_p
 def load_specs(paths: Sequence[str | Path], grid: dict[str, list] | None = None,
                text: bool = False, max_points: int = MAX_GRID) -> dict[str, tuple[Path, Model]]:
     """name (the file's stem; with `grid`, stem[k=v,...] per combination) -> (path, spec); a grid of more than
-    `max_points` specs (`grid_points`: counted before any spec is loaded), two files with one name, or a body of
-    the other modality than the data's (`text`), are refused."""
-    grid_points(paths, grid, max_points)
+    `max_points` specs (`_grid_points`: counted before any spec is loaded), two files with one name, or a body of
+    the other modality than the data's (`text`), are refused.
+
+    Args:
+        paths: the spec files or presets.
+        grid: field -> values, each spec expanded into every combination (None: none).
+        text: the data is text (a text body is required; False: an image model).
+        max_points: the most specs the grid may make.
+    """
+    _grid_points(paths, grid, max_points)
     specs: dict[str, tuple[Path, Model]] = {}
     for path in map(Path, paths):
         spec = load_spec(path)
@@ -132,10 +130,10 @@ def load_specs(paths: Sequence[str | Path], grid: dict[str, list] | None = None,
     return specs
 
 
-def check_searches(specs: dict[str, tuple[Path, Model]], what: str, to: object, vary: Sequence[str] | None,
+def _check_searches(specs: dict[str, tuple[Path, Model]], what: str, to: object, vary: Sequence[str] | None,
                    max_candidates: int) -> None:
     """ValueError, before anything is profiled, for a --match search past `max_candidates` (`fitting.check_search`)
-    of a spec that `match_budget` fits (every one but the first, or every one with `to`)."""
+    of a spec that `_match_budget` fits (every one but the first, or every one with `to`)."""
     for i, (name, (_, spec)) in enumerate(specs.items()):
         if to is not None or i:
             try:
@@ -144,12 +142,12 @@ def check_searches(specs: dict[str, tuple[Path, Model]], what: str, to: object, 
                 raise ValueError(printable(f"--match {what}: {name}: {e}")) from None
 
 
-def match_budget(specs: dict[str, tuple[Path, Model]], what: str, to: Model | None, vary: Sequence[str] | None,
+def _match_budget(specs: dict[str, tuple[Path, Model]], what: str, to: Model | None, vary: Sequence[str] | None,
                  tolerance: float, say: Callable[[str], None],
                  max_candidates: int | None = None) -> dict[str, dict[str, Any]]:
     """Fits every spec but the reference (`to`, else the first) to the reference's `what` (macs | params) in place
     (each search at most `max_candidates`, default fitting.MAX_CANDIDATES: `fit` refuses a larger one before
-    profiling it; `compare` checks them all first, `check_searches`); returns, per spec, its original counts, the
+    profiling it; `compare` checks them all first, `_check_searches`); returns, per spec, its original counts, the
     fitted field values (none for the reference) and its deviation."""
     from .profiler import profile  # torch
 
@@ -176,11 +174,19 @@ def match_budget(specs: dict[str, tuple[Path, Model]], what: str, to: Model | No
     return matched
 
 
-def throughput(spec: Model, batch: int = THROUGHPUT["batch"], warmup: int = THROUGHPUT["warmup"],
-               iterations: int = THROUGHPUT["iterations"], device: str = "cpu") -> float:
+def throughput(spec: Model, batch: int = _THROUGHPUT["batch"], warmup: int = _THROUGHPUT["warmup"],
+               iterations: int = _THROUGHPUT["iterations"], device: str = "cpu") -> float:
     """Samples per second of an eval-mode forward pass on `device`: `batch` random images (or token ids) under
     no_grad, `warmup` passes untimed, then `batch` / the median time of `iterations` passes (the median: other
-    processes on the machine slow some passes; synchronised on CUDA)."""
+    processes on the machine slow some passes; synchronised on CUDA).
+
+    Args:
+        spec: the model spec.
+        batch: the samples of each pass.
+        warmup: the untimed passes first.
+        iterations: the timed passes.
+        device: where it runs ("cpu", "cuda").
+    """
     import torch  # torch
 
     from .compiler import build  # torch
@@ -201,7 +207,11 @@ def throughput(spec: Model, batch: int = THROUGHPUT["batch"], warmup: int = THRO
 
 
 def command_line(args) -> str:
-    """The `vspec compare` command that `args` (its parsed flags) stand for, every setting spelled out."""
+    """The `vspec compare` command that `args` (its parsed flags) stand for, every setting spelled out.
+
+    Args:
+        args: the parsed flags of `vspec compare` (vspec/cli/compare.py).
+    """
     argv = ["vspec", "compare", *args.specs, "--data", args.data]
     argv += ["--data-dir", args.data_dir] if args.data_dir else []
     argv += ["--task", args.task] if args.task else []
@@ -233,7 +243,16 @@ def cpu_name() -> str:
 
 def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None, specs, out: Path) -> dict:
     """The split's sizes and classes, read once; for text the tokenizer every run shares, trained once into
-    OUT/tokenizer (its vocabulary fits the smallest embedder), the task and its headline metric."""
+    OUT/tokenizer (its vocabulary fits the smallest embedder), the task and its headline metric.
+
+    Args:
+        data: the data set's name.
+        first: the first spec (its image size and channels read the images).
+        data_dir: where the data set is (None: its default place).
+        task: the text task (None: its default).
+        specs: name -> (path, spec) of every spec compared (a tokenizer's vocabulary fits them all).
+        out: the comparison's folder (the tokenizer's is OUT/tokenizer).
+    """
     from .train.data.registry import DataError  # torch
     from .train.data.sources import build_datasets  # torch
     from .train.data.transforms import build_transforms  # torch
@@ -257,30 +276,15 @@ def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None
     return {"name": data, "train": len(train_ds), "val": len(val_ds), "classes": classes, "metric": "val_top1"}
 
 
-METRICS = {"val_top1": "val top-1 (%)"}  # the others are named by the task's metric: val accuracy, val mcc, ...
-
-
-def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], recipe, out: Path,
-            recipe_name: str = "compare", data_dir: str | None = None, task: str | None = None, command: str = "",
-            grid: dict[str, list] | None = None, match: str | None = None, to: str | Path | None = None,
-            vary: Sequence[str] | None = None, tolerance: float = 0.02, device: str = "cpu",
-            say: Callable[[str], None] = print, max_candidates: int | None = None,
-            token_labels: str | None = None) -> dict[str, Any]:
-    """Train every spec in `paths` (each expanded by `grid`; fitted to one budget with `match`) with every seed in
-    `seeds` (`recipe`, on `device`), then write OUT/compare.json and OUT/compare.png; returns the JSON's content.
-    With `token_labels` (a folder of label maps) every spec is trained twice: NAME without them, NAME+tl with.
-    `max_candidates` bounds the grid's points (default MAX_GRID) and each --match search (default
-    fitting.MAX_CANDIDATES), both counted before any spec is built or profiled. Raises ValueError (with DataError
-    and FitError) / SpecError for what cannot be done, before any training."""
+def _requested(paths: Sequence[str | Path], data: str, grid: dict[str, list] | None, match: str | None,
+               to: str | Path | None, vary: Sequence[str] | None, device: str,
+               max_candidates: int | None) -> tuple[bool, dict[str, tuple[Path, Model]]]:
+    """`compare`'s refusals before the data is read: the data set, --max-candidates, the specs and the grid,
+    --match, the searches' sizes, the device (in this order); whether the data is text, and the specs."""
     import torch  # torch
 
-    from .compiler import check_fit  # torch
-    from .profiler import profile  # torch
     from .train.data.registry import DataError  # torch
-    from .train.engine import run  # torch
-    from .train.token_labels.maps import token_grid  # torch
 
-    t0 = time.perf_counter()
     comparable = tuple(d.name for d in registry.table().values() if d.comparable)  # not synthetic's random labels
     if data not in comparable:
         raise DataError(f"--data: unknown {data!r}; expected one of {', '.join(comparable)}")
@@ -297,10 +301,18 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
             raise ValueError(f"--grid {', '.join(sorted(searched & set(grid)))} is also what --match varies "
                              f"({', '.join(sorted(searched))}): vary other fields (--vary) or grid others")
     if match:  # the searches' sizes, before the data is read or anything profiled
-        check_searches(specs, match, to, vary, max_candidates or MAX_CANDIDATES)
+        _check_searches(specs, match, to, vary, max_candidates or MAX_CANDIDATES)
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device here")
-    info = data_info(data, next(iter(specs.values()))[1], data_dir=data_dir, task=task, specs=specs, out=out)
+    return text, specs
+
+
+def _at_classes(specs: dict[str, tuple[Path, Model]], info: dict, recipe, data: str, to: str | Path | None,
+                text: bool) -> tuple[list[str], Model | None]:
+    """Every spec (in place) and the reference `to` at the data set's classes; the names of the specs changed, and
+    the reference. Refuses a batch larger than the training split and a reference of the other modality."""
+    from .train.data.registry import DataError  # torch
+
     classes = info["classes"]
     if recipe.batch_size > info["train"]:  # the engine drops the last partial batch: none would be left
         raise DataError(f"--batch-size {recipe.batch_size} is more than the {info['train']} training "
@@ -312,30 +324,47 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     if reference is not None and reference.embedder.text != text:
         raise ValueError(f"--to {to}: a {'text body' if reference.embedder.text else 'image model'}; the compared "
                          f"specs are {'text bodies' if text else 'image models'}")
-    matched = match_budget(specs, match, reference, vary, tolerance, say, max_candidates) if match else None
+    return changed, reference
+
+
+def _check_room(specs: dict[str, tuple[Path, Model]], batch: int, out: Path) -> None:
+    """Every spec's size at the batch it trains and is timed with (`check_fit`), then the runs' folder, made."""
+    from .compiler import check_fit  # torch
+
     for name, (path, spec) in specs.items():  # every spec's size, before any run
-        check_fit(spec, max(recipe.batch_size, THROUGHPUT["batch"]), f"{path}: training it")
+        check_fit(spec, max(batch, _THROUGHPUT["batch"]), f"{path}: training it")
     try:  # the folders every run writes into
         (out / "runs").mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ValueError(f"--out-dir {out}: cannot make {out / 'runs'} ({e.strerror or e})") from None
-    for name in changed:
-        say(f"note: {name}: {data} has {classes} classes; num_classes set to {classes}")
-    metric = info.pop("metric")
-    data_config = DataConfig(data, data_dir=data_dir, task=task, tokenizer=info.get("tokenizer"))
-    labelled = {}  # NAME+tl: trained on the token labels
+
+
+def _token_labelled(specs: dict[str, tuple[Path, Model]], token_labels: str | None, text: bool,
+                    data: str) -> dict[str, str]:
+    """With `token_labels`, every spec once more as NAME+tl (added to `specs`); {NAME+tl: NAME}. Refused for text
+    and for a head that cannot take them, before any run."""
+    from .train.token_labels.maps import token_grid  # torch
+
+    labelled = {}
     if token_labels is not None:
         if text:
             raise ValueError(f"--token-labels: label maps of images; {data} holds texts")
         for name, (path, spec) in list(specs.items()):
             token_grid(spec)  # a head that cannot take them, refused before any run
-            labelled[f"{name}{TOKEN_LABELED}"] = name
-            specs[f"{name}{TOKEN_LABELED}"] = (path, spec)
-        with_labels = attrs.evolve(data_config, token_labels=str(token_labels))
+            labelled[f"{name}{_TOKEN_LABELED}"] = name
+            specs[f"{name}{_TOKEN_LABELED}"] = (path, spec)
+    return labelled
+
+
+def _train_all(specs: dict[str, tuple[Path, Model]], seeds: Sequence[int], recipe, data: dict[str, DataConfig],
+               out: Path, device: str, metric: str, say: Callable[[str], None]) -> tuple[dict, dict]:
+    """Train every spec (on its `data`) with every seed (`train_seeds`), the engine's stdout to stderr; per spec
+    its scores (a non-finite one counted as 0, with a note) and its runs' final records."""
+    from .train.engine import run  # torch
 
     def train(name: str, seed: int) -> float:
         with contextlib.redirect_stdout(sys.stderr):  # the engine's closing line too: stdout is the table's
-            final = run(TrainConfig(specs[name][1], recipe, with_labels if name in labelled else data_config,
+            final = run(TrainConfig(specs[name][1], recipe, data[name],
                                     RunConfig(out=out / "runs" / f"{name}-seed{seed}", seed=seed, device=device,
                                               log_interval=None, overwrite=True)))  # one progress line per epoch
         score = final[metric]
@@ -347,7 +376,14 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
         return score
 
     runs: dict[str, list[dict[str, Any]]] = {}
-    scores = train_seeds(list(specs), seeds, train, say)
+    return train_seeds(list(specs), seeds, train, say), runs
+
+
+def _rows(specs: dict[str, tuple[Path, Model]], scores: dict, runs: dict, labelled: dict[str, str],
+          token_labels: str | None, matched: dict | None, device: str) -> list[dict[str, Any]]:
+    """compare.json's row of each spec: its counts, throughput, scores and runs."""
+    from .profiler import profile  # torch
+
     rows = []
     for name, (path, spec) in specs.items():
         prof = profile(spec, crosscheck=False)
@@ -356,6 +392,65 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
                      "samples_per_s": throughput(spec, device=device), "scores": scores[name],
                      "score": spread(scores[name]), "runs": runs[name],
                      **({"matched": matched[name]} if matched else {})})
+    return rows
+
+
+def _environment(device: str) -> dict[str, Any]:
+    """compare.json's record of how throughput was timed and of the machine, torch and Python."""
+    import torch  # torch
+
+    return {"throughput": {**_THROUGHPUT, "how": f"eval-mode forward of random inputs under no_grad on {device}; "
+                                                 f"batch / median time of the timed passes"},
+            "torch": torch.__version__, "python": platform.python_version(), "cpu": cpu_name(),
+            "threads": torch.get_num_threads(), "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], recipe, out: Path,
+            recipe_name: str = "compare", data_dir: str | None = None, task: str | None = None, command: str = "",
+            grid: dict[str, list] | None = None, match: str | None = None, to: str | Path | None = None,
+            vary: Sequence[str] | None = None, tolerance: float = 0.02, device: str = "cpu",
+            say: Callable[[str], None] = print, max_candidates: int | None = None,
+            token_labels: str | None = None) -> dict[str, Any]:
+    """Train every spec in `paths` (each expanded by `grid`; fitted to one budget with `match`) with every seed in
+    `seeds`, then write OUT/compare.json and OUT/compare.png; returns the JSON's content. Raises ValueError (with
+    DataError and FitError) / SpecError for what cannot be done, before any training.
+
+    Args:
+        paths: the specs compared (files, presets, checkpoints); a row each, NAME[k=v,...] with `grid`.
+        data: the data set, one of the registry's comparable ones.
+        seeds: the seeds each spec is trained with (seed s: every spec's data order, and its weights).
+        recipe: the training recipe (a vspec.train.recipes Recipe), shared by every run.
+        out: the folder of compare.json, compare.png and each run's own, OUT/runs/NAME-seedS.
+        recipe_name: the recipe's name, recorded.
+        data_dir: where the data set is (None: its default place).
+        task: the text task of `data` (None: its default).
+        command: the command line, recorded.
+        grid: field -> values, each spec expanded into every combination (None: no grid).
+        match: "macs" or "params": every spec but the reference fitted to its count (None: none).
+        to: the reference spec of `match` (None: the first).
+        vary: the fields `match` varies (None: dim and depth).
+        tolerance: the relative deviation from the reference's count that `match` accepts.
+        device: where the runs train and the throughput is timed ("cpu", "cuda").
+        say: where progress lines and notes go.
+        max_candidates: bounds the grid's points and each search, counted before anything is built (None:
+            MAX_GRID and fitting.MAX_CANDIDATES).
+        token_labels: a folder of label maps: every spec trained twice, NAME without them, NAME+tl with.
+    """
+    t0 = time.perf_counter()
+    text, specs = _requested(paths, data, grid, match, to, vary, device, max_candidates)
+    info = data_info(data, next(iter(specs.values()))[1], data_dir=data_dir, task=task, specs=specs, out=out)
+    changed, reference = _at_classes(specs, info, recipe, data, to, text)
+    matched = _match_budget(specs, match, reference, vary, tolerance, say, max_candidates) if match else None
+    _check_room(specs, recipe.batch_size, out)
+    for name in changed:
+        say(f"note: {name}: {data} has {info['classes']} classes; num_classes set to {info['classes']}")
+    metric = info.pop("metric")
+    data_config = DataConfig(data, data_dir=data_dir, task=task, tokenizer=info.get("tokenizer"))
+    labelled = _token_labelled(specs, token_labels, text, data)  # NAME+tl: trained on the token labels
+    scores, runs = _train_all(specs, seeds, recipe, {name: attrs.evolve(data_config, token_labels=str(token_labels))
+                                                     if name in labelled else data_config for name in specs},
+                              out, device, metric, say)
+    rows = _rows(specs, scores, runs, labelled, token_labels, matched, device)
     result = {
         "command": command, "data": info, "recipe": {"name": recipe_name, **attrs.asdict(recipe)}, "seeds": list(seeds),
         "metric": metric, "metric_name": METRICS.get(metric, metric.replace("_", " ")),
@@ -363,12 +458,8 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
                       f"seeds, two-sided; distinguishable when p < {ALPHA}",
         "match": None if not match else {"what": match, "to": str(to) if to else rows[0]["name"],
                                          "vary": list(vary or ["dim", "depth"]), "tolerance": tolerance},
-        "grid": grid or None, "device": device,
-        "throughput": {**THROUGHPUT, "how": f"eval-mode forward of random inputs under no_grad on {device}; batch / "
-                                           f"median time of the timed passes"},
-        "torch": torch.__version__, "python": platform.python_version(), "cpu": cpu_name(),
-        "threads": torch.get_num_threads(), "load_average": [round(x, 2) for x in os.getloadavg()],
-        "wall_s": time.perf_counter() - t0, "specs": rows}
+        "grid": grid or None, "device": device, **_environment(device), "wall_s": time.perf_counter() - t0,
+        "specs": rows}
     result["vs_best"] = noise(result)  # per spec: Welch's test of the best against it
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
@@ -376,87 +467,10 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     return result
 
 
-def _metric(result: dict[str, Any]) -> str:
-    """The record key compared (a comparison written before it was kept there compared val_top1)."""
-    metric = result.get("metric", "")
-    return metric if metric.startswith("val_") else "val_top1"
-
-
-def _scores(row: dict[str, Any], metric: str) -> list[float]:
-    """A row's per-seed values (a comparison written before they were kept: read from its runs)."""
-    return row.get("scores") or [r[metric] for r in row["runs"]]
-
-
-def noise(result: dict[str, Any]) -> dict[str, dict[str, float] | None]:
-    """Per spec, Welch's test of the best spec against it (None: the best itself, or a single seed)."""
-    metric = _metric(result)
-    rows = result["specs"]
-    best = max(rows, key=lambda r: statistics.fmean(_scores(r, metric)))
-    return {r["name"]: None if r is best else welch(_scores(best, metric), _scores(r, metric)) for r in rows}
-
-
-def table(result: dict[str, Any]) -> str:
-    """The comparison as a markdown table (from compare.json's content): counts (the originals beside them when
-    the specs were matched to a budget), samples/s, the metric's mean, std and min-max over the seeds, and the
-    noise column: Welch's p against the best spec."""
-    metric = _metric(result)
-    name = result.get("metric_name", METRICS.get(metric, metric))
-    digits = 2 if metric == "val_top1" else 4
-    matched = result.get("match")
-    tests = noise(result)
-    labels = any("token_labels" in r for r in result["specs"])
-    head = ["spec", *(["token labels"] if labels else []), "params", "MACs",
-            *(["matched from (params, MACs)", "fitted"] if matched else []), "samples/s",
-            f"{name}, mean", "std", "min-max", f"vs the best: Welch's p (< {ALPHA}: distinguishable)"]
-    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
-    for r in result["specs"]:
-        values = _scores(r, metric)
-        t = r.get("score") or r["top1"]
-        test = tests[r["name"]]
-        verdict = ("- (one seed)" if len(values) < 2 else "best") if test is None else \
-            f"{test['p']:.3f}" + (" distinguishable" if test["p"] < ALPHA else " within noise")
-        m = r.get("matched")
-        extra = [f"{m['params']:,}, {m['macs'] / 1e6:.2f} M", ", ".join(f"{k}={v}" for k, v in m["fitted"].items())
-                 or "the reference"] if matched else []
-        rate = r.get("samples_per_s", r.get("images_per_s"))
-        tl = ["yes" if r.get("token_labels") else "no"] if labels else []
-        lines.append("| " + " | ".join([r["name"], *tl, f"{r['params']:,}", f"{r['macs'] / 1e6:.2f} M", *extra,
-                                        f"{rate:,.0f}", f"{t['mean']:.{digits}f}", f"{t['std']:.{digits}f}",
-                                        f"{t['min']:.{digits}f}-{t['max']:.{digits}f}", verdict]) + " |")
-    return "\n".join(lines)
-
-
-def plot(result: dict[str, Any], path: Path) -> None:
-    """The metric's mean against MACs, one labelled point per spec, its min-max as the error bar; filled where the
-    spec is the best or told apart from it (Welch's p < ALPHA), hollow where it is within the seed noise."""
-    from .analysis import pyplot  # torch
-
-    plt = pyplot()
-    metric = _metric(result)
-    tests = noise(result)
-    best = max(result["specs"], key=lambda r: statistics.fmean(_scores(r, metric)))["name"]
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    for r in result["specs"]:
-        t, x, test = r.get("score") or r["top1"], r["macs"] / 1e6, tests[r["name"]]
-        hollow = test is not None and test["p"] >= ALPHA
-        ax.errorbar([x], [t["mean"]], yerr=[[t["mean"] - t["min"]], [t["max"] - t["mean"]]], fmt="o", capsize=4,
-                    mfc="none" if hollow else None)
-        label = r["name"] + (" (best)" if test is None and r["name"] == best else "")
-        ax.annotate(label, (x, t["mean"]), textcoords="offset points", xytext=(6, 6), fontsize=9)
-    d = result["data"]
-    ax.set(xlabel="MACs per sample (M)", ylabel=result.get("metric_name", METRICS.get(metric, metric)),
-           title=f"{d.get('task', d['name'])} ({d['train']:,} / {d['val']:,}), {result['recipe']['epochs']} epochs, "
-                 f"seeds {', '.join(map(str, result['seeds']))}")
-    ax.grid(alpha=0.3)
-    ax.margins(x=0.3, y=0.1)
-    if len(result["seeds"]) > 1:
-        ax.text(0.01, 0.01, f"hollow: within the seed noise of the best (Welch's p >= {ALPHA})",
-                transform=ax.transAxes, fontsize=8, alpha=0.8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def say_err(line: str) -> None:
-    """A progress line on stderr, flushed at once."""
+    """A progress line on stderr, flushed at once.
+
+    Args:
+        line: the line printed.
+    """
     print(line, file=sys.stderr, flush=True)

@@ -11,6 +11,7 @@ from . import spec as specs
 from .spec.budget import nbytes
 from .spec.errors import one_line
 
+__all__ = ["MODULES", "build", "build_component", "check_fit", "context", "modules", "weights"]
 # spec class -> module class, the generic kinds'; every module takes (spec, ctx). The families' entries (their
 # `family.MODULES`, merged by vspec/spec/families.py, which reads them again when the families change) join them in
 # `modules()`; a kind defined by a user's code joins with one line, `MODULES[Kind] = Module`, which also replaces a
@@ -42,7 +43,12 @@ def modules() -> dict[type, type[nn.Module]]:
 
 
 def build_component(spec: object, ctx: vspec_nn.BuildContext) -> nn.Module:
-    """The module of `spec` (its class's entry in `modules()`), built in `ctx`."""
+    """The module of `spec` (its class's entry in `modules()`), built in `ctx`.
+
+    Args:
+        spec: a component's spec.
+        ctx: the context it is built in (its input tokens, ...).
+    """
     table = modules()
     module_cls = table.get(type(spec))
     if module_cls is None:
@@ -51,7 +57,11 @@ def build_component(spec: object, ctx: vspec_nn.BuildContext) -> nn.Module:
 
 
 def context(spec: specs.Model) -> vspec_nn.BuildContext:
-    """The root context: the tokens the embedder produces (the layout's first stage input)."""
+    """The root context: the tokens the embedder produces (the layout's first stage input).
+
+    Args:
+        spec: the model spec.
+    """
     return vspec_nn.BuildContext(tokens=specs.embedded(spec), in_chans=spec.in_chans, num_classes=spec.num_classes,
                                  build=build_component)
 
@@ -105,14 +115,24 @@ def _torch_limit():
 
 def check_fit(spec: specs.Model, batch: int, what: str) -> None:
     """The size guard before building and running `spec` on `batch` inputs (0: building only): the torch-free
-    figures first (the blocks' objects, the forward pass), then with the weights counted on the meta device."""
+    figures first (the blocks' objects, the forward pass), then with the weights counted on the meta device.
+
+    Args:
+        spec: the model spec.
+        batch: the inputs of the forward pass counted (0: building only).
+        what: what needs the memory, as the message says it ("building it").
+    """
     specs.budget.check(spec, batch, what=what)
     specs.budget.check(spec, batch, weights=weights(spec), what=what)
 
 
 def weights(spec: specs.Model) -> specs.budget.WeightBytes:
     """The bytes of the weights and buffers `build(spec)` allocates, counted on the model built on the meta device
-    with repeated blocks tied (a repeat counted again for `params`, once for `distinct`), and the largest tensor."""
+    with repeated blocks tied (a repeat counted again for `params`, once for `distinct`), and the largest tensor.
+
+    Args:
+        spec: the model spec.
+    """
     model = build(spec, "meta", tie_repeats=True, check_memory=False)
     tensors = {id(t): t for t in (*model.parameters(), *model.buffers())}.values()
     own = nbytes((*model.parameters(recurse=False), *model.buffers(recurse=False)))

@@ -29,8 +29,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .ops.fast import fast_paths
 
+__all__ = [
+    "Checked", "ExportError", "TOLERANCE", "check", "example_inputs", "export", "export_onnx", "export_program",
+    "input_names", "run_onnx", "target", "tracing",
+]
 TOLERANCE = 1e-4  # max |exported - eager| that `vspec export --check` accepts (float32 logits)
-EXTRA = "pip install 'vspec[export]'"
+_EXTRA = "pip install 'vspec[export]'"
 
 
 class ExportError(RuntimeError):
@@ -47,13 +51,23 @@ class Checked:
 
 
 def input_names(model: nn.Module) -> list[str]:
-    """The exported graph's input names: `pixel_values`, or `input_ids` and `attention_mask`."""
+    """The exported graph's input names: `pixel_values`, or `input_ids` and `attention_mask`.
+
+    Args:
+        model: the vspec model exported.
+    """
     return list(model.inputs.names)
 
 
 def example_inputs(model: nn.Module, batch: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
     """A random batch in the exported graph's input order: images; or token ids with an attention_mask whose
-    samples after the first are right-padded to random lengths >= 1 (the first is full)."""
+    samples after the first are right-padded to random lengths >= 1 (the first is full).
+
+    Args:
+        model: the vspec model exported.
+        batch: the samples of the batch.
+        seed: the random generator's seed.
+    """
     g = torch.Generator().manual_seed(seed)
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     x = model.example_input(batch, generator=g, dtype=dtype)
@@ -67,7 +81,11 @@ def example_inputs(model: nn.Module, batch: int, seed: int = 0) -> tuple[torch.T
 
 @contextlib.contextmanager
 def tracing(model: nn.Module) -> Iterator[None]:
-    """Eval mode, fast paths off, SDPA's math backend (module docstring); the model's mode is restored after."""
+    """Eval mode, fast paths off, SDPA's math backend (module docstring); the model's mode is restored after.
+
+    Args:
+        model: the vspec model traced.
+    """
     was_training = model.training
     model.eval()
     try:
@@ -86,7 +104,14 @@ def _check_batch(batch: int, dynamic_batch: bool) -> None:
 def export_program(model: nn.Module, path: str | Path | None = None, *, batch: int = 2,
                    dynamic_batch: bool = True) -> torch.export.ExportedProgram:
     """The model's eval forward as a `torch.export` program traced on a random batch of `batch` (>= 2 with a dynamic
-    batch: torch.export specialises a size of 1); saved to `path` (.pt2, `torch.export.load`) when given."""
+    batch: torch.export specialises a size of 1); saved to `path` (.pt2, `torch.export.load`) when given.
+
+    Args:
+        model: the vspec model exported.
+        path: where the program is saved (.pt2); None: not saved.
+        batch: the samples of the batch it is traced on.
+        dynamic_batch: the batch axis stays dynamic.
+    """
     _check_batch(batch, dynamic_batch)
     args = example_inputs(model, batch)
     shapes = None
@@ -107,14 +132,23 @@ def _onnx_packages(runtime: bool) -> None:
         try:
             __import__(name)
         except ImportError as e:
-            raise ExportError(f"ONNX export needs {name} ({e}); {EXTRA}") from None
+            raise ExportError(f"ONNX export needs {name} ({e}); {_EXTRA}") from None
 
 
 def export_onnx(model: nn.Module, path: str | Path, *, batch: int = 2, dynamic_batch: bool = True,
                 opset: int | None = None, program: torch.export.ExportedProgram | None = None) -> Path:
     """The model as an ONNX graph at `path` (torch.onnx's dynamo exporter on `export_program`'s program, or on
     `program` when given; `opset`: the ONNX opset, None for torch.onnx's default). Weights beyond ONNX's 2 GB
-    protobuf limit go to a file beside it. Returns the path."""
+    protobuf limit go to a file beside it. Returns the path.
+
+    Args:
+        model: the vspec model exported.
+        path: the .onnx file written.
+        batch: the samples of the batch traced on.
+        dynamic_batch: the batch axis stays dynamic.
+        opset: the ONNX opset (None: torch.onnx's default).
+        program: a program `export_program` made already (None: made here).
+    """
     _onnx_packages(runtime=False)
     if program is None:
         program = export_program(model, batch=batch, dynamic_batch=dynamic_batch)
@@ -130,7 +164,7 @@ def export_onnx(model: nn.Module, path: str | Path, *, batch: int = 2, dynamic_b
     return path
 
 
-NO_ONNX = ("linalg_svd", "_linalg_svd", "linalg_eig", "linalg_eigh", "_linalg_eigh")  # no ONNX operator
+_NO_ONNX = ("linalg_svd", "_linalg_svd", "linalg_eig", "linalg_eigh", "_linalg_eigh")  # no ONNX operator
 
 
 def _refuse_decompositions(program: torch.export.ExportedProgram) -> None:
@@ -138,7 +172,7 @@ def _refuse_decompositions(program: torch.export.ExportedProgram) -> None:
     SVD) is named with the module that calls it, instead of torch.onnx's conversion failure."""
     for node in program.graph.nodes:
         name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
-        if node.op == "call_function" and name in NO_ONNX:
+        if node.op == "call_function" and name in _NO_ONNX:
             stack = node.meta.get("nn_module_stack") or {}
             where = next(reversed(stack.values()), ("the model", None))[0] if stack else "the model"
             raise ExportError(f"{where} calls {name.strip('_')} (torch.linalg), which ONNX has no operator for "
@@ -146,7 +180,12 @@ def _refuse_decompositions(program: torch.export.ExportedProgram) -> None:
 
 
 def run_onnx(path: str | Path, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    """The graph at `path` run by onnxruntime on the CPU: its first output."""
+    """The graph at `path` run by onnxruntime on the CPU: its first output.
+
+    Args:
+        path: the .onnx file.
+        inputs: the graph's inputs, in its input order (`example_inputs`).
+    """
     _onnx_packages(runtime=True)
     import onnxruntime as ort  # extra
 
@@ -160,7 +199,14 @@ def run_onnx(path: str | Path, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor
 def check(model: nn.Module, exported: str | Path | torch.export.ExportedProgram, batch: int = 3,
           seed: int = 1) -> Checked:
     """Run the exported model (an .onnx path in onnxruntime, a .pt2 path or an ExportedProgram in torch) and the
-    eager model (eval, fast paths as they are) on one random batch; the max |difference| of their logits."""
+    eager model (eval, fast paths as they are) on one random batch; the max |difference| of their logits.
+
+    Args:
+        model: the eager vspec model.
+        exported: an .onnx or .pt2 path, or an ExportedProgram.
+        batch: the samples of the random batch.
+        seed: the batch's seed.
+    """
     inputs = example_inputs(model, batch, seed)
     if isinstance(exported, (str, Path)) and Path(exported).suffix.lower() == ".onnx":
         import onnxruntime as ort  # extra
@@ -186,7 +232,15 @@ def check(model: nn.Module, exported: str | Path | torch.export.ExportedProgram,
 def target(out: Path, opset: int | None = None, verify: bool = False, batch: int = 2,
            dynamic_batch: bool = True) -> str:
     """The format `out`'s suffix names ("onnx" or "pt2"), once the packages it needs import and the batch fits the
-    dynamic axis; else ExportError."""
+    dynamic axis; else ExportError.
+
+    Args:
+        out: the output file.
+        opset: the ONNX opset asked for (None: the default; refused for .pt2).
+        verify: the export is checked after (onnxruntime is needed too for .onnx).
+        batch: the samples of the batch traced on.
+        dynamic_batch: the batch axis stays dynamic.
+    """
     _check_batch(batch, dynamic_batch)
     suffix = out.suffix.lower()
     if suffix not in (".onnx", ".pt2"):
@@ -202,7 +256,16 @@ def export(model: nn.Module, out: Path, *, batch: int = 2, dynamic_batch: bool =
            verify: bool = False) -> tuple[float, Checked | None]:
     """What `vspec export` does: write `out` (.onnx or .pt2, by its suffix); with `verify`, check it on a batch
     of batch + 1 (the dynamic batch) or batch. Returns (seconds to export, the check or None). Whatever stops an
-    exporter is an ExportError naming it; so is a check above TOLERANCE (after the file is written)."""
+    exporter is an ExportError naming it; so is a check above TOLERANCE (after the file is written).
+
+    Args:
+        model: the vspec model exported.
+        out: the file written (.onnx or .pt2).
+        batch: the samples of the batch traced on.
+        dynamic_batch: the batch axis stays dynamic.
+        opset: the ONNX opset (None: torch.onnx's default).
+        verify: check the exported model against the eager one after writing it.
+    """
     fmt = target(out, opset, verify, batch, dynamic_batch)
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

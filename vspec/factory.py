@@ -47,7 +47,8 @@ from .weights.checkpoint import load_saved, load_weights, timm_cfg
 from .weights.loading import load_checkpoint
 from .weights.resample import resample_state
 
-TIMM_PREFIX = "vspec_"
+__all__ = ["FeatureModel", "create_model", "register_timm"]
+_TIMM_PREFIX = "vspec_"
 
 
 def _source(name_or_path: str | Path) -> tuple[Model, dict | None, dict | None]:
@@ -75,7 +76,7 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
     cached by `vspec.weights.published`; a path's weights load whatever `pretrained` says (as timm's
     `checkpoint_path`); True for a .json / .toml spec is refused. For weights, a new num_classes loads everything
     but the classifier, which starts fresh (timm's pretrained model with other classes), and a new img_size
-    resamples the weights (`vspec.weights.resample`). timm's standard keywords (`TIMM_KWARGS`: drop_rate,
+    resamples the weights (`vspec.weights.resample`). timm's standard keywords (`_TIMM_KWARGS`: drop_rate,
     drop_path_rate, ..., checkpoint_path) are taken as timm's train.py passes them, None meaning not given
     (`_timm_spec`, `_timm_model`). The model's `pretrained_cfg` is its weights' inputs, else the preprocessing its
     preset's weights declare, else vspec's default (marked: `INPUTS`).
@@ -92,7 +93,7 @@ def create_model(name_or_path: str | Path, pretrained: bool | str = False, featu
     Returns:
         The model (a `vspec.nn.model.Transformer`), or its `FeatureModel` with `features_only`.
     """
-    timm_kw = {k: v for k in TIMM_KWARGS if k in overrides and (v := overrides.pop(k)) is not None}
+    timm_kw = {k: v for k in _TIMM_KWARGS if k in overrides and (v := overrides.pop(k)) is not None}
     if requested(pretrained) and _declares_weights(name_or_path):
         model = _timm_model(_pretrained(name_or_path, pretrained, img_size, num_classes, overrides, timm_kw), timm_kw)
         return FeatureModel(model, out_indices) if features_only else model
@@ -158,12 +159,12 @@ def _pretrained(name_or_path: str | Path, pretrained: bool | str, img_size: Any,
 
 
 # timm's standard create_model keywords beside pretrained, num_classes and img_size (its train.py passes them all)
-TIMM_KWARGS = ("global_pool", "in_chans", "drop_rate", "drop_path_rate", "proj_drop_rate", "attn_drop_rate",
+_TIMM_KWARGS = ("global_pool", "in_chans", "drop_rate", "drop_path_rate", "proj_drop_rate", "attn_drop_rate",
                "drop_block_rate", "bn_momentum", "bn_eps", "scriptable", "checkpoint_path")
 # timm's keyword -> the field it sets in every component of the role that has it (the first listed must be found)
-DROPOUTS = {"drop_rate": (("head", "drop"),), "attn_drop_rate": (("attention", "attn_drop"),),
+_DROPOUTS = {"drop_rate": (("head", "drop"),), "attn_drop_rate": (("attention", "attn_drop"),),
             "proj_drop_rate": (("attention", "proj_drop"), ("ffn", "drop"))}
-POOLS = {"token": "class_token", "avg": "gap"}  # timm's global_pool -> the head kind that pools so
+_POOLS = {"token": "class_token", "avg": "gap"}  # timm's global_pool -> the head kind that pools so
 
 
 def _timm_spec(spec: Model, timm_kw: dict[str, Any]) -> Model:
@@ -181,9 +182,9 @@ def _timm_spec(spec: Model, timm_kw: dict[str, Any]) -> Model:
                 spec = override(spec, {key.removesuffix("_rate"): value})
             elif key == "drop_block_rate" and value != 0:
                 raise SpecError("", "vspec models have no DropBlock (a CNN's); use drop_path_rate")
-            elif key in DROPOUTS:
-                (role, first), *_ = DROPOUTS[key]
-                found = {f"{path}.{name}": value for role_, name in DROPOUTS[key]
+            elif key in _DROPOUTS:
+                (role, first), *_ = _DROPOUTS[key]
+                found = {f"{path}.{name}": value for role_, name in _DROPOUTS[key]
                          for path, kind in _components(spec, role_) if name in attrs.fields_dict(type(kind))}
                 if value != 0 and not any(k.endswith(f".{first}") for k in found):
                     kinds = sorted({kind.kind for _, kind in _components(spec, role)})
@@ -206,12 +207,12 @@ def _components(spec: Model, role: str) -> list[tuple[str, Any]]:
 def _pool(spec: Model, value: Any) -> Model:
     """The spec whose head pools as timm's `global_pool` says: the head as it is where it does already; a plain
     class-token or average-pooling head switched to the other; anything else refused."""
-    kind = POOLS.get(value) if isinstance(value, str) else None
+    kind = _POOLS.get(value) if isinstance(value, str) else None
     head = spec.head
     if kind == head.kind:
         return spec
     extras = [f.name for f in attrs.fields(type(head)) if f.name != "drop" and getattr(head, f.name) != f.default]
-    if kind is None or head.kind not in POOLS.values() or extras:
+    if kind is None or head.kind not in _POOLS.values() or extras:
         held = f" ({', '.join(extras)})" if extras else ""
         raise SpecError("", f"the model pools with its {head.kind} head{held}; vspec switches only a plain "
                             "class_token head ('token') and gap head ('avg')")
@@ -343,16 +344,21 @@ class FeatureModel(nn.Module):
     default_cfg = pretrained_cfg
 
     def forward(self, x, **kwargs) -> list:
+        """The feature maps of `out_indices` (`forward_intermediates`, intermediates only)."""
         return self.model.forward_intermediates(x, self.out_indices, norm=self.norm, intermediates_only=True,
                                                 **kwargs)
 
 
-def register_timm(prefix: str = TIMM_PREFIX) -> list[str]:
+def register_timm(prefix: str = _TIMM_PREFIX) -> list[str]:
     """Make every preset a timm entrypoint `<prefix><name>` (timm's names take no `/`), so that
     `timm.create_model("vspec_deit_tiny", num_classes=10, features_only=True)` calls `create_model`;
     returns the names. timm keeps `scriptable` and `checkpoint_path` from its entrypoints: each reads them from
     timm's call (`_timm_kept`), and checks that timm's own loading of checkpoint_path, after it, loads what vspec's
-    checks passed (`_timm_rereads`). Opt-in: importing vspec registers nothing. Safe to call again."""
+    checks passed (`_timm_rereads`). Opt-in: importing vspec registers nothing. Safe to call again.
+
+    Args:
+        prefix: what each entrypoint's name starts with.
+    """
     with needs("register_timm"):
         from timm.models import _registry, register_model  # extra
 

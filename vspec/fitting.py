@@ -37,15 +37,20 @@ from .spec.errors import printable, show
 from .spec.load import WRITTEN_WHEN_SET, parse_value
 from .spec.serialize import to_dict
 
-SUFFIXES = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+__all__ = [
+    "BLOCKS_PER_CANDIDATE", "Candidate", "DIM_STEP", "FitError", "FitResult", "FloatRange", "MAX_CANDIDATES",
+    "PART_COST", "WithValue", "axes", "check_search", "check_size", "default_vary", "deviation", "fit", "parse_amount",
+    "search_size", "size", "table", "write",
+]
+_SUFFIXES = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 DIM_STEP = 8
 # the largest search by default: every one-stage preset's default grid (at most 9,264 candidates: BERT-L, GPT-2 M)
 # is under it; on 2 cores a candidate whose block is cached costs 3-25 ms (Swin's: ~55 ms), a new block 17-150 ms
 MAX_CANDIDATES = 10_000
 PART_COST = 5  # a distinct block costs about five cached candidates: at most max_candidates // PART_COST of them
 BLOCKS_PER_CANDIDATE = 100  # each candidate walks its blocks (~0.01-0.03 ms each): a depth of 10,000 is no grid
-INT = re.compile(r"[+-]?[0-9]+")
-FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE)
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE)
 
 
 class FitError(ValueError):
@@ -58,6 +63,9 @@ class FitError(ValueError):
 
 @attrs.frozen
 class Candidate:
+    """One variant of the search: its varied fields' values (dotted field -> value), its parameter and MAC
+    counts, and its deviation from the target."""
+
     values: dict[str, Any]
     params: int
     macs: int
@@ -85,11 +93,15 @@ class FitResult:
 
 
 def parse_amount(text: str) -> float:
-    """'4.6G' -> 4.6e9; '22M', '1.5e6', '800K'."""
+    """'4.6G' -> 4.6e9; '22M', '1.5e6', '800K'.
+
+    Args:
+        text: the amount as written.
+    """
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)\s*", str(text))
     if not m:
         raise FitError(f"amount {show(text)}: expected a number with an optional K, M, G or T suffix, e.g. 4.6G")
-    value = float(m.group(1)) * SUFFIXES[m.group(2).upper()]
+    value = float(m.group(1)) * _SUFFIXES[m.group(2).upper()]
     if value <= 0:
         raise FitError(f"amount {show(text)}: must be > 0")
     return value
@@ -173,7 +185,7 @@ def size(values: Sequence) -> int:
 def _number(key: str, text: str, part: str, kind: type) -> Any:
     """One bound or step of LOW:HIGH[:STEP]: ASCII digits only (int() would take '١٢'), finite."""
     try:
-        if not (INT if kind is int else FLOAT).fullmatch(part.strip()):
+        if not (_INT if kind is int else _FLOAT).fullmatch(part.strip()):
             raise ValueError(part)
         value = kind(part)  # an int past Python's 4,300 digits: ValueError too
     except ValueError:
@@ -226,7 +238,12 @@ def _default_values(key: str, current: Any) -> Sequence[Any]:
 
 def axes(spec: Model, vary: Sequence[str]) -> dict[str, Sequence[Any]]:
     """Each varied key with its values: `KEY` (the default range), `KEY=V1,V2,...` or `KEY=LOW:HIGH[:STEP]`;
-    a range is a lazy sequence (`range`, `FloatRange`, `WithValue`), never a list."""
+    a range is a lazy sequence (`range`, `FloatRange`, `WithValue`), never a list.
+
+    Args:
+        spec: the spec searched.
+        vary: the `--vary` items.
+    """
     out: dict[str, Sequence[Any]] = {}
     for item in vary:
         key, _, text = str(item).partition("=")
@@ -282,7 +299,12 @@ def _grid(spec: Model, vary: Sequence[str] | None) -> dict[str, Sequence[Any]]:
 
 def search_size(spec: Model | str | Path, vary: Sequence[str] | None = None) -> dict[str, int]:
     """What a search over `vary` (default `default_vary`) would do, counted without profiling: its `candidates`,
-    the distinct combinations of the non-depth fields (`parts`) and the `blocks` its candidates walk."""
+    the distinct combinations of the non-depth fields (`parts`) and the `blocks` its candidates walk.
+
+    Args:
+        spec: the spec searched (a Model, a file or a preset).
+        vary: the `--vary` items (None: `default_vary`).
+    """
     spec = spec if isinstance(spec, Model) else load_spec(spec)
     sizes = _size_of(spec, _grid(spec, vary))
     return {k: sizes[k] for k in ("candidates", "parts", "blocks")}
@@ -290,13 +312,24 @@ def search_size(spec: Model | str | Path, vary: Sequence[str] | None = None) -> 
 
 def check_search(spec: Model, vary: Sequence[str] | None = None, max_candidates: int = MAX_CANDIDATES) -> None:
     """FitError for a search over `vary` (default `default_vary`) past `max_candidates` (`check_size`); profiles
-    nothing."""
+    nothing.
+
+    Args:
+        spec: the spec searched.
+        vary: the `--vary` items (None: `default_vary`).
+        max_candidates: the most candidates allowed.
+    """
     check_size(_size_of(spec, _grid(spec, vary)), max_candidates)
 
 
 def check_size(sizes: dict[str, Any], max_candidates: int = MAX_CANDIDATES) -> None:
     """FitError (one line: the count, the limit, --max-candidates) for a search past `max_candidates`:
-    `sizes` as `search_size` counts them."""
+    `sizes` as `search_size` counts them.
+
+    Args:
+        sizes: the search's counts (`search_size`'s).
+        max_candidates: the most candidates allowed.
+    """
     if not (isinstance(max_candidates, int) and not isinstance(max_candidates, bool) and max_candidates >= 1):
         raise FitError(f"max_candidates: must be an int >= 1, got {show(max_candidates)}")
     tail = "; narrow --vary or raise --max-candidates"
@@ -340,10 +373,18 @@ def _distance(values: dict[str, Any], original: dict[str, Any]) -> float:
 def fit(spec: Model | str | Path, *, macs: float | str | None = None, params: float | str | None = None,
         like: Model | str | Path | None = None, vary: Sequence[str] | None = None,
         tolerance: float = 0.02, max_candidates: int = MAX_CANDIDATES) -> FitResult:
-    """The valid variant of `spec` (over the `vary` fields, default `default_vary`) nearest the target: `macs`,
-    `params` (numbers or '4.6G' / '22M'), or `like` (another spec: both its counts). Raises FitError naming the
-    nearest when none is within `tolerance` (relative), and before profiling anything for a search past
-    `max_candidates` (`check_size`)."""
+    """The valid variant of `spec` nearest the target: `macs`, `params`, or both counts of `like`. Raises FitError
+    naming the nearest when none is within `tolerance`, and before profiling a search past `max_candidates`.
+
+    Args:
+        spec: the spec varied (a Model, a file or a preset).
+        macs: the target MACs (a number or '4.6G'; None: none).
+        params: the target parameters (a number or '22M'; None: none).
+        like: another spec, whose parameters and MACs are both the target (None: none).
+        vary: the fields varied, as `--vary` items (None: `default_vary`).
+        tolerance: the relative deviation accepted.
+        max_candidates: the most candidates the search may have.
+    """
     spec = spec if isinstance(spec, Model) else load_spec(spec)
     if not tolerance >= 0:
         raise FitError(f"tolerance: must be >= 0, got {tolerance!r}")
@@ -385,13 +426,13 @@ def fit(spec: Model | str | Path, *, macs: float | str | None = None, params: fl
     best, best_spec = found[order[0]]
     result = FitResult(best_spec, best, [found[i][0] for i in order], target, original, grid, tried, seconds)
     if abs(best.deviation) > tolerance:
-        raise FitError(f"no variant within {100 * tolerance:g} % of {describe(target)}: the nearest, "
+        raise FitError(f"no variant within {100 * tolerance:g} % of {_describe(target)}: the nearest, "
                        f"{_values_text(best.values)}, has {_counts_text(best)} ({100 * best.deviation:+.2f} %)",
                        result)
     return result
 
 
-def describe(target: dict[str, float]) -> str:
+def _describe(target: dict[str, float]) -> str:
     return " and ".join(f"{k}={_amount(v)}" for k, v in sorted(target.items(), reverse=True))
 
 
@@ -411,10 +452,15 @@ def _counts_text(c: Candidate) -> str:
 
 
 def table(result: FitResult, top: int = 10) -> str:
-    """Markdown: the original, then the `top` nearest variants (the chosen one first)."""
+    """Markdown: the original, then the `top` nearest variants (the chosen one first).
+
+    Args:
+        result: the search's result.
+        top: the variants listed.
+    """
     keys = list(result.axes)
     head = "| | " + " | ".join(keys) + " | params | MACs | deviation |"
-    lines = [(f"target {describe(result.target)}; {len(result.candidates)} valid of {result.tried} combinations, "
+    lines = [(f"target {_describe(result.target)}; {len(result.candidates)} valid of {result.tried} combinations, "
               f"profiled in {result.seconds:.2f} s ({result.rate:.0f} / s)"), "", head,
              "|" + "---|" * (len(keys) + 4)]
     rows = [("original", result.original)] + [("chosen" if i == 0 else str(i + 1), c)
@@ -427,7 +473,13 @@ def table(result: FitResult, top: int = 10) -> str:
 
 def write(result: FitResult, path: Path, command: str = "") -> None:
     """The chosen spec as .json, .toml or .py (SPEC = from_json(...), with where it came from); missing folders
-    above `path` are created."""
+    above `path` are created.
+
+    Args:
+        result: the search's result.
+        path: the file written (.json, .toml or .py).
+        command: the command that made it, named in a .py file's header ("": vspec.fit).
+    """
     suffix = path.suffix
     if suffix == ".json":
         text = to_json(result.spec) + "\n"
@@ -435,7 +487,7 @@ def write(result: FitResult, path: Path, command: str = "") -> None:
         text = to_toml(result.spec)
     elif suffix == ".py":
         about = (f"{command or 'vspec.fit'}: {_values_text(result.best.values)}, {_counts_text(result.best)} "
-                 f"({100 * result.best.deviation:+.2f} % from {describe(result.target)})")
+                 f"({100 * result.best.deviation:+.2f} % from {_describe(result.target)})")
         text = ("".join(f"# {line}\n" for line in about.splitlines()) + "\nfrom vspec.spec import from_json\n\n"
                 f"SPEC = from_json({to_json(result.spec)!r})\n")
     else:

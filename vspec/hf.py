@@ -37,6 +37,10 @@ from .extras import needs
 from .spec import Model, SpecError, from_dict, load_spec, override, to_dict
 from .weights.folder import HF_MODEL_TYPE, HF_PREFIX
 
+__all__ = [
+    "VspecConfig", "VspecForImageClassification", "VspecForSequenceClassification", "VspecModel",
+    "VspecPreTrainedModel", "register_hf",
+]
 with needs("vspec.register_hf"):
     from transformers import (  # extra: vspec[text]
         AutoConfig,
@@ -52,11 +56,11 @@ with needs("vspec.register_hf"):
         SequenceClassifierOutput,
     )
 
-MODEL_TYPE = HF_MODEL_TYPE
-PREFIX = HF_PREFIX.rstrip(".")  # the attribute holding the vspec model: its weights' prefix in transformers' folders
+_MODEL_TYPE = HF_MODEL_TYPE
+_PREFIX = HF_PREFIX.rstrip(".")  # the attribute holding the vspec model: its weights' prefix in transformers' folders
 # a vspec model folder's own config.json fields (vspec.weights.folder), which a config read from one leaves out:
 # its checksum would not cover what transformers writes back
-FOLDER_FIELDS = ("format", "vspec_version", "architecture", "num_classes", "num_features", "sha256", "pretrained_cfg")
+_FOLDER_FIELDS = ("format", "vspec_version", "architecture", "num_classes", "num_features", "sha256", "pretrained_cfg")
 
 
 def _spec(spec: Any) -> Model:
@@ -75,11 +79,11 @@ class VspecConfig(PretrainedConfig):
     or a spec file is taken too), and HF's fields; `num_labels` / `id2label` start from the spec's num_classes and
     say the classes from then on (the spec saved with them)."""
 
-    model_type = MODEL_TYPE
+    model_type = _MODEL_TYPE
     spec: Any = None
 
     def __post_init__(self, **kwargs):
-        for name in FOLDER_FIELDS:
+        for name in _FOLDER_FIELDS:
             kwargs.pop(name, None)
         if self.spec is not None:
             spec = _spec(self.spec)
@@ -98,6 +102,7 @@ class VspecConfig(PretrainedConfig):
         return spec if spec.num_classes == classes else override(spec, {"num_classes": classes})
 
     def to_dict(self) -> dict[str, Any]:
+        """transformers' dict of the config, the spec's num_classes set to `num_labels`."""
         out = super().to_dict()
         if out.get("spec") is not None and self.num_labels is not None:
             out["spec"] = {**out["spec"], "num_classes": self.num_labels}
@@ -110,7 +115,7 @@ class VspecPreTrainedModel(PreTrainedModel):
     (the module's docstring says why)."""
 
     config_class = VspecConfig
-    base_model_prefix = PREFIX
+    base_model_prefix = _PREFIX
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     text: bool = True  # the task's inputs: token ids (None: either)
@@ -121,7 +126,7 @@ class VspecPreTrainedModel(PreTrainedModel):
         if self.text is not None and bool(spec.embedder.text) != self.text:
             raise SpecError("spec", f"{type(self).__name__} takes a {'text' if self.text else 'image'} spec; this one "
                                     f"reads {'token ids' if spec.embedder.text else 'images'}")
-        setattr(self, PREFIX, build(spec))
+        setattr(self, _PREFIX, build(spec))
         if not spec.embedder.text:
             self.main_input_name = "pixel_values"
         self.post_init()
@@ -145,11 +150,11 @@ class VspecPreTrainedModel(PreTrainedModel):
     def _set_gradient_checkpointing(self, enable: bool = True, *args: Any, **kwargs: Any) -> None:
         """transformers' `activation_checkpointing_enable()` / `_disable()` (Trainer's gradient_checkpointing=True): the
         vspec model's own, over every block (`set_grad_checkpointing`; non-reentrant, whatever function is given)."""
-        getattr(self, PREFIX).set_grad_checkpointing(enable)
+        getattr(self, _PREFIX).set_grad_checkpointing(enable)
 
     def get_input_embeddings(self) -> torch.nn.Module:
         """The word embedding of a text body (HF's input embeddings)."""
-        embedder = getattr(self, PREFIX).embedder
+        embedder = getattr(self, _PREFIX).embedder
         if not hasattr(embedder, "word"):
             raise NotImplementedError(f"{type(self).__name__}: an image model has no input embeddings")
         return embedder.word
@@ -159,7 +164,7 @@ class VspecPreTrainedModel(PreTrainedModel):
         if (inputs is None) == (pixel_values is None):
             raise TypeError(f"{type(self).__name__}: give input_ids (a text body) or pixel_values (an image body), "
                             "once")
-        return getattr(self, PREFIX)(inputs if pixel_values is None else pixel_values,
+        return getattr(self, _PREFIX)(inputs if pixel_values is None else pixel_values,
                                      **{k: v for k, v in kwargs.items() if v is not None})
 
     def _classify(self, output_class: type, inputs: torch.Tensor | None, pixel_values: torch.Tensor | None,
@@ -207,6 +212,7 @@ class VspecModel(VspecPreTrainedModel):
                 token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
                 pixel_values: torch.Tensor | None = None, output_hidden_states: bool | None = None,
                 return_dict: bool | None = None):
+        """The body's last hidden state and pooled features (`BaseModelOutputWithPooling`)."""
         out = self._vspec(input_ids, pixel_values, attention_mask=attention_mask, token_type_ids=token_type_ids,
                           position_ids=position_ids, output_hidden_states=True, return_dict=True)
         hidden = output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
@@ -223,6 +229,7 @@ class VspecForSequenceClassification(VspecPreTrainedModel):
                 token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, output_hidden_states: bool | None = None,
                 return_dict: bool | None = None):
+        """The logits of token ids (and the loss with `labels`), as transformers returns them."""
         return self._classify(SequenceClassifierOutput, input_ids, None, labels, return_dict, output_hidden_states,
                               attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids)
 
@@ -236,10 +243,11 @@ class VspecForImageClassification(VspecPreTrainedModel):
 
     def forward(self, pixel_values: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 output_hidden_states: bool | None = None, return_dict: bool | None = None):
+        """The logits of images (and the loss with `labels`), as transformers returns them."""
         return self._classify(ImageClassifierOutput, None, pixel_values, labels, return_dict, output_hidden_states)
 
 
-AUTO = ((AutoModel, VspecModel), (AutoModelForSequenceClassification, VspecForSequenceClassification),
+_AUTO = ((AutoModel, VspecModel), (AutoModelForSequenceClassification, VspecForSequenceClassification),
         (AutoModelForImageClassification, VspecForImageClassification))
 
 
@@ -256,9 +264,9 @@ def register_hf() -> list[str]:
     """
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # extra: vspec[text]
 
-    if MODEL_TYPE not in CONFIG_MAPPING:
-        AutoConfig.register(MODEL_TYPE, VspecConfig)
-    for auto, cls in AUTO:
+    if _MODEL_TYPE not in CONFIG_MAPPING:
+        AutoConfig.register(_MODEL_TYPE, VspecConfig)
+    for auto, cls in _AUTO:
         if VspecConfig not in auto._model_mapping._extra_content:
             auto.register(VspecConfig, cls)
-    return [cls.__name__ for _, cls in AUTO]
+    return [cls.__name__ for _, cls in _AUTO]

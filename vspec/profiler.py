@@ -39,6 +39,10 @@ from .nn.layers import AttentionCoreBase
 from .ops.fast import fast_paths
 from .spec import Model, SpecError, families
 
+__all__ = [
+    "CONVENTIONS", "ComponentProfile", "FVCORE_HANDLES", "Profile", "Shape", "StageProfile", "norm_macs", "part_params",
+    "profile", "sdpa_macs",
+]
 with warnings.catch_warnings():  # fvcore imports torch.jit.script, which warns of its deprecation
     warnings.simplefilter("ignore", FutureWarning)
     from fvcore.nn import FlopCountAnalysis
@@ -51,27 +55,39 @@ def _prod(shape: Shape) -> int:
 
 
 def sdpa_macs(q: Shape, k: Shape, v: Shape) -> int:
-    """softmax(q k^T) v: q k^T is (..., N, d) x (..., d, M); attn v is (..., N, M) x (..., M, dv)."""
+    """softmax(q k^T) v: q k^T is (..., N, d) x (..., d, M); attn v is (..., N, M) x (..., M, dv).
+
+    Args:
+        q: the queries' shape (..., N, d).
+        k: the keys' (..., M, d).
+        v: the values' (..., M, dv).
+    """
     n_queries = _prod(q[:-1])
     return n_queries * int(k[-2]) * (int(q[-1]) + int(v[-1]))
 
 
 def norm_macs(x: Shape, affine: bool, training: bool = True) -> int:
     """fvcore's norm convention: 5 per element (4 without affine) when statistics are computed; an
-    eval-mode BatchNorm is a per-channel scale and shift, 2 per element (1 without affine)."""
+    eval-mode BatchNorm is a per-channel scale and shift, 2 per element (1 without affine).
+
+    Args:
+        x: the normalised tensor's shape.
+        affine: the norm has a learnt scale and shift.
+        training: the statistics are computed (False: an eval-mode BatchNorm).
+    """
     if training:
         return _prod(x) * (5 if affine else 4)
     return _prod(x) * (2 if affine else 1)
 
 
 # ---------------------------------------------------------------- fvcore (JIT trace) handles
-def jit_shape(value: Any) -> list[int] | None:
+def _jit_shape(value: Any) -> list[int] | None:
     """The sizes of a traced graph's tensor value, None where the trace does not know them all (a handle's input)."""
     return value.type().sizes() if value.isCompleteTensor() else None
 
 
 def _fv_sdpa(inputs: list[Any], outputs: list[Any]) -> int:
-    return sdpa_macs(jit_shape(inputs[0]), jit_shape(inputs[1]), jit_shape(inputs[2]))
+    return sdpa_macs(_jit_shape(inputs[0]), _jit_shape(inputs[1]), _jit_shape(inputs[2]))
 
 
 def _fv_zero(inputs: list[Any], outputs: list[Any]) -> int:
@@ -79,7 +95,7 @@ def _fv_zero(inputs: list[Any], outputs: list[Any]) -> int:
 
 
 # ops that cost 0 MACs by convention (elementwise, activations, softmax, reductions, data movement)
-ZERO_COST_OPS = (
+_ZERO_COST_OPS = (
     "aten::add", "aten::add_", "aten::sub", "aten::rsub", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
     "aten::neg", "aten::pow", "aten::sqrt", "aten::rsqrt", "aten::exp", "aten::log", "aten::sin", "aten::cos",
     "aten::abs", "aten::sign", "aten::reciprocal", "aten::gelu", "aten::silu", "aten::relu", "aten::relu6",
@@ -98,7 +114,7 @@ ZERO_COST_OPS = (
 # the generic ops' handles; a family adds its own ops' (`family.FVCORE_HANDLES`, vspec/spec/families.py)
 FVCORE_HANDLES: dict[str, Callable[[list[Any], list[Any]], int]] = {
     "aten::scaled_dot_product_attention": _fv_sdpa,
-    **{op: _fv_zero for op in ZERO_COST_OPS},
+    **{op: _fv_zero for op in _ZERO_COST_OPS},
 }
 
 
@@ -186,6 +202,7 @@ class Profile:
     distinct_parts: int = 0
 
     def to_dict(self) -> dict[str, Any]:
+        """The profile as plain data (tuples as lists), for JSON."""
         out = attrs.asdict(self)
         out["input_size"] = list(self.input_size)
         for stage in out["stages"]:
@@ -199,8 +216,8 @@ CONVENTIONS = {
     "no_attention_matmuls": "all but the attention matmuls (DHVT paper)",
     "no_norms": "all but the normalisation layers (MSF paper, Table 6)",
 }
-WEIGHT_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
-NORM_LAYERS = (nn.LayerNorm, nn.modules.batchnorm._BatchNorm)
+_WEIGHT_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+_NORM_LAYERS = (nn.LayerNorm, nn.modules.batchnorm._BatchNorm)
 
 
 @attrs.frozen
@@ -217,11 +234,11 @@ def _located(module: nn.Module, by_module: dict[str, int]) -> tuple[int, int, in
     """(MACs inside conv / linear layers, inside attention cores, inside norms) from per-module counts."""
     conv_linear = attention = norms = 0
     for name, m in module.named_modules():
-        if isinstance(m, WEIGHT_LAYERS):
+        if isinstance(m, _WEIGHT_LAYERS):
             conv_linear += by_module.get(name, 0)
         elif isinstance(m, AttentionCoreBase):
             attention += by_module.get(name, 0)
-        elif isinstance(m, NORM_LAYERS):
+        elif isinstance(m, _NORM_LAYERS):
             norms += by_module.get(name, 0)
     return conv_linear, attention, norms
 
@@ -262,9 +279,13 @@ class _WithState(nn.Module):
 
 
 def part_params(part) -> tuple[int, int, int]:
-    """(total, trainable, in linear / conv weights) of a part, its extra parameters included."""
+    """(total, trainable, in linear / conv weights) of a part, its extra parameters included.
+
+    Args:
+        part: a model part (`Transformer.parts()`).
+    """
     params = [*part.module.parameters(), *part.extra]
-    weights = sum(m.weight.numel() for m in part.module.modules() if isinstance(m, WEIGHT_LAYERS))
+    weights = sum(m.weight.numel() for m in part.module.modules() if isinstance(m, _WEIGHT_LAYERS))
     return sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad), weights
 
 
@@ -285,6 +306,42 @@ def _context(spec: Model) -> Model:
         return attrs.evolve(spec, stages=tuple(attrs.evolve(s, depth=1) for s in spec.stages))
     except (SpecError, ValueError, TypeError):
         return spec
+
+
+def _count_parts(parts: Sequence[Any], repeats: Counter, meta: bool, crosscheck: bool, cache: dict | None,
+                 context: Model | None) -> tuple[dict[Any, _Count], int]:
+    """Each distinct part's counts, by its key (taken from `cache` where it holds them, and stored there), and the
+    crosscheck's MACs in all (FlopCounterMode's, each part times its `repeats`; 0 unless `crosscheck` with fvcore)."""
+    counts: dict[Any, _Count] = {}
+    cross = 0
+    for part in parts:
+        if part.key in counts:
+            continue
+        shared = (meta, crosscheck, context, part.key, part.in_shape, part.state_in)
+        if cache is not None and shared in cache:
+            counts[part.key], part_cross = cache[shared]
+            cross += part_cross * repeats[part.key]
+            continue
+        device = "meta" if meta else None
+        x = (part.example(1, device), *(torch.rand(1, *shape, device=device) for _, shape in part.state_in))
+        module = _WithState(part.module, [k for k, _ in part.state_in]) if part.state_in else part.module
+        counts[part.key] = _count_torch(module, x) if meta else _count_fvcore(module, x)
+        part_cross = _count_torch(module, x).macs if crosscheck and not meta else 0
+        cross += part_cross * repeats[part.key]
+        if cache is not None:
+            cache[shared] = counts[part.key], part_cross
+    return counts, cross
+
+
+def _stages(layout: Sequence[Any], components: dict[str, ComponentProfile]) -> list[StageProfile]:
+    """Each stage of `layout` (`StageLayout`s): its shapes and depth, and its components' parameters and MACs."""
+    per_stage: dict[int, list[int]] = {s.index: [0, 0] for s in layout}
+    for c in components.values():
+        if c.stage is not None:
+            per_stage[c.stage][0] += c.params
+            per_stage[c.stage][1] += c.macs
+    return [StageProfile(s.index, s.tokens.dim, s.tokens.grid, s.tokens.prefix, s.depth, *per_stage[s.index])
+            for s in layout]
 
 
 def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, meta: bool | None = None,
@@ -316,25 +373,7 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
         model = build(spec, tie_repeats=True, check_memory=check_memory)
     parts = model.eval().parts()
     repeats = Counter(p.key for p in parts)  # equal keys compute the same thing: counted once
-    counts: dict[Any, _Count] = {}
-    cross = 0
-    context = _context(spec) if cache is not None else None
-    for part in parts:
-        if part.key in counts:
-            continue
-        shared = (meta, crosscheck, context, part.key, part.in_shape, part.state_in)
-        if cache is not None and shared in cache:
-            counts[part.key], part_cross = cache[shared]
-            cross += part_cross * repeats[part.key]
-            continue
-        device = "meta" if meta else None
-        x = (part.example(1, device), *(torch.rand(1, *shape, device=device) for _, shape in part.state_in))
-        module = _WithState(part.module, [k for k, _ in part.state_in]) if part.state_in else part.module
-        counts[part.key] = _count_torch(module, x) if meta else _count_fvcore(module, x)
-        part_cross = _count_torch(module, x).macs if crosscheck and not meta else 0
-        cross += part_cross * repeats[part.key]
-        if cache is not None:
-            cache[shared] = counts[part.key], part_cross
+    counts, cross = _count_parts(parts, repeats, meta, crosscheck, cache, _context(spec) if cache is not None else None)
     totals = _sizes(parts)
     components = {p.name: ComponentProfile(n[0], counts[p.key].macs, p.role, p.stage, p.index)
                   for p, n in zip(parts, totals)}
@@ -342,13 +381,6 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
     for key, n in repeats.items():
         by_op.update({op: v * n for op, v in counts[key].by_op.items()})
     macs = sum(c.macs for c in components.values())
-    per_stage: dict[int, list[int]] = {s.index: [0, 0] for s in model.layout}
-    for c in components.values():
-        if c.stage is not None:
-            per_stage[c.stage][0] += c.params
-            per_stage[c.stage][1] += c.macs
-    stages = [StageProfile(s.index, s.tokens.dim, s.tokens.grid, s.tokens.prefix, s.depth, *per_stage[s.index])
-              for s in model.layout]
 
     def located(field: str) -> int:
         return sum(getattr(counts[key], field) * n for key, n in repeats.items())
@@ -357,7 +389,8 @@ def profile(spec: Model, input_size: int | tuple[int, int] | None = None, *, met
                    "no_norms": macs - located("norms")}
     return Profile(
         params=sum(t[0] for t in totals), params_trainable=sum(t[1] for t in totals),
-        params_weights=sum(t[2] for t in totals), macs=macs, components=components, stages=stages,
+        params_weights=sum(t[2] for t in totals), macs=macs, components=components,
+        stages=_stages(model.layout, components),
         by_op=dict(by_op), unsupported_ops=sorted({op for c in counts.values() for op in c.unsupported}),
         counter="torch.utils.flop_counter.FlopCounterMode (meta device)" if meta else "fvcore.nn.FlopCountAnalysis",
         input_size=tuple(spec.img_size), crosscheck_macs=cross if crosscheck and not meta else None,

@@ -428,11 +428,32 @@ def test_every_kind_is_registered_once():
 def test_spec_language_is_torch_free(code):
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
     # the check itself works: importing the compiler does import torch
     if code.startswith("import vspec.spec"):
         proc = subprocess.run([sys.executable, "-c", code.replace("import vspec.spec", "import vspec.compiler")],
                               cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert proc.returncode != 0 and "torch imported" in proc.stderr
+
+
+def test_the_families_kinds_are_served_not_written_into_vspec_spec():
+    """vspec.spec's own names are static imports in a sorted `__all__`; each family's kinds (its spec module's
+    `__all__`) resolve as `vspec.spec.<Name>` and `vspec.<Name>` and are listed by dir(), but are never written
+    into the package's globals (issue 62: no rewrite of `globals()` at import)."""
+    import importlib
+
+    import vspec
+    import vspec.spec as package
+
+    family_names = {}
+    for module in (importlib.import_module(f"vspec.models.{f}.spec") for f in ("sot", "t2t", "refiner", "dhvt")):
+        family_names.update({name: getattr(module, name) for name in module.__all__})
+    assert "SecondOrderHead" in family_names and "T2TEmbed" in family_names
+    assert package.__all__ == sorted(package.__all__) and not set(family_names) & set(package.__all__)
+    assert not set(family_names) & set(vars(package)) and not set(family_names) & set(vars(vspec))
+    for name, obj in family_names.items():
+        assert getattr(package, name) is obj and getattr(vspec, name) is obj, name
+        assert name in dir(package) and name in dir(vspec), name
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,6 +28,8 @@ from .common import (  # noqa: F401 - output_file, output_folder: re-exported
     output_folder,
 )
 
+__all__ = ["COMMANDS", "RUNS", "main", "parser"]
+
 COMMANDS = {m.NAME: m for m in (build, profile, show, analyze, export, fit, compare, weights, listing, data)}
 # the training commands: their own parsers (tools/train.py's and tools/eval.py's), imported when used
 RUNS = {"train": ("vspec.cli.train", "train a spec (tools/train.py: the same arguments; vspec train --help)"),
@@ -36,6 +38,8 @@ RUNS = {"train": ("vspec.cli.train", "train a spec (tools/train.py: the same arg
 
 
 def parser() -> OneLineParser:
+    """The `vspec` argument parser: one subcommand per entry of COMMANDS, and RUNS' commands (train, eval,
+    label) named for --help only: `main` hands their arguments to their own parsers."""
     top = OneLineParser(prog="vspec", description="Transformer specs, for vision and language: validate, build, "
                                                   "profile, show, analyze, export, fit to a budget, compare, "
                                                   "train, evaluate, label tokens, pack data sets; "
@@ -67,6 +71,14 @@ def _tolerant_stdout():
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `vspec` command: parse `argv`, run the command, answer an error in one line.
+
+    Args:
+        argv: the arguments after the program's name (default: sys.argv[1:]).
+
+    Returns:
+        the exit status: 0, 2 for an error a user can cause (printed as `vspec: error: ...`), 130 if interrupted,
+        141 when the reader of the output went away; RUNS' commands return their own."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in RUNS:  # tools/train.py's and tools/eval.py's command lines, exit codes included
         return import_module(RUNS[argv[0]][0]).main(argv[1:], prog=f"vspec {argv[0]}")

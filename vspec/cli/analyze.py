@@ -28,12 +28,14 @@ from .common import (
     spec_args,
 )
 
+__all__ = ["HELP", "MAX_BATCHES", "NAME", "add_parser", "analyses", "indices", "run"]
+
 NAME = "analyze"
 HELP = ("the MSF and Refiner papers' analyses: projection subspaces, feature norms, CKA feature evolution, "
         "attention maps")
 MAX_BATCHES = 1000  # analyze --batches (the Refiner paper averages over 10)
 
-SPEC_OUT = "runs/analyze"  # a spec's (or preset's) files by default: not beside it, inside specs/ or a clone
+_SPEC_OUT = "runs/analyze"  # a spec's (or preset's) files by default: not beside it, inside specs/ or a clone
 
 
 _read: dict[str, tuple] = {}  # "ANALYSES" / "OUTPUTS" -> (the table it was read from, its value)
@@ -51,6 +53,10 @@ def __getattr__(name: str):
 
 
 def analyses(text: str) -> tuple[str, ...]:
+    """An argparse type: `all` or a comma-separated list of analyses' names, in the table's order.
+
+    Args:
+        text: the flag's value."""
     known = tuple(_table())
     names = [t.strip() for t in text.split(",")]
     if names == ["all"]:
@@ -67,6 +73,10 @@ def _described(name: str, analysis: Analysis) -> str:
 
 
 def indices(text: str) -> list[int]:
+    """An argparse type: comma-separated distinct ints >= 0 (block or head indices).
+
+    Args:
+        text: the flag's value."""
     try:
         values = [int(t) for t in text.split(",")]
     except ValueError:
@@ -77,11 +87,15 @@ def indices(text: str) -> list[int]:
 
 
 def add_parser(sub) -> None:
+    """Add `vspec analyze`'s parser (its flags and help) to the command's subparsers.
+
+    Args:
+        sub: the `vspec` parser's subparsers action (`vspec.cli.parser`)."""
     table = _table()
     a = sub.add_parser(NAME, help=HELP,
                        description="Analyze a model (a vspec checkpoint, .pt, or a spec, randomly initialised) "
                                    "and write a PNG and a JSON per analysis in --out-dir (default: beside a "
-                                   f"checkpoint, in its run's folder; {SPEC_OUT}/ for a spec or a preset). "
+                                   f"checkpoint, in its run's folder; {_SPEC_OUT}/ for a spec or a preset). "
                                    f"{' '.join(_described(n, x) for n, x in table.items())} "
                                    "Images: random N(0, 1), or --data's validation images.")
     spec_args(a)
@@ -112,46 +126,26 @@ def add_parser(sub) -> None:
     a.add_argument("--seed", type=int_in(0, 2**32 - 1, "2**32 - 1"), default=0, metavar="N",
                    help="seed of the initialisation (specs) and the images, 0 to 2**32 - 1 (default 0)")
     a.add_argument("--out-dir", metavar="DIR", help="where to write the PNGs and JSONs, a folder or a new path "
-                                                    f"(default: beside a checkpoint; {SPEC_OUT} for a spec)")
+                                                    f"(default: beside a checkpoint; {_SPEC_OUT} for a spec)")
 
 
 def run(args: argparse.Namespace) -> None:
-    import torch  # torch
+    """Carry out `vspec analyze` (called by `vspec.cli.main`; its errors become one line and exit 2): the output
+    paths and matplotlib checked before any work, the model built (or read from a checkpoint), then each analysis
+    run, plotted and written.
 
-    from ..compiler import build  # torch
+    Args:
+        args: the command line as `add_parser`'s parser parsed it."""
+    import torch  # torch
 
     source = Path(args.path)
     table = _table()
     what, everything = args.what, args.what == tuple(table)
     sizes = {n: 1 if a.batch_size is None else args.batch_size or a.batch_size for n, a in table.items()}
-    if args.out_dir or not is_checkpoint(source):
-        folder = output_folder("--out-dir", args.out_dir or SPEC_OUT)
-    else:
-        folder = source.parent
-    files = {name: (output_file("output", folder / f"{source.stem}.{table[name].output}.png"),
-                    output_file("output", folder / f"{source.stem}.{table[name].output}.json")) for name in what}
-    try:
-        analysis.pyplot()  # before any work: matplotlib is there and imports
-    except ImportError as e:  # missing: `needs` named the extra already; installed but broken: name it here
-        said = one_line(e) if missing_extra(e) else \
-            f"the plots need matplotlib ({one_line(e)}); pip install 'vspec[train]'"
-        raise UsageError(f"vspec analyze: error: {said}") from None
+    folder, files = _outputs(args, source, table)
+    _check_pyplot()
     torch.manual_seed(args.seed)
-    if is_checkpoint(source):
-        from ..weights.checkpoint import load_weights  # torch
-        from ..weights.loading import load_checkpoint  # torch
-
-        if args.overrides:
-            raise SpecError("", "--set applies to spec files, not to a checkpoint's trained model")
-        ckpt = load_checkpoint(source)  # refuses NaN / inf weights
-        spec = from_json(ckpt["spec"])
-        check_fit(spec, max(sizes[w] for w in what), "analyzing it")
-        model = build(spec)
-        load_weights(model, ckpt["state_dict"], source)
-    else:
-        spec = load(args)
-        check_fit(spec, max(sizes[w] for w in what), "analyzing it")
-        model = build(spec)
+    spec, model = _model(args, source, max(sizes[w] for w in what))
     depth = sum(len(stage.blocks) for stage in model.stages)
     if any(table[w].per_block for w in what) and args.blocks and max(args.blocks) >= depth:
         raise UsageError(f"vspec analyze: error: --blocks: {max(args.blocks)} is out of range: the model has "
@@ -160,26 +154,80 @@ def run(args: argparse.Namespace) -> None:
     sentence, labels = _sentence(args, spec)
     title = f"{printable(source.name)} ({'checkpoint' if source.suffix in ('.pt', '.pth') else 'random init'})"
     for name in what:
-        png, out = files[name]
         inputs = analysis.Inputs(images, sizes[name], args.batches, args.blocks, args.heads, sentence, labels)
-        try:
-            figure = analysis.run(name, model, inputs)
-        except analysis.InputError as e:
-            raise UsageError(f"vspec analyze: error: {e}") from None
-        except analysis.AnalysisError as e:
-            if not everything:
-                raise UsageError(f"vspec analyze: error: {name}: {e}") from None
-            print(f"{name}: skipped: {one_line(e)}")
-            continue
-        except torch.linalg.LinAlgError as e:
-            raise UsageError(f"vspec analyze: error: {name}: {one_line(e)}") from None
-        if figure.nonfinite is not None:
-            raise UsageError(f"vspec analyze: error: {name}: {figure.nonfinite} is NaN or infinite: the model's "
-                             "activations overflow")
-        folder.mkdir(parents=True, exist_ok=True)
-        figure.plot(png, title)
-        out.write_text(json.dumps({"source": str(source), **figure.result}, indent=1, allow_nan=False))
-        print(f"{printable(str(png))}\n{printable(str(out))}")
+        _analyze(name, model, inputs, everything, folder, files[name], source, title)
+
+
+def _outputs(args: argparse.Namespace, source: Path, table: dict) -> tuple[Path, dict[str, tuple[Path, Path]]]:
+    """The output folder (--out-dir, else beside a checkpoint, else _SPEC_OUT) and each analysis' (png, json) paths,
+    checked writable before any work."""
+    if args.out_dir or not is_checkpoint(source):
+        folder = output_folder("--out-dir", args.out_dir or _SPEC_OUT)
+    else:
+        folder = source.parent
+    files = {name: (output_file("output", folder / f"{source.stem}.{table[name].output}.png"),
+                    output_file("output", folder / f"{source.stem}.{table[name].output}.json")) for name in args.what}
+    return folder, files
+
+
+def _check_pyplot() -> None:
+    """Before any work: matplotlib is there and imports (one line naming the extra otherwise)."""
+    try:
+        analysis.pyplot()
+    except ImportError as e:  # missing: `needs` named the extra already; installed but broken: name it here
+        said = one_line(e) if missing_extra(e) else \
+            f"the plots need matplotlib ({one_line(e)}); pip install 'vspec[train]'"
+        raise UsageError(f"vspec analyze: error: {said}") from None
+
+
+def _model(args: argparse.Namespace, source: Path, batch_size: int):
+    """(the spec, its model): a checkpoint's trained one (--set refused), else the spec file's or preset's randomly
+    initialised; the size guard checked for `batch_size` before building."""
+    from ..compiler import build  # torch
+
+    if is_checkpoint(source):
+        from ..weights.checkpoint import load_weights  # torch
+        from ..weights.loading import load_checkpoint  # torch
+
+        if args.overrides:
+            raise SpecError("", "--set applies to spec files, not to a checkpoint's trained model")
+        ckpt = load_checkpoint(source)  # refuses NaN / inf weights
+        spec = from_json(ckpt["spec"])
+        check_fit(spec, batch_size, "analyzing it")
+        model = build(spec)
+        load_weights(model, ckpt["state_dict"], source)
+    else:
+        spec = load(args)
+        check_fit(spec, batch_size, "analyzing it")
+        model = build(spec)
+    return spec, model
+
+
+def _analyze(name: str, model, inputs, everything: bool, folder: Path, paths: tuple[Path, Path], source: Path,
+             title: str) -> None:
+    """One analysis run, plotted and written (its png and json paths printed); under `all` an analysis the model
+    cannot take is skipped with a line, else every failure is one UsageError line."""
+    import torch  # torch
+
+    png, out = paths
+    try:
+        figure = analysis.run(name, model, inputs)
+    except analysis.InputError as e:
+        raise UsageError(f"vspec analyze: error: {e}") from None
+    except analysis.AnalysisError as e:
+        if not everything:
+            raise UsageError(f"vspec analyze: error: {name}: {e}") from None
+        print(f"{name}: skipped: {one_line(e)}")
+        return
+    except torch.linalg.LinAlgError as e:
+        raise UsageError(f"vspec analyze: error: {name}: {one_line(e)}") from None
+    if figure.nonfinite is not None:
+        raise UsageError(f"vspec analyze: error: {name}: {figure.nonfinite} is NaN or infinite: the model's "
+                         "activations overflow")
+    folder.mkdir(parents=True, exist_ok=True)
+    figure.plot(png, title)
+    out.write_text(json.dumps({"source": str(source), **figure.result}, indent=1, allow_nan=False))
+    print(f"{printable(str(png))}\n{printable(str(out))}")
 
 
 def _sentence(args: argparse.Namespace, spec: Model):

@@ -26,10 +26,16 @@ from .common import (
 from .tables import count, describe, format_table, grouped, input_label, stage_labels
 from .weights import source_text
 
+__all__ = ["HELP", "NAME", "add_parser", "run"]
+
 NAME, HELP = "build", "validate, build and run one forward pass; print a summary"
 
 
 def add_parser(sub) -> None:
+    """Add `vspec build`'s parser (its flags and help) to the command's subparsers.
+
+    Args:
+        sub: the `vspec` parser's subparsers action (`vspec.cli.parser`)."""
     b = sub.add_parser(NAME, help=HELP, description="Validate and build a spec, run one forward pass on a dummy "
                                                     "batch and print per-component parameters and the output shape.")
     spec_args(b)
@@ -61,6 +67,10 @@ def _save(model: Any, path: Path, folder: bool = False) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Carry out `vspec build` (called by `vspec.cli.main`; its errors become one line and exit 2).
+
+    Args:
+        args: the command line as `add_parser`'s parser parsed it."""
     spec = load(args)
     folder = args.save_format == "folder"
     out = None if args.out is None else output_folder("--out", args.out) if folder else output_file("--out", args.out)

@@ -26,6 +26,10 @@ from ..spec import Model, SpecError, load_spec, override, parse_assignment
 from ..spec.errors import FILE_KINDS, MAX_LINE, file_kind, one_line, printable, show  # noqa: F401 - re-exported
 from ..train.validators import ConfigError, rule
 
+__all__ = ["OneLineParser", "UsageError", "check_fit", "field_type", "int_in", "load", "memory_flag",
+           "nonnegative_float", "one_line_warnings", "output_file", "output_folder", "positive", "positive_float",
+           "pretrained_flag", "spec_args"]
+
 
 class UsageError(Exception):
     """A bad command line."""
@@ -35,12 +39,21 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse prints usage + error over several lines; vspec's commands report one line."""
 
     def error(self, message: str) -> NoReturn:
+        """Raise the parser's error as one line (`UsageError`) instead of printing usage and exiting.
+
+        Args:
+            message: argparse's message."""
         raise UsageError(f"{self.prog}: error: {message} (see --help)")
 
 
 # ---------------------------------------------------------------- argument types
 def int_in(low: int, high: int | None = None, label: str | None = None):
-    """An argparse type: an int (ASCII digits) in [low, high] (high None: no bound but the memory guard's)."""
+    """An argparse type: an int (ASCII digits) in [low, high] (high None: no bound but the memory guard's).
+
+    Args:
+        low: the smallest value taken.
+        high: the largest, or None.
+        label: how the message names `high` (default: its value)."""
 
     def parse(text: str) -> int:
         try:
@@ -63,7 +76,11 @@ positive = int_in(1)
 
 def field_type(cls: type, name: str):
     """An argparse type: a number (ASCII digits) that the training configuration's field `name` of `cls` takes,
-    checked by that field's own validator (vspec/train/validators.py), so the flag and the Python API agree."""
+    checked by that field's own validator (vspec/train/validators.py), so the flag and the Python API agree.
+
+    Args:
+        cls: the configuration class (TrainConfig's parts: DataConfig, RunConfig, Recipe).
+        name: the field's name."""
     check = rule(cls, name)
 
     def parse(text: str):
@@ -96,16 +113,26 @@ def _finite_float(text: str, zero: bool) -> float:
 
 
 def positive_float(text: str) -> float:
-    """An argparse type: a finite float > 0 (ASCII digits)."""
+    """An argparse type: a finite float > 0 (ASCII digits).
+
+    Args:
+        text: the flag's value."""
     return _finite_float(text, zero=False)
 
 
 def nonnegative_float(text: str) -> float:
-    """An argparse type: a finite float >= 0 (ASCII digits), e.g. a relative tolerance."""
+    """An argparse type: a finite float >= 0 (ASCII digits), e.g. a relative tolerance.
+
+    Args:
+        text: the flag's value."""
     return _finite_float(text, zero=True)
 
 
 def spec_args(p: argparse.ArgumentParser) -> None:
+    """Add the spec's arguments every spec command takes: PATH (a spec file or a preset) and --set.
+
+    Args:
+        p: the command's parser."""
     p.add_argument("path", metavar="PATH", help="spec file: .py (defines SPEC), .json or .toml; or a preset's name "
                                                 "(deit_tiny: specs/deit_tiny.py, as vspec.create_model takes it)")
     p.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
@@ -114,11 +141,16 @@ def spec_args(p: argparse.ArgumentParser) -> None:
 
 
 def memory_flag(p: argparse.ArgumentParser, what: str) -> None:
+    """Add --no-memory-check (dest `memory_check`), which skips the size guard (`check_fit`).
+
+    Args:
+        p: the command's parser.
+        what: what the guard refuses by default, ending the flag's help."""
     p.add_argument("--no-memory-check", dest="memory_check", action="store_false",
                    help=f"skip the size guard: by default {what}")
 
 
-def weights_tag(text: str) -> str:
+def _weights_tag(text: str) -> str:
     """An argparse type: a weights tag of `--pretrained TAG` (not empty: an empty tag is no request for the default)."""
     if not text:
         raise argparse.ArgumentTypeError("an empty tag; give --pretrained alone for the default weights, or a tag "
@@ -127,7 +159,13 @@ def weights_tag(text: str) -> str:
 
 
 def pretrained_flag(p: argparse.ArgumentParser, what: str = "start from") -> None:
-    p.add_argument("--pretrained", nargs="?", const=True, default=False, metavar="TAG", type=weights_tag,
+    """Add --pretrained [TAG]: False when absent, True alone (the default tag), else the tag.
+
+    Args:
+        p: the command's parser.
+        what: the verb the help begins with ("start from" adds that a head's missing or reshaped parts start
+            fresh)."""
+    p.add_argument("--pretrained", nargs="?", const=True, default=False, metavar="TAG", type=_weights_tag,
                    help=f"{what} the preset's published weights (its default tag, or TAG; `vspec weights` lists "
                         "them), fetched into Hugging Face's or torch hub's cache and converted once into vspec's"
                         + ("" if what != "start from" else "; the head's parts the checkpoint lacks or that differ "
@@ -135,13 +173,21 @@ def pretrained_flag(p: argparse.ArgumentParser, what: str = "start from") -> Non
 
 
 def load(args: argparse.Namespace) -> Model:
-    """The spec of `args.path` (a file, or a preset's name), with `args.overrides` applied."""
+    """The spec of `args.path` (a file, or a preset's name), with `args.overrides` applied.
+
+    Args:
+        args: the parsed command line (`spec_args`' path and overrides)."""
     spec = load_spec(args.path)
     return override(spec, dict(parse_assignment(a) for a in args.overrides)) if args.overrides else spec
 
 
 def check_fit(spec: Model, batch: int, what: str) -> None:
-    """`vspec.compiler.check_fit`, imported when used (torch is not imported for --help)."""
+    """`vspec.compiler.check_fit`, imported when used (torch is not imported for --help).
+
+    Args:
+        spec: the model's spec.
+        batch: the batch size the command runs.
+        what: what the refusal says the command was about to do."""
     from ..compiler import check_fit as fit  # torch
 
     fit(spec, batch, what)
@@ -172,7 +218,7 @@ def _parents(flag: str, path: Path) -> None:
 
 
 # the kernel's file systems: no file can be written there (an existing /proc file even opens for writing as root)
-PSEUDO_FILE_SYSTEMS = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs",
+_PSEUDO_FILE_SYSTEMS = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs",
                                  "configfs", "bpf", "pstore", "efivarfs", "fusectl", "binfmt_misc"})
 
 
@@ -200,7 +246,7 @@ def _writable(flag: str, path: Path, existing: Path, is_file: bool) -> None:
     above or at it) must not be on the kernel's file systems, and must open for writing (a file: without
     truncating it) or take a new file (a probe, created and removed). Writes nothing."""
     kind = _file_system(existing)
-    if kind in PSEUDO_FILE_SYSTEMS:
+    if kind in _PSEUDO_FILE_SYSTEMS:
         raise SpecError("", f"{flag} {path}: {existing} is on a {kind} file system (the kernel's), where no file can "
                             "be written; give a path elsewhere")
     try:
@@ -234,7 +280,11 @@ def output_file(flag: str, out: str | Path) -> Path:
     file (overwritten), never a folder, a named pipe (writing to one blocks until a reader comes), a socket, a
     device or a dangling link, nor a path that cannot be written (on /proc or /sys, in a folder that takes no new
     file, a file that does not open for writing: `_writable`); refused before any work is done. Missing folders
-    above it are created when it is written."""
+    above it are created when it is written.
+
+    Args:
+        flag: the option, as the message names it.
+        out: the path given."""
     text = str(out)
     path = Path(text)
     with _naming(flag):
@@ -252,7 +302,11 @@ def output_file(flag: str, out: str | Path) -> Path:
 def output_folder(flag: str, out: str | Path) -> Path:
     """A folder to write into: an existing folder or a new path (created when written) whose nearest existing
     folder takes a new file and is not on /proc or /sys (`_writable`), nothing else; not an empty path (Path("")
-    is the working folder: "." says so)."""
+    is the working folder: "." says so).
+
+    Args:
+        flag: the option, as the message names it.
+        out: the path given."""
     if not str(out):
         raise SpecError("", f"{flag} '': an empty path; give a folder ('.' for the working folder)")
     path = Path(out)
@@ -269,7 +323,10 @@ def output_folder(flag: str, out: str | Path) -> Path:
 @contextlib.contextmanager
 def one_line_warnings(prog: str):
     """While a command runs, a warning (a cache refused and made anew, a converter's note) prints as one line on
-    stderr, `PROG: warning: message`, not as Python's file:line and source line."""
+    stderr, `PROG: warning: message`, not as Python's file:line and source line.
+
+    Args:
+        prog: the command's name, first on each line."""
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
         print(f"{prog}: warning: {one_line(message)}", file=file or sys.stderr)

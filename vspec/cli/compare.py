@@ -27,13 +27,15 @@ from .common import (
 )
 from .fit import vary_items
 
+__all__ = ["HELP", "NAME", "add_parser", "run"]
+
 NAME = "compare"
 HELP = ("train several specs (or a grid of one, or all at one MAC / parameter budget) on the same data, split, "
         "recipe and seeds; tabulate and plot params, MACs, samples/s and the metric, with whether each difference "
         "is distinguishable from the seed noise")
 
 
-def data_help() -> str:
+def _data_help() -> str:
     """--data's help, from the data sets' table (vspec/train/data/registry.py)."""
     sets = table().values()
     image = ", ".join(d.name for d in sets if d.modality == "image" and d.comparable)
@@ -43,6 +45,10 @@ def data_help() -> str:
 
 
 def add_parser(sub) -> None:
+    """Add `vspec compare`'s parser (its flags and help) to the command's subparsers.
+
+    Args:
+        sub: the `vspec` parser's subparsers action (`vspec.cli.parser`)."""
     c = sub.add_parser(NAME, help=HELP,
                        description="Train each SPEC on --data with the same fixed split, recipe and seeds (on the "
                                    "CPU, or --device cuda), then write OUT/compare.json (every number and run) and "
@@ -54,7 +60,7 @@ def add_parser(sub) -> None:
                                    "OUT/runs/NAME-seedS. --grid expands each SPEC into a product of overrides; "
                                    "--match fits every SPEC to one budget first (vspec fit).")
     c.add_argument("specs", nargs="+", metavar="SPEC", help="spec files (.py / .json / .toml), named by their stems")
-    c.add_argument("--data", default="digits", metavar="NAME", help=data_help())
+    c.add_argument("--data", default="digits", metavar="NAME", help=_data_help())
     c.add_argument("--task", metavar="NAME", help="--data glue: the GLUE task (its headline metric is compared)")
     c.add_argument("--data-dir", metavar="DIR", help="the dataset's folder (cifar10, cifar100, imagefolder)")
     c.add_argument("--seeds", type=int_in(1, 100), default=3, metavar="N", help="runs per spec, 1 to 100 (default 3)")
@@ -94,6 +100,10 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Carry out `vspec compare` (called by `vspec.cli.main`; its errors become one line and exit 2).
+
+    Args:
+        args: the command line as `add_parser`'s parser parsed it."""
     from ..train.engine import Interrupted, TrainingStopped  # torch
 
     out = output_folder("--out-dir", args.out_dir)

@@ -15,7 +15,9 @@ from ..train.data.registry import HF, DataError
 from .common import UsageError, int_in, one_line, output_folder, printable
 from .fields import add_fields
 
-PACK_HF = tuple(k for k in HF if k not in ("text_columns", "streaming"))  # the options that name the images packed
+__all__ = ["DEFAULT", "HELP", "NAME", "add_parser", "run"]
+
+_PACK_HF = tuple(k for k in HF if k not in ("text_columns", "streaming"))  # the options that name the images packed
 
 DEFAULT = f"at least {MIN_SHARDS} training shards, at most ~{SHARD_BYTES >> 30} GiB each"
 NAME, HELP = "data", ("prepare data sets: pack an image folder or a Hugging Face dataset into WebDataset tar shards "
@@ -23,6 +25,10 @@ NAME, HELP = "data", ("prepare data sets: pack an image folder or a Hugging Face
 
 
 def add_parser(sub) -> None:
+    """Add `vspec data`'s parser (its flags and help) to the command's subparsers.
+
+    Args:
+        sub: the `vspec` parser's subparsers action (`vspec.cli.parser`)."""
     d = sub.add_parser(NAME, help=HELP, description="Prepare data sets for vspec train.")
     actions = d.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=type(d))
     p = actions.add_parser("pack", help="an image folder or a Hugging Face dataset as WebDataset tar shards (--data "
@@ -52,7 +58,7 @@ def add_parser(sub) -> None:
                         "refused")
     hf = p.add_argument_group("a Hugging Face dataset (--from-hf; pip install 'vspec[hf]')")
     hf.add_argument("--from-hf", action="store_true", help="IMAGEFOLDER is a Hugging Face dataset")
-    add_fields(hf, DataConfig, only=PACK_HF)  # --data hf's options for images, as vspec train takes them
+    add_fields(hf, DataConfig, only=_PACK_HF)  # --data hf's options for images, as vspec train takes them
 
 
 class _Report:
@@ -69,9 +75,13 @@ class _Report:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Carry out `vspec data` (called by `vspec.cli.main`; its errors become one line and exit 2).
+
+    Args:
+        args: the command line as `add_parser`'s parser parsed it."""
     out = output_folder("OUT", args.out)
     common = dict(shard_size=args.shard_size, seed=args.seed, overwrite=args.overwrite, progress=_Report())
-    hf = {k: getattr(args, k) for k in PACK_HF}
+    hf = {k: getattr(args, k) for k in _PACK_HF}
     given = next((k for k, v in hf.items() if v is not None), None)
     if given and not args.from_hf:
         raise UsageError(f"vspec data pack: error: --{given.replace('_', '-')} is for a Hugging Face dataset: add "

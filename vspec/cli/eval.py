@@ -18,18 +18,24 @@ from .common import OneLineParser, one_line_warnings, pretrained_flag, printable
 from .fields import field_rules
 from .train import check_flags, data_args, errors, report
 
-EVAL_RUN = ("seed", "workers", "device")  # the run's fields that evaluation takes too (flags of `data_args`)
+__all__ = ["HELP", "NAME", "eval_parser", "eval_rules", "main"]
+
+_EVAL_RUN = ("seed", "workers", "device")  # the run's fields that evaluation takes too (flags of `data_args`)
 NAME, HELP = "eval", "evaluate a checkpoint or a model folder (tools/eval.py's command: the same arguments)"
 
 
 def eval_parser(prog: str = "eval.py") -> argparse.ArgumentParser:
+    """The parser of `vspec eval` and tools/eval.py (the same arguments).
+
+    Args:
+        prog: the program's name in usage and error lines."""
     p = OneLineParser(prog=prog, description="Evaluate a checkpoint (from tools/train.py or vspec build --out) "
                 "or a model folder (vspec.save_pretrained, --save-format folder): top-1 / top-5 and images/s on the "
                 "validation split.")
     p.add_argument("checkpoint", type=Path, metavar="CHECKPOINT",
                    help="a checkpoint (.pt), a model folder, or with --pretrained a preset's name or .py file")
     pretrained_flag(p, "evaluate")
-    data_args(p, EVAL_RUN)
+    data_args(p, _EVAL_RUN)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--ema", action="store_true", help="evaluate the EMA weights of a training checkpoint")
     p.add_argument("--crop-pct", "--crop-ratio", dest="crop_pct", type=float, metavar="RATIO",
@@ -48,12 +54,16 @@ def eval_parser(prog: str = "eval.py") -> argparse.ArgumentParser:
 def eval_rules() -> dict:
     """Each numeric flag's rule: the training configuration's field of that name (vspec/train/config.py), else a
     positive or finite number."""
-    return {**field_rules(DataConfig), **field_rules(RunConfig, EVAL_RUN), "batch_size": rule(Recipe, "batch_size"),
+    return {**field_rules(DataConfig), **field_rules(RunConfig, _EVAL_RUN), "batch_size": rule(Recipe, "batch_size"),
             "mean": MEAN, "std": STD, "crop_pct": CROP, "img_size": POSITIVE_INT}
 
 
 def main(argv=None, prog: str = "eval.py") -> int:
-    """0 and the result on stdout; 2 and one line on stderr for what cannot be done."""
+    """0 and the result on stdout; 2 and one line on stderr for what cannot be done.
+
+    Args:
+        argv: the arguments (default: sys.argv[1:]).
+        prog: the program's name in usage and error lines."""
     with one_line_warnings(prog):
         try:
             args = eval_parser(prog).parse_args(argv)

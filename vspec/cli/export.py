@@ -9,10 +9,16 @@ from ..spec import SpecError
 from ..spec.catalogue import is_checkpoint
 from .common import UsageError, check_fit, int_in, load, one_line, output_file, printable, spec_args
 
+__all__ = ["HELP", "NAME", "add_parser", "run"]
+
 NAME, HELP = "export", "export to ONNX (.onnx) or a torch.export program (.pt2)"
 
 
 def add_parser(sub) -> None:
+    """Add `vspec export`'s parser (its flags and help) to the command's subparsers.
+
+    Args:
+        sub: the `vspec` parser's subparsers action (`vspec.cli.parser`)."""
     e = sub.add_parser(NAME, help=HELP,
                        description="Export a model (a vspec checkpoint, .pt, or a spec, randomly initialised) in eval "
                                    "mode: --out FILE.onnx (torch.onnx's dynamo exporter; needs pip install "
@@ -33,6 +39,10 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Carry out `vspec export` (called by `vspec.cli.main`; its errors become one line and exit 2).
+
+    Args:
+        args: the command line as `add_parser`'s parser parsed it."""
     from ..export import ExportError, export, target  # torch
 
     out = output_file("--out", args.out)

@@ -13,11 +13,17 @@ from ..fitting import BLOCKS_PER_CANDIDATE, MAX_CANDIDATES, PART_COST
 from ..spec.catalogue import spec_file
 from .common import UsageError, int_in, load, nonnegative_float, output_file, printable, show, spec_args
 
+__all__ = ["HELP", "NAME", "add_parser", "run", "vary_items"]
+
 NAME = "fit"
 HELP = "the variant of a spec (over the fields you name) nearest a MAC / parameter budget or another spec's counts"
 
 
 def add_parser(sub) -> None:
+    """Add `vspec fit`'s parser (its flags and help) to the command's subparsers.
+
+    Args:
+        sub: the `vspec` parser's subparsers action (`vspec.cli.parser`)."""
     f = sub.add_parser(NAME, help=HELP, description=(
         "Search the named fields of SPEC (each with given values, or a range around its value) for the valid "
         "variants nearest the target, counted on the meta device with one count per distinct part; print the "
@@ -35,13 +41,13 @@ def add_parser(sub) -> None:
                         "may be comma-separated (--vary dim,depth, the default for a one-stage spec)")
     f.add_argument("--tolerance", type=nonnegative_float, default=0.02, metavar="R",
                    help="the largest relative deviation accepted (default 0.02: 2 %%)")
-    max_candidates_flag(f)
+    _max_candidates_flag(f)
     f.add_argument("--top", type=int_in(1), default=10, metavar="N", help="variants shown (default 10)")
     f.add_argument("--out", metavar="FILE", help="write the chosen spec: .json, .toml or .py (missing folders are "
                                                  "created; the path is checked before the search)")
 
 
-def max_candidates_flag(p: argparse.ArgumentParser) -> None:
+def _max_candidates_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-candidates", type=int_in(1), default=None, metavar="N",
                    help=f"refuse, before anything is profiled, a search of more than N candidates (default "
                         f"{MAX_CANDIDATES:,}: every one-stage preset's default dim x depth grid is under it), of more "
@@ -49,7 +55,7 @@ def max_candidates_flag(p: argparse.ArgumentParser) -> None:
                         f"to profile), or whose candidates' depths sum past {BLOCKS_PER_CANDIDATE} x N")
 
 
-def parse_target(text: str) -> dict[str, str]:
+def _parse_target(text: str) -> dict[str, str]:
     """'macs=4.6G' / 'params=22M' / 'macs=4.6G,params=22M' / 'like=SPEC' -> fit()'s keywords."""
     out: dict[str, str] = {}
     for item in text.split(",") if not text.startswith("like=") else [text]:
@@ -65,7 +71,10 @@ def parse_target(text: str) -> dict[str, str]:
 
 def vary_items(values: list[str]) -> list[str]:
     """--vary arguments as fit() takes them: 'dim,depth' is two keys; 'dim=192,256' one key with its values;
-    'dim,depth=4:12' a bare key and one with values."""
+    'dim,depth=4:12' a bare key and one with values.
+
+    Args:
+        values: the --vary arguments, as given."""
     out = []
     for item in values:
         keys, eq, given = item.partition("=")
@@ -75,10 +84,14 @@ def vary_items(values: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Carry out `vspec fit` (called by `vspec.cli.main`; its errors become one line and exit 2).
+
+    Args:
+        args: the command line as `add_parser`'s parser parsed it."""
     out = output_file("--out", args.out) if args.out is not None else None  # before the search: a bad path
     if out is not None and out.suffix not in (".json", ".toml", ".py"):
         raise UsageError(f"vspec fit: error: --out {printable(args.out)}: expected a .json, .toml or .py file")
-    target = parse_target(args.target)
+    target = _parse_target(args.target)
     spec = load(args)
     try:
         result = fitting.fit(spec, **target, vary=vary_items(args.vary) or None, tolerance=args.tolerance,

@@ -29,15 +29,21 @@ from .common import (
 from .fields import field_rules
 from .train import check_flags, data_args, errors, report
 
-LABEL_RUN = ("seed", "workers", "device")  # the run's fields that labeling takes too (as evaluation)
+__all__ = ["HELP", "NAME", "label", "label_parser", "main"]
+
+_LABEL_RUN = ("seed", "workers", "device")  # the run's fields that labeling takes too (as evaluation)
 NAME, HELP = "label", "write token-label maps of a data set's training images with a model"
-TIMM = "timm:"
+_TIMM = "timm:"
 # what makes two runs the same labeling (labels.json): a resumed run must match them
-IDENTITY = ("model", "pretrained", "data", "options", "images", "grid", "top_k", "classes", "img_size", "scores")
-MAX_GRID = 64  # --grid's sides at most (the released maps are 14 x 14; a model's token grid rarely passes 64)
+_IDENTITY = ("model", "pretrained", "data", "options", "images", "grid", "top_k", "classes", "img_size", "scores")
+_MAX_GRID = 64  # --grid's sides at most (the released maps are 14 x 14; a model's token grid rarely passes 64)
 
 
 def label_parser(prog: str = "vspec label") -> argparse.ArgumentParser:
+    """The parser of `vspec label`.
+
+    Args:
+        prog: the program's name in usage and error lines."""
     p = OneLineParser(prog=prog, description="Write a token-label map of every training image (token labeling, "
                       "LV-ViT's and Refiner's: the released format, one torch.save'd (2, k, Hm, Wm) tensor per image "
                       "under OUT/<class_dir>/<file cut at its first dot>.pt: plane 0 the top-k logits, plane 1 their "
@@ -49,11 +55,11 @@ def label_parser(prog: str = "vspec label") -> argparse.ArgumentParser:
                         "preset name (random weights, or --pretrained), or timm:NAME (a bare name that is no vspec "
                         "preset is tried as timm's)")
     pretrained_flag(p, "label with")
-    data_args(p, LABEL_RUN)
+    data_args(p, _LABEL_RUN)
     p.add_argument("--out", required=True, metavar="DIR", help="where the label maps go")
     p.add_argument("--top-k", type=int, default=5, metavar="K", help="scores kept per location (default 5)")
     p.add_argument("--grid", type=int, nargs="+", default=[14], metavar="N",
-                   help=f"the maps' grid, Hm [Wm] (default 14; Wm >= 6, each at most {MAX_GRID}): the logits are "
+                   help=f"the maps' grid, Hm [Wm] (default 14; Wm >= 6, each at most {_MAX_GRID}): the logits are "
                         "resampled to it, per axis "
                         "adaptive average pooling where the model's grid is larger, bilinear where smaller")
     p.add_argument("--img-size", type=int, nargs="+", metavar="PX",
@@ -65,18 +71,22 @@ def label_parser(prog: str = "vspec label") -> argparse.ArgumentParser:
     return p
 
 
-def label_rules() -> dict:
-    return {**field_rules(DataConfig), **field_rules(RunConfig, LABEL_RUN), "batch_size": rule(Recipe, "batch_size"),
+def _label_rules() -> dict:
+    return {**field_rules(DataConfig), **field_rules(RunConfig, _LABEL_RUN), "batch_size": rule(Recipe, "batch_size"),
             "mean": MEAN, "std": STD, "img_size": POSITIVE_INT, "top_k": POSITIVE_INT,
-            "grid": ints(1, MAX_GRID), "limit": POSITIVE_INT}
+            "grid": ints(1, _MAX_GRID), "limit": POSITIVE_INT}
 
 
 def main(argv=None, prog: str = "vspec label") -> int:
-    """0 when every map asked for is written; 2 and one line on stderr for what cannot be done."""
+    """0 when every map asked for is written; 2 and one line on stderr for what cannot be done.
+
+    Args:
+        argv: the arguments (default: sys.argv[1:]).
+        prog: the program's name in usage and error lines."""
     with one_line_warnings(prog):
         try:
             args = label_parser(prog).parse_args(argv)
-            check_flags(args, label_rules(), prog)
+            check_flags(args, _label_rules(), prog)
             label(args, prog)
         except SystemExit:
             raise
@@ -160,20 +170,22 @@ def _timm_model(name: str, args, prog: str, num_classes):
 def _resolve(args, prog: str) -> tuple[str | None, str]:
     """(timm's name or None, how labels.json names the model)."""
     text = str(args.model)
-    if text.startswith(TIMM):
-        return text[len(TIMM):], text
+    if text.startswith(_TIMM):
+        return text[len(_TIMM):], text
     if Path(text).exists() or "/" in text or Path(text).suffix:
         return None, text
-    return (None, text) if text.split(".")[0] in presets() else (text, TIMM + text)
+    return (None, text) if text.split(".")[0] in presets() else (text, _TIMM + text)
 
 
 def label(args: argparse.Namespace, prog: str) -> dict:
-    """Write the maps; returns what labels.json records, with this run's written / skipped counts."""
+    """Write the maps; returns what labels.json records, with this run's written / skipped counts.
+
+    Args:
+        args: `label_parser`'s parsed arguments.
+        prog: the program's name in error lines."""
     import torch  # torch
 
     from ..train.data.preprocess import inputs_line, resolve_inputs  # torch
-    from ..train.data.sources import build_datasets  # torch
-    from ..train.data.transforms import build_transforms  # torch
     from ..train.distributed import workers_for  # torch
     from ..train.files import atomic_write_text  # torch
     from ..train.token_labels.maps import data_place, image_keys  # torch
@@ -196,14 +208,7 @@ def label(args: argparse.Namespace, prog: str) -> dict:
         raise UsageError(f"{prog}: error: --top-k {args.top_k}: the model has {classes} classes")
     inputs = resolve_inputs({k: getattr(args, k) for k in ("mean", "std", "interpolation")}, cfg, in_chans,
                             label=f"{named}'s data config" if timm_name else None)
-    tf = build_transforms(size, in_chans, train=False, crop_ratio=1.0, mean=inputs["mean"], std=inputs["std"],
-                          interpolation=inputs["interpolation"])
-    train_ds, _, n = build_datasets(args.data, img_size=size, in_chans=in_chans, train_transform=tf,
-                                    eval_transform=tf, data_dir=args.data_dir, download=args.download,
-                                    num_classes=classes if args.data == "synthetic" else None,
-                                    synthetic_size=args.synthetic_size, seed=args.seed, **options(args))
-    if n != classes:
-        raise UsageError(f"{prog}: error: {args.data} has {n} classes, the model {classes}")
+    train_ds, n = _training_images(args, size, in_chans, inputs, classes, prog)
     record = {"model": named, "pretrained": args.pretrained, "data": args.data,  # the data set: token_labels reads it
               "data_dir": data_place(args.data_dir), "options": options(args), "split": "train",
               "images": len(train_ds), "grid": list(grid), "top_k": args.top_k, "classes": n, "img_size": list(size),
@@ -226,6 +231,23 @@ def label(args: argparse.Namespace, prog: str) -> dict:
     return {**record, "written": written, "skipped": skipped}
 
 
+def _training_images(args, size: tuple[int, int], in_chans: int, inputs: dict, classes: int, prog: str):
+    """(the data set's training images as the model takes them, whole: no crop; its class count), which must be
+    the model's."""
+    from ..train.data.sources import build_datasets  # torch
+    from ..train.data.transforms import build_transforms  # torch
+
+    tf = build_transforms(size, in_chans, train=False, crop_ratio=1.0, mean=inputs["mean"], std=inputs["std"],
+                          interpolation=inputs["interpolation"])
+    train_ds, _, n = build_datasets(args.data, img_size=size, in_chans=in_chans, train_transform=tf,
+                                    eval_transform=tf, data_dir=args.data_dir, download=args.download,
+                                    num_classes=classes if args.data == "synthetic" else None,
+                                    synthetic_size=args.synthetic_size, seed=args.seed, **options(args))
+    if n != classes:
+        raise UsageError(f"{prog}: error: {args.data} has {n} classes, the model {classes}")
+    return train_ds, n
+
+
 def _classes(args) -> int:
     """The data set's classes, read without a model (for timm's random weights)."""
     from ..train.data.sources import build_datasets  # torch
@@ -243,7 +265,7 @@ def _check_same(out: Path, record: dict, overwrite: bool, prog: str) -> None:
     before = read_record(out)
     if before is None:
         return
-    differ = [k for k in IDENTITY if k in before and before[k] != record[k]]
+    differ = [k for k in _IDENTITY if k in before and before[k] != record[k]]
     if differ and not overwrite:
         k = differ[0]
         raise UsageError(f"{prog}: error: {out} holds the maps of another labeling ({k} {before.get(k)!r} there, "

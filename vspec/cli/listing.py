@@ -13,11 +13,17 @@ from ..spec import load_spec, load_weights_table
 from ..spec.catalogue import EXAMPLES, list_models, presets
 from .tables import format_table, si
 
+__all__ = ["HELP", "NAME", "add_parser", "families", "run"]
+
 NAME, HELP = "list", "list the presets (fnmatch PATTERN, as timm.list_models): family, params, MACs, published tags"
-CORE = {"vspec.spec.vit": "vit", "vspec.spec.swin": "swin"}  # the generic kinds' modules: a body, not a family
+_CORE = {"vspec.spec.vit": "vit", "vspec.spec.swin": "swin"}  # the generic kinds' modules: a body, not a family
 
 
 def add_parser(sub) -> None:
+    """Add `vspec list`'s parser (its flags and help) to the command's subparsers.
+
+    Args:
+        sub: the `vspec` parser's subparsers action (`vspec.cli.parser`)."""
     p = sub.add_parser(NAME, help=HELP, description="List the presets whose names match PATTERN (fnmatch: '*sot*', "
                                                     "'deit_*'; default every one) with their family, parameters and "
                                                     "MACs (one image or one sequence, counted on the meta device: no "
@@ -33,7 +39,10 @@ def add_parser(sub) -> None:
 
 
 def families(spec) -> str:
-    """The families whose kinds `spec` uses ('sot', 'msf + swin'), or its generic body's ('vit', 'swin')."""
+    """The families whose kinds `spec` uses ('sot', 'msf + swin'), or its generic body's ('vit', 'swin').
+
+    Args:
+        spec: the preset's spec."""
     packages = family_registry.packages()
     found, body = set(), set()
 
@@ -48,8 +57,8 @@ def families(spec) -> str:
         package = next((p for p in packages if module == p or module.startswith(p + ".")), None)
         if package is not None:
             found.add(package.rsplit(".", 1)[-1])
-        elif module in CORE:
-            body.add(CORE[module])
+        elif module in _CORE:
+            body.add(_CORE[module])
         for field in attrs.fields(type(obj)):
             walk(getattr(obj, field.name))
 
@@ -58,6 +67,10 @@ def families(spec) -> str:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Carry out `vspec list` (called by `vspec.cli.main`; its errors become one line and exit 2).
+
+    Args:
+        args: the command line as `add_parser`'s parser parsed it."""
     names = list_models(args.pattern, pretrained=args.pretrained, examples=args.examples)
     if not names:  # as timm's list_models: nothing found is an empty answer, not an error
         if list_models(args.pattern, pretrained=args.pretrained, examples=True):

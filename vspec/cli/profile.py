@@ -13,10 +13,16 @@ from ..spec import SpecError, Tokens, budget
 from .common import load, memory_flag, one_line, positive, printable, spec_args
 from .tables import count, format_table, grouped, input_label, si, stage_labels
 
+__all__ = ["HELP", "NAME", "add_parser", "run"]
+
 NAME, HELP = "profile", "parameters and MACs per component"
 
 
 def add_parser(sub) -> None:
+    """Add `vspec profile`'s parser (its flags and help) to the command's subparsers.
+
+    Args:
+        sub: the `vspec` parser's subparsers action (`vspec.cli.parser`)."""
     p = sub.add_parser(NAME, help=HELP,
                        description="Count parameters and MACs (multiply-adds; FLOPs = 2 x MACs) per component "
                                    "and per op kind, on one image (or one sequence of a text body). Attention "
@@ -36,6 +42,10 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Carry out `vspec profile` (called by `vspec.cli.main`; its errors become one line and exit 2).
+
+    Args:
+        args: the command line as `add_parser`'s parser parsed it."""
     from ..profiler import CONVENTIONS, profile  # torch
 
     spec = load(args)

@@ -11,15 +11,25 @@ import attrs
 from ..spec import Model, to_dict
 from .common import load, printable, spec_args
 
+__all__ = ["HELP", "NAME", "add_parser", "run", "tree"]
+
 NAME, HELP = "show", "print the spec tree"
 
 
 def add_parser(sub) -> None:
+    """Add `vspec show`'s parser (its flags and help) to the command's subparsers.
+
+    Args:
+        sub: the `vspec` parser's subparsers action (`vspec.cli.parser`)."""
     s = sub.add_parser(NAME, help=HELP, description="Print the (overridden) spec as a tree.")
     spec_args(s)
 
 
 def run(args: argparse.Namespace) -> None:
+    """Carry out `vspec show` (called by `vspec.cli.main`; its errors become one line and exit 2).
+
+    Args:
+        args: the command line as `add_parser`'s parser parsed it."""
     spec = load(args)
     print(f"Model ({printable(args.path)})")
     print("\n".join(tree(spec, 1)))
@@ -36,7 +46,11 @@ def _fields(value: Any) -> list[tuple[str, Any]]:
 
 
 def tree(value: Any, indent: int = 0) -> list[str]:
-    """The spec as an indented tree: one line per leaf, a header line per component."""
+    """The spec as an indented tree: one line per leaf, a header line per component.
+
+    Args:
+        value: the spec, or a part of it.
+        indent: the nesting depth of its lines (two spaces each)."""
     pad = "  " * indent
     lines = []
     for name, v in _fields(value):

@@ -17,12 +17,20 @@ from ..train.validators import MEAN, STD, ConfigError
 from .common import OneLineParser, UsageError, one_line, one_line_warnings, pretrained_flag
 from .fields import add_fields, flags, given
 
+__all__ = ["HELP", "NAME", "check_flags", "config_error", "config_from_args", "data_args", "errors", "main", "report",
+           "train_parser"]
+
 NAME, HELP = "train", "train a spec (tools/train.py's command: the same arguments)"
 
 
 def data_args(p: argparse.ArgumentParser, run_fields=(), training: bool = False) -> None:
     """The data group (DataConfig's fields, those of training only with `training`, and RunConfig's `run_fields`:
-    evaluation's seed, workers, device), then the inputs group."""
+    evaluation's seed, workers, device), then the inputs group.
+
+    Args:
+        p: the command's parser.
+        run_fields: RunConfig's fields the command takes too.
+        training: add the fields only training reads (vspec train)."""
     g = p.add_argument_group("data")
     add_fields(g, DataConfig, only=[f.name for f in attrs.fields(DataConfig)
                                     if training or not f.metadata.get("training_only")])
@@ -40,7 +48,10 @@ def data_args(p: argparse.ArgumentParser, run_fields=(), training: bool = False)
 
 def train_parser(prog: str = "train.py") -> argparse.ArgumentParser:
     """SPEC, --set, --recipe and --pretrained by hand; the data, recipe and run groups from the configuration's
-    fields (`add_fields`)."""
+    fields (`add_fields`).
+
+    Args:
+        prog: the program's name in usage and error lines."""
     p = OneLineParser(prog=prog, description="Train a vspec spec on a CPU, one GPU, or many under torchrun "
                       "(DDP). "
                 "Writes OUT/last.pt (every epoch and on SIGTERM / SIGINT), OUT/best.pt, OUT/metrics.jsonl and "
@@ -60,13 +71,22 @@ def train_parser(prog: str = "train.py") -> argparse.ArgumentParser:
 
 
 def config_error(e, prog: str) -> UsageError:
-    """A `ConfigError` of the configuration a command built from its flags, worded by the flag (`--epochs: ...`)."""
+    """A `ConfigError` of the configuration a command built from its flags, worded by the flag (`--epochs: ...`).
+
+    Args:
+        e: the ConfigError.
+        prog: the program's name, first on the line."""
     flag = flags(Recipe, DataConfig, RunConfig).get(e.field) or "--" + e.field.replace("_", "-")
     return UsageError(f"{prog}: error: {flag}: {e.message}")
 
 
 def check_flags(args: argparse.Namespace, rules: dict, prog: str) -> None:
-    """The flags that hold no configuration field (eval's, --mean, --std), each value by its rule (`Range`)."""
+    """The flags that hold no configuration field (eval's, --mean, --std), each value by its rule (`Range`).
+
+    Args:
+        args: the parsed command line.
+        rules: dest -> its `Range` (`field_rules`, and the command's own).
+        prog: the program's name, first on the error line."""
     for name, rule in rules.items():
         values = getattr(args, name)
         for value in values if isinstance(values, list) else [values]:  # a flag of several values: each
@@ -78,7 +98,11 @@ def check_flags(args: argparse.Namespace, rules: dict, prog: str) -> None:
 
 
 def config_from_args(args: argparse.Namespace, prog: str = "train.py"):
-    """The `TrainConfig` of the flags: its classes check every value (the Python API's checks, worded by flag)."""
+    """The `TrainConfig` of the flags: its classes check every value (the Python API's checks, worded by flag).
+
+    Args:
+        args: `train_parser`'s parsed arguments.
+        prog: the program's name, first on an error line."""
     try:
         fields = given(Recipe, args)  # a recipe field's flag not given: the recipe's value; "off": None
         recipe = attrs.evolve(resolve(args.recipe, **fields), **{k: None for k, v in fields.items() if v is None})
@@ -132,7 +156,14 @@ def errors() -> tuple[type[BaseException], ...]:
 
 
 def report(e: BaseException, prog: str) -> int:
-    """One line on stderr for what `errors()` catches; an ImportError that is no extra's is raised again."""
+    """One line on stderr for what `errors()` catches; an ImportError that is no extra's is raised again.
+
+    Args:
+        e: the exception.
+        prog: the program's name, first on the line.
+
+    Returns:
+        2, the exit status."""
     if isinstance(e, ImportError):
         line = missing_extra(e)
         if line is None:
@@ -146,7 +177,11 @@ def report(e: BaseException, prog: str) -> int:
 
 def main(argv=None, prog: str = "train.py") -> int:
     """0 when the run ends; 2 and one line on stderr for what cannot be done (a bad flag, spec, data or
-    checkpoint, a non-finite loss); 128 + N after signal N (SIGTERM, SIGINT), last.pt saved."""
+    checkpoint, a non-finite loss); 128 + N after signal N (SIGTERM, SIGINT), last.pt saved.
+
+    Args:
+        argv: the arguments (default: sys.argv[1:]).
+        prog: the program's name in usage and error lines."""
     with one_line_warnings(prog):
         try:
             return _train(config_from_args(train_parser(prog).parse_args(argv), prog))

@@ -10,11 +10,17 @@ from ..spec.catalogue import preset_ref, presets
 from ..spec.weights import Hub, Url
 from .tables import format_table
 
-LINE, MIN_SOURCE = 120, 30  # the table's width, within which the source / score column wraps (at least this wide)
+__all__ = ["HELP", "NAME", "add_parser", "cached", "markdown_table", "rows", "run", "source_text"]
+
+_LINE, _MIN_SOURCE = 120, 30  # the table's width, within which the source / score column wraps (at least this wide)
 NAME, HELP = "weights", "list the presets with published weights: tags, sources, sizes, licences, scores, cache"
 
 
 def add_parser(sub) -> None:
+    """Add `vspec weights`'s parser (its flags and help) to the command's subparsers.
+
+    Args:
+        sub: the `vspec` parser's subparsers action (`vspec.cli.parser`)."""
     w = sub.add_parser(NAME, help=HELP, description="List the presets that declare published weights (WEIGHTS "
                                                     "beside SPEC; the first tag is what pretrained=True loads): "
                                                     "the source, the parameter count of the model loaded, the "
@@ -28,7 +34,11 @@ def add_parser(sub) -> None:
 
 
 def source_text(source, markdown: bool = False) -> str:
-    """How a table names a source: hub:<repo>/<file>, the URL, or manual:<page>."""
+    """How a table names a source: hub:<repo>/<file>, the URL, or manual:<page>.
+
+    Args:
+        source: the entry's source (Hub, Url or a manual download's page).
+        markdown: as a markdown link (docs/weights.md)."""
     if isinstance(source, Hub):
         text = f"hub:{source.repo}/{source.file}"
         return f"[{text}]({source.where})" if markdown else text
@@ -39,7 +49,12 @@ def source_text(source, markdown: bool = False) -> str:
 
 def cached(name: str, tag: str, entry) -> str:
     """"converted" (vspec's cache holds the model folder; "converted, unverified" where its source file was
-    checked against no published sha256), "downloaded" (the source file is in its cache) or "-"."""
+    checked against no published sha256), "downloaded" (the source file is in its cache) or "-".
+
+    Args:
+        name: the preset.
+        tag: the weights' tag.
+        entry: its published-weights entry."""
     from ..weights import cache  # torch
     from ..weights.converted import converted_folder  # torch
 
@@ -66,7 +81,10 @@ def cached(name: str, tag: str, entry) -> str:
 
 def rows(names: list[str] | None = None) -> list[tuple[str, str, object]]:
     """(preset, tag, entry) of every declared weights entry, presets in name order, tags as declared; `names`:
-    only those presets (a `name.tag`: that entry alone)."""
+    only those presets (a `name.tag`: that entry alone).
+
+    Args:
+        names: presets (or `preset.tag`s) to list; None: every one."""
     known = presets()
     wanted: dict[str, set[str] | None] = {}
     for text in names or ():
@@ -87,6 +105,10 @@ def _millions(n: int) -> str:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Carry out `vspec weights` (called by `vspec.cli.main`; its errors become one line and exit 2).
+
+    Args:
+        args: the command line as `add_parser`'s parser parsed it."""
     entries = rows(args.names)
     if args.markdown:
         print(markdown_table(entries))
@@ -102,14 +124,17 @@ def run(args: argparse.Namespace) -> None:
                       f"{source_text(entry.source)}\n{entry.score or '-'}", cached(name, tag, entry)])
     # the source and the score under it, wrapped to what the other columns leave of a line (a header is padded by 2)
     rest = sum(max(max(len(row[i]) for row in table[1:]), len(table[0][i]) + 2) + 2 for i in (0, 1, 2, 3, 5))
-    print(format_table(table, "llrlll", [None] * 4 + [max(LINE - rest, MIN_SOURCE), None]))
+    print(format_table(table, "llrlll", [None] * 4 + [max(_LINE - rest, _MIN_SOURCE), None]))
     print(f"{len(entries)} published checkpoint{'s' * (len(entries) != 1)} of {len(first)} preset"
           f"{'s' * (len(first) != 1)}; * the default tag (pretrained=True)\n"
           "manual: a file only a person can download (the error says where to put it)")
 
 
 def markdown_table(entries: list[tuple[str, str, object]]) -> str:
-    """The table of published weights (docs/weights.md)."""
+    """The table of published weights (docs/weights.md).
+
+    Args:
+        entries: `rows()`' (preset, tag, entry) rows."""
     lines = ["| preset | tag | source | params | reported score | licence |", "|---|---|---|---|---|---|"]
     for name, tag, entry in entries:
         lines.append(f"| {name} | {tag} | {source_text(entry.source, markdown=True)} | {_millions(entry.params)} | "

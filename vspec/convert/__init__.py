@@ -19,6 +19,9 @@ from .hf_export import to_hf
 from .released import Released
 from .timm import TimmModel, from_timm, to_timm
 
+__all__ = ["ConversionError", "ConversionNote", "Released", "TimmModel", "from_hf", "from_official", "from_timm",
+           "load_mapped", "official", "spec_from_hf", "to_hf", "to_timm"]
+
 
 def _resolve(name: str, path: Any) -> Any:
     """The converter a family's table names by dotted path ("package.module:NAME"), imported now."""
@@ -38,15 +41,18 @@ def from_official(family: str, state_dict: Mapping[str, torch.Tensor], config: M
     """Build the vspec model of a paper's released model (`config`: its constructor arguments, as
     stored in the fixtures) and load `state_dict` (official parameter names) into it. `options` go to the
     family's converter (sot_text: `body=`, the text spec a head alone sits on). The model comes back in eval mode,
-    as every loader's."""
+    as every loader's.
+
+    Args:
+        family: the converter's name in a family's `CONVERTERS` (`official()` lists them).
+        state_dict: the released checkpoint's weights, under their official names.
+        config: the released model's constructor arguments.
+        **options: the family converter's own keywords.
+    """
     paths = families.tables("CONVERTERS")
     if family not in paths:
         raise ConversionError(f"unknown family {family!r}; known: {', '.join(paths)}")
     return _resolve(family, paths[family])(state_dict, config, **options).eval()
-
-
-__all__ = ["ConversionError", "ConversionNote", "Released", "TimmModel", "from_hf", "from_official", "from_timm",
-           "load_mapped", "official", "spec_from_hf", "to_hf", "to_timm"]
 
 
 def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)

@@ -18,6 +18,11 @@ from ..ops import sincos_1d
 from ..spec.errors import show
 from ..spec.serialize import first_difference
 
+__all__ = ["Alias", "ConversionError", "ConversionNote", "ISOTROPIC_BODY", "REQUIRED", "Rule", "attention_scale",
+           "canonical", "check_sinusoid", "exported_state", "is_gelu", "layer_norm_eps", "load_mapped",
+           "qk_scale_refusal", "read_arguments", "refuse", "refuse_difference", "released_block", "renamer", "side",
+           "spec_and_state"]
+
 
 class ConversionError(ValueError):
     """A checkpoint that does not fit the spec; the message lists what does not match."""
@@ -40,7 +45,11 @@ ISOTROPIC_BODY = [
 
 def renamer(rules: Sequence[Rule]) -> Callable[[str], str | None]:
     """A key renamer applying the first matching rule (None for a rule that drops its keys: a table vspec
-    recomputes, a weight the model leaves out); other keys keep their name."""
+    recomputes, a weight the model leaves out); other keys keep their name.
+
+    Args:
+        rules: (regex, replacement or None) pairs, tried in order.
+    """
     compiled = [(re.compile(pattern), replacement) for pattern, replacement in rules]
 
     def rename(key: str) -> str | None:
@@ -69,7 +78,14 @@ def load_mapped(model: nn.Module, state_dict: Mapping[str, torch.Tensor],
     Every model entry must be filled with a tensor of the same shape, and every checkpoint entry must
     be used, so a wrong spec or a wrong mapping fails loudly instead of leaving random weights. `skip`: a prefix
     of the model's names (a fresh head, "head.") that is neither filled nor required; checkpoint entries that
-    rename into it are left out."""
+    rename into it are left out.
+
+    Args:
+        model: the vspec model filled in place (and returned).
+        state_dict: the checkpoint's weights under its own names.
+        rename: a checkpoint key -> the model's key, or None to drop it.
+        skip: a prefix of the model's keys left as built; None: every key is filled.
+    """
     target = model.state_dict()
     mapped: dict[str, torch.Tensor] = {}
     unused = []
@@ -105,7 +121,14 @@ def exported_state(target: Mapping[str, torch.Tensor], state: Mapping[str, torch
     and shapes: the model built on the meta device), each filled from vspec's `state` by `source(name)`: (the vspec
     name, what is taken of that tensor: a third, a transpose), or None for an entry the library makes itself.
     Strict: every entry filled with its shape and every vspec weight used, else a ConversionError lists what is
-    left. The tensors are contiguous copies on the CPU (a file holds each once; meta tensors stay, to check shapes)."""
+    left. The tensors are contiguous copies on the CPU (a file holds each once; meta tensors stay, to check shapes).
+
+    Args:
+        target: the other library's state dict (names and shapes).
+        state: vspec's state dict.
+        source: the other library's name -> (vspec's name, the transform of its tensor), or None.
+        library: the other library's name, for the messages.
+    """
     out: dict[str, torch.Tensor] = {}
     used, missing = set(), []
     for key, like in target.items():
@@ -131,7 +154,11 @@ def exported_state(target: Mapping[str, torch.Tensor], state: Mapping[str, torch
 
 
 def spec_and_state(model: Any) -> tuple[specs.Model, dict[str, torch.Tensor], dict[str, Any]]:
-    """(spec, state dict, timm's pretrained_cfg or {}) of a vspec model, or of a (spec, state dict) pair."""
+    """(spec, state dict, timm's pretrained_cfg or {}) of a vspec model, or of a (spec, state dict) pair.
+
+    Args:
+        model: a vspec model, or a (spec, state dict) pair.
+    """
     if isinstance(model, nn.Module) and isinstance(getattr(model, "spec", None), specs.Model):
         return model.spec, model.state_dict(), dict(getattr(model, "pretrained_cfg", None) or {})
     if (isinstance(model, tuple) and len(model) == 2 and isinstance(model[0], specs.Model)
@@ -144,7 +171,11 @@ def canonical(spec: specs.Model) -> specs.Model:
     """`spec` with what does not change the model it builds spelt one way, so that two specs of one model compare
     equal: the initialisation (the weights are given), an MLP's width as `hidden` (its ratio the default), its
     hidden dropout None as `drop`, an attention's head_dim of dim / heads as None, a stack of one block listed as
-    that block."""
+    that block.
+
+    Args:
+        spec: the spec to respell.
+    """
     ratio = attrs.fields(specs.MLP).ratio.default
 
     def block(b: Any, dim: int) -> Any:
@@ -172,7 +203,14 @@ def _kind_name(tag: Any) -> str:
 
 def refuse_difference(library: str, ours: specs.Model, theirs: specs.Model, model: str) -> None:
     """Refuse, in one line naming the part, a spec that differs from `theirs`: the spec of what `library` builds
-    (`model`, its name for it) from the configuration written for `ours`."""
+    (`model`, its name for it) from the configuration written for `ours`.
+
+    Args:
+        library: the other library's name, for the message.
+        ours: the spec written (`canonical`).
+        theirs: the spec read back from what was written (`canonical`).
+        model: the library's name of the model it builds.
+    """
     found = first_difference(ours, theirs)
     if found is None:
         return
@@ -206,7 +244,14 @@ def read_arguments(family: str, config: Mapping[str, Any], known: Mapping[str, A
     filled in. A dotted name ("svpn.alpha") may be given nested ({"svpn": {"alpha": ...}}); `aliases` are other
     places of an argument (a dotted path -> its flat name, or (flat name, reader of the value there)), read first.
     An argument the constructor does not take, a required one left out, or one given twice with two values is an
-    error naming it: a converter honours or refuses every argument, and never ignores one."""
+    error naming it: a converter honours or refuses every argument, and never ignores one.
+
+    Args:
+        family: the converter's name, for the messages.
+        config: the released constructor's arguments, flat or nested.
+        known: every argument's flat name -> its default, or REQUIRED.
+        aliases: a dotted path -> its argument's flat name, or (flat name, reader); None: none.
+    """
     if not isinstance(config, Mapping):
         raise ConversionError(f"{family} config: must be a table of constructor arguments, got {type(config).__name__}")
     aliases = aliases or {}
@@ -234,14 +279,23 @@ def read_arguments(family: str, config: Mapping[str, Any], known: Mapping[str, A
 
 def side(value: Any) -> int | None:
     """The side of the square a released argument gives (img_size, patch_size): an int, or an equal pair's; None
-    for anything else (a bool, an unequal pair), which the converter refuses."""
+    for anything else (a bool, an unequal pair), which the converter refuses.
+
+    Args:
+        value: the released argument.
+    """
     if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] == value[1]:
         value = value[0]
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def refuse(family: str, rules: Iterable[tuple[bool, str]]) -> None:
-    """Raise the first refused rule's reason as one line: `<family> config: <argument> ...: why`."""
+    """Raise the first refused rule's reason as one line: `<family> config: <argument> ...: why`.
+
+    Args:
+        family: the converter's name, for the message.
+        rules: (refused, why) pairs, in order.
+    """
     for refused, why in rules:
         if refused:
             raise ConversionError(f"{family} config: {why}")
@@ -258,7 +312,12 @@ _LAYER_NORM_FORMS = [re.compile(p) for p in (
 
 def check_sinusoid(state_dict: Mapping[str, torch.Tensor], spec: specs.Model) -> None:
     """A released model's stored `pos_embed` (a frozen parameter: SoT, T2T-ViT) must be the fixed 1-D sinusoid
-    table over the tokens of `spec` (class token at position 0) that vspec recomputes (`pos_embed="sincos1d"`)."""
+    table over the tokens of `spec` (class token at position 0) that vspec recomputes (`pos_embed="sincos1d"`).
+
+    Args:
+        state_dict: the released weights.
+        spec: the converted model's spec.
+    """
     if "pos_embed" not in state_dict:
         return
     tokens = specs.embedded(spec)
@@ -272,7 +331,11 @@ def layer_norm_eps(value: Any) -> float | None:
     """The eps of a `norm_layer` argument that is torch's LayerNorm: the class itself (eps 1e-5, torch's
     default), `partial(LayerNorm, eps=...)`, or either written out as text, as configs store them
     ("<class 'torch.nn.modules.normalization.LayerNorm'>", "LayerNorm(eps=1e-6)",
-    "functools.partial(<class '...LayerNorm'>, eps=1e-06)"). None for anything else."""
+    "functools.partial(<class '...LayerNorm'>, eps=1e-06)"). None for anything else.
+
+    Args:
+        value: a `norm_layer` argument.
+    """
     if value is nn.LayerNorm:
         return 1e-5
     if isinstance(value, functools.partial):
@@ -293,12 +356,20 @@ _GELU = re.compile(r"<class 'torch\.nn\.modules\.activation\.GELU'>"
 
 
 def is_gelu(value: Any) -> bool:
-    """Whether an `act_layer` argument is torch's exact (erf) GELU: the class, or its text."""
+    """Whether an `act_layer` argument is torch's exact (erf) GELU: the class, or its text.
+
+    Args:
+        value: an `act_layer` argument.
+    """
     return value is nn.GELU or (isinstance(value, str) and _GELU.fullmatch(value.strip()) is not None)
 
 
 def qk_scale_refusal(a: Mapping[str, Any]) -> tuple[bool, str]:
-    """The refusal of a released `qk_scale` that is not a number (or None): for a `Released.refusals` list."""
+    """The refusal of a released `qk_scale` that is not a number (or None): for a `Released.refusals` list.
+
+    Args:
+        a: the released constructor's arguments (`read_arguments`).
+    """
     qk = a["qk_scale"]
     return (qk is not None and (isinstance(qk, bool) or not isinstance(qk, (int, float))),
             f"qk_scale {qk!r}: a number, or None for head_dim ** -0.5")
@@ -307,7 +378,11 @@ def qk_scale_refusal(a: Mapping[str, Any]) -> tuple[bool, str]:
 def attention_scale(qk_scale: float | None) -> float | None:
     """The attention scale of a released `qk_scale`, by the expression of every release vspec converts (SoT,
     T2T-ViT, iRPE, Conformer and Refiner all write `self.scale = qk_scale or head_dim ** -0.5`): None and 0 give
-    head_dim ** -0.5 (None, the spec's default), any other number is the scale."""
+    head_dim ** -0.5 (None, the spec's default), any other number is the scale.
+
+    Args:
+        qk_scale: the released argument.
+    """
     return float(qk_scale) if qk_scale else None
 
 
@@ -316,7 +391,16 @@ def released_block(a: Mapping[str, Any], *, attention: type = specs.MHSA, block:
     """The ViT block of timm 0.3 that the releases build from their constructor's arguments `a`: `attention` with
     `num_heads` heads, `qkv_bias` and the scale of `qk_scale` (`attention_scale`; a release without the argument,
     DHVT, has the default), `fields` its other fields; `ffn` (default an MLP of `mlp_ratio`); `norm` (default
-    LayerNorm of `norm_layer`'s eps; a release without the argument, Conformer, has the block's default)."""
+    LayerNorm of `norm_layer`'s eps; a release without the argument, Conformer, has the block's default).
+
+    Args:
+        a: the released constructor's arguments (`read_arguments`).
+        attention: the attention kind's class.
+        block: the block kind's class.
+        ffn: the feed-forward spec; None: an MLP of `mlp_ratio`.
+        norm: the block's norm; None: as above.
+        **fields: the attention's other fields.
+    """
     scale = {"scale": attention_scale(a["qk_scale"])} if "qk_scale" in a else {}
     if norm is None and "norm_layer" in a:
         norm = specs.Norm(eps=layer_norm_eps(a["norm_layer"]))

@@ -37,16 +37,19 @@ from .. import spec as specs
 from ..compiler import build
 from .common import ConversionError, ConversionNote, load_mapped, refuse, renamer
 
-FAMILIES = ("bert", "roberta", "electra", "gpt2", "openai-gpt")
+__all__ = ["MAX_CONFIG", "QKV", "RULES", "base_key", "from_hf", "hf_key", "hf_state", "is_conv1d", "load_hf_body",
+           "qkv_part", "read_config", "spec_from_hf"]
+
+_FAMILIES = ("bert", "roberta", "electra", "gpt2", "openai-gpt")
 _PREFIXES = ("bert.", "roberta.", "electra.", "transformer.")  # the task models' name for the base model
 BASE, CLASSIFIER = ("Model",), ("ForSequenceClassification",)
-PRETRAINING = ("ForMaskedLM", "ForPreTraining", "LMHeadModel")  # published checkpoints: the body is used
+_PRETRAINING = ("ForMaskedLM", "ForPreTraining", "LMHeadModel")  # published checkpoints: the body is used
 # the pretraining heads' keys (BERT's cls, RoBERTa's and GPT's lm_head, ELECTRA's discriminator / generator heads)
 _PRETRAINING_HEADS = ("cls.", "lm_head.", "discriminator_predictions.", "generator_predictions.", "generator_lm_head.")
 _ACTS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "silu": "silu",
          "swish": "silu"}
 MAX_CONFIG = 16 * 2**20  # bytes of a config.json read at most (one is kilobytes)
-SEQ_LEN = 128  # the length a converted spec's shapes assume (the papers fine-tune at 128; any length runs)
+_SEQ_LEN = 128  # the length a converted spec's shapes assume (the papers fine-tune at 128; any length runs)
 
 
 class _Fields(dict):
@@ -58,7 +61,11 @@ class _Fields(dict):
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
-    """A config.json file as a dict, or a one-line ConversionError naming the file (not UTF-8 JSON, not a table)."""
+    """A config.json file as a dict, or a one-line ConversionError naming the file (not UTF-8 JSON, not a table).
+
+    Args:
+        path: the config.json file.
+    """
     try:
         with open(path, "rb") as f:
             data = json.loads(f.read(MAX_CONFIG + 1).decode("utf-8"))
@@ -80,8 +87,8 @@ def _config(config: Any) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise ConversionError(f"a Hugging Face config object or dict, got {type(config).__name__}")
     family = data.get("model_type")
-    if family not in FAMILIES:
-        raise ConversionError(f"model_type {family!r}: vspec converts {', '.join(FAMILIES)}")
+    if family not in _FAMILIES:
+        raise ConversionError(f"model_type {family!r}: vspec converts {', '.join(_FAMILIES)}")
     if hasattr(config, "to_dict"):
         return dict(data)
     try:
@@ -95,16 +102,16 @@ def _config(config: Any) -> dict[str, Any]:
     return {**full, **data}
 
 
-def check_task(architecture: str | None) -> None:
+def _check_task(architecture: str | None) -> None:
     """Refuse a task model vspec has no head for, by its task (a Hugging Face class name such as
     `BertForTokenClassification`; None: unknown, accepted)."""
-    if architecture is None or architecture.endswith(CLASSIFIER + PRETRAINING) or (
+    if architecture is None or architecture.endswith(CLASSIFIER + _PRETRAINING) or (
             architecture.endswith(BASE) and "For" not in architecture and "DoubleHeads" not in architecture):
         return
     task = architecture.split("For", 1)[1] if "For" in architecture else architecture.removesuffix("Model")
     raise ConversionError(f"{architecture}: the task {task!r} is not supported; vspec converts the base model, "
                           f"...ForSequenceClassification, and the pretraining checkpoints' bodies "
-                          f"({', '.join('...' + t for t in PRETRAINING)})")
+                          f"({', '.join('...' + t for t in _PRETRAINING)})")
 
 
 def _architecture(config: Any) -> str | None:
@@ -140,10 +147,16 @@ def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | 
     classifier: the `...ForSequenceClassification` model (num_classes = num_labels) or the base model
     (num_classes 0: the head returns BERT's pooler output, the first token or the last real token); None: read
     from the config's `architectures`. pooler: whether a BERT / RoBERTa base model has its pooler (their
-    default, `add_pooling_layer=True`); None: the default."""
+    default, `add_pooling_layer=True`); None: the default.
+
+    Args:
+        config: a transformers config, or its dict (config.json's).
+        classifier: as above; None: read from `architectures`.
+        pooler: as above; None: the model's default.
+    """
     c = _Fields(_config(config))
     family = c["model_type"]
-    check_task(_architecture(c))
+    _check_task(_architecture(c))
     if classifier is None:
         classifier = any(a.endswith("ForSequenceClassification") for a in c.get("architectures") or ())
     num_classes = _num_labels(c) if classifier else 0
@@ -152,7 +165,7 @@ def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | 
         d, drop, eps = c["n_embd"], c["resid_pdrop"], c["layer_norm_epsilon"]
         gpt2 = family == "gpt2"
         embedder = specs.TokenEmbed(vocab_size=c["vocab_size"], max_positions=c["n_positions"],
-                                    seq_len=min(SEQ_LEN, c["n_positions"]), type_vocab_size=0, padding_id=None,
+                                    seq_len=min(_SEQ_LEN, c["n_positions"]), type_vocab_size=0, padding_id=None,
                                     norm=None, drop=c["embd_pdrop"])
         ffn = specs.MLP(hidden=(c.get("n_inner") if gpt2 else None) or 4 * d,  # OpenAI GPT: 4 d always
                         act=_act(c, "activation_function" if gpt2 else "afn"),
@@ -169,7 +182,7 @@ def spec_from_hf(config: Any, *, classifier: bool | None = None, pooler: bool | 
     roberta = family == "roberta"
     first = c["pad_token_id"] + 1 if roberta else 0
     embedder = specs.TokenEmbed(vocab_size=c["vocab_size"], max_positions=c["max_position_embeddings"],
-                                seq_len=min(SEQ_LEN, c["max_position_embeddings"] - first),
+                                seq_len=min(_SEQ_LEN, c["max_position_embeddings"] - first),
                                 type_vocab_size=c["type_vocab_size"], padding_id=c["pad_token_id"],
                                 pad_positions=roberta, norm=specs.Norm(eps=eps), drop=drop,
                                 width=width if width != d else None)
@@ -223,7 +236,11 @@ _BUFFERS = ("position_ids", "token_type_ids", ".attn.bias", ".attn.masked_bias")
 
 def hf_key(key: str) -> str | None:
     """The vspec name of a (prefix-stripped, q / k / v fused) Hugging Face key; None for HF's constant buffers
-    and the pretraining heads."""
+    and the pretraining heads.
+
+    Args:
+        key: the Hugging Face key.
+    """
     if key.endswith(_BUFFERS) or key.startswith(_PRETRAINING_HEADS):
         return None
     return _rename(key)
@@ -234,25 +251,41 @@ QKV = ("query", "key", "value")  # BERT-like q / k / v: the thirds of vspec's fu
 
 
 def base_key(key: str) -> str:
-    """A task model's key without its base model's prefix (`bert.`, `roberta.`, `electra.`, `transformer.`)."""
+    """A task model's key without its base model's prefix (`bert.`, `roberta.`, `electra.`, `transformer.`).
+
+    Args:
+        key: the Hugging Face key.
+    """
     prefix = next((p for p in _PREFIXES if key.startswith(p)), "")
     return key[len(prefix):]
 
 
 def qkv_part(key: str) -> tuple[str, int] | None:
     """(the fused qkv key, which third) of a BERT-like q / k / v key: `...attention.self.key.bias` ->
-    (`...attention.self.qkv.bias`, 1); None for another key."""
+    (`...attention.self.qkv.bias`, 1); None for another key.
+
+    Args:
+        key: the Hugging Face key (without the base model's prefix).
+    """
     match = _QKV_KEY.fullmatch(key)
     return (f"{match[1]}qkv.{match[3]}", QKV.index(match[2])) if match else None
 
 
 def is_conv1d(key: str) -> bool:
-    """GPT's Conv1D weights (a base model's key), stored (in, out): the transpose of nn.Linear's."""
+    """GPT's Conv1D weights (a base model's key), stored (in, out): the transpose of nn.Linear's.
+
+    Args:
+        key: the Hugging Face key (without the base model's prefix).
+    """
     return key.startswith("h.") and key.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight"))
 
 
 def hf_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """HF's keys without the task model's prefix, q / k / v fused into one qkv, GPT's Conv1D weights as Linear's."""
+    """HF's keys without the task model's prefix, q / k / v fused into one qkv, GPT's Conv1D weights as Linear's.
+
+    Args:
+        state: a Hugging Face state dict.
+    """
     out = {}
     for key, value in state.items():
         key = base_key(key)
@@ -294,8 +327,14 @@ def from_hf(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor] | str | 
     `...ForSequenceClassification`, or a pretraining checkpoint's body) and load its weights. Takes the model, its
     state dict (with `spec`, or with its `config`), or the path of a folder that `save_pretrained` wrote (no
     download). `spec` defaults to `spec_from_hf` of the model's config, with the head its weights show
-    (classifier, pooler or neither). Another task model is refused by its task (`check_task`). The model comes back
-    in eval mode, as Hugging Face's `from_pretrained` gives one (dropout off; `.train()` to fine-tune)."""
+    (classifier, pooler or neither). Another task model is refused by its task (`_check_task`). The model comes back
+    in eval mode, as Hugging Face's `from_pretrained` gives one (dropout off; `.train()` to fine-tune).
+
+    Args:
+        model_or_state_dict: a transformers model, its state dict, or a folder `save_pretrained` wrote.
+        spec: the vspec spec of a state dict; None: `spec_from_hf` of the config.
+        config: the transformers config (or its dict) of a state dict, when `spec` is None.
+    """
     if isinstance(model_or_state_dict, nn.Module):  # its class is its task (a config's architectures may be stale)
         task = type(model_or_state_dict).__name__
         state, config = model_or_state_dict.state_dict(), model_or_state_dict.config
@@ -305,7 +344,7 @@ def from_hf(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor] | str | 
         else:
             state = model_or_state_dict
         task = _architecture(config) if config is not None else None
-    check_task(task)
+    _check_task(task)
     if spec is None:
         if config is None:
             raise ConversionError("a state dict without its config: pass spec= (e.g. spec_from_hf(config))")
@@ -324,7 +363,12 @@ def load_hf_body(model: nn.Module, folder: str | Path) -> list[str]:
     """Fine-tuning's start: a Hugging Face checkpoint folder's body (embeddings and blocks) loaded into `model`, a
     text body of the same layout whose head (SoT's, say) starts fresh. Strict for the body: every one of the
     model's non-head weights is filled, with its shape, or a ConversionError lists what is missing; the
-    checkpoint's own head (pooler, classifier, score) is left out. Returns notes on what was left out."""
+    checkpoint's own head (pooler, classifier, score) is left out. Returns notes on what was left out.
+
+    Args:
+        model: the vspec text model, filled in place.
+        folder: a Hugging Face checkpoint folder (*.safetensors or pytorch_model.bin).
+    """
     state = hf_state(_read_folder(Path(folder))[0])
     try:
         load_mapped(model, state, hf_key, skip="head.")

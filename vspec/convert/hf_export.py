@@ -3,7 +3,7 @@ RoBERTa, ELECTRA, OpenAI GPT, GPT-2), as the base model (num_classes 0) or `...F
 folder that transformers reads without vspec: config.json of HF's own model type and model.safetensors with HF's key
 names.
 
-It inverts `vspec.convert.hf` by that module's rules rather than a second table: the config written (`hf_config`)
+It inverts `vspec.convert.hf` by that module's rules rather than a second table: the config written (`_hf_config`)
 is read back by `spec_from_hf`, whose spec must be the model's (`canonical`: one model spelt one way; the embedder's
 `seq_len`, which HF does not store, aside), else the first part that differs is refused by name before anything is
 written; the weights take the names of HF's own model built from that config (on the meta device), each renamed by
@@ -26,9 +26,11 @@ from ..spec import SpecError
 from .common import ConversionError, ConversionNote, canonical, exported_state, refuse_difference, spec_and_state
 from .hf import _ACTS, QKV, _act, base_key, hf_key, is_conv1d, qkv_part, spec_from_hf
 
-LIBRARY = "Hugging Face"
+__all__ = ["WEIGHTS", "hf_weights", "to_hf"]
+
+_LIBRARY = "Hugging Face"
 WEIGHTS = "model.safetensors"  # save_pretrained's name, the one from_pretrained looks for first
-GPT = ("gpt2", "openai-gpt")
+_GPT = ("gpt2", "openai-gpt")
 _ACT_FIELD = {"gpt2": "activation_function", "openai-gpt": "afn"}  # the others': hidden_act
 
 
@@ -37,7 +39,7 @@ def _family(spec: specs.Model) -> str:
     positions RoBERTa; an embedding width of its own, a GELU pooler or a base model without pooler ELECTRA; else
     BERT. What the type cannot express is found by `spec_from_hf`'s reading of the config."""
     if not spec.embedder.text:
-        raise ConversionError(f"embedder: {spec.embedder.kind} (an image model) has no {LIBRARY} text model "
+        raise ConversionError(f"embedder: {spec.embedder.kind} (an image model) has no {_LIBRARY} text model "
                               "equivalent; vspec.convert.to_timm writes ViT, DeiT and Swin")
     if spec.causal:
         return "gpt2" if spec.blocks[0].kind == "pre_norm" else "openai-gpt"
@@ -56,7 +58,7 @@ def _hf_act(family: str, act: str) -> str:
     return next((name for name in _ACTS if _act({"model_type": family, key: name}, key) == act), act)
 
 
-def hf_config(spec: specs.Model, labels: Sequence[str] | None = None) -> Any:
+def _hf_config(spec: specs.Model, labels: Sequence[str] | None = None) -> Any:
     """The transformers config of a text spec's model (its model type's config class); `labels` the class names
     (id2label; HF's LABEL_i where None). Not checked here: `to_hf` reads it back with `spec_from_hf`."""
     with needs("vspec.convert.to_hf"):
@@ -67,7 +69,7 @@ def hf_config(spec: specs.Model, labels: Sequence[str] | None = None) -> Any:
     drop, attn_drop = getattr(a, "proj_drop", 0.0), getattr(a, "attn_drop", 0.0)
     hidden = f.hidden_dim(dim) if isinstance(f, specs.MLP) else 4 * dim
     act = _hf_act(family, getattr(f, "act", "gelu"))
-    if family in GPT:
+    if family in _GPT:
         fields = dict(vocab_size=e.vocab_size, n_positions=e.max_positions, n_embd=dim, n_layer=spec.depth,
                       n_head=getattr(a, "heads", 1), resid_pdrop=drop, embd_pdrop=e.drop, attn_pdrop=attn_drop,
                       layer_norm_epsilon=b.norm.eps, pad_token_id=head.pad_id,
@@ -115,22 +117,27 @@ def _source(key: str) -> tuple[str, Callable[[torch.Tensor], torch.Tensor]] | No
 
 def hf_weights(model: Any, labels: Sequence[str] | None = None) -> tuple[Any, dict[str, torch.Tensor]]:
     """What `to_hf` writes, checked, in memory: the transformers config (`architectures` set) and the state dict
-    with HF's names (tensors on the meta device stay there: a full-size model's check costs nothing)."""
+    with HF's names (tensors on the meta device stay there: a full-size model's check costs nothing).
+
+    Args:
+        model: a vspec text model, or a (spec, state_dict) pair.
+        labels: the class names (config.id2label); None: transformers' LABEL_0, ...
+    """
     spec, state, _ = spec_and_state(model)
-    config = hf_config(spec, labels)
+    config = _hf_config(spec, labels)
     theirs = spec_from_hf(config, classifier=spec.num_classes > 0)
     try:  # the length shapes assume: HF's models store none
         theirs = attrs.evolve(theirs, embedder=attrs.evolve(theirs.embedder, seq_len=spec.embedder.seq_len))
     except SpecError:
         pass
-    refuse_difference(LIBRARY, canonical(spec), canonical(theirs), config.model_type)
-    import transformers  # extra: hf_config imported it already
+    refuse_difference(_LIBRARY, canonical(spec), canonical(theirs), config.model_type)
+    import transformers  # extra: _hf_config imported it already
 
     auto = transformers.AutoModelForSequenceClassification if spec.num_classes else transformers.AutoModel
     with torch.device("meta"):
         hf = auto.from_config(config)
     config.architectures = [type(hf).__name__]
-    weights = exported_state(hf.state_dict(), state, _source, f"{LIBRARY}'s {type(hf).__name__}")
+    weights = exported_state(hf.state_dict(), state, _source, f"{_LIBRARY}'s {type(hf).__name__}")
     config.dtype = next((v.dtype for v in weights.values() if v.is_floating_point()), torch.float32)
     return config, weights
 
@@ -145,11 +152,17 @@ def to_hf(model: Any, folder: str | Path, *, labels: Sequence[str] | None = None
     A spec transformers cannot express (SoT's head, Refiner's attention, a field value HF's model lacks) is
     refused in one line naming the part, before anything is written. A GPT classifier whose `head.pad_id` is None
     (the mask's last real token) is written with pad_token_id None, as GPT-2's own config: HF then reads each
-    row's last position and refuses batches of more than one (a ConversionNote says so). Returns the folder."""
+    row's last position and refuses batches of more than one (a ConversionNote says so). Returns the folder.
+
+    Args:
+        model: a vspec text model, or a (spec, state_dict) pair.
+        folder: where config.json and model.safetensors go (made if missing).
+        labels: the class names; None: transformers' default names.
+    """
     config, weights = hf_weights(model, labels)
     if any(v.is_meta for v in weights.values()):
         raise ConversionError("the model's weights are on the meta device (no data): build it on a real one")
-    if config.model_type in GPT and config.architectures[0].endswith("Classification") and config.pad_token_id is None:
+    if config.model_type in _GPT and config.architectures[0].endswith("Classification") and config.pad_token_id is None:
         warnings.warn(ConversionNote(f"head.pad_id None (the last token the attention mask keeps) is written as "
                                      f"pad_token_id None: {config.architectures[0]} then reads each row's last "
                                      "position and refuses batches of more than one; set head.pad_id for padded "

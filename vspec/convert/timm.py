@@ -2,8 +2,8 @@
 `to_timm` writes a vspec model as a timm state-dict file and names the timm model that loads it strictly.
 
 `to_timm` inverts `from_timm` by its rules rather than a second table: the weights take the names of timm's own
-model (built on the meta device from the arguments `timm_arguments` reads off the spec), each renamed by
-`timm_key` to the vspec weight it holds; and the spec of what timm builds from those arguments (`timm_spec`) must be
+model (built on the meta device from the arguments `_timm_arguments` reads off the spec), each renamed by
+`_timm_key` to the vspec weight it holds; and the spec of what timm builds from those arguments (`_timm_spec`) must be
 the model's (`canonical`), else the first part that differs is refused by name before anything is written. timm is
 imported when `to_timm` runs."""
 
@@ -33,6 +33,8 @@ from .common import (
     spec_and_state,
 )
 
+__all__ = ["RULES", "TimmModel", "from_timm", "timm_weights", "to_timm"]
+
 # timm name -> vspec name (everything else keeps its name: cls_token, pos_embed, norm.*)
 RULES = [
     (r"^patch_embed\.", "embedder."),
@@ -47,7 +49,7 @@ RULES = [
 ]
 
 
-timm_key = renamer(RULES)
+_timm_key = renamer(RULES)
 
 
 def from_timm(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor], spec: specs.Model) -> nn.Module:
@@ -55,23 +57,28 @@ def from_timm(model_or_state_dict: nn.Module | Mapping[str, torch.Tensor], spec:
     back in eval mode, as every loader's (`vspec.create_model` stays timm's: train mode).
 
     Raises ConversionError naming unmatched keys or shapes when the spec does not describe the
-    checkpoint's architecture."""
+    checkpoint's architecture.
+
+    Args:
+        model_or_state_dict: a timm ViT / Swin, or its state dict.
+        spec: the vspec spec that describes it.
+    """
     state = model_or_state_dict.state_dict() if isinstance(model_or_state_dict, nn.Module) else model_or_state_dict
-    return load_mapped(build(spec), state, timm_key).eval()
+    return load_mapped(build(spec), state, _timm_key).eval()
 
 
 # timm's names of the standard sizes: the model arguments each entrypoint sets (`vit_<size>_patch16_224`,
 # `swin_<size>_patch4_window7_224`; the image size is the constructors' default, 224)
-SIZES = {
+_SIZES = {
     "vit": {size: dict(patch_size=16, embed_dim=d, depth=n, num_heads=h) for size, (d, n, h) in
             {"tiny": (192, 12, 3), "small": (384, 12, 6), "base": (768, 12, 12), "large": (1024, 24, 16)}.items()},
     "swin": {size: dict(patch_size=4, window_size=7, embed_dim=d, depths=n, num_heads=h) for size, (d, n, h) in
              {"tiny": (96, (2, 2, 6, 2), (3, 6, 12, 24)), "small": (96, (2, 2, 18, 2), (3, 6, 12, 24)),
               "base": (128, (2, 2, 18, 2), (4, 8, 16, 32))}.items()},
 }
-NAMES = {"vit": "vit_{}_patch16_224", "swin": "swin_{}_patch4_window7_224"}
+_NAMES = {"vit": "vit_{}_patch16_224", "swin": "swin_{}_patch4_window7_224"}
 VIT_EPS, SWIN_EPS = 1e-6, 1e-5  # their norm_layer's defaults: timm's LayerNorm, torch's
-PREPROCESSING = ("mean", "std", "crop_pct", "crop_mode", "interpolation")  # the pretrained_cfg keys the file carries
+_PREPROCESSING = ("mean", "std", "crop_pct", "crop_mode", "interpolation")  # the pretrained_cfg keys the file carries
 
 
 class TimmModel(NamedTuple):
@@ -91,9 +98,9 @@ def _ratio(ffn: Any, dim: int) -> float:
     return ffn.hidden_dim(dim) / dim if isinstance(ffn, specs.MLP) else 4.0
 
 
-def timm_arguments(spec: specs.Model) -> tuple[str, dict[str, Any]]:
+def _timm_arguments(spec: specs.Model) -> tuple[str, dict[str, Any]]:
     """(family, every constructor argument of timm's VisionTransformer ("vit") or SwinTransformer ("swin") that
-    vspec's parts set) read off an image spec; what the arguments cannot say, `timm_spec` shows."""
+    vspec's parts set) read off an image spec; what the arguments cannot say, `_timm_spec` shows."""
     if spec.embedder.text:
         raise ConversionError(f"embedder: {spec.embedder.kind} (a text model) has no timm equivalent; "
                               "vspec.convert.to_hf writes BERT, RoBERTa, ELECTRA and the GPTs")
@@ -132,8 +139,8 @@ def _windows(kw: Mapping[str, Any]) -> list[int]:
     return [w[0] for w in windows] if isinstance(windows, tuple) else [windows] * len(kw["depths"])
 
 
-def timm_spec(family: str, kw: Mapping[str, Any]) -> specs.Model:
-    """The vspec spec of what timm builds from `timm_arguments`' arguments (the facts of timm's two constructors:
+def _timm_spec(family: str, kw: Mapping[str, Any]) -> specs.Model:
+    """The vspec spec of what timm builds from `_timm_arguments`' arguments (the facts of timm's two constructors:
     one norm_layer everywhere, proj_drop_rate after the attention's projection and in the MLP, the MLP's width
     int(dim * mlp_ratio), ViT's fc_norm after the pooling in place of the final norm, Swin's widths doubling at
     each patch merging)."""
@@ -169,22 +176,26 @@ def timm_spec(family: str, kw: Mapping[str, Any]) -> specs.Model:
 def _named(family: str, kw: Mapping[str, Any], constructor: type) -> tuple[str, dict[str, Any]]:
     """timm's name of the standard size nearest `kw` (the most arguments in common) and the arguments that differ
     from what the name builds (the constructor's defaults and the entrypoint's own)."""
-    size, named = max(SIZES[family].items(), key=lambda item: sum(kw[k] == v for k, v in item[1].items()))
+    size, named = max(_SIZES[family].items(), key=lambda item: sum(kw[k] == v for k, v in item[1].items()))
     defaults = {name: p.default for name, p in inspect.signature(constructor).parameters.items()} | named
-    return NAMES[family].format(size), {k: v for k, v in kw.items() if k not in defaults or defaults[k] != v}
+    return _NAMES[family].format(size), {k: v for k, v in kw.items() if k not in defaults or defaults[k] != v}
 
 
 def timm_weights(model: Any) -> tuple[TimmModel, dict[str, torch.Tensor]]:
     """What `to_timm` writes, checked, in memory: the timm model that loads it (the overlay without its file) and
-    the state dict with timm's names (tensors on the meta device stay there)."""
+    the state dict with timm's names (tensors on the meta device stay there).
+
+    Args:
+        model: a vspec ViT, DeiT or Swin, or a (spec, state_dict) pair.
+    """
     spec, state, cfg = spec_and_state(model)
-    family, kw = timm_arguments(spec)
+    family, kw = _timm_arguments(spec)
     try:
-        theirs = timm_spec(family, kw)
+        theirs = _timm_spec(family, kw)
     except SpecError:  # not even timm's model fits the spec's shapes (a class token or a grid it lacks): compared at
         safe = ({"img_size": kw["patch_size"] * max(_windows(kw)) * 2 ** (len(kw["depths"]) - 1)}  # shapes that do
                 if family == "swin" else {"class_token": True})
-        theirs = timm_spec(family, {**kw, **safe})
+        theirs = _timm_spec(family, {**kw, **safe})
     refuse_difference("timm", canonical(spec), canonical(theirs), family)
     with needs("vspec.convert.to_timm"):
         import timm  # extra
@@ -193,9 +204,9 @@ def timm_weights(model: Any) -> tuple[TimmModel, dict[str, torch.Tensor]]:
     name, kwargs = _named(family, kw, SwinTransformer if family == "swin" else VisionTransformer)
     with torch.device("meta"):
         net = timm.create_model(name, **kwargs)
-    weights = exported_state(net.state_dict(), state, lambda key: (timm_key(key), lambda t: t), f"timm's {name}")
+    weights = exported_state(net.state_dict(), state, lambda key: (_timm_key(key), lambda t: t), f"timm's {name}")
     cfg = cfg or inputs_cfg(spec)  # the model's preprocessing, else vspec's default for it
-    overlay = {k: cfg[k] for k in PREPROCESSING if k in cfg}
+    overlay = {k: cfg[k] for k in _PREPROCESSING if k in cfg}
     overlay.update(custom_load=False, num_classes=spec.num_classes, input_size=(spec.in_chans, *spec.img_size))
     return TimmModel(name, {**kwargs, "pretrained": True, "pretrained_cfg_overlay": overlay}), weights
 
@@ -205,7 +216,12 @@ def to_timm(model: Any, file_or_folder: str | Path) -> TimmModel:
     names: `file_or_folder` a .safetensors file, or a folder that gets model.safetensors. Returns the `TimmModel`
     whose `timm.create_model(name, **kwargs)` loads it strictly (no missing or unexpected keys) with the same
     outputs. A spec timm's VisionTransformer / SwinTransformer cannot express (a family's part, a field value
-    timm lacks) is refused in one line naming the part, before anything is written."""
+    timm lacks) is refused in one line naming the part, before anything is written.
+
+    Args:
+        model: a vspec ViT, DeiT or Swin, or a (spec, state_dict) pair.
+        file_or_folder: a .safetensors file, or a folder (model.safetensors inside).
+    """
     made, weights = timm_weights(model)
     if any(v.is_meta for v in weights.values()):
         raise ConversionError("the model's weights are on the meta device (no data): build it on a real one")

@@ -5,3 +5,5 @@ entries: `MODULES`, the module of each kind; `CONVERTERS`, `vspec.convert.from_o
 emits, and `PRESETS`, a folder of presets). The core (vspec/spec, vspec/nn, vspec/ops, vspec/convert) names no
 family: `vspec.spec.families` finds the packages here, those of the `vspec.families` entry-point group, and those
 given to `vspec.register_family`. A family imports the core, never another family."""
+
+__all__ = []

@@ -17,10 +17,9 @@ from .text import FirstTokenHead, LastTokenHead, TokenEmbed
 from .vit import MHSA, MLP, ClassTokenHead, GAPHead, PatchEmbed, SimplePatchEmbed
 
 __all__ = [
-    "ClassTokenHead", "ConvStem", "GAPHead", "MHSA", "MLP", "PatchEmbed", "SimplePatchEmbed", "PatchMerging",
-    "WindowMHSA", "FirstTokenHead", "LastTokenHead", "TokenEmbed",
-    "HeadOutput", "head_loss",
-    "Block", "BuildContext", "Part", "PostNormBlock", "Stage", "Transformer", "make_norm",
+    "Block", "BuildContext", "ClassTokenHead", "ConvStem", "FirstTokenHead", "GAPHead", "HeadOutput", "LastTokenHead",
+    "MHSA", "MLP", "Part", "PatchEmbed", "PatchMerging", "PostNormBlock", "SimplePatchEmbed", "Stage", "TokenEmbed",
+    "Transformer", "WindowMHSA", "head_loss", "make_norm",
 ]
 
 

@@ -14,6 +14,7 @@ from .. import spec as specs
 from .context import BuildContext
 from .layers import DropPath, LayerScale, make_norm, maybe
 
+__all__ = ["Block", "Carry", "NO_STATE", "PostNormBlock", "Stage"]
 NO_STATE: Mapping[str, torch.Tensor] = {}  # never changed: every block builds the state it hands on anew
 
 class Carry(NamedTuple):
@@ -71,6 +72,7 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
                 causal: bool = False) -> Carry:
+        """x + attn(norm1(x)), then x + ffn(norm2(x)); the state handed on (`Carry`) with what the attention wrote."""
         h, wrote = self.attend(self.norm1(x), state, mask, causal)
         x = x + self.drop_path(self.ls1(h))
         x = x + self.drop_path(self.ls2(self.ffn(self.norm2(x))))
@@ -92,6 +94,7 @@ class PostNormBlock(Block):
 
     def forward(self, x: torch.Tensor, state: Mapping = NO_STATE, *, mask: torch.Tensor | None = None,
                 causal: bool = False) -> Carry:
+        """norm1(x + attn(x)), then norm2(x + ffn(x)); the state handed on (`Carry`) as in `Block`."""
         h, wrote = self.attend(x, state, mask, causal)
         x = self.norm1(x + self.drop_path(self.ls1(h)))
         x = self.norm2(x + self.drop_path(self.ls2(self.ffn(x))))
@@ -139,13 +142,13 @@ class Stage(nn.Module):
         """`block(x, state, mask=mask, causal=causal)`; with `grad_checkpointing` while autograd records, under
         activation checkpointing: only the block's inputs are kept for the backward pass, which runs the block
         again to get the rest: the same random draws (dropout, drop path), and its BatchNorms' running statistics
-        updated once, by the forward pass (`running_statistics_kept`; compiled, the recomputation is the
+        updated once, by the forward pass (`_running_statistics_kept`; compiled, the recomputation is the
         compiler's, which runs a graph's buffer updates once)."""
         if self.grad_checkpointing and torch.is_grad_enabled():
             if torch.compiler.is_compiling():
                 return checkpoint(block, x, state, mask=mask, causal=causal, use_reentrant=False)
             return checkpoint(block, x, state, mask=mask, causal=causal, use_reentrant=False,
-                              context_fn=lambda: (contextlib.nullcontext(), running_statistics_kept(block)))
+                              context_fn=lambda: (contextlib.nullcontext(), _running_statistics_kept(block)))
         return block(x, state, mask=mask, causal=causal)
 
 
@@ -158,17 +161,17 @@ def _tied(built: dict[Hashable, nn.Module] | None, key: Hashable, make: Callable
     return built[key]
 
 
-BATCH_STATISTICS = ("running_mean", "running_var", "num_batches_tracked")
+_BATCH_STATISTICS = ("running_mean", "running_var", "num_batches_tracked")
 
 
 @contextlib.contextmanager
-def running_statistics_kept(module: nn.Module) -> Iterator[None]:
+def _running_statistics_kept(module: nn.Module) -> Iterator[None]:
     """Inside, every BatchNorm of `module` updates copies of its running statistics, dropped on leaving: it
     normalises by the same batch statistics and autograd saves the same tensors as in the forward pass (turning
     `track_running_stats` off would save fewer, which checkpoint refuses), and SoT's `masked_batch_norm`, which
     updates them by hand, is covered too. checkpoint's recomputation context."""
     kept = [(m._buffers, name, m._buffers[name]) for m in module.modules()
-            if isinstance(m, nn.modules.batchnorm._BatchNorm) for name in BATCH_STATISTICS
+            if isinstance(m, nn.modules.batchnorm._BatchNorm) for name in _BATCH_STATISTICS
             if m._buffers.get(name) is not None]
     for buffers, name, tensor in kept:
         buffers[name] = tensor.clone()

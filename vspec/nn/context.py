@@ -8,6 +8,8 @@ from torch import nn
 
 from ..spec import Tokens
 
+__all__ = ["BuildContext"]
+
 
 @dataclass(frozen=True)
 class BuildContext:
@@ -36,16 +38,20 @@ class BuildContext:
 
     @property
     def dim(self) -> int:
+        """The width of the tokens the part reads."""
         return self.tokens.dim
 
     @property
     def grid(self) -> tuple[int, int]:
+        """The token grid the part reads."""
         return self.tokens.grid
 
     @property
     def num_prefix_tokens(self) -> int:
+        """The tokens before the grid's (the class token)."""
         return self.tokens.prefix
 
     def child(self, spec: Any, **changes: Any) -> nn.Module:
+        """The module of a child spec, built in this context with `changes` (tokens, ...)."""
         ctx = replace(self, **changes) if changes else self
         return self.build(spec, ctx)

@@ -35,6 +35,8 @@ from .token_losses import cos_reg_term, relabel_cross_entropy, relabel_pooled_cr
 if TYPE_CHECKING:
     from .mix_token import TokenBox
 
+__all__ = ["HeadOutput", "as_outputs", "head_loss", "last_real", "last_real_token"]
+
 
 class HeadOutput(NamedTuple):
     """One training output of a head: its logits and its declaration (`vspec.spec.Output`'s fields); `box`, on a
@@ -50,11 +52,16 @@ class HeadOutput(NamedTuple):
 
     @classmethod
     def of(cls, logits: torch.Tensor, output: specs.Output) -> "HeadOutput":
+        """The output of `logits` declared by a head's `Output`."""
         return cls(logits, *output)
 
 
 def as_outputs(out: torch.Tensor | tuple[HeadOutput, ...]) -> tuple[HeadOutput, ...]:
-    """A training forward's result as HeadOutputs: a tensor is the one sample output of weight 1."""
+    """A training forward's result as HeadOutputs: a tensor is the one sample output of weight 1.
+
+    Args:
+        out: a training forward's result: a logits tensor, or the head's HeadOutputs.
+    """
     if isinstance(out, torch.Tensor):
         return (HeadOutput(out),)
     if not out or not all(isinstance(o, HeadOutput) for o in out):
@@ -67,7 +74,13 @@ def output_loss(criterion: Callable, output: HeadOutput, target: torch.Tensor) -
     """criterion(logits, target) for a sample output; for a tokens output (B, N, C), over every token
     with the sample's target (B,) or soft target (B, C) repeated N times. A sample output with a MixToken box
     takes its target mixed by the box's lam: a soft target (B, C) through `criterion`, hard labels (B,) as one-hot
-    rows with the criterion's label smoothing through the soft cross-entropy."""
+    rows with the criterion's label smoothing through the soft cross-entropy.
+
+    Args:
+        criterion: the loss of logits against targets (e.g. a CrossEntropyLoss).
+        output: one output of the head.
+        target: the batch's targets: labels (B,), or soft targets (B, C).
+    """
     if output.target == "sample":
         if output.box is None:
             return criterion(output.logits, target)
@@ -89,7 +102,16 @@ def head_loss(criterion: Callable, out: torch.Tensor | tuple[HeadOutput, ...], t
     --dense-avg-pool; the mean of the token logits against the sample's target (B, C), hard labels as smoothed
     one-hot rows). `dense_scale` multiplies the tokens output's weight (the released --annealing-weight: current
     lr / base lr). `n_comn`: add Refiner's cos_reg term over the attention maps the outputs carry
-    (`vspec.nn.token_losses.cos_reg_term`; the released cos_reg_component); the maps are not used without it."""
+    (`vspec.nn.token_losses.cos_reg_term`; the released cos_reg_component); the maps are not used without it.
+
+    Args:
+        criterion: the loss of logits against targets (e.g. a CrossEntropyLoss).
+        out: the training forward's result: a logits tensor, or the head's HeadOutputs.
+        target: the batch's targets: labels (B,), soft targets (B, C), or token labels (B, C, 2 + N).
+        n_comn: the cos_reg term's number of map pairs (None: no term).
+        pooled: the pooled relabel loss (label_size 1) instead of the token one.
+        dense_scale: the factor on the tokens output's weight.
+    """
     outs = tuple(o._replace(weight=o.weight * dense_scale) if o.target == "tokens" and dense_scale != 1.0 else o
                  for o in as_outputs(out))
     maps = next((o.maps for o in outs if o.maps is not None), None)
@@ -154,14 +176,25 @@ def _box_mixed_loss(criterion: Callable, logits: torch.Tensor, target: torch.Ten
 
 def last_real(mask: torch.Tensor | None, length: int, device: torch.device) -> torch.Tensor | int:
     """The position of each sequence's last real token (the rightmost True of `mask`, left or right padding);
-    without a mask, the last position."""
+    without a mask, the last position.
+
+    Args:
+        mask: (B, N), True at real tokens; None for none.
+        length: N, the sequence's length.
+        device: the device of the result.
+    """
     if mask is None:
         return length - 1
     return (torch.arange(length, device=device) * mask).argmax(1)
 
 
 def last_real_token(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Each sequence's last real token (B, N, C) -> (B, C)."""
+    """Each sequence's last real token (B, N, C) -> (B, C).
+
+    Args:
+        x: the tokens (B, N, C).
+        mask: (B, N), True at real tokens; None for none.
+    """
     if mask is None:
         return x[:, -1]
     return x[torch.arange(x.shape[0], device=x.device), last_real(mask, x.shape[1], x.device)]

@@ -9,6 +9,8 @@ import torch
 
 from .. import spec as specs
 
+__all__ = ["ImageInputs", "TokenInputs", "inputs_of"]
+
 
 class ImageInputs:
     """Images (B, in_chans, H, W) at the spec's img_size, or with `dynamic_img_size` at any size the patch
@@ -40,11 +42,13 @@ class ImageInputs:
                          "spec at another size, e.g. --set img_size=[H, W], or set dynamic_img_size)")
 
     def padding(self, x: torch.Tensor, attention_mask: torch.Tensor | None) -> None:
+        """No padding mask for images: None; an attention_mask given is a ValueError."""
         if attention_mask is not None:
             raise ValueError("attention_mask: an image model has no padding (only a text body takes one)")
         return None
 
     def head_padding(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor | None:
+        """The mask the head reads: the one given."""
         return mask
 
     def embed(self, embedder, x: torch.Tensor, token_type_ids: torch.Tensor | None,
@@ -62,6 +66,7 @@ class ImageInputs:
         return (self.spec.in_chans, *self.spec.img_size), None
 
     def example(self, batch: int, *, dtype=None, generator=None, device=None) -> torch.Tensor:
+        """N(0, 1) images (B, C, H, W) at the spec's size."""
         return torch.randn(batch, self.spec.in_chans, *self.spec.img_size, dtype=dtype, generator=generator,
                            device=device)
 
@@ -131,5 +136,9 @@ class TokenInputs:
 
 
 def inputs_of(spec: specs.Model) -> ImageInputs | TokenInputs:
-    """What the model of `spec` takes: token ids when its embedder reads them (`EmbedderKind.text`), else images."""
+    """What the model of `spec` takes: token ids when its embedder reads them (`EmbedderKind.text`), else images.
+
+    Args:
+        spec: the model spec.
+    """
     return TokenInputs(spec) if spec.embedder.text else ImageInputs(spec)

@@ -9,6 +9,11 @@ from ..ops.precision import sdpa
 from ..spec import Norm, Projections
 from ..spec.vit import role_widths
 
+__all__ = [
+    "AttentionCore", "AttentionCoreBase", "BatchNormTokens", "Component", "DropPath", "LayerNorm2d", "LayerScale",
+    "Linear", "ProjectedAttention", "RoleMatrix", "RoleProjections", "make_norm", "masked_mean", "maybe", "sdpa_masks",
+]
+
 
 class Component(nn.Module):
     """What a component module may declare: `no_weight_decay_names`, its parameters that weight decay must
@@ -26,9 +31,11 @@ class Linear(nn.Linear):
         self.act = act
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """act(x W^T + b), through `vspec.ops.linear`."""
         return linear(x, self.weight, self.bias, self.act)
 
     def extra_repr(self) -> str:
+        """nn.Linear's, and the fused activation."""
         return super().extra_repr() + (f", act={self.act}" if self.act else "")
 
 
@@ -36,6 +43,7 @@ class LayerNorm2d(nn.LayerNorm):
     """LayerNorm over the channels of a (B, C, H, W) map, at every position."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """LayerNorm over the channels of a map (B, C, H, W)."""
         return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
 
 
@@ -49,12 +57,19 @@ class BatchNormTokens(nn.Module):
         self.bn = nn.BatchNorm1d(channels, eps=eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """BatchNorm over the channels of tokens (..., C)."""
         return self.bn(x.reshape(-1, x.shape[-1])).view(x.shape)
 
 
 def make_norm(spec: Norm | None, channels: int, layout: str = "tokens") -> nn.Module:
     """The module of a Norm spec (None: no norm) over `channels`, for tensors laid out as `tokens`
-    (..., C) or as a `map` (B, C, H, W)."""
+    (..., C) or as a `map` (B, C, H, W).
+
+    Args:
+        spec: the Norm spec (None: no norm).
+        channels: the channels normalised.
+        layout: "tokens" (..., C) or "map" (B, C, H, W).
+    """
     if spec is None or spec.kind == "none":
         return nn.Identity()
     if spec.kind == "layernorm":
@@ -75,6 +90,7 @@ class AttentionCoreBase(nn.Module):
 
     def attention_map(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None,
                       causal: bool = False) -> torch.Tensor:
+        """The attention probabilities (B, heads, N, M); NotImplementedError where the core gives none."""
         raise NotImplementedError(f"{type(self).__name__} gives no attention map")
 
 
@@ -88,6 +104,7 @@ class AttentionCore(AttentionCoreBase):
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+        """softmax(q k^T x scale) v through SDPA, with the mask, causal masking and attention dropout."""
         drop = self.drop if self.training else 0.0
         return sdpa(q, k, v, attn_mask=mask, dropout_p=drop, is_causal=causal, scale=self.scale)
 
@@ -113,7 +130,13 @@ def sdpa_masks(padding: torch.Tensor | None, causal: bool, n: int) -> tuple[torc
     attn_mask (B, 1, 1, N) (True: may attend), and-ed with the lower triangle when causal; causal alone stays
     SDPA's `is_causal`. Causal and padded, each token may also attend to itself: a real token already does, and a
     padding token before the first real one (left padding) would otherwise have no key at all, whose NaN would
-    reach the real tokens as a key of theirs in the next block."""
+    reach the real tokens as a key of theirs in the next block.
+
+    Args:
+        padding: (B, N), True at real tokens; None for none.
+        causal: token i attends to tokens <= i only.
+        n: N, the sequence's length.
+    """
     if padding is None:
         return None, causal
     keep = padding.bool()[:, None, None, :]
@@ -125,7 +148,12 @@ def sdpa_masks(padding: torch.Tensor | None, causal: bool, n: int) -> tuple[torc
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """The mean over the tokens of x (B, N, C) that `mask` (B, N) keeps (all of them without a mask; 0 where it
-    keeps none)."""
+    keeps none).
+
+    Args:
+        x: the tokens (B, N, C).
+        mask: (B, N), True at the tokens kept; None keeps all.
+    """
     if mask is None:
         return x.mean(dim=1)
     keep = mask.to(x.dtype)[..., None]
@@ -140,6 +168,7 @@ class LayerScale(nn.Module):
         self.gamma = nn.Parameter(torch.full((dim,), float(init)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x times the per-channel scale."""
         return x * self.gamma
 
 
@@ -152,17 +181,26 @@ class DropPath(nn.Module):
         self.p = p
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """In training, each sample zeroed with probability p and the others scaled by 1 / (1 - p); else x."""
         if not self.training or self.p == 0.0:
             return x
         keep = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(1 - self.p)
         return x * keep.div_(1 - self.p)  # scale the per-sample mask, not the whole tensor
 
     def extra_repr(self) -> str:
+        """The drop probability."""
         return f"p={self.p}"
 
 
 def maybe(module_cls, enabled: bool, *args, **kwargs) -> nn.Module:
-    """`module_cls(*args)` when enabled, else an identity (keeps forward code branch-free)."""
+    """`module_cls(*args)` when enabled, else an identity (keeps forward code branch-free).
+
+    Args:
+        module_cls: the module's class.
+        enabled: whether to make it.
+        *args: its positional arguments.
+        **kwargs: its keyword arguments.
+    """
     return module_cls(*args, **kwargs) if enabled else nn.Identity()
 
 
@@ -176,6 +214,7 @@ class RoleMatrix(nn.Linear):
         self.groups, self.grouping = groups, grouping
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x through the role's grouped weight (`grouped_linear`)."""
         return grouped_linear(x, self.weight, self.groups, self.grouping)
 
     def dense(self) -> torch.Tensor:
@@ -183,6 +222,7 @@ class RoleMatrix(nn.Linear):
         return structured(self.weight, self.groups, self.grouping)
 
     def extra_repr(self) -> str:
+        """nn.Linear's, and the grouping."""
         return super().extra_repr() + (f", groups={self.groups}, grouping={self.grouping}" if self.groups > 1 else "")
 
 
@@ -207,6 +247,7 @@ class RoleProjections(nn.Module):
         self.out_bias = nn.Parameter(torch.zeros(dim)) if out_bias else None
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Each input role's projection of x (WEIGHT's aside), in the order of the roles."""
         done: dict[str, torch.Tensor] = {}
         for letter in self.letters[:-1]:
             if letter not in done:
@@ -217,6 +258,7 @@ class RoleProjections(nn.Module):
         return outs
 
     def output(self, z: torch.Tensor) -> torch.Tensor:
+        """The heads' output z mapped back to the token width by the WEIGHT role."""
         letter = self.letters[-1]
         if letter == "W":  # through the module, so that the profiler finds its MACs in a linear layer
             y = self.matrices["W"](z)
@@ -229,6 +271,7 @@ class ProjectedAttention(Component):
     fused `qkv` Linear and the output `proj` (timm's names and layout); with it, RoleProjections."""
 
     def init_projections(self, spec, dim: int, inner: int) -> None:
+        """The projections of `spec`: the fused `qkv` and `proj` (timm's), or its `projections`."""
         self.projections = None
         if spec.projections is None:
             self.qkv = Linear(dim, 3 * inner, bias=spec.qkv_bias)
@@ -258,6 +301,7 @@ class ProjectedAttention(Component):
         return list(self.qkv(x).chunk(3, dim=-1)) if self.projections is None else self.projections(x)
 
     def output(self, z: torch.Tensor) -> torch.Tensor:
+        """The heads' output z mapped back to the token width (`proj`, or the projections')."""
         return self.proj(z) if self.projections is None else self.projections.output(z)
 
     def finish(self, z: torch.Tensor, extra: list[torch.Tensor]) -> torch.Tensor:

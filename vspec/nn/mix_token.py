@@ -16,6 +16,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+__all__ = ["BoxDraw", "TokenBox", "draw_box", "released_draw_box", "swap_box"]
+
 
 class TokenBox(NamedTuple):
     """Rows r1:r2 and columns c1:c2 of a `grid` (Hp, Wp) of tokens in raster order: the box MixToken swapped."""
@@ -40,7 +42,12 @@ class TokenBox(NamedTuple):
 def draw_box(grid: tuple[int, int], rng: random.Random | None = None) -> TokenBox:
     """lam ~ Beta(1, 1) = U(0, 1), then the row centre, then the column centre, uniform over the grid, from `rng`
     (else Python's global `random`, whose state vspec's checkpoints save and restore, so a resumed run draws the same
-    boxes); the box as the release cuts it (`_box`)."""
+    boxes); the box as the release cuts it (`_box`).
+
+    Args:
+        grid: the token grid (rows, columns).
+        rng: the generator (None: Python's global `random`).
+    """
     draw = rng or random  # the module's functions: its global generator
     hp, wp = grid
     return _box(grid, draw.random(), draw.randrange(hp), draw.randrange(wp))
@@ -49,7 +56,11 @@ def draw_box(grid: tuple[int, int], rng: random.Random | None = None) -> TokenBo
 def released_draw_box(grid: tuple[int, int]) -> TokenBox:
     """The released draw: lam ~ Beta(1, 1), then the row centre, then the column centre, from numpy's legacy global
     generator in that order (it moves the caller's numpy state: for reproducing the release, e.g.
-    `model.set_training_outputs(True, draw=released_draw_box)` after `np.random.seed(...)`)."""
+    `model.set_training_outputs(True, draw=released_draw_box)` after `np.random.seed(...)`).
+
+    Args:
+        grid: the token grid (rows, columns).
+    """
     hp, wp = grid
     lam = np.random.beta(1.0, 1.0)
     return _box(grid, lam, np.random.randint(hp), np.random.randint(wp))
@@ -68,7 +79,12 @@ BoxDraw = Callable[[tuple[int, int]], TokenBox]  # grid -> box: draw_box, releas
 
 
 def swap_box(x: torch.Tensor, box: TokenBox) -> torch.Tensor:
-    """`x` (B, Hp * Wp, ...) with the box's tokens taken from x.flip(0): the mixing, and (applied again) its undoing."""
+    """`x` (B, Hp * Wp, ...) with the box's tokens taken from x.flip(0): the mixing, and (applied again) its undoing.
+
+    Args:
+        x: the tokens (B, Hp * Wp, ...).
+        box: the MixToken box.
+    """
     hp, wp = box.grid
     if x.shape[1] != hp * wp:
         raise ValueError(f"MixToken: {x.shape[1]} tokens do not lie on the {hp}x{wp} grid of the box")

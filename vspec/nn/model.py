@@ -23,6 +23,8 @@ from .layers import Component, make_norm
 from .mix_token import BoxDraw, TokenBox, draw_box, swap_box
 from .outputs import hf_output
 
+__all__ = ["Part", "PrunedHead", "Transformer", "example_input"]
+
 
 @dataclass(frozen=True)
 class Part:

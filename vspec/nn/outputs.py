@@ -9,7 +9,8 @@ from collections.abc import Mapping
 import torch
 import torch.nn.functional as F
 
-FIELDS = ("loss", "logits", "hidden_states")
+__all__ = ["ModelOutput", "hf_output", "sequence_loss"]
+_FIELDS = ("loss", "logits", "hidden_states")
 
 
 class ModelOutput(OrderedDict):
@@ -21,22 +22,22 @@ class ModelOutput(OrderedDict):
     def __init__(self, loss: torch.Tensor | None = None, logits: torch.Tensor | None = None,
                  hidden_states: tuple[torch.Tensor, ...] | None = None):
         super().__init__()
-        items = zip(FIELDS, (loss, logits, hidden_states))
+        items = zip(_FIELDS, (loss, logits, hidden_states))
         if logits is None and hidden_states is None and loss is not None and not isinstance(loss, torch.Tensor):
             items = loss.items() if isinstance(loss, Mapping) else loss
         for key, value in items:
-            if key not in FIELDS:
-                raise KeyError(f"{type(self).__name__}: fields are {', '.join(FIELDS)}, not {key!r}")
+            if key not in _FIELDS:
+                raise KeyError(f"{type(self).__name__}: fields are {', '.join(_FIELDS)}, not {key!r}")
             self[key] = value
 
     def __getattr__(self, name: str):
-        if name in FIELDS:
+        if name in _FIELDS:
             return self.get(name)
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     def __setattr__(self, name: str, value) -> None:
-        if name not in FIELDS:
-            raise AttributeError(f"{type(self).__name__}: fields are {', '.join(FIELDS)}, not {name!r}")
+        if name not in _FIELDS:
+            raise AttributeError(f"{type(self).__name__}: fields are {', '.join(_FIELDS)}, not {name!r}")
         self[name] = value
 
     def __setitem__(self, key, value) -> None:
@@ -59,7 +60,12 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """The loss of sample logits (B, C) against `labels`, by Hugging Face's `problem_type` rule for
     `...ForSequenceClassification`: one output (C == 1) is a regression, mean squared error of the squeezed logits
     against the labels as floats (STS-B); integer labels (B,) are classes, cross-entropy (label -100 ignored, as
-    HF's); float labels of the logits' shape are multi-label targets, BCE with logits."""
+    HF's); float labels of the logits' shape are multi-label targets, BCE with logits.
+
+    Args:
+        logits: the sample logits (B, C).
+        labels: classes (B,), regression targets, or multi-label targets (B, C).
+    """
     if labels.dtype == torch.bool or labels.is_complex():
         raise ValueError(f"labels of dtype {labels.dtype}: give integer classes, or float targets")
     if logits.ndim != 2:
@@ -76,7 +82,15 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 def hf_output(logits: torch.Tensor, labels: torch.Tensor | None, hidden_states: list | None,
               return_dict: bool | None, num_classes: int) -> ModelOutput | tuple:
-    """A Hugging Face model's return: `ModelOutput`, or with `return_dict=False` the tuple of its present values."""
+    """A Hugging Face model's return: `ModelOutput`, or with `return_dict=False` the tuple of its present values.
+
+    Args:
+        logits: the model's logits.
+        labels: the targets (None: no loss).
+        hidden_states: each block's output (None: not asked for).
+        return_dict: False returns the tuple (None or True: the ModelOutput).
+        num_classes: the classifier's classes (0: none).
+    """
     if labels is not None and not num_classes:
         raise ValueError("labels: this model has no classifier (num_classes 0) to compute a loss on")
     loss = None if labels is None else sequence_loss(logits, labels)

@@ -15,14 +15,26 @@ from .. import spec as specs
 from ..ops import fast
 from .context import BuildContext
 
+__all__ = ["ConvStem", "bn_affine", "on_running_stats"]
+
 
 def bn_affine(bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
-    """(s, c) with bn(x) = s x + c per channel, from the running statistics (eval)."""
+    """(s, c) with bn(x) = s x + c per channel, from the running statistics (eval).
+
+    Args:
+        bn: a BatchNorm in eval mode.
+    """
     s = bn.weight * torch.rsqrt(bn.running_var + bn.eps)
     return s, bn.bias - bn.running_mean * s
 
 
 def on_running_stats(bns) -> bool:
+    """Whether every BatchNorm of `bns` normalises with its running statistics (eval mode, statistics tracked): then
+    it is the affine map `bn_affine` gives, and a fast path may fold it.
+
+    Args:
+        bns: the BatchNorm modules.
+    """
     return all(not bn.training and bn.running_mean is not None for bn in bns)
 
 
@@ -42,6 +54,7 @@ class ConvStem(nn.Module):
         self.proj = nn.Conv2d(w3, ctx.dim, p, stride=p)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) -> tokens (B, N, dim): the three conv-BN-ReLU, then the projection."""
         layers = ((self.conv1, self.bn1), (self.conv2, self.bn2), (self.conv3, self.bn3))
         if fast.enabled(x) and on_running_stats([bn for _, bn in layers]):
             # eval: channels-last (faster convolutions; the tokens come out without a copy), each

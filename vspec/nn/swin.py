@@ -11,6 +11,8 @@ from ..ops import fast, permute_tokens, relative_position_index, shift_mask, win
 from .context import BuildContext
 from .layers import AttentionCore, Linear, ProjectedAttention, make_norm
 
+__all__ = ["BiasedAttentionCore", "PatchMerging", "WindowMHSA"]
+
 
 class BiasedAttentionCore(AttentionCore):
     """The attention core with a learnable float mask (the relative position bias). Through SDPA, but
@@ -20,6 +22,7 @@ class BiasedAttentionCore(AttentionCore):
     (`ops.fast.enabled`; tests/ops/test_ops.py: equal to SDPA; benchmarks/fast_paths.py: the faster Swin training)."""
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """softmax(q k^T x scale + mask) v, the relative-position bias in the mask."""
         if not (mask.requires_grad and torch.is_grad_enabled() and fast.enabled(q)):
             return super().forward(q, k, v, mask)
         scale = self.scale if self.scale is not None else q.shape[-1] ** -0.5
@@ -66,6 +69,7 @@ class WindowMHSA(ProjectedAttention):
         return self.relative_position_bias_table[self.relative_position_index.view(-1)].view(n, n, -1).permute(2, 0, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Attention within each window of the token grid (shifted, where the spec shifts it)."""
         (nh, nw), (wh, ww) = self.windows, self.window
         if self.order is None:  # windows of the grid as it is; windows x heads as the heads axis, as shifted
             x = rearrange(x, "b (nh wh nw ww) c -> b (nh nw wh ww) c", nh=nh, wh=wh, nw=nw, ww=ww)
@@ -98,5 +102,6 @@ class PatchMerging(nn.Module):
         self.reduction = Linear(4 * c, ctx.out_dim, bias=spec.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Each 2x2 neighbourhood concatenated, norm, then the linear reduction."""
         x = rearrange(x, "b (h p1 w p2) c -> b (h w) (p2 p1 c)", h=self.grid[0] // 2, p1=2, p2=2)
         return self.reduction(self.norm(x))

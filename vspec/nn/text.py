@@ -11,6 +11,8 @@ from .head_outputs import last_real_token
 from .layers import Linear, make_norm, maybe
 from .vit import PoolHead
 
+__all__ = ["FirstTokenHead", "LastTokenHead", "TokenEmbed"]
+
 
 class TokenEmbed(nn.Module):
     """input_ids (B, L) [, token_type_ids, position_ids (B, L)] -> tokens (B, L, dim): word + position [+ token
@@ -46,6 +48,7 @@ class TokenEmbed(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Token ids (B, N) -> tokens (B, N, dim): the embeddings summed, norm, dropout (and the projection)."""
         n = input_ids.shape[1]
         if self.first + n > self.position.num_embeddings:
             raise ValueError(f"{n} tokens: the position table holds {self.position.num_embeddings - self.first} "
@@ -69,6 +72,7 @@ class FirstTokenHead(PoolHead):
         self.pooler = Linear(ctx.dim, ctx.dim, act=spec.pooler) if spec.pooler else nn.Identity()
 
     def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The first token, through the pooler."""
         return self.pooler(self.drop_in(x[:, 0]))
 
 
@@ -81,10 +85,12 @@ class LastTokenHead(PoolHead):
         super().__init__(ctx, spec.drop)
 
     def reset(self, num_classes: int) -> list[nn.Module]:
+        """A new classifier for `num_classes` (an identity for 0); returns it."""
         self.fc = Linear(self.dim, num_classes, bias=self.bias) if num_classes > 0 else nn.Identity()
         return [self.fc]
 
     def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Each sequence's last real token."""
         return last_real_token(x, mask)
 
 

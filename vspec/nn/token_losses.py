@@ -8,13 +8,22 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+__all__ = [
+    "N_COMN", "cos_reg_term", "relabel_cross_entropy", "relabel_pooled_cross_entropy", "soft_cross_entropy",
+    "soft_target_ce_cos_reg",
+]
 # the released yamls' cos_reg_component: the cos term compares maps i and i + 1 for i < n_comn
 N_COMN = 12
 
 
 def soft_cross_entropy(x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Mean over rows of Σ_c −t·log_softmax(x); a target with fewer rows than x, a divisor of them, is tiled
-    whole (`repeat`: rows t0..tB, t0..tB, ...) as released."""
+    whole (`repeat`: rows t0..tB, t0..tB, ...) as released.
+
+    Args:
+        x: the logits (N, C).
+        target: the soft targets (N, C), or fewer rows tiled.
+    """
     if x.dim() != 2 or target.dim() != 2 or x.shape[1] != target.shape[1]:
         raise ValueError(f"soft cross-entropy wants (N, C) logits and targets, got {tuple(x.shape)} and "
                          f"{tuple(target.shape)}")
@@ -28,7 +37,12 @@ def soft_cross_entropy(x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 def cos_reg_term(atten, n_comn: int = N_COMN) -> torch.Tensor:
     """Refiner's cos_reg: 0.1 · mean(Σ_{i < n_comn} cos(atten[i], atten[i + 1])) / n_comn, the cosine taken across
-    the heads axis of the (B, heads, N + 1, N + 1) maps (eps 1e-8), the mean over (batch, query, key)."""
+    the heads axis of the (B, heads, N + 1, N + 1) maps (eps 1e-8), the mean over (batch, query, key).
+
+    Args:
+        atten: the blocks' attention maps, in order (B, heads, N + 1, N + 1) each.
+        n_comn: the pairs of consecutive maps.
+    """
     if atten is None or len(atten) < n_comn + 1 or n_comn < 1:
         got = "none" if atten is None else len(atten)
         raise ValueError(f"cos_reg with n_comn={n_comn} needs n_comn + 1 attention maps (n_comn >= 1), got {got}")
@@ -61,7 +75,18 @@ def relabel_cross_entropy(cls: torch.Tensor, aux: torch.Tensor, box, target: tor
     or None): cls_weight·CE(cls, class target mixed by the box's lam) + dense_weight·CE(tokens, token targets)
     (+ cos_reg_term(atten, n_comn) when atten is given). `target`: (B, C, 2 + N) from relabel_target (column 1
     the class target, columns 2.. the tokens; column 0 unused), or (B, C), every token taking its image's row.
-    The token targets are never box-mixed: the model un-mixes its token logits."""
+    The token targets are never box-mixed: the model un-mixes its token logits.
+
+    Args:
+        cls: the class-token logits (B, C).
+        aux: the token logits (B, N, C).
+        box: the MixToken box (None: none).
+        target: (B, C, 2 + N) token labels, or (B, C).
+        dense_weight: the tokens term's weight.
+        cls_weight: the class term's weight.
+        atten: the attention maps of the cos_reg term (None: no term).
+        n_comn: the cos_reg term's pairs of maps.
+    """
     _check_logits(cls, aux)
     b, n, c = aux.shape
     if target.dim() == 3:
@@ -81,7 +106,16 @@ def relabel_cross_entropy(cls: torch.Tensor, aux: torch.Tensor, box, target: tor
 def relabel_pooled_cross_entropy(cls: torch.Tensor, aux: torch.Tensor, box, target: torch.Tensor, *,
                                  dense_weight: float = 0.5, cls_weight: float = 1.0) -> torch.Tensor:
     """The released RelabelPooledCrossEntropy (label_size 1, --dense-avg-pool): cls_weight·CE(cls, target mixed
-    by the box's lam) + dense_weight·CE(mean of the token logits, target unmixed); target (B, C) only."""
+    by the box's lam) + dense_weight·CE(mean of the token logits, target unmixed); target (B, C) only.
+
+    Args:
+        cls: the class-token logits (B, C).
+        aux: the token logits (B, N, C).
+        box: the MixToken box (None: none).
+        target: the soft targets (B, C).
+        dense_weight: the pooled term's weight.
+        cls_weight: the class term's weight.
+    """
     _check_logits(cls, aux)
     if target.shape != cls.shape:
         raise ValueError(f"the pooled relabel loss wants a (B, C) target, got {tuple(target.shape)} "
@@ -92,5 +126,12 @@ def relabel_pooled_cross_entropy(cls: torch.Tensor, aux: torch.Tensor, box, targ
 
 def soft_target_ce_cos_reg(x: torch.Tensor, target: torch.Tensor, atten, n_comn: int = 2) -> torch.Tensor:
     """The released SoftTargetCrossEntropyCosReg (cos_reg without token labels): CE(x, target) + the cos term;
-    n_comn 2, the released constructor's default, whatever cos_reg_component is."""
+    n_comn 2, the released constructor's default, whatever cos_reg_component is.
+
+    Args:
+        x: the logits (B, C).
+        target: the soft targets (B, C).
+        atten: the blocks' attention maps, in order.
+        n_comn: the pairs of consecutive maps.
+    """
     return soft_cross_entropy(x, target) + cos_reg_term(atten, n_comn)

@@ -14,8 +14,13 @@ from .head_outputs import HeadOutput
 from .layers import AttentionCore, LayerScale, Linear, ProjectedAttention, make_norm, masked_mean, maybe, sdpa_masks
 from .mix_token import TokenBox, swap_box
 
+__all__ = ["ClassTokenHead", "GAPHead", "MHSA", "MLP", "PatchEmbed", "PoolHead", "SimplePatchEmbed"]
+
 
 class PatchEmbed(nn.Module):
+    """ViT's patch embedding: a conv of kernel and stride `patch_size` (one linear map per patch), the patches in
+    raster order as tokens, then the optional norm: (B, C, H, W) -> (B, N, dim)."""
+
     def __init__(self, spec: specs.PatchEmbed, ctx: BuildContext):
         super().__init__()
         p = spec.patch_size
@@ -23,10 +28,14 @@ class PatchEmbed(nn.Module):
         self.norm = make_norm(spec.norm, ctx.dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) -> (B, N, dim)."""
         return self.norm(rearrange(self.proj(x), "b d h w -> b (h w) d"))
 
 
 class SimplePatchEmbed(nn.Module):
+    """The simple ViT's patch embedding: each patch flattened (p1 p2 c), norm, linear, norm: (B, C, H, W) ->
+    (B, N, dim)."""
+
     def __init__(self, spec: specs.SimplePatchEmbed, ctx: BuildContext):
         super().__init__()
         self.p = spec.patch_size
@@ -36,6 +45,7 @@ class SimplePatchEmbed(nn.Module):
         self.norm_out = make_norm(spec.norm, ctx.dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) -> (B, N, dim)."""
         x = rearrange(x, "b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=self.p, p2=self.p)
         return self.norm_out(self.proj(self.norm_in(x)))
 
@@ -59,6 +69,8 @@ class MHSA(ProjectedAttention):
 
 
 class MLP(nn.Module):
+    """The feed-forward branch: fc1 -> act -> dropout (`hidden_drop`) -> fc2 -> the optional layer scale -> dropout."""
+
     def __init__(self, spec: specs.MLP, ctx: BuildContext):
         super().__init__()
         hidden = spec.hidden_dim(ctx.dim)
@@ -70,6 +82,7 @@ class MLP(nn.Module):
         self.hidden_drop = nn.Dropout(hidden_drop) if hidden_drop else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, N, dim) -> (B, N, dim)."""
         return self.drop(self.ls(self.fc2(self.hidden_drop(self.fc1(x)))))
 
 
@@ -98,6 +111,7 @@ class PoolHead(nn.Module):
         """(B, N, dim) -> (B, dim)."""
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The logits of the pooled tokens; with `pre_logits` the pooled features."""
         x = self.drop(self.pool(x) if mask is None else self.pool(x, mask))
         return x if pre_logits else self.fc(x)
 
@@ -116,6 +130,7 @@ class ClassTokenHead(PoolHead):
         self.num_prefix_tokens = ctx.num_prefix_tokens
 
     def reset(self, num_classes: int) -> list[nn.Module]:
+        """New classifiers for `num_classes` (the dense head's too); returns them."""
         new = super().reset(num_classes)
         if self.dense is None:
             return new
@@ -123,6 +138,7 @@ class ClassTokenHead(PoolHead):
         return new + [self.aux]
 
     def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The class token."""
         return x[:, 0]
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None,
@@ -145,11 +161,14 @@ class ClassTokenHead(PoolHead):
 
 
 class GAPHead(PoolHead):
+    """The mean of the tokens after the prefix tokens (the real ones under a padding mask), norm, dropout, fc."""
+
     def __init__(self, spec: specs.GAPHead, ctx: BuildContext):
         super().__init__(ctx, spec.drop)
         self.num_prefix_tokens = ctx.num_prefix_tokens
         self.norm = make_norm(spec.norm, ctx.dim)
 
     def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The mean of the grid's tokens (the real ones under `mask`), normed."""
         p = self.num_prefix_tokens
         return self.norm(masked_mean(x[:, p:], None if mask is None else mask[:, p:]))

@@ -7,8 +7,10 @@ from .._moved import moved as _moved
 from .swin import permute_tokens, relative_position_index, shift_mask, window_order
 from .vit import grouped_linear, linear, sincos_1d, sincos_2d, structured
 
-__all__ = ["linear", "sincos_1d", "sincos_2d", "grouped_linear", "structured", "permute_tokens",
-           "relative_position_index", "shift_mask", "window_order"]
+__all__ = [
+    "grouped_linear", "linear", "permute_tokens", "relative_position_index", "shift_mask", "sincos_1d", "sincos_2d",
+    "structured", "window_order",
+]
 
 
 def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 import torch
 
+__all__ = ["TESTED_TORCH", "enabled", "fast_paths", "private_op"]
 # torch versions the private-op paths were written and tested for: [2.4, 2.15)
 TESTED_TORCH = ((2, 4), (2, 15))
 
@@ -27,7 +28,12 @@ def _torch_version() -> tuple[int, int]:
 
 
 def private_op(namespace: str, name: str):
-    """torch.ops.<namespace>.<name>, or None when it is missing or torch is outside TESTED_TORCH."""
+    """torch.ops.<namespace>.<name>, or None when it is missing or torch is outside TESTED_TORCH.
+
+    Args:
+        namespace: the op's namespace under torch.ops ("mkldnn", ...).
+        name: the op's name.
+    """
     low, high = TESTED_TORCH
     if not low <= _torch_version() < high:
         return None
@@ -37,21 +43,29 @@ def private_op(namespace: str, name: str):
         return None
 
 
-def is_on() -> bool:
+def _is_on() -> bool:
     """The switch alone (environment or `fast_paths`), without the per-tensor conditions."""
     return _on
 
 
 def enabled(x: torch.Tensor) -> bool:
     """True where vspec's fast paths may run on x: the switch is on and x is an eager CPU tensor outside
-    tracing, compiling, dispatch modes and functorch transforms (so that profilers see the plain ops)."""
+    tracing, compiling, dispatch modes and functorch transforms (so that profilers see the plain ops).
+
+    Args:
+        x: the tensor a fast path would run on.
+    """
     return (_on and x.device.type == "cpu" and not torch.jit.is_tracing() and not torch.compiler.is_compiling()
             and torch._C._len_torch_dispatch_stack() == 0 and not torch._C._are_functorch_transforms_active())
 
 
 @contextmanager
 def fast_paths(on: bool) -> Iterator[None]:
-    """Within the block, vspec's fast paths are on (True) or off (False); the previous state after it."""
+    """Within the block, vspec's fast paths are on (True) or off (False); the previous state after it.
+
+    Args:
+        on: True turns the fast paths on within the block, False off.
+    """
     global _on
     before, _on = _on, bool(on)
     try:

@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange
 
+__all__ = ["resample_bias_table", "resample_pos_embed"]
+
 
 def _bicubic(grid: torch.Tensor, size: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
     """(1, c, h, w) -> (1, c, *size) bicubic (align_corners false, no antialias), in float32 at least, as `dtype`."""
@@ -18,7 +20,14 @@ def _bicubic(grid: torch.Tensor, size: tuple[int, int], dtype: torch.dtype) -> t
 def resample_pos_embed(table: torch.Tensor, old_grid: tuple[int, int], new_grid: tuple[int, int],
                        prefix: int) -> torch.Tensor:
     """(1, prefix + old h w, d) -> (1, prefix + new h w, d): the patch rows bicubic over the grid, the prefix
-    rows as they are. Computed in float32 at least (interpolate's bicubic), returned in the table's dtype."""
+    rows as they are. Computed in float32 at least (interpolate's bicubic), returned in the table's dtype.
+
+    Args:
+        table: the position table (1, prefix + h w, d).
+        old_grid: the table's grid (h, w).
+        new_grid: the grid resampled to.
+        prefix: its rows of prefix tokens (class token), kept.
+    """
     if tuple(old_grid) == tuple(new_grid):
         return table
     head, patches = table[:, :prefix], table[:, prefix:]
@@ -28,7 +37,13 @@ def resample_pos_embed(table: torch.Tensor, old_grid: tuple[int, int], new_grid:
 
 
 def resample_bias_table(table: torch.Tensor, old_window: tuple[int, int], new_window: tuple[int, int]) -> torch.Tensor:
-    """((2 wh - 1)(2 ww - 1), heads) of one window -> of another: bicubic over the table of offsets."""
+    """((2 wh - 1)(2 ww - 1), heads) of one window -> of another: bicubic over the table of offsets.
+
+    Args:
+        table: the bias table ((2 wh - 1)(2 ww - 1), heads).
+        old_window: its window (wh, ww).
+        new_window: the window resampled to.
+    """
     if tuple(old_window) == tuple(new_window):
         return table
     old, new = (tuple(2 * w - 1 for w in win) for win in (old_window, new_window))

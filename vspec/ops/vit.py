@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from . import fast
 from .precision import autocast_on
 
+__all__ = ["ACTIVATIONS", "ONEDNN_WINS", "SHORT_K", "grouped_linear", "linear", "sincos_1d", "sincos_2d", "structured"]
 _ONEDNN = fast.private_op("mkldnn", "_linear_pointwise") if torch.backends.mkldnn.is_available() else None
 
 
@@ -88,7 +89,14 @@ class _BiasFusedLinear(torch.autograd.Function):
 def linear(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, act: str | None = None
 ) -> torch.Tensor:
-    """act(x W^T + b); `act` is None or a key of ACTIVATIONS."""
+    """act(x W^T + b); `act` is None or a key of ACTIVATIONS.
+
+    Args:
+        x: the input (..., in).
+        weight: W (out, in).
+        bias: b (out,), None for none.
+        act: the activation fused after it, a key of ACTIVATIONS (None: none).
+    """
     post_op, algorithm, act_fn = ACTIVATIONS[act]
     if not _onednn_ok(x, weight):
         y = F.linear(x, weight, bias)
@@ -110,7 +118,13 @@ def _sincos(pos: torch.Tensor, dim: int, temperature: float, denom: int) -> torc
 
 def sincos_1d(length: int, dim: int, temperature: float = 1e4) -> torch.Tensor:
     """Transformer sinusoids (Vaswani et al. 2017): PE[p, 2i] = sin(p / T^(2i/d)),
-    PE[p, 2i+1] = cos(p / T^(2i/d)); shape (length, dim)."""
+    PE[p, 2i+1] = cos(p / T^(2i/d)); shape (length, dim).
+
+    Args:
+        length: the positions.
+        dim: the table's width.
+        temperature: T.
+    """
     sin, cos = _sincos(torch.arange(length), dim // 2, temperature, dim // 2)
     return torch.stack((sin, cos), dim=-1).flatten(1).float()
 
@@ -118,7 +132,14 @@ def sincos_1d(length: int, dim: int, temperature: float = 1e4) -> torch.Tensor:
 def sincos_2d(h: int, w: int, dim: int, temperature: float = 1e4) -> torch.Tensor:
     """SimpleViT's 2-D table (Beyer et al. 2022), rows in raster order: for each grid cell
     [sin(x w_k), cos(x w_k), sin(y w_k), cos(y w_k)] with w_k = T^(-k / (d/4 - 1)),
-    k = 0 .. d/4 - 1; shape (h * w, dim)."""
+    k = 0 .. d/4 - 1; shape (h * w, dim).
+
+    Args:
+        h: the grid's rows.
+        w: its columns.
+        dim: the table's width.
+        temperature: T.
+    """
     quarter = dim // 4
     y, x = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
     xs, xc = _sincos(x.flatten(), quarter, temperature, max(quarter - 1, 1))
@@ -132,7 +153,14 @@ def grouped_linear(x: torch.Tensor, weight: torch.Tensor, groups: int, grouping:
     contiguous groups, each output channel reading one. interleaved: output o reads group o mod G (the
     released code's mode); block: outputs in G contiguous blocks, block j reads group j. One batched
     matmul over the groups (a matmul, which both MAC counters count exactly; fvcore's einsum handle
-    does not); `groups` = 1 is a plain linear map."""
+    does not); `groups` = 1 is a plain linear map.
+
+    Args:
+        x: the input (..., in).
+        weight: the grouped weight (out, in / groups).
+        groups: G, the input's channel groups.
+        grouping: "interleaved" or "block" (above).
+    """
     if groups == 1:
         return linear(x, weight)
     out, width = weight.shape
@@ -147,7 +175,13 @@ def grouped_linear(x: torch.Tensor, weight: torch.Tensor, groups: int, grouping:
 
 def structured(weight: torch.Tensor, groups: int, grouping: str) -> torch.Tensor:
     """The dense (out, in) matrix of a grouped weight (out, in / groups): zeros where an output channel
-    does not read an input group. `grouped_linear(x, w, G, m) == F.linear(x, structured(w, G, m))`."""
+    does not read an input group. `grouped_linear(x, w, G, m) == F.linear(x, structured(w, G, m))`.
+
+    Args:
+        weight: the grouped weight (out, in / groups).
+        groups: G, the input's channel groups.
+        grouping: "interleaved" or "block" (`grouped_linear`).
+    """
     if groups == 1:
         return weight
     out, width = weight.shape

@@ -5,8 +5,8 @@
 stem of Refined-ViT and LV-ViT), `text.py` (the language bodies' embedder and heads, which SoT's language head runs
 on) and `blocks.py` (the pre-norm and post-norm blocks);
 the families' kinds (the papers') are in their folders
-(`vspec/models/<family>/spec.py`, found by `families.py` and re-exported here by name); `model.py` assembles them
-into stages and a model; `layout.py` works out the shapes.
+(`vspec/models/<family>/spec.py`, found by `families.py` and served here by name, `__getattr__`); `model.py`
+assembles them into stages and a model; `layout.py` works out the shapes.
 Importing this package does not import torch.
 """
 
@@ -42,43 +42,27 @@ from .weights import (
 )
 
 __all__ = [
-    # generic parts
-    "ClassTokenHead", "ConvStem", "DenseAux", "GAPHead", "MHSA", "MLP", "Norm", "Output", "PatchEmbed", "Projections",
-    "SimplePatchEmbed", "Block", "PostNormBlock", "PatchMerging", "WindowMHSA", "FirstTokenHead", "LastTokenHead",
-    "TokenEmbed",
-    # the role protocol
-    "AttentionKind", "BlockKind", "EmbedderKind", "EntryKind", "FFNKind", "HeadKind", "Kind",
-    # assembly, shapes, files
-    "KINDS", "ROLES", "VERSION", "Assembly", "MemoryBudgetError", "Model", "Stage", "StageLayout", "StateShape",
-    "Tokens", "SpecError", "assemble", "embedded", "layout", "state_layout",
-    "from_dict", "from_json", "from_toml", "load_spec", "load_weights_table", "override", "parse_assignment",
-    "to_dict", "to_json",
-    "to_toml",
-    # published weights, declared beside a preset's SPEC
-    "Hub", "Manual", "Url", "PublishedWeights", "Preprocess", "IMAGENET_MEAN", "IMAGENET_STD", "INCEPTION_MEAN",
-    "INCEPTION_STD",
+    "Assembly", "AttentionKind", "Block", "BlockKind", "ClassTokenHead", "ConvStem", "DenseAux", "EmbedderKind",
+    "EntryKind", "FFNKind", "FirstTokenHead", "GAPHead", "HeadKind", "Hub", "IMAGENET_MEAN", "IMAGENET_STD",
+    "INCEPTION_MEAN", "INCEPTION_STD", "KINDS", "Kind", "LastTokenHead", "MHSA", "MLP", "Manual", "MemoryBudgetError",
+    "Model", "Norm", "Output", "PatchEmbed", "PatchMerging", "PostNormBlock", "Preprocess", "Projections",
+    "PublishedWeights", "ROLES", "SimplePatchEmbed", "SpecError", "Stage", "StageLayout", "StateShape", "TokenEmbed",
+    "Tokens", "Url", "VERSION", "WindowMHSA", "assemble", "embedded", "from_dict", "from_json", "from_toml", "layout",
+    "load_spec", "load_weights_table", "override", "parse_assignment", "state_layout", "to_dict", "to_json", "to_toml",
 ]
-CORE = tuple(__all__)  # the core's names; the families' join them (`_export_families`)
-_from_families: set[str] = set()
+
+families.load()  # the families' kinds register (vspec.spec.KINDS); a clash of their names fails the import
+families.exported()
 
 
-def _export_families() -> None:
-    """The families' public names as this package's (`vspec.spec.SecondOrderHead`); called again when one is
-    registered or forgotten."""
-    global __all__
-    names = families.exported()
-    for name in _from_families - set(names):
-        globals().pop(name, None)
-    globals().update(names)
-    _from_families.clear()
-    _from_families.update(names)
-    __all__ = [*CORE, *sorted(names)]
-
-
-families.load()
-_export_families()
-families.on_change(_export_families)
-
-
-def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)
+def __getattr__(name: str):
+    """The families' kinds (their spec module's `__all__`, `families.exported()`: `vspec.spec.SecondOrderHead`,
+    and a family registered later), else the previous release's names (vspec/_moved.py)."""
+    found = families.exported()
+    if name in found:
+        return found[name]
     return _moved(__name__, name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *families.exported()})

@@ -10,6 +10,8 @@ from .errors import check
 from .kinds import AttentionKind, BlockKind, FFNKind, of_role
 from .vit import MHSA, MLP, Norm
 
+__all__ = ["Block", "PostNormBlock"]
+
 
 @frozen
 class Block(BlockKind):

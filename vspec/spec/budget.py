@@ -20,6 +20,7 @@ from .errors import SpecError
 from .layout import embedded, layout
 from .model import Model
 
+__all__ = ["MemoryBudgetError", "TORCH_LIMIT", "WeightBytes", "activations", "available", "check", "nbytes", "size"]
 F32 = 4  # bytes per activation element
 
 # torch refuses a tensor of 2**63 bytes or more ("Storage size calculation overflowed"), even on meta
@@ -46,7 +47,12 @@ class WeightBytes:
 
 def activations(spec: Model, batch: int = 1) -> tuple[int, int]:
     """(bytes, largest tensor's bytes) of one forward pass on `batch` images without gradients: the input plus the
-    largest working set of any component (embedder, entry, block, head)."""
+    largest working set of any component (embedder, entry, block, head).
+
+    Args:
+        spec: the model spec.
+        batch: the images of the forward pass.
+    """
     first, stages = embedded(spec), layout(spec)
     work = max(spec.embedder.working_set(spec.img_size, spec.in_chans, first),
                spec.head.working_set(stages[-1].tokens, spec.num_classes))
@@ -69,7 +75,11 @@ def available(cgroup_root: str | os.PathLike | None = None) -> int | None:
     and what the memory limit of the process's cgroup and of each of its ancestors leaves (v2: memory.max
     minus memory.current; v1: memory.limit_in_bytes minus memory.usage_in_bytes; the reclaimable page cache,
     memory.stat's inactive_file, counted as free). `cgroup_root` (default: $VSPEC_CGROUP_ROOT, else
-    /sys/fs/cgroup) is where the hierarchy is mounted. None when nothing is known."""
+    /sys/fs/cgroup) is where the hierarchy is mounted. None when nothing is known.
+
+    Args:
+        cgroup_root: where the cgroup hierarchy is mounted (None: $VSPEC_CGROUP_ROOT, else /sys/fs/cgroup).
+    """
     root = cgroup_root if cgroup_root is not None else os.environ.get("VSPEC_CGROUP_ROOT") or CGROUP_ROOT
     known = [n for n in (_mem_available(), *_rlimits_left(), *_cgroups_left(str(root))) if n is not None]
     return max(min(known), 0) if known else None
@@ -163,12 +173,20 @@ def _cgroups_left(root: str) -> list[int]:
 
 
 def nbytes(tensors) -> int:
-    """The bytes that `tensors` hold (each its elements times their size; torch's tensors, never imported here)."""
+    """The bytes that `tensors` hold (each its elements times their size; torch's tensors, never imported here).
+
+    Args:
+        tensors: an iterable of tensors (anything with `numel()` and `element_size()`).
+    """
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def size(n: int) -> str:
-    """Bytes, readable at any size: `512 KiB`, `71.6 GiB`, `4.47e+10 TiB`."""
+    """Bytes, readable at any size: `512 KiB`, `71.6 GiB`, `4.47e+10 TiB`.
+
+    Args:
+        n: a count of bytes.
+    """
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
             value = n / scale
@@ -177,7 +195,11 @@ def size(n: int) -> str:
 
 
 def check_representable(largest: int) -> None:
-    """Refuse a model one of whose tensors torch cannot even describe (2**63 bytes or more)."""
+    """Refuse a model one of whose tensors torch cannot even describe (2**63 bytes or more).
+
+    Args:
+        largest: the bytes of the model's largest tensor.
+    """
     if largest >= TORCH_LIMIT:
         raise MemoryBudgetError("", f"too large for torch: its largest tensor would take {size(largest)}, beyond "
                                     f"torch's limit of {size(TORCH_LIMIT)} per tensor (even on the meta device)")
@@ -188,7 +210,16 @@ def check(spec: Model, batch: int = 1, *, weights: WeightBytes | None = None, ti
     """Raise MemoryBudgetError when the weights (`weights`: None counts none, e.g. on the meta device; `tied`:
     the profiler's model, repeated blocks once), the blocks' Python objects and a forward pass on `batch` images
     (0: none) need more than `free` bytes (default: `available()`; None skips this comparison). A tensor beyond
-    torch's limit is refused in any case."""
+    torch's limit is refused in any case.
+
+    Args:
+        spec: the model spec.
+        batch: the images of the forward pass counted (0: none).
+        weights: the model's weight sizes (`vspec.compiler.weights`); None counts none.
+        tied: count repeated blocks' weights once (the profiler's model).
+        free: the bytes free (default: `available()`; None skips the comparison).
+        what: what needs the memory, as the message says it ("building it").
+    """
     work, largest = activations(spec, max(batch, 1))
     check_representable(max(largest, weights.largest if weights is not None else 0))
     free = available() if free is ... else free

@@ -14,12 +14,20 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from typing import Any
 
+__all__ = [
+    "FILE_KINDS", "MAX_LINE", "MAX_SIZE", "SpecError", "cause", "check", "check_eps", "check_pair", "check_size", "cut",
+    "eps_problem", "file_kind", "join", "one_line", "pair", "printable", "show", "show_key", "text_of",
+]
 MAX_SIZE = 2**31 - 1  # the largest size (width, count, pixels) a spec may give or imply: torch's int32 kernels
-SHOWN = 80  # at most this many characters of a user's value are echoed in an error message
+_SHOWN = 80  # at most this many characters of a user's value are echoed in an error message
 
 
 def show(value: Any) -> str:
-    """`repr(value)`, cut to SHOWN characters: a 1 MB value must not be echoed whole in an error line."""
+    """`repr(value)`, cut to _SHOWN characters: a 1 MB value must not be echoed whole in an error line.
+
+    Args:
+        value: any value of the user's.
+    """
     if isinstance(value, int) and value.bit_length() > 64:  # also past Python's int-to-text digit limit
         return f"an int of {value.bit_length()} bits"
     return cut(repr(value))
@@ -27,15 +35,25 @@ def show(value: Any) -> str:
 
 def show_key(key: Any) -> str:
     """A key as an error's field path gives it: as written when it is a printable string, else like a value
-    (`show`: its repr, cut), so that a key holding terminal escapes or line breaks reaches no terminal raw."""
+    (`show`: its repr, cut), so that a key holding terminal escapes or line breaks reaches no terminal raw.
+
+    Args:
+        key: a mapping's key, as the user wrote it.
+    """
     return cut(key) if isinstance(key, str) and key.isprintable() else show(key)
 
 
-def cut(text: str, limit: int = SHOWN, mark: str = "length") -> str:
+def cut(text: str, limit: int = _SHOWN, mark: str = "length") -> str:
     """`text`, or where it has more than `limit` characters its start, the cut marked as the message needs it (the
     one place a message is shortened): "length" (`ab... (1000 characters)`: a user's value, `show`), "more"
     (`abc... [997 more characters]`, `limit` characters before the mark: an error line, `one_line`) or "fit"
-    (`ab...`, `limit` characters in all: a cause inside a message, `cause`)."""
+    (`ab...`, `limit` characters in all: a cause inside a message, `cause`).
+
+    Args:
+        text: the text shortened.
+        limit: the most characters kept.
+        mark: how the cut is marked: "length", "more" or "fit" (above).
+    """
     if len(text) <= limit:
         return text
     if mark == "more":
@@ -44,7 +62,11 @@ def cut(text: str, limit: int = SHOWN, mark: str = "length") -> str:
 
 
 def text_of(value: object) -> str:
-    """str(value), or its type's name where that is empty or fails (a hostile __str__)."""
+    """str(value), or its type's name where that is empty or fails (a hostile __str__).
+
+    Args:
+        value: any object (an exception, a user's value).
+    """
     try:
         text = str(value)
     except Exception:  # noqa: BLE001 - any failure: say what it was instead
@@ -60,19 +82,33 @@ FILE_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"), (sta
 
 def file_kind(mode: int) -> str:
     """What a path whose `os.stat` mode is `mode` is, as messages name it: "a regular file", "a folder", "a named
-    pipe (FIFO)", "a socket", "a character device", "a block device"."""
+    pipe (FIFO)", "a socket", "a character device", "a block device".
+
+    Args:
+        mode: an `os.stat` result's `st_mode`.
+    """
     return next((name for test, name in FILE_KINDS if test(mode)), "not a regular file")
 
 
 def one_line(e: BaseException, limit: int = MAX_LINE) -> str:
     """An exception as one line: its message with line breaks folded, cut to `limit` characters, what a
-    terminal would act on escaped (`printable`); the type's name when the message is empty or cannot be rendered."""
+    terminal would act on escaped (`printable`); the type's name when the message is empty or cannot be rendered.
+
+    Args:
+        e: the exception.
+        limit: the most characters of the message kept (MAX_LINE).
+    """
     return printable(cut(" ".join(text_of(e).split()) or type(e).__name__, limit, "more"))
 
 
 def cause(e: BaseException, limit: int = 160) -> str:
     """`Type: first line of the message` (the type alone when the message is empty), cut to `limit`: an exception
-    inside another message (torch's advice around a refused pickle left out)."""
+    inside another message (torch's advice around a refused pickle left out).
+
+    Args:
+        e: the exception.
+        limit: the most characters of the result.
+    """
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
     if "WeightsUnpickler error:" in text:  # torch's advice around it is no cause
         text = text.split("WeightsUnpickler error:", 1)[1].split(". ")[0]
@@ -85,7 +121,11 @@ def cause(e: BaseException, limit: int = 160) -> str:
 def printable(text: str) -> str:
     """`text` safe to print: an undecodable byte of a file name (a lone surrogate, as Python decodes it) as
     \\xNN, control and format characters (ESC, BEL, line breaks, bidi overrides) as Python escapes them
-    (\\x1b, \\n, \\u202e); everything else as it is."""
+    (\\x1b, \\n, \\u202e); everything else as it is.
+
+    Args:
+        text: the text to print.
+    """
     if text.isprintable():
         return text
     out = []
@@ -100,7 +140,13 @@ def printable(text: str) -> str:
 
 
 def check_size(path: str, size: int, what: str) -> None:
-    """A width (or count) that a spec implies: at least 1 (no zero-sized layer) and at most MAX_SIZE."""
+    """A width (or count) that a spec implies: at least 1 (no zero-sized layer) and at most MAX_SIZE.
+
+    Args:
+        path: the spec's field path the message names.
+        size: the width or count.
+        what: what the size is, as the message says it ("the hidden width").
+    """
     if size < 1:
         raise SpecError(path, f"{what} is {size}: no layer may be zero-sized")
     if size > MAX_SIZE:
@@ -126,6 +172,12 @@ class SpecError(ValueError):
 
 
 def join(*parts: str | int) -> str:
+    """A dotted field path from its parts, the empty ones left out: `join("blocks", 3, "attention")` ->
+    "blocks.3.attention".
+
+    Args:
+        *parts: the path's parts (names, or indexes of a list).
+    """
     return ".".join(str(p) for p in parts if p != "")
 
 
@@ -151,7 +203,17 @@ def check(
     optional: bool = False,
 ) -> Callable[[Any, Any, Any], None]:
     """An attrs validator: type check (bools are not ints) plus simple range / choice rules. An int is
-    at most MAX_SIZE unless `le` / `lt` says otherwise; a float must be finite."""
+    at most MAX_SIZE unless `le` / `lt` says otherwise; a float must be finite.
+
+    Args:
+        types: the accepted type or types (an int is a fine float).
+        ge: the least value allowed (None: no bound).
+        gt: the value to stay above (None: no bound).
+        le: the greatest value allowed (None: MAX_SIZE for an int).
+        lt: the value to stay below (None: no bound).
+        choices: the values allowed (None: any).
+        optional: None is allowed too.
+    """
     types = types if isinstance(types, tuple) else (types,)
     choices = tuple(choices) if choices is not None else None
     if int in types and le is None and lt is None:
@@ -189,7 +251,11 @@ def _float32(value: float) -> float:
 
 def eps_problem(value: Any) -> str | None:
     """What makes `value` no norm's epsilon (added to a variance before its root), or None: a finite number > 0,
-    and so in float32, the dtype the norms compute in (5e-324 is 0 there, 1e39 inf)."""
+    and so in float32, the dtype the norms compute in (5e-324 is 0 there, 1e39 inf).
+
+    Args:
+        value: the epsilon given.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"must be a float, got {type(value).__name__} {show(value)}"
     if not (_finite(value) and value > 0):
@@ -201,14 +267,24 @@ def eps_problem(value: Any) -> str | None:
 
 
 def check_eps(inst: Any, attribute: Any, value: Any) -> None:
-    """attrs validator of a norm's epsilon (`eps_problem`)."""
+    """attrs validator of a norm's epsilon (`eps_problem`).
+
+    Args:
+        inst: the spec being made (its class names the field in the message).
+        attribute: the attrs field being checked.
+        value: the field's value.
+    """
     if (problem := eps_problem(value)) is not None:
         raise SpecError(f"{type(inst).__name__}.{attribute.name}", problem)
 
 
 def pair(value: Any) -> Any:
     """attrs converter: `224` -> `(224, 224)`; a list of two -> a tuple. Anything else is left to the
-    validator, which reports it."""
+    validator, which reports it.
+
+    Args:
+        value: the field's value as given.
+    """
     if isinstance(value, int) and not isinstance(value, bool):
         return (value, value)
     if isinstance(value, list):
@@ -217,6 +293,13 @@ def pair(value: Any) -> Any:
 
 
 def check_pair(inst: Any, attribute: Any, value: Any) -> None:
+    """attrs validator of a size (after `pair`): a tuple of two ints, each from 1 to MAX_SIZE.
+
+    Args:
+        inst: the spec being made (its class names the field in the message).
+        attribute: the attrs field being checked.
+        value: the field's value.
+    """
     path = f"{type(inst).__name__}.{attribute.name}"
     if not (isinstance(value, tuple) and len(value) == 2
             and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):

@@ -28,8 +28,12 @@ from typing import Any
 
 from .kinds import KINDS, unregister
 
-BUILTIN = "vspec.models"
-GROUP = "vspec.families"
+__all__ = [
+    "exported", "load", "on_change", "packages", "paper_tables", "presets", "register_family", "rescan", "tables",
+    "unregister_family",
+]
+_BUILTIN = "vspec.models"
+_GROUP = "vspec.families"
 _registered: list[str] = []
 _specs: dict[str, ModuleType] = {}  # package -> its spec module, in the order they were loaded
 _refused: dict[str, str] = {}  # package -> why it could not be loaded
@@ -39,7 +43,11 @@ _listeners: list[Callable[[], None]] = []  # what runs when the families change 
 
 
 def on_change(listener: Callable[[], None]) -> None:
-    """Call `listener()` whenever a family is loaded, registered or forgotten (vspec.spec's exported names)."""
+    """Call `listener()` whenever a family is loaded, registered or forgotten (a table read from the families).
+
+    Args:
+        listener: called with no arguments after each change.
+    """
     _listeners.append(listener)
 
 
@@ -60,9 +68,9 @@ def rescan() -> None:
 def packages() -> list[str]:
     """Every family package, once: vspec.models' own, then the entry points', then the registered ones."""
     if not _found:
-        builtin = importlib.import_module(BUILTIN)
-        names = [f"{BUILTIN}.{m.name}" for m in pkgutil.iter_modules(builtin.__path__) if m.ispkg]
-        _found.extend(dict.fromkeys([*names, *(ep.value for ep in entry_points(group=GROUP))]))
+        builtin = importlib.import_module(_BUILTIN)
+        names = [f"{_BUILTIN}.{m.name}" for m in pkgutil.iter_modules(builtin.__path__) if m.ispkg]
+        _found.extend(dict.fromkeys([*names, *(ep.value for ep in entry_points(group=_GROUP))]))
     return list(dict.fromkeys([*_found, *_registered]))
 
 
@@ -75,10 +83,10 @@ def load() -> dict[str, ModuleType]:
         try:
             _specs[name] = importlib.import_module(f"{name}.spec")
         except Exception as e:  # noqa: BLE001 - a broken installed plugin must not break `import vspec`
-            if name.startswith(f"{BUILTIN}.") or name in _registered:
+            if name.startswith(f"{_BUILTIN}.") or name in _registered:
                 raise
             _refused[name] = f"{type(e).__name__}: {e}"
-            warnings.warn(f"vspec family {name!r} (entry point {GROUP}) could not be loaded: {_refused[name]}",
+            warnings.warn(f"vspec family {name!r} (entry point {_GROUP}) could not be loaded: {_refused[name]}",
                           stacklevel=2)
     if any(name in _specs for name in new):
         _changed()
@@ -101,19 +109,28 @@ def register_family(package: str) -> ModuleType:
     """Make the family in `package` (an importable package with `spec.py` and `family.py`) known: its kinds to
     the spec language, files and `--set` (and its spec module's `__all__` as `vspec.spec.<Name>`); its modules,
     converters, profiler handles and presets to the compiler, `from_official`, the profiler and `create_model`.
-    Returns its spec module. Registering it again does nothing."""
+    Returns its spec module. Registering it again does nothing.
+
+    Args:
+        package: the family's importable package name ("my_models.gated").
+    """
     if not isinstance(package, str) or not package:
         raise TypeError(f"register_family takes a package name, got {package!r}")
     if package not in _registered:
         _registered.append(package)
     load()
+    exported()  # its names clash with no other family's
     return _specs[package]
 
 
 def unregister_family(package: str) -> None:
     """Forget a family registered with `register_family` (a test's own, when the test ends): its kinds, its names
     in `vspec.spec`, its entries in the merged tables (`tables`) and its modules (a later `register_family`
-    imports it again)."""
+    imports it again).
+
+    Args:
+        package: the package given to `register_family`.
+    """
     module = _specs.pop(package, None)
     if package in _registered:
         _registered.remove(package)
@@ -129,7 +146,11 @@ def unregister_family(package: str) -> None:
 def tables(name: str) -> dict:
     """Every loaded family's `family.<name>` table merged (MODULES, CONVERTERS, FVCORE_HANDLES); imports the
     families' family.py (torch). Two families giving one key is an error. Read once until the families change
-    (`_changed`); not to be modified."""
+    (`_changed`); not to be modified.
+
+    Args:
+        name: the table's name in each family.py ("MODULES", "CONVERTERS", "FVCORE_HANDLES").
+    """
     if name in _tables:  # (the compiler asks once per component: no scan until the families change)
         return _tables[name]
     load()
@@ -154,7 +175,11 @@ def presets() -> list[Any]:
 def paper_tables(name: str) -> dict:
     """Every family package's `paper.<name>` table merged (RECIPES, ANALYSES), torch-free: `paper.py` is imported, not
     `family.py`; a package without one declares none. Two families giving one key is an error. Read once until the
-    families change; not to be modified."""
+    families change; not to be modified.
+
+    Args:
+        name: the table's name in each paper.py ("RECIPES", "ANALYSES").
+    """
     key = f"paper.{name}"
     if key in _tables:
         return _tables[key]

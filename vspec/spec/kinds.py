@@ -29,6 +29,11 @@ from .errors import SpecError
 if TYPE_CHECKING:
     from .layout import Tokens
 
+__all__ = [
+    "AttentionKind", "BlockKind", "EmbedderKind", "EntryKind", "FFNKind", "HeadKind", "KINDS", "Kind", "LOGITS",
+    "Output", "ROLES", "ROLE_BASES", "of_role", "register", "unregister",
+]
+
 KINDS: dict[str, type] = {}  # kind tag -> class, every role
 ROLES: dict[str, tuple[type, ...]] = {}  # role -> its kinds, in the order they were defined
 ROLE_BASES: dict[str, type] = {}  # role -> its base, the core's first, then the families' own roles
@@ -65,7 +70,11 @@ def _same(a: type, b: type) -> bool:
 
 
 def register(cls: type) -> None:
-    """Record a kind under its tag and role (defining a subclass with `kind` calls this)."""
+    """Record a kind under its tag and role (defining a subclass with `kind` calls this).
+
+    Args:
+        cls: the kind's class (it sets `kind`, its role's base sets `role`).
+    """
     tag, role = cls.__dict__["kind"], getattr(cls, "role", None)
     if not isinstance(tag, str) or not tag or role not in ROLE_BASES:
         raise TypeError(f"{cls.__name__}: a kind subclasses one role's base ({', '.join(ROLE_BASES)}) and sets a "
@@ -83,7 +92,11 @@ def register(cls: type) -> None:
 
 
 def of_role(base: type):
-    """An attrs validator for a field that holds a kind of `base`'s role."""
+    """An attrs validator for a field that holds a kind of `base`'s role.
+
+    Args:
+        base: the role's base class (`AttentionKind`, ...).
+    """
 
     def validate(inst, attribute, value) -> None:
         if not isinstance(value, base):
@@ -95,7 +108,11 @@ def of_role(base: type):
 
 
 def unregister(cls: type) -> None:
-    """Forget a kind (a test's own, when the test ends)."""
+    """Forget a kind (a test's own, when the test ends).
+
+    Args:
+        cls: the kind's class.
+    """
     if KINDS.get(cls.kind) is cls:
         del KINDS[cls.kind]
         ROLES[cls.role] = tuple(c for c in ROLES[cls.role] if c is not cls)
@@ -122,6 +139,7 @@ class EmbedderKind(Kind):
         """A rule about the head (raise SpecError with the path relative to the head)."""
 
     def grid(self, img_size: tuple[int, int]) -> tuple[int, int]:
+        """The token grid of an image of `img_size`: (H / patch_size, W / patch_size)."""
         return (img_size[0] // self.patch_size, img_size[1] // self.patch_size)
 
     def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
@@ -132,6 +150,7 @@ class EmbedderKind(Kind):
         return self.map_elements(img_size, in_chans, tokens) + 3 * tokens.length * tokens.dim
 
     def map_elements(self, img_size: tuple[int, int], in_chans: int, tokens: Tokens) -> int:
+        """The elements of its widest map (`working_set`); default: the image's, twice."""
         return 2 * in_chans * img_size[0] * img_size[1]
 
 
@@ -215,6 +234,7 @@ class EntryKind(Kind):
     stride: ClassVar[int] = 1
 
     def output(self, tokens: Tokens, dim: int) -> Tokens:
+        """The tokens after the entry, at the stage's width `dim`."""
         raise NotImplementedError
 
     def working_set(self, before: Tokens, after: Tokens) -> int:
@@ -261,6 +281,7 @@ class HeadKind(Kind):
         return False
 
     def outputs(self) -> tuple[Output, ...]:
+        """What the head returns in training (`Output`s): the sample logits, unless it declares more."""
         return LOGITS
 
     def working_set(self, tokens: Tokens, classes: int) -> int:
@@ -285,20 +306,25 @@ class BlockKind(Kind):
 
     @property
     def reads(self) -> tuple[str, ...]:
+        """The state keys the block reads (its attention's)."""
         return self.attention.reads
 
     @property
     def writes(self) -> tuple[str, ...]:
+        """The state keys the block writes (its attention's)."""
         return self.attention.writes
 
     @property
     def maps_key(self) -> str | None:
+        """The state key of the attention maps it keeps for training (its attention's; None: none)."""
         return self.attention.maps_key
 
     def attended(self, tokens: Tokens) -> Tokens:
+        """The tokens its attention sees (the block's own tokens unless it adds some)."""
         return tokens
 
     def check(self, tokens: Tokens) -> None:
+        """SpecError where its attention or FFN cannot run on `tokens` (the path under `attention` / `ffn`)."""
         seen = {"attention": self.attended(tokens), "ffn": tokens}
         for name in ("attention", "ffn"):
             try:
@@ -307,6 +333,7 @@ class BlockKind(Kind):
                 raise e.under(name) from None
 
     def check_masks(self, padding: bool, causal: bool) -> None:
+        """SpecError where its attention refuses a padding mask or causal masking."""
         try:
             self.attention.check_masks(padding=padding, causal=causal)
         except SpecError as e:
@@ -323,9 +350,11 @@ class BlockKind(Kind):
         return self.attention.variant(tokens, index_in_stage)
 
     def state_out(self, state: Mapping[str, Any], tokens: Tokens) -> dict[str, Any]:
+        """The state after the block: what its attention writes, from the state it received."""
         return self.attention.state_out(state, self.attended(tokens))
 
     def check_state(self, state: Mapping[str, Any], tokens: Tokens, before: BlockKind | None, index: int) -> None:
+        """SpecError where the state it receives is not what its attention reads."""
         try:
             self.attention.check_state(state, self.attended(tokens), None if before is None else before.attention,
                                        index)

@@ -17,6 +17,10 @@ from .._moved import moved as _moved
 if TYPE_CHECKING:
     from .model import Model
 
+__all__ = [
+    "Assembly", "StageLayout", "StateShape", "Tokens", "assemble", "embedded", "layout", "received", "state_layout",
+]
+
 
 @frozen
 class Tokens:
@@ -33,10 +37,12 @@ class Tokens:
 
     @property
     def patches(self) -> int:
+        """The grid's tokens, H x W."""
         return self.grid[0] * self.grid[1]
 
     @property
     def length(self) -> int:
+        """The sequence's length: prefix tokens, grid tokens and joined ones."""
         return self.prefix + self.patches + self.joined
 
     def __str__(self) -> str:
@@ -79,7 +85,14 @@ def received(model: Model, stages: tuple[StageLayout, ...], check: Callable | No
     state: `check(shape, index_in_stage, block, state)`, when given, runs on each block before what it writes is
     worked out (the validator's rules). `every=False` walks a repeated block only until the state it hands on stops
     changing (the same block on the same state adds nothing: the validator's walk, a few steps for a 2**31-deep
-    stage); the list then holds the states walked."""
+    stage); the list then holds the states walked.
+
+    Args:
+        model: the model spec.
+        stages: its stages' layouts (`layout(model)`).
+        check: called as `check(shape, index_in_stage, block, state)` on each block (None: no check).
+        every: walk every block of a repeated stage; False: until the state stops changing.
+    """
     state, out = dict(model.embedder.state(model.img_size)), []
     for stage, shape in zip(model.stages, stages):
         repeated = not isinstance(stage.block, tuple)
@@ -99,7 +112,12 @@ def state_layout(model: Model, stages: tuple[StageLayout, ...] | None = None) ->
     in order over all stages, then what the head receives. The embedder starts keys (`state`), a block writes keys
     (`state_out`) and hands on the others as they came (`received`); a key is carried from where it is written to the
     last part that reads it (kinds' `reads`; the model's own training output: `Model.attention_maps` keeps the blocks'
-    maps, their `maps_key`, to the end), and dropped after. () keys for a body that carries nothing."""
+    maps, their `maps_key`, to the end), and dropped after. () keys for a body that carries nothing.
+
+    Args:
+        model: the model spec.
+        stages: its stages' layouts (None: `layout(model)`, worked out here).
+    """
     written = received(model, layout(model) if stages is None else stages)
     maps = {b.maps_key for b in model.blocks} - {None} if model.attention_maps else set()  # the training output's
     kept = {*model.head.reads, *maps}  # read after the last block
@@ -129,7 +147,11 @@ class Assembly:
 
 
 def assemble(model: Model) -> Assembly:
-    """The model's `Assembly`: its layout, its state layout, what each block hands on, the parts' keys."""
+    """The model's `Assembly`: its layout, its state layout, what each block hands on, the parts' keys.
+
+    Args:
+        model: the model spec.
+    """
     stages = layout(model)
     state = state_layout(model, stages)
     hands_on, keys = [], []
@@ -146,14 +168,22 @@ def assemble(model: Model) -> Assembly:
 
 
 def embedded(model: Model) -> Tokens:
-    """The tokens after the embedder, class token and position embedding: the first stage's input."""
+    """The tokens after the embedder, class token and position embedding: the first stage's input.
+
+    Args:
+        model: the model spec.
+    """
     return Tokens(model.stages[0].dim, model.embedder.grid(model.img_size), int(model.class_token),
                   sequence=model.embedder.text)
 
 
 def layout(model: Model) -> tuple[StageLayout, ...]:
     """Every stage's layout, in order. Pure arithmetic: never fails, even on a spec that the model's
-    validator will reject (which is how the validator can use it)."""
+    validator will reject (which is how the validator can use it).
+
+    Args:
+        model: the model spec.
+    """
     tokens, reduction, first, out = embedded(model), model.embedder.patch_size, 0, []
     for i, stage in enumerate(model.stages):
         entry_in = None

@@ -15,6 +15,7 @@ from .model import KINDS, SHORTHAND, Model
 from .serialize import WRITTEN_WHEN_SET, converter, from_dict, from_json, from_toml, to_dict
 from .weights import PublishedWeights, check_table
 
+__all__ = ["SUFFIXES", "load_weights_table", "override", "parse_assignment", "parse_value", "read_spec"]
 SUFFIXES = (".py", ".json", ".toml")
 
 
@@ -40,7 +41,11 @@ def _run(path: Path, name: str = "SPEC") -> object:
 
 def read_spec(path: str | Path) -> Model:
     """Read a Model spec file: a `.py` file (module-level `SPEC`), `.json` or `.toml` (a preset's name: `load_spec`,
-    vspec/spec/catalogue.py)."""
+    vspec/spec/catalogue.py).
+
+    Args:
+        path: the spec file.
+    """
     path = Path(path)
     if path.suffix not in SUFFIXES:
         raise SpecError("", f"{path}: unsupported spec file type {path.suffix!r}; allowed: {', '.join(SUFFIXES)}")
@@ -66,7 +71,11 @@ def read_spec(path: str | Path) -> Model:
 
 
 def load_weights_table(path: str | Path) -> dict[str, PublishedWeights]:
-    """The published weights a `.py` preset declares (`WEIGHTS`, vspec.spec.weights); {} where it declares none."""
+    """The published weights a `.py` preset declares (`WEIGHTS`, vspec.spec.weights); {} where it declares none.
+
+    Args:
+        path: the preset's file.
+    """
     path = Path(path)
     if path.suffix != ".py" or not path.is_file():
         return {}
@@ -76,7 +85,11 @@ def load_weights_table(path: str | Path) -> dict[str, PublishedWeights]:
 
 def parse_value(text: str) -> Any:
     """A CLI override value: JSON (6, 0.1, true, null, "x", [224, 224], {"kind": "gap"}), Python
-    literals (True, None), or else the bare string (gap)."""
+    literals (True, None), or else the bare string (gap).
+
+    Args:
+        text: the value as written on the command line.
+    """
     for parse in (json.loads, ast.literal_eval):
         try:
             return parse(text)
@@ -86,7 +99,11 @@ def parse_value(text: str) -> Any:
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:
-    """`block.attention.heads=6` -> ("block.attention.heads", 6)."""
+    """`block.attention.heads=6` -> ("block.attention.heads", 6).
+
+    Args:
+        text: `key=value`, as written on the command line.
+    """
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise SpecError("", f"override {show(text)} must look like key=value (e.g. block.attention.heads=6)")
@@ -154,6 +171,10 @@ def override(spec: Model, assignments: Mapping[str, Any]) -> Model:
     values fit it (the others take the new kind's defaults); a bare string given to a component or a
     norm sets its kind (`head=gap`, `block.ffn.norm=layernorm`). A stack given as a list without a
     depth of its own sets the depth to its length.
+
+    Args:
+        spec: the model spec overridden.
+        assignments: dotted field path -> value (as a spec file would hold it).
     """
     tree = {**WRITTEN_WHEN_SET, **to_dict(spec)}  # fields left out of files at their default can be set too
     version = tree.pop("version")  # the format, not a field to set

@@ -24,11 +24,18 @@ from typing import Any
 
 from .errors import MAX_SIZE, SpecError, show
 
+__all__ = ["MAX_UPGRADE_DEPTH", "VERSION", "state_key_upgrade", "upgrade", "version_of"]
 VERSION = 3
 MAX_UPGRADE_DEPTH = 10_000  # blocks an upgrade may list or rename one by one (deep ViTs have under 100)
 
 
 def version_of(data: Mapping[str, Any]) -> int:
+    """The spec format of a spec's dict (its "version" key, 1 when absent); a SpecError if it is no positive int
+    or newer than VERSION.
+
+    Args:
+        data: a spec as a dict (a file's contents, or a checkpoint's).
+    """
     version = data.get("version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise SpecError("version", f"must be a positive int (the spec format), got {show(version)}")
@@ -96,7 +103,7 @@ def _v1_to_v2(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
 
 # format 2's Block options -> (the format 3 kind that keeps it, whether a value sets it)
-BLOCK_OPTIONS = {"head_tokens": ("head_tokens", lambda v: v is not None), "conv": ("coupled", lambda v: v is not None),
+_BLOCK_OPTIONS = {"head_tokens": ("head_tokens", lambda v: v is not None), "conv": ("coupled", lambda v: v is not None),
                  "post_norm": ("post_norm", lambda v: v is True), "adjust_ratio": ("adjusted", lambda v: v != 1)}
 
 
@@ -108,13 +115,13 @@ def _block_v3(block: Any, path: str) -> Any:
     for name, want in (("post_norm", bool), ("adjust_ratio", (int, float))):
         if name in b and (not isinstance(b[name], want) or (want is not bool and isinstance(b[name], bool))):
             raise SpecError(f"{path}.{name}", f"must be {'bool' if want is bool else 'float'}, got {show(b[name])}")
-    chosen = [name for name, (_, sets) in BLOCK_OPTIONS.items() if name in b and sets(b[name])]
+    chosen = [name for name, (_, sets) in _BLOCK_OPTIONS.items() if name in b and sets(b[name])]
     if len(chosen) > 1:
         raise SpecError(path, f"a format-2 block with {' and '.join(chosen)} has no kind in format 3 (a block is one "
                               "kind: head_tokens, coupled, post_norm or adjusted)")
-    kind = BLOCK_OPTIONS[chosen[0]][0] if chosen else "pre_norm"
+    kind = _BLOCK_OPTIONS[chosen[0]][0] if chosen else "pre_norm"
     keep = {"head_tokens": "head_tokens", "coupled": "conv", "adjusted": "adjust_ratio"}.get(kind)
-    out = {"kind": kind, **{k: v for k, v in b.items() if k not in BLOCK_OPTIONS or k == keep}}
+    out = {"kind": kind, **{k: v for k, v in b.items() if k not in _BLOCK_OPTIONS or k == keep}}
     return out
 
 
@@ -136,7 +143,11 @@ def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
 
 def upgrade(data: Any) -> tuple[Any, list[str]]:
     """(the model table in the current format without its `version` key, the checkpoint key prefixes
-    whose weights the upgrade removed). Anything but a table is returned for the structurer to reject."""
+    whose weights the upgrade removed). Anything but a table is returned for the structurer to reject.
+
+    Args:
+        data: a spec's model table as read from a file or checkpoint, of any format version.
+    """
     if not isinstance(data, Mapping):
         return data, []
     version = version_of(data)
@@ -150,7 +161,12 @@ def upgrade(data: Any) -> tuple[Any, list[str]]:
 
 
 def state_key_upgrade(version: int, dropped: list[str]) -> Callable[[str], str | None]:
-    """How a checkpoint key of a model written at `version` reads now (None: the weight is gone)."""
+    """How a checkpoint key of a model written at `version` reads now (None: the weight is gone).
+
+    Args:
+        version: the spec format the checkpoint was written at.
+        dropped: the key prefixes whose weights the upgrade removed (`upgrade`'s second value).
+    """
 
     def rename(key: str) -> str | None:
         if version == 1:

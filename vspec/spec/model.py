@@ -15,8 +15,9 @@ from .kinds import KINDS, ROLES, BlockKind, EmbedderKind, EntryKind, HeadKind, o
 from .layout import embedded, layout, received
 from .vit import ClassTokenHead, PatchEmbed
 
-POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
-INITS = ("timm", "torch")
+__all__ = ["Model", "SHORTHAND", "Stage"]
+_POS_EMBEDS = ("none", "learned", "sincos1d", "sincos2d")
+_INITS = ("timm", "torch")
 
 
 def _tuple(value: Any) -> Any:
@@ -52,6 +53,7 @@ class Stage:
 
     @property
     def blocks(self) -> tuple[BlockKind, ...]:
+        """The stage's blocks, one per depth (a repeated block repeated)."""
         return self.block if isinstance(self.block, tuple) else (self.block,) * self.depth
 
     def named_blocks(self) -> list[tuple[str, BlockKind]]:
@@ -110,12 +112,12 @@ class Model:
     in_chans: int = field(default=3, validator=check(int, ge=1))
     class_token: bool = field(default=True, validator=check(bool))
     pos_embed: Literal["none", "learned", "sincos1d", "sincos2d"] = field(
-        default="learned", validator=check(str, choices=POS_EMBEDS)
+        default="learned", validator=check(str, choices=_POS_EMBEDS)
     )
     final_norm: bool = field(default=True, validator=check(bool))
     head: HeadKind = field(default=ClassTokenHead(), validator=of_role(HeadKind))
     drop_path: float = field(default=0.0, validator=check(float, ge=0, lt=1))
-    init: Literal["timm", "torch"] = field(default="timm", validator=check(str, choices=INITS))
+    init: Literal["timm", "torch"] = field(default="timm", validator=check(str, choices=_INITS))
     causal: bool = field(default=False, validator=check(bool))
     dynamic_img_size: bool = field(default=False, validator=check(bool))
     attention_maps: bool = field(default=False, validator=check(bool))
@@ -282,6 +284,7 @@ class Model:
 
     @property
     def block(self) -> BlockKind | tuple[BlockKind, ...]:
+        """The block of a one-stage model (one, or the tuple of a listed stack); AttributeError with several stages."""
         if not self.isotropic:
             raise AttributeError(f"Model.block: the model has {len(self.stages)} stages; use stages[i].block")
         return self.stages[0].block
@@ -298,6 +301,7 @@ class Model:
 
     @property
     def blocks(self) -> tuple[BlockKind, ...]:
+        """Every block, in order over the stages."""
         return tuple(b for s in self.stages for b in s.blocks)
 
     def named_blocks(self) -> list[tuple[str, BlockKind]]:
@@ -311,4 +315,5 @@ class Model:
 
     @property
     def num_prefix_tokens(self) -> int:
+        """The tokens before the grid's: the class token's 1, else 0 (timm's name)."""
         return int(self.class_token)

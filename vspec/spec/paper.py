@@ -7,6 +7,7 @@ import attrs
 
 from .validators import Is, OneOf, floats, ints
 
+__all__ = ["Analysis", "MAX_EPOCHS", "Recipe"]
 MAX_EPOCHS = 100_000  # --epochs and --warmup-epochs at most (a typo of many digits would train until killed)
 _F = attrs.field
 _SHARE, _NONNEGATIVE = floats(0, 1, open_high=True), floats(0)

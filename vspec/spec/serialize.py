@@ -22,6 +22,10 @@ from .kinds import ROLE_BASES, ROLES, Kind
 from .migrate import VERSION, upgrade
 from .model import SHORTHAND, Model, Stage
 
+__all__ = [
+    "WRITTEN_WHEN_SET", "converter", "first_difference", "from_dict", "from_json", "from_toml", "to_dict", "to_json",
+    "to_toml",
+]
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -157,7 +161,7 @@ def _structure_tuple(value: Any, t: Any) -> Any:
 
 # Fields added after format 2 that are written only when set: a file of a model that leaves them at their default
 # stays what earlier releases wrote and read (they refuse unknown keys). By class name; Model's own below.
-FIELDS_WRITTEN_WHEN_SET = {("DenseAux", "mix_token"): False}
+_FIELDS_WRITTEN_WHEN_SET = {("DenseAux", "mix_token"): False}
 
 
 def _unstructure_attrs(obj: Any) -> dict[str, Any]:
@@ -165,7 +169,7 @@ def _unstructure_attrs(obj: Any) -> dict[str, Any]:
     out = {"kind": tag} if tag is not None else {}
     for f in attrs.fields(type(obj)):
         value, key = getattr(obj, f.name), (type(obj).__name__, f.name)
-        if key not in FIELDS_WRITTEN_WHEN_SET or value is not FIELDS_WRITTEN_WHEN_SET[key]:
+        if key not in _FIELDS_WRITTEN_WHEN_SET or value is not _FIELDS_WRITTEN_WHEN_SET[key]:
             out[f.name] = converter.unstructure(value)
     return out
 
@@ -200,12 +204,21 @@ converter.register_unstructure_hook(tuple, lambda t: [converter.unstructure(v) f
 
 
 def to_dict(spec: Any) -> dict[str, Any]:
-    """The spec as plain data: every component a table with its `kind` tag, a Model with its format `version`."""
+    """The spec as plain data: every component a table with its `kind` tag, a Model with its format `version`.
+
+    Args:
+        spec: a Model or one of its components.
+    """
     return converter.unstructure(spec)
 
 
 def from_dict(data: Any, cls: type = Model) -> Any:
-    """Structure a spec; a Model table of an earlier format version is upgraded first."""
+    """Structure a spec; a Model table of an earlier format version is upgraded first.
+
+    Args:
+        data: the spec as plain data (`to_dict`'s).
+        cls: the class to structure (Model, or a component's).
+    """
     if cls is Model:
         data = upgrade(data)[0]
     return converter.structure(data, cls)
@@ -215,7 +228,12 @@ def first_difference(a: Any, b: Any) -> tuple[str, Any, Any] | None:
     """Where two specs (or components) first differ, walking their `to_dict` data in key order: (the dotted path,
     a's value, b's value); a component whose kind differs is the difference itself (`<path>.kind` and the two
     kinds), not its fields; a listed stack of blocks beside one repeated block, each listed one against it. None
-    where they are equal."""
+    where they are equal.
+
+    Args:
+        a: the first spec or component.
+        b: the second.
+    """
 
     def walk(x: Any, y: Any, path: str) -> tuple[str, Any, Any] | None:
         if isinstance(x, dict) and isinstance(y, dict):
@@ -237,7 +255,12 @@ def first_difference(a: Any, b: Any) -> tuple[str, Any, Any] | None:
 
 
 def to_json(spec: Any, indent: int | None = 2) -> str:
-    """The spec as JSON (`to_dict`'s data); `from_json` reads it back as the same spec."""
+    """The spec as JSON (`to_dict`'s data); `from_json` reads it back as the same spec.
+
+    Args:
+        spec: a Model or one of its components.
+        indent: JSON's indent (None: one line).
+    """
     return json.dumps(to_dict(spec), indent=indent)
 
 
@@ -259,7 +282,12 @@ def _parsed(parse: Any, text: str, errors: tuple[type[Exception], ...], cls: typ
 
 
 def from_json(text: str, cls: type = Model) -> Any:
-    """A spec from JSON: validated, earlier format versions upgraded; a bad file is one `SpecError` line."""
+    """A spec from JSON: validated, earlier format versions upgraded; a bad file is one `SpecError` line.
+
+    Args:
+        text: the JSON text.
+        cls: the class to read (Model, or a component's).
+    """
     return _parsed(json.loads, text, (json.JSONDecodeError,), cls, "JSON")
 
 
@@ -272,10 +300,19 @@ def _drop_none(value: Any) -> Any:
 
 
 def to_toml(spec: Any) -> str:
-    """The spec as TOML (unset optional fields left out); `from_toml` reads it back as the same spec."""
+    """The spec as TOML (unset optional fields left out); `from_toml` reads it back as the same spec.
+
+    Args:
+        spec: a Model or one of its components.
+    """
     return tomli_w.dumps(_drop_none(to_dict(spec)))
 
 
 def from_toml(text: str, cls: type = Model) -> Any:
-    """A spec from TOML: validated, earlier format versions upgraded; a bad file is one `SpecError` line."""
+    """A spec from TOML: validated, earlier format versions upgraded; a bad file is one `SpecError` line.
+
+    Args:
+        text: the TOML text.
+        cls: the class to read (Model, or a component's).
+    """
     return _parsed(tomllib.loads, text, (tomllib.TOMLDecodeError,), cls, "TOML")

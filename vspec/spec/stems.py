@@ -8,6 +8,8 @@ from attrs import field, frozen
 from .errors import SpecError, check, check_size
 from .vit import Patchify
 
+__all__ = ["ConvStem"]
+
 
 @frozen
 class ConvStem(Patchify):
@@ -30,6 +32,7 @@ class ConvStem(Patchify):
         return self.width, self.growth * self.width, self.growth**2 * self.width
 
     def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
+        """SpecError where the stem cannot take the image: an odd patch size, a width too large."""
         if self.patch_size % 2:
             raise SpecError("patch_size", f"must be even (the stem strides 2, then patch_size / 2), got "
                                           f"{self.patch_size}")

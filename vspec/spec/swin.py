@@ -10,7 +10,8 @@ from .kinds import EntryKind
 from .layout import Tokens
 from .vit import ZERO_GRADIENTS, MultiHead, Norm
 
-SWIN_NORM = Norm(eps=1e-5)  # torch's LayerNorm default, as Swin uses
+__all__ = ["PatchMerging", "WindowMHSA"]
+_SWIN_NORM = Norm(eps=1e-5)  # torch's LayerNorm default, as Swin uses
 
 
 @frozen
@@ -31,6 +32,7 @@ class WindowMHSA(MultiHead):
     shift: bool = field(default=True, validator=check(bool))
 
     def window_size(self, grid: tuple[int, int]) -> tuple[int, int]:
+        """The window on a `grid`: `window`, cut to the grid where the grid is smaller."""
         return (min(self.window, grid[0]), min(self.window, grid[1]))
 
     def shift_size(self, grid: tuple[int, int], index_in_stage: int) -> tuple[int, int]:
@@ -49,6 +51,7 @@ class WindowMHSA(MultiHead):
         return self.heads * tokens.length * wh * ww
 
     def check(self, tokens: Tokens) -> None:
+        """SpecError with a class token, heads that do not fit (`MultiHead.check`) or a window not dividing the grid."""
         if tokens.prefix:
             raise SpecError("", "window attention partitions the token grid; a class token has no place in it "
                                 "(set class_token = false)")
@@ -77,13 +80,15 @@ class PatchMerging(EntryKind):
     kind: ClassVar[str] = "patch_merging"
     needs_grid: ClassVar[bool] = True  # 2x2 neighbours on the image grid
     stride: ClassVar[int] = 2
-    norm: Norm = field(default=SWIN_NORM, validator=check(Norm))
+    norm: Norm = field(default=_SWIN_NORM, validator=check(Norm))
     bias: bool = field(default=False, validator=check(bool))
 
     def output(self, tokens: Tokens, dim: int) -> Tokens:
+        """The tokens after merging: the grid divided by `stride`, at width `dim`."""
         return Tokens(dim, (tokens.grid[0] // self.stride, tokens.grid[1] // self.stride), tokens.prefix)
 
     def check(self, tokens: Tokens) -> None:
+        """SpecError with a class token, or a grid `stride` does not divide."""
         if tokens.prefix:
             raise SpecError("", "patch merging concatenates 2x2 neighbourhoods of the grid; a class token cannot "
                                 "pass through it (set class_token = false)")

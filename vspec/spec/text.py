@@ -15,8 +15,8 @@ from .kinds import EmbedderKind, HeadKind
 from .layout import Tokens
 from .vit import Norm
 
-__all__ = ["FirstTokenHead", "LastTokenHead", "TokenEmbed"]
-POOLER_ACTS = ("tanh", "gelu")
+__all__ = ["FirstTokenHead", "LastTokenHead", "TokenEmbed", "TokenHead"]
+_POOLER_ACTS = ("tanh", "gelu")
 
 
 @frozen
@@ -49,9 +49,11 @@ class TokenEmbed(EmbedderKind):
         return self.padding_id + 1 if self.pad_positions else 0
 
     def grid(self, img_size: tuple[int, int]) -> tuple[int, int]:
+        """The token "grid" of a text: one row of `seq_len` tokens."""
         return (1, self.seq_len)
 
     def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
+        """SpecError where the padding id, the padded positions or the sequence length do not fit."""
         if self.padding_id is not None and self.padding_id >= self.vocab_size:
             raise SpecError("padding_id", f"{self.padding_id} is not a token of the {self.vocab_size}-word vocabulary")
         if self.pad_positions and self.padding_id is None:
@@ -85,11 +87,12 @@ class FirstTokenHead(TokenHead):
 
     kind: ClassVar[str] = "first_token"
     pooler: Literal["tanh", "gelu"] | None = field(default=None,
-                                                    validator=check(str, choices=POOLER_ACTS, optional=True))
+                                                    validator=check(str, choices=_POOLER_ACTS, optional=True))
     drop_in: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
 
     def working_set(self, tokens: Tokens, classes: int) -> int:
+        """The elements the head holds at once: its pooled token twice, and the logits."""
         return 2 * tokens.dim + classes
 
 

@@ -14,6 +14,8 @@ import attrs
 
 from .errors import show
 
+__all__ = ["ConfigError", "Is", "OneOf", "Range", "floats", "ints", "rule"]
+
 
 class ConfigError(ValueError):
     """A training configuration's field holds a value it cannot take; `field` names it, `message` the rule."""
@@ -48,6 +50,7 @@ class Range:
 
     @property
     def rule(self) -> str:
+        """The bounds as a message says them (`>= 1`, `in [0, 1)`); "" without bounds."""
         if self.low is None:
             return ""
         low, high = _bound(self.low), self.label or (self.high is not None and _bound(self.high))
@@ -59,6 +62,7 @@ class Range:
         self.check(attribute.name, value)
 
     def check(self, field: str, value: Any) -> None:
+        """ConfigError naming `field` where `value` is not a number within the bounds."""
         if value is None and self.optional:
             return
         kind = numbers.Integral if self.kind is int else numbers.Real
@@ -78,10 +82,24 @@ class Range:
 
 
 def ints(low: int, high: int | None = None, **kw) -> Range:
+    """A `Range` of ints from `low` to `high` (inclusive unless `open_low` / `open_high`).
+
+    Args:
+        low: the least value.
+        high: the greatest value; None for no bound above.
+        **kw: the other fields of `Range` (open_low, open_high, optional, label, ...).
+    """
     return Range(int, low, high, **kw)
 
 
 def floats(low: float, high: float | None = None, **kw) -> Range:
+    """A `Range` of finite numbers from `low` to `high` (inclusive unless `open_low` / `open_high`).
+
+    Args:
+        low: the least value.
+        high: the greatest value; None for no bound above.
+        **kw: the other fields of `Range` (open_low, open_high, optional, finite, float32, ...).
+    """
     return Range(float, low, high, **kw)
 
 
@@ -96,6 +114,7 @@ class OneOf:
         self.check(attribute.name, value)
 
     def check(self, field: str, value: Any) -> None:
+        """ConfigError naming `field` where `value` is not one of the choices."""
         if not (value is None and self.optional) and value not in self.choices:
             raise ConfigError(field, f"must be one of {', '.join(map(str, self.choices))}, got {show(value)}")
 
@@ -111,11 +130,17 @@ class Is:
         self.check(attribute.name, value)
 
     def check(self, field: str, value: Any) -> None:
+        """ConfigError naming `field` where `value` is not of the types."""
         if not (value is None and self.optional) and not isinstance(value, self.types):
             names = " or ".join(t.__name__ for t in self.types)
             raise ConfigError(field, f"must be {names}{' or None' if self.optional else ''}, got {show(value)}")
 
 
 def rule(cls: type, field: str):
-    """The validator of `cls`'s field `field` (a `Range`, `OneOf` or `Is`): what a command checks its flag with."""
+    """The validator of `cls`'s field `field` (a `Range`, `OneOf` or `Is`): what a command checks its flag with.
+
+    Args:
+        cls: the attrs class (a config's).
+        field: the field's name.
+    """
     return attrs.fields_dict(cls)[field].validator

@@ -10,8 +10,13 @@ from .errors import MAX_SIZE, SpecError, check, check_eps, check_size, show
 from .kinds import LOGITS, AttentionKind, EmbedderKind, FFNKind, HeadKind, Output  # noqa: F401 - Output, re-exported
 from .layout import Tokens
 
-NORM_KINDS = ("layernorm", "batchnorm", "none")
-ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
+__all__ = [
+    "ClassTokenHead", "DenseAux", "GAPHead", "MHSA", "MLP", "MultiHead", "Norm", "Output", "PROJECTION_ROLES",
+    "PatchEmbed", "Patchify", "Projections", "SimplePatchEmbed", "UNPROBED_ROLES", "ZERO_GRADIENTS", "check_hidden",
+    "role_widths",
+]
+_NORM_KINDS = ("layernorm", "batchnorm", "none")
+_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 
 
 @frozen
@@ -20,7 +25,7 @@ class Norm:
     batch and all positions) | none (the identity). Used by every component that normalises."""
 
     kind: Literal["layernorm", "batchnorm", "none"] = field(default="layernorm",
-                                                           validator=check(str, choices=NORM_KINDS))
+                                                           validator=check(str, choices=_NORM_KINDS))
     eps: float = field(default=1e-6, validator=check_eps)
 
 
@@ -57,6 +62,7 @@ class SimplePatchEmbed(Patchify):
     norm: Norm = field(default=Norm(eps=1e-5), validator=check(Norm))
 
     def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
+        """SpecError where the image does not fit (`Patchify`) or a patch's values are too many."""
         Patchify.check_input(self, img_size, in_chans, dim)
         check_size("patch_size", in_chans * self.patch_size**2, f"a patch's {in_chans} x {self.patch_size}^2 values")
 
@@ -65,8 +71,8 @@ class SimplePatchEmbed(Patchify):
 # QUERY, KEY, VALUE and PROBE project x, WEIGHT projects the heads' output back. PROBE is MSF's own.
 PROJECTION_ROLES = "QKVPW"
 UNPROBED_ROLES = PROJECTION_ROLES.replace("P", "")  # QKVW: the original attention's
-ROLE_NAMES = dict(zip(PROJECTION_ROLES, ("QUERY", "KEY", "VALUE", "PROBE", "WEIGHT")))
-GROUPINGS = ("interleaved", "block")
+_ROLE_NAMES = dict(zip(PROJECTION_ROLES, ("QUERY", "KEY", "VALUE", "PROBE", "WEIGHT")))
+_GROUPINGS = ("interleaved", "block")
 
 
 @frozen
@@ -88,7 +94,7 @@ class Projections:
 
     roles: str | None = field(default=None, validator=check(str, optional=True))
     groups: int = field(default=1, validator=check(int, ge=1))
-    grouping: Literal["interleaved", "block"] = field(default="interleaved", validator=check(str, choices=GROUPINGS))
+    grouping: Literal["interleaved", "block"] = field(default="interleaved", validator=check(str, choices=_GROUPINGS))
 
     def __attrs_post_init__(self):
         roles = self.roles
@@ -99,7 +105,7 @@ class Projections:
         names = PROJECTION_ROLES if len(roles) == len(PROJECTION_ROLES) else UNPROBED_ROLES
         for i, (name, letter) in enumerate(zip(names, roles)):
             if letter != name and letter not in roles[:i]:
-                raise SpecError("Projections.roles", f"{ROLE_NAMES[name]} (letter {i + 1} of {roles!r}) uses "
+                raise SpecError("Projections.roles", f"{_ROLE_NAMES[name]} (letter {i + 1} of {roles!r}) uses "
                                 f"{letter!r}: a role uses its own letter {name!r} or an earlier role's")
 
     def letters(self, names: str) -> str:
@@ -125,14 +131,20 @@ class Projections:
 
 def role_widths(roles: str, inner: int, probe: int | None = None) -> dict[str, int]:
     """The width of each input role of `roles` (all but the last, WEIGHT), by letter: the inner width
-    heads x head_dim, PROBE's `probe` if given (MSF Eq. 14's P~ is dim x dim). WEIGHT maps inner back."""
+    heads x head_dim, PROBE's `probe` if given (MSF Eq. 14's P~ is dim x dim). WEIGHT maps inner back.
+
+    Args:
+        roles: the projection roles, by letter (WEIGHT last).
+        inner: the inner width, heads x head_dim.
+        probe: PROBE's width (None: the inner width).
+    """
     return {name: probe if name == "P" and probe else inner for name in roles[:-1]}
 
 
 ZERO_GRADIENTS = "the query and key weights would only ever get zero gradients"
 
 
-def check_heads(heads: int, head_dim: int | None, dim: int) -> None:
+def _check_heads(heads: int, head_dim: int | None, dim: int) -> None:
     if head_dim is None and dim % heads:
         raise SpecError("heads", f"{heads} does not divide dim {dim} "
                                  "(set attention.head_dim to use an inner width other than dim)")
@@ -164,6 +176,7 @@ class MultiHead(AttentionKind):
     projections: Projections | None = field(default=None, validator=check(Projections, optional=True))
 
     def inner_dim(self, dim: int) -> int:
+        """The attention's inner width at token width `dim`: heads x head_dim (head_dim: dim / heads)."""
         return self.heads * (self.head_dim or dim // self.heads)
 
     def probe_width(self, dim: int) -> int | None:
@@ -176,7 +189,8 @@ class MultiHead(AttentionKind):
         return role_widths(self.roles, self.inner_dim(dim), self.probe_width(dim))
 
     def check(self, tokens: Tokens) -> None:
-        check_heads(self.heads, self.head_dim, tokens.dim)
+        """SpecError where the heads do not divide the width or the projections do not fit it."""
+        _check_heads(self.heads, self.head_dim, tokens.dim)
         check_size("head_dim" if self.head_dim else "heads", self.inner_dim(tokens.dim),
                    f"the inner width heads x head_dim = {self.heads} x {self.head_dim or tokens.dim // self.heads}")
         if self.projections is not None:
@@ -191,6 +205,7 @@ class MultiHead(AttentionKind):
         return self.heads * tokens.length**2
 
     def working_set(self, tokens: Tokens) -> int:
+        """The elements it holds at once: q, k, v and output, and the scores twice."""
         return 4 * tokens.length * self.inner_dim(tokens.dim) + 2 * self.scores(tokens)
 
     def check_keys(self, tokens: Tokens) -> None:
@@ -213,7 +228,12 @@ class MHSA(MultiHead):
 
 
 def check_hidden(ffn, dim: int) -> None:
-    """An FFN's hidden width, `hidden` or int(dim x ratio), is a real layer's (no float overflow in int())."""
+    """An FFN's hidden width, `hidden` or int(dim x ratio), is a real layer's (no float overflow in int()).
+
+    Args:
+        ffn: the FFN spec (its `hidden` and `ratio`).
+        dim: the token width it runs at.
+    """
     if ffn.hidden is None:
         wide = dim * ffn.ratio
         check_size("ratio", int(wide) if wide <= MAX_SIZE else wide, f"the hidden width int({ffn.ratio} x dim {dim})")
@@ -230,16 +250,19 @@ class MLP(FFNKind):
     any_grid: ClassVar[bool] = True
     hidden: int | None = field(default=None, validator=check(int, ge=1, optional=True))
     ratio: float = field(default=4.0, validator=check(float, gt=0))
-    act: Literal["gelu", "gelu_tanh", "relu", "silu"] = field(default="gelu", validator=check(str, choices=ACTIVATIONS))
+    act: Literal["gelu", "gelu_tanh", "relu", "silu"] = field(default="gelu",
+                                                               validator=check(str, choices=_ACTIVATIONS))
     bias: bool = field(default=True, validator=check(bool))
     drop: float = field(default=0.0, validator=check(float, ge=0, lt=1))
     layer_scale: float | None = field(default=None, validator=check(float, gt=0, optional=True))
     hidden_drop: float | None = field(default=None, validator=check(float, ge=0, lt=1, optional=True))
 
     def hidden_dim(self, dim: int) -> int:
+        """The hidden width at token width `dim`: `hidden`, else int(dim x ratio)."""
         return self.hidden or int(dim * self.ratio)
 
     def check(self, tokens: Tokens) -> None:
+        """SpecError where the hidden width is no real layer's."""
         check_hidden(self, tokens.dim)
 
 
@@ -283,6 +306,7 @@ class ClassTokenHead(HeadKind):
 
     @property
     def mixes_tokens(self) -> bool:
+        """Whether its dense head mixes tokens in training (MixToken)."""
         return self.dense is not None and self.dense.mix_token
 
     def working_set(self, tokens: Tokens, classes: int) -> int:

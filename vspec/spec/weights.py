@@ -24,6 +24,11 @@ from attrs import field, frozen
 from .._moved import moved as _moved
 from .errors import SpecError, check
 
+__all__ = [
+    "CONVERTERS", "CROP_PCT", "DEFAULT_CROP_PCT", "Hub", "IMAGENET_MEAN", "IMAGENET_STD", "INCEPTION_MEAN",
+    "INCEPTION_STD", "INPUTS", "INTERPOLATIONS", "Manual", "Preprocess", "PublishedWeights", "Url", "check_table",
+    "inputs_cfg", "requested",
+]
 CONVERTERS = ("timm", "hf")  # besides a family's released converter (`vspec.convert.official()`)
 HEX = frozenset("0123456789abcdef")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # timm's IMAGENET_DEFAULT_*
@@ -64,6 +69,7 @@ class Hub:
 
     @property
     def where(self) -> str:
+        """The file's page on the Hugging Face Hub."""
         return f"https://huggingface.co/{self.repo}/blob/{self.revision}/{self.file}"
 
 
@@ -83,10 +89,12 @@ class Url:
 
     @property
     def file(self) -> str:
+        """The file's name, the URL's last path part."""
         return PurePosixPath(urlparse(self.url).path).name
 
     @property
     def where(self) -> str:
+        """The URL."""
         return self.url
 
 
@@ -107,6 +115,7 @@ class Manual:
 
     @property
     def where(self) -> str:
+        """The page that says how to get the file."""
         return self.page
 
 
@@ -214,7 +223,14 @@ def inputs_cfg(spec: Any, name: str = "", tag: str = "", entry: PublishedWeights
     `timm.data.resolve_data_config(model=m)` reads): the preprocessing its preset `name`'s weights `entry` (tagged
     `tag`) declare, marked `INPUTS: "declared"`, else vspec's default, marked "default" (ImageNet's mean and std for
     3 channels, 0.5 for others, bicubic, timm's 0.875 crop; a text body: no inputs); at the model's own size and
-    classes. Declared inputs of other channels than the model's are not its own: the default then."""
+    classes. Declared inputs of other channels than the model's are not its own: the default then.
+
+    Args:
+        spec: the model spec.
+        name: its preset's name ("": none).
+        tag: the weights' tag ("": none).
+        entry: the published-weights entry whose preprocessing is declared (None: vspec's default).
+    """
     if entry is not None and entry.tokenizer is not None:  # a text body's weights: their tokenizer
         return {"architecture": name, "tag": tag, "num_classes": spec.num_classes, "tokenizer": entry.tokenizer,
                 INPUTS: "declared"}
@@ -232,7 +248,11 @@ def inputs_cfg(spec: Any, name: str = "", tag: str = "", entry: PublishedWeights
 
 def requested(pretrained: object) -> bool:
     """Whether a `pretrained` argument asks for published weights: True or a tag; False (or None) does not. An empty
-    tag or any other value is a one-line SpecError (an empty string is no tag, and not False either)."""
+    tag or any other value is a one-line SpecError (an empty string is no tag, and not False either).
+
+    Args:
+        pretrained: the `pretrained` argument given.
+    """
     if pretrained is None or pretrained is False:
         return False
     if pretrained is True or (isinstance(pretrained, str) and pretrained):
@@ -242,7 +262,12 @@ def requested(pretrained: object) -> bool:
 
 
 def check_table(table: object, where: str) -> dict[str, PublishedWeights]:
-    """A preset's WEIGHTS, checked: a non-empty dict of tag -> PublishedWeights (the first tag the default)."""
+    """A preset's WEIGHTS, checked: a non-empty dict of tag -> PublishedWeights (the first tag the default).
+
+    Args:
+        table: the preset's WEIGHTS as found.
+        where: the preset's file, as messages name it.
+    """
     if not isinstance(table, dict) or not table:
         raise SpecError("", f"{where}: WEIGHTS must be a non-empty dict of tag -> PublishedWeights")
     for tag, entry in table.items():
@@ -253,5 +278,5 @@ def check_table(table: object, where: str) -> dict[str, PublishedWeights]:
     return dict(table)
 
 
-def __getattr__(name: str):  # Weights, PublishedWeights' old name (vspec/_moved.py)
+def __getattr__(name: str):  # PublishedWeights, PublishedWeights' old name (vspec/_moved.py)
     return _moved(__name__, name)

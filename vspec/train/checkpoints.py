@@ -22,6 +22,9 @@ from . import files
 from .data.hf import hub_id
 from .data.registry import entry
 
+__all__ = ["FORMAT", "RECORD_KEYS", "TEXT_RECORD_KEYS", "adamw_kernel", "check_resume", "data_args", "load", "restore",
+           "rng_state", "save", "saved_tokenizer", "seed_everything", "set_rng_state"]
+
 FORMAT = "vspec-train-1"
 
 
@@ -48,6 +51,10 @@ def _rng_parts(state: dict[str, Any]) -> tuple[tuple, tuple, torch.Tensor, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    """Put back the Python, numpy, torch (and CUDA, where saved and available) RNG states `rng_state` saved.
+
+    Args:
+        state: what `rng_state` returned (read back from a checkpoint)."""
     python, numpy_state, torch_state, cuda = _rng_parts(state)
     random.setstate(python)
     np.random.set_state(numpy_state)
@@ -57,7 +64,11 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def check_rng_state(state: dict[str, Any], file: Path) -> None:
-    """Refuse RNG states that set_rng_state would fail on: each is set on a scratch generator."""
+    """Refuse RNG states that set_rng_state would fail on: each is set on a scratch generator.
+
+    Args:
+        state: the checkpoint's "rng".
+        file: the checkpoint (named in the error line)."""
     try:
         python, numpy_state, torch_state, cuda = _rng_parts(state)
         random.Random().setstate(python)
@@ -72,6 +83,10 @@ def check_rng_state(state: dict[str, Any], file: Path) -> None:
 
 
 def seed_everything(seed: int) -> None:
+    """Seed Python's, numpy's (the seed mod 2**32) and torch's RNGs.
+
+    Args:
+        seed: the run's seed."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -130,7 +145,11 @@ def _check_run_fields(ckpt: dict[str, Any], path: Path, task_type=None) -> None:
 
 def saved_tokenizer(ckpt: dict[str, Any], path: Path) -> dict[str, str] | None:
     """A text run's checkpoint's "tokenizer": the sha256 of each of its tokenizer's files, by name (None: not a
-    text run's, or from before the field)."""
+    text run's, or from before the field).
+
+    Args:
+        ckpt: the checkpoint.
+        path: its file (named in an error line)."""
     saved = ckpt.get("tokenizer")
     if saved is not None and not (isinstance(saved, dict) and all(
             isinstance(k, str) and isinstance(v, str) and re.fullmatch("[0-9a-f]{64}", v) for k, v in saved.items())):
@@ -149,7 +168,11 @@ def _brief(value: Any) -> str:
 def load(path: Path, task_type=None) -> dict[str, Any]:
     """A training checkpoint, read, validated and upgraded by vspec.checkpoint's loader; errors are one-line
     CheckpointErrors naming the file. `task_type(spec)`: the task a spec trains (`vspec.train.tasks.task_type`),
-    asked for the keys its records hold (without it: those every task's records hold)."""
+    asked for the keys its records hold (without it: those every task's records hold).
+
+    Args:
+        path: the checkpoint's file.
+        task_type: spec -> its task's type, or None."""
     ckpt = read_checkpoint(path, FIELDS, formats=(FORMAT,))
     check_fields(ckpt, OPTIONAL_FIELDS, path, required=False)
     if "best_score" not in ckpt:  # an earlier release's name
@@ -166,7 +189,26 @@ def save(path: Path, *, spec, task, model, ema, optimizer, scheduler, scaler, ep
     """Write a run's `last.pt` atomically, with its checksum: its spec, weights (and the EMA's), the optimizer's,
     schedule's and scaler's states, the counters (`batches_done` of the part-done epoch `epoch`), the RNG states,
     the metrics history and the best score, `epoch_loss` (sum, count) of a part-done epoch, the recipe, the data
-    arguments (`data_args`) and what the task adds (`task.state()`)."""
+    arguments (`data_args`) and what the task adds (`task.state()`).
+
+    Args:
+        path: the file written (OUT/last.pt).
+        spec: the spec trained.
+        task: the run's task.
+        model: the model (its state_dict).
+        ema: the EMA model, or None.
+        optimizer: the optimizer.
+        scheduler: the learning-rate schedule.
+        scaler: fp16's grad scaler, or None.
+        epoch: the epoch (from 0) the counters are in.
+        batches_done: its batches done.
+        global_step: the optimizer steps so far.
+        metrics: the epochs' records.
+        best_score: the best score so far.
+        best_epoch: its epoch.
+        recipe: the run's Recipe.
+        data_args: `data_args(cfg)`.
+        epoch_loss: (sum, count) of the part-done epoch's losses."""
     state = {"format": FORMAT, "vspec_version": __version__, "spec": to_json(spec), "state_dict": model.state_dict(),
              "ema": ema.module.state_dict() if ema is not None else None,
              "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
@@ -179,7 +221,10 @@ def save(path: Path, *, spec, task, model, ema, optimizer, scheduler, scaler, ep
 def data_args(cfg) -> dict[str, Any]:
     """What decides a run's data: the data set, the seed and the options its entry names (`DataSet.decides`; paths
     made absolute, a Hub dataset's id kept, --text-columns as written): stored in training checkpoints, compared on
-    --resume."""
+    --resume.
+
+    Args:
+        cfg: the run's TrainConfig."""
     args = {"data": cfg.data.name, "seed": cfg.run.seed}
     for option in entry(cfg.data.name).decides:
         value = getattr(cfg.data if hasattr(cfg.data, option) else cfg.run, option)
@@ -219,7 +264,13 @@ def check_resume(ckpt: dict[str, Any], file: Path, spec, data: dict[str, Any]) -
     """Refuse to resume from `ckpt` a run whose spec or data (`data_args`) differ from the checkpoint's,
     listing the differences (this run != the checkpoint) in one line. Checkpoints that predate `data_args`
     are compared on their "data" alone. `spec` is the run's spec before its num_classes follows the dataset,
-    so num_classes is compared only for synthetic data (otherwise the dataset decides it, compared as data)."""
+    so num_classes is compared only for synthetic data (otherwise the dataset decides it, compared as data).
+
+    Args:
+        ckpt: the checkpoint resumed from.
+        file: its file (named in the error line).
+        spec: the run's spec.
+        data: this run's `data_args`."""
     saved = _run_view(ckpt["spec"], ckpt.get("data_args") or {"data": ckpt.get("data")})
     now = _run_view(to_json(spec), data)
     if data["data"] != "synthetic" and "num_classes" in saved:
@@ -234,7 +285,16 @@ def check_resume(ckpt: dict[str, Any], file: Path, spec, data: dict[str, Any]) -
 
 
 def restore(ckpt: dict[str, Any], file: Path, model, optimizer, scheduler, scaler, ema) -> None:
-    """Load a training checkpoint's states into the run's objects; what does not fit is a CheckpointError."""
+    """Load a training checkpoint's states into the run's objects; what does not fit is a CheckpointError.
+
+    Args:
+        ckpt: the checkpoint.
+        file: its file (named in the error line).
+        model: the run's model.
+        optimizer: its optimizer.
+        scheduler: its schedule.
+        scaler: its grad scaler, or None.
+        ema: its EMA model, or None."""
     load_weights(model, ckpt["state_dict"], file)
     if ema is not None and ckpt.get("ema") is not None:
         load_weights(ema.module, ckpt["ema"], file, "EMA weights")
@@ -255,7 +315,11 @@ def restore(ckpt: dict[str, Any], file: Path, model, optimizer, scheduler, scale
 
 def adamw_kernel(optimizer, fused: bool) -> None:
     """AdamW's kernel set to `fused` or foreach after a checkpoint's state was loaded (torch keeps the saved groups'
-    choice): a fused update keeps each parameter's step count on the parameter's device, foreach on the host."""
+    choice): a fused update keeps each parameter's step count on the parameter's device, foreach on the host.
+
+    Args:
+        optimizer: the run's AdamW.
+        fused: use the fused kernel."""
     for group in optimizer.param_groups:
         group["fused"], group["foreach"] = (True if fused else None), None
         for p in group["params"]:

@@ -19,6 +19,8 @@ from .recipes import Recipe
 from .text import GLUE_TASKS
 from .validators import WORKERS, ConfigError, Is, OneOf, floats, ints, text_columns
 
+__all__ = ["DataConfig", "RunConfig", "TEXT_OPTIONS", "TrainConfig"]
+
 _F = attrs.field
 TEXT_OPTIONS = ("task", "tokenizer", "max_len", "text_columns")  # a text set's options
 _SET_OPTIONS = HF  # options that only the sets whose entry `decides` them read: refused for the others

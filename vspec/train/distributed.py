@@ -11,19 +11,28 @@ from torch import nn
 
 from .validators import cpu_count
 
+__all__ = ["Dist", "finish", "init_distributed", "pick_device", "ranks_in_sync", "workers_for"]
+
 
 @dataclass
 class Dist:
+    """The processes of a run: this one's rank, their count (`world`) and its device index on its host
+    (`local_rank`); one process is Dist()."""
     rank: int = 0
     world: int = 1
     local_rank: int = 0
 
     @property
     def main(self) -> bool:
+        """Whether this is rank 0, the process that logs and writes the run's files."""
         return self.rank == 0
 
 
 def init_distributed(device_kind: str) -> Dist:
+    """The run's processes: under torchrun (WORLD_SIZE > 1) the process group is started, else one process.
+
+    Args:
+        device_kind: "cuda" (NCCL) or another kind (gloo)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return Dist()
@@ -33,6 +42,12 @@ def init_distributed(device_kind: str) -> Dist:
 
 
 def pick_device(cfg, d: Dist) -> torch.device:
+    """The device of this process: the CPU (--device cpu, or auto without CUDA), else its CUDA device
+    (selected as the current one); a ValueError line when --device cuda finds none.
+
+    Args:
+        cfg: the run's RunConfig (its `device`: "auto", "cpu" or "cuda").
+        d: the run's processes."""
     if cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available()):
         return torch.device("cpu")
     if not torch.cuda.is_available():
@@ -42,7 +57,11 @@ def pick_device(cfg, d: Dist) -> torch.device:
 
 
 def ranks_in_sync(model: nn.Module, d: Dist) -> bool:
-    """Under DDP, whether every rank ends with the same weights (a float64 checksum per rank)."""
+    """Under DDP, whether every rank ends with the same weights (a float64 checksum per rank).
+
+    Args:
+        model: the trained model (each rank's).
+        d: the run's processes."""
     if d.world == 1:
         return True
     with torch.no_grad():
@@ -55,6 +74,10 @@ def ranks_in_sync(model: nn.Module, d: Dist) -> bool:
 
 
 def finish(d: Dist) -> None:
+    """End a multi-process run: wait for every rank, then close the process group (one process: nothing).
+
+    Args:
+        d: the run's processes."""
     if d.world > 1 and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
@@ -63,7 +86,12 @@ def finish(d: Dist) -> None:
 def workers_for(workers: int | None, device: torch.device, world: int = 1) -> int:
     """The data-loading processes of a run: as given; by default none on the CPU (the model's threads need the
     cores) and on CUDA each process's share of the cores, at most 8 (timm's default: the host decodes and
-    augments while the GPU computes)."""
+    augments while the GPU computes).
+
+    Args:
+        workers: --workers, or None for the default.
+        device: this process's device.
+        world: the processes of the run (they share the host's cores)."""
     if workers is not None:
         return workers
     if device.type != "cuda":

@@ -41,6 +41,8 @@ from .tasks import make_task, score_key, task_type
 if TYPE_CHECKING:
     from .config import TrainConfig
 
+__all__ = ["EpochStats", "Interrupted", "Training", "TrainingStopped", "run"]
+
 
 class TrainingStopped(RuntimeError):
     """The loss turned non-finite: the run stops without saving, keeping the last good checkpoint."""
@@ -82,6 +84,7 @@ class EpochStats:
 
     @property
     def elapsed(self) -> float:
+        """Seconds since the epoch started."""
         return time.perf_counter() - self.t0
 
 
@@ -194,6 +197,7 @@ class Training:
         self.optimizer, self.scheduler, self.scaler, self.amp_dtype, self.fused = o
 
     def amp_ctx(self):
+        """The autocast context of a forward (the recipe's AMP dtype), or a null context without AMP."""
         return torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype else nullcontext()
 
     def make_loss(self) -> None:
@@ -346,6 +350,14 @@ class Training:
         return loss.detach(), last_micro
 
     def check_finite(self, loss_value: float, epoch: int, i: int, step: int) -> None:
+        """Stop the run with TrainingStopped (one line naming the step and the last good checkpoint) when the
+        loss is not finite.
+
+        Args:
+            loss_value: the step's loss.
+            epoch: the epoch, from 0.
+            i: the batch's index in the epoch, from 0.
+            step: the optimizer step."""
         if math.isfinite(loss_value):
             return
         kept = f"the last good checkpoint is {self.last}" if self.last.is_file() else "no checkpoint was written"

@@ -34,6 +34,8 @@ from .text.metrics import text_metrics
 from .text.readers import task_name
 from .text.tokenizer import tokenizer_mismatch
 
+__all__ = ["EvaluationError", "evaluate", "evaluate_checkpoint", "evaluate_text"]
+
 
 class EvaluationError(ValueError):
     """What a checkpoint cannot be evaluated with (a flag that does not fit its model): one line, the program's
@@ -43,7 +45,15 @@ class EvaluationError(ValueError):
 @torch.no_grad()
 def evaluate(model: nn.Module, loader, device, amp_ctx, d, prepare=None) -> dict[str, float]:
     """Loss, top-1 and top-5 (%) over the whole split (summed over the processes, read back once); `prepare(images,
-    train)` moves a batch to the device (and normalises it there: `DeviceNormalise`)."""
+    train)` moves a batch to the device (and normalises it there: `DeviceNormalise`).
+
+    Args:
+        model: the model evaluated (put in eval mode).
+        loader: the split's batches (images, targets).
+        device: where the model is.
+        amp_ctx: a callable returning the forward's autocast context (`nullcontext` for none).
+        d: the run's processes (`Dist`).
+        prepare: `prepare(images, train)` moves a batch to the device, or None (a plain copy)."""
     model.eval()
     sums = torch.zeros(4, dtype=torch.float64, device=device)  # loss, top1, top5, count
     for images, target in loader:
@@ -66,7 +76,15 @@ def evaluate(model: nn.Module, loader, device, amp_ctx, d, prepare=None) -> dict
 @torch.no_grad()
 def evaluate_text(model: nn.Module, loader, device, amp_ctx, d, task: str) -> dict[str, float]:
     """Loss (cross-entropy, or MSE for a regression) and the task's metrics over the whole split; the logits are
-    read back to the host once, at the end."""
+    read back to the host once, at the end.
+
+    Args:
+        model: the model evaluated (put in eval mode).
+        loader: the split's padded batches.
+        device: where the model is.
+        amp_ctx: a callable returning the forward's autocast context (`nullcontext` for none).
+        d: the run's processes (`Dist`).
+        task: the task whose metrics are computed (a GLUE task's name or rt-polarity)."""
     model.eval()
     logits, targets = [], []
     for inputs, target in loader:
@@ -96,6 +114,23 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
         An image model's loss, top1, top5, images, images_per_s, data, crop_ratio, img_size and inputs; a text
         body's task, samples and metrics.
     """
+    ckpt, spec, model, weights_cfg, label = _model(args, prog)
+    device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
+    model.to(device)
+    if spec.embedder.text:
+        flags = [f"--{k}" for k in ("mean", "std", "interpolation") if getattr(args, k) is not None]
+        if flags:
+            raise EvaluationError(f"{prog}: error: {' / '.join(flags)}: for images (the checkpoint's model is a text "
+                                  "body)")
+
+        return _evaluate_text(args, spec, model, device, saved_tokenizer(ckpt, args.checkpoint), prog)
+    return _evaluate_images(args, ckpt, spec, model, device, weights_cfg, label, prog)
+
+
+def _model(args: argparse.Namespace, prog: str):
+    """The checkpoint (with --pretrained, the published model's folder; an `hf:` tokenizer fetched) and its model
+    with the weights evaluated (--ema: the EMA's; --img-size: resampled to that size): (ckpt, spec, model, the
+    data config the weights carry or None, the label `resolve_inputs` gives a training run's inputs or None)."""
     weights_cfg = None  # the published weights' data config, where the model holds them
     if args.pretrained:  # the published model, converted into vspec's cache: a model folder
         got = published(str(args.checkpoint), args.pretrained)
@@ -122,15 +157,12 @@ def evaluate_checkpoint(args: argparse.Namespace, prog: str = "eval.py") -> dict
                                      batch=args.batch_size)
     model = build(spec)
     load_weights(model, weights, args.checkpoint, "EMA weights" if args.ema else "weights")
-    device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
-    model.to(device)
-    if spec.embedder.text:
-        flags = [f"--{k}" for k in ("mean", "std", "interpolation") if getattr(args, k) is not None]
-        if flags:
-            raise EvaluationError(f"{prog}: error: {' / '.join(flags)}: for images (the checkpoint's model is a text "
-                                  "body)")
+    return ckpt, spec, model, weights_cfg, label
 
-        return _evaluate_text(args, spec, model, device, saved_tokenizer(ckpt, args.checkpoint), prog)
+
+def _evaluate_images(args: argparse.Namespace, ckpt: dict, spec, model, device, weights_cfg, label, prog: str) -> dict:
+    """An image model on its data's validation split, preprocessed as the flags, else the published weights, else
+    the training run say (its inputs line printed unless --json)."""
     # the flags, else the published weights' preprocessing, else as the training run validated (vspec build
     # --out writes no recipe: timm's default crop)
     crop = eval_crop_ratio((ckpt.get("recipe") or {}).get("random_resized_crop", True))

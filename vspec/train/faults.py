@@ -5,12 +5,17 @@ import os
 import signal
 from collections.abc import Callable
 
+__all__ = ["kill_hook", "kill_point"]
+
 _passes: dict[str, int] = {}
 
 
 def kill_hook(point: str) -> Callable[[], None] | None:
     """`kill_point(point)` as a function for a loop to call, or None when VSPEC_TEST_KILL_AT names another point
-    (or none): the training step pays nothing for the crash tests."""
+    (or none): the training step pays nothing for the crash tests.
+
+    Args:
+        point: the point's name."""
     hook = os.environ.get("VSPEC_TEST_KILL_AT")
     if not hook or hook.split(":")[0] != point:
         return None
@@ -22,7 +27,10 @@ def kill_point(point: str) -> None:
     environment, the N-th pass through POINT sends SIGNAL (default KILL) to this process. Points: `step`
     (after an optimizer step), `write` (inside an atomic write: the temporary file is complete, not yet
     renamed), `written` (right after the rename), `fork` (in this process right after it forked one: a loader's
-    worker starting, inside torch's iterator)."""
+    worker starting, inside torch's iterator).
+
+    Args:
+        point: the point's name."""
     hook = os.environ.get("VSPEC_TEST_KILL_AT")
     if not hook or hook.split(":")[0] != point:
         return

@@ -13,6 +13,8 @@ import torch
 
 from .faults import kill_point
 
+__all__ = ["SaveError", "atomic_copy", "atomic_save", "atomic_write_text"]
+
 
 class SaveError(OSError):
     """A checkpoint or run file could not be written; the previous version of the file is kept."""
@@ -20,17 +22,30 @@ class SaveError(OSError):
 
 def atomic_save(obj: Any, path: Path) -> None:
     """torch.save to a temporary file in the same folder, fsync, then rename over `path`: a crash at
-    any point leaves either the old file or the new one, never a torn one."""
+    any point leaves either the old file or the new one, never a torn one.
+
+    Args:
+        obj: what torch.save writes.
+        path: the file written."""
     _atomic_write(Path(path), lambda f: torch.save(obj, f))
 
 
 def atomic_copy(src: Path, path: Path) -> None:
+    """`src`'s bytes copied atomically to `path` (a temporary file beside it, then renamed).
+
+    Args:
+        src: the file copied.
+        path: where the copy goes."""
     with open(src, "rb") as s:
         _atomic_write(Path(path), lambda f: shutil.copyfileobj(s, f))
 
 
 def atomic_write_text(text: str | bytes, path: Path) -> None:
-    """`text` (a str, UTF-8 encoded, or bytes as they are) written atomically to `path`."""
+    """`text` (a str, UTF-8 encoded, or bytes as they are) written atomically to `path`.
+
+    Args:
+        text: the contents.
+        path: the file written."""
     data = text.encode() if isinstance(text, str) else text
     _atomic_write(Path(path), lambda f: f.write(data))
 

@@ -9,9 +9,15 @@ from torch import nn
 
 from ..extras import needs
 
+__all__ = ["RegressionLoss", "make_criterion"]
+
 
 def make_criterion(recipe, num_classes: int):
-    """(mixup / cutmix or None, the loss): timm's, as the recipe asks."""
+    """(mixup / cutmix or None, the loss): timm's, as the recipe asks.
+
+    Args:
+        recipe: the run's Recipe (mixup, cutmix, label smoothing).
+        num_classes: the classes of the head."""
     with needs("vspec's training"):
         from timm.data import Mixup  # extra
         from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy  # extra
@@ -29,4 +35,9 @@ class RegressionLoss(nn.Module):
     """MSE between the single output and the target score (STS-B)."""
 
     def forward(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The mean squared error, in float32.
+
+        Args:
+            out: the model's output (N, 1).
+            target: the scores (N,)."""
         return F.mse_loss(out.squeeze(-1).float(), target)

@@ -8,12 +8,25 @@ import time
 
 from tqdm import tqdm
 
+__all__ = ["ASCII", "FORMAT", "Progress"]
+
 # `epoch 2/90 [#####...............] 250/1000, loss 6.91  lr 0.0005  812.3 img/s  ETA 00:55`
 FORMAT = "{desc} [{bar:20}] {n_fmt}/{total_fmt}{postfix}  ETA {remaining}"
 ASCII = ".#"  # the bar's empty and full cells: plain ASCII in any log
 
 
 class Progress:
+    """One epoch's progress line (the module's docstring says how it is drawn).
+
+    Args:
+        total: the batches of the epoch.
+        desc: what the line begins with ("epoch 2/90").
+        enabled: False draws nothing (ranks other than 0).
+        interval: seconds between the lines written off a terminal.
+        stream: where it is drawn (default: sys.stderr).
+        unit: what the rate counts ("img", "samples").
+        redraw: most redraws a second on a terminal.
+        clock: the time source (tests give their own)."""
     def __init__(self, total: int, desc: str, enabled: bool = True, interval: float = 30.0, stream=None,
                  unit: str = "img", redraw: float = 10.0, clock=time.perf_counter):
         if not interval > 0:
@@ -28,6 +41,11 @@ class Progress:
         self.line = ""
 
     def update(self, done: int, **values: float) -> None:
+        """Record that `done` batches are done, with the values shown after the bar.
+
+        Args:
+            done: the batches done so far in the epoch.
+            **values: shown as `name value` (`ips`: as the rate, `<v> <unit>/s`)."""
         if not self.enabled:
             return
         if self.first is None:

@@ -1,4 +1,4 @@
-"""Named training recipes (docs/training.md, Recipes: what each paper trained with): vspec's own (`GENERIC`: DeiT's,
+"""Named training recipes (docs/training.md, Recipes: what each paper trained with): vspec's own (`_GENERIC`: DeiT's,
 the small-data and GLUE ones) and `RECIPES`, every recipe by name, the families' included (each paper's in its
 family's `paper.py`), and what a run makes of one (`resolve`, `training_spec`). The record, `Recipe`, is a paper's
 declaration (vspec/spec/paper.py). Every field is a flag of `vspec train` (tools/train.py) that overrides it, its
@@ -17,8 +17,10 @@ from ..spec import families
 from ..spec.paper import Recipe
 from .validators import ConfigError
 
+__all__ = ["FIELDS", "RECIPES", "Recipes", "drop_path_rate", "resolve", "training_spec"]
+
 # vspec's own recipes; the papers' are their families' (`RECIPES` in vspec/models/<family>/paper.py)
-GENERIC: dict[str, Recipe] = {
+_GENERIC: dict[str, Recipe] = {
     # the ImageNet DeiT recipe used by SoT, Refiner and DHVT-ImageNet (SoT: lr 1e-3, wd 0.03 at batch 1024)
     "deit": Recipe(),
     # plain AdamW + cosine, no augmentation or regularisation: small data, smoke tests, the demo
@@ -43,10 +45,10 @@ class Recipes(Mapping):
 
     def _table(self) -> dict[str, Recipe]:
         papers = families.paper_tables("RECIPES")
-        clash = next((name for name in papers if name in GENERIC), None)
+        clash = next((name for name in papers if name in _GENERIC), None)
         if clash is not None:
             raise ImportError(f"a family's recipe {clash!r} is one of vspec's own already")
-        return {"deit": GENERIC["deit"], **papers, **GENERIC}
+        return {"deit": _GENERIC["deit"], **papers, **_GENERIC}
 
     def __getitem__(self, name: str) -> Recipe:
         return self._table()[name]
@@ -68,7 +70,11 @@ FIELDS = tuple(f.name for f in attrs.fields(Recipe))
 
 def training_spec(recipe: Recipe, spec):
     """The spec as the recipe trains it: its stochastic depth (`drop_path_rate`, when the spec sets none), MixToken
-    on its dense head (`mix_token`) and the attention maps its training forward returns (`cos_reg_component`)."""
+    on its dense head (`mix_token`) and the attention maps its training forward returns (`cos_reg_component`).
+
+    Args:
+        recipe: the run's Recipe.
+        spec: the spec as given."""
     if spec.drop_path == 0.0 and recipe.drop_path > 0:
         spec = attrs.evolve(spec, drop_path=drop_path_rate(recipe, spec))
     if recipe.mix_token and not spec.head.mixes_tokens:
@@ -83,7 +89,11 @@ def training_spec(recipe: Recipe, spec):
 
 def drop_path_rate(recipe: Recipe, spec) -> float:
     """The stochastic-depth rate a spec that sets none trains with: the recipe's, times the spec's blocks / 12 with
-    `drop_path_by_depth` (Refiner's Table 8, advanced: 0.1 x #blocks / 12)."""
+    `drop_path_by_depth` (Refiner's Table 8, advanced: 0.1 x #blocks / 12).
+
+    Args:
+        recipe: the run's Recipe.
+        spec: the spec trained."""
     rate = recipe.drop_path * (spec.depth / 12 if recipe.drop_path_by_depth else 1.0)
     if rate >= 1:
         raise ConfigError("drop_path", f"{recipe.drop_path} x {spec.depth} blocks / 12 = {rate:g} is not below 1")
@@ -92,7 +102,11 @@ def drop_path_rate(recipe: Recipe, spec) -> float:
 
 def resolve(name: str, **overrides) -> Recipe:
     """The named recipe with the given (non-None) fields replaced; the lr is scaled to the batch size
-    when only the batch size changes."""
+    when only the batch size changes.
+
+    Args:
+        name: a recipe of RECIPES.
+        **overrides: Recipe fields to replace (None: keep the recipe's)."""
     if name not in RECIPES:
         raise ConfigError("recipe", f"unknown {name!r}; known: {', '.join(RECIPES)}")
     base = RECIPES[name]

@@ -23,6 +23,9 @@ from .data.preprocess import run_pretrained_cfg
 from .files import atomic_copy, atomic_write_text
 from .text import run_tokenizer
 
+__all__ = ["END_FILES", "MODEL_FOLDERS", "RUN_FILES", "check_fresh", "clean_stale_temps", "complete", "end_files",
+           "jsonl", "plot", "prepare", "refresh_best_folder", "summary", "tensorboard", "write_end"]
+
 # what a run writes into its folder (OUT/tb holds TensorBoard's logs); a fresh run refuses a folder holding
 # one of the first four unless --overwrite
 RUN_FILES = ("last.pt", "best.pt", "metrics.jsonl", "summary.json", "curves.png")
@@ -33,6 +36,10 @@ END_FILES = ("final", "curves.png", "summary.json")
 
 
 def jsonl(history: list[dict[str, Any]]) -> str:
+    """The epochs' records as JSON lines (metrics.jsonl's text).
+
+    Args:
+        history: the records, one per epoch."""
     return "".join(json.dumps(record) + "\n" for record in history)
 
 
@@ -40,6 +47,12 @@ MODEL_FOLDERS = ("best", "final")  # --save-format folder: model folders of the 
 
 
 def check_fresh(out: Path, overwrite: bool) -> None:
+    """Refuse (one ValueError line) to start a fresh run in a folder holding an earlier one's checkpoints,
+    metrics or summary, unless `overwrite`.
+
+    Args:
+        out: the run's folder.
+        overwrite: --overwrite was given."""
     used = [name for name in RUN_FILES[:4] if (out / name).exists()]
     if used and not overwrite:
         raise ValueError(f"{out} holds an earlier run ({', '.join(used)}): continue it with --resume, or replace it "
@@ -49,7 +62,11 @@ def check_fresh(out: Path, overwrite: bool) -> None:
 def prepare(out: Path, ckpt: dict[str, Any] | None) -> None:
     """Rank 0 before training: remove the temporary files of killed saves; a fresh run clears the files of
     an earlier one; a resumed run rewrites metrics.jsonl and best.pt from last.pt (a kill may have landed
-    between their writes)."""
+    between their writes).
+
+    Args:
+        out: the run's folder.
+        ckpt: last.pt's contents for a resumed run, None for a fresh one."""
     out.mkdir(parents=True, exist_ok=True)
     clean_stale_temps(out)
     if ckpt is None:
@@ -72,13 +89,16 @@ def prepare(out: Path, ckpt: dict[str, Any] | None) -> None:
 
 def refresh_best_folder(out: Path) -> None:
     """A resumed --save-format folder run: OUT/best rewritten from best.pt when it is missing or older (a kill
-    between the two writes, or an earlier part of the run saved as pt only)."""
+    between the two writes, or an earlier part of the run saved as pt only).
+
+    Args:
+        out: the run's folder."""
     best, config = out / "best.pt", out / "best" / "config.json"
     if best.is_file() and (not config.is_file() or config.stat().st_mtime_ns < best.stat().st_mtime_ns):
-        save_model_folder(best, out / "best")
+        _save_model_folder(best, out / "best")
 
 
-def save_model_folder(path: Path, folder: Path) -> None:
+def _save_model_folder(path: Path, folder: Path) -> None:
     """The model of the training checkpoint `path` as the model folder `folder`, with the run's inputs (as the loop's
     own export writes it)."""
     ckpt = load_checkpoint(path)
@@ -90,11 +110,14 @@ def save_model_folder(path: Path, folder: Path) -> None:
 
 
 def end_files(folder: bool) -> list[str]:
-    """The end-of-run files of a run (`folder`: --save-format folder, which adds OUT/final)."""
+    """The end-of-run files of a run (`folder`: --save-format folder, which adds OUT/final).
+
+    Args:
+        folder: --save-format folder."""
     return [name for name in END_FILES if folder or name != "final"]
 
 
-def stale_end_files(out: Path, folder: bool) -> list[str]:
+def _stale_end_files(out: Path, folder: bool) -> list[str]:
     """The end-of-run files of the finished run in `out` that are missing or older than its last.pt."""
     since = (out / "last.pt").stat().st_mtime_ns
     paths = [(name, out / name / "config.json" if name == "final" else out / name) for name in end_files(folder)]
@@ -103,7 +126,15 @@ def stale_end_files(out: Path, folder: bool) -> list[str]:
 
 def summary(final: dict[str, Any], score: str, best: float, epochs: int, world: int, in_sync: bool | None) -> str:
     """summary.json's text: the last record, the score's name, the best score, the epochs, the processes and whether
-    their weights ended equal (None: not known, a summary written from last.pt under torchrun)."""
+    their weights ended equal (None: not known, a summary written from last.pt under torchrun).
+
+    Args:
+        final: the last epoch's record.
+        score: the name of the score the best checkpoint is kept by.
+        best: the best score.
+        epochs: the epochs trained.
+        world: the processes of the run.
+        in_sync: whether their weights ended equal, or None."""
     return json.dumps({"final": final, "score": score, "best_score": best, "epochs": epochs, "world_size": world,
                        "ranks_in_sync": in_sync})
 
@@ -112,7 +143,15 @@ def write_end(out: Path, names, history: list[dict[str, Any]], summary_text: str
               stopped: Callable[[], bool] = lambda: False) -> list[str]:
     """The end-of-run files `names` (of END_FILES, in its order): `final()` writes the model folder, the curves
     are drawn from `history`, summary.json holds `summary_text`. Before each, `stopped()` (a stop signal came):
-    then the rest is left, and returned, for --resume (`complete`)."""
+    then the rest is left, and returned, for --resume (`complete`).
+
+    Args:
+        out: the run's folder.
+        names: the files to write.
+        history: the epochs' records.
+        summary_text: summary.json's text.
+        final: writes OUT/final.
+        stopped: whether a stop signal came."""
     for i, name in enumerate(names):
         if stopped():
             return list(names[i:])
@@ -127,18 +166,28 @@ def write_end(out: Path, names, history: list[dict[str, Any]], summary_text: str
 
 def complete(out: Path, ckpt: dict[str, Any], score: Callable[[], str], world: int, folder: bool) -> list[str]:
     """--resume of a finished run (its last.pt `ckpt`): the end-of-run files missing or older than last.pt, written
-    from it (`score()`: the name of the run's score); returns their names."""
-    history, left = ckpt["metrics"], stale_end_files(out, folder)
+    from it (`score()`: the name of the run's score); returns their names.
+
+    Args:
+        out: the run's folder.
+        ckpt: last.pt's contents.
+        score: gives the name of the run's score.
+        world: the processes of the run.
+        folder: --save-format folder."""
+    history, left = ckpt["metrics"], _stale_end_files(out, folder)
     if not (left and history):
         return []
     text = summary(history[-1], score(), ckpt["best_score"], len(history), world, True if world == 1 else None)
-    write_end(out, left, history, text, lambda: save_model_folder(out / "last.pt", out / "final"))
+    write_end(out, left, history, text, lambda: _save_model_folder(out / "last.pt", out / "final"))
     return left
 
 
 def clean_stale_temps(folder: Path) -> list[Path]:
     """Remove the temporary files that killed saves of a run left in `folder` (only our own names, and
-    only those of processes no longer alive); returns them."""
+    only those of processes no longer alive); returns them.
+
+    Args:
+        folder: the run's folder."""
     removed = []
     for p in Path(folder).glob(".*.tmp-*"):
         m = _TEMP.fullmatch(p.name)
@@ -161,6 +210,10 @@ def _alive(pid: int) -> bool:
 
 
 def tensorboard(out: Path):
+    """A TensorBoard writer into OUT/tb, or None when tensorboard is not installed.
+
+    Args:
+        out: the run's folder."""
     try:
         from torch.utils.tensorboard import SummaryWriter  # extra
     except Exception:  # noqa: BLE001 - tensorboard is optional
@@ -169,6 +222,11 @@ def tensorboard(out: Path):
 
 
 def plot(history: list[dict[str, Any]], path: Path) -> None:
+    """The curves (loss; top-1 / top-5, or a text task's metrics) against the epochs, written as a PNG.
+
+    Args:
+        history: the epochs' records.
+        path: the PNG written (atomically)."""
     plt = pyplot()
     epochs = [h["epoch"] for h in history]
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))

@@ -25,11 +25,19 @@ from .data.splits import Splits
 from .recipes import training_spec
 from .tasks import task_type
 
+__all__ = ["Loaders", "Optimization", "make_loaders", "make_model", "make_optimizer", "spec_and_data"]
+
 
 def spec_and_data(cfg, dist, device: torch.device, ckpt=None):
     """(the spec the run trains, its splits): the spec as the recipe trains it (`training_spec`), its splits read by
     its task's type (`Task.read`), then its num_classes set to the data set's; on --resume the checkpoint's spec
-    (`checkpoints.check_resume` found it the same but for num_classes, which the data set decides)."""
+    (`checkpoints.check_resume` found it the same but for num_classes, which the data set decides).
+
+    Args:
+        cfg: the run's TrainConfig.
+        dist: the run's processes (`Dist`).
+        device: this process's device.
+        ckpt: the checkpoint of a --resume, or None."""
     spec = training_spec(cfg.recipe, cfg.spec)
     if cfg.data.inputs and cfg.data.inputs.get("from") != "vspec's defaults" and dist.main:
         print(f"note: {inputs_line(cfg.data.inputs)}", file=sys.stderr)
@@ -55,7 +63,17 @@ class Loaders(NamedTuple):
 
 def make_loaders(splits: Splits, task, recipe, run, dist, device: torch.device, ckpt=None, last=None) -> Loaders:
     """The loaders of `splits` for the run (`RunConfig` `run`): the recipe's batch split over the processes and
-    --accum-steps; a --resume's part-done epoch (`ckpt`, from the file `last`) must fit an epoch of them."""
+    --accum-steps; a --resume's part-done epoch (`ckpt`, from the file `last`) must fit an epoch of them.
+
+    Args:
+        splits: what `spec_and_data` read.
+        task: the run's task.
+        recipe: the run's Recipe.
+        run: the run's RunConfig.
+        dist: the run's processes (`Dist`).
+        device: this process's device.
+        ckpt: the checkpoint of a --resume, or None.
+        last: the path of that checkpoint (named in the error line)."""
     if recipe.batch_size % (dist.world * run.accum_steps):
         raise ValueError(f"--batch-size {recipe.batch_size} must be divisible by processes x accumulation steps "
                          f"({dist.world} x {run.accum_steps})")
@@ -79,7 +97,16 @@ def make_loaders(splits: Splits, task, recipe, run, dist, device: torch.device, 
 def make_model(spec, task, run, recipe, dist, device: torch.device, fresh: bool = True):
     """(the model, its EMA or None): the same initial weights on every rank; a `fresh` run's starting weights (the
     task's own, a text body's --init; --pretrained's published ones), the head's training outputs on, on the device
-    (channels-last where asked, SyncBatchNorm over CUDA processes)."""
+    (channels-last where asked, SyncBatchNorm over CUDA processes).
+
+    Args:
+        spec: the spec the run trains.
+        task: the run's task.
+        run: the run's RunConfig.
+        recipe: the run's Recipe.
+        dist: the run's processes (`Dist`).
+        device: this process's device.
+        fresh: a fresh run (not a --resume, whose weights come from its checkpoint)."""
     with needs("vspec's training"):
         from timm.utils import ModelEmaV3  # extra
 
@@ -115,7 +142,14 @@ class Optimization(NamedTuple):
 
 def make_optimizer(model: nn.Module, recipe, run, device: torch.device, steps_per_epoch: int) -> Optimization:
     """AdamW (its fused kernel on CUDA and under fp16: --adamw), the per-step cosine (or linear) schedule with
-    warmup, the precision (autocast dtype, fp16's grad scaler; TF32 matmuls on CUDA)."""
+    warmup, the precision (autocast dtype, fp16's grad scaler; TF32 matmuls on CUDA).
+
+    Args:
+        model: the model trained.
+        recipe: the run's Recipe.
+        run: the run's RunConfig.
+        device: this process's device.
+        steps_per_epoch: optimizer steps in an epoch (the schedule's unit)."""
     with needs("vspec's training"):
         from timm.optim import create_optimizer_v2  # extra
         from timm.scheduler import CosineLRScheduler, PolyLRScheduler  # extra

@@ -8,6 +8,8 @@ import os
 import signal
 import threading
 
+__all__ = ["Batches", "Stop", "StopFlag", "WORKER_GRACE", "worker_init"]
+
 WORKER_GRACE = 5.0  # seconds a loader's worker outlives a stop signal: the main process acts on its own first
 
 
@@ -18,7 +20,10 @@ def worker_init(worker_id: int) -> None:
     has taken the signal (torch's SIGCHLD handler would raise wherever the loop is, a save included), then ends as
     the signal would; a second signal, or one its own parent sends (the loader ending its workers), ends it at once.
     The signals are taken by a thread of their own (`sigwaitinfo` names the sender); where the platform has no
-    `sigwaitinfo`, the first signal starts the grace whoever sent it."""
+    `sigwaitinfo`, the first signal starts the grace whoever sent it.
+
+    Args:
+        worker_id: the worker's index (DataLoader passes it)."""
     signals = {signal.SIGTERM, signal.SIGINT}
     if hasattr(signal, "sigwaitinfo"):
         for sig in signals:
@@ -100,7 +105,10 @@ class StopFlag:
             raise Stop
 
     def batches(self, loader) -> Batches:
-        """`loader` watched by this flag (`Batches`)."""
+        """`loader` watched by this flag (`Batches`).
+
+        Args:
+            loader: the data loader."""
         return Batches(self, loader)
 
 

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from torch import nn
 
+__all__ = ["forward"]
+
 
 def forward(model: nn.Module, batch):
-    """The model's output on `batch` (on its device): `model(**batch)` for a text batch's dict, else `model(batch)`."""
+    """The model's output on `batch` (on its device): `model(**batch)` for a text batch's dict, else `model(batch)`.
+
+    Args:
+        model: the model.
+        batch: a dict of tensors (a text batch) or the images."""
     return model(**batch) if isinstance(batch, dict) else model(batch)

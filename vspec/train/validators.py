@@ -16,6 +16,11 @@ from ..spec.errors import show
 from ..spec.validators import F32_MAX, F32_TINY, ConfigError, Is, OneOf, Range, floats, ints, rule  # noqa: F401
 from ..spec.weights import CROP_PCT
 
+__all__ = [
+    "CROP", "FINITE", "MAX_WORKERS", "MEAN", "POSITIVE_FLOAT", "POSITIVE_INT", "STD", "WORKERS", "check_normalisation",
+    "cpu_count", "text_columns",
+]
+
 # for a flag with no field of its own (eval's --crop-pct, --img-size)
 POSITIVE_INT, POSITIVE_FLOAT, FINITE = ints(1), floats(0, open_low=True), Range(float)
 # each value of --mean / --std (train, eval, label), and of any mean / std `check_normalisation` is given
@@ -33,7 +38,11 @@ def check_normalisation(mean: Sequence, std: Sequence) -> None:
     """The per-channel mean and std of `(x - mean) / std` on pixels x in [0, 1]: each value by `MEAN` / `STD`,
     and what torch computes with them finite in float32 (a huge mean over a tiny std overflows though each fits;
     the device's normalisation scales both by 255, as timm's prefetcher): a ConfigError naming the field ("mean",
-    "std", or "mean / std" for the pair)."""
+    "std", or "mean / std" for the pair).
+
+    Args:
+        mean: one value per channel.
+        std: one value per channel."""
     for field, rule_, values in (("mean", MEAN, mean), ("std", STD, std)):
         for value in values:
             rule_.check(field, value)
@@ -64,7 +73,10 @@ WORKERS = ints(0, MAX_WORKERS, optional=True, label=f"{MAX_WORKERS} (4 per core,
 def text_columns(value) -> tuple[str, ...] | None:
     """--text-columns a[,b]: the text columns of a Hugging Face dataset, one (a sentence) or two (a pair), as a
     tuple; a string is split at its commas; None stays None. A ConfigError otherwise (a converter: `DataConfig`'s
-    field and `Request`'s, so a command's raw flag is checked where it is used too)."""
+    field and `Request`'s, so a command's raw flag is checked where it is used too).
+
+    Args:
+        value: the flag's or field's value: a string, a sequence of strings, or None."""
     if value is None:
         return None
     names = tuple(n.strip() for n in value.split(",")) if isinstance(value, str) else value

@@ -14,3 +14,5 @@
 The public entry points stay at the top: `vspec.load`, `vspec.save`, `vspec.save_pretrained`,
 `vspec.from_pretrained`, `vspec.create_model`. Importing this package imports no torch; its modules do.
 """
+
+__all__ = []

@@ -19,6 +19,9 @@ from ..spec import SpecError
 from ..spec.errors import cause, file_kind
 from ..spec.weights import Hub, Manual, Url
 
+__all__ = ["WeightsUnavailable", "check_hub_cache", "drop_path", "hf_cache", "offline", "regular_file",
+           "torch_checkpoints", "vspec_cache"]
+
 
 class WeightsUnavailable(SpecError):
     """Published weights that cannot be had or used: a one-line message (the CLI exits 2)."""
@@ -65,7 +68,12 @@ def vspec_cache() -> Path:
 
 def drop_path(source: Hub | Url | Manual, file: str | None = None) -> Path:
     """Where a person puts a file a program could not fetch: torch hub's checkpoints/<file> for a URL or a page;
-    for a Hub file, vspec's cache downloads/<repo>/<file> (Hugging Face's cache is keyed by commits)."""
+    for a Hub file, vspec's cache downloads/<repo>/<file> (Hugging Face's cache is keyed by commits).
+
+    Args:
+        source: the entry's source.
+        file: a Hub file's name; None (and for a URL or a page): the source's own.
+    """
     if isinstance(source, Hub):
         return vspec_cache() / "downloads" / source.repo / (file or source.file)
     return torch_checkpoints() / source.file
@@ -75,7 +83,12 @@ def drop_path(source: Hub | Url | Manual, file: str | None = None) -> Path:
 
 def regular_file(path: Path, what: str) -> Path:
     """`path` if it is a regular file (links followed), else a one-line WeightsUnavailable saying what it is: a FIFO
-    would block its reader for ever, a folder or a device is no file of weights. `what` begins the message."""
+    would block its reader for ever, a folder or a device is no file of weights. `what` begins the message.
+
+    Args:
+        path: the file.
+        what: the message's start (what the file is).
+    """
     try:
         mode = os.stat(path).st_mode
     except OSError as e:  # a dangling link, a link loop, a name too long, no permission
@@ -93,7 +106,13 @@ def _damaged(what: str, path: Path, why: str, root: Path) -> WeightsUnavailable:
 
 def check_hub_cache(what: str, repo: str, revision: str) -> None:
     """Refuse what huggingface_hub would block on or raise a traceback for when it reads its cache for `repo`: the
-    revision's ref (refs/<revision>, the commit it points at) must be a small regular file holding a commit hash."""
+    revision's ref (refs/<revision>, the commit it points at) must be a small regular file holding a commit hash.
+
+    Args:
+        what: the message's start (what is read).
+        repo: the Hub repository id.
+        revision: the revision whose ref (refs/<revision>) is read.
+    """
     from huggingface_hub.file_download import repo_folder_name  # extra
 
     root = hf_cache() / repo_folder_name(repo_id=repo, repo_type="model")

@@ -40,6 +40,11 @@ from ..version import __version__
 from .checksum import CONTAINERS, checksum, children, tensor_checksum
 from .resample import resample_state
 
+__all__ = ["CHECKSUM", "CHUNK", "CheckpointError", "FINITE_CHECKED", "FORMAT", "MODEL_FIELDS", "OPTIONAL_FIELDS",
+           "Scan", "TENSOR_CHECKSUM", "at_img_size", "check_checkpoint", "check_fields", "check_weights", "load_saved",
+           "load_weights", "migrate_checkpoint", "model_of", "nonfinite", "read", "read_checkpoint", "reading", "save",
+           "timm_cfg", "weights_cfg", "with_checksum"]
+
 FORMAT = "vspec-checkpoint-1"
 CHECKSUM = "sha256"  # of everything in the file (`checksum`)
 TENSOR_CHECKSUM = "tensor_sha256"  # the previous release's: of the tensors alone (`tensor_checksum`)
@@ -160,7 +165,13 @@ def with_checksum(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def save(model: nn.Module, path: str | Path, spec: Model | None = None) -> Path:
-    """Write `model`'s weights with its spec (default `model.spec`) as JSON, and their checksum."""
+    """Write `model`'s weights with its spec (default `model.spec`) as JSON, and their checksum.
+
+    Args:
+        model: the model whose state dict is written (and its `pretrained_cfg`, when it records the weights' inputs).
+        path: the `.pt` file (its folder is made); returned.
+        spec: the spec written; None: `model.spec`.
+    """
     spec = spec if spec is not None else model.spec
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -204,7 +215,14 @@ def _a(name: str) -> str:
 
 
 def check_fields(ckpt: dict, fields: dict[str, tuple], file: str | Path, required: bool = True) -> None:
-    """Each field present (when `required`) and of one of its types (an int is no bool)."""
+    """Each field present (when `required`) and of one of its types (an int is no bool).
+
+    Args:
+        ckpt: the checkpoint dict.
+        fields: entry name -> the types it may have.
+        file: the file named in the error.
+        required: whether a missing entry is an error.
+    """
     for name, types in fields.items():
         if name not in ckpt:
             if required:
@@ -298,7 +316,13 @@ def _weights_fit(ckpt: dict[str, Any], file: Path) -> None:
 def read_checkpoint(path: str | Path, fields: dict[str, tuple] | None = None,
                     formats: tuple[str, ...] | None = None) -> dict:
     """The checkpoint dict of a file, read and checked (see `read`), then validated and upgraded
-    (`check_checkpoint`). A file or a model folder: `vspec.weights.loading.load_checkpoint`."""
+    (`check_checkpoint`). A file or a model folder: `vspec.weights.loading.load_checkpoint`.
+
+    Args:
+        path: the `.pt` file (a folder is refused).
+        fields: the extra entries it must hold, each with its types; None: none.
+        formats: the "format" values accepted; None: any.
+    """
     path = Path(path)
     with reading(path):
         folder = path.is_dir()
@@ -313,7 +337,15 @@ def check_checkpoint(ckpt: dict[str, Any], path: str | Path, fields: dict[str, t
     """A read checkpoint dict validated (the model fields, plus `fields` with their types; a "format" among
     `formats` when given), upgraded to the current spec format, and its weights compared with the spec's model
     (`_weights_fit`). Errors name `path`, those about the weights `weights_file` (default `path`): a model
-    folder (vspec.weights.folder) keeps its spec and its weights in two files."""
+    folder (vspec.weights.folder) keeps its spec and its weights in two files.
+
+    Args:
+        ckpt: the raw dict (`read`).
+        path: the file named in the errors.
+        fields: the extra entries it must hold, each with its types; None: none.
+        formats: the "format" values accepted; None: any.
+        weights_file: the file named in errors about the weights; None: `path`.
+    """
     path = Path(path)
     wfile = Path(weights_file) if weights_file is not None else path
     if "spec" not in ckpt and "state_dict" not in ckpt:
@@ -379,7 +411,14 @@ def _kind(dtype: torch.dtype) -> str:
 def check_weights(own: dict[str, torch.Tensor], weights: dict[str, torch.Tensor], file: str | Path,
                   what: str = "weights") -> None:
     """A CheckpointError listing (briefly) the missing, unexpected and misshapen keys of `weights`, and
-    those of another kind of dtype (complex for float ...), against the module's state dict `own`."""
+    those of another kind of dtype (complex for float ...), against the module's state dict `own`.
+
+    Args:
+        own: the module's state dict (its keys, shapes and dtypes).
+        weights: the checkpoint's.
+        file: the file named in the error.
+        what: what the weights are called in it.
+    """
     problems = []
     if missing := [k for k in own if k not in weights]:
         problems.append(f"missing {_few(missing)}")
@@ -430,7 +469,15 @@ def load_saved(model: nn.Module, ckpt: dict[str, Any], file: str | Path) -> nn.M
 def at_img_size(spec: Model, weights: dict[str, torch.Tensor], img_size: Any, path: str | Path,
                 batch: int = 0) -> tuple[Model, dict[str, torch.Tensor]]:
     """The spec at `img_size` and the weights resampled to it; a size it refuses, or a model at that size that
-    would not fit in memory (with a forward pass at `batch`, when > 0), is a CheckpointError."""
+    would not fit in memory (with a forward pass at `batch`, when > 0), is a CheckpointError.
+
+    Args:
+        spec: the checkpoint's spec.
+        weights: its state dict.
+        img_size: the new image size (an int or (H, W)).
+        path: the file named in errors.
+        batch: the batch of a forward pass that must fit in memory too; 0: the model alone is checked.
+    """
     try:
         new = attrs.evolve(spec, img_size=img_size)
         check_fit(new, batch, f"the model at img_size {img_size}")  # before the tables are resampled

@@ -11,11 +11,17 @@ from typing import Any
 import numpy as np
 import torch
 
+__all__ = ["CHUNK", "CONTAINERS", "checksum", "children", "host_bytes", "tensor_checksum"]
+
 CONTAINERS = (dict, list, tuple, set, frozenset)
 
 
 def children(obj: Any) -> list[tuple[Any, Any]]:
-    """(key, child) of a container; dict keys are labels, not walked."""
+    """(key, child) of a container; dict keys are labels, not walked.
+
+    Args:
+        obj: a container (`CONTAINERS`).
+    """
     if isinstance(obj, dict):
         return list(obj.items())
     if isinstance(obj, (set, frozenset)):
@@ -37,7 +43,11 @@ def _on_host(t: torch.Tensor) -> bool:
 def host_bytes(tensors: Iterable[torch.Tensor]) -> Iterator[np.ndarray]:
     """Each tensor's bytes (a uint8 array), in order. A host tensor's are read in place; the device tensors of a
     run of up to CHUNK bytes are concatenated there and copied to the host at once, one read per device, so that
-    a checkpoint's few hundred tensors cost a few host-device synchronisations, not one each."""
+    a checkpoint's few hundred tensors cost a few host-device synchronisations, not one each.
+
+    Args:
+        tensors: the tensors, on any devices.
+    """
     run: list[torch.Tensor] = []
     size = 0
     for t in tensors:
@@ -69,7 +79,11 @@ def _read(run: list[torch.Tensor]) -> list[np.ndarray]:
 def tensor_checksum(obj: Any) -> str:
     """The previous release's checksum: sha256 (hex) over the key path, dtype, shape and bytes of every tensor
     in `obj`, dict keys in sorted order; containers that hold no tensor are skipped (they add nothing).
-    Walks without recursion; the caller refuses shared or self-containing containers first (`Scan`)."""
+    Walks without recursion; the caller refuses shared or self-containing containers first (`Scan`).
+
+    Args:
+        obj: a checkpoint's object tree.
+    """
     return _digest(_tensor_parts(obj))
 
 
@@ -103,7 +117,11 @@ def checksum(obj: Any) -> str:
     """sha256 (hex) over everything in `obj`: each object's type and value (str, int, float, bool, None,
     bytes; torch dtypes and devices by name), containers with their lengths and their items in order (dict
     keys too), tensors with dtype, shape and bytes. An object met again (a shared tuple, one tensor under two
-    keys) is hashed as a reference to its first occurrence, so the walk is as long as the file. No recursion."""
+    keys) is hashed as a reference to its first occurrence, so the walk is as long as the file. No recursion.
+
+    Args:
+        obj: a checkpoint's object tree.
+    """
     return _digest(_parts(obj))
 
 

@@ -38,11 +38,19 @@ from .download import fetch, verify
 from .folder import save_pretrained
 from .loading import load_checkpoint
 
+__all__ = ["DDP_PREFIX", "RELEASE_GLOBALS", "cached_folder", "converted", "converted_folder", "pretrained_cfg",
+           "published_difference", "published_model", "read_state"]
+
 # ---------------------------------------------------------------- vspec's cache
 
 
 def converted_folder(name: str, tag: str) -> Path:
-    """Where the converted model folder of preset `name`'s weights `tag` is kept."""
+    """Where the converted model folder of preset `name`'s weights `tag` is kept.
+
+    Args:
+        name: the preset's name.
+        tag: the weights' tag.
+    """
     return vspec_cache() / "pretrained" / f"{name}.{tag}"
 
 
@@ -57,7 +65,14 @@ DDP_PREFIX = "module."  # a DistributedDataParallel model's state dict, saved wi
 def read_state(name: str, tag: str, path: Path, unwrap: tuple[str, ...]) -> dict[str, torch.Tensor]:
     """The state dict of a published file: safetensors, or a torch pickle read with weights_only=True (and the
     globals a release file holds, `RELEASE_GLOBALS`) whose top-level dict may wrap it under one of `unwrap`'s keys;
-    a DDP run's `module.` prefixes are stripped, as the released loaders do."""
+    a DDP run's `module.` prefixes are stripped, as the released loaders do.
+
+    Args:
+        name: the preset's name, for the messages.
+        tag: the weights' tag, for the messages.
+        path: the published file.
+        unwrap: the keys under which a pickle's dict may hold the state dict.
+    """
     what = f"{name} ({tag})"
     regular_file(path, what)
     try:
@@ -82,7 +97,15 @@ def read_state(name: str, tag: str, path: Path, unwrap: tuple[str, ...]) -> dict
 
 def published_model(name: str, tag: str, entry: PublishedWeights, spec: Model, files: Mapping[str, Path]) -> nn.Module:
     """The published model, converted (its own head: `entry.classes` classes, or the Hub model's), after checking
-    that the preset `spec` is that model but for the head (`published_difference`)."""
+    that the preset `spec` is that model but for the head (`published_difference`).
+
+    Args:
+        name: the preset's name.
+        tag: the weights' tag.
+        entry: its published-weights entry.
+        spec: the preset's spec.
+        files: the fetched files (`fetch`).
+    """
     state = read_state(name, tag, files["weights"], entry.unwrap)
     try:
         config = read_config(files["config"]) if entry.converter == "hf" else None
@@ -106,7 +129,13 @@ def published_model(name: str, tag: str, entry: PublishedWeights, spec: Model, f
 
 def published_difference(entry: PublishedWeights, spec: Model, published: Model) -> str | None:
     """Why `published` (a converted model's spec) is not preset `spec`'s published model of `entry` (the same
-    spec but for the head, and `entry.classes` classes), or None."""
+    spec but for the head, and `entry.classes` classes), or None.
+
+    Args:
+        entry: the published-weights entry.
+        spec: the preset's spec.
+        published: the converted model's spec.
+    """
     if published.num_classes != entry.classes:
         return f"num_classes: {published.num_classes}, the entry's {entry.classes}"
     body = attrs.evolve(spec, head=published.head, num_classes=published.num_classes)
@@ -123,7 +152,14 @@ def cached_folder(name: str, tag: str, entry: PublishedWeights, spec: Model) -> 
     The one check of every reader of that cache: the folder reads (`load_checkpoint`) and holds the published
     model of preset `spec` (`published_difference`). One that does not is refused with a warning and removed (the
     caller makes it anew); one linked from elsewhere is refused, not removed; a file, FIFO or other thing under
-    the folder's name is refused."""
+    the folder's name is refused.
+
+    Args:
+        name: the preset's name.
+        tag: the weights' tag.
+        entry: its published-weights entry.
+        spec: the preset's spec.
+    """
     folder = converted_folder(name, tag)
     what = f"{name} ({tag})"
     try:
@@ -175,7 +211,14 @@ def _record(folder: Path, cfg: dict[str, Any]) -> dict[str, Any]:
 
 def converted(name: str, tag: str, entry: PublishedWeights, spec: Model) -> tuple[Path, dict[str, Any]]:
     """The converted model folder of (name, tag) and its checked contents (`load_checkpoint`), made where missing
-    or refused (`cached_folder`; see the module's docstring)."""
+    or refused (`cached_folder`; see the module's docstring).
+
+    Args:
+        name: the preset's name.
+        tag: the weights' tag.
+        entry: its published-weights entry.
+        spec: the preset's spec.
+    """
     folder = converted_folder(name, tag)
     if (ckpt := cached_folder(name, tag, entry, spec)) is not None:
         return folder, ckpt
@@ -211,7 +254,15 @@ def pretrained_cfg(name: str, tag: str, entry: PublishedWeights, spec: Model, ve
     """timm's pretrained_cfg of a model that holds (name, tag)'s weights (`model.pretrained_cfg`, so that
     `timm.data.resolve_data_config(model=model)` gives the weights' transform): the entry's inputs
     (`PublishedWeights.data_config`) at the model's own size, its classes, where the weights came from and whether their
-    file was checked against a published sha256 (`verified`)."""
+    file was checked against a published sha256 (`verified`).
+
+    Args:
+        name: the preset's name.
+        tag: the weights' tag.
+        entry: its published-weights entry.
+        spec: the model's spec (its size and classes).
+        verified: whether the file was checked against a published sha256.
+    """
     cfg = {"architecture": name, "tag": tag, "source": entry.source.where, "num_classes": spec.num_classes,
            **entry.data_config(), "verified": verified}
     if "input_size" in cfg:

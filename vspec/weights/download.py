@@ -21,6 +21,9 @@ from ..spec.errors import cause
 from ..spec.weights import Hub, Manual, PublishedWeights, Url
 from .cache import WeightsUnavailable, check_hub_cache, drop_path, hf_cache, offline, regular_file
 
+__all__ = ["PROBE_SECONDS", "expected_digest", "fetch", "hub_endpoint", "reachable", "sha256", "tokenizer_folder",
+           "verify"]
+
 _REACHABLE: dict[tuple[str, int], bool] = {}
 PROBE_SECONDS = 3.0  # how long a connection (with its name lookup) may take before the network counts as absent
 
@@ -28,7 +31,12 @@ PROBE_SECONDS = 3.0  # how long a connection (with its name lookup) may take bef
 def reachable(url: str, timeout: float = PROBE_SECONDS) -> bool:
     """Whether a TCP connection to `url`'s host (or to the HTTPS proxy's, where one is set) opens within `timeout`
     seconds, the name lookup included (it runs in a thread: getaddrinfo has no timeout of its own); answered once per
-    host and process. Without it, huggingface_hub retries an unreachable Hub for half a minute."""
+    host and process. Without it, huggingface_hub retries an unreachable Hub for half a minute.
+
+    Args:
+        url: the address whose host is probed.
+        timeout: seconds to wait.
+    """
     proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
     parsed = urlparse(proxy or url)
     key = (parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80))
@@ -123,7 +131,13 @@ def _url_file(name: str, tag: str, source: Url | Manual) -> Path:
 
 def fetch(name: str, tag: str, entry: PublishedWeights) -> dict[str, Path]:
     """The source's files ({"weights": path[, "config": path]}) in their caches, fetched where missing; each a
-    regular file."""
+    regular file.
+
+    Args:
+        name: the preset's name.
+        tag: the weights' tag.
+        entry: its published-weights entry.
+    """
     source = entry.source
     if isinstance(source, Hub):
         files = {"weights": _hub_file(name, tag, source, source.file)}
@@ -134,7 +148,11 @@ def fetch(name: str, tag: str, entry: PublishedWeights) -> dict[str, Path]:
 
 
 def sha256(path: Path) -> str:
-    """The file's sha256 (hex), read in 16 MiB chunks."""
+    """The file's sha256 (hex), read in 16 MiB chunks.
+
+    Args:
+        path: the file.
+    """
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 24):
@@ -145,7 +163,12 @@ def sha256(path: Path) -> str:
 def expected_digest(path: Path, source: Hub | Url | Manual) -> str | None:
     """The sha256 a fetched file must have: a URL's or page's published one; for a Hub file, its blob's name
     where that is a sha256 (Git LFS files, i.e. every weights file: the Hub names the blob by the content's
-    digest)."""
+    digest).
+
+    Args:
+        path: the fetched file.
+        source: where it came from.
+    """
     if not isinstance(source, Hub):
         return source.sha256
     blob = path.resolve().name
@@ -158,7 +181,14 @@ def expected_digest(path: Path, source: Hub | Url | Manual) -> str | None:
 def verify(name: str, tag: str, entry: PublishedWeights, files: Mapping[str, Path]) -> bool:
     """A corrupt source file (its digest not the published one) or one that cannot be read is refused, naming it.
     Returns whether the weights file was checked against a published digest (False: unverified, no digest known:
-    a file put by hand for a source that publishes none, or an entry that records none)."""
+    a file put by hand for a source that publishes none, or an entry that records none).
+
+    Args:
+        name: the preset's name.
+        tag: the weights' tag.
+        entry: its published-weights entry.
+        files: the fetched files (`fetch`).
+    """
     verified = False
     for key, path in files.items():
         want = expected_digest(path, entry.source)
@@ -179,7 +209,11 @@ def verify(name: str, tag: str, entry: PublishedWeights, files: Mapping[str, Pat
 def tokenizer_folder(repo: str) -> Path:
     """A Hub repository's tokenizer files (no weights), through Hugging Face's cache (`HF_HUB_OFFLINE` honoured, and
     only the cache read where the Hub cannot be reached), as a folder `transformers.AutoTokenizer` reads; each
-    file in it a regular file."""
+    file in it a regular file.
+
+    Args:
+        repo: the Hub repository id.
+    """
     try:
         from huggingface_hub import snapshot_download  # extra
     except ImportError:

@@ -13,7 +13,7 @@ config.json: {"format": "vspec-folder-1", "architecture": "vspec", "num_classes"
 names, for tools that list models), "spec": the spec as `vspec.to_json` writes it (its own format version
 inside: an earlier one is upgraded on load), "sha256", and for a model holding published weights
 "pretrained_cfg" (timm's name: the weights' inputs, `vspec.weights.published.pretrained_cfg`; not in the checksum),
-"model_type": "vspec" and "architectures" (transformers' names, `hf_fields`: after `vspec.register_hf()`,
+"model_type": "vspec" and "architectures" (transformers' names, `_hf_fields`: after `vspec.register_hf()`,
 `AutoModel...from_pretrained(folder)` reads the folder; not in the checksum)}.
 "sha256" is `vspec.weights.checksum.checksum` over the
 format, the spec (its JSON with sorted keys), every tensor of model.safetensors (name, dtype, shape, bytes)
@@ -31,7 +31,7 @@ every tensor's dtype, shape and byte range checked against the file (in range, n
 is read. Every problem is a one-line CheckpointError naming the file.
 
 Folders that transformers wrote of a `vspec.register_hf()` model (`save_pretrained`, `Trainer.save_model`) are
-read too (`hf_checkpoint`): config.json with model_type "vspec" and the spec, its classes `id2label`'s (none for
+read too (`_hf_checkpoint`): config.json with model_type "vspec" and the spec, its classes `id2label`'s (none for
 the base model, architectures ["VspecModel"]), the weights under `model.` and no checksum; the same checks follow.
 A folder of weights alone (what Trainer.save_model writes of a model that is no `PreTrainedModel`) loads when its
 spec is named (`spec=`); without one it is refused in one line saying so.
@@ -56,6 +56,9 @@ from ..spec.errors import cause
 from ..version import __version__
 from .checkpoint import CheckpointError, check_checkpoint, check_fields, model_of, reading, weights_cfg
 from .checksum import checksum
+
+__all__ = ["ALIASES", "DTYPES", "FORMAT", "MAX_CONFIG", "MAX_HEADER", "from_pretrained", "load_folder",
+           "save_pretrained"]
 
 FORMAT = "vspec-folder-1"
 CONFIG, WEIGHTS = "config.json", "model.safetensors"
@@ -115,7 +118,7 @@ def _write(path: Path, write) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def hf_fields(spec: Model) -> dict[str, Any]:
+def _hf_fields(spec: Model) -> dict[str, Any]:
     """config.json's fields that transformers reads (vspec.hf): model_type, and architectures, the class of the task
     (`VspecModel` for a model without classes)."""
     task = "VspecModel" if not spec.num_classes else \
@@ -144,7 +147,7 @@ def save_pretrained(model: nn.Module, folder: str | Path, spec: Model | None = N
     config = {"format": FORMAT, "vspec_version": __version__, "architecture": "vspec",
               "num_classes": spec.num_classes,
               "num_features": getattr(model, "num_features", spec.dim), "spec": spec_dict,
-              "sha256": _digest(spec_dict, tensors, aliases), **hf_fields(spec)}
+              "sha256": _digest(spec_dict, tensors, aliases), **_hf_fields(spec)}
     if cfg := weights_cfg(model):  # the inputs of the weights it holds (timm writes it so too)
         config["pretrained_cfg"] = dict(cfg)
     _write(folder / WEIGHTS, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
@@ -270,8 +273,8 @@ def _from_hf(config: dict[str, Any]) -> bool:
     return "format" not in config and config.get("model_type") == HF_MODEL_TYPE
 
 
-def hf_checkpoint(config: dict[str, Any], tensors: dict[str, torch.Tensor], weights_file: Path
-                  ) -> tuple[dict, dict[str, torch.Tensor]]:
+def _hf_checkpoint(config: dict[str, Any], tensors: dict[str, torch.Tensor], weights_file: Path
+                   ) -> tuple[dict, dict[str, torch.Tensor]]:
     """(spec, weights) of a folder transformers wrote of a vspec.register_hf() model: the spec's classes are
     `id2label`'s (0 for the base model, `VspecModel`), the weights' `model.` prefix is removed."""
     spec = dict(config["spec"])
@@ -285,17 +288,22 @@ def hf_checkpoint(config: dict[str, Any], tensors: dict[str, torch.Tensor], weig
     return spec, {k.removeprefix(HF_PREFIX): v for k, v in tensors.items()}
 
 
-NO_CONFIG = ("no such file, the folder holds weights alone: what Hugging Face's Trainer.save_model writes of a model "
-             "that is not a PreTrainedModel; name its spec (vspec.from_pretrained(folder, spec=...), "
-             "vspec.create_model(spec, checkpoint_path=folder)), or train the vspec.register_hf() model, whose "
-             "save_model writes config.json")
+_NO_CONFIG = ("no such file, the folder holds weights alone: what Hugging Face's Trainer.save_model writes of a model "
+              "that is not a PreTrainedModel; name its spec (vspec.from_pretrained(folder, spec=...), "
+              "vspec.create_model(spec, checkpoint_path=folder)), or train the vspec.register_hf() model, whose "
+              "save_model writes config.json")
 
 
 def load_folder(folder: str | Path, spec: Model | None = None) -> dict[str, Any]:
     """A model folder as a checked checkpoint dict ({"format", "spec" (JSON text), "state_dict", ...}, see
     `vspec.weights.checkpoint.check_checkpoint`): config.json and model.safetensors read, the checksum verified
-    (a folder that transformers wrote of a vspec.register_hf() model has none: `hf_checkpoint`). `spec`: the spec of
-    a folder of weights alone (model.safetensors, no config.json); such a folder without it is refused (`NO_CONFIG`)."""
+    (a folder that transformers wrote of a vspec.register_hf() model has none: `_hf_checkpoint`).
+
+    Args:
+        folder: the model folder.
+        spec: the spec of a folder of weights alone (model.safetensors, no config.json), which without it is
+            refused (`_NO_CONFIG`); a folder with config.json uses the spec there.
+    """
     folder = Path(folder)
     config_file, weights_file = folder / CONFIG, folder / WEIGHTS
     with reading(folder):
@@ -304,11 +312,11 @@ def load_folder(folder: str | Path, spec: Model | None = None) -> dict[str, Any]
                                           "not a folder (a .pt checkpoint loads with vspec.load)")
         bare = not config_file.exists() and weights_file.exists()
     if bare and spec is None:
-        raise CheckpointError(config_file, NO_CONFIG)
+        raise CheckpointError(config_file, _NO_CONFIG)
     config = {"spec": to_dict(spec)} if bare else _config(config_file)
     tensors, aliases = _weights(weights_file)
     if _from_hf(config):
-        config["spec"], tensors = hf_checkpoint(config, tensors, weights_file)
+        config["spec"], tensors = _hf_checkpoint(config, tensors, weights_file)
     saved = config.get("sha256")
     if saved is not None and saved != _digest(config["spec"], tensors, aliases):
         raise CheckpointError(folder, f"checksum mismatch: {CONFIG}'s spec or {WEIGHTS}'s tensors are not what "

@@ -11,11 +11,20 @@ from ..spec import Model, from_json, to_json
 from .checkpoint import CheckpointError, at_img_size, model_of, read_checkpoint, reading
 from .folder import load_folder
 
+__all__ = ["CheckpointError", "load", "load_checkpoint"]
+
 
 def load_checkpoint(path: str | Path, fields: dict[str, tuple] | None = None,
                     formats: tuple[str, ...] | None = None, spec: Model | None = None) -> dict[str, Any]:
     """The checked checkpoint dict of a `.pt` file (`read_checkpoint`) or a model folder (`load_folder`; `spec`: that
-    of a folder of weights alone); `fields` or `formats` ask for a training checkpoint, which no folder is."""
+    of a folder of weights alone); `fields` or `formats` ask for a training checkpoint, which no folder is.
+
+    Args:
+        path: a `.pt` checkpoint or a model folder.
+        fields: the extra entries a training checkpoint must hold, each with its types; None: none.
+        formats: the "format" values accepted; None: any.
+        spec: the spec of a folder of weights alone; None: the folder's config.json.
+    """
     path = Path(path)
     with reading(path):
         folder = path.is_dir()
@@ -43,5 +52,3 @@ def load(path: str | Path, img_size: int | tuple[int, int] | None = None) -> nn.
         ckpt = {**ckpt, "spec": to_json(spec), "state_dict": weights}
     return model_of(ckpt, path).eval()
 
-
-__all__ = ["CheckpointError", "load", "load_checkpoint"]

@@ -40,13 +40,20 @@ from .converted import converted, pretrained_cfg
 from .download import tokenizer_folder
 from .resample import resample_state
 
+__all__ = ["Published", "choose", "load_into", "load_pretrained", "locate", "params", "pick", "published",
+           "tokenizer_path"]
+
 # ---------------------------------------------------------------- the table
 
 
 def locate(name_or_path: str | Path) -> tuple[str, Path, str | None]:
     """(the cache's name, the .py file, the tag a `name.tag` gives or None) of a preset name (or timm's
     `name.tag`) or a preset-style spec file (one that may declare WEIGHTS beside its SPEC; its file name is its
-    name in the cache)."""
+    name in the cache).
+
+    Args:
+        name_or_path: a preset name, `name.tag`, or a preset-style .py file.
+    """
     path = Path(name_or_path)
     # weights come from presets alone: a name is a preset's even where a file or folder of that name is here (a
     # Path's text too, where it has no suffix)
@@ -63,7 +70,12 @@ def locate(name_or_path: str | Path) -> tuple[str, Path, str | None]:
 
 def pick(name_or_path: str | Path, pretrained: bool | str) -> tuple[str, Path, str, PublishedWeights]:
     """(name, .py file, tag, entry) of the weights that `name_or_path` (a preset, `name.tag`, or a .py file) and
-    `pretrained` (True or a tag) ask for; a `name.tag` and another tag are refused."""
+    `pretrained` (True or a tag) ask for; a `name.tag` and another tag are refused.
+
+    Args:
+        name_or_path: a preset name, `name.tag`, or a preset-style .py file.
+        pretrained: True (the default tag) or a tag.
+    """
     name, file, tag = locate(name_or_path)
     if tag is not None and pretrained is not True and pretrained != tag:
         requested(pretrained)
@@ -73,7 +85,13 @@ def pick(name_or_path: str | Path, pretrained: bool | str) -> tuple[str, Path, s
 
 
 def choose(name: str, file: Path, pretrained: bool | str) -> tuple[str, PublishedWeights]:
-    """(tag, entry) of `pretrained=True` (the first tag, the default) or `pretrained="<tag>"`."""
+    """(tag, entry) of `pretrained=True` (the first tag, the default) or `pretrained="<tag>"`.
+
+    Args:
+        name: the preset's name, for the messages.
+        file: the preset's .py file (its WEIGHTS table).
+        pretrained: True (the first tag) or a tag.
+    """
     requested(pretrained)
     table = load_weights_table(file)
     if not table:
@@ -89,7 +107,13 @@ def choose(name: str, file: Path, pretrained: bool | str) -> tuple[str, Publishe
 def load_pretrained(model: nn.Module, weights: Mapping[str, torch.Tensor], file: str | Path) -> list[str]:
     """Load published `weights` into `model`: every body weight (a CheckpointError when one is missing or
     misshapen), the head's where the model's head has them with the same shape; returns the head's keys that
-    start fresh."""
+    start fresh.
+
+    Args:
+        model: the model filled in place.
+        weights: the published state dict.
+        file: the file named in errors.
+    """
     own = model.state_dict()
     body = {k: v for k, v in weights.items() if not k.startswith("head.")}
     check_weights({k: v for k, v in own.items() if not k.startswith("head.")}, body, file, "published weights")
@@ -119,7 +143,12 @@ class Published:
 def published(name_or_path: str | Path, pretrained: bool | str) -> Published:
     """The published weights of a preset (a name or its .py file; `pretrained`: True or a tag), fetched and
     converted where not yet in vspec's cache. Callers fetch them before building the model, so that weights that
-    cannot be had are said at once."""
+    cannot be had are said at once.
+
+    Args:
+        name_or_path: a preset name, `name.tag`, or a preset-style .py file.
+        pretrained: True (the default tag) or a tag.
+    """
     name, file, tag, entry = pick(name_or_path, pretrained)
     preset = load_spec(file)
     folder, ckpt = converted(name, tag, entry, preset)
@@ -131,7 +160,13 @@ def load_into(model: nn.Module, name_or_path: str | Path | Published,
     """Load the published weights of a preset (a name or its .py file and `pretrained`, True or a tag; or what
     `published` gave) into `model`, a build of that preset's spec with any changes (classes, image size,
     dropout...): the position tables resampled to the model's image size, the body loaded, the head's parts that
-    fit too (`load_pretrained`). Returns (the entry, the head's keys that start fresh)."""
+    fit too (`load_pretrained`). Returns (the entry, the head's keys that start fresh).
+
+    Args:
+        model: a build of the preset's spec, filled in place (its `pretrained_cfg` set).
+        name_or_path: a preset name, `name.tag`, a preset-style .py file, or a `Published`.
+        pretrained: True (the default tag) or a tag; unused with a `Published`.
+    """
     got = name_or_path if isinstance(name_or_path, Published) else published(name_or_path, pretrained)
     spec, weights = from_json(got.ckpt["spec"]), got.ckpt["state_dict"]
     if model.spec.img_size != spec.img_size:

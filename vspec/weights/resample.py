@@ -22,13 +22,21 @@ from ..compiler import build
 from ..ops.resample import resample_bias_table, resample_pos_embed
 from ..spec import Model
 
+__all__ = ["resample_state"]
+
 
 def resample_state(state_dict: dict[str, torch.Tensor], old_spec: Model,
                    new_spec: Model) -> dict[str, torch.Tensor]:
     """`state_dict` of `old_spec`'s model, adapted to `new_spec` (the spec at another img_size): a new dict whose
     position table and window tables are resampled (module doc); the other tensors are the same objects. Both
     specs' models are built on the meta device to read their grids and windows. A weight whose shape still
-    differs from the new model's is a ValueError naming it."""
+    differs from the new model's is a ValueError naming it.
+
+    Args:
+        state_dict: the weights of `old_spec`'s model.
+        old_spec: the spec they were saved with.
+        new_spec: the same spec at another img_size.
+    """
     old_model, new_model = build(old_spec, device="meta"), build(new_spec, device="meta")
     out = dict(state_dict)
     if "pos_embed" in out and new_spec.pos_embed == "learned":

@@ -26,6 +26,8 @@ from ...convert.common import Rule, qk_scale_refusal, released_block
 from ...convert.released import Released
 from . import spec as family_spec
 
+__all__ = ["CONFORMER"]
+
 
 def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)

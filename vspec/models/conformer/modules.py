@@ -16,6 +16,8 @@ from ...nn.layers import Linear
 from ...spec.kinds import LOGITS
 from . import spec as family_spec
 
+__all__ = ["Bottleneck", "ConformerHead", "ConformerStem", "ConvBranch", "CoupledBlock", "FCUDown", "FCUUp"]
+
 
 def _kaiming(module: nn.Module) -> nn.Module:
     """Conformer's conv init (fan_out, ReLU gain) on every conv of `module`."""
@@ -42,6 +44,7 @@ class Bottleneck(nn.Module):
         _kaiming(self)
 
     def forward(self, x: torch.Tensor, add: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the block's output, its middle map); `add` (a map the size of the middle) joins the 3x3 conv's input."""
         h = F.relu(self.bn1(self.conv1(x)))
         mid = F.relu(self.bn2(self.conv2(h if add is None else h + add)))
         out = self.bn3(self.conv3(mid))
@@ -62,6 +65,7 @@ class ConformerStem(nn.Module):
         _kaiming(self)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """(the patch tokens (B, N, dim), {CONV: the first bottleneck's map}) of an image (B, C, H, W)."""
         base = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, 2, 1)
         tokens = rearrange(self.patch_conv(base), "b c h w -> b (h w) c")
         return tokens, {family_spec.CONV: self.conv_1(base)[0]}
@@ -77,6 +81,7 @@ class FCUDown(nn.Module):
         self.ln = nn.LayerNorm(dim, eps=eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """A CNN map (B, C, H, W) as patch tokens (B, N, dim)."""
         x = F.avg_pool2d(self.conv_project(x), self.down, self.down)
         return F.gelu(self.ln(rearrange(x, "b c h w -> b (h w) c")))
 
@@ -91,6 +96,7 @@ class FCUUp(nn.Module):
         self.bn = nn.BatchNorm2d(chans, eps=eps)
 
     def forward(self, patches: torch.Tensor) -> torch.Tensor:
+        """Patch tokens (B, N, dim) as a CNN map (B, C, H, W) at the branch's resolution."""
         x = rearrange(patches, "b (h w) c -> b c h w", h=self.grid[0])
         x = F.relu(self.bn(self.conv_project(x)))
         return x if self.up == 1 else F.interpolate(x, scale_factor=self.up, mode="nearest")
@@ -113,10 +119,12 @@ class ConvBranch(nn.Module):
         self.prefix = ctx.num_prefix_tokens
 
     def down(self, conv: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the map after the CNN block, the tokens `x` plus FCUDown's of its middle map)."""
         conv, mid = self.cnn_block(conv)
         return conv, x + torch.cat((x[:, :self.prefix], self.squeeze_block(mid)), dim=1)
 
     def up(self, conv: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The map after the med blocks and the fusion bottleneck, FCUUp of `x`'s patch tokens added in."""
         for block in self.med_block:
             conv = block(conv)[0]
         return self.fusion_block(conv, self.expand_block(x[:, self.prefix:]))[0]
@@ -148,10 +156,12 @@ class ConformerHead(nn.Module):
         self.reset(ctx.num_classes, tokens=False)
 
     def reset(self, num_classes: int, tokens: bool = True) -> list[nn.Module]:
+        """New classifiers for `num_classes` (the token head's too, with `tokens`); returns the new modules."""
         self.fc = Linear(self.chans, num_classes) if num_classes > 0 else nn.Identity()
         return [self.fc] + (self.tokens.reset(num_classes) if tokens else [])
 
     def classifier(self) -> nn.Module:
+        """The final classifier as one module: pre_logits (map average, then token features) -> the summed logits."""
         return _SumClassifier(self.fc, self.tokens.classifier(), self.chans)
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False, *, state: Mapping[str, torch.Tensor],
@@ -180,6 +190,7 @@ class CoupledBlock(Block):
 
     def forward(self, x: torch.Tensor, state: Mapping[str, torch.Tensor], *, mask: torch.Tensor | None = None,
                 causal: bool = False) -> Carry:
+        """The block on tokens `x` and the CNN map in `state`; returns the tokens and the state with the new map."""
         conv, x = self.conv.down(state[family_spec.CONV], x)  # the CNN block; tokens + FCUDown(its middle map)
         x, state = super().forward(x, state, mask=mask, causal=causal)
         return self.carry(x, state, {family_spec.CONV: self.conv.up(conv, x)})

@@ -37,6 +37,7 @@ class ConvMap:
 
     @property
     def shape(self) -> tuple[int, int, int]:
+        """(channels, height, width)."""
         return (self.chans, *self.grid)
 
     def __str__(self) -> str:
@@ -45,7 +46,11 @@ class ConvMap:
 
 def conv_layout(model) -> tuple[ConvMap, ...]:
     """The CNN map each block receives, in order, then the head's; () for a one-branch body (the previous release's
-    `vspec.spec.conv_layout`; `state_layout` gives every key)."""
+    `vspec.spec.conv_layout`; `state_layout` gives every key).
+
+    Args:
+        model: the model's spec.
+    """
     return tuple(s[CONV] for s in state_layout(model)) if CONV in model.embedder.writes else ()
 
 
@@ -68,6 +73,7 @@ class ConformerStem(EmbedderKind):
     norm: Norm = field(default=BRANCH_NORM, validator=check(Norm))
 
     def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
+        """Refuse a patch size, image size, width or norm the stem cannot take."""
         if self.patch_size % 4:
             raise SpecError("patch_size", f"{self.patch_size} is not a multiple of 4 (the stem's map is at stride 4)")
         for axis, size in zip(("height", "width"), img_size):
@@ -83,11 +89,13 @@ class ConformerStem(EmbedderKind):
         return {CONV: ConvMap(self.width, (img_size[0] // 4, img_size[1] // 4))}
 
     def check_head(self, head: HeadKind) -> None:
+        """Refuse a head that does not read the CNN map."""
         if CONV not in head.reads:
             raise SpecError("", f"a {self.kind} embedder's CNN map must reach a head that reads it "
                                 f"({_kinds('head', CONV, 'reads')})")
 
     def map_elements(self, img_size: tuple[int, int], in_chans: int, tokens: Tokens) -> int:
+        """Twice the elements of the 7x7/2 conv's output, the stem's largest map (for the memory estimate)."""
         return 2 * self.stem * (img_size[0] // 2) * (img_size[1] // 2)
 
 
@@ -118,6 +126,7 @@ class ConvBranch:
         return ConvMap(self.width // 4, (-(-before.grid[0] // self.stride), -(-before.grid[1] // self.stride)))
 
     def output(self, before: ConvMap) -> ConvMap:
+        """The map it hands on: `width` channels, the middle grid after the fusion stride."""
         g = self.mid(before).grid
         return ConvMap(self.width, (-(-g[0] // self.fusion_stride), -(-g[1] // self.fusion_stride)))
 
@@ -145,13 +154,16 @@ class CoupledBlock(Block):
 
     @property
     def reads(self) -> tuple[str, ...]:
+        """The state keys it reads: its attention's and the CNN map."""
         return (*self.attention.reads, CONV)
 
     @property
     def writes(self) -> tuple[str, ...]:
+        """The state keys it writes: its attention's and the CNN map."""
         return (*self.attention.writes, CONV)
 
     def check_state(self, state: Mapping[str, Any], tokens: Tokens, before: BlockKind | None, index: int) -> None:
+        """A block's checks, then a CNN map in `state` that its CNN side takes."""
         Block.check_state(self, state, tokens, before, index)
         if CONV not in state:
             raise SpecError("", f"a {self.kind} block takes a CNN map, which needs an embedder that yields one "
@@ -162,6 +174,7 @@ class CoupledBlock(Block):
             raise e.under("conv") from None
 
     def state_out(self, state: Mapping[str, Any], tokens: Tokens) -> dict[str, Any]:
+        """The state after the block: its attention's and the CNN map its CNN side makes."""
         return {**Block.state_out(self, state, tokens), CONV: self.conv.output(state[CONV])}
 
 
@@ -177,11 +190,13 @@ class ConformerHead(HeadKind):
     norm: Norm = field(default=Norm(eps=1e-5), validator=check(Norm))
 
     def check_state(self, state: Mapping[str, Any]) -> None:
+        """Refuse a model whose embedder hands no CNN map."""
         if CONV not in state:
             raise SpecError("", f"the {self.kind} head reads a CNN map, which only a two-branch embedder "
                                 f"({_kinds('embedder', CONV, 'writes')}) yields")
 
     def check(self, tokens: Tokens) -> None:
+        """Refuse a conformer head as the token head, then the token head's own checks."""
         if isinstance(self.tokens, ConformerHead):
             raise SpecError("tokens", "a conformer head's token head reads tokens only (not another conformer head)")
         try:
@@ -190,8 +205,10 @@ class ConformerHead(HeadKind):
             raise e.under("tokens") from None
 
     def outputs(self) -> tuple[Output, ...]:
+        """conv (weight 1/2), then the token head's outputs as trans_<name>, their weights halved."""
         return (Output("conv", "sample", 0.5),
                 *(Output(f"trans_{o.name}", o.target, 0.5 * o.weight) for o in self.tokens.outputs()))
 
     def working_set(self, tokens: Tokens, classes: int) -> int:
+        """The elements the head holds at once: the tokens and their norm, the token head's, the conv logits."""
         return 2 * tokens.length * tokens.dim + self.tokens.working_set(tokens, classes) + classes

@@ -29,6 +29,8 @@ from ...convert.common import ISOTROPIC_BODY, is_gelu, layer_norm_eps, released_
 from ...convert.released import Released
 from . import spec as family_spec
 
+__all__ = ["DHVT", "PATCH_SIZES", "WEIGHT_INITS"]
+
 PATCH_SIZES = (2, 4, 16)  # ConvPatchEmbed's branches
 WEIGHT_INITS = ("", "jax", "jax_nlhb", "nlhb")  # init_weights asserts one of these
 

@@ -3,6 +3,8 @@ code (`vspec.convert.from_official`), named by dotted path: reading the table im
 
 from . import modules, spec
 
+__all__ = ["CONVERTERS", "MODULES"]
+
 MODULES = {
     spec.SOPE: modules.SOPE,
     spec.DAFF: modules.DAFF,

@@ -13,6 +13,8 @@ from ...nn.context import BuildContext
 from ...nn.layers import Linear, make_norm
 from . import spec as family_spec
 
+__all__ = ["Affine", "DAFF", "HeadTokenBlock", "HeadTokens", "SOPE"]
+
 
 class Affine(nn.Module):
     """Eq. 1: Diag(alpha) x + beta per channel, alpha = 1 and beta = 0 at init."""
@@ -23,6 +25,7 @@ class Affine(nn.Module):
         self.beta = nn.Parameter(torch.zeros(1, channels, 1, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x * alpha + beta, per channel."""
         return x * self.alpha + self.beta
 
 
@@ -45,6 +48,7 @@ class SOPE(nn.Module):
         self.post_affine = Affine(d) if spec.post_affine else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """An image (B, C, H, W) as tokens (B, N, dim)."""
         return rearrange(self.post_affine(self.proj(self.pre_affine(x))), "b d h w -> b (h w) d")
 
 
@@ -70,6 +74,7 @@ class DAFF(nn.Module):
             self.excitation = Linear(d // spec.se_reduction, d)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Tokens (B, N, dim) -> (B, N, dim), the patch tokens through the convolutions on their grid."""
         s = self.spec
         cls, tokens = (x[:, :self.prefix], x[:, self.prefix:]) if s.split_cls else (x[:, :0], x)
         gh, gw = self.grid if s.split_cls else (tokens.shape[1], 1)
@@ -106,6 +111,8 @@ class HeadTokens(nn.Module):
         return rearrange(F.gelu(self.norm(ht)), "b h g d -> b h (g d)") + self.embed
 
     def forward(self, attention: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """`attention` over `x` (B, N, dim) and the head tokens; the tokens back (B, N, dim), the class token
+        with the mean head token added."""
         n = x.shape[1]
         y = attention(torch.cat((x, self.tokens(x)), dim=1))  # Eq. 7
         out, ht = y[:, :n], y[:, n:]
@@ -119,10 +126,12 @@ class HeadTokenBlock(Block):
     tokens average every token: no mask applies to them."""
 
     def build_around_attention(self, spec: family_spec.HeadTokenBlock, ctx: BuildContext) -> None:
+        """The head tokens around the block's attention."""
         self.head_tokens = HeadTokens(spec.head_tokens, ctx, spec.attention.heads)
 
     def attend(self, h: torch.Tensor, state: Mapping[str, torch.Tensor], mask: torch.Tensor | None,
                causal: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The attention with head tokens (`HeadTokens`) on `h`; no state written. A mask is a ValueError."""
         if mask is not None or causal:
             raise ValueError("head tokens (DHVT) take the mean over every token: no masks")
         return self.head_tokens(self.attn, h), {}

@@ -35,6 +35,7 @@ class SOPE(Patchify):
 
     @property
     def units(self) -> int:
+        """k = log2(patch_size), the stride-2 conv units."""
         return self.patch_size.bit_length() - 1
 
     def map_elements(self, img_size: tuple[int, int], in_chans: int, tokens: Tokens) -> int:
@@ -88,9 +89,12 @@ class DAFF(FFNKind):
             )
 
     def hidden_dim(self, dim: int) -> int:
+        """`hidden`, else dim x `ratio`."""
         return self.hidden or int(dim * self.ratio)
 
     def check(self, tokens: Tokens) -> None:
+        """Refuse a hidden width, a class-token re-weighting without a class token, or a re-weighting width
+        the tokens cannot take."""
         check_hidden(self, tokens.dim)
         if self.cls == "reweight" and not tokens.prefix:
             raise SpecError("cls", "reweight scales the class token, and the model has none: its weights would "
@@ -121,6 +125,7 @@ class HeadTokens:
     norm: Norm = field(default=Norm(eps=1e-5), validator=check(Norm))
 
     def check(self, tokens: Tokens, attention) -> None:
+        """Refuse an attention that cannot take extra tokens, or heads that do not divide dim."""
         if not attention.attends_all:
             raise SpecError("", f"head tokens join the attention as extra tokens; {attention.kind} attention works on "
                                 "a fixed token set (windows of the grid, or maps handed between blocks) and cannot "
@@ -144,6 +149,7 @@ class HeadTokenBlock(Block):
         return attrs.evolve(tokens, joined=self.attention.heads) if self.attention.attends_all else tokens
 
     def check(self, tokens: Tokens) -> None:
+        """A block's checks, then the head tokens' on its attention."""
         Block.check(self, tokens)
         try:
             self.head_tokens.check(tokens, self.attention)
@@ -151,6 +157,7 @@ class HeadTokenBlock(Block):
             raise e.under("head_tokens") from None
 
     def check_masks(self, padding: bool, causal: bool) -> None:
+        """Refuse any mask: the head tokens average every token."""
         if padding or causal:
             raise SpecError("head_tokens", "head tokens average every token, padding and later tokens included: no "
                                            f"{'key-padding' if padding else 'causal'} mask applies to them")

@@ -30,6 +30,8 @@ from ...convert.common import ISOTROPIC_BODY, ConversionError, layer_norm_eps, q
 from ...convert.released import Released
 from . import spec as family_spec
 
+__all__ = ["IRPE", "PRODUCT", "SINGLE"]
+
 SINGLE = ("shared_head", "mode", "method", "alpha", "beta", "gamma", "num_buckets")
 PRODUCT = 3  # irpe.METHOD.PRODUCT
 

@@ -13,6 +13,8 @@ from ...ops.precision import sdpa
 from . import spec as family_spec
 from .ops import contextual_bias, contextual_values, product_buckets
 
+__all__ = ["IRPEAttention", "IRPECore"]
+
 
 class IRPECore(AttentionCoreBase):
     """softmax(q k^T * scale + bias) v (+ the values' encodings). The bias of keys (Eq. 15) and queries is the
@@ -44,6 +46,7 @@ class IRPECore(AttentionCoreBase):
         return bias
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Attention of q, k, v (B, H, N, d) with the encodings' bias (and values); (B, H, N, d)."""
         drop = self.drop if self.training else 0.0
         bias = self.bias(q, k)
         if self.table_v is None:
@@ -77,6 +80,7 @@ class IRPEAttention(ProjectedAttention):
         self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Tokens (B, N, dim) -> (B, N, dim)."""
         q, k, v = (rearrange(y, "b n (h d) -> b h n d", h=self.heads) for y in self.project(x))
         x = rearrange(self.core(q, k, v), "b h n d -> b n (h d)")
         return self.proj_drop(self.output(x))

@@ -6,11 +6,20 @@ import math
 
 import torch
 
+__all__ = ["contextual_bias", "contextual_values", "piecewise_index", "product_buckets"]
+
 
 def piecewise_index(d: torch.Tensor, alpha: float, beta: float, gamma: float) -> torch.Tensor:
     """Eq. 18, per axis: [d] (rounded) where |d| <= alpha, else sign(d) min(beta, [alpha + ln(|d| / alpha) /
     ln(gamma / alpha) (beta - alpha)]); the result truncated to an integer (as released: a clip at beta 3.8
-    truncates to 3)."""
+    truncates to 3).
+
+    Args:
+        d: relative positions along one axis.
+        alpha: the exact range's bound.
+        beta: the largest index.
+        gamma: the distance mapped to beta.
+    """
     d = d.double()
     far = alpha + torch.log(d.abs().clamp(min=alpha) / alpha) / math.log(gamma / alpha) * (beta - alpha)
     out = torch.where(d.abs() <= alpha, d.round(), d.sign() * far.round().clamp(max=beta))
@@ -22,7 +31,16 @@ def product_buckets(grid: tuple[int, int], prefix: int, joined: int, alpha: floa
     """(N, N), N = prefix + h w + joined: the bucket of query i and key j. Grid tokens: the product method,
     (g(dr) + b) (2 b + 1) + (g(dc) + b) with b = int(beta) and (dr, dc) = pos_i - pos_j (the query's position
     minus the key's); every pair involving a token off the grid (the class token, head tokens) shares the
-    extra bucket (2 b + 1)^2."""
+    extra bucket (2 b + 1)^2.
+
+    Args:
+        grid: the token grid (h, w).
+        prefix: the tokens before the grid (class token).
+        joined: the tokens after it (head tokens).
+        alpha: `piecewise_index`'s.
+        beta: `piecewise_index`'s.
+        gamma: `piecewise_index`'s.
+    """
     h, w = grid
     b = int(beta)
     rows, cols = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
@@ -37,7 +55,13 @@ def product_buckets(grid: tuple[int, int], prefix: int, joined: int, alpha: floa
 
 def contextual_bias(x: torch.Tensor, table: torch.Tensor, buckets: torch.Tensor) -> torch.Tensor:
     """Eq. 15 on keys: bias[b, h, i, j] = x_i . r_{bucket(i, j)} for x (B, H, N, d) (the scaled queries),
-    table (1 or H, d, buckets): one matmul to (B, H, N, buckets), then a gather along the last axis."""
+    table (1 or H, d, buckets): one matmul to (B, H, N, buckets), then a gather along the last axis.
+
+    Args:
+        x: (B, H, N, d) scaled queries.
+        table: (1 or H, d, buckets) encodings.
+        buckets: (N, N) bucket indices (`product_buckets`).
+    """
     lookup = x @ table[None]  # (B, H, N, buckets)
     return lookup.gather(-1, buckets.expand(*lookup.shape[:2], *buckets.shape))
 
@@ -45,7 +69,13 @@ def contextual_bias(x: torch.Tensor, table: torch.Tensor, buckets: torch.Tensor)
 def contextual_values(attn: torch.Tensor, table: torch.Tensor, buckets: torch.Tensor) -> torch.Tensor:
     """Eq. 16: sum_j attn[i, j] r_{bucket(i, j)} for attn (B, H, N, N), table (1 or H, buckets, d). The weights
     of each query's keys are summed per bucket (a scatter-add to (B, H, N, buckets)), then one matmul: the
-    (N, N, d) map of encodings is never materialised."""
+    (N, N, d) map of encodings is never materialised.
+
+    Args:
+        attn: (B, H, N, N) attention weights.
+        table: (1 or H, buckets, d) encodings.
+        buckets: (N, N) bucket indices (`product_buckets`).
+    """
     index = buckets.expand(*attn.shape[:2], *buckets.shape)
     per_bucket = attn.new_zeros(*attn.shape[:3], table.shape[-2]).scatter_add(-1, index, attn)
     return per_bucket @ table[None]

@@ -5,3 +5,5 @@ auxiliary head.
 One folder: `spec.py` (its kind, torch-free), `modules.py` (its module), `convert.py` (the released code's weights)
 and `family.py` (its table entries).
 """
+
+__all__ = []

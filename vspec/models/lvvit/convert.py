@@ -32,7 +32,9 @@ from ...convert.common import ISOTROPIC_BODY, layer_norm_eps, qk_scale_refusal, 
 from ...convert.released import Released
 from . import spec as family_spec
 
-STEMS = {"4_2": 64, "4_2_128": 128}  # p_emb -> the CNN stem's width (PatchEmbed4_2, PatchEmbed4_2_128)
+__all__ = ["LVVIT"]
+
+_STEMS = {"4_2": 64, "4_2_128": 128}  # p_emb -> the CNN stem's width (PatchEmbed4_2, PatchEmbed4_2_128)
 
 
 def _sides(img: Any) -> tuple:
@@ -46,7 +48,7 @@ def _sides_ok(sides: tuple) -> bool:
 
 def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
     order, patch, sides = a["order"], a["patch_size"], _sides(a["img_size"])
-    cnn = a["p_emb"] in STEMS
+    cnn = a["p_emb"] in _STEMS
     listed = isinstance(order, Sequence) and not isinstance(order, str)
     head_dim = a["head_dim"]
     return [
@@ -77,7 +79,7 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
 
 def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
     patch, lam = a["patch_size"], float(a["skip_lam"])
-    width = STEMS.get(a["p_emb"])
+    width = _STEMS.get(a["p_emb"])
     embedder = specs.PatchEmbed(patch_size=patch) if width is None else specs.ConvStem(patch_size=patch, width=width,
                                                                                        growth=1)
     block = released_block(a, block=specs.Block if lam == 1 else functools.partial(family_spec.RescaledBlock,

@@ -3,6 +3,8 @@
 
 from . import modules, spec
 
+__all__ = ["CONVERTERS", "MODULES"]
+
 MODULES = {
     spec.RescaledBlock: modules.RescaledBlock,
 }

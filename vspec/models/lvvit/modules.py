@@ -8,6 +8,8 @@ from ...nn.blocks import NO_STATE, Block, Carry
 from ...nn.context import BuildContext
 from . import spec as family_spec
 
+__all__ = ["RescaledBlock"]
+
 
 class RescaledBlock(Block):
     """LV-ViT's block (`vspec.spec.RescaledBlock`): x + attn(norm1(x)) / skip_lam, then
@@ -19,6 +21,8 @@ class RescaledBlock(Block):
 
     def forward(self, x: torch.Tensor, state: Mapping[str, torch.Tensor] = NO_STATE, *,
                 mask: torch.Tensor | None = None, causal: bool = False) -> Carry:
+        """The block on tokens `x` (B, N, dim); a Carry of the new tokens and the state
+        (`Block.carry`)."""
         h, wrote = self.attend(self.norm1(x), state, mask, causal)
         x = x + self.drop_path(self.ls1(h)) / self.skip_lam
         x = x + self.drop_path(self.ls2(self.ffn(self.norm2(x)))) / self.skip_lam

@@ -4,7 +4,9 @@ constructor, its README's top-1, and the evaluation preprocessing of the release
 
 from ...spec.weights import IMAGENET_MEAN, IMAGENET_STD, Preprocess, PublishedWeights, Url
 
-RELEASES = "https://github.com/zihangJiang/TokenLabeling/releases/download/"
+__all__ = ["FACTORIES", "released"]
+
+_RELEASES = "https://github.com/zihangJiang/TokenLabeling/releases/download/"
 
 # the arguments each released factory (tlt/models/lvvit.py) passes to LV_ViT; the resolution is the img_size that
 # validate.py / main.py pass (--img-size), the only argument a 384 / 448 / 512 model adds
@@ -17,17 +19,17 @@ FACTORIES = {
                 "order": ["tr"] * 24},
 }
 # default_cfg's crop_pct (validate.py runs with --no-test-pool, so it is the one used)
-CROP_PCT = {"lvvit_t": 0.9, "lvvit_s": 0.9, "lvvit_m": 1.0, "lvvit_l": 1.0}
+_CROP_PCT = {"lvvit_t": 0.9, "lvvit_s": 0.9, "lvvit_m": 1.0, "lvvit_l": 1.0}
 
 
 def released(factory: str, file: str, params: int, top1: float, img_size: int = 224) -> PublishedWeights:
     """The PublishedWeights entry of one release file (`file`: its path under RELEASES) of `factory` at `img_size`."""
     return PublishedWeights(
-        source=Url(RELEASES + file), converter="lvvit", params=params, licence="Apache-2.0",
+        source=Url(_RELEASES + file), converter="lvvit", params=params, licence="Apache-2.0",
         score=f"ImageNet-1k top-1 {top1} (TokenLabeling README)",
         config={**FACTORIES[factory], "img_size": img_size},
         unwrap=("state_dict",),  # validate.py's load_checkpoint: the `state_dict` entry (EMA only with --use-ema)
-        preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=CROP_PCT[factory], interpolation="bicubic",
+        preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=_CROP_PCT[factory], interpolation="bicubic",
                               input_size=(3, img_size, img_size)),
         notes="trained with MixToken and token labeling (mix_token=True: MixToken in the training forward; the eval "
               "output, class logits + 0.5 x the max over patch tokens of the dense head's, is the released one)")

@@ -3,3 +3,5 @@
 One folder: `spec.py` (its kinds, torch-free), `modules.py` (a module per kind), `ops.py` (its functions),
 `convert.py` (the released code's weights) and `family.py` (its table entries).
 """
+
+__all__ = []

@@ -14,13 +14,20 @@ from ...analysis import AnalysisError, Figure, Inputs, nonfinite_result, pyplot
 from ...nn.layers import ProjectedAttention
 from ...spec.vit import PROJECTION_ROLES
 
+__all__ = ["analyze", "attention_modules", "feature_norms", "head_matrices", "msf_figure", "msf_problem", "plot",
+           "similarities", "subspace_similarity"]
+
 
 def head_matrices(attn: nn.Module) -> dict[str, list[torch.Tensor]]:
     """The d x d_head matrix of each role and head of one attention module, in the paper's notation
     (q = Q_h^T x, ..., the output W_h z): QUERY, KEY, VALUE (PROBE) from the rows of their projections,
     WEIGHT from the columns of the output projection. Tied roles give the same matrix; grouped ones their
     dense (zero-filled) form (`ProjectedAttention.role_matrix`). Eq. 14's P~ (one d x d matrix, no heads) is
-    left out."""
+    left out.
+
+    Args:
+        attn: a ProjectedAttention.
+    """
     heads, roles = attn.heads, attn.projection_roles
     w = attn.role_matrix("W")
     rows = {name: attn.role_matrix(name) for name in roles[:-1]}
@@ -33,20 +40,33 @@ def head_matrices(attn: nn.Module) -> dict[str, list[torch.Tensor]]:
 
 def subspace_similarity(x: torch.Tensor, y: torch.Tensor) -> float:
     """Eq. 13: (1 / d_hat) trace(U_X U_X^T U_Y U_Y^T) = mean of cos^2 of the canonical angles, U the left
-    singular vectors of the d x d_hat matrices X, Y; in [0, 1]."""
+    singular vectors of the d x d_hat matrices X, Y; in [0, 1].
+
+    Args:
+        x: a d x d_hat matrix.
+        y: another, of the same shape.
+    """
     ux = torch.linalg.svd(x.detach().double(), full_matrices=False).U
     uy = torch.linalg.svd(y.detach().double(), full_matrices=False).U
     return float((ux.T @ uy).square().sum() / x.shape[1])
 
 
 def attention_modules(model: nn.Module) -> list[nn.Module]:
-    """Each block's attention, in forward order."""
+    """Each block's attention, in forward order.
+
+    Args:
+        model: a vspec model (its `stages`); a block without `attn` gives None.
+    """
     return [getattr(block, "attn", None) for stage in model.stages for block in stage.blocks]
 
 
 def msf_problem(model: nn.Module) -> str | None:
     """Why the projection analysis does not apply (a block's attention that gives no role matrices: not a
-    ProjectedAttention), or None."""
+    ProjectedAttention), or None.
+
+    Args:
+        model: a vspec model.
+    """
     for i, attn in enumerate(attention_modules(model)):
         if not isinstance(attn, ProjectedAttention):
             return f"block {i}'s attention ({type(attn).__name__}) gives no role matrices (role_matrix)"
@@ -54,7 +74,11 @@ def msf_problem(model: nn.Module) -> str | None:
 
 
 def similarities(model: nn.Module) -> list[dict[str, Any]]:
-    """Per layer: the roles and the matrix of their subspace similarities, averaged over the heads."""
+    """Per layer: the roles and the matrix of their subspace similarities, averaged over the heads.
+
+    Args:
+        model: a vspec model whose attentions are ProjectedAttentions.
+    """
     problem = msf_problem(model)
     if problem is not None:
         raise AnalysisError(problem)
@@ -72,7 +96,12 @@ def similarities(model: nn.Module) -> list[dict[str, Any]]:
 def feature_norms(model: nn.Module, x: torch.Tensor) -> list[float]:
     """Fig. 4: (1/m) sum_i |x_i|_2 over the tokens (and the batch) after the embedding (class token and
     position embedding included) and after each `feature_info` entry (each block of a one-stage model,
-    each stage otherwise; read through forward_intermediates)."""
+    each stage otherwise; read through forward_intermediates).
+
+    Args:
+        model: a vspec model.
+        x: a batch of inputs.
+    """
     model.eval()
     feats = [model.forward_tokens(x)[0]] + model.forward_intermediates(x, output_fmt="NLC", intermediates_only=True)
     return [float(f.norm(dim=-1).mean()) for f in feats]
@@ -80,13 +109,24 @@ def feature_norms(model: nn.Module, x: torch.Tensor) -> list[float]:
 
 def analyze(model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
     """MSF's analyses of a model on a batch `x`: the projection roles' subspace similarity per layer (Eq. 13)
-    and the feature norms per layer."""
+    and the feature norms per layer.
+
+    Args:
+        model: a vspec model whose attentions are ProjectedAttentions.
+        x: a batch of inputs.
+    """
     return {"layers": similarities(model), "feature_norms": feature_norms(model, x)}
 
 
 def plot(result: dict[str, Any], path: Path, title: str) -> None:
     """Fig. 3 (the similarity of every role pair, averaged over layers, as a heatmap) beside Fig. 4 (the
-    mean feature norm per layer)."""
+    mean feature norm per layer).
+
+    Args:
+        result: `analyze`'s.
+        path: the image file written.
+        title: the figure's title.
+    """
     plt = pyplot()
 
     layers = [layer for layer in result["layers"] if layer["roles"] == result["layers"][0]["roles"]]
@@ -113,7 +153,12 @@ def plot(result: dict[str, Any], path: Path, title: str) -> None:
 
 
 def msf_figure(model: nn.Module, inputs: Inputs) -> Figure:
-    """`vspec analyze --what msf`: `analyze` on one batch of `inputs.batch_size` images, drawn by `plot`."""
+    """`vspec analyze --what msf`: `analyze` on one batch of `inputs.batch_size` images, drawn by `plot`.
+
+    Args:
+        model: a vspec model whose attentions are ProjectedAttentions.
+        inputs: the analysis's inputs (`vspec.analysis.Inputs`).
+    """
     problem = msf_problem(model)
     if problem:
         raise AnalysisError(problem)

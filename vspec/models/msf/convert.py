@@ -30,7 +30,9 @@ from ...convert.common import REQUIRED, side
 from ...convert.released import Released
 from . import spec as family_spec
 
-DEFAULT_ATT = "origAtt"  # the constructor's default, for which get_attention_module returns no module
+__all__ = ["MSF", "unshuffle"]
+
+_DEFAULT_ATT = "origAtt"  # the constructor's default, for which get_attention_module returns no module
 _ATT = re.compile(r"(orig|msf)(?:-g(\d+))?")
 
 
@@ -63,7 +65,7 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
                                 "classifier)"),
         (_att(a["att"]) is None, f"att must be 'orig' or 'msf', optionally with '-gN'; got {a['att']!r}"
                                  + (" (the constructor's default, for which get_attention_module returns no module)"
-                                    if a["att"] == DEFAULT_ATT else "")),
+                                    if a["att"] == _DEFAULT_ATT else "")),
     ]
 
 
@@ -83,12 +85,17 @@ _FUSED = re.compile(r"^transformer\.layers\.(\d+)\.0\.(to_qkvp?|to_out)\.weight$
 
 def unshuffle(weight: torch.Tensor, groups: int) -> torch.Tensor:
     """The released interleaved GroupLinear's weight (rows in group blocks) in vspec's row order: row o
-    = released row (o mod G) out/G + o // G."""
+    = released row (o mod G) out/G + o // G.
+
+    Args:
+        weight: the released weight (out, in).
+        groups: G, the number of groups.
+    """
     o = torch.arange(weight.shape[0])
     return weight[(o % groups) * (weight.shape[0] // groups) + o // groups]
 
 
-def split_roles(state_dict: Mapping[str, torch.Tensor], spec: specs.Model) -> dict[str, torch.Tensor]:
+def _split_roles(state_dict: Mapping[str, torch.Tensor], spec: specs.Model) -> dict[str, torch.Tensor]:
     """The attention weights under vspec's names: `to_qkv(p)` chunked into the role matrices Q K V (P)
     and `to_out` as W, or (the untied, ungrouped original) timm's fused `qkv` / `proj`."""
     projections = spec.block.attention.projections
@@ -115,11 +122,11 @@ MSF = Released(
     # the released constructor's arguments (keyword-only) with its defaults
     arguments={
         "image_size": REQUIRED, "patch_size": REQUIRED, "num_classes": REQUIRED, "dim": REQUIRED, "depth": REQUIRED,
-        "heads": REQUIRED, "mlp_dim": REQUIRED, "channels": 3, "dim_head": 64, "att": DEFAULT_ATT,
+        "heads": REQUIRED, "mlp_dim": REQUIRED, "channels": 3, "dim_head": 64, "att": _DEFAULT_ATT,
     },
     to_spec=_spec,
     refusals=_refusals,
-    prepare=split_roles,
+    prepare=_split_roles,
     rules=[
         (r"^to_patch_embedding\.1\.", "embedder.norm_in."),
         (r"^to_patch_embedding\.2\.", "embedder.proj."),

@@ -11,6 +11,9 @@ from ...nn.swin import BiasedAttentionCore, WindowMHSA
 from . import spec as family_spec
 from .ops import gaussian_attention, gaussian_channels
 
+__all__ = ["GaussianAttentionCore", "GaussianBiasedCore", "MeanShiftAttention", "MeanShiftOutput",
+           "WindowMeanShiftAttention"]
+
 
 class GaussianAttentionCore(AttentionCore):
     """softmax_i((q.k_i - 1/2 |k_i|^2) * scale + mask) v, the Gaussian kernel, through the fused dot-product
@@ -19,6 +22,7 @@ class GaussianAttentionCore(AttentionCore):
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
                 causal: bool = False) -> torch.Tensor:
+        """The Gaussian-kernel attention of q, k, v (B, H, N, d), dropout in training."""
         return gaussian_attention(q, k, v, self.scale, self.drop if self.training else 0.0, mask, causal)
 
     def scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -32,6 +36,7 @@ class GaussianBiasedCore(BiasedAttentionCore):
     `scale` must be given: the default would read the widened q."""
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The Gaussian-kernel attention of q, k, v (B, H, N, d) with Swin's float `mask`."""
         return super().forward(*gaussian_channels(q, k, v), mask)[..., :v.shape[-1]]
 
     scores = GaussianAttentionCore.scores
@@ -41,6 +46,8 @@ class MeanShiftOutput:
     """Eq. 12 / Eq. 14 around the output projection (ProjectedAttention.finish)."""
 
     def finish(self, z: torch.Tensor, probe: list[torch.Tensor]) -> torch.Tensor:
+        """The output projection of z, the probe's term (`probe[0]`) taken off before it (eq12) or
+        after (eq14)."""
         if self.form == "eq12":
             z = z - probe[0]
         out = self.output(z)

@@ -9,6 +9,8 @@ from torch.autograd.function import once_differentiable
 from ...ops import fast
 from ...ops.precision import autocast_on, sdpa
 
+__all__ = ["gaussian_attention", "gaussian_attention_sdpa", "gaussian_channels"]
+
 _FLASH = fast.private_op("aten", "_scaled_dot_product_flash_attention_for_cpu")
 _FLASH_BACKWARD = fast.private_op("aten", "_scaled_dot_product_flash_attention_for_cpu_backward")
 
@@ -28,7 +30,17 @@ def gaussian_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale:
     directly (`_CpuFlashGaussian`, a hand-written backward); elsewhere (CUDA, where the width is padded
     to a multiple of 8 for the fused kernels; tracing, compiling, profiling) it is
     F.scaled_dot_product_attention on q', k', v' under autograd, which also takes SDPA's `mask` (boolean:
-    True may attend) and `causal` (text bodies: padding and causal masks)."""
+    True may attend) and `causal` (text bodies: padding and causal masks).
+
+    Args:
+        q: (..., N, d) queries.
+        k: (..., N, d) keys.
+        v: (..., N, d_v) values.
+        scale: the logits' factor; None: d ** -0.5.
+        dropout_p: attention dropout.
+        mask: SDPA's attention mask (boolean: True may attend); None: none.
+        causal: whether each query sees only the keys up to its own position.
+    """
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     if dropout_p == 0.0 and mask is None and not causal and _cpu_flash_ok(q, k, v):
         return _CpuFlashGaussian.apply(q, k, v, scale)
@@ -39,7 +51,17 @@ def gaussian_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, s
                             dropout_p: float = 0.0, mask: torch.Tensor | None = None,
                             causal: bool = False) -> torch.Tensor:
     """gaussian_attention as F.scaled_dot_product_attention on q', k', v' (gaussian_channels) under
-    autograd: the path wherever the CPU kernel is not called directly."""
+    autograd: the path wherever the CPU kernel is not called directly.
+
+    Args:
+        q: (..., N, d) queries.
+        k: (..., N, d) keys.
+        v: (..., N, d_v) values.
+        scale: the logits' factor.
+        dropout_p: attention dropout.
+        mask: SDPA's attention mask; None: none.
+        causal: whether each query sees only the keys up to its own position.
+    """
     q2, k2, v2 = gaussian_channels(q, k, v)
     out = sdpa(q2, k2, v2, attn_mask=mask, dropout_p=dropout_p, is_causal=causal, scale=scale)
     return out[..., :v.shape[-1]]
@@ -48,7 +70,13 @@ def gaussian_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, s
 def gaussian_channels(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """q' = [q, -1/2], k' = [k, |k|^2], v' = [v, 0] (padded with zeros to a multiple of 8 on CUDA):
     q'.k' = q.k - 1/2 |k|^2, and the attention of q', k', v' is that of the Gaussian kernel in its
-    first v.shape[-1] channels (pass the scale of the original width)."""
+    first v.shape[-1] channels (pass the scale of the original width).
+
+    Args:
+        q: (..., N, d) queries.
+        k: (..., N, d) keys.
+        v: (..., N, d_v) values.
+    """
     pad = (-(q.shape[-1] + 1)) % 8 if q.is_cuda else 0
     zeros = [q.new_zeros((*q.shape[:-1], pad))] if pad else []
     q2 = torch.cat([q, q.new_full((*q.shape[:-1], 1), -0.5), *zeros], dim=-1)  # one copy each

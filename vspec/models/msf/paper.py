@@ -3,6 +3,8 @@
 
 from ...spec.paper import Analysis, Recipe
 
+__all__ = ["ANALYSES", "RECIPES"]
+
 RECIPES = {
     # MSF on ImageNet: 100 epochs, batch 1024, lr 1e-3, wd 0.05, warmup 10, smoothing 0.1, mixup / cutmix 0.2
     "msf": Recipe(epochs=100, warmup_epochs=10, auto_augment=None, re_prob=0.0, mixup=0.2, cutmix=0.2,

@@ -26,12 +26,15 @@ class MeanShiftForm:
 
     @property
     def roles(self) -> str:
+        """The roles the form uses (gauss_orig has no probe)."""
         return UNPROBED_ROLES if self.form == "gauss_orig" else PROJECTION_ROLES
 
     def probe_width(self, dim: int) -> int | None:
+        """dim for eq14 (its own dim x dim P~), else None."""
         return dim if self.form == "eq14" else None  # Eq. 14's P~ is dim x dim
 
     def check(self, tokens: Tokens) -> None:
+        """The base checks, then eq14's P~ as a probe of its own."""
         super().check(tokens)
         letters = self.projections.letters(self.roles)
         if self.form == "eq14" and (letters[3] != "P" or letters.count("P") > 1):

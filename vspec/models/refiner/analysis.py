@@ -16,12 +16,20 @@ from ...analysis import AnalysisError, Figure, InputError, Inputs, nonfinite_res
 from ...nn.layers import AttentionCoreBase
 from .modules import MapRefiner
 
+__all__ = ["attention_maps", "cka_figure", "cka_problem", "default_blocks", "feature_evolution", "linear_cka",
+           "maps_figure", "maps_summary", "plot_cka", "plot_maps"]
+
 
 # ---------------------------------------------------------------- Refiner: feature evolution (A.4, Eq. 2)
 def linear_cka(x: torch.Tensor, y: torch.Tensor) -> float:
     """Linear CKA (Kornblith et al. 2019) of x (n, p) and y (n, q), one example per row (p and q may
     differ): ||Y_c^T X_c||_F^2 / (||X_c^T X_c||_F ||Y_c^T Y_c||_F), X_c, Y_c column-centred; in float64,
-    in [0, 1], unchanged by an orthogonal map or an isotropic scaling of either."""
+    in [0, 1], unchanged by an orthogonal map or an isotropic scaling of either.
+
+    Args:
+        x: (n, p) features.
+        y: (n, q) features of the same examples.
+    """
     if x.shape[0] != y.shape[0]:
         raise AnalysisError(f"CKA needs as many examples in both: {x.shape[0]} and {y.shape[0]}")
     x, y = (t.detach().double() for t in (x, y))
@@ -31,7 +39,11 @@ def linear_cka(x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 def cka_problem(model: nn.Module) -> str | None:
-    """Why the CKA curve does not apply (a tap with another token count than the final features), or None."""
+    """Why the CKA curve does not apply (a tap with another token count than the final features), or None.
+
+    Args:
+        model: a vspec model (its `feature_info` and `layout`).
+    """
     lengths = [model.layout[f["stage"]].tokens.length for f in model.feature_info]
     for f, n in zip(model.feature_info, lengths):
         if n != lengths[-1]:
@@ -48,7 +60,12 @@ def feature_evolution(model: nn.Module, batches: Iterable[torch.Tensor]) -> dict
     features (final norm included). An example is one token: a batch's (B, N, C) features are B x N rows,
     prefix tokens included (the usual choice for ViT CKA), so every tap needs the final token count
     (`cka_problem`). F_0 = 1. Averaged over the batches (the paper: ten batches of 32). Returns the taps'
-    module names, the mean CKA(f_k, f_out) and the mean F_k."""
+    module names, the mean CKA(f_k, f_out) and the mean F_k.
+
+    Args:
+        model: a vspec model.
+        batches: the input batches.
+    """
     problem = cka_problem(model)
     if problem:
         raise AnalysisError(problem)
@@ -64,7 +81,13 @@ def feature_evolution(model: nn.Module, batches: Iterable[torch.Tensor]) -> dict
 
 
 def plot_cka(result: dict[str, Any], path: Path, title: str) -> None:
-    """Fig. 2 / Fig. 4: F_k over depth."""
+    """Fig. 2 / Fig. 4: F_k over depth.
+
+    Args:
+        result: `feature_evolution`'s.
+        path: the image file written.
+        title: the figure's title.
+    """
     plt = pyplot()
     f = result["F"]
     fig, ax = plt.subplots(figsize=(5.5, 4))
@@ -81,7 +104,12 @@ def plot_cka(result: dict[str, Any], path: Path, title: str) -> None:
 
 # ---------------------------------------------------------------- Refiner: attention maps (Fig. 1, Fig. 5)
 def default_blocks(depth: int, count: int = 4) -> list[int]:
-    """`count` blocks evenly spaced from the first to the last."""
+    """`count` blocks evenly spaced from the first to the last.
+
+    Args:
+        depth: the number of blocks.
+        count: how many to pick (at most `depth`).
+    """
     n = min(count, depth)
     return sorted({round(i * (depth - 1) / max(n - 1, 1)) for i in range(n)})
 
@@ -91,6 +119,72 @@ def _map_sources(block: nn.Module) -> tuple[MapRefiner | None, AttentionCoreBase
     refiner = next((m for m in block.modules() if isinstance(m, MapRefiner)), None)
     core = next((m for m in block.modules() if isinstance(m, AttentionCoreBase)), None)
     return refiner, core
+
+
+def _block_parts(model: nn.Module) -> list[tuple[str, int, nn.Module]]:
+    """Every block in forward order: its module name, its stage's token count and the block."""
+    return [(f"stages.{i}.blocks.{j}", shape.tokens.length, block) for i, (shape, stage)
+            in enumerate(zip(model.layout, model.stages)) for j, block in enumerate(stage.blocks)]
+
+
+# what the hooks keep: block -> (kind, the core's q shape or the maps' shape, its map or maps); only the first call
+def _keep_core(seen: dict[int, tuple], b: int, core: AttentionCoreBase, args: tuple, kwargs: dict) -> None:
+    if b not in seen:
+        inputs = dict(zip(("q", "k", "v", "mask", "causal"), args)) | kwargs
+        inputs.pop("v")
+        try:
+            seen[b] = ("core", inputs["q"].shape, core.attention_map(**inputs))
+        except NotImplementedError as e:  # a core that hides its map (AttentionCoreBase.attention_map)
+            seen[b] = ("none", None, str(e))
+
+
+def _keep_materialised(seen: dict[int, tuple], b: int, out: tuple) -> None:
+    if b not in seen:  # out: (A v, the maps handed on), which are the maps it used when it refines none
+        seen[b] = ("core", out[1].shape, out[1].double())
+
+
+def _keep_refined(seen: dict[int, tuple], b: int, args: tuple, kwargs: dict, out: torch.Tensor) -> None:
+    if b not in seen:
+        maps = args[0] if args else next(iter(kwargs.values()))
+        seen[b] = ("refiner", maps.shape, (maps.double(), out.double()))
+
+
+def _hook(seen: dict[int, tuple], b: int, name: str, block: nn.Module):
+    """Hook the module of block `b` whose maps show (its MapRefiner, else its attention core) to keep them in
+    `seen[b]`; returns the hook's handle."""
+    refiner, core = _map_sources(block)
+    if refiner is not None:
+        return refiner.register_forward_hook(lambda m, a, kw, o: _keep_refined(seen, b, a, kw, o), with_kwargs=True)
+    if core is not None and core.returns_maps:
+        return core.register_forward_hook(lambda m, a, kw, o: _keep_materialised(seen, b, o), with_kwargs=True)
+    if core is not None:
+        return core.register_forward_pre_hook(lambda m, a, kw: _keep_core(seen, b, m, a, kw), with_kwargs=True)
+    raise AnalysisError(f"block {b} ({name}) gives no attention map (no attention core with an "
+                        "attention_map, no map-refining module)")
+
+
+def _shown(b: int, part: tuple[str, int, nn.Module], seen: dict[int, tuple], image: torch.Tensor,
+           heads: Sequence[int] | None) -> dict[str, Any]:
+    """Block `b`'s entry of `attention_maps`: its kept maps, checked, in the shown heads."""
+    name, length, _ = part
+    if image.dtype == torch.long:  # a sentence's token ids: its own length, not the spec's seq_len
+        length = image.shape[1]
+    if b not in seen:
+        raise AnalysisError(f"block {b} ({name}): its attention map was not computed in the forward pass")
+    kind, shape, maps = seen[b]
+    if kind == "none":
+        raise AnalysisError(f"the maps analysis needs each shown block's attention map: {maps}")
+    before, after = maps if kind == "refiner" else (maps, maps)
+    if shape[0] != 1 or before.shape[-1] < length:
+        raise AnalysisError(f"block {b} ({name}) attends within windows ({before.shape[-1]} of {length} "
+                            "tokens per map); the maps analysis shows maps over all tokens")
+    count = min(before.shape[1], after.shape[1])
+    shown = list(range(min(4, count))) if heads is None else list(heads)
+    for h in shown:
+        if not 0 <= h < count:
+            raise IndexError(f"head {h} is out of range for block {b} ({count} maps: 0..{count - 1})")
+    return {"block": b, "module": name, "refined": kind == "refiner", "tokens": before.shape[-1],
+            "heads": shown, "before": before[0, shown], "after": after[0, shown]}
 
 
 @torch.no_grad()
@@ -105,76 +199,35 @@ def attention_maps(model: nn.Module, image: torch.Tensor, blocks: Sequence[int] 
     block's first such module counts, on its first call. Each map is N x N over all the tokens the
     attention sees, prefix tokens included (a class token is row and column 0). Attention within
     windows (Swin) is refused. Returns per block: index, module, refined, tokens, the shown heads and
-    their maps (H_shown, N, N) before and after."""
-    parts = [(f"stages.{i}.blocks.{j}", shape.tokens.length, block) for i, (shape, stage)
-             in enumerate(zip(model.layout, model.stages)) for j, block in enumerate(stage.blocks)]
+    their maps (H_shown, N, N) before and after.
+
+    Args:
+        model: a vspec model (its `layout` and `stages`).
+        image: the one input, (1, C, H, W) pixels or (1, L) token ids; a larger batch is cut to its first.
+        blocks: the blocks shown, by index over all blocks; None: `default_blocks`.
+        heads: the heads shown in each block; None: the first 4 (fewer where a block has fewer).
+
+    Raises:
+        IndexError: a block or head out of range.
+        AnalysisError: a block that gives no map over all its tokens.
+    """
+    parts = _block_parts(model)
     blocks = default_blocks(len(parts)) if blocks is None else list(blocks)
     for b in blocks:
         if not 0 <= b < len(parts):
             raise IndexError(f"block {b} is out of range: the model has {len(parts)} blocks (0..{len(parts) - 1})")
-    seen: dict[int, tuple] = {}  # block -> (kind, the core's q shape or the maps' shape, its map or maps)
-
-    def keep_core(b: int, core: AttentionCoreBase, args: tuple, kwargs: dict) -> None:
-        if b not in seen:
-            inputs = dict(zip(("q", "k", "v", "mask", "causal"), args)) | kwargs
-            inputs.pop("v")
-            try:
-                seen[b] = ("core", inputs["q"].shape, core.attention_map(**inputs))
-            except NotImplementedError as e:  # a core that hides its map (AttentionCoreBase.attention_map)
-                seen[b] = ("none", None, str(e))
-
-    def keep_materialised(b: int, module: AttentionCoreBase, args: tuple, kwargs: dict, out: tuple) -> None:
-        if b not in seen:  # out: (A v, the maps handed on), which are the maps it used when it refines none
-            seen[b] = ("core", out[1].shape, out[1].double())
-
-    def keep_refined(b: int, module: nn.Module, args: tuple, kwargs: dict, out: torch.Tensor) -> None:
-        if b not in seen:
-            maps = args[0] if args else next(iter(kwargs.values()))
-            seen[b] = ("refiner", maps.shape, (maps.double(), out.double()))
-
+    seen: dict[int, tuple] = {}
     handles = []
     try:
         for b in blocks:
-            refiner, core = _map_sources(parts[b][2])
-            if refiner is not None:
-                hook = lambda m, a, kw, o, b=b: keep_refined(b, m, a, kw, o)  # noqa: E731
-                handles.append(refiner.register_forward_hook(hook, with_kwargs=True))
-            elif core is not None and core.returns_maps:
-                hook = lambda m, a, kw, o, b=b: keep_materialised(b, m, a, kw, o)  # noqa: E731
-                handles.append(core.register_forward_hook(hook, with_kwargs=True))
-            elif core is not None:
-                hook = lambda m, a, kw, b=b: keep_core(b, m, a, kw)  # noqa: E731
-                handles.append(core.register_forward_pre_hook(hook, with_kwargs=True))
-            else:
-                raise AnalysisError(f"block {b} ({parts[b][0]}) gives no attention map (no attention core with an "
-                                    "attention_map, no map-refining module)")
+            name, _, block = parts[b]
+            handles.append(_hook(seen, b, name, block))
         model.eval()
         model(image[:1])
     finally:
         for h in handles:
             h.remove()
-    out = []
-    for b in blocks:
-        name, length, _ = parts[b]
-        if image.dtype == torch.long:  # a sentence's token ids: its own length, not the spec's seq_len
-            length = image.shape[1]
-        if b not in seen:
-            raise AnalysisError(f"block {b} ({name}): its attention map was not computed in the forward pass")
-        kind, shape, maps = seen[b]
-        if kind == "none":
-            raise AnalysisError(f"the maps analysis needs each shown block's attention map: {maps}")
-        before, after = maps if kind == "refiner" else (maps, maps)
-        if shape[0] != 1 or before.shape[-1] < length:
-            raise AnalysisError(f"block {b} ({name}) attends within windows ({before.shape[-1]} of {length} "
-                                "tokens per map); the maps analysis shows maps over all tokens")
-        count = min(before.shape[1], after.shape[1])
-        shown = list(range(min(4, count))) if heads is None else list(heads)
-        for h in shown:
-            if not 0 <= h < count:
-                raise IndexError(f"head {h} is out of range for block {b} ({count} maps: 0..{count - 1})")
-        out.append({"block": b, "module": name, "refined": kind == "refiner", "tokens": before.shape[-1],
-                    "heads": shown, "before": before[0, shown], "after": after[0, shown]})
-    return out
+    return [_shown(b, parts[b], seen, image, heads) for b in blocks]
 
 
 def _entropy(maps: torch.Tensor) -> list[float | None]:
@@ -185,7 +238,11 @@ def _entropy(maps: torch.Tensor) -> list[float | None]:
 
 def maps_summary(maps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What the JSON keeps of the maps (not the maps): per block and shown head, the mean row entropy
-    before and after (log N for a uniform map; None where the rows are not distributions)."""
+    before and after (log N for a uniform map; None where the rows are not distributions).
+
+    Args:
+        maps: `attention_maps`'s.
+    """
     return [{k: m[k] for k in ("block", "module", "refined", "tokens", "heads")}
             | {"entropy_before": _entropy(m["before"]), "entropy_after": _entropy(m["after"])} for m in maps]
 
@@ -193,7 +250,14 @@ def maps_summary(maps: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def plot_maps(maps: list[dict[str, Any]], path: Path, title: str, labels: Sequence[str] | None = None) -> None:
     """Fig. 1 / Fig. 5 as a grid: a row per block, a column per head (and, when a shown block refines its
     maps, a before / after pair of columns per head); each panel on its own colour scale. `labels`: a text
-    body's tokens, the ticks of every map (queries down, keys across)."""
+    body's tokens, the ticks of every map (queries down, keys across).
+
+    Args:
+        maps: `attention_maps`'s.
+        path: the image file written.
+        title: the figure's title.
+        labels: a text body's tokens; None: no ticks.
+    """
     plt = pyplot()
     pair = any(m["refined"] for m in maps)
     cols = max(len(m["heads"]) for m in maps) * (2 if pair else 1)
@@ -220,14 +284,24 @@ def plot_maps(maps: list[dict[str, Any]], path: Path, title: str, labels: Sequen
 
 
 def cka_figure(model: nn.Module, inputs: Inputs) -> Figure:
-    """`vspec analyze --what cka`: `feature_evolution` over `inputs.batches` batches, drawn by `plot_cka`."""
+    """`vspec analyze --what cka`: `feature_evolution` over `inputs.batches` batches, drawn by `plot_cka`.
+
+    Args:
+        model: a vspec model.
+        inputs: the analysis's inputs (`vspec.analysis.Inputs`).
+    """
     result = feature_evolution(model, inputs.images(inputs.batches, inputs.batch_size))
     return Figure(result, lambda path, title: plot_cka(result, path, title), nonfinite_result(result))
 
 
 def maps_figure(model: nn.Module, inputs: Inputs) -> Figure:
     """`vspec analyze --what maps`: `attention_maps` of one image (or the sentence) in `inputs.blocks` and
-    `inputs.heads`, drawn by `plot_maps`; the JSON keeps `maps_summary` (and the sentence's tokens)."""
+    `inputs.heads`, drawn by `plot_maps`; the JSON keeps `maps_summary` (and the sentence's tokens).
+
+    Args:
+        model: a vspec model.
+        inputs: the analysis's inputs (`vspec.analysis.Inputs`).
+    """
     try:
         x = next(inputs.images(1, 1)) if inputs.sentence is None else inputs.sentence
         shown = attention_maps(model, x, inputs.blocks, inputs.heads)

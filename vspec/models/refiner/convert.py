@@ -31,6 +31,8 @@ from ...convert.common import attention_scale, layer_norm_eps, qk_scale_refusal
 from ...convert.released import Released
 from . import spec as family_spec
 
+__all__ = ["POS_GRID", "REFINER"]
+
 POS_GRID = 14  # resize_pos_embed reshapes the table's patch rows to 14 x 14, whatever the model's grid
 
 

@@ -3,6 +3,8 @@ code (`vspec.convert.from_official`), named by dotted path: reading the table im
 
 from . import modules, spec
 
+__all__ = ["CONVERTERS", "MODULES"]
+
 MODULES = {
     spec.RefinerAttention: modules.RefinerAttention,
     spec.AdjustedBlock: modules.AdjustedBlock,

@@ -28,6 +28,9 @@ from ...nn.stems import ConvStem, bn_affine, on_running_stats  # noqa: F401 - Co
 from ...ops import fast
 from . import spec as family_spec
 
+__all__ = ["AdjustedBlock", "ConvExpandDLA", "DLA", "MapAttention", "MapRefiner", "REFINERS", "Refiner",
+           "RefinerAttention", "SameConv2d", "masks_around"]
+
 
 class SameConv2d(nn.Conv2d):
     """A stride-1 conv, no bias, whose output keeps the input size: (k - 1) / 2 zeros on each side of
@@ -62,6 +65,7 @@ class DLA(nn.Module):
             self.conv = SameConv2d(maps, maps, kernel, groups=maps)
 
     def forward(self, a: torch.Tensor, causal: bool = False) -> torch.Tensor:
+        """The maps (B, H, N, N) convolved under the constraint; `causal`: no key after the query reaches it."""
         if self.constraint == "none":
             return _causal_conv(self.conv, a) if causal else self.conv(a)
         if self.constraint == "row_col":
@@ -98,6 +102,7 @@ class Refiner(MapRefiner):
         self.reduce = nn.Conv2d(wide, heads, 1, bias=False) if spec.reduction else None
 
     def forward(self, a: torch.Tensor, causal: bool = False) -> torch.Tensor:
+        """The maps (B, H, N, N) expanded, through the DLA, reduced; `causal` as the DLA's."""
         if self.expand is not None:
             a = self.expand(a)
         if self.dla is not None:
@@ -126,6 +131,8 @@ class ConvExpandDLA(MapRefiner):
                     conv.weight.abs_()
 
     def forward(self, a: torch.Tensor) -> torch.Tensor:
+        """The maps (B, H, N, N) refined; the BatchNorms folded into one fused pass where the fast paths run
+        in eval."""
         bns = [bn for bn in (self.bn1, self.bn2, self.bn3, self.adapt_bn) if bn is not None]
         if fast.enabled(a) and on_running_stats(bns):
             return self.folded(a.contiguous(memory_format=torch.channels_last), a)
@@ -158,7 +165,15 @@ def masks_around(mask: torch.Tensor | None, keep: torch.Tensor) -> tuple[torch.T
     """What multiplies the maps before the DLA (m_i m_j: real queries and keys, and the lower triangle when
     causal) and after it (m_j and the lower triangle), so that a padded sequence's map equals the map of its
     real tokens alone and the DLA spreads nothing onto a key it may not see (the DLA reads neighbours, whose
-    "same" zero padding the masked positions then stand for)."""
+    "same" zero padding the masked positions then stand for).
+
+    Args:
+        mask: (B, N) bool, the real tokens; None: all real.
+        keep: the attention's boolean mask, True where a query may attend (`sdpa_masks`', or the lower triangle).
+
+    Returns:
+        The two masks, before and after.
+    """
     if mask is None:
         return keep, keep
     real = mask[:, None, :, None] & mask[:, None, None, :]
@@ -181,6 +196,7 @@ class MapAttention(AttentionCoreBase):
 
     def forward(self, q: torch.Tensor | None, k: torch.Tensor | None, v: torch.Tensor, maps: torch.Tensor | None,
                 mask: torch.Tensor | None = None, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(z = A v (B, heads, N, d), the maps handed on: the incoming ones when it reuses them, else A)."""
         keep, lower = sdpa_masks(mask, causal, v.shape[2])
         if lower:
             keep = torch.ones(v.shape[2], v.shape[2], dtype=torch.bool, device=v.device).tril()
@@ -225,6 +241,7 @@ class RefinerAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, state: Mapping[str, torch.Tensor], *, mask: torch.Tensor | None = None,
                 causal: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """(tokens (B, N, dim), {"maps": the maps handed on} or {}) of `x` and the incoming maps in `state`."""
         *qk, v = self.qkv(x).split(self.widths, dim=-1)
         q, k = (rearrange(y, "b n (h d) -> b h n d", h=self.heads) for y in qk) if qk else (None, None)
         v = rearrange(v, "b n (h d) -> b h n d", h=self.value_heads)
@@ -246,6 +263,7 @@ class AdjustedBlock(Block):
 
     def forward(self, x: torch.Tensor, state: Mapping[str, torch.Tensor] = NO_STATE, *,
                 mask: torch.Tensor | None = None, causal: bool = False) -> Carry:
+        """The block on tokens `x` (B, N, dim); a Carry of the new tokens and the state (`Block.carry`)."""
         r = self.ratio
         h, wrote = self.attend(self.norm1(x * r), state, mask, causal)
         x = x + self.drop_path(self.ls1(h / r))

@@ -4,6 +4,8 @@ runs)."""
 
 from ...spec.paper import Analysis, Recipe
 
+__all__ = ["ANALYSES", "RECIPES"]
+
 RECIPES = {
     # Refiner's Table 8, standard column (its ablations): batch 256, lr 5e-3 x batch / 256, mixup 0.2, no cutmix;
     # smoothing and EMA are not in the table: timm's smoothing 0.1, EMA off (the released main.py's default)

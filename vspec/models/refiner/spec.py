@@ -63,6 +63,7 @@ class Refine:
         return heads if self.reduction else heads * self.expansion
 
     def check(self, tokens: Tokens, heads: int) -> None:
+        """Refuse an expansion, kernel or constraint the heads and tokens cannot take."""
         check_size("expansion", heads * self.expansion, f"the expanded maps {self.expansion} x {heads} heads")
         if self.kernel > tokens.length:
             raise SpecError("kernel", f"{self.kernel} exceeds the {tokens.length} tokens of each map")
@@ -104,10 +105,12 @@ class RefinerAttention(MultiHead):
 
     @property
     def consumes_maps(self) -> bool:
+        """Whether it reads the incoming maps (reused or added)."""
         return self.reuse or self.add_incoming
 
     @property
     def reads(self) -> tuple[str, ...]:
+        """(MAPS,) where it consumes the incoming maps, else ()."""
         return (MAPS,) if self.consumes_maps else ()
 
     def state_out(self, state: Mapping[str, Any], tokens: Tokens) -> dict[str, Any]:
@@ -145,6 +148,7 @@ class RefinerAttention(MultiHead):
         return self.heads if self.reuse else self.maps_used
 
     def check(self, tokens: Tokens) -> None:
+        """Refuse projections, reuse with add_incoming, and sizes the maps cannot take; then the refine's checks."""
         if self.projections is not None:
             raise SpecError("projections", "tied or grouped projections are not available on refiner attention")
         if self.reuse and self.add_incoming:
@@ -202,7 +206,18 @@ def released_attention(heads: int, share: bool, first: bool, transform: bool = F
     reuses the incoming maps and refines them (DLA expansion 3 in every released block, whatever
     `head_expand` says); a compute block adds scale x the incoming maps (all but the `first`) and, with
     `transform` (`apply_transform`, on in no released factory), refines its own maps with `head_expand`.
-    `scale` None is head_dim ** -0.5 (the released `qk_scale or head_dim ** -0.5`)."""
+    `scale` None is head_dim ** -0.5 (the released `qk_scale or head_dim ** -0.5`).
+
+    Args:
+        heads: the attention's heads.
+        share: whether the block reuses the incoming maps.
+        first: whether it is the first block (no incoming maps).
+        transform: the released `apply_transform`.
+        head_expand: the DLA's expansion of a compute block with `transform`.
+        qkv_bias: whether q, k, v have a bias.
+        scale: the logits' factor; None: head_dim ** -0.5.
+        attn_drop: attention dropout.
+    """
     common = dict(heads=heads, qkv_bias=qkv_bias, form="released", scale=scale, attn_drop=attn_drop)
     if share:
         return RefinerAttention(**common, reuse=True, refine=Refine(expansion=3, form="released"))
@@ -215,7 +230,19 @@ def released_blocks(pattern: Sequence[bool], heads: int, transform: Sequence[boo
                     attn_drop: float = 0.0, norm_eps: float = 1e-6) -> tuple[AdjustedBlock, ...]:
     """Refined-ViT's blocks: `pattern[i]` True for a shared block (the released factories alternate
     [False, True]), LayerNorm (eps 1e-6 in every factory), x + 2 f(LN(x / 2)), an MLP (ratio 3) with
-    output scale 1e-5."""
+    output scale 1e-5.
+
+    Args:
+        pattern: per block, whether it shares (reuses) the incoming maps.
+        heads: each attention's heads.
+        transform: per block, the released `apply_transform`; None: all False.
+        head_expand: `released_attention`'s.
+        qkv_bias: whether q, k, v have a bias.
+        mlp_ratio: the MLP's width over the token width.
+        scale: the logits' factor; None: head_dim ** -0.5.
+        attn_drop: attention dropout.
+        norm_eps: the LayerNorms' eps.
+    """
     transform = transform or [False] * len(pattern)
     if len(transform) != len(pattern):
         raise SpecError("block", f"{len(pattern)} blocks but {len(transform)} apply_transform flags")

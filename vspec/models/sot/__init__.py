@@ -4,3 +4,5 @@ embedding, the second-order head (MGCrP, svPN, ...), and the language head on te
 One folder: `spec.py` (its kinds, torch-free), `modules.py` (a module per kind), `ops.py` (its functions),
 `convert.py` (the released code's weights) and `family.py` (its table entries).
 """
+
+__all__ = []

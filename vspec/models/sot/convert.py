@@ -33,6 +33,8 @@ from ...convert.common import (
 from ...convert.released import Released
 from . import spec as family_spec
 
+__all__ = ["BLOCKS", "FUSIONS", "SOT", "TOKEN_TYPES"]
+
 BLOCKS = {"DenseNet": "dense", "ResNet": "resnet", "Inception": "inception"}
 TOKEN_TYPES = (*BLOCKS, "Naive_linear", "Non-local")
 FUSIONS = {"sum_fc": "sum", "concat": "concat", "aggre_all": "aggr_all", "sum_loss": "late"}

@@ -22,6 +22,8 @@ from ...convert.common import ConversionError, load_mapped, read_arguments
 from ...convert.hf import hf_key, hf_state, spec_from_hf
 from . import spec as family_spec
 
+__all__ = ["BERT_CONFIG", "CLASSIFIER", "REPRESENTATION", "from_official_sot_text", "sot_text_head"]
+
 _HEAD_PREFIX = "bert.pooler."
 _HEAD = {"normalization.weight": "head.norm.v0", "visual_fc.weight": "head.word_fc.weight",
          "visual_fc.bias": "head.word_fc.bias", "cls_fc.weight": "head.cls_fc.weight",
@@ -56,7 +58,11 @@ def _table(where: str, value: Any, known: tuple[str, ...]) -> Mapping[str, Any]:
 
 def sot_text_head(config: Mapping[str, Any]) -> family_spec.SecondOrderHead:
     """The head of a fork config: a BertConfig dict with MGCrP, MGCrP_q, MGCrP_k, MGCrP_dp, or the fixtures'
-    {Classifier arguments, `bert_config`}. A key that is none of these is refused by name."""
+    {Classifier arguments, `bert_config`}. A key that is none of these is refused by name.
+
+    Args:
+        config: the fork's config (above).
+    """
     if "bert_config" in config:
         _table("(top level)", config, CLASSIFIER)
     bert = _table("bert_config" if "bert_config" in config else "(BertConfig)", config.get("bert_config", config),
@@ -106,7 +112,13 @@ def from_official_sot_text(state_dict: Mapping[str, torch.Tensor], config: Mappi
     """The fork's BERT with SoT's head: `state_dict` of `BertForSequenceClassification` (`bert.` + HF's BERT keys,
     the head under `bert.pooler.`) with its BertConfig dict, the body then `spec_from_hf(config)`; or the head
     alone (its keys with or without `bert.pooler.`, as in the fixture) on `body`, a text spec whose head is
-    replaced and whose other weights keep their initialisation."""
+    replaced and whose other weights keep their initialisation.
+
+    Args:
+        state_dict: the released weights (above).
+        config: the fork's config (`sot_text_head`).
+        body: the text spec a head alone sits on; None: the checkpoint holds the body.
+    """
     head_keys = {k[len(_HEAD_PREFIX):] if k.startswith(_HEAD_PREFIX) else k: v for k, v in state_dict.items()
                  if k.startswith(_HEAD_PREFIX) or not k.startswith("bert.")}
     body_state = {k: v for k, v in state_dict.items() if k.startswith("bert.") and not k.startswith(_HEAD_PREFIX)}

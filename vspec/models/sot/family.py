@@ -5,6 +5,8 @@ import math
 
 from . import modules, spec
 
+__all__ = ["CONVERTERS", "FVCORE_HANDLES", "MODULES"]
+
 MODULES = {
     spec.SoTEmbed: modules.SoTEmbed,
     spec.SecondOrderHead: modules.SecondOrderHead,

@@ -37,9 +37,21 @@ from ...nn.layers import AttentionCore, Linear, make_norm, masked_mean
 from . import spec as family_spec
 from .ops import cross_covariance, epn, isqrt_cov, svpn_approx, svpn_exact
 
+__all__ = ["Bottleneck", "DenseBlock", "DenseLayer", "EPN", "GAPPool", "GCP", "InceptionBlock", "LearnableScale",
+           "MGCrP", "NoNorm", "NonLocalBlock", "ReprLayerNorm", "SecondOrderHead", "SoTEmbed", "SumOfClassifiers",
+           "SvPN", "Transition", "conv_bn_relu", "masked_batch_norm"]
+
 
 def conv_bn_relu(c_in: int, c_out: int, k: int, stride: int = 1, eps: float = 1e-3) -> nn.Sequential:
-    """conv (no bias) + BN + ReLU, named `conv` / `bn` as in the released Inception blocks."""
+    """conv (no bias) + BN + ReLU, named `conv` / `bn` as in the released Inception blocks.
+
+    Args:
+        c_in: input channels.
+        c_out: output channels.
+        k: the kernel side (padding k // 2).
+        stride: the conv's stride.
+        eps: the BatchNorm's eps.
+    """
     return nn.Sequential(OrderedDict(conv=nn.Conv2d(c_in, c_out, k, stride, k // 2, bias=False),
                               bn=nn.BatchNorm2d(c_out, eps=eps), relu=nn.ReLU(inplace=True)))
 
@@ -56,11 +68,14 @@ class DenseLayer(nn.Module):
         self.conv2 = nn.Conv2d(bottleneck, growth, 3, padding=1, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, C, H, W) with `growth` new channels concatenated."""
         h = self.conv1(F.relu(self.norm1(x)))
         return torch.cat((x, self.conv2(F.relu(self.norm2(h)))), dim=1)
 
 
 class DenseBlock(nn.Sequential):
+    """`layers` DenseLayers (`denselayer1`, ...), each adding `growth` channels to what it reads."""
+
     def __init__(self, c_in: int, norm: specs.Norm, layers: int = 6, growth: int = 16):
         super().__init__()
         for i in range(layers):
@@ -68,6 +83,8 @@ class DenseBlock(nn.Sequential):
 
 
 class Transition(nn.Sequential):
+    """BN - 1x1 conv to `c_out` - 2x2 average pool (`downsample`; else none), no ReLU."""
+
     def __init__(self, c_in: int, c_out: int, downsample: bool):
         super().__init__()
         self.norm = nn.BatchNorm2d(c_in)
@@ -76,6 +93,9 @@ class Transition(nn.Sequential):
 
 
 class Bottleneck(nn.Module):
+    """ResNet's bottleneck (1x1, 3x3 at `stride`, 1x1 to `planes * expansion`) with a residual; SoT's resnet
+    token embedding."""
+
     def __init__(self, c_in: int, planes: int = 64, stride: int = 2, expansion: int = 4):
         super().__init__()
         out = planes * expansion
@@ -90,12 +110,16 @@ class Bottleneck(nn.Module):
             if stride != 1 else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, C, H, W) -> (B, planes * expansion, H / stride, W / stride)."""
         h = F.relu(self.bn1(self.conv1(x)))
         h = F.relu(self.bn2(self.conv2(h)))
         return F.relu(self.bn3(self.conv3(h)) + self.downsample(x))
 
 
 class InceptionBlock(nn.Module):
+    """Four branches (1x1; 1x1, 3x3; 1x1, 5x5; 3x3 max-pool, 1x1), each at `stride`, concatenated to 128
+    channels; SoT's inception token embedding."""
+
     def __init__(self, c_in: int, stride: int = 2):
         super().__init__()
         self.branch0 = conv_bn_relu(c_in, 32, 1, stride)
@@ -104,6 +128,7 @@ class InceptionBlock(nn.Module):
         self.branch3 = nn.Sequential(nn.MaxPool2d(3, stride, 1), conv_bn_relu(c_in, 16, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, C, H, W) -> (B, 128, H / stride, W / stride)."""
         return torch.cat([self.branch0(x), self.branch1(x), self.branch2(x), self.branch3(x)], dim=1)
 
 
@@ -121,6 +146,7 @@ class NonLocalBlock(nn.Module):
         self.core = AttentionCore(scale=1.0)  # softmax(theta^T phi) g, unscaled
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, C, H, W) -> (B, c_out, H / stride, W / stride)."""
         x = self.down(x)
         h, w = x.shape[-2:]
         q, k, v = (rearrange(f(x), "b c h w -> b (h w) c") for f in (self.theta, self.phi, self.g))
@@ -145,6 +171,9 @@ def _stage(spec: family_spec.SoTEmbed) -> tuple[nn.Sequential, int]:
 
 
 class SoTEmbed(nn.Module):
+    """The module of `spec.SoTEmbed`: stem, three resolution-halving blocks (`spec.block`) and a 1x1 conv to the
+    token width; (B, C, H, W) -> (B, N, dim)."""
+
     def __init__(self, spec: family_spec.SoTEmbed, ctx: BuildContext):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(ctx.in_chans, spec.stem_dim, 3, padding=1), nn.MaxPool2d(3, 2, 1))
@@ -152,16 +181,20 @@ class SoTEmbed(nn.Module):
         self.transition = nn.Conv2d(c, ctx.dim, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """An image (B, C, H, W) as tokens (B, N, dim)."""
         return rearrange(self.transition(self.stage(self.stem(x))), "b d h w -> b (h w) d")
 
 
 # ---------------------------------------------------------------- pools: (B, N, dim) -> representation
 # `mask` (B, N) bool: the tokens to pool (a padded text batch's real word tokens); None: all of them
 class GAPPool(nn.Module):
+    """The mean of the (masked) tokens: (B, N, dim) -> (B, dim)."""
+
     def __init__(self, spec: family_spec.GAPPool, ctx: BuildContext):
         super().__init__()
 
     def forward(self, z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The mean of the tokens `mask` keeps (all where None): (B, N, dim) -> (B, dim)."""
         return masked_mean(z, mask)
 
 
@@ -175,6 +208,7 @@ class GCP(nn.Module):
         self.register_buffer("triu", torch.triu_indices(spec.dim, spec.dim), persistent=False)
 
     def forward(self, z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The upper triangle of the square-rooted covariance of the reduced tokens: (B, N, dim) -> (B, d(d+1)/2)."""
         x = self.reduce(z)
         root = isqrt_cov(cross_covariance(x, x, centering="channel", mask=mask), iters=self.iters)
         return root[:, self.triu[0], self.triu[1]]
@@ -183,7 +217,13 @@ class GCP(nn.Module):
 def masked_batch_norm(bn: nn.BatchNorm1d, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """`bn` in training on the tokens of h (B, N, C) that `mask` (B, N) keeps, as `bn(h[mask])` at those tokens
     (its running statistics updated as BatchNorm does), without selecting them: a selection's size is read back
-    from the device, this reads nothing. The moments in float32 at least (under autocast too)."""
+    from the device, this reads nothing. The moments in float32 at least (under autocast too).
+
+    Args:
+        bn: the BatchNorm1d (its statistics updated in place).
+        h: (B, N, C) features.
+        mask: (B, N) bool, the tokens normalised.
+    """
     x = h.to(torch.promote_types(h.dtype, torch.float32))
     keep = mask[..., None].to(x.dtype)
     n = keep.sum((0, 1))
@@ -217,6 +257,7 @@ class MGCrP(nn.Module):
         return torch.where(mask[..., None], F.relu(masked_batch_norm(self.bn, h, mask)), 0.0).to(h.dtype)
 
     def forward(self, z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Per head, the cross-covariance of the two projections: (B, N, dim) -> (B, heads, m, n)."""
         h = self.wr(z)
         if self.bn is not None:
             h = self.bn_relu(h, mask)
@@ -241,6 +282,7 @@ class SvPN(nn.Module):
             self.register_buffer("v0", torch.ones(n), persistent=False)
 
     def forward(self, q: torch.Tensor) -> torch.Tensor:
+        """svPN of each head's matrix (B, heads, m, n), exact or approximate."""
         s = self.spec
         if s.method == "exact":
             return svpn_exact(q, alpha=s.alpha)
@@ -253,31 +295,42 @@ class SvPN(nn.Module):
 
 
 class EPN(nn.Module):
+    """Element-wise power normalisation (`ops.epn`) of the flattened representation."""
+
     def __init__(self, spec: family_spec.EPN, ctx: BuildContext):
         super().__init__()
 
     def forward(self, r: torch.Tensor) -> torch.Tensor:
+        """EPN of the flattened representation: (B, ...) -> (B, features)."""
         return epn(r.flatten(1))
 
 
 class LearnableScale(nn.Module):
+    """The representation times a learned 1 / tau, started at `spec.init`."""
+
     def __init__(self, spec: family_spec.LearnableScale, ctx: BuildContext):
         super().__init__()
         self.inv_tau = nn.Parameter(torch.tensor(float(spec.init)))
 
     def forward(self, r: torch.Tensor) -> torch.Tensor:
+        """r times 1 / tau."""
         return r * self.inv_tau
 
 
 class ReprLayerNorm(nn.LayerNorm):
+    """LayerNorm over the flattened representation (all its `ctx.in_shape` entries)."""
+
     def __init__(self, spec: family_spec.ReprLayerNorm, ctx: BuildContext):
         super().__init__(math.prod(ctx.in_shape), eps=spec.eps)
 
     def forward(self, r: torch.Tensor) -> torch.Tensor:
+        """LayerNorm of the flattened representation: (B, ...) -> (B, features)."""
         return super().forward(r.flatten(1))
 
 
 class NoNorm(nn.Identity):
+    """No normalisation of the representation."""
+
     def __init__(self, spec: family_spec.NoNorm, ctx: BuildContext):
         super().__init__()
 
@@ -376,4 +429,5 @@ class SumOfClassifiers(nn.Module):
         self.cls_fc, self.word_fc, self.dim = cls_fc, word_fc, dim
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """cls_fc(z0) + word_fc(r) of pre-logits [z0, r]."""
         return self.cls_fc(features[:, :self.dim]) + self.word_fc(features[:, self.dim:])

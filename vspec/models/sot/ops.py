@@ -20,6 +20,9 @@ from torch.autograd.function import once_differentiable
 
 from ...ops.precision import float32
 
+__all__ = ["CENTERINGS", "covariance", "cross_covariance", "epn", "isqrt_cov", "power_iteration", "svpn_approx",
+           "svpn_exact"]
+
 CENTERINGS = ("none", "scalar", "channel")
 
 
@@ -44,7 +47,14 @@ def cross_covariance(x: torch.Tensor, y: torch.Tensor, centering: str = "scalar"
                      mask: torch.Tensor | None = None) -> torch.Tensor:
     """Q = (1/N) Xc^T Yc (SoT Eq. 2-3, Q = (1/q) X Y^T in the paper's column layout); x (..., N, m),
     y (..., N, n) -> (..., m, n). `centering` is "none" | "scalar" | "channel"; `mask` (..., N) bool, True at
-    the tokens pooled (module docstring); a sample with none pooled gives Q = 0."""
+    the tokens pooled (module docstring); a sample with none pooled gives Q = 0.
+
+    Args:
+        x: (..., N, m) tokens.
+        y: (..., N, n) tokens, as many as x.
+        centering: "none", "scalar" (the mean of all entries) or "channel" (each channel's mean).
+        mask: (..., N) bool, the tokens pooled; None: all.
+    """
     if x.shape[-2] != y.shape[-2]:
         raise ValueError(f"x and y must have the same number of tokens, got {x.shape[-2]} and {y.shape[-2]}")
     if mask is None:
@@ -58,7 +68,12 @@ def cross_covariance(x: torch.Tensor, y: torch.Tensor, centering: str = "scalar"
 
 def covariance(x: torch.Tensor, centering: str = "channel") -> torch.Tensor:
     """(1/N) Xc^T Xc for x (..., N, m) -> (..., m, m): `cross_covariance(x, x, centering)`; with the
-    default "channel" centering the classical (biased) covariance that GCP / iSQRT-COV pools."""
+    default "channel" centering the classical (biased) covariance that GCP / iSQRT-COV pools.
+
+    Args:
+        x: (..., N, m) tokens.
+        centering: as `cross_covariance`'s.
+    """
     return cross_covariance(x, x, centering)
 
 
@@ -152,7 +167,13 @@ def svpn_exact(q: torch.Tensor, alpha: float = 0.5, eps: float = 1e-5) -> torch.
     """svPN(Q) = sum_i l_i^alpha u_i v_i^T over the SVD Q = sum_i l_i u_i v_i^T (SoT Eq. 5), for
     Q (..., m, n). alpha = 1 gives Q back; zero singular values stay zero (also for alpha = 0).
     Backward: supplement C, with repeated singular values handled by their limit and singular values
-    below `eps` (> 0) linearised so that l^(alpha-1) <= eps^(alpha-1) (see `_svpn_backward`)."""
+    below `eps` (> 0) linearised so that l^(alpha-1) <= eps^(alpha-1) (see `_svpn_backward`).
+
+    Args:
+        q: (..., m, n) matrices.
+        alpha: the power of the singular values.
+        eps: (> 0) the singular values below it are linearised in the backward.
+    """
     if not eps > 0:
         raise ValueError(f"eps: must be > 0, got {eps}")
     return _SvPN.apply(q, float(alpha), float(eps))
@@ -174,7 +195,14 @@ def power_iteration(q: torch.Tensor, v0: torch.Tensor, iters: int = 1, eps: floa
     Returns (u (..., m), s (...), v (..., n)) with s = u^T Q v (= |Q^T u| of the last step, the
     paper's estimate of l_1; 0 <= s <= l_1). Differentiable through every iteration (nothing
     detached). Norms are clamped below at `eps` (default: sqrt of the dtype's smallest normal), so a
-    zero Q gives u = v = 0, s = 0 with finite gradients instead of NaN."""
+    zero Q gives u = v = 0, s = 0 with finite gradients instead of NaN.
+
+    Args:
+        q: (..., m, n) matrices.
+        v0: the start vector, (n,) or (..., n).
+        iters: the iterations (>= 1).
+        eps: the norms' floor; None: sqrt of the dtype's smallest normal.
+    """
     if iters < 1:
         raise ValueError(f"iters: must be >= 1, got {iters}")
     eps = _floor(q.dtype) if eps is None else eps
@@ -212,7 +240,17 @@ def svpn_approx(q: torch.Tensor, alpha: float = 0.5, num_sv: int = 1, iters: int
     floor (sqrt of the dtype's smallest normal; for k >= 2 also machine eps * s_1, since deflated
     estimates below that are rounding noise), and s^alpha is 0 at the floor: an all-zero Q gives a
     zero output with finite gradients even with eps = 0, and so does r beyond the rank of Q (where
-    Eq. 8 itself would divide rounding noise by ~0)."""
+    Eq. 8 itself would divide rounding noise by ~0).
+
+    Args:
+        q: (..., m, n) matrices.
+        alpha: the power of the singular values.
+        num_sv: r, the singular triples taken (1..min(m, n)).
+        iters: the power iterations per triple.
+        v0: the start vector, (n,) or (..., n); None: 1/sqrt(n) everywhere.
+        eps: added to the residual's denominator.
+        released_form: the released code's form (above) instead of Eq. 8.
+    """
     m, n = q.shape[-2:]
     if not 1 <= num_sv <= min(m, n):
         raise ValueError(f"num_sv: must be in 1..min(m, n) = {min(m, n)}, got {num_sv}")
@@ -247,7 +285,12 @@ def epn(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     """Element-wise power normalisation (Table 4d, "EPN"): signed square root sign(x) sqrt|x|, then
     l2 normalisation over the last dim (flatten a matrix first). The root is x / sqrt(|x| + eps):
     within eps/(2|x|) of sign(x) sqrt|x|, odd, sign-preserving and with slope <= 1/sqrt(eps) at 0.
-    The norm is clamped below at eps, so an all-zero row stays zero."""
+    The norm is clamped below at eps, so an all-zero row stays zero.
+
+    Args:
+        x: (..., d) vectors.
+        eps: the root's and the norm's floor.
+    """
     y = x / (x.abs() + eps).sqrt()
     return y / torch.linalg.vector_norm(y, dim=-1, keepdim=True).clamp_min(eps)
 
@@ -260,7 +303,12 @@ def isqrt_cov(sigma: torch.Tensor, iters: int = 5) -> torch.Tensor:
         post-compensate  sigma^(1/2) ~ sqrt(tr(sigma)) Y_iters.
     Z_k approaches A^(-1/2); the last step skips it. Accuracy grows with `iters` (>= 1); the iteration
     is slow on eigenvalues of A near 0, i.e. on ill-conditioned sigma. A zero trace is clamped to the
-    dtype's smallest normal so a zero input gives a zero output."""
+    dtype's smallest normal so a zero input gives a zero output.
+
+    Args:
+        sigma: (..., n, n) symmetric positive definite matrices.
+        iters: the Newton-Schulz iterations (>= 1).
+    """
     if iters < 1:
         raise ValueError(f"iters: must be >= 1, got {iters}")
     n = sigma.shape[-1]

@@ -246,6 +246,8 @@ class SecondOrderHead(HeadKind):
         return self.fusion == "aggr_all" or self.z0 is None
 
     def check(self, tokens: Tokens) -> None:
+        """Refuse a z0 or fusion the tokens cannot give, a second-order pool of fewer than 2 word tokens, sizes
+        beyond the limits and a norm whose output would be constant."""
         if self.z0 == "last_token" and not tokens.sequence:
             raise SpecError("z0", "last_token is a text body's last real token; an image body has a class token "
                                   "(z0 unset) or none (mean_token)")
@@ -296,6 +298,14 @@ def language_head(q: int, k: int, drop: float = 0.0, z0: Literal["last_token"] |
     """SoT's language head (its released BERT code; docs/families/text.md): one MGCrP head whose q- and
     k-projections are each followed by BatchNorm + ReLU, channel-centred (1/N) X Y^T, svPN by one power iteration
     started on the left (alpha 0.5, eps 1e-5), dropout, the sum with the first-token classifier. z0 = last_token
-    for GPT (SoT Sec. 4.3); padding = included is the released head's pooling (every position after [CLS])."""
+    for GPT (SoT Sec. 4.3); padding = included is the released head's pooling (every position after [CLS]).
+
+    Args:
+        q: the q-projection's width m.
+        k: the k-projection's width n.
+        drop: the dropout before the classifier.
+        z0: "last_token" (GPT) or None (the first token).
+        padding: "masked" or "included" (above).
+    """
     return SecondOrderHead(fusion="sum", pool=MGCrP(heads=1, m=q, n=k, centering="channel", bn_relu=True),
                            norm=SvPN(side="left"), drop=drop, z0=z0, padding=padding)

@@ -25,6 +25,8 @@ from ...convert.common import ISOTROPIC_BODY, check_sinusoid, layer_norm_eps, qk
 from ...convert.released import Released
 from . import spec as family_spec
 
+__all__ = ["T2T", "TOKENS_TYPES"]
+
 TOKENS_TYPES = ("performer", "transformer")
 
 

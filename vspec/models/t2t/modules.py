@@ -11,6 +11,8 @@ from . import spec as family_spec
 from .ops import performer_attention, random_features, soft_split
 from .spec import SOFT_SPLITS
 
+__all__ = ["T2TEmbed", "T2T_EPS", "TokenBlock"]
+
 T2T_EPS = 1e-5  # every LayerNorm of the released T2T module (torch's default)
 
 
@@ -37,6 +39,7 @@ class TokenBlock(nn.Module):
         self.mlp = ctx.child(specs.MLP(ratio=1.0, drop=drop, hidden_drop=0.0), tokens=specs.Tokens(dim, ctx.grid))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Tokens (B, L, in_dim) -> (B, L, token_dim)."""
         h = self.norm1(x)
         if self.performer:
             k, q, v = self.kqv(h).chunk(3, dim=-1)
@@ -58,6 +61,7 @@ class T2TEmbed(nn.Module):
         self.project = Linear(widths[2], ctx.dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """An image (B, C, H, W) as tokens (B, N, dim)."""
         x, h = self.split(x, 0)
         for i, block in enumerate(self.blocks, 1):
             x, h = self.split(rearrange(block(x), "b (h w) c -> b c h w", h=h), i)  # Eq. 2, then Eq. 3

@@ -55,6 +55,7 @@ class T2TEmbed(EmbedderKind):
         return in_chans * 49, self.token_dim * 9, self.token_dim * 9
 
     def check_input(self, img_size: tuple[int, int], in_chans: int, dim: int) -> None:
+        """Refuse an image size the soft splits do not divide, or widths beyond the size limits."""
         for axis, size in zip(("height", "width"), img_size):
             if size % 16:
                 raise SpecError("", f"the soft splits reduce the image 16-fold: its {axis} {size} is not a multiple "

@@ -16,6 +16,8 @@ import from here, with a DeprecationWarning naming their new module (vspec/_move
 
 from ..._moved import moved
 
+__all__ = []
+
 
 def __getattr__(name: str):
     return moved(__name__, name)

@@ -21,12 +21,21 @@ import torch.nn.functional as F
 
 from .registry import DataError
 
+__all__ = ["ColorJitter", "LEVEL_DENOM", "RandAugment", "affine", "apply_lut", "autocontrast", "autocontrast_lut",
+           "box_mask", "brightness", "color", "contrast", "crop_boxes", "equalize", "equalize_lut", "erase_boxes",
+           "invert", "posterize", "rotate", "sharpness", "solarize", "solarize_add", "to"]
+
 LEVEL_DENOM = 10.0  # timm's 'Mx' magnitude scale: level = magnitude / 10
 
 
 def to(t: torch.Tensor, device, dtype=None) -> torch.Tensor:
     """A small CPU tensor (a plan's parameters) onto `device` without waiting for the device: through pinned
-    memory, asynchronously on CUDA (a plain copy from pageable memory would synchronise the stream)."""
+    memory, asynchronously on CUDA (a plain copy from pageable memory would synchronise the stream).
+
+    Args:
+        t: the CPU tensor.
+        device: where it goes.
+        dtype: its dtype there, or None (unchanged)."""
     t = t if dtype is None else t.to(dtype)
     if torch.device(device).type != "cuda":
         return t.to(device)
@@ -46,7 +55,14 @@ def crop_boxes(sizes: torch.Tensor, g: torch.Generator, scale=(0.08, 1.0), ratio
                tries: int = 10) -> torch.Tensor:
     """(N, 4) boxes (top, left, height, width) of timm's RandomResizedCropAndInterpolation.get_params for images of
     `sizes` (N, 2: height, width): up to `tries` draws of an area fraction in `scale` and a log-uniform aspect in
-    `ratio`, the first that fits; else the whole image cropped to the nearest allowed aspect, centred."""
+    `ratio`, the first that fits; else the whole image cropped to the nearest allowed aspect, centred.
+
+    Args:
+        sizes: the images' (height, width), (N, 2).
+        g: the generator drawn from.
+        scale: the area fraction's range.
+        ratio: the aspect's range (width / height).
+        tries: draws before the fallback."""
     n = len(sizes)
     h, w = sizes[:, 0:1].double(), sizes[:, 1:2].double()
     area = _uniform(g, n, *scale, tries) * h * w
@@ -72,7 +88,17 @@ def crop_boxes(sizes: torch.Tensor, g: torch.Generator, scale=(0.08, 1.0), ratio
 def erase_boxes(n: int, h: int, w: int, p: float, g: torch.Generator, area=(0.02, 1 / 3), log_ratio=None,
                 tries: int = 10) -> torch.Tensor:
     """(N, 4) boxes (top, left, height, width; height 0: not erased) of timm's RandomErasing (one box, `p` the
-    probability): up to `tries` draws of an area fraction and a log-uniform aspect in (0.3, 1 / 0.3) that fit."""
+    probability): up to `tries` draws of an area fraction and a log-uniform aspect in (0.3, 1 / 0.3) that fit.
+
+    Args:
+        n: the images.
+        h: their height.
+        w: their width.
+        p: the probability that an image is erased.
+        g: the generator drawn from.
+        area: the box's area fraction's range.
+        log_ratio: the log aspect's range (None: log 0.3 to log 1 / 0.3).
+        tries: draws before giving up (not erased)."""
     log_ratio = log_ratio or (math.log(0.3), math.log(1 / 0.3))
     erase = torch.rand(n, generator=g, dtype=torch.float64) < p
     target = _uniform(g, n, *area, tries) * h * w
@@ -88,7 +114,13 @@ def erase_boxes(n: int, h: int, w: int, p: float, g: torch.Generator, area=(0.02
 
 
 def box_mask(boxes: torch.Tensor, h: int, w: int, device) -> torch.Tensor:
-    """(N, 1, H, W) bool: inside each box (top, left, height, width)."""
+    """(N, 1, H, W) bool: inside each box (top, left, height, width).
+
+    Args:
+        boxes: (N, 4) boxes.
+        h: the images' height.
+        w: their width.
+        device: where the mask is made."""
     b = to(boxes, device)
     ys, xs = torch.arange(h, device=device), torch.arange(w, device=device)
     inside_y = (ys >= b[:, 0:1]) & (ys < b[:, 0:1] + b[:, 2:3])
@@ -134,31 +166,37 @@ _DEGENERATE = {"Color": lambda x: _gray(x).expand_as(x),
 
 
 def color(x, f):
+    """PIL's ImageEnhance.Color of images `x` by each sample's factor `f` (N,): blended with its greyscale."""
     return _blend(_DEGENERATE["Color"](x), x, f)
 
 
 def contrast(x, f):
+    """PIL's ImageEnhance.Contrast of images `x` by each sample's factor `f` (N,): blended with its greyscale's
+    rounded mean."""
     return _blend(_DEGENERATE["Contrast"](x), x, f)
 
 
 def brightness(x, f):
+    """PIL's ImageEnhance.Brightness of images `x` by each sample's factor `f` (N,): blended with black."""
     return _blend(_DEGENERATE["Brightness"](x), x, f)
 
 
 def sharpness(x, f):
+    """PIL's ImageEnhance.Sharpness of images `x` by each sample's factor `f` (N,): blended with its smoothed
+    self."""
     return _blend(_DEGENERATE["Sharpness"](x), x, f)
 
 
 def apply_lut(x: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
-    """Each channel's values looked up in its table: lut (N, C, 256)."""
+    """Each channel's values of images `x` looked up in its table of `lut` (N, C, 256)."""
     n, c = x.shape[:2]
     return lut.to(x.dtype).gather(2, x.reshape(n, c, -1).long()).view_as(x)
 
 
 def autocontrast_lut(x):
-    """ImageOps.autocontrast (no cutoff) as a table per channel: stretched to 0..255 (truncated), flat channels
-    kept; rounded as PIL's int(ix * scale + offset) in float64 (int((ix - lo) * scale) truncates some values one
-    higher)."""
+    """ImageOps.autocontrast (no cutoff) of images `x` as a table per channel: stretched to 0..255 (truncated),
+    flat channels kept; rounded as PIL's int(ix * scale + offset) in float64 (int((ix - lo) * scale) truncates some
+    values one higher)."""
     lo, hi = x.amin((2, 3)).double()[..., None], x.amax((2, 3)).double()[..., None]
     ramp = torch.arange(256, dtype=torch.float64, device=x.device).expand(*x.shape[:2], 256)
     scale = torch.full_like(hi, 255.0) / (hi - lo).clamp(min=1)  # a true division (255.0 / t is 255 * (1 / t))
@@ -166,12 +204,13 @@ def autocontrast_lut(x):
 
 
 def autocontrast(x, _=None):
+    """PIL's ImageOps.autocontrast of images `x` per sample and channel (`autocontrast_lut`; `_`: no argument)."""
     return apply_lut(x, autocontrast_lut(x))
 
 
 def equalize_lut(x):
-    """ImageOps.equalize as a table per channel: lut[i] = (step // 2 + pixels below i) // step, step = (pixels -
-    the count of the last value present) // 255; a channel with one value (or step 0) is kept."""
+    """ImageOps.equalize of images `x` as a table per channel: lut[i] = (step // 2 + pixels below i) // step,
+    step = (pixels - the count of the last value present) // 255; a channel with one value (or step 0) is kept."""
     n, c = x.shape[:2]
     v = x.reshape(n * c, -1).long()
     hist = torch.zeros(n * c, 256, dtype=torch.long, device=x.device).scatter_add_(1, v, torch.ones_like(v))
@@ -184,31 +223,43 @@ def equalize_lut(x):
 
 
 def equalize(x, _=None):
+    """PIL's ImageOps.equalize of images `x` per sample and channel (`equalize_lut`; `_`: no argument)."""
     return apply_lut(x, equalize_lut(x))
 
 
 def invert(x, _=None):
+    """PIL's ImageOps.invert of images `x`: 255 - x (`_`: no argument)."""
     return 255 - x
 
 
 def posterize(x, bits):
-    """Keep the top `bits` bits (0: black)."""
+    """Images `x` with the top `bits` bits of each sample (N,) kept (0: black)."""
     mask = (255 << (8 - bits.long().clamp(0, 8))) & 255
     return (x.long() & mask.view(-1, 1, 1, 1).to(x.device)).to(x.dtype)
 
 
 def solarize(x, thresh):
+    """PIL's ImageOps.solarize of images `x`: the values at or above each sample's threshold `thresh` (N,)
+    inverted."""
     t = thresh.view(-1, 1, 1, 1).to(x)
     return torch.where(x >= t, 255 - x, x)
 
 
 def solarize_add(x, add, thresh: float = 128):
+    """timm's solarize_add of images `x`: each sample's `add` (N,) added (clamped at 255) to the values below
+    `thresh` (timm's 128)."""
     return torch.where(x < thresh, (x + add.view(-1, 1, 1, 1).to(x)).clamp(max=255), x)
 
 
 def affine(x, m: torch.Tensor, fill, mode: str = "bicubic"):
     """PIL's Image.transform(AFFINE, (a, b, c, d, e, f)) per sample: output pixel centre q samples the input at
-    (a qx + b qy + c, d qx + e qy + f); outside the image, `fill` (timm's image mean)."""
+    (a qx + b qy + c, d qx + e qy + f); outside the image, `fill` (timm's image mean).
+
+    Args:
+        x: images (N, C, H, W) holding 0..255.
+        m: each sample's (a, b, c, d, e, f), (N, 6).
+        fill: the value outside the image, per channel.
+        mode: the resampling filter ("bicubic" or "bilinear")."""
     n, _, h, w = x.shape
     m = m.to(torch.float64)
     norm = torch.tensor([[2 / w, 0, -1], [0, 2 / h, -1], [0, 0, 1]], dtype=torch.float64)
@@ -234,7 +285,13 @@ def _rotation(degrees: torch.Tensor, h: int, w: int) -> torch.Tensor:
 
 
 def rotate(x, degrees, fill, mode="bicubic"):
-    """Image.rotate(degrees): counter-clockwise about the centre, the same size."""
+    """Image.rotate(degrees): counter-clockwise about the centre, the same size.
+
+    Args:
+        x: images (N, C, H, W) holding 0..255.
+        degrees: each sample's angle (N,).
+        fill: the value outside the image, per channel.
+        mode: the resampling filter ("bicubic" or "bilinear")."""
     return affine(x, _rotation(degrees, *x.shape[2:]), fill, mode)
 
 
@@ -404,6 +461,12 @@ class ColorJitter:
         self.s = float(strength)
 
     def plan(self, n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """The draws of `n` samples: each one's order of the three ops (N, 3) and its factors (N, 3), uniform
+        in [1 - s, 1 + s].
+
+        Args:
+            n: the samples.
+            g: the generator drawn from."""
         order = torch.argsort(torch.rand(n, 3, generator=g), 1)
         return order, _uniform(g, n, 1 - self.s, 1 + self.s, 3)
 

@@ -25,18 +25,29 @@ from .device_augment import ColorJitter, RandAugment, box_mask, crop_boxes, eras
 from .preprocess import mean_std
 from .registry import DataError
 
+__all__ = ["CANVAS_MAX", "DevicePipeline", "Indexed", "JPEG", "WorkerPipeline", "collate_encoded", "decode",
+           "device_batches"]
+
 JPEG = b"\xff\xd8"
 CANVAS_MAX = 1024  # the longest side laid into the batch for the random resized crop; larger images shrink first
 
 
 def collate_encoded(items) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """A batch of (encoded image, label) items: the images as a list (their lengths differ), the labels stacked."""
+    """A batch of (encoded image, label) items: the images as a list (their lengths differ), the labels stacked.
+
+    Args:
+        items: the (encoded image, label) items."""
     return [data for data, _ in items], torch.tensor([int(label) for _, label in items])
 
 
 def decode(data: list[torch.Tensor], device: torch.device, in_chans: int) -> list[torch.Tensor]:
     """Encoded images -> uint8 (C, H, W) tensors on `device`: the JPEGs in one batched call (nvJPEG on CUDA), any
-    other format torchvision reads on the CPU. A file that does not decode is one DataError naming its place."""
+    other format torchvision reads on the CPU. A file that does not decode is one DataError naming its place.
+
+    Args:
+        data: the encoded images (uint8 tensors of their bytes).
+        device: where they are decoded.
+        in_chans: the channels decoded (1: greyscale, 3: RGB)."""
     from torchvision.io import ImageReadMode, decode_image, decode_jpeg  # extra
 
     mode = ImageReadMode.RGB if in_chans == 3 else ImageReadMode.GRAY
@@ -108,6 +119,11 @@ class DevicePipeline:
             self.colour = ColorJitter(0.4)
 
     def generator(self, epoch: int, batch: int) -> torch.Generator:
+        """The generator of one batch's draws, seeded from the run's seed, this rank, the epoch and the batch.
+
+        Args:
+            epoch: the epoch, from 0.
+            batch: the batch's index in the epoch."""
         key = ((self.seed * 1_000_003 + self.rank) * 1_000_003 + epoch) * 1_000_003 + batch
         return torch.Generator().manual_seed(key % 2**63)
 
@@ -137,7 +153,11 @@ class DevicePipeline:
         """timm's random resized crop of each image to the model's size, then a horizontal flip at rate 1/2. The
         images are laid into one zero-padded batch (a side over CANVAS_MAX shrunk first, its box with it) and
         torchvision's roi_align resamples every box at once: bilinear samples averaged over each output pixel's
-        area (as many per pixel as the box is larger: an antialiased resize)."""
+        area (as many per pixel as the box is larger: an antialiased resize).
+
+        Args:
+            images: the decoded images, uint8 (C, H, W) each.
+            g: the generator the boxes and flips are drawn from."""
         from torchvision.ops import roi_align  # extra
 
         sizes = torch.tensor([img.shape[-2:] for img in images])
@@ -204,7 +224,15 @@ def device_batches(loader: Iterable, pipeline: DevicePipeline, train: bool, epoc
     """The loader's batches of encoded images made ready by `pipeline` (batch i's draws from
     `pipeline.generator(epoch, i)`, i counted from `start`), with their labels, on the device. On CUDA the next
     batches are prepared ahead on a side stream, as timm's prefetcher does: launched from this thread before the
-    current batch goes to the step, up to `depth` batches in flight."""
+    current batch goes to the step, up to `depth` batches in flight.
+
+    Args:
+        loader: batches of (encoded images, labels) (`collate_encoded`).
+        pipeline: the run's `DevicePipeline`.
+        train: augment (the training split), else the evaluation transform.
+        epoch: the epoch, from 0.
+        start: the index of the loader's first batch in the epoch (a resumed epoch).
+        depth: batches in flight on CUDA."""
     device = pipeline.device
     if device.type != "cuda":
         for i, (data, target) in enumerate(loader, start):

@@ -40,11 +40,13 @@ from ...extras import needs
 from ...spec.errors import file_kind, show
 from .registry import DataError
 
-SUFFIXES = (".parquet", ".arrow")
+__all__ = ["MAX_FILES", "hub_id", "image_columns", "open_splits", "split_files"]
+
+_SUFFIXES = (".parquet", ".arrow")
 MAX_FILES = 100_000  # data files of one WHERE (the Hub's largest image sets hold a few thousand)
-MAX_SCANNED = 1_000_000  # names looked at while listing a folder or a glob, before giving up
-MAX_JSON = 1 << 20  # bytes of a save_to_disk folder's JSON files
-SPLIT_KEYWORDS = {"train": ("train", "training"), "validation": ("validation", "valid", "dev", "val"),
+_MAX_SCANNED = 1_000_000  # names looked at while listing a folder or a glob, before giving up
+_MAX_JSON = 1 << 20  # bytes of a save_to_disk folder's JSON files
+_SPLIT_KEYWORDS = {"train": ("train", "training"), "validation": ("validation", "valid", "dev", "val"),
                   "test": ("test", "testing", "eval", "evaluation")}
 _SHARDED = re.compile(r"^(\w+(?:\.\w+)*)-\d{5}-of-\d{5}")  # push_to_hub's `train-00000-of-00002.parquet`
 _WORDS = re.compile(r"[-._ 0-9]+")
@@ -53,14 +55,21 @@ _GLOB = re.compile(r"[*?[]")
 
 
 def hub_id(where: str) -> bool:
-    """Whether WHERE names a Hub dataset (owner/name, or a legacy name), not a path: nothing there by that name."""
-    return (not os.path.lexists(where) and bool(_HUB_ID.fullmatch(where)) and not where.endswith(SUFFIXES)
+    """Whether WHERE names a Hub dataset (owner/name, or a legacy name), not a path: nothing there by that name.
+
+    Args:
+        where: --data-dir."""
+    return (not os.path.lexists(where) and bool(_HUB_ID.fullmatch(where)) and not where.endswith(_SUFFIXES)
             and ".." not in where)
 
 
 def split_files(where: str, config: str | None = None) -> dict[str, list[str]]:
     """The parquet / arrow files of each split of WHERE (a save_to_disk folder's arrow files too), in a fixed order:
-    by path, as HF numbers its shards."""
+    by path, as HF numbers its shards.
+
+    Args:
+        where: a folder, a glob of files, or a Hub dataset's id.
+        config: the dataset's configuration (a subset), or None."""
     kind, found = _locate(where, config)
     if kind == "disk":
         return {split: _disk_files(folder) for split, folder in found.items()}
@@ -69,7 +78,12 @@ def split_files(where: str, config: str | None = None) -> dict[str, list[str]]:
 
 def open_splits(where: str, config: str | None = None, splits: Iterable[str] | None = None) -> dict[str, Any]:
     """Every split of WHERE as a `datasets.Dataset` (only `splits` where given: each must be there), unformatted,
-    nothing downloaded (module docstring)."""
+    nothing downloaded (module docstring).
+
+    Args:
+        where: a folder, a glob of files, or a Hub dataset's id.
+        config: the dataset's configuration (a subset), or None.
+        splits: the splits to open, or None (every one)."""
     kind, found = _locate(where, config)
     if splits is not None:
         splits = list(dict.fromkeys(splits))
@@ -90,7 +104,12 @@ def image_columns(features, image_column: str | None = None,
     """(image column, label column, the class names) of `features` (a `datasets.Features`): the one `Image` feature
     and the one `ClassLabel` feature (its names the classes), else an integer column named `label` (names None:
     classes 0 to its largest); a named column is checked instead. One DataError line when none, several or a
-    column of another type is there."""
+    column of another type is there.
+
+    Args:
+        features: the split's features.
+        image_column: --image-column, or None (found).
+        label_column: --label-column, or None (found)."""
     with needs("--data hf"):
         from datasets import ClassLabel, Image, Value  # extra
 
@@ -176,10 +195,10 @@ def _glob_base(pattern: str) -> str:
 def _bounded_glob(pattern: str) -> list[Path]:
     found = []
     for n, name in enumerate(glob.iglob(pattern, recursive=True)):
-        if n >= MAX_SCANNED or len(found) >= MAX_FILES:
+        if n >= _MAX_SCANNED or len(found) >= MAX_FILES:
             raise DataError(f"hf: --data-dir {show(pattern)} matches more than {MAX_FILES:,} data files (at most "
                             f"{MAX_FILES:,}; name fewer)")
-        if name.endswith(SUFFIXES):
+        if name.endswith(_SUFFIXES):
             found.append(Path(name))
     if not found:
         raise DataError(f"hf: --data-dir {show(pattern)} matches no parquet or arrow file")
@@ -193,9 +212,9 @@ def _listed(folder: Path) -> list[Path]:
     for top, dirs, files in os.walk(folder, onerror=_walk_error):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         scanned += len(dirs) + len(files)
-        found += [Path(top, f) for f in files if f.endswith(SUFFIXES)]
-        if scanned > MAX_SCANNED or len(found) > MAX_FILES:
-            raise DataError(f"hf: {folder}: more than {MAX_FILES:,} data files or {MAX_SCANNED:,} names under it, the "
+        found += [Path(top, f) for f in files if f.endswith(_SUFFIXES)]
+        if scanned > _MAX_SCANNED or len(found) > MAX_FILES:
+            raise DataError(f"hf: {folder}: more than {MAX_FILES:,} data files or {_MAX_SCANNED:,} names under it, the "
                             "most a folder is listed for; name fewer (a glob of them, --subset)")
     if not found:
         scripts = sorted(p.name for p in folder.glob("*.py"))
@@ -216,7 +235,7 @@ def _walk_error(e: OSError) -> None:
 def _split_word(part: str) -> str | None:
     """The split whose keyword is a word of `part` (a folder's or a file's name), if any."""
     words = _WORDS.split(part.lower())
-    return next((split for word in words for split, keys in SPLIT_KEYWORDS.items() if word in keys), None)
+    return next((split for word in words for split, keys in _SPLIT_KEYWORDS.items() if word in keys), None)
 
 
 def _split_of(parts: tuple[str, ...]) -> str:
@@ -253,7 +272,7 @@ def _name_splits(root: Path, files: list[Path], config: str | None, where: str) 
 
 def _data_file(path: Path) -> None:
     """A data file to read: a regular file (links followed) with a parquet or arrow name, not empty."""
-    if not path.name.endswith(SUFFIXES):
+    if not path.name.endswith(_SUFFIXES):
         raise DataError(f"hf: {path}: not a parquet or arrow file (a .parquet or .arrow name)")
     try:
         st = os.stat(path)
@@ -293,7 +312,7 @@ def _snapshot(repo: str) -> Path:
 
 
 # ---------------------------------------------------------------- save_to_disk folders
-def _small_file(path: Path, limit: int = MAX_JSON) -> bytes:
+def _small_file(path: Path, limit: int = _MAX_JSON) -> bytes:
     """A small regular file's bytes; anything else one line naming it."""
     try:
         st = os.stat(path)

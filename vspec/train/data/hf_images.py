@@ -17,12 +17,14 @@ from .hf import image_columns, open_splits, split_files
 from .registry import DataError, Request
 from .sources import decode_image, read_bytes, read_image
 
-VAL_SPLITS = ("validation", "test")  # the split validated on where --val-split is not given: the first there
+__all__ = ["HFImages", "hf_images", "val_split"]
+
+_VAL_SPLITS = ("validation", "test")  # the split validated on where --val-split is not given: the first there
 
 
 class HFImages(Dataset):
     """One split's images and labels: item i is (transform(its image), label), or with `encoded` (its bytes as a
-    uint8 tensor, label). `labels` is checked (`check_labels`); `name` begins an unreadable image's line."""
+    uint8 tensor, label). `labels` is checked (`_check_labels`); `name` begins an unreadable image's line."""
 
     def __init__(self, split, image_column: str, labels: np.ndarray, name: str, transform=None, encoded=False):
         from datasets import Image  # extra
@@ -47,7 +49,7 @@ class HFImages(Dataset):
         return (self.transform(image) if self.transform else image), label
 
 
-def check_labels(split, column: str, num_classes: int | None, name: str) -> np.ndarray:
+def _check_labels(split, column: str, num_classes: int | None, name: str) -> np.ndarray:
     """A split's labels as int64, each in [0, num_classes) (None: any >= 0), read from the label column alone;
     else one line naming the first bad row: missing (null), negative (ClassLabel's -1: no label), out of range."""
     values = split.with_format("arrow")[column]
@@ -67,9 +69,13 @@ def check_labels(split, column: str, num_classes: int | None, name: str) -> np.n
 
 
 def val_split(request: Request, splits: list[str]) -> str:
-    """The split validated on: --val-split, else the first of VAL_SPLITS there; one line naming the splits
-    there are otherwise."""
-    chosen = request.split or next((s for s in VAL_SPLITS if s in splits), None)
+    """The split validated on: --val-split, else the first of _VAL_SPLITS there; one line naming the splits
+    there are otherwise.
+
+    Args:
+        request: the run's data request (its `split`: --val-split).
+        splits: the dataset's splits."""
+    chosen = request.split or next((s for s in _VAL_SPLITS if s in splits), None)
     if chosen in splits and chosen != "train":
         return chosen
     given = f"--val-split {request.split}: not a split to validate on" if request.split else "no validation split"
@@ -81,7 +87,10 @@ def hf_images(request: Request):
     """(train, val, num_classes) of the Hugging Face dataset at `request.data_dir` (vspec/train/data/hf.py): the
     train split and the validation split (`val_split`), their image and label columns found from the features
     (`image_columns`), the classes a ClassLabel's names, else 0 to the training split's largest label. With
-    `request.streaming`, the files read as streams instead (vspec/train/data/hf_stream.py)."""
+    `request.streaming`, the files read as streams instead (vspec/train/data/hf_stream.py).
+
+    Args:
+        request: the run's data request (data_dir, the columns, the split, streaming, the transforms)."""
     with needs("--data hf"):
         import datasets  # extra  # noqa: F401
     where = request.data_dir
@@ -102,9 +111,9 @@ def hf_images(request: Request):
         if names is not None and list(getattr(val.features[label], "names", [])) != names:
             raise DataError(f"hf: {where}: the {val_name} split's classes are not the train split's "
                             f"(its {label} feature's names differ)")
-    train_labels = check_labels(train, label, len(names) if names else None, f"hf: {where}: train")
+    train_labels = _check_labels(train, label, len(names) if names else None, f"hf: {where}: train")
     num_classes = len(names) if names else int(train_labels.max()) + 1
-    val_labels = check_labels(val, label, num_classes, f"hf: {where}: {val_name}")
+    val_labels = _check_labels(val, label, num_classes, f"hf: {where}: {val_name}")
     common = dict(image_column=image, encoded=request.encoded)
     return (HFImages(train, labels=train_labels, name=f"hf: {where}: train",
                      transform=None if request.encoded else request.train_transform, **common),

@@ -43,8 +43,10 @@ from .registry import DataError, Request, open_regular
 from .shards import ShardStream
 from .sources import decode_image
 
-PARQUET = b"PAR1"
-ARROW_FILE = b"ARROW1"  # the IPC file format's magic; datasets' own .arrow files are IPC streams
+__all__ = ["HFStream", "layout", "streams"]
+
+_PARQUET = b"PAR1"
+_ARROW_FILE = b"ARROW1"  # the IPC file format's magic; datasets' own .arrow files are IPC streams
 
 
 def _why(e: Exception) -> str:
@@ -55,7 +57,7 @@ def _why(e: Exception) -> str:
 def _kind(path: str) -> str:
     with open_regular(path, "a parquet or arrow file") as f:  # no FIFO, no device
         head = f.read(6)
-    return "parquet" if head[:4] == PARQUET else "arrow-file" if head == ARROW_FILE else "arrow"
+    return "parquet" if head[:4] == _PARQUET else "arrow-file" if head == _ARROW_FILE else "arrow"
 
 
 def _open(f: dict):
@@ -86,7 +88,13 @@ def _type_error(schema: pa.Schema, image: str, label: str) -> str | None:
 
 def layout(paths: list[str], image: str, label: str, split: str) -> list[dict]:
     """Each file of a split as {name, path, kind, groups (rows of each row group / record batch), count, start (its
-    first row's place in the split)}, its columns checked; `split` names the split in messages."""
+    first row's place in the split)}, its columns checked; `split` names the split in messages.
+
+    Args:
+        paths: the split's files.
+        image: the image column.
+        label: the label column.
+        split: the split's name."""
     files, start = [], 0
     for path in paths:
         name = path.rsplit("/", 1)[-1]
@@ -280,7 +288,13 @@ def streams(r: Request, train_files: list[str], val_files: list[str], val_name: 
     """(train stream, val stream, num_classes) of --data hf --streaming at `r.data_dir` (module docstring): the
     train split's files and the validation split's (`hf_images` chose them), their columns found from the first
     training file's features (`hf.image_columns`), the classes a ClassLabel's names, else 0 to the training split's
-    largest label."""
+    largest label.
+
+    Args:
+        r: the run's data request.
+        train_files: the training split's files.
+        val_files: the validation split's files.
+        val_name: the validation split's name."""
     where = r.data_dir
     first = dict(path=train_files[0], kind=_kind(train_files[0]))
     image, label, names = image_columns(_features(first), r.image_column, r.label_column)

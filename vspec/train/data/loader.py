@@ -22,6 +22,9 @@ from ..signals import worker_init
 from ..validators import MAX_WORKERS
 from .registry import DataError
 
+__all__ = ["EpochKeys", "ResumableSampler", "Seeded", "build_loaders", "sample_draws", "set_epoch", "to_device",
+           "transfer"]
+
 
 class ResumableSampler(DistributedSampler):
     """DistributedSampler (num_replicas=1 is fine, no process group needed) whose order depends only on
@@ -38,6 +41,12 @@ class ResumableSampler(DistributedSampler):
         self.skip = 0
 
     def set_epoch(self, epoch: int, skip: int = 0) -> None:
+        """Shuffle for `epoch` (as DistributedSampler) and skip this rank's first `skip` samples of it (a
+        resumed epoch); one DataError line for a skip outside [0, samples per rank].
+
+        Args:
+            epoch: the epoch, from 0.
+            skip: samples of this rank already trained on in this epoch."""
         if not 0 <= skip <= self.num_samples:
             raise DataError(f"skip: must be in [0, {self.num_samples}] (samples per rank per epoch), got {skip}")
         super().set_epoch(epoch)
@@ -56,7 +65,10 @@ def sample_draws(*key: int):
     epoch, the sample) while one training sample is made: the draws of its transforms (timm's RandAugment, random
     erasing, the random resized crop, ...) then depend on the sample alone, not on the worker that reads it, how far
     that worker had read, or where the run was resumed. In the main process (--workers 0) the streams are put back
-    afterwards: the training's own draws (mixup, dropout) go on as without data."""
+    afterwards: the training's own draws (mixup, dropout) go on as without data.
+
+    Args:
+        *key: non-negative ints: the run's seed, the epoch, the sample's index."""
     saved = (random.getstate(), np.random.get_state(), torch.get_rng_state()) if get_worker_info() is None else None
     high, low = (int(w) for w in np.random.SeedSequence(key).generate_state(2))
     random.seed(high << 32 | low)
@@ -78,6 +90,11 @@ class EpochKeys(Sampler):
         self.sampler = sampler
 
     def set_epoch(self, epoch: int, skip: int = 0) -> None:
+        """The sampler's `set_epoch` (see `ResumableSampler.set_epoch`).
+
+        Args:
+            epoch: the epoch, from 0.
+            skip: samples of this rank already trained on in this epoch."""
         self.sampler.set_epoch(epoch, skip=skip)
 
     def __iter__(self):
@@ -106,7 +123,12 @@ class Seeded(Dataset):
 
 def set_epoch(loader: DataLoader, epoch: int, skip: int = 0) -> None:
     """The epoch's order and the samples of it already trained (`skip`, per rank): the ResumableSampler's, or the
-    stream's (an IterableDataset: --data shards, vspec/train/data/shards.py)."""
+    stream's (an IterableDataset: --data shards, vspec/train/data/shards.py).
+
+    Args:
+        loader: the training loader (`build_loaders`).
+        epoch: the epoch, from 0.
+        skip: samples of this rank already trained on in this epoch."""
     stream = isinstance(loader.dataset, IterableDataset)
     (loader.dataset if stream else loader.sampler).set_epoch(epoch, skip=skip)
 
@@ -122,7 +144,17 @@ def build_loaders(train_ds, val_ds, *, batch_size: int, workers: int = 0, seed: 
     Val: in order; with world_size > 1 a DistributedSampler without shuffle (which repeats a few samples to
     give every rank the same count). pin_memory when CUDA is available. `collate_fn`: how samples become a
     batch (text: padded to the batch's longest sequence); None: stacked.
-    """
+
+    Args:
+        train_ds: the training set (a Dataset, or a stream).
+        val_ds: the validation set.
+        batch_size: samples per batch and rank.
+        workers: loading processes.
+        seed: the run's seed.
+        rank: this process's rank.
+        world_size: the processes of the run.
+        drop_last: drop the training split's last partial batch.
+        collate_fn: makes a batch of samples, or None."""
     if not isinstance(batch_size, int) or batch_size < 1:
         raise DataError(f"batch_size: must be an int >= 1, got {batch_size!r}")
     if not isinstance(workers, int) or not 0 <= workers <= MAX_WORKERS:
@@ -158,7 +190,11 @@ def build_loaders(train_ds, val_ds, *, batch_size: int, workers: int = 0, seed: 
 
 
 def to_device(batch, device):
-    """A batch of images, or a text batch's dict of input_ids / attention_mask / token_type_ids, on `device`."""
+    """A batch of images, or a text batch's dict of input_ids / attention_mask / token_type_ids, on `device`.
+
+    Args:
+        batch: the batch.
+        device: where it goes."""
     if isinstance(batch, dict):
         return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
     return batch.to(device, non_blocking=True)
@@ -166,6 +202,10 @@ def to_device(batch, device):
 
 def transfer(batch, device):
     """A training batch of the loader, (inputs, target), moved to `device` ahead of its use (`Prefetcher`, on
-    CUDA): what the image paths and the text task hand over when their inputs need nothing but the move."""
+    CUDA): what the image paths and the text task hand over when their inputs need nothing but the move.
+
+    Args:
+        batch: (inputs, target).
+        device: where it goes."""
     inputs, target = batch
     return to_device(inputs, device), target.to(device, non_blocking=True)

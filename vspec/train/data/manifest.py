@@ -28,6 +28,9 @@ with needs("--data shards"):
 with needs("--data shards"):  # webdataset's own brace patterns, installed with it
     from braceexpand import braceexpand, make_char_range
 
+__all__ = ["MAX_COUNT", "MAX_MANIFEST", "MAX_NESTING", "MAX_SHARDS", "check_manifest", "close_quietly", "expand",
+           "locate", "open_file", "read_manifest", "shard_in"]
+
 MAX_MANIFEST = 64 << 20  # bytes: a manifest of 500,000 shards
 MAX_SHARDS = 10**6  # names a --data-dir pattern may expand to (pack's six digits)
 MAX_NESTING = 8  # braces inside braces in a pattern
@@ -92,7 +95,10 @@ def _nesting(pattern: str) -> int:
 
 def expand(pattern: str) -> list[str]:
     """webdataset's expansion of a pattern of shards (`::` between patterns, `${VAR}` from WDS_VAR, braces),
-    its names counted first: more than MAX_SHARDS is a DataError, not a list that fills the memory."""
+    its names counted first: more than MAX_SHARDS is a DataError, not a list that fills the memory.
+
+    Args:
+        pattern: the shards' pattern."""
     patterns = []
     for part in pattern.split("::"):
         for _ in range(10):
@@ -115,7 +121,10 @@ def expand(pattern: str) -> list[str]:
 
 def locate(data_dir: str) -> tuple[tuple[str, str], list[str] | None]:
     """((before, after): a file of the pack is at before + its name + after; the training shards' addresses, or
-    None: the manifest's)."""
+    None: the manifest's).
+
+    Args:
+        data_dir: --data-dir: a pack's folder or URL, or a pattern of its training shards."""
     text = str(data_dir)
     if not _TAR_NAME.search(text):
         return (text.rstrip("/") + "/", ""), None
@@ -125,7 +134,10 @@ def locate(data_dir: str) -> tuple[tuple[str, str], list[str] | None]:
 
 
 def shard_in(url: str) -> str:
-    """The file name of the shard at `url` (a pattern's)."""
+    """The file name of the shard at `url` (a pattern's).
+
+    Args:
+        url: the shard's path, URL or pipe: command."""
     return _TAR_NAME.findall(url)[-1]
 
 
@@ -133,7 +145,10 @@ def shard_in(url: str) -> str:
 def open_file(url: str):
     """A pack's file for reading: a local path (or file: URL) only when it is a regular file (a FIFO would block
     the read, a device such as /dev/zero never ends: a DataError); a URL or a pipe: command through webdataset's
-    gopen."""
+    gopen.
+
+    Args:
+        url: the file's path, URL or pipe: command."""
     parsed = urlparse(url)
     if parsed.scheme not in ("", "file"):
         return gopen(url, "rb")
@@ -151,7 +166,10 @@ def open_file(url: str):
 
 
 def close_quietly(f) -> None:
-    """Close a file that was not read to its end: a pipe: command stopped by its closed output is no error."""
+    """Close a file that was not read to its end: a pipe: command stopped by its closed output is no error.
+
+    Args:
+        f: the file `open_file` opened."""
     with contextlib.suppress(OSError):
         f.close()
 
@@ -169,7 +187,10 @@ def _read(url: str, limit: int) -> bytes:
 
 
 def read_manifest(url: str) -> dict:
-    """The manifest at `url`, checked (`check_manifest`); at most MAX_MANIFEST bytes are read."""
+    """The manifest at `url`, checked (`check_manifest`); at most MAX_MANIFEST bytes are read.
+
+    Args:
+        url: the manifest's path, URL or pipe: command."""
     try:
         data = _read(url, MAX_MANIFEST)
     except FileNotFoundError:
@@ -193,7 +214,11 @@ def check_manifest(manifest, url: str) -> None:
     """A DataError naming the first field of `manifest` that `vspec data pack` would not have written: the
     format, the class names (at least one), per split every shard's name (pack's, once), sample count (an int in
     [1, MAX_COUNT]) and sha256 (64 hex digits); at least one training and one validation shard (without them no
-    epoch trains, or nothing measures val_loss and picks best.pt)."""
+    epoch trains, or nothing measures val_loss and picks best.pt).
+
+    Args:
+        manifest: the manifest read (JSON).
+        url: where it was read (named in the error line)."""
     def bad(field: str, want: str, value) -> DataError:
         return DataError(f"shards: manifest {url}: {field} must be {want}, got {show(value)}")
 

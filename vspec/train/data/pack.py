@@ -25,6 +25,10 @@ from pathlib import Path
 
 from .registry import DataError, open_regular
 
+__all__ = ["FORMAT", "IMAGE_SUFFIXES", "MANIFEST", "MAX_MEMBER", "MIN_SHARDS", "Progress", "Reader", "SHARD_BYTES",
+           "SPLITS", "check_shard_size", "clear", "default_shard_size", "image_bytes", "is_shard_name", "pack", "scan",
+           "shard_name", "write_pack"]
+
 MANIFEST = "manifest.json"
 FORMAT = "vspec-shards/1"
 SPLITS = ("train", "val")
@@ -39,18 +43,30 @@ _NAME = re.compile(r"([a-z]+)-(\d{6,9})\.tar", re.ASCII)
 
 
 def shard_name(split: str, index: int) -> str:
+    """A shard's file name: `<split>-<index, 6 digits>.tar` (train-000000.tar).
+
+    Args:
+        split: "train" or "val".
+        index: the shard's place in its split, from 0."""
     return f"{split}-{index:06d}.tar"
 
 
 def is_shard_name(split: str, name) -> bool:
     """Whether `name` is a name `shard_name(split, ...)` writes (no other text: a manifest's names reach no
-    shell, no parent folder, no other host)."""
+    shell, no parent folder, no other host).
+
+    Args:
+        split: "train" or "val".
+        name: the name read (any value)."""
     m = _NAME.fullmatch(name) if isinstance(name, str) else None
     return m is not None and m[1] == split and shard_name(split, int(m[2])) == name
 
 
 def scan(folder: Path) -> tuple[list[str], dict[str, list[tuple[Path, int]]]]:
-    """(class names, {split: [(image file, class index)]}), classes and files sorted as ImageFolder sorts them."""
+    """(class names, {split: [(image file, class index)]}), classes and files sorted as ImageFolder sorts them.
+
+    Args:
+        folder: the image folder (train/<class>/, val/<class>/)."""
     classes: dict[str, list[str]] = {}
     for split in SPLITS:
         root = folder / split
@@ -76,7 +92,10 @@ def scan(folder: Path) -> tuple[list[str], dict[str, list[tuple[Path, int]]]]:
 
 def default_shard_size(sizes: list[int]) -> int:
     """Images a shard for training images of `sizes` bytes: at least MIN_SHARDS training shards (one a loader
-    worker, vspec.train.distributed.workers_for), at most ~SHARD_BYTES each (ImageNet: ~9,500 images)."""
+    worker, vspec.train.distributed.workers_for), at most ~SHARD_BYTES each (ImageNet: ~9,500 images).
+
+    Args:
+        sizes: the training images' sizes in bytes."""
     blocks = sum(-(-size // 512) for size in sizes) * 512 + 1536 * len(sizes)  # a sample: 2 headers, the .cls
     return max(1, min(-(-len(sizes) // MIN_SHARDS), SHARD_BYTES * len(sizes) // max(blocks, 1)))
 
@@ -89,7 +108,10 @@ def _member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 def image_bytes(path: Path) -> bytes:
     """The bytes of an image file, at most MAX_MEMBER: a file whose size its stat does not tell (/proc's) is read up
-    to the bound; an error reading it (EIO of /proc/self/mem), a missing file, a FIFO or a device names it."""
+    to the bound; an error reading it (EIO of /proc/self/mem), a missing file, a FIFO or a device names it.
+
+    Args:
+        path: the image file."""
     try:
         with open_regular(path, "an image file") as f:
             data = f.read(MAX_MEMBER + 1)
@@ -120,7 +142,11 @@ def _write_shard(path: Path, samples: Iterable[tuple[int, str, bytes, int]]) -> 
 
 
 def clear(out: Path, overwrite: bool) -> None:
-    """Refuse an OUT that holds anything unless `overwrite`; then remove an earlier pack's files (only those)."""
+    """Refuse an OUT that holds anything unless `overwrite`; then remove an earlier pack's files (only those).
+
+    Args:
+        out: the pack's folder.
+        overwrite: --overwrite."""
     if out.exists() and not out.is_dir():
         raise DataError(f"pack: {out} is not a folder")
     if not out.exists() or not any(out.iterdir()):
@@ -135,7 +161,15 @@ def clear(out: Path, overwrite: bool) -> None:
 def pack(folder: str | Path, out: str | Path, *, shard_size: int | None = None, seed: int = 0,
          overwrite: bool = False, progress: Progress | None = None) -> dict:
     """Pack `folder` into `out`; returns the manifest. `shard_size` None: `default_shard_size`. `progress(split,
-    done, total)` after every shard."""
+    done, total)` after every shard.
+
+    Args:
+        folder: the image folder (train/<class>/, val/<class>/).
+        out: the pack's folder.
+        shard_size: images per shard, or None.
+        seed: the training shards' shuffle (recorded in the manifest).
+        overwrite: replace what OUT holds.
+        progress: called after every shard, or None."""
     folder, out = Path(folder), Path(out)
     check_shard_size(shard_size)
     classes, files = scan(folder)
@@ -154,6 +188,10 @@ def pack(folder: str | Path, out: str | Path, *, shard_size: int | None = None, 
 
 
 def check_shard_size(shard_size) -> None:
+    """Refuse a --shard-size that is not an int >= 1 (None: the default) with one DataError line.
+
+    Args:
+        shard_size: samples per shard, or None."""
     if shard_size is not None and (not isinstance(shard_size, int) or shard_size < 1):
         raise DataError(f"pack: --shard-size must be an int >= 1, got {shard_size!r}")
 
@@ -162,7 +200,16 @@ def write_pack(out: Path, classes: list[str], splits: dict[str, tuple[int, Reade
                overwrite: bool, progress: Progress | None) -> dict:
     """Write the shards and the manifest (last) into `out` (cleared first: `clear`); `splits[split]` is (its
     samples, `read(start, stop)`: the (suffix, image bytes, label) of samples start..stop - 1, in packing order).
-    Returns the manifest."""
+    Returns the manifest.
+
+    Args:
+        out: the pack's folder.
+        classes: the class names, in index order.
+        splits: per split, (its samples, its reader).
+        shard_size: images per shard.
+        seed: the seed the training samples were shuffled by (recorded in the manifest).
+        overwrite: replace what OUT holds.
+        progress: called after every shard, or None."""
     clear(out, overwrite)
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict = {"format": FORMAT, "classes": classes, "seed": seed, "shard_size": shard_size}

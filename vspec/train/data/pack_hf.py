@@ -12,10 +12,12 @@ from .hf import image_columns, open_splits
 from .pack import MAX_MEMBER, Progress, Reader, check_shard_size, default_shard_size, image_bytes, write_pack
 from .registry import DataError, Request
 
+__all__ = ["pack_hf"]
+
 # PIL's formats a shard may hold (what --data imagefolder's files hold; GIF too), and their members' suffixes
-HF_FORMATS = {"JPEG": "jpg", "MPO": "jpg", "PNG": "png", "WEBP": "webp", "BMP": "bmp", "PPM": "ppm", "TIFF": "tif",
+_HF_FORMATS = {"JPEG": "jpg", "MPO": "jpg", "PNG": "png", "WEBP": "webp", "BMP": "bmp", "PPM": "ppm", "TIFF": "tif",
               "GIF": "gif"}
-HF_ROWS = 256  # rows gathered from the arrow table at once
+_HF_ROWS = 256  # rows gathered from the arrow table at once
 
 
 def pack_hf(where: str, out: str | Path, *, subset: str | None = None, image_column: str | None = None,
@@ -28,7 +30,19 @@ def pack_hf(where: str, out: str | Path, *, subset: str | None = None, image_col
     image is the bytes the dataset stores, not re-encoded (a JPEG the same bytes; an image written as pixels the
     PNG `datasets` made of them; a row stored as a file's path that file's bytes), under its format's suffix. The
     training rows are packed in the order `random.Random(seed).shuffle(list(range(rows)))` leaves them, validation
-    in the split's row order."""
+    in the split's row order.
+
+    Args:
+        where: the dataset (--data-dir of --data hf).
+        out: the pack's folder.
+        subset: its configuration, or None.
+        image_column: the image column, or None (found).
+        label_column: the label column, or None (found).
+        val_split: the split validated on, or None.
+        shard_size: images per shard, or None.
+        seed: the training shards' shuffle (recorded in the manifest).
+        overwrite: replace what OUT holds.
+        progress: called after every shard, or None."""
     from .hf_images import hf_images  # torch: the --data hf reader's checks
 
     out = Path(out)
@@ -76,8 +90,8 @@ def _reader(ds, rows) -> Reader:
     table = ds.split.with_format("arrow")
 
     def read(start: int, stop: int):
-        for at in range(start, stop, HF_ROWS):
-            chunk = rows[at:min(at + HF_ROWS, stop)]
+        for at in range(start, stop, _HF_ROWS):
+            chunk = rows[at:min(at + _HF_ROWS, stop)]
             cells = (table[chunk.start:chunk.stop] if isinstance(chunk, range) else table[chunk])[ds.column]
             for row, cell in zip(chunk, cells.to_pylist()):
                 where = f"{ds.name} row {row}"
@@ -102,7 +116,7 @@ def _stored(cell: dict, where: str) -> bytes:
 
 
 def _suffix(data: bytes, where: str) -> str:
-    """The member suffix of an image's format (PIL reads its header only); bytes of no format in HF_FORMATS are
+    """The member suffix of an image's format (PIL reads its header only); bytes of no format in _HF_FORMATS are
     one line naming them."""
     from PIL import Image, UnidentifiedImageError  # extra: pillow (vspec[train])
 
@@ -113,6 +127,6 @@ def _suffix(data: bytes, where: str) -> str:
         raise DataError(f"{where}: not an image (its first bytes: {data[:12]!r})") from None
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
         raise DataError(f"{where}: not a readable image ({e})") from None
-    if found not in HF_FORMATS:
-        raise DataError(f"{where}: a {found} image; the shards hold {', '.join(HF_FORMATS)}")
-    return HF_FORMATS[found]
+    if found not in _HF_FORMATS:
+        raise DataError(f"{where}: a {found} image; the shards hold {', '.join(_HF_FORMATS)}")
+    return _HF_FORMATS[found]

@@ -23,6 +23,9 @@ from .loader import transfer
 from .preprocess import INTERPOLATION, eval_crop_ratio, mean_std
 from .registry import DataError
 
+__all__ = ["AHEAD", "DecodedPath", "DeviceNormalise", "HostPath", "NormalisedPath", "WorkerDecodedPath", "input_path",
+           "input_way"]
+
 # who decodes the training batches under --decode-in auto: "main" (the training process, before the step; a thread
 # of their own measured the same on an H200, docs/speed.md) or "workers" (the loader's processes, WorkerPipeline);
 # a run asks for either with RunConfig.decode_in
@@ -144,7 +147,11 @@ class WorkerDecodedPath(DecodedPath):
 def input_way(run, device: torch.device) -> str:
     """How an image run's batches become the model's input, from its flags (`RunConfig` `run`) alone: "decoded" on
     the device where --decode-on device asks; else "normalised" on the device on CUDA (--normalise-on auto) or where
-    asked; else "host". The splits are built for it (vspec/train/data/splits.py), then `input_path` makes its path."""
+    asked; else "host". The splits are built for it (vspec/train/data/splits.py), then `input_path` makes its path.
+
+    Args:
+        run: the run's RunConfig.
+        device: this process's device."""
     if run.decode_on == "device":  # auto is host while the device path's intermittent stall on CUDA (issue 47) is open
         return "decoded"
     on = run.normalise_on if run.normalise_on != "auto" else ("device" if device.type == "cuda" else "host")
@@ -157,7 +164,17 @@ def input_path(run, recipe, spec, inputs: dict, rank: int, device: torch.device,
     workers (WorkerDecodedPath, the samples indexed) where --decode-in (or AHEAD under auto) says so and `train` is a
     map (a stream's workers read their shards in order, not samples by index: the data set `data` is named in the
     refusal); normalised on the device; or on the host. `inputs`: the run's mean, std and interpolation (None or
-    missing: the defaults)."""
+    missing: the defaults).
+
+    Args:
+        run: the run's RunConfig.
+        recipe: the run's Recipe (its augmentations).
+        spec: the spec trained (its size and channels).
+        inputs: the run's inputs.
+        rank: this process's rank.
+        device: this process's device.
+        train: the training split.
+        data: the data set's name."""
     way, channels_last = input_way(run, device), device.type == "cuda" and run.channels_last
     mean, std = inputs.get("mean"), inputs.get("std")
     if way == "host":

@@ -10,6 +10,8 @@ import threading
 
 import torch
 
+__all__ = ["Prefetcher", "ahead"]
+
 
 def _keep(batch, stream) -> None:
     """The allocator keeps the batch's device memory until `stream` is done with it (memory made on another)."""
@@ -127,7 +129,14 @@ class Prefetcher:
 def ahead(loader, device: torch.device, depth: int | None, move=None, note: bool = True):
     """The training batches as the loop takes them: fetched `depth` ahead by a `Prefetcher` (None: 2) where the
     loader has workers; else the loader itself (its reads in the main process draw from the main process's random
-    streams, in turn with the steps: a thread would interleave them), with a note where a depth was asked."""
+    streams, in turn with the steps: a thread would interleave them), with a note where a depth was asked.
+
+    Args:
+        loader: the training loader.
+        device: where the batches go.
+        depth: --prefetch: batches fetched ahead (0: none), or None.
+        move: a batch's move to the device (`transfer`), or None.
+        note: print the note."""
     if not loader.num_workers:
         if depth and note:
             print(f"note: --prefetch {depth}: the main process reads the data (--workers 0), so the batches are "

@@ -6,6 +6,9 @@ folders it writes. Torch-free."""
 from ..validators import ConfigError, check_normalisation
 from .registry import DataError
 
+__all__ = ["INTERPOLATION", "KEYS", "eval_crop_ratio", "inputs_line", "mean_std", "resolve_inputs", "resumed",
+           "run_pretrained_cfg"]
+
 KEYS = ("mean", "std", "interpolation", "crop_pct")
 
 # Upsampling interpolation for every resize (DeiT / timm ViT default); published weights may name another.
@@ -14,7 +17,12 @@ INTERPOLATION = "bicubic"
 
 def mean_std(in_chans: int, mean, std) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """(mean, std) of `in_chans` channels, each given or the default (ImageNet's for 3 channels, 0.5 otherwise),
-    checked (one value per channel, each std > 0): a DataError otherwise."""
+    checked (one value per channel, each std > 0): a DataError otherwise.
+
+    Args:
+        in_chans: the image's channels.
+        mean: the given mean, or None.
+        std: the given std, or None."""
     from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD  # extra
 
     default_mean, default_std = (IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD) if in_chans == 3 else ((0.5,), (0.5,))
@@ -32,7 +40,10 @@ def mean_std(in_chans: int, mean, std) -> tuple[tuple[float, ...], tuple[float, 
 
 def eval_crop_ratio(random_resized_crop: bool) -> float:
     """The crop ratio that validates at the scale training saw: timm's 0.875 centre crop after random resized
-    crops, 1 (the whole image, resized as the training images were) after a plain resize."""
+    crops, 1 (the whole image, resized as the training images were) after a plain resize.
+
+    Args:
+        random_resized_crop: the run trained on random resized crops."""
     return 0.875 if random_resized_crop else 1.0
 
 
@@ -41,7 +52,14 @@ def resolve_inputs(given: dict, weights: dict | None, in_chans: int, crop_ratio:
     """The inputs a run uses: mean, std, interpolation (and crop_pct where `crop_ratio` is the default crop) each
     from `given` (the flags, None where not given), else `weights` (a data config: published weights'
     `pretrained_cfg`, or a training run's inputs; `label` names it), else the defaults (ImageNet's mean / std for
-    3 channels, 0.5 for others; bicubic). "from" says which set them, "given" lists the flags' keys."""
+    3 channels, 0.5 for others; bicubic). "from" says which set them, "given" lists the flags' keys.
+
+    Args:
+        given: the flags' mean, std, interpolation (and crop_pct).
+        weights: the weights' data config, or None.
+        in_chans: the image's channels.
+        crop_ratio: the default crop (`eval_crop_ratio`), or None (no crop_pct resolved).
+        label: how the messages name `weights`, or None."""
     weights = weights or {}
     out, origin = {}, []
     defaults = {"mean": None, "std": None, "interpolation": INTERPOLATION, "crop_pct": crop_ratio}
@@ -81,7 +99,11 @@ def resolve_inputs(given: dict, weights: dict | None, in_chans: int, crop_ratio:
 
 
 def resumed(saved: dict, now: dict | None) -> dict:
-    """The inputs of a resumed run: the checkpoint's, each flag given now replacing its own key."""
+    """The inputs of a resumed run: the checkpoint's, each flag given now replacing its own key.
+
+    Args:
+        saved: the checkpoint's inputs.
+        now: the inputs given now, or None."""
     now = now or {}
     given = [k for k in now.get("given", ()) if k in now]
     merged = {**saved, **{k: now[k] for k in given}}
@@ -94,14 +116,22 @@ def resumed(saved: dict, now: dict | None) -> dict:
 
 def run_pretrained_cfg(inputs: dict, spec, random_resized_crop: bool) -> dict:
     """timm's pretrained_cfg of a model a run trained (its model folders'): the run's mean, std and interpolation,
-    the crop it validated with, its size and classes."""
+    the crop it validated with, its size and classes.
+
+    Args:
+        inputs: the run's inputs.
+        spec: the spec trained.
+        random_resized_crop: the run trained on random resized crops."""
     return {"input_size": (spec.in_chans, *spec.img_size), "interpolation": inputs["interpolation"],
             "mean": tuple(inputs["mean"]), "std": tuple(inputs["std"]),
             "crop_pct": eval_crop_ratio(random_resized_crop), "crop_mode": "center", "num_classes": spec.num_classes}
 
 
 def inputs_line(inputs: dict) -> str:
-    """One line saying how images are made ready (printed first by vspec eval and train)."""
+    """One line saying how images are made ready (printed first by vspec eval and train).
+
+    Args:
+        inputs: what `resolve_inputs` returned."""
     crop = f", crop {inputs['crop_pct']:g}" if "crop_pct" in inputs else ""
     mean, std = (" ".join(f"{v:g}" for v in inputs[k]) for k in ("mean", "std"))
     return (f"inputs: mean {mean}, std {std}"

@@ -24,6 +24,10 @@ from ...spec import families
 from ...spec.errors import file_kind
 from ..validators import text_columns
 
+__all__ = ["BUILTIN", "DataError", "DataSet", "HF", "IMAGE_METRICS", "MODALITIES", "OPTIONS", "Request", "entry",
+           "help_text", "is_given", "names", "open_regular", "options", "register_dataset", "table",
+           "unregister_dataset"]
+
 MODALITIES = ("image", "text")
 
 
@@ -46,7 +50,11 @@ def open_regular(path, what: str):
     """`path` open for reading (binary) if it is a regular file, links followed; else one DataError line naming
     it, `what` saying what it should be. Opened without blocking, then checked: a FIFO would block its reader for
     ever, a device (/dev/zero) never end. A missing file raises FileNotFoundError, for the caller to word (a link
-    to nothing is a DataError)."""
+    to nothing is a DataError).
+
+    Args:
+        path: the file.
+        what: what it should be, for the error line."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
@@ -107,7 +115,10 @@ class DataSet:
         return (self.modality, "text") if self.text_loader and self.modality != "text" else (self.modality,)
 
     def load(self, modality: str | None = None) -> Callable[..., Any]:
-        """The loader function of `modality` (default: the set's own modality), its module imported now."""
+        """The loader function of `modality` (default: the set's own modality), its module imported now.
+
+        Args:
+            modality: "image" or "text", or None."""
         modality = modality or self.modality
         if modality not in self.modalities:
             raise DataError(f"--data {self.name}: holds no {modality} data (it serves {' and '.join(self.modalities)})")
@@ -151,7 +162,10 @@ families.on_change(_scanned.clear)  # a family registered again is read again
 
 def register_dataset(entry: DataSet) -> DataSet:
     """Add `entry` to the table (`vspec train --data NAME` from then on). Registering an equal entry again does
-    nothing; another entry under a taken name is a ValueError."""
+    nothing; another entry under a taken name is a ValueError.
+
+    Args:
+        entry: the data set's entry."""
     if not isinstance(entry, DataSet):
         raise TypeError(f"register_dataset takes a vspec.train.DataSet, got {type(entry).__name__}")
     if _table.get(entry.name, entry) != entry:
@@ -161,7 +175,10 @@ def register_dataset(entry: DataSet) -> DataSet:
 
 
 def unregister_dataset(name: str) -> None:
-    """Forget a registered data set (a test's own, when the test ends); vspec's own stay."""
+    """Forget a registered data set (a test's own, when the test ends); vspec's own stay.
+
+    Args:
+        name: the data set's name."""
     if name not in {d.name for d in BUILTIN}:
         _table.pop(name, None)
 
@@ -188,12 +205,19 @@ def table() -> dict[str, DataSet]:
 
 
 def names(modality: str | None = None) -> tuple[str, ...]:
-    """The data sets' names, those that serve `modality` where given."""
+    """The data sets' names, those that serve `modality` where given.
+
+    Args:
+        modality: "image" or "text", or None (every one)."""
     return tuple(n for n, d in table().items() if modality is None or modality in d.modalities)
 
 
 def entry(name: str, modality: str | None = None) -> DataSet:
-    """The entry of --data `name`; a ValueError naming the known ones otherwise."""
+    """The entry of --data `name`; a ValueError naming the known ones otherwise.
+
+    Args:
+        name: --data.
+        modality: "image" or "text", or None (any)."""
     known = names(modality)
     if name not in known:
         raise DataError(f"dataset: unknown {name!r}; expected one of {', '.join(known)}")
@@ -240,10 +264,16 @@ OPTIONS = {"split": "val_split", "subset": "subset", "image_column": "image_colu
 
 
 def is_given(value) -> bool:
-    """Whether an option's value was given: a switch's when on."""
+    """Whether an option's value was given: a switch's when on.
+
+    Args:
+        value: the option's value."""
     return value is not None and value is not False
 
 
 def options(data) -> dict[str, Any]:
-    """The Request fields of `data` (a DataConfig, or a command's parsed flags of its names) that were given."""
+    """The Request fields of `data` (a DataConfig, or a command's parsed flags of its names) that were given.
+
+    Args:
+        data: a DataConfig or an argparse Namespace."""
     return {field: getattr(data, name) for field, name in OPTIONS.items() if is_given(getattr(data, name, None))}

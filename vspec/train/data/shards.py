@@ -44,6 +44,9 @@ from .loader import sample_draws
 from .pack import MANIFEST, MAX_MEMBER, SPLITS
 from .registry import DataError, Request
 
+__all__ = ["Failure", "MAX_PARTS", "SHUFFLE_BUFFER", "ShardLoader", "ShardStream", "TRAILER", "decode", "shards",
+           "shuffled"]
+
 SHUFFLE_BUFFER = 1000  # samples (their encoded bytes) each worker holds to shuffle
 MAX_PARTS = 8  # members of one sample (pack writes two)
 TRAILER = 1 << 20  # bytes after a tar's end (its last record's padding) read into the shard's sha256
@@ -153,7 +156,11 @@ def _samples(shard: dict, num_classes: int):
 
 
 def decode(data: bytes, where: str) -> Image.Image:
-    """An encoded image's bytes as a PIL image, or one DataError line naming it (`where`: the stream's words)."""
+    """An encoded image's bytes as a PIL image, or one DataError line naming it (`where`: the stream's words).
+
+    Args:
+        data: the encoded image.
+        where: where it was read (shard and member), for the error line."""
     try:
         image = Image.open(io.BytesIO(data))
         image.load()
@@ -172,7 +179,12 @@ class Failure:
 
 
 def shuffled(items, rng: np.random.Generator, size: int):
-    """A shuffle buffer of `size` items (the first yielded once it is full)."""
+    """A shuffle buffer of `size` items (the first yielded once it is full).
+
+    Args:
+        items: the items, in order.
+        rng: the generator drawn from.
+        size: the buffer's size."""
     buffer = []
     for item in items:
         if len(buffer) < size:
@@ -212,12 +224,28 @@ class ShardStream(IterableDataset):
         return sum(s["count"] for s in self.shards[self.rank::self.world][worker::self.workers])
 
     def set_epoch(self, epoch: int, skip: int = 0) -> None:
+        """The epoch the next iteration reads, and the samples of this rank it skips (whole batches, a resumed
+        epoch); one DataError line otherwise.
+
+        Args:
+            epoch: the epoch, from 0.
+            skip: samples of this rank already trained on in this epoch."""
         total = self.batches() * self.batch_size
         if not 0 <= skip <= total or skip % self.batch_size:
             raise DataError(f"skip: must be whole batches in [0, {total}] (samples per rank per epoch), got {skip}")
         self.epoch, self.skip = epoch, skip
 
     def loader(self, *, batch_size: int, workers: int, seed: int, rank: int, world_size: int, collate_fn=None):
+        """The DataLoader of this stream (`ShardLoader`: the stream yields whole batches); one DataError line when a
+        rank's training samples hold no full batch.
+
+        Args:
+            batch_size: samples per batch and rank.
+            workers: loading processes (fewer where the shards do not go round; 0: the main process reads).
+            seed: seeds the loader's generator.
+            rank: this process's rank.
+            world_size: the processes of the run.
+            collate_fn: makes a batch of samples (default: torch's default_collate)."""
         self.batch_size, self.collate = batch_size, collate_fn or default_collate
         self.rank, self.world, self.workers = rank, world_size, max(workers, 1)
         workers = self._fit(workers)
@@ -354,7 +382,10 @@ class ShardLoader(DataLoader):
 
 # ---------------------------------------------------------------- the loader of --data shards
 def shards(r: Request):
-    """(train stream, val stream, num_classes) of the pack at `r.data_dir` (module docstring)."""
+    """(train stream, val stream, num_classes) of the pack at `r.data_dir` (module docstring).
+
+    Args:
+        r: the run's data request."""
     from .manifest import locate, read_manifest, shard_in  # extra: webdataset
 
     (before, after), urls = locate(r.data_dir)

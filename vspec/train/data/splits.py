@@ -16,6 +16,8 @@ from .registry import DataError, entry, options
 from .sources import build_datasets
 from .transforms import build_transforms
 
+__all__ = ["Splits", "image_splits"]
+
 
 @dataclass(frozen=True)
 class Splits:
@@ -36,7 +38,14 @@ class Splits:
 def image_splits(cfg, spec, recipe, way: str, inputs: dict):
     """(train, val, num_classes) of the run `cfg` (a TrainConfig), built for its input way (`input_way`,
     vspec/train/data/pipelines.py: "decoded": the files' bytes; "normalised" / "host": PIL transforms that leave
-    uint8 images or normalise). `inputs`: the run's mean, std and interpolation."""
+    uint8 images or normalise). `inputs`: the run's mean, std and interpolation.
+
+    Args:
+        cfg: the run's TrainConfig.
+        spec: the spec trained.
+        recipe: the run's Recipe.
+        way: `input_way`'s answer.
+        inputs: the run's inputs."""
     if "image" not in entry(cfg.data.name).modalities:  # the text options are DataConfig's to refuse
         raise ValueError(f"--data {cfg.data.name}: for a text body (the spec's embedder is {spec.embedder.kind})")
     text = next((f for f in TEXT_OPTIONS if getattr(cfg.data, f) is not None), None)

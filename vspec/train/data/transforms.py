@@ -23,6 +23,8 @@ from ...spec.weights import CROP_PCT, INTERPOLATIONS
 from .preprocess import INTERPOLATION, mean_std
 from .registry import DataError
 
+__all__ = ["ConvertMode", "build_transforms", "image_size", "patch_posterize"]
+
 
 class ConvertMode:
     """PIL image -> the same image in `mode` ('RGB' or 'L'); grayscale sources become 3 channels and back."""
@@ -56,7 +58,10 @@ def patch_posterize(steps) -> None:
     PIL to keep 0 bits (timm 1.0.31: a magnitude drawn >= 10 gives 4 - int(10 / 10 * 4) = 0); Pillow >= 13 raises
     ValueError for that, which would stop a training run at a random step (rand-m9-mstd0.5-inc1: ~1 image in 700).
     Point those ops of the transforms `steps` (timm's Compose's list) at `_posterize` (same result as older
-    Pillow). vspec's training transforms and benchmarks/loader.py's timm loader are patched so."""
+    Pillow). vspec's training transforms and benchmarks/loader.py's timm loader are patched so.
+
+    Args:
+        steps: the transforms' list, patched in place."""
     for t in steps:
         ops = list(getattr(t, "ops", None) or [])
         for sub in getattr(t, "policy", None) or []:
@@ -67,6 +72,11 @@ def patch_posterize(steps) -> None:
 
 
 def image_size(img_size, what: str = "img_size") -> tuple[int, int]:
+    """An image size as (height, width): an int is square; one DataError line for anything else or a side < 1.
+
+    Args:
+        img_size: an int or a pair of ints.
+        what: the name the error line begins with."""
     if isinstance(img_size, (int, np.integer)) and not isinstance(img_size, bool):
         size = (int(img_size), int(img_size))
     elif (
@@ -124,9 +134,33 @@ def build_transforms(
     smaller than `size`, so CenterCrop pads it with zero pixels (Refiner's test-time receptive-field calibration);
     crop_ratio == 1 is the same plain Resize(img_size) as the deterministic training transform.
     For a non-square size both sides are scaled to cover (round(H / crop_ratio), round(W / crop_ratio)).
-    interpolation: every resize's filter (bicubic, bilinear or nearest; published weights name theirs).
+
+    Args:
+        img_size: the output's size, an int or (height, width).
+        in_chans: the output's channels (1: greyscale, 3: RGB); the image is converted to that mode first.
+        train: the training transform, else the evaluation one.
+        auto_augment: timm's auto-augment policy, or None.
+        re_prob: random erasing's probability (training), in [0, 1].
+        crop_ratio: the evaluation crop's ratio (timm's crop_pct), in CROP_PCT's range (vspec/spec/weights.py).
+        mean: the normalisation's per-channel mean (None: ImageNet's for 3 channels, else 0.5: `mean_std`).
+        std: its per-channel std (as `mean`).
+        random_resized_crop: train with timm's augmentations even without auto_augment or random erasing.
+        on_device: stop at the uint8 tensor (normalisation and erasing on the device).
+        interpolation: every resize's filter (bicubic, bilinear or nearest; published weights name theirs).
     """
     size = image_size(img_size)
+    _check_options(in_chans, crop_ratio, re_prob, interpolation)
+    mean, std = mean_std(in_chans, mean, std)
+    convert = ConvertMode(_MODES[in_chans])
+    if train and (random_resized_crop or auto_augment or re_prob > 0):
+        return transforms.Compose([convert, *_timm_training(size, in_chans, auto_augment, re_prob, interpolation, mean,
+                                                            std, on_device)])
+    to_tensor = [transforms.PILToTensor()] if on_device else [transforms.ToTensor(), transforms.Normalize(mean, std)]
+    return transforms.Compose([convert, *_resize(size, train, crop_ratio, interpolation), *to_tensor])
+
+
+def _check_options(in_chans: int, crop_ratio: float, re_prob: float, interpolation: str) -> None:
+    """One DataError line for a channel count, crop ratio, erasing probability or filter out of range."""
     if in_chans not in _MODES:
         raise DataError(f"in_chans: expected one of {sorted(_MODES)}, got {in_chans!r}")
     low, high = CROP_PCT
@@ -136,44 +170,47 @@ def build_transforms(
         raise DataError(f"re_prob: must be in [0, 1], got {re_prob!r}")
     if interpolation not in INTERPOLATIONS:
         raise DataError(f"interpolation: expected one of {', '.join(INTERPOLATIONS)}, got {interpolation!r}")
-    mean, std = mean_std(in_chans, mean, std)
-    convert = ConvertMode(_MODES[in_chans])
 
-    if train and (random_resized_crop or auto_augment or re_prob > 0):
-        from timm.data import create_transform  # extra
 
-        _check_auto_augment(auto_augment)
-        try:
-            tf = create_transform(
-                input_size=(in_chans, *size),
-                is_training=True,
-                auto_augment=auto_augment or None,
-                re_prob=re_prob,
-                interpolation=interpolation,
-                mean=mean,
-                std=std,
-                use_prefetcher=on_device,
-            )
-        except (AssertionError, ValueError, KeyError, IndexError) as e:
-            raise DataError(
-                f"auto_augment: cannot build {auto_augment!r} (expected timm's form, e.g. 'rand-m9-mstd0.5-inc1' "
-                f"or 'original'): {e}"
-            ) from None
-        patch_posterize(tf.transforms)
-        return transforms.Compose([convert, *tf.transforms])
+def _timm_training(size, in_chans, auto_augment, re_prob, interpolation, mean, std, on_device) -> list:
+    """timm's `create_transform(is_training=True)` steps (posterize patched), one DataError line for a policy it
+    cannot build."""
+    from timm.data import create_transform  # extra
 
+    _check_auto_augment(auto_augment)
+    try:
+        tf = create_transform(
+            input_size=(in_chans, *size),
+            is_training=True,
+            auto_augment=auto_augment or None,
+            re_prob=re_prob,
+            interpolation=interpolation,
+            mean=mean,
+            std=std,
+            use_prefetcher=on_device,
+        )
+    except (AssertionError, ValueError, KeyError, IndexError) as e:
+        raise DataError(
+            f"auto_augment: cannot build {auto_augment!r} (expected timm's form, e.g. 'rand-m9-mstd0.5-inc1' "
+            f"or 'original'): {e}"
+        ) from None
+    patch_posterize(tf.transforms)
+    return tf.transforms
+
+
+def _resize(size: tuple[int, int], train: bool, crop_ratio: float, interpolation: str) -> list:
+    """The deterministic resize steps: Resize(size) in training or at crop_ratio 1, else the scaled resize and the
+    centre crop."""
     interp = transforms.InterpolationMode(interpolation)
     if train or crop_ratio == 1:
-        resize = [transforms.Resize(size, interpolation=interp)]
+        return [transforms.Resize(size, interpolation=interp)]
+    scaled = tuple(max(1, round(s / crop_ratio)) for s in size)
+    if size[0] == size[1]:
+        resize = [transforms.Resize(scaled[0], interpolation=interp)]
     else:
-        scaled = tuple(max(1, round(s / crop_ratio)) for s in size)
-        if size[0] == size[1]:
-            resize = [transforms.Resize(scaled[0], interpolation=interp)]
-        else:
-            from timm.data.transforms import ResizeKeepRatio  # extra
+        from timm.data.transforms import ResizeKeepRatio  # extra
 
-            resize = [ResizeKeepRatio(scaled, longest=0.0, interpolation=interpolation)]
-        resize.append(transforms.CenterCrop(size))  # pads with zeros where the resized image is smaller
-    to_tensor = [transforms.PILToTensor()] if on_device else [transforms.ToTensor(), transforms.Normalize(mean, std)]
-    return transforms.Compose([convert, *resize, *to_tensor])
+        resize = [ResizeKeepRatio(scaled, longest=0.0, interpolation=interpolation)]
+    resize.append(transforms.CenterCrop(size))  # pads with zeros where the resized image is smaller
+    return resize
 

@@ -66,18 +66,34 @@ class Task(Protocol):
 
 
 def task_type(spec) -> type[ImageTask | TextTask]:
-    """The task a spec trains: a text body's (its embedder reads token ids) or an image model's."""
+    """The task a spec trains: a text body's (its embedder reads token ids) or an image model's.
+
+    Args:
+        spec: the model's spec."""
     return TextTask if spec.embedder.text else ImageTask
 
 
 def make_task(cfg, spec, splits, dist, device: torch.device, ckpt=None) -> ImageTask | TextTask:
-    """The task of a run with its final spec (vspec/train/setup.py's `spec_and_data`) and the splits its type read."""
+    """The task of a run with its final spec (vspec/train/setup.py's `spec_and_data`) and the splits its type read.
+
+    Args:
+        cfg: the run's TrainConfig.
+        spec: the run's final spec.
+        splits: what the task type's `read` returned.
+        dist: the run's processes (`Dist`).
+        device: this process's device.
+        ckpt: the checkpoint of a --resume, or None."""
     return task_type(spec)(cfg, spec, splits, dist, device, ckpt)
 
 
 def score_key(spec, task: str, ckpt) -> str:
     """The record's entry a finished run's best checkpoint was kept by, its data not read again: that of the task
-    `spec` trains (`task`: a text run's --task, or its --data)."""
+    `spec` trains (`task`: a text run's --task, or its --data).
+
+    Args:
+        spec: the run's spec.
+        task: a text run's --task, or its --data.
+        ckpt: the run's last.pt contents."""
     return text_score_key(task, ckpt) if spec.embedder.text else ImageTask.score_key
 
 

@@ -18,6 +18,8 @@ from ..losses import make_criterion
 from ..token_labels.maps import token_grid
 from ..token_labels.mix import RelabelMix
 
+__all__ = ["ImageTask"]
+
 
 class ImageTask:
     """Images and their labels: top-1 / top-5, the best kept by top-1, the EMA's top-1 beside. Its input path

@@ -23,12 +23,18 @@ from ..text.metrics import headline
 from ..text.readers import GLUE
 from ..text.tokenizer import tokenizer_identity, tokenizer_mismatch
 
+__all__ = ["TextTask", "text_score_key"]
+
 KNOWN = (*GLUE, "rt-polarity")  # the tasks known by name
 
 
 def text_score_key(task, ckpt=None) -> str:
     """The record's entry a text run's best checkpoint is kept by: its task's headline metric. A data set's own
-    task whose data is not read (a finished run's files written again): its checkpoint's records say."""
+    task whose data is not read (a finished run's files written again): its checkpoint's records say.
+
+    Args:
+        task: a GLUE task's name, rt-polarity, or a data set's own `Task`.
+        ckpt: the run's checkpoint (its records), or None."""
     if isinstance(task, str) and task not in KNOWN and ckpt is not None and ckpt["metrics"]:
         return "val_pearson" if "val_pearson" in ckpt["metrics"][-1] else "val_accuracy"
     return f"val_{headline(task)}"

@@ -10,12 +10,17 @@ from pathlib import Path
 
 from ..._moved import moved as _moved
 
+__all__ = ["GLUE_TASKS", "run_tokenizer"]
+
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
 
 
 def run_tokenizer(out: str | Path) -> Path:
     """The tokenizer a text run without --tokenizer trains and keeps: OUT/tokenizer (a resume reuses it, `vspec
-    eval` of OUT/*.pt reads it)."""
+    eval` of OUT/*.pt reads it).
+
+    Args:
+        out: the run's folder."""
     return Path(out) / "tokenizer"
 
 

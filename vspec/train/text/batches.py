@@ -15,6 +15,8 @@ from . import run_tokenizer
 from .readers import Example, Task, task_of
 from .tokenizer import Tokenizer, check_tokenizer, train_wordpiece
 
+__all__ = ["TextData", "TextDataset", "pad_batch", "text_datasets", "token_types"]
+
 
 class TextDataset(Dataset):
     """Examples tokenised once: item i is (input_ids, token_type_ids, label)."""
@@ -30,14 +32,21 @@ class TextDataset(Dataset):
 
 
 def token_types(spec) -> bool:
-    """Whether the model of `spec` takes token_type_ids: its embedder has token types (BERT's; GPT's has none)."""
+    """Whether the model of `spec` takes token_type_ids: its embedder has token types (BERT's; GPT's has none).
+
+    Args:
+        spec: the model's spec."""
     return bool(getattr(spec.embedder, "type_vocab_size", 0))
 
 
 def pad_batch(pad_id: int, token_types: bool = True) -> Callable[[list], tuple[dict[str, torch.Tensor], torch.Tensor]]:
     """A collate function: the batch padded on the right to its longest sequence (dynamic padding) ->
     ({input_ids, attention_mask[, token_type_ids]}, labels: int64, or float32 for a regression). `token_types`:
-    whether the model takes token_type_ids (a body without token types, GPT's, refuses them)."""
+    whether the model takes token_type_ids (a body without token types, GPT's, refuses them).
+
+    Args:
+        pad_id: the tokenizer's [PAD] id.
+        token_types: whether the batch holds token_type_ids."""
 
     def collate(items: list) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         n = max(len(ids) for ids, _, _ in items)
@@ -73,7 +82,18 @@ def text_datasets(data: str, *, task: str | None, data_dir: str | None, tokenize
     `vocab_size` words trained on the training texts and kept in `run_tokenizer(out)` (reused when it is there: a
     resumed run). `token_types`: whether the model takes token_type_ids (a trained tokenizer returns them then,
     `train_wordpiece`); `options`: the data set's other options, `Request`'s fields (`registry.options`: the split
-    validated on, a Hugging Face dataset's configuration and columns)."""
+    validated on, a Hugging Face dataset's configuration and columns).
+
+    Args:
+        data: the data set's name (--data).
+        task: --task, or None.
+        data_dir: --data-dir, or None.
+        tokenizer: a tokenizer folder, or None to train one.
+        max_len: the most tokens of an example.
+        vocab_size: the trained vocabulary's most words.
+        out: the run's folder.
+        token_types: whether the model takes token_type_ids.
+        **options: the data set's other options."""
     text_sets = dataset_names("text")
     if data not in text_sets:
         raise DataError(f"--data {data!r}: a text body trains on {' or '.join(text_sets)}")

@@ -3,8 +3,8 @@ Hub's GLUE (`nyu-mll/glue` in the local cache) or a folder or files of its shape
 (`--text-columns a[,b] --label-column c`). Read as the TSV reader's examples (vspec/train/text/readers.py), its
 classes in the same order, so that the same rows give the same run.
 
-A GLUE task's columns are the Hub's (`HUB_COLUMNS`); its labels are mapped onto the TSV reader's classes by name:
-the reader's own names, or the Hub's ClassLabel names (`HUB_LABELS`, whose index is the TSV files' digit for CoLA,
+A GLUE task's columns are the Hub's (`_HUB_COLUMNS`); its labels are mapped onto the TSV reader's classes by name:
+the reader's own names, or the Hub's ClassLabel names (`_HUB_LABELS`, whose index is the TSV files' digit for CoLA,
 SST-2, MRPC, QQP and WNLI; MNLI's order differs from the reader's), and integers are the Hub's class indices.
 Another set's label column decides the task as run_glue.py does: float scores a regression, else classes (a
 ClassLabel's names, integers as the class indices, strings sorted). A row without a label (-1, as GLUE's test
@@ -24,22 +24,27 @@ from ..data.hf_images import val_split
 from ..data.registry import DataError, Request
 from .readers import ENTAIL, GLUE, PAIR, Example, Task
 
+__all__ = ["hf_text"]
+
 # the Hub GLUE's text columns and ClassLabel names, in its class-index order (its loading script's label_classes)
-HUB_COLUMNS = {"cola": ("sentence", None), "sst2": ("sentence", None), "mrpc": PAIR, "stsb": PAIR,
+_HUB_COLUMNS = {"cola": ("sentence", None), "sst2": ("sentence", None), "mrpc": PAIR, "stsb": PAIR,
                "qqp": ("question1", "question2"), "mnli": ("premise", "hypothesis"), "qnli": ("question", "sentence"),
                "rte": PAIR, "wnli": PAIR}
-HUB_LABELS = {"cola": ("unacceptable", "acceptable"), "sst2": ("negative", "positive"),
+_HUB_LABELS = {"cola": ("unacceptable", "acceptable"), "sst2": ("negative", "positive"),
               "mrpc": ("not_equivalent", "equivalent"), "qqp": ("not_duplicate", "duplicate"),
               "mnli": ("entailment", "neutral", "contradiction"), "qnli": ENTAIL, "rte": ENTAIL,
               "wnli": ("not_entailment", "entailment")}
-VALIDATION = {"mnli": "validation_matched"}  # the split validated on by default; else "validation"
-MAX_CLASSES = 2**16  # integer labels are class indices: a larger one is no class
+_VALIDATION = {"mnli": "validation_matched"}  # the split validated on by default; else "validation"
+_MAX_CLASSES = 2**16  # integer labels are class indices: a larger one is no class
 
 
 def hf_text(r: Request) -> tuple[list[Example], list[Example], str | Task]:
     """The training split and the validation split (--val-split; default: MNLI's `validation_matched`, else
     `validation`, else `test`) of the dataset at `r.data_dir`, as examples, and the task: the GLUE task `r.task`,
-    or a `Task` of the data set's own columns and classes."""
+    or a `Task` of the data set's own columns and classes.
+
+    Args:
+        r: the run's data request (data_dir, task, split, text_columns, the dataset's options)."""
     where = r.data_dir
     if where is None:
         raise DataError("hf: --data hf needs --data-dir: a save_to_disk folder, parquet / arrow files, or a Hub "
@@ -48,7 +53,7 @@ def hf_text(r: Request) -> tuple[list[Example], list[Example], str | Task]:
     names = list(split_files(where, config))
     if "train" not in names:
         raise DataError(f"hf: {where}: no train split (its splits: {', '.join(names)})")
-    mnli = VALIDATION.get(r.task)
+    mnli = _VALIDATION.get(r.task)
     val_name = val_split(attrs.evolve(r, split=r.split or (mnli if mnli in names else None)), names)
     splits = open_splits(where, config, ["train", val_name])
     for name, ds in splits.items():
@@ -56,7 +61,7 @@ def hf_text(r: Request) -> tuple[list[Example], list[Example], str | Task]:
             raise DataError(f"hf: {where} {name}: an empty split (no rows)")
     train, val = splits["train"], splits[val_name]
     label = r.label_column or ("label" if r.task else _label_column(train, where))
-    columns = r.text_columns or (HUB_COLUMNS[r.task] if r.task else _text_column(train, label, where))
+    columns = r.text_columns or (_HUB_COLUMNS[r.task] if r.task else _text_column(train, label, where))
     a, b = (*columns, None)[:2]
     for name, ds in splits.items():
         for column in (a, b, label):
@@ -146,7 +151,7 @@ def _glue_labels(task: str, feature, column: str) -> _Labels:
     spec, kind = GLUE[task], _kind(feature)
     if spec.labels is None:
         return _scores(kind, column, f"{task}'s labels are scores (numbers)", unlabelled=True)
-    hub = HUB_LABELS[task]
+    hub = _HUB_LABELS[task]
     by_name = {**{n: spec.labels.index(n if n in spec.labels else str(i)) for i, n in enumerate(hub)},
                **{n: i for i, n in enumerate(spec.labels)}}  # the Hub's name of a class, or the reader's
     classes = f"{task}'s classes ({', '.join(spec.labels)}" + (
@@ -202,9 +207,9 @@ def _own_labels(train, val, column: str) -> _Labels:
             x if 0 <= x < n else f"label {x} is not a class index of its ClassLabel (0-{n - 1})"))
     if kind == "int":
         top = max((x for ds in (train, val) for x in _column(ds, column) if x is not None), default=0)
-        if top >= MAX_CLASSES:
+        if top >= _MAX_CLASSES:
             raise DataError(f"hf: --label-column {column!r}: label {top}: integer labels are class indices, at most "
-                            f"{MAX_CLASSES - 1}")
+                            f"{_MAX_CLASSES - 1}")
         return _Labels(tuple(str(i) for i in range(top + 1)), "accuracy", lambda x: _unlabelled(x) or (
             x if x >= 0 else f"label {x} is negative: no class index"))
     if kind == "string":

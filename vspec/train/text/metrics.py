@@ -13,9 +13,16 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
+__all__ = ["glue_metrics", "headline", "text_metrics"]
+
 
 def glue_metrics(task: str | Task, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """The task's metrics as GLUE reports them: predictions are class indices (or scores for a regression)."""
+    """The task's metrics as GLUE reports them: predictions are class indices (or scores for a regression).
+
+    Args:
+        task: a GLUE task's name, rt-polarity, or a data set's own `Task`.
+        predictions: the predictions (N,).
+        labels: the labels (N,)."""
     spec = task_of(task)
     if spec.labels is None:
         with needs("GLUE's metrics"):
@@ -34,12 +41,20 @@ def glue_metrics(task: str | Task, predictions: np.ndarray, labels: np.ndarray) 
 
 
 def text_metrics(task: str | Task, logits: torch.Tensor, target: torch.Tensor) -> dict[str, float]:
-    """The task's metrics on a split's logits (N, C) (N, 1 for a regression) and targets."""
+    """The task's metrics on a split's logits (N, C) (N, 1 for a regression) and targets.
+
+    Args:
+        task: a GLUE task's name, rt-polarity, or a data set's own `Task`.
+        logits: the model's outputs.
+        target: the labels (N,)."""
     if task_of(task).labels is None:
         return glue_metrics(task, logits[:, 0].double().numpy(), target.double().numpy())
     return glue_metrics(task, logits.argmax(1).numpy(), target.numpy())
 
 
 def headline(task: str | Task) -> str:
-    """The metric a run keeps its best checkpoint by."""
+    """The metric a run keeps its best checkpoint by.
+
+    Args:
+        task: a GLUE task's name, rt-polarity, or a data set's own `Task`."""
     return task_of(task).metric

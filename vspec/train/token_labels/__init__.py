@@ -6,6 +6,8 @@ training images read with their maps, augmented together; the label folder check
 
 from ..._moved import moved as _moved
 
+__all__ = []
+
 
 def __getattr__(name: str):  # the names of the module this package was (vspec/_moved.py)
     return _moved(__name__, name)

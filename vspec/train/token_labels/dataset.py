@@ -37,6 +37,9 @@ from ..data.registry import DataError
 from ..data.transforms import ConvertMode
 from .maps import LABELS_JSON, data_place, image_keys, label_path, read_label_map, read_record
 
+__all__ = ["LABEL_OPS", "LabelledRandAugment", "TokenLabels", "UNMOVED", "affine_label_map", "check_label_folder",
+           "check_map", "crop_plane", "describe", "label_op"]
+
 # ---------------------------------------------------------------------------- RandAugment label ops
 
 
@@ -62,7 +65,11 @@ UNMOVED = ("TranslateX", "TranslateY")
 def affine_label_map(label_map: torch.Tensor, matrix) -> torch.Tensor:
     """Nearest-neighbour affine map of a (2, k, Hm, Wm) label map: output (row, col) copies the source point
     (p, q) rounded half up; scores are 0 where (p, q) lies outside [0, Hm − 1] x [0, Wm − 1] (before rounding),
-    the class indices take the clamped position (edge replication). The k axis is untouched."""
+    the class indices take the clamped position (edge replication). The k axis is untouched.
+
+    Args:
+        label_map: the map (2, k, Hm, Wm).
+        matrix: (a, b, c, d, e, f): output (row, col) reads the source point (a row + b col + c, d row + e col + f)."""
     a, b, c, d, e, f = (float(v) for v in matrix)
     hm, wm = label_map.shape[-2:]
     row = torch.arange(hm, dtype=torch.float64)[:, None]
@@ -78,7 +85,12 @@ def affine_label_map(label_map: torch.Tensor, matrix) -> torch.Tensor:
 
 def label_op(name: str, arg: float, label_map: torch.Tensor) -> torch.Tensor:
     """RandAugment op `name` (timm's name, e.g. 'Rotate') with the image op's argument on a label map; ops that
-    only change colours leave it as it is."""
+    only change colours leave it as it is.
+
+    Args:
+        name: timm's op name.
+        arg: the argument the image op was given.
+        label_map: the map (2, k, Hm, Wm)."""
     if name not in LABEL_OPS:
         return label_map
     return affine_label_map(label_map, LABEL_OPS[name](arg, *label_map.shape[-2:]))
@@ -153,7 +165,13 @@ def _split(transform):
 
 def crop_plane(label_map: torch.Tensor, crop, image_hw, label: int) -> torch.Tensor:
     """(2, k, Hm, Wm) -> (3, k, Hm, Wm): step (4)'s plane, the crop's (top, left, height, width) as fractions of
-    the (flipped, augmented) image at [2, 0, 0, 0:4] and the image's class at [2, 0, 0, 5], zeros elsewhere."""
+    the (flipped, augmented) image at [2, 0, 0, 0:4] and the image's class at [2, 0, 0, 5], zeros elsewhere.
+
+    Args:
+        label_map: the map (2, k, Hm, Wm).
+        crop: the crop's (top, left, height, width) in pixels of the image.
+        image_hw: the image's (height, width).
+        label: the image's class."""
     i, j, h, w = crop
     height, width = image_hw
     plane = torch.zeros((1, *label_map.shape[1:]), dtype=torch.float32)
@@ -190,7 +208,10 @@ class TokenLabels(Dataset):
         return len(self.dataset)
 
     def read(self, i: int) -> torch.Tensor:
-        """Image i's label map, checked against the folder's first (grid, k, classes)."""
+        """Image i's label map, checked against the folder's first (grid, k, classes).
+
+        Args:
+            i: the image's index in the data set."""
         path = label_path(self.label_root, self.keys[i])
         return check_map(read_label_map(path), path, self.num_classes, self.shape)
 
@@ -203,7 +224,14 @@ class TokenLabels(Dataset):
 
     def transform(self, img, label_map: torch.Tensor, label: int, *, flip: bool | None = None, crop=None):
         """(PIL image, its (2, k, Hm, Wm) map, class) -> (image, (3, k, Hm, Wm)). `flip` / `crop` (top, left,
-        height, width pixels) replace the horizontal flip's / the crop's random draws when given."""
+        height, width pixels) replace the horizontal flip's / the crop's random draws when given.
+
+        Args:
+            img: the PIL image.
+            label_map: its label map.
+            label: its class.
+            flip: whether to flip, or None (drawn).
+            crop: the crop's box, or None (drawn)."""
         p = self.parts
         for t in p["convert"]:
             img = t(img)
@@ -237,7 +265,13 @@ class TokenLabels(Dataset):
 def check_map(label_map: torch.Tensor, path, num_classes: int, shape=None) -> torch.Tensor:
     """One map against the data set: its (k, Hm, Wm) that of the folder's first map, its class indices integers
     in [0, num_classes), distinct at each location (what relabel_target needs: checked here, in the loader, so that
-    the training step does not read the batch back to check it)."""
+    the training step does not read the batch back to check it).
+
+    Args:
+        label_map: the map read.
+        path: its file (named in the error line).
+        num_classes: the data set's classes.
+        shape: the (k, Hm, Wm) every map has, or None (the first map)."""
     if shape is not None and tuple(label_map.shape[1:]) != tuple(shape):
         raise DataError(f"{path}: a (2, {', '.join(map(str, label_map.shape[1:]))}) label map, but the folder's "
                         f"first is (2, {', '.join(map(str, shape))}): one k and grid for every image")
@@ -253,7 +287,10 @@ def check_map(label_map: torch.Tensor, path, num_classes: int, shape=None) -> to
 
 
 def describe(data: dict) -> str:
-    """A data set as labels.json records it: "imagefolder /data/pets (train: 3,680 images, 37 classes)"."""
+    """A data set as labels.json records it: "imagefolder /data/pets (train: 3,680 images, 37 classes)".
+
+    Args:
+        data: labels.json's "data" record."""
     counts = [f"{data[k]:,} {k}" if isinstance(data.get(k), int) else None for k in ("images", "classes")]
     inner = ", ".join(filter(None, counts))
     split = f"{data['split']}: " if data.get("split") and inner else ""
@@ -280,7 +317,13 @@ def check_label_folder(label_root, keys, num_classes: int, data: dict | None = N
     data set or class count than `data` ({"data": NAME, "data_dir": DIR}: the run's) and `num_classes`, a
     missing map (all checked up front, one directory listing per class folder; what labels.json says of it
     added), two images named to one map, a first map that is not readable or holds a class index outside
-    [0, num_classes). Returns the first map's (k, Hm, Wm), which every map must share (checked as each is read)."""
+    [0, num_classes). Returns the first map's (k, Hm, Wm), which every map must share (checked as each is read).
+
+    Args:
+        label_root: the label folder.
+        keys: the training images' names (`image_keys`).
+        num_classes: the data set's classes.
+        data: the run's data set, or None (labels.json's data not compared)."""
     root = Path(label_root)
     if not root.is_dir():
         raise DataError(f"{root}: no such label folder (token labeling reads one map per training image)")

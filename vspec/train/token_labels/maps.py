@@ -20,10 +20,17 @@ from ...spec import layout
 from ..data.hf import hub_id
 from ..data.registry import DataError, open_regular
 
+__all__ = ["LABELS_JSON", "MAX_RECORD", "crop_boxes", "data_place", "dense_scores", "image_keys", "label_path", "pool",
+           "read_label_map", "read_record", "relabel_target", "token_grid"]
+
 
 def label_path(relabel_root, image_rel_path) -> Path:
     """The label map of the image `<class_dir>/<file>` (relative to the train folder): the released naming rule
-    cuts that string at its FIRST dot, so `cls_b/b.001.png` -> `<relabel_root>/cls_b/b.pt`."""
+    cuts that string at its FIRST dot, so `cls_b/b.001.png` -> `<relabel_root>/cls_b/b.pt`.
+
+    Args:
+        relabel_root: the label folder.
+        image_rel_path: the image's name (`image_keys`)."""
     rel = PurePath(image_rel_path)
     if rel.is_absolute() or ".." in rel.parts:
         raise DataError(f"label_path wants the image's path relative to the train folder, got {image_rel_path}")
@@ -35,7 +42,10 @@ def image_keys(dataset) -> list[str]:
     folder of files (torchvision's ImageFolder: `<class_dir>/<file>`); for images without files (mnist5k,
     digits, synthetic, --data hf: `targets` and an index, an HF split's row) `<class>/<index:07d>`. `label_path`
     maps a name to its label map; `vspec label` writes, and the token-labeling data set reads, maps under these
-    names."""
+    names.
+
+    Args:
+        dataset: the training set."""
     if hasattr(dataset, "samples") and hasattr(dataset, "root"):
         root = Path(dataset.root)
         return [Path(path).relative_to(root).as_posix() for path, _ in dataset.samples]
@@ -47,7 +57,10 @@ def image_keys(dataset) -> list[str]:
 
 def data_place(data_dir) -> str | None:
     """A --data-dir as labels.json records it: a local path resolved (the same from any working folder), a Hub
-    dataset's id (--data hf) as given."""
+    dataset's id (--data hf) as given.
+
+    Args:
+        data_dir: --data-dir, or None."""
     if data_dir is None:
         return None
     return str(data_dir) if hub_id(str(data_dir)) else str(Path(data_dir).resolve())
@@ -60,7 +73,10 @@ MAX_RECORD = 2**20  # bytes of labels.json read at most (vspec label's is a few 
 def read_record(root) -> dict | None:
     """A label folder's labels.json (the labeling and the data set `vspec label` made its maps of), None where
     there is none; one DataError line naming it where it is no small JSON object (a FIFO, /dev/zero, not JSON,
-    nested too deep, more than MAX_RECORD bytes)."""
+    nested too deep, more than MAX_RECORD bytes).
+
+    Args:
+        root: the label folder."""
     path = Path(root) / LABELS_JSON
     try:
         with open_regular(path, "a labels.json file") as f:
@@ -85,7 +101,10 @@ def read_record(root) -> dict | None:
 
 def read_label_map(path) -> torch.Tensor:
     """One on-disk label map: a (2, k, Hm, Wm) tensor, plane 0 the top-k teacher scores, plane 1 their class
-    indices (stored as floats), any dtype -> float32. Wm >= 6: the crop plane added later uses 6 entries."""
+    indices (stored as floats), any dtype -> float32. Wm >= 6: the crop plane added later uses 6 entries.
+
+    Args:
+        path: the map's file."""
     try:
         with open_regular(path, "a label map file") as f:
             data = torch.load(f, map_location="cpu", weights_only=True)
@@ -123,7 +142,11 @@ def _check_batch(batch: torch.Tensor, num_classes: int, values: bool = True) -> 
 
 def dense_scores(batch: torch.Tensor, num_classes: int) -> torch.Tensor:
     """Step 3: (B, C, Hm, Wm) zeros with each location's k scores written at their class indices (a class outside
-    the top-k scores 0, not -inf)."""
+    the top-k scores 0, not -inf).
+
+    Args:
+        batch: the maps (B, 2, k, Hm, Wm) (or with their crop plane).
+        num_classes: C."""
     b, _, _, hm, wm = batch.shape
     return batch.new_zeros(b, num_classes, hm, wm, dtype=torch.float32).scatter_(1, batch[:, 1].long(),
                                                                           batch[:, 0].float())
@@ -131,7 +154,13 @@ def dense_scores(batch: torch.Tensor, num_classes: int) -> torch.Tensor:
 
 def crop_boxes(coords: torch.Tensor, hm: int, wm: int, released: bool = False) -> torch.Tensor:
     """roi_align's (index, x1, y1, x2, y2) boxes, x along the map's last axis, in cells, the -0.5 putting cell
-    centres on integers (aligned=False). coords: (B, 4) = (top, left, height, width) fractions (step 4)."""
+    centres on integers (aligned=False). coords: (B, 4) = (top, left, height, width) fractions (step 4).
+
+    Args:
+        coords: the crops' fractions (B, 4).
+        hm: the maps' height.
+        wm: the maps' width.
+        released: the release's transposed box (its step 5), else rows along y and columns along x."""
     top, left, h, w = coords.unbind(1)
     index = torch.arange(len(coords), dtype=coords.dtype, device=coords.device)
     if released:  # step 5's transposed box: vertical range along x, all four scaled by Wm
@@ -143,7 +172,12 @@ def crop_boxes(coords: torch.Tensor, hm: int, wm: int, released: bool = False) -
 
 def pool(dense: torch.Tensor, boxes: torch.Tensor, size: int) -> torch.Tensor:
     """Step 5: torchvision's roi_align of the dense scores over the boxes to (B, C, size, size), with the
-    release's defaults (spatial_scale 1, adaptive sampling_ratio -1, aligned=False)."""
+    release's defaults (spatial_scale 1, adaptive sampling_ratio -1, aligned=False).
+
+    Args:
+        dense: `dense_scores`' (B, C, Hm, Wm).
+        boxes: `crop_boxes`' (B, 5).
+        size: the output's side."""
     from torchvision.ops import roi_align  # extra
 
     return roi_align(dense, boxes, output_size=(size, size), spatial_scale=1.0, sampling_ratio=-1, aligned=False)
@@ -160,7 +194,15 @@ def relabel_target(batch: torch.Tensor, num_classes: int, *, lam: float = 1.0, s
     released), and the batch is mixed with its flip by `lam` (step 8). The input is left untouched. `check`: refuse
     class indices outside [0, C) or repeated at a location (reading the batch back; False where each map was
     checked as it was read: `TokenLabels`, so the training step reads nothing back from the device).
-    """
+
+    Args:
+        batch: the transformed label maps (B, 3, k, Hm, Wm).
+        num_classes: C.
+        lam: the mixing weight of the batch against its flip (1: no mixing).
+        smoothing: the label smoothing.
+        label_size: S, the token grid's side.
+        released_alignment: the release's crop boxes (`crop_boxes`' `released`).
+        check: refuse bad class indices (reads the batch back)."""
     _check_batch(batch, num_classes, check)
     if label_size < 1:
         raise ValueError(f"label_size must be >= 1, got {label_size}")
@@ -183,7 +225,10 @@ def relabel_target(batch: torch.Tensor, num_classes: int, *, lam: float = 1.0, s
 
 def token_grid(spec) -> int:
     """The side S of the square token grid a token-label target covers (S x S token targets): the spec's last
-    stage's grid, under a class-token head with the dense auxiliary head."""
+    stage's grid, under a class-token head with the dense auxiliary head.
+
+    Args:
+        spec: the model's spec."""
     if not any(o.target == "tokens" for o in spec.head.outputs()):
         raise ValueError(f"--token-labels: the spec's head ({spec.head.kind}) has no dense auxiliary head to train "
                          f"on them (ClassTokenHead(dense=DenseAux()), as Refined-ViT's and LV-ViT's)")

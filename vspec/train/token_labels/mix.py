@@ -15,6 +15,8 @@ import torch
 from ..validators import ConfigError
 from .maps import relabel_target
 
+__all__ = ["RelabelMix"]
+
 
 class RelabelMix:
     """(images (B, C, H, W), label maps (B, 3, k, Hm, Wm)) -> (mixed images, targets (B, num_classes, 2 + S²);
@@ -41,7 +43,11 @@ class RelabelMix:
     def draw(self, height: int, width: int) -> tuple[float, tuple[int, int, int, int] | None]:
         """(lam, CutMix box (row lo, row hi, col lo, col hi) or None), numpy's global generator in the release's
         order: rand() < prob, then rand() < switch_prob (both alphas on), the Beta draw, the box centre row then
-        column; with a box, lam is 1 − box area / (H·W)."""
+        column; with a box, lam is 1 − box area / (H·W).
+
+        Args:
+            height: the images' height.
+            width: their width."""
         if not (self.mixup_alpha > 0 or self.cutmix_alpha > 0) or not np.random.rand() < self.prob:
             return 1.0, None
         if self.mixup_alpha > 0 and self.cutmix_alpha > 0:
@@ -60,7 +66,12 @@ class RelabelMix:
         return 1.0 - (box[1] - box[0]) * (box[3] - box[2]) / float(height * width), box
 
     def mix_images(self, images: torch.Tensor, lam: float, box) -> torch.Tensor:
-        """The mixed batch (a new tensor): the partner's box pasted in, or the lam blend (rounded for uint8)."""
+        """The mixed batch (a new tensor): the partner's box pasted in, or the lam blend (rounded for uint8).
+
+        Args:
+            images: the batch (B, C, H, W); each is mixed with the batch flipped (its partner).
+            lam: `draw`'s lam.
+            box: `draw`'s box, or None (a blend)."""
         if box is not None:
             r0, r1, c0, c1 = box
             out = images.clone()

@@ -26,6 +26,9 @@ from ...nn.vit import GAPHead
 from ..data.registry import DataError
 from .maps import image_keys, label_path
 
+__all__ = ["LabelError", "MIN_WIDTH", "label_maps", "pending", "resample", "save_map", "score_maps", "scorer", "top_k",
+           "write_label_maps"]
+
 # the crop plane the data set adds later stores 6 numbers along Wm (maps.read_label_map)
 MIN_WIDTH = 6
 
@@ -111,21 +114,32 @@ def _timm_scorer(model) -> Callable[[torch.Tensor], torch.Tensor]:
 
 def scorer(model) -> Callable[[torch.Tensor], torch.Tensor]:
     """A function images (B, C, H, W) -> dense logits (B, classes, h, w) on the model's last token grid (a vspec
-    model, or a timm model); a model that cannot score every token is a one-line LabelError."""
+    model, or a timm model); a model that cannot score every token is a one-line LabelError.
+
+    Args:
+        model: the classifier (in eval mode when scored)."""
 
     return _vspec_scorer(model) if isinstance(model, Transformer) else _timm_scorer(model)
 
 
 @torch.no_grad()
 def score_maps(model, images: torch.Tensor) -> torch.Tensor:
-    """Dense logits (B, classes, h, w) of `images` on the model's token grid (`scorer`), in eval mode."""
+    """Dense logits (B, classes, h, w) of `images` on the model's token grid (`scorer`), in eval mode.
+
+    Args:
+        model: the classifier.
+        images: the batch (B, C, H, W)."""
     return scorer(model.eval())(images)
 
 
 def resample(maps: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
     """(B, C, h, w) -> (B, C, *grid), each axis on its own: adaptive average pooling where the map is larger than
     the grid (the logits of a location are then those of its mean feature: the classifier is linear), bilinear
-    (align_corners=False) where it is smaller; an axis of the grid's size is kept as it is."""
+    (align_corners=False) where it is smaller; an axis of the grid's size is kept as it is.
+
+    Args:
+        maps: the logits (B, C, h, w).
+        grid: the output's (Hm, Wm)."""
     gh, gw = grid
     h, w = maps.shape[-2:]
     if h > gh or w > gw:
@@ -137,7 +151,11 @@ def resample(maps: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
 
 def top_k(maps: torch.Tensor, k: int) -> torch.Tensor:
     """(B, C, Hm, Wm) scores -> (B, 2, k, Hm, Wm) label maps: the k best scores of each location, best first, and
-    their (distinct) class indices as float32."""
+    their (distinct) class indices as float32.
+
+    Args:
+        maps: the scores (B, C, Hm, Wm).
+        k: the scores kept per location."""
     if not 1 <= k <= maps.shape[1]:
         raise LabelError(f"top-k {k}: the model has {maps.shape[1]} classes")
     values, indices = maps.float().topk(k, dim=1)
@@ -145,7 +163,13 @@ def top_k(maps: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def label_maps(score: Callable, images: torch.Tensor, grid: tuple[int, int], k: int) -> torch.Tensor:
-    """The (B, 2, k, *grid) label maps of a batch: `score`'s logits resampled to `grid`, then the top-k."""
+    """The (B, 2, k, *grid) label maps of a batch: `score`'s logits resampled to `grid`, then the top-k.
+
+    Args:
+        score: `scorer`'s function.
+        images: the batch (B, C, H, W).
+        grid: the maps' (Hm, Wm).
+        k: the scores kept per location."""
     if grid[1] < MIN_WIDTH or grid[0] < 1:
         raise LabelError(f"grid {grid[0]}x{grid[1]}: the label maps' width must be >= {MIN_WIDTH} (the crop plane)")
     return top_k(resample(score(images).float(), grid), k)
@@ -153,7 +177,12 @@ def label_maps(score: Callable, images: torch.Tensor, grid: tuple[int, int], k: 
 
 def save_map(label_map: torch.Tensor, path: Path, partial: Path) -> None:
     """torch.save one (2, k, Hm, Wm) map to `path` atomically: written in the folder `partial` (on the same file
-    system), then renamed, so a killed run never leaves a partial map under a map's name."""
+    system), then renamed, so a killed run never leaves a partial map under a map's name.
+
+    Args:
+        label_map: the map.
+        path: its file.
+        partial: the folder of temporary files."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".pt", dir=partial)
@@ -168,7 +197,12 @@ def save_map(label_map: torch.Tensor, path: Path, partial: Path) -> None:
 
 def pending(keys: list[str], out: Path, overwrite: bool = False) -> list[int]:
     """The indices of `keys` whose map is still to write (all with `overwrite`); two images whose maps would share
-    a name (the released rule cuts at the first dot: `a.png` and `a.jpg`) are refused."""
+    a name (the released rule cuts at the first dot: `a.png` and `a.jpg`) are refused.
+
+    Args:
+        keys: the images' names (`image_keys`).
+        out: the label folder.
+        overwrite: write every map anew."""
 
     seen: dict[Path, str] = {}
     for key in keys:
@@ -185,7 +219,20 @@ def write_label_maps(score: Callable, dataset, out: Path, *, grid: tuple[int, in
                      limit: int | None = None, progress: Callable | None = None) -> tuple[int, int]:
     """Write the label map of every image of `dataset` (items (image tensor, label), in `image_keys` order) under
     `label_path(out, key)`, skipping those already there (`overwrite`: all anew); `limit`: at most that many this
-    run. `progress(total)`: a `Progress` of the maps to write (updated per batch). Returns (written, skipped)."""
+    run. `progress(total)`: a `Progress` of the maps to write (updated per batch). Returns (written, skipped).
+
+    Args:
+        score: `scorer`'s function.
+        dataset: the training images.
+        out: the label folder.
+        grid: the maps' (Hm, Wm).
+        k: the scores kept per location.
+        batch_size: images scored at once.
+        workers: the loader's processes.
+        device: where the images are scored.
+        overwrite: write every map anew.
+        limit: the most maps written this run, or None.
+        progress: `progress(total)` makes the display of the maps to write, or None."""
 
 
     keys = image_keys(dataset)
