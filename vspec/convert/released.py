@@ -17,6 +17,8 @@ from .._moved import moved as _moved
 from ..compiler import build
 from .common import Alias, ConversionNote, Rule, load_mapped, read_arguments, refuse, renamer
 
+__all__ = ["Released", "StateDict"]
+
 StateDict = Mapping[str, torch.Tensor]  # a checkpoint's tensors by key, as torch.load reads them
 
 
