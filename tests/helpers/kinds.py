@@ -5,6 +5,7 @@ import torch
 
 import vspec
 from tests.helpers.checks import assert_every_parameter_learns
+from tests.helpers.contracts import assert_contracts
 from vspec.profiler import _flop_counter_mapping
 from vspec.spec import KINDS, Model
 
@@ -12,12 +13,14 @@ COMPONENTS = sorted(KINDS.values(), key=lambda c: c.__name__)  # every role's ki
 
 
 def exercise(spec: Model, cls: type) -> None:
-    """A model using `cls`: its files reload, it builds, every parameter learns, and the profiler counts all of
-    it (parameters equal the module's, fvcore's MACs equal FlopCounterMode's, the parts add up to the whole)."""
+    """A model using `cls`: its files reload, it builds, its modules keep their contracts (vspec/nn/contracts.py),
+    every parameter learns, and the profiler counts all of it (parameters equal the module's, fvcore's MACs equal
+    FlopCounterMode's, the parts add up to the whole)."""
     assert uses(spec, cls)
     assert vspec.from_json(vspec.to_json(spec)) == spec and vspec.from_toml(vspec.to_toml(spec)) == spec
     torch.manual_seed(0)
     model = vspec.build(spec).eval().double()
+    assert_contracts(model)
     out = model(vspec.example_input(spec, 2, dtype=torch.float64))
     (out * torch.randn_like(out)).sum().backward()
     assert_every_parameter_learns(model)

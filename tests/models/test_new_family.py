@@ -20,6 +20,7 @@ import torch.nn.functional as F
 import vspec
 import vspec.cli
 from tests.helpers.checks import assert_every_parameter_learns
+from tests.helpers.contracts import assert_contracts
 from vspec.analysis import analyses
 from vspec.spec import KINDS, SpecError, families
 from vspec.train.recipes import RECIPES, resolve
@@ -157,6 +158,7 @@ def test_a_carried_state_of_its_own(family):
         [{}, {}, {}, {}, {"trace": (32,)}, {"trace": (32,)}]
     torch.manual_seed(0)
     model = vspec.build(spec).double()
+    assert_contracts(model)  # the family's block and head keep the core's contracts (vspec/nn/contracts.py)
     assert [sorted(b.hands_on) for b in model.stages[0].blocks] == [[], [], [], ["trace"], []]
     x = vspec.example_input(spec, 2, dtype=torch.float64)
     model.eval()

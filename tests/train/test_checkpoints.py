@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from vspec import load_spec, override, to_json
 from vspec.train import checkpoints
 from vspec.train.tasks import ImageTask, task_type
 from vspec.weights.checkpoint import CheckpointError
@@ -39,3 +40,28 @@ def test_records_are_checked_for_the_keys_of_the_task_its_spec_trains(tmp_path, 
                                               r"val_loss, val_top1, val_top5"):
         checkpoints.load(path, task_type)
     assert checkpoints.load(path)["metrics"][0]["val_top1"] == old[0]["val_top1"]
+
+
+def test_a_refusal_shows_a_value_from_the_file_cut_to_40_characters(tmp_path):
+    """Containers by type and length (they may hold themselves), anything else as its repr, 37 characters and
+    "..." past 40."""
+    for changes, says in [({"metrics": [[1.0, 2.0, 3.0]]}, "'metrics' record 0 is not a table .*: list of 3$"),
+                          ({"epoch_loss": [1.0, 2.0, 3.0]}, "part-done epoch: list of 3$"),
+                          ({"data_args": {"k" * 50: [1]}}, "'data_args' '" + "k" * 36 + r"\.\.\. is list, not"),
+                          ({"data_args": {"seed": {}}}, "'data_args' 'seed' is dict, not")]:
+        with pytest.raises(CheckpointError, match=says):
+            checkpoints.load(_edited(tmp_path, **changes), task_type)
+
+
+def test_a_different_run_is_listed_with_values_cut_to_40_characters(tmp_path):
+    """check_resume's line: this run's value != the checkpoint's, each as written (strings) or as JSON, "(none)"
+    where one side lacks the key, 37 characters and "..." past 40."""
+    spec = override(load_spec("deit_tiny"), {"depth": 1, "img_size": [16, 16]})
+    saved = {"data": "synthetic", "seed": 0, "data_dir": "/a", "tokenizer": "t"}
+    now = {"data": "synthetic", "seed": 0, "data_dir": "/" + "d" * 60}
+    with pytest.raises(CheckpointError) as e:
+        checkpoints.check_resume({"spec": to_json(spec), "data_args": saved}, tmp_path / "last.pt",
+                                 override(spec, {"img_size": [32, 32]}), now)
+    shown = str(e.value).split("(this run != the checkpoint): ")[1].split("; resume")[0]
+    expected = [f"--data-dir /{'d' * 36}... != /a", "--tokenizer (none) != t", "img_size [32, 32] != [16, 16]"]
+    assert all(d in shown for d in expected) and len(shown) == len(", ".join(expected)), shown

@@ -46,3 +46,17 @@ def test_both_tasks_are_made_and_called_alike(name):
     assert parameters(ImageTask) == parameters(TextTask)
     if name != "__init__":
         assert parameters(ImageTask) == parameters(Task)
+
+
+def test_both_tasks_yield_the_loaders_batches_in_order_ready_on_the_device(made):
+    """Each batch as the loader gave it, in order: the inputs through the task's `prepare`, the target moved."""
+    image, text = made
+    images = [(torch.rand(2, 1, 8, 8), torch.tensor([i, 0])) for i in range(3)]
+    tokens = [({"input_ids": torch.tensor([[i, 1]]), "attention_mask": torch.ones(1, 2)}, torch.tensor([i]))
+              for i in range(3)]
+    for task, loader in ((image, images), (text, tokens)):
+        got = list(task.batches(loader, True))
+        assert [int(t[0]) for _, t in got] == [0, 1, 2]
+        for (x, t), (want_x, want_t) in zip(got, loader):
+            same = [torch.equal(x[k], want_x[k]) for k in want_x] if isinstance(x, dict) else [torch.equal(x, want_x)]
+            assert all(same) and torch.equal(t, want_t) and t.device == CPU

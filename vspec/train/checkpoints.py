@@ -16,6 +16,7 @@ import torch
 
 from .._moved import moved as _moved
 from ..spec import from_json, to_json
+from ..spec.errors import cut
 from ..version import __version__
 from ..weights.checkpoint import CheckpointError, cause, check_fields, load_weights, read_checkpoint, with_checksum
 from . import files
@@ -157,12 +158,14 @@ def saved_tokenizer(ckpt: dict[str, Any], path: Path) -> dict[str, str] | None:
     return saved
 
 
+_SHORT = 40  # characters of a value from a checkpoint shown in a refusal
+
+
 def _brief(value: Any) -> str:
     """A short repr of a value from a file (containers by type and length: they may hold themselves)."""
     if isinstance(value, (dict, list, tuple)):
         return f"{type(value).__name__} of {len(value)}"
-    text = repr(value) if not isinstance(value, int) or value.bit_length() < 64 else "a big int"
-    return text if len(text) <= 40 else text[:37] + "..."
+    return cut(repr(value) if not isinstance(value, int) or value.bit_length() < 64 else "a big int", _SHORT, "fit")
 
 
 def load(path: Path, task_type=None) -> dict[str, Any]:
@@ -250,8 +253,8 @@ _ABSENT = object()
 
 
 def _show(value: Any) -> str:
-    text = "(none)" if value is _ABSENT else value if isinstance(value, str) else json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    """A run's value as `check_resume` lists it: a string as written, else its JSON; "(none)" where it is absent."""
+    return cut("(none)" if value is _ABSENT else value if isinstance(value, str) else json.dumps(value), _SHORT, "fit")
 
 
 def _run_view(spec_json: str, data: dict[str, Any]) -> dict[str, Any]:

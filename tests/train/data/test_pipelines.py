@@ -2,6 +2,7 @@
 device by the training process or by the loader's workers): its way from the run's configuration alone, its path
 for the splits built for that way."""
 
+import inspect
 
 import pytest
 import torch
@@ -31,6 +32,18 @@ def _path(tmp_path, **run):
     return _chosen(tmp_path, **run)[0]
 
 
+def assert_input_path(path) -> None:
+    """`path` is an `InputPath`: its declarations, and methods that take the calls the image task makes (the
+    protocol's parameters, positionally)."""
+    assert isinstance(path, pipelines.InputPath), f"{type(path).__name__}: not an InputPath"
+    for name in ("prepare", "transfer", "batches"):
+        wanted = list(inspect.signature(getattr(pipelines.InputPath, name)).parameters)[1:]  # less self
+        try:
+            inspect.signature(getattr(path, name)).bind(*wanted)
+        except TypeError as e:
+            raise AssertionError(f"{type(path).__name__}.{name} does not take ({', '.join(wanted)}): {e}") from None
+
+
 class _Stream(IterableDataset):
     def __iter__(self):
         return iter(())
@@ -47,6 +60,7 @@ def test_the_run_chooses_its_path(tmp_path, run, kind):
     assert pipelines.input_way(_run(tmp_path, **run), CPU) == way[kind]
     path = _path(tmp_path, **run)
     assert type(path) is kind
+    assert_input_path(path)
     assert path.encoded == (kind is pipelines.DecodedPath) and not path.in_workers
     assert path.on_device == (kind is not pipelines.HostPath)
 
@@ -59,6 +73,10 @@ def test_decoding_is_in_the_workers_only_where_asked_and_possible(tmp_path):
         assert type(path) is pipelines.DecodedPath and train is images and collate is collate_encoded
     path, train, collate = _chosen(tmp_path, images, decode_on="device", decode_in="workers")
     assert type(path) is pipelines.WorkerDecodedPath and path.in_workers
+    assert_input_path(path)
+    ready = [(torch.rand(2, 3, 16, 16), torch.tensor([i, 1])) for i in range(3)]  # the workers made them ready
+    assert all(torch.equal(x, a) and torch.equal(t, b) for (x, t), (a, b) in zip(path.batches(ready, True), ready))
+    assert len(list(path.batches(ready, True))) == 3
     assert isinstance(train, Indexed) and train.dataset is images and isinstance(collate, WorkerPipeline)
     stream = _Stream()
     path, train, _ = _chosen(tmp_path, stream, decode_on="device")
@@ -77,3 +95,20 @@ def test_the_host_path_moves_the_batches_as_they_are(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(path.transfer(batch), batch))
     normalised = _path(tmp_path, normalise_on="device").prepare((batch[0] * 255).to(torch.uint8), False)
     assert normalised.dtype == torch.float32 and normalised.shape == batch[0].shape
+
+
+class _NoResume(pipelines.HostPath):  # its batches take no start: a resumed run's batch index is lost
+    def batches(self, loader, train, epoch=0):
+        return super().batches(loader, train, epoch)
+
+
+class _Undeclared:  # the three methods, but not what its loader hands over
+    prepare, transfer, batches = pipelines.HostPath.prepare, pipelines.HostPath.transfer, pipelines.HostPath.batches
+
+
+def test_a_path_that_breaks_the_contract_fails_the_check():
+    assert not isinstance(object(), pipelines.InputPath)
+    with pytest.raises(AssertionError, match=r"^_NoResume.batches does not take \(loader, train, epoch, start\)"):
+        assert_input_path(_NoResume(CPU))
+    with pytest.raises(AssertionError, match="^_Undeclared: not an InputPath"):
+        assert_input_path(_Undeclared())

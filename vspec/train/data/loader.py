@@ -7,6 +7,7 @@ training sample's random draws its own.
     sample_draws(*key)                                a sample's draws from the global streams, seeded by `key`
     to_device(batch, device)                          a batch's inputs on the device (images, a text batch's dict)
     transfer(batch, device)                           a training batch, (inputs, target), moved to the device
+    on_device(loader, prepare, train, device)         a loader's batches, inputs prepared and targets moved
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from ..signals import worker_init
 from ..validators import MAX_WORKERS
 from .registry import DataError
 
-__all__ = ["EpochKeys", "ResumableSampler", "Seeded", "build_loaders", "sample_draws", "set_epoch", "to_device",
-           "transfer"]
+__all__ = ["EpochKeys", "ResumableSampler", "Seeded", "build_loaders", "on_device", "sample_draws",
+           "set_epoch", "to_device", "transfer"]
 
 
 class ResumableSampler(DistributedSampler):
@@ -209,3 +210,16 @@ def transfer(batch, device):
         device: where it goes."""
     inputs, target = batch
     return to_device(inputs, device), target.to(device, non_blocking=True)
+
+
+def on_device(loader, prepare, train: bool, device):
+    """The loader's batches (inputs, target) in order, each made ready as it is taken: `prepare(inputs, train)`,
+    the target moved to `device`: what the image paths whose workers made the inputs ready and the text task yield.
+
+    Args:
+        loader: the batches, (inputs, target) each.
+        prepare: the inputs on the device, ready for the model (an input path's or a task's `prepare`).
+        train: whether they are training batches (passed to `prepare`).
+        device: where the targets go."""
+    for inputs, target in loader:
+        yield prepare(inputs, train), target.to(device, non_blocking=True)

@@ -9,27 +9,69 @@ image task (vspec/train/tasks/image.py): how the loader's batches become the mod
                         device`, `--decode-in main`
     WorkerDecodedPath   the same in the loader's worker processes (`WorkerPipeline`): `--decode-in workers`; the
                         validation batches as DecodedPath
-Each has `prepare(images, train)` (a loader's batch ready on the device), `transfer(batch)` (a training batch moved
-ahead by the prefetcher) and `batches(loader, train, epoch, start)` (the loader's batches ready on the device).
+Each satisfies `InputPath`: `prepare(images, train)` (a loader's batch ready on the device), `transfer(batch)` (a
+training batch moved ahead by the prefetcher), `batches(loader, train, epoch, start)` (the loader's batches ready on
+the device), and says what its loader hands over (`encoded`, `on_device`, `in_workers`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch.utils.data import IterableDataset
 
 from .device_decode import DevicePipeline, Indexed, WorkerPipeline, collate_encoded, device_batches
-from .loader import transfer
+from .loader import on_device, transfer
 from .preprocess import INTERPOLATION, eval_crop_ratio, mean_std
 from .registry import DataError
 
-__all__ = ["AHEAD", "DecodedPath", "DeviceNormalise", "HostPath", "NormalisedPath", "WorkerDecodedPath", "input_path",
-           "input_way"]
+__all__ = ["AHEAD", "DecodedPath", "DeviceNormalise", "HostPath", "InputPath", "NormalisedPath",
+           "WorkerDecodedPath", "input_path", "input_way"]
 
 # who decodes the training batches under --decode-in auto: "main" (the training process, before the step; a thread
 # of their own measured the same on an H200, docs/speed.md) or "workers" (the loader's processes, WorkerPipeline);
 # a run asks for either with RunConfig.decode_in
 AHEAD = "main"
+
+
+@runtime_checkable
+class InputPath(Protocol):
+    """How an image run's loader batches become the model's input on the device (the image task's `path`, chosen
+    once by `input_path`; the text task has the same three methods of its own, `vspec.train.tasks.Task`). Its
+    declarations: `encoded`, the loader hands over the files' bytes (`collate_encoded`), not images; `on_device`,
+    the images are normalised on the device, so the workers' transforms leave them uint8
+    (`build_transforms(on_device=True)`); `in_workers`, the loader's workers make the training batches ready (their
+    collate is `WorkerPipeline`, the data set `Indexed`)."""
+
+    encoded: bool
+    on_device: bool
+    in_workers: bool
+
+    def prepare(self, images: Any, train: bool) -> torch.Tensor:
+        """A batch of the loader on the device, ready for the model.
+
+        Args:
+            images: the loader's inputs: images, uint8 images or the files' bytes, as the path declares.
+            train: a training batch (augmented where the path augments) or a validation batch."""
+
+    def transfer(self, batch: tuple[Any, torch.Tensor]) -> tuple[Any, torch.Tensor]:
+        """A training batch of the loader moved to the device ahead of `batches` (`Prefetcher`, on CUDA).
+
+        Args:
+            batch: (inputs, target) as the loader yields it."""
+
+    def batches(self, loader, train: bool, epoch: int = 0,
+                start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The loader's batches ready on the device, (images, target), in the loader's order.
+
+        Args:
+            loader: the batches, (inputs, target) each.
+            train: training batches or validation batches.
+            epoch: the epoch, which seeds a device pipeline's draws.
+            start: the index of the loader's first batch in its epoch (a resumed run's; the draws of batch i are
+                the same wherever the run was resumed)."""
 
 
 class DeviceNormalise:
@@ -79,8 +121,7 @@ class HostPath:
 
     def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
         """The loader's batches (from batch `start` of `epoch`) ready on the device: (images, target)."""
-        for images, target in loader:
-            yield self.prepare(images, train), target.to(self.device, non_blocking=True)
+        return on_device(loader, self.prepare, train, self.device)
 
 
 class NormalisedPath(HostPath):
@@ -138,10 +179,8 @@ class WorkerDecodedPath(DecodedPath):
 
     def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
         if not train:
-            yield from super().batches(loader, train, epoch, start)
-            return
-        for images, target in loader:
-            yield self.prepare(images, train), target.to(self.device, non_blocking=True)
+            return super().batches(loader, train, epoch, start)
+        return on_device(loader, self.prepare, train, self.device)
 
 
 def input_way(run, device: torch.device) -> str:

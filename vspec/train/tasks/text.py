@@ -12,7 +12,7 @@ from torch import distributed, nn
 
 from ...convert.hf import load_hf_body
 from ..checkpoints import TEXT_RECORD_KEYS, CheckpointError
-from ..data.loader import to_device, transfer
+from ..data.loader import on_device, to_device, transfer
 from ..data.registry import options
 from ..data.splits import Splits
 from ..evaluate import evaluate_text
@@ -110,8 +110,7 @@ class TextTask:
 
     def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
         """The loader's batches ready on the device: (inputs, target)."""
-        for batch, target in loader:
-            yield self.prepare(batch, train), target.to(self.device, non_blocking=True)
+        return on_device(loader, self.prepare, train, self.device)
 
     def evaluate(self, model, ema, loader, device, amp_ctx) -> dict[str, float]:
         metrics = evaluate_text(model, loader, device, amp_ctx, self.dist, self.name)
