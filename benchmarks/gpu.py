@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import vspec
-from vspec.nn.heads import head_loss  # the loss of a head's training outputs (tensors too)
+from vspec.nn.head_outputs import head_loss  # the loss of a head's training outputs (tensors too)
 from vspec.spec import override
 
 from . import msf, refiner, released  # MSF's attention race, the released Refined-ViT, the released T2T-ViT

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import vspec
-from vspec.nn.heads import head_loss
+from vspec.nn.head_outputs import head_loss
 from vspec.nn.mix_token import TokenBox
 from vspec.spec import override
 

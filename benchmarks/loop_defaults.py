@@ -118,7 +118,7 @@ def measure_loop(row: dict, device: str, quick: bool, data_dir: str | None, work
         t = Training(TrainConfig(spec, recipe, data, run))
         t.setup()
         if row["compile"] and quick and device == "cpu":  # inductor's C++ build is minutes on a small CPU
-            t.train_model = torch.compile(t.core, backend="eager")
+            t.train_model = torch.compile(t.model, backend="eager")
         setup = time.perf_counter() - t0
         first, step = [], t.train_step
 

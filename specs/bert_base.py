@@ -4,7 +4,7 @@ word (30,522, uncased) + position (512) + segment (2) embeddings -> LayerNorm ->
 dropout and the classifier. SoT's language body (Tables 1 and 6). Shapes assume 128 tokens (any length to 512
 runs)."""
 
-from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, TokenEmbed, Weights
+from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, PublishedWeights, TokenEmbed
 
 LN = Norm(eps=1e-12)
 
@@ -19,7 +19,7 @@ SPEC = Model(
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {
-    "hub": Weights(
+    "hub": PublishedWeights(
         source=Hub("google-bert/bert-base-uncased", "model.safetensors", config="config.json"),
         converter="hf", params=109_483_778, classes=0,
         licence="Apache-2.0", tokenizer="google-bert/bert-base-uncased",

@@ -1,7 +1,7 @@
 """BERT-large = Hugging Face `BertForSequenceClassification` of bert-large-uncased, 2 labels: bert_base's layout
 at 24 blocks of 1,024 wide, 16 heads, FFN 4,096. SoT's language body (Table 6)."""
 
-from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, TokenEmbed, Weights
+from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, PublishedWeights, TokenEmbed
 
 LN = Norm(eps=1e-12)
 
@@ -16,7 +16,7 @@ SPEC = Model(
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {
-    "hub": Weights(
+    "hub": PublishedWeights(
         source=Hub("google-bert/bert-large-uncased", "model.safetensors", config="config.json"),
         converter="hf", params=335_143_938, classes=0,
         licence="Apache-2.0", tokenizer="google-bert/bert-large-uncased",

@@ -19,8 +19,8 @@ from vspec.spec import (
     Manual,
     Model,
     Preprocess,
+    PublishedWeights,
     Stage,
-    Weights,
 )
 
 ATTENTION = MHSA(heads=6)
@@ -44,7 +44,7 @@ SPEC = Model(
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {
-    "released": Weights(
+    "released": PublishedWeights(
         source=Manual("https://drive.google.com/file/d/19SxGhKcWOR5oQSxNUWUM2MGYiaWMrF1z/view",
                       "Conformer_tiny_patch16.pth"),
         converter="conformer", params=23_524_704, licence="Apache-2.0", unwrap=("model",),

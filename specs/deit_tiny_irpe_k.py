@@ -4,7 +4,7 @@ token's, one table shared by the heads; alpha 1.9, beta 3.8, gamma 15.2)."""
 
 import attrs
 
-from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Block, IRPEAttention, Preprocess, Url, Weights, load_spec
+from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Block, IRPEAttention, Preprocess, PublishedWeights, Url, load_spec
 
 SPEC = attrs.evolve(
     load_spec(__file__.replace("deit_tiny_irpe_k.py", "deit_tiny.py")),
@@ -13,7 +13,7 @@ SPEC = attrs.evolve(
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {
-    "released": Weights(
+    "released": PublishedWeights(
         source=Url("https://github.com/wkcn/iRPE-model-zoo/releases/download/1.0/"
                    "deit_tiny_patch16_224_ctx_product_50_shared_k.pth"),
         converter="irpe", params=5_755_816, licence="Apache-2.0", unwrap=("model",),

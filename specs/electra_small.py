@@ -4,7 +4,7 @@ vocabulary of 30,522, 512 positions, 2 segments, LayerNorm, dropout) projected t
 wide, 4 heads, FFN 1,024, exact GELU, LayerNorm eps 1e-12; its classification head on [CLS]: dropout -> dense ->
 GELU -> dropout -> out_proj."""
 
-from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, TokenEmbed, Weights
+from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, PublishedWeights, TokenEmbed
 
 LN = Norm(eps=1e-12)
 
@@ -19,7 +19,7 @@ SPEC = Model(
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {
-    "discriminator": Weights(
+    "discriminator": PublishedWeights(
         source=Hub("google/electra-small-discriminator", "pytorch_model.bin", config="config.json"),
         converter="hf", params=13_549_314, classes=0,
         licence="Apache-2.0", tokenizer="google/electra-small-discriminator",

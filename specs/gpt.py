@@ -3,7 +3,7 @@ BPE vocabulary of 40,478 and 512 learned positions, no segments, no embedding no
 post-norm blocks (x = LN(x + attn(x))) of 768 wide, 12 heads, FFN 3,072 with tanh GELU (its "gelu"), LayerNorm
 eps 1e-5, no final norm; classification from the last real token (`score`, no bias; SoT Sec. 4.3)."""
 
-from vspec.spec import MHSA, MLP, Hub, LastTokenHead, Model, Norm, PostNormBlock, TokenEmbed, Weights
+from vspec.spec import MHSA, MLP, Hub, LastTokenHead, Model, Norm, PostNormBlock, PublishedWeights, TokenEmbed
 
 SPEC = Model(
     embedder=TokenEmbed(vocab_size=40478, max_positions=512, seq_len=128, type_vocab_size=0, drop=0.1),
@@ -15,7 +15,7 @@ SPEC = Model(
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {
-    "hub": Weights(
+    "hub": PublishedWeights(
         source=Hub("openai-community/openai-gpt", "model.safetensors", config="config.json"),
         converter="hf", params=116_536_320, classes=0,
         licence="MIT", tokenizer="openai-community/openai-gpt",

@@ -3,7 +3,7 @@ vocabulary of 50,257 and 1,024 learned positions, dropout 0.1; 12 causal pre-nor
 FFN 3,072 with tanh GELU (gelu_new), LayerNorm eps 1e-5, the final LayerNorm; classification from the last real
 token (`score`, no bias). Shapes assume 128 tokens (any length to 1,024 runs)."""
 
-from vspec.spec import MHSA, MLP, Block, Hub, LastTokenHead, Model, Norm, TokenEmbed, Weights
+from vspec.spec import MHSA, MLP, Block, Hub, LastTokenHead, Model, Norm, PublishedWeights, TokenEmbed
 
 SPEC = Model(
     embedder=TokenEmbed(vocab_size=50257, max_positions=1024, seq_len=128, type_vocab_size=0, drop=0.1),
@@ -15,7 +15,7 @@ SPEC = Model(
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {
-    "hub": Weights(
+    "hub": PublishedWeights(
         source=Hub("openai-community/gpt2", "model.safetensors", config="config.json"),
         converter="hf", params=124_441_344, classes=0,
         licence="MIT", tokenizer="openai-community/gpt2",

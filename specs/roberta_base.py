@@ -3,7 +3,7 @@ vocabulary of 50,265, padding id 1, positions counted from 2 over the real token
 post-norm blocks (12 x 768, 12 heads, FFN 3,072, exact GELU) with LayerNorm eps 1e-5; the classification head on
 <s>: dropout -> dense -> tanh -> dropout -> out_proj. SoT's language body (Table 6)."""
 
-from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, TokenEmbed, Weights
+from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, PublishedWeights, TokenEmbed
 
 LN = Norm(eps=1e-5)
 
@@ -18,7 +18,7 @@ SPEC = Model(
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {
-    "hub": Weights(
+    "hub": PublishedWeights(
         source=Hub("FacebookAI/roberta-base", "model.safetensors", config="config.json"),
         converter="hf", params=124_647_170, classes=0,
         licence="MIT", tokenizer="FacebookAI/roberta-base",

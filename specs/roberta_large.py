@@ -1,7 +1,7 @@
 """RoBERTa-large = Hugging Face `RobertaForSequenceClassification` of roberta-large, 2 labels: roberta_base's
 layout at 24 blocks of 1,024 wide, 16 heads, FFN 4,096. SoT's language body (Table 6)."""
 
-from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, TokenEmbed, Weights
+from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, PublishedWeights, TokenEmbed
 
 LN = Norm(eps=1e-5)
 
@@ -16,7 +16,7 @@ SPEC = Model(
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {
-    "hub": Weights(
+    "hub": PublishedWeights(
         source=Hub("FacebookAI/roberta-large", "model.safetensors", config="config.json"),
         converter="hf", params=355_361_794, classes=0,
         licence="MIT", tokenizer="FacebookAI/roberta-large",

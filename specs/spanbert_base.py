@@ -1,7 +1,7 @@
 """SpanBERT-base (Joshi et al. 2020) = Hugging Face SpanBERT/spanbert-base-cased as `BertForSequenceClassification`,
 2 labels: BERT-base's layout with the cased vocabulary (28,996 words). SoT's language body (Table 6)."""
 
-from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, TokenEmbed, Weights
+from vspec.spec import MHSA, MLP, FirstTokenHead, Hub, Model, Norm, PostNormBlock, PublishedWeights, TokenEmbed
 
 LN = Norm(eps=1e-12)
 
@@ -16,7 +16,7 @@ SPEC = Model(
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {
-    "hub": Weights(
+    "hub": PublishedWeights(
         source=Hub("SpanBERT/spanbert-base-cased", "pytorch_model.bin", config="config.json"),
         converter="hf", params=108_311_810, classes=0,
         licence="CC-BY-NC-4.0", tokenizer="SpanBERT/spanbert-base-cased",

@@ -15,8 +15,8 @@ from vspec.spec import (
     PatchEmbed,
     PatchMerging,
     Preprocess,
+    PublishedWeights,
     Stage,
-    Weights,
     WindowMHSA,
 )
 
@@ -35,8 +35,8 @@ SPEC = Model(
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {
-    "ms_in1k": Weights(source=Hub("timm/swin_tiny_patch4_window7_224.ms_in1k", "model.safetensors"),
-                       converter="timm", params=28_288_354, licence="MIT",
-                       preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=0.9),
-                       score="ImageNet-1k top-1 81.2 (Swin, Table 1a)"),
+    "ms_in1k": PublishedWeights(source=Hub("timm/swin_tiny_patch4_window7_224.ms_in1k", "model.safetensors"),
+                                converter="timm", params=28_288_354, licence="MIT",
+                                preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=0.9),
+                                score="ImageNet-1k top-1 81.2 (Swin, Table 1a)"),
 }

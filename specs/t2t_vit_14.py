@@ -3,7 +3,19 @@ token_dim 64) then 14 x 384, 6 heads, MLP 3x, no qkv bias, LayerNorm eps 1e-5, t
 21,465,806 trainable parameters; 21,545,550 with the random features `w` and the table the released model stores
 as frozen parameters (tests/models/t2t/test_t2t.py)."""
 
-from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, MHSA, MLP, Block, Model, Norm, Preprocess, T2TEmbed, Url, Weights
+from vspec.spec import (
+                                              IMAGENET_MEAN,
+                                              IMAGENET_STD,
+                                              MHSA,
+                                              MLP,
+                                              Block,
+                                              Model,
+                                              Norm,
+                                              Preprocess,
+                                              PublishedWeights,
+                                              T2TEmbed,
+                                              Url,
+)
 
 SPEC = Model(embedder=T2TEmbed(), block=Block(attention=MHSA(heads=6, qkv_bias=False), ffn=MLP(ratio=3.0),
                                               norm=Norm(eps=1e-5)),
@@ -11,7 +23,7 @@ SPEC = Model(embedder=T2TEmbed(), block=Block(attention=MHSA(heads=6, qkv_bias=F
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {
-    "ema": Weights(
+    "ema": PublishedWeights(
         source=Url("https://github.com/yitu-opensource/T2T-ViT/releases/download/main/81.5_T2T_ViT_14.pth.tar"),
         converter="t2t", params=21_465_806, licence="Clear BSD", score="ImageNet-1k top-1 81.5 (T2T-ViT README)",
         preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=0.9),

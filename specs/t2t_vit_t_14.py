@@ -1,13 +1,13 @@
 """T2T-ViT_t-14 (`t2t_vit_t_14`): specs/t2t_vit_14.py with transformer token blocks (one-head softmax attention
 at scale (input width)^-0.5, no qkv bias) in place of the performer ones."""
 
-from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Preprocess, Url, Weights, load_spec, override
+from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Preprocess, PublishedWeights, Url, load_spec, override
 
 SPEC = override(load_spec(__file__.replace("t2t_vit_t_14.py", "t2t_vit_14.py")), {"embedder.block": "transformer"})
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {
-    "ema": Weights(
+    "ema": PublishedWeights(
         source=Url("https://github.com/yitu-opensource/T2T-ViT/releases/download/main/81.7_T2T_ViTt_14.pth.tar"),
         converter="t2t", params=21_465_422, licence="Clear BSD", score="ImageNet-1k top-1 81.7 (T2T-ViT README)",
         preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=0.9),

@@ -1,13 +1,13 @@
 """T2T-ViT_t-24 (`t2t_vit_t_24`): specs/t2t_vit_24.py with transformer token blocks in place of the performer
 ones."""
 
-from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Preprocess, Url, Weights, load_spec, override
+from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Preprocess, PublishedWeights, Url, load_spec, override
 
 SPEC = override(load_spec(__file__.replace("t2t_vit_t_24.py", "t2t_vit_24.py")), {"embedder.block": "transformer"})
 
 # the published weights (vspec.spec.weights; `vspec weights` lists them)
 WEIGHTS = {
-    "ema": Weights(
+    "ema": PublishedWeights(
         source=Url("https://github.com/yitu-opensource/T2T-ViT/releases/download/main/82.6_T2T_ViTt_24.pth.tar"),
         converter="t2t", params=64_000_590, licence="Clear BSD", score="ImageNet-1k top-1 82.6 (T2T-ViT README)",
         preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=0.9),

@@ -2,6 +2,7 @@
 and docs/design.md's file table naming every module (the import graph's rules: tests/test_imports.py)."""
 
 import ast
+import inspect
 import re
 from pathlib import Path
 
@@ -118,3 +119,41 @@ def test_the_core_names_no_family():
              if isinstance(n, ast.Assign | ast.AnnAssign) and isinstance(n.value, ast.Constant)
              and n.value.value in keys]
     assert named == []
+
+
+def _classes(prefixes: tuple[str, ...], suffixes: tuple[str, ...]) -> list[type]:
+    """The classes defined in the package's modules under `prefixes` (dotted) or named with one of `suffixes`."""
+    import importlib
+
+    names = [".".join(p.relative_to(ROOT).with_suffix("").parts) for p in sorted(PACKAGE.rglob("*.py"))
+             if p.name != "__init__.py"]
+    modules = [importlib.import_module(n) for n in names if n.startswith(prefixes) or n.endswith(suffixes)]
+    return [c for m in modules for c in vars(m).values() if inspect.isclass(c) and c.__module__ == m.__name__]
+
+
+def test_a_module_class_shares_a_name_only_with_the_spec_it_is_built_from():
+    """docs/design.md ("Adding a kind"): a kind's module class carries its spec class's name, the model's excepted
+    (`Model` -> `Transformer`); a module class named as a spec class is that class's module in the compiler's table,
+    or a part its block or model builds from that class (its first argument, `spec`: `Stage`, DHVT's `HeadTokens`)."""
+    import typing
+
+    import attrs
+    from torch import nn
+
+    from vspec import compiler
+
+    table = compiler.modules()
+    assert len(table) > 30
+    assert [f"{s.__name__} -> {m.__name__}" for s, m in table.items() if s.__name__ != m.__name__] == [
+        "Model -> Transformer"]
+    specs = {c.__name__: c for c in _classes(("vspec.spec.",), (".spec",)) if attrs.has(c)}
+    modules = [c for c in _classes(("vspec.nn.",), (".modules",)) if issubclass(c, nn.Module)]
+    shared = [m for m in modules if m.__name__ in specs]
+    assert len(shared) > 30
+
+    def built_from(module: type) -> type | None:
+        first = [*inspect.signature(module.__init__).parameters][1:2]
+        return typing.get_type_hints(module.__init__).get("spec") if first == ["spec"] else None
+
+    built = [m for m in shared if table.get(specs[m.__name__]) is m or built_from(m) is specs[m.__name__]]
+    assert [f"{m.__module__}.{m.__name__}" for m in shared if m not in built] == []

@@ -24,7 +24,7 @@ API = [
     ("vspec.hf", ["VspecConfig", "VspecModel", "VspecForSequenceClassification", "VspecForImageClassification"]),
     ("vspec.nn.model", ["Transformer", "Transformer.set_training_outputs", "Transformer.set_grad_checkpointing",
                         "Transformer.group_matcher"]),
-    ("vspec.nn.heads", ["HeadOutput", "head_loss"]),
+    ("vspec.nn.head_outputs", ["HeadOutput", "head_loss"]),
     ("vspec.fitting", ["FitResult", "FitError"]),
     ("vspec.compare", None),
     ("vspec.convert", None),

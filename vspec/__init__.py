@@ -4,8 +4,8 @@ The spec language (`vspec.spec`, re-exported here) is torch-free; `build`, `prof
 `save_pretrained` / `from_pretrained` (model folders: config.json + model.safetensors, vspec/weights/folder.py),
 `example_input` (a random batch that a spec's model takes), `fit` (the variant of a spec nearest a MAC /
 parameter budget, vspec/fitting.py) and `head_loss` (the loss of a training forward's declared outputs, asked for
-with `model.set_training_outputs(True)`: vspec/nn/heads.py) import torch when first used; `fast_paths(False)` turns
-vspec's CPU fast paths off within a block (vspec/ops/fast.py); `register_family(package)` adds a family of kinds,
+with `model.set_training_outputs(True)`: vspec/nn/head_outputs.py) import torch when first used; `fast_paths(False)`
+turns vspec's CPU fast paths off within a block (vspec/ops/fast.py); `register_family(package)` adds a family of kinds,
 modules and converters from outside vspec (vspec/spec/families.py); `create_model` is timm's factory for vspec
 models and `register_timm()` makes every preset a timm entrypoint `vspec_<name>` (vspec/factory.py);
 `register_hf()` makes vspec models transformers models, for its `Auto*` classes, `Trainer` and pipelines
@@ -26,7 +26,7 @@ _LAZY = {"build": "vspec.compiler", "profile": "vspec.profiler", "load": "vspec.
          "example_input": "vspec.nn.model", "create_model": "vspec.factory",
          "save_pretrained": "vspec.weights.folder", "from_pretrained": "vspec.weights.folder",
          "register_family": "vspec.spec.families", "fit": "vspec.fitting", "list_models": "vspec.spec.catalogue",
-         "head_loss": "vspec.nn.heads", "register_timm": "vspec.factory", "register_hf": "vspec.hf"}
+         "head_loss": "vspec.nn.head_outputs", "register_timm": "vspec.factory", "register_hf": "vspec.hf"}
 
 __all__ = sorted([*_spec_all, *_LAZY])
 

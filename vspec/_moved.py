@@ -95,6 +95,9 @@ MODULES = {
     "vspec.train.folder": "vspec.train.run_folder",
     # issue 56 (image data, tasks, losses, evaluation)
     **{f"vspec.train.{old}": f"vspec.train.data.{new}" for old, new in _DATA_MODULES.items()},
+    # issue 62 (names that mislead): modules named for what they hold (`core`: the package less its families)
+    "vspec.nn.heads": "vspec.nn.head_outputs",
+    "vspec.spec.core": "vspec.spec.errors",
 }
 
 NAMES = {
@@ -157,6 +160,12 @@ NAMES = {
     "vspec.spec.kinds.PoolKind": "vspec.models.sot.spec.PoolKind",
     "vspec.spec.kinds.ReprNormKind": "vspec.models.sot.spec.ReprNormKind",
     "vspec.train.recipes.MAX_EPOCHS": "vspec.spec.paper.MAX_EPOCHS",
+    # issue 62 (names that mislead): `Weights` named three things, `core` four
+    "vspec.spec.Weights": "vspec.spec.weights.PublishedWeights",
+    "vspec.spec.weights.Weights": "vspec.spec.weights.PublishedWeights",
+    "vspec.spec.budget.Weights": "vspec.spec.budget.WeightBytes",
+    "vspec.convert.released.Weights": "vspec.convert.released.StateDict",
+    "vspec.train.validators.cores": "vspec.train.validators.cpu_count",
 }
 
 

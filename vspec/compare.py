@@ -46,7 +46,7 @@ import attrs
 from .compare_report import ALPHA, METRICS, noise, plot, spread, table, welch
 from .fitting import MAX_CANDIDATES, FitError, check_search, deviation, fit
 from .spec import Model, load_spec, override
-from .spec.core import printable
+from .spec.errors import printable
 from .train.config import DataConfig, RunConfig, TrainConfig
 from .train.data import registry
 from .train.data.registry import names

@@ -9,7 +9,7 @@ from torch import nn
 from . import nn as vspec_nn
 from . import spec as specs
 from .spec.budget import nbytes
-from .spec.core import one_line
+from .spec.errors import one_line
 
 __all__ = ["MODULES", "build", "build_component", "check_fit", "context", "modules", "weights"]
 # spec class -> module class, the generic kinds'; every module takes (spec, ctx). The families' entries (their
@@ -126,7 +126,7 @@ def check_fit(spec: specs.Model, batch: int, what: str) -> None:
     specs.budget.check(spec, batch, weights=weights(spec), what=what)
 
 
-def weights(spec: specs.Model) -> specs.budget.Weights:
+def weights(spec: specs.Model) -> specs.budget.WeightBytes:
     """The bytes of the weights and buffers `build(spec)` allocates, counted on the model built on the meta device
     with repeated blocks tied (a repeat counted again for `params`, once for `distinct`), and the largest tensor.
 
@@ -137,5 +137,5 @@ def weights(spec: specs.Model) -> specs.budget.Weights:
     tensors = {id(t): t for t in (*model.parameters(), *model.buffers())}.values()
     own = nbytes((*model.parameters(recurse=False), *model.buffers(recurse=False)))
     every = own + sum(nbytes((*p.module.parameters(), *p.module.buffers())) for p in model.parts())
-    return specs.budget.Weights(every, nbytes(tensors), max((nbytes((t,)) for t in tensors), default=0))
+    return specs.budget.WeightBytes(every, nbytes(tensors), max((nbytes((t,)) for t in tensors), default=0))
 

@@ -39,8 +39,8 @@ from .spec.catalogue import (  # noqa: F401 - also here
     presets,
     resolve_name,
 )
-from .spec.core import cause, eps_problem
-from .spec.weights import Weights, inputs_cfg, requested
+from .spec.errors import cause, eps_problem
+from .spec.weights import PublishedWeights, inputs_cfg, requested
 from .weights import published
 from .weights.cache import WeightsUnavailable
 from .weights.checkpoint import load_saved, load_weights, timm_cfg
@@ -132,7 +132,7 @@ def _declares_weights(name_or_path: str | Path) -> bool:
     return Path(name_or_path).suffix == ".py" or resolve_name(name_or_path).kind == "preset"
 
 
-def _declared(name_or_path: str | Path) -> tuple[str, str, Weights] | tuple[()]:
+def _declared(name_or_path: str | Path) -> tuple[str, str, PublishedWeights] | tuple[()]:
     """(name, tag, entry) of the weights a preset (`name.tag`: that tag's) declares, () where it declares none."""
     name, file, tag = published.locate(name_or_path)
     table = load_weights_table(file)

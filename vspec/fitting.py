@@ -33,7 +33,7 @@ from typing import Any
 import attrs
 
 from .spec import Model, SpecError, load_spec, override, to_json, to_toml
-from .spec.core import printable, show
+from .spec.errors import printable, show
 from .spec.load import WRITTEN_WHEN_SET, parse_value
 from .spec.serialize import to_dict
 

@@ -264,7 +264,7 @@ def test_printable_escapes_what_a_terminal_acts_on():
 
 @pytest.mark.parametrize("where", ["", "block.", "block.attention.", "head."])
 def test_unknown_keys_are_escaped_like_values(tmp_path, where):
-    """A key holding a terminal escape is shown as its repr (as values are, vspec.spec.core.show); a plain
+    """A key holding a terminal escape is shown as its repr (as values are, vspec.spec.errors.show); a plain
     key as written."""
     tree = vspec.to_dict(bases()["vit"])
     node = tree

@@ -84,10 +84,10 @@ def released_preset(folder: Path, name: str, converter: str, config: dict, sourc
     path = folder / f"{name}.py"
     path.write_text(
         "from vspec.convert import official\n"
-        "from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Manual, Preprocess, Url, Weights\n"
+        "from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Manual, Preprocess, PublishedWeights, Url\n"
         f"CONFIG = {config!r}\n"
         f"SPEC = official()[{converter!r}].spec_of(CONFIG)\n"
-        f"WEIGHTS = {{'released': Weights(source={source}, converter={converter!r}, params={params}, "
+        f"WEIGHTS = {{'released': PublishedWeights(source={source}, converter={converter!r}, params={params}, "
         f"licence='Apache-2.0', classes={classes}, config=CONFIG, unwrap={unwrap!r}, "
         "preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=0.9))}\n")
     return path

@@ -12,7 +12,7 @@ import torch
 from vspec.compiler import modules
 from vspec.nn.blocks import Carry, running_statistics_kept
 from vspec.nn.contracts import AttentionModule, BlockModule, HeadModule
-from vspec.nn.heads import HeadOutput
+from vspec.nn.head_outputs import HeadOutput
 from vspec.nn.layers import AttentionCoreBase
 from vspec.spec.kinds import LOGITS
 

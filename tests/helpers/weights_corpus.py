@@ -57,16 +57,17 @@ def _presets(folder: Path) -> tuple[Path, dict[str, dict], dict[str, int]]:
     params = {"vit": sum(p.numel() for p in vspec.build(vit).parameters()),
               "text": sum(p.numel() for p in vspec.build(text).parameters())}
     folder.mkdir(parents=True, exist_ok=True)
-    head = "from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Hub, Preprocess, Url, Weights, from_json\n"
+    head = "from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Hub, Preprocess, PublishedWeights, Url, from_json\n"
     pre = "preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=0.9)"
     (folder / "tiny_hub.py").write_text(
-        f"{head}SPEC = from_json({vspec.to_json(vit)!r})\nWEIGHTS = {{'hub': Weights(source=Hub({REPO!r}, "
+        f"{head}SPEC = from_json({vspec.to_json(vit)!r})\nWEIGHTS = {{'hub': PublishedWeights(source=Hub({REPO!r}, "
         f"'model.safetensors'), converter='timm', params={params['vit']}, licence='MIT', classes=3, {pre})}}\n")
     (folder / "tiny_url.py").write_text(
-        f"{head}SPEC = from_json({vspec.to_json(vit)!r})\nWEIGHTS = {{'release': Weights(source=Url({URL!r}), "
+        f"{head}SPEC = from_json({vspec.to_json(vit)!r})\nWEIGHTS = {{'release': PublishedWeights(source=Url({URL!r}), "
         f"converter='timm', params={params['vit']}, licence='MIT', classes=3, unwrap=('model',), {pre})}}\n")
     (folder / "tiny_text.py").write_text(
-        f"{head}SPEC = from_json({vspec.to_json(text)!r})\nWEIGHTS = {{'hub': Weights(source=Hub({TEXT_REPO!r}, "
+        f"{head}SPEC = from_json({vspec.to_json(text)!r})\nWEIGHTS = {{'hub': PublishedWeights("
+        f"source=Hub({TEXT_REPO!r}, "
         f"'pytorch_model.bin', config='config.json'), converter='hf', params={params['text']}, licence='MIT', "
         f"classes=0, config={{'model_type': 'bert'}}, tokenizer={TEXT_REPO!r})}}\n")
     states = {"vit": dict(ref.state_dict()), "text": {f"bert.{k}": v for k, v in bert.state_dict().items()}}

@@ -18,7 +18,7 @@ from tests.helpers.strategies import KIND_MODELS
 from vspec import ops as core_ops
 from vspec.cli.train import main as train_main
 from vspec.models.sot import ops
-from vspec.nn.heads import as_outputs
+from vspec.nn.head_outputs import as_outputs
 from vspec.train import engine
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from tests.helpers.shrunk import (
     small_spec,
     train_steps,
     )
-from vspec.nn.heads import as_outputs
+from vspec.nn.head_outputs import as_outputs
 from vspec.nn.mix_token import TokenBox
 
 ROOT = Path(__file__).resolve().parents[2]

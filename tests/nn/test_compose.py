@@ -15,7 +15,7 @@ from tests.helpers.compose import (
     NORMS,  # noqa: F401
     composed_models,  # noqa: F401
 )
-from vspec.nn.heads import as_outputs
+from vspec.nn.head_outputs import as_outputs
 from vspec.spec import (
     Model,
     SpecError,

@@ -18,7 +18,7 @@ from attrs import frozen
 from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
 
 import vspec
-from vspec.nn.heads import HeadOutput, as_outputs, head_loss
+from vspec.nn.head_outputs import HeadOutput, as_outputs, head_loss
 from vspec.nn.mix_token import TokenBox, draw_box, released_draw_box
 from vspec.spec import MHSA, Block, ClassTokenHead, DenseAux, GAPHead, Model, PatchEmbed, PatchMerging, SpecError, Stage
 from vspec.spec.kinds import unregister

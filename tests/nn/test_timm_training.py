@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import vspec
 from tests.helpers.shrunk import small_spec, train_steps
-from vspec.nn.heads import head_loss
+from vspec.nn.head_outputs import head_loss
 
 torch.set_num_threads(2)
 

@@ -17,7 +17,7 @@ from tests.helpers.breakages import apply_changes
 from tests.helpers.checks import assert_every_parameter_learns
 from tests.helpers.kinds import COMPONENTS
 from tests.helpers.strategies import KIND_MODELS, kind_breakages, model_drafts
-from vspec.nn.heads import head_loss
+from vspec.nn.head_outputs import head_loss
 from vspec.spec import (
     MHSA,
     Block,
@@ -40,7 +40,7 @@ from vspec.spec import (
     override,
     to_dict,
 )
-from vspec.spec.core import show
+from vspec.spec.errors import show
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from attrs import field, frozen
 
 import vspec
 from vspec.spec import KINDS, MHSA, ROLES, Model, SpecError, WindowMHSA
-from vspec.spec.core import check
+from vspec.spec.errors import check
 from vspec.spec.kinds import ROLE_BASES, AttentionKind, FFNKind, unregister
 
 CAPABILITIES = ("attends_all", "reads", "writes", "variant", "check_before_head", "reads_prefix", "pad_id",

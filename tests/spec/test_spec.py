@@ -564,7 +564,7 @@ def test_regression_empty_override_key_is_named():
 def test_one_helper_shortens_a_value_or_an_exception_for_a_message():
     """`cut` is the one place a message is shortened, in the three marks its callers print (written out here as
     the messages show them): a value's length, an error line's characters left out, a cause cut to fit."""
-    from vspec.spec.core import cause, cut, one_line, show, text_of
+    from vspec.spec.errors import cause, cut, one_line, show, text_of
 
     assert cut("x" * 80) == "x" * 80 and cut("x" * 100) == "x" * 77 + "... (100 characters)"
     assert show("y" * 100) == "'" + "y" * 76 + "... (102 characters)"

@@ -25,7 +25,7 @@ from vspec.compiler import MODULES, weights
 from vspec.nn.layers import AttentionCore
 from vspec.nn.vit import PoolHead
 from vspec.spec import Block, MemoryBudgetError, Model, PatchEmbed, SpecError, budget, from_dict, override, to_dict
-from vspec.spec.core import check
+from vspec.spec.errors import check
 from vspec.spec.kinds import AttentionKind, FFNKind, HeadKind, unregister
 
 

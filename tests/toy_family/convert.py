@@ -8,11 +8,11 @@ from typing import Any
 from vspec import spec as specs
 from vspec.convert import Released
 
-from . import spec as paper
+from . import spec as family_spec
 
 
 def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
-    block = paper.GatedBlock(attention=specs.MHSA(heads=a["heads"]), ffn=paper.GLUFFN(hidden=a["hidden"]))
+    block = family_spec.GatedBlock(attention=specs.MHSA(heads=a["heads"]), ffn=family_spec.GLUFFN(hidden=a["hidden"]))
     return specs.Model(embedder=specs.PatchEmbed(patch_size=a["patch"]), block=block, depth=a["depth"], dim=a["dim"],
                    num_classes=a["num_classes"], img_size=a["img_size"], pos_embed="learned")
 

@@ -9,11 +9,11 @@ from vspec.nn.blocks import NO_STATE, Block, Carry
 from vspec.nn.context import BuildContext
 from vspec.nn.layers import Linear
 
-from . import spec as paper
+from . import spec as family_spec
 
 
 class GLUFFN(nn.Module):
-    def __init__(self, spec: paper.GLUFFN, ctx: BuildContext):
+    def __init__(self, spec: family_spec.GLUFFN, ctx: BuildContext):
         super().__init__()
         hidden = spec.hidden_dim(ctx.dim)
         self.w = Linear(ctx.dim, hidden)
@@ -25,7 +25,7 @@ class GLUFFN(nn.Module):
 
 
 class GatedBlock(Block):
-    def __init__(self, spec: paper.GatedBlock, ctx: BuildContext):
+    def __init__(self, spec: family_spec.GatedBlock, ctx: BuildContext):
         super().__init__(spec, ctx)
         self.gates = nn.Parameter(torch.full((2,), spec.gate_init))
 
@@ -39,11 +39,11 @@ class GatedBlock(Block):
 class TracedBlock(GatedBlock):
     def forward(self, x, state=NO_STATE, *, mask=None, causal=False) -> Carry:
         x, state = super().forward(x, state, mask=mask, causal=causal)
-        return self.carry(x, state, {paper.TRACE: x[:, 0]})
+        return self.carry(x, state, {family_spec.TRACE: x[:, 0]})
 
 
 class TraceHead(nn.Module):
-    def __init__(self, spec: paper.TraceHead, ctx: BuildContext):
+    def __init__(self, spec: family_spec.TraceHead, ctx: BuildContext):
         super().__init__()
         self.dim = ctx.dim
         self.reset(ctx.num_classes)
@@ -56,5 +56,5 @@ class TraceHead(nn.Module):
         return self.fc
 
     def forward(self, x, pre_logits=False, *, state) -> torch.Tensor:
-        x = x[:, 0] + state[paper.TRACE]
+        x = x[:, 0] + state[family_spec.TRACE]
         return x if pre_logits else self.fc(x)

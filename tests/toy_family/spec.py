@@ -7,7 +7,7 @@ from typing import ClassVar
 from attrs import field, frozen
 
 from vspec.spec import Block, SpecError, StateShape
-from vspec.spec.core import check, check_size
+from vspec.spec.errors import check, check_size
 from vspec.spec.kinds import FFNKind, HeadKind
 
 __all__ = ["GatedBlock", "GLUFFN", "TracedBlock", "TraceHead"]

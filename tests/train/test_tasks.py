@@ -24,7 +24,7 @@ def made(tmp_path):
     text = load_spec("bert_base")  # a text body (never built here)
     image_cfg = TrainConfig(IMAGE, resolve("none"), "digits", RunConfig(out=tmp_path / "i", device="cpu"))
     text_cfg = TrainConfig(text, resolve("none"), "rt-polarity", RunConfig(out=tmp_path / "t", device="cpu"))
-    return (make_task(image_cfg, IMAGE, Splits([], [], 3, path=HostPath(CPU)), Dist(), CPU),
+    return (make_task(image_cfg, IMAGE, Splits([], [], 3, input_path=HostPath(CPU)), Dist(), CPU),
             make_task(text_cfg, text, Splits([], [], 2, task="rt-polarity", tokenizer={}), Dist(), CPU))
 
 

@@ -359,7 +359,7 @@ def test_the_command_lines_refuse_without_traceback_or_running_code(good_run, tm
 
 def test_first_lines_of_empty_and_blank_messages_name_the_error():
     from vspec.cli import one_line
-    from vspec.spec.core import cause
+    from vspec.spec.errors import cause
 
     assert one_line(EOFError()) == "EOFError" and one_line(ValueError("\n  \nsecond\nthird")) == "second third"
     assert cause(EOFError()) == "EOFError" and cause(OSError("\x1b[1mbold\x1b[0m\nmore")) == "OSError: bold"

@@ -297,9 +297,9 @@ def tiny_text_preset(tmp_path, monkeypatch) -> None:
     spec = spec_from_hf({"model_type": "bert", **SPANBERT_FIELDS}, classifier=False)
     params = published.params(vspec.build(spec))
     (folder / "tiny_spanbert.py").write_text(
-        "from vspec.spec import Hub, Weights, from_json\n"
+        "from vspec.spec import Hub, PublishedWeights, from_json\n"
         f"SPEC = from_json({vspec.to_json(spec)!r})\n"
-        "WEIGHTS = {'hub': Weights(source=Hub('tiny/spanbert', 'pytorch_model.bin', config='config.json'), "
+        "WEIGHTS = {'hub': PublishedWeights(source=Hub('tiny/spanbert', 'pytorch_model.bin', config='config.json'), "
         f"converter='hf', params={params}, licence='Apache-2.0', classes=0, config={{'model_type': 'bert'}}, "
         "tokenizer='tiny/spanbert')}\n")
     monkeypatch.setenv("VSPEC_SPECS", str(folder))

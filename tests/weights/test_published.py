@@ -32,7 +32,7 @@ from tests.helpers.docs_examples import doc
 from vspec.convert import ConversionNote, official
 from vspec.factory import presets
 from vspec.spec import Hub, Manual, Url, load_spec, load_weights_table
-from vspec.spec.weights import Weights
+from vspec.spec.weights import PublishedWeights
 from vspec.weights import cache, converted, published
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,8 +99,8 @@ def test_every_source_names_a_real_specific_file():
     lambda: Hub("timm/<model>", "model.safetensors"), lambda: Hub("a/b/c", "model.safetensors"),
     lambda: Url("http://example.com/w.pth"), lambda: Url("https://github.com/"),
     lambda: Manual("https://drive.google.com/x", "dir/w.pth"),
-    lambda: Weights(source=Url("https://github.com/a/b/releases/download/v1/w.pth"), converter="hf", params=1,
-                    licence="MIT"),
+    lambda: PublishedWeights(source=Url("https://github.com/a/b/releases/download/v1/w.pth"), converter="hf", params=1,
+                             licence="MIT"),
 ])
 def test_a_placeholder_or_a_wrong_source_is_refused(placeholder):
     with pytest.raises(vspec.SpecError):

@@ -47,12 +47,15 @@ def tiny(caches, tmp_path, monkeypatch):
     common = (f"converter='timm', params={params}, licence='MIT', classes=3, "
               "preprocess=Preprocess(IMAGENET_MEAN, IMAGENET_STD, crop_pct=0.9)")
     (folder / "tiny_vit.py").write_text(
-        "from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Hub, Manual, Preprocess, Url, Weights, from_json\n"
+        "from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Hub, Manual, Preprocess, PublishedWeights, Url, "
+        "from_json\n"
         f"SPEC = from_json({vspec.to_json(spec)!r})\n"
-        f"WEIGHTS = {{'hub': Weights(source=Hub({REPO!r}, 'model.safetensors', sha256={digest['hub']!r}), {common}),\n"
-        f"  'url': Weights(source=Url({URL!r}, sha256={digest['url']!r}), unwrap=('model',), {common}),\n"
-        f"  'url_none': Weights(source=Url({URL.replace('tiny_vit', 'other')!r}), unwrap=('model',), {common}),\n"
-        f"  'manual': Weights(source=Manual({PAGE!r}, 'tiny.pth'), unwrap=('model',), {common})}}\n")
+        f"WEIGHTS = {{'hub': PublishedWeights(source=Hub({REPO!r}, 'model.safetensors', sha256={digest['hub']!r}), "
+        f"{common}),\n"
+        f"  'url': PublishedWeights(source=Url({URL!r}, sha256={digest['url']!r}), unwrap=('model',), {common}),\n"
+        f"  'url_none': PublishedWeights(source=Url({URL.replace('tiny_vit', 'other')!r}), unwrap=('model',), "
+        f"{common}),\n"
+        f"  'manual': PublishedWeights(source=Manual({PAGE!r}, 'tiny.pth'), unwrap=('model',), {common})}}\n")
     monkeypatch.setenv("VSPEC_SPECS", str(folder))
     return files, {"hub": safetensors_bytes(wrong), "url": pickle_bytes({"model": wrong})}
 

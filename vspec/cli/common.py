@@ -23,7 +23,7 @@ from typing import NoReturn
 
 from .._moved import moved as _moved
 from ..spec import Model, SpecError, load_spec, override, parse_assignment
-from ..spec.core import FILE_KINDS, MAX_LINE, file_kind, one_line, printable, show  # noqa: F401 - re-exported
+from ..spec.errors import FILE_KINDS, MAX_LINE, file_kind, one_line, printable, show  # noqa: F401 - re-exported
 from ..train.validators import ConfigError, rule
 
 __all__ = ["OneLineParser", "UsageError", "check_fit", "field_type", "int_in", "load", "memory_flag",

@@ -15,7 +15,7 @@ from torch import nn
 
 from .. import spec as specs
 from ..ops import sincos_1d
-from ..spec.core import show
+from ..spec.errors import show
 from ..spec.serialize import first_difference
 
 __all__ = ["Alias", "ConversionError", "ConversionNote", "ISOTROPIC_BODY", "REQUIRED", "Rule", "attention_scale",

@@ -13,10 +13,13 @@ from attrs import field, frozen
 from torch import nn
 
 from .. import spec as specs
+from .._moved import moved as _moved
 from ..compiler import build
 from .common import Alias, ConversionNote, Rule, load_mapped, read_arguments, refuse, renamer
 
-Weights = Mapping[str, torch.Tensor]
+__all__ = ["Released", "StateDict"]
+
+StateDict = Mapping[str, torch.Tensor]  # a checkpoint's tensors by key, as torch.load reads them
 
 
 def _nothing(*_: Any) -> tuple:
@@ -42,13 +45,13 @@ class Released:
 
     name: str
     arguments: Mapping[str, Any]
-    to_spec: Callable[[dict[str, Any], Weights | None], specs.Model]
+    to_spec: Callable[[dict[str, Any], StateDict | None], specs.Model]
     refusals: Callable[[dict[str, Any]], Iterable[tuple[bool, str]]] = _nothing
     aliases: Mapping[str, Alias] = field(factory=dict)
     rules: Sequence[Rule] | Callable[[specs.Model], Sequence[Rule]] = ()
-    prepare: Callable[[Weights, specs.Model], Weights] | None = None
-    checks: Sequence[Callable[[Weights, specs.Model], None]] = ()
-    notes: Callable[[dict[str, Any], specs.Model, Weights], Iterable[str]] = _nothing
+    prepare: Callable[[StateDict, specs.Model], StateDict] | None = None
+    checks: Sequence[Callable[[StateDict, specs.Model], None]] = ()
+    notes: Callable[[dict[str, Any], specs.Model, StateDict], Iterable[str]] = _nothing
 
     def read(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """Every argument of `config` by its flat name, defaults filled in, refusals applied."""
@@ -56,11 +59,11 @@ class Released:
         refuse(self.name, self.refusals(a))
         return a
 
-    def spec_of(self, config: Mapping[str, Any], weights: Weights | None = None) -> specs.Model:
+    def spec_of(self, config: Mapping[str, Any], weights: StateDict | None = None) -> specs.Model:
         """The vspec spec of a released config (`weights`: its checkpoint, where the layout needs it)."""
         return self.to_spec(self.read(config), weights)
 
-    def convert(self, state_dict: Weights, config: Mapping[str, Any]) -> nn.Module:
+    def convert(self, state_dict: StateDict, config: Mapping[str, Any]) -> nn.Module:
         """The vspec model of a released config with its checkpoint loaded, every key and shape accounted for
         (`load_mapped`)."""
         a = self.read(config)
@@ -74,3 +77,7 @@ class Released:
         return load_mapped(build(spec), weights, renamer(rules))
 
     __call__ = convert
+
+
+def __getattr__(name: str):  # Weights, StateDict's old name (vspec/_moved.py)
+    return _moved(__name__, name)

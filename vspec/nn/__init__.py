@@ -2,13 +2,13 @@
 parts), `swin.py` (window attention, patch merging), `stems.py` (the CNN patch stem), `text.py` (the language
 bodies' embedder and heads); `blocks.py` holds the blocks (the pre-norm and post-norm ones) and the stage,
 `model.py` the model; `inputs.py` what a model reads; `layers.py` the shared layers and the one norm factory;
-`heads.py` the contract between heads and training (HeadOutput, head_loss). The families' modules (the papers') are
-in their folders (`vspec/models/<family>/modules.py`)."""
+`head_outputs.py` the contract between heads and training (HeadOutput, head_loss). The families' modules (the papers')
+are in their folders (`vspec/models/<family>/modules.py`)."""
 
 from .._moved import moved as _moved
 from .blocks import Block, PostNormBlock, Stage
 from .context import BuildContext
-from .heads import HeadOutput, head_loss
+from .head_outputs import HeadOutput, head_loss
 from .layers import make_norm
 from .model import Part, Transformer
 from .stems import ConvStem

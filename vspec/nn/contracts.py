@@ -66,8 +66,8 @@ class HeadModule(Protocol):
     classes) from the last tokens x (B, N, dim); with `pre_logits=True` the features its classifier reads. Keywords
     by its kind's declarations: `mask=` (B, N) bool of a text body's real tokens (`masks`), `state=` the keys it
     `reads`, `outputs=True` in a training forward whose outputs the loop asked for (a kind whose `outputs()` are
-    not LOGITS: then a tuple of `vspec.nn.heads.HeadOutput`, one per declared output, in order), `box=` MixToken's
-    box (`mixes_tokens`). `reset(num_classes)`: a new classifier, the new modules returned (timm's
+    not LOGITS: then a tuple of `vspec.nn.head_outputs.HeadOutput`, one per declared output, in order), `box=`
+    MixToken's box (`mixes_tokens`). `reset(num_classes)`: a new classifier, the new modules returned (timm's
     `reset_classifier`); `classifier()`: the module that maps the pre-logits to the logits (`get_classifier`)."""
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False, **keywords: Any) -> Any:

@@ -3,7 +3,7 @@ that asks for the head's outputs (`Transformer.set_training_outputs`; a plain `m
 box of the embedder's token grid is taken from the batch-flipped sample (sample b gets sample B - 1 - b's tokens
 there), before the class token and the position embedding; the head swaps its token logits back in the box, so
 that each token is scored against its own image's token label, and the class target is mixed by the box's share
-(`vspec.nn.heads.head_loss`). As released (fixtures README, "Token labeling", MixToken), with beta = 1.
+(`vspec.nn.head_outputs.head_loss`). As released (fixtures README, "Token labeling", MixToken), with beta = 1.
 
 The box is drawn from Python's `random` (`draw_box`: no tensor is made or read, so the step reads nothing back from
 the device, and numpy's global state is left alone); `released_draw_box` is the released draw from numpy's legacy

@@ -17,7 +17,7 @@ from ..spec.kinds import LOGITS
 from ..spec.weights import inputs_cfg
 from . import blocks
 from .context import BuildContext
-from .heads import as_outputs
+from .head_outputs import as_outputs
 from .inputs import TokenInputs, inputs_of
 from .layers import Component, make_norm
 from .mix_token import BoxDraw, TokenBox, draw_box, swap_box
@@ -304,13 +304,14 @@ class Transformer(nn.Module):
         return self.head(x, pre_logits=pre_logits, **_head_inputs(mask, state))
 
     def set_training_outputs(self, enable: bool = True, draw: BoxDraw | None = None) -> "Transformer":
-        """Whether the training forward returns what the head declares (`spec.head.outputs()`, vspec/nn/heads.py):
-        off (the default, as timm's models), `model(x)` is one logits tensor in training as in eval, and nothing is
-        mixed between samples; on (the training loop's request, as timm's `set_distilled_training(True)`), a head
-        with several outputs returns its tuple of `HeadOutput`, MixToken (the spec's `DenseAux.mix_token`) mixes a box
-        of the token grid, drawn by `draw` (default `vspec.nn.mix_token.draw_box`, Python's `random`;
-        `released_draw_box`: the release's numpy draw), and `Model.attention_maps` puts every block's maps on the
-        first output. Eval is never changed. Returns the model (as `train()` does)."""
+        """Whether the training forward returns what the head declares (`spec.head.outputs()`,
+        vspec/nn/head_outputs.py): off (the default, as timm's models), `model(x)` is one logits tensor in training as
+        in eval, and nothing is mixed between samples; on (the training loop's request, as timm's
+        `set_distilled_training(True)`), a head with several outputs returns its tuple of `HeadOutput`, MixToken (the
+        spec's `DenseAux.mix_token`) mixes a box of the token grid, drawn by `draw` (default
+        `vspec.nn.mix_token.draw_box`, Python's `random`; `released_draw_box`: the release's numpy draw), and
+        `Model.attention_maps` puts every block's maps on the first output. Eval is never changed. Returns the model (as
+        `train()` does)."""
         self.training_outputs = bool(enable)
         self.draw_box = draw_box if draw is None else draw
         return self
@@ -329,8 +330,8 @@ class Transformer(nn.Module):
         GPT-2 gives it); with `return_dict=False`, the tuple of the present ones. Such a call asks for no training
         outputs.
 
-        With `set_training_outputs(True)`, in training: the head's declared outputs (vspec/nn/heads.py) and what the
-        spec asks for beside them: MixToken (the head's `mixes_tokens`) mixes a box of the token grid, drawn here,
+        With `set_training_outputs(True)`, in training: the head's declared outputs (vspec/nn/head_outputs.py) and what
+        the spec asks for beside them: MixToken (the head's `mixes_tokens`) mixes a box of the token grid, drawn here,
         and the head's outputs carry it; with `attention_maps` the first output carries every block's handed-on
         maps (`HeadOutput.maps`)."""
         x = _one_input(x, input_ids)

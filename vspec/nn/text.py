@@ -7,7 +7,7 @@ from torch import nn
 from .. import spec as specs
 from .._moved import moved as _moved
 from .context import BuildContext
-from .heads import last_real_token
+from .head_outputs import last_real_token
 from .layers import Linear, make_norm, maybe
 from .vit import PoolHead
 

@@ -1,6 +1,6 @@
 """The released token-labeling losses (Refiner_ViT @ b3e8cb0, `loss/cross_entropy.py`, as the fixtures' README
 describes them, "Losses" and "cos_reg"): the soft cross-entropy, Refiner's cos_reg term, the relabel cross-entropy
-and its pooled variant. The heads' contract (vspec/nn/heads.py) computes a training forward's loss with them;
+and its pooled variant. The heads' contract (vspec/nn/head_outputs.py) computes a training forward's loss with them;
 vspec/train/token_labels/maps.py builds the targets they take."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from torch import nn
 
 from .. import spec as specs
 from .context import BuildContext
-from .heads import HeadOutput
+from .head_outputs import HeadOutput
 from .layers import AttentionCore, LayerScale, Linear, ProjectedAttention, make_norm, masked_mean, maybe, sdpa_masks
 from .mix_token import TokenBox, swap_box
 
@@ -119,7 +119,7 @@ class PoolHead(nn.Module):
 class ClassTokenHead(PoolHead):
     """Class token -> dropout -> fc. With `dense` (Refined-ViT's auxiliary head), `aux` classifies every
     patch token (after the same dropout): asked for its `outputs` (the training loop's request,
-    vspec/nn/heads.py) it returns HeadOutputs cls (B, C) and aux (B, N, C) (with MixToken, cls carries the box);
+    vspec/nn/head_outputs.py) it returns HeadOutputs cls (B, C) and aux (B, N, C) (with MixToken, cls carries the box);
     otherwise, in training as in eval, fc(class token) + eval_weight x the max over tokens of aux (timm's VOLO).
     As in timm's VOLO, `pre_logits` is the class token and `classifier()` is fc: the aux term reads the patch tokens.
     With num_classes 0 both classifiers are identities and the head returns the class token."""
@@ -146,7 +146,7 @@ class ClassTokenHead(PoolHead):
         """`outputs`: return the declared HeadOutputs; `box`: the MixToken box the training forward mixed
         (`DenseAux.mix_token`): the aux logits in it are swapped back with the batch-flipped sample's, so that each
         token's logits are its own image's, and the cls output carries the box (its target is mixed:
-        vspec/nn/heads.py)."""
+        vspec/nn/head_outputs.py)."""
         features_only = pre_logits or isinstance(self.fc, nn.Identity)  # num_classes 0: the class token
         if self.dense is None or features_only:
             return super().forward(x, pre_logits=features_only)

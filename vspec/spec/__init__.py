@@ -18,7 +18,7 @@ from . import (
 from .blocks import Block, PostNormBlock
 from .budget import MemoryBudgetError
 from .catalogue import load_spec
-from .core import SpecError
+from .errors import SpecError
 from .kinds import AttentionKind, BlockKind, EmbedderKind, EntryKind, FFNKind, HeadKind, Kind
 from .layout import Assembly, StageLayout, StateShape, Tokens, assemble, embedded, layout, state_layout
 from .load import load_weights_table, override, parse_assignment
@@ -29,16 +29,26 @@ from .stems import ConvStem
 from .swin import PatchMerging, WindowMHSA
 from .text import FirstTokenHead, LastTokenHead, TokenEmbed
 from .vit import MHSA, MLP, ClassTokenHead, DenseAux, GAPHead, Norm, Output, PatchEmbed, Projections, SimplePatchEmbed
-from .weights import IMAGENET_MEAN, IMAGENET_STD, INCEPTION_MEAN, INCEPTION_STD, Hub, Manual, Preprocess, Url, Weights
+from .weights import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    INCEPTION_MEAN,
+    INCEPTION_STD,
+    Hub,
+    Manual,
+    Preprocess,
+    PublishedWeights,
+    Url,
+)
 
 __all__ = [
     "Assembly", "AttentionKind", "Block", "BlockKind", "ClassTokenHead", "ConvStem", "DenseAux", "EmbedderKind",
     "EntryKind", "FFNKind", "FirstTokenHead", "GAPHead", "HeadKind", "Hub", "IMAGENET_MEAN", "IMAGENET_STD",
     "INCEPTION_MEAN", "INCEPTION_STD", "KINDS", "Kind", "LastTokenHead", "MHSA", "MLP", "Manual", "MemoryBudgetError",
-    "Model", "Norm", "Output", "PatchEmbed", "PatchMerging", "PostNormBlock", "Preprocess", "Projections", "ROLES",
-    "SimplePatchEmbed", "SpecError", "Stage", "StageLayout", "StateShape", "TokenEmbed", "Tokens", "Url", "VERSION",
-    "Weights", "WindowMHSA", "assemble", "embedded", "from_dict", "from_json", "from_toml", "layout", "load_spec",
-    "load_weights_table", "override", "parse_assignment", "state_layout", "to_dict", "to_json", "to_toml",
+    "Model", "Norm", "Output", "PatchEmbed", "PatchMerging", "PostNormBlock", "Preprocess", "Projections",
+    "PublishedWeights", "ROLES", "SimplePatchEmbed", "SpecError", "Stage", "StageLayout", "StateShape", "TokenEmbed",
+    "Tokens", "Url", "VERSION", "WindowMHSA", "assemble", "embedded", "from_dict", "from_json", "from_toml", "layout",
+    "load_spec", "load_weights_table", "override", "parse_assignment", "state_layout", "to_dict", "to_json", "to_toml",
 ]
 
 families.load()  # the families' kinds register (vspec.spec.KINDS); a clash of their names fails the import

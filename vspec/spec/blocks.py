@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from attrs import field, frozen
 
-from .core import check
+from .errors import check
 from .kinds import AttentionKind, BlockKind, FFNKind, of_role
 from .vit import MHSA, MLP, Norm
 

@@ -15,11 +15,12 @@ from types import EllipsisType
 
 from attrs import frozen
 
-from .core import SpecError
+from .._moved import moved as _moved
+from .errors import SpecError
 from .layout import embedded, layout
 from .model import Model
 
-__all__ = ["MemoryBudgetError", "TORCH_LIMIT", "Weights", "activations", "available", "check", "nbytes", "size"]
+__all__ = ["MemoryBudgetError", "TORCH_LIMIT", "WeightBytes", "activations", "available", "check", "nbytes", "size"]
 F32 = 4  # bytes per activation element
 
 # torch refuses a tensor of 2**63 bytes or more ("Storage size calculation overflowed"), even on meta
@@ -34,7 +35,7 @@ class MemoryBudgetError(SpecError, MemoryError):
 
 
 @frozen
-class Weights:
+class WeightBytes:
     """Bytes of the weights and buffers a build allocates: `params` (every block its own), `distinct` (repeated
     blocks once: the profiler's tied model) and `largest` (the largest tensor). `vspec.compiler.weights` counts
     them on the meta device."""
@@ -204,7 +205,7 @@ def check_representable(largest: int) -> None:
                                     f"torch's limit of {size(TORCH_LIMIT)} per tensor (even on the meta device)")
 
 
-def check(spec: Model, batch: int = 1, *, weights: Weights | None = None, tied: bool = False,
+def check(spec: Model, batch: int = 1, *, weights: WeightBytes | None = None, tied: bool = False,
           free: int | None | EllipsisType = ..., what: str = "building it") -> None:
     """Raise MemoryBudgetError when the weights (`weights`: None counts none, e.g. on the meta device; `tied`:
     the profiler's model, repeated blocks once), the blocks' Python objects and a forward pass on `batch` images
@@ -231,3 +232,7 @@ def check(spec: Model, batch: int = 1, *, weights: Weights | None = None, tied: 
         detail = ", ".join(f"{size(n)} {'of ' * (k == 'weights')}{k}" for k, n in parts.items() if n)
         raise MemoryBudgetError("", f"{what} needs about {size(need)} ({detail}) but only {size(free)} of memory is "
                                     "available")
+
+
+def __getattr__(name: str):  # Weights, WeightBytes' old name (vspec/_moved.py)
+    return _moved(__name__, name)

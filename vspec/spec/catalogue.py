@@ -16,7 +16,7 @@ from pathlib import Path
 import attrs
 
 from . import families as family_registry
-from .core import SpecError
+from .errors import SpecError
 from .load import SUFFIXES, load_weights_table, read_spec
 from .model import Model
 

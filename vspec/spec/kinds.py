@@ -24,7 +24,7 @@ from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 from .._moved import moved as _moved
-from .core import SpecError
+from .errors import SpecError
 
 if TYPE_CHECKING:
     from .layout import Tokens
@@ -244,7 +244,7 @@ class EntryKind(Kind):
 
 class Output(NamedTuple):
     """What a head declares about one of its training outputs (the contract with the training engine,
-    `vspec/nn/heads.py`): its `name`, its `target` (sample: logits (B, C) against the sample's label;
+    `vspec/nn/head_outputs.py`): its `name`, its `target` (sample: logits (B, C) against the sample's label;
     tokens: logits (B, N, C), the sample's label at every token) and its loss `weight`."""
 
     name: str

@@ -10,10 +10,10 @@ from typing import Any
 
 import attrs
 
-from .core import SpecError, join, show, show_key, text_of
+from .errors import SpecError, join, show, show_key, text_of
 from .model import KINDS, SHORTHAND, Model
 from .serialize import WRITTEN_WHEN_SET, converter, from_dict, from_json, from_toml, to_dict
-from .weights import Weights, check_table
+from .weights import PublishedWeights, check_table
 
 __all__ = ["SUFFIXES", "load_weights_table", "override", "parse_assignment", "parse_value", "read_spec"]
 SUFFIXES = (".py", ".json", ".toml")
@@ -70,7 +70,7 @@ def read_spec(path: str | Path) -> Model:
         raise SpecError("", f"{path}: {e.message}") from None
 
 
-def load_weights_table(path: str | Path) -> dict[str, Weights]:
+def load_weights_table(path: str | Path) -> dict[str, PublishedWeights]:
     """The published weights a `.py` preset declares (`WEIGHTS`, vspec.spec.weights); {} where it declares none.
 
     Args:

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .core import MAX_SIZE, SpecError, show
+from .errors import MAX_SIZE, SpecError, show
 
 __all__ = ["MAX_UPGRADE_DEPTH", "VERSION", "state_key_upgrade", "upgrade", "version_of"]
 VERSION = 3

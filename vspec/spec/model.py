@@ -10,7 +10,7 @@ import attrs
 from attrs import field, frozen
 
 from .blocks import Block
-from .core import SpecError, check, check_pair, check_size, join, pair, show
+from .errors import SpecError, check, check_pair, check_size, join, pair, show
 from .kinds import KINDS, ROLES, BlockKind, EmbedderKind, EntryKind, HeadKind, of_role  # noqa: F401
 from .layout import embedded, layout, received
 from .vit import ClassTokenHead, PatchEmbed
@@ -97,8 +97,8 @@ class Model:
     (vspec.weights.resample; timm's dynamic_img_size), where every kind declares `any_grid` (`check_dynamic`).
     `attention_maps`: the training forward also returns the attention maps each block hands on (the carried state
     its attention names, `maps_key`; Refiner's released cos_reg), one per block, for the loss
-    (`vspec.nn.heads.head_loss`'s n_comn); every block must hand maps on. The head's `mixes_tokens` (MixToken) needs
-    an image body whose token grid runs unchanged from the embedder to the head.
+    (`vspec.nn.head_outputs.head_loss`'s n_comn); every block must hand maps on. The head's `mixes_tokens` (MixToken)
+    needs an image body whose token grid runs unchanged from the embedder to the head.
 
     A text embedder (`TokenEmbed`) makes a language body: its tokens are a sequence that may be padded
     (img_size and in_chans do not apply), so every attention and the head honour a padding mask, kinds that

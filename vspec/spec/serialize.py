@@ -17,7 +17,7 @@ import attrs
 import cattrs
 import tomli_w
 
-from .core import SpecError, cut, show, show_key
+from .errors import SpecError, cut, show, show_key
 from .kinds import ROLE_BASES, ROLES, Kind
 from .migrate import VERSION, upgrade
 from .model import SHORTHAND, Model, Stage

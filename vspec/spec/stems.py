@@ -5,7 +5,7 @@ from typing import ClassVar
 
 from attrs import field, frozen
 
-from .core import SpecError, check, check_size
+from .errors import SpecError, check, check_size
 from .vit import Patchify
 
 __all__ = ["ConvStem"]

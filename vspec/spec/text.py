@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 
 from attrs import field, frozen
 
-from .core import SpecError, check, check_size
+from .errors import SpecError, check, check_size
 from .kinds import EmbedderKind, HeadKind
 from .layout import Tokens
 from .vit import Norm

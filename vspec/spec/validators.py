@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from .core import show
+from .errors import show
 
 __all__ = ["ConfigError", "Is", "OneOf", "Range", "floats", "ints", "rule"]
 

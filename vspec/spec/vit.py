@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from attrs import field, frozen
 
-from .core import MAX_SIZE, SpecError, check, check_eps, check_size, show
+from .errors import MAX_SIZE, SpecError, check, check_eps, check_size, show
 from .kinds import LOGITS, AttentionKind, EmbedderKind, FFNKind, HeadKind, Output  # noqa: F401 - Output, re-exported
 from .layout import Tokens
 
@@ -273,7 +273,7 @@ class DenseAux:
     """The dense auxiliary head of Refined-ViT (Refiner released code: `aux_head`, from LV-ViT's token
     labelling): a Linear classifier on every patch token (prefix tokens excluded) beside the class-token
     classifier. Training: its logits (B, N, C) take `loss_weight` x the loss against the image label at
-    every token, or against each token's own label with a token-labelling target (vspec.nn.heads.head_loss;
+    every token, or against each token's own label with a token-labelling target (vspec.nn.head_outputs.head_loss;
     the class token's weight is 1; 0.5 is the released training's dense weight). Eval: class logits +
     `eval_weight` x the max over patch tokens of its logits (the released 0.5). Both weights are > 0: at 0 the
     classifier would go untrained, or unread at eval.

@@ -1,6 +1,6 @@
 """Published weights as data, declared beside a preset's SPEC (torch-free, as the spec).
 
-A preset file with published weights holds `WEIGHTS = {tag: Weights(...), ...}`; the first tag is the default.
+A preset file with published weights holds `WEIGHTS = {tag: PublishedWeights(...), ...}`; the first tag is the default.
 `vspec.create_model(name, pretrained=True | "<tag>")` fetches the source into the ecosystem's cache (Hugging
 Face's `HF_HOME`, torch hub's `TORCH_HOME`), converts it with the named converter and keeps the converted model
 folder in vspec's cache (`vspec.weights.published`).
@@ -21,12 +21,13 @@ from urllib.parse import urlparse
 
 from attrs import field, frozen
 
-from .core import SpecError, check
+from .._moved import moved as _moved
+from .errors import SpecError, check
 
 __all__ = [
     "CONVERTERS", "CROP_PCT", "DEFAULT_CROP_PCT", "Hub", "IMAGENET_MEAN", "IMAGENET_STD", "INCEPTION_MEAN",
-    "INCEPTION_STD", "INPUTS", "INTERPOLATIONS", "Manual", "Preprocess", "Url", "Weights", "check_table", "inputs_cfg",
-    "requested",
+    "INCEPTION_STD", "INPUTS", "INTERPOLATIONS", "Manual", "Preprocess", "PublishedWeights", "Url", "check_table",
+    "inputs_cfg", "requested",
 ]
 CONVERTERS = ("timm", "hf")  # besides a family's released converter (`vspec.convert.official()`)
 HEX = frozenset("0123456789abcdef")
@@ -164,7 +165,7 @@ class Preprocess:
 
 
 @frozen
-class Weights:
+class PublishedWeights:
     """One published checkpoint of a preset.
 
     source: where the file is. converter: "timm" (a timm state dict), "hf" (a Hugging Face model: its
@@ -217,7 +218,7 @@ DEFAULT_CROP_PCT = 0.875  # timm's (timm.data.DEFAULT_CROP_PCT), vspec's validat
 INPUTS = "vspec_inputs"  # the pretrained_cfg key of inputs that are not the model's weights': "declared" | "default"
 
 
-def inputs_cfg(spec: Any, name: str = "", tag: str = "", entry: Weights | None = None) -> dict[str, Any]:
+def inputs_cfg(spec: Any, name: str = "", tag: str = "", entry: PublishedWeights | None = None) -> dict[str, Any]:
     """timm's pretrained_cfg of a model that holds no published weights (`model.pretrained_cfg`, which
     `timm.data.resolve_data_config(model=m)` reads): the preprocessing its preset `name`'s weights `entry` (tagged
     `tag`) declare, marked `INPUTS: "declared"`, else vspec's default, marked "default" (ImageNet's mean and std for
@@ -260,18 +261,22 @@ def requested(pretrained: object) -> bool:
                         "them) or False")
 
 
-def check_table(table: object, where: str) -> dict[str, Weights]:
-    """A preset's WEIGHTS, checked: a non-empty dict of tag -> Weights (the first tag the default).
+def check_table(table: object, where: str) -> dict[str, PublishedWeights]:
+    """A preset's WEIGHTS, checked: a non-empty dict of tag -> PublishedWeights (the first tag the default).
 
     Args:
         table: the preset's WEIGHTS as found.
         where: the preset's file, as messages name it.
     """
     if not isinstance(table, dict) or not table:
-        raise SpecError("", f"{where}: WEIGHTS must be a non-empty dict of tag -> Weights")
+        raise SpecError("", f"{where}: WEIGHTS must be a non-empty dict of tag -> PublishedWeights")
     for tag, entry in table.items():
         if not isinstance(tag, str) or not tag or not all(c.isalnum() or c in "._-" for c in tag):
             raise SpecError("", f"{where}: WEIGHTS tag {tag!r}: letters, digits, '.', '_' and '-' only")
-        if not isinstance(entry, Weights):
-            raise SpecError("", f"{where}: WEIGHTS[{tag!r}] is a {type(entry).__name__}, not a Weights")
+        if not isinstance(entry, PublishedWeights):
+            raise SpecError("", f"{where}: WEIGHTS[{tag!r}] is a {type(entry).__name__}, not a PublishedWeights")
     return dict(table)
+
+
+def __getattr__(name: str):  # PublishedWeights, PublishedWeights' old name (vspec/_moved.py)
+    return _moved(__name__, name)

@@ -16,7 +16,7 @@ import torch
 
 from .._moved import moved as _moved
 from ..spec import from_json, to_json
-from ..spec.core import cut
+from ..spec.errors import cut
 from ..version import __version__
 from ..weights.checkpoint import CheckpointError, cause, check_fields, load_weights, read_checkpoint, with_checksum
 from . import files

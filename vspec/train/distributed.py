@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .validators import cores
+from .validators import cpu_count
 
 __all__ = ["Dist", "finish", "init_distributed", "pick_device", "ranks_in_sync", "workers_for"]
 
@@ -96,4 +96,4 @@ def workers_for(workers: int | None, device: torch.device, world: int = 1) -> in
         return workers
     if device.type != "cuda":
         return 0
-    return max(1, min(8, cores() // max(world, 1) - 1))
+    return max(1, min(8, cpu_count() // max(world, 1) - 1))

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from .._moved import moved as _moved
-from ..nn.heads import head_loss
+from ..nn.head_outputs import head_loss
 from ..weights.folder import save_pretrained
 from . import checkpoints, distributed, run_folder
 from .data.loader import set_epoch
@@ -187,13 +187,13 @@ class Training:
         self.local_batch, self.steps_per_epoch = loaders.local_batch, loaders.steps_per_epoch
 
     def make_model(self) -> None:
-        """The model (`core`: what is saved and evaluated) and its EMA (vspec/train/setup.py)."""
-        self.core, self.ema = make_model(self.spec, self.task, self.cfg.run, self.recipe, self.dist, self.device,
-                                         fresh=self.ckpt is None)
+        """The model (`model`: what is saved and evaluated, `train_model` its DDP wrapper) and its EMA (setup.py)."""
+        self.model, self.ema = make_model(self.spec, self.task, self.cfg.run, self.recipe, self.dist, self.device,
+                                          fresh=self.ckpt is None)
 
     def make_optimizer(self) -> None:
         """AdamW, its schedule and the precision (vspec/train/setup.py)."""
-        o = make_optimizer(self.core, self.recipe, self.cfg.run, self.device, self.steps_per_epoch)
+        o = make_optimizer(self.model, self.recipe, self.cfg.run, self.device, self.steps_per_epoch)
         self.optimizer, self.scheduler, self.scaler, self.amp_dtype, self.fused = o
 
     def amp_ctx(self):
@@ -207,7 +207,7 @@ class Training:
         if self.recipe.dense_avg_pool and self.cfg.data.token_labels is not None:
             raise ValueError("--dense-avg-pool: the pooled loss takes the image's target (the release fails on token "
                              "targets too); give --token-labels or --dense-avg-pool, not both")
-        outputs = self.spec.head.outputs()  # what the head declares it returns in training (vspec/nn/heads.py)
+        outputs = self.spec.head.outputs()  # what the head declares it returns in training (vspec/nn/head_outputs.py)
         if self.dist.main and len(outputs) > 1:
             if self.cfg.data.token_labels is not None:  # relabel_target's columns: the crop's, each token's
                 label = {"sample": "the crop's pooled teacher scores", "tokens": "its token label at every token"}
@@ -221,7 +221,7 @@ class Training:
         ckpt = self.ckpt
         if ckpt is None:
             return
-        checkpoints.restore(ckpt, self.last, self.core, self.optimizer, self.scheduler, self.scaler, self.ema)
+        checkpoints.restore(ckpt, self.last, self.model, self.optimizer, self.scheduler, self.scaler, self.ema)
         checkpoints.adamw_kernel(self.optimizer, self.fused)  # this run's, whichever the checkpoint's run used
         self.start_epoch, self.skip_batches = ckpt["epoch"], ckpt["batches_done"]
         self.global_step, self.history, self.best = ckpt["global_step"], ckpt["metrics"], ckpt["best_score"]
@@ -229,10 +229,10 @@ class Training:
 
     def wrap_model(self) -> None:
         """The model the loop calls: DDP over the processes (after the restore), compiled on request."""
-        self.train_model = self.core
+        self.train_model = self.model
         if self.dist.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
-            self.train_model = nn.parallel.DistributedDataParallel(self.core, device_ids=ids)
+            self.train_model = nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
         if self.cfg.run.compile:
             self.train_model = torch.compile(self.train_model)
 
@@ -337,14 +337,14 @@ class Training:
         if last_micro:
             if self.recipe.clip_grad:
                 scaler.unscale_(optimizer)
-                nn.utils.clip_grad_norm_(self.core.parameters(), self.recipe.clip_grad)
+                nn.utils.clip_grad_norm_(self.model.parameters(), self.recipe.clip_grad)
             scaler.step(optimizer)
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
             self.global_step += 1
             self.scheduler.step_update(self.global_step)
             if self.ema is not None:
-                self.ema.update(self.core, step=self.global_step)
+                self.ema.update(self.model, step=self.global_step)
             if self.step_hook is not None:  # the crash tests' (VSPEC_TEST_KILL_AT=step:N)
                 self.step_hook()
         return loss.detach(), last_micro
@@ -375,7 +375,7 @@ class Training:
         """The epoch's record: training loss and speed, and the task's validation metrics (`Stop` after a
         signal)."""
         elapsed = stats.elapsed
-        val = self.task.evaluate(self.core, self.ema, stop.batches(self.val_loader), self.device, self.amp_ctx)
+        val = self.task.evaluate(self.model, self.ema, stop.batches(self.val_loader), self.device, self.amp_ctx)
         return self.task.record(epoch + 1, stats.loss_sum / max(stats.loss_n, 1), val,
                                 self.optimizer.param_groups[0]["lr"], stats.seen / elapsed, elapsed, self.global_step)
 
@@ -406,7 +406,7 @@ class Training:
     def save(self, epoch: int, batches_done: int, epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
         """last.pt (rank 0); `epoch_loss` (sum, count) of a part-done epoch lets a resumed run average all of it."""
         if self.dist.main:
-            checkpoints.save(self.last, spec=self.spec, task=self.task, model=self.core, ema=self.ema,
+            checkpoints.save(self.last, spec=self.spec, task=self.task, model=self.model, ema=self.ema,
                              optimizer=self.optimizer, scheduler=self.scheduler, scaler=self.scaler, epoch=epoch,
                              batches_done=batches_done, global_step=self.global_step, metrics=self.history,
                              best_score=self.best, best_epoch=self.best_epoch, recipe=self.recipe,
@@ -416,15 +416,15 @@ class Training:
         """--save-format folder: the model's weights as the model folder OUT/`name` (rank 0)."""
         if self.dist.main and self.cfg.run.save_format == "folder":
             if self.cfg.data.inputs:  # the folder says how this run's images were made: what `vspec eval` will use
-                self.core.pretrained_cfg = run_pretrained_cfg(self.cfg.data.inputs, self.spec,
-                                                              self.recipe.random_resized_crop)
-            save_pretrained(self.core, self.out / name, self.spec)
+                self.model.pretrained_cfg = run_pretrained_cfg(self.cfg.data.inputs, self.spec,
+                                                               self.recipe.random_resized_crop)
+            save_pretrained(self.model, self.out / name, self.spec)
 
     def summarize(self, final: dict[str, Any], stop: StopFlag) -> None:
         """OUT/final (--save-format folder), curves.png, summary.json and the closing line (rank 0), each while no
         stop signal has come (else Interrupted: --resume writes the rest); whether the ranks ended in sync."""
         dist, out, history = self.dist, self.out, self.history
-        in_sync = distributed.ranks_in_sync(self.core, dist)
+        in_sync = distributed.ranks_in_sync(self.model, dist)
         left = []
         if dist.main and history:
             summary = run_folder.summary(final, self.score_key, self.best, len(history), dist.world, in_sync)

@@ -11,12 +11,15 @@ import os
 import struct
 from collections.abc import Sequence
 
-from ..spec.core import show
+from .._moved import moved as _moved
+from ..spec.errors import show
 from ..spec.validators import F32_MAX, F32_TINY, ConfigError, Is, OneOf, Range, floats, ints, rule  # noqa: F401
 from ..spec.weights import CROP_PCT
 
-__all__ = ["CROP", "FINITE", "MAX_WORKERS", "MEAN", "POSITIVE_FLOAT", "POSITIVE_INT", "STD", "WORKERS",
-           "check_normalisation", "cores", "text_columns"]
+__all__ = [
+    "CROP", "FINITE", "MAX_WORKERS", "MEAN", "POSITIVE_FLOAT", "POSITIVE_INT", "STD", "WORKERS", "check_normalisation",
+    "cpu_count", "text_columns",
+]
 
 # for a flag with no field of its own (eval's --crop-pct, --img-size)
 POSITIVE_INT, POSITIVE_FLOAT, FINITE = ints(1), floats(0, open_low=True), Range(float)
@@ -56,14 +59,14 @@ def check_normalisation(mean: Sequence, std: Sequence) -> None:
 CROP = floats(*CROP_PCT)  # a crop fraction: `Preprocess.crop_pct`'s range
 
 
-def cores() -> int:
+def cpu_count() -> int:
     """The cores this process may run on (its affinity: a container's or a job's cpuset), else the machine's."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 # --workers' most (train, eval, label; per process): 4 per core, as a worker mostly waits on its reads (a network file
 # system, a `pipe:` source), and at least 32, so that a published recipe's count (DeiT's 10, 16, 32) runs anywhere
-MAX_WORKERS = max(32, 4 * cores())
+MAX_WORKERS = max(32, 4 * cpu_count())
 WORKERS = ints(0, MAX_WORKERS, optional=True, label=f"{MAX_WORKERS} (4 per core, at least 32)")
 
 
@@ -83,3 +86,7 @@ def text_columns(value) -> tuple[str, ...] | None:
     if len(set(names)) < len(names):
         raise ConfigError("text_columns", f"two different columns, got {show(value)}")
     return tuple(names)
+
+
+def __getattr__(name: str):  # cores, cpu_count's old name (vspec/_moved.py)
+    return _moved(__name__, name)

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from ..spec import SpecError
-from ..spec.core import cause, file_kind
+from ..spec.errors import cause, file_kind
 from ..spec.weights import Hub, Manual, Url
 
 __all__ = ["WeightsUnavailable", "check_hub_cache", "drop_path", "hf_cache", "offline", "regular_file",

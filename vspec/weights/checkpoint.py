@@ -33,7 +33,7 @@ from ..compiler import build, check_fit
 from ..compiler import weights as count
 from ..spec import Model, SpecError, budget, from_dict, from_json, to_json
 from ..spec.budget import nbytes, size
-from ..spec.core import cause
+from ..spec.errors import cause
 from ..spec.migrate import state_key_upgrade, upgrade, version_of
 from ..spec.weights import INPUTS
 from ..version import __version__

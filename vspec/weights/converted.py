@@ -29,9 +29,9 @@ from torch import nn
 from ..convert import ConversionError, from_hf, from_official, from_timm
 from ..convert.hf import read_config
 from ..spec import Model, SpecError, from_json
-from ..spec.core import cause, file_kind
+from ..spec.errors import cause, file_kind
 from ..spec.serialize import first_difference
-from ..spec.weights import Weights
+from ..spec.weights import PublishedWeights
 from .cache import WeightsUnavailable, regular_file, vspec_cache
 from .checkpoint import CheckpointError
 from .download import fetch, verify
@@ -95,7 +95,7 @@ def read_state(name: str, tag: str, path: Path, unwrap: tuple[str, ...]) -> dict
     return {k.removeprefix(DDP_PREFIX) if isinstance(k, str) else k: v for k, v in state.items()}
 
 
-def published_model(name: str, tag: str, entry: Weights, spec: Model, files: Mapping[str, Path]) -> nn.Module:
+def published_model(name: str, tag: str, entry: PublishedWeights, spec: Model, files: Mapping[str, Path]) -> nn.Module:
     """The published model, converted (its own head: `entry.classes` classes, or the Hub model's), after checking
     that the preset `spec` is that model but for the head (`published_difference`).
 
@@ -127,7 +127,7 @@ def published_model(name: str, tag: str, entry: Weights, spec: Model, files: Map
     return model
 
 
-def published_difference(entry: Weights, spec: Model, published: Model) -> str | None:
+def published_difference(entry: PublishedWeights, spec: Model, published: Model) -> str | None:
     """Why `published` (a converted model's spec) is not preset `spec`'s published model of `entry` (the same
     spec but for the head, and `entry.classes` classes), or None.
 
@@ -147,7 +147,7 @@ def _first_difference(a: Model, b: Model) -> str:
     return f"{found[0] or 'spec'}: preset {found[1]!r}, published {found[2]!r}" if found else "the specs differ"
 
 
-def cached_folder(name: str, tag: str, entry: Weights, spec: Model) -> dict[str, Any] | None:
+def cached_folder(name: str, tag: str, entry: PublishedWeights, spec: Model) -> dict[str, Any] | None:
     """The checked contents of (name, tag)'s converted model folder in vspec's cache, or None where there is none.
     The one check of every reader of that cache: the folder reads (`load_checkpoint`) and holds the published
     model of preset `spec` (`published_difference`). One that does not is refused with a warning and removed (the
@@ -209,7 +209,7 @@ def _record(folder: Path, cfg: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
-def converted(name: str, tag: str, entry: Weights, spec: Model) -> tuple[Path, dict[str, Any]]:
+def converted(name: str, tag: str, entry: PublishedWeights, spec: Model) -> tuple[Path, dict[str, Any]]:
     """The converted model folder of (name, tag) and its checked contents (`load_checkpoint`), made where missing
     or refused (`cached_folder`; see the module's docstring).
 
@@ -250,10 +250,10 @@ def converted(name: str, tag: str, entry: Weights, spec: Model) -> tuple[Path, d
     return folder, load_checkpoint(folder)
 
 
-def pretrained_cfg(name: str, tag: str, entry: Weights, spec: Model, verified: bool) -> dict[str, Any]:
+def pretrained_cfg(name: str, tag: str, entry: PublishedWeights, spec: Model, verified: bool) -> dict[str, Any]:
     """timm's pretrained_cfg of a model that holds (name, tag)'s weights (`model.pretrained_cfg`, so that
     `timm.data.resolve_data_config(model=model)` gives the weights' transform): the entry's inputs
-    (`Weights.data_config`) at the model's own size, its classes, where the weights came from and whether their
+    (`PublishedWeights.data_config`) at the model's own size, its classes, where the weights came from and whether their
     file was checked against a published sha256 (`verified`).
 
     Args:

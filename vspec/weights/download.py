@@ -17,8 +17,8 @@ from urllib.parse import urlparse
 
 import torch
 
-from ..spec.core import cause
-from ..spec.weights import Hub, Manual, Url, Weights
+from ..spec.errors import cause
+from ..spec.weights import Hub, Manual, PublishedWeights, Url
 from .cache import WeightsUnavailable, check_hub_cache, drop_path, hf_cache, offline, regular_file
 
 __all__ = ["PROBE_SECONDS", "expected_digest", "fetch", "hub_endpoint", "reachable", "sha256", "tokenizer_folder",
@@ -129,7 +129,7 @@ def _url_file(name: str, tag: str, source: Url | Manual) -> Path:
     return regular_file(path, f"{name} ({tag})")
 
 
-def fetch(name: str, tag: str, entry: Weights) -> dict[str, Path]:
+def fetch(name: str, tag: str, entry: PublishedWeights) -> dict[str, Path]:
     """The source's files ({"weights": path[, "config": path]}) in their caches, fetched where missing; each a
     regular file.
 
@@ -178,7 +178,7 @@ def expected_digest(path: Path, source: Hub | Url | Manual) -> str | None:
     return source.sha256 if path.name == PurePosixPath(source.file).name else None
 
 
-def verify(name: str, tag: str, entry: Weights, files: Mapping[str, Path]) -> bool:
+def verify(name: str, tag: str, entry: PublishedWeights, files: Mapping[str, Path]) -> bool:
     """A corrupt source file (its digest not the published one) or one that cannot be read is refused, naming it.
     Returns whether the weights file was checked against a published digest (False: unverified, no digest known:
     a file put by hand for a source that publishes none, or an entry that records none).

@@ -52,7 +52,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from ..spec import Model, from_json, load_spec, to_dict
-from ..spec.core import cause
+from ..spec.errors import cause
 from ..version import __version__
 from .checkpoint import CheckpointError, check_checkpoint, check_fields, model_of, reading, weights_cfg
 from .checksum import checksum

@@ -33,7 +33,7 @@ from torch import nn
 
 from ..spec import Model, from_json, load_spec, load_weights_table
 from ..spec.catalogue import preset_path, resolve_name
-from ..spec.weights import Weights, requested
+from ..spec.weights import PublishedWeights, requested
 from .cache import WeightsUnavailable
 from .checkpoint import check_weights
 from .converted import converted, pretrained_cfg
@@ -68,7 +68,7 @@ def locate(name_or_path: str | Path) -> tuple[str, Path, str | None]:
     return path.stem, path, None
 
 
-def pick(name_or_path: str | Path, pretrained: bool | str) -> tuple[str, Path, str, Weights]:
+def pick(name_or_path: str | Path, pretrained: bool | str) -> tuple[str, Path, str, PublishedWeights]:
     """(name, .py file, tag, entry) of the weights that `name_or_path` (a preset, `name.tag`, or a .py file) and
     `pretrained` (True or a tag) ask for; a `name.tag` and another tag are refused.
 
@@ -84,7 +84,7 @@ def pick(name_or_path: str | Path, pretrained: bool | str) -> tuple[str, Path, s
     return name, file, tag, entry
 
 
-def choose(name: str, file: Path, pretrained: bool | str) -> tuple[str, Weights]:
+def choose(name: str, file: Path, pretrained: bool | str) -> tuple[str, PublishedWeights]:
     """(tag, entry) of `pretrained=True` (the first tag, the default) or `pretrained="<tag>"`.
 
     Args:
@@ -127,7 +127,7 @@ class Published:
     """A preset's published weights as vspec's cache holds them: the entry, its converted model folder and the
     folder's checked contents (`load_checkpoint`); `preset`: the preset's own spec."""
 
-    entry: Weights
+    entry: PublishedWeights
     folder: Path
     ckpt: dict[str, Any]
     preset: Model
@@ -156,7 +156,7 @@ def published(name_or_path: str | Path, pretrained: bool | str) -> Published:
 
 
 def load_into(model: nn.Module, name_or_path: str | Path | Published,
-              pretrained: bool | str = True) -> tuple[Weights, list[str]]:
+              pretrained: bool | str = True) -> tuple[PublishedWeights, list[str]]:
     """Load the published weights of a preset (a name or its .py file and `pretrained`, True or a tag; or what
     `published` gave) into `model`, a build of that preset's spec with any changes (classes, image size,
     dropout...): the position tables resampled to the model's image size, the body loaded, the head's parts that
@@ -179,7 +179,7 @@ def load_into(model: nn.Module, name_or_path: str | Path | Published,
 def tokenizer_path(text: str | None, name_or_path: str | Path | None = None,
                    pretrained: bool | str = False) -> str | None:
     """A `--tokenizer` value as a local folder: `hf:<repo id>` fetched (`tokenizer_folder`), a folder as given;
-    None with `pretrained`: the tokenizer of the preset's weights entry (`Weights.tokenizer`), else None."""
+    None with `pretrained`: the tokenizer of the preset's weights entry (`PublishedWeights.tokenizer`), else None."""
     if text is None and pretrained and name_or_path is not None:
         repo = pick(name_or_path, pretrained)[3].tokenizer
         return str(tokenizer_folder(repo)) if repo else None
@@ -189,5 +189,6 @@ def tokenizer_path(text: str | None, name_or_path: str | Path | None = None,
 
 
 def params(model: nn.Module) -> int:
-    """Parameters as a Weights entry counts them: every one the model holds (trainable or not), tied ones once."""
+    """Parameters as a PublishedWeights entry counts them: every one the model holds (trainable or not), tied ones
+    once."""
     return sum(p.numel() for p in model.parameters())

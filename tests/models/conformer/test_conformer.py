@@ -22,7 +22,7 @@ from tests.models.conformer.strategies import conformer_model
 from vspec.convert import from_official
 from vspec.models.conformer.convert import CONFORMER
 from vspec.nn.blocks import Carry
-from vspec.nn.heads import as_outputs, head_loss
+from vspec.nn.head_outputs import as_outputs, head_loss
 from vspec.spec import (
     MHSA,
     Block,

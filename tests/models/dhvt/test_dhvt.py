@@ -16,7 +16,7 @@ import vspec.models.dhvt.modules
 from tests.helpers.checks import FIXTURES, argument_cases, assert_close_to_stored, check_argument
 from tests.helpers.docs_examples import doc
 from vspec.convert import from_official
-from vspec.nn.heads import as_outputs, head_loss
+from vspec.nn.head_outputs import as_outputs, head_loss
 from vspec.spec import DAFF, MLP, SOPE, Block, HeadTokenBlock, HeadTokens, SecondOrderHead
 
 ROOT = Path(__file__).resolve().parents[3]

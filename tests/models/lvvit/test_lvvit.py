@@ -45,7 +45,7 @@ def test_the_training_forward_mixes_tokens_as_released(bn):
     on the batch's statistics; `y_train_bn_eval`: on their running ones)."""
     import numpy as np
 
-    from vspec.nn.heads import as_outputs
+    from vspec.nn.head_outputs import as_outputs
     from vspec.nn.mix_token import TokenBox, released_draw_box
 
     data = fixture("lvvit_dense")

@@ -10,7 +10,7 @@ import torch
 
 from tests.helpers.checks import FIXTURES, STORED_ATOL
 from vspec.convert import from_official
-from vspec.nn.heads import HeadOutput, as_outputs, head_loss
+from vspec.nn.head_outputs import HeadOutput, as_outputs, head_loss
 from vspec.nn.mix_token import TokenBox, released_draw_box
 from vspec.nn.token_losses import relabel_cross_entropy, soft_cross_entropy
 from vspec.spec import DenseAux

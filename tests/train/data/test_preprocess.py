@@ -12,7 +12,7 @@ import vspec
 from tests.helpers.caches import hub_put, safetensors_bytes
 from vspec.cli import eval as eval_command
 from vspec.factory import presets
-from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Hub, Preprocess, SpecError, Weights, load_weights_table
+from vspec.spec import IMAGENET_MEAN, IMAGENET_STD, Hub, Preprocess, PublishedWeights, SpecError, load_weights_table
 from vspec.weights import converted
 
 FIELDS = ("mean", "std", "crop_pct", "interpolation", "input_size")
@@ -46,7 +46,7 @@ def test_every_entry_names_its_inputs_and_an_entry_without_them_is_refused():
         assert cfg.get("tokenizer") or (len(cfg["mean"]) == len(cfg["std"]) == cfg["input_size"][0]), (name, tag)
     source = Hub("timm/x", "model.safetensors")
     with pytest.raises(SpecError, match="preprocess="):
-        Weights(source=source, converter="timm", params=1, licence="MIT")
+        PublishedWeights(source=source, converter="timm", params=1, licence="MIT")
     with pytest.raises(SpecError, match="every std must be > 0"):
         Preprocess(IMAGENET_MEAN, (0.2, 0.0, 0.2), crop_pct=0.9)
     with pytest.raises(SpecError, match="one of each per input channel"):
@@ -126,9 +126,9 @@ def test_a_fine_tuning_run_uses_and_records_the_weights_inputs(caches, tmp_path,
                             num_classes=3)
     hub_put(caches["hf"], "tiny/half", "model.safetensors", safetensors_bytes(ref.state_dict()))
     (folder / "tiny_half.py").write_text(
-        "from vspec.spec import INCEPTION_MEAN, INCEPTION_STD, Hub, Preprocess, Weights, from_json\n"
+        "from vspec.spec import INCEPTION_MEAN, INCEPTION_STD, Hub, Preprocess, PublishedWeights, from_json\n"
         f"SPEC = from_json({vspec.to_json(spec)!r})\n"
-        "WEIGHTS = {'half': Weights(source=Hub('tiny/half', 'model.safetensors'), converter='timm', "
+        "WEIGHTS = {'half': PublishedWeights(source=Hub('tiny/half', 'model.safetensors'), converter='timm', "
         f"params={params}, licence='MIT', classes=3, "
         "preprocess=Preprocess(INCEPTION_MEAN, INCEPTION_STD, crop_pct=0.95, interpolation='bilinear', "
         "input_size=(3, 16, 16)))}\n")

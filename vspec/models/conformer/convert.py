@@ -24,7 +24,7 @@ from typing import Any
 from ... import spec as specs
 from ...convert.common import Rule, qk_scale_refusal, released_block
 from ...convert.released import Released
-from . import spec as paper
+from . import spec as family_spec
 
 __all__ = ["CONFORMER"]
 
@@ -61,13 +61,13 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
             if s == 0 and j == 0:
                 blocks.append(block)  # trans_1: beside the stem's bottleneck, no coupling
                 continue
-            branch = paper.ConvBranch(width=width, stride=2 if s and not j else 1, down=down,
-                                      fusion_stride=2 if last else 1, med_blocks=a["num_med_block"])
-            blocks.append(paper.CoupledBlock(attention=block.attention, ffn=block.ffn, conv=branch))
+            branch = family_spec.ConvBranch(width=width, stride=2 if s and not j else 1, down=down,
+                                            fusion_stride=2 if last else 1, med_blocks=a["num_med_block"])
+            blocks.append(family_spec.CoupledBlock(attention=block.attention, ffn=block.ffn, conv=branch))
         stages.append(specs.Stage(depth=n, dim=a["embed_dim"], block=blocks))
-    return specs.Model(embedder=paper.ConformerStem(patch_size=p, width=int(64 * ratio)), stages=stages,
+    return specs.Model(embedder=family_spec.ConformerStem(patch_size=p, width=int(64 * ratio)), stages=stages,
                        num_classes=a["num_classes"], img_size=a["img_size"], in_chans=a["in_chans"], pos_embed="none",
-                       final_norm=False, head=paper.ConformerHead(), drop_path=float(a["drop_path_rate"]))
+                       final_norm=False, head=family_spec.ConformerHead(), drop_path=float(a["drop_path_rate"]))
 
 
 def _rules(spec: specs.Model) -> list[Rule]:

@@ -11,10 +11,10 @@ from torch import nn
 
 from ...nn.blocks import Block, Carry
 from ...nn.context import BuildContext
-from ...nn.heads import HeadOutput
+from ...nn.head_outputs import HeadOutput
 from ...nn.layers import Linear
 from ...spec.kinds import LOGITS
-from . import spec as paper
+from . import spec as family_spec
 
 __all__ = ["Bottleneck", "ConformerHead", "ConformerStem", "ConvBranch", "CoupledBlock", "FCUDown", "FCUUp"]
 
@@ -55,7 +55,7 @@ class Bottleneck(nn.Module):
 class ConformerStem(nn.Module):
     """image -> conv 7x7/2 -> BN -> ReLU -> maxpool 3/2 -> (tokens of a (p/4)-patch conv, first bottleneck's map)."""
 
-    def __init__(self, spec: paper.ConformerStem, ctx: BuildContext):
+    def __init__(self, spec: family_spec.ConformerStem, ctx: BuildContext):
         super().__init__()
         c, k = spec.stem, spec.patch_size // 4
         self.conv1 = nn.Conv2d(ctx.in_chans, c, 7, 2, 3, bias=False)
@@ -68,7 +68,7 @@ class ConformerStem(nn.Module):
         """(the patch tokens (B, N, dim), {CONV: the first bottleneck's map}) of an image (B, C, H, W)."""
         base = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, 2, 1)
         tokens = rearrange(self.patch_conv(base), "b c h w -> b (h w) c")
-        return tokens, {paper.CONV: self.conv_1(base)[0]}
+        return tokens, {family_spec.CONV: self.conv_1(base)[0]}
 
 
 class FCUDown(nn.Module):
@@ -107,9 +107,9 @@ class ConvBranch(nn.Module):
     tokens plus FCUDown's (the class token added to itself); `up(conv, mid, x)`: med blocks, FCUUp into the fusion
     bottleneck."""
 
-    def __init__(self, spec: paper.ConvBranch, ctx: BuildContext):
+    def __init__(self, spec: family_spec.ConvBranch, ctx: BuildContext):
         super().__init__()
-        before, eps, w = ctx.state[paper.CONV], spec.norm.eps, spec.width
+        before, eps, w = ctx.state[family_spec.CONV], spec.norm.eps, spec.width
         mid = spec.mid(before)
         self.cnn_block = Bottleneck(before.chans, w, spec.stride, before.chans != w or spec.stride != 1, eps)
         self.med_block = nn.ModuleList(Bottleneck(w, w, 1, False, eps) for _ in range(spec.med_blocks))
@@ -146,10 +146,10 @@ class ConformerHead(nn.Module):
     training loop's request): HeadOutputs conv and trans_* (weight 1/2 each: the mean of the two losses); else, in
     training as in eval, their sum."""
 
-    def __init__(self, spec: paper.ConformerHead, ctx: BuildContext):
+    def __init__(self, spec: family_spec.ConformerHead, ctx: BuildContext):
         super().__init__()
         self.outputs = spec.outputs()
-        self.chans = ctx.state[paper.CONV].chans
+        self.chans = ctx.state[family_spec.CONV].chans
         self.norm = nn.LayerNorm(ctx.dim, eps=spec.norm.eps)
         self.tokens = ctx.child(spec.tokens)
         self.many = spec.tokens.outputs() != LOGITS  # the token head returns HeadOutputs when asked
@@ -166,9 +166,9 @@ class ConformerHead(nn.Module):
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False, *, state: Mapping[str, torch.Tensor],
                 outputs: bool = False):
-        """`outputs` (the training loop's request, vspec/nn/heads.py): the conv classifier's HeadOutput and the token
-        head's; else the sum of the two logits."""
-        pooled = state[paper.CONV].mean(dim=(2, 3))
+        """`outputs` (the training loop's request, vspec/nn/head_outputs.py): the conv classifier's HeadOutput and the
+        token head's; else the sum of the two logits."""
+        pooled = state[family_spec.CONV].mean(dim=(2, 3))
         x = self.norm(x)
         if pre_logits or isinstance(self.fc, nn.Identity):
             return torch.cat((pooled, self.tokens(x, pre_logits=True)), dim=-1)
@@ -184,14 +184,14 @@ class CoupledBlock(Block):
     """Conformer's ConvTransBlock (`vspec.spec.CoupledBlock`): its CNN side's bottleneck on the map, FCUDown's
     tokens added to x, the pre-norm transformer block, then FCUUp's map fused into the CNN side."""
 
-    def __init__(self, spec: paper.CoupledBlock, ctx: BuildContext):
+    def __init__(self, spec: family_spec.CoupledBlock, ctx: BuildContext):
         super().__init__(spec, ctx)
         self.conv = ctx.child(spec.conv)
 
     def forward(self, x: torch.Tensor, state: Mapping[str, torch.Tensor], *, mask: torch.Tensor | None = None,
                 causal: bool = False) -> Carry:
         """The block on tokens `x` and the CNN map in `state`; returns the tokens and the state with the new map."""
-        conv, x = self.conv.down(state[paper.CONV], x)  # the CNN block; tokens + FCUDown(its middle map)
+        conv, x = self.conv.down(state[family_spec.CONV], x)  # the CNN block; tokens + FCUDown(its middle map)
         x, state = super().forward(x, state, mask=mask, causal=causal)
-        return self.carry(x, state, {paper.CONV: self.conv.up(conv, x)})
+        return self.carry(x, state, {family_spec.CONV: self.conv.up(conv, x)})
 

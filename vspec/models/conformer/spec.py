@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from attrs import field, frozen
 
 from ...spec.blocks import Block
-from ...spec.core import SpecError, check
+from ...spec.errors import SpecError, check
 from ...spec.kinds import ROLES, AttentionKind, BlockKind, EmbedderKind, HeadKind, Output, of_role
 from ...spec.layout import Tokens, state_layout
 from ...spec.vit import ClassTokenHead, Norm

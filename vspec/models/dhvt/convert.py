@@ -27,7 +27,7 @@ from typing import Any
 from ... import spec as specs
 from ...convert.common import ISOTROPIC_BODY, is_gelu, layer_norm_eps, released_block
 from ...convert.released import Released
-from . import spec as paper
+from . import spec as family_spec
 
 __all__ = ["DHVT", "PATCH_SIZES", "WEIGHT_INITS"]
 
@@ -72,8 +72,9 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
 def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
     dim = a["embed_dim"]
     return specs.Model(
-        embedder=paper.SOPE(patch_size=a["patch_size"]),
-        block=released_block(a, block=paper.HeadTokenBlock, ffn=paper.DAFF(hidden=int(dim * a["mlp_ratio"])),
+        embedder=family_spec.SOPE(patch_size=a["patch_size"]),
+        block=released_block(a, block=family_spec.HeadTokenBlock,
+                             ffn=family_spec.DAFF(hidden=int(dim * a["mlp_ratio"])),
                              norm=specs.Norm(eps=_eps(a["norm_layer"])), attn_drop=float(a["attn_drop_rate"]),
                              proj_drop=float(a["drop_rate"])),
         depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=_image(a["img_size"]), pos_embed="none",

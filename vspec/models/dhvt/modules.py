@@ -11,7 +11,7 @@ from torch import nn
 from ...nn.blocks import Block
 from ...nn.context import BuildContext
 from ...nn.layers import Linear, make_norm
-from . import spec as paper
+from . import spec as family_spec
 
 __all__ = ["Affine", "DAFF", "HeadTokenBlock", "HeadTokens", "SOPE"]
 
@@ -32,7 +32,7 @@ class Affine(nn.Module):
 class SOPE(nn.Module):
     """Eq. 3: Reshape(Aff(G_k(... G_1(Aff(x))))), G_i = 3x3 conv stride 2 + norm (+ GELU, Eq. 2)."""
 
-    def __init__(self, spec: paper.SOPE, ctx: BuildContext):
+    def __init__(self, spec: family_spec.SOPE, ctx: BuildContext):
         super().__init__()
         k, d = spec.units, ctx.dim
         self.pre_affine = Affine(ctx.in_chans) if spec.pre_affine else nn.Identity()
@@ -55,7 +55,7 @@ class SOPE(nn.Module):
 class DAFF(nn.Module):
     """Eq. 4-5 on the token grid handed down by the build context (ctx.grid)."""
 
-    def __init__(self, spec: paper.DAFF, ctx: BuildContext):
+    def __init__(self, spec: family_spec.DAFF, ctx: BuildContext):
         super().__init__()
         d, h, k = ctx.dim, spec.hidden_dim(ctx.dim), spec.kernel
         self.spec, self.grid, self.prefix = spec, ctx.grid, ctx.num_prefix_tokens
@@ -96,7 +96,7 @@ class HeadTokens(nn.Module):
     """Eq. 6-7 around any attention module: X_H = GELU(LN(Linear(Average(Reshape(X))))) + E_head, one head token
     per head of the block's attention (`heads`)."""
 
-    def __init__(self, spec: paper.HeadTokens, ctx: BuildContext, heads: int):
+    def __init__(self, spec: family_spec.HeadTokens, ctx: BuildContext, heads: int):
         super().__init__()
         self.heads, self.prefix = heads, ctx.num_prefix_tokens
         self.embed = nn.Parameter(torch.zeros(1, heads, ctx.dim))  # E_head
@@ -125,7 +125,7 @@ class HeadTokenBlock(Block):
     """The pre-norm block with head tokens around its attention (`vspec.spec.HeadTokenBlock`, Eq. 6-7). The head
     tokens average every token: no mask applies to them."""
 
-    def build_around_attention(self, spec: paper.HeadTokenBlock, ctx: BuildContext) -> None:
+    def build_around_attention(self, spec: family_spec.HeadTokenBlock, ctx: BuildContext) -> None:
         """The head tokens around the block's attention."""
         self.head_tokens = HeadTokens(spec.head_tokens, ctx, spec.attention.heads)
 

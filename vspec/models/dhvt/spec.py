@@ -7,7 +7,7 @@ import attrs
 from attrs import field, frozen
 
 from ...spec.blocks import Block
-from ...spec.core import SpecError, check, check_size
+from ...spec.errors import SpecError, check, check_size
 from ...spec.kinds import FFNKind
 from ...spec.layout import Tokens
 from ...spec.vit import Norm, Patchify, check_hidden

@@ -28,7 +28,7 @@ from typing import Any
 from ... import spec as specs
 from ...convert.common import ISOTROPIC_BODY, ConversionError, layer_norm_eps, qk_scale_refusal, refuse, released_block
 from ...convert.released import Released
-from . import spec as paper
+from . import spec as family_spec
 
 __all__ = ["IRPE", "PRODUCT", "SINGLE"]
 
@@ -84,7 +84,7 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
 def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
     on, one = _places(a["rpe_config"])
     dim = a["embed_dim"]
-    block = released_block(a, attention=paper.IRPEAttention, attn_drop=float(a["attn_drop_rate"]), on=on,
+    block = released_block(a, attention=family_spec.IRPEAttention, attn_drop=float(a["attn_drop_rate"]), on=on,
                            alpha=float(one["alpha"]), beta=float(one["beta"]), gamma=float(one["gamma"]),
                            shared_head=bool(one["shared_head"]))
     return specs.Model(

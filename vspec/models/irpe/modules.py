@@ -10,7 +10,7 @@ from torch import nn
 from ...nn.context import BuildContext
 from ...nn.layers import AttentionCoreBase, ProjectedAttention
 from ...ops.precision import sdpa
-from . import spec as paper
+from . import spec as family_spec
 from .ops import contextual_bias, contextual_values, product_buckets
 
 __all__ = ["IRPEAttention", "IRPECore"]
@@ -22,7 +22,7 @@ class IRPECore(AttentionCoreBase):
     after the softmax, so it is materialised. Tables: `table_q`, `table_k` (1 or H, head_dim, buckets),
     `table_v` (1 or H, buckets, head_dim), zero at init (released); `buckets` (N, N) from the layout."""
 
-    def __init__(self, spec: paper.IRPEAttention, ctx: BuildContext):
+    def __init__(self, spec: family_spec.IRPEAttention, ctx: BuildContext):
         super().__init__()
         tokens, head_dim = ctx.tokens, spec.inner_dim(ctx.dim) // spec.heads
         self.drop, self.scale = spec.attn_drop, spec.scale or head_dim**-0.5
@@ -72,7 +72,7 @@ class IRPECore(AttentionCoreBase):
 class IRPEAttention(ProjectedAttention):
     """MHSA with iRPE's encodings: q, k, v from the fused `qkv` (or `projections`), the core above, `proj`."""
 
-    def __init__(self, spec: paper.IRPEAttention, ctx: BuildContext):
+    def __init__(self, spec: family_spec.IRPEAttention, ctx: BuildContext):
         super().__init__()
         self.heads = spec.heads
         self.init_projections(spec, ctx.dim, spec.inner_dim(ctx.dim))

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from attrs import field, frozen
 
-from ...spec.core import SpecError, check
+from ...spec.errors import SpecError, check
 from ...spec.layout import Tokens
 from ...spec.vit import MultiHead
 

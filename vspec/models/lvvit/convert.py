@@ -30,7 +30,7 @@ from typing import Any
 from ... import spec as specs
 from ...convert.common import ISOTROPIC_BODY, layer_norm_eps, qk_scale_refusal, released_block
 from ...convert.released import Released
-from . import spec as paper
+from . import spec as family_spec
 
 __all__ = ["LVVIT"]
 
@@ -82,7 +82,8 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
     width = _STEMS.get(a["p_emb"])
     embedder = specs.PatchEmbed(patch_size=patch) if width is None else specs.ConvStem(patch_size=patch, width=width,
                                                                                        growth=1)
-    block = released_block(a, block=specs.Block if lam == 1 else functools.partial(paper.RescaledBlock, skip_lam=lam),
+    block = released_block(a, block=specs.Block if lam == 1 else functools.partial(family_spec.RescaledBlock,
+                                                                                   skip_lam=lam),
                            attn_drop=float(a["attn_drop_rate"]))
     depth = a["depth"] if a["order"] is None else len(a["order"])  # order overrides depth
     head = specs.ClassTokenHead(dense=specs.DenseAux(mix_token=bool(a["mix_token"])) if a["return_dense"] else None)

@@ -6,7 +6,7 @@ import torch
 
 from ...nn.blocks import NO_STATE, Block, Carry
 from ...nn.context import BuildContext
-from . import spec as paper
+from . import spec as family_spec
 
 __all__ = ["RescaledBlock"]
 
@@ -15,7 +15,7 @@ class RescaledBlock(Block):
     """LV-ViT's block (`vspec.spec.RescaledBlock`): x + attn(norm1(x)) / skip_lam, then
     x + ffn(norm2(x)) / skip_lam (the released Block's order: drop path, then the division)."""
 
-    def __init__(self, spec: paper.RescaledBlock, ctx: BuildContext):
+    def __init__(self, spec: family_spec.RescaledBlock, ctx: BuildContext):
         super().__init__(spec, ctx)
         self.skip_lam = spec.skip_lam
 

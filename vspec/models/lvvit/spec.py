@@ -7,7 +7,7 @@ from typing import ClassVar
 from attrs import field, frozen
 
 from ...spec.blocks import Block
-from ...spec.core import check
+from ...spec.errors import check
 
 __all__ = ["RescaledBlock"]
 

@@ -2,7 +2,7 @@
 release (github.com/zihangJiang/TokenLabeling/releases) with the arguments its factory passes to the released
 constructor, its README's top-1, and the evaluation preprocessing of the release's validate.py / eval.sh."""
 
-from ...spec.weights import IMAGENET_MEAN, IMAGENET_STD, Preprocess, Url, Weights
+from ...spec.weights import IMAGENET_MEAN, IMAGENET_STD, Preprocess, PublishedWeights, Url
 
 __all__ = ["FACTORIES", "released"]
 
@@ -22,9 +22,9 @@ FACTORIES = {
 _CROP_PCT = {"lvvit_t": 0.9, "lvvit_s": 0.9, "lvvit_m": 1.0, "lvvit_l": 1.0}
 
 
-def released(factory: str, file: str, params: int, top1: float, img_size: int = 224) -> Weights:
-    """The Weights entry of one release file (`file`: its path under RELEASES) of `factory` at `img_size`."""
-    return Weights(
+def released(factory: str, file: str, params: int, top1: float, img_size: int = 224) -> PublishedWeights:
+    """The PublishedWeights entry of one release file (`file`: its path under RELEASES) of `factory` at `img_size`."""
+    return PublishedWeights(
         source=Url(_RELEASES + file), converter="lvvit", params=params, licence="Apache-2.0",
         score=f"ImageNet-1k top-1 {top1} (TokenLabeling README)",
         config={**FACTORIES[factory], "img_size": img_size},

@@ -28,7 +28,7 @@ import torch
 from ... import spec as specs
 from ...convert.common import REQUIRED, side
 from ...convert.released import Released
-from . import spec as paper
+from . import spec as family_spec
 
 __all__ = ["MSF", "unshuffle"]
 
@@ -40,12 +40,12 @@ def _att(att: Any) -> re.Match | None:
     return _ATT.fullmatch(att) if isinstance(att, str) else None
 
 
-def _attention(att: str, heads: int, head_dim: int) -> specs.MHSA | paper.MeanShiftAttention:
+def _attention(att: str, heads: int, head_dim: int) -> specs.MHSA | family_spec.MeanShiftAttention:
     m = _att(att)
     groups = int(m.group(2) or 1)
     common = dict(heads=heads, head_dim=head_dim, qkv_bias=False, proj_bias=False)
     if m.group(1) == "msf":
-        return paper.MeanShiftAttention(**common, projections=specs.Projections(groups=groups))
+        return family_spec.MeanShiftAttention(**common, projections=specs.Projections(groups=groups))
     return specs.MHSA(**common, projections=specs.Projections(groups=groups) if groups > 1 else None)
 
 

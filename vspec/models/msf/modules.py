@@ -8,7 +8,7 @@ from torch import nn
 from ...nn.context import BuildContext
 from ...nn.layers import AttentionCore, ProjectedAttention, sdpa_masks
 from ...nn.swin import BiasedAttentionCore, WindowMHSA
-from . import spec as paper
+from . import spec as family_spec
 from .ops import gaussian_attention, gaussian_channels
 
 __all__ = ["GaussianAttentionCore", "GaussianBiasedCore", "MeanShiftAttention", "MeanShiftOutput",
@@ -59,7 +59,7 @@ class MeanShiftAttention(MeanShiftOutput, ProjectedAttention):
     gauss_orig: W concat_h (sum_i a_i v_i); a the Gaussian attention of q, k per head. The released
     code's MSF attention (vit_pytorch/simple_vit_flexatt.py, att = "msf") is eq12 without biases."""
 
-    def __init__(self, spec: paper.MeanShiftAttention, ctx: BuildContext):
+    def __init__(self, spec: family_spec.MeanShiftAttention, ctx: BuildContext):
         super().__init__()
         self.heads, self.form = spec.heads, spec.form
         self.init_projections(spec, ctx.dim, spec.inner_dim(ctx.dim))
@@ -78,7 +78,7 @@ class WindowMeanShiftAttention(MeanShiftOutput, WindowMHSA):
     """Swin's (shifted) window attention with the Gaussian kernel and the probe (Eq. 12 / 14 per window):
     WindowMHSA's windows, shift and relative position bias, MeanShiftAttention's projections and form."""
 
-    def __init__(self, spec: paper.WindowMeanShiftAttention, ctx: BuildContext):
+    def __init__(self, spec: family_spec.WindowMeanShiftAttention, ctx: BuildContext):
         super().__init__(spec, ctx)
         self.form = spec.form
         scale = spec.scale if spec.scale is not None else (spec.inner_dim(ctx.dim) // spec.heads) ** -0.5

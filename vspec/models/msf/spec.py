@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 
 from attrs import field, frozen
 
-from ...spec.core import SpecError, check
+from ...spec.errors import SpecError, check
 from ...spec.layout import Tokens
 from ...spec.swin import WindowMHSA
 from ...spec.vit import PROJECTION_ROLES, UNPROBED_ROLES, MultiHead, Projections

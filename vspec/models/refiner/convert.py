@@ -29,7 +29,7 @@ from typing import Any
 from ... import spec as specs
 from ...convert.common import attention_scale, layer_norm_eps, qk_scale_refusal
 from ...convert.released import Released
-from . import spec as paper
+from . import spec as family_spec
 
 __all__ = ["POS_GRID", "REFINER"]
 
@@ -76,9 +76,10 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
         pattern, transform = [False] * depth, None
     else:
         pattern, transform = list(depth), list(a["apply_transform"])
-    blocks = paper.released_blocks(pattern, a["num_heads"], transform, a["head_expand"], qkv_bias=bool(a["qkv_bias"]),
-                                   mlp_ratio=a["mlp_ratio"], scale=attention_scale(a["qk_scale"]),
-                                   attn_drop=float(a["attn_drop_rate"]), norm_eps=layer_norm_eps(a["norm_layer"]))
+    blocks = family_spec.released_blocks(pattern, a["num_heads"], transform, a["head_expand"],
+                                         qkv_bias=bool(a["qkv_bias"]), mlp_ratio=a["mlp_ratio"],
+                                         scale=attention_scale(a["qk_scale"]), attn_drop=float(a["attn_drop_rate"]),
+                                         norm_eps=layer_norm_eps(a["norm_layer"]))
     patch = a["patch_size"]
     embedder = specs.ConvStem(patch_size=patch) if a["use_cnn_embed"] else specs.PatchEmbed(patch_size=patch)
     head = specs.ClassTokenHead(dense=specs.DenseAux(mix_token=bool(a["mix_token"])) if a["return_dense"] else None)

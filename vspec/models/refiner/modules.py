@@ -26,7 +26,7 @@ from ...nn.context import BuildContext
 from ...nn.layers import AttentionCore, AttentionCoreBase, Linear, sdpa_masks
 from ...nn.stems import ConvStem, bn_affine, on_running_stats  # noqa: F401 - ConvStem: its earlier place
 from ...ops import fast
-from . import spec as paper
+from . import spec as family_spec
 
 __all__ = ["AdjustedBlock", "ConvExpandDLA", "DLA", "MapAttention", "MapRefiner", "REFINERS", "Refiner",
            "RefinerAttention", "SameConv2d", "masks_around"]
@@ -94,7 +94,7 @@ class Refiner(MapRefiner):
     """The paper's refiner (Fig. 3a), linear in the maps: expansion W_A (H -> rH maps, Sec. 3.2; left out
     without `expand`), DLA on each expanded map, reduction (rH -> H, Sec. 3.4), 1x1 convolutions over heads."""
 
-    def __init__(self, spec: paper.Refine, heads: int, tokens: specs.Tokens):
+    def __init__(self, spec: family_spec.Refine, heads: int, tokens: specs.Tokens):
         super().__init__()
         wide = heads * spec.expansion
         self.expand = nn.Conv2d(heads, wide, 1, bias=False) if spec.expand else None
@@ -115,7 +115,7 @@ class ConvExpandDLA(MapRefiner):
     relu6(bn2(dw(relu6(bn1(conv_exp(A))))))))), conv_exp a 1x1 conv H -> rH (left out when r = 1), dw a
     depthwise k x k conv with "same" padding, conv_pro a 1x1 conv rH -> H; no biases. Names as released."""
 
-    def __init__(self, spec: paper.Refine, heads: int, tokens: specs.Tokens):
+    def __init__(self, spec: family_spec.Refine, heads: int, tokens: specs.Tokens):
         super().__init__()
         wide = heads * spec.expansion
         self.conv_exp = nn.Conv2d(heads, wide, 1, bias=False) if spec.expansion != 1 else None
@@ -187,7 +187,7 @@ class MapAttention(AttentionCoreBase):
 
     returns_maps = True
 
-    def __init__(self, spec: paper.RefinerAttention, tokens: specs.Tokens, scale: float):
+    def __init__(self, spec: family_spec.RefinerAttention, tokens: specs.Tokens, scale: float):
         super().__init__()
         self.scale, self.released = scale, spec.form == "released"
         self.add_incoming = spec.add_incoming
@@ -225,7 +225,7 @@ class RefinerAttention(nn.Module):
     (`state["maps"]`) and returns (output, {"maps": the maps handed on}, or {} when no later block takes them). A
     block with nothing to do with maps stays on SDPA (AttentionCore)."""
 
-    def __init__(self, spec: paper.RefinerAttention, ctx: BuildContext):
+    def __init__(self, spec: family_spec.RefinerAttention, ctx: BuildContext):
         super().__init__()
         inner = spec.inner_dim(ctx.dim)
         self.heads, self.value_heads = spec.heads, spec.maps_used
@@ -235,7 +235,7 @@ class RefinerAttention(nn.Module):
         self.proj = Linear(self.widths[-1], ctx.dim, bias=spec.proj_bias)
         self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
         scale = spec.scale or head_dim**-0.5
-        self.sdpa = not (spec.refine or spec.consumes_maps or paper.MAPS in ctx.hands_on)
+        self.sdpa = not (spec.refine or spec.consumes_maps or family_spec.MAPS in ctx.hands_on)
         self.consumes = spec.consumes_maps
         self.core = AttentionCore(spec.attn_drop, scale) if self.sdpa else MapAttention(spec, ctx.tokens, scale)
 
@@ -248,8 +248,8 @@ class RefinerAttention(nn.Module):
         if self.sdpa:
             z, wrote = self.core(q, k, v, *sdpa_masks(mask, causal, x.shape[1])), {}
         else:
-            z, maps = self.core(q, k, v, state[paper.MAPS] if self.consumes else None, mask, causal)
-            wrote = {paper.MAPS: maps}
+            z, maps = self.core(q, k, v, state[family_spec.MAPS] if self.consumes else None, mask, causal)
+            wrote = {family_spec.MAPS: maps}
         return self.proj_drop(self.proj(rearrange(z, "b h n d -> b n (h d)"))), wrote
 
 
@@ -257,7 +257,7 @@ class AdjustedBlock(Block):
     """Refined-ViT's block (`vspec.spec.AdjustedBlock`): each branch reads norm(a x) and adds f / a, a =
     `adjust_ratio` (0.5: x + 2 attn(LN(x / 2)))."""
 
-    def __init__(self, spec: paper.AdjustedBlock, ctx: BuildContext):
+    def __init__(self, spec: family_spec.AdjustedBlock, ctx: BuildContext):
         super().__init__(spec, ctx)
         self.ratio = spec.adjust_ratio
 

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 from attrs import field, frozen
 
 from ...spec.blocks import Block
-from ...spec.core import SpecError, check, check_size
+from ...spec.errors import SpecError, check, check_size
 from ...spec.kinds import AttentionKind
 from ...spec.layout import StateShape, Tokens
 from ...spec.stems import ConvStem  # noqa: F401 - Refined-ViT's stem, in the core since LV-ViT shares it

@@ -31,7 +31,7 @@ from ...convert.common import (
     released_block,
 )
 from ...convert.released import Released
-from . import spec as paper
+from . import spec as family_spec
 
 __all__ = ["BLOCKS", "FUSIONS", "SOT", "TOKEN_TYPES"]
 
@@ -102,18 +102,19 @@ def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
             old = str(a["timm_version"] or "").startswith("0.3")
         dense_net = a["token_type"] == "DenseNet"
         norm = specs.Norm(kind="none") if dense_net and old else specs.Norm(kind="batchnorm", eps=1e-5)
-        embedder = paper.SoTEmbed(block=BLOCKS[a["token_type"]], stem_dim=a["token_dim"], downsample_last=img >= 224,
-                                  large_output=a["large_output"], dense_norm=norm)
+        embedder = family_spec.SoTEmbed(block=BLOCKS[a["token_type"]], stem_dim=a["token_dim"],
+                                        downsample_last=img >= 224, large_output=a["large_output"], dense_norm=norm)
     m, dim = a["wr_dim"], a["embed_dim"]
     return specs.Model(
         embedder=embedder,
         block=released_block(a, ffn=specs.MLP(hidden=int(dim * a["mlp_ratio"])), attn_drop=a["attn_drop"]),
         depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=img, in_chans=a["in_chans"],
         pos_embed="sincos1d", drop_path=float(a["drop_path_rate"]),
-        head=paper.SecondOrderHead(
-            fusion=FUSIONS[a["fusion_type"]], pool=paper.MGCrP(heads=a["mgcrp_heads"], m=m, n=m, centering="scalar"),
-            norm=paper.SvPN(alpha=float(a["svpn.alpha"]), num_sv=a["svpn.svNum"], iters=a["svpn.iterNum"],
-                            start="learnable", eps=1e-5),
+        head=family_spec.SecondOrderHead(
+            fusion=FUSIONS[a["fusion_type"]],
+            pool=family_spec.MGCrP(heads=a["mgcrp_heads"], m=m, n=m, centering="scalar"),
+            norm=family_spec.SvPN(alpha=float(a["svpn.alpha"]), num_sv=a["svpn.svNum"], iters=a["svpn.iterNum"],
+                                  start="learnable", eps=1e-5),
             drop=float(a["dropout"])),
     )
 

@@ -20,7 +20,7 @@ from ... import spec as specs
 from ...compiler import build
 from ...convert.common import ConversionError, load_mapped, read_arguments
 from ...convert.hf import hf_key, hf_state, spec_from_hf
-from . import spec as paper
+from . import spec as family_spec
 
 __all__ = ["BERT_CONFIG", "CLASSIFIER", "REPRESENTATION", "from_official_sot_text", "sot_text_head"]
 
@@ -56,7 +56,7 @@ def _table(where: str, value: Any, known: tuple[str, ...]) -> Mapping[str, Any]:
     return value
 
 
-def sot_text_head(config: Mapping[str, Any]) -> paper.SecondOrderHead:
+def sot_text_head(config: Mapping[str, Any]) -> family_spec.SecondOrderHead:
     """The head of a fork config: a BertConfig dict with MGCrP, MGCrP_q, MGCrP_k, MGCrP_dp, or the fixtures'
     {Classifier arguments, `bert_config`}. A key that is none of these is refused by name.
 
@@ -85,8 +85,8 @@ def sot_text_head(config: Mapping[str, Any]) -> paper.SecondOrderHead:
         if value != plain:
             raise ConversionError(f"SoT text config: {key} {value!r} is not converted (only {plain!r})")
     svpn = norm.get("args", {})
-    head = paper.language_head(bert["MGCrP_q"], bert["MGCrP_k"], drop=float(bert.get("MGCrP_dp", 0.0)),
-                               padding="included")
+    head = family_spec.language_head(bert["MGCrP_q"], bert["MGCrP_k"], drop=float(bert.get("MGCrP_dp", 0.0)),
+                                     padding="included")
     centering = "channel" if args.get("remove_mean", True) else "none"
     return attrs.evolve(head, pool=attrs.evolve(head.pool, centering=centering),
                         norm=attrs.evolve(head.norm, alpha=float(svpn.get("alpha", 0.5)), iters=svpn.get("iterNum", 1),

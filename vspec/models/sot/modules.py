@@ -32,9 +32,9 @@ from torch import nn
 
 from ... import spec as specs
 from ...nn.context import BuildContext
-from ...nn.heads import HeadOutput, last_real, last_real_token
+from ...nn.head_outputs import HeadOutput, last_real, last_real_token
 from ...nn.layers import AttentionCore, Linear, make_norm, masked_mean
-from . import spec as paper
+from . import spec as family_spec
 from .ops import cross_covariance, epn, isqrt_cov, svpn_approx, svpn_exact
 
 __all__ = ["Bottleneck", "DenseBlock", "DenseLayer", "EPN", "GAPPool", "GCP", "InceptionBlock", "LearnableScale",
@@ -154,7 +154,7 @@ class NonLocalBlock(nn.Module):
         return x + self.out(rearrange(y, "b (h w) c -> b c h w", h=h, w=w))
 
 
-def _stage(spec: paper.SoTEmbed) -> tuple[nn.Sequential, int]:
+def _stage(spec: family_spec.SoTEmbed) -> tuple[nn.Sequential, int]:
     """The three resolution-halving blocks and their output channels."""
     block, c_in, strides = spec.block, spec.stem_dim, spec.strides
     if block == "dense":
@@ -174,7 +174,7 @@ class SoTEmbed(nn.Module):
     """The module of `spec.SoTEmbed`: stem, three resolution-halving blocks (`spec.block`) and a 1x1 conv to the
     token width; (B, C, H, W) -> (B, N, dim)."""
 
-    def __init__(self, spec: paper.SoTEmbed, ctx: BuildContext):
+    def __init__(self, spec: family_spec.SoTEmbed, ctx: BuildContext):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(ctx.in_chans, spec.stem_dim, 3, padding=1), nn.MaxPool2d(3, 2, 1))
         self.stage, c = _stage(spec)
@@ -190,7 +190,7 @@ class SoTEmbed(nn.Module):
 class GAPPool(nn.Module):
     """The mean of the (masked) tokens: (B, N, dim) -> (B, dim)."""
 
-    def __init__(self, spec: paper.GAPPool, ctx: BuildContext):
+    def __init__(self, spec: family_spec.GAPPool, ctx: BuildContext):
         super().__init__()
 
     def forward(self, z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -201,7 +201,7 @@ class GAPPool(nn.Module):
 class GCP(nn.Module):
     """Covariance of the reduced tokens, square-rooted by iSQRT, upper triangle (row-major)."""
 
-    def __init__(self, spec: paper.GCP, ctx: BuildContext):
+    def __init__(self, spec: family_spec.GCP, ctx: BuildContext):
         super().__init__()
         self.reduce = Linear(ctx.dim, spec.dim, bias=False)
         self.iters = spec.iters
@@ -243,7 +243,7 @@ class MGCrP(nn.Module):
     """Eq. 2-3: per head, Q_i = (1/N) (W_i Z)(R_i Z)^T; `wr` stacks every W_i, then every R_i; `bn` (with
     `bn_relu`) normalises every projected channel, followed by a ReLU."""
 
-    def __init__(self, spec: paper.MGCrP, ctx: BuildContext):
+    def __init__(self, spec: family_spec.MGCrP, ctx: BuildContext):
         super().__init__()
         self.heads, self.m, self.n, self.centering = spec.heads, spec.m, spec.n, spec.centering
         width = spec.heads * (spec.m + spec.n)
@@ -272,7 +272,7 @@ class MGCrP(nn.Module):
 class SvPN(nn.Module):
     """Eq. 5 (exact) or Eq. 6-8 (approximate) per head; `v0` is the power iteration's start vector."""
 
-    def __init__(self, spec: paper.SvPN, ctx: BuildContext):
+    def __init__(self, spec: family_spec.SvPN, ctx: BuildContext):
         super().__init__()
         self.spec = spec
         n = ctx.in_shape[-1 if spec.side == "right" else -2]
@@ -297,7 +297,7 @@ class SvPN(nn.Module):
 class EPN(nn.Module):
     """Element-wise power normalisation (`ops.epn`) of the flattened representation."""
 
-    def __init__(self, spec: paper.EPN, ctx: BuildContext):
+    def __init__(self, spec: family_spec.EPN, ctx: BuildContext):
         super().__init__()
 
     def forward(self, r: torch.Tensor) -> torch.Tensor:
@@ -308,7 +308,7 @@ class EPN(nn.Module):
 class LearnableScale(nn.Module):
     """The representation times a learned 1 / tau, started at `spec.init`."""
 
-    def __init__(self, spec: paper.LearnableScale, ctx: BuildContext):
+    def __init__(self, spec: family_spec.LearnableScale, ctx: BuildContext):
         super().__init__()
         self.inv_tau = nn.Parameter(torch.tensor(float(spec.init)))
 
@@ -320,7 +320,7 @@ class LearnableScale(nn.Module):
 class ReprLayerNorm(nn.LayerNorm):
     """LayerNorm over the flattened representation (all its `ctx.in_shape` entries)."""
 
-    def __init__(self, spec: paper.ReprLayerNorm, ctx: BuildContext):
+    def __init__(self, spec: family_spec.ReprLayerNorm, ctx: BuildContext):
         super().__init__(math.prod(ctx.in_shape), eps=spec.eps)
 
     def forward(self, r: torch.Tensor) -> torch.Tensor:
@@ -331,7 +331,7 @@ class ReprLayerNorm(nn.LayerNorm):
 class NoNorm(nn.Identity):
     """No normalisation of the representation."""
 
-    def __init__(self, spec: paper.NoNorm, ctx: BuildContext):
+    def __init__(self, spec: family_spec.NoNorm, ctx: BuildContext):
         super().__init__()
 
 
@@ -340,11 +340,11 @@ class SecondOrderHead(nn.Module):
     """Eq. 1. Classifiers: `cls_fc` (z0) and `word_fc` (representation) for sum and late fusion; `fc` for concat ([z0,
     r]) and aggr_all. z0 is the class token (a text body's first token), the mean word token (`z0 = mean_token`) or a
     text body's last real token (`last_token`, the word tokens the others). Late fusion returns HeadOutputs cls and
-    word (z0 and word logits, weight 1 each: vspec/nn/heads.py) when its outputs are asked for (the training loop's
-    request), their sum otherwise; `branches(x)` gives the pair in either mode. `mask` (B, N): a padded text batch's
-    real tokens; padding `masked` pools those alone, `included` every position after the first (released)."""
+    word (z0 and word logits, weight 1 each: vspec/nn/head_outputs.py) when its outputs are asked for (the training
+    loop's request), their sum otherwise; `branches(x)` gives the pair in either mode. `mask` (B, N): a padded text
+    batch's real tokens; padding `masked` pools those alone, `included` every position after the first (released)."""
 
-    def __init__(self, spec: paper.SecondOrderHead, ctx: BuildContext):
+    def __init__(self, spec: family_spec.SecondOrderHead, ctx: BuildContext):
         super().__init__()
         self.fusion, self.z0, self.outputs = spec.fusion, spec.z0, spec.outputs()
         self.masked = spec.padding == "masked"
@@ -406,7 +406,7 @@ class SecondOrderHead(nn.Module):
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False, mask: torch.Tensor | None = None,
                 outputs: bool = False):
-        """`outputs` (the training loop's request, vspec/nn/heads.py): late fusion's two HeadOutputs; else the
+        """`outputs` (the training loop's request, vspec/nn/head_outputs.py): late fusion's two HeadOutputs; else the
         logits, the two branches summed for sum and late fusion."""
         if self.fusion in ("sum", "late"):
             if pre_logits or isinstance(self.cls_fc, nn.Identity):  # num_classes 0: the features

@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 import attrs
 from attrs import field, frozen
 
-from ...spec.core import SpecError, check, check_eps, check_size
+from ...spec.errors import SpecError, check, check_eps, check_size
 from ...spec.kinds import HeadKind, Kind, of_role
 from ...spec.layout import Tokens
 from ...spec.vit import LOGITS, Norm, Output, Patchify

@@ -23,7 +23,7 @@ from typing import Any
 from ... import spec as specs
 from ...convert.common import ISOTROPIC_BODY, check_sinusoid, layer_norm_eps, qk_scale_refusal, released_block, side
 from ...convert.released import Released
-from . import spec as paper
+from . import spec as family_spec
 
 __all__ = ["T2T", "TOKENS_TYPES"]
 
@@ -47,7 +47,7 @@ def _refusals(a: dict[str, Any]) -> list[tuple[bool, str]]:
 def _spec(a: dict[str, Any], weights: Mapping | None = None) -> specs.Model:
     dim = a["embed_dim"]
     block = released_block(a, attn_drop=float(a["attn_drop_rate"]))
-    return specs.Model(embedder=paper.T2TEmbed(token_dim=a["token_dim"], block=a["tokens_type"]), block=block,
+    return specs.Model(embedder=family_spec.T2TEmbed(token_dim=a["token_dim"], block=a["tokens_type"]), block=block,
                        depth=a["depth"], dim=dim, num_classes=a["num_classes"], img_size=side(a["img_size"]),
                        in_chans=a["in_chans"], pos_embed="sincos1d", drop_path=float(a["drop_path_rate"]))
 

@@ -7,7 +7,7 @@ from torch import nn
 from ... import spec as specs
 from ...nn.context import BuildContext
 from ...nn.layers import AttentionCore, Linear
-from . import spec as paper
+from . import spec as family_spec
 from .ops import performer_attention, random_features, soft_split
 from .spec import SOFT_SPLITS
 
@@ -22,7 +22,7 @@ class TokenBlock(nn.Module):
     order k, q, v) and the fixed random features `w` (a buffer: loaded, never trained); transformer: `qkv` (no
     bias) and softmax attention at scale in_dim^-0.5."""
 
-    def __init__(self, spec: paper.T2TEmbed, ctx: BuildContext, in_dim: int):
+    def __init__(self, spec: family_spec.T2TEmbed, ctx: BuildContext, in_dim: int):
         super().__init__()
         dim, self.performer = spec.token_dim, spec.block == "performer"
         self.norm1 = nn.LayerNorm(in_dim, eps=T2T_EPS)
@@ -54,7 +54,7 @@ class TokenBlock(nn.Module):
 class T2TEmbed(nn.Module):
     """Soft split -> [token block -> restructurize (Eq. 2) -> soft split] x 2 -> Linear to the width (Sec. 3.1)."""
 
-    def __init__(self, spec: paper.T2TEmbed, ctx: BuildContext):
+    def __init__(self, spec: family_spec.T2TEmbed, ctx: BuildContext):
         super().__init__()
         widths = spec.widths(ctx.in_chans)
         self.blocks = nn.ModuleList(TokenBlock(spec, ctx, w) for w in widths[:2])

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from attrs import field, frozen
 
-from ...spec.core import SpecError, check, check_size
+from ...spec.errors import SpecError, check, check_size
 from ...spec.kinds import EmbedderKind
 from ...spec.layout import Tokens
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ...extras import needs
-from ...spec.core import file_kind, show
+from ...spec.errors import file_kind, show
 from .registry import DataError
 
 __all__ = ["MAX_FILES", "hub_id", "image_columns", "open_splits", "split_files"]

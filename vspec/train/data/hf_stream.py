@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ...spec.core import show_key
+from ...spec.errors import show_key
 from .hf import image_columns
 from .registry import DataError, Request, open_regular
 from .shards import ShardStream

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 from ...extras import needs
-from ...spec.core import file_kind, show
+from ...spec.errors import file_kind, show
 from .pack import FORMAT, SPLITS, is_shard_name
 from .registry import DataError
 

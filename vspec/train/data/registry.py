@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from ...spec import families
-from ...spec.core import file_kind
+from ...spec.errors import file_kind
 from ..validators import text_columns
 
 __all__ = ["BUILTIN", "DataError", "DataSet", "HF", "IMAGE_METRICS", "MODALITIES", "OPTIONS", "Request", "entry",

@@ -30,7 +30,7 @@ class Splits:
     val: Any
     num_classes: int
     collate: Callable | None = None
-    path: Any = None
+    input_path: Any = None
     task: Any = None
     tokenizer: dict[str, str] | None = None
 

@@ -23,7 +23,7 @@ __all__ = ["ImageTask"]
 
 class ImageTask:
     """Images and their labels: top-1 / top-5, the best kept by top-1, the EMA's top-1 beside. Its input path
-    (`self.path`, vspec/train/data/pipelines.py) is chosen once: host, normalised or decoded on the device."""
+    (`self.input_path`, vspec/train/data/pipelines.py) is chosen once: host, normalised or decoded on the device."""
 
     unit = "img"
     score_key = "val_top1"
@@ -32,7 +32,7 @@ class ImageTask:
     def __init__(self, cfg, spec, splits: Splits, dist, device: torch.device, ckpt=None):
         self.cfg, self.spec, self.recipe, self.dist, self.device = cfg, spec, cfg.recipe, dist, device
         self.inputs = cfg.data.inputs or {}
-        self.path = splits.path
+        self.input_path = splits.input_path
 
     @classmethod
     def read(cls, cfg, spec, dist, device: torch.device, ckpt=None) -> Splits:
@@ -42,24 +42,24 @@ class ImageTask:
         inputs, way = cfg.data.inputs or {}, input_way(cfg.run, device)
         train, val, num_classes = image_splits(cfg, spec, cfg.recipe, way, inputs)
         path, train, collate = input_path(cfg.run, cfg.recipe, spec, inputs, dist.rank, device, train, cfg.data.name)
-        return Splits(train, val, num_classes, collate, path=path)
+        return Splits(train, val, num_classes, collate, input_path=path)
 
     @property
     def in_workers(self) -> bool:
         """The loader's workers make the training batches ready on the device (--decode-in workers)."""
-        return self.path.in_workers
+        return self.input_path.in_workers
 
     def prepare(self, batch: torch.Tensor, train: bool) -> torch.Tensor:
         """A batch of the loader on the device, ready for the model (the input path's)."""
-        return self.path.prepare(batch, train)
+        return self.input_path.prepare(batch, train)
 
     def transfer(self, batch):
         """A training batch of the loader moved to the device ahead of `batches` (`Prefetcher`, on CUDA)."""
-        return self.path.transfer(batch)
+        return self.input_path.transfer(batch)
 
     def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
         """The loader's batches (from batch `start` of `epoch`) ready on the device: (images, target)."""
-        return self.path.batches(loader, train, epoch, start)
+        return self.input_path.batches(loader, train, epoch, start)
 
     def init_model(self, model: nn.Module) -> None:
         """A fresh run's starting weights beyond the spec's initialisation: an image model has none of its own."""

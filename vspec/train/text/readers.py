@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...spec.core import cause
+from ...spec.errors import cause
 from ..data.registry import DataError, Request
 
 __all__ = ["ENTAIL", "Example", "GLUE", "MAX_FIELD", "PAIR", "RT_FILE", "RT_LABELS", "RT_VAL", "Task", "glue",

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ...extras import needs
-from ...spec.core import cause
+from ...spec.errors import cause
 from ..data.registry import DataError
 from .readers import Example
 from .wordpiece import learn, word_counts

@@ -11,7 +11,7 @@ from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
 import vspec
 from vspec.cli.train import main as train_main
 from vspec.compiler import weights
-from vspec.nn.heads import HeadOutput, as_outputs, head_loss
+from vspec.nn.head_outputs import HeadOutput, as_outputs, head_loss
 from vspec.spec import MHSA, Block, ClassTokenHead, DenseAux, Model, Output, PatchEmbed, SpecError
 from vspec.train import engine
 

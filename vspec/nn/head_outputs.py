@@ -66,7 +66,7 @@ def as_outputs(out: torch.Tensor | tuple[HeadOutput, ...]) -> tuple[HeadOutput, 
         return (HeadOutput(out),)
     if not out or not all(isinstance(o, HeadOutput) for o in out):
         raise TypeError("a head returns a logits tensor or a tuple of HeadOutput in training "
-                        f"(vspec/nn/heads.py), got {type(out).__name__}")
+                        f"(vspec/nn/head_outputs.py), got {type(out).__name__}")
     return tuple(out)
 
 
