@@ -14,7 +14,7 @@ from .. import spec as specs
 from .context import BuildContext
 from .layers import DropPath, LayerScale, make_norm, maybe
 
-__all__ = ["Block", "Carry", "NO_STATE", "PostNormBlock", "Stage"]
+__all__ = ["Block", "Carry", "NO_STATE", "PostNormBlock", "Stage", "running_statistics_kept"]
 NO_STATE: Mapping[str, torch.Tensor] = {}  # never changed: every block builds the state it hands on anew
 
 class Carry(NamedTuple):
@@ -142,13 +142,13 @@ class Stage(nn.Module):
         """`block(x, state, mask=mask, causal=causal)`; with `grad_checkpointing` while autograd records, under
         activation checkpointing: only the block's inputs are kept for the backward pass, which runs the block
         again to get the rest: the same random draws (dropout, drop path), and its BatchNorms' running statistics
-        updated once, by the forward pass (`_running_statistics_kept`; compiled, the recomputation is the
+        updated once, by the forward pass (`running_statistics_kept`; compiled, the recomputation is the
         compiler's, which runs a graph's buffer updates once)."""
         if self.grad_checkpointing and torch.is_grad_enabled():
             if torch.compiler.is_compiling():
                 return checkpoint(block, x, state, mask=mask, causal=causal, use_reentrant=False)
             return checkpoint(block, x, state, mask=mask, causal=causal, use_reentrant=False,
-                              context_fn=lambda: (contextlib.nullcontext(), _running_statistics_kept(block)))
+                              context_fn=lambda: (contextlib.nullcontext(), running_statistics_kept(block)))
         return block(x, state, mask=mask, causal=causal)
 
 
@@ -165,7 +165,7 @@ _BATCH_STATISTICS = ("running_mean", "running_var", "num_batches_tracked")
 
 
 @contextlib.contextmanager
-def _running_statistics_kept(module: nn.Module) -> Iterator[None]:
+def running_statistics_kept(module: nn.Module) -> Iterator[None]:
     """Inside, every BatchNorm of `module` updates copies of its running statistics, dropped on leaving: it
     normalises by the same batch statistics and autograd saves the same tensors as in the forward pass (turning
     `track_running_stats` off would save fewer, which checkpoint refuses), and SoT's `masked_batch_norm`, which
