@@ -12,7 +12,8 @@ Counts, over the package's modules:
   - the public functions (top-level, named in `__all__`, or not starting with `_` where a module has none) taking
     parameters whose docstring has no `Args:` block;
   - functions and methods longer than --long lines (their `def` to their last line), each named with --list, and
-    those whose docstring does not say why ("long because").
+    those whose docstring does not say why ("long because");
+  - the public modules without `__all__`, and the public top-level definitions a module's `__all__` leaves out.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def figures(package: Path, long: int = 60) -> dict:
     """The counts above for the modules under `package`."""
     out = {"modules": 0, "with_all": 0, "public_defs": 0, "public_assigned": 0, "undocumented": [],
            "undocumented_methods": [], "args_blocks": 0, "no_args": [], "long": [], "long_unexplained": [],
-           "without_all": []}
+           "without_all": [], "unlisted": []}
     for path in sorted(package.rglob("*.py")):
         where = str(path.relative_to(package.parent))
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -88,6 +89,7 @@ def figures(package: Path, long: int = 60) -> dict:
                 out[key].append(f"{where}:{name}")
             elif "Args:" in doc:
                 out["args_blocks"] += 1
+        out["unlisted"] += [f"{where}:{n.name}" for n in defined if listed is not None and n.name not in listed]
         for node in defined:
             if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (listed is None or node.name in listed)
                     and _parameters(node) and "Args:" not in (ast.get_docstring(node) or "")):
@@ -121,6 +123,8 @@ def main(argv=None) -> dict:
             print(f"  no Args:      {name}")
         for name in f["without_all"]:
             print(f"  no __all__    {name}")
+        for name in f["unlisted"]:
+            print(f"  not in __all__ {name}")
     return f
 
 

@@ -79,7 +79,9 @@ def test_the_house_figures_count_what_a_reader_meets(tmp_path):
     assert f["undocumented"] == ["pkg/m.py:g"] and f["undocumented_methods"] == ["pkg/m.py:C.run"]
     assert f["args_blocks"] == 2 and f["long"] == [("pkg/m.py:g", 62), ("pkg/m.py:k", 67)]
     assert f["no_args"] == ["pkg/m.py:h"] and f["long_unexplained"] == ["pkg/m.py:g"]
-    assert f["without_all"] == ["pkg/m.py"]
+    assert f["without_all"] == ["pkg/m.py"] and f["unlisted"] == []
+    (pkg / "__init__.py").write_text('__all__ = ["f"]\n\n\ndef f():\n    """Doc."""\n\n\nclass D:\n    """Doc."""\n')
+    assert figures(pkg)["unlisted"] == ["pkg/__init__.py:D"]
 
 
 CORE = ("spec", "nn", "ops", "convert", "compiler.py", "profiler.py")  # docs/design.md, Layout: the core

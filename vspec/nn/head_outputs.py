@@ -70,7 +70,7 @@ def as_outputs(out: torch.Tensor | tuple[HeadOutput, ...]) -> tuple[HeadOutput, 
     return tuple(out)
 
 
-def output_loss(criterion: Callable, output: HeadOutput, target: torch.Tensor) -> torch.Tensor:
+def _output_loss(criterion: Callable, output: HeadOutput, target: torch.Tensor) -> torch.Tensor:
     """criterion(logits, target) for a sample output; for a tokens output (B, N, C), over every token
     with the sample's target (B,) or soft target (B, C) repeated N times. A sample output with a MixToken box
     takes its target mixed by the box's lam: a soft target (B, C) through `criterion`, hard labels (B,) as one-hot
@@ -120,7 +120,7 @@ def head_loss(criterion: Callable, out: torch.Tensor | tuple[HeadOutput, ...], t
                          "forward does not return (set Model.attention_maps)")
     if target.dim() == 3 or pooled:
         return _relabel_loss(criterion, outs, target, pooled, maps if n_comn is not None else None, n_comn)
-    loss = sum(o.weight * output_loss(criterion, o, target) for o in outs)
+    loss = sum(o.weight * _output_loss(criterion, o, target) for o in outs)
     if n_comn is None:
         return loss
     return loss + cos_reg_term(maps, n_comn)

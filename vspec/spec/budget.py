@@ -194,7 +194,7 @@ def size(n: int) -> str:
     return f"{n} bytes"
 
 
-def check_representable(largest: int) -> None:
+def _check_representable(largest: int) -> None:
     """Refuse a model one of whose tensors torch cannot even describe (2**63 bytes or more).
 
     Args:
@@ -221,7 +221,7 @@ def check(spec: Model, batch: int = 1, *, weights: WeightBytes | None = None, ti
         what: what needs the memory, as the message says it ("building it").
     """
     work, largest = activations(spec, max(batch, 1))
-    check_representable(max(largest, weights.largest if weights is not None else 0))
+    _check_representable(max(largest, weights.largest if weights is not None else 0))
     free = available() if free is ... else free
     held = 0 if weights is None else weights.distinct if tied else weights.params
     parts = {"weights": held, f"for a forward pass at batch {batch}": work if batch else 0,

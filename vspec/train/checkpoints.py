@@ -64,7 +64,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(cuda)
 
 
-def check_rng_state(state: dict[str, Any], file: Path) -> None:
+def _check_rng_state(state: dict[str, Any], file: Path) -> None:
     """Refuse RNG states that set_rng_state would fail on: each is set on a scratch generator.
 
     Args:
@@ -124,7 +124,7 @@ def _check_run_fields(ckpt: dict[str, Any], path: Path, task_type=None) -> None:
     if not (isinstance(rng.get("torch"), torch.Tensor) and isinstance(rng.get("numpy"), dict)
             and isinstance(rng.get("python"), (tuple, list)) and len(rng["python"]) == 3):
         raise CheckpointError(path, "the checkpoint's 'rng' is not the RNG states vspec saves")
-    check_rng_state(rng, path)
+    _check_rng_state(rng, path)
     loss = ckpt.get("epoch_loss", (0.0, 0))
     if not (len(loss) == 2 and _number(loss[0]) and isinstance(loss[1], int) and not isinstance(loss[1], bool)
             and loss[1] >= 0):
