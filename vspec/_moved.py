@@ -186,7 +186,11 @@ NAMES = {old: _now(new) for old, new in NAMES.items()}
 
 
 def resolve(path: str):
-    """The object a dotted name names (its longest importable prefix, then attributes); "f()" is f's value."""
+    """The object a dotted name names (its longest importable prefix, then attributes); "f()" is f's value.
+
+    Args:
+        path: the dotted name, e.g. "vspec.weights.cache.hf_cache" (or one ending in "()").
+    """
     if path.endswith("()"):
         return resolve(path[:-2])()
     parts = path.split(".")
@@ -211,7 +215,12 @@ def _warn(old: str, new: str, stacklevel: int) -> None:
 
 def moved(owner: str, name: str):
     """`owner.name` where it is an old name of the table: warn and return what it is now; otherwise AttributeError.
-    For an old package's or module's `__getattr__` (the warning points at the caller of that `__getattr__`)."""
+    For an old package's or module's `__getattr__` (the warning points at the caller of that `__getattr__`).
+
+    Args:
+        owner: the module asked (its `__name__`).
+        name: the attribute asked of it.
+    """
     old = f"{owner}.{name}"
     if old in NAMES:
         _warn(old, NAMES[old], 3)
