@@ -12,7 +12,7 @@ import torch
 
 import vspec
 from vspec.factory import FeatureModel, register_timm
-from vspec.nn.model import PrunedHead
+from vspec.nn.vit import PrunedHead
 from vspec.spec import SpecError, load_spec, override, to_json
 from vspec.weights.checkpoint import CheckpointError
 

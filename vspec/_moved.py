@@ -74,6 +74,9 @@ _DATA_MODULES = {"datasets": "registry", "gpu_data": "device_decode", "device_au
 # vspec/train/tasks.py's helpers -> the modules they went to
 _TASKS = {"losses": "RegressionLoss make_criterion", "evaluate": "evaluate evaluate_text forward to_device",
           "token_labels.maps": "token_grid"}
+# issue 62 (the surface): vspec/train/data/device_augment.py's PIL ops -> vspec/train/data/pil_ops.py
+_PIL_OPS = ("apply_lut autocontrast autocontrast_lut brightness color contrast equalize equalize_lut invert posterize "
+            "sharpness solarize solarize_add")
 
 MODULES = {
     "vspec.cli_common": "vspec.cli.common",
@@ -166,6 +169,8 @@ NAMES = {
     "vspec.spec.budget.Weights": "vspec.spec.budget.WeightBytes",
     "vspec.convert.released.Weights": "vspec.convert.released.StateDict",
     "vspec.train.validators.cores": "vspec.train.validators.cpu_count",
+    # issue 62 (the surface): PIL's point and enhance ops on tensors, out of the device augmentations' module
+    **{f"vspec.train.data.device_augment.{n}": f"vspec.train.data.pil_ops.{n}" for n in _PIL_OPS.split()},
 }
 
 
@@ -186,7 +191,11 @@ NAMES = {old: _now(new) for old, new in NAMES.items()}
 
 
 def resolve(path: str):
-    """The object a dotted name names (its longest importable prefix, then attributes); "f()" is f's value."""
+    """The object a dotted name names (its longest importable prefix, then attributes); "f()" is f's value.
+
+    Args:
+        path: the dotted name, e.g. "vspec.weights.cache.hf_cache" (or one ending in "()").
+    """
     if path.endswith("()"):
         return resolve(path[:-2])()
     parts = path.split(".")
@@ -211,7 +220,12 @@ def _warn(old: str, new: str, stacklevel: int) -> None:
 
 def moved(owner: str, name: str):
     """`owner.name` where it is an old name of the table: warn and return what it is now; otherwise AttributeError.
-    For an old package's or module's `__getattr__` (the warning points at the caller of that `__getattr__`)."""
+    For an old package's or module's `__getattr__` (the warning points at the caller of that `__getattr__`).
+
+    Args:
+        owner: the module asked (its `__name__`).
+        name: the attribute asked of it.
+    """
     old = f"{owner}.{name}"
     if old in NAMES:
         _warn(old, NAMES[old], 3)

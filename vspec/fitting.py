@@ -26,22 +26,22 @@ import itertools
 import math
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from .search_ranges import FloatRange, WithValue, size
 from .spec import Model, SpecError, load_spec, override, to_json, to_toml
 from .spec.errors import printable, show
 from .spec.load import WRITTEN_WHEN_SET, parse_value
 from .spec.serialize import to_dict
 
-__all__ = [
-    "BLOCKS_PER_CANDIDATE", "Candidate", "DIM_STEP", "FitError", "FitResult", "FloatRange", "MAX_CANDIDATES",
-    "PART_COST", "WithValue", "axes", "check_search", "check_size", "default_vary", "deviation", "fit", "parse_amount",
-    "search_size", "size", "table", "write",
-]
+__all__ = ["BLOCKS_PER_CANDIDATE", "Candidate", "DIM_STEP", "FitError", "FitResult", "MAX_CANDIDATES", "PART_COST",
+           "axes", "check_search", "check_size", "default_vary", "deviation", "fit", "parse_amount", "search_size",
+           "table", "write"]
+
 _SUFFIXES = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 DIM_STEP = 8
 # the largest search by default: every one-stage preset's default grid (at most 9,264 candidates: BERT-L, GPT-2 M)
@@ -128,60 +128,6 @@ def _field(spec: Model, key: str) -> Any:
     return tree
 
 
-class FloatRange(Sequence):
-    """`lo, lo + step, ...` (`size` values, each rounded to 10 decimals), never listed: LOW:HIGH:STEP of floats."""
-
-    def __init__(self, lo: float, step: float, size: int):
-        self.lo, self.step, self.size = lo, step, size
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self.size))]
-        if not -self.size <= i < self.size:
-            raise IndexError(i)
-        return round(self.lo + (i % self.size) * self.step, 10)
-
-    def __repr__(self) -> str:
-        return f"FloatRange({self.lo!r}, {self.step!r}, {self.size})"
-
-
-class WithValue(Sequence):
-    """A range with one value more (a width off the step), in order; never listed."""
-
-    def __init__(self, values: range, value: int):
-        self.values, self.value, self.size = values, value, size(values) + 1
-        self.at = size(range(values.start, value, values.step)) if value > values.start else 0
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        i = i + len(self) if i < 0 else i
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        return self.values[i] if i < self.at else self.value if i == self.at else self.values[i - 1]
-
-    def __iter__(self) -> Iterator[int]:
-        yield from self.values[:self.at]
-        yield self.value
-        yield from self.values[self.at:]
-
-    def __contains__(self, v) -> bool:
-        return v == self.value or v in self.values
-
-
-def size(values: Sequence) -> int:
-    """How many values an axis has (a range's length even past sys.maxsize)."""
-    if isinstance(values, range):
-        return max(0, (values.stop - values.start + values.step - 1) // values.step)  # a positive step
-    return values.size if isinstance(values, (FloatRange, WithValue)) else len(values)
-
-
 def _number(key: str, text: str, part: str, kind: type) -> Any:
     """One bound or step of LOW:HIGH[:STEP]: ASCII digits only (int() would take '١٢'), finite."""
     try:
@@ -262,7 +208,11 @@ def axes(spec: Model, vary: Sequence[str]) -> dict[str, Sequence[Any]]:
 
 def default_vary(spec: Model) -> list[str]:
     """The width, then the depth: `dim` and `depth` of a one-stage spec; every stage's `dim` and `depth` of a
-    staged one would be a large grid, so those must be named."""
+    staged one would be a large grid, so those must be named.
+
+    Args:
+        spec: the spec searched (one stage).
+    """
     if len(spec.stages) != 1:
         raise FitError("a spec of several stages: name the fields to vary (e.g. --vary stages.2.depth,embedder.dim)")
     return ["dim", "depth"]
@@ -352,7 +302,13 @@ def _amount_int(n: int) -> str:
 
 
 def deviation(params: int, macs: int, target: dict[str, float]) -> float:
-    """The relative distance of (params, macs) from the target: of the one count it names, or the larger of two."""
+    """The relative distance of (params, macs) from the target: of the one count it names, or the larger of two.
+
+    Args:
+        params: the variant's parameter count.
+        macs: its MACs.
+        target: `{"params": ..., "macs": ...}`, one or both.
+    """
     devs = [(params - target["params"]) / target["params"]] if "params" in target else []
     devs += [(macs - target["macs"]) / target["macs"]] if "macs" in target else []
     return max(devs, key=abs)

@@ -169,7 +169,11 @@ def running_statistics_kept(module: nn.Module) -> Iterator[None]:
     """Inside, every BatchNorm of `module` updates copies of its running statistics, dropped on leaving: it
     normalises by the same batch statistics and autograd saves the same tensors as in the forward pass (turning
     `track_running_stats` off would save fewer, which checkpoint refuses), and SoT's `masked_batch_norm`, which
-    updates them by hand, is covered too. checkpoint's recomputation context."""
+    updates them by hand, is covered too. checkpoint's recomputation context.
+
+    Args:
+        module: the module whose BatchNorms' running statistics are kept.
+    """
     kept = [(m._buffers, name, m._buffers[name]) for m in module.modules()
             if isinstance(m, nn.modules.batchnorm._BatchNorm) for name in _BATCH_STATISTICS
             if m._buffers.get(name) is not None]

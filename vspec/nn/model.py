@@ -22,8 +22,9 @@ from .inputs import TokenInputs, inputs_of
 from .layers import Component, make_norm
 from .mix_token import BoxDraw, TokenBox, draw_box, swap_box
 from .outputs import hf_output
+from .vit import PrunedHead
 
-__all__ = ["Part", "PrunedHead", "Transformer", "example_input"]
+__all__ = ["Part", "Transformer", "example_input"]
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,7 @@ class Transformer(nn.Module):
 
     @pretrained_cfg.setter
     def pretrained_cfg(self, cfg: dict) -> None:
+        """Record the inputs of the weights the model now holds (a dict as timm's)."""
         self.__dict__["_pretrained_cfg"] = cfg
 
     default_cfg = pretrained_cfg
@@ -206,6 +208,7 @@ class Transformer(nn.Module):
                                          (r"^norm\.", (99999,))]}
 
     def no_weight_decay(self) -> set[str]:
+        """timm's: the parameters kept out of weight decay (class token, position table, the components' own)."""
         names = {name for name in ("pos_embed", "cls_token") if isinstance(getattr(self, name), nn.Parameter)}
         for prefix, m in self.named_modules():
             if isinstance(m, Component):
@@ -219,6 +222,7 @@ class Transformer(nn.Module):
         return self.head.classifier()
 
     def reset_classifier(self, num_classes: int) -> None:
+        """timm's: a new classifier of `num_classes` outputs (0: none), initialised as the spec's `init` says."""
         new = self.head.reset(num_classes)
         self.num_classes = num_classes
         self.spec = attrs.evolve(self.spec, num_classes=num_classes)
@@ -421,23 +425,18 @@ class Transformer(nn.Module):
         return take
 
 
-class PrunedHead(nn.Module):
-    """What `prune_intermediate_layers(prune_head=True)` leaves of the head: the tokens, unchanged."""
-
-    def forward(self, x: torch.Tensor, pre_logits: bool = False, mask=None, state=None) -> torch.Tensor:
-        return x
-
-    def classifier(self) -> nn.Module:
-        return nn.Identity()
-
-    def reset(self, num_classes: int) -> list[nn.Module]:
-        raise ValueError("reset_classifier: the head was pruned (prune_intermediate_layers); build the model again")
-
-
 def example_input(spec: specs.Model, batch: int = 1, *, dtype: torch.dtype | None = None,
                   generator: torch.Generator | None = None, device: torch.device | str | None = None) -> torch.Tensor:
     """A random batch that `spec`'s model takes: N(0, 1) images (B, C, H, W) in `dtype`, or a text body's token
-    ids (B, seq_len), int64 whatever `dtype` says (vspec.nn.inputs)."""
+    ids (B, seq_len), int64 whatever `dtype` says (vspec.nn.inputs).
+
+    Args:
+        spec: the model's spec.
+        batch: the batch size B.
+        dtype: the images' dtype; None: torch's default.
+        generator: the random generator; None: torch's global one.
+        device: where the batch is made; None: torch's default device.
+    """
     return inputs_of(spec).example(batch, dtype=dtype, generator=generator, device=device)
 
 

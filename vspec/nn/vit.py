@@ -1,6 +1,6 @@
 """The generic modules (ViT, DeiT, SimpleViT): patch embeddings, multi-head self-attention, MLP,
-class-token (with the dense auxiliary head) and average-pooling heads. Embedders map (B, C, H, W) ->
-tokens (B, N, dim); token mixers and heads take tokens."""
+class-token (with the dense auxiliary head) and average-pooling heads, and the head a pruned model keeps.
+Embedders map (B, C, H, W) -> tokens (B, N, dim); token mixers and heads take tokens."""
 
 from abc import abstractmethod
 
@@ -14,7 +14,7 @@ from .head_outputs import HeadOutput
 from .layers import AttentionCore, LayerScale, Linear, ProjectedAttention, make_norm, masked_mean, maybe, sdpa_masks
 from .mix_token import TokenBox, swap_box
 
-__all__ = ["ClassTokenHead", "GAPHead", "MHSA", "MLP", "PatchEmbed", "PoolHead", "SimplePatchEmbed"]
+__all__ = ["ClassTokenHead", "GAPHead", "MHSA", "MLP", "PatchEmbed", "PoolHead", "PrunedHead", "SimplePatchEmbed"]
 
 
 class PatchEmbed(nn.Module):
@@ -172,3 +172,19 @@ class GAPHead(PoolHead):
         """The mean of the grid's tokens (the real ones under `mask`), normed."""
         p = self.num_prefix_tokens
         return self.norm(masked_mean(x[:, p:], None if mask is None else mask[:, p:]))
+
+
+class PrunedHead(nn.Module):
+    """What `prune_intermediate_layers(prune_head=True)` leaves of the head: the tokens, unchanged."""
+
+    def forward(self, x: torch.Tensor, pre_logits: bool = False, mask=None, state=None) -> torch.Tensor:
+        """`x`, unchanged (the other arguments are those of a head, ignored)."""
+        return x
+
+    def classifier(self) -> nn.Module:
+        """No classifier: an identity."""
+        return nn.Identity()
+
+    def reset(self, num_classes: int) -> list[nn.Module]:
+        """Refused: a pruned head has no classifier to replace."""
+        raise ValueError("reset_classifier: the head was pruned (prune_intermediate_layers); build the model again")

@@ -18,7 +18,6 @@ previous release carry "tensor_sha256" instead, which covers the tensors only: i
 rest of such a file is taken as it is (re-save it to cover everything). A checksum is no signature:
 whoever edits a file on purpose can recompute it."""
 
-import json
 import warnings
 import zipfile
 from contextlib import contextmanager
@@ -31,19 +30,19 @@ from torch import nn
 
 from ..compiler import build, check_fit
 from ..compiler import weights as count
-from ..spec import Model, SpecError, budget, from_dict, from_json, to_json
+from ..spec import Model, SpecError, budget, from_json, to_json
 from ..spec.budget import nbytes, size
 from ..spec.errors import cause
-from ..spec.migrate import state_key_upgrade, upgrade, version_of
 from ..spec.weights import INPUTS
 from ..version import __version__
 from .checksum import CONTAINERS, checksum, children, tensor_checksum
 from .resample import resample_state
+from .upgrade import migrate_checkpoint
 
 __all__ = ["CHECKSUM", "CHUNK", "CheckpointError", "FINITE_CHECKED", "FORMAT", "MODEL_FIELDS", "OPTIONAL_FIELDS",
            "Scan", "TENSOR_CHECKSUM", "at_img_size", "check_checkpoint", "check_fields", "check_weights", "load_saved",
-           "load_weights", "migrate_checkpoint", "model_of", "nonfinite", "read", "read_checkpoint", "reading", "save",
-           "timm_cfg", "weights_cfg", "with_checksum"]
+           "load_weights", "model_of", "nonfinite", "read", "read_checkpoint", "reading", "save", "timm_cfg",
+           "weights_cfg", "with_checksum"]
 
 FORMAT = "vspec-checkpoint-1"
 CHECKSUM = "sha256"  # of everything in the file (`checksum`)
@@ -68,7 +67,10 @@ class CheckpointError(SpecError):
 @contextmanager
 def reading(file: str | Path):
     """An OSError while reading `file` (EIO of a special file, a name too long, a permission) as a one-line
-    CheckpointError naming it."""
+    CheckpointError naming it.
+
+    Args:
+        file: the file named in the error."""
     try:
         yield
     except OSError as e:
@@ -159,7 +161,10 @@ class Scan:
 
 
 def with_checksum(state: dict[str, Any]) -> dict[str, Any]:
-    """`state` plus the checksum of everything in it, for saving."""
+    """`state` plus the checksum of everything in it, for saving.
+
+    Args:
+        state: the checkpoint's entries (an old checksum in it is replaced)."""
     plain = {k: v for k, v in state.items() if k not in (CHECKSUM, TENSOR_CHECKSUM)}
     return {**plain, CHECKSUM: checksum(plain)}
 
@@ -180,30 +185,6 @@ def save(model: nn.Module, path: str | Path, spec: Model | None = None) -> Path:
                               "state_dict": model.state_dict(),
                               **({"pretrained_cfg": dict(cfg)} if cfg else {})}), path)
     return path
-
-
-def migrate_checkpoint(ckpt: dict[str, Any]) -> dict[str, Any]:
-    """A copy of the checkpoint with its spec in the current format version and its state dicts
-    ("state_dict", "ema") keyed as the current modules are (unchanged for a current checkpoint). An
-    upgrade that dropped weights lists their key prefixes under "dropped": an optimizer state saved
-    beside them no longer fits the model."""
-    try:
-        data = json.loads(ckpt["spec"])
-    except (TypeError, ValueError) as e:  # JSONDecodeError, or an int beyond Python's 4300 digits
-        raise SpecError("", f"the checkpoint's spec is not JSON: {cause(e)}") from None
-    except RecursionError:
-        raise SpecError("", "the checkpoint's spec is not JSON vspec reads: nested too deep") from None
-    if not isinstance(data, dict):
-        raise SpecError("", "the checkpoint's spec is not a JSON table")
-    version = version_of(data)
-    new, dropped = upgrade(data)
-    rename = state_key_upgrade(version, dropped)
-    out = {**ckpt, "spec": to_json(from_dict(new)), "dropped": dropped}
-    for name in ("state_dict", "ema"):
-        if isinstance(ckpt.get(name), dict):
-            out[name] = {new_key: value for key, value in ckpt[name].items()
-                         if (new_key := rename(key)) is not None}
-    return out
 
 
 def _type_names(types: tuple) -> str:
@@ -259,7 +240,10 @@ def _zip_records(path: Path) -> bool:
 
 def read(path: str | Path) -> dict[str, Any]:
     """The raw checkpoint dict, read with weights_only=True (a zip file memory-mapped, see `_zip_records`),
-    walked (`Scan`) and its checksum (when it has one) verified."""
+    walked (`Scan`) and its checksum (when it has one) verified.
+
+    Args:
+        path: the checkpoint file."""
     path = Path(path)
     with reading(path):
         if not path.is_file():
@@ -395,7 +379,10 @@ def _finite(t: torch.Tensor) -> bool:
 
 def nonfinite(weights: dict[str, torch.Tensor]) -> str | None:
     """The name of the first floating-point tensor in `weights` with a NaN or infinite entry, or None (float8 and
-    the other dtypes `isfinite` does not take are checked in float32, a chunk at a time)."""
+    the other dtypes `isfinite` does not take are checked in float32, a chunk at a time).
+
+    Args:
+        weights: a state dict."""
     return next((k for k, v in weights.items() if v.is_floating_point() and not _finite(v)), None)
 
 
@@ -436,30 +423,54 @@ def check_weights(own: dict[str, torch.Tensor], weights: dict[str, torch.Tensor]
 
 
 def load_weights(module: nn.Module, weights: dict[str, torch.Tensor], file: str | Path, what: str = "weights") -> None:
-    """module.load_state_dict(weights), or a CheckpointError (see `check_weights`)."""
+    """module.load_state_dict(weights), or a CheckpointError (see `check_weights`).
+
+    Args:
+        module: the module loaded.
+        weights: the state dict loaded into it.
+        file: the file named in the error.
+        what: what the weights are called in it.
+    """
     check_weights(module.state_dict(), weights, file, what)
     module.load_state_dict(weights)
 
 
 def weights_cfg(model: nn.Module) -> dict[str, Any] | None:
     """The model's pretrained_cfg where it gives the inputs of the weights the model holds (published ones, a run's),
-    for saving; None where it holds none, or only inputs its preset declares or vspec's default (`INPUTS`)."""
+    for saving; None where it holds none, or only inputs its preset declares or vspec's default (`INPUTS`).
+
+    Args:
+        model: the model saved."""
     cfg = getattr(model, "pretrained_cfg", None)
     return None if not cfg or INPUTS in cfg else cfg
 
 
 def timm_cfg(cfg: dict[str, Any]) -> dict[str, Any]:
-    """A stored pretrained_cfg as timm holds one on a model: sequences as tuples (JSON gave lists)."""
+    """A stored pretrained_cfg as timm holds one on a model: sequences as tuples (JSON gave lists).
+
+    Args:
+        cfg: the pretrained_cfg as read from a checkpoint or config.json."""
     return {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()}
 
 
 def model_of(ckpt: dict[str, Any], file: str | Path) -> nn.Module:
-    """The model a checked checkpoint dict (`check_checkpoint`) describes, with its weights."""
+    """The model a checked checkpoint dict (`check_checkpoint`) describes, with its weights.
+
+    Args:
+        ckpt: the checked checkpoint dict.
+        file: the file named in errors.
+    """
     return load_saved(build(from_json(ckpt["spec"])), ckpt, file)
 
 
 def load_saved(model: nn.Module, ckpt: dict[str, Any], file: str | Path) -> nn.Module:
-    """`model` with a checked checkpoint dict's weights (`load_weights`) and the pretrained_cfg it records."""
+    """`model` with a checked checkpoint dict's weights (`load_weights`) and the pretrained_cfg it records.
+
+    Args:
+        model: the model built from the checkpoint's spec.
+        ckpt: the checked checkpoint dict.
+        file: the file named in errors.
+    """
     load_weights(model, ckpt["state_dict"], file)
     if ckpt.get("pretrained_cfg"):
         model.pretrained_cfg = timm_cfg(ckpt["pretrained_cfg"])

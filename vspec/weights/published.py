@@ -179,7 +179,13 @@ def load_into(model: nn.Module, name_or_path: str | Path | Published,
 def tokenizer_path(text: str | None, name_or_path: str | Path | None = None,
                    pretrained: bool | str = False) -> str | None:
     """A `--tokenizer` value as a local folder: `hf:<repo id>` fetched (`tokenizer_folder`), a folder as given;
-    None with `pretrained`: the tokenizer of the preset's weights entry (`PublishedWeights.tokenizer`), else None."""
+    None with `pretrained`: the tokenizer of the preset's weights entry (`PublishedWeights.tokenizer`), else None.
+
+    Args:
+        text: the `--tokenizer` value (`hf:<repo id>` or a folder), or None.
+        name_or_path: the preset (or its .py file) whose weights' tokenizer a None `text` takes, or None.
+        pretrained: False, True (the default tag) or a tag: the weights whose tokenizer is taken.
+    """
     if text is None and pretrained and name_or_path is not None:
         repo = pick(name_or_path, pretrained)[3].tokenizer
         return str(tokenizer_folder(repo)) if repo else None
@@ -190,5 +196,9 @@ def tokenizer_path(text: str | None, name_or_path: str | Path | None = None,
 
 def params(model: nn.Module) -> int:
     """Parameters as a PublishedWeights entry counts them: every one the model holds (trainable or not), tied ones
-    once."""
+    once.
+
+    Args:
+        model: the model counted.
+    """
     return sum(p.numel() for p in model.parameters())

@@ -19,7 +19,7 @@ from torchvision import transforms
 from torchvision.transforms import functional as TF
 
 from tests.helpers.stats import assert_rate, assert_same_law, assert_same_rate
-from vspec.train.data import device_augment
+from vspec.train.data import device_augment, pil_ops
 from vspec.train.data.transforms import _posterize
 
 CONFIG = "rand-m9-mstd0.5-inc1"  # DeiT's
@@ -314,7 +314,7 @@ def test_point_ops_match_pil_exactly(name, reference, values):
     solarize at > for >=, posterize keeping the low bits."""
     images = _images(30)
     x = _tensor(images)
-    fn = getattr(device_augment, name)
+    fn = getattr(pil_ops, name)
     for v in values:
         out = fn(x.clone(), torch.full((len(x),), float(v or 0)))
         for i, img in enumerate(images):
@@ -332,7 +332,7 @@ def test_enhance_ops_within_one_level(name):
     (not ITU-R 601 weights), a contrast mean of the colour image, sharpness' border smoothed."""
     images = _images(8)
     x = _tensor(images)
-    fn = getattr(device_augment, name)
+    fn = getattr(pil_ops, name)
     reference = getattr(timm_aa, name)
     for f in (0.0, 0.1, 0.55, 1.0, 1.37, 1.9):
         out = fn(x.clone(), torch.full((len(x),), f))

@@ -23,7 +23,15 @@ _CROP_PCT = {"lvvit_t": 0.9, "lvvit_s": 0.9, "lvvit_m": 1.0, "lvvit_l": 1.0}
 
 
 def released(factory: str, file: str, params: int, top1: float, img_size: int = 224) -> PublishedWeights:
-    """The PublishedWeights entry of one release file (`file`: its path under RELEASES) of `factory` at `img_size`."""
+    """The PublishedWeights entry of one release file of `factory`.
+
+    Args:
+        factory: the official factory's name (a FACTORIES key, e.g. "lvvit_s").
+        file: the file's path under the release URL.
+        params: the weights' parameter count.
+        top1: the ImageNet-1k top-1 the README gives (%).
+        img_size: the image size the weights were trained at.
+    """
     return PublishedWeights(
         source=Url(_RELEASES + file), converter="lvvit", params=params, licence="Apache-2.0",
         score=f"ImageNet-1k top-1 {top1} (TokenLabeling README)",

@@ -19,11 +19,12 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..._moved import moved as _moved
+from . import pil_ops
 from .registry import DataError
 
-__all__ = ["ColorJitter", "LEVEL_DENOM", "RandAugment", "affine", "apply_lut", "autocontrast", "autocontrast_lut",
-           "box_mask", "brightness", "color", "contrast", "crop_boxes", "equalize", "equalize_lut", "erase_boxes",
-           "invert", "posterize", "rotate", "sharpness", "solarize", "solarize_add", "to"]
+__all__ = ["ColorJitter", "LEVEL_DENOM", "RandAugment", "affine", "box_mask", "crop_boxes", "erase_boxes", "rotate",
+           "to"]
 
 LEVEL_DENOM = 10.0  # timm's 'Mx' magnitude scale: level = magnitude / 10
 
@@ -128,129 +129,6 @@ def box_mask(boxes: torch.Tensor, h: int, w: int, device) -> torch.Tensor:
     return (inside_y[:, :, None] & inside_x[:, None, :])[:, None]
 
 
-# ------------------------------------------------------------------------------------ PIL's ops on tensors
-def _q(x: torch.Tensor) -> torch.Tensor:
-    """Back to whole values in 0..255 (PIL's uint8)."""
-    return x.round_().clamp_(0, 255)
-
-
-def _gray(x: torch.Tensor) -> torch.Tensor:
-    """PIL's convert('L'): (R * 299 + G * 587 + B * 114) / 1000, rounded; one channel stays as it is."""
-    if x.shape[1] == 1:
-        return x
-    return torch.floor((x[:, 0:1] * 19595 + x[:, 1:2] * 38470 + x[:, 2:3] * 7471 + 0x8000) / 65536)
-
-
-def _blend(degenerate: torch.Tensor, x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """PIL's ImageEnhance (Image.blend): degenerate + factor * (x - degenerate) per sample, in float32 and
-    truncated to whole values as PIL's C code does (rounding would sit half a level above PIL on average)."""
-    f = factor.to(x.device, torch.float32).view(-1, 1, 1, 1)
-    return (degenerate.float() + f * (x.float() - degenerate.float())).floor_().clamp_(0, 255).to(x.dtype)
-
-
-def _smooth(x):
-    """PIL's SMOOTH filter (3 x 3, centre 5, others 1, / 13), rounded; the border keeps its pixels."""
-    k = torch.ones(3, 3, device=x.device, dtype=x.dtype)
-    k[1, 1] = 5
-    c = x.shape[1]
-    smooth = _q(F.conv2d(x, (k / 13).expand(c, 1, 3, 3), padding=1, groups=c))
-    border = torch.ones_like(x[:1, :1], dtype=torch.bool)
-    border[..., 1:-1, 1:-1] = False
-    return torch.where(border, x, smooth)
-
-
-# the image each ImageEnhance op blends from (PIL's): greyscale, its rounded mean, black, smoothed
-_DEGENERATE = {"Color": lambda x: _gray(x).expand_as(x),
-               "Contrast": lambda x: torch.floor(_gray(x).mean((1, 2, 3), keepdim=True) + 0.5).expand_as(x),
-               "Brightness": torch.zeros_like, "Sharpness": _smooth}
-
-
-def color(x, f):
-    """PIL's ImageEnhance.Color of images `x` by each sample's factor `f` (N,): blended with its greyscale."""
-    return _blend(_DEGENERATE["Color"](x), x, f)
-
-
-def contrast(x, f):
-    """PIL's ImageEnhance.Contrast of images `x` by each sample's factor `f` (N,): blended with its greyscale's
-    rounded mean."""
-    return _blend(_DEGENERATE["Contrast"](x), x, f)
-
-
-def brightness(x, f):
-    """PIL's ImageEnhance.Brightness of images `x` by each sample's factor `f` (N,): blended with black."""
-    return _blend(_DEGENERATE["Brightness"](x), x, f)
-
-
-def sharpness(x, f):
-    """PIL's ImageEnhance.Sharpness of images `x` by each sample's factor `f` (N,): blended with its smoothed
-    self."""
-    return _blend(_DEGENERATE["Sharpness"](x), x, f)
-
-
-def apply_lut(x: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
-    """Each channel's values of images `x` looked up in its table of `lut` (N, C, 256)."""
-    n, c = x.shape[:2]
-    return lut.to(x.dtype).gather(2, x.reshape(n, c, -1).long()).view_as(x)
-
-
-def autocontrast_lut(x):
-    """ImageOps.autocontrast (no cutoff) of images `x` as a table per channel: stretched to 0..255 (truncated),
-    flat channels kept; rounded as PIL's int(ix * scale + offset) in float64 (int((ix - lo) * scale) truncates some
-    values one higher)."""
-    lo, hi = x.amin((2, 3)).double()[..., None], x.amax((2, 3)).double()[..., None]
-    ramp = torch.arange(256, dtype=torch.float64, device=x.device).expand(*x.shape[:2], 256)
-    scale = torch.full_like(hi, 255.0) / (hi - lo).clamp(min=1)  # a true division (255.0 / t is 255 * (1 / t))
-    return torch.where(hi > lo, torch.floor((ramp * scale - lo * scale).clamp(0, 255)), ramp)
-
-
-def autocontrast(x, _=None):
-    """PIL's ImageOps.autocontrast of images `x` per sample and channel (`autocontrast_lut`; `_`: no argument)."""
-    return apply_lut(x, autocontrast_lut(x))
-
-
-def equalize_lut(x):
-    """ImageOps.equalize of images `x` as a table per channel: lut[i] = (step // 2 + pixels below i) // step,
-    step = (pixels - the count of the last value present) // 255; a channel with one value (or step 0) is kept."""
-    n, c = x.shape[:2]
-    v = x.reshape(n * c, -1).long()
-    hist = torch.zeros(n * c, 256, dtype=torch.long, device=x.device).scatter_add_(1, v, torch.ones_like(v))
-    last = hist.gather(1, v.amax(1, keepdim=True))
-    step = (v.shape[1] - last) // 255
-    below = hist.cumsum(1) - hist
-    lut = ((step // 2 + below) // step.clamp(min=1)).clamp(max=255)
-    keep = ((hist > 0).sum(1, keepdim=True) <= 1) | (step == 0)
-    return torch.where(keep, torch.arange(256, device=x.device), lut).view(n, c, 256)
-
-
-def equalize(x, _=None):
-    """PIL's ImageOps.equalize of images `x` per sample and channel (`equalize_lut`; `_`: no argument)."""
-    return apply_lut(x, equalize_lut(x))
-
-
-def invert(x, _=None):
-    """PIL's ImageOps.invert of images `x`: 255 - x (`_`: no argument)."""
-    return 255 - x
-
-
-def posterize(x, bits):
-    """Images `x` with the top `bits` bits of each sample (N,) kept (0: black)."""
-    mask = (255 << (8 - bits.long().clamp(0, 8))) & 255
-    return (x.long() & mask.view(-1, 1, 1, 1).to(x.device)).to(x.dtype)
-
-
-def solarize(x, thresh):
-    """PIL's ImageOps.solarize of images `x`: the values at or above each sample's threshold `thresh` (N,)
-    inverted."""
-    t = thresh.view(-1, 1, 1, 1).to(x)
-    return torch.where(x >= t, 255 - x, x)
-
-
-def solarize_add(x, add, thresh: float = 128):
-    """timm's solarize_add of images `x`: each sample's `add` (N,) added (clamped at 255) to the values below
-    `thresh` (timm's 128)."""
-    return torch.where(x < thresh, (x + add.view(-1, 1, 1, 1).to(x)).clamp(max=255), x)
-
-
 def affine(x, m: torch.Tensor, fill, mode: str = "bicubic"):
     """PIL's Image.transform(AFFINE, (a, b, c, d, e, f)) per sample: output pixel centre q samples the input at
     (a qx + b qy + c, d qx + e qy + f); outside the image, `fill` (timm's image mean).
@@ -268,7 +146,8 @@ def affine(x, m: torch.Tensor, fill, mode: str = "bicubic"):
     theta = to((norm @ full @ torch.linalg.inv(norm))[:, :2], x.device, torch.float32)
     grid = F.affine_grid(theta, list(x.shape), align_corners=False)
     fill = to(torch.tensor(fill), x.device, x.dtype).view(1, -1, 1, 1)
-    return _q(F.grid_sample(x - fill, grid, mode=mode, padding_mode="zeros", align_corners=False) + fill)
+    moved = F.grid_sample(x - fill, grid, mode=mode, padding_mode="zeros", align_corners=False)
+    return pil_ops.whole_values(moved + fill)
 
 
 def _matrices(n, a=1.0, b=0.0, c=0.0, d=0.0, e=1.0, f=0.0):
@@ -331,10 +210,10 @@ def _arg(name: str, level: torch.Tensor, g, hp: dict, size: tuple[int, int]) -> 
 
 
 # RandAugment's ops by how a layer runs them: tables per channel (from the ramp 0..255, or from the image), blends
-# from the degenerate images (_DEGENERATE), and one resampling: the matrix entry (a, b, c, d, e, f) a geometric op's
-# argument sets (Rotate builds its whole matrix)
-_POINTS = {"AutoContrast": autocontrast_lut, "Equalize": equalize_lut, "Invert": invert, "Posterize": posterize,
-           "Solarize": solarize, "SolarizeAdd": solarize_add}
+# from the degenerate images (pil_ops.DEGENERATE), and one resampling: the matrix entry (a, b, c, d, e, f) a
+# geometric op's argument sets (Rotate builds its whole matrix)
+_POINTS = {"AutoContrast": pil_ops.autocontrast_lut, "Equalize": pil_ops.equalize_lut, "Invert": pil_ops.invert,
+           "Posterize": pil_ops.posterize, "Solarize": pil_ops.solarize, "SolarizeAdd": pil_ops.solarize_add}
 _GEOMETRY = {"Rotate": None, "ShearX": 1, "ShearY": 3, "TranslateX": 2, "TranslateY": 5}
 
 
@@ -360,7 +239,8 @@ class RandAugment:
         hp = {"translate_const": int(min(img_size) * 0.45), "img_mean": fill}
         ra = rand_augment_transform(config, hp)
         self.names = [op.name for op in ra.ops]
-        unknown = [n for n in self.names if _base(n) not in _POINTS.keys() | _DEGENERATE.keys() | _GEOMETRY.keys()]
+        known = _POINTS.keys() | pil_ops.DEGENERATE.keys() | _GEOMETRY.keys()
+        unknown = [n for n in self.names if _base(n) not in known]
         if unknown:
             raise DataError(f"auto_augment {config!r}: the device pipeline has no {', '.join(unknown)}; "
                             f"use --decode-on host")
@@ -410,7 +290,7 @@ class RandAugment:
             present = set(names) - {None}
             if present & _POINTS.keys():
                 x = self._points(x, names, present, arg)
-            if present & _DEGENERATE.keys():
+            if present & pil_ops.DEGENERATE.keys():
                 x = self._blends(x, names, present, arg)
             if present & _GEOMETRY.keys():
                 x = self._geometry(x, names, arg)
@@ -427,17 +307,17 @@ class RandAugment:
         lut = ramp[:, :, 0]
         for name in present & _POINTS.keys():
             fn = _POINTS[name]
-            table = fn(x) if fn in (autocontrast_lut, equalize_lut) else fn(ramp, a)[:, :, 0]
+            table = fn(x) if fn in (pil_ops.autocontrast_lut, pil_ops.equalize_lut) else fn(ramp, a)[:, :, 0]
             lut = torch.where(self._where(names, {name}, x.device).view(-1, 1, 1), table.to(x.dtype), lut)
-        return apply_lut(x, lut)
+        return pil_ops.apply_lut(x, lut)
 
     def _blends(self, x, names, present, arg):
         degenerate = torch.zeros_like(x)
-        for name in present & _DEGENERATE.keys():
-            degenerate = torch.where(self._where(names, {name}, x.device).view(-1, 1, 1, 1), _DEGENERATE[name](x),
-                                     degenerate)
-        blended = _blend(degenerate, x, to(arg, x.device, torch.float32))
-        return torch.where(self._where(names, _DEGENERATE.keys(), x.device).view(-1, 1, 1, 1), blended, x)
+        for name in present & pil_ops.DEGENERATE.keys():
+            degenerate = torch.where(self._where(names, {name}, x.device).view(-1, 1, 1, 1),
+                                     pil_ops.DEGENERATE[name](x), degenerate)
+        blended = pil_ops.blend(degenerate, x, to(arg, x.device, torch.float32))
+        return torch.where(self._where(names, pil_ops.DEGENERATE.keys(), x.device).view(-1, 1, 1, 1), blended, x)
 
     def _geometry(self, x, names, arg):
         m = _matrices(len(x))
@@ -480,6 +360,10 @@ class ColorJitter:
             kind = to(k, x.device).view(-1, 1, 1, 1)
             degenerate = torch.zeros_like(x)
             for j, name in enumerate(ops[1:], start=1):
-                degenerate = torch.where(kind == j, _DEGENERATE[name](x), degenerate)
-            x = _blend(degenerate, x, to(factors.gather(1, k[:, None])[:, 0], x.device, torch.float32))
+                degenerate = torch.where(kind == j, pil_ops.DEGENERATE[name](x), degenerate)
+            x = pil_ops.blend(degenerate, x, to(factors.gather(1, k[:, None])[:, 0], x.device, torch.float32))
         return x
+
+
+def __getattr__(name: str):  # PIL's point and enhance ops moved to vspec.train.data.pil_ops
+    return _moved(__name__, name)

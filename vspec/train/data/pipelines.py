@@ -134,6 +134,7 @@ class NormalisedPath(HostPath):
         self.normalise = normalise
 
     def prepare(self, images: torch.Tensor, train: bool) -> torch.Tensor:
+        """The uint8 batch normalised on the device (`DeviceNormalise`; random erasing in training)."""
         return self.normalise(images, train)
 
 
@@ -150,6 +151,7 @@ class DecodedPath:
         self.pipeline = DevicePipeline(**pipeline_args, device=device)
 
     def prepare(self, images, train: bool) -> torch.Tensor:
+        """The batch's bytes decoded (and, in training, augmented) on the device by the pipeline."""
         return self.pipeline(images, train)
 
     def transfer(self, batch):
@@ -158,6 +160,8 @@ class DecodedPath:
         return images, target.to(self.device, non_blocking=True)
 
     def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
+        """The loader's batches decoded on the device, (images, target), batch i's draws seeded by (`epoch`, i from
+        `start`) (`device_batches`)."""
         yield from device_batches(loader, self.pipeline, train, epoch, start)
 
 
@@ -172,12 +176,15 @@ class WorkerDecodedPath(DecodedPath):
         self.pipeline = decoded.pipeline
 
     def prepare(self, images, train: bool) -> torch.Tensor:
+        """A training batch (made ready in the workers) moved to the device; a validation batch decoded there."""
         return images.to(self.device, non_blocking=True) if train else self.pipeline(images, train)
 
     def transfer(self, batch):
+        """A training batch of the loader moved to the device ahead of `batches` (`Prefetcher`, on CUDA)."""
         return transfer(batch, self.device)
 
     def batches(self, loader, train: bool, epoch: int = 0, start: int = 0):
+        """The training batches moved to the device; the validation batches as `DecodedPath.batches`."""
         if not train:
             return super().batches(loader, train, epoch, start)
         return on_device(loader, self.prepare, train, self.device)

@@ -89,17 +89,20 @@ class ImageTask:
 
     def record(self, epoch: int, train_loss: float, val: dict[str, float], lr: float, speed: float, elapsed: float,
                step: int) -> dict[str, Any]:
+        """An epoch's record: its losses, top-1 / top-5 (the EMA's top-1), lr, images/s, time and step."""
         ema = {"ema_val_top1": val["ema_val_top1"]} if "ema_val_top1" in val else {}
         return {"epoch": epoch, "train_loss": train_loss, "val_loss": val["val_loss"], "val_top1": val["val_top1"],
                 "val_top5": val["val_top5"], "lr": lr, "images_per_s": speed, "epoch_time_s": elapsed, "step": step,
                 **ema}
 
     def line(self, record: dict[str, Any]) -> str:
+        """An epoch's line on stderr: its losses, top-1, top-5 and images/s."""
         return (f"epoch {record['epoch']}: train_loss {record['train_loss']:.4f}  val_loss {record['val_loss']:.4f}  "
                 f"val_top1 {record['val_top1']:.2f}  val_top5 {record['val_top5']:.2f}  "
                 f"{record['images_per_s']:.1f} img/s")
 
     def result(self, score: float, best: float) -> str:
+        """The closing line's result: the last and the best top-1, in %."""
         return f"val top-1 {score:.2f} % (best {best:.2f} %)"
 
     def state(self) -> dict[str, Any]:

@@ -55,6 +55,7 @@ class TextTask:
 
     @property
     def score_key(self) -> str:
+        """The record's entry the best checkpoint is kept by: the task's headline metric (`text_score_key`)."""
         return text_score_key(self.name, self.ckpt)
 
     @classmethod
@@ -97,6 +98,7 @@ class TextTask:
                 print(f"note: --init: {line}", file=sys.stderr)
 
     def loss(self, num_classes: int):
+        """(mixup / cutmix or None, the criterion) as the recipe asks (`make_criterion`); one output: regression."""
         mixup, criterion = make_criterion(self.recipe, num_classes)
         return mixup, RegressionLoss() if num_classes == 1 else criterion  # STS-B's scores
 
@@ -113,21 +115,26 @@ class TextTask:
         return on_device(loader, self.prepare, train, self.device)
 
     def evaluate(self, model, ema, loader, device, amp_ctx) -> dict[str, float]:
+        """The task's metrics on the validation split, each `val_`-prefixed (the EMA is not evaluated)."""
         metrics = evaluate_text(model, loader, device, amp_ctx, self.dist, self.name)
         return {f"val_{k}": v for k, v in metrics.items()}
 
     def record(self, epoch: int, train_loss: float, val: dict[str, float], lr: float, speed: float, elapsed: float,
                step: int) -> dict[str, Any]:
+        """An epoch's record: its training loss, the validation metrics, lr, samples/s, time and step."""
         return {"epoch": epoch, "train_loss": train_loss, **val, "lr": lr, "samples_per_s": speed,
                 "epoch_time_s": elapsed, "step": step}
 
     def line(self, record: dict[str, Any]) -> str:
+        """An epoch's line on stderr: its training loss, each validation metric and samples/s."""
         shown = "  ".join(f"{k} {v:.4f}" for k, v in record.items() if k.startswith("val_"))
         return (f"epoch {record['epoch']}: train_loss {record['train_loss']:.4f}  {shown}  "
                 f"{record['samples_per_s']:.1f} samples/s")
 
     def result(self, score: float, best: float) -> str:
+        """The closing line's result: the last and the best score of the headline metric."""
         return f"val {self.score_key.removeprefix('val_')} {score:.4f} (best {best:.4f})"
 
     def state(self) -> dict[str, Any]:
+        """What the task adds to every checkpoint: the tokenizer's files (a resume with another is refused)."""
         return {"tokenizer": self.tokenizer}
