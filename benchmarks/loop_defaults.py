@@ -131,7 +131,7 @@ def measure_loop(row: dict, device: str, quick: bool, data_dir: str | None, work
         start = time.perf_counter()
         t.train()
         records = [json.loads(line) for line in (Path(tmp) / "run" / "metrics.jsonl").read_text().splitlines()]
-        workers = t.train_loader.num_workers
+        workers = t.loaders.train.num_workers
         del t.train_step, t  # the run and its loaders' workers go now (at exit they would be waited for)
         gc.collect()
     return {"rate": records[1]["images_per_s"], "first_epoch_rate": records[0]["images_per_s"],

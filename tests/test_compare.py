@@ -191,9 +191,9 @@ def test_validation_is_resized_as_training_is_without_random_crops(tmp_path):
     for name in ("none", "deit"):
         t = Training(TrainConfig(tiny(img_size=16), resolve(name), "digits", RunConfig(out=tmp_path / name)))
         t.setup(model=False)
-        seen[name] = t.val_loader.dataset.transform(digit)
+        seen[name] = t.loaders.val.dataset.transform(digit)
         if name == "none":
-            assert torch.equal(seen[name], t.train_loader.dataset.dataset.transform(digit))  # Seeded wraps it
+            assert torch.equal(seen[name], t.loaders.train.dataset.dataset.transform(digit))  # Seeded wraps it
     assert not torch.allclose(seen["deit"], seen["none"])  # resized to 18, the centre 16 kept
 
 

@@ -141,7 +141,7 @@ def counted(monkeypatch):
         return step(self, i, *args)
 
     def counted_epoch(self, e, stop):
-        optimizer = self.optimizer  # torch keeps an unfused, uncapturable AdamW's step count on the host
+        optimizer = self.optim.optimizer  # torch keeps an unfused, uncapturable AdamW's step count on the host
         on_host = not any(g.get("fused") or g.get("capturable") for g in optimizer.param_groups)
         counter.host_owned = lambda t: on_host and any(t is s.get("step") for s in optimizer.state.values())
         counter.epoch, counter.step = e, (e, -1)

@@ -39,7 +39,7 @@ def test_the_public_steps_drive_a_run(tmp_path):
                              RunConfig(out=tmp_path / "run", device="cpu", workers=0)))
     assert t.setup()
     steps = [t.train_step(i, inputs, target) for i, (inputs, target) in zip(range(3), t.batches(0))]
-    assert [stepped for _, stepped in steps] == [True] * 3 and t.global_step == 3
+    assert [stepped for _, stepped in steps] == [True] * 3 and t.state.global_step == 3
     assert all(loss.shape == () and torch.isfinite(loss) for loss, _ in steps)
 
 

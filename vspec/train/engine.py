@@ -15,11 +15,10 @@ import math
 import sys
 import time
 from contextlib import nullcontext, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import torch
 from torch import nn
 
@@ -28,20 +27,21 @@ from ..nn.head_outputs import head_loss
 from ..weights.folder import save_pretrained
 from . import checkpoints, distributed, run_folder
 from .data.loader import set_epoch
-from .data.preprocess import resumed, run_pretrained_cfg
+from .data.preprocess import run_pretrained_cfg
 from .faults import kill_hook
 from .files import atomic_copy, atomic_write_text
 from .progress import Progress
 from .recipes import training_spec
-from .setup import make_loaders, make_model, make_optimizer, spec_and_data
+from .setup import make_loaders, make_loss, make_model, make_optimizer, resumed_config, spec_and_data, wrap_model
 from .signals import Stop, StopFlag
 from .step import forward
 from .tasks import make_task, score_key, task_type
 
 if TYPE_CHECKING:
     from .config import TrainConfig
+    from .setup import Loaders, Loss, Optimization
 
-__all__ = ["EpochStats", "Interrupted", "Training", "TrainingStopped", "run"]
+__all__ = ["EpochStats", "Interrupted", "RunState", "Training", "TrainingStopped", "run"]
 
 
 class TrainingStopped(RuntimeError):
@@ -88,11 +88,38 @@ class EpochStats:
         return time.perf_counter() - self.t0
 
 
+@dataclass
+class RunState:
+    """Where the run stands, what changes as it goes: the epoch it starts at and the batches of that epoch already
+    trained (a mid-epoch resume's), the optimizer steps taken, the epochs' records, the best score and its epoch
+    (what last.pt keeps of them, --resume restores), and the dense head's loss scale of the epoch
+    (--annealing-weight)."""
+
+    start_epoch: int = 0
+    skip_batches: int = 0
+    global_step: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    best: float = -1.0
+    best_epoch: int = 0
+    dense_scale: float = 1.0
+
+
 class Training:
     """One run of `run`. Its public steps: `setup` (the run made ready), `train` (the epochs), and within them
     `batches` (an epoch's training batches ready on the device) and `train_step` (one batch's forward and backward,
-    an optimizer step every accum_steps batches); the benchmarks drive a run through these. The other methods are
-    `setup`'s and `train`'s parts, each setting the attributes the next one reads."""
+    an optimizer step every accum_steps batches); the benchmarks drive a run through these. What `setup` makes is
+    kept as its functions (vspec/train/setup.py) return it: `spec`, `task`, `loaders`, `model` (what is saved and
+    evaluated) and its `ema`, `optim`, `loss`, `train_model` (the model the loop calls: DDP, compiled); where the
+    run stands is `state`. The other methods are `setup`'s and `train`'s parts."""
+
+    spec: Any
+    task: Any
+    loaders: Loaders
+    model: nn.Module
+    ema: Any
+    optim: Optimization
+    loss: Loss
+    train_model: nn.Module
 
     def __init__(self, cfg: TrainConfig):
         self.cfg, self.recipe = cfg, cfg.recipe
@@ -103,9 +130,7 @@ class Training:
         self.out = Path(cfg.run.out)
         self.last = self.out / "last.pt"
         self.ckpt: dict[str, Any] | None = None
-        self.start_epoch, self.skip_batches, self.global_step = 0, 0, 0
-        self.history: list[dict[str, Any]] = []
-        self.best, self.best_epoch = -1.0, 0
+        self.state = RunState()
         self.step_hook = kill_hook("step")  # None unless a crash test asks for it
 
     def setup(self, model: bool = True) -> bool:
@@ -113,16 +138,25 @@ class Training:
         and its data, the task and loaders; then (`model`) the model, optimizer and loss, the checkpoint's states
         restored, the model wrapped (DDP, compile). Returns False where --resume found the run finished (nothing to
         train: its missing end-of-run files written). `model=False` stops after the loaders (a data benchmark's)."""
+        cfg, recipe, dist, device = self.cfg, self.recipe, self.dist, self.device
         self.resolve_resume()  # last.pt read and checked (--resume) or the folder found free; seeded
         if self.finished_before():
             return False
-        self.make_data()  # spec_and_data, then make_task and make_loaders (vspec/train/setup.py)
+        # the functions of vspec/train/setup.py (and make_task), each returning what it makes
+        cfg = self.cfg = resumed_config(cfg, self.ckpt)  # a resumed run keeps its inputs, but for the flags
+        self.spec, splits = spec_and_data(cfg, dist, device, self.ckpt)  # the spec settled once, then its data
+        self.task = make_task(cfg, self.spec, splits, dist, device, self.ckpt)  # image or text, holding that spec
+        self.loaders = make_loaders(splits, self.task, recipe, cfg.run, dist, device, self.ckpt, self.last)
         if model:
-            self.make_model()  # make_model: from the settled spec, before the optimizer that holds its parameters
-            self.make_optimizer()  # make_optimizer: its schedule needs the loaders' steps per epoch
-            self.make_loss()  # the task's criterion for the data set's num_classes
+            # the model from the settled spec, before the optimizer that holds its parameters
+            self.model, self.ema = make_model(self.spec, self.task, cfg.run, recipe, dist, device,
+                                              fresh=self.ckpt is None)
+            # its schedule needs the loaders' steps per epoch
+            self.optim = make_optimizer(self.model, recipe, cfg.run, device, self.loaders.steps_per_epoch)
+            # the task's criterion for the data set's num_classes
+            self.loss = make_loss(self.task, splits.num_classes, self.spec, recipe, cfg.data, dist)
             self.restore()  # after the optimizer (its state) and before DDP (which broadcasts rank 0's weights)
-            self.wrap_model()
+            self.train_model = wrap_model(self.model, cfg.run, dist, device)
         return True
 
     def batches(self, epoch: int = 0, ahead: bool = True):
@@ -130,7 +164,7 @@ class Training:
         off: its data order and RNG streams set first (`start_epoch_data`). `ahead`: through the prefetcher
         (--prefetch), as the loop reads them; False: straight from the loader."""
         skip = self.start_epoch_data(epoch)
-        return self.task.batches(self.train_source if ahead else self.train_loader, True, epoch, skip)
+        return self.task.batches(self.loaders.source if ahead else self.loaders.train, True, epoch, skip)
 
     # ------------------------------------------------ before training
     def resolve_resume(self) -> None:
@@ -172,69 +206,22 @@ class Training:
         distributed.finish(self.dist)
         return True
 
-    def make_data(self) -> None:
-        """The final spec and its data (vspec/train/setup.py), the task (image or text) and loaders; the batch per
-        process."""
-        cfg, recipe, dist = self.cfg, self.recipe, self.dist
-        if self.ckpt is not None and self.ckpt.get("inputs"):  # a resumed run keeps its inputs, but for the flags
-            data = attrs.evolve(cfg.data, inputs=resumed(self.ckpt["inputs"], cfg.data.inputs))
-            cfg = self.cfg = attrs.evolve(cfg, data=data)
-        self.spec, splits = spec_and_data(cfg, dist, self.device, self.ckpt)
-        self.num_classes = splits.num_classes
-        self.task = make_task(cfg, self.spec, splits, dist, self.device, self.ckpt)
-        loaders = make_loaders(splits, self.task, recipe, cfg.run, dist, self.device, self.ckpt, self.last)
-        self.train_loader, self.val_loader, self.train_source = loaders.train, loaders.val, loaders.source
-        self.local_batch, self.steps_per_epoch = loaders.local_batch, loaders.steps_per_epoch
-
-    def make_model(self) -> None:
-        """The model (`model`: what is saved and evaluated, `train_model` its DDP wrapper) and its EMA (setup.py)."""
-        self.model, self.ema = make_model(self.spec, self.task, self.cfg.run, self.recipe, self.dist, self.device,
-                                          fresh=self.ckpt is None)
-
-    def make_optimizer(self) -> None:
-        """AdamW, its schedule and the precision (vspec/train/setup.py)."""
-        o = make_optimizer(self.model, self.recipe, self.cfg.run, self.device, self.steps_per_epoch)
-        self.optimizer, self.scheduler, self.scaler, self.amp_dtype, self.fused = o
-
     def amp_ctx(self):
         """The autocast context of a forward (the recipe's AMP dtype), or a null context without AMP."""
-        return torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype else nullcontext()
-
-    def make_loss(self) -> None:
-        """The task's loss (mixup / cutmix for images); a head with several outputs says what it trains on (rank 0)."""
-        self.mixup, self.criterion = self.task.loss(self.num_classes)
-        self.dense_scale = 1.0  # --annealing-weight sets it each epoch
-        if self.recipe.dense_avg_pool and self.cfg.data.token_labels is not None:
-            raise ValueError("--dense-avg-pool: the pooled loss takes the image's target (the release fails on token "
-                             "targets too); give --token-labels or --dense-avg-pool, not both")
-        outputs = self.spec.head.outputs()  # what the head declares it returns in training (vspec/nn/head_outputs.py)
-        if self.dist.main and len(outputs) > 1:
-            if self.cfg.data.token_labels is not None:  # relabel_target's columns: the crop's, each token's
-                label = {"sample": "the crop's pooled teacher scores", "tokens": "its token label at every token"}
-            else:
-                label = {"sample": "the label", "tokens": "the label at every token"}
-            terms = " + ".join(f"{o.weight:g} x loss({o.name}, {label[o.target]})" for o in outputs)
-            print(f"note: the {self.spec.head.kind} head trains on {len(outputs)} outputs: {terms}", file=sys.stderr)
+        amp_dtype = self.optim.amp_dtype
+        return torch.autocast(self.device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
 
     def restore(self) -> None:
         """--resume: weights, optimizer, schedule, scaler, EMA and the counters from last.pt."""
         ckpt = self.ckpt
         if ckpt is None:
             return
-        checkpoints.restore(ckpt, self.last, self.model, self.optimizer, self.scheduler, self.scaler, self.ema)
-        checkpoints.adamw_kernel(self.optimizer, self.fused)  # this run's, whichever the checkpoint's run used
-        self.start_epoch, self.skip_batches = ckpt["epoch"], ckpt["batches_done"]
-        self.global_step, self.history, self.best = ckpt["global_step"], ckpt["metrics"], ckpt["best_score"]
-        self.best_epoch = ckpt.get("best_epoch", 0)
-
-    def wrap_model(self) -> None:
-        """The model the loop calls: DDP over the processes (after the restore), compiled on request."""
-        self.train_model = self.model
-        if self.dist.world > 1:
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            self.train_model = nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
-        if self.cfg.run.compile:
-            self.train_model = torch.compile(self.train_model)
+        o = self.optim
+        checkpoints.restore(ckpt, self.last, self.model, o.optimizer, o.scheduler, o.scaler, self.ema)
+        checkpoints.adamw_kernel(o.optimizer, o.fused)  # this run's, whichever the checkpoint's run used
+        self.state = RunState(start_epoch=ckpt["epoch"], skip_batches=ckpt["batches_done"],
+                              global_step=ckpt["global_step"], history=ckpt["metrics"], best=ckpt["best_score"],
+                              best_epoch=ckpt.get("best_epoch", 0))
 
     # ------------------------------------------------ training
     def train(self) -> dict[str, Any]:
@@ -247,7 +234,7 @@ class Training:
         self.writer = run_folder.tensorboard(self.out) if self.dist.main else None
         final: dict[str, Any] = {}
         with StopFlag(prompt=self.dist.world == 1) as stop:
-            for epoch in range(self.start_epoch, self.recipe.epochs):
+            for epoch in range(self.state.start_epoch, self.recipe.epochs):
                 stats = self.train_epoch(epoch, stop)
                 if stop.signum is not None:
                     self.interrupt(epoch, stats, stop.signum)
@@ -263,12 +250,12 @@ class Training:
 
     def steps_done(self) -> bool:
         """Whether --max-steps is reached."""
-        return bool(self.cfg.run.max_steps and self.global_step >= self.cfg.run.max_steps)
+        return bool(self.cfg.run.max_steps and self.state.global_step >= self.cfg.run.max_steps)
 
     def train_epoch(self, epoch: int, stop: StopFlag) -> EpochStats:
         """One epoch (or its rest, after a mid-epoch resume), until its end, a signal or --max-steps."""
         skip = self.start_epoch_data(epoch)
-        progress = Progress(skip + len(self.train_loader), f"epoch {epoch + 1}/{self.recipe.epochs}",
+        progress = Progress(skip + len(self.loaders.train), f"epoch {epoch + 1}/{self.recipe.epochs}",
                             enabled=self.dist.main,
                             interval=self.cfg.run.log_interval or math.inf, unit=self.task.unit)
         stats = EpochStats(time.perf_counter(), batches_done=skip)
@@ -284,14 +271,14 @@ class Training:
                 stats.loss_sum, stats.loss_n = stats.loss_sum + value, stats.loss_n + 1
             if pending:
                 progress.update(pending[-1][0] + 1, loss=stats.loss_sum / stats.loss_n,
-                                lr=self.optimizer.param_groups[0]["lr"], ips=stats.seen / stats.elapsed)
+                                lr=self.optim.optimizer.param_groups[0]["lr"], ips=stats.seen / stats.elapsed)
             pending.clear()
 
-        loader = stop.batches(self.train_source)
+        loader = stop.batches(self.loaders.source)
         with suppress(Stop):  # a signal while the loop waited for batch `stats.batches_done`: it stops at that boundary
             for i, (images, target) in enumerate(self.task.batches(loader, True, epoch, skip), start=skip):
                 loss, stepped = self.train_step(i, images, target)
-                pending.append((i, self.global_step if stepped else self.global_step + 1, loss))
+                pending.append((i, self.state.global_step if stepped else self.state.global_step + 1, loss))
                 stats.batches_done = i + 1
                 stats.seen += len(target) * self.dist.world
                 done = stop.signum is not None or self.steps_done()
@@ -307,16 +294,16 @@ class Training:
         """The epoch's data order and RNG streams (those of the interrupted epoch after a mid-epoch resume), the
         dense head's loss scale (--annealing-weight: the mean lr at the epoch's first step / the peak lr); returns
         the batches to skip."""
-        skip = self.skip_batches if epoch == self.start_epoch else 0
+        skip = self.state.skip_batches if epoch == self.state.start_epoch else 0
         if self.recipe.annealing_weight:  # from the schedule: a run resumed mid-epoch scales as the uninterrupted one
-            lrs = self.scheduler._get_lr(epoch * self.steps_per_epoch)
-            self.dense_scale = sum(lrs) / len(lrs) / self.recipe.lr
-        set_epoch(self.train_loader, epoch, skip=skip * self.local_batch)
+            lrs = self.optim.scheduler._get_lr(epoch * self.loaders.steps_per_epoch)
+            self.state.dense_scale = sum(lrs) / len(lrs) / self.recipe.lr
+        set_epoch(self.loaders.train, epoch, skip=skip * self.loaders.local_batch)
         if skip and self.ckpt is not None:
             checkpoints.set_rng_state(self.ckpt["rng"])  # mid-epoch resume: continue the interrupted RNG streams
         else:
             checkpoints.seed_everything(self.cfg.run.seed * 100_003 + epoch * 1009 + self.dist.rank)
-            self.train_loader.generator.manual_seed(self.cfg.run.seed * 100_003 + epoch)
+            self.loaders.train.generator.manual_seed(self.cfg.run.seed * 100_003 + epoch)
         return skip
 
     def train_step(self, i: int, images: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, bool]:
@@ -324,15 +311,15 @@ class Training:
         `accum_steps` batches (gradients all-reduced only then). Returns the batch's loss (a tensor on the device:
         reading it is a host sync, which `train_epoch` does once per `loss_every` batches) and whether a step was
         taken."""
-        cfg, scaler, optimizer = self.cfg, self.scaler, self.optimizer
-        if self.mixup is not None:
-            images, target = self.mixup(images, target)
+        cfg, state, (optimizer, scheduler, scaler, *_) = self.cfg, self.state, self.optim
+        if self.loss.mixup is not None:
+            images, target = self.loss.mixup(images, target)
         last_micro = (i + 1) % cfg.run.accum_steps == 0
         sync = nullcontext() if last_micro or self.dist.world == 1 else self.train_model.no_sync()
         with sync, self.amp_ctx():
-            loss = head_loss(self.criterion, forward(self.train_model, images), target,  # the head's declared outputs
+            loss = head_loss(self.loss.criterion, forward(self.train_model, images), target,  # the head's outputs
                              n_comn=self.recipe.cos_reg_component or None, pooled=self.recipe.dense_avg_pool,
-                             dense_scale=self.dense_scale)
+                             dense_scale=state.dense_scale)
         scaler.scale(loss / cfg.run.accum_steps).backward()
         if last_micro:
             if self.recipe.clip_grad:
@@ -341,10 +328,10 @@ class Training:
             scaler.step(optimizer)
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
-            self.global_step += 1
-            self.scheduler.step_update(self.global_step)
+            state.global_step += 1
+            scheduler.step_update(state.global_step)
             if self.ema is not None:
-                self.ema.update(self.model, step=self.global_step)
+                self.ema.update(self.model, step=state.global_step)
             if self.step_hook is not None:  # the crash tests' (VSPEC_TEST_KILL_AT=step:N)
                 self.step_hook()
         return loss.detach(), last_micro
@@ -375,24 +362,26 @@ class Training:
         """The epoch's record: training loss and speed, and the task's validation metrics (`Stop` after a
         signal)."""
         elapsed = stats.elapsed
-        val = self.task.evaluate(self.model, self.ema, stop.batches(self.val_loader), self.device, self.amp_ctx)
+        val = self.task.evaluate(self.model, self.ema, stop.batches(self.loaders.val), self.device, self.amp_ctx)
         return self.task.record(epoch + 1, stats.loss_sum / max(stats.loss_n, 1), val,
-                                self.optimizer.param_groups[0]["lr"], stats.seen / elapsed, elapsed, self.global_step)
+                                self.optim.optimizer.param_groups[0]["lr"], stats.seen / elapsed, elapsed,
+                                self.state.global_step)
 
     def end_epoch(self, epoch: int, record: dict[str, Any]) -> None:
         """last.pt first (a kill after it loses nothing that --resume cannot rewrite), then best.pt,
         metrics.jsonl, TensorBoard and the epoch's line (rank 0)."""
-        self.history.append(record)
-        improved = record[self.score_key] > self.best
+        state = self.state
+        state.history.append(record)
+        improved = record[self.score_key] > state.best
         if improved:
-            self.best, self.best_epoch = record[self.score_key], epoch + 1
+            state.best, state.best_epoch = record[self.score_key], epoch + 1
         self.save(epoch + 1, 0)
         if not self.dist.main:
             return
         if improved:
             atomic_copy(self.last, self.out / "best.pt")
             self.export("best")
-        atomic_write_text(run_folder.jsonl(self.history), self.out / "metrics.jsonl")
+        atomic_write_text(run_folder.jsonl(state.history), self.out / "metrics.jsonl")
         if self.writer is not None:
             for k, v in record.items():
                 self.writer.add_scalar(k, v, epoch + 1)
@@ -406,10 +395,11 @@ class Training:
     def save(self, epoch: int, batches_done: int, epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
         """last.pt (rank 0); `epoch_loss` (sum, count) of a part-done epoch lets a resumed run average all of it."""
         if self.dist.main:
+            o, state = self.optim, self.state
             checkpoints.save(self.last, spec=self.spec, task=self.task, model=self.model, ema=self.ema,
-                             optimizer=self.optimizer, scheduler=self.scheduler, scaler=self.scaler, epoch=epoch,
-                             batches_done=batches_done, global_step=self.global_step, metrics=self.history,
-                             best_score=self.best, best_epoch=self.best_epoch, recipe=self.recipe,
+                             optimizer=o.optimizer, scheduler=o.scheduler, scaler=o.scaler, epoch=epoch,
+                             batches_done=batches_done, global_step=state.global_step, metrics=state.history,
+                             best_score=state.best, best_epoch=state.best_epoch, recipe=self.recipe,
                              data_args=checkpoints.data_args(self.cfg), epoch_loss=epoch_loss)
 
     def export(self, name: str) -> None:
@@ -423,15 +413,15 @@ class Training:
     def summarize(self, final: dict[str, Any], stop: StopFlag) -> None:
         """OUT/final (--save-format folder), curves.png, summary.json and the closing line (rank 0), each while no
         stop signal has come (else Interrupted: --resume writes the rest); whether the ranks ended in sync."""
-        dist, out, history = self.dist, self.out, self.history
+        dist, out, history = self.dist, self.out, self.state.history
         in_sync = distributed.ranks_in_sync(self.model, dist)
         left = []
         if dist.main and history:
-            summary = run_folder.summary(final, self.score_key, self.best, len(history), dist.world, in_sync)
+            summary = run_folder.summary(final, self.score_key, self.state.best, len(history), dist.world, in_sync)
             left = run_folder.write_end(out, run_folder.end_files(self.cfg.run.save_format == "folder"), history,
                                         summary, lambda: self.export("final"), lambda: stop.signum is not None)
         if dist.main and history and not left:
-            result = self.task.result(final.get(self.score_key, float("nan")), self.best)
+            result = self.task.result(final.get(self.score_key, float("nan")), self.state.best)
             folders = f", model folders {out / 'best'} and {out / 'final'}" * (self.cfg.run.save_format == "folder")
             print(f"done: {len(history)} epoch{'s' * (len(history) != 1)}, {result}; checkpoint {self.last}, best "
                   f"{out / 'best.pt'}{folders}, metrics {out / 'metrics.jsonl'}, curves {out / 'curves.png'}"

@@ -1,7 +1,8 @@
 """The setup of a training run (vspec/train/engine.py's `Training.setup`), as functions that return what they make,
 in the order the run calls them: the final spec with the data it trains on (`spec_and_data`: the spec settled once,
 before the task is made); the task (vspec/train/tasks/'s `make_task`); its loaders (`make_loaders`); the model and
-its EMA (`make_model`); the optimizer, schedule and precision (`make_optimizer`)."""
+its EMA (`make_model`); the optimizer, schedule and precision (`make_optimizer`); the loss (`make_loss`); the model
+the loop calls (`wrap_model`)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,24 @@ from . import distributed
 from .checkpoints import CheckpointError
 from .data.loader import build_loaders
 from .data.prefetch import ahead
-from .data.preprocess import inputs_line
+from .data.preprocess import inputs_line, resumed
 from .data.splits import Splits
 from .recipes import training_spec
 from .tasks import task_type
 
-__all__ = ["Loaders", "Optimization", "make_loaders", "make_model", "make_optimizer", "spec_and_data"]
+__all__ = ["Loaders", "Loss", "Optimization", "make_loaders", "make_loss", "make_model", "make_optimizer",
+           "resumed_config", "spec_and_data", "wrap_model"]
+
+
+def resumed_config(cfg, ckpt=None):
+    """`cfg` as a --resume runs it: with its checkpoint's inputs (`ckpt["inputs"]`), but for the flags given now.
+
+    Args:
+        cfg: the run's TrainConfig.
+        ckpt: the checkpoint of a --resume, or None (`cfg` as it is)."""
+    if ckpt is None or not ckpt.get("inputs"):
+        return cfg
+    return attrs.evolve(cfg, data=attrs.evolve(cfg.data, inputs=resumed(ckpt["inputs"], cfg.data.inputs)))
 
 
 def spec_and_data(cfg, dist, device: torch.device, ckpt=None):
@@ -172,3 +185,51 @@ def make_optimizer(model: nn.Module, recipe, run, device: torch.device, steps_pe
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     return Optimization(optimizer, scheduler, scaler, amp_dtype, fused)
+
+
+class Loss(NamedTuple):
+    """The task's loss: the batch's mixing (mixup / cutmix, token labels' RelabelMix) or None, and the criterion."""
+
+    mixup: Any
+    criterion: Any
+
+
+def make_loss(task, num_classes: int, spec, recipe, data, dist) -> Loss:
+    """The task's loss for the data set's `num_classes`; a head with several outputs says what it trains on (rank 0).
+
+    Args:
+        task: the run's task.
+        num_classes: the data set's classes.
+        spec: the spec the run trains.
+        recipe: the run's Recipe.
+        data: the run's DataConfig.
+        dist: the run's processes (`Dist`)."""
+    mixup, criterion = task.loss(num_classes)
+    if recipe.dense_avg_pool and data.token_labels is not None:
+        raise ValueError("--dense-avg-pool: the pooled loss takes the image's target (the release fails on token "
+                         "targets too); give --token-labels or --dense-avg-pool, not both")
+    outputs = spec.head.outputs()  # what the head declares it returns in training (vspec/nn/head_outputs.py)
+    if dist.main and len(outputs) > 1:
+        if data.token_labels is not None:  # relabel_target's columns: the crop's, each token's
+            label = {"sample": "the crop's pooled teacher scores", "tokens": "its token label at every token"}
+        else:
+            label = {"sample": "the label", "tokens": "the label at every token"}
+        terms = " + ".join(f"{o.weight:g} x loss({o.name}, {label[o.target]})" for o in outputs)
+        print(f"note: the {spec.head.kind} head trains on {len(outputs)} outputs: {terms}", file=sys.stderr)
+    return Loss(mixup, criterion)
+
+
+def wrap_model(model: nn.Module, run, dist, device: torch.device) -> nn.Module:
+    """The model the loop calls: DDP over the processes (after the checkpoint's restore), compiled on request.
+
+    Args:
+        model: the model trained.
+        run: the run's RunConfig.
+        dist: the run's processes (`Dist`).
+        device: this process's device."""
+    if dist.world > 1:
+        ids = [device.index] if device.type == "cuda" else None
+        model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    if run.compile:
+        model = torch.compile(model)
+    return model

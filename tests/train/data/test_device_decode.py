@@ -122,10 +122,10 @@ def _epoch(folder, workers: int, skip: int = 0) -> list[tuple[torch.Tensor, torc
                                 device="cpu"))
     t = Training(cfg)
     t.setup(model=False)
-    t.skip_batches = skip
+    t.state.skip_batches = skip
     t.start_epoch_data(0)
     assert t.task.in_workers
-    return list(t.task.batches(t.train_loader, True, 0, skip))
+    return list(t.task.batches(t.loaders.train, True, 0, skip))
 
 
 def test_decoding_in_the_workers_draws_by_the_samples(tmp_path):
@@ -169,7 +169,7 @@ def test_the_training_process_decodes_unless_the_workers_are_asked_to(tmp_path):
         t = Training(cfg)
         t.setup(model=False)
         assert t.task.in_workers == (asked == "workers")
-        assert t.train_loader.collate_fn is collate or isinstance(t.train_loader.collate_fn, collate)
+        assert t.loaders.train.collate_fn is collate or isinstance(t.loaders.train.collate_fn, collate)
 
 
 def test_decoding_in_the_workers_is_for_a_folder(tmp_path, capsys):
