@@ -171,6 +171,8 @@ NAMES = {
     "vspec.train.validators.cores": "vspec.train.validators.cpu_count",
     # issue 62 (the surface): PIL's point and enhance ops on tensors, out of the device augmentations' module
     **{f"vspec.train.data.device_augment.{n}": f"vspec.train.data.pil_ops.{n}" for n in _PIL_OPS.split()},
+    # issue 63 (bf16 on the CPU): attention's one entry went to a module of its own
+    "vspec.ops.precision.sdpa": "vspec.ops.attention.sdpa",
 }
 
 

@@ -5,7 +5,7 @@ from torch import nn
 
 from .._moved import moved as _moved
 from ..ops import grouped_linear, linear, structured
-from ..ops.precision import sdpa
+from ..ops.attention import sdpa
 from ..spec import Norm, Projections
 from ..spec.vit import role_widths
 

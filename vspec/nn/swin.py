@@ -8,6 +8,7 @@ from torch import nn
 
 from .. import spec as specs
 from ..ops import fast, permute_tokens, relative_position_index, shift_mask, window_order
+from ..ops.attention import short_path
 from .context import BuildContext
 from .layers import AttentionCore, Linear, ProjectedAttention, make_norm
 
@@ -19,11 +20,12 @@ class BiasedAttentionCore(AttentionCore):
     for training on the CPU: there SDPA has no fused kernel for a mask that needs a gradient, and its
     generic fallback spends extra passes (q and k both scaled, a "safe" softmax), so the same math is
     written out where the fast paths run
-    (`ops.fast.enabled`; tests/ops/test_ops.py: equal to SDPA; benchmarks/fast_paths.py: the faster Swin training)."""
+    (`ops.fast.enabled`; tests/ops/test_ops.py: equal to SDPA; benchmarks/fast_paths.py: the faster Swin training),
+    except in bf16 where `sdpa` takes ShortAttention (`ops.attention.short_path`), which holds the map anyway."""
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """softmax(q k^T x scale + mask) v, the relative-position bias in the mask."""
-        if not (mask.requires_grad and torch.is_grad_enabled() and fast.enabled(q)):
+        if not (mask.requires_grad and torch.is_grad_enabled() and fast.enabled(q)) or short_path(q, k, v, mask):
             return super().forward(q, k, v, mask)
         scale = self.scale if self.scale is not None else q.shape[-1] ** -0.5
         attn = ((q * scale) @ k.transpose(-2, -1) + mask).softmax(dim=-1)

@@ -1,37 +1,16 @@
 """Mixed precision: the numerically sensitive functions (SVD, power iteration, Newton-Schulz,
 covariance, EPN) compute in float32 even under bfloat16 / float16 autocast, like
-`torch.amp.custom_fwd(cast_inputs=torch.float32)` but with the autocast device taken from the inputs; and `sdpa`,
-attention in half precision on every CPU."""
+`torch.amp.custom_fwd(cast_inputs=torch.float32)` but with the autocast device taken from the inputs (attention in
+half precision on every CPU: `attention.sdpa`)."""
 
 import functools
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-__all__ = ["autocast_on", "float32", "sdpa"]
+from .._moved import moved as _moved
+
+__all__ = ["autocast_on", "float32"]
 _HALF = (torch.bfloat16, torch.float16)
-# torch 2.14's CPU flash attention packs bfloat16 for AMX whenever the CPU has it, with a function built for
-# AVX-512 only: under AVX2 (or default) kernels on an AMX CPU (ATEN_CPU_CAPABILITY=avx2 on a Xeon with AMX) it
-# raises "pack_vnni2 is only supported when avx512 is supported" for 64 tokens and more, forward too
-_FLASH_PACKS_WITHOUT_AVX512 = torch.backends.cpu.get_cpu_capability() in ("DEFAULT", "AVX2") and \
-    bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
-
-
-def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs) -> torch.Tensor:
-    """`F.scaled_dot_product_attention(q, k, v, **kwargs)`; in half precision on a CPU whose flash kernel cannot run
-    (above: AVX2 kernels on an AMX CPU), through SDPA's math backend, the same equation.
-
-    Args:
-        q: the queries (..., N, d).
-        k: the keys (..., M, d).
-        v: the values (..., M, dv).
-        **kwargs: SDPA's own (attn_mask, dropout_p, is_causal, scale).
-    """
-    if _FLASH_PACKS_WITHOUT_AVX512 and q.dtype in _HALF and q.device.type == "cpu":
-        with sdpa_kernel(SDPBackend.MATH):
-            return F.scaled_dot_product_attention(q, k, v, **kwargs)
-    return F.scaled_dot_product_attention(q, k, v, **kwargs)
 
 
 def autocast_on(device_type: str) -> bool:
@@ -67,3 +46,7 @@ def float32(fn):
             return fn(*map(_up, args), **{k: _up(v) for k, v in kwargs.items()})
 
     return wrapper
+
+
+def __getattr__(name: str):  # the previous release's names (vspec/_moved.py)
+    return _moved(__name__, name)

@@ -9,7 +9,7 @@ from torch import nn
 
 from ...nn.context import BuildContext
 from ...nn.layers import AttentionCoreBase, ProjectedAttention
-from ...ops.precision import sdpa
+from ...ops.attention import sdpa
 from . import spec as family_spec
 from .ops import contextual_bias, contextual_values, product_buckets
 

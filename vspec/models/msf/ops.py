@@ -7,7 +7,8 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 from ...ops import fast
-from ...ops.precision import autocast_on, sdpa
+from ...ops.attention import sdpa
+from ...ops.precision import autocast_on
 
 __all__ = ["gaussian_attention", "gaussian_attention_sdpa", "gaussian_channels"]
 

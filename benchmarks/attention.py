@@ -1,0 +1,85 @@
+"""bf16 attention on the CPU, forward and backward, per shape: SDPA's own kernel against ShortAttention
+(vspec/ops/attention.py), at the shapes of the presets (DeiT-Ti / DeiT-S at 197 tokens, Swin's 7 x 7 windows, BERT
+at GLUE lengths) and beyond SHORT_KEYS / MAP_ELEMENTS. Prints, per shape, the milliseconds of each and their ratio
+(> 1: ShortAttention faster), the path `vspec.ops.attention.sdpa` takes there, and whether the measurement agrees
+with that choice.
+
+The two run back to back in every round (order alternating); times are medians over rounds, the ratio the median
+of the rounds' ratios.
+
+    python -m benchmarks.attention [--rounds 7] [--threads N] [--json FILE]
+"""
+
+import argparse
+import statistics
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from vspec.compare import cpu_name
+from vspec.ops import attention
+
+from .common import machine, race, write_json
+
+# (what it is, (batch, heads, tokens, head dim))
+SHAPES = [("DeiT-Ti, batch 32", (32, 3, 197, 64)), ("DeiT-S, batch 32", (32, 6, 197, 64)),
+          ("Swin-T stage 1 windows, batch 16", (16 * 64, 3, 49, 32)), ("BERT-base, 128 tokens", (8, 12, 128, 64)),
+          ("BERT-base, 256 tokens", (4, 12, 256, 64)), ("BERT-base, 384 tokens", (2, 12, 384, 64)),
+          ("BERT-base, 512 tokens", (2, 12, 512, 64)), ("BERT-base, 512 tokens, batch 8", (8, 12, 512, 64)),
+          ("1024 tokens", (1, 12, 1024, 64))]
+
+
+def _step(path: str):
+    def step(inputs, grad):
+        q, k, v = inputs
+        for t in inputs:
+            t.grad = None
+        if path == "sdpa":
+            out = F.scaled_dot_product_attention(q, k, v)
+        else:
+            out = attention.ShortAttention.apply(q, k, v, None, q.shape[-1] ** -0.5, 0.0)
+        out.backward(grad)
+    return step
+
+
+def measure(shape: tuple[int, ...], rounds: int) -> dict:
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(shape, generator=g).bfloat16().requires_grad_() for _ in range(3)]
+    grad = torch.randn(shape, generator=g).bfloat16()
+    paths = {"sdpa": _step("sdpa"), "short": _step("short")}
+    times = race(paths, lambda step, x: step(x, grad), inputs, rounds)
+    ratios = sorted(a / b for a, b in zip(times["sdpa"], times["short"]))
+    chosen = "short" if attention.short_path(*inputs) else "sdpa"
+    ratio = statistics.median(ratios)
+    return {"shape": list(shape), "sdpa_ms": 1e3 * statistics.median(times["sdpa"]),
+            "short_ms": 1e3 * statistics.median(times["short"]), "ratio": ratio, "ratio_min": ratios[0],
+            "ratio_max": ratios[-1], "chosen": chosen, "agrees": (ratio > 1) == (chosen == "short")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    ap.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"machine: {cpu_name()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, CPU capability "
+          f"{torch.backends.cpu.get_cpu_capability()}; native bf16 matmuls: {attention.native_bf16_matmul()}; "
+          f"ShortAttention up to {attention.SHORT_KEYS} keys and {attention.MAP_ELEMENTS / 1e6:.1f} M map elements; "
+          f"bf16 forward+backward, {args.rounds} rounds")
+    rows = []
+    for label, shape in SHAPES:
+        r = measure(shape, args.rounds)
+        rows.append({"what": label, **r})
+        print(f"  {label:34s} {str(tuple(shape)):20s} SDPA {r['sdpa_ms']:8.1f} ms  "
+              f"ShortAttention {r['short_ms']:8.1f} ms"
+              f"  ratio {r['ratio']:.2f} [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]  chosen: {r['chosen']}"
+              f"{'' if r['agrees'] else '  (the measurement disagrees)'}")
+    if args.json:
+        write_json(args.json, {"machine": machine({}), "rows": rows})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""vspec/ops/attention.py: `sdpa` in half precision on every CPU, torch's AVX2 kernels on an AMX CPU
+included (torch 2.14's flash kernel raises there: `pack_vnni2 is only supported when avx512 is supported`), and
+ShortAttention, its path for bf16 training: the equation and its gradients, as close to it as SDPA's kernel, taken
+where it is chosen."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from vspec.ops import attention, fast
+from vspec.ops.attention import ShortAttention, sdpa
+
+HALF = """
+import torch
+from vspec.ops.attention import sdpa
+g = torch.Generator().manual_seed(0)
+q, k, v = (torch.randn(2, 2, 128, 32, generator=g) for _ in range(3))
+mask = (torch.arange(128) < 100)[None, None, None]  # (B, heads, queries, keys), broadcast
+for dtype in (torch.bfloat16, torch.float16):
+    leaves = [t.to(dtype).requires_grad_() for t in (q, k, v)]
+    out = sdpa(*leaves, attn_mask=mask)
+    out.float().sum().backward()
+    ref = torch.softmax((q @ k.transpose(-2, -1) / 32 ** 0.5).masked_fill(~mask, float("-inf")), -1) @ v
+    assert (out.float() - ref).abs().max() < 0.05, dtype
+    assert all(torch.isfinite(t.grad).all() for t in leaves)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("capability", [None, "avx2"])
+def test_half_precision_attention_runs_under_any_kernels_and_is_the_equation(capability):
+    env = {**os.environ, **({"ATEN_CPU_CAPABILITY": capability} if capability else {})}
+    done = subprocess.run([sys.executable, "-c", HALF], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_sdpa_is_torchs_in_float32():
+    q, k, v = (torch.randn(1, 2, 70, 16) for _ in range(3))
+    assert torch.equal(sdpa(q, k, v, is_causal=True),
+                       torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+
+# ---------------------------------------------------------------- ShortAttention (bf16 training at short lengths)
+def attention_eq(q, k, v, mask=None, scale=None, keep=None, p_drop=0.0):
+    """Eq. 1 written out in float64: softmax(q k^T * scale + mask) v, the dropout's keep mask applied to P."""
+    q, k, v = q.double(), k.double(), v.double()
+    logits = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    if mask is not None:
+        logits = logits.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else logits + mask.double()
+    p = logits.softmax(-1)
+    return (p if keep is None else p * keep / (1 - p_drop)) @ v
+
+
+def leaves(*shapes, dtype=torch.float64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(*s, generator=g, dtype=torch.float64).to(dtype).requires_grad_() for s in shapes]
+
+
+@pytest.mark.parametrize("case", ["plain", "float mask with a gradient", "boolean mask", "dropout"])
+def test_short_attention_is_the_equation_with_its_gradients_in_float64(case):
+    q, k, v = leaves((2, 3, 7, 4), (2, 3, 9, 4), (2, 3, 9, 5))
+    mask, p_drop = None, 0.0
+    if case == "float mask with a gradient":  # Swin's bias: one per head, broadcast over the batch
+        mask = leaves((3, 7, 9), seed=1)[0]
+    if case == "boolean mask":  # a key-padding mask
+        mask = (torch.arange(9) < 6)[None, None, None]
+    if case == "dropout":
+        p_drop = 0.3
+
+    def run(q, k, v, *m):
+        torch.manual_seed(0)  # the same keep mask at every call
+        return ShortAttention.apply(q, k, v, m[0] if m else mask, 0.4, p_drop)
+
+    inputs = (q, k, v, mask) if case == "float mask with a gradient" else (q, k, v)
+    assert torch.autograd.gradcheck(run, inputs)
+    keep = None
+    if p_drop:
+        torch.manual_seed(0)
+        keep = torch.empty(2, 3, 7, 9).bernoulli_(1 - p_drop).bool()
+    assert torch.allclose(run(*inputs), attention_eq(q, k, v, mask, 0.4, keep, p_drop))
+
+
+SHAPES = [(4, 3, 197, 64), (8, 6, 49, 32), (2, 12, 128, 64)]  # DeiT-Ti, Swin's windows, BERT at 128 tokens
+
+
+def errors(out, grads, ref, ref_grads):
+    """The largest error of the output and of each gradient, relative to the reference's largest magnitude."""
+    return [((a.double() - b).abs().max() / b.abs().max()).item() for a, b in zip((out, *grads), (ref, *ref_grads))]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("masked", [False, True])
+def test_bf16_training_attention_is_as_close_to_the_equation_as_sdpa(shape, masked, monkeypatch):
+    """The path `sdpa` takes for bf16 training (ShortAttention on CPUs with native bf16) against SDPA's own bf16
+    kernel and the float64 equation: outputs and gradients, with a float mask that needs a gradient too."""
+    monkeypatch.setattr(attention, "_NATIVE_BF16", True)  # take the path on any CPU (emulated bf16 is exact too)
+    b, h, n, d = shape
+    q, k, v = leaves(shape, shape, shape, seed=2)
+    mask = leaves((h, n, n), seed=3)[0] if masked else None
+    ref = attention_eq(q, k, v, mask)
+    ref_grads = torch.autograd.grad(ref, (q, k, v, *([mask] if masked else [])), torch.ones_like(ref))
+    results = []
+    for fast_on in (True, False):  # False: F.scaled_dot_product_attention itself
+        q16, k16, v16 = (x.detach().bfloat16().requires_grad_() for x in (q, k, v))
+        m = mask.detach().float().requires_grad_() if masked else None
+        with fast.fast_paths(fast_on):
+            assert attention.short_path(q16, k16, v16, m) is fast_on
+            out = sdpa(q16, k16, v16, attn_mask=m)
+        grads = torch.autograd.grad(out, (q16, k16, v16, *([m] if masked else [])), torch.ones_like(out))
+        results.append(errors(out, grads, ref, ref_grads))
+    short, flash = results
+    for ours, theirs in zip(short, flash):  # bf16's own rounding, at most a few times SDPA's
+        assert ours < max(4 * theirs, 2e-2), (short, flash)
+
+
+def test_the_short_path_is_taken_only_where_it_wins(monkeypatch):
+    monkeypatch.setattr(attention, "_NATIVE_BF16", True)
+    q, k, v = (torch.randn(1, 2, 16, 8, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    assert attention.short_path(q, k, v)
+    assert not attention.short_path(q.float(), k.float(), v.float())  # float32: SDPA
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert attention.short_path(q.float(), k.float(), v.float())  # bf16 autocast: cast like SDPA
+    with torch.no_grad():
+        assert not attention.short_path(q, k, v)  # inference: SDPA's flash forward holds no map
+    long = torch.randn(1, 2, attention.SHORT_KEYS + 1, 8, dtype=torch.bfloat16)
+    assert not attention.short_path(q, long, long)
+    monkeypatch.setattr(attention, "MAP_ELEMENTS", 2 * 16 * 16 - 1)  # (1, 2, 16, 16): one element over
+    assert not attention.short_path(q, k, v)
+    monkeypatch.setattr(attention, "MAP_ELEMENTS", 2 * 16 * 16)
+    assert attention.short_path(q, k, v)
+    assert not attention.short_path(q, k, v, attn_mask=torch.zeros(16, 16, dtype=torch.bool))  # no key left
+    monkeypatch.setattr(attention, "_NATIVE_BF16", False)
+    assert not attention.short_path(q, k, v)  # emulated bf16: SDPA
+
+
+def test_causal_and_padding_masks_on_the_short_path(monkeypatch):
+    monkeypatch.setattr(attention, "_NATIVE_BF16", True)
+    q, k, v = leaves((2, 2, 12, 8), (2, 2, 12, 8), (2, 2, 12, 8), dtype=torch.bfloat16, seed=4)
+    padding = (torch.arange(12) < torch.tensor([[12], [9]]))[:, None, None]  # (B, 1, 1, M)
+    out = sdpa(q, k, v, attn_mask=padding, is_causal=True)
+    both = padding & torch.ones(12, 12, dtype=torch.bool).tril()
+    assert (out.double() - attention_eq(q, k, v, both)).abs().max() < 3e-2

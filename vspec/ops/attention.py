@@ -1,0 +1,156 @@
+"""Attention, softmax(q k^T * scale + mask) v (Vaswani et al. 2017, Eq. 1), the one entry every kind that reduces to
+it calls: `sdpa`, F.scaled_dot_product_attention but for two cases.
+
+- Half precision on a CPU whose flash kernel cannot run (below: AVX2 kernels on an AMX CPU): SDPA's math backend.
+- bf16 training on the CPU at short sequences (`short_path`): `ShortAttention`, the map held for the backward. Its
+  forward is two bf16 GEMMs (AMX / AVX-512 BF16 through oneDNN) and one softmax pass, its backward four GEMMs and one
+  softmax-backward pass, where SDPA's CPU flash kernel recomputes the map block by block in its backward and spends
+  most of a bf16 training step there (benchmarks/attention.py measures both per shape and prints the choice). Taken
+  where the keys and the whole map are small (`SHORT_KEYS`, `MAP_ELEMENTS`: vision and GLUE lengths) and the CPU
+  computes bf16 natively; without autograd SDPA's flash forward, which holds no map, stays ahead.
+The switch of the fast paths (`fast.enabled`: eager CPU tensors, VSPEC_FAST_PATHS) turns `ShortAttention` off."""
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from . import fast
+from .precision import autocast_on
+
+__all__ = ["MAP_ELEMENTS", "SHORT_KEYS", "ShortAttention", "native_bf16_matmul", "sdpa", "short_path"]
+_HALF = (torch.bfloat16, torch.float16)
+# torch 2.14's CPU flash attention packs bfloat16 for AMX whenever the CPU has it, with a function built for
+# AVX-512 only: under AVX2 (or default) kernels on an AMX CPU (ATEN_CPU_CAPABILITY=avx2 on a Xeon with AMX) it
+# raises "pack_vnni2 is only supported when avx512 is supported" for 64 tokens and more, forward too
+_FLASH_PACKS_WITHOUT_AVX512 = torch.backends.cpu.get_cpu_capability() in ("DEFAULT", "AVX2") and \
+    bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
+# ShortAttention is taken up to SHORT_KEYS keys and a map of MAP_ELEMENTS (B x heads x N x M; 32 MiB in bf16) in all;
+# benchmarks/attention.py (Xeon with AMX, one thread): 1.8-2.0x SDPA at 197 and 512 keys with maps up to 15 M
+# elements, 2.7-6.7x for Swin's windows and BERT at 128-256 tokens, behind at 1024 keys (0.74x) and at 512 keys with
+# a 25 M map (0.93x)
+SHORT_KEYS = 512
+MAP_ELEMENTS = 2**24
+
+
+def native_bf16_matmul() -> bool:
+    """Whether oneDNN computes bf16 matrix products natively on this CPU (AMX or AVX-512 BF16), as torch reports it."""
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    try:
+        return bool(torch.backends.mkldnn.is_available() and check is not None and check())
+    except RuntimeError:
+        return False
+
+
+_NATIVE_BF16 = native_bf16_matmul()
+
+
+def _bf16_under_autocast() -> bool:
+    return autocast_on("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+
+
+def short_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
+               is_causal: bool = False) -> bool:
+    """Whether `sdpa` takes ShortAttention for these inputs: a bf16 (or bf16-autocast) CPU training step
+    (`fast.enabled`, autograd on and an input that needs a gradient) on a CPU with native bf16 matmuls, at most
+    SHORT_KEYS keys and MAP_ELEMENTS in the map, and a boolean mask (or the causal one) that leaves every query a key.
+
+    Args:
+        q: the queries (..., N, d).
+        k: the keys (..., M, d).
+        v: the values (..., M, dv).
+        attn_mask: SDPA's mask (boolean: True may attend; float: added to the logits), or None.
+        is_causal: whether query i sees keys up to i only.
+    """
+    if not (_NATIVE_BF16 and fast.enabled(q) and torch.is_grad_enabled()):
+        return False
+    if not (q.dtype == k.dtype == v.dtype and (q.dtype == torch.bfloat16 or _bf16_under_autocast())):
+        return False
+    needs_grad = q.requires_grad or k.requires_grad or v.requires_grad or (
+        attn_mask is not None and attn_mask.requires_grad)
+    if not needs_grad or q.ndim < 3 or (is_causal and q.shape[-2] > k.shape[-2]):
+        return False
+    if k.shape[-2] > SHORT_KEYS or q.shape[:-1].numel() * k.shape[-2] > MAP_ELEMENTS:
+        return False
+    return attn_mask is None or attn_mask.dtype != torch.bool or bool(attn_mask.any(-1).all())
+
+
+def _reduce_to(grad: torch.Tensor, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
+    """grad summed over the axes a tensor of `shape` was broadcast along, in float32, then cast to dtype."""
+    lead = grad.ndim - len(shape)
+    axes = [i for i in range(grad.ndim) if i < lead or (shape[i - lead] == 1 and grad.shape[i] != 1)]
+    out = grad.sum(axes, keepdim=True, dtype=torch.float32) if axes else grad.float()
+    return out.reshape(shape).to(dtype)
+
+
+class ShortAttention(torch.autograd.Function):
+    """softmax(q k^T * scale + mask) v with the map P held for the backward (Eq. 1 with dropout on P):
+    forward S = (q scale) k^T + mask, P = softmax(S), O = D(P) v with D(P) = P * keep / (1 - p_drop);
+    backward dV = D(P)^T dO, dP = D'(dO V^T), dS = P * (dP - rowsum(dP * P)), dq = dS k scale, dk = dS^T (q scale),
+    dmask = dS summed over its broadcast axes. Any dtype (the tests run it in float64); `sdpa` gives it bf16."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, scale, dropout_p):
+        """O = D(softmax((q scale) k^T + mask)) v; P, the keep mask and (q scale), k, v held for the backward."""
+        with torch.autocast("cpu", enabled=False):
+            # contiguous once (a head's rows are strided in the fused qkv), or every matmul below copies them
+            qs, k, v = (q * scale).contiguous(), k.contiguous(), v.contiguous()
+            s = torch.matmul(qs, k.transpose(-2, -1))
+            if mask is not None:
+                s = s.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else s.add_(mask)
+            p = torch.softmax(s, -1)
+            keep = None
+            if dropout_p > 0:
+                keep = torch.empty_like(p, dtype=torch.bool).bernoulli_(1 - dropout_p)
+                out = torch.matmul(p * keep * (1 / (1 - dropout_p)), v)
+            else:
+                out = torch.matmul(p, v)
+        ctx.save_for_backward(qs, k, v, p, keep)
+        ctx.scale, ctx.dropout_p = scale, dropout_p
+        ctx.mask_shape = None if mask is None or mask.dtype == torch.bool else (mask.shape, mask.dtype)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        """dq, dk, dv and the float mask's gradient from dO (the class's equations)."""
+        qs, k, v, p, keep = ctx.saved_tensors
+        grad = grad.to(v.dtype).contiguous()
+        dropped = p if keep is None else p * keep * (1 / (1 - ctx.dropout_p))
+        dv = torch.matmul(dropped.transpose(-2, -1), grad) if ctx.needs_input_grad[2] else None
+        dp = torch.matmul(grad, v.transpose(-2, -1))
+        if keep is not None:
+            dp = dp.mul_(keep).mul_(1 / (1 - ctx.dropout_p))
+        ds = torch._softmax_backward_data(dp, p, -1, p.dtype)
+        dq = torch.matmul(ds, k).mul_(ctx.scale) if ctx.needs_input_grad[0] else None
+        dk = torch.matmul(ds.transpose(-2, -1), qs) if ctx.needs_input_grad[1] else None
+        dmask = _reduce_to(ds, *ctx.mask_shape) if ctx.mask_shape and ctx.needs_input_grad[3] else None
+        return dq, dk, dv, dmask, None, None
+
+
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
+         dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None) -> torch.Tensor:
+    """`F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale=scale)`; ShortAttention where
+    `short_path` says so (q, k, v cast to bf16 under autocast, as SDPA would); in half precision on a CPU whose flash
+    kernel cannot run, SDPA's math backend, the same equation.
+
+    Args:
+        q: the queries (..., N, d).
+        k: the keys (..., M, d).
+        v: the values (..., M, dv).
+        attn_mask: boolean (True may attend) or float (added to the logits) mask broadcast to (..., N, M), or None.
+        dropout_p: dropout on the attention probabilities.
+        is_causal: whether query i sees keys up to i only.
+        scale: the logits' factor; None: d ** -0.5.
+    """
+    if short_path(q, k, v, attn_mask, is_causal):
+        if is_causal:
+            causal = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+            attn_mask = causal if attn_mask is None else attn_mask & causal if attn_mask.dtype == torch.bool \
+                else attn_mask.masked_fill(~causal, float("-inf"))
+        q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
+        return ShortAttention.apply(q, k, v, attn_mask, q.shape[-1] ** -0.5 if scale is None else scale, dropout_p)
+    kwargs = dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+    if _FLASH_PACKS_WITHOUT_AVX512 and q.dtype in _HALF and q.device.type == "cpu":
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, **kwargs)
+    return F.scaled_dot_product_attention(q, k, v, **kwargs)
