@@ -75,6 +75,32 @@ def test_linear_autograd_function_backward_against_float64_plain():
     assert torch.allclose(x.grad, w.detach().sum(0).expand(3, 5, 8), atol=1e-5)
 
 
+@pytest.mark.parametrize("act", list(ACTIVATIONS))
+@pytest.mark.parametrize("bias", [True, False])
+def test_bf16_inference_fuses_bias_and_activation_where_the_cpu_has_native_bf16(act, bias, monkeypatch):
+    """Under bf16 autocast without autograd, on a CPU with native bf16 matmuls, linear is oneDNN's one kernel on the
+    bf16 casts of x, W, b: what autocast's F.linear and the activation give, within bf16's rounding; elsewhere (or
+    with autograd) it is not called."""
+    calls = []
+    op = vit._ONEDNN
+    monkeypatch.setattr(vit, "_ONEDNN", lambda *a: calls.append(a[0].dtype) or op(*a))
+    g = torch.Generator().manual_seed(0)
+    x, w, b = torch.randn(2, 9, 48, generator=g), torch.randn(40, 48, generator=g) / 7, torch.randn(40, generator=g)
+    b = b if bias else None
+    act_fn = ACTIVATIONS[act][2] or (lambda y: y)
+    ref = act_fn(F.linear(x.double(), w.bfloat16().double(), None if b is None else b.bfloat16().double()))
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        y = linear(x, w, b, act=act)
+    native = vit._NATIVE_BF16 and op is not None
+    assert calls == ([torch.bfloat16] if native else [])
+    assert y.dtype == torch.bfloat16
+    assert (y.double() - ref).abs().max() <= 2e-2 * ref.abs().max()
+    calls.clear()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        linear(x, w.requires_grad_(), b, act=act)  # training: autocast's own matmul
+    assert calls == []
+
+
 def test_sincos_1d_definition():
     length, dim = 7, 10
     table = sincos_1d(length, dim)

@@ -9,17 +9,20 @@ bias and the activation as post-ops of one kernel (the op `torch.ops.mkldnn._lin
 that Inductor emits on the CPU). vspec uses it for float32 CPU tensors:
 - without autograd (inference): bias and activation fused;
 - with autograd: the bias-fused forward inside an autograd.Function whose backward is the plain
-  matmuls, the activation left to autograd.
-Anywhere else (CUDA, meta, other dtypes, autocast, which picks the matmul's dtype, no oneDNN, a CPU without
-AVX-512 where oneDNN's GEMM loses to MKL's unless the reduction is short (`ONEDNN_WINS`, `SHORT_K`), JIT
-tracing as in fvcore, torch.compile, which fuses by itself, the switch off: `fast.enabled`; torch outside the
-versions the private op was tested on: `fast.private_op`) it is `act(F.linear(x, w, b))`.
+  matmuls, the activation left to autograd;
+and for inference under bf16 autocast on a CPU with native bf16 matmuls (AMX, AVX-512 BF16): x, W and b cast to
+bf16 as autocast would, bias and activation fused.
+Anywhere else (CUDA, meta, other dtypes, autocast, which picks the matmul's dtype (but for bf16 inference, above),
+no oneDNN, a CPU without AVX-512 where oneDNN's GEMM loses to MKL's unless the reduction is short (`ONEDNN_WINS`,
+`SHORT_K`), JIT tracing as in fvcore, torch.compile, which fuses by itself, the switch off: `fast.enabled`; torch
+outside the versions the private op was tested on: `fast.private_op`) it is `act(F.linear(x, w, b))`.
 """
 
 import torch
 import torch.nn.functional as F
 
 from . import fast
+from .attention import native_bf16_matmul
 from .precision import autocast_on
 
 __all__ = ["ACTIVATIONS", "ONEDNN_WINS", "SHORT_K", "grouped_linear", "linear", "sincos_1d", "sincos_2d", "structured"]
@@ -36,6 +39,8 @@ def _onednn_wins() -> bool:
     return bool(is_avx512 is not None and is_avx512())
 
 
+_NATIVE_BF16 = native_bf16_matmul()
+_FLOATS = (torch.float32, torch.bfloat16)
 ONEDNN_WINS = _onednn_wins()  # tests set it to exercise the oneDNN path at every size on any CPU
 SHORT_K = 256  # input features up to which oneDNN's linear is taken on any CPU
 
@@ -86,6 +91,24 @@ class _BiasFusedLinear(torch.autograd.Function):
         return dx, dw, db
 
 
+def _bf16_inference_ok(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """bf16-autocast inference on a CPU with native bf16: oneDNN computes every bf16 matmul there anyway (on any
+    vendor), so fusing the bias and the activation into it only saves their passes."""
+    return (
+        _ONEDNN is not None
+        and _NATIVE_BF16
+        and fast.enabled(x)
+        and autocast_on("cpu")
+        and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                              or (bias is not None and bias.requires_grad)))
+        and x.dtype in _FLOATS
+        and weight.dtype in _FLOATS
+        and x.ndim >= 2
+        and x.numel() > 0
+    )
+
+
 def linear(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, act: str | None = None
 ) -> torch.Tensor:
@@ -98,6 +121,9 @@ def linear(
         act: the activation fused after it, a key of ACTIVATIONS (None: none).
     """
     post_op, algorithm, act_fn = ACTIVATIONS[act]
+    if _bf16_inference_ok(x, weight, bias):  # what autocast would cast, cast here; one kernel
+        half = torch.bfloat16
+        return _ONEDNN(x.to(half), weight.to(half), None if bias is None else bias.to(half), post_op, [], algorithm)
     if not _onednn_ok(x, weight):
         y = F.linear(x, weight, bias)
         return y if act_fn is None else act_fn(y)
