@@ -132,6 +132,9 @@ def test_the_short_path_is_taken_only_where_it_wins(monkeypatch):
     monkeypatch.setattr(attention, "MAP_ELEMENTS", 2 * 16 * 16)
     assert attention.short_path(q, k, v)
     assert not attention.short_path(q, k, v, attn_mask=torch.zeros(16, 16, dtype=torch.bool))  # no key left
+    left_padded = (torch.arange(16) > 0)[None, None, None]  # query 0 sees key 0 only, which is padding
+    assert attention.short_path(q, k, v, attn_mask=left_padded)
+    assert not attention.short_path(q, k, v, attn_mask=left_padded, is_causal=True)
     monkeypatch.setattr(attention, "_NATIVE_BF16", False)
     assert not attention.short_path(q, k, v)  # emulated bf16: SDPA
 

@@ -71,7 +71,16 @@ def short_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: tor
         return False
     if k.shape[-2] > SHORT_KEYS or q.shape[:-1].numel() * k.shape[-2] > MAP_ELEMENTS:
         return False
-    return attn_mask is None or attn_mask.dtype != torch.bool or bool(attn_mask.any(-1).all())
+    mask = _with_causal(q, k, attn_mask) if is_causal else attn_mask
+    return mask is None or mask.dtype != torch.bool or bool(mask.any(-1).all())
+
+
+def _with_causal(q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+    """SDPA's is_causal as a mask (query i sees keys up to i), combined with attn_mask."""
+    causal = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+    if attn_mask is None or attn_mask.dtype == torch.bool:
+        return causal if attn_mask is None else attn_mask & causal
+    return attn_mask.masked_fill(~causal, float("-inf"))
 
 
 def _reduce_to(grad: torch.Tensor, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
@@ -144,9 +153,7 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Ten
     """
     if short_path(q, k, v, attn_mask, is_causal):
         if is_causal:
-            causal = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
-            attn_mask = causal if attn_mask is None else attn_mask & causal if attn_mask.dtype == torch.bool \
-                else attn_mask.masked_fill(~causal, float("-inf"))
+            attn_mask = _with_causal(q, k, attn_mask)
         q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
         return ShortAttention.apply(q, k, v, attn_mask, q.shape[-1] ** -0.5 if scale is None else scale, dropout_p)
     kwargs = dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
