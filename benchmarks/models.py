@@ -88,7 +88,7 @@ def report(model: str, reference: str, inputs: str, mode: str, unit: str, batch:
         duels.append((("vspec", "fp32"), ("vspec", "bf16"), "vspec fp32"))
     rows = []
     for (who_a, pa), (_, pb), against in duels:
-        ratios = sorted(a / b for a, b in zip(times[who_a, pa], times["vspec", pb]))  # per round: vspec speed / its
+        ratios = sorted(a / b for a, b in zip(times[who_a, pa], times["vspec", pb]))  # per round: vspec / other
         r = row(model, against, inputs, mode, unit, batch / statistics.median(times[who_a, pa]),
                 batch / statistics.median(times["vspec", pb]), ratios, precision=pb, reference_precision=pa,
                 flops=flops, rates=rates)
