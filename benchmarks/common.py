@@ -1,14 +1,19 @@
 """What several benchmarks share: the repository's root and their default output folder (runs/benchmarks/, or
 $OUT), the JSON they write, the device synchronisation and the paired-round race their timings use, what the
-figures were measured on, and the generated ImageNet-shaped JPEG of the loader benchmarks."""
+figures were measured on (the CPU, its flags, the fast-path choices in effect, its own matmul rate per precision),
+MFU, and the generated ImageNet-shaped JPEG of the loader benchmarks."""
 
 import json
 import os
+import statistics
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from vspec.compare import cpu_name
 
@@ -88,10 +93,103 @@ def race(models: dict, step, x, rounds: int) -> dict[str, list[float]]:
     return times
 
 
+# the CPU flags that decide the kernels: AVX2 / AVX-512 for fp32, AVX-512 BF16 / AMX for bf16
+FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+# where /proc/cpuinfo is missing: torch's own checks (private; a missing one says no)
+_TORCH_CHECKS = {"avx2": "_is_avx2_supported", "avx512f": "_is_avx512_supported",
+                 "avx512_bf16": "_is_avx512_bf16_supported", "amx_bf16": "_is_amx_tile_supported",
+                 "amx_tile": "_is_amx_tile_supported"}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}  # --precision's names
+
+
+def cpu_flags() -> dict[str, bool]:
+    """Which of FLAGS the CPU has: /proc/cpuinfo's flags on Linux, else torch's checks."""
+    try:
+        line = next(v for v in Path("/proc/cpuinfo").read_text().splitlines() if v.startswith("flags"))
+    except (OSError, StopIteration):
+        return {f: bool(getattr(torch.cpu, _TORCH_CHECKS[f], lambda: False)()) for f in FLAGS}
+    have = set(line.split(":", 1)[1].split())
+    return {f: f in have for f in FLAGS}
+
+
+def _native_bf16() -> bool:
+    """Whether the CPU computes bf16 natively (AMX or AVX-512 BF16): where bf16 autocast pays."""
+    flags = cpu_flags()
+    return flags["amx_bf16"] or flags["avx512_bf16"]
+
+
+def precisions(asked: list[str] | None) -> list[str]:
+    """The precisions a benchmark runs: those asked, else fp32 and bf16 where the CPU computes bf16 natively, fp32
+    alone elsewhere (emulated bf16 is slower than fp32: nothing to measure unless asked)."""
+    return list(asked) if asked else ["fp32", "bf16"] if _native_bf16() else ["fp32"]
+
+
+@contextmanager
+def autocast(precision: str) -> Iterator[None]:
+    """The context a CPU step runs in at `precision`: bf16 autocast, or nothing for fp32. Where torch's CPU flash
+    attention cannot run bf16 (AVX2 kernels on an AMX CPU, vspec/ops/precision.py), SDPA's math backend as well, for
+    the reference as vspec takes it itself (`choices()`'s sdpa_bf16_math)."""
+    from vspec.ops import precision as ops_precision
+
+    with ExitStack() as stack:
+        if precision == "bf16":
+            stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16))
+            if ops_precision._FLASH_PACKS_WITHOUT_AVX512:
+                stack.enter_context(sdpa_kernel(SDPBackend.MATH))
+        yield
+
+
+def choices() -> dict:
+    """The CPU fast-path choices in effect (vspec/ops/fast.py's switch and what each path decided on this CPU),
+    name -> value: printed by the benchmarks and stored in their JSON."""
+    from vspec.ops import fast, precision, vit
+
+    return {"fast_paths": fast.is_on(), "onednn_linear": vit._ONEDNN is not None, "ONEDNN_WINS": vit.ONEDNN_WINS,
+            "SHORT_K": vit.SHORT_K, "sdpa_bf16_math": precision._FLASH_PACKS_WITHOUT_AVX512}
+
+
+def matmul_rate(precision: str, n: int = 2048, reps: int = 7) -> float:
+    """The CPU's own matmul rate in `precision` (FLOP/s): an n x n by n x n product, both operands in that dtype (what
+    autocast gives a linear layer), on torch's current threads; the median of `reps` products after a warm-up."""
+    a, b = (torch.randn(n, n).to(DTYPES[precision]) for _ in range(2))
+    a @ b
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t0)
+    return 2 * n**3 / statistics.median(times)
+
+
+def mfu(rate: float, flops_per_sample: float, peak: float | None) -> float | None:
+    """Model FLOPs utilisation: samples/s x the model's FLOPs per sample / the peak FLOP/s (a device's table value, or
+    the CPU's measured matmul rate); None without a peak."""
+    return rate * flops_per_sample / peak if peak else None
+
+
 def machine(extra: dict) -> dict:
-    """What the CPU figures were measured on."""
+    """What the CPU figures were measured on: the CPU, its flags, the fast-path choices (`choices`), torch."""
     return {"machine": f"{cpu_name()}, {os.cpu_count()} cores", "threads": torch.get_num_threads(),
-            "torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(), **extra}
+            "torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "flags": cpu_flags(), "choices": choices(), **extra}
+
+
+def header(versions: dict, run: list[str] = ()) -> dict:
+    """Prints what a CPU benchmark runs on (the CPU, torch's threads and capability, `versions`, the flags, the
+    fast-path choices) and, for each precision in `run`, the CPU's measured matmul rate; returns `machine` of it all
+    for the JSON (rates under "matmul GFLOP/s")."""
+    flags = cpu_flags()
+    print(f"machine: {cpu_name()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, torch "
+          f"{torch.__version__}" + "".join(f", {k} {v}" for k, v in versions.items())
+          + f", CPU capability {torch.backends.cpu.get_cpu_capability()}")
+    print("CPU flags: " + ", ".join(f"{f} {'yes' if on else 'no'}" for f, on in flags.items())
+          + f"; native bf16: {'yes' if _native_bf16() else 'no'}")
+    print("fast-path choices: " + ", ".join(f"{k} {v}" for k, v in choices().items()))
+    rates = {p: round(matmul_rate(p) / 1e9, 1) for p in run}
+    if rates:
+        print(f"matmul rate (2048^3, {torch.get_num_threads()} threads): "
+              + ", ".join(f"{p} {r:.1f} GFLOP/s" for p, r in rates.items()))
+    return machine({**versions, **({"matmul GFLOP/s": rates} if rates else {})})
 
 
 def jpeg(job: tuple[Path, int]) -> None:

@@ -2,15 +2,15 @@
 
 Per path, the same step runs with the switch on (fast) and inside `vspec.fast_paths(False)` (plain), back to
 back in every round (order alternating); printed: the plain/fast time ratio (> 1: the fast path wins), the
-median of the rounds' ratios with their range, and the CPU capability torch's kernels use
-(`ATEN_CPU_CAPABILITY=avx2` gives the AVX2 kernels on an AVX-512 machine). Shapes are those of deit_tiny,
+median of the rounds' ratios with their range, under benchmarks/common.py's header (the CPU, its flags, the
+fast-path choices in effect, the CPU capability torch's kernels use: `ATEN_CPU_CAPABILITY=avx2` gives the AVX2
+kernels on an AVX-512 machine). Shapes are those of deit_tiny,
 msf_vit_ti, swin_tiny and refined_vit_s at 224 px.
 
     python -m benchmarks.fast_paths [--rounds 11] [--seconds 0.3] [--paths ...] [--threads N]
 """
 
 import argparse
-import platform
 import statistics
 import time
 
@@ -22,7 +22,7 @@ from vspec.models.refiner.modules import ConvExpandDLA, ConvStem
 from vspec.nn.swin import BiasedAttentionCore
 from vspec.ops import vit
 
-from .common import ROOT
+from .common import ROOT, header
 
 
 def linear_steps(train: bool):
@@ -125,9 +125,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
-          f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, AVX-512 CPU "
-          f"{vit.ONEDNN_WINS}, {args.rounds} rounds")
+    header({})
+    print(f"{args.rounds} rounds")
     for name in args.paths:
         r = ratio(PATHS[name](), args.rounds, args.seconds)
         print(f"  {name:46s} plain/fast {statistics.median(r):.3f} (range {r[0]:.3f}-{r[-1]:.3f})")

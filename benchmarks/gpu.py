@@ -47,7 +47,7 @@ from vspec.nn.head_outputs import head_loss  # the loss of a head's training out
 from vspec.spec import override
 
 from . import msf, refiner, released  # MSF's attention race, the released Refined-ViT, the released T2T-ViT
-from .common import ROOT, out_dir, race, sync, write_json
+from .common import ROOT, mfu, out_dir, race, sync, write_json
 
 # dense bf16 tensor-core peak FLOP/s by a part of the device name, the first that matches (NVIDIA's data sheets
 # give bf16 "with sparsity": the dense peak is half of it)
@@ -231,7 +231,7 @@ def run_case(name: str, args, device: torch.device, peak: float | None, compiled
                "seq_len": seq if kind == "text" else None, "reference": ref_name, "macs_per_sample": macs,
                "rate": rate,
                "peak_bytes": {who: peak_bytes(m, mode, x, labels, device) for who, m in compiled_or_eager.items()},
-               "mfu": {who: (r * flops / peak if peak else None) for who, r in rate.items()}}
+               "mfu": {who: mfu(r, flops, peak) for who, r in rate.items()}}
         if "reference" in times:
             ratios = sorted(a / b for a, b in zip(times["reference"], times["vspec"]))
             row["ratio"] = {"median": statistics.median(ratios), "range": [ratios[0], ratios[-1]]}

@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import ROOT, bare_step, out_dir, write_json
+from .common import ROOT, bare_step, mfu, out_dir, write_json
 
 GROUPS = ("bare", "synthetic", "device", "host")
 
@@ -150,7 +150,7 @@ def child(args) -> int:
         from .gpu import peak_for
 
         peak = peak_for(torch.cuda.get_device_name())
-        figures["mfu"] = 6 * figures["macs_per_sample"] * figures["rate"] / peak if peak else None
+        figures["mfu"] = mfu(figures["rate"], 6 * figures["macs_per_sample"], peak)
     print("ROW " + json.dumps(figures), flush=True)
     return 0
 

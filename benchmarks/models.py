@@ -1,40 +1,47 @@
-"""vspec presets against their twins with the same weights, on the CPU: deit_tiny against timm's
-vit_tiny_patch16_224, swin_tiny against timm's swin_tiny_patch4_window7_224, and (no timm model exists) t2t_vit_14
-and deit_tiny_irpe_k against the released formulations written in benchmarks/released.py (T2T_ViT's performer
-with its einsums in float32; DeiT-with-iRPE's attention with the map materialised and the bias gathered).
+"""vspec presets against their twins with the same weights, on the CPU: deit_tiny and deit_small against timm's
+vit_tiny_patch16_224 and vit_small_patch16_224, swin_tiny against timm's swin_tiny_patch4_window7_224, and (no timm
+model exists) t2t_vit_14 and deit_tiny_irpe_k against the released formulations written in benchmarks/released.py
+(T2T_ViT's performer with its einsums in float32; DeiT-with-iRPE's attention with the map materialised and the bias
+gathered).
 
-Prints images/s for forward (eval, no grad) and forward+backward (train mode), the vspec/reference ratio
-(> 1 means vspec is faster), the CPU capability torch's kernels use (ATEN_CPU_CAPABILITY=avx2 picks the AVX2
-ones on an AVX-512 machine), the machine's measured fp32 matmul GFLOP/s and each model's achieved
-GFLOP/s (forward = 2 x MACs per image from vspec.profile; forward+backward = 3 x that).
+Prints images/s for forward (eval, no grad) and forward+backward (train mode), the vspec/reference ratio (> 1 means
+vspec is faster), in each precision (`--precision`: fp32, and bf16 = both models under
+`torch.autocast("cpu", dtype=torch.bfloat16)`; default both where the CPU computes bf16 natively, AMX or AVX-512 BF16,
+fp32 alone elsewhere), and with both, vspec's bf16 against its own fp32. The header names the CPU, its flags, torch's
+CPU capability (ATEN_CPU_CAPABILITY=avx2 picks the AVX2 kernels on an AVX-512 machine), the fast-path choices in
+effect (benchmarks/common.py's `choices`) and the CPU's own matmul rate (2048^3) in each precision run. Beside each
+images/s: MFU, the model's FLOP/s (forward = 2 x fvcore's MACs per image, forward+backward = 6 x) over the matmul
+rate of the row's precision.
 
-The two models run back to back in every round (order alternating), so that drifts in the machine's
-speed hit both; images/s are medians over rounds, the ratio is the median of the rounds' ratios.
+All the models of a mode (reference and vspec, in each precision) run back to back in every round (order
+alternating), so that drifts in the machine's speed hit them all; images/s are medians over rounds, a ratio is the
+median of the rounds' ratios.
 
-    python -m benchmarks.models [--models deit_tiny swin_tiny t2t_vit_14 deit_tiny_irpe_k] [--batch-size N]
-                                [--rounds 15] [--threads N] [--json FILE]
+    python -m benchmarks.models [--models deit_tiny deit_small swin_tiny t2t_vit_14 deit_tiny_irpe_k]
+                                [--precision fp32 bf16] [--batch-size N] [--rounds 15] [--threads N] [--json FILE]
     python -m benchmarks.models --table FILE.json    # the table of docs/speed.md (benchmarks/text.py's too)
 """
 
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
 
 import timm
 import torch
 
 import vspec
-from vspec.compare import cpu_name
 from vspec.convert import from_official, from_timm
 
 from . import released
-from .common import ROOT, forward, forward_backward, machine, race, write_json
+from .common import DTYPES, ROOT, autocast, forward, forward_backward, header, mfu, precisions, race, write_json
 
 # vspec preset -> (the reference's name, default batch size)
-PAIRS = {"deit_tiny": ("timm vit_tiny_patch16_224", 32), "swin_tiny": ("timm swin_tiny_patch4_window7_224", 16),
-         "t2t_vit_14": ("released T2T_ViT", 16), "deit_tiny_irpe_k": ("released DeiT-with-iRPE", 32)}
+PAIRS = {"deit_tiny": ("timm vit_tiny_patch16_224", 32), "deit_small": ("timm vit_small_patch16_224", 32),
+         "swin_tiny": ("timm swin_tiny_patch4_window7_224", 16), "t2t_vit_14": ("released T2T_ViT", 16),
+         "deit_tiny_irpe_k": ("released DeiT-with-iRPE", 32)}
+# (mode, step, train mode, model FLOPs per MAC: a backward costs two forwards)
+MODES = (("forward", forward, False, 2), ("forward+backward", forward_backward, True, 6))
 # the released constructors' arguments of the presets without a timm twin
 T2T_VIT_14 = dict(img_size=224, tokens_type="performer", in_chans=3, num_classes=1000, embed_dim=384, depth=14,
                   num_heads=6, mlp_ratio=3.0, qkv_bias=False, qk_scale=None, token_dim=64)
@@ -57,16 +64,46 @@ def pair(name: str, spec) -> tuple[torch.nn.Module, torch.nn.Module]:
     return ref, from_timm(ref, spec)
 
 
-def matmul_gflops(n: int = 2048, reps: int = 10) -> float:
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        a @ b
-    return 2 * n**3 * reps / (time.perf_counter() - t0) / 1e9
+def race_precisions(ref: torch.nn.Module, ours: torch.nn.Module, step, x, rounds: int, run: list[str]) -> dict:
+    """Seconds per step of the reference and of vspec in each precision of `run` (bf16: under CPU bf16 autocast), all
+    of them in the same rounds (`race`: back to back, order alternating), keyed (who, precision)."""
+    contestants = {(who, p): (m, p) for p in run for who, m in (("reference", ref), ("vspec", ours))}
+
+    def timed(entry, x):
+        model, precision = entry
+        with autocast(precision):
+            step(model, x)
+
+    return race(contestants, timed, x, rounds)
 
 
-def compare(name: str, batch_size: int, rounds: int) -> list[dict]:
+def report(model: str, reference: str, inputs: str, mode: str, unit: str, batch: int, times: dict,
+           flops: float | None = None, rates: dict | None = None) -> list[dict]:
+    """Prints and returns the rows of one mode's `race_precisions`: vspec against the reference in each precision,
+    then vspec bf16 against vspec fp32 where both ran. `flops` per sample and the measured matmul `rates` (GFLOP/s
+    per precision) give each side's MFU."""
+    run = [p for p in DTYPES if ("vspec", p) in times]
+    duels = [(("reference", p), ("vspec", p), reference) for p in run]
+    if len(run) > 1:
+        duels.append((("vspec", "fp32"), ("vspec", "bf16"), "vspec fp32"))
+    rows = []
+    for (who_a, pa), (_, pb), against in duels:
+        ratios = sorted(a / b for a, b in zip(times[who_a, pa], times["vspec", pb]))  # per round: vspec / other
+        r = row(model, against, inputs, mode, unit, batch / statistics.median(times[who_a, pa]),
+                batch / statistics.median(times["vspec", pb]), ratios, precision=pb, reference_precision=pa,
+                flops=flops, rates=rates)
+        short = f"vspec-{pa}" if who_a == "vspec" else reference.split()[0]
+        side = {k: f"{r[k + '_rate']:7.1f} {unit}" + (f" (MFU {100 * r[k + '_mfu']:4.1f} %)" if k + "_mfu" in r else "")
+                for k in ("reference", "vspec")}
+        print(f"  {mode:17s} {precision_label(r):12s} {short} {side['reference']}  vspec {side['vspec']}  ratio "
+              f"vspec/{short} {r['ratio']:.3f} (median of rounds; range {ratios[0]:.3f}-{ratios[-1]:.3f})")
+        rows.append(r)
+    return rows
+
+
+def compare(name: str, batch_size: int, rounds: int, run=("fp32",), rates: dict | None = None) -> list[dict]:
+    """The rows of preset `name` against its reference (PAIRS), forward and forward+backward, in each precision of
+    `run`; MFU where the matmul `rates` (GFLOP/s per precision) are given."""
     ref_name, default_batch = PAIRS[name]
     batch = batch_size or default_batch
     torch.manual_seed(0)
@@ -77,48 +114,62 @@ def compare(name: str, batch_size: int, rounds: int) -> list[dict]:
     with torch.no_grad():
         diff = (ref.eval()(x[:2]) - ours.eval()(x[:2])).abs().max().item()
     print(f"{name} vs {ref_name}: {macs / 1e9:.4f} GMACs per image (fvcore); same weights, "
-          f"max |logit diff| {diff:.1e}; batch {batch}, 224 px, {rounds} rounds")
+          f"max |logit diff| {diff:.1e}; batch {batch}, 224 px, {rounds} rounds, {' and '.join(run)}")
     rows = []
-    for label, step, train, flop_factor in (
-        ("forward", forward, False, 2),
-        ("forward+backward", forward_backward, True, 6),
-    ):
+    for label, step, train, flops_per_mac in MODES:
         for m in (ref, ours):
             m.train(train)
-        t = race({"ref": ref, "vspec": ours}, step, x, rounds)
-        ips = {k: batch / statistics.median(v) for k, v in t.items()}
-        gf = {k: v * macs * flop_factor / 1e9 for k, v in ips.items()}
-        ratios = sorted(a / b for a, b in zip(t["ref"], t["vspec"]))  # per round: vspec img/s / reference img/s
-        short = ref_name.split()[0]
-        print(
-            f"  {label:17s} {short} {ips['ref']:7.1f} img/s ({gf['ref']:5.1f} GFLOP/s)  "
-            f"vspec {ips['vspec']:7.1f} img/s ({gf['vspec']:5.1f} GFLOP/s)  "
-            f"ratio vspec/{short} {statistics.median(ratios):.3f} "
-            f"(median of rounds; range {ratios[0]:.3f}-{ratios[-1]:.3f})"
-        )
-        rows.append(row(name, ref_name, f"batch {batch}, 224 px", label, "img/s", ips["ref"], ips["vspec"], ratios))
+        times = race_precisions(ref, ours, step, x, rounds, list(run))
+        rows += report(name, ref_name, f"batch {batch}, 224 px", label, "img/s", batch, times, flops_per_mac * macs,
+                       rates)
     return rows
 
 
-def row(model, reference, inputs, mode, unit, ref_rate, vspec_rate, ratios) -> dict:
-    """One line of the JSON and of the table: a model against its reference in one mode."""
-    return {"model": model, "reference": reference, "inputs": inputs, "mode": mode, "unit": unit,
-            "reference_rate": ref_rate, "vspec_rate": vspec_rate, "ratio": statistics.median(ratios),
-            "ratio_min": min(ratios), "ratio_max": max(ratios), "rounds": len(ratios)}
+def row(model, reference, inputs, mode, unit, ref_rate, vspec_rate, ratios, *, precision="fp32",
+        reference_precision=None, flops=None, rates=None) -> dict:
+    """One line of the JSON and of the table: a model against its reference in one mode, vspec at `precision`, the
+    reference at `reference_precision` (default the same); with `flops` per sample and the matmul `rates` (GFLOP/s
+    per precision), each side's MFU: its model FLOP/s over the matmul rate of its precision."""
+    out = {"model": model, "reference": reference, "inputs": inputs, "mode": mode, "unit": unit,
+           "reference_rate": ref_rate, "vspec_rate": vspec_rate, "ratio": statistics.median(ratios),
+           "ratio_min": min(ratios), "ratio_max": max(ratios), "rounds": len(ratios), "precision": precision,
+           "reference_precision": reference_precision or precision}
+    if flops is not None and rates:
+        out["flops_per_sample"] = flops
+        for side, rate, p in (("reference", ref_rate, out["reference_precision"]), ("vspec", vspec_rate, precision)):
+            out[side + "_mfu"] = mfu(rate, flops, rates[p] * 1e9)
+    return out
+
+
+def precision_label(r: dict) -> str:
+    """A row's precision: vspec's, "bf16 vs fp32" where the reference ran in another; fp32 for rows without one."""
+    p = r.get("precision", "fp32")
+    return p if r.get("reference_precision", p) == p else f"{p} vs {r['reference_precision']}"
+
+
+def _footnote(key: str, value) -> str:
+    if isinstance(value, dict) and all(isinstance(v, bool) for v in value.values()):  # CPU flags
+        off = [k for k, v in value.items() if not v]
+        return f"{key} " + " ".join(k for k, v in value.items() if v) + (f" (not {' '.join(off)})" if off else "")
+    if isinstance(value, dict):
+        return f"{key} " + ", ".join(f"{k} {v}" for k, v in value.items())
+    return f"{key} {value}"
 
 
 def table(result: dict) -> str:
-    """docs/speed.md's table of one result (benchmarks/models.py's or benchmarks/text.py's --json)."""
-    lines = ["| model | against | inputs | mode | reference | vspec | vspec / reference, median [range] |",
-             "|---|---|---|---|---|---|---|"]
+    """docs/speed.md's table of one result (benchmarks/models.py's or benchmarks/text.py's --json); rows written before
+    the precision and MFU were recorded read as fp32, MFU blank."""
+    lines = ["| model | against | inputs | mode | precision | reference | vspec | vspec / reference, median [range] | "
+             "MFU reference | MFU vspec |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
-        lines.append(f"| {r['model']} | {r['reference']} | {r['inputs']} | {r['mode']} | "
+        mfus = " | ".join("" if r.get(k) is None else f"{100 * r[k]:.1f} %" for k in ("reference_mfu", "vspec_mfu"))
+        lines.append(f"| {r['model']} | {r['reference']} | {r['inputs']} | {r['mode']} | {precision_label(r)} | "
                      f"{r['reference_rate']:.1f} {r['unit']} | {r['vspec_rate']:.1f} {r['unit']} | "
-                     f"{r['ratio']:.3f} [{r['ratio_min']:.3f}-{r['ratio_max']:.3f}] |")
+                     f"{r['ratio']:.3f} [{r['ratio_min']:.3f}-{r['ratio_max']:.3f}] | {mfus} |")
     m = result["machine"]
     lines.append("")
     lines.append(f"{m['machine']}, {m['threads']} torch threads, CPU capability {m['cpu_capability']}, torch "
-                 f"{m['torch']}" + "".join(f", {k} {v}" for k, v in m.items()
+                 f"{m['torch']}" + "".join(", " + _footnote(k, v) for k, v in m.items()
                                            if k not in ("machine", "threads", "cpu_capability", "torch"))
                  + f"; {result['rows'][0]['rounds']} paired rounds.")
     return "\n".join(lines)
@@ -133,8 +184,10 @@ def write(path: Path | None, result: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--models", nargs="+", choices=sorted(PAIRS), default=list(PAIRS))
+    ap.add_argument("--precision", nargs="+", choices=list(DTYPES), default=None,
+                    help="default: fp32 and bf16 where the CPU computes bf16 natively (AMX, AVX-512 BF16), else fp32")
     ap.add_argument("--batch-size", type=int, default=0,
-                    help="default: 32 for deit_tiny and deit_tiny_irpe_k, 16 for swin_tiny and t2t_vit_14")
+                    help="default: 32 for deit_tiny, deit_small and deit_tiny_irpe_k, 16 for swin_tiny and t2t_vit_14")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON (docs/cpu/)")
@@ -145,16 +198,10 @@ def main() -> None:
         return
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(
-        f"machine: {cpu_name()}, {torch.get_num_threads()} torch threads, "
-        f"torch {torch.__version__}, timm {timm.__version__}, "
-        f"CPU capability {torch.backends.cpu.get_cpu_capability()}"
-    )
-    gflops = matmul_gflops()
-    print(f"fp32 matmul (2048^3): {gflops:.1f} GFLOP/s")
-    rows = [r for name in args.models for r in compare(name, args.batch_size, args.rounds)]
-    write(args.json, {"machine": machine({"timm": timm.__version__, "fp32 matmul GFLOP/s": round(gflops, 1)}),
-                      "rows": rows})
+    run = precisions(args.precision)
+    info = header({"timm": timm.__version__}, run)
+    rows = [r for name in args.models for r in compare(name, args.batch_size, args.rounds, run, info["matmul GFLOP/s"])]
+    write(args.json, {"machine": info, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ about 5 minutes on a 2-core CPU.
 import argparse
 import copy
 import math
-import platform
 import statistics
 
 import attrs
@@ -40,7 +39,7 @@ from torch import nn
 import vspec
 from vspec.convert import from_official
 
-from .common import ROOT, forward, forward_backward, race
+from .common import ROOT, forward, forward_backward, header, race
 
 # Refined-ViT-S as the released factory builds it (apply_transform off: every shared block's DLA has expansion 3),
 # with the class-token head alone (return_dense and MixToken off)
@@ -235,8 +234,7 @@ def main() -> None:
     preset = vspec.load_spec(ROOT / "specs/refined_vit_s.py")
     assert ours.spec == attrs.evolve(preset, img_size=args.img), "CONFIG is not specs/refined_vit_s.py"
     x = torch.randn(args.batch, 3, args.img, args.img, generator=torch.Generator().manual_seed(0))
-    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
-          f"torch {torch.__version__}")
+    header({})
     print("same weights; max |difference| from the reference in float64 (batch 1):")
     print(f"  {'':42s} {'largest':>9s} {'ref fp32':>9s} {'vspec fp32':>10s} {'vspec fp64':>10s}")
     for name, big, *errs in check(ref, ours, x[:1]):

@@ -2,9 +2,12 @@
 
 A padded batch (default 16 sequences of random lengths up to 128 tokens, right-padded to 128, HF's
 attention_mask) runs forward (eval, no grad) and forward+backward (train mode, dropout on, the pooled output's
-sum as the loss) through both; within each round the two run back to back, order alternating. Prints
-sequences/s (medians over rounds) and the ratio vspec / HF in speed (> 1: vspec is faster), the median of the
-rounds' ratios with its range.
+sum as the loss) through both, in each precision (`--precision`, as benchmarks/models.py: fp32, and bf16 under CPU
+bf16 autocast; default both where the CPU computes bf16 natively); within each round they all run back to back, order
+alternating. Prints sequences/s (medians over rounds), the ratio vspec / HF in speed (> 1: vspec is faster), the
+median of the rounds' ratios with its range, with both precisions vspec's bf16 against its fp32, and each side's MFU
+(2 x fvcore's MACs of a sequence at the padded length per forward, 6 x per forward+backward, over the CPU's measured
+matmul rate in the row's precision; padding is computed, so it counts).
 
 `--trainer` runs the Trainer row instead: Hugging Face's `Trainer` trains `BertForSequenceClassification` (a
 bert_base-shaped config, `--trainer-size` layers x width, 4 x width FFN, 64-wide heads) and the vspec model holding
@@ -15,12 +18,12 @@ same data (sequences of random lengths up to --seq-len, padded per batch) with t
 seconds instead of the wall clock's (steadier where other work shares the machine; with one thread it is the
 model's and Trainer's own work).
 
-    python -m benchmarks.text [--batch-size 16] [--seq-len 128] [--rounds 15] [--threads N] [--json FILE]
+    python -m benchmarks.text [--batch-size 16] [--seq-len 128] [--precision fp32 bf16] [--rounds 15] [--threads N]
+                              [--json FILE]
     python -m benchmarks.text --trainer [--trainer-size 4 256] [--steps 4] [--rounds 5]
 """
 
 import argparse
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -32,8 +35,8 @@ import transformers
 import vspec
 from vspec.convert.hf import from_hf, spec_from_hf
 
-from .common import ROOT, machine, race
-from .models import row, write  # the JSON rows of benchmarks/models.py (its --table prints both)
+from .common import DTYPES, ROOT, header, precisions
+from .models import MODES, race_precisions, report, row, write  # its races and rows (its --table prints both)
 
 
 def hf_bert() -> transformers.BertModel:
@@ -116,10 +119,46 @@ def trainer_row(args) -> dict:
                per_s["hf"], per_s["vspec"], ratios)
 
 
+def forward(model, inputs):
+    with torch.no_grad():
+        pooled(model, inputs)
+
+
+def forward_backward(model, inputs):
+    model.zero_grad(set_to_none=True)
+    pooled(model, inputs).sum().backward()
+
+
+def compare(ref: transformers.BertModel, ours: torch.nn.Module, batch_size: int, seq_len: int, rounds: int,
+            run=("fp32",), rates: dict | None = None) -> list[dict]:
+    """The rows of vspec's body `ours` against HF's `ref` (the same weights) on the padded batch, forward and
+    forward+backward, in each precision of `run`; MFU where the matmul `rates` (GFLOP/s per precision) are given."""
+    inputs = batch(batch_size, seq_len, ref.config.vocab_size)
+    with torch.no_grad():
+        diff = (pooled(ref.eval(), inputs) - pooled(ours.eval(), inputs)).abs().max().item()
+    real = f"{batch_size} x {seq_len} tokens, {inputs['attention_mask'].float().mean():.0%} real"
+    spec = attrs.evolve(ours.spec, embedder=attrs.evolve(ours.spec.embedder, seq_len=seq_len))
+    macs = vspec.profile(spec, crosscheck=False).macs  # a sequence at the padded length
+    print(f"bert_base vs HF BertModel (attention: {ref.config._attn_implementation}): {macs / 1e9:.4f} GMACs per "
+          f"sequence (fvcore); same weights, max |pooled diff| {diff:.1e}; {real}, {rounds} rounds, "
+          + " and ".join(run))
+    rows = []
+    for label, _, train, flops_per_mac in MODES:  # benchmarks/models.py's, with this file's steps
+        step = forward_backward if train else forward
+        for m in (ref, ours):
+            m.train(train)
+        times = race_precisions(ref, ours, step, inputs, rounds, list(run))
+        rows += report("bert_base", "HF BertModel (SDPA)", real, label, "seq/s", batch_size, times,
+                       flops_per_mac * macs, rates)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--precision", nargs="+", choices=list(DTYPES), default=None,
+                    help="default: fp32 and bf16 where the CPU computes bf16 natively (AMX, AVX-512 BF16), else fp32")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON (docs/cpu/)")
@@ -131,45 +170,18 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     if args.trainer:
-        print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, torch "
-              f"{torch.__version__}, transformers {transformers.__version__}")
-        write(args.json, {"machine": machine({"transformers": transformers.__version__}), "rows": [trainer_row(args)]})
+        info = header({"transformers": transformers.__version__})
+        write(args.json, {"machine": info, "rows": [trainer_row(args)]})
         return
     ref = hf_bert()
     ours = from_hf(ref).eval()
     preset = vspec.load_spec(ROOT / "specs" / "bert_base.py")  # the preset's body, with BertModel's pooler output
     assert ours.spec == attrs.evolve(preset, num_classes=0, head=vspec.FirstTokenHead(pooler="tanh"))
     assert ours.spec == spec_from_hf(ref.config)
-    inputs = batch(args.batch_size, args.seq_len, ref.config.vocab_size)
-    with torch.no_grad():
-        diff = (pooled(ref, inputs) - pooled(ours, inputs)).abs().max().item()
-    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, torch "
-          f"{torch.__version__}, transformers {transformers.__version__}, CPU capability "
-          f"{torch.backends.cpu.get_cpu_capability()}")
-    print(f"bert_base vs HF BertModel (attention: {ref.config._attn_implementation}): same weights, max |pooled "
-          f"diff| {diff:.1e}; batch {args.batch_size} x {args.seq_len} tokens, "
-          f"{inputs['attention_mask'].float().mean():.0%} real, {args.rounds} rounds")
-
-    def forward(model, x):
-        with torch.no_grad():
-            pooled(model, x)
-
-    def forward_backward(model, x):
-        model.zero_grad(set_to_none=True)
-        pooled(model, x).sum().backward()
-
-    rows = []
-    real = f"{args.batch_size} x {args.seq_len} tokens, {inputs['attention_mask'].float().mean():.0%} real"
-    for label, step, train in (("forward", forward, False), ("forward+backward", forward_backward, True)):
-        for m in (ref, ours):
-            m.train(train)
-        t = race({"hf": ref, "vspec": ours}, step, inputs, args.rounds)
-        per_s = {k: args.batch_size / statistics.median(v) for k, v in t.items()}
-        ratios = sorted(a / b for a, b in zip(t["hf"], t["vspec"]))  # per round: vspec speed / HF speed
-        print(f"  {label:17s} HF {per_s['hf']:6.2f} seq/s  vspec {per_s['vspec']:6.2f} seq/s  ratio vspec/HF "
-              f"{statistics.median(ratios):.3f} (median of rounds; range {ratios[0]:.3f}-{ratios[-1]:.3f})")
-        rows.append(row("bert_base", "HF BertModel (SDPA)", real, label, "seq/s", per_s["hf"], per_s["vspec"], ratios))
-    write(args.json, {"machine": machine({"transformers": transformers.__version__}), "rows": rows})
+    run = precisions(args.precision)
+    info = header({"transformers": transformers.__version__}, run)
+    rows = compare(ref, ours, args.batch_size, args.seq_len, args.rounds, run, info["matmul GFLOP/s"])
+    write(args.json, {"machine": info, "rows": rows})
 
 
 if __name__ == "__main__":

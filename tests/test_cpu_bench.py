@@ -1,0 +1,157 @@
+"""The CPU benchmarks (benchmarks/models.py, benchmarks/text.py, benchmarks/common.py) at tiny sizes: their rows in
+fp32 and bf16 are their rounds, vspec's bf16 against its own fp32 comes from the same rounds, MFU is the model's
+FLOPs (written out here, fvcore's convention) over the matmul rate of the row's precision, the table reads rows
+written before precision and MFU were recorded, and the default precisions follow the CPU's flags (monkeypatched:
+the tests hold on CPUs with and without native bf16). No timing is asserted."""
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import transformers
+
+from benchmarks import common, models, text
+from vspec.convert.hf import from_hf
+from vspec.ops import precision, vit
+
+ROOT = Path(__file__).resolve().parents[1]
+RATES = {"fp32": 50.0, "bf16": 200.0}  # GFLOP/s given to the runs, so that MFU's arithmetic is checked exactly
+LN = 5  # fvcore counts a LayerNorm as 5 MACs per element
+
+
+def deit_tiny_macs() -> int:
+    """MACs of one 224 px image through DeiT-Ti (197 tokens of 192, 12 blocks, MLP 768, 1000 classes)."""
+    n, d, f = 197, 192, 768
+    block = 4 * n * d * d + 2 * n * n * d + 2 * n * d * f + 2 * LN * n * d  # qkv + proj, q k^T and a v, MLP, 2 norms
+    return 196 * (16 * 16 * 3) * d + 12 * block + LN * n * d + d * 1000  # patches, blocks, final norm, head
+
+
+def bert_macs(tokens: int, d: int, ffn: int, layers: int) -> int:
+    """MACs of one sequence through a BERT body with its tanh pooler (post-norm: two norms a block, one embedding
+    norm)."""
+    block = 4 * tokens * d * d + 2 * tokens * tokens * d + 2 * tokens * d * ffn + 2 * LN * tokens * d
+    return layers * block + LN * tokens * d + d * d
+
+
+def check_rows(rows: list[dict], macs: int, run: list[str]) -> None:
+    """Each row within its rounds, each side's MFU = rate x FLOPs / the matmul rate of its precision; vspec's
+    bf16-against-fp32 row the same rounds as the others."""
+    for r in rows:
+        assert r["rounds"] == 2 and r["ratio_min"] <= r["ratio"] <= r["ratio_max"] and r["vspec_rate"] > 0
+        flops = (2 if r["mode"] == "forward" else 6) * macs
+        for side in ("reference", "vspec"):
+            precision = r["precision"] if side == "vspec" else r["reference_precision"]
+            assert r[side + "_mfu"] == pytest.approx(r[side + "_rate"] * flops / (RATES[precision] * 1e9), rel=1e-9)
+    for mode in ("forward", "forward+backward"):
+        by = {(r["reference"].startswith("vspec"), r["precision"]): r for r in rows if r["mode"] == mode}
+        assert sorted(k[1] for k in by if not k[0]) == sorted(run)
+        if len(run) == 2:
+            own = by[True, "bf16"]
+            assert own["reference_precision"] == "fp32" and own["reference"] == "vspec fp32"
+            assert own["reference_rate"] == by[False, "fp32"]["vspec_rate"]
+            assert own["vspec_rate"] == by[False, "bf16"]["vspec_rate"]
+        else:
+            assert (True, "bf16") not in by
+
+
+def test_the_cpu_benchmark_rows_are_its_rounds_in_fp32_and_bf16(tmp_path, monkeypatch, capsys):
+    """`python -m benchmarks.models --precision fp32 bf16` (deit_tiny, batch 1, 2 rounds): the two precisions, vspec's
+    bf16 against its fp32, MFU per side; the JSON holds the matmul rates, the flags and the choices; its table
+    has the precision and MFU columns."""
+    monkeypatch.setattr(common, "matmul_rate", lambda p: RATES[p] * 1e9)
+    out = tmp_path / "models.json"
+    monkeypatch.setattr(sys, "argv", ["models", "--models", "deit_tiny", "--precision", "fp32", "bf16",
+                                      "--batch-size", "1", "--rounds", "2", "--json", str(out)])
+    models.main()
+    printed = capsys.readouterr().out
+    assert "matmul rate (2048^3" in printed and "fp32 50.0 GFLOP/s, bf16 200.0 GFLOP/s" in printed
+    result = json.loads(out.read_text())
+    assert result["machine"]["matmul GFLOP/s"] == RATES
+    assert result["machine"]["flags"] == common.cpu_flags() and result["machine"]["choices"] == common.choices()
+    rows = result["rows"]
+    assert [(r["mode"], r["precision"], r["reference_precision"]) for r in rows] == [
+        (m, p, q) for m in ("forward", "forward+backward") for p, q in (("fp32", "fp32"), ("bf16", "bf16"),
+                                                                       ("bf16", "fp32"))]
+    check_rows(rows, deit_tiny_macs(), ["fp32", "bf16"])
+    table = models.table(result)
+    assert table.count("| deit_tiny | timm vit_tiny_patch16_224 | batch 1, 224 px |") == 4
+    assert table.count("| deit_tiny | vspec fp32 | batch 1, 224 px |") == 2 and "| bf16 vs fp32 |" in table
+    mfu = rows[0]["vspec_mfu"]
+    assert f"-{rows[0]['ratio_max']:.3f}] | {100 * rows[0]['reference_mfu']:.1f} % | {100 * mfu:.1f} % |" in table
+    assert "matmul GFLOP/s fp32 50.0, bf16 200.0" in table
+
+
+def tiny_bert() -> tuple[transformers.BertModel, torch.nn.Module]:
+    config = transformers.BertConfig(num_hidden_layers=1, hidden_size=64, num_attention_heads=1, intermediate_size=256,
+                                     vocab_size=2000)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    ref = transformers.BertModel(config)
+    return ref, from_hf(ref)
+
+
+@pytest.mark.parametrize("run", [["fp32", "bf16"], ["bf16"]])
+def test_the_text_benchmark_rows_in_each_precision_with_mfu(run):
+    """benchmarks/text.py's race at a tiny BERT (1 x 64, 16 tokens): the precisions asked, MFU from the padded
+    length's MACs; bf16 alone has no row against fp32."""
+    ref, ours = tiny_bert()
+    rows = text.compare(ref, ours, 2, 16, 2, run, RATES)
+    assert len(rows) == 2 * (len(run) + (len(run) == 2))
+    check_rows(rows, bert_macs(16, 64, 256, 1), run)
+
+
+def test_the_table_reads_rows_written_before_precision_and_mfu():
+    """docs/cpu/models.json predates bf16: its rows print as fp32 with the MFU cells blank."""
+    result = json.loads((ROOT / "docs" / "cpu" / "models.json").read_text())
+    assert "precision" not in result["rows"][0]
+    lines = models.table(result).splitlines()[2:2 + len(result["rows"])]
+    r = result["rows"][0]
+    assert lines[0] == (f"| deit_tiny | timm vit_tiny_patch16_224 | batch 32, 224 px | forward | fp32 | "
+                        f"{r['reference_rate']:.1f} img/s | {r['vspec_rate']:.1f} img/s | {r['ratio']:.3f} "
+                        f"[{r['ratio_min']:.3f}-{r['ratio_max']:.3f}] |  |  |")
+    assert all(line.split(" | ")[4] == "fp32" and line.endswith("|  |  |") for line in lines)
+
+
+@pytest.mark.parametrize("flags, native", [({"amx_bf16": True, "avx512_bf16": False}, True),
+                                           ({"amx_bf16": False, "avx512_bf16": True}, True),
+                                           ({"amx_bf16": False, "avx512_bf16": False}, False)])
+def test_the_default_precisions_follow_the_cpu_s_bf16(monkeypatch, flags, native):
+    """bf16 joins fp32 by default where the CPU computes it natively (AMX or AVX-512 BF16); asked, as asked."""
+    monkeypatch.setattr(common, "cpu_flags", lambda: {f: False for f in common.FLAGS} | flags)
+    assert common.precisions(None) == (["fp32", "bf16"] if native else ["fp32"])
+    assert common.precisions(["bf16"]) == ["bf16"]
+
+
+def test_the_header_names_the_flags_the_choices_and_the_matmul_rates(monkeypatch, capsys):
+    monkeypatch.setattr(common, "cpu_flags", lambda: {f: f == "avx2" for f in common.FLAGS})
+    monkeypatch.setattr(common, "matmul_rate", lambda p: RATES[p] * 1e9)
+    monkeypatch.setattr(vit, "ONEDNN_WINS", not vit.ONEDNN_WINS)
+    info = common.header({"timm": "x"}, ["fp32"])
+    printed = capsys.readouterr().out
+    assert "CPU flags: avx2 yes, avx512f no, avx512_bf16 no, amx_bf16 no, amx_tile no; native bf16: no" in printed
+    assert f"ONEDNN_WINS {vit.ONEDNN_WINS}, SHORT_K {vit.SHORT_K}" in printed
+    assert info["choices"]["ONEDNN_WINS"] is vit.ONEDNN_WINS and info["matmul GFLOP/s"] == {"fp32": 50.0}
+    assert info["timm"] == "x" and info["flags"]["avx2"] and not info["flags"]["amx_bf16"]
+
+
+def test_the_matmul_rate_is_the_median_product_s_flops(monkeypatch):
+    """2 n^3 FLOPs over the median of the timed products (the clock faked: products of 1, 3 and 2 s)."""
+    ticks = iter([0.0, 1.0, 10.0, 13.0, 20.0, 22.0])
+    monkeypatch.setattr(common, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+    assert common.matmul_rate("bf16", n=8, reps=3) == 2 * 8**3 / 2.0
+
+
+@pytest.mark.parametrize("math_only", [True, False])
+def test_bf16_runs_both_models_on_sdpa_s_math_backend_where_vspec_does(monkeypatch, math_only):
+    """Where torch's CPU flash attention cannot run bf16 (vspec/ops/precision.py), the reference gets SDPA's math
+    backend under the benchmark's bf16 too, as vspec takes it; elsewhere SDPA chooses."""
+    monkeypatch.setattr(precision, "_FLASH_PACKS_WITHOUT_AVX512", math_only)
+    with common.autocast("bf16"):
+        assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        assert torch.backends.cuda.flash_sdp_enabled() is not math_only  # the flags SDPA's CPU dispatch reads too
+        assert torch.backends.cuda.math_sdp_enabled()
+    with common.autocast("fp32"):
+        assert not torch.is_autocast_enabled("cpu") and torch.backends.cuda.flash_sdp_enabled()
