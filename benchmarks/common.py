@@ -127,14 +127,14 @@ def precisions(asked: list[str] | None) -> list[str]:
 @contextmanager
 def autocast(precision: str) -> Iterator[None]:
     """The context a CPU step runs in at `precision`: bf16 autocast, or nothing for fp32. Where torch's CPU flash
-    attention cannot run bf16 (AVX2 kernels on an AMX CPU, vspec/ops/precision.py), SDPA's math backend as well, for
+    attention cannot run bf16 (AVX2 kernels on an AMX CPU, vspec/ops/attention.py), SDPA's math backend as well, for
     the reference as vspec takes it itself (`choices()`'s sdpa_bf16_math)."""
-    from vspec.ops import precision as ops_precision
+    from vspec.ops import attention
 
     with ExitStack() as stack:
         if precision == "bf16":
             stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16))
-            if ops_precision._FLASH_PACKS_WITHOUT_AVX512:
+            if attention._FLASH_PACKS_WITHOUT_AVX512:
                 stack.enter_context(sdpa_kernel(SDPBackend.MATH))
         yield
 
@@ -142,10 +142,12 @@ def autocast(precision: str) -> Iterator[None]:
 def choices() -> dict:
     """The CPU fast-path choices in effect (vspec/ops/fast.py's switch and what each path decided on this CPU),
     name -> value: printed by the benchmarks and stored in their JSON."""
-    from vspec.ops import fast, precision, vit
+    from vspec.ops import attention, fast, vit
 
     return {"fast_paths": fast.is_on(), "onednn_linear": vit._ONEDNN is not None, "ONEDNN_WINS": vit.ONEDNN_WINS,
-            "SHORT_K": vit.SHORT_K, "sdpa_bf16_math": precision._FLASH_PACKS_WITHOUT_AVX512}
+            "SHORT_K": vit.SHORT_K, "sdpa_bf16_math": attention._FLASH_PACKS_WITHOUT_AVX512,
+            "bf16_short_attention": attention._NATIVE_BF16, "SHORT_KEYS": attention.SHORT_KEYS,
+            "MAP_ELEMENTS": attention.MAP_ELEMENTS, "bf16_fused_linear": vit._NATIVE_BF16 and vit._ONEDNN is not None}
 
 
 def matmul_rate(precision: str, n: int = 2048, reps: int = 7) -> float:

@@ -15,7 +15,7 @@ import transformers
 
 from benchmarks import common, models, text
 from vspec.convert.hf import from_hf
-from vspec.ops import precision, vit
+from vspec.ops import attention, vit
 
 ROOT = Path(__file__).resolve().parents[1]
 RATES = {"fp32": 50.0, "bf16": 200.0}  # GFLOP/s given to the runs, so that MFU's arithmetic is checked exactly
@@ -146,9 +146,9 @@ def test_the_matmul_rate_is_the_median_product_s_flops(monkeypatch):
 
 @pytest.mark.parametrize("math_only", [True, False])
 def test_bf16_runs_both_models_on_sdpa_s_math_backend_where_vspec_does(monkeypatch, math_only):
-    """Where torch's CPU flash attention cannot run bf16 (vspec/ops/precision.py), the reference gets SDPA's math
+    """Where torch's CPU flash attention cannot run bf16 (vspec/ops/attention.py), the reference gets SDPA's math
     backend under the benchmark's bf16 too, as vspec takes it; elsewhere SDPA chooses."""
-    monkeypatch.setattr(precision, "_FLASH_PACKS_WITHOUT_AVX512", math_only)
+    monkeypatch.setattr(attention, "_FLASH_PACKS_WITHOUT_AVX512", math_only)
     with common.autocast("bf16"):
         assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
         assert torch.backends.cuda.flash_sdp_enabled() is not math_only  # the flags SDPA's CPU dispatch reads too
