@@ -5,8 +5,9 @@ metrics) on deit_tiny against a bare forward + backward + AdamW-step loop on the
 steps, the training loop in its second epoch (the first warms the workers and the model); the overhead is
 1 - engine / bare. `--data synthetic` (decoded tensors: the model is what is timed) or
 `imagefolder` (JPEGs generated here, 256 px, decoded and transformed by the loop's workers: the data path is
-timed too). `--device cuda`: both on the GPU, the bare step under bf16 autocast with channels-last images as
-the loop's `--precision auto` runs them.
+timed too). Both in the bare step's precision: fp32 on the CPU (the loop's `--precision fp32`, whatever auto
+would pick on a CPU with native bf16); `--device cuda`: both on the GPU, the bare step under bf16 autocast with
+channels-last images as the loop's `--precision auto` runs them.
 
 Beside each loop rate, its data path alone (the loop's loader and the task's `prepare`, no model): where the loop
 falls short of the bare step, whether the data is why.
@@ -70,7 +71,7 @@ def engine(spec, steps: int, batch: int, device: str = "cpu", data: str = "synth
     with tempfile.TemporaryDirectory() as tmp:
         cfg = TrainConfig(spec, resolve("none", epochs=2, batch_size=batch), _data(data, data_dir, batch * steps),
                           RunConfig(out=Path(tmp) / "run", device=device, workers=workers, log_interval=None,
-                                    normalise_on=normalise_on))
+                                    normalise_on=normalise_on, precision="auto" if device == "cuda" else "fp32"))
         run(cfg)
         records = [json.loads(line) for line in (Path(tmp) / "run" / "metrics.jsonl").read_text().splitlines()]
         return records[1]["images_per_s"]

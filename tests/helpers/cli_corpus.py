@@ -80,10 +80,12 @@ class Outcome(NamedTuple):
 
     @property
     def clean(self) -> bool:
-        """Exit 2 with exactly one non-empty line on stderr, no traceback, within the time limit, no command
-        run (the marker absent), and nothing printed (stdout or stderr) that a terminal would act on: no control
-        character but the line breaks, no lone surrogate (an undecodable byte of a file name)."""
+        """Exit 2 with exactly one non-empty line on stderr (beside a training run's first, its precision: a
+        refusal once it trains), no traceback, within the time limit, no command run (the marker absent), and nothing
+        printed (stdout or stderr) that a terminal would act on: no control character but the line breaks, no lone
+        surrogate (an undecodable byte of a file name)."""
         lines = self.stderr.splitlines()
+        lines = lines[1:] if lines and lines[0].startswith("precision: ") else lines
         return (not self.hung and not self.executed and self.code == 2 and len(lines) == 1 and bool(lines[0].strip())
                 and "Traceback" not in self.stderr and printable(self.stderr) and printable(self.stdout))
 

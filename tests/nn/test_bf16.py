@@ -19,6 +19,7 @@ from vspec import ops as core_ops
 from vspec.cli.train import main as train_main
 from vspec.models.sot import ops
 from vspec.nn.head_outputs import as_outputs
+from vspec.ops import precision as precision_ops
 from vspec.train import engine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,11 +165,13 @@ def exact_svpn_spec(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("precision, dtype", [("bf16", torch.bfloat16), ("fp16", torch.float16), ("auto", None),
-                                              ("fp32", None)])
-def test_train_cli_precision_on_the_cpu(exact_svpn_spec, tmp_path, monkeypatch, precision, dtype):
-    """`--precision bf16` trains under CPU autocast with a finite loss; auto and fp32 do not autocast on the
-    CPU."""
+@pytest.mark.parametrize("precision, native, dtype", [
+    ("bf16", None, torch.bfloat16), ("fp16", None, torch.float16), ("auto", None, None),
+    ("auto", "AMX", torch.bfloat16), ("fp32", "AMX", None)])
+def test_train_cli_precision_on_the_cpu(exact_svpn_spec, tmp_path, monkeypatch, precision, native, dtype):
+    """`--precision bf16` trains under CPU autocast with a finite loss; fp32 does not autocast, and auto does on a
+    CPU with native bf16 only (`native_bf16` monkeypatched both ways)."""
+    monkeypatch.setattr(precision_ops, "native_bf16", lambda: native)
     seen = []
     loss_fn = engine.head_loss
 

@@ -65,3 +65,25 @@ def test_a_different_run_is_listed_with_values_cut_to_40_characters(tmp_path):
     shown = str(e.value).split("(this run != the checkpoint): ")[1].split("; resume")[0]
     expected = [f"--data-dir /{'d' * 36}... != /a", "--tokenizer (none) != t", "img_size [32, 32] != [16, 16]"]
     assert all(d in shown for d in expected) and len(shown) == len(", ".join(expected)), shown
+
+
+def test_a_precision_other_than_the_runs_is_listed_and_auto_keeps_it(tmp_path):
+    """--precision fp32 on resuming a bf16 run: listed like a flag of its data; auto (the checkpoint's) and the same
+    precision pass, and a checkpoint that records none (an earlier release's) is compared on the rest alone."""
+    spec = override(load_spec("deit_tiny"), {"depth": 1, "img_size": [16, 16]})
+    data = {"data": "synthetic", "seed": 0}
+    ckpt = {"spec": to_json(spec), "data_args": data, "precision": "bf16"}
+    with pytest.raises(CheckpointError, match=r"\(this run != the checkpoint\): --precision fp32 != bf16; resume with "
+                                              r"the checkpoint's spec, data and precision flags"):
+        checkpoints.check_resume(ckpt, tmp_path / "last.pt", spec, data, "fp32")
+    for precision in ("auto", "bf16"):
+        checkpoints.check_resume(ckpt, tmp_path / "last.pt", spec, data, precision)
+    checkpoints.check_resume({k: v for k, v in ckpt.items() if k != "precision"}, tmp_path / "last.pt", spec, data,
+                             "fp32")
+
+
+@pytest.mark.parametrize("value,says", [("fp64", "'fp64'"), ("b" * 50, "'" + "b" * 36 + r"\.\.\.")])
+def test_a_precision_that_is_none_of_the_runs_is_refused(tmp_path, value, says):
+    with pytest.raises(CheckpointError, match=f"the checkpoint's 'precision' is {says}, not one of fp32, bf16, fp16"):
+        checkpoints.load(_edited(tmp_path, precision=value), task_type)
+    assert checkpoints.load(_edited(tmp_path, precision="bf16"), task_type)["precision"] == "bf16"

@@ -31,8 +31,8 @@ TEMP = re.compile(r"\..*\.tmp-\d+")
 
 
 def errors(err):
-    """stderr without the progress lines"""
-    return [line for line in err.splitlines() if not line.startswith("epoch ")]
+    """stderr without the progress lines and the precision line"""
+    return [line for line in err.splitlines() if not line.startswith(("epoch ", "precision: "))]
 
 
 def temps(out):

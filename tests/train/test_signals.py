@@ -129,7 +129,8 @@ def test_a_signal_as_validation_starts_its_shard_workers_is_the_one_line(tmp_pat
                           timeout=300)
     line = f"signal {TERM}: saved {out / 'last.pt'} at epoch 1, batch 6; continue with --resume"
     assert done.returncode == 128 + TERM, done.stderr[-2000:]
-    assert [s for s in done.stderr.splitlines() if not s.startswith(("note: ", "epoch 1/1 "))] == [line], done.stderr
+    said = [s for s in done.stderr.splitlines() if not s.startswith(("note: ", "precision: ", "epoch 1/1 "))]
+    assert said == [line], done.stderr
     saved = checkpoints.load(out / "last.pt")
     assert (saved["epoch"], saved["batches_done"], saved["metrics"]) == (0, 6, [])
 

@@ -1,7 +1,8 @@
 """Mixed precision: the numerically sensitive functions (SVD, power iteration, Newton-Schulz,
 covariance, EPN) compute in float32 even under bfloat16 / float16 autocast, like
 `torch.amp.custom_fwd(cast_inputs=torch.float32)` but with the autocast device taken from the inputs (attention in
-half precision on every CPU: `attention.sdpa`)."""
+half precision on every CPU: `attention.sdpa`); and `native_bf16`, whether this CPU computes bfloat16 natively (what
+`vspec train --precision auto` picks by)."""
 
 import functools
 
@@ -9,8 +10,31 @@ import torch
 
 from .._moved import moved as _moved
 
-__all__ = ["autocast_on", "float32"]
+__all__ = ["autocast_on", "float32", "native_bf16"]
 _HALF = (torch.bfloat16, torch.float16)
+
+
+def _cpu_has(check: str) -> bool:
+    """torch's private CPU check `torch.cpu.<check>()`; False where this torch has none, or it fails."""
+    try:
+        return bool(getattr(torch.cpu, check)())
+    except Exception:  # noqa: BLE001 - a private function: absent or changed means "no"
+        return False
+
+
+def native_bf16() -> str | None:
+    """What lets this CPU compute bfloat16 matrix products natively: "AMX" (Intel's tile unit), "AVX-512 BF16", or
+    None (then bfloat16 is emulated, slower than float32). Read from torch's own CPU checks, and only where oneDNN,
+    which runs the CPU's bfloat16 matrix products, takes its bfloat16 path (`attention.native_bf16_matmul`: not
+    without oneDNN, nor where ONEDNN_MAX_CPU_ISA caps it below AVX-512). ATen's kernel level does not count: under
+    ATEN_CPU_CAPABILITY=avx2 oneDNN still dispatches to AMX, and `attention.sdpa` routes around the flash kernel
+    that fails there."""
+    from .attention import native_bf16_matmul  # (attention imports this module)
+
+    if not native_bf16_matmul():
+        return None
+    return "AMX" if _cpu_has("_is_amx_tile_supported") else "AVX-512 BF16" if _cpu_has(
+        "_is_avx512_bf16_supported") else None
 
 
 def autocast_on(device_type: str) -> bool:

@@ -20,11 +20,12 @@ from ..spec.errors import cut
 from ..version import __version__
 from ..weights.checkpoint import CheckpointError, cause, check_fields, load_weights, read_checkpoint, with_checksum
 from . import files
+from .config import PRECISIONS
 from .data.hf import hub_id
 from .data.registry import entry
 
-__all__ = ["FORMAT", "RECORD_KEYS", "TEXT_RECORD_KEYS", "adamw_kernel", "check_resume", "data_args", "load", "restore",
-           "rng_state", "save", "saved_tokenizer", "seed_everything", "set_rng_state"]
+__all__ = ["FORMAT", "RECORD_KEYS", "TEXT_RECORD_KEYS", "adamw_kernel", "check_resume", "data_args",
+           "load", "restore", "rng_state", "save", "saved_tokenizer", "seed_everything", "set_rng_state"]
 
 FORMAT = "vspec-train-1"
 
@@ -100,7 +101,7 @@ FIELDS: dict[str, tuple] = {"optimizer": (dict,), "scheduler": (dict,), "scaler"
 # for every task; one of the two
 OPTIONAL_FIELDS: dict[str, tuple] = {"data": (str,), "data_args": (dict,), "recipe": (dict,), "best_epoch": (int,),
                                      "epoch_loss": (list, tuple), "tokenizer": (dict,), "best_score": (float, int),
-                                     "best_top1": (float, int)}
+                                     "best_top1": (float, int), "precision": (str,)}
 # what every record of an image task's "metrics" holds (`ImageTask.record_keys`; the curves and metrics.jsonl are
 # drawn from them)
 RECORD_KEYS = ("epoch", "train_loss", "val_loss", "val_top1", "val_top5")
@@ -136,6 +137,9 @@ def _check_run_fields(ckpt: dict[str, Any], path: Path, task_type=None) -> None:
                 and all(k in record for k in keys)):
             raise CheckpointError(path, f"the checkpoint's 'metrics' record {i} is not a table of numbers with "
                                         f"{', '.join(keys)}: {_brief(record)}")
+    if ckpt.get("precision", "fp32") not in PRECISIONS[1:]:  # what a run trains in (not auto)
+        raise CheckpointError(path, f"the checkpoint's 'precision' is {_brief(ckpt['precision'])}, not one of "
+                                    f"{', '.join(PRECISIONS[1:])}")
     saved_tokenizer(ckpt, path)
     bad = next((k for k, v in (ckpt.get("data_args") or {}).items()
                 if not (isinstance(k, str) and (v is None or isinstance(v, (str, int, float))))), None)
@@ -188,11 +192,11 @@ def load(path: Path, task_type=None) -> dict[str, Any]:
 
 def save(path: Path, *, spec, task, model, ema, optimizer, scheduler, scaler, epoch: int, batches_done: int,
          global_step: int, metrics: list[dict[str, Any]], best_score: float, best_epoch: int, recipe,
-         data_args: dict[str, Any], epoch_loss: tuple[float, int] = (0.0, 0)) -> None:
+         data_args: dict[str, Any], epoch_loss: tuple[float, int] = (0.0, 0), precision: str = "fp32") -> None:
     """Write a run's `last.pt` atomically, with its checksum: its spec, weights (and the EMA's), the optimizer's,
     schedule's and scaler's states, the counters (`batches_done` of the part-done epoch `epoch`), the RNG states,
     the metrics history and the best score, `epoch_loss` (sum, count) of a part-done epoch, the recipe, the data
-    arguments (`data_args`) and what the task adds (`task.state()`).
+    arguments (`data_args`), the precision (a resumed run keeps it) and what the task adds (`task.state()`).
 
     Args:
         path: the file written (OUT/last.pt).
@@ -211,13 +215,15 @@ def save(path: Path, *, spec, task, model, ema, optimizer, scheduler, scaler, ep
         best_epoch: its epoch.
         recipe: the run's Recipe.
         data_args: `data_args(cfg)`.
-        epoch_loss: (sum, count) of the part-done epoch's losses."""
+        epoch_loss: (sum, count) of the part-done epoch's losses.
+        precision: the run's precision (fp32, bf16 or fp16)."""
     state = {"format": FORMAT, "vspec_version": __version__, "spec": to_json(spec), "state_dict": model.state_dict(),
              "ema": ema.module.state_dict() if ema is not None else None,
              "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
              "epoch": epoch, "batches_done": batches_done, "global_step": global_step, "rng": rng_state(),
              "metrics": metrics, "best_score": best_score, "best_epoch": best_epoch, "epoch_loss": list(epoch_loss),
-             "recipe": attrs.asdict(recipe), "data": data_args["data"], "data_args": data_args, **task.state()}
+             "recipe": attrs.asdict(recipe), "data": data_args["data"], "data_args": data_args, "precision": precision,
+             **task.state()}
     files.atomic_save(with_checksum(state), path)
 
 
@@ -263,19 +269,23 @@ def _run_view(spec_json: str, data: dict[str, Any]) -> dict[str, Any]:
     return {**_flat(json.loads(spec_json)), **flags}
 
 
-def check_resume(ckpt: dict[str, Any], file: Path, spec, data: dict[str, Any]) -> None:
-    """Refuse to resume from `ckpt` a run whose spec or data (`data_args`) differ from the checkpoint's,
-    listing the differences (this run != the checkpoint) in one line. Checkpoints that predate `data_args`
-    are compared on their "data" alone. `spec` is the run's spec before its num_classes follows the dataset,
-    so num_classes is compared only for synthetic data (otherwise the dataset decides it, compared as data).
+def check_resume(ckpt: dict[str, Any], file: Path, spec, data: dict[str, Any], precision: str = "auto") -> None:
+    """Refuse to resume from `ckpt` a run whose spec, data (`data_args`) or --precision (other than auto, which keeps
+    the checkpoint's) differ from the checkpoint's, listing the differences (this run != the checkpoint) in one
+    line. Checkpoints that predate `data_args` are compared on their "data" alone, those without "precision" on
+    neither. `spec` is the run's spec before its num_classes follows the dataset, so num_classes is compared only
+    for synthetic data (otherwise the dataset decides it, compared as data).
 
     Args:
         ckpt: the checkpoint resumed from.
         file: its file (named in the error line).
         spec: the run's spec.
-        data: this run's `data_args`."""
+        data: this run's `data_args`.
+        precision: this run's --precision (auto, fp32, bf16 or fp16)."""
     saved = _run_view(ckpt["spec"], ckpt.get("data_args") or {"data": ckpt.get("data")})
     now = _run_view(to_json(spec), data)
+    if precision != "auto" and ckpt.get("precision") is not None:
+        saved["--precision"], now["--precision"] = ckpt["precision"], precision
     if data["data"] != "synthetic" and "num_classes" in saved:
         now["num_classes"] = saved["num_classes"]
     now = {k: v for k, v in now.items() if not k.startswith("--") or k in saved}  # what the checkpoint records
@@ -284,7 +294,7 @@ def check_resume(ckpt: dict[str, Any], file: Path, spec, data: dict[str, Any]) -
     if diffs:
         shown = ", ".join(diffs[:6]) + (f" and {len(diffs) - 6} more" if len(diffs) > 6 else "")
         raise CheckpointError(file, f"--resume of a different run (this run != the checkpoint): {shown}; resume "
-                                    "with the checkpoint's spec and data flags, or train into a new --out")
+                                    "with the checkpoint's spec, data and precision flags, or train into a new --out")
 
 
 def restore(ckpt: dict[str, Any], file: Path, model, optimizer, scheduler, scaler, ema) -> None:

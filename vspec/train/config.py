@@ -19,10 +19,11 @@ from .recipes import Recipe
 from .text import GLUE_TASKS
 from .validators import WORKERS, ConfigError, Is, OneOf, floats, ints, text_columns
 
-__all__ = ["DataConfig", "RunConfig", "TEXT_OPTIONS", "TrainConfig"]
+__all__ = ["DataConfig", "PRECISIONS", "RunConfig", "TEXT_OPTIONS", "TrainConfig"]
 
 _F = attrs.field
 TEXT_OPTIONS = ("task", "tokenizer", "max_len", "text_columns")  # a text set's options
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # --precision's values: auto, then those a run trains in
 _SET_OPTIONS = HF  # options that only the sets whose entry `decides` them read: refused for the others
 
 
@@ -138,7 +139,7 @@ class RunConfig:
         seed: the random seed.
         workers: data-loading processes (None: 0 on the CPU, the cores' share on CUDA).
         device: auto, cpu or cuda.
-        precision: auto, fp32, bf16 or fp16.
+        precision: auto, fp32, bf16 or fp16 (auto: bf16 on CUDA and on a CPU with native bf16, else fp32).
         compile: torch.compile the model.
         accum_steps: gradient accumulation steps.
         channels_last: CUDA: the model and its image batches in channels-last memory format.
@@ -158,7 +159,8 @@ class RunConfig:
     out: Path = _F(default=Path("runs/train"), converter=Path, metadata={
         "required": True, "metavar": "DIR", "help": "output folder"})
     resume: bool = _F(default=False, validator=Is((bool,)), metadata={
-        "help": "continue from OUT/last.pt (with the same spec and data flags: a run that differs is refused)"})
+        "help": "continue from OUT/last.pt (with the same spec, data and precision flags: a run that differs is "
+                "refused; --precision auto keeps the checkpoint's)"})
     overwrite: bool = _F(default=False, validator=Is((bool,)), metadata={
         "help": "start afresh in an OUT that holds an earlier run, removing its files (without it such an OUT is "
                 "refused)"})
@@ -169,9 +171,11 @@ class RunConfig:
                                 "cores, at most 8); at most 4 per core this process may use, and 32 anywhere"})
     device: str = _F(default="auto", validator=OneOf(("auto", "cpu", "cuda")), metadata={
         "help": "default: cuda when available"})
-    precision: str = _F(default="auto", validator=OneOf(("auto", "fp32", "bf16", "fp16")), metadata={
-        "help": "fp32, or mixed precision: bf16 / fp16 autocast (fp16 with a grad scaler), on the CPU too; auto "
-                "(default): bf16 on CUDA, fp32 on the CPU"})
+    precision: str = _F(default="auto", validator=OneOf(PRECISIONS), metadata={
+        "help": "fp32, or mixed precision: bf16 / fp16 autocast (fp16 with a grad scaler), on the CPU too (bf16 "
+                "emulated, slower than fp32, on a CPU without native bf16); auto (default): bf16 on CUDA and on a CPU "
+                "that computes bf16 natively (AMX or AVX-512 BF16), fp32 on other CPUs; the run says its choice "
+                "first and records it in summary.json and last.pt, and --resume keeps it"})
     compile: bool = _F(default=False, validator=Is((bool,)), metadata={"help": "torch.compile the model"})
     accum_steps: int = _F(default=1, validator=ints(1), metadata={"help": "gradient accumulation steps"})
     channels_last: bool = _F(default=True, validator=Is((bool,)), metadata={

@@ -32,7 +32,16 @@ from .faults import kill_hook
 from .files import atomic_copy, atomic_write_text
 from .progress import Progress
 from .recipes import training_spec
-from .setup import make_loaders, make_loss, make_model, make_optimizer, resumed_config, spec_and_data, wrap_model
+from .setup import (
+    make_loaders,
+    make_loss,
+    make_model,
+    make_optimizer,
+    resumed_config,
+    run_precision,
+    spec_and_data,
+    wrap_model,
+)
 from .signals import Stop, StopFlag
 from .step import forward
 from .tasks import make_task, score_key, task_type
@@ -109,8 +118,9 @@ class Training:
     `batches` (an epoch's training batches ready on the device) and `train_step` (one batch's forward and backward,
     an optimizer step every accum_steps batches); the benchmarks drive a run through these. What `setup` makes is
     kept as its functions (vspec/train/setup.py) return it: `spec`, `task`, `loaders`, `model` (what is saved and
-    evaluated) and its `ema`, `optim`, `loss`, `train_model` (the model the loop calls: DDP, compiled); where the
-    run stands is `state`. The other methods are `setup`'s and `train`'s parts."""
+    evaluated) and its `ema`, `optim` (with the precision; `precision_line` says it and why), `loss`, `train_model`
+    (the model the loop calls: DDP, compiled); where the run stands is `state`. The other methods are `setup`'s and
+    `train`'s parts."""
 
     spec: Any
     task: Any
@@ -118,6 +128,7 @@ class Training:
     model: nn.Module
     ema: Any
     optim: Optimization
+    precision_line: str
     loss: Loss
     train_model: nn.Module
 
@@ -143,6 +154,7 @@ class Training:
         if self.finished_before():
             return False
         # the functions of vspec/train/setup.py (and make_task), each returning what it makes
+        precision, self.precision_line = run_precision(cfg.run, device, self.ckpt)  # `train` says it first
         cfg = self.cfg = resumed_config(cfg, self.ckpt)  # a resumed run keeps its inputs, but for the flags
         self.spec, splits = spec_and_data(cfg, dist, device, self.ckpt)  # the spec settled once, then its data
         self.task = make_task(cfg, self.spec, splits, dist, device, self.ckpt)  # image or text, holding that spec
@@ -152,7 +164,7 @@ class Training:
             self.model, self.ema = make_model(self.spec, self.task, cfg.run, recipe, dist, device,
                                               fresh=self.ckpt is None)
             # its schedule needs the loaders' steps per epoch
-            self.optim = make_optimizer(self.model, recipe, cfg.run, device, self.loaders.steps_per_epoch)
+            self.optim = make_optimizer(self.model, recipe, cfg.run, device, self.loaders.steps_per_epoch, precision)
             # the task's criterion for the data set's num_classes
             self.loss = make_loss(self.task, splits.num_classes, self.spec, recipe, cfg.data, dist)
             self.restore()  # after the optimizer (its state) and before DDP (which broadcasts rank 0's weights)
@@ -187,7 +199,8 @@ class Training:
                 run_folder.refresh_best_folder(self.out)
         checkpoints.seed_everything(cfg.run.seed + dist.rank)
         if ckpt is not None:  # a resume goes on with the same spec and data, or not at all
-            checkpoints.check_resume(ckpt, last, training_spec(self.recipe, cfg.spec), checkpoints.data_args(cfg))
+            checkpoints.check_resume(ckpt, last, training_spec(self.recipe, cfg.spec), checkpoints.data_args(cfg),
+                                     cfg.run.precision)
 
     def finished_before(self) -> bool:
         """Whether --resume found a run that is already finished (said on rank 0, which writes the end-of-run files a
@@ -227,6 +240,8 @@ class Training:
     def train(self) -> dict[str, Any]:
         """The epochs, each trained, evaluated and checkpointed; then the summary. Returns the last record."""
         recipe, epochs, warmup = self.recipe, self.recipe.epochs, self.recipe.warmup_epochs
+        if self.dist.main:  # (after every refusal) the precision and why: auto's depends on the CPU
+            print(self.precision_line, file=sys.stderr)
         if self.dist.main and not recipe.warmup_frac and warmup > epochs:  # (after every refusal)
             print(f"note: {epochs} epoch{'s' * (epochs != 1)} < the recipe's {warmup} warmup epochs: the lr rises for "
                   f"the whole run, to about {epochs / warmup:.0%} of its peak {recipe.lr:.3g}, and never decays; "
@@ -400,7 +415,8 @@ class Training:
                              optimizer=o.optimizer, scheduler=o.scheduler, scaler=o.scaler, epoch=epoch,
                              batches_done=batches_done, global_step=state.global_step, metrics=state.history,
                              best_score=state.best, best_epoch=state.best_epoch, recipe=self.recipe,
-                             data_args=checkpoints.data_args(self.cfg), epoch_loss=epoch_loss)
+                             data_args=checkpoints.data_args(self.cfg), epoch_loss=epoch_loss,
+                             precision=o.precision)
 
     def export(self, name: str) -> None:
         """--save-format folder: the model's weights as the model folder OUT/`name` (rank 0)."""
@@ -417,7 +433,8 @@ class Training:
         in_sync = distributed.ranks_in_sync(self.model, dist)
         left = []
         if dist.main and history:
-            summary = run_folder.summary(final, self.score_key, self.state.best, len(history), dist.world, in_sync)
+            summary = run_folder.summary(final, self.score_key, self.state.best, len(history), dist.world, in_sync,
+                                         self.optim.precision)
             left = run_folder.write_end(out, run_folder.end_files(self.cfg.run.save_format == "folder"), history,
                                         summary, lambda: self.export("final"), lambda: stop.signum is not None)
         if dist.main and history and not left:

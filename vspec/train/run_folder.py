@@ -124,9 +124,11 @@ def _stale_end_files(out: Path, folder: bool) -> list[str]:
     return [name for name, path in paths if not path.is_file() or path.stat().st_mtime_ns < since]
 
 
-def summary(final: dict[str, Any], score: str, best: float, epochs: int, world: int, in_sync: bool | None) -> str:
-    """summary.json's text: the last record, the score's name, the best score, the epochs, the processes and whether
-    their weights ended equal (None: not known, a summary written from last.pt under torchrun).
+def summary(final: dict[str, Any], score: str, best: float, epochs: int, world: int, in_sync: bool | None,
+            precision: str | None = None) -> str:
+    """summary.json's text: the last record, the score's name, the best score, the epochs, the processes, whether
+    their weights ended equal (None: not known, a summary written from last.pt under torchrun) and the precision the
+    run trained in (fp32, bf16 or fp16; None: not recorded, a checkpoint of an earlier release).
 
     Args:
         final: the last epoch's record.
@@ -134,9 +136,10 @@ def summary(final: dict[str, Any], score: str, best: float, epochs: int, world: 
         best: the best score.
         epochs: the epochs trained.
         world: the processes of the run.
-        in_sync: whether their weights ended equal, or None."""
+        in_sync: whether their weights ended equal, or None.
+        precision: the run's precision, or None."""
     return json.dumps({"final": final, "score": score, "best_score": best, "epochs": epochs, "world_size": world,
-                       "ranks_in_sync": in_sync})
+                       "ranks_in_sync": in_sync, "precision": precision})
 
 
 def write_end(out: Path, names, history: list[dict[str, Any]], summary_text: str, final: Callable[[], Any],
@@ -177,7 +180,8 @@ def complete(out: Path, ckpt: dict[str, Any], score: Callable[[], str], world: i
     history, left = ckpt["metrics"], _stale_end_files(out, folder)
     if not (left and history):
         return []
-    text = summary(history[-1], score(), ckpt["best_score"], len(history), world, True if world == 1 else None)
+    text = summary(history[-1], score(), ckpt["best_score"], len(history), world, True if world == 1 else None,
+                   ckpt.get("precision"))
     write_end(out, left, history, text, lambda: _save_model_folder(out / "last.pt", out / "final"))
     return left
 

@@ -1,8 +1,8 @@
 """The setup of a training run (vspec/train/engine.py's `Training.setup`), as functions that return what they make,
 in the order the run calls them: the final spec with the data it trains on (`spec_and_data`: the spec settled once,
 before the task is made); the task (vspec/train/tasks/'s `make_task`); its loaders (`make_loaders`); the model and
-its EMA (`make_model`); the optimizer, schedule and precision (`make_optimizer`); the loss (`make_loss`); the model
-the loop calls (`wrap_model`)."""
+its EMA (`make_model`); the precision (`run_precision`: said, before the model is made) and the optimizer and
+schedule (`make_optimizer`); the loss (`make_loss`); the model the loop calls (`wrap_model`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from torch import nn
 
 from ..compiler import build
 from ..extras import needs
+from ..ops import precision as cpu_precision
 from ..spec import from_json
 from ..weights.published import load_into
 from . import distributed
@@ -27,7 +28,7 @@ from .recipes import training_spec
 from .tasks import task_type
 
 __all__ = ["Loaders", "Loss", "Optimization", "make_loaders", "make_loss", "make_model", "make_optimizer",
-           "resumed_config", "spec_and_data", "wrap_model"]
+           "resumed_config", "run_precision", "spec_and_data", "wrap_model"]
 
 
 def resumed_config(cfg, ckpt=None):
@@ -142,32 +143,71 @@ def make_model(spec, task, run, recipe, dist, device: torch.device, fresh: bool 
     return model, (ModelEmaV3(model, decay=recipe.ema_decay) if recipe.ema_decay else None)
 
 
+_ARITHMETIC = {"fp32": "fp32", "bf16": "bf16 autocast", "fp16": "fp16 autocast with a grad scaler"}
+
+
+def _auto(device: torch.device) -> tuple[str, str]:
+    """(what --precision auto picks on `device`, why): bf16 on CUDA and on a CPU that computes it natively
+    (`vspec.ops.precision.native_bf16`), else fp32."""
+    if device.type == "cuda":
+        return "bf16", "CUDA"
+    native = cpu_precision.native_bf16()
+    return ("bf16", f"this CPU computes bf16 natively: {native}") if native else ("fp32", "no native bf16 on this CPU")
+
+
+def run_precision(run, device: torch.device, ckpt=None) -> tuple[str, str]:
+    """(the run's precision: fp32, bf16 or fp16; the line that says it and why). --precision auto picks bf16 on CUDA
+    and on a CPU with native bf16 (AMX, AVX-512 BF16), fp32 elsewhere; a --resume keeps the precision its checkpoint
+    records, whatever auto would pick now (another --precision was refused: `checkpoints.check_resume`).
+
+    Args:
+        run: the run's RunConfig.
+        device: this process's device.
+        ckpt: the checkpoint of a --resume, or None."""
+    auto, reason = _auto(device)
+    picked, why = (auto, f"auto: {reason}") if run.precision == "auto" else (run.precision,
+                                                                              f"--precision {run.precision}")
+    if run.precision == "bf16" and device.type == "cpu" and auto != "bf16":
+        why += "; no native bf16 on this CPU: emulated, slower than fp32"
+    kept = (ckpt or {}).get("precision")
+    if kept is not None and run.precision == "auto":
+        picked, why = kept, "the run's, from its checkpoint; " + (why if auto == kept else
+                                                                  f"auto would pick {auto} here: {reason}")
+    elif kept is not None:
+        why += ", the run's, from its checkpoint"
+    elif ckpt is not None:
+        why += "; its checkpoint does not record the run's"
+    return picked, f"precision: {_ARITHMETIC[picked]} ({why})"
+
+
 class Optimization(NamedTuple):
-    """The optimizer, its per-step schedule, the grad scaler (fp16's), the autocast dtype (None: fp32) and whether
-    AdamW's fused kernel runs."""
+    """The optimizer, its per-step schedule, the grad scaler (fp16's), the autocast dtype (None: fp32), whether
+    AdamW's fused kernel runs and the precision (fp32, bf16 or fp16: `run_precision`'s)."""
 
     optimizer: Any
     scheduler: Any
     scaler: Any
     amp_dtype: Any
     fused: bool
+    precision: str
 
 
-def make_optimizer(model: nn.Module, recipe, run, device: torch.device, steps_per_epoch: int) -> Optimization:
+def make_optimizer(model: nn.Module, recipe, run, device: torch.device, steps_per_epoch: int,
+                   precision: str) -> Optimization:
     """AdamW (its fused kernel on CUDA and under fp16: --adamw), the per-step cosine (or linear) schedule with
-    warmup, the precision (autocast dtype, fp16's grad scaler; TF32 matmuls on CUDA).
+    warmup, the precision's autocast dtype and fp16's grad scaler (TF32 matmuls on CUDA).
 
     Args:
         model: the model trained.
         recipe: the run's Recipe.
         run: the run's RunConfig.
         device: this process's device.
-        steps_per_epoch: optimizer steps in an epoch (the schedule's unit)."""
+        steps_per_epoch: optimizer steps in an epoch (the schedule's unit).
+        precision: fp32, bf16 or fp16 (`run_precision`'s)."""
     with needs("vspec's training"):
         from timm.optim import create_optimizer_v2  # extra
         from timm.scheduler import CosineLRScheduler, PolyLRScheduler  # extra
 
-    precision = run.precision if run.precision != "auto" else ("bf16" if device.type == "cuda" else "fp32")
     # fp16's grad scaler skips the step after inf / NaN gradients inside the fused AdamW (its found_inf), where
     # with the unfused one it reads found_inf back to the host every step
     fused = run.adamw == "fused" or (run.adamw == "auto" and (device.type == "cuda" or precision == "fp16"))
@@ -184,7 +224,7 @@ def make_optimizer(model: nn.Module, recipe, run, device: torch.device, steps_pe
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    return Optimization(optimizer, scheduler, scaler, amp_dtype, fused)
+    return Optimization(optimizer, scheduler, scaler, amp_dtype, fused, precision)
 
 
 class Loss(NamedTuple):

@@ -63,7 +63,8 @@ def test_label_then_train_with_the_advanced_recipe(spec, labels, tmp_path, capsy
 
 def _refused(spec, labels, tmp_path, capsys, *extra):
     code = main(["train", *train_args(spec, labels, tmp_path / "refused", *extra)])
-    err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith(("note:", "epoch "))]
+    err = [line for line in capsys.readouterr().err.strip().splitlines()
+           if not line.startswith(("note:", "precision: ", "epoch "))]
     assert code == 2 and len(err) == 1, err
     return err[0]
 
