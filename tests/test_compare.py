@@ -239,6 +239,29 @@ def test_token_labels_train_each_spec_without_and_with_them(tmp_path, capsys):
     assert "no dense auxiliary head" in _error(capsys, [*argv, "--overwrite"])
 
 
+def test_a_precision_axis_trains_every_spec_in_each_and_tests_the_difference(specs, tmp_path, capsys):
+    """--precision fp32,bf16: each spec twice (NAME@fp32, NAME@bf16, in that precision: its runs' checkpoints say
+    so, and the two rows' weights differ), a column saying which, Welch's test of the best against the other."""
+    out = tmp_path / "cmp"
+    assert vspec.cli.main(["compare", specs[0], "--data", "digits", "--precision", "fp32,bf16", "--seeds", "2",
+                           "--epochs", "1", "--batch-size", "256", "--out-dir", str(out)]) == 0
+    result = json.loads((out / "compare.json").read_text())
+    assert [(r["name"], r["precision"]) for r in result["specs"]] == [("tiny_cls@fp32", "fp32"),
+                                                                      ("tiny_cls@bf16", "bf16")]
+    assert "--precision fp32,bf16" in result["command"]
+    saved = {p: torch.load(out / "runs" / f"tiny_cls@{p}-seed0" / "last.pt", weights_only=True) for p in
+             ("fp32", "bf16")}
+    assert [saved[p]["precision"] for p in saved] == ["fp32", "bf16"]
+    assert [r["precision"] for row in result["specs"] for r in row["runs"]] == ["fp32", "fp32", "bf16", "bf16"]
+    assert any(not torch.equal(saved["fp32"]["state_dict"][k], v) for k, v in saved["bf16"]["state_dict"].items())
+    table = comparison.table(result)
+    assert "| spec | precision | params |" in table and "| tiny_cls@bf16 | bf16 |" in table
+    tests = comparison.noise(result)
+    assert sorted(t is None for t in tests.values()) == [False, True]  # the best, and Welch's p of the other
+    assert all(t is None or ("within noise" if t["p"] >= comparison.ALPHA else "distinguishable") in table
+               for t in tests.values())
+
+
 def test_matched_to_the_first_budget_on_a_grid(specs, tmp_path, capsys):
     """--grid expands a spec; --match macs fits every other spec to the first's MACs before training, and the
     table shows the original counts beside the matched ones and the noise column."""
@@ -392,6 +415,8 @@ def test_a_match_search_past_its_limit_is_refused_before_any_profile(specs, tmp_
     (["--seeds", "\u0662"], "argument --seeds: invalid int value"),
     (["--match", "macs", "--tolerance", "nan"], "argument --tolerance: must be finite and >= 0, got 'nan'"),
     (["--match", "macs", "--vary", "depth=\u0661:\u0663"], "expected LOW:HIGH[:STEP] of ints (ASCII digits)"),
+    (["--precision", "fp64"], "argument --precision: 'fp64': expected one or more of auto, fp32, bf16, fp16, comma"),
+    (["--precision", "fp32,fp32"], "argument --precision: 'fp32,fp32': expected one or more of"),
 ])
 def test_bad_flags_are_one_line_before_any_spec_is_loaded(specs, tmp_path, capsys, monkeypatch, argv, needle):
     if "--vary" not in argv:
@@ -412,3 +437,17 @@ def test_the_refiner_page_shows_the_token_label_comparison():
     assert "--token-labels" in result["command"] and result["teacher"]["val_top1"] > 80
     within = all(t is None or t["p"] >= comparison.ALPHA for t in comparison.noise(result).values())
     assert ("Within the seed noise" in page) == within
+
+
+@pytest.mark.parametrize("measured, data", [("digits", "digits"), ("rt_polarity", "rt-polarity")])
+def test_the_training_page_shows_the_precision_comparisons(measured, data):
+    """Issue 63's accuracy parity: the Training page's tables are `table` of docs/compare/precision/*/compare.json,
+    fp32 against bf16, 3 seeds each, and its verdict is the noise test's."""
+    result = json.loads((MEASURED / "precision" / measured / "compare.json").read_text())
+    page = doc("training")
+    assert comparison.table(result) in page and f"`{result['command']}`" in page
+    assert result["data"]["name"] == data and len(result["seeds"]) == 3 and "--precision fp32,bf16" in result["command"]
+    assert [r["precision"] for r in result["specs"]] == ["fp32", "bf16"]
+    assert all(run["precision"] == row["precision"] for row in result["specs"] for run in row["runs"])
+    within = all(t is None or t["p"] >= comparison.ALPHA for t in comparison.noise(result).values())
+    assert ("In both, bf16 is within the seed noise of fp32" in page) == within

@@ -16,7 +16,8 @@ one point per spec, its min-max as the error bar, hollow where it is within the 
 
 Before training, `grid` expands each spec into the cartesian product of overrides (NAME[k=v,...]), and `match`
 fits every spec but the reference (the first, or `to`) to the reference's MACs or parameters (`vspec.fit`, over
-`vary`), so that the comparison is at one budget; the table shows the original counts beside the matched ones.
+`vary`), so that the comparison is at one budget; the table shows the original counts beside the matched ones. The
+runs train in `precisions` (auto: `vspec train`'s); several make a row of each spec per precision, NAME@P.
 
 Every spec sees the same fixed split of `data` (the dataset's own; independent of the seed; for text one
 tokenizer, trained once into OUT/tokenizer), and seed s gives every spec the same data order; s also seeds the
@@ -47,7 +48,7 @@ from .compare_report import ALPHA, METRICS, noise, plot, spread, table, welch
 from .fitting import MAX_CANDIDATES, FitError, check_search, deviation, fit
 from .spec import Model, load_spec, override
 from .spec.errors import printable
-from .train.config import DataConfig, RunConfig, TrainConfig
+from .train.config import PRECISIONS, DataConfig, RunConfig, TrainConfig
 from .train.data import registry
 from .train.data.registry import names
 from .train.text import run_tokenizer
@@ -175,10 +176,11 @@ def _match_budget(specs: dict[str, tuple[Path, Model]], what: str, to: Model | N
 
 
 def throughput(spec: Model, batch: int = _THROUGHPUT["batch"], warmup: int = _THROUGHPUT["warmup"],
-               iterations: int = _THROUGHPUT["iterations"], device: str = "cpu") -> float:
+               iterations: int = _THROUGHPUT["iterations"], device: str = "cpu", precision: str = "fp32") -> float:
     """Samples per second of an eval-mode forward pass on `device`: `batch` random images (or token ids) under
-    no_grad, `warmup` passes untimed, then `batch` / the median time of `iterations` passes (the median: other
-    processes on the machine slow some passes; synchronised on CUDA).
+    no_grad (and bf16 / fp16 autocast for `precision` bf16 / fp16), `warmup` passes untimed, then `batch` / the
+    median time of `iterations` passes (the median: other processes on the machine slow some passes; synchronised
+    on CUDA).
 
     Args:
         spec: the model spec.
@@ -186,6 +188,7 @@ def throughput(spec: Model, batch: int = _THROUGHPUT["batch"], warmup: int = _TH
         warmup: the untimed passes first.
         iterations: the timed passes.
         device: where it runs ("cpu", "cuda").
+        precision: fp32, bf16 or fp16.
     """
     import torch  # torch
 
@@ -194,8 +197,8 @@ def throughput(spec: Model, batch: int = _THROUGHPUT["batch"], warmup: int = _TH
     torch.manual_seed(0)
     model = build(spec).eval().to(device)
     x = model.example_input(batch).to(device)
-    times = []
-    with torch.no_grad():
+    times, half = [], {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    with torch.no_grad(), torch.autocast(torch.device(device).type, dtype=half, enabled=half is not None):
         for i in range(warmup + iterations):
             t0 = time.perf_counter()
             model(x)
@@ -227,6 +230,7 @@ def command_line(args) -> str:
         argv += [a for v in args.vary for a in ("--vary", v)] + ["--tolerance", str(args.tolerance)]
     argv += ["--device", args.device] if args.device != "cpu" else []
     argv += ["--max-candidates", str(args.max_candidates)] if getattr(args, "max_candidates", None) else []
+    argv += ["--precision", args.precision] if getattr(args, "precision", "auto") != "auto" else []
     return shlex.join([*argv, "--out-dir", str(args.out_dir)])
 
 
@@ -277,14 +281,17 @@ def data_info(data: str, first: Model, *, data_dir: str | None, task: str | None
 
 
 def _requested(paths: Sequence[str | Path], data: str, grid: dict[str, list] | None, match: str | None,
-               to: str | Path | None, vary: Sequence[str] | None, device: str,
-               max_candidates: int | None) -> tuple[bool, dict[str, tuple[Path, Model]]]:
-    """`compare`'s refusals before the data is read: the data set, --max-candidates, the specs and the grid,
-    --match, the searches' sizes, the device (in this order); whether the data is text, and the specs."""
+               to: str | Path | None, vary: Sequence[str] | None, device: str, max_candidates: int | None,
+               precisions: Sequence[str]) -> tuple[bool, dict[str, tuple[Path, Model]]]:
+    """`compare`'s refusals before the data is read: the precisions, the data set, --max-candidates, the specs and
+    the grid, --match, the searches' sizes, the device (in this order); whether the data is text, and the specs."""
     import torch  # torch
 
     from .train.data.registry import DataError  # torch
 
+    if not precisions or len(set(precisions)) < len(precisions) or not set(precisions) <= set(PRECISIONS):
+        raise ValueError(f"--precision: {','.join(map(str, precisions))!r}: expected one or more of "
+                         f"{', '.join(PRECISIONS)}, each once")
     comparable = tuple(d.name for d in registry.table().values() if d.comparable)  # not synthetic's random labels
     if data not in comparable:
         raise DataError(f"--data: unknown {data!r}; expected one of {', '.join(comparable)}")
@@ -339,59 +346,69 @@ def _check_room(specs: dict[str, tuple[Path, Model]], batch: int, out: Path) -> 
         raise ValueError(f"--out-dir {out}: cannot make {out / 'runs'} ({e.strerror or e})") from None
 
 
-def _token_labelled(specs: dict[str, tuple[Path, Model]], token_labels: str | None, text: bool,
-                    data: str) -> dict[str, str]:
-    """With `token_labels`, every spec once more as NAME+tl (added to `specs`); {NAME+tl: NAME}. Refused for text
-    and for a head that cannot take them, before any run."""
+def _variants(specs: dict[str, tuple[Path, Model]], token_labels: str | None, precisions: Sequence[str], text: bool,
+              data: str) -> dict[str, dict[str, Any]]:
+    """Each row's runs (`specs` made those rows, in place): {row: {"of": its spec's name, "token_labels": a folder or
+    None, "precision": --precision}}. With `token_labels` every spec once more as NAME+tl (refused for text and for a
+    head that cannot take them, before any run); with several `precisions` each of those once per precision,
+    NAME@P."""
     from .train.token_labels.maps import token_grid  # torch
 
-    labelled = {}
+    rows = {name: {"of": name, "token_labels": None} for name in specs}
     if token_labels is not None:
         if text:
             raise ValueError(f"--token-labels: label maps of images; {data} holds texts")
-        for name, (path, spec) in list(specs.items()):
+        for name, (_, spec) in specs.items():
             token_grid(spec)  # a head that cannot take them, refused before any run
-            labelled[f"{name}{_TOKEN_LABELED}"] = name
-            specs[f"{name}{_TOKEN_LABELED}"] = (path, spec)
-    return labelled
+            rows[f"{name}{_TOKEN_LABELED}"] = {"of": name, "token_labels": str(token_labels)}
+    variants = {f"{name}@{p}" if len(precisions) > 1 else name: {**row, "precision": p}
+                for name, row in rows.items() for p in precisions}
+    base = dict(specs)
+    specs.clear()
+    specs.update({name: base[row["of"]] for name, row in variants.items()})
+    return variants
 
 
-def _train_all(specs: dict[str, tuple[Path, Model]], seeds: Sequence[int], recipe, data: dict[str, DataConfig],
-               out: Path, device: str, metric: str, say: Callable[[str], None]) -> tuple[dict, dict]:
-    """Train every spec (on its `data`) with every seed (`train_seeds`), the engine's stdout to stderr; per spec
-    its scores (a non-finite one counted as 0, with a note) and its runs' final records."""
+def _train_all(specs: dict[str, tuple[Path, Model]], seeds: Sequence[int], recipe, data: DataConfig,
+               variants: dict[str, dict[str, Any]], out: Path, device: str, metric: str,
+               say: Callable[[str], None]) -> tuple[dict, dict]:
+    """Train every row (its `variants` entry: the token labels, the precision) with every seed (`train_seeds`), the
+    engine's stdout to stderr; per row its scores (a non-finite one counted as 0, with a note) and its runs' final
+    records, each with the precision it trained in (its summary.json's)."""
     from .train.engine import run  # torch
 
     def train(name: str, seed: int) -> float:
+        row, folder = variants[name], out / "runs" / f"{name}-seed{seed}"
         with contextlib.redirect_stdout(sys.stderr):  # the engine's closing line too: stdout is the table's
-            final = run(TrainConfig(specs[name][1], recipe, data[name],
-                                    RunConfig(out=out / "runs" / f"{name}-seed{seed}", seed=seed, device=device,
+            final = run(TrainConfig(specs[name][1], recipe, attrs.evolve(data, token_labels=row["token_labels"]),
+                                    RunConfig(out=folder, seed=seed, device=device, precision=row["precision"],
                                               log_interval=None, overwrite=True)))  # one progress line per epoch
         score = final[metric]
         if not math.isfinite(score):  # Pearson / Spearman of constant predictions: no correlation
             say(f"note: {name} seed {seed}: {metric} is {score} (constant predictions); counted as 0")
             score = 0.0
         runs.setdefault(name, []).append({"seed": seed, **{k: v if not isinstance(v, float) or math.isfinite(v)
-                                                           else None for k, v in final.items()}})
+                                                           else None for k, v in final.items()},
+                                          "precision": json.loads((folder / "summary.json").read_text())["precision"]})
         return score
 
     runs: dict[str, list[dict[str, Any]]] = {}
     return train_seeds(list(specs), seeds, train, say), runs
 
 
-def _rows(specs: dict[str, tuple[Path, Model]], scores: dict, runs: dict, labelled: dict[str, str],
-          token_labels: str | None, matched: dict | None, device: str) -> list[dict[str, Any]]:
-    """compare.json's row of each spec: its counts, throughput, scores and runs."""
+def _rows(specs: dict[str, tuple[Path, Model]], scores: dict, runs: dict, variants: dict[str, dict[str, Any]],
+          matched: dict | None, device: str) -> list[dict[str, Any]]:
+    """compare.json's row of each spec: its counts, throughput (in its runs' precision), scores and runs."""
     from .profiler import profile  # torch
 
-    rows = []
+    rows, labelled = [], any(v["token_labels"] for v in variants.values())
     for name, (path, spec) in specs.items():
-        prof = profile(spec, crosscheck=False)
+        prof, row, precision = profile(spec, crosscheck=False), variants[name], runs[name][0]["precision"]
         rows.append({"name": name, "path": str(path), "params": prof.params, "macs": prof.macs,
-                     **({"token_labels": str(token_labels) if name in labelled else None} if labelled else {}),
-                     "samples_per_s": throughput(spec, device=device), "scores": scores[name],
+                     **({"token_labels": row["token_labels"]} if labelled else {}), "precision": precision,
+                     "samples_per_s": throughput(spec, device=device, precision=precision), "scores": scores[name],
                      "score": spread(scores[name]), "runs": runs[name],
-                     **({"matched": matched[name]} if matched else {})})
+                     **({"matched": matched[row["of"]]} if matched else {})})
     return rows
 
 
@@ -410,7 +427,7 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
             grid: dict[str, list] | None = None, match: str | None = None, to: str | Path | None = None,
             vary: Sequence[str] | None = None, tolerance: float = 0.02, device: str = "cpu",
             say: Callable[[str], None] = print, max_candidates: int | None = None,
-            token_labels: str | None = None) -> dict[str, Any]:
+            token_labels: str | None = None, precisions: Sequence[str] = ("auto",)) -> dict[str, Any]:
     """Train every spec in `paths` (each expanded by `grid`; fitted to one budget with `match`) with every seed in
     `seeds`, then write OUT/compare.json and OUT/compare.png; returns the JSON's content. Raises ValueError (with
     DataError and FitError) / SpecError for what cannot be done, before any training.
@@ -435,9 +452,10 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
         max_candidates: bounds the grid's points and each search, counted before anything is built (None:
             MAX_GRID and fitting.MAX_CANDIDATES).
         token_labels: a folder of label maps: every spec trained twice, NAME without them, NAME+tl with.
+        precisions: the runs' --precision (auto, fp32, bf16, fp16); several: every spec trained in each, NAME@P.
     """
     t0 = time.perf_counter()
-    text, specs = _requested(paths, data, grid, match, to, vary, device, max_candidates)
+    text, specs = _requested(paths, data, grid, match, to, vary, device, max_candidates, precisions)
     info = data_info(data, next(iter(specs.values()))[1], data_dir=data_dir, task=task, specs=specs, out=out)
     changed, reference = _at_classes(specs, info, recipe, data, to, text)
     matched = _match_budget(specs, match, reference, vary, tolerance, say, max_candidates) if match else None
@@ -445,12 +463,11 @@ def compare(paths: Sequence[str | Path], *, data: str, seeds: Sequence[int], rec
     for name in changed:
         say(f"note: {name}: {data} has {info['classes']} classes; num_classes set to {info['classes']}")
     metric = info.pop("metric")
-    data_config = DataConfig(data, data_dir=data_dir, task=task, tokenizer=info.get("tokenizer"))
-    labelled = _token_labelled(specs, token_labels, text, data)  # NAME+tl: trained on the token labels
-    scores, runs = _train_all(specs, seeds, recipe, {name: attrs.evolve(data_config, token_labels=str(token_labels))
-                                                     if name in labelled else data_config for name in specs},
-                              out, device, metric, say)
-    rows = _rows(specs, scores, runs, labelled, token_labels, matched, device)
+    variants = _variants(specs, token_labels, precisions, text, data)  # NAME+tl: on the token labels; NAME@P
+    scores, runs = _train_all(specs, seeds, recipe, DataConfig(data, data_dir=data_dir, task=task,
+                                                               tokenizer=info.get("tokenizer")),
+                              variants, out, device, metric, say)
+    rows = _rows(specs, scores, runs, variants, matched, device)
     result = {
         "command": command, "data": info, "recipe": {"name": recipe_name, **attrs.asdict(recipe)}, "seeds": list(seeds),
         "metric": metric, "metric_name": METRICS.get(metric, metric.replace("_", " ")),

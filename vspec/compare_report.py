@@ -68,9 +68,9 @@ def noise(result: dict[str, Any]) -> dict[str, dict[str, float] | None]:
 
 
 def table(result: dict[str, Any]) -> str:
-    """The comparison as a markdown table (from compare.json's content): counts (the originals beside them when
-    the specs were matched to a budget), samples/s, the metric's mean, std and min-max over the seeds, and the
-    noise column: Welch's p against the best spec.
+    """The comparison as a markdown table (from compare.json's content): the token labels and the precision where
+    the rows differ in them, counts (the originals beside them when the specs were matched to a budget), samples/s,
+    the metric's mean, std and min-max over the seeds, and the noise column: Welch's p against the best spec.
 
     Args:
         result: compare.json's content.
@@ -81,7 +81,8 @@ def table(result: dict[str, Any]) -> str:
     matched = result.get("match")
     tests = noise(result)
     labels = any("token_labels" in r for r in result["specs"])
-    head = ["spec", *(["token labels"] if labels else []), "params", "MACs",
+    by_precision = len({r.get("precision") for r in result["specs"]}) > 1
+    head = ["spec", *(["token labels"] if labels else []), *(["precision"] if by_precision else []), "params", "MACs",
             *(["matched from (params, MACs)", "fitted"] if matched else []), "samples/s",
             f"{name}, mean", "std", "min-max", f"vs the best: Welch's p (< {ALPHA}: distinguishable)"]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
@@ -96,6 +97,7 @@ def table(result: dict[str, Any]) -> str:
                  or "the reference"] if matched else []
         rate = r.get("samples_per_s", r.get("images_per_s"))
         tl = ["yes" if r.get("token_labels") else "no"] if labels else []
+        tl += [r["precision"]] if by_precision else []
         lines.append("| " + " | ".join([r["name"], *tl, f"{r['params']:,}", f"{r['macs'] / 1e6:.2f} M", *extra,
                                         f"{rate:,.0f}", f"{t['mean']:.{digits}f}", f"{t['std']:.{digits}f}",
                                         f"{t['min']:.{digits}f}-{t['max']:.{digits}f}", verdict]) + " |")

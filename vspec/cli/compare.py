@@ -12,6 +12,7 @@ from ..fitting import MAX_CANDIDATES
 from ..spec import SpecError
 from ..spec.catalogue import spec_file
 from ..spec.load import parse_value
+from ..train.config import PRECISIONS
 from ..train.data.registry import names, table
 from ..train.recipes import RECIPES, Recipe, resolve
 from .common import (
@@ -44,6 +45,15 @@ def _data_help() -> str:
             f"bodies {text} (glue with --task), one WordPiece tokenizer trained once into OUT/tokenizer for every run")
 
 
+def _precisions(value: str) -> str:
+    """--precision's values, comma-separated, each of vspec train's once."""
+    items = value.split(",")
+    if not set(items) <= set(PRECISIONS) or len(set(items)) < len(items):
+        raise argparse.ArgumentTypeError(f"{show(value)}: expected one or more of {', '.join(PRECISIONS)}, "
+                                         "comma-separated, each once")
+    return value
+
+
 def add_parser(sub) -> None:
     """Add `vspec compare`'s parser (its flags and help) to the command's subparsers.
 
@@ -58,7 +68,8 @@ def add_parser(sub) -> None:
                                    "the seeds (the last epoch's: val top-1 for images, the task's headline metric "
                                    "for text), and Welch's t-test of the best spec against each other; the runs in "
                                    "OUT/runs/NAME-seedS. --grid expands each SPEC into a product of overrides; "
-                                   "--match fits every SPEC to one budget first (vspec fit).")
+                                   "--match fits every SPEC to one budget first (vspec fit); --precision fp32,bf16 "
+                                   "trains each in both.")
     c.add_argument("specs", nargs="+", metavar="SPEC", help="spec files (.py / .json / .toml), named by their stems")
     c.add_argument("--data", default="digits", metavar="NAME", help=_data_help())
     c.add_argument("--task", metavar="NAME", help="--data glue: the GLUE task (its headline metric is compared)")
@@ -80,6 +91,10 @@ def add_parser(sub) -> None:
                         "rows NAME and NAME+tl, a column says which); each needs the dense auxiliary head")
     c.add_argument("--threads", type=int_in(1, 1024), metavar="N", help="torch's CPU threads (default: torch's)")
     c.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the runs train (default cpu)")
+    c.add_argument("--precision", type=_precisions, default="auto", metavar="P[,P...]",
+                   help="the runs' precision, as vspec train's --precision takes it (default auto: bf16 on CUDA and on "
+                        "a CPU that computes bf16 natively, else fp32); several, e.g. fp32,bf16: every SPEC trained "
+                        "in each, rows NAME@P, so that the noise column says whether the precision changes the metric")
     c.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="repeatable, each KEY once: every SPEC becomes the cartesian product of these overrides, named "
                         "SPEC[KEY=V,...]")
@@ -145,7 +160,7 @@ def run(args: argparse.Namespace) -> None:
             recipe_name=args.recipe, out=out, command=comparison.command_line(args), grid=grid or None,
             match=args.match, to=spec_file(args.to) if args.to else None, vary=vary_items(args.vary) or None,
             tolerance=args.tolerance, device=args.device, say=comparison.say_err, max_candidates=args.max_candidates,
-            token_labels=args.token_labels)
+            token_labels=args.token_labels, precisions=args.precision.split(","))
     except SpecError:
         raise
     except (ValueError, TrainingStopped) as e:  # DataError, a duplicate name: before any training
