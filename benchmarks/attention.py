@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from vspec.compare import cpu_name
 from vspec.ops import attention
+from vspec.ops.precision import native_bf16
 
 from .common import machine, race, write_json
 
@@ -66,7 +67,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"machine: {cpu_name()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, CPU capability "
-          f"{torch.backends.cpu.get_cpu_capability()}; native bf16 matmuls: {attention.native_bf16_matmul()}; "
+          f"{torch.backends.cpu.get_cpu_capability()}; native bf16: {native_bf16() or 'no'}; "
           f"ShortAttention up to {attention.SHORT_KEYS} keys and {attention.MAP_ELEMENTS / 1e6:.1f} M map elements; "
           f"bf16 forward+backward, {args.rounds} rounds")
     rows = []

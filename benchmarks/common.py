@@ -16,6 +16,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from vspec.compare import cpu_name
+from vspec.ops.precision import native_bf16
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "runs" / "benchmarks"  # git-ignored (runs/)
@@ -112,16 +113,10 @@ def cpu_flags() -> dict[str, bool]:
     return {f: f in have for f in FLAGS}
 
 
-def _native_bf16() -> bool:
-    """Whether the CPU computes bf16 natively (AMX or AVX-512 BF16): where bf16 autocast pays."""
-    flags = cpu_flags()
-    return flags["amx_bf16"] or flags["avx512_bf16"]
-
-
 def precisions(asked: list[str] | None) -> list[str]:
     """The precisions a benchmark runs: those asked, else fp32 and bf16 where the CPU computes bf16 natively, fp32
     alone elsewhere (emulated bf16 is slower than fp32: nothing to measure unless asked)."""
-    return list(asked) if asked else ["fp32", "bf16"] if _native_bf16() else ["fp32"]
+    return list(asked) if asked else ["fp32", "bf16"] if native_bf16() else ["fp32"]
 
 
 @contextmanager
@@ -185,7 +180,7 @@ def header(versions: dict, run: list[str] = ()) -> dict:
           f"{torch.__version__}" + "".join(f", {k} {v}" for k, v in versions.items())
           + f", CPU capability {torch.backends.cpu.get_cpu_capability()}")
     print("CPU flags: " + ", ".join(f"{f} {'yes' if on else 'no'}" for f, on in flags.items())
-          + f"; native bf16: {'yes' if _native_bf16() else 'no'}")
+          + f"; native bf16: {native_bf16() or 'no'}")
     print("fast-path choices: " + ", ".join(f"{k} {v}" for k, v in choices().items()))
     rates = {p: round(matmul_rate(p) / 1e9, 1) for p in run}
     if rates:

@@ -115,18 +115,18 @@ def test_the_table_reads_rows_written_before_precision_and_mfu():
     assert all(line.split(" | ")[4] == "fp32" and line.endswith("|  |  |") for line in lines)
 
 
-@pytest.mark.parametrize("flags, native", [({"amx_bf16": True, "avx512_bf16": False}, True),
-                                           ({"amx_bf16": False, "avx512_bf16": True}, True),
-                                           ({"amx_bf16": False, "avx512_bf16": False}, False)])
-def test_the_default_precisions_follow_the_cpu_s_bf16(monkeypatch, flags, native):
-    """bf16 joins fp32 by default where the CPU computes it natively (AMX or AVX-512 BF16); asked, as asked."""
-    monkeypatch.setattr(common, "cpu_flags", lambda: {f: False for f in common.FLAGS} | flags)
+@pytest.mark.parametrize("native", ["AMX", "AVX-512 BF16", None])
+def test_the_default_precisions_follow_the_cpu_s_bf16(monkeypatch, native):
+    """bf16 joins fp32 by default where the CPU computes it natively (AMX or AVX-512 BF16: vspec.ops.precision's
+    native_bf16, what `--precision auto` picks by); asked, as asked."""
+    monkeypatch.setattr(common, "native_bf16", lambda: native)
     assert common.precisions(None) == (["fp32", "bf16"] if native else ["fp32"])
     assert common.precisions(["bf16"]) == ["bf16"]
 
 
 def test_the_header_names_the_flags_the_choices_and_the_matmul_rates(monkeypatch, capsys):
     monkeypatch.setattr(common, "cpu_flags", lambda: {f: f == "avx2" for f in common.FLAGS})
+    monkeypatch.setattr(common, "native_bf16", lambda: None)
     monkeypatch.setattr(common, "matmul_rate", lambda p: RATES[p] * 1e9)
     monkeypatch.setattr(vit, "ONEDNN_WINS", not vit.ONEDNN_WINS)
     info = common.header({"timm": "x"}, ["fp32"])

@@ -15,9 +15,9 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from . import fast
-from .precision import autocast_on
+from .precision import autocast_on, native_bf16
 
-__all__ = ["MAP_ELEMENTS", "SHORT_KEYS", "ShortAttention", "native_bf16_matmul", "sdpa", "short_path"]
+__all__ = ["MAP_ELEMENTS", "SHORT_KEYS", "ShortAttention", "sdpa", "short_path"]
 _HALF = (torch.bfloat16, torch.float16)
 # torch 2.14's CPU flash attention packs bfloat16 for AMX whenever the CPU has it, with a function built for
 # AVX-512 only: under AVX2 (or default) kernels on an AMX CPU (ATEN_CPU_CAPABILITY=avx2 on a Xeon with AMX) it
@@ -32,16 +32,7 @@ SHORT_KEYS = 512
 MAP_ELEMENTS = 2**24
 
 
-def native_bf16_matmul() -> bool:
-    """Whether oneDNN computes bf16 matrix products natively on this CPU (AMX or AVX-512 BF16), as torch reports it."""
-    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    try:
-        return bool(torch.backends.mkldnn.is_available() and check is not None and check())
-    except RuntimeError:
-        return False
-
-
-_NATIVE_BF16 = native_bf16_matmul()
+_NATIVE_BF16 = native_bf16() is not None  # AMX or AVX-512 BF16, where oneDNN takes bf16
 
 
 def _bf16_under_autocast() -> bool:

@@ -22,16 +22,24 @@ def _cpu_has(check: str) -> bool:
         return False
 
 
+def _onednn_takes_bf16() -> bool:
+    """Whether oneDNN takes its bf16 path on this CPU, as torch reports it (also true on AVX-512 without BF16, where
+    it emulates)."""
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    try:
+        return bool(torch.backends.mkldnn.is_available() and check is not None and check())
+    except RuntimeError:
+        return False
+
+
 def native_bf16() -> str | None:
     """What lets this CPU compute bfloat16 matrix products natively: "AMX" (Intel's tile unit), "AVX-512 BF16", or
     None (then bfloat16 is emulated, slower than float32). Read from torch's own CPU checks, and only where oneDNN,
-    which runs the CPU's bfloat16 matrix products, takes its bfloat16 path (`attention.native_bf16_matmul`: not
+    which runs the CPU's bfloat16 matrix products, takes its bfloat16 path (`_onednn_takes_bf16`: not
     without oneDNN, nor where ONEDNN_MAX_CPU_ISA caps it below AVX-512). ATen's kernel level does not count: under
     ATEN_CPU_CAPABILITY=avx2 oneDNN still dispatches to AMX, and `attention.sdpa` routes around the flash kernel
     that fails there."""
-    from .attention import native_bf16_matmul  # (attention imports this module)
-
-    if not native_bf16_matmul():
+    if not _onednn_takes_bf16():
         return None
     return "AMX" if _cpu_has("_is_amx_tile_supported") else "AVX-512 BF16" if _cpu_has(
         "_is_avx512_bf16_supported") else None

@@ -22,8 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from . import fast
-from .attention import native_bf16_matmul
-from .precision import autocast_on
+from .precision import autocast_on, native_bf16
 
 __all__ = ["ACTIVATIONS", "ONEDNN_WINS", "SHORT_K", "grouped_linear", "linear", "sincos_1d", "sincos_2d", "structured"]
 _ONEDNN = fast.private_op("mkldnn", "_linear_pointwise") if torch.backends.mkldnn.is_available() else None
@@ -39,7 +38,7 @@ def _onednn_wins() -> bool:
     return bool(is_avx512 is not None and is_avx512())
 
 
-_NATIVE_BF16 = native_bf16_matmul()
+_NATIVE_BF16 = native_bf16() is not None
 _FLOATS = (torch.float32, torch.bfloat16)
 ONEDNN_WINS = _onednn_wins()  # tests set it to exercise the oneDNN path at every size on any CPU
 SHORT_K = 256  # input features up to which oneDNN's linear is taken on any CPU
