@@ -8,9 +8,11 @@ The two run back to back in every round (order alternating); times are medians o
 of the rounds' ratios.
 
     python -m benchmarks.attention [--rounds 7] [--threads N] [--json FILE]
+    python -m benchmarks.attention --table FILE.json    # the table of docs/speed.md
 """
 
 import argparse
+import json
 import statistics
 from pathlib import Path
 
@@ -58,12 +60,30 @@ def measure(shape: tuple[int, ...], rounds: int) -> dict:
             "ratio_max": ratios[-1], "chosen": chosen, "agrees": (ratio > 1) == (chosen == "short")}
 
 
+def table(result: dict) -> str:
+    """docs/speed.md's table of one --json result."""
+    lines = ["| shape | (batch, heads, tokens, head dim) | SDPA | ShortAttention | ratio, median [range] | chosen |",
+             "|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        lines.append(f"| {r['what']} | {tuple(r['shape'])} | {r['sdpa_ms']:.1f} ms | {r['short_ms']:.1f} ms | "
+                     f"{r['ratio']:.2f} [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}] | {r['chosen']}"
+                     f"{'' if r['agrees'] else ' (the measurement disagrees)'} |")
+    m = result["machine"]
+    lines += ["", f"{m['machine']}, {m['threads']} torch threads, CPU capability {m['cpu_capability']}, torch "
+              f"{m['torch']}; bf16 forward+backward, {result.get('rounds', '?')} paired rounds."]
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON")
+    ap.add_argument("--table", type=Path, metavar="FILE.json", help="print the docs/speed.md table of a result; stop")
     args = ap.parse_args()
+    if args.table:
+        print(table(json.loads(args.table.read_text())))
+        return
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"machine: {cpu_name()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, CPU capability "
@@ -79,7 +99,7 @@ def main() -> None:
               f"  ratio {r['ratio']:.2f} [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]  chosen: {r['chosen']}"
               f"{'' if r['agrees'] else '  (the measurement disagrees)'}")
     if args.json:
-        write_json(args.json, {"machine": machine({}), "rows": rows})
+        write_json(args.json, {"machine": machine({}), "rounds": args.rounds, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -127,8 +127,11 @@ def test_the_speed_page_cpu_tables_are_the_committed_runs():
 
     speed = doc("speed")
     files = sorted((ROOT / "docs" / "cpu").glob("*.json"))
-    assert [f.stem for f in files] == ["loader", "models", "text"]  # loader: tests/test_gpu_bench.py's
-    files = [f for f in files if f.stem != "loader"]
+    assert [f.stem for f in files] == ["attention_bf16", "loader", "models", "text"]  # loader: test_gpu_bench.py's
+    from benchmarks import attention
+
+    assert attention.table(json.loads(files[0].read_text())) in speed
+    files = [f for f in files if f.stem not in ("attention_bf16", "loader")]
     for file in files:
         result = json.loads(file.read_text())
         assert models.table(result) in speed, file
