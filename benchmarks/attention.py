@@ -12,9 +12,7 @@ of the rounds' ratios.
 """
 
 import argparse
-import json
 import statistics
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -23,7 +21,7 @@ from vspec.compare import cpu_name
 from vspec.ops import attention
 from vspec.ops.precision import native_bf16
 
-from .common import machine, race, write_json
+from .common import machine, race, race_options, table_or_threads, write_json
 
 # (what it is, (batch, heads, tokens, head dim))
 SHAPES = [("DeiT-Ti, batch 32", (32, 3, 197, 64)), ("DeiT-S, batch 32", (32, 6, 197, 64)),
@@ -76,16 +74,10 @@ def table(result: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    ap.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON")
-    ap.add_argument("--table", type=Path, metavar="FILE.json", help="print the docs/speed.md table of a result; stop")
+    race_options(ap, rounds=7)
     args = ap.parse_args()
-    if args.table:
-        print(table(json.loads(args.table.read_text())))
+    if table_or_threads(args, table):
         return
-    if args.threads:
-        torch.set_num_threads(args.threads)
     print(f"machine: {cpu_name()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, CPU capability "
           f"{torch.backends.cpu.get_cpu_capability()}; native bf16: {native_bf16() or 'no'}; "
           f"ShortAttention up to {attention.SHORT_KEYS} keys and {attention.MAP_ELEMENTS / 1e6:.1f} M map elements; "

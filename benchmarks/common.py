@@ -5,7 +5,6 @@ MFU, and the generated ImageNet-shaped JPEG of the loader benchmarks."""
 
 import json
 import os
-import statistics
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -145,9 +144,29 @@ def choices() -> dict:
             "MAP_ELEMENTS": attention.MAP_ELEMENTS, "bf16_fused_linear": vit._NATIVE_BF16 and vit._ONEDNN is not None}
 
 
-def matmul_rate(precision: str, n: int = 2048, reps: int = 7) -> float:
+def race_options(ap, rounds: int) -> None:
+    """The options of the CPU races (benchmarks/models.py, benchmarks/attention.py): --rounds, --threads, --json,
+    --table."""
+    ap.add_argument("--rounds", type=int, default=rounds)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    ap.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON (docs/cpu/)")
+    ap.add_argument("--table", type=Path, metavar="FILE.json", help="print the docs/speed.md table of a result; stop")
+
+
+def table_or_threads(args, table) -> bool:
+    """With --table: prints `table` of that result and says True (stop); else sets --threads and says False."""
+    if args.table:
+        print(table(json.loads(args.table.read_text())))
+        return True
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return False
+
+
+def matmul_rate(precision: str, n: int = 2048, reps: int = 15) -> float:
     """The CPU's own matmul rate in `precision` (FLOP/s): an n x n by n x n product, both operands in that dtype (what
-    autocast gives a linear layer), on torch's current threads; the median of `reps` products after a warm-up."""
+    autocast gives a linear layer), on torch's current threads; the fastest of `reps` products after a warm-up (what
+    the CPU reaches: another process's load only slows a product, and a rate read low puts MFU above 100 %)."""
     a, b = (torch.randn(n, n).to(DTYPES[precision]) for _ in range(2))
     a @ b
     times = []
@@ -155,7 +174,7 @@ def matmul_rate(precision: str, n: int = 2048, reps: int = 7) -> float:
         t0 = time.perf_counter()
         a @ b
         times.append(time.perf_counter() - t0)
-    return 2 * n**3 / statistics.median(times)
+    return 2 * n**3 / min(times)
 
 
 def mfu(rate: float, flops_per_sample: float, peak: float | None) -> float | None:

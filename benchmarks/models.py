@@ -23,7 +23,6 @@ median of the rounds' ratios.
 """
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 
@@ -34,7 +33,20 @@ import vspec
 from vspec.convert import from_official, from_timm
 
 from . import released
-from .common import DTYPES, ROOT, autocast, forward, forward_backward, header, mfu, precisions, race, write_json
+from .common import (
+    DTYPES,
+    ROOT,
+    autocast,
+    forward,
+    forward_backward,
+    header,
+    mfu,
+    precisions,
+    race,
+    race_options,
+    table_or_threads,
+    write_json,
+)
 
 # vspec preset -> (the reference's name, default batch size)
 PAIRS = {"deit_tiny": ("timm vit_tiny_patch16_224", 32), "deit_small": ("timm vit_small_patch16_224", 32),
@@ -188,16 +200,10 @@ def main() -> None:
                     help="default: fp32 and bf16 where the CPU computes bf16 natively (AMX, AVX-512 BF16), else fp32")
     ap.add_argument("--batch-size", type=int, default=0,
                     help="default: 32 for deit_tiny, deit_small and deit_tiny_irpe_k, 16 for swin_tiny and t2t_vit_14")
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    ap.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON (docs/cpu/)")
-    ap.add_argument("--table", type=Path, metavar="FILE.json", help="print the docs/speed.md table of a result; stop")
+    race_options(ap, rounds=15)
     args = ap.parse_args()
-    if args.table:
-        print(table(json.loads(args.table.read_text())))
+    if table_or_threads(args, table):
         return
-    if args.threads:
-        torch.set_num_threads(args.threads)
     run = precisions(args.precision)
     info = header({"timm": timm.__version__}, run)
     rows = [r for name in args.models for r in compare(name, args.batch_size, args.rounds, run, info["matmul GFLOP/s"])]

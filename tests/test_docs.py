@@ -127,7 +127,7 @@ def test_the_speed_page_cpu_tables_are_the_committed_runs():
 
     speed = doc("speed")
     files = sorted((ROOT / "docs" / "cpu").glob("*.json"))
-    assert [f.stem for f in files] == ["attention_bf16", "loader", "models", "text"]  # loader: test_gpu_bench.py's
+    assert [f.stem for f in files] == ["attention_bf16", "loader", "models", "models_bf16", "text", "text_bf16"]
     from benchmarks import attention
 
     assert attention.table(json.loads(files[0].read_text())) in speed
@@ -137,4 +137,4 @@ def test_the_speed_page_cpu_tables_are_the_committed_runs():
         assert models.table(result) in speed, file
         assert all(r["ratio_min"] <= r["ratio"] <= r["ratio_max"] for r in result["rows"])
     assert {r["model"] for f in files for r in json.loads(f.read_text())["rows"]} == {
-        "deit_tiny", "swin_tiny", "t2t_vit_14", "deit_tiny_irpe_k", "bert_base"}
+        "deit_tiny", "swin_tiny", "t2t_vit_14", "deit_tiny_irpe_k", "bert_base", "deit_small"}
