@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from . import fast
-from .precision import autocast_on, native_bf16
+from .precision import bf16_autocast_on, native_bf16
 
 __all__ = ["MAP_ELEMENTS", "SHORT_KEYS", "ShortAttention", "sdpa", "short_path"]
 _HALF = (torch.bfloat16, torch.float16)
@@ -35,10 +35,6 @@ MAP_ELEMENTS = 2**24
 _NATIVE_BF16 = native_bf16() is not None  # AMX or AVX-512 BF16, where oneDNN takes bf16
 
 
-def _bf16_under_autocast() -> bool:
-    return autocast_on("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
-
-
 def short_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
                is_causal: bool = False) -> bool:
     """Whether `sdpa` takes ShortAttention for these inputs: a bf16 (or bf16-autocast) CPU training step
@@ -52,18 +48,23 @@ def short_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: tor
         attn_mask: SDPA's mask (boolean: True may attend; float: added to the logits), or None.
         is_causal: whether query i sees keys up to i only.
     """
+    return _short_mask(q, k, v, attn_mask, is_causal)[0]
+
+
+def _short_mask(q, k, v, attn_mask, is_causal) -> tuple[bool, torch.Tensor | None]:
+    """(short_path's answer, the mask ShortAttention takes: attn_mask with the causal one folded in)."""
     if not (_NATIVE_BF16 and fast.enabled(q) and torch.is_grad_enabled()):
-        return False
-    if not (q.dtype == k.dtype == v.dtype and (q.dtype == torch.bfloat16 or _bf16_under_autocast())):
-        return False
+        return False, None
+    if not (q.dtype == k.dtype == v.dtype and (q.dtype == torch.bfloat16 or bf16_autocast_on("cpu"))):
+        return False, None
     needs_grad = q.requires_grad or k.requires_grad or v.requires_grad or (
         attn_mask is not None and attn_mask.requires_grad)
     if not needs_grad or q.ndim < 3 or (is_causal and q.shape[-2] > k.shape[-2]):
-        return False
+        return False, None
     if k.shape[-2] > SHORT_KEYS or q.shape[:-1].numel() * k.shape[-2] > MAP_ELEMENTS:
-        return False
+        return False, None
     mask = _with_causal(q, k, attn_mask) if is_causal else attn_mask
-    return mask is None or mask.dtype != torch.bool or bool(mask.any(-1).all())
+    return mask is None or mask.dtype != torch.bool or bool(mask.any(-1).all()), mask
 
 
 def _with_causal(q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
@@ -142,11 +143,10 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Ten
         is_causal: whether query i sees keys up to i only.
         scale: the logits' factor; None: d ** -0.5.
     """
-    if short_path(q, k, v, attn_mask, is_causal):
-        if is_causal:
-            attn_mask = _with_causal(q, k, attn_mask)
+    short, mask = _short_mask(q, k, v, attn_mask, is_causal)
+    if short:
         q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
-        return ShortAttention.apply(q, k, v, attn_mask, q.shape[-1] ** -0.5 if scale is None else scale, dropout_p)
+        return ShortAttention.apply(q, k, v, mask, q.shape[-1] ** -0.5 if scale is None else scale, dropout_p)
     kwargs = dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
     if _FLASH_PACKS_WITHOUT_AVX512 and q.dtype in _HALF and q.device.type == "cpu":
         with sdpa_kernel(SDPBackend.MATH):

@@ -10,7 +10,7 @@ import torch
 
 from .._moved import moved as _moved
 
-__all__ = ["autocast_on", "float32", "native_bf16"]
+__all__ = ["autocast_on", "bf16_autocast_on", "float32", "native_bf16"]
 _HALF = (torch.bfloat16, torch.float16)
 
 
@@ -43,6 +43,15 @@ def native_bf16() -> str | None:
         return None
     return "AMX" if _cpu_has("_is_amx_tile_supported") else "AVX-512 BF16" if _cpu_has(
         "_is_avx512_bf16_supported") else None
+
+
+def bf16_autocast_on(device_type: str) -> bool:
+    """Whether bfloat16 autocast is active for tensors on `device_type`.
+
+    Args:
+        device_type: a device type ("cpu", "cuda", ...).
+    """
+    return autocast_on(device_type) and torch.get_autocast_dtype(device_type) == torch.bfloat16
 
 
 def autocast_on(device_type: str) -> bool:

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from . import fast
-from .precision import autocast_on, native_bf16
+from .precision import autocast_on, bf16_autocast_on, native_bf16
 
 __all__ = ["ACTIVATIONS", "ONEDNN_WINS", "SHORT_K", "grouped_linear", "linear", "sincos_1d", "sincos_2d", "structured"]
 _ONEDNN = fast.private_op("mkldnn", "_linear_pointwise") if torch.backends.mkldnn.is_available() else None
@@ -97,8 +97,7 @@ def _bf16_inference_ok(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
         _ONEDNN is not None
         and _NATIVE_BF16
         and fast.enabled(x)
-        and autocast_on("cpu")
-        and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        and bf16_autocast_on("cpu")
         and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
                                               or (bias is not None and bias.requires_grad)))
         and x.dtype in _FLOATS
