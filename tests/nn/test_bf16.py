@@ -186,3 +186,59 @@ def test_train_cli_precision_on_the_cpu(exact_svpn_spec, tmp_path, monkeypatch, 
     assert seen == [dtype, dtype]
     record = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
     assert all(torch.isfinite(torch.tensor(record[k])) for k in ("train_loss", "val_loss"))
+
+
+# ---------------------------------------------------------------------------------------------
+# bf16-autocast inference carries its token stream in bf16 (vspec.ops.precision.bf16_stream)
+
+def stream_dtypes(model: torch.nn.Module, x: torch.Tensor) -> list[torch.dtype]:
+    """The dtype of every block's input in one forward of `model` on `x`, under the caller's modes."""
+    seen = []
+    hooks = [m.register_forward_pre_hook(lambda _, args: seen.append(args[0].dtype)) for m in model.stages[0].blocks]
+    try:
+        model(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen
+
+
+@pytest.mark.parametrize("name", ["deit_tiny", "bert_base"])
+def test_bf16_inference_carries_the_stream_in_bf16_only_there(name, monkeypatch):
+    monkeypatch.setattr(precision_ops, "_NATIVE_BF16", True)  # the CPU's answer, taken on any CPU
+    spec = small(vspec.load_spec(ROOT / f"specs/{name}.py"))
+    model = vspec.build(spec).eval()
+    x = vspec.example_input(spec, 2)
+    with torch.no_grad(), bf16():
+        assert set(stream_dtypes(model, x)) == {torch.bfloat16}
+        with core_ops.fast.fast_paths(False):
+            assert torch.bfloat16 not in stream_dtypes(model, x)
+    with bf16():  # autograd on: training's float32 stream, as autocast gives it
+        assert torch.bfloat16 not in stream_dtypes(model, x)
+    with torch.no_grad():
+        assert set(stream_dtypes(model, x)) == {torch.float32}
+    monkeypatch.setattr(precision_ops, "_NATIVE_BF16", False)
+    with torch.no_grad(), bf16():
+        assert torch.bfloat16 not in stream_dtypes(model, x)
+
+
+def test_bf16_streams_logits_are_as_close_to_float64_as_the_model_cast_to_bf16(monkeypatch):
+    """DeiT-Ti at full depth: the relative error of the bf16-stream logits against the float64 model's is within
+    1.25x that of the model cast wholesale to bf16 (timm's `--model-dtype bfloat16`), the plain bf16 inference."""
+    monkeypatch.setattr(precision_ops, "_NATIVE_BF16", True)
+    torch.manual_seed(0)
+    spec = vspec.load_spec(ROOT / "specs/deit_tiny.py")
+    model = vspec.build(spec).eval()
+    x = vspec.example_input(spec, 4)
+    with torch.no_grad():
+        exact = model.double()(x.double())
+        model.float()
+        with bf16():
+            assert set(stream_dtypes(model, x)) == {torch.bfloat16}
+            stream = model(x).double()
+        cast = model.bfloat16()(x.bfloat16()).double()
+
+    def error(y):
+        return ((y - exact).norm() / exact.norm()).item()
+
+    assert 0 < error(stream) <= 1.25 * error(cast)

@@ -12,6 +12,7 @@ import torch
 
 from vspec.ops import attention, fast
 from vspec.ops.attention import ShortAttention, sdpa
+from vspec.ops.dropout import keep_mask
 
 HALF = """
 import torch
@@ -45,13 +46,14 @@ def test_sdpa_is_torchs_in_float32():
 
 # ---------------------------------------------------------------- ShortAttention (bf16 training at short lengths)
 def attention_eq(q, k, v, mask=None, scale=None, keep=None, p_drop=0.0):
-    """Eq. 1 written out in float64: softmax(q k^T * scale + mask) v, the dropout's keep mask applied to P."""
+    """Eq. 1 written out in float64: softmax(q k^T * scale + mask) v, the dropout's keep mask applied to P (its keep
+    probability 1 - p_drop at the 2^-16 resolution `keep_mask` draws with)."""
     q, k, v = q.double(), k.double(), v.double()
     logits = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)
     if mask is not None:
         logits = logits.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else logits + mask.double()
     p = logits.softmax(-1)
-    return (p if keep is None else p * keep / (1 - p_drop)) @ v
+    return (p if keep is None else p * keep / (1 - round(p_drop * 2**16) / 2**16)) @ v
 
 
 def leaves(*shapes, dtype=torch.float64, seed=0):
@@ -79,7 +81,7 @@ def test_short_attention_is_the_equation_with_its_gradients_in_float64(case):
     keep = None
     if p_drop:
         torch.manual_seed(0)
-        keep = torch.empty(2, 3, 7, 9).bernoulli_(1 - p_drop).bool()
+        keep = keep_mask((2, 3, 7, 9), p_drop)
     assert torch.allclose(run(*inputs), attention_eq(q, k, v, mask, 0.4, keep, p_drop))
 
 

@@ -12,6 +12,7 @@ from torch import nn
 from .. import spec as specs
 from .._moved import moved as _moved
 from ..ops import sincos_1d, sincos_2d
+from ..ops.precision import bf16_stream
 from ..ops.resample import resample_pos_embed
 from ..spec.kinds import LOGITS
 from ..spec.weights import inputs_cfg
@@ -249,12 +250,14 @@ class Transformer(nn.Module):
                        position_ids: torch.Tensor | None = None) -> blocks.Carry:
         """Images (or token ids) -> the first stage's input (embedder, class token, position embedding), and the state
         the embedder starts beside the tokens (its kind's `writes`); with a MixToken `box`, the embedder's tokens
-        in it swapped with the batch-flipped sample's first (vspec.nn.mix_token). A text body's positions:
+        in it swapped with the batch-flipped sample's first (vspec.nn.mix_token); in bfloat16 for bf16-autocast
+        inference on a CPU with native bf16 (`vspec.ops.precision.bf16_stream`). A text body's positions:
         `position_ids`, or its default for the padding `mask` (vspec.nn.inputs.TokenInputs.positions)."""
         out, grid = self.inputs.embed(self.embedder, x, token_type_ids, position_ids, mask)
         # an embedder that writes state: (tokens, {key: tensor})
         x, state = out if self.starts else (out, blocks.NO_STATE)
-        return blocks.Carry(self._prepend(x if box is None else swap_box(x, box), grid), state)
+        x = self._prepend(x if box is None else swap_box(x, box), grid)
+        return blocks.Carry(x.to(torch.bfloat16) if bf16_stream(x) else x, state)
 
     def input_grid(self, x: torch.Tensor) -> tuple[int, int]:
         """The token grid of images `x` (vspec.nn.inputs.ImageInputs.grid)."""

@@ -2,13 +2,13 @@
 (`qkv`, `proj`, `relative_position_bias_table`; `norm`, `reduction`)."""
 
 import torch
-import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
 from .. import spec as specs
 from ..ops import fast, permute_tokens, relative_position_index, shift_mask, window_order
 from ..ops.attention import short_path
+from ..ops.dropout import Dropout, dropout
 from .context import BuildContext
 from .layers import AttentionCore, Linear, ProjectedAttention, make_norm
 
@@ -30,7 +30,7 @@ class BiasedAttentionCore(AttentionCore):
         scale = self.scale if self.scale is not None else q.shape[-1] ** -0.5
         attn = ((q * scale) @ k.transpose(-2, -1) + mask).softmax(dim=-1)
         drop = self.drop if self.training else 0.0
-        return (F.dropout(attn, drop) if drop else attn) @ v
+        return (dropout(attn, drop) if drop else attn) @ v
 
 
 class WindowMHSA(ProjectedAttention):
@@ -51,7 +51,7 @@ class WindowMHSA(ProjectedAttention):
         self.windows = (grid[0] // self.window[0], grid[1] // self.window[1])
         self.init_projections(spec, d, spec.inner_dim(d))  # fused qkv / proj, or tied / grouped projections
         self.core = BiasedAttentionCore(spec.attn_drop, spec.scale)
-        self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
+        self.proj_drop = Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
         table = (2 * self.window[0] - 1) * (2 * self.window[1] - 1)
         self.relative_position_bias_table = nn.Parameter(torch.zeros(table, spec.heads))
         nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)

@@ -6,6 +6,7 @@ from torch import nn
 
 from .. import spec as specs
 from .._moved import moved as _moved
+from ..ops.dropout import Dropout
 from .context import BuildContext
 from .head_outputs import last_real_token
 from .layers import Linear, make_norm, maybe
@@ -26,7 +27,7 @@ class TokenEmbed(nn.Module):
         self.position = nn.Embedding(spec.max_positions, width)
         self.token_type = nn.Embedding(spec.type_vocab_size, width) if spec.type_vocab_size else None
         self.norm = make_norm(spec.norm, width)
-        self.drop = nn.Dropout(spec.drop) if spec.drop else nn.Identity()
+        self.drop = Dropout(spec.drop) if spec.drop else nn.Identity()
         self.proj = maybe(Linear, width != ctx.dim, width, ctx.dim)
         with torch.no_grad():
             for table in (self.word, self.position, self.token_type):
@@ -68,7 +69,7 @@ class FirstTokenHead(PoolHead):
 
     def __init__(self, spec: specs.FirstTokenHead, ctx: BuildContext):
         super().__init__(ctx, spec.drop)
-        self.drop_in = nn.Dropout(spec.drop_in) if spec.drop_in else nn.Identity()
+        self.drop_in = Dropout(spec.drop_in) if spec.drop_in else nn.Identity()
         self.pooler = Linear(ctx.dim, ctx.dim, act=spec.pooler) if spec.pooler else nn.Identity()
 
     def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

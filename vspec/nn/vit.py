@@ -9,6 +9,7 @@ from einops import rearrange
 from torch import nn
 
 from .. import spec as specs
+from ..ops.dropout import Dropout
 from .context import BuildContext
 from .head_outputs import HeadOutput
 from .layers import AttentionCore, LayerScale, Linear, ProjectedAttention, make_norm, masked_mean, maybe, sdpa_masks
@@ -59,7 +60,7 @@ class MHSA(ProjectedAttention):
         self.heads = spec.heads
         self.init_projections(spec, ctx.dim, spec.inner_dim(ctx.dim))
         self.core = AttentionCore(spec.attn_drop, spec.scale)  # scale None: head_dim ** -0.5
-        self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
+        self.proj_drop = Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
 
     def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
         """`mask` (B, N): True at real tokens; `causal`: token i attends to tokens <= i (Block's contract)."""
@@ -77,9 +78,9 @@ class MLP(nn.Module):
         self.fc1 = Linear(ctx.dim, hidden, bias=spec.bias, act=spec.act)  # act(fc1(x)), fused
         self.fc2 = Linear(hidden, ctx.dim, bias=spec.bias)
         self.ls = maybe(LayerScale, spec.layer_scale is not None, ctx.dim, spec.layer_scale)
-        self.drop = nn.Dropout(spec.drop) if spec.drop else nn.Identity()
+        self.drop = Dropout(spec.drop) if spec.drop else nn.Identity()
         hidden_drop = spec.drop if spec.hidden_drop is None else spec.hidden_drop
-        self.hidden_drop = nn.Dropout(hidden_drop) if hidden_drop else nn.Identity()
+        self.hidden_drop = Dropout(hidden_drop) if hidden_drop else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, N, dim) -> (B, N, dim)."""
@@ -94,7 +95,7 @@ class PoolHead(nn.Module):
     def __init__(self, ctx: BuildContext, drop: float):
         super().__init__()
         self.dim = ctx.dim
-        self.drop = nn.Dropout(drop) if drop else nn.Identity()
+        self.drop = Dropout(drop) if drop else nn.Identity()
         self.reset(ctx.num_classes)
 
     def reset(self, num_classes: int) -> list[nn.Module]:

@@ -1,7 +1,8 @@
 """The functional core: pure tensor functions without parameters, each citing its equation: `vit.py` (the generic
 linear kernel, sin-cos tables, grouped projections), `swin.py` (windows), `resample.py` (tables at another grid);
 `precision.py` keeps numerically sensitive functions in float32 under autocast; `attention.py` is the one entry of
-softmax(q k^T) v (SDPA, or its bf16 training path on the CPU); `fast.py` is the one switch of the CPU fast paths.
+softmax(q k^T) v (SDPA, or its bf16 training path on the CPU); `dropout.py` draws dropout's keep mask faster on the
+CPU; `fast.py` is the one switch of the CPU fast paths.
 A paper's own functions are in its family's folder (`vspec/models/<family>/ops.py`)."""
 
 from .._moved import moved as _moved

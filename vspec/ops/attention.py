@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from . import fast
+from .dropout import keep_mask, keep_probability
 from .precision import bf16_autocast_on, native_bf16
 
 __all__ = ["MAP_ELEMENTS", "SHORT_KEYS", "ShortAttention", "sdpa", "short_path"]
@@ -76,16 +77,19 @@ def _with_causal(q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | Non
 
 
 def _reduce_to(grad: torch.Tensor, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
-    """grad summed over the axes a tensor of `shape` was broadcast along, in float32, then cast to dtype."""
+    """grad summed over the axes a tensor of `shape` was broadcast along, then cast to dtype. The sum accumulates in
+    float32 and is rounded to grad's dtype once (as a bf16 GEMM's output is): asked for a float32 result, torch's CPU
+    sum casts all of a bf16 grad first, ten times the time."""
     lead = grad.ndim - len(shape)
     axes = [i for i in range(grad.ndim) if i < lead or (shape[i - lead] == 1 and grad.shape[i] != 1)]
-    out = grad.sum(axes, keepdim=True, dtype=torch.float32) if axes else grad.float()
+    out = grad.sum(axes, keepdim=True) if axes else grad
     return out.reshape(shape).to(dtype)
 
 
 class ShortAttention(torch.autograd.Function):
     """softmax(q k^T * scale + mask) v with the map P held for the backward (Eq. 1 with dropout on P):
-    forward S = (q scale) k^T + mask, P = softmax(S), O = D(P) v with D(P) = P * keep / (1 - p_drop);
+    forward S = (q scale) k^T + mask, P = softmax(S), O = D(P) v with D(P) = P * keep / P(keep) (keep drawn by
+    `vspec.ops.dropout.keep_mask`);
     backward dV = D(P)^T dO, dP = D'(dO V^T), dS = P * (dP - rowsum(dP * P)), dq = dS k scale, dk = dS^T (q scale),
     dmask = dS summed over its broadcast axes. Any dtype (the tests run it in float64); `sdpa` gives it bf16."""
 
@@ -97,12 +101,13 @@ class ShortAttention(torch.autograd.Function):
             qs, k, v = (q * scale).contiguous(), k.contiguous(), v.contiguous()
             s = torch.matmul(qs, k.transpose(-2, -1))
             if mask is not None:
-                s = s.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else s.add_(mask)
+                # a float mask in the logits' dtype, as SDPA takes it (a float32 one broadcast into bf16 is slow)
+                s = s.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else s.add_(mask.to(s.dtype))
             p = torch.softmax(s, -1)
             keep = None
             if dropout_p > 0:
-                keep = torch.empty_like(p, dtype=torch.bool).bernoulli_(1 - dropout_p)
-                out = torch.matmul(p * keep * (1 / (1 - dropout_p)), v)
+                keep = keep_mask(p.shape, dropout_p, p.device)
+                out = torch.matmul(p * keep * (1 / keep_probability(dropout_p)), v)
             else:
                 out = torch.matmul(p, v)
         ctx.save_for_backward(qs, k, v, p, keep)
@@ -116,11 +121,11 @@ class ShortAttention(torch.autograd.Function):
         """dq, dk, dv and the float mask's gradient from dO (the class's equations)."""
         qs, k, v, p, keep = ctx.saved_tensors
         grad = grad.to(v.dtype).contiguous()
-        dropped = p if keep is None else p * keep * (1 / (1 - ctx.dropout_p))
+        dropped = p if keep is None else p * keep * (1 / keep_probability(ctx.dropout_p))
         dv = torch.matmul(dropped.transpose(-2, -1), grad) if ctx.needs_input_grad[2] else None
         dp = torch.matmul(grad, v.transpose(-2, -1))
         if keep is not None:
-            dp = dp.mul_(keep).mul_(1 / (1 - ctx.dropout_p))
+            dp = dp.mul_(keep).mul_(1 / keep_probability(ctx.dropout_p))
         ds = torch._softmax_backward_data(dp, p, -1, p.dtype)
         dq = torch.matmul(ds, k).mul_(ctx.scale) if ctx.needs_input_grad[0] else None
         dk = torch.matmul(ds.transpose(-2, -1), qs) if ctx.needs_input_grad[1] else None

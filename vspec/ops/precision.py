@@ -1,16 +1,18 @@
 """Mixed precision: the numerically sensitive functions (SVD, power iteration, Newton-Schulz,
 covariance, EPN) compute in float32 even under bfloat16 / float16 autocast, like
 `torch.amp.custom_fwd(cast_inputs=torch.float32)` but with the autocast device taken from the inputs (attention in
-half precision on every CPU: `attention.sdpa`); and `native_bf16`, whether this CPU computes bfloat16 natively (what
-`vspec train --precision auto` picks by)."""
+half precision on every CPU: `attention.sdpa`); `native_bf16`, whether this CPU computes bfloat16 natively (what
+`vspec train --precision auto` picks by); and `bf16_stream`, whether bf16-autocast inference carries the token stream
+in bfloat16."""
 
 import functools
 
 import torch
 
 from .._moved import moved as _moved
+from . import fast
 
-__all__ = ["autocast_on", "bf16_autocast_on", "float32", "native_bf16"]
+__all__ = ["autocast_on", "bf16_autocast_on", "bf16_stream", "float32", "native_bf16"]
 _HALF = (torch.bfloat16, torch.float16)
 
 
@@ -43,6 +45,23 @@ def native_bf16() -> str | None:
         return None
     return "AMX" if _cpu_has("_is_amx_tile_supported") else "AVX-512 BF16" if _cpu_has(
         "_is_avx512_bf16_supported") else None
+
+
+_NATIVE_BF16 = native_bf16() is not None
+
+
+def bf16_stream(x: torch.Tensor) -> bool:
+    """Whether the model carries its token stream (the residual adds, the LayerNorms' inputs and outputs) in bfloat16:
+    bf16-autocast inference (autograd off) on a CPU that computes bf16 natively, fast paths on (`fast.enabled`).
+    Every matrix product there runs in bf16 anyway; a bf16 stream halves the bytes the adds and norms move and skips
+    the float32 -> bf16 cast before each linear. Its logits stay as close to float32's as those of the model cast
+    wholesale to bf16 (tests/nn/test_bf16.py); training keeps the float32 stream autocast gives.
+
+    Args:
+        x: the stream's first tensor (after the embedding).
+    """
+    return (_NATIVE_BF16 and not torch.is_grad_enabled() and x.is_floating_point() and fast.enabled(x)
+            and bf16_autocast_on("cpu"))
 
 
 def bf16_autocast_on(device_type: str) -> bool:

@@ -3,13 +3,13 @@
 where the profiler counts the attention's MACs."""
 
 import torch
-import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
 from ...nn.context import BuildContext
 from ...nn.layers import AttentionCoreBase, ProjectedAttention
 from ...ops.attention import sdpa
+from ...ops.dropout import Dropout, dropout
 from . import spec as family_spec
 from .ops import contextual_bias, contextual_values, product_buckets
 
@@ -53,7 +53,7 @@ class IRPECore(AttentionCoreBase):
             return sdpa(q, k, v, attn_mask=bias, dropout_p=drop, scale=self.scale)
         logits = (q * self.scale) @ k.transpose(-2, -1)
         attn = (logits if bias is None else logits + bias).softmax(dim=-1)
-        attn = F.dropout(attn, drop) if drop else attn
+        attn = dropout(attn, drop) if drop else attn
         return attn @ v + contextual_values(attn, self.table_v, self.buckets)
 
     def attention_map(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None,
@@ -77,7 +77,7 @@ class IRPEAttention(ProjectedAttention):
         self.heads = spec.heads
         self.init_projections(spec, ctx.dim, spec.inner_dim(ctx.dim))
         self.core = IRPECore(spec, ctx)
-        self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
+        self.proj_drop = Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Tokens (B, N, dim) -> (B, N, dim)."""

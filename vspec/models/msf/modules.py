@@ -8,6 +8,7 @@ from torch import nn
 from ...nn.context import BuildContext
 from ...nn.layers import AttentionCore, ProjectedAttention, sdpa_masks
 from ...nn.swin import BiasedAttentionCore, WindowMHSA
+from ...ops.dropout import Dropout
 from . import spec as family_spec
 from .ops import gaussian_attention, gaussian_channels
 
@@ -64,7 +65,7 @@ class MeanShiftAttention(MeanShiftOutput, ProjectedAttention):
         self.heads, self.form = spec.heads, spec.form
         self.init_projections(spec, ctx.dim, spec.inner_dim(ctx.dim))
         self.core = GaussianAttentionCore(spec.attn_drop, spec.scale)
-        self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
+        self.proj_drop = Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
 
     def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
         """`mask` (B, N): True at real tokens; `causal`: token i attends to tokens <= i (Block's contract)."""

@@ -26,6 +26,7 @@ from ...nn.context import BuildContext
 from ...nn.layers import AttentionCore, AttentionCoreBase, Linear, sdpa_masks
 from ...nn.stems import ConvStem, bn_affine, on_running_stats  # noqa: F401 - ConvStem: its earlier place
 from ...ops import fast
+from ...ops.dropout import Dropout
 from . import spec as family_spec
 
 __all__ = ["AdjustedBlock", "ConvExpandDLA", "DLA", "MapAttention", "MapRefiner", "REFINERS", "Refiner",
@@ -192,7 +193,7 @@ class MapAttention(AttentionCoreBase):
         self.scale, self.released = scale, spec.form == "released"
         self.add_incoming = spec.add_incoming
         self.refine = REFINERS[spec.refine.form](spec.refine, spec.heads, tokens) if spec.refine else None
-        self.drop = nn.Dropout(spec.attn_drop) if spec.attn_drop else nn.Identity()
+        self.drop = Dropout(spec.attn_drop) if spec.attn_drop else nn.Identity()
 
     def forward(self, q: torch.Tensor | None, k: torch.Tensor | None, v: torch.Tensor, maps: torch.Tensor | None,
                 mask: torch.Tensor | None = None, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -233,7 +234,7 @@ class RefinerAttention(nn.Module):
         self.widths = list(spec.role_widths(ctx.dim).values())  # [q, k,] v
         self.qkv = Linear(ctx.dim, sum(self.widths), bias=spec.qkv_bias)
         self.proj = Linear(self.widths[-1], ctx.dim, bias=spec.proj_bias)
-        self.proj_drop = nn.Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
+        self.proj_drop = Dropout(spec.proj_drop) if spec.proj_drop else nn.Identity()
         scale = spec.scale or head_dim**-0.5
         self.sdpa = not (spec.refine or spec.consumes_maps or family_spec.MAPS in ctx.hands_on)
         self.consumes = spec.consumes_maps

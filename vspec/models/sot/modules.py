@@ -34,6 +34,7 @@ from ... import spec as specs
 from ...nn.context import BuildContext
 from ...nn.head_outputs import HeadOutput, last_real, last_real_token
 from ...nn.layers import AttentionCore, Linear, make_norm, masked_mean
+from ...ops.dropout import Dropout
 from . import spec as family_spec
 from .ops import cross_covariance, epn, isqrt_cov, svpn_approx, svpn_exact
 
@@ -354,7 +355,7 @@ class SecondOrderHead(nn.Module):
         self.pool = ctx.child(spec.pool)
         self.repr_dim = spec.repr_dim(ctx.dim)
         self.norm = ctx.child(spec.norm, in_shape=spec.repr_shape(ctx.dim))
-        self.drop = nn.Dropout(spec.drop) if spec.drop else nn.Identity()
+        self.drop = Dropout(spec.drop) if spec.drop else nn.Identity()
         self.dim = ctx.dim
         self.num_features = self.repr_dim + (0 if spec.fusion == "aggr_all" else ctx.dim)  # pre-logits width
         self.reset(ctx.num_classes)

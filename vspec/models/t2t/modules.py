@@ -7,6 +7,7 @@ from torch import nn
 from ... import spec as specs
 from ...nn.context import BuildContext
 from ...nn.layers import AttentionCore, Linear
+from ...ops.dropout import Dropout
 from . import spec as family_spec
 from .ops import performer_attention, random_features, soft_split
 from .spec import SOFT_SPLITS
@@ -34,7 +35,7 @@ class TokenBlock(nn.Module):
             self.core = AttentionCore(scale=in_dim**-0.5)
         self.proj = Linear(dim, dim)
         drop = spec.drop if self.performer else 0.0
-        self.drop = nn.Dropout(drop) if drop else nn.Identity()
+        self.drop = Dropout(drop) if drop else nn.Identity()
         self.norm2 = nn.LayerNorm(dim, eps=T2T_EPS)
         self.mlp = ctx.child(specs.MLP(ratio=1.0, drop=drop, hidden_drop=0.0), tokens=specs.Tokens(dim, ctx.grid))
 
