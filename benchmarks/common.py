@@ -136,12 +136,13 @@ def autocast(precision: str) -> Iterator[None]:
 def choices() -> dict:
     """The CPU fast-path choices in effect (vspec/ops/fast.py's switch and what each path decided on this CPU),
     name -> value: printed by the benchmarks and stored in their JSON."""
-    from vspec.ops import attention, fast, vit
+    from vspec.ops import attention, fast, precision, vit
 
     return {"fast_paths": fast.is_on(), "onednn_linear": vit._ONEDNN is not None, "ONEDNN_WINS": vit.ONEDNN_WINS,
             "SHORT_K": vit.SHORT_K, "sdpa_bf16_math": attention._FLASH_PACKS_WITHOUT_AVX512,
             "bf16_short_attention": attention._NATIVE_BF16, "SHORT_KEYS": attention.SHORT_KEYS,
-            "MAP_ELEMENTS": attention.MAP_ELEMENTS, "bf16_fused_linear": vit._NATIVE_BF16 and vit._ONEDNN is not None}
+            "MAP_ELEMENTS": attention.MAP_ELEMENTS, "bf16_fused_linear": vit._NATIVE_BF16 and vit._ONEDNN is not None,
+            "bf16_stream": precision._NATIVE_BF16, "fast_dropout": fast.is_on()}
 
 
 def race_options(ap, rounds: int) -> None:

@@ -77,10 +77,11 @@ def test_linear_autograd_function_backward_against_float64_plain():
 
 @pytest.mark.parametrize("act", list(ACTIVATIONS))
 @pytest.mark.parametrize("bias", [True, False])
-def test_bf16_inference_fuses_bias_and_activation_where_the_cpu_has_native_bf16(act, bias, monkeypatch):
-    """Under bf16 autocast without autograd, on a CPU with native bf16 matmuls, linear is oneDNN's one kernel on the
-    bf16 casts of x, W, b: what autocast's F.linear and the activation give, within bf16's rounding; elsewhere (or
-    with autograd) it is not called."""
+def test_bf16_autocast_fuses_bias_and_activation_where_the_cpu_has_native_bf16(act, bias, monkeypatch):
+    """Under bf16 autocast, on a CPU with native bf16 matmuls, linear is oneDNN's kernel on the bf16 casts of x, W, b:
+    without autograd bias and activation fused, with it the bias fused (`_BiasFusedLinear`, the activation after it);
+    what autocast's F.linear and the activation give, within bf16's rounding, gradients of x, W and b (float32, as
+    autocast's) too; elsewhere it is not called."""
     calls = []
     op = vit._ONEDNN
     monkeypatch.setattr(vit, "_ONEDNN", lambda *a: calls.append(a[0].dtype) or op(*a))
@@ -88,17 +89,27 @@ def test_bf16_inference_fuses_bias_and_activation_where_the_cpu_has_native_bf16(
     x, w, b = torch.randn(2, 9, 48, generator=g), torch.randn(40, 48, generator=g) / 7, torch.randn(40, generator=g)
     b = b if bias else None
     act_fn = ACTIVATIONS[act][2] or (lambda y: y)
-    ref = act_fn(F.linear(x.double(), w.bfloat16().double(), None if b is None else b.bfloat16().double()))
+    leaves = [t.double().requires_grad_() for t in (x, w, b) if t is not None]
+    x64, w64, *b64 = leaves
+    ref = act_fn(F.linear(x64, w64, b64[0] if b64 else None))
+    native = vit._NATIVE_BF16 and op is not None
     with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
         y = linear(x, w, b, act=act)
-    native = vit._NATIVE_BF16 and op is not None
     assert calls == ([torch.bfloat16] if native else [])
     assert y.dtype == torch.bfloat16
     assert (y.double() - ref).abs().max() <= 2e-2 * ref.abs().max()
     calls.clear()
+    ours = [t.clone().requires_grad_() for t in (x, w, b) if t is not None]
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        linear(x, w.requires_grad_(), b, act=act)  # training: autocast's own matmul
-    assert calls == []
+        y = linear(ours[0], ours[1], ours[2] if bias else None, act=act)  # training
+    assert calls == ([torch.bfloat16] if native else [])
+    assert y.dtype == torch.bfloat16 and (y.double() - ref).abs().max() <= 2e-2 * ref.abs().max()
+    dy = torch.randn(y.shape, generator=g)
+    y.backward(dy)
+    ref.backward(dy.double())
+    for mine, exact in zip(ours, leaves):
+        assert mine.grad.dtype == torch.float32
+        assert (mine.grad.double() - exact.grad).abs().max() <= 3e-2 * exact.grad.abs().max()
 
 
 def test_sincos_1d_definition():

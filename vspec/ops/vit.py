@@ -90,21 +90,24 @@ class _BiasFusedLinear(torch.autograd.Function):
         return dx, dw, db
 
 
-def _bf16_inference_ok(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
-    """bf16-autocast inference on a CPU with native bf16: oneDNN computes every bf16 matmul there anyway (on any
-    vendor), so fusing the bias and the activation into it only saves their passes."""
+def _bf16_ok(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """bf16 autocast on a CPU with native bf16: oneDNN computes every bf16 matmul there anyway (on any vendor), so
+    taking its kernel with the bias fused (and in inference the activation) saves their passes; in training also the
+    copy of the broadcast bias into the output that addmm makes first."""
     return (
         _ONEDNN is not None
         and _NATIVE_BF16
         and fast.enabled(x)
         and bf16_autocast_on("cpu")
-        and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
-                                              or (bias is not None and bias.requires_grad)))
         and x.dtype in _FLOATS
         and weight.dtype in _FLOATS
         and x.ndim >= 2
         and x.numel() > 0
     )
+
+
+def _needs_grad(*tensors: torch.Tensor | None) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
 def linear(
@@ -119,15 +122,13 @@ def linear(
         act: the activation fused after it, a key of ACTIVATIONS (None: none).
     """
     post_op, algorithm, act_fn = ACTIVATIONS[act]
-    if _bf16_inference_ok(x, weight, bias):  # what autocast would cast, cast here; one kernel
+    if _bf16_ok(x, weight):  # what autocast would cast, cast here (differentiably, as autocast does)
         half = torch.bfloat16
-        return _ONEDNN(x.to(half), weight.to(half), None if bias is None else bias.to(half), post_op, [], algorithm)
-    if not _onednn_ok(x, weight):
+        x, weight, bias = x.to(half), weight.to(half), None if bias is None else bias.to(half)
+    elif not _onednn_ok(x, weight):
         y = F.linear(x, weight, bias)
         return y if act_fn is None else act_fn(y)
-    if not torch.is_grad_enabled() or not (
-        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
-    ):
+    if not _needs_grad(x, weight, bias):
         return _ONEDNN(x, weight, bias, post_op, [], algorithm)
     y = _BiasFusedLinear.apply(x, weight, bias)
     return y if act_fn is None else act_fn(y)
