@@ -5,7 +5,8 @@ back in every round (order alternating); printed: the plain/fast time ratio (> 1
 median of the rounds' ratios with their range, under benchmarks/common.py's header (the CPU, its flags, the
 fast-path choices in effect, the CPU capability torch's kernels use: `ATEN_CPU_CAPABILITY=avx2` gives the AVX2
 kernels on an AVX-512 machine). Shapes are those of deit_tiny,
-msf_vit_ti, swin_tiny and refined_vit_s at 224 px.
+msf_vit_ti, swin_tiny and refined_vit_s at 224 px, and bert_base's for dropout; the bf16 paths are taken only on a
+CPU that computes bf16 natively (elsewhere both sides are the plain path).
 
     python -m benchmarks.fast_paths [--rounds 11] [--seconds 0.3] [--paths ...] [--threads N]
 """
@@ -21,6 +22,7 @@ from vspec import ops
 from vspec.models.refiner.modules import ConvExpandDLA, ConvStem
 from vspec.nn.swin import BiasedAttentionCore
 from vspec.ops import vit
+from vspec.ops.dropout import dropout
 
 from .common import ROOT, header
 
@@ -85,6 +87,38 @@ def stem_step():
     return step
 
 
+def dropout_step():
+    """bert_base's hidden dropout (p 0.1) on 16 x 128 tokens, forward + backward: the keep mask drawn as 16-bit
+    uniforms (vspec.ops.dropout) against torch's per-element Bernoulli draw."""
+    x = torch.randn(16, 128, 768, requires_grad=True)
+    return lambda: dropout(x, 0.1).sum().backward()
+
+
+def bf16_linear_step():
+    """deit_tiny's fc1 (192 -> 768, GELU) on 32 x 197 tokens in a bf16-autocast training step: oneDNN's kernel with
+    the bias fused against autocast's addmm (taken where the CPU computes bf16 natively)."""
+    x = torch.randn(32, 197, 192, requires_grad=True)
+    w, b = (0.05 * torch.randn(768, 192)).requires_grad_(), torch.zeros(768, requires_grad=True)
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = ops.linear(x, w, b, "gelu")
+        y.float().sum().backward()
+    return step
+
+
+def bf16_inference_step():
+    """deit_tiny's forward on 16 images under bf16 autocast, no autograd: the bf16 token stream and the fused bf16
+    linear (taken where the CPU computes bf16 natively) against autocast's own."""
+    model = vspec.build(vspec.load_spec(ROOT / "specs/deit_tiny.py")).eval()
+    x = torch.randn(16, 3, 224, 224)
+
+    def step():
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            model(x)
+    return step
+
+
 PATHS = {
     "vit.linear oneDNN, inference": lambda: linear_steps(False),
     "vit.linear oneDNN, training": lambda: linear_steps(True),
@@ -92,6 +126,9 @@ PATHS = {
     "swin biased attention written out (training)": swin_step,
     "refiner DLA folded (eval)": dla_step,
     "refiner conv stem folded (eval)": stem_step,
+    "dropout keep mask (training)": dropout_step,
+    "bf16 linear, bias fused (training)": bf16_linear_step,
+    "bf16 stream and linear (deit_tiny inference)": bf16_inference_step,
 }
 
 
