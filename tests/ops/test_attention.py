@@ -137,6 +137,8 @@ def test_the_short_path_is_taken_only_where_it_wins(monkeypatch):
     left_padded = (torch.arange(16) > 0)[None, None, None]  # query 0 sees key 0 only, which is padding
     assert attention.short_path(q, k, v, attn_mask=left_padded)
     assert not attention.short_path(q, k, v, attn_mask=left_padded, is_causal=True)
+    assert attention.short_path(q, k, v, dropout_p=0.5)
+    assert not attention.short_path(q, k, v, dropout_p=1 - 2**-18)  # rounds to dropping all: SDPA's draw
     monkeypatch.setattr(attention, "_NATIVE_BF16", False)
     assert not attention.short_path(q, k, v)  # emulated bf16: SDPA
 

@@ -75,6 +75,16 @@ def test_no_dropout_out_of_training_at_p_zero_and_all_of_it_at_p_one():
     assert torch.equal(dropout(x, 1.0), torch.zeros_like(x))
 
 
+def test_a_p_that_rounds_to_one_is_torchs_dropout():
+    x = torch.randn(8, 40)
+    p = 1 - 2**-18  # keep probability 0 at 2^-16 resolution: no scale to divide by
+    assert keep_probability(p) == 0
+    torch.manual_seed(4)
+    ours = dropout(x, p)
+    torch.manual_seed(4)
+    assert torch.equal(ours, F.dropout(x, p))
+
+
 def test_without_the_fast_paths_it_is_torchs_dropout():
     x = torch.randn(8, 40)
     with fast.fast_paths(False):

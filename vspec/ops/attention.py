@@ -37,7 +37,7 @@ _NATIVE_BF16 = native_bf16() is not None  # AMX or AVX-512 BF16, where oneDNN ta
 
 
 def short_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
-               is_causal: bool = False) -> bool:
+               is_causal: bool = False, dropout_p: float = 0.0) -> bool:
     """Whether `sdpa` takes ShortAttention for these inputs: a bf16 (or bf16-autocast) CPU training step
     (`fast.enabled`, autograd on and an input that needs a gradient) on a CPU with native bf16 matmuls, at most
     SHORT_KEYS keys and MAP_ELEMENTS in the map, and a boolean mask (or the causal one) that leaves every query a key.
@@ -48,11 +48,13 @@ def short_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: tor
         v: the values (..., M, dv).
         attn_mask: SDPA's mask (boolean: True may attend; float: added to the logits), or None.
         is_causal: whether query i sees keys up to i only.
+        dropout_p: the dropout on the map (one that rounds to dropping everything, `dropout.keep_probability`, is
+            SDPA's).
     """
-    return _short_mask(q, k, v, attn_mask, is_causal)[0]
+    return _short_mask(q, k, v, attn_mask, is_causal, dropout_p)[0]
 
 
-def _short_mask(q, k, v, attn_mask, is_causal) -> tuple[bool, torch.Tensor | None]:
+def _short_mask(q, k, v, attn_mask, is_causal, dropout_p=0.0) -> tuple[bool, torch.Tensor | None]:
     """(short_path's answer, the mask ShortAttention takes: attn_mask with the causal one folded in)."""
     if not (_NATIVE_BF16 and fast.enabled(q) and torch.is_grad_enabled()):
         return False, None
@@ -60,7 +62,7 @@ def _short_mask(q, k, v, attn_mask, is_causal) -> tuple[bool, torch.Tensor | Non
         return False, None
     needs_grad = q.requires_grad or k.requires_grad or v.requires_grad or (
         attn_mask is not None and attn_mask.requires_grad)
-    if not needs_grad or q.ndim < 3 or (is_causal and q.shape[-2] > k.shape[-2]):
+    if not needs_grad or q.ndim < 3 or (is_causal and q.shape[-2] > k.shape[-2]) or keep_probability(dropout_p) == 0:
         return False, None
     if k.shape[-2] > SHORT_KEYS or q.shape[:-1].numel() * k.shape[-2] > MAP_ELEMENTS:
         return False, None
@@ -148,7 +150,7 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Ten
         is_causal: whether query i sees keys up to i only.
         scale: the logits' factor; None: d ** -0.5.
     """
-    short, mask = _short_mask(q, k, v, attn_mask, is_causal)
+    short, mask = _short_mask(q, k, v, attn_mask, is_causal, dropout_p)
     if short:
         q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
         return ShortAttention.apply(q, k, v, mask, q.shape[-1] ** -0.5 if scale is None else scale, dropout_p)

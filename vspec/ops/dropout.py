@@ -1,8 +1,9 @@
 """Dropout (Srivastava et al. 2014): y = x * keep / (1 - p), keep ~ Bernoulli(1 - p), with the keep mask drawn faster
 on the CPU. torch's CPU dropout draws one Bernoulli variate per element, the cost of a bf16 matrix product of the same
-tensor (benchmarks/attention.py: a fifth of a bf16 BERT-base training step). `keep_mask` cuts each 64-bit word of
-the generator into four 16-bit uniforms instead, and compares them with p rounded to a multiple of 2^-16 (0.1 keeps
-with probability 1 - 6554 / 65536); the scale is 1 / that keep probability, so E[y] = x exactly.
+tensor (a fifth of a bf16 BERT-base training step, torch.profiler). `keep_mask` cuts each 64-bit word of the
+generator into four 16-bit uniforms instead, and compares them with p rounded to a multiple of 2^-16 (0.1 keeps with
+probability 1 - 6554 / 65536); the scale is 1 / that keep probability, so E[y] = x exactly (benchmarks/fast_paths.py
+times both draws). A p that rounds to 1 is torch's draw.
 Taken where the fast paths run (`fast.enabled`: eager CPU tensors, VSPEC_FAST_PATHS); F.dropout elsewhere. Both draw
 from torch's generator: a seeded run repeats, and a resumed one continues, bit for bit."""
 
@@ -66,7 +67,7 @@ def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Ten
     """
     if not training or p == 0:
         return x
-    if p >= 1 or not fast.enabled(x) or not x.is_floating_point():
+    if keep_probability(p) == 0 or not fast.enabled(x) or not x.is_floating_point():
         return F.dropout(x, p, training)
     return _Masked.apply(x, keep_mask(x.shape, p, x.device), 1 / keep_probability(p))
 
