@@ -3,6 +3,7 @@ distribution it stands for (rates, lanes, neighbours), and `dropout` against y =
 
 import pytest
 import torch
+import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 from torch import nn
 
@@ -102,4 +103,27 @@ def test_the_module_is_an_nn_dropout_that_passes_through_in_eval():
     torch.manual_seed(0)
     y = drop.train()(x)
     torch.manual_seed(0)
-    assert torch.equal(y, dropout(x, 0.2))
+    keep = keep_mask(x.shape, 0.2)
+    assert torch.allclose(y, torch.where(keep, x / (1 - round(0.2 * 65536) / 65536), 0.0))
+
+
+def test_a_probability_outside_zero_to_one_is_refused_as_torch_refuses_it():
+    for p in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="between 0 and 1"):
+            dropout(torch.randn(4), p)
+
+
+def test_it_differentiates_twice_and_forward_mode():
+    """Double backward (gradient penalties, Hessian-vector products) and forward-mode AD go through, as F.dropout's."""
+    x = torch.randn(6, 50, dtype=torch.float64, requires_grad=True)
+    torch.manual_seed(5)
+    (g,) = torch.autograd.grad(dropout(x, 0.3).pow(2).sum(), x, create_graph=True)
+    (gg,) = torch.autograd.grad(g.sum(), x)
+    torch.manual_seed(5)
+    keep = keep_mask(x.shape, 0.3).double() / keep_probability(0.3)
+    assert torch.allclose(gg, 2 * keep**2)  # d/dx of 2 (x k) k
+    tangent = torch.randn_like(x)
+    with fwAD.dual_level():
+        torch.manual_seed(5)
+        out = dropout(fwAD.make_dual(x.detach(), tangent), 0.3)
+        assert torch.allclose(fwAD.unpack_dual(out).tangent, tangent * keep)

@@ -250,14 +250,12 @@ class Transformer(nn.Module):
                        position_ids: torch.Tensor | None = None) -> blocks.Carry:
         """Images (or token ids) -> the first stage's input (embedder, class token, position embedding), and the state
         the embedder starts beside the tokens (its kind's `writes`); with a MixToken `box`, the embedder's tokens
-        in it swapped with the batch-flipped sample's first (vspec.nn.mix_token); in bfloat16 for bf16-autocast
-        inference on a CPU with native bf16 (`vspec.ops.precision.bf16_stream`). A text body's positions:
+        in it swapped with the batch-flipped sample's first (vspec.nn.mix_token). A text body's positions:
         `position_ids`, or its default for the padding `mask` (vspec.nn.inputs.TokenInputs.positions)."""
         out, grid = self.inputs.embed(self.embedder, x, token_type_ids, position_ids, mask)
         # an embedder that writes state: (tokens, {key: tensor})
         x, state = out if self.starts else (out, blocks.NO_STATE)
-        x = self._prepend(x if box is None else swap_box(x, box), grid)
-        return blocks.Carry(x.to(torch.bfloat16) if bf16_stream(x) else x, state)
+        return blocks.Carry(self._prepend(x if box is None else swap_box(x, box), grid), state)
 
     def input_grid(self, x: torch.Tensor) -> tuple[int, int]:
         """The token grid of images `x` (vspec.nn.inputs.ImageInputs.grid)."""
@@ -292,16 +290,22 @@ class Transformer(nn.Module):
                   box: TokenBox | None = None, maps: list | None = None, position_ids: torch.Tensor | None = None,
                   hidden: list | None = None) -> blocks.Carry:
         """The stage loop: the final features and the state; `maps`, `hidden`: lists that each block's attention maps
-        and output tokens are appended to, `hidden` the embedding output first and the final features last."""
+        and output tokens are appended to, `hidden` the embedding output first and the final features last.
+        bf16-autocast inference on a CPU with native bf16 carries the tokens between the embedding and the final norm
+        in bfloat16 (`vspec.ops.precision.bf16_stream`); the features and hidden states come out in the embedding's
+        dtype all the same."""
         x, state = self.forward_tokens(x, token_type_ids, box=box, mask=mask, position_ids=position_ids)
+        dtype = x.dtype
+        if bf16_stream(x):
+            x = x.to(torch.bfloat16)
         if hidden is not None:
             hidden.append(x)
         for stage in self.stages:
             x, state = stage(x, state, mask=mask, causal=self.causal, **({} if maps is None else {"maps": maps}),
                              **({} if hidden is None else {"hidden": hidden}))
-        x = self.norm(x)
+        x = self.norm(x).to(dtype)
         if hidden is not None:
-            hidden[-1] = x
+            hidden[:] = [h.to(dtype) for h in hidden[:-1]] + [x]
         return blocks.Carry(x, state)
 
     def forward_head(self, x, pre_logits: bool = False, mask: torch.Tensor | None = None):

@@ -28,7 +28,8 @@ def keep_probability(p: float) -> float:
 
 def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.device | str = "cpu") -> torch.Tensor:
     """A bool mask of `shape`, True with probability `keep_probability(p)`, each element independent: element i is
-    bits 16 (i mod 4) .. 16 (i mod 4) + 15 of word i // 4 from torch's generator (full 64-bit words).
+    the (i mod 4)-th 16-bit slice of word i // 4 from torch's generator (full 64-bit words; which slice is which
+    follows the CPU's byte order). A p below 2^-17 rounds to keeping everything.
 
     Args:
         shape: the mask's shape.
@@ -41,35 +42,22 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.devic
     return uniform >= round(p * _LEVELS) - _LEVELS // 2
 
 
-class _Masked(torch.autograd.Function):
-    """y = x * keep * scale; dx = dy * keep * scale (the bool mask held, one byte per element)."""
-
-    @staticmethod
-    def forward(ctx, x, keep, scale):
-        ctx.save_for_backward(keep)
-        ctx.scale = scale
-        return x.mul(keep).mul_(scale)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        (keep,) = ctx.saved_tensors
-        return grad.mul(keep).mul_(ctx.scale), None, None
-
-
 def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Tensor:
     """F.dropout(x, p, training), with `keep_mask`'s draw where the fast paths run (the module's docstring).
 
     Args:
         x: the input.
-        p: the drop probability, in [0, 1].
+        p: the drop probability, in [0, 1] (else ValueError, as F.dropout).
         training: False (or p == 0): x itself.
     """
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0:
         return x
     if keep_probability(p) == 0 or not fast.enabled(x) or not x.is_floating_point():
         return F.dropout(x, p, training)
-    return _Masked.apply(x, keep_mask(x.shape, p, x.device), 1 / keep_probability(p))
+    # autograd keeps the bool mask (one byte per element) for dx = dy * keep * scale, and differentiates it again
+    return x.mul(keep_mask(x.shape, p, x.device)).mul_(1 / keep_probability(p))
 
 
 class Dropout(nn.Dropout):

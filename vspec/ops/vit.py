@@ -10,9 +10,9 @@ that Inductor emits on the CPU). vspec uses it for float32 CPU tensors:
 - without autograd (inference): bias and activation fused;
 - with autograd: the bias-fused forward inside an autograd.Function whose backward is the plain
   matmuls, the activation left to autograd;
-and for inference under bf16 autocast on a CPU with native bf16 matmuls (AMX, AVX-512 BF16): x, W and b cast to
-bf16 as autocast would, bias and activation fused.
-Anywhere else (CUDA, meta, other dtypes, autocast, which picks the matmul's dtype (but for bf16 inference, above),
+and under bf16 autocast on a CPU with native bf16 matmuls (AMX, AVX-512 BF16): x, W and b cast to bf16 as autocast
+would (W once per use: autocast's cast cache is not reachable), the same two ways in bf16.
+Anywhere else (CUDA, meta, other dtypes, autocast, which picks the matmul's dtype (but for bf16 above),
 no oneDNN, a CPU without AVX-512 where oneDNN's GEMM loses to MKL's unless the reduction is short (`ONEDNN_WINS`,
 `SHORT_K`), JIT tracing as in fvcore, torch.compile, which fuses by itself, the switch off: `fast.enabled`; torch
 outside the versions the private op was tested on: `fast.private_op`) it is `act(F.linear(x, w, b))`.
