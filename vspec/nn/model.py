@@ -290,14 +290,10 @@ class Transformer(nn.Module):
                   box: TokenBox | None = None, maps: list | None = None, position_ids: torch.Tensor | None = None,
                   hidden: list | None = None) -> blocks.Carry:
         """The stage loop: the final features and the state; `maps`, `hidden`: lists that each block's attention maps
-        and output tokens are appended to, `hidden` the embedding output first and the final features last.
-        bf16-autocast inference on a CPU with native bf16 carries the tokens between the embedding and the final norm
-        in bfloat16 (`vspec.ops.precision.bf16_stream`); the features and hidden states come out in the embedding's
-        dtype all the same."""
+        and output tokens are appended to, `hidden` the embedding output first and the final features last; all in the
+        embedding's dtype, the stages' stream in bf16 where `vspec.ops.precision.bf16_stream` says so."""
         x, state = self.forward_tokens(x, token_type_ids, box=box, mask=mask, position_ids=position_ids)
-        dtype = x.dtype
-        if bf16_stream(x):
-            x = x.to(torch.bfloat16)
+        dtype, x = x.dtype, (x.to(torch.bfloat16) if bf16_stream(x) else x)
         if hidden is not None:
             hidden.append(x)
         for stage in self.stages:
