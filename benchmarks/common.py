@@ -142,7 +142,7 @@ def choices() -> dict:
             "SHORT_K": vit.SHORT_K, "sdpa_bf16_math": attention._FLASH_PACKS_WITHOUT_AVX512,
             "bf16_short_attention": attention._NATIVE_BF16, "SHORT_KEYS": attention.SHORT_KEYS,
             "MAP_ELEMENTS": attention.MAP_ELEMENTS, "bf16_fused_linear": vit._NATIVE_BF16 and vit._ONEDNN is not None,
-            "bf16_stream": precision._NATIVE_BF16, "fast_dropout": fast.is_on()}
+            "bf16_stream": precision._NATIVE_BF16}  # the dropout draw follows fast_paths
 
 
 def race_options(ap, rounds: int) -> None:
