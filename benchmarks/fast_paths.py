@@ -4,9 +4,9 @@ Per path, the same step runs with the switch on (fast) and inside `vspec.fast_pa
 back in every round (order alternating); printed: the plain/fast time ratio (> 1: the fast path wins), the
 median of the rounds' ratios with their range, under benchmarks/common.py's header (the CPU, its flags, the
 fast-path choices in effect, the CPU capability torch's kernels use: `ATEN_CPU_CAPABILITY=avx2` gives the AVX2
-kernels on an AVX-512 machine). Shapes are those of deit_tiny,
-msf_vit_ti, swin_tiny and refined_vit_s at 224 px, and bert_base's for dropout; the bf16 paths are taken only on a
-CPU that computes bf16 natively (elsewhere both sides are the plain path).
+kernels on an AVX-512 machine). Shapes are those of deit_tiny, msf_vit_ti, swin_tiny and refined_vit_s at 224 px
+(swin_tiny's stage 1 for stochastic depth), and bert_base's for dropout; the bf16 paths are taken only on a CPU
+that computes bf16 natively (elsewhere both sides are the plain path).
 
     python -m benchmarks.fast_paths [--rounds 11] [--seconds 0.3] [--paths ...] [--threads N]
 """
@@ -20,6 +20,7 @@ import torch
 import vspec
 from vspec import ops
 from vspec.models.refiner.modules import ConvExpandDLA, ConvStem
+from vspec.nn.layers import DropPath, residual
 from vspec.nn.swin import BiasedAttentionCore
 from vspec.ops import vit
 from vspec.ops.dropout import dropout
@@ -94,6 +95,14 @@ def dropout_step():
     return lambda: dropout(x, 0.1).sum().backward()
 
 
+def drop_path_step():
+    """swin_tiny's stage-1 stream (16 x 3136 x 96) plus a branch through stochastic depth (p 0.1), forward +
+    backward, in bf16: one addcmul (vspec.nn.layers.residual) against the product and the sum."""
+    x, b = (torch.randn(16, 3136, 96, dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    dp = DropPath(0.1).train()
+    return lambda: residual(x, b, dp).sum().backward()
+
+
 def bf16_linear_step():
     """deit_tiny's fc1 (192 -> 768, GELU) on 32 x 197 tokens in a bf16-autocast training step: oneDNN's kernel with
     the bias fused against autocast's addmm (taken where the CPU computes bf16 natively)."""
@@ -127,6 +136,7 @@ PATHS = {
     "refiner DLA folded (eval)": dla_step,
     "refiner conv stem folded (eval)": stem_step,
     "dropout keep mask (training)": dropout_step,
+    "drop-path residual, one pass (training)": drop_path_step,
     "bf16 linear, bias fused (training)": bf16_linear_step,
     "bf16 stream and linear (deit_tiny inference)": bf16_inference_step,
 }

@@ -12,7 +12,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .. import spec as specs
 from .context import BuildContext
-from .layers import DropPath, LayerScale, make_norm, maybe
+from .layers import DropPath, LayerScale, make_norm, maybe, residual
 
 __all__ = ["Block", "Carry", "NO_STATE", "PostNormBlock", "Stage", "running_statistics_kept"]
 NO_STATE: Mapping[str, torch.Tensor] = {}  # never changed: every block builds the state it hands on anew
@@ -74,8 +74,8 @@ class Block(nn.Module):
                 causal: bool = False) -> Carry:
         """x + attn(norm1(x)), then x + ffn(norm2(x)); the state handed on (`Carry`) with what the attention wrote."""
         h, wrote = self.attend(self.norm1(x), state, mask, causal)
-        x = x + self.drop_path(self.ls1(h))
-        x = x + self.drop_path(self.ls2(self.ffn(self.norm2(x))))
+        x = residual(x, self.ls1(h), self.drop_path)
+        x = residual(x, self.ls2(self.ffn(self.norm2(x))), self.drop_path)
         return self.carry(x, state, wrote)
 
     def masks_for(self, mask: torch.Tensor | None, causal: bool) -> dict:
@@ -96,8 +96,8 @@ class PostNormBlock(Block):
                 causal: bool = False) -> Carry:
         """norm1(x + attn(x)), then norm2(x + ffn(x)); the state handed on (`Carry`) as in `Block`."""
         h, wrote = self.attend(x, state, mask, causal)
-        x = self.norm1(x + self.drop_path(self.ls1(h)))
-        x = self.norm2(x + self.drop_path(self.ls2(self.ffn(x))))
+        x = self.norm1(residual(x, self.ls1(h), self.drop_path))
+        x = self.norm2(residual(x, self.ls2(self.ffn(x)), self.drop_path))
         return self.carry(x, state, wrote)
 
 

@@ -4,14 +4,15 @@ import torch
 from torch import nn
 
 from .._moved import moved as _moved
-from ..ops import grouped_linear, linear, structured
+from ..ops import fast, grouped_linear, linear, structured
 from ..ops.attention import sdpa
 from ..spec import Norm, Projections
 from ..spec.vit import role_widths
 
 __all__ = [
     "AttentionCore", "AttentionCoreBase", "BatchNormTokens", "Component", "DropPath", "LayerNorm2d", "LayerScale",
-    "Linear", "ProjectedAttention", "RoleMatrix", "RoleProjections", "make_norm", "masked_mean", "maybe", "sdpa_masks",
+    "Linear", "ProjectedAttention", "RoleMatrix", "RoleProjections", "make_norm", "masked_mean", "maybe", "residual",
+    "sdpa_masks",
 ]
 
 
@@ -174,7 +175,7 @@ class LayerScale(nn.Module):
 
 class DropPath(nn.Module):
     """Stochastic depth: zero a sample's residual branch with probability p in training, scaling the
-    kept ones by 1 / (1 - p)."""
+    kept ones by 1 / (1 - p). `residual` adds a branch through it in one pass."""
 
     def __init__(self, p: float):
         super().__init__()
@@ -184,12 +185,29 @@ class DropPath(nn.Module):
         """In training, each sample zeroed with probability p and the others scaled by 1 / (1 - p); else x."""
         if not self.training or self.p == 0.0:
             return x
-        keep = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(1 - self.p)
-        return x * keep.div_(1 - self.p)  # scale the per-sample mask, not the whole tensor
+        return x * self.factor(x)  # scale the per-sample mask, not the whole tensor
+
+    def factor(self, x: torch.Tensor) -> torch.Tensor:
+        """Each sample's factor, 0 (probability p) or 1 / (1 - p), shaped (batch, 1, ...) in x's dtype."""
+        return x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(1 - self.p).div_(1 - self.p)
 
     def extra_repr(self) -> str:
         """The drop probability."""
         return f"p={self.p}"
+
+
+def residual(x: torch.Tensor, branch: torch.Tensor, drop_path: nn.Module) -> torch.Tensor:
+    """x + drop_path(branch). Where drop_path is a DropPath in training and the fast paths run (`fast.enabled`), one
+    pass (addcmul with the per-sample factor, the same random draw) instead of a product and a sum over the stream.
+
+    Args:
+        x: the residual stream.
+        branch: the block's branch output.
+        drop_path: a DropPath, or an identity (no stochastic depth).
+    """
+    if isinstance(drop_path, DropPath) and drop_path.training and drop_path.p > 0 and fast.enabled(x):
+        return torch.addcmul(x, branch, drop_path.factor(branch))
+    return x + drop_path(branch)
 
 
 def maybe(module_cls, enabled: bool, *args, **kwargs) -> nn.Module:
