@@ -30,6 +30,7 @@ from .data.loader import set_epoch
 from .data.preprocess import run_pretrained_cfg
 from .faults import kill_hook
 from .files import atomic_copy, atomic_write_text
+from .heap import kept_heap
 from .progress import Progress
 from .recipes import training_spec
 from .setup import (
@@ -76,9 +77,10 @@ def run(cfg: TrainConfig) -> dict[str, Any]:
     Args:
         cfg: the run: its spec, recipe, data set (`DataConfig`) and execution (`RunConfig`)."""
     t = Training(cfg)
-    if not t.setup():
-        return t.ckpt["metrics"][-1] if t.ckpt["metrics"] else {}
-    return t.train()
+    with kept_heap(t.device):  # a CPU run's freed activations reused, not faulted in again every step
+        if not t.setup():
+            return t.ckpt["metrics"][-1] if t.ckpt["metrics"] else {}
+        return t.train()
 
 
 @dataclass
