@@ -155,3 +155,40 @@ def test_bf16_runs_both_models_on_sdpa_s_math_backend_where_vspec_does(monkeypat
         assert torch.backends.cuda.math_sdp_enabled()
     with common.autocast("fp32"):
         assert not torch.is_autocast_enabled("cpu") and torch.backends.cuda.flash_sdp_enabled()
+
+
+def test_the_step_profile_classes_each_models_ops_and_rates_the_linear_shapes(monkeypatch, capsys):
+    """`python -m benchmarks.step_profile` (deit_tiny, batch 1, fp32, one step): every class printed for both models,
+    the matrix products a share of each step, the step the classes' sum; --gemms rates each linear shape that ran
+    (DeiT-Ti's qkv: 197 tokens, 192 -> 576)."""
+    from benchmarks import step_profile
+    monkeypatch.setattr(sys, "argv", ["step_profile", "--model", "deit_tiny", "--batch-size", "1", "--precision",
+                                      "fp32", "--steps", "1", "--rounds", "1", "--gemms"])
+    step_profile.main()
+    printed = capsys.readouterr().out
+    rows = {line.split("  ")[1].strip(): line for line in printed.splitlines() if line.startswith("  ") and "(" in line
+            and "%" in line}
+    assert set(rows) == {*step_profile.CLASSES, "the rest"}
+    products = [float(cell.split("(")[1].split("%")[0]) for cell in rows["matrix products"].split(")")[:2]]
+    assert all(0 < p < 100 for p in products)
+    assert "profiled reference / vspec" in printed and "heap kept (vspec.train.heap):" in printed
+    assert "197 x 192 -> 576" in printed
+    assert step_profile.classify("aten::gelu_backward") == "GELU" and step_profile.classify("aten::view") == "the rest"
+
+
+def test_the_heap_benchmark_races_both_modes_and_leaves_the_steady_state(monkeypatch, capsys):
+    """`python -m benchmarks.heap` (deit_tiny, batch 1, fp32, 2 rounds): a line per model and precision with both
+    modes' times and the ratios' range; glibc's steady state after it."""
+    from benchmarks import heap as heap_bench
+    from vspec.train import heap
+    if heap._glibc() is None:
+        pytest.skip("glibc's allocator only (Linux)")
+    modes = []
+    real = heap.set_heap
+    monkeypatch.setattr(heap_bench, "set_heap", lambda kept: modes.append(kept) or real(kept))
+    monkeypatch.setitem(heap_bench.PAIRS, "deit_tiny", ("timm vit_tiny_patch16_224", 1))
+    monkeypatch.setattr(sys, "argv", ["heap", "--models", "deit_tiny", "--precision", "fp32", "--rounds", "2"])
+    heap_bench.main()
+    line = [row for row in capsys.readouterr().out.splitlines() if "deit_tiny" in row]
+    assert len(line) == 1 and "fp32 batch 1" in line[0] and "default/kept" in line[0] and "(range " in line[0]
+    assert modes[0] is False and modes[-1] is False and modes[1:-1].count(True) == modes[1:-1].count(False) == 2
