@@ -141,7 +141,8 @@ def choices() -> dict:
     return {"fast_paths": fast.is_on(), "onednn_linear": vit._ONEDNN is not None, "ONEDNN_WINS": vit.ONEDNN_WINS,
             "SHORT_K": vit.SHORT_K, "sdpa_bf16_math": attention._FLASH_PACKS_WITHOUT_AVX512,
             "bf16_short_attention": attention._NATIVE_BF16, "SHORT_KEYS": attention.SHORT_KEYS,
-            "MAP_ELEMENTS": attention.MAP_ELEMENTS, "bf16_fused_linear": vit._NATIVE_BF16 and vit._ONEDNN is not None,
+            "MAP_ELEMENTS": attention.MAP_ELEMENTS, "SHORT_INFERENCE": attention.SHORT_INFERENCE,
+            "bf16_fused_linear": vit._NATIVE_BF16 and vit._ONEDNN is not None,
             "bf16_stream": precision._NATIVE_BF16}  # the dropout draw follows fast_paths
 
 
@@ -166,16 +167,28 @@ def table_or_threads(args, table) -> bool:
 
 def matmul_rate(precision: str, n: int = 2048, reps: int = 15) -> float:
     """The CPU's own matmul rate in `precision` (FLOP/s): an n x n by n x n product, both operands in that dtype (what
-    autocast gives a linear layer), on torch's current threads; the fastest of `reps` products after a warm-up (what
-    the CPU reaches: another process's load only slows a product, and a rate read low puts MFU above 100 %)."""
+    autocast gives a linear layer), on torch's current threads, by each GEMM engine torch has (`torch.mm`, MKL's on
+    x86, and oneDNN's linear, which vspec's linear layers may take); the fastest product of `reps` per engine after a
+    warm-up (what the CPU reaches: another process's load only slows a product), the fastest engine's. One engine's
+    rate alone reads low where another is faster (MKL's fp32 GEMM on an AMD EPYC: 208 against oneDNN's 463 GFLOP/s)
+    and puts MFU above 100 %."""
     a, b = (torch.randn(n, n).to(DTYPES[precision]) for _ in range(2))
-    a @ b
+    engines = [lambda: a @ b]
+    if hasattr(torch.ops.mkldnn, "_linear_pointwise") and torch.backends.mkldnn.is_available():
+        bt = b.t().contiguous()  # a linear layer's weight, (out, in): a @ b
+        engines.append(lambda: torch.ops.mkldnn._linear_pointwise(a, bt, None, "none", [], ""))
+    return max(_fastest(product, reps) for product in engines) * 2 * n**3
+
+
+def _fastest(product, reps: int) -> float:
+    """1 / the fastest of `reps` timed calls of `product`, after one untimed."""
+    product()
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
-        a @ b
+        product()
         times.append(time.perf_counter() - t0)
-    return 2 * n**3 / min(times)
+    return 1 / min(times)
 
 
 def mfu(rate: float, flops_per_sample: float, peak: float | None) -> float | None:

@@ -19,6 +19,7 @@ import torch
 
 import vspec
 from vspec import ops
+from vspec.models.msf.ops import gaussian_attention
 from vspec.models.refiner.modules import ConvExpandDLA, ConvStem
 from vspec.nn.layers import DropPath, residual
 from vspec.nn.swin import BiasedAttentionCore
@@ -47,7 +48,7 @@ def linear_steps(train: bool):
 def gaussian_step():
     """msf_vit_ti's Gaussian attention (8 images, 3 heads, 197 tokens, 64 channels), forward + backward."""
     q, k, v = (torch.randn(8, 3, 197, 64, requires_grad=True) for _ in range(3))
-    return lambda: ops.gaussian_attention(q, k, v).sum().backward()
+    return lambda: gaussian_attention(q, k, v).sum().backward()
 
 
 def swin_step():

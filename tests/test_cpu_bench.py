@@ -138,10 +138,19 @@ def test_the_header_names_the_flags_the_choices_and_the_matmul_rates(monkeypatch
 
 
 def test_the_matmul_rate_is_the_fastest_product_s_flops(monkeypatch):
-    """2 n^3 FLOPs over the fastest of the timed products (the clock faked: products of 3, 1.5 and 2 s)."""
-    ticks = iter([0.0, 3.0, 10.0, 11.5, 20.0, 22.0])
+    """2 n^3 FLOPs over the fastest of the timed products, over every engine (the clock faked: torch.mm's products of
+    3, 1.5 and 2 s, oneDNN's of 4, 1.25 and 5 s where it is there)."""
+    ticks = iter([0.0, 3.0, 10.0, 11.5, 20.0, 22.0, 30.0, 34.0, 40.0, 41.25, 50.0, 55.0])
     monkeypatch.setattr(common, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
-    assert common.matmul_rate("bf16", n=8, reps=3) == 2 * 8**3 / 1.5
+    onednn = hasattr(torch.ops.mkldnn, "_linear_pointwise") and torch.backends.mkldnn.is_available()
+    assert common.matmul_rate("bf16", n=8, reps=3) == 2 * 8**3 / (1.25 if onednn else 1.5)
+
+
+def test_both_engines_compute_the_product_timed():
+    """The oneDNN engine `matmul_rate` times computes a @ b, as torch.mm does."""
+    a, b = torch.randn(16, 16), torch.randn(16, 16)
+    out = torch.ops.mkldnn._linear_pointwise(a, b.t().contiguous(), None, "none", [], "")
+    torch.testing.assert_close(out, a @ b)
 
 
 @pytest.mark.parametrize("math_only", [True, False])

@@ -125,8 +125,13 @@ def test_the_short_path_is_taken_only_where_it_wins(monkeypatch):
     assert not attention.short_path(q.float(), k.float(), v.float())  # float32: SDPA
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert attention.short_path(q.float(), k.float(), v.float())  # bf16 autocast: cast like SDPA
+    monkeypatch.setattr(attention, "SHORT_INFERENCE", False)
     with torch.no_grad():
-        assert not attention.short_path(q, k, v)  # inference: SDPA's flash forward holds no map
+        assert not attention.short_path(q, k, v)  # inference with AMX: SDPA's flash forward holds no map
+    assert not attention.short_path(*(x.detach() for x in (q, k, v)))  # nothing needs a gradient: inference
+    monkeypatch.setattr(attention, "SHORT_INFERENCE", True)
+    with torch.no_grad():
+        assert attention.short_path(q, k, v)  # inference without AMX: ahead of SDPA's flash forward too
     long = torch.randn(1, 2, attention.SHORT_KEYS + 1, 8, dtype=torch.bfloat16)
     assert not attention.short_path(q, long, long)
     monkeypatch.setattr(attention, "MAP_ELEMENTS", 2 * 16 * 16 - 1)  # (1, 2, 16, 16): one element over
@@ -141,6 +146,35 @@ def test_the_short_path_is_taken_only_where_it_wins(monkeypatch):
     assert not attention.short_path(q, k, v, dropout_p=1 - 2**-18)  # rounds to dropping all: SDPA's draw
     monkeypatch.setattr(attention, "_NATIVE_BF16", False)
     assert not attention.short_path(q, k, v)  # emulated bf16: SDPA
+
+
+@pytest.mark.parametrize("mask_shape", [None, (3, 49, 49), (2, 3, 49, 49)])
+@pytest.mark.parametrize("sliced", [False, True])
+def test_bf16_inference_attention_is_as_close_to_the_equation_as_sdpa(mask_shape, sliced, monkeypatch):
+    """Where inference takes ShortAttention too (SHORT_INFERENCE: native bf16 without AMX), its output under no_grad,
+    bf16 and bf16 autocast, against the float64 equation, as close as SDPA's own bf16 kernel (within 4x); whole, or
+    in slices of one sample's map (_SLICE_MAP), with a mask shared by the samples or one of its own per sample."""
+    monkeypatch.setattr(attention, "_NATIVE_BF16", True)
+    monkeypatch.setattr(attention, "SHORT_INFERENCE", True)
+    if sliced:
+        monkeypatch.setattr(attention, "_SLICE_MAP", 3 * 49 * 49)
+    shape = (2, 3, 49, 32)
+    q, k, v = leaves(shape, shape, shape, seed=4)
+    mask = leaves(mask_shape, seed=5)[0].detach() if mask_shape else None
+    ref = attention_eq(q, k, v, mask).detach()
+    calls = []
+    apply = ShortAttention.apply
+    monkeypatch.setattr(ShortAttention, "apply", lambda *a: calls.append(a[0].shape[0]) or apply(*a))
+    for autocast in (False, True):
+        q16, k16, v16 = (x.detach().float() if autocast else x.detach().bfloat16() for x in (q, k, v))
+        m = None if mask is None else mask.float()
+        errs = []
+        for fast_on in (True, False):
+            with torch.no_grad(), fast.fast_paths(fast_on), torch.autocast("cpu", torch.bfloat16, enabled=autocast):
+                out = sdpa(q16, k16, v16, attn_mask=m)
+            errs.append(((out.double() - ref).norm() / ref.norm()).item())
+        assert errs[0] < max(4 * errs[1], 2e-2), errs
+    assert calls == ([1, 1] if sliced else [2]) * 2
 
 
 def test_causal_and_padding_masks_on_the_short_path(monkeypatch):

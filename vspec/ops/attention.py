@@ -7,7 +7,8 @@ it calls: `sdpa`, F.scaled_dot_product_attention but for two cases.
   softmax-backward pass, where SDPA's CPU flash kernel recomputes the map block by block in its backward and spends
   most of a bf16 training step there (benchmarks/attention.py measures both per shape and prints the choice). Taken
   where the keys and the whole map are small (`SHORT_KEYS`, `MAP_ELEMENTS`: vision and GLUE lengths) and the CPU
-  computes bf16 natively; without autograd SDPA's flash forward, which holds no map, stays ahead.
+  computes bf16 natively; without autograd SDPA's flash forward, which holds no map, stays ahead on a CPU with AMX
+  (without AMX ShortAttention is taken there too, `SHORT_INFERENCE`).
 The switch of the fast paths (`fast.enabled`: eager CPU tensors, VSPEC_FAST_PATHS) turns `ShortAttention` off."""
 
 import torch
@@ -18,29 +19,35 @@ from . import fast
 from .dropout import keep_mask, keep_probability
 from .precision import bf16_autocast_on, native_bf16
 
-__all__ = ["MAP_ELEMENTS", "SHORT_KEYS", "ShortAttention", "sdpa", "short_path"]
+__all__ = ["MAP_ELEMENTS", "SHORT_INFERENCE", "SHORT_KEYS", "ShortAttention", "sdpa", "short_path"]
 _HALF = (torch.bfloat16, torch.float16)
 # torch 2.14's CPU flash attention packs bfloat16 for AMX whenever the CPU has it, with a function built for
 # AVX-512 only: under AVX2 (or default) kernels on an AMX CPU (ATEN_CPU_CAPABILITY=avx2 on a Xeon with AMX) it
 # raises "pack_vnni2 is only supported when avx512 is supported" for 64 tokens and more, forward too
 _FLASH_PACKS_WITHOUT_AVX512 = torch.backends.cpu.get_cpu_capability() in ("DEFAULT", "AVX2") and \
     bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
-# ShortAttention is taken up to SHORT_KEYS keys and a map of MAP_ELEMENTS (B x heads x N x M; 32 MiB in bf16) in all;
-# benchmarks/attention.py (Xeon with AMX, one thread): 1.8-2.0x SDPA at 197 and 512 keys with maps up to 15 M
-# elements, 2.7-6.7x for Swin's windows and BERT at 128-256 tokens, behind at 1024 keys (0.74x) and at 512 keys with
-# a 25 M map (0.93x)
+# ShortAttention is taken up to SHORT_KEYS keys and a map of MAP_ELEMENTS (B x heads x N x M) in all, measured by
+# benchmarks/attention.py. Xeon with AMX: 1.8-2.0x SDPA at 197 and 512 keys with maps up to 15 M elements, 2.7-6.7x
+# for Swin's windows and BERT at 128-256 tokens, behind at 1024 keys (0.63-0.74x) and at 512 keys with a 25 M map
+# (0.76-0.93x): 2^24 elements (32 MiB in bf16). AVX-512 BF16 without AMX (AMD EPYC, 2 threads), where SDPA's flash
+# kernel is slower too: still ahead with the 25 M map (1.27x, 15 rounds), even at 1024 keys (0.97x): 2^25 elements
 SHORT_KEYS = 512
-MAP_ELEMENTS = 2**24
+MAP_ELEMENTS = 2**24 if native_bf16() == "AMX" else 2**25
 
 
 _NATIVE_BF16 = native_bf16() is not None  # AMX or AVX-512 BF16, where oneDNN takes bf16
+# Without AMX (AVX-512 BF16 alone: AMD EPYC) SDPA's flash forward is behind too, autograd off: ShortAttention's
+# forward 2.3-4.3x ahead at Swin's windows and DeiT-Ti's 197 tokens (`python -m benchmarks.attention --inference`),
+# so there inference takes it as well; with AMX SDPA's flash forward, which holds no map, stays ahead
+SHORT_INFERENCE = native_bf16() == "AVX-512 BF16"
 
 
 def short_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
                is_causal: bool = False, dropout_p: float = 0.0) -> bool:
     """Whether `sdpa` takes ShortAttention for these inputs: a bf16 (or bf16-autocast) CPU training step
-    (`fast.enabled`, autograd on and an input that needs a gradient) on a CPU with native bf16 matmuls, at most
-    SHORT_KEYS keys and MAP_ELEMENTS in the map, and a boolean mask (or the causal one) that leaves every query a key.
+    (`fast.enabled`, autograd on and an input that needs a gradient; inference too where `SHORT_INFERENCE`) on a CPU
+    with native bf16 matmuls, at most SHORT_KEYS keys and MAP_ELEMENTS in the map, and a boolean mask (or the causal
+    one) that leaves every query a key.
 
     Args:
         q: the queries (..., N, d).
@@ -56,13 +63,14 @@ def short_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: tor
 
 def _short_mask(q, k, v, attn_mask, is_causal, dropout_p=0.0) -> tuple[bool, torch.Tensor | None]:
     """(short_path's answer, the mask ShortAttention takes: attn_mask with the causal one folded in)."""
-    if not (_NATIVE_BF16 and fast.enabled(q) and torch.is_grad_enabled()):
+    if not (_NATIVE_BF16 and fast.enabled(q)):
         return False, None
     if not (q.dtype == k.dtype == v.dtype and (q.dtype == torch.bfloat16 or bf16_autocast_on("cpu"))):
         return False, None
-    needs_grad = q.requires_grad or k.requires_grad or v.requires_grad or (
-        attn_mask is not None and attn_mask.requires_grad)
-    if not needs_grad or q.ndim < 3 or (is_causal and q.shape[-2] > k.shape[-2]) or keep_probability(dropout_p) == 0:
+    needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or (
+        attn_mask is not None and attn_mask.requires_grad))
+    if not (needs_grad or SHORT_INFERENCE) or q.ndim < 3 or (is_causal and q.shape[-2] > k.shape[-2]) or \
+            keep_probability(dropout_p) == 0:
         return False, None
     if k.shape[-2] > SHORT_KEYS or q.shape[:-1].numel() * k.shape[-2] > MAP_ELEMENTS:
         return False, None
@@ -135,6 +143,24 @@ class ShortAttention(torch.autograd.Function):
         return dq, dk, dv, dmask, None, None
 
 
+_SLICE_MAP = 2**20  # map elements per slice in inference (2 MiB in bf16): below glibc's mmap threshold, kept
+
+
+def _short_inference(q, k, v, mask, scale, dropout_p) -> torch.Tensor:
+    """ShortAttention's forward without autograd, in slices along the first axis, each with a map of about
+    _SLICE_MAP elements: a whole map, allocated afresh in every call, is mapped and faulted in each time by glibc."""
+    rows = max(1, _SLICE_MAP // max(1, q.shape[1:-1].numel() * k.shape[-2]))
+    if rows >= q.shape[0]:
+        return ShortAttention.apply(q, k, v, mask, scale, dropout_p)
+    sliced = mask is not None and mask.ndim == q.ndim and mask.shape[0] == q.shape[0] > 1
+    k, v = (x.expand(q.shape[0], *x.shape[1:]) for x in (k, v))
+    out = q.new_empty(*q.shape[:-1], v.shape[-1])
+    for i in range(0, q.shape[0], rows):
+        part = slice(i, i + rows)
+        out[part] = ShortAttention.apply(q[part], k[part], v[part], mask[part] if sliced else mask, scale, dropout_p)
+    return out
+
+
 def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
          dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None) -> torch.Tensor:
     """`F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale=scale)`; ShortAttention where
@@ -153,7 +179,10 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Ten
     short, mask = _short_mask(q, k, v, attn_mask, is_causal, dropout_p)
     if short:
         q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
-        return ShortAttention.apply(q, k, v, mask, q.shape[-1] ** -0.5 if scale is None else scale, dropout_p)
+        scale = q.shape[-1] ** -0.5 if scale is None else scale
+        if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v, mask) if x is not None):
+            return ShortAttention.apply(q, k, v, mask, scale, dropout_p)
+        return _short_inference(q, k, v, mask, scale, dropout_p)
     kwargs = dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
     if _FLASH_PACKS_WITHOUT_AVX512 and q.dtype in _HALF and q.device.type == "cpu":
         with sdpa_kernel(SDPBackend.MATH):
