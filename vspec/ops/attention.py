@@ -150,7 +150,7 @@ def _short_inference(q, k, v, mask, scale, dropout_p) -> torch.Tensor:
     """ShortAttention's forward without autograd, in slices along the first axis, each with a map of about
     _SLICE_MAP elements: a whole map, allocated afresh in every call, is mapped and faulted in each time by glibc."""
     rows = max(1, _SLICE_MAP // max(1, q.shape[1:-1].numel() * k.shape[-2]))
-    if rows >= q.shape[0]:
+    if rows >= q.shape[0] or not q.ndim == k.ndim == v.ndim:  # (keys broadcast over fewer axes: whole)
         return ShortAttention.apply(q, k, v, mask, scale, dropout_p)
     sliced = mask is not None and mask.ndim == q.ndim and mask.shape[0] == q.shape[0] > 1
     k, v = (x.expand(q.shape[0], *x.shape[1:]) for x in (k, v))
