@@ -146,6 +146,8 @@ def test_the_matmul_rate_is_the_fastest_product_s_flops(monkeypatch):
     assert common.matmul_rate("bf16", n=8, reps=3) == 2 * 8**3 / (1.25 if onednn else 1.5)
 
 
+@pytest.mark.skipif(not (hasattr(torch.ops.mkldnn, "_linear_pointwise") and torch.backends.mkldnn.is_available()),
+                    reason="torch without oneDNN: matmul_rate times torch.mm alone")
 def test_both_engines_compute_the_product_timed():
     """The oneDNN engine `matmul_rate` times computes a @ b, as torch.mm does."""
     a, b = torch.randn(16, 16), torch.randn(16, 16)

@@ -177,6 +177,48 @@ def test_bf16_inference_attention_is_as_close_to_the_equation_as_sdpa(mask_shape
     assert calls == ([1, 1] if sliced else [2]) * 2
 
 
+@pytest.mark.parametrize("case", ["padding mask", "causal", "keys shared by the heads", "keys over fewer axes",
+                                  "queries broadcast"])
+def test_inference_slices_equal_the_whole_map(case, monkeypatch):
+    """`sdpa` in inference where SHORT_INFERENCE: sliced (one sample per slice) equals ShortAttention on the whole map,
+    with a boolean padding mask, the causal one, keys shared by the heads; keys over fewer axes and queries broadcast
+    against the keys stay whole."""
+    monkeypatch.setattr(attention, "_NATIVE_BF16", True)
+    monkeypatch.setattr(attention, "SHORT_INFERENCE", True)
+    monkeypatch.setattr(attention, "_SLICE_MAP", 1)
+    b, h, n, d = 3, 2, 16, 8
+    q_shape, k_shape = {"keys shared by the heads": ((b, h, n, d), (b, 1, n, d)),
+                        "keys over fewer axes": ((b, h, n, d), (h, n, d)),
+                        "queries broadcast": ((b, 1, n, d), (b, h, n, d))}.get(case, ((b, h, n, d), (b, h, n, d)))
+    q, k, v = (x.detach().bfloat16() for x in leaves(q_shape, k_shape, k_shape, seed=6))
+    mask = (torch.arange(n) < torch.tensor([16, 9, 4])[:, None])[:, None, None] if case == "padding mask" else None
+    causal = case == "causal"
+    calls = []
+    apply = ShortAttention.apply
+    monkeypatch.setattr(ShortAttention, "apply", lambda *a: calls.append(a[0].shape[0]) or apply(*a))
+    with torch.no_grad():
+        out = sdpa(q, k, v, attn_mask=mask, is_causal=causal)
+        whole = apply(q, k, v, attention._with_causal(q, k, mask) if causal else mask, d ** -0.5, 0.0)
+    torch.testing.assert_close(out, whole, rtol=0, atol=0)
+    stays_whole = case in ("keys over fewer axes", "queries broadcast")
+    assert calls == ([q.shape[0]] if stays_whole else [1] * b)
+
+
+def test_inference_counts_one_slice_s_map(monkeypatch):
+    """In inference (SHORT_INFERENCE) MAP_ELEMENTS bounds one sample's map, the slices' unit; in training the
+    whole."""
+    monkeypatch.setattr(attention, "_NATIVE_BF16", True)
+    monkeypatch.setattr(attention, "SHORT_INFERENCE", True)
+    q, k, v = leaves((4, 2, 16, 8), (4, 2, 16, 8), (4, 2, 16, 8), dtype=torch.bfloat16)
+    monkeypatch.setattr(attention, "MAP_ELEMENTS", 2 * 16 * 16)  # one sample's map; the whole is 4 times it
+    assert not attention.short_path(q, k, v)
+    with torch.no_grad():
+        assert attention.short_path(q, k, v)
+    monkeypatch.setattr(attention, "MAP_ELEMENTS", 2 * 16 * 16 - 1)
+    with torch.no_grad():
+        assert not attention.short_path(q, k, v)
+
+
 def test_causal_and_padding_masks_on_the_short_path(monkeypatch):
     monkeypatch.setattr(attention, "_NATIVE_BF16", True)
     q, k, v = leaves((2, 2, 12, 8), (2, 2, 12, 8), (2, 2, 12, 8), dtype=torch.bfloat16, seed=4)

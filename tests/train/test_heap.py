@@ -61,15 +61,24 @@ def measured() -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_a_large_block_comes_from_the_heap_only_while_it_is_kept(measured):
-    block = 40 << 20
+@pytest.fixture
+def kept_here(measured) -> dict:
+    """`measured`, where this glibc took the 1 GiB mmap threshold (older releases refuse one above HEAP_MAX_SIZE / 2,
+    32 MiB: there `set_heap(True)` says False and the heap is not kept)."""
+    if not measured["kept"][0]:
+        pytest.skip("this glibc refuses an mmap threshold of 1 GiB")
+    return measured
+
+
+def test_a_large_block_comes_from_the_heap_only_while_it_is_kept(kept_here):
+    measured, block = kept_here, 40 << 20
     assert measured["steady"][0] and measured["steady"][1] >= block
     assert measured["kept"] == [True, 0, 0]
     assert measured["steady_again"][0] and measured["steady_again"][1] >= block
 
 
-def test_kept_heap_on_the_cpu_only_with_the_fast_paths(measured):
-    block = 40 << 20
+def test_kept_heap_on_the_cpu_only_with_the_fast_paths(kept_here):
+    measured, block = kept_here, 40 << 20
     assert measured["kept_heap_cpu"] == [True, 0]
     assert measured["after_kept_heap"] >= block  # glibc's steady state after it
     assert measured["kept_heap_meta"][0] is False and measured["kept_heap_meta"][1] >= block

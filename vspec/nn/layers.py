@@ -188,7 +188,11 @@ class DropPath(nn.Module):
         return x * self.factor(x)  # scale the per-sample mask, not the whole tensor
 
     def factor(self, x: torch.Tensor) -> torch.Tensor:
-        """Each sample's factor, 0 (probability p) or 1 / (1 - p), shaped (batch, 1, ...) in x's dtype."""
+        """Each sample's factor, 0 (probability p) or 1 / (1 - p), shaped (batch, 1, ...) in x's dtype.
+
+        Args:
+            x: the branch the factor multiplies (batch first).
+        """
         return x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(1 - self.p).div_(1 - self.p)
 
     def extra_repr(self) -> str:

@@ -30,15 +30,17 @@ _FLASH_PACKS_WITHOUT_AVX512 = torch.backends.cpu.get_cpu_capability() in ("DEFAU
 # benchmarks/attention.py. Xeon with AMX: 1.8-2.0x SDPA at 197 and 512 keys with maps up to 15 M elements, 2.7-6.7x
 # for Swin's windows and BERT at 128-256 tokens, behind at 1024 keys (0.63-0.74x) and at 512 keys with a 25 M map
 # (0.76-0.93x): 2^24 elements (32 MiB in bf16). AVX-512 BF16 without AMX (AMD EPYC, 2 threads), where SDPA's flash
-# kernel is slower too: still ahead with the 25 M map (1.27x, 15 rounds), even at 1024 keys (0.97x): 2^25 elements
+# kernel is slower too: still ahead with the 25 M map (1.29x, 15 rounds), level at 1024 keys (1.00x): 2^25 elements.
+# Inference runs in slices along the first axis (`_short_inference`): there the map counted is one slice's
 SHORT_KEYS = 512
 MAP_ELEMENTS = 2**24 if native_bf16() == "AMX" else 2**25
 
 
 _NATIVE_BF16 = native_bf16() is not None  # AMX or AVX-512 BF16, where oneDNN takes bf16
 # Without AMX (AVX-512 BF16 alone: AMD EPYC) SDPA's flash forward is behind too, autograd off: ShortAttention's
-# forward 2.3-4.3x ahead at Swin's windows and DeiT-Ti's 197 tokens (`python -m benchmarks.attention --inference`),
-# so there inference takes it as well; with AMX SDPA's flash forward, which holds no map, stays ahead
+# forward, in slices, 1.6-2.7x ahead from Swin's windows to BERT at 512 tokens (`python -m benchmarks.attention
+# --inference`, 11 rounds), so there inference takes it as well; with AMX SDPA's flash forward, which holds no map,
+# stays ahead
 SHORT_INFERENCE = native_bf16() == "AVX-512 BF16"
 
 
@@ -72,7 +74,8 @@ def _short_mask(q, k, v, attn_mask, is_causal, dropout_p=0.0) -> tuple[bool, tor
     if not (needs_grad or SHORT_INFERENCE) or q.ndim < 3 or (is_causal and q.shape[-2] > k.shape[-2]) or \
             keep_probability(dropout_p) == 0:
         return False, None
-    if k.shape[-2] > SHORT_KEYS or q.shape[:-1].numel() * k.shape[-2] > MAP_ELEMENTS:
+    first = 0 if needs_grad or not _sliceable(q, k, v, attn_mask) else 1  # inference: one slice's map
+    if k.shape[-2] > SHORT_KEYS or q.shape[first:-1].numel() * k.shape[-2] > MAP_ELEMENTS:
         return False, None
     mask = _with_causal(q, k, attn_mask) if is_causal else attn_mask
     return mask is None or mask.dtype != torch.bool or bool(mask.any(-1).all()), mask
@@ -146,11 +149,20 @@ class ShortAttention(torch.autograd.Function):
 _SLICE_MAP = 2**20  # map elements per slice in inference (2 MiB in bf16): below glibc's mmap threshold, kept
 
 
+def _sliceable(q, k, v, mask) -> bool:
+    """Whether the output's leading axes are q's (k, v and the mask broadcast into them, over as many axes), so that
+    slices of q's first axis make slices of the output."""
+    lead = q.shape[:-2]
+    if not q.ndim == k.ndim == v.ndim or (mask is not None and mask.ndim > q.ndim):
+        return False
+    return torch.broadcast_shapes(lead, k.shape[:-2], v.shape[:-2], () if mask is None else mask.shape[:-2]) == lead
+
+
 def _short_inference(q, k, v, mask, scale, dropout_p) -> torch.Tensor:
     """ShortAttention's forward without autograd, in slices along the first axis, each with a map of about
     _SLICE_MAP elements: a whole map, allocated afresh in every call, is mapped and faulted in each time by glibc."""
     rows = max(1, _SLICE_MAP // max(1, q.shape[1:-1].numel() * k.shape[-2]))
-    if rows >= q.shape[0] or not q.ndim == k.ndim == v.ndim:  # (keys broadcast over fewer axes: whole)
+    if rows >= q.shape[0] or not _sliceable(q, k, v, mask):
         return ShortAttention.apply(q, k, v, mask, scale, dropout_p)
     sliced = mask is not None and mask.ndim == q.ndim and mask.shape[0] == q.shape[0] > 1
     k, v = (x.expand(q.shape[0], *x.shape[1:]) for x in (k, v))

@@ -42,7 +42,8 @@ def _glibc():
 def set_heap(kept: bool) -> bool:
     """Blocks below 1 GiB from glibc's heap and kept there when freed (`kept`), or glibc's steady state (blocks of
     32 MiB up mapped and returned, the heap's free top beyond 64 MiB given back, now too). Returns whether glibc
-    took it.
+    took it: older releases refuse an mmap threshold above HEAP_MAX_SIZE / 2 (32 MiB), and there the heap is not
+    kept.
 
     Args:
         kept: True for the kept heap, False for glibc's steady state.
