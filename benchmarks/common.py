@@ -170,7 +170,7 @@ def matmul_rate(precision: str, n: int = 2048, reps: int = 15) -> float:
     autocast gives a linear layer), on torch's current threads, by each GEMM engine torch has (`torch.mm`, MKL's on
     x86, and oneDNN's linear, which vspec's linear layers may take); the fastest product of `reps` per engine after a
     warm-up (what the CPU reaches: another process's load only slows a product), the fastest engine's. One engine's
-    rate alone reads low where another is faster (MKL's fp32 GEMM on an AMD EPYC: 208 against oneDNN's 463 GFLOP/s)
+    rate alone reads low where another is faster (MKL's fp32 GEMM on an AMD EPYC: ~210 against oneDNN's ~450 GFLOP/s)
     and puts MFU above 100 %."""
     a, b = (torch.randn(n, n).to(DTYPES[precision]) for _ in range(2))
     engines = [lambda: a @ b]

@@ -30,7 +30,7 @@ _FLASH_PACKS_WITHOUT_AVX512 = torch.backends.cpu.get_cpu_capability() in ("DEFAU
 # benchmarks/attention.py. Xeon with AMX: 1.8-2.0x SDPA at 197 and 512 keys with maps up to 15 M elements, 2.7-6.7x
 # for Swin's windows and BERT at 128-256 tokens, behind at 1024 keys (0.63-0.74x) and at 512 keys with a 25 M map
 # (0.76-0.93x): 2^24 elements (32 MiB in bf16). AVX-512 BF16 without AMX (AMD EPYC, 2 threads), where SDPA's flash
-# kernel is slower too: still ahead with the 25 M map (1.29x, 15 rounds), level at 1024 keys (1.00x): 2^25 elements.
+# kernel is slower too: still ahead with the 25 M map (1.22-1.29x, 15 rounds; 1.00-1.37x at 1024 keys): 2^25.
 # Inference runs in slices along the first axis (`_short_inference`): there the map counted is one slice's
 SHORT_KEYS = 512
 MAP_ELEMENTS = 2**24 if native_bf16() == "AMX" else 2**25
@@ -38,7 +38,7 @@ MAP_ELEMENTS = 2**24 if native_bf16() == "AMX" else 2**25
 
 _NATIVE_BF16 = native_bf16() is not None  # AMX or AVX-512 BF16, where oneDNN takes bf16
 # Without AMX (AVX-512 BF16 alone: AMD EPYC) SDPA's flash forward is behind too, autograd off: ShortAttention's
-# forward, in slices, 1.6-2.7x ahead from Swin's windows to BERT at 512 tokens (`python -m benchmarks.attention
+# forward, in slices, 1.6-2.5x ahead from Swin's windows to BERT at 512 tokens (`python -m benchmarks.attention
 # --inference`, 11 rounds), so there inference takes it as well; with AMX SDPA's flash forward, which holds no map,
 # stays ahead
 SHORT_INFERENCE = native_bf16() == "AVX-512 BF16"
