@@ -172,11 +172,13 @@ def matmul_rate(precision: str, n: int = 2048, reps: int = 15) -> float:
     warm-up (what the CPU reaches: another process's load only slows a product), the fastest engine's. One engine's
     rate alone reads low where another is faster (MKL's fp32 GEMM on an AMD EPYC: ~210 against oneDNN's ~450 GFLOP/s)
     and puts MFU above 100 %."""
+    from vspec.ops import vit  # its oneDNN op: the one vspec's linear layers take, None without oneDNN
+
     a, b = (torch.randn(n, n).to(DTYPES[precision]) for _ in range(2))
     engines = [lambda: a @ b]
-    if hasattr(torch.ops.mkldnn, "_linear_pointwise") and torch.backends.mkldnn.is_available():
+    if vit._ONEDNN is not None:
         bt = b.t().contiguous()  # a linear layer's weight, (out, in): a @ b
-        engines.append(lambda: torch.ops.mkldnn._linear_pointwise(a, bt, None, "none", [], ""))
+        engines.append(lambda: vit._ONEDNN(a, bt, None, "none", [], ""))
     return max(_fastest(product, reps) for product in engines) * 2 * n**3
 
 

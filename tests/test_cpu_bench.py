@@ -142,16 +142,15 @@ def test_the_matmul_rate_is_the_fastest_product_s_flops(monkeypatch):
     3, 1.5 and 2 s, oneDNN's of 4, 1.25 and 5 s where it is there)."""
     ticks = iter([0.0, 3.0, 10.0, 11.5, 20.0, 22.0, 30.0, 34.0, 40.0, 41.25, 50.0, 55.0])
     monkeypatch.setattr(common, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
-    onednn = hasattr(torch.ops.mkldnn, "_linear_pointwise") and torch.backends.mkldnn.is_available()
+    onednn = vit._ONEDNN is not None
     assert common.matmul_rate("bf16", n=8, reps=3) == 2 * 8**3 / (1.25 if onednn else 1.5)
 
 
-@pytest.mark.skipif(not (hasattr(torch.ops.mkldnn, "_linear_pointwise") and torch.backends.mkldnn.is_available()),
-                    reason="torch without oneDNN: matmul_rate times torch.mm alone")
+@pytest.mark.skipif(vit._ONEDNN is None, reason="torch without oneDNN: matmul_rate times torch.mm alone")
 def test_both_engines_compute_the_product_timed():
     """The oneDNN engine `matmul_rate` times computes a @ b, as torch.mm does."""
     a, b = torch.randn(16, 16), torch.randn(16, 16)
-    out = torch.ops.mkldnn._linear_pointwise(a, b.t().contiguous(), None, "none", [], "")
+    out = vit._ONEDNN(a, b.t().contiguous(), None, "none", [], "")
     torch.testing.assert_close(out, a @ b)
 
 
