@@ -89,10 +89,10 @@ def stem_step():
     return step
 
 
-def dropout_step():
-    """bert_base's hidden dropout (p 0.1) on 16 x 128 tokens, forward + backward: the keep mask drawn as 16-bit
-    uniforms (vspec.ops.dropout) against torch's per-element Bernoulli draw."""
-    x = torch.randn(16, 128, 768, requires_grad=True)
+def dropout_step(dtype: torch.dtype = torch.float32):
+    """bert_base's hidden dropout (p 0.1) on 16 x 128 tokens in `dtype`, forward + backward: the keep mask drawn as
+    16-bit uniforms (vspec.ops.dropout), in x's dtype, against torch's per-element Bernoulli draw."""
+    x = torch.randn(16, 128, 768, dtype=dtype, requires_grad=True)
     return lambda: dropout(x, 0.1).sum().backward()
 
 
@@ -137,6 +137,7 @@ PATHS = {
     "refiner DLA folded (eval)": dla_step,
     "refiner conv stem folded (eval)": stem_step,
     "dropout keep mask (training)": dropout_step,
+    "dropout keep mask, bf16 (training)": lambda: dropout_step(torch.bfloat16),
     "drop-path residual, one pass (training)": drop_path_step,
     "bf16 linear, bias fused (training)": bf16_linear_step,
     "bf16 stream and linear (deit_tiny inference)": bf16_inference_step,

@@ -45,6 +45,18 @@ def test_the_mask_has_the_shape_asked_and_a_seed_repeats_it():
     assert not torch.equal(a, keep_mask((3, 5, 7), 0.2))  # the generator moved on
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.int64])
+def test_a_mask_in_a_dtype_is_the_bool_mask_of_the_same_draw_as_ones_and_zeros(dtype):
+    torch.manual_seed(5)
+    keep = keep_mask((4, 3, 49, 49), 0.1)
+    after_bool = torch.rand(2)
+    torch.manual_seed(5)
+    ones = keep_mask((4, 3, 49, 49), 0.1, dtype=dtype)
+    assert ones.dtype == dtype and ones.shape == keep.shape
+    assert torch.equal(ones == 1, keep) and torch.equal(ones == 0, ~keep)
+    assert torch.equal(torch.rand(2), after_bool)  # the generator moved on as far
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 def test_dropout_is_x_times_the_keep_mask_over_its_probability_with_that_gradient(dtype):
     x = torch.randn(4, 6, 33, dtype=dtype, requires_grad=True)

@@ -119,8 +119,8 @@ class ShortAttention(torch.autograd.Function):
             p = torch.softmax(s, -1)
             keep = None
             if dropout_p > 0:
-                keep = keep_mask(p.shape, dropout_p, p.device)
-                out = torch.matmul(p * keep * (1 / keep_probability(dropout_p)), v)
+                keep = keep_mask(p.shape, dropout_p, p.device, p.dtype)  # 1 and 0 in p's dtype: no casts
+                out = torch.matmul(p.mul(keep).mul_(1 / keep_probability(dropout_p)), v)
             else:
                 out = torch.matmul(p, v)
         ctx.save_for_backward(qs, k, v, p, keep)
@@ -134,7 +134,7 @@ class ShortAttention(torch.autograd.Function):
         """dq, dk, dv and the float mask's gradient from dO (the class's equations)."""
         qs, k, v, p, keep = ctx.saved_tensors
         grad = grad.to(v.dtype).contiguous()
-        dropped = p if keep is None else p * keep * (1 / keep_probability(ctx.dropout_p))
+        dropped = p if keep is None else p.mul(keep).mul_(1 / keep_probability(ctx.dropout_p))
         dv = torch.matmul(dropped.transpose(-2, -1), grad) if ctx.needs_input_grad[2] else None
         dp = torch.matmul(grad, v.transpose(-2, -1))
         if keep is not None:

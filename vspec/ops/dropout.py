@@ -26,8 +26,9 @@ def keep_probability(p: float) -> float:
     return 1 - round(p * _LEVELS) / _LEVELS
 
 
-def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.device | str = "cpu") -> torch.Tensor:
-    """A bool mask of `shape`, True with probability `keep_probability(p)`, each element independent: element i is
+def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.device | str = "cpu",
+              dtype: torch.dtype = torch.bool) -> torch.Tensor:
+    """A mask of `shape`, True (1) with probability `keep_probability(p)`, each element independent: element i is
     the (i mod 4)-th 16-bit slice of word i // 4 from torch's generator (full 64-bit words; which slice is which
     follows the CPU's byte order). A p below 2^-17 rounds to keeping everything.
 
@@ -35,11 +36,14 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.devic
         shape: the mask's shape.
         p: the drop probability, in [0, 1].
         device: where the mask is drawn.
+        dtype: the mask's dtype: bool, or 1 and 0 in a tensor's dtype, written by the comparison itself (x times a
+            bool mask casts all of it to x's dtype first, four times the product's time in bf16).
     """
     n = torch.Size(shape).numel()
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-(1 << 63), None)
     uniform = words.view(torch.int16)[:n].view(shape)  # uniform over [-2^15, 2^15)
-    return uniform >= round(p * _LEVELS) - _LEVELS // 2
+    out = torch.empty(shape, dtype=dtype, device=device)
+    return torch.ge(uniform, round(p * _LEVELS) - _LEVELS // 2, out=out)
 
 
 def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Tensor:
@@ -56,8 +60,8 @@ def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Ten
         return x
     if keep_probability(p) == 0 or not fast.enabled(x) or not x.is_floating_point():
         return F.dropout(x, p, training)
-    # autograd keeps the bool mask (one byte per element) for dx = dy * keep * scale, and differentiates it again
-    return x.mul(keep_mask(x.shape, p, x.device)).mul_(1 / keep_probability(p))
+    # autograd keeps the mask (in x's dtype) for dx = dy * keep * scale, and differentiates it again
+    return x.mul(keep_mask(x.shape, p, x.device, x.dtype)).mul_(1 / keep_probability(p))
 
 
 class Dropout(nn.Dropout):
