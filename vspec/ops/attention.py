@@ -119,7 +119,7 @@ class ShortAttention(torch.autograd.Function):
             p = torch.softmax(s, -1)
             keep = None
             if dropout_p > 0:
-                keep = keep_mask(p.shape, dropout_p, p.device, p.dtype)  # 1 and 0 in p's dtype: no casts
+                keep = keep_mask(p.shape, dropout_p, p.device, p.dtype)  # 1 and 0 in p's dtype: cast once
                 out = torch.matmul(p.mul(keep).mul_(1 / keep_probability(dropout_p)), v)
             else:
                 out = torch.matmul(p, v)

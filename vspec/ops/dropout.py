@@ -36,8 +36,8 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.devic
         shape: the mask's shape.
         p: the drop probability, in [0, 1].
         device: where the mask is drawn.
-        dtype: the mask's dtype: bool, or 1 and 0 in a tensor's dtype, written by the comparison itself (x times a
-            bool mask casts all of it to x's dtype first, four times the product's time in bf16).
+        dtype: the mask's dtype: bool, or 1 and 0 in a tensor's dtype, cast once as it is drawn (x times a bool
+            mask casts all of it to x's dtype at every product).
     """
     n = torch.Size(shape).numel()
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-(1 << 63), None)
@@ -60,7 +60,7 @@ def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Ten
         return x
     if keep_probability(p) == 0 or not fast.enabled(x) or not x.is_floating_point():
         return F.dropout(x, p, training)
-    # autograd keeps the mask (in x's dtype) for dx = dy * keep * scale, and differentiates it again
+    # autograd keeps the mask, in x's dtype (2 or 4 bytes an element, not a bool's 1), for dx = dy * keep * scale
     return x.mul(keep_mask(x.shape, p, x.device, x.dtype)).mul_(1 / keep_probability(p))
 
 
