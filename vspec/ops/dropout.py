@@ -42,7 +42,7 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.devic
     n = torch.Size(shape).numel()
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-(1 << 63), None)
     uniform = words.view(torch.int16)[:n].view(shape)  # uniform over [-2^15, 2^15)
-    out = torch.empty(shape, dtype=dtype, device=device)
+    out = torch.empty(shape, dtype=dtype, device=device)  # written in dtype, not a bool cast after
     return torch.ge(uniform, round(p * _LEVELS) - _LEVELS // 2, out=out)
 
 
