@@ -226,3 +226,39 @@ def test_causal_and_padding_masks_on_the_short_path(monkeypatch):
     out = sdpa(q, k, v, attn_mask=padding, is_causal=True)
     both = padding & torch.ones(12, 12, dtype=torch.bool).tril()
     assert (out.double() - attention_eq(q, k, v, both)).abs().max() < 3e-2
+
+
+# ---------------------------------------------------------------- the softmax's route on bf16 rows
+@pytest.mark.parametrize("lanes, floats, bf16s", [
+    (32, [16, 24, 40, 48, 49, 56, 72, 104, 120, 136, 152], [8, 12, 15, 32, 36, 64, 96, 100, 128, 168, 197, 256]),
+    (16, [8, 12, 24, 36, 40, 52, 56, 72, 78], [4, 7, 16, 32, 49, 64, 81, 88, 100, 197]),
+    (0, [], [16, 40, 49, 72])])
+def test_the_float32_softmax_is_taken_where_the_bf16_rows_leave_a_long_remainder(lanes, floats, bf16s):
+    """`float_softmax`: float32 where keys mod lanes >= lanes / 4 and lanes / 2 <= keys <= 5 lanes; the bf16 kernel
+    elsewhere, and on kernels without bf16 vectors (lanes 0)."""
+    assert [k for k in floats if not attention.float_softmax(k, lanes)] == []
+    assert [k for k in bf16s if attention.float_softmax(k, lanes)] == []
+
+
+@pytest.mark.parametrize("keys", [40, 49])
+@pytest.mark.parametrize("masked", [False, True])
+def test_both_softmax_routes_are_the_equation_in_bf16(keys, masked, monkeypatch):
+    """ShortAttention's bf16 forward in inference with its softmax in float32 (lanes 32: 40 and 49 keys) and in bf16
+    (lanes 0) against the float64 equation (relative norm of the error): the float32 route, which adds a float mask
+    unrounded, is as close to it as the bf16 one (within 1.25x). The route taken is the one asked for (the softmax's
+    input dtype), and a training step's (an input needs a gradient) is bf16's."""
+    q, k, v = leaves((4, 3, keys, 16), (4, 3, keys, 16), (4, 3, keys, 16), seed=7)
+    mask = leaves((3, keys, keys), seed=8)[0].detach() if masked else None
+    ref = attention_eq(q, k, v, mask, 0.25).detach()
+    softmax, seen = torch.softmax, []
+    monkeypatch.setattr(torch, "softmax", lambda s, dim: seen.append(s.dtype) or softmax(s, dim))
+    errs = {}
+    for lanes in (32, 0):
+        monkeypatch.setattr(attention, "_BF16_LANES", lanes)
+        q16, k16, v16 = (x.detach().bfloat16() for x in (q, k, v))
+        out = ShortAttention.apply(q16, k16, v16, mask, 0.25, 0.0)
+        assert out.dtype == torch.bfloat16 and seen.pop() == (torch.float32 if lanes else torch.bfloat16)
+        errs[lanes] = ((out.double() - ref).norm() / ref.norm()).item()
+        ShortAttention.apply(q16.requires_grad_(), k16, v16, mask, 0.25, 0.0)
+        assert seen.pop() == torch.bfloat16
+    assert errs[0] < 1e-2 and errs[32] <= 1.25 * errs[0], errs

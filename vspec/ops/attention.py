@@ -3,7 +3,8 @@ it calls: `sdpa`, F.scaled_dot_product_attention but for two cases.
 
 - Half precision on a CPU whose flash kernel cannot run (below: AVX2 kernels on an AMX CPU): SDPA's math backend.
 - bf16 training on the CPU at short sequences (`short_path`): `ShortAttention`, the map held for the backward. Its
-  forward is two bf16 GEMMs (AMX / AVX-512 BF16 through oneDNN) and one softmax pass, its backward four GEMMs and one
+  forward is two bf16 GEMMs (AMX / AVX-512 BF16 through oneDNN) and one softmax pass (in inference in float32 for the
+  row lengths torch's bf16 kernel is slow at, `float_softmax`), its backward four GEMMs and one
   softmax-backward pass, where SDPA's CPU flash kernel recomputes the map block by block in its backward and spends
   most of a bf16 training step there (benchmarks/attention.py measures both per shape and prints the choice). Taken
   where the keys and the whole map are small (`SHORT_KEYS`, `MAP_ELEMENTS`: vision and GLUE lengths) and the CPU
@@ -19,7 +20,8 @@ from . import fast
 from .dropout import keep_mask, keep_probability
 from .precision import bf16_autocast_on, native_bf16
 
-__all__ = ["MAP_ELEMENTS", "SHORT_INFERENCE", "SHORT_KEYS", "ShortAttention", "sdpa", "short_path"]
+__all__ = ["FLOAT_SOFTMAX_VECTORS", "MAP_ELEMENTS", "SHORT_INFERENCE", "SHORT_KEYS", "ShortAttention",
+           "float_softmax", "sdpa", "short_path"]
 _HALF = (torch.bfloat16, torch.float16)
 # torch 2.14's CPU flash attention packs bfloat16 for AMX whenever the CPU has it, with a function built for
 # AVX-512 only: under AVX2 (or default) kernels on an AMX CPU (ATEN_CPU_CAPABILITY=avx2 on a Xeon with AMX) it
@@ -42,6 +44,31 @@ _NATIVE_BF16 = native_bf16() is not None  # AMX or AVX-512 BF16, where oneDNN ta
 # --inference`, 11 rounds), so there inference takes it as well; with AMX SDPA's flash forward, which holds no map,
 # stays ahead
 SHORT_INFERENCE = native_bf16() == "AVX-512 BF16"
+
+
+# torch's bf16 softmax over the last axis handles the last keys mod L of every row (L: the lanes of its bf16 vector, 32
+# with AVX-512 kernels, 16 with AVX2) in slow code: `python -m benchmarks.softmax` times a cast to float32, float32's
+# softmax and a cast back at 1.5-1.8x faster than bf16's kernel for rows of 40 to 56 keys (Swin's 7 x 7 windows: 49)
+# on the EPYC, behind at 32, 64, 96, 128 or 197 keys. `float_softmax` takes float32 where the remainder is at least
+# L / 4 keys and the row at least L / 2, up to FLOAT_SOFTMAX_VECTORS x L keys, beyond which the remainder's share of
+# the row's time is too small to pay for the casts (AVX-512: ahead up to 136, behind at 168; AVX2: ahead up to 72,
+# a tie at 80 and 96). ShortAttention takes it in inference only: in a training step, whose map is held, the float32
+# map's allocation (2x the bf16 one's) costs what the softmax saves (`python -m benchmarks.attention`, Swin's
+# windows: the same or slower with glibc's allocator as it is)
+_BF16_LANES = {"AVX512": 32, "AVX2": 16}.get(torch.backends.cpu.get_cpu_capability(), 0)
+FLOAT_SOFTMAX_VECTORS = 5
+
+
+def float_softmax(keys: int, lanes: int | None = None) -> bool:
+    """Whether ShortAttention's bf16 softmax over rows of `keys` runs in float32 in inference (cast, softmax, cast
+    back), where torch's bf16 kernel leaves a long remainder of every row to slow code (above).
+
+    Args:
+        keys: the row's length (the keys).
+        lanes: the bf16 vector's lanes of torch's CPU kernels (None: those of this process's kernels; 0: none).
+    """
+    lanes = _BF16_LANES if lanes is None else lanes
+    return lanes > 0 and lanes // 2 <= keys <= FLOAT_SOFTMAX_VECTORS * lanes and keys % lanes >= lanes // 4
 
 
 def short_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
@@ -101,7 +128,9 @@ def _reduce_to(grad: torch.Tensor, shape: torch.Size, dtype: torch.dtype) -> tor
 
 class ShortAttention(torch.autograd.Function):
     """softmax(q k^T * scale + mask) v with the map P held for the backward (Eq. 1 with dropout on P):
-    forward S = (q scale) k^T + mask, P = softmax(S), O = D(P) v with D(P) = P * keep / P(keep) (keep drawn by
+    forward S = (q scale) k^T + mask (in inference in float32 where `float_softmax` says so), P = softmax(S) in v's
+    dtype,
+    O = D(P) v with D(P) = P * keep / P(keep) (keep drawn by
     `vspec.ops.dropout.keep_mask`);
     backward dV = D(P)^T dO, dP = D'(dO V^T), dS = P * (dP - rowsum(dP * P)), dq = dS k scale, dk = dS^T (q scale),
     dmask = dS summed over its broadcast axes. Any dtype (the tests run it in float64); `sdpa` gives it bf16."""
@@ -113,10 +142,13 @@ class ShortAttention(torch.autograd.Function):
             # contiguous once (a head's rows are strided in the fused qkv), or every matmul below copies them
             qs, k, v = (q * scale).contiguous(), k.contiguous(), v.contiguous()
             s = torch.matmul(qs, k.transpose(-2, -1))
+            inference = not any(x is not None and x.requires_grad for x in (q, k, v, mask))
+            if inference and s.dtype == torch.bfloat16 and float_softmax(s.shape[-1]):
+                s = s.float()  # the mask is added unrounded there
             if mask is not None:
                 # a float mask in the logits' dtype, as SDPA takes it (a float32 one broadcast into bf16 is slow)
                 s = s.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else s.add_(mask.to(s.dtype))
-            p = torch.softmax(s, -1)
+            p = torch.softmax(s, -1).to(v.dtype)
             keep = None
             if dropout_p > 0:
                 keep = keep_mask(p.shape, dropout_p, p.device, p.dtype)  # 1 and 0 in p's dtype: cast once
