@@ -241,24 +241,50 @@ def test_the_float32_softmax_is_taken_where_the_bf16_rows_leave_a_long_remainder
 
 
 @pytest.mark.parametrize("keys", [40, 49])
-@pytest.mark.parametrize("masked", [False, True])
-def test_both_softmax_routes_are_the_equation_in_bf16(keys, masked, monkeypatch):
-    """ShortAttention's bf16 forward in inference with its softmax in float32 (lanes 32: 40 and 49 keys) and in bf16
+@pytest.mark.parametrize("mask_kind", [None, "float, per head", "padding, per sample"])
+def test_both_softmax_routes_are_the_equation_in_bf16(keys, mask_kind, monkeypatch):
+    """ShortAttention in bf16, forward and backward, with its softmax in float32 (lanes 32: 40 and 49 keys) and in bf16
     (lanes 0) against the float64 equation (relative norm of the error): the float32 route, which adds a float mask
     unrounded, is as close to it as the bf16 one (within 1.25x). The route taken is the one asked for (the softmax's
-    input dtype), and a training step's (an input needs a gradient) is bf16's."""
-    q, k, v = leaves((4, 3, keys, 16), (4, 3, keys, 16), (4, 3, keys, 16), seed=7)
-    mask = leaves((3, keys, keys), seed=8)[0].detach() if masked else None
-    ref = attention_eq(q, k, v, mask, 0.25).detach()
+    input dtype); the float32 route in slices of one sample's map equals it whole, bit for bit."""
+    b, h, d = 4, 3, 16
+    q, k, v = leaves((b, h, keys, d), (b, h, keys, d), (b, h, keys, d), seed=7)
+    mask = {"float, per head": lambda: leaves((h, keys, keys), seed=8)[0],
+            "padding, per sample": lambda: (torch.arange(keys) < torch.tensor([keys, 30, 11, 1])[:, None])[:, None,
+                                                                                                            None]}
+    mask = mask[mask_kind]() if mask_kind else None
+    floats = mask is not None and mask.is_floating_point()
+    ref = attention_eq(q, k, v, mask, 0.25)
+    ref_grads = torch.autograd.grad(ref, (q, k, v, *([mask] if floats else [])), torch.ones_like(ref))
     softmax, seen = torch.softmax, []
     monkeypatch.setattr(torch, "softmax", lambda s, dim: seen.append(s.dtype) or softmax(s, dim))
+
+    def run(lanes, slice_map=2**20):
+        monkeypatch.setattr(attention, "_BF16_LANES", lanes)
+        monkeypatch.setattr(attention, "_SLICE_MAP", slice_map)
+        q16, k16, v16 = (x.detach().bfloat16().requires_grad_() for x in (q, k, v))
+        m = mask.detach().float().requires_grad_() if floats else mask
+        out = ShortAttention.apply(q16, k16, v16, m, 0.25, 0.0)
+        assert out.dtype == torch.bfloat16 and seen[-1] == (torch.float32 if lanes else torch.bfloat16)
+        return out, torch.autograd.grad(out, (q16, k16, v16, *([m] if floats else [])), torch.ones_like(out))
+
     errs = {}
     for lanes in (32, 0):
-        monkeypatch.setattr(attention, "_BF16_LANES", lanes)
-        q16, k16, v16 = (x.detach().bfloat16() for x in (q, k, v))
-        out = ShortAttention.apply(q16, k16, v16, mask, 0.25, 0.0)
-        assert out.dtype == torch.bfloat16 and seen.pop() == (torch.float32 if lanes else torch.bfloat16)
-        errs[lanes] = ((out.double() - ref).norm() / ref.norm()).item()
-        ShortAttention.apply(q16.requires_grad_(), k16, v16, mask, 0.25, 0.0)
-        assert seen.pop() == torch.bfloat16
-    assert errs[0] < 1e-2 and errs[32] <= 1.25 * errs[0], errs
+        out, grads = run(lanes)
+        errs[lanes] = [((a.double() - r).norm() / r.norm()).item() for a, r in zip((out, *grads), (ref, *ref_grads))]
+    assert max(errs[0]) < 1e-2 and all(a <= 1.25 * r for a, r in zip(errs[32], errs[0])), errs
+    whole, sliced = run(32), run(32, slice_map=h * keys * keys)
+    assert len(seen) == 3 + b  # the three whole runs' softmax, then one per sample
+    assert all(torch.equal(a, c) for a, c in zip((whole[0], *whole[1]), (sliced[0], *sliced[1])))
+
+
+def test_the_float32_softmax_adds_a_float_mask_unrounded(monkeypatch):
+    """At 49 keys (lanes 32) the softmax of bf16 logits plus a float32 mask of magnitude ~100 (where bf16 holds steps
+    of 0.5) is the float64 softmax of their exact sum, to bf16's rounding (2^-8 relative)."""
+    monkeypatch.setattr(attention, "_BF16_LANES", 32)
+    g = torch.Generator().manual_seed(9)
+    s = torch.randn(2, 3, 49, 49, generator=g).bfloat16()
+    mask = 100 + torch.randn(3, 49, 49, generator=g)
+    ref = torch.softmax(s.double() + mask.double(), -1)
+    p = attention._masked_softmax(s.clone(), mask)
+    assert p.dtype == torch.bfloat16 and ((p.double() - ref).abs() <= 2**-8 * ref).all()

@@ -3,8 +3,8 @@ it calls: `sdpa`, F.scaled_dot_product_attention but for two cases.
 
 - Half precision on a CPU whose flash kernel cannot run (below: AVX2 kernels on an AMX CPU): SDPA's math backend.
 - bf16 training on the CPU at short sequences (`short_path`): `ShortAttention`, the map held for the backward. Its
-  forward is two bf16 GEMMs (AMX / AVX-512 BF16 through oneDNN) and one softmax pass (in inference in float32 for the
-  row lengths torch's bf16 kernel is slow at, `float_softmax`), its backward four GEMMs and one
+  forward is two bf16 GEMMs (AMX / AVX-512 BF16 through oneDNN) and one softmax pass (in float32 for the row lengths
+  torch's bf16 kernel is slow at, `float_softmax`), its backward four GEMMs and one
   softmax-backward pass, where SDPA's CPU flash kernel recomputes the map block by block in its backward and spends
   most of a bf16 training step there (benchmarks/attention.py measures both per shape and prints the choice). Taken
   where the keys and the whole map are small (`SHORT_KEYS`, `MAP_ELEMENTS`: vision and GLUE lengths) and the CPU
@@ -52,16 +52,14 @@ SHORT_INFERENCE = native_bf16() == "AVX-512 BF16"
 # on the EPYC, behind at 32, 64, 96, 128 or 197 keys. `float_softmax` takes float32 where the remainder is at least
 # L / 4 keys and the row at least L / 2, up to FLOAT_SOFTMAX_VECTORS x L keys, beyond which the remainder's share of
 # the row's time is too small to pay for the casts (AVX-512: ahead up to 136, behind at 168; AVX2: ahead up to 72,
-# a tie at 80 and 96). ShortAttention takes it in inference only: in a training step, whose map is held, the float32
-# map's allocation (2x the bf16 one's) costs what the softmax saves (`python -m benchmarks.attention`, Swin's
-# windows: the same or slower with glibc's allocator as it is)
+# a tie at 80 and 96)
 _BF16_LANES = {"AVX512": 32, "AVX2": 16}.get(torch.backends.cpu.get_cpu_capability(), 0)
 FLOAT_SOFTMAX_VECTORS = 5
 
 
 def float_softmax(keys: int, lanes: int | None = None) -> bool:
-    """Whether ShortAttention's bf16 softmax over rows of `keys` runs in float32 in inference (cast, softmax, cast
-    back), where torch's bf16 kernel leaves a long remainder of every row to slow code (above).
+    """Whether ShortAttention's bf16 softmax over rows of `keys` runs in float32 (cast, softmax, cast back), where
+    torch's bf16 kernel leaves a long remainder of every row to slow code (above).
 
     Args:
         keys: the row's length (the keys).
@@ -126,10 +124,27 @@ def _reduce_to(grad: torch.Tensor, shape: torch.Size, dtype: torch.dtype) -> tor
     return out.reshape(shape).to(dtype)
 
 
+def _masked_softmax(s: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """softmax(s + mask) over the last axis, in s's dtype, s overwritten. Where `float_softmax` says so for bf16 rows:
+    in float32, the mask added unrounded, in slices of _SLICE_MAP elements along the first axis (a float32 copy of the
+    whole map, allocated afresh at every call, is mapped and faulted in by glibc, which cost what the softmax saved)."""
+    if not (s.dtype == torch.bfloat16 and float_softmax(s.shape[-1])):
+        if mask is not None:  # a float mask in the logits' dtype, as SDPA takes it (a float32 one into bf16 is slow)
+            s = s.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else s.add_(mask.to(s.dtype))
+        return torch.softmax(s, -1)
+    rows = max(1, _SLICE_MAP // max(1, s[0].numel()))
+    per_row = mask is not None and mask.ndim == s.ndim and mask.shape[0] > 1
+    for i in range(0, s.shape[0], rows):
+        part, m = s[i:i + rows].float(), (mask[i:i + rows] if per_row else mask)
+        if m is not None:
+            part = part.masked_fill_(~m, float("-inf")) if m.dtype == torch.bool else part.add_(m)
+        s[i:i + rows] = torch.softmax(part, -1)
+    return s
+
+
 class ShortAttention(torch.autograd.Function):
     """softmax(q k^T * scale + mask) v with the map P held for the backward (Eq. 1 with dropout on P):
-    forward S = (q scale) k^T + mask (in inference in float32 where `float_softmax` says so), P = softmax(S) in v's
-    dtype,
+    forward S = (q scale) k^T + mask (in float32 where `float_softmax` says so), P = softmax(S) in S's dtype,
     O = D(P) v with D(P) = P * keep / P(keep) (keep drawn by
     `vspec.ops.dropout.keep_mask`);
     backward dV = D(P)^T dO, dP = D'(dO V^T), dS = P * (dP - rowsum(dP * P)), dq = dS k scale, dk = dS^T (q scale),
@@ -141,14 +156,7 @@ class ShortAttention(torch.autograd.Function):
         with torch.autocast("cpu", enabled=False):
             # contiguous once (a head's rows are strided in the fused qkv), or every matmul below copies them
             qs, k, v = (q * scale).contiguous(), k.contiguous(), v.contiguous()
-            s = torch.matmul(qs, k.transpose(-2, -1))
-            inference = not any(x is not None and x.requires_grad for x in (q, k, v, mask))
-            if inference and s.dtype == torch.bfloat16 and float_softmax(s.shape[-1]):
-                s = s.float()  # the mask is added unrounded there
-            if mask is not None:
-                # a float mask in the logits' dtype, as SDPA takes it (a float32 one broadcast into bf16 is slow)
-                s = s.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else s.add_(mask.to(s.dtype))
-            p = torch.softmax(s, -1).to(v.dtype)
+            p = _masked_softmax(torch.matmul(qs, k.transpose(-2, -1)), mask)
             keep = None
             if dropout_p > 0:
                 keep = keep_mask(p.shape, dropout_p, p.device, p.dtype)  # 1 and 0 in p's dtype: cast once
@@ -178,7 +186,7 @@ class ShortAttention(torch.autograd.Function):
         return dq, dk, dv, dmask, None, None
 
 
-_SLICE_MAP = 2**20  # map elements per slice in inference (2 MiB in bf16): below glibc's mmap threshold, kept
+_SLICE_MAP = 2**20  # map elements per slice (inference; the float32 softmax): below glibc's mmap threshold, kept
 
 
 def _sliceable(q, k, v, mask) -> bool:
