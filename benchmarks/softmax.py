@@ -1,8 +1,9 @@
-"""bf16 softmax over the last axis on the CPU, per row length: torch's bf16 kernel against the float32 route (a cast to
-float32, float32's softmax and a cast back to bf16), the choice ShortAttention's forward makes per row length
-(`vspec.ops.attention.float_softmax`). The maps hold about 4 M elements (batch 16, as many rows of `keys` x `keys` as
-that takes), the size of Swin-T's stage-1 attention at batch 8. Prints, per row length, the milliseconds of each, their
-ratio (> 1: the float32 route faster), the route the rule picks there and whether the measurement agrees.
+"""bf16 softmax over the last axis on the CPU, per row length: torch's bf16 kernel against the float32 route
+(`vspec.ops.attention.float32_softmax_`: in slices, a cast to float32, float32's softmax and a cast back to bf16), the
+choice ShortAttention's forward makes per row length (`vspec.ops.attention.float_softmax`). The maps hold about 4 M
+elements (batch 16, as many rows of `keys` x `keys` as that takes), the size of Swin-T's stage-1 attention at batch 8.
+Prints, per row length, the milliseconds of each, their ratio (> 1: the float32 route faster), the route the rule
+picks there and whether the measurement agrees.
 
 The two run back to back in every round (order alternating); times are medians over rounds, the ratio the median of
 the rounds' ratios. The C allocator keeps freed blocks (`vspec.train.heap.set_heap`, as `vspec train` does), so that
@@ -29,19 +30,14 @@ KEYS = [12, 16, 24, 32, 36, 40, 48, 49, 56, 64, 72, 80, 96, 100, 104, 120, 128, 
 ELEMENTS = 4 << 20
 
 
-def _bf16(s: torch.Tensor) -> torch.Tensor:
-    return torch.softmax(s, -1)
-
-
-def _float32(s: torch.Tensor) -> torch.Tensor:
-    return torch.softmax(s.float(), -1).to(torch.bfloat16)
+ROUTES = {"bf16": lambda s: torch.softmax(s, -1), "float32": attention.float32_softmax_}  # the latter in place
 
 
 def measure(keys: int, rounds: int) -> dict:
     """Milliseconds of each route on a bf16 map of rows of `keys`, their ratio and the rule's choice."""
     rows = max(1, ELEMENTS // (16 * keys * keys))
     s = torch.randn(16, rows, keys, keys, generator=torch.Generator().manual_seed(0)).bfloat16()
-    times = race({"bf16": _bf16, "float32": _float32}, lambda route, x: route(x), s, rounds)
+    times = race(ROUTES, lambda route, x: route(x), s, rounds)
     ratios = sorted(a / b for a, b in zip(times["bf16"], times["float32"]))
     ratio, chosen = statistics.median(ratios), "float32" if attention.float_softmax(keys) else "bf16"
     return {"keys": keys, "shape": list(s.shape), "bf16_ms": 1e3 * statistics.median(times["bf16"]),

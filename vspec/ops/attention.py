@@ -21,7 +21,7 @@ from .dropout import keep_mask, keep_probability
 from .precision import bf16_autocast_on, native_bf16
 
 __all__ = ["FLOAT_SOFTMAX_VECTORS", "MAP_ELEMENTS", "SHORT_INFERENCE", "SHORT_KEYS", "ShortAttention",
-           "float_softmax", "sdpa", "short_path"]
+           "float32_softmax_", "float_softmax", "sdpa", "short_path"]
 _HALF = (torch.bfloat16, torch.float16)
 # torch 2.14's CPU flash attention packs bfloat16 for AMX whenever the CPU has it, with a function built for
 # AVX-512 only: under AVX2 (or default) kernels on an AMX CPU (ATEN_CPU_CAPABILITY=avx2 on a Xeon with AMX) it
@@ -48,11 +48,11 @@ SHORT_INFERENCE = native_bf16() == "AVX-512 BF16"
 
 # torch's bf16 softmax over the last axis handles the last keys mod L of every row (L: the lanes of its bf16 vector, 32
 # with AVX-512 kernels, 16 with AVX2) in slow code: `python -m benchmarks.softmax` times a cast to float32, float32's
-# softmax and a cast back at 1.5-1.8x faster than bf16's kernel for rows of 40 to 56 keys (Swin's 7 x 7 windows: 49)
-# on the EPYC, behind at 32, 64, 96, 128 or 197 keys. `float_softmax` takes float32 where the remainder is at least
-# L / 4 keys and the row at least L / 2, up to FLOAT_SOFTMAX_VECTORS x L keys, beyond which the remainder's share of
-# the row's time is too small to pay for the casts (AVX-512: ahead up to 136, behind at 168; AVX2: ahead up to 72,
-# a tie at 80 and 96)
+# softmax and a cast back (`float32_softmax_`) at 1.7-2.4x faster than bf16's kernel for rows of 40 to 56 keys (Swin's
+# 7 x 7 windows: 49) on the EPYC, behind at 32, 64, 96 or 128 keys and a tie at 197. `float_softmax` takes float32
+# where the remainder is at least L / 4 keys and the row at least L / 2, up to FLOAT_SOFTMAX_VECTORS x L keys, beyond
+# which the remainder's share of the row's time is too small to pay for the casts (AVX-512: 1.19x at 136, 0.92-1.15x
+# at 168 in two runs; AVX2: 1.16x at 72, behind at 80 and 96)
 _BF16_LANES = {"AVX512": 32, "AVX2": 16}.get(torch.backends.cpu.get_cpu_capability(), 0)
 FLOAT_SOFTMAX_VECTORS = 5
 
@@ -125,13 +125,24 @@ def _reduce_to(grad: torch.Tensor, shape: torch.Size, dtype: torch.dtype) -> tor
 
 
 def _masked_softmax(s: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """softmax(s + mask) over the last axis, in s's dtype, s overwritten. Where `float_softmax` says so for bf16 rows:
-    in float32, the mask added unrounded, in slices of _SLICE_MAP elements along the first axis (a float32 copy of the
-    whole map, allocated afresh at every call, is mapped and faulted in by glibc, which cost what the softmax saved)."""
-    if not (s.dtype == torch.bfloat16 and float_softmax(s.shape[-1])):
-        if mask is not None:  # a float mask in the logits' dtype, as SDPA takes it (a float32 one into bf16 is slow)
-            s = s.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else s.add_(mask.to(s.dtype))
-        return torch.softmax(s, -1)
+    """softmax(s + mask) over the last axis, in s's dtype; s may be overwritten. In float32 (`float32_softmax_`) where
+    `float_softmax` says so for bf16 rows."""
+    if s.dtype == torch.bfloat16 and float_softmax(s.shape[-1]):
+        return float32_softmax_(s, mask)
+    if mask is not None:  # a float mask in the logits' dtype, as SDPA takes it (a float32 one into bf16 is slow)
+        s = s.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else s.add_(mask.to(s.dtype))
+    return torch.softmax(s, -1)
+
+
+def float32_softmax_(s: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """softmax(s + mask) over the last axis computed in float32, the mask added unrounded, written back into s (bf16)
+    in slices of _SLICE_MAP elements along the first axis: a float32 copy of the whole map, allocated afresh at every
+    call, is mapped and faulted in by glibc, which cost what the softmax saved. Returns s.
+
+    Args:
+        s: the logits (first axis sliced), overwritten.
+        mask: boolean (True may attend) or float (added) mask broadcast to s, or None.
+    """
     rows = max(1, _SLICE_MAP // max(1, s[0].numel()))
     per_row = mask is not None and mask.ndim == s.ndim and mask.shape[0] > 1
     for i in range(0, s.shape[0], rows):
