@@ -1,10 +1,11 @@
-"""The CPU benchmarks (benchmarks/models.py, benchmarks/text.py, benchmarks/common.py) at tiny sizes: their rows in
-fp32 and bf16 are their rounds, vspec's bf16 against its own fp32 comes from the same rounds, MFU is the model's
-FLOPs (written out here, fvcore's convention) over the matmul rate of the row's precision, the table reads rows
-written before precision and MFU were recorded, and the default precisions follow the CPU's flags (monkeypatched:
-the tests hold on CPUs with and without native bf16). No timing is asserted."""
+"""The CPU benchmarks (benchmarks/models.py, benchmarks/text.py, benchmarks/compile.py's --step,
+benchmarks/common.py) at tiny sizes: their rows in fp32 and bf16 are their rounds, vspec's bf16 against its own fp32
+comes from the same rounds, MFU is the model's FLOPs (written out here, fvcore's convention) over the matmul rate of
+the row's precision, the table reads rows written before precision and MFU were recorded, and the default precisions
+follow the CPU's flags (monkeypatched: the tests hold on CPUs with and without native bf16). No timing is asserted."""
 
 import json
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -202,3 +203,42 @@ def test_the_heap_benchmark_races_both_modes_and_leaves_the_steady_state(monkeyp
     line = [row for row in capsys.readouterr().out.splitlines() if "deit_tiny" in row]
     assert len(line) == 1 and "fp32 batch 1" in line[0] and "default/kept" in line[0] and "(range " in line[0]
     assert modes[0] is False and modes[-1] is False and modes[1:-1].count(True) == modes[1:-1].count(False) == 2
+
+
+def test_the_compile_benchmark_races_eager_vspec_against_the_compiled_steps(tmp_path, monkeypatch, capsys):
+    """`python -m benchmarks.compile --step deit_tiny` (batch 1, fp32, 2 rounds, dynamo's eager backend): vspec's eager
+    training step against the twin's, eager and compiled, and against its own compiled step, all from the same rounds,
+    the compiled rows with their compile time; the rows and table are benchmarks/models.py's."""
+    from benchmarks import compile as compile_bench
+    monkeypatch.setattr(common, "matmul_rate", lambda p: RATES[p] * 1e9)
+    out = tmp_path / "compile.json"
+    cache = os.environ.get(compile_bench.CACHE)
+    monkeypatch.setattr(sys, "argv", ["compile", "--step", "deit_tiny", "--precision", "fp32", "--batch-size", "1",
+                                      "--rounds", "2", "--backend", "eager", "--json", str(out)])
+    try:
+        compile_bench.main()
+    finally:
+        torch._dynamo.reset()
+    assert os.environ.get(compile_bench.CACHE) == cache  # inductor's cache folder as it was before the cold compiles
+    printed = capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["machine"]["compile backend"] == "eager" and result["machine"]["matmul GFLOP/s"] == {"fp32": 50.0}
+    rows = result["rows"]
+    twin = "timm vit_tiny_patch16_224"
+    assert [r["reference"] for r in rows] == [twin, f"{twin} compiled", "vspec compiled"]
+    assert len({r["vspec_rate"] for r in rows}) == 1  # one eager vspec in the rounds all rows read
+    assert rows[0]["compile_s"] is None and all(r["compile_s"] > 0 for r in rows[1:])
+    assert printed.count("(compile ") == 2
+    flops = 6 * deit_tiny_macs()
+    for r in rows:
+        assert (r["mode"], r["precision"], r["rounds"]) == ("forward+backward", "fp32", 2)
+        assert r["ratio_min"] <= r["ratio"] <= r["ratio_max"]
+        assert r["vspec_mfu"] == pytest.approx(r["vspec_rate"] * flops / (RATES["fp32"] * 1e9), rel=1e-9)
+    assert models.table(result).count("| deit_tiny | ") == 3
+
+
+def test_the_compile_benchmark_steps_only_presets_with_a_twin(monkeypatch):
+    from benchmarks import compile as compile_bench
+    monkeypatch.setattr(sys, "argv", ["compile", "--step", "sot_tiny"])
+    with pytest.raises(SystemExit, match="presets with a twin .*not sot_tiny"):
+        compile_bench.main()
