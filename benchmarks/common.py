@@ -16,6 +16,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from vspec.compare import cpu_name
 from vspec.ops.precision import native_bf16
+from vspec.train.heap import set_heap
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "runs" / "benchmarks"  # git-ignored (runs/)
@@ -143,6 +144,8 @@ def choices() -> dict:
             "bf16_short_attention": attention._NATIVE_BF16, "SHORT_KEYS": attention.SHORT_KEYS,
             "MAP_ELEMENTS": attention.MAP_ELEMENTS, "SHORT_INFERENCE": attention.SHORT_INFERENCE,
             "bf16_fused_linear": vit._NATIVE_BF16 and vit._ONEDNN is not None,
+            "bf16_packed_weights": (vit._NATIVE_BF16 and vit._ONEDNN is not None and vit._REORDER is not None
+                                    and vit.PACK),
             "bf16_stream": precision._NATIVE_BF16}  # the dropout draw follows fast_paths
 
 
@@ -153,6 +156,20 @@ def race_options(ap, rounds: int) -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON (docs/cpu/)")
     ap.add_argument("--table", type=Path, metavar="FILE.json", help="print the docs/speed.md table of a result; stop")
+
+
+def heap_option(ap) -> None:
+    """--heap: the C allocator of a race between vspec and a reference (benchmarks/models.py, benchmarks/text.py)."""
+    ap.add_argument("--heap", choices=("kept", "glibc"), default="kept",
+                    help="kept (default): freed blocks stay in the heap for both sides (vspec.train.heap, as `vspec "
+                         "train` runs), so that neither pays the page faults of blocks glibc maps afresh at each step, "
+                         "which made one side's figure vary by a third between processes; glibc: its own default")
+
+
+def apply_heap(args) -> dict:
+    """Sets --heap's allocator (glibc: left as it is); the header's entry, {"heap": "kept"} where glibc took it, else
+    {"heap": "glibc"}."""
+    return {"heap": "kept" if args.heap == "kept" and set_heap(True) else "glibc"}
 
 
 def table_or_threads(args, table) -> bool:

@@ -15,10 +15,13 @@ rate of the row's precision.
 
 All the models of a mode (reference and vspec, in each precision) run back to back in every round (order
 alternating), so that drifts in the machine's speed hit them all; images/s are medians over rounds, a ratio is the
-median of the rounds' ratios.
+median of the rounds' ratios. The C allocator keeps freed blocks for both sides (`--heap kept`, as `vspec train`
+runs; `vspec.train.heap`): with glibc's default, timm's Swin-T bf16 forward ran at 36-51 img/s in different
+processes of one machine (its stage-1 blocks of 32 MB and more are mapped and faulted in afresh at every step).
 
     python -m benchmarks.models [--models deit_tiny deit_small swin_tiny t2t_vit_14 deit_tiny_irpe_k]
                                 [--precision fp32 bf16] [--batch-size N] [--rounds 15] [--threads N] [--json FILE]
+                                [--heap kept|glibc]
     python -m benchmarks.models --table FILE.json    # the table of docs/speed.md (benchmarks/text.py's too)
 """
 
@@ -36,10 +39,12 @@ from . import released
 from .common import (
     DTYPES,
     ROOT,
+    apply_heap,
     autocast,
     forward,
     forward_backward,
     header,
+    heap_option,
     mfu,
     precisions,
     race,
@@ -201,11 +206,12 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=0,
                     help="default: 32 for deit_tiny, deit_small and deit_tiny_irpe_k, 16 for swin_tiny and t2t_vit_14")
     race_options(ap, rounds=15)
+    heap_option(ap)
     args = ap.parse_args()
     if table_or_threads(args, table):
         return
     run = precisions(args.precision)
-    info = header({"timm": timm.__version__}, run)
+    info = header({"timm": timm.__version__, **apply_heap(args)}, run)
     rows = [r for name in args.models for r in compare(name, args.batch_size, args.rounds, run, info["matmul GFLOP/s"])]
     write(args.json, {"machine": info, "rows": rows})
 

@@ -19,7 +19,7 @@ seconds instead of the wall clock's (steadier where other work shares the machin
 model's and Trainer's own work).
 
     python -m benchmarks.text [--batch-size 16] [--seq-len 128] [--precision fp32 bf16] [--rounds 15] [--threads N]
-                              [--json FILE]
+                              [--json FILE] [--heap kept|glibc]   (the C allocator: benchmarks/models.py's)
     python -m benchmarks.text --trainer [--trainer-size 4 256] [--steps 4] [--rounds 5]
 """
 
@@ -35,7 +35,7 @@ import transformers
 import vspec
 from vspec.convert.hf import from_hf, spec_from_hf
 
-from .common import DTYPES, ROOT, header, precisions
+from .common import DTYPES, ROOT, apply_heap, header, heap_option, precisions
 from .models import MODES, race_precisions, report, row, write  # its races and rows (its --table prints both)
 
 
@@ -165,6 +165,7 @@ def main() -> None:
     ap.add_argument("--trainer", action="store_true", help="the Trainer row instead (the module's docstring)")
     ap.add_argument("--trainer-size", type=int, nargs=2, default=(4, 256), metavar=("LAYERS", "WIDTH"))
     ap.add_argument("--steps", type=int, default=4, help="--trainer: training steps per round")
+    heap_option(ap)
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -179,7 +180,7 @@ def main() -> None:
     assert ours.spec == attrs.evolve(preset, num_classes=0, head=vspec.FirstTokenHead(pooler="tanh"))
     assert ours.spec == spec_from_hf(ref.config)
     run = precisions(args.precision)
-    info = header({"transformers": transformers.__version__}, run)
+    info = header({"transformers": transformers.__version__, **apply_heap(args)}, run)
     rows = compare(ref, ours, args.batch_size, args.seq_len, args.rounds, run, info["matmul GFLOP/s"])
     write(args.json, {"machine": info, "rows": rows})
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 import transformers
 
+import vspec
 from benchmarks import common, models, text
 from vspec.convert.hf import from_hf
 from vspec.ops import attention, vit
@@ -63,14 +64,17 @@ def test_the_cpu_benchmark_rows_are_its_rounds_in_fp32_and_bf16(tmp_path, monkey
     bf16 against its fp32, MFU per side; the JSON holds the matmul rates, the flags and the choices; its table
     has the precision and MFU columns."""
     monkeypatch.setattr(common, "matmul_rate", lambda p: RATES[p] * 1e9)
+    heaps = []  # the allocator asked for (the test process's own is left as it is)
+    monkeypatch.setattr(common, "set_heap", lambda kept: heaps.append(kept) or True)
     out = tmp_path / "models.json"
     monkeypatch.setattr(sys, "argv", ["models", "--models", "deit_tiny", "--precision", "fp32", "bf16",
                                       "--batch-size", "1", "--rounds", "2", "--json", str(out)])
     models.main()
     printed = capsys.readouterr().out
+    assert heaps == [True] and ", heap kept," in printed
     assert "matmul rate (2048^3" in printed and "fp32 50.0 GFLOP/s, bf16 200.0 GFLOP/s" in printed
     result = json.loads(out.read_text())
-    assert result["machine"]["matmul GFLOP/s"] == RATES
+    assert result["machine"]["matmul GFLOP/s"] == RATES and result["machine"]["heap"] == "kept"
     assert result["machine"]["flags"] == common.cpu_flags() and result["machine"]["choices"] == common.choices()
     rows = result["rows"]
     assert [(r["mode"], r["precision"], r["reference_precision"]) for r in rows] == [
@@ -82,7 +86,18 @@ def test_the_cpu_benchmark_rows_are_its_rounds_in_fp32_and_bf16(tmp_path, monkey
     assert table.count("| deit_tiny | vspec fp32 | batch 1, 224 px |") == 2 and "| bf16 vs fp32 |" in table
     mfu = rows[0]["vspec_mfu"]
     assert f"-{rows[0]['ratio_max']:.3f}] | {100 * rows[0]['reference_mfu']:.1f} % | {100 * mfu:.1f} % |" in table
-    assert "matmul GFLOP/s fp32 50.0, bf16 200.0" in table
+    assert "matmul GFLOP/s fp32 50.0, bf16 200.0" in table and ", heap kept," in table
+
+
+@pytest.mark.parametrize("asked, took, entry", [("kept", True, "kept"), ("kept", False, "glibc"),
+                                                ("glibc", True, "glibc")])
+def test_the_heap_option_keeps_the_heap_unless_told_or_refused(monkeypatch, asked, took, entry):
+    """--heap kept asks glibc to keep freed blocks and says "kept" where it took that; --heap glibc leaves the
+    allocator alone."""
+    heaps = []
+    monkeypatch.setattr(common, "set_heap", lambda kept: heaps.append(kept) or took)
+    assert common.apply_heap(SimpleNamespace(heap=asked)) == {"heap": entry}
+    assert heaps == ([True] if asked == "kept" else [])
 
 
 def tiny_bert() -> tuple[transformers.BertModel, torch.nn.Module]:
@@ -242,3 +257,36 @@ def test_the_compile_benchmark_steps_only_presets_with_a_twin(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["compile", "--step", "sot_tiny"])
     with pytest.raises(SystemExit, match="presets with a twin .*not sot_tiny"):
         compile_bench.main()
+
+
+def test_the_packed_benchmark_finds_each_linear_shape_and_races_both_sides(tmp_path, monkeypatch, capsys):
+    """benchmarks/packed.py: the hooks find DeiT-Ti's linear layers at their rows (12 blocks of qkv, proj, fc1 with
+    its GELU, fc2; the head on the batch); with native bf16, `--models deit_tiny` (batch 1, 2 rounds) prints and
+    writes a row per shape and one for the whole forward, each ratio within its rounds' range, packing done on the
+    packed side; without, it says there is nothing to measure and writes nothing."""
+    from benchmarks import packed
+
+    model = vspec.create_model("deit_tiny").eval()
+    shapes = packed.layer_shapes(model, torch.randn(1, 3, 224, 224))
+    assert shapes == {(197, 192, 576, None): 12, (197, 192, 192, None): 12, (197, 192, 768, "gelu"): 12,
+                      (197, 768, 192, None): 12, (1, 192, 1000, None): 1}
+    monkeypatch.setattr(packed, "BATCH", {"deit_tiny": 1})
+    monkeypatch.setattr(packed, "set_heap", lambda kept: True)
+    reorders = []
+    op = vit._REORDER
+    monkeypatch.setattr(vit, "_REORDER", op and (lambda w, rows: reorders.append(rows) or op(w, rows)))
+    out = tmp_path / "packed.json"
+    monkeypatch.setattr(sys, "argv", ["packed", "--models", "deit_tiny", "--rounds", "2", "--json", str(out)])
+    packed.main()
+    printed = capsys.readouterr().out
+    if not (vit._NATIVE_BF16 and vit._ONEDNN is not None and op is not None):
+        assert "nothing to measure" in printed and not out.exists() and not reorders
+        return
+    rows = json.loads(out.read_text())["rows"]
+    assert [(tuple(r["shape"]), r["act"], r["calls"]) for r in rows[:-1]] == sorted(
+        (shape[:3], shape[3], calls) for shape, calls in shapes.items())
+    assert rows[-1]["shape"] is None and rows[-1]["batch"] == 1 and "deit_tiny forward, batch 1" in printed
+    assert all(r["ratio_min"] <= r["ratio"] <= r["ratio_max"] and r["plain_ms"] > 0 < r["packed_ms"] for r in rows)
+    assert reorders  # the packed side packed
+    table = packed.table(json.loads(out.read_text()))
+    assert table.count("| deit_tiny |") == len(rows) and "**whole forward**, batch 1" in table

@@ -122,6 +122,7 @@ def test_the_speed_page_cpu_tables_are_the_committed_runs():
     """docs/speed.md's CPU tables are `python -m benchmarks.models --table` of docs/cpu/*.json (benchmarks/compile.py's
     --step rows are benchmarks/models.py's): measured, never typed."""
     import json
+    import textwrap
 
     from benchmarks import models
 
@@ -129,13 +130,14 @@ def test_the_speed_page_cpu_tables_are_the_committed_runs():
     files = sorted((ROOT / "docs" / "cpu").glob("*.json"))
     assert [f.stem for f in files] == ["attention_bf16", "attention_bf16_amd", "attention_bf16_amd_inference",
                                        "compile_bf16_amd", "loader", "models", "models_bf16", "models_bf16_amd",
-                                       "softmax_bf16_amd", "text", "text_bf16", "text_bf16_amd"]
-    from benchmarks import attention, softmax
+                                       "packed_bf16_amd", "softmax_bf16_amd", "text", "text_bf16", "text_bf16_amd"]
+    from benchmarks import attention, packed, softmax
 
     for file in files[:3]:
         assert attention.table(json.loads(file.read_text())) in speed, file
-    assert softmax.table(json.loads(files[8].read_text())) in speed
-    files = [f for f in files if not f.stem.startswith(("attention", "loader", "softmax"))]
+    assert softmax.table(json.loads(files[9].read_text())) in speed
+    assert textwrap.indent(packed.table(json.loads(files[8].read_text())), "  ") in speed  # in a list item
+    files = [f for f in files if not f.stem.startswith(("attention", "loader", "packed", "softmax"))]
     for file in files:
         result = json.loads(file.read_text())
         assert models.table(result) in speed, file

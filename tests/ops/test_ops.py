@@ -112,6 +112,47 @@ def test_bf16_autocast_fuses_bias_and_activation_where_the_cpu_has_native_bf16(a
         assert (mine.grad.double() - exact.grad).abs().max() <= 3e-2 * exact.grad.abs().max()
 
 
+def test_bf16_inference_reuses_a_parameters_packed_copy_until_the_parameter_changes(monkeypatch):
+    """In bf16 inference, a Parameter W is cast and reordered once (`vit.packed`) and reused while it is unchanged:
+    the output equals oneDNN's on the per-call bf16 cast (PACK off), and an in-place write, a write through `.data`
+    (which the version counter misses) and new storage each give a fresh reorder; a weight computed per call and
+    autograd none; the copy is dropped with the Parameter. Without native bf16 (or the op) nothing is packed."""
+    reorders = []
+    op = vit._REORDER
+    monkeypatch.setattr(vit, "_REORDER", op and (lambda w, rows: reorders.append(rows) or op(w, rows)))
+    native = vit._NATIVE_BF16 and vit._ONEDNN is not None and op is not None and vit.fast.is_on()
+    g = torch.Generator().manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(40, 96, generator=g) / 10)
+    b = torch.nn.Parameter(torch.randn(40, generator=g))
+    x = torch.randn(2, 7, 96, generator=g)
+
+    def ours(weight, inputs=x, pack=True):
+        monkeypatch.setattr(vit, "PACK", pack)
+        with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+            return linear(inputs, weight, b, act="gelu")
+
+    first = ours(w)
+    assert reorders == ([14] if native else [])
+    assert torch.equal(first, ours(w, pack=False)) and torch.equal(ours(w, x[:1]), first[:1])
+    assert len(reorders) == (1 if native else 0)  # reused, for any row count
+    with torch.no_grad():
+        w.mul_(-1)  # in place: the version counter moves
+    flipped = ours(w)
+    assert torch.equal(flipped, ours(w, pack=False)) and not torch.equal(flipped, first)
+    w.data.mul_(-1)  # through .data: the counter stays, the samples differ
+    assert torch.equal(ours(w), first)
+    w.data = w.data.clone()  # new storage, the same values
+    assert torch.equal(ours(w), first)
+    assert len(reorders) == (4 if native else 0)
+    assert torch.equal(ours(w.detach() * 1), first)  # not a Parameter: cast per call
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        linear(x, w, b).sum().backward()  # autograd: the differentiable cast
+    assert w.grad is not None and len(reorders) == (4 if native else 0)
+    held = len(vit._PACKED)
+    del w
+    assert len(vit._PACKED) == held - (1 if native else 0)
+
+
 def test_sincos_1d_definition():
     length, dim = 7, 10
     table = sincos_1d(length, dim)

@@ -11,7 +11,8 @@ that Inductor emits on the CPU). vspec uses it for float32 CPU tensors:
 - with autograd: the bias-fused forward inside an autograd.Function whose backward is the plain
   matmuls, the activation left to autograd;
 and under bf16 autocast on a CPU with native bf16 matmuls (AMX, AVX-512 BF16): x, W and b cast to bf16 as autocast
-would (W once per use: autocast's cast cache is not reachable), the same two ways in bf16.
+would (W once per use: autocast's cast cache is not reachable), the same two ways in bf16; in inference a Parameter W
+is cast and reordered into oneDNN's blocked layout once and reused while it is unchanged (`packed`).
 Anywhere else (CUDA, meta, other dtypes, autocast, which picks the matmul's dtype (but for bf16 above),
 no oneDNN, a CPU without AVX-512 where oneDNN's GEMM loses to MKL's unless the reduction is short (`ONEDNN_WINS`,
 `SHORT_K`), JIT tracing as in fvcore, torch.compile, which fuses by itself, the switch off: `fast.enabled`; torch
@@ -20,12 +21,16 @@ outside the versions the private op was tested on: `fast.private_op`) it is `act
 
 import torch
 import torch.nn.functional as F
+from torch.utils.weak import WeakTensorKeyDictionary
 
 from . import fast
 from .precision import autocast_on, bf16_autocast_on, native_bf16
 
-__all__ = ["ACTIVATIONS", "ONEDNN_WINS", "SHORT_K", "grouped_linear", "linear", "sincos_1d", "sincos_2d", "structured"]
-_ONEDNN = fast.private_op("mkldnn", "_linear_pointwise") if torch.backends.mkldnn.is_available() else None
+__all__ = ["ACTIVATIONS", "ONEDNN_WINS", "PACK", "SAMPLES", "SHORT_K", "grouped_linear", "linear", "packed",
+           "sincos_1d", "sincos_2d", "structured"]
+_MKLDNN = torch.backends.mkldnn.is_available()
+_ONEDNN = fast.private_op("mkldnn", "_linear_pointwise") if _MKLDNN else None
+_REORDER = fast.private_op("mkldnn", "_reorder_linear_weight") if _MKLDNN else None
 
 
 def _onednn_wins() -> bool:
@@ -106,6 +111,36 @@ def _bf16_ok(x: torch.Tensor, weight: torch.Tensor) -> bool:
     )
 
 
+PACK = True  # inference on packed weights (`packed`); benchmarks/packed.py turns it off for its reference
+SAMPLES = 16  # evenly spaced values of W compared at each reuse of its packed copy
+_PACKED = WeakTensorKeyDictionary()  # Parameter -> (its storage and version when packed, its samples, packed bf16 W)
+
+
+def packed(weight: torch.Tensor, rows: int) -> torch.Tensor | None:
+    """W (out, in) in bf16 and in oneDNN's blocked layout, which its linear otherwise reorders W into at every call
+    (Swin-T's and DeiT-Ti's bf16 forward 1.09x as fast packed on an AMD EPYC: benchmarks/packed.py, docs/speed.md,
+    "The rest of a bf16 step"; in training, a reorder at every step cost more than it saved). Made once per Parameter
+    and reused while it is unchanged: the same storage, version counter (in-place writes, optimiser steps,
+    `load_state_dict`) and `SAMPLES` values (writes through `.data`, which the counter does not see). Kept beside the
+    Parameter (half its float32 size) until the Parameter is freed. None for a tensor that is not a Parameter (a
+    weight computed per call), with PACK off or without the op; for inference only: gradients do not flow through it.
+
+    Args:
+        weight: the Parameter W.
+        rows: the input's rows at the first call (oneDNN's hint; any row count reads the result).
+    """
+    if not PACK or _REORDER is None or not isinstance(weight, torch.nn.Parameter):
+        return None
+    flat = weight.detach().reshape(-1)
+    samples = flat[:: max(flat.numel() // SAMPLES, 1)]
+    state = (weight.data_ptr(), weight._version, weight.dtype, weight.shape)
+    entry = _PACKED.get(weight)
+    if entry is None or entry[0] != state or not torch.equal(entry[1], samples):
+        entry = (state, samples.clone(), _REORDER(weight.detach().to(torch.bfloat16), rows))
+        _PACKED[weight] = entry
+    return entry[2]
+
+
 def _needs_grad(*tensors: torch.Tensor | None) -> bool:
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
@@ -124,6 +159,8 @@ def linear(
     post_op, algorithm, act_fn = ACTIVATIONS[act]
     if _bf16_ok(x, weight):  # what autocast would cast, cast here (differentiably, as autocast does)
         half = torch.bfloat16
+        if not _needs_grad(x, weight, bias) and (w := packed(weight, x.numel() // x.shape[-1])) is not None:
+            return _ONEDNN(x.to(half), w, None if bias is None else bias.to(half), post_op, [], algorithm)
         x, weight, bias = x.to(half), weight.to(half), None if bias is None else bias.to(half)
     elif not _onednn_ok(x, weight):
         y = F.linear(x, weight, bias)
