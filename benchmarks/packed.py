@@ -66,12 +66,13 @@ def measure_layer(rows: int, d_in: int, d_out: int, act: str | None, rounds: int
     return _paired(lambda x: vit.linear(x, w, b, act), x, rounds)
 
 
-def measure_model(name: str, batch: int, rounds: int, layers: bool = True) -> list[dict]:
-    """The rows of one model: each linear layer shape of its forward (with `layers`), then the whole forward."""
+def measure_model(name: str, batch: int, rounds: int) -> list[dict]:
+    """The rows of one model: each linear layer shape of its forward, then the whole forward."""
     model = vspec.create_model(name).eval()
     x = torch.randn(batch, 3, 224, 224, generator=torch.Generator().manual_seed(0))
     rows = []
-    for (n, d_in, d_out, act), calls in sorted(layer_shapes(model, x).items()) if layers else ():
+    order = sorted(layer_shapes(model, x).items(), key=lambda kv: (*kv[0][:3], str(kv[0][3])))  # by shape, then act
+    for (n, d_in, d_out, act), calls in order:
         r = {"model": name, "shape": [n, d_in, d_out], "act": act, "calls": calls,
              **measure_layer(n, d_in, d_out, act, rounds)}
         rows.append(r)
