@@ -98,7 +98,7 @@ def table(result: dict) -> str:
                      f"{r['ratio']:.3f} [{r['ratio_min']:.3f}-{r['ratio_max']:.3f}] |")
     m = result["machine"]
     lines += ["", f"{m['machine']}, {m['threads']} torch threads, CPU capability {m['cpu_capability']}, torch "
-              f"{m['torch']}; {result['rounds']} paired rounds."]
+              f"{m['torch']}, heap {m['heap']}; {result['rounds']} paired rounds."]
     return "\n".join(lines)
 
 
@@ -109,8 +109,7 @@ def main() -> None:
     args = ap.parse_args()
     if table_or_threads(args, table):
         return
-    set_heap(True)
-    machine = header({})
+    machine = header({"heap": "kept" if set_heap(True) else "glibc"})
     if not (vit._NATIVE_BF16 and vit._ONEDNN is not None and vit._REORDER is not None):
         print("no packed path here (no native bf16, oneDNN's linear or its weight reorder): nothing to measure")
         return

@@ -289,4 +289,4 @@ def test_the_packed_benchmark_finds_each_linear_shape_and_races_both_sides(tmp_p
     assert all(r["ratio_min"] <= r["ratio"] <= r["ratio_max"] and r["plain_ms"] > 0 < r["packed_ms"] for r in rows)
     assert reorders  # the packed side packed
     table = packed.table(json.loads(out.read_text()))
-    assert table.count("| deit_tiny |") == len(rows) and "**whole forward**, batch 1" in table
+    assert table.count("| deit_tiny |") == len(rows) and "**whole forward**, batch 1" in table and "heap kept;" in table

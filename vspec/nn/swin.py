@@ -37,8 +37,9 @@ class WindowMHSA(ProjectedAttention):
     """Swin Eq. 4 per window: softmax(q k^T * scale + B) v, B gathered from the relative position bias
     table; a shifted block adds the shift mask (-100 between tokens the roll made neighbours).
 
-    Unshifted, the window partition is a rearrange; shifted, the cyclic shift and the partition are
-    one gather of the tokens (`order`), undone by its inverse after the attention. The bias (and the
+    Unshifted, the window partition is part of q / k / v's split into heads (the projections are per token),
+    undone in the heads' merge; shifted, the cyclic shift and the partition are one gather of the tokens (`order`),
+    undone by its inverse after the attention. The bias (and the
     shift mask, per window) is the attention's float mask; shifted windows fold into the heads axis,
     (B, windows x heads, n, d), so that the per-window mask broadcasts over the batch."""
 
@@ -73,24 +74,24 @@ class WindowMHSA(ProjectedAttention):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Attention within each window of the token grid (shifted, where the spec shifts it)."""
         (nh, nw), (wh, ww) = self.windows, self.window
-        if self.order is None:  # windows of the grid as it is; windows x heads as the heads axis, as shifted
-            x = rearrange(x, "b (nh wh nw ww) c -> b (nh nw wh ww) c", nh=nh, wh=wh, nw=nw, ww=ww)
+        if self.order is None:  # the projections on the grid as it is; windows x heads as the heads axis, as shifted
             mask = self.bias().unsqueeze(0).expand(nh * nw, -1, -1, -1).flatten(0, 1).unsqueeze(0)
-            x = self.attend(x, "b (w n) (h d) -> b (w h) n d", "b (w h) n d -> b (w n) (h d)", mask)
-            x = rearrange(x, "b (nh nw wh ww) c -> b (nh wh nw ww) c", nh=nh, wh=wh, nw=nw, ww=ww)
+            x = self.attend(x, "b (nh wh nw ww) (h d) -> b (nh nw h) (wh ww) d",
+                            "b (nh nw h) (wh ww) d -> b (nh wh nw ww) (h d)", mask, nh=nh, wh=wh, nw=nw, ww=ww)
         else:  # shifted: gather into windows, windows x heads as the heads axis, scatter back
             x = permute_tokens(x, self.order, self.inverse)
             mask = (self.bias() + self.shift_mask).flatten(0, 1).unsqueeze(0)  # (1, windows x heads, n, n)
-            x = self.attend(x, "b (w n) (h d) -> b (w h) n d", "b (w h) n d -> b (w n) (h d)", mask)
+            x = self.attend(x, "b (w n) (h d) -> b (w h) n d", "b (w h) n d -> b (w n) (h d)", mask, n=self.area)
             x = permute_tokens(x, self.inverse, self.order)
         return self.proj_drop(x)
 
-    def attend(self, x: torch.Tensor, split: str, merge: str, mask: torch.Tensor) -> torch.Tensor:
-        """Projections, the attention core and the output on tokens in windows (`split` / `merge`: how
-        the windows and heads sit in them)."""
+    def attend(self, x: torch.Tensor, split: str, merge: str, mask: torch.Tensor, **axes: int) -> torch.Tensor:
+        """Projections, the attention core and the output on tokens x (`split` / `merge`: how the windows and heads
+        sit in them, `axes` their sizes but the heads'). The projections are per token, so that unshifted windows
+        are cut from the projected grid in the split itself and put back in the merge: no copy of x in windows."""
         q, k, v, *extra = self.project(x)
-        q, k, v = (rearrange(y, split, n=self.area, h=self.heads) for y in (q, k, v))
-        return self.finish(rearrange(self.core(q, k, v, mask), merge, n=self.area, h=self.heads), extra)
+        q, k, v = (rearrange(y, split, h=self.heads, **axes) for y in (q, k, v))
+        return self.finish(rearrange(self.core(q, k, v, mask), merge, h=self.heads, **axes), extra)
 
 
 class PatchMerging(nn.Module):

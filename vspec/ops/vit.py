@@ -118,8 +118,8 @@ _PACKED = WeakTensorKeyDictionary()  # Parameter -> (its storage and version whe
 
 def packed(weight: torch.Tensor, rows: int) -> torch.Tensor | None:
     """W (out, in) in bf16 and in oneDNN's blocked layout, which its linear otherwise reorders W into at every call
-    (Swin-T's and DeiT-Ti's bf16 forward 1.09x as fast packed on an AMD EPYC: benchmarks/packed.py, docs/speed.md,
-    "The rest of a bf16 step"; in training, a reorder at every step cost more than it saved). Made once per Parameter
+    (Swin-T's and DeiT-Ti's bf16 forward 1.11x as fast packed on an AMD EPYC: benchmarks/packed.py, docs/speed.md,
+    "The rest of a bf16 step"; training keeps the per-call cast, its W changing every step). Made once per Parameter
     and reused while it is unchanged: the same storage, version counter (in-place writes, optimiser steps,
     `load_state_dict`) and `SAMPLES` values (writes through `.data`, which the counter does not see). Kept beside the
     Parameter (half its float32 size) until the Parameter is freed. None for a tensor that is not a Parameter (a
