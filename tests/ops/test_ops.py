@@ -115,8 +115,9 @@ def test_bf16_autocast_fuses_bias_and_activation_where_the_cpu_has_native_bf16(a
 def test_bf16_inference_reuses_a_parameters_packed_copy_until_the_parameter_changes(monkeypatch):
     """In bf16 inference, a Parameter W is cast and reordered once (`vit.packed`) and reused while it is unchanged:
     the output equals oneDNN's on the per-call bf16 cast (PACK off), and an in-place write, a write through `.data`
-    (which the version counter misses) and new storage each give a fresh reorder; a weight computed per call and
-    autograd none; the copy is dropped with the Parameter. Without native bf16 (or the op) nothing is packed."""
+    (which the version counter misses) and new storage each give a fresh reorder; a weight computed per call, autograd
+    and a Parameter made under inference_mode none; the copy is dropped with the Parameter. Without native bf16 (or the
+    op) nothing is packed."""
     reorders = []
     op = vit._REORDER
     monkeypatch.setattr(vit, "_REORDER", op and (lambda w, rows: reorders.append(rows) or op(w, rows)))
@@ -151,6 +152,10 @@ def test_bf16_inference_reuses_a_parameters_packed_copy_until_the_parameter_chan
     held = len(vit._PACKED)
     del w
     assert len(vit._PACKED) == held - (1 if native else 0)
+    with torch.inference_mode():  # an inference tensor has no version counter: cast per call
+        made_there = torch.nn.Parameter(torch.randn(40, 96, generator=g))
+        assert torch.equal(ours(made_there), ours(made_there, pack=False))
+    assert len(reorders) == (4 if native else 0)
 
 
 def test_sincos_1d_definition():

@@ -123,14 +123,15 @@ def packed(weight: torch.Tensor, rows: int) -> torch.Tensor | None:
     and reused while it is unchanged: the same storage, version counter (in-place writes, optimiser steps,
     `load_state_dict`) and `SAMPLES` values (writes through `.data`, which the counter does not see). Kept beside the
     Parameter (half its float32 size) until the Parameter is freed. None for a tensor that is not a Parameter (a
-    weight computed per call), with PACK off or without the op; for inference only: gradients do not flow through it.
+    weight computed per call) or is an inference tensor, with PACK off or without the op; for inference only:
+    gradients do not flow through it.
 
     Args:
         weight: the Parameter W.
         rows: the input's rows at the first call (oneDNN's hint; any row count reads the result).
     """
-    if not PACK or _REORDER is None or not isinstance(weight, torch.nn.Parameter):
-        return None
+    if not PACK or _REORDER is None or not isinstance(weight, torch.nn.Parameter) or weight.is_inference():
+        return None  # an inference tensor (made under inference_mode) has no version counter to watch
     flat = weight.detach().reshape(-1)
     samples = flat[:: max(flat.numel() // SAMPLES, 1)]
     state = (weight.data_ptr(), weight._version, weight.dtype, weight.shape)
