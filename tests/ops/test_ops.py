@@ -116,8 +116,8 @@ def test_bf16_inference_reuses_a_parameters_packed_copy_until_the_parameter_chan
     """In bf16 inference, a Parameter W is cast and reordered once (`vit.packed`) and reused while it is unchanged:
     the output equals oneDNN's on the per-call bf16 cast (PACK off), and an in-place write, a write through `.data`
     (which the version counter misses) and new storage each give a fresh reorder; a weight computed per call, autograd
-    and a Parameter made under inference_mode none; the copy is dropped with the Parameter. Without native bf16 (or the
-    op) nothing is packed."""
+    and a Parameter made under inference_mode none; the copy is dropped when autograd takes the Parameter again and
+    with the Parameter. Without native bf16 (or the op) nothing is packed."""
     reorders = []
     op = vit._REORDER
     monkeypatch.setattr(vit, "_REORDER", op and (lambda w, rows: reorders.append(rows) or op(w, rows)))
@@ -146,16 +146,20 @@ def test_bf16_inference_reuses_a_parameters_packed_copy_until_the_parameter_chan
     assert torch.equal(ours(w), first)
     assert len(reorders) == (4 if native else 0)
     assert torch.equal(ours(w.detach() * 1), first)  # not a Parameter: cast per call
+    held = len(vit._PACKED)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        linear(x, w, b).sum().backward()  # autograd: the differentiable cast
+        linear(x, w, b).sum().backward()  # autograd: the differentiable cast; the stale copy freed
     assert w.grad is not None and len(reorders) == (4 if native else 0)
+    assert len(vit._PACKED) == held - (1 if native else 0)
+    ours(w)  # packed afresh
+    assert len(reorders) == (5 if native else 0)
     held = len(vit._PACKED)
     del w
     assert len(vit._PACKED) == held - (1 if native else 0)
     with torch.inference_mode():  # an inference tensor has no version counter: cast per call
         made_there = torch.nn.Parameter(torch.randn(40, 96, generator=g))
         assert torch.equal(ours(made_there), ours(made_there, pack=False))
-    assert len(reorders) == (4 if native else 0)
+    assert len(reorders) == (5 if native else 0)
 
 
 def test_sincos_1d_definition():

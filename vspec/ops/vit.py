@@ -122,7 +122,8 @@ def packed(weight: torch.Tensor, rows: int) -> torch.Tensor | None:
     "The rest of a bf16 step"; training keeps the per-call cast, its W changing every step). Made once per Parameter
     and reused while it is unchanged: the same storage, version counter (in-place writes, optimiser steps,
     `load_state_dict`) and `SAMPLES` values (writes through `.data`, which the counter does not see). Kept beside the
-    Parameter (half its float32 size) until the Parameter is freed. None for a tensor that is not a Parameter (a
+    Parameter (half its float32 size) until the Parameter is freed or `linear` takes it with autograd (training
+    again). None for a tensor that is not a Parameter (a
     weight computed per call) or is an inference tensor, with PACK off or without the op; for inference only:
     gradients do not flow through it.
 
@@ -160,8 +161,11 @@ def linear(
     post_op, algorithm, act_fn = ACTIVATIONS[act]
     if _bf16_ok(x, weight):  # what autocast would cast, cast here (differentiably, as autocast does)
         half = torch.bfloat16
-        if not _needs_grad(x, weight, bias) and (w := packed(weight, x.numel() // x.shape[-1])) is not None:
-            return _ONEDNN(x.to(half), w, None if bias is None else bias.to(half), post_op, [], algorithm)
+        if not _needs_grad(x, weight, bias):
+            if (w := packed(weight, x.numel() // x.shape[-1])) is not None:
+                return _ONEDNN(x.to(half), w, None if bias is None else bias.to(half), post_op, [], algorithm)
+        elif _PACKED:  # training again: an evaluation's packed copy is stale from the next step on, freed now
+            _PACKED.pop(weight, None)
         x, weight, bias = x.to(half), weight.to(half), None if bias is None else bias.to(half)
     elif not _onednn_ok(x, weight):
         y = F.linear(x, weight, bias)
