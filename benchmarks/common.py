@@ -166,10 +166,14 @@ def heap_option(ap) -> None:
                          "which made one side's figure vary by a third between processes; glibc: its own default")
 
 
-def apply_heap(args) -> dict:
-    """Sets --heap's allocator (glibc: left as it is); the header's entry, {"heap": "kept"} where glibc took it, else
-    {"heap": "glibc"}."""
-    return {"heap": "kept" if args.heap == "kept" and set_heap(True) else "glibc"}
+def apply_heap(heap: str) -> dict:
+    """Sets the allocator `heap` names (--heap's choices; glibc: left as it is); the header's entry, {"heap": "kept"}
+    where glibc took it, else {"heap": "glibc"}.
+
+    Args:
+        heap: "kept" or "glibc".
+    """
+    return {"heap": "kept" if heap == "kept" and set_heap(True) else "glibc"}
 
 
 def table_or_threads(args, table) -> bool:

@@ -211,7 +211,7 @@ def main() -> None:
     if table_or_threads(args, table):
         return
     run = precisions(args.precision)
-    info = header({"timm": timm.__version__, **apply_heap(args)}, run)
+    info = header({"timm": timm.__version__, **apply_heap(args.heap)}, run)
     rows = [r for name in args.models for r in compare(name, args.batch_size, args.rounds, run, info["matmul GFLOP/s"])]
     write(args.json, {"machine": info, "rows": rows})
 

@@ -5,7 +5,7 @@ in; found by hooks on the models' linear layers), then each model's whole forwar
 of each, their ratio (> 1: packed faster) and its range.
 
 The two run back to back in every round (order alternating); times are medians over rounds, the ratio the median of
-the rounds' ratios. The C allocator keeps freed blocks (`vspec.train.heap.set_heap`, as `vspec train` does). Only a
+the rounds' ratios. The C allocator keeps freed blocks (`common.apply_heap`, as `vspec train` does). Only a
 CPU with native bf16 (AMX, AVX-512 BF16) takes the path; elsewhere there is nothing to measure and it says so.
 
     python -m benchmarks.packed [--models swin_tiny deit_tiny] [--rounds 7] [--threads N] [--json FILE]
@@ -20,9 +20,8 @@ import torch
 
 import vspec
 from vspec.ops import vit
-from vspec.train.heap import set_heap
 
-from .common import autocast, header, race, race_options, table_or_threads, write_json
+from .common import apply_heap, autocast, header, race, race_options, table_or_threads, write_json
 
 BATCH = {"swin_tiny": 16, "deit_tiny": 32}  # benchmarks/models.py's
 
@@ -109,8 +108,8 @@ def main() -> None:
     args = ap.parse_args()
     if table_or_threads(args, table):
         return
-    machine = header({"heap": "kept" if set_heap(True) else "glibc"})
-    if not (vit._NATIVE_BF16 and vit._ONEDNN is not None and vit._REORDER is not None):
+    machine = header(apply_heap("kept"))
+    if not machine["choices"]["bf16_packed_weights"]:  # common.choices: native bf16, oneDNN's linear and reorder
         print("no packed path here (no native bf16, oneDNN's linear or its weight reorder): nothing to measure")
         return
     rows = [r for name in args.models for r in measure_model(name, BATCH[name], args.rounds)]

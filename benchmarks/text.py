@@ -180,7 +180,7 @@ def main() -> None:
     assert ours.spec == attrs.evolve(preset, num_classes=0, head=vspec.FirstTokenHead(pooler="tanh"))
     assert ours.spec == spec_from_hf(ref.config)
     run = precisions(args.precision)
-    info = header({"transformers": transformers.__version__, **apply_heap(args)}, run)
+    info = header({"transformers": transformers.__version__, **apply_heap(args.heap)}, run)
     rows = compare(ref, ours, args.batch_size, args.seq_len, args.rounds, run, info["matmul GFLOP/s"])
     write(args.json, {"machine": info, "rows": rows})
 

@@ -96,7 +96,7 @@ def test_the_heap_option_keeps_the_heap_unless_told_or_refused(monkeypatch, aske
     allocator alone."""
     heaps = []
     monkeypatch.setattr(common, "set_heap", lambda kept: heaps.append(kept) or took)
-    assert common.apply_heap(SimpleNamespace(heap=asked)) == {"heap": entry}
+    assert common.apply_heap(asked) == {"heap": entry}
     assert heaps == ([True] if asked == "kept" else [])
 
 
@@ -271,7 +271,7 @@ def test_the_packed_benchmark_finds_each_linear_shape_and_races_both_sides(tmp_p
     assert shapes == {(197, 192, 576, None): 12, (197, 192, 192, None): 12, (197, 192, 768, "gelu"): 12,
                       (197, 768, 192, None): 12, (1, 192, 1000, None): 1}
     monkeypatch.setattr(packed, "BATCH", {"deit_tiny": 1})
-    monkeypatch.setattr(packed, "set_heap", lambda kept: True)
+    monkeypatch.setattr(common, "set_heap", lambda kept: True)
     reorders = []
     op = vit._REORDER
     monkeypatch.setattr(vit, "_REORDER", op and (lambda w, rows: reorders.append(rows) or op(w, rows)))

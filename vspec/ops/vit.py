@@ -123,9 +123,8 @@ def packed(weight: torch.Tensor, rows: int) -> torch.Tensor | None:
     and reused while it is unchanged: the same storage, version counter (in-place writes, optimiser steps,
     `load_state_dict`) and `SAMPLES` values (writes through `.data`, which the counter does not see). Kept beside the
     Parameter (half its float32 size) until the Parameter is freed or `linear` takes it with autograd (training
-    again). None for a tensor that is not a Parameter (a
-    weight computed per call) or is an inference tensor, with PACK off or without the op; for inference only:
-    gradients do not flow through it.
+    again). None for a tensor that is not a Parameter (a weight computed per call) or is an inference tensor, with
+    PACK off or without the op; for inference only: gradients do not flow through it.
 
     Args:
         weight: the Parameter W.
