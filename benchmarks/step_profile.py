@@ -9,7 +9,7 @@ operand transposed). The profiler's own cost per op inflates steps of many small
 benchmarks/models.py's, this one's only says where each step's time goes.
 
     python -m benchmarks.step_profile [--model swin_tiny] [--precision bf16] [--mode train] [--batch-size N]
-                                      [--steps 2] [--rounds 2] [--gemms] [--threads N]
+                                      [--steps 2] [--rounds 2] [--gemms] [--goal 1.25] [--threads N]
 """
 
 import argparse
@@ -70,6 +70,17 @@ def profiled(model, step, x, precision: str, steps: int, shapes: set) -> collect
     return out
 
 
+def ceiling(reference: float, products: float, rest: float, goal: float) -> str:
+    """The line on what vspec's matrix products allow (all in ms per step): `reference`'s step over `products`, and
+    the time vspec's other work (`rest` now) may take for vspec / reference = `goal`."""
+    line = f"  matrix products' ceiling: reference step / vspec's products {reference / products:.3f}"
+    budget = reference / goal - products
+    if budget <= 0:
+        return line + f"; for {goal:g}x the products alone are {products - reference / goal:.1f} ms too slow"
+    return line + (f"; for {goal:g}x vspec's other work may take {budget:.1f} ms a step, now {rest:.1f} "
+                   f"({rest / budget:.2f}x that)")
+
+
 def gemm_rates(shapes: set, dtype: torch.dtype, reps: int = 10) -> None:
     """GFLOP/s of x W^T, g W and g^T x at each (tokens, in, out), the fastest of `reps`."""
     print(f"\nmatrix products of the linear layers, {dtype}, GFLOP/s (fastest of {reps}):")
@@ -97,6 +108,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=2, help="profiled steps per round and model")
     ap.add_argument("--rounds", type=int, default=2, help="rounds, the two models alternating")
     ap.add_argument("--gemms", action="store_true", help="also the linear layers' matrix-product rates")
+    ap.add_argument("--goal", type=float, default=1.25, help="vspec / reference ratio the ceiling line aims at")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     args = ap.parse_args()
     if args.threads:
@@ -125,6 +137,8 @@ def main() -> None:
         print(f"  {c:18s} " + " ".join(f"{s:>18s}" for s in cells))
     print(f"  {'step':18s} " + " ".join(f"{sums[who] / n:8.1f}{'':10s}" for who in totals)
           + f"   profiled reference / vspec {sums['reference'] / sums['vspec']:.3f}")
+    products = totals["vspec"]["matrix products"] / n
+    print(ceiling(sums["reference"] / n, products, sums["vspec"] / n - products, args.goal))
     if args.gemms:
         gemm_rates(shapes, torch.bfloat16 if args.precision == "bf16" else torch.float32)
 

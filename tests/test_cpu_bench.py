@@ -200,6 +200,16 @@ def test_the_step_profile_classes_each_models_ops_and_rates_the_linear_shapes(mo
     assert "profiled reference / vspec" in printed and "heap kept (vspec.train.heap):" in printed
     assert "197 x 192 -> 576" in printed
     assert step_profile.classify("aten::gelu_backward") == "GELU" and step_profile.classify("aten::view") == "the rest"
+    assert "matrix products' ceiling: reference step / vspec's products" in printed
+
+
+def test_the_ceiling_is_the_reference_step_over_vspecs_products_and_the_budget_left_for_the_rest():
+    """The ceiling line: 900 ms (reference) over 500 ms of products is 1.8; for 1.25x the other work may take
+    900 / 1.25 - 500 = 220 ms, 300 now being 300 / 220 of it; products over 720 ms leave no budget."""
+    from benchmarks.step_profile import ceiling
+    line = ceiling(900.0, 500.0, 300.0, 1.25)
+    assert "products 1.800" in line and "may take 220.0 ms a step, now 300.0 (1.36x that)" in line
+    assert "the products alone are 30.0 ms too slow" in ceiling(900.0, 750.0, 100.0, 1.25)
 
 
 def test_the_heap_benchmark_races_both_modes_and_leaves_the_steady_state(monkeypatch, capsys):
