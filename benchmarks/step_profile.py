@@ -8,6 +8,11 @@ layer shapes the model's steps ran: forward x W^T, the input's gradient g W and 
 operand transposed). The profiler's own cost per op inflates steps of many small ops: the wall-clock ratio is
 benchmarks/models.py's, this one's only says where each step's time goes.
 
+Last, the ceiling the matrix products set: the reference's profiled step over vspec's products alone (the ratio vspec
+would reach if all its other work took no time), and for a goal ratio (`--goal`, the issue's 1.25 by default) the
+time vspec's other work may take a step against what it takes now (or, where the products alone exceed the goal's
+step, by how much).
+
     python -m benchmarks.step_profile [--model swin_tiny] [--precision bf16] [--mode train] [--batch-size N]
                                       [--steps 2] [--rounds 2] [--gemms] [--goal 1.25] [--threads N]
 """
