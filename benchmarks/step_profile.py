@@ -81,7 +81,7 @@ def ceiling(reference: float, products: float, rest: float, goal: float) -> str:
     line = f"  matrix products' ceiling: reference step / vspec's products {reference / products:.3f}"
     budget = reference / goal - products
     if budget <= 0:
-        return line + f"; for {goal:g}x the products alone are {products - reference / goal:.1f} ms too slow"
+        return line + f"; for {goal:g}x the products alone are {-budget:.1f} ms too slow"
     return line + (f"; for {goal:g}x vspec's other work may take {budget:.1f} ms a step, now {rest:.1f} "
                    f"({rest / budget:.2f}x that)")
 
